@@ -1,0 +1,30 @@
+//! Pure core of oracle: canonical encoding, hashing, events, chain verification, state,
+//! reducers, snapshots and replay. No IO, no clock, no threads: everything here is a function
+//! of its arguments, which is what makes a run replayable.
+
+pub mod canon;
+pub mod event;
+pub mod hash;
+pub mod log;
+pub mod lthash;
+pub mod payload;
+pub mod record;
+pub mod reduce;
+pub mod replay;
+pub mod rng;
+pub mod snapshot;
+pub mod state;
+pub mod synth;
+pub mod verify;
+
+pub use event::{Event, EventBody};
+pub use hash::Hash;
+pub use log::{Log, Recorder, RecordingError};
+pub use payload::{EventKind, Payload};
+pub use replay::{ReplayError, Replayer};
+pub use snapshot::{Snapshot, SnapshotError};
+pub use state::State;
+pub use verify::{ChainCheck, Head, Link, Reason, VerifyError};
+
+/// Re-exported so callers name one JSON value type.
+pub use serde_json::Value;

@@ -1,0 +1,153 @@
+//! Building chains: the in-memory log, and the recorder that turns payloads into sealed events.
+
+use crate::canon::CanonError;
+use crate::event::{Event, EventBody};
+use crate::payload::Payload;
+use crate::reduce::{self, ReduceError};
+use crate::state::State;
+use crate::verify::{ChainCheck, Head, Link, Reason, VerifyError};
+
+/// An append-only, fully verified log held in memory, ordered by seq.
+#[derive(Clone, Debug, Default)]
+pub struct Log {
+    events: Vec<Event>,
+    chain: ChainCheck,
+}
+
+impl Log {
+    pub fn new() -> Log {
+        Log::default()
+    }
+
+    /// Appends `event` if it extends the chain; otherwise returns why and leaves the log as it was.
+    pub fn append(&mut self, event: Event) -> Result<(), VerifyError> {
+        self.chain.push_event(&event)?;
+        self.events.push(event);
+        Ok(())
+    }
+
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    pub fn len(&self) -> u64 {
+        self.events.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    pub fn head(&self) -> Head {
+        self.chain.head()
+    }
+
+    pub fn get(&self, seq: u64) -> Option<&Event> {
+        usize::try_from(seq).ok().and_then(|i| self.events.get(i))
+    }
+}
+
+/// Why the recorder refused to make an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordingError {
+    #[error(transparent)]
+    Canon(#[from] CanonError),
+    #[error(transparent)]
+    Reduce(#[from] ReduceError),
+    #[error(transparent)]
+    Chain(#[from] VerifyError),
+    #[error("recorder state hash {state} does not match the chain head's {head}")]
+    StateMismatch {
+        state: crate::hash::Hash,
+        head: crate::hash::Hash,
+    },
+}
+
+/// Turns payloads into sealed events: computes the next state with the reducer, hashes, links.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    chain: ChainCheck,
+    state: State,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            chain: ChainCheck::new(),
+            state: State::new(),
+        }
+    }
+}
+
+impl Recorder {
+    /// A recorder for a new, empty log.
+    pub fn new() -> Recorder {
+        Recorder::default()
+    }
+
+    /// Continues a log whose verified head is `head` and whose replayed state is `state`.
+    pub fn resume(head: Head, state: State) -> Result<Recorder, RecordingError> {
+        if state.hash() != head.state {
+            return Err(RecordingError::StateMismatch {
+                state: state.hash(),
+                head: head.state,
+            });
+        }
+        Ok(Recorder {
+            chain: ChainCheck::resume(head),
+            state,
+        })
+    }
+
+    pub fn head(&self) -> Head {
+        self.chain.head()
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Seals the next event. `time` must not be before the last event's; `parents` must be
+    /// earlier seqs in increasing order. On error nothing changes.
+    pub fn record(
+        &mut self,
+        time: u64,
+        parents: Vec<u64>,
+        payload: &Payload,
+    ) -> Result<Event, RecordingError> {
+        let head = self.chain.head();
+        let seq = head.next_seq;
+        if !parents.windows(2).all(|w| w[0] < w[1]) {
+            return Err(VerifyError {
+                seq,
+                reason: Reason::ParentsUnordered,
+            }
+            .into());
+        }
+        if let Some(&parent) = parents.iter().find(|&&p| p >= seq) {
+            return Err(VerifyError {
+                seq,
+                reason: Reason::ParentNotEarlier { parent },
+            }
+            .into());
+        }
+        payload.check().map_err(ReduceError::from)?;
+        let mut next = self.state.clone();
+        reduce::apply_payload(&mut next, payload)?;
+        let body = EventBody {
+            seq,
+            time,
+            kind: payload.kind(),
+            parents,
+            payload: payload.to_value(),
+            state_before: self.state.hash(),
+            state_after: next.hash(),
+        };
+        let event = Event::seal(body, head.hash)?;
+        // Everything in the record is correct by construction; the chain check catches time
+        // going backwards and a misplaced `run_started`.
+        self.chain.push(&Link::of(&event), Ok(()))?;
+        self.state = next;
+        Ok(event)
+    }
+}

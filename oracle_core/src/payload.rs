@@ -1,0 +1,408 @@
+//! Event kinds and the typed payload each kind carries.
+//!
+//! The log stores a payload as a canonical JSON value; this module is the one place that says
+//! which shape each kind's payload must have. Verification decodes every payload against its
+//! kind, so an event whose kind and payload disagree is an integrity failure, not a surprise
+//! later. A new kind is added here: one `EventKind` variant, one payload struct, one arm in
+//! [`Payload::decode`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::hash::Hash;
+
+/// What an event records. Written in the log as its snake_case name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    RunStarted,
+    StepScheduled,
+    CapabilityAllowed,
+    CapabilityDenied,
+    ToolCalled,
+    ToolReturned,
+    ToolFailed,
+    StateChanged,
+    Suspended,
+    Resumed,
+    RunFinished,
+}
+
+impl EventKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [EventKind; 11] = [
+        EventKind::RunStarted,
+        EventKind::StepScheduled,
+        EventKind::CapabilityAllowed,
+        EventKind::CapabilityDenied,
+        EventKind::ToolCalled,
+        EventKind::ToolReturned,
+        EventKind::ToolFailed,
+        EventKind::StateChanged,
+        EventKind::Suspended,
+        EventKind::Resumed,
+        EventKind::RunFinished,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::RunStarted => "run_started",
+            EventKind::StepScheduled => "step_scheduled",
+            EventKind::CapabilityAllowed => "capability_allowed",
+            EventKind::CapabilityDenied => "capability_denied",
+            EventKind::ToolCalled => "tool_called",
+            EventKind::ToolReturned => "tool_returned",
+            EventKind::ToolFailed => "tool_failed",
+            EventKind::StateChanged => "state_changed",
+            EventKind::Suspended => "suspended",
+            EventKind::Resumed => "resumed",
+            EventKind::RunFinished => "run_finished",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An event kind name that does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown event kind `{0}`")]
+pub struct UnknownKind(pub String);
+
+impl FromStr for EventKind {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EventKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownKind(s.to_owned()))
+    }
+}
+
+/// The first event of every run: everything that determines the rest of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunStarted {
+    /// Human name of the program (plan name or agent type).
+    pub program: String,
+    /// Hash of the program's canonical compiled form.
+    pub program_hash: Hash,
+    /// Seed of every random choice in the run.
+    pub seed: u64,
+    /// Capabilities granted for the whole run, as written (`domain:action:scope`), sorted.
+    pub grants: Vec<String>,
+    /// Run inputs by name.
+    pub inputs: Map<String, Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepScheduled {
+    pub step: String,
+    pub tool: String,
+    pub attempt: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityAllowed {
+    pub step: String,
+    /// The capability the call needed.
+    pub capability: String,
+    /// The grant that covered it.
+    pub grant: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityDenied {
+    pub step: String,
+    pub capability: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCalled {
+    pub step: String,
+    pub tool: String,
+    pub tool_version: String,
+    pub attempt: u64,
+    pub input: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolReturned {
+    pub step: String,
+    pub tool: String,
+    pub attempt: u64,
+    pub output: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFailed {
+    pub step: String,
+    pub tool: String,
+    pub attempt: u64,
+    pub error: String,
+}
+
+/// Keys written and removed. `delete` is sorted, has no duplicates and shares no key with `set`,
+/// so one change has one encoding.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateChanged {
+    pub set: Map<String, Value>,
+    pub delete: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suspended {
+    pub step: String,
+    pub reason: String,
+    pub attempts: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resumed {
+    pub step: String,
+    /// The injected answer, used as the step's output.
+    pub value: Value,
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Completed,
+    Failed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFinished {
+    pub status: RunStatus,
+    /// Why it failed; empty when it completed.
+    pub reason: String,
+}
+
+/// A payload with its type: one variant per [`EventKind`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    RunStarted(RunStarted),
+    StepScheduled(StepScheduled),
+    CapabilityAllowed(CapabilityAllowed),
+    CapabilityDenied(CapabilityDenied),
+    ToolCalled(ToolCalled),
+    ToolReturned(ToolReturned),
+    ToolFailed(ToolFailed),
+    StateChanged(StateChanged),
+    Suspended(Suspended),
+    Resumed(Resumed),
+    RunFinished(RunFinished),
+}
+
+/// A payload value that does not have the shape its kind requires.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("payload does not fit kind `{kind}`: {reason}")]
+pub struct PayloadError {
+    pub kind: EventKind,
+    pub reason: String,
+}
+
+fn decode_as<T: DeserializeOwned>(kind: EventKind, value: &Value) -> Result<T, PayloadError> {
+    T::deserialize(value).map_err(|e| PayloadError {
+        kind,
+        reason: e.to_string(),
+    })
+}
+
+impl Payload {
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Payload::RunStarted(_) => EventKind::RunStarted,
+            Payload::StepScheduled(_) => EventKind::StepScheduled,
+            Payload::CapabilityAllowed(_) => EventKind::CapabilityAllowed,
+            Payload::CapabilityDenied(_) => EventKind::CapabilityDenied,
+            Payload::ToolCalled(_) => EventKind::ToolCalled,
+            Payload::ToolReturned(_) => EventKind::ToolReturned,
+            Payload::ToolFailed(_) => EventKind::ToolFailed,
+            Payload::StateChanged(_) => EventKind::StateChanged,
+            Payload::Suspended(_) => EventKind::Suspended,
+            Payload::Resumed(_) => EventKind::Resumed,
+            Payload::RunFinished(_) => EventKind::RunFinished,
+        }
+    }
+
+    /// The payload as the JSON value stored in the log.
+    pub fn to_value(&self) -> Value {
+        let v = match self {
+            Payload::RunStarted(p) => serde_json::to_value(p),
+            Payload::StepScheduled(p) => serde_json::to_value(p),
+            Payload::CapabilityAllowed(p) => serde_json::to_value(p),
+            Payload::CapabilityDenied(p) => serde_json::to_value(p),
+            Payload::ToolCalled(p) => serde_json::to_value(p),
+            Payload::ToolReturned(p) => serde_json::to_value(p),
+            Payload::ToolFailed(p) => serde_json::to_value(p),
+            Payload::StateChanged(p) => serde_json::to_value(p),
+            Payload::Suspended(p) => serde_json::to_value(p),
+            Payload::Resumed(p) => serde_json::to_value(p),
+            Payload::RunFinished(p) => serde_json::to_value(p),
+        };
+        // Invariant: every payload struct has string map keys and no custom serializer that can
+        // fail, so conversion to a `Value` cannot fail.
+        v.expect("payload structs always convert to JSON values")
+    }
+
+    /// Rules beyond the shape that keep one meaning to one encoding.
+    pub fn check(&self) -> Result<(), PayloadError> {
+        let kind = self.kind();
+        let fail = |reason: String| Err(PayloadError { kind, reason });
+        match self {
+            Payload::RunStarted(p) if !p.grants.windows(2).all(|w| w[0] < w[1]) => {
+                fail("grants must be sorted and unique".into())
+            }
+            Payload::StateChanged(p) if !p.delete.windows(2).all(|w| w[0] < w[1]) => {
+                fail("`delete` must be sorted and unique".into())
+            }
+            Payload::StateChanged(p) => {
+                match p.delete.iter().find(|k| p.set.contains_key(k.as_str())) {
+                    Some(k) => fail(format!("key `{k}` is both set and deleted")),
+                    None => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Decodes and checks the payload stored for `kind`.
+    pub fn decode(kind: EventKind, value: &Value) -> Result<Payload, PayloadError> {
+        let payload = Payload::decode_shape(kind, value)?;
+        payload.check()?;
+        Ok(payload)
+    }
+
+    fn decode_shape(kind: EventKind, value: &Value) -> Result<Payload, PayloadError> {
+        Ok(match kind {
+            EventKind::RunStarted => Payload::RunStarted(decode_as(kind, value)?),
+            EventKind::StepScheduled => Payload::StepScheduled(decode_as(kind, value)?),
+            EventKind::CapabilityAllowed => Payload::CapabilityAllowed(decode_as(kind, value)?),
+            EventKind::CapabilityDenied => Payload::CapabilityDenied(decode_as(kind, value)?),
+            EventKind::ToolCalled => Payload::ToolCalled(decode_as(kind, value)?),
+            EventKind::ToolReturned => Payload::ToolReturned(decode_as(kind, value)?),
+            EventKind::ToolFailed => Payload::ToolFailed(decode_as(kind, value)?),
+            EventKind::StateChanged => Payload::StateChanged(decode_as(kind, value)?),
+            EventKind::Suspended => Payload::Suspended(decode_as(kind, value)?),
+            EventKind::Resumed => Payload::Resumed(decode_as(kind, value)?),
+            EventKind::RunFinished => Payload::RunFinished(decode_as(kind, value)?),
+        })
+    }
+
+    /// One line for people: what happened, without the bulk of inputs and outputs.
+    pub fn summary(&self) -> String {
+        match self {
+            Payload::RunStarted(p) => format!(
+                "program {} ({}) seed {} grants [{}] inputs {}",
+                p.program,
+                p.program_hash.short(),
+                p.seed,
+                p.grants.join(", "),
+                p.inputs.len()
+            ),
+            Payload::StepScheduled(p) => {
+                format!("step {} -> {} (attempt {})", p.step, p.tool, p.attempt)
+            }
+            Payload::CapabilityAllowed(p) => {
+                format!("step {}: {} allowed by {}", p.step, p.capability, p.grant)
+            }
+            Payload::CapabilityDenied(p) => {
+                format!("step {}: {} DENIED: {}", p.step, p.capability, p.reason)
+            }
+            Payload::ToolCalled(p) => {
+                format!(
+                    "step {}: {}@{} input {}",
+                    p.step,
+                    p.tool,
+                    p.tool_version,
+                    clip(&p.input.to_string(), 60)
+                )
+            }
+            Payload::ToolReturned(p) => {
+                format!(
+                    "step {}: {} output {}",
+                    p.step,
+                    p.tool,
+                    clip(&p.output.to_string(), 60)
+                )
+            }
+            Payload::ToolFailed(p) => {
+                format!("step {}: {} failed: {}", p.step, p.tool, clip(&p.error, 60))
+            }
+            Payload::StateChanged(p) => {
+                let mut keys: Vec<String> = p.set.keys().map(|k| format!("+{k}")).collect();
+                keys.extend(p.delete.iter().map(|k| format!("-{k}")));
+                format!("state {}", clip(&keys.join(" "), 70))
+            }
+            Payload::Suspended(p) => format!(
+                "suspended at step {} after {} attempts: {}",
+                p.step, p.attempts, p.reason
+            ),
+            Payload::Resumed(p) => format!(
+                "resumed step {} with {}",
+                p.step,
+                clip(&p.value.to_string(), 60)
+            ),
+            Payload::RunFinished(p) => match p.status {
+                RunStatus::Completed => "run completed".to_owned(),
+                RunStatus::Failed => format!("run failed: {}", p.reason),
+            },
+        }
+    }
+}
+
+fn clip(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max_chars).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kind_names_round_trip() {
+        for k in EventKind::ALL {
+            assert_eq!(k.as_str().parse::<EventKind>(), Ok(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), json!(k.as_str()));
+        }
+        assert!("tool_exploded".parse::<EventKind>().is_err());
+    }
+
+    #[test]
+    fn mismatched_payloads_are_refused() {
+        let err = Payload::decode(EventKind::ToolReturned, &json!({"step": "a"})).unwrap_err();
+        assert!(err.reason.contains("missing field"), "{err}");
+        let extra = json!({"step": "a", "tool": "t", "attempt": 1, "output": 1, "x": 2});
+        assert!(Payload::decode(EventKind::ToolReturned, &extra).is_err());
+        let both = json!({"set": {"k": 1}, "delete": ["k"]});
+        assert!(Payload::decode(EventKind::StateChanged, &both).is_err());
+        let unsorted = json!({"set": {}, "delete": ["b", "a"]});
+        assert!(Payload::decode(EventKind::StateChanged, &unsorted).is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! Strategies shared by the core property tests.
+#![allow(dead_code)]
+
+use oracle_core::payload::*;
+use oracle_core::{Event, Hash, Recorder, Value};
+use proptest::prelude::*;
+use serde_json::Map;
+
+/// Any JSON value without floats: what hashed data may hold.
+pub fn value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| Value::from(n)),
+        any::<u64>().prop_map(|n| Value::from(n)),
+        "[a-z\u{e9}\u{1f}\"\\\\ ]{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-d]{1,2}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+/// One payload of any kind but `run_started`.
+pub fn payload() -> impl Strategy<Value = Payload> {
+    let name = "[a-z]{1,6}";
+    prop_oneof![
+        (name, name, 1u64..4).prop_map(|(step, tool, attempt)| Payload::StepScheduled(
+            StepScheduled {
+                step,
+                tool,
+                attempt
+            }
+        )),
+        (name, value()).prop_map(|(step, input)| Payload::ToolCalled(ToolCalled {
+            step,
+            tool: "fs.read".into(),
+            tool_version: "1".into(),
+            attempt: 1,
+            input
+        })),
+        (name, value()).prop_map(|(step, output)| Payload::ToolReturned(ToolReturned {
+            step,
+            tool: "fs.read".into(),
+            attempt: 1,
+            output
+        })),
+        (name, ".{0,10}").prop_map(
+            |(step, reason)| Payload::CapabilityDenied(CapabilityDenied {
+                step,
+                capability: "fs:read:/etc".into(),
+                reason
+            })
+        ),
+        (
+            prop::collection::btree_map("[a-e]", value(), 0..3),
+            prop::collection::btree_set("[f-h]", 0..2)
+        )
+            .prop_map(|(set, delete)| Payload::StateChanged(StateChanged {
+                set: set.into_iter().collect(),
+                delete: delete.into_iter().collect()
+            })),
+        (name, value()).prop_map(|(step, value)| Payload::Resumed(Resumed { step, value })),
+    ]
+}
+
+pub fn run_started(seed: u64) -> Payload {
+    Payload::RunStarted(RunStarted {
+        program: "prop".into(),
+        program_hash: Hash::ZERO,
+        seed,
+        grants: vec!["fs:read:**".into()],
+        inputs: Map::new(),
+    })
+}
+
+/// A valid log: `run_started` then the given payloads, with random time steps and parents.
+pub fn log(max_len: usize) -> impl Strategy<Value = Vec<Event>> {
+    (
+        any::<u64>(),
+        prop::collection::vec((payload(), 0u64..3, any::<bool>()), 0..max_len),
+    )
+        .prop_map(|(seed, items)| {
+            let mut r = Recorder::new();
+            let mut out = vec![r.record(0, vec![], &run_started(seed)).unwrap()];
+            let mut time = 0;
+            for (p, dt, link) in items {
+                time += dt;
+                let parents = if link {
+                    vec![out.len() as u64 - 1]
+                } else {
+                    vec![]
+                };
+                out.push(r.record(time, parents, &p).unwrap());
+            }
+            out
+        })
+}
+
+pub fn to_bytes(events: &[Event]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in events {
+        oracle_core::record::encode_into(e, &mut out);
+    }
+    out
+}
+
+/// Byte ranges `[start, end)` of each record, newline included.
+pub fn record_spans(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'\n' {
+            spans.push((start, i + 1));
+            start = i + 1;
+        }
+    }
+    spans
+}
