@@ -1,1 +1,95 @@
-fn main() {}
+//! `oracle`: the command line of the deterministic agent runtime. The only user of clap; maps
+//! every error to one of the documented exit codes.
+
+mod exit;
+mod maintain;
+mod show;
+mod verify;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::exit::CliError;
+
+/// Deterministic, auditable, replayable agents: every decision, capability check, tool call and
+/// state change is a hashed, causally linked event in an append-only log.
+///
+/// Exit codes: 0 success; 1 a run failed (or `diff` found a difference); 2 usage or input
+/// error; 3 a run is suspended awaiting input; 4 integrity or divergence failure.
+#[derive(Parser, Debug)]
+#[command(
+    name = "oracle",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+struct Cli {
+    /// Where runs live (default: $ORACLE_HOME, else ./.oracle). Runs are `<home>/runs/<id>/`.
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check the integrity of a log: every hash, link, seq, time and state link, streaming on all
+    /// cores. Exit 0 valid, 4 integrity failure (first bad seq and why), 2 unreadable input.
+    Verify(verify::VerifyArgs),
+    /// List events as a table (seq, time, kind, short hash, summary) or as JSON lines.
+    Log(show::LogArgs),
+    /// Show the state (keys and values) and its hash after an event, rebuilt from the nearest
+    /// snapshot that matches the log.
+    Inspect(show::InspectArgs),
+    /// Move a torn final record (a write cut short by a crash) aside into a file and cut it from
+    /// the log. Never touches damage before the tail: that is an integrity error (exit 4).
+    Repair(maintain::RepairArgs),
+    /// Save a snapshot of the state after an event, so later `inspect` and replays start there.
+    Snapshot(maintain::SnapshotArgs),
+    /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
+    Synth(maintain::SynthArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let home = oracle_runtime::paths::resolve_home(
+        cli.home.as_deref(),
+        std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),
+    );
+    let result = match cli.command {
+        Command::Verify(a) => verify::run(&home, a),
+        Command::Log(a) => show::log(&home, a),
+        Command::Inspect(a) => show::inspect(&home, a),
+        Command::Repair(a) => maintain::repair(&home, a),
+        Command::Snapshot(a) => maintain::snapshot(&home, a),
+        Command::Synth(a) => maintain::synth(&home, a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(CliError { code, message, .. }) => {
+            eprintln!("error: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Resolves a user-named run or log, or explains what was expected.
+pub(crate) fn resolve(
+    home: &std::path::Path,
+    target: &std::path::Path,
+) -> Result<oracle_runtime::LogPaths, CliError> {
+    oracle_runtime::LogPaths::resolve(target, home).ok_or_else(|| {
+        CliError::input(format!(
+            "{}: no such log file, run directory, or run id under {}",
+            target.display(),
+            home.join("runs").display()
+        ))
+    })
+}
+
+/// Prints a JSON value on one line to stdout.
+pub(crate) fn print_json(v: &serde_json::Value) {
+    println!("{v}");
+}

@@ -1,1 +1,103 @@
-fn main() {}
+//! Benchmarks of the pure core: per-record verification, state-hash updates at 1k and 1M keys,
+//! and replay. Targets and results are in BENCHMARKS.md.
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use oracle_core::payload::StateChanged;
+use oracle_core::synth::{Shape, SynthConfig, synth_events};
+use oracle_core::{ChainCheck, Replayer, State, Value, record, verify};
+use std::hint::black_box;
+
+const RECORDS: u64 = 100_000;
+
+fn records(shape: Shape) -> (Vec<u8>, Vec<oracle_core::Event>) {
+    let events = synth_events(SynthConfig {
+        events: RECORDS,
+        seed: 1,
+        keys: 64,
+        shape,
+    })
+    .unwrap();
+    let mut bytes = Vec::new();
+    for e in &events {
+        record::encode_into(e, &mut bytes);
+    }
+    (bytes, events)
+}
+
+fn verify_records(c: &mut Criterion) {
+    let (bytes, _) = records(Shape::Steps);
+    let mut g = c.benchmark_group("verify");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(RECORDS));
+    g.bench_function("one_core_100k_records", |b| {
+        b.iter(|| verify::verify_bytes(black_box(&bytes), None).unwrap());
+    });
+    let lines: Vec<&[u8]> = bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    g.bench_function("chain_link_only_100k", |b| {
+        let mut scratch = Vec::new();
+        let links: Vec<_> = lines
+            .iter()
+            .map(|l| verify::check_line(l, &mut scratch).unwrap().0)
+            .collect();
+        b.iter(|| {
+            let mut chain = ChainCheck::new();
+            for l in &links {
+                chain.push(l, Ok(())).unwrap();
+            }
+            chain.head()
+        });
+    });
+    g.finish();
+}
+
+fn state_with_keys(n: u64) -> State {
+    State::from_entries((0..n).map(|i| (format!("key{i:08}"), Value::from(i)))).unwrap()
+}
+
+fn state_hash_update(c: &mut Criterion) {
+    let mut g = c.benchmark_group("state_hash_update");
+    g.sample_size(20);
+    for n in [1_000u64, 1_000_000] {
+        let base = state_with_keys(n);
+        g.bench_function(format!("{n}_keys"), |b| {
+            let mut i = 0u64;
+            b.iter_batched_ref(
+                || base.clone(),
+                |s| {
+                    i += 1;
+                    let mut change = StateChanged::default();
+                    change
+                        .set
+                        .insert(format!("key{:08}", i % n), Value::from(i + n));
+                    s.apply_change(&change).unwrap();
+                    s.hash()
+                },
+                BatchSize::SmallInput,
+            );
+        });
+    }
+    g.finish();
+}
+
+fn replay(c: &mut Criterion) {
+    let (_, events) = records(Shape::Writes);
+    let mut g = c.benchmark_group("replay");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(RECORDS));
+    g.bench_function("one_key_per_event_100k", |b| {
+        b.iter(|| {
+            let mut r = Replayer::genesis();
+            for e in &events {
+                r.step(e).unwrap();
+            }
+            r.state().hash()
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, verify_records, state_hash_update, replay);
+criterion_main!(benches);

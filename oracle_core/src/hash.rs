@@ -144,8 +144,29 @@ impl<'de> Deserialize<'de> for Hash {
 }
 
 /// A BLAKE3 hasher keyed by one of the [`domain`] contexts.
+///
+/// `new_derive_key` hashes the context string every time it is called; the hashers of the
+/// known domains are derived once and cloned, which gives the same output for less work.
 pub fn hasher(context: &str) -> blake3::Hasher {
-    blake3::Hasher::new_derive_key(context)
+    use std::sync::LazyLock;
+    static KNOWN: LazyLock<[(&str, blake3::Hasher); 6]> = LazyLock::new(|| {
+        [
+            domain::PAYLOAD,
+            domain::EVENT_BODY,
+            domain::CHAIN,
+            domain::STATE_ENTRY,
+            domain::STATE,
+            domain::VALUE,
+        ]
+        .map(|c| (c, blake3::Hasher::new_derive_key(c)))
+    });
+    match KNOWN
+        .iter()
+        .find(|(c, _)| std::ptr::eq(*c, context) || *c == context)
+    {
+        Some((_, h)) => h.clone(),
+        None => blake3::Hasher::new_derive_key(context),
+    }
 }
 
 /// Hashes `bytes` in `context`.

@@ -107,6 +107,24 @@ impl Recorder {
         &self.state
     }
 
+    /// Accepts an event sealed elsewhere (a copied log, a synthetic one) after checking it fully:
+    /// every record and link invariant, and that replaying it gives its recorded `state_after`.
+    pub fn accept(&mut self, event: &Event) -> Result<(), RecordingError> {
+        let mut chain = self.chain.clone();
+        chain.push_event(event)?;
+        let mut next = self.state.clone();
+        reduce::apply_in_place(&mut next, event)?;
+        if next.hash() != event.state_after {
+            return Err(RecordingError::StateMismatch {
+                state: next.hash(),
+                head: event.state_after,
+            });
+        }
+        self.chain = chain;
+        self.state = next;
+        Ok(())
+    }
+
     /// Seals the next event. `time` must not be before the last event's; `parents` must be
     /// earlier seqs in increasing order. On error nothing changes.
     pub fn record(

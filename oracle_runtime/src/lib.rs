@@ -1,1 +1,15 @@
-//! placeholder
+//! The part of oracle that touches the world: the run store (log files, locks, durability,
+//! snapshots, repair). It gathers effects and records them through `oracle_core`'s pure
+//! recorder and reducers; nothing here decides what a state or an event means.
+
+pub mod error;
+pub mod paths;
+pub mod reader;
+pub mod repair;
+pub mod snapshots;
+pub mod writer;
+
+pub use error::{Result, StoreError};
+pub use paths::LogPaths;
+pub use reader::{VerifyOptions, VerifySummary, verify_file};
+pub use writer::{Durability, LogWriter};

@@ -1,0 +1,193 @@
+//! `oracle repair`, `oracle snapshot`, `oracle synth`: looking after logs.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use oracle_core::synth::{Shape, Synth, SynthConfig};
+use oracle_runtime::repair::Repair;
+use oracle_runtime::{Durability, LogPaths, LogWriter, snapshots};
+use serde_json::json;
+
+use crate::exit::{self, CliError};
+
+#[derive(Args, Debug)]
+pub struct RepairArgs {
+    /// A run directory, a run id, or a log file.
+    target: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
+    let paths = crate::resolve(home, &a.target)?;
+    match oracle_runtime::repair::repair(&paths)? {
+        Repair::Clean { head } => {
+            if a.json {
+                crate::print_json(
+                    &json!({"repaired": false, "events": head.next_seq, "head": head.hash}),
+                );
+            } else {
+                println!(
+                    "nothing to repair: {} ends on a complete record ({} events)",
+                    paths.log.display(),
+                    head.next_seq
+                );
+            }
+        }
+        Repair::MovedTornTail {
+            head,
+            offset,
+            len,
+            saved_to,
+        } => {
+            if a.json {
+                crate::print_json(&json!({
+                    "repaired": true, "events": head.next_seq, "head": head.hash,
+                    "torn_offset": offset, "torn_bytes": len, "saved_to": saved_to,
+                }));
+            } else {
+                println!("repaired {}", paths.log.display());
+                println!("  kept     {} events (head {})", head.next_seq, head.hash);
+                println!(
+                    "  moved    {len} torn bytes from offset {offset} to {}",
+                    saved_to.display()
+                );
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    /// A run directory, a run id, or a log file.
+    target: PathBuf,
+    /// Snapshot the state after this event (default: the last).
+    #[arg(long, value_name = "SEQ")]
+    at: Option<u64>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn snapshot(home: &Path, a: SnapshotArgs) -> Result<u8, CliError> {
+    let paths = crate::resolve(home, &a.target)?;
+    let (snap, path) = snapshots::take(&paths, a.at)?;
+    if a.json {
+        crate::print_json(
+            &json!({"seq": snap.seq, "state_hash": snap.state_hash, "keys": snap.entries.len(), "path": path}),
+        );
+    } else {
+        println!(
+            "snapshot after event {} ({} keys, state {}) -> {}",
+            snap.seq,
+            snap.entries.len(),
+            snap.state_hash,
+            path.display()
+        );
+    }
+    Ok(exit::OK)
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ShapeArg {
+    /// Five events per step: scheduled, capability, call, return, state change.
+    Steps,
+    /// Every event writes one state key: the worst case for replay.
+    Writes,
+}
+
+/// Sync policy for appends.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DurabilityArg {
+    /// Sync after every event.
+    Event,
+    /// Sync at commit points and every 1000 events (default).
+    Group,
+    /// Never sync (the OS writes when it likes).
+    None,
+}
+
+impl From<DurabilityArg> for Durability {
+    fn from(d: DurabilityArg) -> Durability {
+        match d {
+            DurabilityArg::Event => Durability::Event,
+            DurabilityArg::Group => Durability::DEFAULT,
+            DurabilityArg::None => Durability::None,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SynthArgs {
+    /// Number of events.
+    #[arg(long, default_value_t = 1000)]
+    events: u64,
+    /// Seed of every random choice; the same seed gives the same bytes.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Distinct state keys written.
+    #[arg(long, default_value_t = 64)]
+    keys: u64,
+    #[arg(long, value_enum, default_value_t = ShapeArg::Steps)]
+    shape: ShapeArg,
+    /// Write a bare log file here (must not exist).
+    #[arg(long, value_name = "FILE", conflicts_with = "run")]
+    out: Option<PathBuf>,
+    /// Write a run directory `<home>/runs/<ID>` (must not exist).
+    #[arg(long, value_name = "ID")]
+    run: Option<String>,
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    durability: DurabilityArg,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn synth(home: &Path, a: SynthArgs) -> Result<u8, CliError> {
+    let paths = match (&a.out, &a.run) {
+        (Some(f), None) => LogPaths::of_file(f),
+        (None, Some(id)) => {
+            if id.is_empty() || id.contains(['/', '\\']) || id == "." || id == ".." {
+                return Err(CliError::input(format!(
+                    "run id `{id}` must be a plain name (no path separators)"
+                )));
+            }
+            LogPaths::of_run(&home.join("runs").join(id))
+        }
+        _ => {
+            return Err(CliError::input(
+                "say where to write: --out FILE or --run ID",
+            ));
+        }
+    };
+    if a.events == 0 {
+        return Err(CliError::input(
+            "--events must be at least 1 (every log starts with run_started)",
+        ));
+    }
+    let shape = match a.shape {
+        ShapeArg::Steps => Shape::Steps,
+        ShapeArg::Writes => Shape::Writes,
+    };
+    let mut w = LogWriter::create(&paths, a.durability.into())?;
+    for event in Synth::new(SynthConfig {
+        events: a.events,
+        seed: a.seed,
+        keys: a.keys,
+        shape,
+    }) {
+        let event = event.map_err(|e| CliError::input(format!("synthetic log: {e}")))?;
+        w.append_sealed(&event)?;
+    }
+    let head = w.close()?;
+    if a.json {
+        crate::print_json(&json!({"path": paths.log, "events": head.next_seq, "head": head.hash}));
+    } else {
+        println!(
+            "wrote {} events to {} (head {})",
+            head.next_seq,
+            paths.log.display(),
+            head.hash
+        );
+    }
+    Ok(exit::OK)
+}

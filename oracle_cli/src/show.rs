@@ -1,0 +1,154 @@
+//! `oracle log` and `oracle inspect`: reading a run as a person or a program would.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use oracle_core::EventKind;
+use oracle_runtime::{reader, snapshots};
+use serde_json::json;
+
+use crate::exit::{self, CliError};
+
+#[derive(Args, Debug)]
+pub struct LogArgs {
+    /// A run directory, a run id, or a log file.
+    target: PathBuf,
+    /// First seq to show.
+    #[arg(long, value_name = "SEQ")]
+    from: Option<u64>,
+    /// Last seq to show (inclusive).
+    #[arg(long, value_name = "SEQ")]
+    to: Option<u64>,
+    /// Only events of this kind (e.g. tool_returned, capability_denied). Repeatable.
+    #[arg(long, value_name = "KIND")]
+    kind: Vec<EventKindArg>,
+    /// One JSON event per line (the exact recorded events) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// An event kind named on the command line.
+#[derive(Clone, Debug)]
+struct EventKindArg(EventKind);
+
+impl std::str::FromStr for EventKindArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.parse::<EventKind>().map(EventKindArg).map_err(|e| {
+            let all: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("{e}; known kinds: {}", all.join(", "))
+        })
+    }
+}
+
+pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
+    let paths = crate::resolve(home, &a.target)?;
+    let from = a.from.unwrap_or(0);
+    let to = a.to.unwrap_or(u64::MAX);
+    if from > to {
+        return Err(CliError::input(format!("--from {from} is after --to {to}")));
+    }
+    let kinds: Vec<EventKind> = a.kind.iter().map(|k| k.0).collect();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if !a.json {
+        write_line(
+            &mut out,
+            &format!(
+                "{:>6}  {:>6}  {:<18}  {:<12}  summary",
+                "seq", "time", "kind", "hash"
+            ),
+        );
+    }
+    reader::scan(&paths.log, false, |e| {
+        if e.seq > to {
+            return Ok(false);
+        }
+        if e.seq < from || !(kinds.is_empty() || kinds.contains(&e.kind)) {
+            return Ok(true);
+        }
+        let line = if a.json {
+            // The exact record, as stored.
+            String::from_utf8_lossy(oracle_core::record::encode(&e).trim_ascii_end()).into_owned()
+        } else {
+            let summary = e
+                .typed()
+                .map(|p| p.summary())
+                .unwrap_or_else(|err| err.to_string());
+            format!(
+                "{:>6}  {:>6}  {:<18}  {:<12}  {}",
+                e.seq,
+                e.time,
+                e.kind.as_str(),
+                e.hash.short(),
+                summary
+            )
+        };
+        write_line(&mut out, &line);
+        Ok(true)
+    })?;
+    Ok(exit::OK)
+}
+
+fn write_line(out: &mut impl std::io::Write, line: &str) {
+    // A closed pipe (`oracle log | head`) is not an error worth reporting.
+    let _ = writeln!(out, "{line}");
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// A run directory, a run id, or a log file.
+    target: PathBuf,
+    /// Show the state after this event (default: the last).
+    #[arg(long, value_name = "SEQ")]
+    at: Option<u64>,
+    /// Replay from genesis, ignoring snapshots.
+    #[arg(long)]
+    no_snapshots: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
+    let paths = crate::resolve(home, &a.target)?;
+    let r = snapshots::state_at(&paths, a.at, !a.no_snapshots)?;
+    for (seq, why) in &r.rejected {
+        eprintln!("warning: snapshot at seq {seq} not used: {why}");
+    }
+    if a.json {
+        let entries: serde_json::Map<String, serde_json::Value> = r
+            .state
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let rejected: Vec<_> = r
+            .rejected
+            .iter()
+            .map(|(s, why)| json!({"seq": s, "reason": why}))
+            .collect();
+        crate::print_json(&json!({
+            "seq": r.seq,
+            "time": r.event.time,
+            "state_hash": r.state.hash(),
+            "keys": r.state.len(),
+            "entries": entries,
+            "from_snapshot": r.from_snapshot,
+            "rejected_snapshots": rejected,
+        }));
+    } else {
+        println!(
+            "state after event {} (time {}, {})",
+            r.seq, r.event.time, r.event.kind
+        );
+        println!("  hash   {}", r.state.hash());
+        let origin = r
+            .from_snapshot
+            .map_or("genesis".to_owned(), |s| format!("snapshot at seq {s}"));
+        println!("  from   {origin}");
+        println!("  keys   {}", r.state.len());
+        for (k, v) in r.state.iter() {
+            println!("  {k} = {v}");
+        }
+    }
+    Ok(exit::OK)
+}

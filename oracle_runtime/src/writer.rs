@@ -1,0 +1,238 @@
+//! The single writer of a log: records events, appends their records, syncs by policy.
+//!
+//! A writer holds an exclusive advisory lock on `<log>.lock` for its whole life, so a second
+//! writer is refused with a clear error instead of interleaving records. Opening an existing
+//! log verifies and replays it first, and refuses a torn tail (that needs `oracle repair`).
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::Write;
+use std::path::Path;
+
+use oracle_core::{Event, Head, Payload, Recorder, State, record};
+
+use crate::error::{Result, StoreError};
+use crate::paths::LogPaths;
+use crate::reader;
+
+/// When appended records are forced to stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// `fdatasync` after every event: nothing acknowledged is ever lost; slowest.
+    Event,
+    /// Sync at every [`LogWriter::commit`] (the runtime commits at each step boundary) and at
+    /// least every `events_max` events. A crash loses at most the step in progress.
+    Group { events_max: u64 },
+    /// Hand records to the OS at commit points, never sync: a machine crash may lose recent
+    /// committed steps (a process crash does not). For scratch runs and benchmarks.
+    None,
+}
+
+impl Durability {
+    /// The default: group commit at step boundaries, and every 1000 events at most.
+    pub const DEFAULT: Durability = Durability::Group {
+        events_max: GROUP_EVENTS_MAX_DEFAULT,
+    };
+}
+
+impl Default for Durability {
+    fn default() -> Self {
+        Durability::DEFAULT
+    }
+}
+
+/// Default bound on events written between two syncs under [`Durability::Group`].
+pub const GROUP_EVENTS_MAX_DEFAULT: u64 = 1000;
+/// Buffered bytes that force a write to the OS whatever the policy (4 MiB).
+pub const BUFFER_BYTES_MAX: usize = 4 << 20;
+
+/// Appends to one log, exclusively.
+pub struct LogWriter {
+    paths: LogPaths,
+    file: File,
+    _lock: File,
+    buf: Vec<u8>,
+    recorder: Recorder,
+    durability: Durability,
+    /// Events handed to the file (or buffered) since the last sync.
+    unsynced: u64,
+}
+
+fn take_lock(paths: &LogPaths) -> Result<File> {
+    let lock_path = paths.lock();
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(StoreError::io(&lock_path))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(TryLockError::WouldBlock) => Err(StoreError::Locked {
+            path: paths.log.clone(),
+            lock: lock_path,
+        }),
+        Err(TryLockError::Error(e)) => Err(StoreError::Io {
+            path: lock_path,
+            source: e,
+        }),
+    }
+}
+
+/// Takes the writer lock for a maintenance operation (repair) that must not race a writer.
+pub fn lock_for_maintenance(paths: &LogPaths) -> Result<File> {
+    take_lock(paths)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    // Makes a newly created or renamed entry durable. Directories open read-only on Unix.
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(StoreError::io(dir))
+}
+
+impl LogWriter {
+    /// Creates a new, empty log (and its run directory if `paths` has one).
+    pub fn create(paths: &LogPaths, durability: Durability) -> Result<LogWriter> {
+        if let Some(dir) = &paths.run_dir {
+            std::fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
+        }
+        let lock = take_lock(paths)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&paths.log)
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    StoreError::AlreadyExists {
+                        path: paths.log.clone(),
+                    }
+                } else {
+                    StoreError::Io {
+                        path: paths.log.clone(),
+                        source: e,
+                    }
+                }
+            })?;
+        if let Some(parent) = paths.log.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+        Ok(LogWriter {
+            paths: paths.clone(),
+            file,
+            _lock: lock,
+            buf: Vec::with_capacity(64 << 10),
+            recorder: Recorder::new(),
+            durability,
+            unsynced: 0,
+        })
+    }
+
+    /// Opens an existing log to append to it: takes the lock, then verifies and replays the
+    /// whole log to recover the head and state. A torn tail or any damage is refused.
+    pub fn open(paths: &LogPaths, durability: Durability) -> Result<LogWriter> {
+        let lock = take_lock(paths)?;
+        let (head, state) = reader::verify_and_replay(paths)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&paths.log)
+            .map_err(StoreError::io(&paths.log))?;
+        let recorder = Recorder::resume(head, state).map_err(|source| StoreError::Record {
+            path: paths.log.clone(),
+            source,
+        })?;
+        Ok(LogWriter {
+            paths: paths.clone(),
+            file,
+            _lock: lock,
+            buf: Vec::with_capacity(64 << 10),
+            recorder,
+            durability,
+            unsynced: 0,
+        })
+    }
+
+    pub fn paths(&self) -> &LogPaths {
+        &self.paths
+    }
+
+    pub fn head(&self) -> Head {
+        self.recorder.head()
+    }
+
+    pub fn state(&self) -> &State {
+        self.recorder.state()
+    }
+
+    /// Records the next event and queues its record. Durable once the policy syncs it.
+    pub fn append(&mut self, time: u64, parents: Vec<u64>, payload: &Payload) -> Result<Event> {
+        let event = self
+            .recorder
+            .record(time, parents, payload)
+            .map_err(|source| StoreError::Record {
+                path: self.paths.log.clone(),
+                source,
+            })?;
+        self.queue(&event)?;
+        Ok(event)
+    }
+
+    /// Appends an event sealed elsewhere, after checking it extends this log.
+    pub fn append_sealed(&mut self, event: &Event) -> Result<()> {
+        self.recorder
+            .accept(event)
+            .map_err(|source| StoreError::Record {
+                path: self.paths.log.clone(),
+                source,
+            })?;
+        self.queue(event)
+    }
+
+    fn queue(&mut self, event: &Event) -> Result<()> {
+        record::encode_into(event, &mut self.buf);
+        self.unsynced += 1;
+        match self.durability {
+            Durability::Event => self.flush(true),
+            Durability::Group { events_max } if self.unsynced >= events_max => self.flush(true),
+            _ if self.buf.len() >= BUFFER_BYTES_MAX => self.flush(false),
+            _ => Ok(()),
+        }
+    }
+
+    /// A commit point (the end of a step): everything appended so far becomes durable under
+    /// `Event` and `Group`, and is handed to the OS under `None`.
+    pub fn commit(&mut self) -> Result<()> {
+        let sync = !matches!(self.durability, Durability::None);
+        self.flush(sync)
+    }
+
+    fn flush(&mut self, sync: bool) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file
+                .write_all(&self.buf)
+                .map_err(StoreError::io(&self.paths.log))?;
+            self.buf.clear();
+        }
+        if sync && self.unsynced > 0 {
+            self.file
+                .sync_data()
+                .map_err(StoreError::io(&self.paths.log))?;
+        }
+        if sync {
+            self.unsynced = 0;
+        }
+        Ok(())
+    }
+
+    /// Commits and closes. Prefer this to dropping, which commits but cannot report errors.
+    pub fn close(mut self) -> Result<Head> {
+        self.commit()?;
+        Ok(self.head())
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        // Best effort: an error here cannot be reported; `close` is the checked path.
+        let _ = self.commit();
+    }
+}
