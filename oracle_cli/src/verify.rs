@@ -27,7 +27,17 @@ pub struct VerifyArgs {
 }
 
 pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
-    let paths = crate::resolve(home, &a.target)?;
+    let paths = match crate::resolve(home, &a.target) {
+        Ok(p) => p,
+        Err(err) => {
+            if a.json {
+                crate::print_json(
+                    &json!({"ok": false, "path": a.target, "error": {"kind": "input", "reason": err.message}}),
+                );
+            }
+            return Err(err);
+        }
+    };
     let threads = if a.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {

@@ -262,8 +262,7 @@ pub enum LogBytesError {
     #[error("{error} (record at byte {offset})")]
     Integrity { error: VerifyError, offset: u64 },
     #[error(
-        "torn tail: {len} bytes at byte {offset} after event {} are not a complete record (the record for seq {seq} was cut short; `oracle repair` moves them aside)",
-        seq.saturating_sub(1)
+        "torn tail: the last {len} bytes (from byte {offset}, after {seq} complete records) are not a complete record: the write of event {seq} was cut short; `oracle repair` moves them aside"
     )]
     TornTail {
         /// The seq the torn record would have had.

@@ -42,6 +42,10 @@ pub enum StoreError {
         seq: u64,
         events: u64,
     },
+    #[error(
+        "{path}: an earlier write failed, so this writer stopped; check the log with `oracle verify` and `oracle repair` before appending again"
+    )]
+    Poisoned { path: PathBuf },
     #[error("{path}: the log is empty")]
     Empty { path: PathBuf },
 }
@@ -55,11 +59,10 @@ impl StoreError {
     /// True for errors that mean the recorded data is damaged or inconsistent (exit code 4), as
     /// opposed to unreadable or missing input (exit code 2).
     pub fn is_integrity(&self) -> bool {
-        match self {
-            StoreError::Log { .. } => true,
-            StoreError::Replay { .. } | StoreError::Snapshot { .. } => true,
-            _ => false,
-        }
+        matches!(
+            self,
+            StoreError::Log { .. } | StoreError::Replay { .. } | StoreError::Snapshot { .. }
+        )
     }
 }
 

@@ -88,7 +88,11 @@ impl LogPaths {
     pub fn torn_dir(&self) -> PathBuf {
         match &self.run_dir {
             Some(d) => d.join("torn"),
-            None => self.log.parent().map(Path::to_path_buf).unwrap_or_default(),
+            // A bare file name has an empty parent: the current directory.
+            None => match self.log.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            },
         }
     }
 

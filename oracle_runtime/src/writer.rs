@@ -55,6 +55,9 @@ pub struct LogWriter {
     durability: Durability,
     /// Events handed to the file (or buffered) since the last sync.
     unsynced: u64,
+    /// Set when a write or sync failed: the file may end in a partial record, so this writer
+    /// refuses all further work (reopen after `oracle repair`).
+    poisoned: bool,
 }
 
 fn take_lock(paths: &LogPaths) -> Result<File> {
@@ -124,6 +127,7 @@ impl LogWriter {
             recorder: Recorder::new(),
             durability,
             unsynced: 0,
+            poisoned: false,
         })
     }
 
@@ -148,6 +152,7 @@ impl LogWriter {
             recorder,
             durability,
             unsynced: 0,
+            poisoned: false,
         })
     }
 
@@ -165,6 +170,7 @@ impl LogWriter {
 
     /// Records the next event and queues its record. Durable once the policy syncs it.
     pub fn append(&mut self, time: u64, parents: Vec<u64>, payload: &Payload) -> Result<Event> {
+        self.check_usable()?;
         let event = self
             .recorder
             .record(time, parents, payload)
@@ -178,6 +184,7 @@ impl LogWriter {
 
     /// Appends an event sealed elsewhere, after checking it extends this log.
     pub fn append_sealed(&mut self, event: &Event) -> Result<()> {
+        self.check_usable()?;
         self.recorder
             .accept(event)
             .map_err(|source| StoreError::Record {
@@ -205,17 +212,40 @@ impl LogWriter {
         self.flush(sync)
     }
 
+    fn check_usable(&self) -> Result<()> {
+        if self.poisoned {
+            return Err(StoreError::Poisoned {
+                path: self.paths.log.clone(),
+            });
+        }
+        Ok(())
+    }
+
     fn flush(&mut self, sync: bool) -> Result<()> {
+        self.check_usable()?;
         if !self.buf.is_empty() {
-            self.file
-                .write_all(&self.buf)
-                .map_err(StoreError::io(&self.paths.log))?;
+            if let Err(e) = self.file.write_all(&self.buf) {
+                // Part of the buffer may be on disk; writing it again would put a partial
+                // record in the middle of the log.
+                self.poisoned = true;
+                return Err(StoreError::Io {
+                    path: self.paths.log.clone(),
+                    source: e,
+                });
+            }
             self.buf.clear();
         }
-        if sync && self.unsynced > 0 {
-            self.file
-                .sync_data()
-                .map_err(StoreError::io(&self.paths.log))?;
+        if sync
+            && self.unsynced > 0
+            && let Err(e) = self.file.sync_data()
+        {
+            // After a failed fsync the kernel may have dropped the dirty pages: what is on
+            // disk is unknown, so stop here.
+            self.poisoned = true;
+            return Err(StoreError::Io {
+                path: self.paths.log.clone(),
+                source: e,
+            });
         }
         if sync {
             self.unsynced = 0;
@@ -232,7 +262,10 @@ impl LogWriter {
 
 impl Drop for LogWriter {
     fn drop(&mut self) {
-        // Best effort: an error here cannot be reported; `close` is the checked path.
-        let _ = self.commit();
+        // Best effort: an error here cannot be reported; `close` is the checked path. A
+        // poisoned writer writes nothing more.
+        if !self.poisoned {
+            let _ = self.commit();
+        }
     }
 }

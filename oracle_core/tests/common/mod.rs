@@ -11,8 +11,8 @@ pub fn value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|n| Value::from(n)),
-        any::<u64>().prop_map(|n| Value::from(n)),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
         "[a-z\u{e9}\u{1f}\"\\\\ ]{0,8}".prop_map(Value::String),
     ];
     leaf.prop_recursive(3, 24, 4, |inner| {

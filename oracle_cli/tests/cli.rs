@@ -1,0 +1,482 @@
+//! End-to-end tests of the `oracle` binary on the fixture logs: exit codes, what is printed on
+//! stdout and stderr, and what commands that write (repair, snapshot, synth) leave on disk.
+//! Every test works on copies in a temporary directory, never on `fixtures/` itself.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use oracle_core::verify::verify_bytes;
+use oracle_runtime::{Durability, LogPaths, LogWriter};
+use serde_json::Value;
+
+fn fixture_logs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/logs")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A temporary directory holding a copy of the fixture logs in `logs/` and an empty oracle
+/// home in `home/`; the binary runs inside it, so nothing can touch the real fixtures or `.oracle`.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&fixture_logs(), &dir.path().join("logs"));
+        Sandbox { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn home(&self) -> PathBuf {
+        self.path("home")
+    }
+
+    /// Runs `oracle --home <home> <args>` in `cwd`.
+    fn run_in(&self, cwd: &Path, home: &Path, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_oracle"))
+            .arg("--home")
+            .arg(home)
+            .args(args)
+            .current_dir(cwd)
+            .env_remove("ORACLE_HOME")
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `oracle --home <sandbox>/home <args>` in the sandbox.
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_in(self.dir.path(), &self.home(), args)
+    }
+
+    /// Runs and returns (exit code, stdout, stderr).
+    fn oracle(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.run(args);
+        let code = out.status.code().expect("oracle was killed by a signal");
+        (
+            code,
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    }
+
+    /// Runs a `--json` command and parses its single line of stdout.
+    fn json(&self, args: &[&str]) -> (i32, Value) {
+        let (code, stdout, stderr) = self.oracle(args);
+        let v = serde_json::from_str(stdout.trim_end()).unwrap_or_else(|e| {
+            panic!("{args:?}: stdout is not JSON ({e}): {stdout:?} (stderr {stderr:?})")
+        });
+        (code, v)
+    }
+}
+
+/// The head of quickstart.jsonl, computed independently of the binary.
+fn quickstart_head() -> String {
+    let bytes = fs::read(fixture_logs().join("quickstart.jsonl")).unwrap();
+    verify_bytes(&bytes, None).unwrap().hash.to_hex()
+}
+
+#[test]
+fn verify_accepts_a_valid_log_and_prints_its_head() {
+    let s = Sandbox::new();
+    let (code, stdout, stderr) = s.oracle(&["verify", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("valid"), "{stdout}");
+    assert!(stdout.contains(&quickstart_head()), "{stdout}");
+    assert!(stdout.contains("events   20"), "{stdout}");
+
+    let (code, v) = s.json(&["verify", "--json", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["events"], 20);
+    assert_eq!(v["head"], quickstart_head().as_str());
+}
+
+#[test]
+fn verify_accepts_a_run_directory_and_a_run_id() {
+    let s = Sandbox::new();
+    let run = s.home().join("runs/qs");
+    fs::create_dir_all(&run).unwrap();
+    fs::copy(s.path("logs/quickstart.jsonl"), run.join("events.jsonl")).unwrap();
+    for target in [run.to_str().unwrap(), "qs"] {
+        let (code, v) = s.json(&["verify", "--json", target]);
+        assert_eq!(code, 0, "{target}");
+        assert_eq!(v["head"], quickstart_head().as_str(), "{target}");
+    }
+}
+
+/// Checks a failing `verify`: exit 4, the text names the seq and reason, and `--json` agrees.
+fn assert_integrity_failure(s: &Sandbox, log: &str, seq: u64, kind: &str, reason: &str) {
+    let (code, _, stderr) = s.oracle(&["verify", log]);
+    assert_eq!(code, 4, "{log}: {stderr}");
+    assert!(stderr.contains(reason), "{log}: {stderr}");
+    if kind == "integrity" {
+        assert!(stderr.contains(&format!("event {seq}:")), "{log}: {stderr}");
+    }
+
+    let (code, v) = s.json(&["verify", "--json", log]);
+    assert_eq!(code, 4, "{log}");
+    assert_eq!(v["ok"], false, "{log}");
+    assert_eq!(v["error"]["kind"], kind, "{log}: {v}");
+    assert_eq!(v["error"]["seq"], seq, "{log}: {v}");
+    assert!(
+        v["error"]["reason"].as_str().unwrap().contains(reason),
+        "{log}: {v}"
+    );
+}
+
+#[test]
+fn verify_reports_a_tampered_record_at_its_seq() {
+    let s = Sandbox::new();
+    assert_integrity_failure(
+        &s,
+        "logs/broken/tampered-middle.jsonl",
+        7,
+        "integrity",
+        "payload hash mismatch",
+    );
+}
+
+#[test]
+fn verify_reports_a_forged_payload_at_its_seq() {
+    let s = Sandbox::new();
+    assert_integrity_failure(
+        &s,
+        "logs/broken/forged-payload.jsonl",
+        8,
+        "integrity",
+        "hash mismatch",
+    );
+}
+
+#[test]
+fn verify_reports_swapped_and_garbage_records() {
+    let s = Sandbox::new();
+    assert_integrity_failure(
+        &s,
+        "logs/broken/swapped.jsonl",
+        3,
+        "integrity",
+        "seq out of order",
+    );
+    assert_integrity_failure(
+        &s,
+        "logs/broken/not-json.jsonl",
+        2,
+        "integrity",
+        "malformed record",
+    );
+}
+
+#[test]
+fn a_relinked_log_is_caught_only_by_the_known_head() {
+    let s = Sandbox::new();
+    let (code, _, stderr) = s.oracle(&["verify", "logs/broken/relinked.jsonl"]);
+    assert_eq!(code, 0, "a relinked chain is self-consistent: {stderr}");
+
+    let head = quickstart_head();
+    let (code, _, stderr) = s.oracle(&["verify", "--head", &head, "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0, "the original log contains its own head: {stderr}");
+
+    let (code, _, stderr) = s.oracle(&["verify", "--head", &head, "logs/broken/relinked.jsonl"]);
+    assert_eq!(code, 4);
+    assert!(stderr.contains(&head), "{stderr}");
+    let (code, v) = s.json(&[
+        "verify",
+        "--json",
+        "--head",
+        &head,
+        "logs/broken/relinked.jsonl",
+    ]);
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["kind"], "head_not_found");
+}
+
+#[test]
+fn a_torn_tail_is_reported_then_repaired() {
+    let s = Sandbox::new();
+    let log = "logs/broken/torn-tail.jsonl";
+    let original = fs::read(s.path(log)).unwrap();
+    let valid_len = original.iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    let cut = &original[valid_len..];
+
+    assert_integrity_failure(&s, log, 19, "torn_tail", "torn tail");
+
+    let (code, v) = s.json(&["repair", "--json", log]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["repaired"], true);
+    assert_eq!(v["events"], 19);
+    assert_eq!(v["torn_bytes"], cut.len());
+    // Relative paths in the output are relative to where oracle ran: the sandbox.
+    let saved = s.path(v["saved_to"].as_str().unwrap());
+    assert_eq!(
+        fs::read(&saved).unwrap(),
+        cut,
+        "the cut bytes are saved, byte for byte"
+    );
+    assert_eq!(fs::read(s.path(log)).unwrap(), &original[..valid_len]);
+
+    let (code, v) = s.json(&["verify", "--json", log]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["events"], 19, "one event fewer than quickstart");
+
+    let (code, stdout, _) = s.oracle(&["repair", log]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("nothing to repair"), "{stdout}");
+}
+
+#[test]
+fn repair_refuses_damage_before_the_tail() {
+    let s = Sandbox::new();
+    let log = "logs/broken/tampered-middle.jsonl";
+    let before = fs::read(s.path(log)).unwrap();
+    let (code, _, stderr) = s.oracle(&["repair", log]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("event 7"), "{stderr}");
+    assert_eq!(fs::read(s.path(log)).unwrap(), before);
+}
+
+/// `oracle repair events.jsonl` from the log's own directory: the bare relative path has an
+/// empty parent directory.
+#[test]
+fn repair_works_on_a_log_in_the_current_directory() {
+    let s = Sandbox::new();
+    let out = s.run_in(
+        &s.path("logs/broken"),
+        &s.home(),
+        &["repair", "torn-tail.jsonl"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(s.oracle(&["verify", "logs/broken/torn-tail.jsonl"]).0, 0);
+}
+
+#[test]
+fn a_missing_log_is_an_input_error() {
+    let s = Sandbox::new();
+    let (code, _, stderr) = s.oracle(&["verify", "logs/no-such-log.jsonl"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no-such-log.jsonl"), "{stderr}");
+}
+
+#[test]
+fn a_second_writer_is_refused_by_the_lock() {
+    let s = Sandbox::new();
+    let run = s.home().join("runs/held");
+    fs::create_dir_all(&run).unwrap();
+    fs::copy(s.path("logs/quickstart.jsonl"), run.join("events.jsonl")).unwrap();
+
+    let writer = LogWriter::open(&LogPaths::of_run(&run), Durability::DEFAULT).unwrap();
+    let (code, _, stderr) = s.oracle(&["repair", "held"]);
+    assert_ne!(
+        code, 0,
+        "repair ran while another process held the writer lock"
+    );
+    assert!(stderr.contains("lock"), "{stderr}");
+
+    // Once the writer is gone, the same command goes through.
+    drop(writer);
+    let (code, stdout, stderr) = s.oracle(&["repair", "held"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nothing to repair"), "{stdout}");
+}
+
+/// The seq column of `oracle log`'s table.
+fn table_seqs(stdout: &str) -> Vec<u64> {
+    let mut lines = stdout.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header
+            .split_whitespace()
+            .eq(["seq", "time", "kind", "hash", "summary"]),
+        "{header}"
+    );
+    lines
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn log_lists_every_event_and_filters_by_kind() {
+    let s = Sandbox::new();
+    let (code, stdout, _) = s.oracle(&["log", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0);
+    assert_eq!(table_seqs(&stdout), (0..20).collect::<Vec<u64>>());
+    assert!(stdout.contains("run completed"), "{stdout}");
+
+    let (code, stdout, _) = s.oracle(&["log", "--kind", "capability_denied", "logs/denied.jsonl"]);
+    assert_eq!(code, 0);
+    assert_eq!(table_seqs(&stdout), [2]);
+    assert!(stdout.contains("fs:read:/etc/passwd DENIED"), "{stdout}");
+
+    let (code, stdout, _) = s.oracle(&["log", "--from", "4", "--to", "6", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0);
+    assert_eq!(table_seqs(&stdout), [4, 5, 6]);
+
+    let (code, _, stderr) = s.oracle(&["log", "--kind", "tool_exploded", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 2, "an unknown kind is a usage error");
+    assert!(
+        stderr.contains("capability_denied"),
+        "the error lists the known kinds: {stderr}"
+    );
+}
+
+#[test]
+fn log_json_prints_the_records_exactly_as_stored() {
+    let s = Sandbox::new();
+    for log in [
+        "logs/quickstart.jsonl",
+        "logs/denied.jsonl",
+        "logs/suspended.jsonl",
+    ] {
+        let out = s.run(&["log", "--json", log]);
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(out.stdout, fs::read(s.path(log)).unwrap(), "{log}");
+    }
+}
+
+#[test]
+fn log_stops_with_an_integrity_error_at_the_damage() {
+    let s = Sandbox::new();
+    let (code, stdout, stderr) = s.oracle(&["log", "logs/broken/tampered-middle.jsonl"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(
+        table_seqs(&stdout),
+        (0..7).collect::<Vec<u64>>(),
+        "only verified events are shown"
+    );
+}
+
+/// The `key = value` lines of `oracle inspect`'s text output.
+fn inspect_keys(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("  ")?
+                .split_once(" = ")
+                .map(|(k, _)| k.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn inspect_shows_the_state_after_an_event() {
+    let s = Sandbox::new();
+    let (code, stdout, stderr) = s.oracle(&["inspect", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("state after event 19"), "{stdout}");
+    assert_eq!(inspect_keys(&stdout), ["check", "read", "stats", "write"]);
+    assert!(
+        stdout.contains(r#"stats = {"lines":4,"words":38}"#),
+        "{stdout}"
+    );
+
+    let (code, stdout, _) = s.oracle(&["inspect", "--at", "9", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("state after event 9"), "{stdout}");
+    assert_eq!(inspect_keys(&stdout), ["read", "stats"]);
+
+    let (code, _, stderr) = s.oracle(&["inspect", "--at", "20", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 2, "past the end: {stderr}");
+}
+
+#[test]
+fn inspect_starts_from_a_snapshot_once_taken() {
+    let s = Sandbox::new();
+    let log = "logs/quickstart.jsonl";
+    let (_, genesis) = s.json(&["inspect", "--json", log]);
+    assert_eq!(genesis["from_snapshot"], Value::Null);
+
+    let (code, snap) = s.json(&["snapshot", "--json", "--at", "13", log]);
+    assert_eq!(code, 0, "{snap}");
+    assert_eq!(snap["seq"], 13);
+    assert!(s.path(snap["path"].as_str().unwrap()).is_file(), "{snap}");
+
+    let (code, v) = s.json(&["inspect", "--json", log]);
+    assert_eq!(code, 0);
+    assert_eq!(v["from_snapshot"], 13);
+    assert_eq!(
+        v["state_hash"], genesis["state_hash"],
+        "a snapshot never changes the state"
+    );
+    assert_eq!(v["entries"], genesis["entries"]);
+
+    let (_, v) = s.json(&["inspect", "--json", "--no-snapshots", log]);
+    assert_eq!(v["from_snapshot"], Value::Null);
+    let (_, v) = s.json(&["inspect", "--json", "--at", "12", log]);
+    assert_eq!(
+        v["from_snapshot"],
+        Value::Null,
+        "a snapshot after --at cannot be used"
+    );
+}
+
+#[test]
+fn synth_is_deterministic_across_homes() {
+    let s = Sandbox::new();
+    let mut heads = Vec::new();
+    for home in ["a", "b"] {
+        let out = s.run_in(
+            s.dir.path(),
+            &s.path(home),
+            &[
+                "synth", "--run", "x", "--events", "60", "--seed", "9", "--json",
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["events"], 60);
+        heads.push(v["head"].clone());
+    }
+    assert_eq!(heads[0], heads[1]);
+    let a = fs::read(s.path("a/runs/x/events.jsonl")).unwrap();
+    assert_eq!(a, fs::read(s.path("b/runs/x/events.jsonl")).unwrap());
+
+    // An existing run is never overwritten.
+    let out = s.run_in(s.dir.path(), &s.path("a"), &["synth", "--run", "x"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read(s.path("a/runs/x/events.jsonl")).unwrap(), a);
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    let s = Sandbox::new();
+    for cmd in ["verify", "log", "inspect", "repair", "snapshot", "synth"] {
+        let (code, stdout, _) = s.oracle(&[cmd, "--help"]);
+        assert_eq!(code, 0, "{cmd} --help");
+        assert!(stdout.contains("Usage:"), "{cmd}: {stdout}");
+    }
+    let (code, stdout, _) = s.oracle(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Exit codes"), "{stdout}");
+}
