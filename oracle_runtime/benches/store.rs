@@ -16,7 +16,12 @@ fn append(c: &mut Criterion) {
         ),
         ("sync_every_event_2k", Durability::Event, 2_000),
     ] {
-        let events = synth_events(SynthConfig::steps(n, 5)).unwrap();
+        // The runtime's path: typed payloads recorded (sealed, reduced) and appended.
+        let items: Vec<_> = synth_events(SynthConfig::steps(n, 5))
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.time, e.parents.clone(), e.typed().unwrap()))
+            .collect();
         g.throughput(Throughput::Elements(n));
         g.bench_function(name, |b| {
             b.iter_batched(
@@ -24,8 +29,8 @@ fn append(c: &mut Criterion) {
                 |dir| {
                     let paths = LogPaths::of_file(&dir.path().join("events.jsonl"));
                     let mut w = LogWriter::create(&paths, durability).unwrap();
-                    for e in &events {
-                        w.append_sealed(e).unwrap();
+                    for (time, parents, payload) in &items {
+                        w.append(*time, parents.clone(), payload).unwrap();
                     }
                     w.close().unwrap();
                     dir
