@@ -4,6 +4,7 @@
 
 pub mod canon;
 pub mod event;
+pub mod fast;
 pub mod hash;
 pub mod log;
 pub mod lthash;

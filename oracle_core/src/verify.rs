@@ -237,10 +237,27 @@ pub fn verify_events<'a, I: IntoIterator<Item = &'a Event>>(
 /// line is not a record at all.
 pub type LineCheck = Result<(Link, Result<(), Reason>), RecordError>;
 
-/// Decodes one line (without `\n`) and runs [`check_record`] on it.
-pub fn check_line(line: &[u8], scratch: &mut Vec<u8>) -> LineCheck {
+/// Decodes one line (without `\n`) and runs [`check_record`] on it: through the byte-level
+/// fast path when the record is valid, through serde (the reference, with precise errors)
+/// otherwise.
+pub fn check_line(line: &[u8], scratch: &mut Scratch) -> LineCheck {
+    if let Some(link) = crate::fast::check_line_fast(line, &mut scratch.fast) {
+        return Ok((link, Ok(())));
+    }
+    check_line_reference(line, &mut scratch.record)
+}
+
+/// [`check_line`] without the fast path: parse with serde, require canonical form, check.
+pub fn check_line_reference(line: &[u8], scratch: &mut Vec<u8>) -> LineCheck {
     let event = crate::record::decode(line, scratch)?;
     Ok((Link::of(&event), check_record(&event)))
+}
+
+/// Buffers reused across [`check_line`] calls (one per worker thread).
+#[derive(Default)]
+pub struct Scratch {
+    fast: crate::fast::FastScratch,
+    record: Vec<u8>,
 }
 
 impl ChainCheck {
@@ -306,7 +323,7 @@ pub fn split_records(bytes: &[u8]) -> (impl Iterator<Item = (u64, &[u8])>, &[u8]
 /// verifier in `oracle_runtime` is tested against.
 pub fn verify_bytes(bytes: &[u8], expected_head: Option<Hash>) -> Result<Head, LogBytesError> {
     let mut chain = ChainCheck::new();
-    let mut scratch = Vec::new();
+    let mut scratch = Scratch::default();
     let mut seen_expected = expected_head.is_none();
     let (lines, tail) = split_records(bytes);
     for (offset, line) in lines {

@@ -152,7 +152,7 @@ pub fn verify_file(path: &Path, opts: VerifyOptions) -> Result<VerifySummary> {
         let checks: Vec<LineCheck> = pool.install(|| {
             lines
                 .par_iter()
-                .map_init(Vec::new, |scratch, (_, line)| {
+                .map_init(verify::Scratch::default, |scratch, (_, line)| {
                     verify::check_line(line, scratch)
                 })
                 .collect()

@@ -1,0 +1,210 @@
+//! The byte-level fast path of record verification agrees with the serde reference: it accepts
+//! every record the writer produces, and it never accepts a record the reference rejects.
+
+mod common;
+
+use common::*;
+use oracle_core::fast::{FastScratch, check_line_fast};
+use oracle_core::payload::*;
+use oracle_core::verify::check_line_reference;
+use oracle_core::{Event, EventBody, Hash, Value, record};
+use proptest::prelude::*;
+use serde_json::{Map, json};
+
+/// What the reference says about a line: `Some(link)` when fully valid on its own.
+fn reference(line: &[u8]) -> Option<oracle_core::Link> {
+    match check_line_reference(line, &mut Vec::new()) {
+        Ok((link, Ok(()))) => Some(link),
+        _ => None,
+    }
+}
+
+fn fast(line: &[u8]) -> Option<oracle_core::Link> {
+    check_line_fast(line, &mut FastScratch::default())
+}
+
+/// A valid payload of every kind.
+fn any_payload() -> impl Strategy<Value = Payload> {
+    let name = "[a-z]{1,5}";
+    prop_oneof![
+        payload(),
+        (
+            name,
+            prop::collection::btree_set("[a-c:*]{1,4}", 0..3),
+            prop::collection::btree_map("[a-c]", value(), 0..3),
+            any::<u64>()
+        )
+            .prop_map(
+                |(program, grants, inputs, seed)| Payload::RunStarted(RunStarted {
+                    program,
+                    program_hash: Hash([9; 32]),
+                    seed,
+                    grants: grants.into_iter().collect(),
+                    inputs: inputs.into_iter().collect(),
+                })
+            ),
+        (name, name).prop_map(
+            |(step, capability)| Payload::CapabilityAllowed(CapabilityAllowed {
+                step,
+                capability,
+                grant: "fs:read:**".into()
+            })
+        ),
+        (name, ".{0,6}", any::<u64>()).prop_map(|(step, error, attempt)| Payload::ToolFailed(
+            ToolFailed {
+                step,
+                tool: "t".into(),
+                attempt,
+                error
+            }
+        )),
+        (name, ".{0,6}").prop_map(|(step, reason)| Payload::Suspended(Suspended {
+            step,
+            reason,
+            attempts: 3
+        })),
+        (any::<bool>(), ".{0,6}").prop_map(|(ok, reason)| Payload::RunFinished(RunFinished {
+            status: if ok {
+                RunStatus::Completed
+            } else {
+                RunStatus::Failed
+            },
+            reason
+        })),
+    ]
+}
+
+/// Edits a payload object: drop a field, add one, or replace a value (0 leaves it alone).
+fn mutate(payload: &Value, how: u8, pick: prop::sample::Index, v: Value) -> Value {
+    let Value::Object(map) = payload else {
+        return payload.clone();
+    };
+    let mut map: Map<String, Value> = map.clone();
+    let keys: Vec<String> = map.keys().cloned().collect();
+    match how {
+        1 if !keys.is_empty() => {
+            map.remove(&keys[pick.index(keys.len())]);
+        }
+        2 => {
+            let pool = [
+                "attempt", "delete", "grants", "output", "reason", "set", "status", "step", "x",
+            ];
+            map.insert(pool[pick.index(pool.len())].to_owned(), v);
+        }
+        3 if !keys.is_empty() => {
+            map.insert(keys[pick.index(keys.len())].clone(), v);
+        }
+        _ => {}
+    }
+    Value::Object(map)
+}
+
+fn sealed_line(kind: EventKind, payload: Value, seq: u64, parents: Vec<u64>) -> Vec<u8> {
+    let body = EventBody {
+        seq,
+        time: 3,
+        kind,
+        parents,
+        payload,
+        state_before: Hash([1; 32]),
+        state_after: Hash([2; 32]),
+    };
+    let e = Event::seal(body, Hash([5; 32])).unwrap();
+    let mut line = record::encode(&e);
+    line.pop();
+    line
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn fast_path_accepts_every_record_the_writer_produces(events in log(16)) {
+        let bytes = to_bytes(&events);
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let r = reference(line);
+            prop_assert!(r.is_some());
+            prop_assert_eq!(fast(line), r, "{}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn fast_path_never_accepts_a_damaged_record(events in log(8), pos in any::<prop::sample::Index>(), new in any::<u8>()) {
+        let mut bytes = to_bytes(&events);
+        let at = pos.index(bytes.len());
+        bytes[at] = new;
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            if let Some(link) = fast(line) {
+                prop_assert_eq!(Some(link), reference(line), "{}", String::from_utf8_lossy(line));
+            }
+        }
+    }
+
+    /// Payloads of every kind with a field dropped, added or retyped, sealed so that every hash
+    /// is right: the fast path and the reference agree on whether each fits its kind.
+    #[test]
+    fn fast_and_reference_agree_on_payload_shapes(
+        p in any_payload(),
+        how in 0u8..4,
+        pick in any::<prop::sample::Index>(),
+        v in value(),
+        parents in prop::collection::vec(0u64..12, 0..3),
+    ) {
+        let payload = mutate(&p.to_value(), how, pick, v);
+        let line = sealed_line(p.kind(), payload, 10, parents);
+        prop_assert_eq!(fast(&line), reference(&line), "{}", String::from_utf8_lossy(&line));
+    }
+
+    /// Any spelling of a value (spaces, escapes, number forms) in an otherwise valid record whose
+    /// hashes are right for the value it parses to: both paths accept exactly the canonical one.
+    #[test]
+    fn fast_and_reference_agree_on_any_spelling(text in r#"[-0-9a-z.e"\\/\[\]{},: ]{1,12}"#) {
+        let Ok(parsed) = serde_json::from_str::<Value>(&text) else { return Ok(()) };
+        if oracle_core::canon::check(&parsed).is_err() {
+            return Ok(());
+        }
+        let canonical = serde_json::to_string(&parsed).unwrap();
+        let line = sealed_line(EventKind::Resumed, json!({"step": "a", "value": parsed}), 1, vec![0]);
+        let line = String::from_utf8(line).unwrap();
+        let needle = format!("\"value\":{canonical}}}");
+        prop_assert!(line.contains(&needle));
+        let respelled = line.replacen(&needle, &format!("\"value\":{text}}}"), 1);
+        let (f, r) = (fast(respelled.as_bytes()), reference(respelled.as_bytes()));
+        prop_assert_eq!(f, r, "{}", respelled);
+        prop_assert_eq!(f.is_some(), text == canonical);
+    }
+}
+
+#[test]
+fn escapes_integers_and_edge_values_take_the_fast_path() {
+    let payload = json!({
+        "step": "s",
+        "value": {
+            "ctl": "\u{0}\u{1f}\u{7f}\t\n\r\u{8}\u{c}\"\\/é😀",
+            "ints": [0, -1, i64::MIN, u64::MAX, 10],
+            "empty": [[], {}, ""],
+        }
+    });
+    let line = sealed_line(EventKind::Resumed, payload, 2, vec![0, 1]);
+    assert!(reference(&line).is_some());
+    assert_eq!(
+        fast(&line),
+        reference(&line),
+        "{}",
+        String::from_utf8_lossy(&line)
+    );
+}
+
+#[test]
+fn non_canonical_but_equivalent_text_is_left_to_the_reference() {
+    // Same value as serde_json would write, but spelled differently: both must reject.
+    let payload = json!({"step": "s", "value": "\u{1f}"});
+    let line = sealed_line(EventKind::Resumed, payload, 2, vec![]);
+    let text = String::from_utf8(line).unwrap();
+    for (from, to) in [("\\u001f", "\\u001F"), ("\"step\":", "\"step\" :")] {
+        let changed = text.replacen(from, to, 1);
+        assert_ne!(changed, text);
+        assert_eq!(fast(changed.as_bytes()), None);
+        assert_eq!(reference(changed.as_bytes()), None);
+    }
+}
