@@ -67,12 +67,9 @@ impl<'a> Cursor<'a> {
         if s[0] != b'"' || s[65] != b'"' {
             return None;
         }
-        let mut out = [0u8; 32];
-        for (k, pair) in s[1..65].chunks_exact(2).enumerate() {
-            out[k] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
-        }
+        let h = Hash::from_hex_bytes(s[1..65].try_into().ok()?)?;
         self.i += 66;
-        Some(Hash(out))
+        Some(h)
     }
 
     /// A JSON string in serde_json's output form, appended to `out` as canonical length + bytes.

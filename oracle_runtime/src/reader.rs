@@ -94,13 +94,11 @@ impl Blocks {
     }
 
     fn lines(&self, complete: usize) -> Vec<(u64, &[u8])> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(complete / 256);
         let mut start = 0;
-        for (i, &b) in self.buf[..complete].iter().enumerate() {
-            if b == b'\n' {
-                out.push((self.base + start as u64, &self.buf[start..i]));
-                start = i + 1;
-            }
+        for i in memchr::memchr_iter(b'\n', &self.buf[..complete]) {
+            out.push((self.base + start as u64, &self.buf[start..i]));
+            start = i + 1;
         }
         out
     }
