@@ -13,16 +13,17 @@ pub const LANES: usize = 1024;
 /// Bytes of one expanded element and of the accumulator.
 pub const BYTES: usize = LANES * 2;
 
-/// The accumulator. The all-zero value is the hash of the empty set.
+/// The accumulator, stored as its little-endian bytes so the digest hashes it in place. The
+/// all-zero value is the hash of the empty set.
 #[derive(Clone, PartialEq, Eq)]
 pub struct LtHash {
-    lanes: Box<[u16; LANES]>,
+    bytes: Box<[u8; BYTES]>,
 }
 
 impl Default for LtHash {
     fn default() -> Self {
         LtHash {
-            lanes: Box::new([0; LANES]),
+            bytes: Box::new([0; BYTES]),
         }
     }
 }
@@ -33,50 +34,41 @@ impl std::fmt::Debug for LtHash {
     }
 }
 
-/// One element expanded to lanes.
-pub struct Element(Box<[u16; LANES]>);
-
-impl Element {
-    /// Expands `bytes` (an already canonical encoding of the element) in the state-entry domain.
-    pub fn expand(bytes: &[u8]) -> Element {
-        let mut h = hasher(domain::STATE_ENTRY);
-        h.update(bytes);
-        let mut raw = [0u8; BYTES];
-        h.finalize_xof().fill(&mut raw);
-        let mut lanes = Box::new([0u16; LANES]);
-        for (lane, pair) in lanes.iter_mut().zip(raw.chunks_exact(2)) {
-            *lane = u16::from_le_bytes([pair[0], pair[1]]);
-        }
-        Element(lanes)
-    }
+/// Expands an element (its canonical bytes) into `out` in the state-entry domain.
+pub fn expand(element: &[u8], out: &mut [u8; BYTES]) {
+    let mut h = hasher(domain::STATE_ENTRY);
+    h.update(element);
+    h.finalize_xof().fill(out);
 }
 
 impl LtHash {
-    pub fn add(&mut self, e: &Element) {
-        for (a, b) in self.lanes.iter_mut().zip(e.0.iter()) {
-            *a = a.wrapping_add(*b);
+    /// Adds an element expanded by [`expand`].
+    pub fn add(&mut self, e: &[u8; BYTES]) {
+        for (a, b) in self.bytes.chunks_exact_mut(2).zip(e.chunks_exact(2)) {
+            let sum =
+                u16::from_le_bytes([a[0], a[1]]).wrapping_add(u16::from_le_bytes([b[0], b[1]]));
+            a.copy_from_slice(&sum.to_le_bytes());
         }
     }
 
-    pub fn remove(&mut self, e: &Element) {
-        for (a, b) in self.lanes.iter_mut().zip(e.0.iter()) {
-            *a = a.wrapping_sub(*b);
+    /// Removes an element expanded by [`expand`].
+    pub fn remove(&mut self, e: &[u8; BYTES]) {
+        for (a, b) in self.bytes.chunks_exact_mut(2).zip(e.chunks_exact(2)) {
+            let diff =
+                u16::from_le_bytes([a[0], a[1]]).wrapping_sub(u16::from_le_bytes([b[0], b[1]]));
+            a.copy_from_slice(&diff.to_le_bytes());
         }
     }
 
     /// The accumulator's 2048 bytes, lanes little-endian.
-    pub fn to_bytes(&self) -> [u8; BYTES] {
-        let mut out = [0u8; BYTES];
-        for (pair, lane) in out.chunks_exact_mut(2).zip(self.lanes.iter()) {
-            pair.copy_from_slice(&lane.to_le_bytes());
-        }
-        out
+    pub fn as_bytes(&self) -> &[u8; BYTES] {
+        &self.bytes
     }
 
     /// `H_state(accumulator bytes)`: the 32-byte state hash.
     pub fn digest(&self) -> Hash {
         let mut h = hasher(domain::STATE);
-        h.update(&self.to_bytes());
+        h.update(&self.bytes[..]);
         Hash(*h.finalize().as_bytes())
     }
 }

@@ -380,6 +380,44 @@ fn clip(s: &str, max_chars: usize) -> String {
     out
 }
 
+/// A `state_changed` payload read in place, without copying its values: what the reducer uses
+/// on the replay path. Accepts exactly what [`Payload::decode`] accepts for the kind (shape and
+/// [`Payload::check`] rules); `tests/properties.rs` keeps the two in step.
+pub struct StateChangedRef<'a> {
+    pub set: &'a Map<String, Value>,
+    pub delete: Vec<&'a str>,
+}
+
+impl<'a> StateChangedRef<'a> {
+    /// `None` when `value` is not a valid `state_changed` payload.
+    pub fn read(value: &'a Value) -> Option<StateChangedRef<'a>> {
+        let obj = value.as_object()?;
+        if obj.len() != 2 {
+            return None;
+        }
+        let set = obj.get("set")?.as_object()?;
+        let list = obj.get("delete")?.as_array()?;
+        let mut delete = Vec::with_capacity(list.len());
+        for item in list {
+            let k = item.as_str()?;
+            if delete.last().is_some_and(|&last: &&str| last >= k) || set.contains_key(k) {
+                return None;
+            }
+            delete.push(k);
+        }
+        Some(StateChangedRef { set, delete })
+    }
+}
+
+impl crate::state::Change for StateChangedRef<'_> {
+    fn set(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.set.iter().map(|(k, v)| (k.as_str(), v))
+    }
+    fn delete(&self) -> impl Iterator<Item = &str> {
+        self.delete.iter().copied()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 
 use crate::canon::CanonError;
 use crate::event::Event;
-use crate::payload::{EventKind, Payload, PayloadError, StateChanged};
+use crate::payload::{EventKind, Payload, PayloadError, StateChangedRef};
 use crate::state::State;
 
 /// Why an event cannot be applied.
@@ -28,7 +28,12 @@ pub fn apply(state: &State, event: &Event) -> Result<State, ReduceError> {
 /// [`apply`] on a state the caller owns.
 pub fn apply_in_place(state: &mut State, event: &Event) -> Result<(), ReduceError> {
     if event.kind == EventKind::StateChanged {
-        apply_payload(state, &Payload::decode(event.kind, &event.payload)?)?;
+        match StateChangedRef::read(&event.payload) {
+            Some(change) => state.apply_change(&change)?,
+            // Not a valid payload by the borrowed reader: the typed decoder is the reference
+            // and says why (and would apply it, were the two ever to disagree).
+            None => apply_payload(state, &Payload::decode(event.kind, &event.payload)?)?,
+        }
     }
     Ok(())
 }
@@ -47,8 +52,13 @@ pub fn touched_keys(event: &Event) -> Vec<String> {
     if event.kind != EventKind::StateChanged {
         return Vec::new();
     }
-    match serde_json::from_value::<StateChanged>(event.payload.clone()) {
-        Ok(c) => c.set.keys().cloned().chain(c.delete).collect(),
-        Err(_) => Vec::new(),
+    match StateChangedRef::read(&event.payload) {
+        Some(c) => c
+            .set
+            .keys()
+            .cloned()
+            .chain(c.delete.iter().map(|k| k.to_string()))
+            .collect(),
+        None => Vec::new(),
     }
 }

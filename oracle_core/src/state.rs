@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::canon::{self, CanonError, put_bytes};
 use crate::hash::Hash;
-use crate::lthash::{Element, LtHash};
+use crate::lthash::{self, LtHash};
 use crate::payload::StateChanged;
 
 /// Keys and values of a run, with their hash.
@@ -42,12 +42,27 @@ impl PartialEq for State {
     }
 }
 
-/// The LtHash element of one entry: `canon-bytes(key) ‖ canon(value)`.
-fn element(key: &str, value: &Value) -> Result<Element, CanonError> {
-    let mut buf = Vec::with_capacity(64);
-    put_bytes(&mut buf, key.as_bytes());
-    canon::encode_into(value, &mut buf)?;
-    Ok(Element::expand(&buf))
+/// Appends the LtHash element bytes of one entry, `len(key) ‖ key ‖ canon(value)`, to `out`
+/// and returns where it ends.
+fn encode_entry(key: &str, value: &Value, out: &mut Vec<u8>) -> Result<usize, CanonError> {
+    put_bytes(out, key.as_bytes());
+    canon::encode_into(value, out)?;
+    Ok(out.len())
+}
+
+/// A change to apply: keys to write and keys to remove, borrowed from wherever they live.
+pub trait Change {
+    fn set(&self) -> impl Iterator<Item = (&str, &Value)>;
+    fn delete(&self) -> impl Iterator<Item = &str>;
+}
+
+impl Change for StateChanged {
+    fn set(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.set.iter().map(|(k, v)| (k.as_str(), v))
+    }
+    fn delete(&self) -> impl Iterator<Item = &str> {
+        self.delete.iter().map(String::as_str)
+    }
 }
 
 impl State {
@@ -93,40 +108,51 @@ impl State {
 
     /// Applies a change in place, updating the hash incrementally. On error (a float in a value)
     /// the state is left unchanged.
-    pub fn apply_change(&mut self, change: &StateChanged) -> Result<(), CanonError> {
-        if change.set.is_empty() && change.delete.is_empty() {
-            return Ok(());
-        }
-        // Expand every element before touching anything, so an error leaves `self` as it was.
-        let mut adds = Vec::with_capacity(change.set.len());
-        let mut removes = Vec::with_capacity(change.set.len() + change.delete.len());
-        for (k, v) in &change.set {
+    pub fn apply_change(&mut self, change: &impl Change) -> Result<(), CanonError> {
+        // Encode every entry that leaves or enters the set before touching anything, so an
+        // error leaves `self` as it was; then expand each straight into the accumulator.
+        let mut buf = Vec::with_capacity(256);
+        let mut removes = Vec::new();
+        let mut adds = Vec::new();
+        let mut start = 0;
+        for (k, v) in change.set() {
             match self.map.get(k) {
                 Some(old) if old == v => continue,
-                Some(old) => removes.push(element(k, old)?),
+                Some(old) => {
+                    let end = encode_entry(k, old, &mut buf)?;
+                    removes.push(start..end);
+                    start = end;
+                }
                 None => {}
             }
-            adds.push(element(k, v)?);
+            let end = encode_entry(k, v, &mut buf)?;
+            adds.push(start..end);
+            start = end;
         }
-        for k in &change.delete {
+        for k in change.delete() {
             if let Some(old) = self.map.get(k) {
-                removes.push(element(k, old)?);
+                let end = encode_entry(k, old, &mut buf)?;
+                removes.push(start..end);
+                start = end;
             }
         }
         if adds.is_empty() && removes.is_empty() {
             return Ok(());
         }
         let acc = Arc::make_mut(&mut self.acc);
-        for e in &removes {
-            acc.remove(e);
+        let mut expanded = [0u8; lthash::BYTES];
+        for r in removes {
+            lthash::expand(&buf[r], &mut expanded);
+            acc.remove(&expanded);
         }
-        for e in &adds {
-            acc.add(e);
+        for r in adds {
+            lthash::expand(&buf[r], &mut expanded);
+            acc.add(&expanded);
         }
-        for (k, v) in &change.set {
-            self.map.insert(k.clone(), v.clone());
+        for (k, v) in change.set() {
+            self.map.insert(k.to_owned(), v.clone());
         }
-        for k in &change.delete {
+        for k in change.delete() {
             self.map.remove(k);
         }
         self.digest = acc.digest();
@@ -136,8 +162,13 @@ impl State {
     /// The hash computed from scratch over every entry: what the incremental hash must equal.
     pub fn hash_from_scratch(&self) -> Result<Hash, CanonError> {
         let mut acc = LtHash::default();
+        let mut buf = Vec::new();
+        let mut expanded = [0u8; lthash::BYTES];
         for (k, v) in &self.map {
-            acc.add(&element(k, v)?);
+            buf.clear();
+            encode_entry(k, v, &mut buf)?;
+            lthash::expand(&buf, &mut expanded);
+            acc.add(&expanded);
         }
         Ok(acc.digest())
     }

@@ -183,3 +183,27 @@ fn replay_names_the_event_whose_state_hash_is_wrong() {
         (13, true)
     );
 }
+
+proptest! {
+    /// The reducer's borrowed reader of `state_changed` accepts exactly what the typed decoder
+    /// accepts, for valid payloads and for ones with fields dropped, added or retyped.
+    #[test]
+    fn borrowed_state_change_reader_matches_the_typed_decoder(
+        set in prop::collection::btree_map("[a-e]", value(), 0..3),
+        delete in prop::collection::vec("[a-h]", 0..3),
+        extra in prop::option::of(("[a-z]{1,6}", value())),
+        drop_set in any::<bool>(),
+    ) {
+        use oracle_core::payload::{EventKind, Payload, StateChangedRef};
+        let mut obj = serde_json::Map::new();
+        if !drop_set {
+            obj.insert("set".into(), Value::Object(set.into_iter().collect()));
+        }
+        obj.insert("delete".into(), Value::from(delete));
+        if let Some((k, v)) = extra {
+            obj.insert(k, v);
+        }
+        let v = Value::Object(obj);
+        prop_assert_eq!(StateChangedRef::read(&v).is_some(), Payload::decode(EventKind::StateChanged, &v).is_ok(), "{}", v);
+    }
+}

@@ -210,7 +210,7 @@ pub fn scan(
 ) -> Result<ScanEnd> {
     let mut blocks = Blocks::open(path)?;
     let mut chain = ChainCheck::new();
-    let mut scratch = Vec::new();
+    let mut scratch = verify::Scratch::default();
     let log_err = |error| StoreError::Log {
         path: path.to_path_buf(),
         error,
@@ -224,13 +224,15 @@ pub fn scan(
         };
         for (offset, line) in blocks.lines(complete) {
             let integrity = |error| log_err(LogBytesError::Integrity { error, offset });
-            let event = record::decode(line, &mut scratch).map_err(|e| {
-                integrity(verify::VerifyError {
-                    seq: chain.head().next_seq,
-                    reason: verify::Reason::Malformed(e),
-                })
+            let seq = chain.head().next_seq;
+            // Verify first (fast path when valid), then parse the verified record once.
+            chain
+                .push_line(verify::check_line(line, &mut scratch))
+                .map_err(integrity)?;
+            let event: Event = serde_json::from_slice(line).map_err(|e| {
+                let reason = verify::Reason::Malformed(record::RecordError::Json(e.to_string()));
+                integrity(verify::VerifyError { seq, reason })
             })?;
-            chain.push_event(&event).map_err(integrity)?;
             if !visit(event)? {
                 return Ok(ScanEnd {
                     head: chain.head(),
