@@ -49,6 +49,11 @@ impl Event {
     /// Seals a body into an event chained after `prev`.
     pub fn seal(body: EventBody, prev: Hash) -> Result<Event, CanonError> {
         let payload_hash = canon::payload_hash(&body.payload)?;
+        Ok(Event::seal_hashed(body, payload_hash, prev))
+    }
+
+    /// [`Event::seal`] when the caller has already computed `payload_hash` from `body.payload`.
+    pub fn seal_hashed(body: EventBody, payload_hash: Hash, prev: Hash) -> Event {
         let mut e = Event {
             seq: body.seq,
             time: body.time,
@@ -62,7 +67,7 @@ impl Event {
             hash: Hash::ZERO,
         };
         e.hash = chain_link(&prev, &e.body_hash());
-        Ok(e)
+        e
     }
 
     /// `H_body` over every field but `prev` and `hash`, using the *recorded* `payload_hash`.

@@ -2,7 +2,7 @@
 
 use crate::canon::CanonError;
 use crate::event::{Event, EventBody};
-use crate::payload::Payload;
+use crate::payload::{EventKind, Payload};
 use crate::reduce::{self, ReduceError};
 use crate::state::State;
 use crate::verify::{ChainCheck, Head, Link, Reason, VerifyError};
@@ -131,7 +131,7 @@ impl Recorder {
         &mut self,
         time: u64,
         parents: Vec<u64>,
-        payload: &Payload,
+        payload: Payload,
     ) -> Result<Event, RecordingError> {
         let head = self.chain.head();
         let seq = head.next_seq;
@@ -149,23 +149,48 @@ impl Recorder {
             }
             .into());
         }
+        // Everything that can fail is checked before the state changes, so the state is updated
+        // in place: cloning it first would make every insert copy a shared map node.
         payload.check().map_err(ReduceError::from)?;
-        let mut next = self.state.clone();
-        reduce::apply_payload(&mut next, payload)?;
+        let kind = payload.kind();
+        if time < head.time {
+            let reason = Reason::TimeBackwards {
+                previous: head.time,
+                found: time,
+            };
+            return Err(VerifyError { seq, reason }.into());
+        }
+        if seq == 0 && kind != EventKind::RunStarted {
+            return Err(VerifyError {
+                seq,
+                reason: Reason::FirstNotRunStarted { found: kind },
+            }
+            .into());
+        }
+        if seq > 0 && kind == EventKind::RunStarted {
+            return Err(VerifyError {
+                seq,
+                reason: Reason::RunStartedLater,
+            }
+            .into());
+        }
+        let value = payload.into_value();
+        let payload_hash = crate::canon::payload_hash(&value)?;
+        let state_before = self.state.hash();
+        // Atomic: on error (a float in a value) the state is unchanged.
+        reduce::apply_value(&mut self.state, kind, &value)?;
         let body = EventBody {
             seq,
             time,
-            kind: payload.kind(),
+            kind,
             parents,
-            payload: payload.to_value(),
-            state_before: self.state.hash(),
-            state_after: next.hash(),
+            payload: value,
+            state_before,
+            state_after: self.state.hash(),
         };
-        let event = Event::seal(body, head.hash)?;
-        // Everything in the record is correct by construction; the chain check catches time
-        // going backwards and a misplaced `run_started`.
+        let event = Event::seal_hashed(body, payload_hash, head.hash);
+        // Correct by construction; a failure here is a bug in the checks above.
         self.chain.push(&Link::of(&event), Ok(()))?;
-        self.state = next;
         Ok(event)
     }
 }

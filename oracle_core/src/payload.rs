@@ -286,6 +286,46 @@ impl Payload {
         }
     }
 
+    /// The payload as the JSON value stored in the log, moving its large values (tool inputs
+    /// and outputs, state changes, run inputs) instead of copying them. Equal to
+    /// [`Payload::to_value`] (tested).
+    pub fn into_value(self) -> Value {
+        fn with(rest: Value, field: &str, moved: Value) -> Value {
+            match rest {
+                Value::Object(mut m) => {
+                    m.insert(field.to_owned(), moved);
+                    Value::Object(m)
+                }
+                // Invariant: payload structs serialise to JSON objects.
+                other => other,
+            }
+        }
+        use std::mem::take;
+        match self {
+            Payload::ToolCalled(mut p) => {
+                let v = take(&mut p.input);
+                with(Payload::ToolCalled(p).to_value(), "input", v)
+            }
+            Payload::ToolReturned(mut p) => {
+                let v = take(&mut p.output);
+                with(Payload::ToolReturned(p).to_value(), "output", v)
+            }
+            Payload::Resumed(mut p) => {
+                let v = take(&mut p.value);
+                with(Payload::Resumed(p).to_value(), "value", v)
+            }
+            Payload::StateChanged(mut p) => {
+                let v = Value::Object(take(&mut p.set));
+                with(Payload::StateChanged(p).to_value(), "set", v)
+            }
+            Payload::RunStarted(mut p) => {
+                let v = Value::Object(take(&mut p.inputs));
+                with(Payload::RunStarted(p).to_value(), "inputs", v)
+            }
+            other => other.to_value(),
+        }
+    }
+
     /// Decodes and checks the payload stored for `kind`.
     pub fn decode(kind: EventKind, value: &Value) -> Result<Payload, PayloadError> {
         let payload = Payload::decode_shape(kind, value)?;

@@ -24,11 +24,63 @@ pub enum RecordError {
 }
 
 /// Appends the record for `event`, including its `\n`.
+///
+/// The envelope is written by hand (its layout is fixed) and only the payload goes through
+/// serde_json; the result is byte-for-byte what serde_json writes for the whole event, which
+/// `tests/properties.rs` checks.
 pub fn encode_into(event: &Event, out: &mut Vec<u8>) {
-    // Invariant: `Event` serialises to JSON infallibly (string keys, no floats introduced, and
-    // writing into a Vec cannot fail).
-    serde_json::to_writer(&mut *out, event).expect("events always serialise");
-    out.push(b'\n');
+    out.extend_from_slice(b"{\"seq\":");
+    put_decimal(out, event.seq);
+    out.extend_from_slice(b",\"time\":");
+    put_decimal(out, event.time);
+    out.extend_from_slice(b",\"kind\":\"");
+    out.extend_from_slice(event.kind.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"parents\":[");
+    for (i, p) in event.parents.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        put_decimal(out, *p);
+    }
+    out.extend_from_slice(b"],\"payload\":");
+    // Invariant: a `Value` serialises infallibly into a Vec (string keys; writing to memory
+    // cannot fail).
+    serde_json::to_writer(&mut *out, &event.payload).expect("JSON values always serialise");
+    for (name, h) in [
+        (&b",\"payload_hash\":\""[..], &event.payload_hash),
+        (b"\",\"state_before\":\"", &event.state_before),
+        (b"\",\"state_after\":\"", &event.state_after),
+        (b"\",\"prev\":\"", &event.prev),
+        (b"\",\"hash\":\"", &event.hash),
+    ] {
+        out.extend_from_slice(name);
+        put_hex(out, h);
+    }
+    out.extend_from_slice(b"\"}\n");
+}
+
+fn put_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+fn put_hex(out: &mut Vec<u8>, h: &crate::hash::Hash) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 64];
+    for (pair, b) in buf.chunks_exact_mut(2).zip(h.0.iter()) {
+        pair[0] = HEX[(b >> 4) as usize];
+        pair[1] = HEX[(b & 0x0f) as usize];
+    }
+    out.extend_from_slice(&buf);
 }
 
 /// The record for `event`, including its `\n`.

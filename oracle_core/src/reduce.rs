@@ -4,6 +4,7 @@ use crate::canon::CanonError;
 use crate::event::Event;
 use crate::payload::{EventKind, Payload, PayloadError, StateChangedRef};
 use crate::state::State;
+use serde_json::Value;
 
 /// Why an event cannot be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,12 +28,17 @@ pub fn apply(state: &State, event: &Event) -> Result<State, ReduceError> {
 
 /// [`apply`] on a state the caller owns.
 pub fn apply_in_place(state: &mut State, event: &Event) -> Result<(), ReduceError> {
-    if event.kind == EventKind::StateChanged {
-        match StateChangedRef::read(&event.payload) {
+    apply_value(state, event.kind, &event.payload)
+}
+
+/// The reducer on a stored payload value of `kind`.
+pub fn apply_value(state: &mut State, kind: EventKind, payload: &Value) -> Result<(), ReduceError> {
+    if kind == EventKind::StateChanged {
+        match StateChangedRef::read(payload) {
             Some(change) => state.apply_change(&change)?,
             // Not a valid payload by the borrowed reader: the typed decoder is the reference
             // and says why (and would apply it, were the two ever to disagree).
-            None => apply_payload(state, &Payload::decode(event.kind, &event.payload)?)?,
+            None => apply_payload(state, &Payload::decode(kind, payload)?)?,
         }
     }
     Ok(())

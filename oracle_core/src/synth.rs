@@ -145,7 +145,7 @@ impl Iterator for Synth {
         }
         let (parents, payload) = self.next_payload(seq);
         self.time += self.rng.below(3);
-        let out = self.recorder.record(self.time, parents, &payload);
+        let out = self.recorder.record(self.time, parents, payload);
         if let Ok(e) = &out {
             self.last = e.seq;
         }

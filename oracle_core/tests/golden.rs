@@ -28,7 +28,7 @@ fn vectors() -> Value {
         .record(
             0,
             vec![],
-            &Payload::RunStarted(RunStarted {
+            Payload::RunStarted(RunStarted {
                 program: "golden".into(),
                 program_hash: oracle_core::hash::hash_in(
                     oracle_core::hash::domain::VALUE,
@@ -47,7 +47,7 @@ fn vectors() -> Value {
         .record(
             5,
             vec![0],
-            &Payload::StateChanged(StateChanged {
+            Payload::StateChanged(StateChanged {
                 set,
                 delete: vec![],
             }),

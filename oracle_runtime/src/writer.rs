@@ -169,7 +169,7 @@ impl LogWriter {
     }
 
     /// Records the next event and queues its record. Durable once the policy syncs it.
-    pub fn append(&mut self, time: u64, parents: Vec<u64>, payload: &Payload) -> Result<Event> {
+    pub fn append(&mut self, time: u64, parents: Vec<u64>, payload: Payload) -> Result<Event> {
         self.check_usable()?;
         let event = self
             .recorder

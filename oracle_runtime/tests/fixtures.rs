@@ -40,7 +40,7 @@ impl Run {
     fn record(&mut self, time: u64, parents: &[u64], payload: Payload) -> u64 {
         let event = self
             .recorder
-            .record(time, parents.to_vec(), &payload)
+            .record(time, parents.to_vec(), payload)
             .unwrap();
         let seq = event.seq;
         self.events.push(event);

@@ -39,7 +39,7 @@ fn append_step(w: &mut LogWriter, n: u64, after: u64) -> u64 {
         .append(
             time,
             vec![after],
-            &Payload::StepScheduled(StepScheduled {
+            Payload::StepScheduled(StepScheduled {
                 step: step.clone(),
                 tool: "text.count".into(),
                 attempt: 1,
@@ -51,7 +51,7 @@ fn append_step(w: &mut LogWriter, n: u64, after: u64) -> u64 {
         .append(
             time,
             vec![sched],
-            &Payload::ToolCalled(ToolCalled {
+            Payload::ToolCalled(ToolCalled {
                 step: step.clone(),
                 tool: "text.count".into(),
                 tool_version: "1.0.0".into(),
@@ -65,7 +65,7 @@ fn append_step(w: &mut LogWriter, n: u64, after: u64) -> u64 {
         .append(
             time,
             vec![call],
-            &Payload::ToolReturned(ToolReturned {
+            Payload::ToolReturned(ToolReturned {
                 step: step.clone(),
                 tool: "text.count".into(),
                 attempt: 1,
@@ -80,7 +80,7 @@ fn append_step(w: &mut LogWriter, n: u64, after: u64) -> u64 {
         .append(
             time,
             vec![ret],
-            &Payload::StateChanged(StateChanged {
+            Payload::StateChanged(StateChanged {
                 set,
                 delete: vec![],
             }),
@@ -94,7 +94,7 @@ fn append_step(w: &mut LogWriter, n: u64, after: u64) -> u64 {
 /// Writes a complete small run (start, `steps` steps) and returns its head.
 fn write_run(paths: &LogPaths, durability: Durability, steps: u64) -> Head {
     let mut w = LogWriter::create(paths, durability).unwrap();
-    let mut last = w.append(0, vec![], &run_started()).unwrap().seq;
+    let mut last = w.append(0, vec![], run_started()).unwrap().seq;
     for n in 0..steps {
         last = append_step(&mut w, n, last);
     }
@@ -124,7 +124,7 @@ fn reopened_log_continues_the_chain() {
         .append(
             3,
             vec![first.next_seq - 1],
-            &Payload::StepScheduled(StepScheduled {
+            Payload::StepScheduled(StepScheduled {
                 step: "step2".into(),
                 tool: "t".into(),
                 attempt: 1,
@@ -160,7 +160,7 @@ fn an_appended_event_that_breaks_the_rules_is_refused_and_not_written() {
         .append(
             0,
             vec![],
-            &Payload::StepScheduled(StepScheduled {
+            Payload::StepScheduled(StepScheduled {
                 step: "s".into(),
                 tool: "t".into(),
                 attempt: 1,
@@ -178,7 +178,7 @@ fn a_second_writer_is_refused_while_the_first_is_alive() {
     let dir = tempfile::tempdir().unwrap();
     let paths = run_paths(dir.path());
     let mut w = LogWriter::create(&paths, Durability::DEFAULT).unwrap();
-    w.append(0, vec![], &run_started()).unwrap();
+    w.append(0, vec![], run_started()).unwrap();
     w.commit().unwrap();
 
     let locked = |r: Result<LogWriter, StoreError>| match r {
@@ -223,7 +223,7 @@ fn tear(paths: &LogPaths, head: Head) -> Vec<u8> {
         .record(
             head.time,
             vec![],
-            &Payload::StepScheduled(StepScheduled {
+            Payload::StepScheduled(StepScheduled {
                 step: "late".into(),
                 tool: "t".into(),
                 attempt: 1,
@@ -357,7 +357,7 @@ fn dropping_a_writer_without_close_still_writes_everything_appended() {
     let dir = tempfile::tempdir().unwrap();
     let paths = run_paths(dir.path());
     let mut w = LogWriter::create(&paths, Durability::None).unwrap();
-    w.append(0, vec![], &run_started()).unwrap();
+    w.append(0, vec![], run_started()).unwrap();
     let head = w.head();
     drop(w);
     assert_eq!(verify(&paths.log).head, head);
@@ -449,7 +449,7 @@ proptest! {
 #[test]
 fn file_verifier_agrees_across_block_boundaries() {
     let mut r = Recorder::new();
-    let mut events: Vec<Event> = vec![r.record(0, vec![], &run_started()).unwrap()];
+    let mut events: Vec<Event> = vec![r.record(0, vec![], run_started()).unwrap()];
     for i in 0..9u64 {
         // 1 MiB outputs: nine of them cross the block boundary in the middle of a record.
         let text = format!("{i}").repeat(1 << 20);
@@ -459,7 +459,7 @@ fn file_verifier_agrees_across_block_boundaries() {
             attempt: 1,
             output: Value::String(text),
         });
-        events.push(r.record(i + 1, vec![], &p).unwrap());
+        events.push(r.record(i + 1, vec![], p).unwrap());
     }
     let bytes: Vec<u8> = events.iter().flat_map(record::encode).collect();
     let block = reader::BLOCK_BYTES;

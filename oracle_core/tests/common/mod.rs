@@ -85,7 +85,7 @@ pub fn log(max_len: usize) -> impl Strategy<Value = Vec<Event>> {
     )
         .prop_map(|(seed, items)| {
             let mut r = Recorder::new();
-            let mut out = vec![r.record(0, vec![], &run_started(seed)).unwrap()];
+            let mut out = vec![r.record(0, vec![], run_started(seed)).unwrap()];
             let mut time = 0;
             for (p, dt, link) in items {
                 time += dt;
@@ -94,7 +94,7 @@ pub fn log(max_len: usize) -> impl Strategy<Value = Vec<Event>> {
                 } else {
                     vec![]
                 };
-                out.push(r.record(time, parents, &p).unwrap());
+                out.push(r.record(time, parents, p).unwrap());
             }
             out
         })
