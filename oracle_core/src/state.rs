@@ -109,53 +109,47 @@ impl State {
     /// Applies a change in place, updating the hash incrementally. On error (a float in a value)
     /// the state is left unchanged.
     pub fn apply_change(&mut self, change: &impl Change) -> Result<(), CanonError> {
-        // Encode every entry that leaves or enters the set before touching anything, so an
-        // error leaves `self` as it was; then expand each straight into the accumulator.
+        // Encoding the new values is the only step that can fail: do it before touching
+        // anything. Values already in the map were encoded when they entered it, so encoding
+        // them again cannot fail.
         let mut buf = Vec::with_capacity(256);
-        let mut removes = Vec::new();
-        let mut adds = Vec::new();
-        let mut start = 0;
+        let mut ends = Vec::with_capacity(4);
         for (k, v) in change.set() {
-            match self.map.get(k) {
-                Some(old) if old == v => continue,
-                Some(old) => {
-                    let end = encode_entry(k, old, &mut buf)?;
-                    removes.push(start..end);
-                    start = end;
+            ends.push(encode_entry(k, v, &mut buf)?);
+        }
+        let mut expanded = [0u8; lthash::BYTES];
+        let mut old_buf = Vec::new();
+        let mut changed = false;
+        let acc = Arc::make_mut(&mut self.acc);
+        let mut start = 0;
+        for ((k, v), end) in change.set().zip(ends) {
+            // One walk of the map: insert returns what was there.
+            let old = self.map.insert(k.to_owned(), v.clone());
+            if old.as_ref() != Some(v) {
+                if let Some(old) = old {
+                    old_buf.clear();
+                    encode_entry(k, &old, &mut old_buf)?;
+                    lthash::expand(&old_buf, &mut expanded);
+                    acc.remove(&expanded);
                 }
-                None => {}
+                lthash::expand(&buf[start..end], &mut expanded);
+                acc.add(&expanded);
+                changed = true;
             }
-            let end = encode_entry(k, v, &mut buf)?;
-            adds.push(start..end);
             start = end;
         }
         for k in change.delete() {
-            if let Some(old) = self.map.get(k) {
-                let end = encode_entry(k, old, &mut buf)?;
-                removes.push(start..end);
-                start = end;
+            if let Some(old) = self.map.remove(k) {
+                old_buf.clear();
+                encode_entry(k, &old, &mut old_buf)?;
+                lthash::expand(&old_buf, &mut expanded);
+                acc.remove(&expanded);
+                changed = true;
             }
         }
-        if adds.is_empty() && removes.is_empty() {
-            return Ok(());
+        if changed {
+            self.digest = acc.digest();
         }
-        let acc = Arc::make_mut(&mut self.acc);
-        let mut expanded = [0u8; lthash::BYTES];
-        for r in removes {
-            lthash::expand(&buf[r], &mut expanded);
-            acc.remove(&expanded);
-        }
-        for r in adds {
-            lthash::expand(&buf[r], &mut expanded);
-            acc.add(&expanded);
-        }
-        for (k, v) in change.set() {
-            self.map.insert(k.to_owned(), v.clone());
-        }
-        for k in change.delete() {
-            self.map.remove(k);
-        }
-        self.digest = acc.digest();
         Ok(())
     }
 
