@@ -21,87 +21,79 @@ use crate::paths::LogPaths;
 pub const BLOCK_BYTES: usize = 8 << 20;
 
 /// What one read produced.
-enum Block {
-    /// `buf[..n]` holds complete records.
-    Records(usize),
-    /// No newline within [`RECORD_BYTES_MAX`] bytes.
-    LineTooLong,
-    End,
+enum Next {
+    /// Complete records (each ending in `\n`) starting at byte `base` of the file.
+    Block { base: u64, buf: Vec<u8> },
+    /// No newline within [`RECORD_BYTES_MAX`] bytes from `base`.
+    LineTooLong { base: u64 },
+    /// End of file; `tail` holds the bytes after the last newline (a torn record), at `base`.
+    End { base: u64, tail: Vec<u8> },
 }
 
-/// Feeds a file block by block, handing out complete records with their byte offsets.
-struct Blocks {
+/// Reads a log file in blocks of complete records. Bytes of a record cut by a block boundary
+/// are carried into the next block.
+struct BlockReader {
     file: File,
     path: std::path::PathBuf,
-    buf: Vec<u8>,
-    /// Start of `buf[0]` in the file.
+    leftover: Vec<u8>,
+    /// File offset of `leftover[0]`.
     base: u64,
     eof: bool,
 }
 
-impl Blocks {
-    fn open(path: &Path) -> Result<Blocks> {
+impl BlockReader {
+    fn open(path: &Path) -> Result<BlockReader> {
         let file = File::open(path).map_err(StoreError::io(path))?;
-        Ok(Blocks {
+        Ok(BlockReader {
             file,
             path: path.to_path_buf(),
-            buf: Vec::new(),
+            leftover: Vec::new(),
             base: 0,
             eof: false,
         })
     }
 
-    /// Drops the `consumed` bytes already handled and reads more. Leftover bytes of an
-    /// incomplete record stay buffered for the next call.
-    fn next_block(&mut self, consumed: usize) -> Result<Block> {
-        self.buf.drain(..consumed);
-        self.base += consumed as u64;
+    /// Fills `buf` (its old content is dropped, its capacity reused) with the next block.
+    fn next(&mut self, mut buf: Vec<u8>) -> Result<Next> {
         if self.eof {
-            return Ok(Block::End);
+            return Ok(Next::End {
+                base: self.base,
+                tail: std::mem::take(&mut self.leftover),
+            });
         }
-        let want = self.buf.len() + BLOCK_BYTES;
-        let start = self.buf.len();
-        self.buf.resize(want, 0);
-        let mut filled = start;
-        while filled < want {
-            match self.file.read(&mut self.buf[filled..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    break;
-                }
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(StoreError::Io {
-                        path: self.path.clone(),
-                        source: e,
-                    });
-                }
-            }
+        buf.clear();
+        buf.extend_from_slice(&self.leftover);
+        self.leftover.clear();
+        // `read_to_end` appends without zeroing the buffer first and retries interrupted reads.
+        let n = (&mut self.file)
+            .take(BLOCK_BYTES as u64)
+            .read_to_end(&mut buf)
+            .map_err(StoreError::io(&self.path))?;
+        if n < BLOCK_BYTES {
+            self.eof = true;
         }
-        self.buf.truncate(filled);
-        // Complete records end at the last newline of the buffer.
-        let complete = self
-            .buf
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
-        if complete == 0 && !self.eof && self.buf.len() as u64 > RECORD_BYTES_MAX {
+        let complete = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
+        if complete == 0 && !self.eof && buf.len() as u64 > RECORD_BYTES_MAX {
             // A line longer than any record may be: report it without reading further.
-            return Ok(Block::LineTooLong);
+            return Ok(Next::LineTooLong { base: self.base });
         }
-        Ok(Block::Records(complete))
+        self.leftover.extend_from_slice(&buf[complete..]);
+        buf.truncate(complete);
+        let base = self.base;
+        self.base += complete as u64;
+        Ok(Next::Block { base, buf })
     }
+}
 
-    fn lines(&self, complete: usize) -> Vec<(u64, &[u8])> {
-        let mut out = Vec::with_capacity(complete / 256);
-        let mut start = 0;
-        for i in memchr::memchr_iter(b'\n', &self.buf[..complete]) {
-            out.push((self.base + start as u64, &self.buf[start..i]));
-            start = i + 1;
-        }
-        out
+/// The records of a block, with their file offsets.
+fn lines(base: u64, buf: &[u8]) -> Vec<(u64, &[u8])> {
+    let mut out = Vec::with_capacity(buf.len() / 256);
+    let mut start = 0;
+    for i in memchr::memchr_iter(b'\n', buf) {
+        out.push((base + start as u64, &buf[start..i]));
+        start = i + 1;
     }
+    out
 }
 
 /// What [`verify_file`] found.
@@ -124,7 +116,35 @@ pub struct VerifyOptions {
 
 /// Verifies a log file, streaming, with record checks spread over `threads` cores. Reports the
 /// same first failure as the sequential `oracle_core::verify::verify_bytes`.
+///
+/// With more than one thread, a reader thread fills the next block (two buffers, recycled)
+/// while the pool checks the current one, so IO overlaps the checks. With one thread,
+/// everything runs on the calling thread.
 pub fn verify_file(path: &Path, opts: VerifyOptions) -> Result<VerifySummary> {
+    let mut reader = BlockReader::open(path)?;
+    let mut state = VerifyState {
+        path,
+        chain: ChainCheck::new(),
+        expected: opts.expected_head,
+        seen_expected: opts.expected_head.is_none(),
+    };
+    if opts.threads == 1 {
+        let mut scratch = verify::Scratch::default();
+        let mut buf = Vec::new();
+        loop {
+            match reader.next(buf)? {
+                Next::Block { base, buf: block } => {
+                    let checks = lines(base, &block)
+                        .into_iter()
+                        .map(|(offset, line)| (offset, verify::check_line(line, &mut scratch)));
+                    state.push_all(checks)?;
+                    buf = block;
+                }
+                Next::LineTooLong { base } => return Err(too_long(path, state.chain.head(), base)),
+                Next::End { base, tail } => return state.finish(base, &tail),
+            }
+        }
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads)
         .build()
@@ -132,56 +152,93 @@ pub fn verify_file(path: &Path, opts: VerifyOptions) -> Result<VerifySummary> {
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
         })?;
-    let mut blocks = Blocks::open(path)?;
-    let mut chain = ChainCheck::new();
-    let mut seen_expected = opts.expected_head.is_none();
-    let log_err = |error| StoreError::Log {
-        path: path.to_path_buf(),
-        error,
-    };
-    let mut consumed = 0;
-    loop {
-        let complete = match blocks.next_block(consumed)? {
-            Block::Records(n) => n,
-            Block::LineTooLong => return Err(too_long(path, chain.head(), blocks.base)),
-            Block::End => break,
-        };
-        let lines = blocks.lines(complete);
-        let checks: Vec<LineCheck> = pool.install(|| {
-            lines
-                .par_iter()
-                .map_init(verify::Scratch::default, |scratch, (_, line)| {
-                    verify::check_line(line, scratch)
-                })
-                .collect()
+    std::thread::scope(|scope| {
+        // Bounded: one block in flight to the checker, two buffers in all.
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Next>>(1);
+        let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+        for _ in 0..2 {
+            // Cannot fail: the channel has room for both and its receiver is alive.
+            let _ = free_tx.send(Vec::with_capacity(BLOCK_BYTES + (64 << 10)));
+        }
+        scope.spawn(move || {
+            while let Ok(buf) = free_rx.recv() {
+                let next = reader.next(buf);
+                let last = !matches!(next, Ok(Next::Block { .. }));
+                // The checker stops listening when it finds a failure: then stop reading.
+                if full_tx.send(next).is_err() || last {
+                    return;
+                }
+            }
         });
-        for ((offset, _), check) in lines.iter().zip(checks) {
-            chain.push_line(check).map_err(|error| {
-                log_err(LogBytesError::Integrity {
-                    error,
-                    offset: *offset,
-                })
-            })?;
-            if !seen_expected && Some(chain.head().hash) == opts.expected_head {
-                seen_expected = true;
+        loop {
+            let next = full_rx.recv().map_err(|_| StoreError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other("the log reader thread stopped unexpectedly"),
+            })??;
+            match next {
+                Next::Block { base, buf } => {
+                    let ls = lines(base, &buf);
+                    let checks: Vec<LineCheck> = pool.install(|| {
+                        ls.par_iter()
+                            .map_init(verify::Scratch::default, |scratch, (_, line)| {
+                                verify::check_line(line, scratch)
+                            })
+                            .collect()
+                    });
+                    state.push_all(ls.iter().map(|(offset, _)| *offset).zip(checks))?;
+                    drop(ls);
+                    // The reader may already have finished; then the buffer is simply dropped.
+                    let _ = free_tx.send(buf);
+                }
+                Next::LineTooLong { base } => return Err(too_long(path, state.chain.head(), base)),
+                Next::End { base, tail } => return state.finish(base, &tail),
             }
         }
-        consumed = complete;
-    }
-    let tail_len = blocks.buf.len() as u64;
-    let head = verify::finish(
-        chain.head(),
-        blocks.base,
-        tail_len,
-        opts.expected_head,
-        seen_expected,
-    )
-    .map_err(log_err)?;
-    Ok(VerifySummary {
-        events: head.next_seq,
-        head,
-        bytes: blocks.base,
     })
+}
+
+/// The sequential half of [`verify_file`].
+struct VerifyState<'a> {
+    path: &'a Path,
+    chain: ChainCheck,
+    expected: Option<Hash>,
+    seen_expected: bool,
+}
+
+impl VerifyState<'_> {
+    fn push_all(&mut self, checks: impl Iterator<Item = (u64, LineCheck)>) -> Result<()> {
+        for (offset, check) in checks {
+            self.chain
+                .push_line(check)
+                .map_err(|error| StoreError::Log {
+                    path: self.path.to_path_buf(),
+                    error: LogBytesError::Integrity { error, offset },
+                })?;
+            if !self.seen_expected && Some(self.chain.head().hash) == self.expected {
+                self.seen_expected = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, tail_offset: u64, tail: &[u8]) -> Result<VerifySummary> {
+        let head = verify::finish(
+            self.chain.head(),
+            tail_offset,
+            tail.len() as u64,
+            self.expected,
+            self.seen_expected,
+        )
+        .map_err(|error| StoreError::Log {
+            path: self.path.to_path_buf(),
+            error,
+        })?;
+        Ok(VerifySummary {
+            events: head.next_seq,
+            head,
+            bytes: tail_offset,
+        })
+    }
 }
 
 fn too_long(path: &Path, head: Head, offset: u64) -> StoreError {
@@ -208,21 +265,36 @@ pub fn scan(
     allow_torn_tail: bool,
     mut visit: impl FnMut(Event) -> Result<bool>,
 ) -> Result<ScanEnd> {
-    let mut blocks = Blocks::open(path)?;
+    let mut reader = BlockReader::open(path)?;
     let mut chain = ChainCheck::new();
     let mut scratch = verify::Scratch::default();
     let log_err = |error| StoreError::Log {
         path: path.to_path_buf(),
         error,
     };
-    let mut consumed = 0;
+    let mut buf = Vec::new();
     loop {
-        let complete = match blocks.next_block(consumed)? {
-            Block::Records(n) => n,
-            Block::LineTooLong => return Err(too_long(path, chain.head(), blocks.base)),
-            Block::End => break,
+        let (base, block) = match reader.next(buf)? {
+            Next::Block { base, buf } => (base, buf),
+            Next::LineTooLong { base } => return Err(too_long(path, chain.head(), base)),
+            Next::End { base, tail } => {
+                if !tail.is_empty() && !allow_torn_tail {
+                    let seq = chain.head().next_seq;
+                    return Err(log_err(LogBytesError::TornTail {
+                        seq,
+                        offset: base,
+                        len: tail.len() as u64,
+                    }));
+                }
+                let torn_tail = (!tail.is_empty()).then_some((base, tail.len() as u64));
+                return Ok(ScanEnd {
+                    head: chain.head(),
+                    torn_tail,
+                    stopped_early: false,
+                });
+            }
         };
-        for (offset, line) in blocks.lines(complete) {
+        for (offset, line) in lines(base, &block) {
             let integrity = |error| log_err(LogBytesError::Integrity { error, offset });
             let seq = chain.head().next_seq;
             // Verify first (fast path when valid), then parse the verified record once.
@@ -241,22 +313,8 @@ pub fn scan(
                 });
             }
         }
-        consumed = complete;
+        buf = block;
     }
-    let tail = blocks.buf.len() as u64;
-    if tail > 0 && !allow_torn_tail {
-        return Err(log_err(LogBytesError::TornTail {
-            seq: chain.head().next_seq,
-            offset: blocks.base,
-            len: tail,
-        }));
-    }
-    let torn_tail = (tail > 0).then_some((blocks.base, tail));
-    Ok(ScanEnd {
-        head: chain.head(),
-        torn_tail,
-        stopped_early: false,
-    })
 }
 
 /// How a [`scan`] ended.
