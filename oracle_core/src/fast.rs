@@ -130,6 +130,28 @@ impl<'a> Cursor<'a> {
         Some(())
     }
 
+    /// Items separated by `,` up to `close` (the opening byte already consumed); returns how
+    /// many there were.
+    fn items(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<u64> {
+        let mut count = 0;
+        if self.peek()? == close {
+            self.i += 1;
+            return Some(0);
+        }
+        loop {
+            item(self)?;
+            count += 1;
+            match self.peek()? {
+                b',' => self.i += 1,
+                c if c == close => {
+                    self.i += 1;
+                    return Some(count);
+                }
+                _ => return None,
+            }
+        }
+    }
+
     /// A JSON value in canonical form, appended to `out` in the canonical binary encoding.
     fn value(&mut self, out: &mut Vec<u8>, depth: u32) -> Option<()> {
         match self.peek()? {
@@ -167,49 +189,20 @@ impl<'a> Cursor<'a> {
                 out.push(tag::INT_NON_NEGATIVE);
                 put_u64(out, n);
             }
-            b'[' => {
+            open @ (b'[' | b'{') => {
                 if depth >= FAST_DEPTH_MAX {
                     return None;
                 }
                 self.i += 1;
-                out.push(tag::LIST);
+                let is_map = open == b'{';
+                out.push(if is_map { tag::MAP } else { tag::LIST });
                 let count_at = out.len();
                 put_u64(out, 0);
-                let mut count = 0u64;
-                if self.peek()? == b']' {
-                    self.i += 1;
-                } else {
-                    loop {
-                        self.value(out, depth + 1)?;
-                        count += 1;
-                        match self.peek()? {
-                            b',' => self.i += 1,
-                            b']' => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return None,
-                        }
-                    }
-                }
-                out[count_at..count_at + 8].copy_from_slice(&count.to_be_bytes());
-            }
-            b'{' => {
-                if depth >= FAST_DEPTH_MAX {
-                    return None;
-                }
-                self.i += 1;
-                out.push(tag::MAP);
-                let count_at = out.len();
-                put_u64(out, 0);
-                let mut count = 0u64;
                 let mut prev_key: Option<(usize, usize)> = None;
-                if self.peek()? == b'}' {
-                    self.i += 1;
-                } else {
-                    loop {
+                let count = self.items(if is_map { b'}' } else { b']' }, |c| {
+                    if is_map {
                         let key_at = out.len();
-                        self.string(out)?;
+                        c.string(out)?;
                         let key = (key_at + 8, out.len());
                         // Canonical maps have strictly increasing keys (byte order).
                         if let Some((s, e)) = prev_key
@@ -218,19 +211,10 @@ impl<'a> Cursor<'a> {
                             return None;
                         }
                         prev_key = Some(key);
-                        self.lit(b":")?;
-                        self.value(out, depth + 1)?;
-                        count += 1;
-                        match self.peek()? {
-                            b',' => self.i += 1,
-                            b'}' => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return None,
-                        }
+                        c.lit(b":")?;
                     }
-                }
+                    c.value(out, depth + 1)
+                })?;
                 out[count_at..count_at + 8].copy_from_slice(&count.to_be_bytes());
             }
             _ => return None,
@@ -270,26 +254,16 @@ pub fn check_line_fast(line: &[u8], s: &mut FastScratch) -> Option<Link> {
         .ok()?;
     c.lit(b"\",\"parents\":[")?;
     s.parents.clear();
-    if c.peek()? == b']' {
-        c.i += 1;
-    } else {
-        loop {
-            let p = c.uint()?;
-            // Strictly increasing and earlier than the event.
-            if p >= seq || s.parents.last().is_some_and(|&last| last >= p) {
-                return None;
-            }
-            s.parents.push(p);
-            match c.peek()? {
-                b',' => c.i += 1,
-                b']' => {
-                    c.i += 1;
-                    break;
-                }
-                _ => return None,
-            }
+    let parents = &mut s.parents;
+    c.items(b']', |c| {
+        let p = c.uint()?;
+        // Strictly increasing and earlier than the event.
+        if p >= seq || parents.last().is_some_and(|&last| last >= p) {
+            return None;
         }
-    }
+        parents.push(p);
+        Some(())
+    })?;
     c.lit(b",\"payload\":")?;
     s.canon.clear();
     c.value(&mut s.canon, 0)?;
