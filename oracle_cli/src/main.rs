@@ -6,6 +6,7 @@
 
 mod exit;
 mod maintain;
+mod plan;
 mod show;
 mod verify;
 
@@ -51,6 +52,8 @@ enum Command {
     Repair(maintain::RepairArgs),
     /// Save a snapshot of the state after an event, so later `inspect` and replays start there.
     Snapshot(maintain::SnapshotArgs),
+    /// Check, draw and hash plans (the text programs agents run).
+    Plan(plan::PlanArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
     Synth(maintain::SynthArgs),
 }
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Repair(a) => maintain::repair(&home, a),
         Command::Snapshot(a) => maintain::snapshot(&home, a),
         Command::Synth(a) => maintain::synth(&home, a),
+        Command::Plan(a) => plan::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -22,8 +22,10 @@ pub mod domain {
     pub const STATE_ENTRY: &str = "oracle v1 state entry";
     /// The LtHash accumulator of a whole state, compressed to 32 bytes.
     pub const STATE: &str = "oracle v1 state";
-    /// Any other canonical value (plans, configuration) hashed for identity.
+    /// Any other canonical value (configuration, tests) hashed for identity.
     pub const VALUE: &str = "oracle v1 value";
+    /// The canonical compiled form of a plan: the plan hash.
+    pub const PLAN: &str = "oracle v1 plan";
 }
 
 /// A 32-byte digest. Written as 64 lowercase hex characters; parsing accepts nothing else, so a
@@ -167,7 +169,7 @@ impl<'de> Deserialize<'de> for Hash {
 /// known domains are derived once and cloned, which gives the same output for less work.
 pub fn hasher(context: &str) -> blake3::Hasher {
     use std::sync::LazyLock;
-    static KNOWN: LazyLock<[(&str, blake3::Hasher); 6]> = LazyLock::new(|| {
+    static KNOWN: LazyLock<[(&str, blake3::Hasher); 7]> = LazyLock::new(|| {
         [
             domain::PAYLOAD,
             domain::EVENT_BODY,
@@ -175,6 +177,7 @@ pub fn hasher(context: &str) -> blake3::Hasher {
             domain::STATE_ENTRY,
             domain::STATE,
             domain::VALUE,
+            domain::PLAN,
         ]
         .map(|c| (c, blake3::Hasher::new_derive_key(c)))
     });

@@ -3,6 +3,7 @@
 //! of its arguments, which is what makes a run replayable.
 
 pub mod canon;
+pub mod capability;
 pub mod event;
 pub mod fast;
 pub mod hash;

@@ -1,1 +1,17 @@
-//! Plan language and DAG compiler. Not built yet: see issue 3. Pure; depends only on `oracle_core`.
+//! The plan language: a small text DSL for agent programs, parsed with diagnostics a person can
+//! act on, compiled against a tool catalogue into a DAG with a deterministic order and a plan
+//! hash, and evaluated purely. Depends only on `oracle_core`; no IO.
+
+pub mod ast;
+pub mod catalogue;
+pub mod compile;
+pub mod diagnostic;
+pub mod eval;
+pub mod lexer;
+pub mod parser;
+pub mod print;
+
+pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSpec};
+pub use compile::{CompiledPlan, CompiledStep, check, compile};
+pub use diagnostic::{Diagnostic, Severity};
+pub use parser::parse;

@@ -7,6 +7,7 @@
 // size clippy warns about costs nothing measurable and boxing would only hide the fields.
 #![allow(clippy::result_large_err)]
 
+pub mod catalogue;
 pub mod error;
 pub mod paths;
 pub mod reader;

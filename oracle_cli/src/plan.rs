@@ -1,0 +1,320 @@
+//! `oracle plan check | graph | hash | tools`: the plan language from the command line.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use ariadne::{Config, IndexType, Label, Report, ReportKind, Source};
+use clap::{Args, Subcommand, ValueEnum};
+use oracle_plan::compile::{CompiledPlan, check};
+use oracle_plan::diagnostic::{Diagnostic, Severity, line_col};
+use serde_json::json;
+
+use crate::exit::{self, CliError};
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    #[command(subcommand)]
+    command: PlanCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum PlanCommand {
+    /// Parse and compile a plan against the built-in tools; print every problem found, with
+    /// line:column, a source snippet and a hint. Exit 0 clean, 2 if there are errors.
+    Check {
+        plan: PathBuf,
+        /// Diagnostics as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the step graph: levels of independent steps and their dependencies.
+    Graph {
+        plan: PathBuf,
+        #[arg(long, value_enum, default_value_t = GraphFormat::Text)]
+        format: GraphFormat,
+    },
+    /// Print the plan hash: unchanged by whitespace, comments and argument order; changed by
+    /// any change to what the plan does.
+    Hash {
+        plan: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the built-in tools: arguments, types and the capability each call needs.
+    Tools {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum GraphFormat {
+    /// Levels and dependencies, for reading in a terminal.
+    Text,
+    /// Graphviz DOT (`dot -Tsvg`).
+    Dot,
+    /// Steps, order and levels as JSON.
+    Json,
+}
+
+pub fn run(a: PlanArgs) -> Result<u8, CliError> {
+    match a.command {
+        PlanCommand::Check { plan, json } => {
+            let (src, compiled, diags) = load(&plan)?;
+            if json {
+                let list: Vec<_> = diags.iter().map(|d| diagnostic_json(&src, d)).collect();
+                crate::print_json(&json!({
+                    "ok": compiled.is_some(),
+                    "path": plan,
+                    "hash": compiled.as_ref().map(|c| c.hash),
+                    "diagnostics": list,
+                }));
+            } else {
+                print_diagnostics(&plan, &src, &diags);
+                if let Some(c) = &compiled {
+                    println!(
+                        "ok  {} (plan {} version {}, {} steps, hash {})",
+                        plan.display(),
+                        c.name,
+                        c.version,
+                        c.steps.len(),
+                        c.hash
+                    );
+                }
+            }
+            Ok(if compiled.is_some() {
+                exit::OK
+            } else {
+                exit::INPUT
+            })
+        }
+        PlanCommand::Graph { plan, format } => {
+            let c = compiled_or_report(&plan)?;
+            match format {
+                GraphFormat::Text => print!("{}", graph_text(&c)),
+                GraphFormat::Dot => print!("{}", graph_dot(&c)),
+                GraphFormat::Json => crate::print_json(&graph_json(&c)),
+            }
+            Ok(exit::OK)
+        }
+        PlanCommand::Hash { plan, json } => {
+            let c = compiled_or_report(&plan)?;
+            if json {
+                crate::print_json(&json!({"plan": c.name, "version": c.version, "hash": c.hash}));
+            } else {
+                println!("{}", c.hash);
+            }
+            Ok(exit::OK)
+        }
+        PlanCommand::Tools { json } => {
+            let catalogue = oracle_runtime::catalogue::builtin();
+            if json {
+                crate::print_json(
+                    &serde_json::to_value(catalogue.tools().collect::<Vec<_>>())
+                        .unwrap_or_default(),
+                );
+            } else {
+                for t in catalogue.tools() {
+                    let args: Vec<String> = t
+                        .args
+                        .iter()
+                        .map(|a| {
+                            format!(
+                                "{}{}: {}",
+                                a.name,
+                                if a.required { "" } else { "?" },
+                                a.ty.as_str()
+                            )
+                        })
+                        .collect();
+                    let needs = t.capability.as_ref().map_or(String::new(), |c| {
+                        let scope = match &c.scope {
+                            oracle_plan::ScopeFrom::Arg(a) => format!("<{a}>"),
+                            oracle_plan::ScopeFrom::Fixed(s) => s.clone(),
+                        };
+                        format!("  needs {}:{}:{scope}", c.domain, c.action)
+                    });
+                    println!(
+                        "{:<14} {{ {} }}{needs}\n{:<14} {}",
+                        t.name,
+                        args.join(", "),
+                        "",
+                        t.description
+                    );
+                }
+            }
+            Ok(exit::OK)
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<(String, Option<CompiledPlan>, Vec<Diagnostic>), CliError> {
+    let src = std::fs::read_to_string(path)
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+    let (compiled, diags) = check(&src, &oracle_runtime::catalogue::builtin());
+    Ok((src, compiled, diags))
+}
+
+/// The compiled plan, or the diagnostics printed and exit 2.
+fn compiled_or_report(path: &Path) -> Result<CompiledPlan, CliError> {
+    let (src, compiled, diags) = load(path)?;
+    print_diagnostics(path, &src, &diags);
+    compiled.ok_or_else(|| {
+        let n = diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
+        CliError::input(format!(
+            "{}: {n} error{} (see above)",
+            path.display(),
+            if n == 1 { "" } else { "s" }
+        ))
+    })
+}
+
+/// Renders every diagnostic to stderr: coloured on a terminal, plain when piped.
+pub fn print_diagnostics(path: &Path, src: &str, diags: &[Diagnostic]) {
+    let color = std::io::stderr().is_terminal();
+    for d in diags {
+        eprint!("{}", render(&path.display().to_string(), src, d, color));
+    }
+}
+
+/// One diagnostic as text with a source snippet and carets.
+pub fn render(path: &str, src: &str, d: &Diagnostic, color: bool) -> String {
+    let range = |s: oracle_plan::ast::Span| (s.start as usize)..(s.end.max(s.start) as usize);
+    let kind = match d.severity {
+        Severity::Error => ReportKind::Error,
+        Severity::Warning => ReportKind::Warning,
+    };
+    let config = Config::default()
+        .with_color(color)
+        .with_index_type(IndexType::Byte);
+    let mut report = Report::build(kind, (path, range(d.span)))
+        .with_config(config)
+        .with_code(d.code)
+        .with_message(&d.message)
+        .with_label(
+            Label::new((path, range(d.span)))
+                .with_message(&d.label)
+                .with_order(0),
+        );
+    for (i, (span, label)) in d.related.iter().enumerate() {
+        report = report.with_label(
+            Label::new((path, range(*span)))
+                .with_message(label)
+                .with_order(i as i32 + 1),
+        );
+    }
+    if let Some(h) = &d.hint {
+        report = report.with_help(h);
+    }
+    let mut out = Vec::new();
+    let written = report.finish().write((path, Source::from(src)), &mut out);
+    match written {
+        Ok(()) => String::from_utf8_lossy(&out).into_owned(),
+        // Rendering into memory cannot fail; keep the plain facts if it ever does.
+        Err(_) => {
+            let (l, c) = line_col(src, d.span.start);
+            format!("{path}:{l}:{c}: error[{}]: {}\n", d.code, d.message)
+        }
+    }
+}
+
+fn diagnostic_json(src: &str, d: &Diagnostic) -> serde_json::Value {
+    let (line, column) = line_col(src, d.span.start);
+    let (end_line, end_column) = line_col(src, d.span.end);
+    let related: Vec<_> = d
+        .related
+        .iter()
+        .map(|(s, label)| {
+            let (l, c) = line_col(src, s.start);
+            json!({"line": l, "column": c, "label": label})
+        })
+        .collect();
+    json!({
+        "severity": d.severity, "code": d.code, "message": d.message,
+        "line": line, "column": column, "end_line": end_line, "end_column": end_column,
+        "label": d.label, "hint": d.hint, "related": related,
+    })
+}
+
+fn graph_text(c: &CompiledPlan) -> String {
+    let mut out = format!(
+        "plan {} version {} ({} steps, hash {})\n",
+        c.name,
+        c.version,
+        c.steps.len(),
+        c.hash.short()
+    );
+    for (n, level) in c.levels.iter().enumerate() {
+        out.push_str(&format!("level {n}\n"));
+        for &i in level {
+            let s = &c.steps[i as usize];
+            let deps: Vec<&str> = s
+                .deps
+                .iter()
+                .map(|&d| c.steps[d as usize].name.as_str())
+                .collect();
+            let after = if deps.is_empty() {
+                String::new()
+            } else {
+                format!("  <- {}", deps.join(", "))
+            };
+            out.push_str(&format!("  {:<16} {}{after}\n", s.name, s.call.tool));
+        }
+    }
+    out
+}
+
+fn graph_dot(c: &CompiledPlan) -> String {
+    let q = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+    let mut out = format!(
+        "digraph {} {{\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
+        q(&c.name)
+    );
+    for &i in &c.order {
+        let s = &c.steps[i as usize];
+        out.push_str(&format!(
+            "  {} [label={}];\n",
+            q(&s.name),
+            q(&format!("{}\n{}", s.name, s.call.tool))
+        ));
+    }
+    for &i in &c.order {
+        let s = &c.steps[i as usize];
+        for &d in &s.deps {
+            out.push_str(&format!(
+                "  {} -> {};\n",
+                q(&c.steps[d as usize].name),
+                q(&s.name)
+            ));
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn graph_json(c: &CompiledPlan) -> serde_json::Value {
+    let name = |i: &u32| c.steps[*i as usize].name.clone();
+    let mut level_of = vec![0u64; c.steps.len()];
+    for (n, level) in c.levels.iter().enumerate() {
+        for &i in level {
+            level_of[i as usize] = n as u64;
+        }
+    }
+    let steps: Vec<_> = c
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| json!({"name": s.name, "tool": s.call.tool, "deps": s.deps.iter().map(name).collect::<Vec<_>>(), "level": level_of[i]}))
+        .collect();
+    json!({
+        "plan": c.name,
+        "version": c.version,
+        "hash": c.hash,
+        "steps": steps,
+        "order": c.order.iter().map(name).collect::<Vec<_>>(),
+        "levels": c.levels.iter().map(|l| l.iter().map(name).collect::<Vec<_>>()).collect::<Vec<_>>(),
+    })
+}

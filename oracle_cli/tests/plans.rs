@@ -1,0 +1,248 @@
+//! The plan language through the real `oracle` binary: every file in `fixtures/plans/bad/` gets
+//! the diagnostics recorded beside it (`NAME.expected`, refreshed with `UPDATE_EXPECT=1`), every
+//! working plan compiles, and every example in `docs/PLAN.md` behaves as the document says.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn oracle(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn plans_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "plan"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn bad_plans_print_the_recorded_diagnostics() {
+    let update = std::env::var_os("UPDATE_EXPECT").is_some();
+    let mut failures = Vec::new();
+    let bad = plans_in(&root().join("fixtures/plans/bad"));
+    assert!(bad.len() >= 15, "one bad plan per kind of mistake");
+    for plan in bad {
+        let rel = plan
+            .strip_prefix(root())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let (code, stdout, stderr) = oracle(&["plan", "check", &rel]);
+        assert_eq!(code, 2, "{rel}: a plan with errors exits 2\n{stderr}");
+        assert!(stdout.is_empty(), "{rel}: diagnostics go to stderr");
+        assert!(
+            stderr.contains("Error"),
+            "{rel}: says it is an error:\n{stderr}"
+        );
+        let expected_path = plan.with_extension("expected");
+        if update {
+            std::fs::write(&expected_path, &stderr).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
+        if expected != stderr {
+            failures.push(format!(
+                "{rel}:\n--- expected\n{expected}--- actual\n{stderr}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "diagnostics changed (UPDATE_EXPECT=1 to accept):\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_error_names_its_line_and_column() {
+    for plan in plans_in(&root().join("fixtures/plans/bad")) {
+        let rel = plan
+            .strip_prefix(root())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let (_, stdout, _) = oracle(&["plan", "check", "--json", &rel]);
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(v["ok"], false, "{rel}");
+        let diags = v["diagnostics"].as_array().unwrap();
+        assert!(!diags.is_empty(), "{rel}");
+        for d in diags {
+            assert!(
+                d["line"].as_u64().unwrap() >= 1 && d["column"].as_u64().unwrap() >= 1,
+                "{rel}: {d}"
+            );
+            assert!(d["code"].as_str().unwrap().starts_with('E'), "{rel}: {d}");
+        }
+    }
+}
+
+#[test]
+fn several_mistakes_are_all_reported() {
+    let (_, stdout, _) = oracle(&[
+        "plan",
+        "check",
+        "--json",
+        "fixtures/plans/bad/several-mistakes.plan",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(v["diagnostics"].as_array().unwrap().len() >= 3, "{stdout}");
+}
+
+#[test]
+fn working_plans_compile_and_hash_stably() {
+    for plan in plans_in(&root().join("fixtures/plans")) {
+        let rel = plan
+            .strip_prefix(root())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let (code, stdout, stderr) = oracle(&["plan", "check", &rel]);
+        assert_eq!(code, 0, "{rel}:\n{stderr}");
+        assert!(stdout.starts_with("ok"), "{rel}: {stdout}");
+        let (code, h1, _) = oracle(&["plan", "hash", &rel]);
+        assert_eq!(code, 0);
+        assert_eq!(h1.trim().len(), 64, "{rel}: {h1}");
+        for format in ["text", "dot", "json"] {
+            let (code, out, err) = oracle(&["plan", "graph", &rel, "--format", format]);
+            assert_eq!(code, 0, "{rel} --format {format}: {err}");
+            assert!(!out.is_empty());
+        }
+    }
+}
+
+#[test]
+fn the_diamond_has_two_independent_steps_in_one_level() {
+    let (_, stdout, _) = oracle(&[
+        "plan",
+        "graph",
+        "fixtures/plans/diamond.plan",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        v["levels"],
+        serde_json::json!([["read"], ["lines", "words"], ["report"]])
+    );
+    assert_eq!(
+        v["order"],
+        serde_json::json!(["read", "lines", "words", "report"])
+    );
+    let (_, dot, _) = oracle(&[
+        "plan",
+        "graph",
+        "fixtures/plans/diamond.plan",
+        "--format",
+        "dot",
+    ]);
+    assert!(
+        dot.starts_with("digraph") && dot.contains("\"read\" -> \"lines\""),
+        "{dot}"
+    );
+}
+
+#[test]
+fn the_plan_hash_ignores_formatting_but_not_meaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(root().join("fixtures/plans/quickstart.plan")).unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let hash = |p: &str| {
+        let (code, out, err) = oracle(&["plan", "hash", p]);
+        assert_eq!(code, 0, "{err}");
+        out.trim().to_owned()
+    };
+    let original = hash(&write("a.plan", &src));
+    // Comments, blank lines, indentation and argument order do not change the hash.
+    let reformatted = src
+        .replace("# Quickstart", "# A different comment\n\n# Quickstart")
+        .replace("  path: \"out/summary.txt\",\n  content:", "      content:")
+        .replace(
+            "+ \", lines: \" + stats.lines,",
+            "+ \", lines: \" + stats.lines, path: \"out/summary.txt\",",
+        );
+    assert_ne!(reformatted, src);
+    assert_eq!(hash(&write("b.plan", &reformatted)), original);
+    // A changed literal, threshold or policy does.
+    for (from, to) in [
+        ("min_words: int = 5", "min_words: int = 6"),
+        ("stats.words > 0", "stats.words > 1"),
+    ] {
+        let changed = src.replace(from, to);
+        assert_ne!(changed, src);
+        assert_ne!(hash(&write("c.plan", &changed)), original, "{from} -> {to}");
+    }
+}
+
+/// Code blocks in docs/PLAN.md fenced as ```plan must compile; ```plan-error blocks must not,
+/// and must produce the code named on their first line (`# error: E0205`).
+#[test]
+fn plan_md_examples_behave_as_documented() {
+    let doc = std::fs::read_to_string(root().join("docs/PLAN.md")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    let mut lines = doc.lines();
+    while let Some(line) = lines.next() {
+        let kind = match line.trim() {
+            "```plan" => "ok",
+            "```plan-error" => "error",
+            _ => continue,
+        };
+        let block: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+        let text = block.join("\n") + "\n";
+        let path = dir.path().join(format!("example{checked}.plan"));
+        std::fs::write(&path, &text).unwrap();
+        let (code, stdout, stderr) = oracle(&["plan", "check", "--json", path.to_str().unwrap()]);
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        if kind == "ok" {
+            assert_eq!(
+                code, 0,
+                "docs/PLAN.md example should compile:\n{text}\n{stderr}\n{stdout}"
+            );
+        } else {
+            assert_eq!(code, 2, "docs/PLAN.md example should fail:\n{text}");
+            let want = block[0]
+                .trim()
+                .strip_prefix("# error: ")
+                .expect("plan-error blocks start with `# error: CODE`");
+            let codes: Vec<&str> = v["diagnostics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["code"].as_str().unwrap())
+                .collect();
+            assert!(
+                codes.contains(&want),
+                "expected {want}, got {codes:?} for:\n{text}"
+            );
+        }
+        checked += 1;
+    }
+    assert!(
+        checked >= 8,
+        "docs/PLAN.md has its examples ({checked} found)"
+    );
+}

@@ -1,0 +1,211 @@
+//! Capabilities: `domain:action:scope`, parsed once into a type, and the matching rules by which
+//! a grant covers a needed capability.
+//!
+//! In a grant, `*` as a whole domain or action matches any value. In a scope, `*` matches any
+//! run of characters within one path component (no `/`) and `**` matches across components.
+//! Path scopes (domains `fs` and `proc`) are normalised lexically (`.` and `..` resolved) before matching; a path whose
+//! `..` climbs above its start can never be covered.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A parsed capability or grant.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Capability {
+    pub domain: String,
+    pub action: String,
+    pub scope: String,
+}
+
+/// Why a string is not a capability.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CapabilityError {
+    #[error("`{0}` is not a capability: expected `domain:action:scope`, e.g. `fs:read:data/**`")]
+    Shape(String),
+    #[error(
+        "`{text}`: the {part} `{value}` may only use lowercase letters, digits, `_`, `-`, `.`, or be `*`"
+    )]
+    Part {
+        text: String,
+        part: &'static str,
+        value: String,
+    },
+}
+
+fn valid_word(w: &str) -> bool {
+    w == "*"
+        || (!w.is_empty()
+            && w.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.')
+            }))
+}
+
+impl FromStr for Capability {
+    type Err = CapabilityError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut parts = s.splitn(3, ':');
+        let (Some(domain), Some(action), Some(scope)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(CapabilityError::Shape(s.to_owned()));
+        };
+        if scope.is_empty() || scope.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(CapabilityError::Shape(s.to_owned()));
+        }
+        for (part, value) in [("domain", domain), ("action", action)] {
+            if !valid_word(value) {
+                return Err(CapabilityError::Part {
+                    text: s.to_owned(),
+                    part,
+                    value: value.to_owned(),
+                });
+            }
+        }
+        Ok(Capability {
+            domain: domain.to_owned(),
+            action: action.to_owned(),
+            scope: scope.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.domain, self.action, self.scope)
+    }
+}
+
+impl Capability {
+    /// Whether this grant covers `needed`. The needed scope is normalised first; one that climbs
+    /// out of its start with `..` is never covered.
+    pub fn covers(&self, needed: &Capability) -> bool {
+        let word = |g: &str, n: &str| g == "*" || g == n;
+        if !word(&self.domain, &needed.domain) || !word(&self.action, &needed.action) {
+            return false;
+        }
+        if !PATH_DOMAINS.contains(&needed.domain.as_str()) {
+            return glob_match(&self.scope, &needed.scope);
+        }
+        match normalize_path(&needed.scope) {
+            Some(scope) => glob_match(&self.scope, &scope),
+            None => false,
+        }
+    }
+}
+
+/// Domains whose scopes are file paths, normalised before matching.
+pub const PATH_DOMAINS: [&str; 2] = ["fs", "proc"];
+
+/// Resolves `.` and `..` and repeated `/` lexically. `None` if `..` climbs above the start (for
+/// a relative path) or above the root (for an absolute one).
+pub fn normalize_path(path: &str) -> Option<String> {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    let joined = parts.join("/");
+    Some(if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    })
+}
+
+/// Glob match: `*` within one `/`-separated component, `**` across components.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    #[derive(Clone, Copy)]
+    enum Tok {
+        Char(char),
+        Star,
+        DoubleStar,
+    }
+    let mut toks = Vec::new();
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '*' {
+            if chars.peek() == Some(&'*') {
+                chars.next();
+                toks.push(Tok::DoubleStar);
+            } else {
+                toks.push(Tok::Star);
+            }
+        } else {
+            toks.push(Tok::Char(c));
+        }
+    }
+    let text: Vec<char> = text.chars().collect();
+    // reach[j]: the first i tokens can match text[..j].
+    let mut reach = vec![false; text.len() + 1];
+    reach[0] = true;
+    for tok in toks {
+        let mut next = vec![false; text.len() + 1];
+        match tok {
+            Tok::Char(c) => {
+                for j in 0..text.len() {
+                    if reach[j] && text[j] == c {
+                        next[j + 1] = true;
+                    }
+                }
+            }
+            Tok::Star | Tok::DoubleStar => {
+                let crosses = matches!(tok, Tok::DoubleStar);
+                for j in 0..=text.len() {
+                    if reach[j] || (j > 0 && next[j - 1] && (crosses || text[j - 1] != '/')) {
+                        next[j] = true;
+                    }
+                }
+            }
+        }
+        reach = next;
+    }
+    reach[text.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(s: &str) -> Capability {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn grants_cover_what_they_say() {
+        let g = cap("fs:read:fixtures/data/**");
+        assert!(g.covers(&cap("fs:read:fixtures/data/notes.txt")));
+        assert!(g.covers(&cap("fs:read:fixtures/data/a/b/c.txt")));
+        assert!(!g.covers(&cap("fs:write:fixtures/data/notes.txt")));
+        assert!(!g.covers(&cap("fs:read:fixtures/other.txt")));
+        let one = cap("fs:read:data/*.txt");
+        assert!(one.covers(&cap("fs:read:data/x.txt")));
+        assert!(
+            !one.covers(&cap("fs:read:data/sub/x.txt")),
+            "`*` stays within one component"
+        );
+        assert!(cap("*:*:**").covers(&cap("proc:exec:/usr/bin/wc")));
+    }
+
+    #[test]
+    fn dot_dot_cannot_escape_a_grant() {
+        let g = cap("fs:read:fixtures/data/**");
+        assert!(!g.covers(&cap("fs:read:fixtures/data/../../etc/passwd")));
+        assert!(g.covers(&cap("fs:read:fixtures/data/x/../notes.txt")));
+        assert!(!g.covers(&cap("fs:read:../fixtures/data/notes.txt")));
+        assert_eq!(normalize_path("/../etc"), None);
+    }
+
+    #[test]
+    fn malformed_capabilities_are_refused() {
+        assert!("fs:read".parse::<Capability>().is_err());
+        assert!("FS:read:x".parse::<Capability>().is_err());
+        assert!("fs:read:".parse::<Capability>().is_err());
+        assert!("fs:read:a b".parse::<Capability>().is_err());
+        assert_eq!(cap("net:get:https://x.org/a").scope, "https://x.org/a");
+    }
+}

@@ -1,0 +1,124 @@
+//! The tool catalogue a plan is compiled against: plain data (names, arguments, types, the
+//! capability a call needs), passed in by the caller so this crate never depends on the runtime.
+
+use std::collections::BTreeMap;
+
+use oracle_core::capability::Capability;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The type of a tool argument, checked statically where the argument is a literal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgType {
+    String,
+    Int,
+    Bool,
+    List,
+    Map,
+    Any,
+}
+
+impl ArgType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArgType::String => "string",
+            ArgType::Int => "int",
+            ArgType::Bool => "bool",
+            ArgType::List => "list",
+            ArgType::Map => "map",
+            ArgType::Any => "any",
+        }
+    }
+
+    /// Whether a JSON value has this type.
+    pub fn admits(self, v: &Value) -> bool {
+        match self {
+            ArgType::String => v.is_string(),
+            ArgType::Int => v.is_i64() || v.is_u64(),
+            ArgType::Bool => v.is_boolean(),
+            ArgType::List => v.is_array(),
+            ArgType::Map => v.is_object(),
+            ArgType::Any => true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ArgSpec {
+    pub name: String,
+    pub ty: ArgType,
+    pub required: bool,
+}
+
+/// Where the scope of a needed capability comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeFrom {
+    /// The value of this (string) argument: `fs.read { path: P }` needs `fs:read:P`.
+    Arg(String),
+    /// Always this scope.
+    Fixed(String),
+}
+
+/// The capability a call needs: `domain:action:<scope>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CapabilityRule {
+    pub domain: String,
+    pub action: String,
+    pub scope: ScopeFrom,
+}
+
+impl CapabilityRule {
+    /// The capability needed for a call whose scope argument is the literal `scope`.
+    pub fn needed(&self, scope: &str) -> Capability {
+        Capability {
+            domain: self.domain.clone(),
+            action: self.action.clone(),
+            scope: scope.to_owned(),
+        }
+    }
+}
+
+/// One tool as the compiler sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub args: Vec<ArgSpec>,
+    pub capability: Option<CapabilityRule>,
+}
+
+impl ToolSpec {
+    pub fn arg(&self, name: &str) -> Option<&ArgSpec> {
+        self.args.iter().find(|a| a.name == name)
+    }
+}
+
+/// Tools by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Catalogue {
+    tools: BTreeMap<String, ToolSpec>,
+}
+
+impl Catalogue {
+    pub fn new(tools: impl IntoIterator<Item = ToolSpec>) -> Catalogue {
+        Catalogue {
+            tools: tools.into_iter().map(|t| (t.name.clone(), t)).collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.get(name)
+    }
+
+    /// Tool names in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.values()
+    }
+}

@@ -1,0 +1,776 @@
+//! The compiler: resolves references into DAG edges, validates the plan against a tool
+//! catalogue, and produces a deterministic topological order, the levels of independent steps,
+//! and the plan hash.
+//!
+//! Diagnostic codes (docs/PLAN.md lists them with examples):
+//! E0201 duplicate step · E0202 a step named like an input · E0203 duplicate input ·
+//! E0204 unknown name · E0205 unknown tool · E0206 unknown argument · E0207 missing argument ·
+//! E0208 argument of the wrong type · E0209 cycle · E0210 malformed grant ·
+//! E0211 capability not granted · E0212 bad input default · E0213 step uses its own output ·
+//! E0214 bound out of range (retry, timeout) · E0215 duplicate map key.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use oracle_core::Hash;
+use oracle_core::capability::Capability;
+use serde_json::{Map, Value, json};
+
+use crate::ast::{self, Expr, ExprKind, FailurePolicy, InputType, Segment, Span};
+use crate::catalogue::{ArgType, Catalogue, ScopeFrom, ToolSpec};
+use crate::diagnostic::{Diagnostic, closest};
+use crate::eval;
+
+/// Attempts per tier when a step says nothing.
+pub const RETRY_DEFAULT: u64 = 3;
+/// Most attempts a step may ask for per tier.
+pub const RETRY_MAX: u64 = 100;
+/// Longest timeout a step may ask for (one day).
+pub const TIMEOUT_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+/// Format version of the canonical compiled form (part of the plan hash).
+pub const COMPILED_FORMAT: u64 = 1;
+
+/// A run input after compilation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledInput {
+    pub name: String,
+    pub ty: InputType,
+    /// The default, evaluated at compile time.
+    pub default: Option<Value>,
+}
+
+/// A tool call after compilation: arguments by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledCall {
+    pub tool: String,
+    pub args: BTreeMap<String, Expr>,
+}
+
+/// A step after compilation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledStep {
+    pub name: String,
+    pub call: CompiledCall,
+    /// Indices of the steps this one waits for (data and `after`), ascending.
+    pub deps: Vec<u32>,
+    /// The explicit `after` names, sorted.
+    pub after: Vec<String>,
+    pub when: Option<Expr>,
+    pub expect: Option<Expr>,
+    /// Attempts per tier.
+    pub retry: u64,
+    pub fallback: Option<CompiledCall>,
+    pub on_failure: FailurePolicy,
+    pub timeout_ms: Option<u64>,
+}
+
+/// A plan ready to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledPlan {
+    pub name: String,
+    pub version: u64,
+    /// Grants, sorted and unique.
+    pub grants: Vec<Capability>,
+    /// Inputs, sorted by name.
+    pub inputs: Vec<CompiledInput>,
+    /// Steps in declaration order.
+    pub steps: Vec<CompiledStep>,
+    /// Topological order (indices into `steps`); ties broken by declaration order.
+    pub order: Vec<u32>,
+    /// Steps grouped by depth: every step's dependencies are in earlier levels.
+    pub levels: Vec<Vec<u32>>,
+    /// Hash of the canonical compiled form.
+    pub hash: Hash,
+}
+
+/// Parses and compiles: the plan if there are no errors, and every diagnostic found.
+pub fn check(src: &str, catalogue: &Catalogue) -> (Option<CompiledPlan>, Vec<Diagnostic>) {
+    let (plan, mut diags) = crate::parser::parse(src);
+    let Some(plan) = plan else {
+        return (None, diags);
+    };
+    if !diags.is_empty() {
+        // Still report semantic problems the parser could not see, but not ones about the text
+        // the parser already flagged (it put a placeholder there).
+        if let Err(more) = compile(&plan, catalogue) {
+            let overlaps = |d: &Diagnostic| {
+                diags.iter().any(|p| {
+                    d.span.start < p.span.end.max(p.span.start + 1)
+                        && p.span.start < d.span.end.max(d.span.start + 1)
+                })
+            };
+            let more: Vec<Diagnostic> = more.into_iter().filter(|d| !overlaps(d)).collect();
+            diags.extend(more);
+        }
+        return (None, diags);
+    }
+    match compile(&plan, catalogue) {
+        Ok(c) => (Some(c), diags),
+        Err(more) => {
+            diags.extend(more);
+            (None, diags)
+        }
+    }
+}
+
+/// Compiles a parsed plan, reporting every problem found.
+pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, Vec<Diagnostic>> {
+    let mut d = Vec::new();
+
+    // Grants.
+    let mut grants = BTreeSet::new();
+    for g in &plan.grants {
+        match g.node.parse::<Capability>() {
+            Ok(c) => {
+                grants.insert(c);
+            }
+            Err(e) => d.push(Diagnostic::error(
+                "E0210",
+                g.span,
+                e.to_string(),
+                "not a capability",
+            )),
+        }
+    }
+
+    // Inputs.
+    let mut inputs: BTreeMap<&str, CompiledInput> = BTreeMap::new();
+    let mut input_spans: BTreeMap<&str, Span> = BTreeMap::new();
+    for i in &plan.inputs {
+        let name = i.name.node.as_str();
+        if let Some(first) = input_spans.get(name) {
+            d.push(
+                Diagnostic::error(
+                    "E0203",
+                    i.name.span,
+                    format!("input `{name}` is declared twice"),
+                    "declared again here",
+                )
+                .with_related(*first, "first declared here"),
+            );
+            continue;
+        }
+        input_spans.insert(name, i.name.span);
+        let default = match &i.default {
+            None => None,
+            Some(e) if !eval::is_constant(e) => {
+                d.push(Diagnostic::error("E0212", e.span, format!("the default of `{name}` must be a constant"), "refers to a name")
+                    .with_hint("defaults are fixed when the plan is compiled; pass a value with `--input` instead"));
+                None
+            }
+            Some(e) => match eval::eval(e, &Map::new()) {
+                Ok(v) if input_admits(i.ty.node, &v) => Some(v),
+                Ok(v) => {
+                    d.push(Diagnostic::error(
+                        "E0212",
+                        e.span,
+                        format!(
+                            "the default of `{name}` is {}, but the input is declared `{}`",
+                            a_or_an(eval::type_name(&v)),
+                            i.ty.node.as_str()
+                        ),
+                        "wrong type",
+                    ));
+                    None
+                }
+                Err(err) => {
+                    d.push(Diagnostic::error(
+                        "E0212",
+                        err.span,
+                        format!(
+                            "the default of `{name}` cannot be evaluated: {}",
+                            err.message
+                        ),
+                        "here",
+                    ));
+                    None
+                }
+            },
+        };
+        inputs.insert(
+            name,
+            CompiledInput {
+                name: name.to_owned(),
+                ty: i.ty.node,
+                default,
+            },
+        );
+    }
+
+    // Step names.
+    let mut index: BTreeMap<&str, u32> = BTreeMap::new();
+    for (n, s) in plan.steps.iter().enumerate() {
+        let name = s.name.node.as_str();
+        if let Some(&first) = index.get(name) {
+            d.push(
+                Diagnostic::error(
+                    "E0201",
+                    s.name.span,
+                    format!("step `{name}` is defined twice"),
+                    "defined again here",
+                )
+                .with_related(plan.steps[first as usize].name.span, "first defined here")
+                .with_hint("give each step its own name"),
+            );
+            continue;
+        }
+        if let Some(span) = input_spans.get(name) {
+            d.push(
+                Diagnostic::error(
+                    "E0202",
+                    s.name.span,
+                    format!("step `{name}` has the same name as an input"),
+                    "step",
+                )
+                .with_related(*span, "input")
+                .with_hint("rename one: a reference must name exactly one thing"),
+            );
+        }
+        index.insert(name, n as u32);
+    }
+    let names: Vec<&str> = index
+        .keys()
+        .copied()
+        .chain(inputs.keys().copied())
+        .collect();
+
+    // Steps: calls, references, edges.
+    let mut steps = Vec::with_capacity(plan.steps.len());
+    for (n, s) in plan.steps.iter().enumerate() {
+        let me = n as u32;
+        let mut deps = BTreeSet::new();
+        let mut resolve = |e: &Expr, own_output_ok: bool, d: &mut Vec<Diagnostic>| {
+            let mut paths = Vec::new();
+            eval::refs(e, &mut paths);
+            for p in paths {
+                let root = p.root.node.as_str();
+                if let Some(&target) = index.get(root) {
+                    if target == me {
+                        if !own_output_ok {
+                            d.push(
+                                Diagnostic::error(
+                                    "E0213",
+                                    p.root.span,
+                                    format!("step `{root}` uses its own output"),
+                                    "refers to this step",
+                                )
+                                .with_hint("only `expect` may refer to the step's own output"),
+                            );
+                        }
+                    } else {
+                        deps.insert(target);
+                    }
+                } else if !inputs.contains_key(root) {
+                    let mut diag = Diagnostic::error(
+                        "E0204",
+                        p.root.span,
+                        format!("unknown name `{root}`"),
+                        "not an input or a step",
+                    );
+                    if let Some(c) = closest(root, names.iter().copied()) {
+                        diag = diag.with_hint(format!("did you mean `{c}`?"));
+                    }
+                    d.push(diag);
+                }
+            }
+        };
+        let call = compile_call(&s.call, catalogue, &grants, &mut d);
+        for a in &s.call.args {
+            resolve(&a.value, false, &mut d);
+        }
+        if let Some(w) = &s.when {
+            resolve(w, false, &mut d);
+        }
+        if let Some(e) = &s.expect {
+            resolve(e, true, &mut d);
+        }
+        let fallback = s.fallback.as_ref().map(|f| {
+            for a in &f.args {
+                resolve(&a.value, false, &mut d);
+            }
+            compile_call(f, catalogue, &grants, &mut d)
+        });
+        let mut after = Vec::new();
+        for a in &s.after {
+            match index.get(a.node.as_str()) {
+                Some(&t) if t == me => d.push(Diagnostic::error(
+                    "E0213",
+                    a.span,
+                    format!("step `{}` cannot run after itself", a.node),
+                    "this step",
+                )),
+                Some(&t) => {
+                    deps.insert(t);
+                    after.push(a.node.clone());
+                }
+                None => {
+                    let mut diag = Diagnostic::error(
+                        "E0204",
+                        a.span,
+                        format!("`after` names an unknown step `{}`", a.node),
+                        "no such step",
+                    );
+                    if let Some(c) = closest(&a.node, index.keys().copied()) {
+                        diag = diag.with_hint(format!("did you mean `{c}`?"));
+                    }
+                    d.push(diag);
+                }
+            }
+        }
+        after.sort();
+        after.dedup();
+        let retry = match &s.retry {
+            Some(r) if r.node == 0 || r.node > RETRY_MAX => {
+                d.push(Diagnostic::error(
+                    "E0214",
+                    r.span,
+                    format!("retry must be between 1 and {RETRY_MAX}, found {}", r.node),
+                    "out of range",
+                ));
+                RETRY_DEFAULT
+            }
+            Some(r) => r.node,
+            None => RETRY_DEFAULT,
+        };
+        let timeout_ms = match &s.timeout_ms {
+            Some(t) if t.node == 0 || t.node > TIMEOUT_MS_MAX => {
+                d.push(Diagnostic::error(
+                    "E0214",
+                    t.span,
+                    format!("timeout must be between 1 ms and 24 h, found {} ms", t.node),
+                    "out of range",
+                ));
+                None
+            }
+            Some(t) => Some(t.node),
+            None => None,
+        };
+        for e in s
+            .call
+            .args
+            .iter()
+            .map(|a| &a.value)
+            .chain(s.when.iter())
+            .chain(s.expect.iter())
+        {
+            duplicate_keys(e, &mut d);
+        }
+        steps.push(CompiledStep {
+            name: s.name.node.clone(),
+            call,
+            deps: deps.into_iter().collect(),
+            after,
+            when: s.when.clone(),
+            expect: s.expect.clone(),
+            retry,
+            fallback,
+            on_failure: s
+                .on_failure
+                .as_ref()
+                .map_or(FailurePolicy::Stop, |p| p.node),
+            timeout_ms,
+        });
+    }
+
+    // Order.
+    let (order, levels) = match topo(&steps) {
+        Ok(x) => x,
+        Err(cycle) => {
+            let path: Vec<&str> = cycle
+                .iter()
+                .map(|&i| steps[i as usize].name.as_str())
+                .collect();
+            let first = cycle[0] as usize;
+            let mut diag = Diagnostic::error(
+                "E0209",
+                plan.steps[first].name.span,
+                format!("steps depend on each other in a cycle: {}", path.join(" -> ")),
+                "the cycle starts here",
+            )
+            .with_hint("each step uses the next one's output or runs `after` it; remove one of these dependencies");
+            for &i in &cycle[1..cycle.len() - 1] {
+                diag = diag.with_related(plan.steps[i as usize].name.span, "part of the cycle");
+            }
+            d.push(diag);
+            (Vec::new(), Vec::new())
+        }
+    };
+
+    if !d.is_empty() {
+        return Err(d);
+    }
+    let mut compiled = CompiledPlan {
+        name: plan.name.node.clone(),
+        version: plan.version.node,
+        grants: grants.into_iter().collect(),
+        inputs: inputs.into_values().collect(),
+        steps,
+        order,
+        levels,
+        hash: Hash::ZERO,
+    };
+    compiled.hash = plan_hash(&compiled);
+    Ok(compiled)
+}
+
+fn input_admits(ty: InputType, v: &Value) -> bool {
+    match ty {
+        InputType::String => v.is_string(),
+        InputType::Int => v.is_i64() || v.is_u64(),
+        InputType::Bool => v.is_boolean(),
+        InputType::List => v.is_array(),
+        InputType::Map => v.is_object(),
+        InputType::Json => true,
+    }
+}
+
+fn compile_call(
+    call: &ast::Call,
+    catalogue: &Catalogue,
+    grants: &BTreeSet<Capability>,
+    d: &mut Vec<Diagnostic>,
+) -> CompiledCall {
+    let args: BTreeMap<String, Expr> = call
+        .args
+        .iter()
+        .map(|a| (a.name.node.clone(), a.value.clone()))
+        .collect();
+    let tool = call.tool.node.clone();
+    let Some(spec) = catalogue.get(&tool) else {
+        let mut diag = Diagnostic::error(
+            "E0205",
+            call.tool.span,
+            format!("unknown tool `{tool}`"),
+            "not in the tool catalogue",
+        );
+        diag = match closest(&tool, catalogue.names()) {
+            Some(c) => diag.with_hint(format!("did you mean `{c}`?")),
+            None => diag.with_hint("`oracle plan tools` lists the tools"),
+        };
+        d.push(diag);
+        return CompiledCall { tool, args };
+    };
+    let mut seen = BTreeSet::new();
+    for a in &call.args {
+        if !seen.insert(a.name.node.as_str()) {
+            d.push(Diagnostic::error(
+                "E0206",
+                a.name.span,
+                format!("argument `{}` is given twice", a.name.node),
+                "again here",
+            ));
+            continue;
+        }
+        let Some(arg) = spec.arg(&a.name.node) else {
+            let mut diag = Diagnostic::error(
+                "E0206",
+                a.name.span,
+                format!("`{tool}` has no argument `{}`", a.name.node),
+                "unknown argument",
+            );
+            let known: Vec<&str> = spec.args.iter().map(|x| x.name.as_str()).collect();
+            diag = match closest(&a.name.node, known.iter().copied()) {
+                Some(c) => diag.with_hint(format!("did you mean `{c}`?")),
+                None => diag.with_hint(format!("`{tool}` takes: {}", known.join(", "))),
+            };
+            d.push(diag);
+            continue;
+        };
+        if eval::is_constant(&a.value)
+            && arg.ty != ArgType::Any
+            && let Ok(v) = eval::eval(&a.value, &Map::new())
+            && !arg.ty.admits(&v)
+        {
+            d.push(Diagnostic::error(
+                "E0208",
+                a.value.span,
+                format!(
+                    "argument `{}` of `{tool}` must be {}, found {}",
+                    arg.name,
+                    a_or_an(arg.ty.as_str()),
+                    a_or_an(eval::type_name(&v))
+                ),
+                "wrong type",
+            ));
+        }
+    }
+    let missing: Vec<&str> = spec
+        .args
+        .iter()
+        .filter(|a| a.required && !args.contains_key(&a.name))
+        .map(|a| a.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        d.push(
+            Diagnostic::error(
+                "E0207",
+                call.span,
+                format!(
+                    "`{tool}` is missing required argument{} {}",
+                    if missing.len() > 1 { "s" } else { "" },
+                    quote_list(&missing)
+                ),
+                "in this call",
+            )
+            .with_hint(format!(
+                "add {}",
+                missing
+                    .iter()
+                    .map(|m| format!("`{m}: ...`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        );
+    }
+    static_capability(spec, &args, call, grants, d);
+    CompiledCall { tool, args }
+}
+
+/// `a string`, `an int`.
+fn a_or_an(noun: &str) -> String {
+    let article = if noun.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {noun}")
+}
+
+fn quote_list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Where the capability's scope is a literal, checks the grants cover it (the runtime checks
+/// every call again, including the ones decided only at run time).
+fn static_capability(
+    spec: &ToolSpec,
+    args: &BTreeMap<String, Expr>,
+    call: &ast::Call,
+    grants: &BTreeSet<Capability>,
+    d: &mut Vec<Diagnostic>,
+) {
+    let Some(rule) = &spec.capability else { return };
+    let (scope, span) = match &rule.scope {
+        ScopeFrom::Fixed(s) => (s.clone(), call.tool.span),
+        ScopeFrom::Arg(a) => match args.get(a) {
+            Some(e) if eval::is_constant(e) => match eval::eval(e, &Map::new()) {
+                Ok(Value::String(s)) => (s, e.span),
+                _ => return,
+            },
+            _ => return,
+        },
+    };
+    let needed = rule.needed(&scope);
+    if !grants.iter().any(|g| g.covers(&needed)) {
+        let normalized = oracle_core::capability::PATH_DOMAINS
+            .contains(&needed.domain.as_str())
+            .then(|| oracle_core::capability::normalize_path(&scope));
+        let hint = match normalized {
+            Some(None) => {
+                "`..` climbs above where the path starts, so no grant can cover it".to_owned()
+            }
+            Some(Some(n)) if n != scope => format!(
+                "`..` resolves this path to `{n}`, outside the grants; add `grant {}:{}:{n}` only if the plan should reach it",
+                needed.domain, needed.action
+            ),
+            _ => format!(
+                "add `grant {needed}` (or a pattern covering it) if the plan should be allowed this"
+            ),
+        };
+        d.push(
+            Diagnostic::error(
+                "E0211",
+                span,
+                format!(
+                    "`{}` needs `{needed}`, which no grant of this plan covers",
+                    spec.name
+                ),
+                "not granted",
+            )
+            .with_hint(hint),
+        );
+    }
+}
+
+fn duplicate_keys(e: &Expr, d: &mut Vec<Diagnostic>) {
+    match &e.kind {
+        ExprKind::Map(entries) => {
+            let mut seen: BTreeMap<&str, Span> = BTreeMap::new();
+            for (k, v) in entries {
+                if let Some(first) = seen.insert(k.node.as_str(), k.span) {
+                    d.push(
+                        Diagnostic::error(
+                            "E0215",
+                            k.span,
+                            format!("key `{}` appears twice in this map", k.node),
+                            "again here",
+                        )
+                        .with_related(first, "first here"),
+                    );
+                }
+                duplicate_keys(v, d);
+            }
+        }
+        ExprKind::List(items) => items.iter().for_each(|i| duplicate_keys(i, d)),
+        ExprKind::Unary(_, x) => duplicate_keys(x, d),
+        ExprKind::Binary(_, l, r) => {
+            duplicate_keys(l, d);
+            duplicate_keys(r, d);
+        }
+        _ => {}
+    }
+}
+
+/// Kahn's algorithm with the ready set ordered by declaration index: deterministic, ties broken
+/// by declaration order. On a cycle, returns it as a path `a, b, ..., a` (each uses the next).
+#[allow(clippy::type_complexity)]
+fn topo(steps: &[CompiledStep]) -> Result<(Vec<u32>, Vec<Vec<u32>>), Vec<u32>> {
+    let n = steps.len();
+    let mut waiting: Vec<u64> = steps.iter().map(|s| s.deps.len() as u64).collect();
+    let mut users: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, s) in steps.iter().enumerate() {
+        for &dep in &s.deps {
+            users[dep as usize].push(i as u32);
+        }
+    }
+    let mut ready: BTreeSet<u32> = (0..n as u32)
+        .filter(|&i| waiting[i as usize] == 0)
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    let mut level = vec![0u32; n];
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
+        for &u in &users[i as usize] {
+            level[u as usize] = level[u as usize].max(level[i as usize] + 1);
+            waiting[u as usize] -= 1;
+            if waiting[u as usize] == 0 {
+                ready.insert(u);
+            }
+        }
+    }
+    if order.len() < n {
+        return Err(find_cycle(steps, &waiting));
+    }
+    let depth = level.iter().copied().max().map_or(0, |m| m as usize + 1);
+    let mut levels = vec![Vec::new(); depth];
+    for i in 0..n {
+        levels[level[i] as usize].push(i as u32);
+    }
+    Ok((order, levels))
+}
+
+/// A cycle among the steps Kahn's algorithm could not order: walk dependencies from the first
+/// such step until one repeats.
+fn find_cycle(steps: &[CompiledStep], waiting: &[u64]) -> Vec<u32> {
+    let stuck = |i: u32| waiting[i as usize] > 0;
+    let Some(start) = (0..steps.len() as u32).find(|&i| stuck(i)) else {
+        return Vec::new();
+    };
+    let mut path = vec![start];
+    let mut at = start;
+    loop {
+        // Every stuck step waits on at least one stuck dependency.
+        let Some(&next) = steps[at as usize].deps.iter().find(|&&d| stuck(d)) else {
+            return path;
+        };
+        if let Some(pos) = path.iter().position(|&p| p == next) {
+            let mut cycle = path.split_off(pos);
+            cycle.push(next);
+            return cycle;
+        }
+        path.push(next);
+        at = next;
+    }
+}
+
+/// The canonical compiled form, as JSON: spans, comments, whitespace and argument order are
+/// gone; everything that changes what a run does is kept (including declaration order, which
+/// breaks ties in the execution order).
+pub fn canonical_form(p: &CompiledPlan) -> Value {
+    let call = |c: &CompiledCall| json!({"tool": c.tool, "args": c.args.iter().map(|(k, v)| (k.clone(), expr_form(v))).collect::<Map<_, _>>()});
+    let inputs: Map<String, Value> = p
+        .inputs
+        .iter()
+        .map(|i| {
+            (
+                i.name.clone(),
+                json!({"type": i.ty.as_str(), "default": i.default}),
+            )
+        })
+        .collect();
+    let steps: Vec<Value> = p
+        .steps
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "call": call(&s.call),
+                "after": s.after,
+                "when": s.when.as_ref().map(expr_form),
+                "expect": s.expect.as_ref().map(expr_form),
+                "retry": s.retry,
+                "fallback": s.fallback.as_ref().map(call),
+                "on_failure": s.on_failure.as_str(),
+                "timeout_ms": s.timeout_ms,
+            })
+        })
+        .collect();
+    json!({
+        "format": COMPILED_FORMAT,
+        "name": p.name,
+        "version": p.version,
+        "grants": p.grants.iter().map(|g| g.to_string()).collect::<Vec<_>>(),
+        "inputs": inputs,
+        "steps": steps,
+    })
+}
+
+/// An expression without spans: `["int", 5]`, `["ref", "read", ".content"]`, `["+", l, r]`...
+pub fn expr_form(e: &Expr) -> Value {
+    match &e.kind {
+        ExprKind::Null => json!(["null"]),
+        ExprKind::Bool(b) => json!(["bool", b]),
+        ExprKind::Int(i) => json!(["int", i]),
+        ExprKind::Str(s) => json!(["str", s]),
+        ExprKind::List(items) => json!(["list", items.iter().map(expr_form).collect::<Vec<_>>()]),
+        ExprKind::Map(entries) => {
+            json!([
+                "map",
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.node.clone(), expr_form(v)))
+                    .collect::<Map<_, _>>()
+            ])
+        }
+        ExprKind::Ref(p) => {
+            let mut v = vec![json!("ref"), json!(p.root.node)];
+            for s in &p.segments {
+                v.push(match s {
+                    Segment::Field(f) => json!(["field", f.node]),
+                    Segment::Index(i) => json!(["index", i.node]),
+                });
+            }
+            Value::Array(v)
+        }
+        ExprKind::Unary(op, x) => json!([
+            if *op == ast::UnaryOp::Not {
+                "not"
+            } else {
+                "neg"
+            },
+            expr_form(x)
+        ]),
+        ExprKind::Binary(op, l, r) => json!([op.as_str(), expr_form(l), expr_form(r)]),
+    }
+}
+
+/// The plan hash: the hash of the canonical compiled form in the `oracle v1 plan` domain.
+pub fn plan_hash(p: &CompiledPlan) -> Hash {
+    // Invariant: the canonical form holds only strings, integers, bools, null, lists and maps
+    // (expression integers are i64), so it always has a canonical encoding.
+    oracle_core::canon::hash_value_in(oracle_core::hash::domain::PLAN, &canonical_form(p))
+        .unwrap_or(Hash::ZERO)
+}

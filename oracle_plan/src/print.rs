@@ -1,0 +1,353 @@
+//! Canonical formatting of a plan, and span stripping for comparing trees. `parse(print(p))`
+//! gives back `p` up to spans, for any plan the parser produced and any tree whose names are
+//! identifiers (not keywords), whose fields and tool name parts are words, and whose `Int`
+//! literals are non-negative (the parser reads `-5` as negation of `5`).
+//!
+//! Layout: the header, then grants, inputs and steps, each group after one blank line; each
+//! step's clauses on their own lines, indented two spaces, in a fixed order (after, when, expect,
+//! retry, fallback, on failure, timeout). Parentheses appear only where precedence needs them.
+
+use crate::ast::{
+    Arg, BinaryOp, Call, Expr, ExprKind, Ident, Input, Path, Plan, Segment, Span, Spanned, Step,
+    UnaryOp,
+};
+use crate::lexer::{is_bare_capability, is_word};
+
+/// The plan in canonical form, ending with a newline.
+pub fn print(plan: &Plan) -> String {
+    let mut out = String::new();
+    out.push_str("plan ");
+    out.push_str(&plan.name.node);
+    out.push_str(" version ");
+    out.push_str(&plan.version.node.to_string());
+    out.push('\n');
+    if !plan.grants.is_empty() {
+        out.push('\n');
+        for g in &plan.grants {
+            out.push_str("grant ");
+            if is_bare_capability(&g.node) {
+                out.push_str(&g.node);
+            } else {
+                string(&mut out, &g.node);
+            }
+            out.push('\n');
+        }
+    }
+    if !plan.inputs.is_empty() {
+        out.push('\n');
+        for i in &plan.inputs {
+            input(&mut out, i);
+        }
+    }
+    if !plan.steps.is_empty() {
+        out.push('\n');
+        for s in &plan.steps {
+            step(&mut out, s);
+        }
+    }
+    out
+}
+
+/// One expression in canonical form (for messages and tests).
+pub fn print_expr(e: &Expr) -> String {
+    let mut out = String::new();
+    expr(&mut out, e, 0);
+    out
+}
+
+fn input(out: &mut String, i: &Input) {
+    out.push_str("input ");
+    out.push_str(&i.name.node);
+    out.push_str(": ");
+    out.push_str(i.ty.node.as_str());
+    if let Some(d) = &i.default {
+        out.push_str(" = ");
+        expr(out, d, 0);
+    }
+    out.push('\n');
+}
+
+fn step(out: &mut String, s: &Step) {
+    out.push_str(&s.name.node);
+    out.push_str(" = ");
+    call(out, &s.call);
+    out.push('\n');
+    if !s.after.is_empty() {
+        out.push_str("  after ");
+        let names: Vec<&str> = s.after.iter().map(|n| n.node.as_str()).collect();
+        out.push_str(&names.join(", "));
+        out.push('\n');
+    }
+    if let Some(e) = &s.when {
+        out.push_str("  when ");
+        expr(out, e, 0);
+        out.push('\n');
+    }
+    if let Some(e) = &s.expect {
+        out.push_str("  expect ");
+        expr(out, e, 0);
+        out.push('\n');
+    }
+    if let Some(n) = &s.retry {
+        out.push_str(&format!("  retry {}\n", n.node));
+    }
+    if let Some(c) = &s.fallback {
+        out.push_str("  fallback ");
+        call(out, c);
+        out.push('\n');
+    }
+    if let Some(p) = &s.on_failure {
+        out.push_str("  on failure ");
+        out.push_str(p.node.as_str());
+        out.push('\n');
+    }
+    if let Some(ms) = &s.timeout_ms {
+        let ms = ms.node;
+        // Whole seconds read better; anything else stays exact in milliseconds.
+        if ms != 0 && ms % 1000 == 0 {
+            out.push_str(&format!("  timeout {}s\n", ms / 1000));
+        } else {
+            out.push_str(&format!("  timeout {ms}ms\n"));
+        }
+    }
+}
+
+fn call(out: &mut String, c: &Call) {
+    out.push_str(&c.tool.node);
+    if c.args.is_empty() {
+        out.push_str(" {}");
+        return;
+    }
+    out.push_str(" { ");
+    for (i, a) in c.args.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&a.name.node);
+        out.push_str(": ");
+        expr(out, &a.value, 0);
+    }
+    out.push_str(" }");
+}
+
+// Binding levels, loosest first. `not` sits between `and` and the comparisons.
+const OR: u8 = 1;
+const AND: u8 = 2;
+const NOT: u8 = 3;
+const CMP: u8 = 4;
+const ADD: u8 = 5;
+const MUL: u8 = 6;
+const NEG: u8 = 7;
+const ATOM: u8 = 8;
+
+fn level(e: &Expr) -> u8 {
+    match &e.kind {
+        ExprKind::Binary(op, _, _) => match op {
+            BinaryOp::Or => OR,
+            BinaryOp::And => AND,
+            BinaryOp::Eq
+            | BinaryOp::Ne
+            | BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge => CMP,
+            BinaryOp::Add | BinaryOp::Sub => ADD,
+            BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => MUL,
+        },
+        ExprKind::Unary(UnaryOp::Not, _) => NOT,
+        ExprKind::Unary(UnaryOp::Neg, _) => NEG,
+        // Printed with a leading `-`, so it binds like negation.
+        ExprKind::Int(n) if *n < 0 => NEG,
+        _ => ATOM,
+    }
+}
+
+/// Prints `e`, in parentheses if it binds more loosely than `min` requires.
+fn expr(out: &mut String, e: &Expr, min: u8) {
+    let lv = level(e);
+    let paren = lv < min;
+    if paren {
+        out.push('(');
+    }
+    match &e.kind {
+        ExprKind::Null => out.push_str("null"),
+        ExprKind::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        ExprKind::Int(n) => out.push_str(&n.to_string()),
+        ExprKind::Str(s) => string(out, s),
+        ExprKind::List(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                expr(out, item, 0);
+            }
+            out.push(']');
+        }
+        ExprKind::Map(entries) => {
+            if entries.is_empty() {
+                out.push_str("{}");
+            } else {
+                out.push_str("{ ");
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    if is_word(&k.node) {
+                        out.push_str(&k.node);
+                    } else {
+                        string(out, &k.node);
+                    }
+                    out.push_str(": ");
+                    expr(out, v, 0);
+                }
+                out.push_str(" }");
+            }
+        }
+        ExprKind::Ref(p) => path(out, p),
+        ExprKind::Unary(UnaryOp::Not, x) => {
+            out.push_str("not ");
+            expr(out, x, NOT);
+        }
+        ExprKind::Unary(UnaryOp::Neg, x) => {
+            out.push('-');
+            expr(out, x, NEG);
+        }
+        ExprKind::Binary(op, l, r) => {
+            // Left-associative levels allow their own level on the left; comparisons do not
+            // associate, so both sides must bind tighter.
+            let left_min = if lv == CMP { lv + 1 } else { lv };
+            expr(out, l, left_min);
+            out.push(' ');
+            out.push_str(op.as_str());
+            out.push(' ');
+            expr(out, r, lv + 1);
+        }
+    }
+    if paren {
+        out.push(')');
+    }
+}
+
+fn path(out: &mut String, p: &Path) {
+    out.push_str(&p.root.node);
+    for s in &p.segments {
+        match s {
+            Segment::Field(f) => {
+                out.push('.');
+                out.push_str(&f.node);
+            }
+            Segment::Index(i) => out.push_str(&format!("[{}]", i.node)),
+        }
+    }
+}
+
+/// A string literal: quotes, the five escapes, and `\u{..}` for other control characters.
+fn string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:X}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A copy of `plan` with every span set to the default, for comparing trees.
+pub fn strip_spans(plan: &Plan) -> Plan {
+    Plan {
+        name: ident(&plan.name),
+        version: bare(plan.version.node),
+        grants: plan.grants.iter().map(ident).collect(),
+        inputs: plan
+            .inputs
+            .iter()
+            .map(|i| Input {
+                name: ident(&i.name),
+                ty: bare(i.ty.node),
+                default: i.default.as_ref().map(strip_expr),
+            })
+            .collect(),
+        steps: plan.steps.iter().map(strip_step).collect(),
+    }
+}
+
+/// A copy of `e` with every span set to the default.
+pub fn strip_expr(e: &Expr) -> Expr {
+    let kind = match &e.kind {
+        ExprKind::Null => ExprKind::Null,
+        ExprKind::Bool(b) => ExprKind::Bool(*b),
+        ExprKind::Int(n) => ExprKind::Int(*n),
+        ExprKind::Str(s) => ExprKind::Str(s.clone()),
+        ExprKind::List(items) => ExprKind::List(items.iter().map(strip_expr).collect()),
+        ExprKind::Map(entries) => ExprKind::Map(
+            entries
+                .iter()
+                .map(|(k, v)| (ident(k), strip_expr(v)))
+                .collect(),
+        ),
+        ExprKind::Ref(p) => ExprKind::Ref(Path {
+            root: ident(&p.root),
+            segments: p
+                .segments
+                .iter()
+                .map(|s| match s {
+                    Segment::Field(f) => Segment::Field(ident(f)),
+                    Segment::Index(i) => Segment::Index(bare(i.node)),
+                })
+                .collect(),
+        }),
+        ExprKind::Unary(op, x) => ExprKind::Unary(*op, Box::new(strip_expr(x))),
+        ExprKind::Binary(op, l, r) => {
+            ExprKind::Binary(*op, Box::new(strip_expr(l)), Box::new(strip_expr(r)))
+        }
+    };
+    Expr {
+        kind,
+        span: Span::default(),
+    }
+}
+
+fn strip_step(s: &Step) -> Step {
+    Step {
+        name: ident(&s.name),
+        call: strip_call(&s.call),
+        after: s.after.iter().map(ident).collect(),
+        when: s.when.as_ref().map(strip_expr),
+        expect: s.expect.as_ref().map(strip_expr),
+        retry: s.retry.as_ref().map(|r| bare(r.node)),
+        fallback: s.fallback.as_ref().map(strip_call),
+        on_failure: s.on_failure.as_ref().map(|p| bare(p.node)),
+        timeout_ms: s.timeout_ms.as_ref().map(|t| bare(t.node)),
+        span: Span::default(),
+    }
+}
+
+fn strip_call(c: &Call) -> Call {
+    Call {
+        tool: ident(&c.tool),
+        args: c
+            .args
+            .iter()
+            .map(|a| Arg {
+                name: ident(&a.name),
+                value: strip_expr(&a.value),
+            })
+            .collect(),
+        span: Span::default(),
+    }
+}
+
+fn ident(i: &Ident) -> Ident {
+    bare(i.node.clone())
+}
+
+fn bare<T>(node: T) -> Spanned<T> {
+    Spanned::new(node, Span::default())
+}

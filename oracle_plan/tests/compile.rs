@@ -1,0 +1,227 @@
+//! Compiler properties: any DAG compiles to a valid, deterministic topological order with
+//! correct levels; cycles are reported as real paths; the plan hash ignores formatting and
+//! argument order but not meaning; expressions evaluate as documented.
+
+use oracle_plan::catalogue::{ArgSpec, ArgType, Catalogue, ToolSpec};
+use oracle_plan::compile::check;
+use oracle_plan::eval::{self, eval};
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+
+fn catalogue() -> Catalogue {
+    let arg = |name: &str, ty| ArgSpec {
+        name: name.into(),
+        ty,
+        required: true,
+    };
+    Catalogue::new([ToolSpec {
+        name: "json.get".into(),
+        version: "1".into(),
+        description: "test".into(),
+        args: vec![arg("value", ArgType::Any), arg("path", ArgType::String)],
+        capability: None,
+    }])
+}
+
+/// A plan of `n` steps where step `k` (in hidden order) uses the outputs of `deps[k]` (all
+/// earlier in hidden order), declared in the order `decl`.
+fn plan_text(deps: &[Vec<usize>], decl: &[usize], spaced: bool) -> String {
+    let mut s = String::from("plan random version 1\n");
+    for &k in decl {
+        let refs: Vec<String> = deps[k].iter().map(|d| format!("s{d}.out")).collect();
+        if spaced {
+            s.push_str(&format!(
+                "\n# step {k}\ns{k}   =   json.get {{\n    path: \"x\",\n    value: [{}],\n}}\n",
+                refs.join(" ,  ")
+            ));
+        } else {
+            s.push_str(&format!(
+                "s{k} = json.get {{ value: [{}], path: \"x\" }}\n",
+                refs.join(", ")
+            ));
+        }
+    }
+    s
+}
+
+fn dag() -> impl Strategy<Value = (Vec<Vec<usize>>, Vec<usize>)> {
+    (1usize..30).prop_flat_map(|n| {
+        let deps = (0..n)
+            .map(|k| {
+                if k == 0 {
+                    Just(vec![]).boxed()
+                } else {
+                    prop::collection::btree_set(0..k, 0..k.min(4))
+                        .prop_map(|s| s.into_iter().collect())
+                        .boxed()
+                }
+            })
+            .collect::<Vec<_>>();
+        (deps, Just((0..n).collect::<Vec<_>>()).prop_shuffle())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn random_dags_compile_to_a_valid_deterministic_order((deps, decl) in dag()) {
+        let (compiled, diags) = check(&plan_text(&deps, &decl, false), &catalogue());
+        prop_assert!(diags.is_empty(), "{:?}", diags);
+        let c = compiled.unwrap();
+        let n = deps.len();
+        prop_assert_eq!(c.order.len(), n);
+        // Position of each declared step in the order; every dependency comes first.
+        let mut pos = vec![0; n];
+        for (p, &i) in c.order.iter().enumerate() {
+            pos[i as usize] = p;
+        }
+        for (i, s) in c.steps.iter().enumerate() {
+            for &d in &s.deps {
+                prop_assert!(pos[d as usize] < pos[i]);
+            }
+        }
+        // Ties are broken by declaration order: the order is the smallest ready step each time.
+        let mut done = vec![false; n];
+        for &next in &c.order {
+            let smallest = (0..n).find(|&i| !done[i] && c.steps[i].deps.iter().all(|&d| done[d as usize])).unwrap();
+            prop_assert_eq!(next as usize, smallest);
+            done[smallest] = true;
+        }
+        // Levels: one more than the deepest dependency.
+        let mut level = vec![0usize; n];
+        for (l, members) in c.levels.iter().enumerate() {
+            for &i in members {
+                level[i as usize] = l;
+            }
+        }
+        for (i, s) in c.steps.iter().enumerate() {
+            let want = s.deps.iter().map(|&d| level[d as usize] + 1).max().unwrap_or(0);
+            prop_assert_eq!(level[i], want);
+        }
+    }
+
+    #[test]
+    fn the_plan_hash_ignores_formatting_and_argument_order((deps, decl) in dag()) {
+        let (a, _) = check(&plan_text(&deps, &decl, false), &catalogue());
+        let (b, _) = check(&plan_text(&deps, &decl, true), &catalogue());
+        prop_assert_eq!(a.unwrap().hash, b.unwrap().hash);
+    }
+
+    #[test]
+    fn the_plan_hash_changes_with_meaning((deps, decl) in dag()) {
+        let text = plan_text(&deps, &decl, false);
+        let (a, _) = check(&text, &catalogue());
+        let (b, _) = check(&text.replacen("path: \"x\"", "path: \"y\"", 1), &catalogue());
+        prop_assert_ne!(a.unwrap().hash, b.unwrap().hash);
+    }
+
+    #[test]
+    fn a_back_edge_is_reported_as_a_cycle_path((deps, decl) in dag(), pick in any::<prop::sample::Index>()) {
+        let n = deps.len();
+        prop_assume!(n >= 2);
+        // Make step 0 (first in hidden order) use the last one, closing a cycle if a path exists.
+        let last = n - 1;
+        let mut deps = deps;
+        let _ = pick;
+        deps[0].push(last);
+        let (compiled, diags) = check(&plan_text(&deps, &decl, false), &catalogue());
+        let reaches = {
+            // Does `last` (transitively) depend on 0? Then adding 0 -> last closes a cycle.
+            let mut seen = vec![false; n];
+            let mut stack = vec![last];
+            while let Some(k) = stack.pop() {
+                if !seen[k] { seen[k] = true; stack.extend(deps[k].iter().copied().filter(|&d| !(k == 0 && d == last))); }
+            }
+            seen[0]
+        };
+        if !reaches {
+            prop_assert!(compiled.is_some());
+            return Ok(());
+        }
+        let cycle = diags.iter().find(|d| d.code == "E0209").expect("a cycle diagnostic");
+        let path: Vec<&str> = cycle.message.split(": ").nth(1).unwrap().split(" -> ").collect();
+        prop_assert_eq!(path.first(), path.last());
+        for w in path.windows(2) {
+            let a: usize = w[0][1..].parse().unwrap();
+            let b: usize = w[1][1..].parse().unwrap();
+            prop_assert!(deps[a].contains(&b), "{} does not use {}", w[0], w[1]);
+        }
+    }
+}
+
+fn parse_expr(src: &str) -> oracle_plan::ast::Expr {
+    let text = format!("plan e version 1\nx = json.get {{ value: {src}, path: \"p\" }}\n");
+    let (plan, diags) = oracle_plan::parse(&text);
+    assert!(diags.is_empty(), "{src}: {diags:?}");
+    plan.unwrap().steps[0].call.args[0].value.clone()
+}
+
+fn env() -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(
+        "stats".into(),
+        json!({"words": 12, "lines": 3, "tags": ["a", "b"]}),
+    );
+    m.insert("name".into(), json!("notes"));
+    m
+}
+
+#[test]
+fn expressions_evaluate_as_documented() {
+    let cases = [
+        ("1 + 2 * 3", json!(7)),
+        ("(1 + 2) * 3", json!(9)),
+        ("-7 / 2", json!(-3)),
+        ("-7 % 2", json!(-1)),
+        ("stats.words >= 10 and stats.lines < 5", json!(true)),
+        ("not stats.words == 12", json!(false)),
+        (
+            "\"file: \" + name + \" has \" + stats.words",
+            json!("file: notes has 12"),
+        ),
+        ("stats.tags[1]", json!("b")),
+        ("[1] + [2]", json!([1, 2])),
+        (
+            "{ b: 1, a: [true, null] }",
+            json!({"a": [true, null], "b": 1}),
+        ),
+        ("\"abc\" < \"abd\"", json!(true)),
+        ("9223372036854775807 + 1", json!(9223372036854775808u64)),
+    ];
+    for (src, want) in cases {
+        assert_eq!(eval(&parse_expr(src), &env()), Ok(want), "{src}");
+    }
+}
+
+#[test]
+fn expression_errors_say_what_is_wrong() {
+    let cases = [
+        (
+            "stats.wrds",
+            "has no field `wrds` (it has: lines, tags, words)",
+        ),
+        ("stats.tags[5]", "index 5 is out of range"),
+        ("1 / 0", "division by zero"),
+        ("stats.words and true", "needs bools"),
+        ("name - 1", "cannot combine string and int"),
+        ("9223372036854775807 * 4", "integer overflow"),
+        ("missing", "`missing` has no value"),
+    ];
+    for (src, want) in cases {
+        let err = eval(&parse_expr(src), &env()).unwrap_err();
+        assert!(err.message.contains(want), "{src}: {}", err.message);
+    }
+    assert!(eval::is_constant(&parse_expr("[1, {a: 2}]")));
+    assert!(!eval::is_constant(&parse_expr("[1, stats.words]")));
+}
+
+#[test]
+fn and_or_short_circuit() {
+    // The right side would be an error if evaluated.
+    assert_eq!(
+        eval(&parse_expr("false and missing"), &env()),
+        Ok(json!(false))
+    );
+    assert_eq!(eval(&parse_expr("true or 1 / 0"), &env()), Ok(json!(true)));
+}
