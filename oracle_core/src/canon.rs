@@ -100,6 +100,48 @@ pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+/// Streaming writers of the canonical encoding, for callers that encode a structure directly
+/// instead of building a `Value` first. The caller writes map entries in ascending key order.
+pub mod write {
+    use super::{put_bytes, put_u64, tag};
+
+    pub fn null(out: &mut Vec<u8>) {
+        out.push(tag::NULL);
+    }
+    pub fn bool(out: &mut Vec<u8>, b: bool) {
+        out.push(if b { tag::TRUE } else { tag::FALSE });
+    }
+    pub fn int(out: &mut Vec<u8>, i: i64) {
+        if i >= 0 {
+            uint(out, i as u64);
+        } else {
+            out.push(tag::INT_NEGATIVE);
+            put_u64(out, !i as u64);
+        }
+    }
+    pub fn uint(out: &mut Vec<u8>, u: u64) {
+        out.push(tag::INT_NON_NEGATIVE);
+        put_u64(out, u);
+    }
+    pub fn str(out: &mut Vec<u8>, s: &str) {
+        out.push(tag::STRING);
+        put_bytes(out, s.as_bytes());
+    }
+    /// Starts a list of `n` items.
+    pub fn list(out: &mut Vec<u8>, n: u64) {
+        out.push(tag::LIST);
+        put_u64(out, n);
+    }
+    /// Starts a map of `n` entries; follow with `key` then the value, keys ascending.
+    pub fn map(out: &mut Vec<u8>, n: u64) {
+        out.push(tag::MAP);
+        put_u64(out, n);
+    }
+    pub fn key(out: &mut Vec<u8>, k: &str) {
+        put_bytes(out, k.as_bytes());
+    }
+}
+
 fn encode_at(value: &Value, out: &mut Vec<u8>, depth: u32) -> Result<(), CanonError> {
     match value {
         Value::Null => out.push(tag::NULL),

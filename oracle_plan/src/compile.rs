@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use oracle_core::Hash;
 use oracle_core::capability::Capability;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::ast::{self, Expr, ExprKind, FailurePolicy, InputType, Segment, Span};
 use crate::catalogue::{ArgType, Catalogue, ScopeFrom, ToolSpec};
@@ -689,15 +689,37 @@ fn find_cycle(steps: &[CompiledStep], waiting: &[u64]) -> Vec<u32> {
 /// The canonical compiled form, as JSON: spans, comments, whitespace and argument order are
 /// gone; everything that changes what a run does is kept (including declaration order, which
 /// breaks ties in the execution order).
+///
+/// Built by moving values into place: `json!` would copy every embedded subtree again at each
+/// level.
 pub fn canonical_form(p: &CompiledPlan) -> Value {
-    let call = |c: &CompiledCall| json!({"tool": c.tool, "args": c.args.iter().map(|(k, v)| (k.clone(), expr_form(v))).collect::<Map<_, _>>()});
+    fn obj<const N: usize>(fields: [(&str, Value); N]) -> Value {
+        Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    }
+    fn opt(v: Option<Value>) -> Value {
+        v.unwrap_or(Value::Null)
+    }
+    let call = |c: &CompiledCall| {
+        let args: Map<String, Value> = c
+            .args
+            .iter()
+            .map(|(k, v)| (k.clone(), expr_form(v)))
+            .collect();
+        obj([
+            ("tool", Value::from(c.tool.as_str())),
+            ("args", Value::Object(args)),
+        ])
+    };
     let inputs: Map<String, Value> = p
         .inputs
         .iter()
         .map(|i| {
             (
                 i.name.clone(),
-                json!({"type": i.ty.as_str(), "default": i.default}),
+                obj([
+                    ("type", Value::from(i.ty.as_str())),
+                    ("default", opt(i.default.clone())),
+                ]),
             )
         })
         .collect();
@@ -705,72 +727,265 @@ pub fn canonical_form(p: &CompiledPlan) -> Value {
         .steps
         .iter()
         .map(|s| {
-            json!({
-                "name": s.name,
-                "call": call(&s.call),
-                "after": s.after,
-                "when": s.when.as_ref().map(expr_form),
-                "expect": s.expect.as_ref().map(expr_form),
-                "retry": s.retry,
-                "fallback": s.fallback.as_ref().map(call),
-                "on_failure": s.on_failure.as_str(),
-                "timeout_ms": s.timeout_ms,
-            })
+            obj([
+                ("name", Value::from(s.name.as_str())),
+                ("call", call(&s.call)),
+                (
+                    "after",
+                    Value::Array(s.after.iter().map(|a| Value::from(a.as_str())).collect()),
+                ),
+                ("when", opt(s.when.as_ref().map(expr_form))),
+                ("expect", opt(s.expect.as_ref().map(expr_form))),
+                ("retry", Value::from(s.retry)),
+                ("fallback", opt(s.fallback.as_ref().map(call))),
+                ("on_failure", Value::from(s.on_failure.as_str())),
+                ("timeout_ms", opt(s.timeout_ms.map(Value::from))),
+            ])
         })
         .collect();
-    json!({
-        "format": COMPILED_FORMAT,
-        "name": p.name,
-        "version": p.version,
-        "grants": p.grants.iter().map(|g| g.to_string()).collect::<Vec<_>>(),
-        "inputs": inputs,
-        "steps": steps,
-    })
+    obj([
+        ("format", Value::from(COMPILED_FORMAT)),
+        ("name", Value::from(p.name.as_str())),
+        ("version", Value::from(p.version)),
+        (
+            "grants",
+            Value::Array(
+                p.grants
+                    .iter()
+                    .map(|g| Value::from(g.to_string()))
+                    .collect(),
+            ),
+        ),
+        ("inputs", Value::Object(inputs)),
+        ("steps", Value::Array(steps)),
+    ])
 }
 
-/// An expression without spans: `["int", 5]`, `["ref", "read", ".content"]`, `["+", l, r]`...
+/// An expression without spans: `["int", 5]`, `["ref", "read", ["field", "content"]]`,
+/// `["+", l, r]`...
 pub fn expr_form(e: &Expr) -> Value {
+    let tagged = |tag: &str, rest: Vec<Value>| {
+        let mut v = Vec::with_capacity(rest.len() + 1);
+        v.push(Value::from(tag));
+        v.extend(rest);
+        Value::Array(v)
+    };
     match &e.kind {
-        ExprKind::Null => json!(["null"]),
-        ExprKind::Bool(b) => json!(["bool", b]),
-        ExprKind::Int(i) => json!(["int", i]),
-        ExprKind::Str(s) => json!(["str", s]),
-        ExprKind::List(items) => json!(["list", items.iter().map(expr_form).collect::<Vec<_>>()]),
-        ExprKind::Map(entries) => {
-            json!([
-                "map",
+        ExprKind::Null => tagged("null", vec![]),
+        ExprKind::Bool(b) => tagged("bool", vec![Value::Bool(*b)]),
+        ExprKind::Int(i) => tagged("int", vec![Value::from(*i)]),
+        ExprKind::Str(s) => tagged("str", vec![Value::from(s.as_str())]),
+        ExprKind::List(items) => tagged(
+            "list",
+            vec![Value::Array(items.iter().map(expr_form).collect())],
+        ),
+        ExprKind::Map(entries) => tagged(
+            "map",
+            vec![Value::Object(
                 entries
                     .iter()
                     .map(|(k, v)| (k.node.clone(), expr_form(v)))
-                    .collect::<Map<_, _>>()
-            ])
-        }
+                    .collect(),
+            )],
+        ),
         ExprKind::Ref(p) => {
-            let mut v = vec![json!("ref"), json!(p.root.node)];
+            let mut rest = vec![Value::from(p.root.node.as_str())];
             for s in &p.segments {
-                v.push(match s {
-                    Segment::Field(f) => json!(["field", f.node]),
-                    Segment::Index(i) => json!(["index", i.node]),
+                rest.push(match s {
+                    Segment::Field(f) => tagged("field", vec![Value::from(f.node.as_str())]),
+                    Segment::Index(i) => tagged("index", vec![Value::from(i.node)]),
                 });
             }
-            Value::Array(v)
+            tagged("ref", rest)
         }
-        ExprKind::Unary(op, x) => json!([
+        ExprKind::Unary(op, x) => tagged(
             if *op == ast::UnaryOp::Not {
                 "not"
             } else {
                 "neg"
             },
-            expr_form(x)
-        ]),
-        ExprKind::Binary(op, l, r) => json!([op.as_str(), expr_form(l), expr_form(r)]),
+            vec![expr_form(x)],
+        ),
+        ExprKind::Binary(op, l, r) => tagged(op.as_str(), vec![expr_form(l), expr_form(r)]),
     }
 }
 
 /// The plan hash: the hash of the canonical compiled form in the `oracle v1 plan` domain.
+///
+/// Encodes [`canonical_form`] straight into canonical bytes (keys written in ascending order)
+/// without building the JSON tree; `tests/compile.rs` checks both give the same hash.
 pub fn plan_hash(p: &CompiledPlan) -> Hash {
+    let mut out = Vec::with_capacity(256 + 256 * p.steps.len());
+    encode_plan(p, &mut out);
+    oracle_core::hash::hash_in(oracle_core::hash::domain::PLAN, &out)
+}
+
+/// The hash of [`canonical_form`] computed through a JSON value: the reference for
+/// [`plan_hash`].
+pub fn plan_hash_via_value(p: &CompiledPlan) -> Hash {
     // Invariant: the canonical form holds only strings, integers, bools, null, lists and maps
-    // (expression integers are i64), so it always has a canonical encoding.
+    // (expression integers are i64, defaults were checked canonical), so it always encodes.
     oracle_core::canon::hash_value_in(oracle_core::hash::domain::PLAN, &canonical_form(p))
         .unwrap_or(Hash::ZERO)
+}
+
+fn encode_plan(p: &CompiledPlan, out: &mut Vec<u8>) {
+    use oracle_core::canon::write as w;
+    w::map(out, 6);
+    w::key(out, "format");
+    w::uint(out, COMPILED_FORMAT);
+    w::key(out, "grants");
+    w::list(out, p.grants.len() as u64);
+    for g in &p.grants {
+        w::str(out, &g.to_string());
+    }
+    w::key(out, "inputs");
+    w::map(out, p.inputs.len() as u64);
+    // `inputs` is sorted by name (it came from a BTreeMap).
+    for i in &p.inputs {
+        w::key(out, &i.name);
+        w::map(out, 2);
+        w::key(out, "default");
+        match &i.default {
+            // Invariant: defaults were evaluated from constants, which have no floats.
+            Some(v) => {
+                let _ = oracle_core::canon::encode_into(v, out);
+            }
+            None => w::null(out),
+        }
+        w::key(out, "type");
+        w::str(out, i.ty.as_str());
+    }
+    w::key(out, "name");
+    w::str(out, &p.name);
+    w::key(out, "steps");
+    w::list(out, p.steps.len() as u64);
+    for s in &p.steps {
+        w::map(out, 9);
+        w::key(out, "after");
+        w::list(out, s.after.len() as u64);
+        for a in &s.after {
+            w::str(out, a);
+        }
+        w::key(out, "call");
+        encode_call(&s.call, out);
+        w::key(out, "expect");
+        encode_opt_expr(s.expect.as_ref(), out);
+        w::key(out, "fallback");
+        match &s.fallback {
+            Some(c) => encode_call(c, out),
+            None => w::null(out),
+        }
+        w::key(out, "name");
+        w::str(out, &s.name);
+        w::key(out, "on_failure");
+        w::str(out, s.on_failure.as_str());
+        w::key(out, "retry");
+        w::uint(out, s.retry);
+        w::key(out, "timeout_ms");
+        match s.timeout_ms {
+            Some(t) => w::uint(out, t),
+            None => w::null(out),
+        }
+        w::key(out, "when");
+        encode_opt_expr(s.when.as_ref(), out);
+    }
+    w::key(out, "version");
+    w::uint(out, p.version);
+}
+
+fn encode_call(c: &CompiledCall, out: &mut Vec<u8>) {
+    use oracle_core::canon::write as w;
+    w::map(out, 2);
+    w::key(out, "args");
+    w::map(out, c.args.len() as u64);
+    for (k, v) in &c.args {
+        w::key(out, k);
+        encode_expr(v, out);
+    }
+    w::key(out, "tool");
+    w::str(out, &c.tool);
+}
+
+fn encode_opt_expr(e: Option<&Expr>, out: &mut Vec<u8>) {
+    match e {
+        Some(e) => encode_expr(e, out),
+        None => oracle_core::canon::write::null(out),
+    }
+}
+
+/// [`expr_form`], encoded directly.
+fn encode_expr(e: &Expr, out: &mut Vec<u8>) {
+    use oracle_core::canon::write as w;
+    let tagged = |out: &mut Vec<u8>, tag: &str, rest: u64| {
+        w::list(out, rest + 1);
+        w::str(out, tag);
+    };
+    match &e.kind {
+        ExprKind::Null => tagged(out, "null", 0),
+        ExprKind::Bool(b) => {
+            tagged(out, "bool", 1);
+            w::bool(out, *b);
+        }
+        ExprKind::Int(i) => {
+            tagged(out, "int", 1);
+            w::int(out, *i);
+        }
+        ExprKind::Str(s) => {
+            tagged(out, "str", 1);
+            w::str(out, s);
+        }
+        ExprKind::List(items) => {
+            tagged(out, "list", 1);
+            w::list(out, items.len() as u64);
+            for i in items {
+                encode_expr(i, out);
+            }
+        }
+        ExprKind::Map(entries) => {
+            tagged(out, "map", 1);
+            // Keys are unique (E0215); the canonical map is in key order.
+            let mut sorted: Vec<&(ast::Spanned<String>, Expr)> = entries.iter().collect();
+            sorted.sort_by(|a, b| a.0.node.as_bytes().cmp(b.0.node.as_bytes()));
+            sorted.dedup_by(|a, b| a.0.node == b.0.node);
+            w::map(out, sorted.len() as u64);
+            for (k, v) in sorted {
+                w::key(out, &k.node);
+                encode_expr(v, out);
+            }
+        }
+        ExprKind::Ref(p) => {
+            tagged(out, "ref", 1 + p.segments.len() as u64);
+            w::str(out, &p.root.node);
+            for s in &p.segments {
+                match s {
+                    Segment::Field(f) => {
+                        tagged(out, "field", 1);
+                        w::str(out, &f.node);
+                    }
+                    Segment::Index(i) => {
+                        tagged(out, "index", 1);
+                        w::int(out, i.node);
+                    }
+                }
+            }
+        }
+        ExprKind::Unary(op, x) => {
+            tagged(
+                out,
+                if *op == ast::UnaryOp::Not {
+                    "not"
+                } else {
+                    "neg"
+                },
+                1,
+            );
+            encode_expr(x, out);
+        }
+        ExprKind::Binary(op, l, r) => {
+            tagged(out, op.as_str(), 2);
+            encode_expr(l, out);
+            encode_expr(r, out);
+        }
+    }
 }

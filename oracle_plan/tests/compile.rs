@@ -225,3 +225,18 @@ fn and_or_short_circuit() {
     );
     assert_eq!(eval(&parse_expr("true or 1 / 0"), &env()), Ok(json!(true)));
 }
+
+proptest! {
+    /// The streaming plan hash equals the hash of the readable canonical form.
+    #[test]
+    fn streamed_plan_hash_equals_the_canonical_form_hash((deps, decl) in dag(), extra in "[a-z]{0,6}") {
+        let mut text = plan_text(&deps, &decl, false);
+        text.push_str(&format!(
+            "input limit: int = 3\ninput tag: json = {{ b: [1, \"{extra}\"], a: null }}\nlast = json.get {{ value: {{ z: 1, y: -2, x: [true, tag] }}, path: \"{extra}\" }}\n  when not (limit < 2) and s0.out != null\n  expect last.v[0] == 1\n  retry 5\n  fallback json.get {{ value: 1, path: \"p\" }}\n  on failure yield\n  timeout 2s\n  after s0\n"
+        ));
+        let (c, diags) = check(&text, &catalogue());
+        prop_assert!(diags.is_empty(), "{:?}", diags);
+        let c = c.unwrap();
+        prop_assert_eq!(c.hash, oracle_plan::compile::plan_hash_via_value(&c));
+    }
+}
