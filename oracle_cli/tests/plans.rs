@@ -22,6 +22,15 @@ fn oracle(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `path` relative to the workspace root, as the binary (run from the root) is given it.
+fn relative(path: &Path) -> String {
+    path.strip_prefix(root())
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
 fn plans_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -39,12 +48,7 @@ fn bad_plans_print_the_recorded_diagnostics() {
     let bad = plans_in(&root().join("fixtures/plans/bad"));
     assert!(bad.len() >= 15, "one bad plan per kind of mistake");
     for plan in bad {
-        let rel = plan
-            .strip_prefix(root())
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let rel = relative(&plan);
         let (code, stdout, stderr) = oracle(&["plan", "check", &rel]);
         assert_eq!(code, 2, "{rel}: a plan with errors exits 2\n{stderr}");
         assert!(stdout.is_empty(), "{rel}: diagnostics go to stderr");
@@ -74,12 +78,7 @@ fn bad_plans_print_the_recorded_diagnostics() {
 #[test]
 fn every_error_names_its_line_and_column() {
     for plan in plans_in(&root().join("fixtures/plans/bad")) {
-        let rel = plan
-            .strip_prefix(root())
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let rel = relative(&plan);
         let (_, stdout, _) = oracle(&["plan", "check", "--json", &rel]);
         let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(v["ok"], false, "{rel}");
@@ -110,12 +109,7 @@ fn several_mistakes_are_all_reported() {
 #[test]
 fn working_plans_compile_and_hash_stably() {
     for plan in plans_in(&root().join("fixtures/plans")) {
-        let rel = plan
-            .strip_prefix(root())
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let rel = relative(&plan);
         let (code, stdout, stderr) = oracle(&["plan", "check", &rel]);
         assert_eq!(code, 0, "{rel}:\n{stderr}");
         assert!(stdout.starts_with("ok"), "{rel}: {stdout}");
