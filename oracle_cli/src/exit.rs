@@ -6,7 +6,6 @@ use oracle_runtime::StoreError;
 /// Success.
 pub const OK: u8 = 0;
 /// A run failed, or (for `diff`) the inputs differ.
-#[allow(dead_code)]
 pub const FAILED: u8 = 1;
 /// Usage or input error: unreadable, missing or malformed input; nothing was changed.
 pub const INPUT: u8 = 2;

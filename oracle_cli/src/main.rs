@@ -4,6 +4,7 @@
 // Store errors are large on purpose (seq, offset, both hashes); see oracle_runtime/src/lib.rs.
 #![allow(clippy::result_large_err)]
 
+mod diff;
 mod exit;
 mod maintain;
 mod plan;
@@ -52,6 +53,9 @@ enum Command {
     Repair(maintain::RepairArgs),
     /// Save a snapshot of the state after an event, so later `inspect` and replays start there.
     Snapshot(maintain::SnapshotArgs),
+    /// Find the first event where two runs differ (binary search over chain hashes, O(log n)
+    /// reads) and explain it. Exit 0 identical, 1 different, 2 trouble (e.g. an invalid log).
+    Diff(diff::DiffArgs),
     /// Check, draw and hash plans (the text programs agents run).
     Plan(plan::PlanArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Snapshot(a) => maintain::snapshot(&home, a),
         Command::Synth(a) => maintain::synth(&home, a),
         Command::Plan(a) => plan::run(a),
+        Command::Diff(a) => diff::run(&home, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

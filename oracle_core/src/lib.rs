@@ -4,6 +4,7 @@
 
 pub mod canon;
 pub mod capability;
+pub mod diff;
 pub mod event;
 pub mod fast;
 pub mod hash;

@@ -1,8 +1,11 @@
-//! Benchmarks of the store: durable appends under each policy, and streaming file verification
-//! on one and two cores. Targets and results are in BENCHMARKS.md.
+//! Benchmarks of the store: durable appends under each policy, streaming file verification
+//! on one and two cores, and random access through the log index. Targets and results are in
+//! BENCHMARKS.md.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use oracle_core::rng::SplitMix64;
 use oracle_core::synth::{SynthConfig, synth_events};
+use oracle_runtime::index::{IndexedLog, index_path};
 use oracle_runtime::{Durability, LogPaths, LogWriter, VerifyOptions, verify_file};
 
 fn append(c: &mut Criterion) {
@@ -72,5 +75,57 @@ fn verify(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, append, verify);
+fn index(c: &mut Criterion) {
+    const N: u64 = 200_000;
+    let dir = tempfile::tempdir().unwrap();
+    let paths = LogPaths::of_file(&dir.path().join("events.jsonl"));
+    let mut w = LogWriter::create(&paths, Durability::None).unwrap();
+    for e in synth_events(SynthConfig::steps(N, 9)).unwrap() {
+        w.append_sealed(&e).unwrap();
+    }
+    w.close().unwrap();
+    let log = &paths.log;
+    let idx = index_path(log);
+    let log_bytes = std::fs::metadata(log).unwrap().len();
+    let mut g = c.benchmark_group("index");
+    g.sample_size(10);
+    // Bytes of log covered per open, so the report reads as a scan rate.
+    g.throughput(Throughput::Bytes(log_bytes));
+    // The writer's index: load, sampled check, scan past the last entry.
+    g.bench_function("open_valid_200k", |b| {
+        b.iter(|| {
+            let ix = IndexedLog::open(log).unwrap();
+            assert!(!ix.was_rebuilt());
+            ix
+        });
+    });
+    // No index: a newline scan of the whole log (114 MB, from the page cache), then the index
+    // written back (1.6 MB, temp file and rename).
+    g.bench_function("open_rebuild_200k", |b| {
+        b.iter_batched(
+            || std::fs::remove_file(&idx).unwrap(),
+            |()| {
+                let ix = IndexedLog::open(log).unwrap();
+                assert!(ix.was_rebuilt());
+                ix
+            },
+            criterion::BatchSize::PerIteration,
+        );
+    });
+    // Each read: seek, read one record, check it on its own (hashes), parse it.
+    let mut rng = SplitMix64::new(20);
+    let seqs: Vec<u64> = (0..20).map(|_| rng.below(N)).collect();
+    let mut ix = IndexedLog::open(log).unwrap();
+    g.throughput(Throughput::Elements(seqs.len() as u64));
+    g.bench_function("read_20_random_200k", |b| {
+        b.iter(|| {
+            for &seq in &seqs {
+                ix.read(seq).unwrap();
+            }
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, append, verify, index);
 criterion_main!(benches);

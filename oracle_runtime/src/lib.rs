@@ -9,6 +9,7 @@
 
 pub mod catalogue;
 pub mod error;
+pub mod index;
 pub mod paths;
 pub mod reader;
 pub mod repair;

@@ -3,6 +3,10 @@
 //! A writer holds an exclusive advisory lock on `<log>.lock` for its whole life, so a second
 //! writer is refused with a clear error instead of interleaving records. Opening an existing
 //! log verifies and replays it first, and refuses a torn tail (that needs `oracle repair`).
+//!
+//! The writer also keeps the log's index (`<log>.idx`, see [`crate::index`]) in step: each
+//! record's offset is buffered with the record and written to the index right after the log
+//! bytes, so the index never points past what the log holds.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
@@ -11,6 +15,7 @@ use std::path::Path;
 use oracle_core::{Event, Head, Payload, Recorder, State, record};
 
 use crate::error::{Result, StoreError};
+use crate::index::IndexAppender;
 use crate::paths::LogPaths;
 use crate::reader;
 
@@ -55,6 +60,14 @@ pub struct LogWriter {
     durability: Durability,
     /// Events handed to the file (or buffered) since the last sync.
     unsynced: u64,
+    /// Bytes of the log handed to the file: the offset of the first buffered record.
+    written: u64,
+    /// The index file, or `None` once maintaining it failed. Nothing is written to it after a
+    /// failure, so it stays a correct prefix (readers extend it; the next `open` completes it)
+    /// rather than gaining a gap.
+    index: Option<IndexAppender>,
+    /// Offsets of the buffered records (little-endian u64s), written after their log bytes.
+    index_buf: Vec<u8>,
     /// Set when a write or sync failed: the file may end in a partial record, so this writer
     /// refuses all further work (reopen after `oracle repair`).
     poisoned: bool,
@@ -119,6 +132,8 @@ impl LogWriter {
         if let Some(parent) = paths.log.parent().filter(|p| !p.as_os_str().is_empty()) {
             sync_dir(parent)?;
         }
+        // The index is derived data: a log without one is still a log, and readers rebuild it.
+        let index = IndexAppender::create(&paths.log).ok();
         Ok(LogWriter {
             paths: paths.clone(),
             file,
@@ -127,6 +142,9 @@ impl LogWriter {
             recorder: Recorder::new(),
             durability,
             unsynced: 0,
+            written: 0,
+            index,
+            index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
         })
     }
@@ -144,6 +162,9 @@ impl LogWriter {
             path: paths.log.clone(),
             source,
         })?;
+        // Verified above with the lock held: the log ends on a complete record, here.
+        let written = file.metadata().map_err(StoreError::io(&paths.log))?.len();
+        let index = IndexAppender::open(&paths.log, written).ok();
         Ok(LogWriter {
             paths: paths.clone(),
             file,
@@ -152,6 +173,9 @@ impl LogWriter {
             recorder,
             durability,
             unsynced: 0,
+            written,
+            index,
+            index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
         })
     }
@@ -166,6 +190,12 @@ impl LogWriter {
 
     pub fn state(&self) -> &State {
         self.recorder.state()
+    }
+
+    /// False once writing the index failed: the log is unaffected, and readers extend or
+    /// rebuild the index the writer stopped maintaining.
+    pub fn index_maintained(&self) -> bool {
+        self.index.is_some()
     }
 
     /// Records the next event and queues its record. Durable once the policy syncs it.
@@ -195,6 +225,10 @@ impl LogWriter {
     }
 
     fn queue(&mut self, event: &Event) -> Result<()> {
+        if self.index.is_some() {
+            let offset = self.written + self.buf.len() as u64;
+            self.index_buf.extend_from_slice(&offset.to_le_bytes());
+        }
         record::encode_into(event, &mut self.buf);
         self.unsynced += 1;
         match self.durability {
@@ -233,7 +267,9 @@ impl LogWriter {
                     source: e,
                 });
             }
+            self.written += self.buf.len() as u64;
             self.buf.clear();
+            self.flush_index();
         }
         if sync
             && self.unsynced > 0
@@ -251,6 +287,18 @@ impl LogWriter {
             self.unsynced = 0;
         }
         Ok(())
+    }
+
+    /// Writes the buffered index entries, whose records are now in the log. Not synced: the
+    /// index is rebuilt from the log if a crash loses it. A failure stops index maintenance
+    /// but not the writer.
+    fn flush_index(&mut self) {
+        if let Some(index) = &mut self.index
+            && index.append(&self.index_buf).is_err()
+        {
+            self.index = None;
+        }
+        self.index_buf.clear();
     }
 
     /// Commits and closes. Prefer this to dropping, which commits but cannot report errors.

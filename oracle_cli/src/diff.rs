@@ -1,0 +1,366 @@
+//! `oracle diff A B`: the first divergence between two logs, found by binary search over chain
+//! hashes through each log's index, classified and explained. Exit codes follow diff(1): 0 the
+//! same, 1 different, 2 trouble (including an invalid log, which is not a difference).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use oracle_core::Event;
+use oracle_core::diff::{
+    Class, DiffError, Divergence, EventSource, Outcome, Reader, Side, first_divergence,
+};
+use oracle_runtime::StoreError;
+use oracle_runtime::index::IndexedLog;
+use serde_json::{Value, json};
+
+use crate::exit::{self, CliError};
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The first run (directory, run id or log file).
+    a: PathBuf,
+    /// The second run.
+    b: PathBuf,
+    /// One JSON object (schema in docs/FORMAT.md) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Also show this many common events before the divergence.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    context: u64,
+    /// Skip verifying both logs first, and read only the O(log n) events the search needs.
+    /// Only for logs already verified: damage in events the search does not read goes unseen.
+    #[arg(long)]
+    no_verify: bool,
+}
+
+/// An indexed log as the diff engine's event source.
+struct Indexed(IndexedLog);
+
+impl EventSource for Indexed {
+    type Error = StoreError;
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn event(&mut self, seq: u64) -> Result<Event, StoreError> {
+        self.0.read(seq)
+    }
+}
+
+/// Most context events shown before a divergence.
+const CONTEXT_MAX: u64 = 1000;
+
+pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
+    let pa = crate::resolve(home, &a.a)?;
+    let pb = crate::resolve(home, &a.b)?;
+    if !a.no_verify {
+        // An invalid log must be reported as such, never as a difference (or as identical).
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for p in [&pa.log, &pb.log] {
+            oracle_runtime::verify_file(
+                p,
+                oracle_runtime::VerifyOptions {
+                    threads,
+                    expected_head: None,
+                },
+            )
+            .map_err(invalid)?;
+        }
+    }
+    let open = |p: &Path| IndexedLog::open(p).map(Indexed).map_err(invalid);
+    let (mut la, mut lb) = (open(&pa.log)?, open(&pb.log)?);
+    let (na, nb) = (la.len(), lb.len());
+    let mut r = Reader::new(&mut la, &mut lb);
+    let outcome = first_divergence(&mut r).map_err(side_error)?;
+    let mut report = Report {
+        a: &pa.log,
+        b: &pb.log,
+        na,
+        nb,
+        parents: [Vec::new(), Vec::new()],
+        context: Vec::new(),
+    };
+    if let Outcome::Diverged(d) = &outcome {
+        for (i, (side, e)) in [(Side::A, &d.a), (Side::B, &d.b)].into_iter().enumerate() {
+            for &p in &e.parents {
+                report.parents[i].push(r.get(side, p).map_err(side_error)?);
+            }
+        }
+        let from = d.seq.saturating_sub(a.context.min(CONTEXT_MAX));
+        for s in from..d.seq {
+            report.context.push(r.get(Side::A, s).map_err(side_error)?);
+        }
+    }
+    let reads = r.reads();
+    if a.json {
+        crate::print_json(&report.json(&outcome, reads));
+    } else {
+        print!(
+            "{}",
+            report.text(&outcome, reads, std::io::stdout().is_terminal())
+        );
+    }
+    Ok(match outcome {
+        Outcome::Identical { .. } => exit::OK,
+        _ => exit::FAILED,
+    })
+}
+
+/// Any problem reading a log is trouble (exit 2), never a difference.
+fn invalid(e: StoreError) -> CliError {
+    CliError::input(format!("cannot compare: {e}"))
+}
+
+fn side_error(e: DiffError<StoreError>) -> CliError {
+    invalid(e.error)
+}
+
+struct Report<'a> {
+    a: &'a Path,
+    b: &'a Path,
+    na: u64,
+    nb: u64,
+    /// Causal parents of the diverging events, per side.
+    parents: [Vec<Event>; 2],
+    /// Common events before the divergence (`--context`).
+    context: Vec<Event>,
+}
+
+fn summary(e: &Event) -> String {
+    e.typed()
+        .map(|p| p.summary())
+        .unwrap_or_else(|err| err.to_string())
+}
+
+fn event_json(e: &Event) -> Value {
+    json!({"seq": e.seq, "kind": e.kind.as_str(), "time": e.time, "hash": e.hash, "parents": e.parents, "summary": summary(e)})
+}
+
+fn class_text(c: &Class) -> String {
+    match c {
+        Class::Inputs { fields } => format!("the runs' inputs differ: {}", fields.join(", ")),
+        Class::Payload { kind, step, tool } => {
+            let mut s = format!("same kind `{kind}`, different payload");
+            match (step, tool) {
+                (Some(st), Some(t)) => s.push_str(&format!(" (step `{st}`, tool `{t}`)")),
+                (Some(st), None) => s.push_str(&format!(" (step `{st}`)")),
+                _ => {}
+            }
+            s
+        }
+        Class::State { kind } => {
+            format!(
+                "same `{kind}` event, different resulting state: the reducer is not deterministic"
+            )
+        }
+        Class::Structure { a, b } if a != b => {
+            format!("different events (`{a}` vs `{b}`): the runs took different paths")
+        }
+        Class::Structure { a, .. } => {
+            format!("`{a}` events with different parents or time: the runs took different paths")
+        }
+    }
+}
+
+fn class_json(c: &Class) -> Value {
+    match c {
+        Class::Inputs { fields } => json!({"fields": fields}),
+        Class::Payload { kind, step, tool } => {
+            json!({"kind": kind.as_str(), "step": step, "tool": tool})
+        }
+        Class::State { kind } => json!({"kind": kind.as_str()}),
+        Class::Structure { a, b } => json!({"a_kind": a.as_str(), "b_kind": b.as_str()}),
+    }
+}
+
+fn side_name(s: Side) -> &'static str {
+    match s {
+        Side::A => "A",
+        Side::B => "B",
+    }
+}
+
+fn show(v: &Option<Value>) -> String {
+    match v {
+        // A hash: its first 16 hex digits are enough to tell two apart.
+        Some(Value::String(h)) if h.len() == 64 && h.bytes().all(|c| c.is_ascii_hexdigit()) => {
+            format!("{}…", &h[..16])
+        }
+        Some(v) => {
+            let s = v.to_string();
+            if s.chars().count() > 48 {
+                format!("{}…", s.chars().take(47).collect::<String>())
+            } else {
+                s
+            }
+        }
+        None => "(absent)".to_owned(),
+    }
+}
+
+impl Report<'_> {
+    fn text(&self, outcome: &Outcome, reads: (u64, u64), color: bool) -> String {
+        let paint = |code: &str, s: &str| {
+            if color {
+                format!("\x1b[{code}m{s}\x1b[0m")
+            } else {
+                s.to_owned()
+            }
+        };
+        let mut out = format!(
+            "A  {}  ({} events)\nB  {}  ({} events)\n",
+            self.a.display(),
+            self.na,
+            self.b.display(),
+            self.nb
+        );
+        match outcome {
+            Outcome::Identical { events, head } => {
+                let head = head.map_or("(empty)".to_owned(), |h| h.to_string());
+                out.push_str(&format!("identical: {events} events, head {head}\n"));
+            }
+            Outcome::Prefix {
+                shorter,
+                common,
+                extra,
+            } => {
+                let longer = if *shorter == Side::A {
+                    Side::B
+                } else {
+                    Side::A
+                };
+                out.push_str(&format!(
+                    "{} is a strict prefix of {}: they agree on {common} events, and {} has {extra} more\n",
+                    side_name(*shorter),
+                    side_name(longer),
+                    side_name(longer)
+                ));
+            }
+            Outcome::Diverged(d) => {
+                out.push_str(&self.divergence_text(d, &paint));
+                out.push('\n');
+            }
+        }
+        let events = |n: u64| {
+            if n == 1 {
+                "1 event".to_owned()
+            } else {
+                format!("{n} events")
+            }
+        };
+        out.push_str(&format!(
+            "read {} of A and {} of B\n",
+            events(reads.0),
+            reads.1
+        ));
+        out
+    }
+
+    fn divergence_text(&self, d: &Divergence, paint: &dyn Fn(&str, &str) -> String) -> String {
+        let mut out = format!(
+            "{}\n",
+            paint(
+                "1",
+                &format!("diverged at event {}: {}", d.seq, class_text(&d.class))
+            )
+        );
+        let line = |e: &Event| {
+            format!(
+                "{:>6}  {:<18}  {}  {}",
+                e.seq,
+                e.kind.as_str(),
+                e.hash.short(),
+                summary(e)
+            )
+        };
+        match &d.last_common {
+            Some(e) if self.context.is_empty() => {
+                out.push_str(&format!("\nlast common event\n{}\n", line(e)))
+            }
+            Some(_) => {
+                out.push_str("\ncommon events before it\n");
+                for e in &self.context {
+                    out.push_str(&format!("{}\n", line(e)));
+                }
+            }
+            None => out.push_str("\nno common event: the logs differ from their first event\n"),
+        }
+        out.push_str(&format!("\nA {}\nB {}\n", line(&d.a), line(&d.b)));
+        if !d.fields.is_empty() {
+            let width = d
+                .fields
+                .iter()
+                .map(|f| f.path.len())
+                .max()
+                .unwrap_or(0)
+                .max(5);
+            out.push_str(&format!("\n  {:<width$}  {:<48}  {}\n", "field", "A", "B"));
+            for f in &d.fields {
+                out.push_str(&format!(
+                    "  {:<width$}  {}  {}\n",
+                    f.path,
+                    paint("31", &format!("{:<48}", show(&f.a))),
+                    paint("32", &show(&f.b))
+                ));
+            }
+            if d.fields_omitted > 0 {
+                out.push_str(&format!(
+                    "  … and {} more differing fields\n",
+                    d.fields_omitted
+                ));
+            }
+        }
+        if self.parents.iter().any(|p| !p.is_empty()) {
+            out.push_str("\ncausal parents\n");
+            for (name, ps) in [("A", &self.parents[0]), ("B", &self.parents[1])] {
+                for p in ps {
+                    out.push_str(&format!("{name} {}\n", line(p)));
+                }
+            }
+        }
+        out
+    }
+
+    fn json(&self, outcome: &Outcome, reads: (u64, u64)) -> Value {
+        let mut v = json!({
+            "a": {"path": self.a, "events": self.na},
+            "b": {"path": self.b, "events": self.nb},
+            "reads": {"a": reads.0, "b": reads.1},
+        });
+        let fields = match outcome {
+            Outcome::Identical { events, head } => {
+                json!({"result": "identical", "common": events, "head": head})
+            }
+            Outcome::Prefix {
+                shorter,
+                common,
+                extra,
+            } => json!({
+                "result": "prefix",
+                "common": common,
+                "shorter": if *shorter == Side::A { "a" } else { "b" },
+                "extra": extra,
+            }),
+            Outcome::Diverged(d) => json!({
+                "result": "diverged",
+                "common": d.seq,
+                "seq": d.seq,
+                "class": d.class.name(),
+                "detail": class_json(&d.class),
+                "last_common": d.last_common.as_ref().map(event_json),
+                "events": {"a": event_json(&d.a), "b": event_json(&d.b)},
+                "fields": d.fields.iter().map(|f| json!({"path": f.path, "a": f.a, "b": f.b})).collect::<Vec<_>>(),
+                "fields_omitted": d.fields_omitted,
+                "parents": {
+                    "a": self.parents[0].iter().map(event_json).collect::<Vec<_>>(),
+                    "b": self.parents[1].iter().map(event_json).collect::<Vec<_>>(),
+                },
+                "context": self.context.iter().map(event_json).collect::<Vec<_>>(),
+            }),
+        };
+        if let (Value::Object(m), Value::Object(f)) = (&mut v, fields) {
+            m.extend(f);
+        }
+        v
+    }
+}
