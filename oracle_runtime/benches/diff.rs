@@ -25,8 +25,8 @@ impl EventSource for Indexed {
     }
 }
 
-/// Writes log A and log B, identical before `k`; from `k` on B's tool outputs differ and its
-/// chain is relinked.
+/// Writes log A and log B, identical before `k` (a `tool_returned`); from `k` on B's tool
+/// outputs differ and its chain is relinked.
 fn write_pair(dir: &std::path::Path, k: u64) -> (std::path::PathBuf, std::path::PathBuf) {
     let (pa, pb) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
     let mut fa = std::io::BufWriter::new(std::fs::File::create(&pa).unwrap());
@@ -40,8 +40,8 @@ fn write_pair(dir: &std::path::Path, k: u64) -> (std::path::PathBuf, std::path::
         fa.write_all(&buf).unwrap();
         let mut b = e;
         if b.seq >= k {
-            if b.seq == k || b.kind == oracle_core::EventKind::ToolReturned {
-                b.payload["diverged"] = serde_json::json!(true);
+            if b.kind == oracle_core::EventKind::ToolReturned {
+                b.payload["output"]["diverged"] = serde_json::json!(true);
             }
             b.prev = prev_b;
             b.reseal().unwrap();
@@ -59,7 +59,8 @@ fn write_pair(dir: &std::path::Path, k: u64) -> (std::path::PathBuf, std::path::
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = SplitMix64::new(11);
-    let k = 1 + rng.below(EVENTS - 1);
+    // A random tool_returned event (every fifth event from seq 4 in the synthetic run).
+    let k = (rng.below(EVENTS / 5 - 1)) * 5 + 4;
     let (pa, pb) = write_pair(dir.path(), k);
     // Build and save both indexes once, as the writer would have.
     IndexedLog::open(&pa).unwrap();
