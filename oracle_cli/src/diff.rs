@@ -79,12 +79,17 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
         nb,
         parents: [Vec::new(), Vec::new()],
         context: Vec::new(),
+        states: None,
     };
     if let Outcome::Diverged(d) = &outcome {
         for (i, (side, e)) in [(Side::A, &d.a), (Side::B, &d.b)].into_iter().enumerate() {
             for &p in &e.parents {
                 report.parents[i].push(r.get(side, p).map_err(side_error)?);
             }
+        }
+        if !a.no_verify {
+            let replay = |p: &Path| replay_through(p, d.seq).map_err(invalid);
+            report.states = Some([replay(&pa.log)?, replay(&pb.log)?]);
         }
         let from = d.seq.saturating_sub(a.context.min(CONTEXT_MAX));
         for s in from..d.seq {
@@ -124,6 +129,62 @@ struct Report<'a> {
     parents: [Vec<Event>; 2],
     /// Common events before the divergence (`--context`).
     context: Vec<Event>,
+    /// The state after the diverging event on each side, rebuilt by the reducer (not taken from
+    /// the recorded hashes); `None` with `--no-verify`, which reads only O(log n) events.
+    states: Option<[Replayed; 2]>,
+}
+
+/// A side's state after an event, rebuilt by replay.
+struct Replayed {
+    state: oracle_core::State,
+    /// Whether the log's recorded `state_after` at that event equals the rebuilt state's hash.
+    recorded_matches: bool,
+}
+
+/// Replays a log from genesis through event `seq` with the reducer alone, whatever the recorded
+/// state hashes say (they are what is being compared).
+fn replay_through(path: &Path, seq: u64) -> Result<Replayed, StoreError> {
+    let mut state = oracle_core::State::new();
+    let mut recorded_matches = false;
+    let mut failure = None;
+    oracle_runtime::reader::scan(path, true, |e| {
+        if let Err(err) = oracle_core::reduce::apply_in_place(&mut state, &e) {
+            failure = Some(format!("event {}: {err}", e.seq));
+            return Ok(false);
+        }
+        recorded_matches = e.state_after == state.hash();
+        Ok(e.seq < seq)
+    })?;
+    match failure {
+        Some(why) => Err(StoreError::SnapshotFile {
+            path: path.to_path_buf(),
+            reason: format!("cannot replay: {why}"),
+        }),
+        None => Ok(Replayed {
+            state,
+            recorded_matches,
+        }),
+    }
+}
+
+/// Keys whose values differ between two states, in key order, with both values.
+fn state_diff(
+    a: &oracle_core::State,
+    b: &oracle_core::State,
+) -> Vec<(String, Option<Value>, Option<Value>)> {
+    let mut keys: Vec<&String> = a
+        .iter()
+        .map(|(k, _)| k)
+        .chain(b.iter().map(|(k, _)| k))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (x, y) = (a.get(k), b.get(k));
+            (x != y).then(|| (k.clone(), x.cloned(), y.cloned()))
+        })
+        .collect()
 }
 
 fn summary(e: &Event) -> String {
@@ -310,6 +371,43 @@ impl Report<'_> {
                 ));
             }
         }
+        if let Some([sa, sb]) = &self.states {
+            let keys = state_diff(&sa.state, &sb.state);
+            let verdict = |r: &Replayed| {
+                if r.recorded_matches {
+                    "matches"
+                } else {
+                    "DOES NOT match"
+                }
+            };
+            out.push_str(&format!(
+                "\nstate after event {} (replayed): {}\n",
+                d.seq,
+                if keys.is_empty() {
+                    "the same on both sides".to_owned()
+                } else {
+                    format!("{} keys differ", keys.len())
+                }
+            ));
+            let width = keys
+                .iter()
+                .map(|(k, _, _)| k.len())
+                .max()
+                .unwrap_or(0)
+                .max(3);
+            for (k, x, y) in keys.iter().take(oracle_core::diff::FIELDS_MAX) {
+                out.push_str(&format!(
+                    "  {k:<width$}  {}  {}\n",
+                    paint("31", &format!("{:<48}", show(x))),
+                    paint("32", &show(y))
+                ));
+            }
+            out.push_str(&format!(
+                "  recorded state_after {} the replayed state in A, {} in B\n",
+                verdict(sa),
+                verdict(sb)
+            ));
+        }
         if self.parents.iter().any(|p| !p.is_empty()) {
             out.push_str("\ncausal parents\n");
             for (name, ps) in [("A", &self.parents[0]), ("B", &self.parents[1])] {
@@ -356,6 +454,14 @@ impl Report<'_> {
                     "b": self.parents[1].iter().map(event_json).collect::<Vec<_>>(),
                 },
                 "context": self.context.iter().map(event_json).collect::<Vec<_>>(),
+                "state": self.states.as_ref().map(|[sa, sb]| json!({
+                    "keys": state_diff(&sa.state, &sb.state)
+                        .into_iter()
+                        .take(oracle_core::diff::FIELDS_MAX)
+                        .map(|(k, x, y)| json!({"key": k, "a": x, "b": y}))
+                        .collect::<Vec<_>>(),
+                    "recorded_matches_replay": {"a": sa.recorded_matches, "b": sb.recorded_matches},
+                })),
             }),
         };
         if let (Value::Object(m), Value::Object(f)) = (&mut v, fields) {
