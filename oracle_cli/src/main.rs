@@ -53,8 +53,9 @@ enum Command {
     Repair(maintain::RepairArgs),
     /// Save a snapshot of the state after an event, so later `inspect` and replays start there.
     Snapshot(maintain::SnapshotArgs),
-    /// Find the first event where two runs differ (binary search over chain hashes, O(log n)
-    /// reads) and explain it. Exit 0 identical, 1 different, 2 trouble (e.g. an invalid log).
+    /// Find the first event where two runs differ and explain it: both logs are verified, then
+    /// a binary search over chain hashes reads O(log n) events. Exit 0 identical, 1 different,
+    /// 2 trouble (e.g. an invalid log).
     Diff(diff::DiffArgs),
     /// Check, draw and hash plans (the text programs agents run).
     Plan(plan::PlanArgs),
