@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use oracle_core::Event;
-use oracle_core::diff::{
-    Class, DiffError, Divergence, EventSource, Outcome, Reader, Side, first_divergence,
-};
+use oracle_core::diff::{Class, DiffError, Divergence, Outcome, Reader, Side, first_divergence};
 use oracle_runtime::StoreError;
 use oracle_runtime::index::IndexedLog;
 use serde_json::{Value, json};
@@ -34,19 +32,6 @@ pub struct DiffArgs {
     no_verify: bool,
 }
 
-/// An indexed log as the diff engine's event source.
-struct Indexed(IndexedLog);
-
-impl EventSource for Indexed {
-    type Error = StoreError;
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-    fn event(&mut self, seq: u64) -> Result<Event, StoreError> {
-        self.0.read(seq)
-    }
-}
-
 /// Most context events shown before a divergence.
 const CONTEXT_MAX: u64 = 1000;
 
@@ -67,7 +52,7 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
             .map_err(invalid)?;
         }
     }
-    let open = |p: &Path| IndexedLog::open(p).map(Indexed).map_err(invalid);
+    let open = |p: &Path| IndexedLog::open(p).map_err(invalid);
     let (mut la, mut lb) = (open(&pa.log)?, open(&pb.log)?);
     let (na, nb) = (la.len(), lb.len());
     let mut r = Reader::new(&mut la, &mut lb);

@@ -3,29 +3,15 @@
 //! human and JSON reports pinned as golden files. `UPDATE_EXPECT=1` regenerates both the pairs
 //! and the reports.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use common::{oracle, root};
+
+use std::path::Path;
 
 use oracle_core::event::relink;
 use oracle_core::{Event, EventKind, Hash, record};
 use serde_json::json;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn oracle(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn quickstart() -> Vec<Event> {
     oracle_runtime::reader::read_all(&root().join("fixtures/logs/quickstart.jsonl")).unwrap()

@@ -2,25 +2,11 @@
 //! the diagnostics recorded beside it (`NAME.expected`, refreshed with `UPDATE_EXPECT=1`), every
 //! working plan compiles, and every example in `docs/PLAN.md` behaves as the document says.
 
+mod common;
+
+use common::{oracle, root};
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn oracle(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// `path` relative to the workspace root, as the binary (run from the root) is given it.
 fn relative(path: &Path) -> String {

@@ -5,25 +5,13 @@
 use std::io::Write;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use oracle_core::diff::{EventSource, Outcome, Reader, first_divergence};
+use oracle_core::diff::{Outcome, Reader, first_divergence};
 use oracle_core::rng::SplitMix64;
 use oracle_core::synth::{Synth, SynthConfig};
-use oracle_core::{Event, Hash, record};
+use oracle_core::{Hash, record};
 use oracle_runtime::index::IndexedLog;
 
 const EVENTS: u64 = 1_000_000;
-
-struct Indexed(IndexedLog);
-
-impl EventSource for Indexed {
-    type Error = oracle_runtime::StoreError;
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
-    fn event(&mut self, seq: u64) -> Result<Event, Self::Error> {
-        self.0.read(seq)
-    }
-}
 
 /// Writes log A and log B, identical before `k` (a `tool_returned`); from `k` on B's tool
 /// outputs differ and its chain is relinked.
@@ -70,8 +58,8 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("first_divergence_1m_events_indexed", |b| {
         b.iter(|| {
-            let mut a = Indexed(IndexedLog::open(&pa).unwrap());
-            let mut bb = Indexed(IndexedLog::open(&pb).unwrap());
+            let mut a = IndexedLog::open(&pa).unwrap();
+            let mut bb = IndexedLog::open(&pb).unwrap();
             let mut r = Reader::new(&mut a, &mut bb);
             let out = first_divergence(&mut r).unwrap();
             assert!(matches!(&out, Outcome::Diverged(d) if d.seq == k));

@@ -46,15 +46,21 @@ fn append(c: &mut Criterion) {
     g.finish();
 }
 
-fn verify(c: &mut Criterion) {
-    const N: u64 = 200_000;
+/// A synthetic log of `n` events in a temporary directory (kept alive by the returned guard).
+fn synthetic_log(n: u64) -> (tempfile::TempDir, LogPaths) {
     let dir = tempfile::tempdir().unwrap();
     let paths = LogPaths::of_file(&dir.path().join("events.jsonl"));
     let mut w = LogWriter::create(&paths, Durability::None).unwrap();
-    for e in synth_events(SynthConfig::steps(N, 9)).unwrap() {
+    for e in synth_events(SynthConfig::steps(n, 9)).unwrap() {
         w.append_sealed(&e).unwrap();
     }
     w.close().unwrap();
+    (dir, paths)
+}
+
+fn verify(c: &mut Criterion) {
+    const N: u64 = 200_000;
+    let (_dir, paths) = synthetic_log(N);
     let mut g = c.benchmark_group("verify_file");
     g.sample_size(10);
     g.throughput(Throughput::Elements(N));
@@ -77,13 +83,7 @@ fn verify(c: &mut Criterion) {
 
 fn index(c: &mut Criterion) {
     const N: u64 = 200_000;
-    let dir = tempfile::tempdir().unwrap();
-    let paths = LogPaths::of_file(&dir.path().join("events.jsonl"));
-    let mut w = LogWriter::create(&paths, Durability::None).unwrap();
-    for e in synth_events(SynthConfig::steps(N, 9)).unwrap() {
-        w.append_sealed(&e).unwrap();
-    }
-    w.close().unwrap();
+    let (_dir, paths) = synthetic_log(N);
     let log = &paths.log;
     let idx = index_path(log);
     let log_bytes = std::fs::metadata(log).unwrap().len();

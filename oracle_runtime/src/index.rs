@@ -470,3 +470,14 @@ impl IndexAppender {
             .map_err(StoreError::io(&self.path))
     }
 }
+
+/// An indexed log is random access to its events: what `oracle diff`'s search reads through.
+impl oracle_core::diff::EventSource for IndexedLog {
+    type Error = StoreError;
+    fn len(&self) -> u64 {
+        IndexedLog::len(self)
+    }
+    fn event(&mut self, seq: u64) -> Result<Event> {
+        self.read(seq)
+    }
+}
