@@ -413,14 +413,15 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
 }
 
 fn input_admits(ty: InputType, v: &Value) -> bool {
-    match ty {
-        InputType::String => v.is_string(),
-        InputType::Int => v.is_i64() || v.is_u64(),
-        InputType::Bool => v.is_boolean(),
-        InputType::List => v.is_array(),
-        InputType::Map => v.is_object(),
-        InputType::Json => true,
-    }
+    let as_arg = match ty {
+        InputType::String => ArgType::String,
+        InputType::Int => ArgType::Int,
+        InputType::Bool => ArgType::Bool,
+        InputType::List => ArgType::List,
+        InputType::Map => ArgType::Map,
+        InputType::Json => ArgType::Any,
+    };
+    as_arg.admits(v)
 }
 
 fn compile_call(
