@@ -172,7 +172,7 @@ fn state_diff(
         .collect()
 }
 
-fn summary(e: &Event) -> String {
+pub(crate) fn summary(e: &Event) -> String {
     e.typed()
         .map(|p| p.summary())
         .unwrap_or_else(|err| err.to_string())
@@ -182,7 +182,7 @@ fn event_json(e: &Event) -> Value {
     json!({"seq": e.seq, "kind": e.kind.as_str(), "time": e.time, "hash": e.hash, "parents": e.parents, "summary": summary(e)})
 }
 
-fn class_text(c: &Class) -> String {
+pub(crate) fn class_text(c: &Class) -> String {
     match c {
         Class::Inputs { fields } => format!("the runs' inputs differ: {}", fields.join(", ")),
         Class::Payload { kind, step, tool } => {
@@ -208,7 +208,7 @@ fn class_text(c: &Class) -> String {
     }
 }
 
-fn class_json(c: &Class) -> Value {
+pub(crate) fn class_json(c: &Class) -> Value {
     match c {
         Class::Inputs { fields } => json!({"fields": fields}),
         Class::Payload { kind, step, tool } => {
@@ -226,7 +226,7 @@ fn side_name(s: Side) -> &'static str {
     }
 }
 
-fn show(v: &Option<Value>) -> String {
+pub(crate) fn show(v: &Option<Value>) -> String {
     match v {
         // A hash: its first 16 hex digits are enough to tell two apart.
         Some(Value::String(h)) if h.len() == 64 && h.bytes().all(|c| c.is_ascii_hexdigit()) => {

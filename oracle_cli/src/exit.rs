@@ -10,7 +10,6 @@ pub const FAILED: u8 = 1;
 /// Usage or input error: unreadable, missing or malformed input; nothing was changed.
 pub const INPUT: u8 = 2;
 /// A run is suspended awaiting input.
-#[allow(dead_code)]
 pub const SUSPENDED: u8 = 3;
 /// Integrity or divergence failure: recorded data is damaged or inconsistent.
 pub const INTEGRITY: u8 = 4;

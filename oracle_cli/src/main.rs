@@ -8,6 +8,7 @@ mod diff;
 mod exit;
 mod maintain;
 mod plan;
+mod run;
 mod show;
 mod verify;
 
@@ -40,6 +41,21 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run a plan: every capability check, tool call and state change is recorded in a new
+    /// run under `<home>/runs/<id>/`. Exit 0 completed, 1 a step failed under `stop`, 3
+    /// suspended (waiting for `oracle resume`), 2 bad plan or arguments (nothing is started).
+    Run(run::RunArgs),
+    /// Continue a run: a suspended one with the value its step waits for (`--step S --value
+    /// JSON`), or an interrupted one (crash, kill) without. Earlier decisions are re-derived and
+    /// checked against the log; impure tools are not executed again, except one in flight at a
+    /// crash (at-least-once). Same exit codes as `run`.
+    Resume(run::ResumeArgs),
+    /// Re-execute a run against its log: pure tools run again and must give the recorded
+    /// output; impure outputs and human answers come from the log; every event and state hash
+    /// must match. Exit 0 reproduced, 4 with a report of the first divergence.
+    Replay(run::ReplayArgs),
+    /// List runs with their status; `--status suspended` shows pending human work.
+    Runs(run::RunsArgs),
     /// Check the integrity of a log: every hash, link, seq, time and state link, streaming on all
     /// cores. Exit 0 valid, 4 integrity failure (first bad seq and why), 2 unreadable input.
     Verify(verify::VerifyArgs),
@@ -70,6 +86,10 @@ fn main() -> ExitCode {
         std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),
     );
     let result = match cli.command {
+        Command::Run(a) => run::run(&home, a),
+        Command::Resume(a) => run::resume(&home, a),
+        Command::Replay(a) => run::replay(&home, a),
+        Command::Runs(a) => run::runs(&home, a),
         Command::Verify(a) => verify::run(&home, a),
         Command::Log(a) => show::log(&home, a),
         Command::Inspect(a) => show::inspect(&home, a),

@@ -221,7 +221,7 @@ pub fn render(path: &str, src: &str, d: &Diagnostic, color: bool) -> String {
     }
 }
 
-fn diagnostic_json(src: &str, d: &Diagnostic) -> serde_json::Value {
+pub(crate) fn diagnostic_json(src: &str, d: &Diagnostic) -> serde_json::Value {
     let (line, column) = line_col(src, d.span.start);
     let (end_line, end_column) = line_col(src, d.span.end);
     let related: Vec<_> = d

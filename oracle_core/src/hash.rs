@@ -26,6 +26,8 @@ pub mod domain {
     pub const VALUE: &str = "oracle v1 value";
     /// The canonical compiled form of a plan: the plan hash.
     pub const PLAN: &str = "oracle v1 plan";
+    /// The seed of one `random.int` call: run seed ‖ step ‖ attempt (see `rng::for_call`).
+    pub const RANDOM: &str = "oracle v1 random";
 }
 
 /// A 32-byte digest. Written as 64 lowercase hex characters; parsing accepts nothing else, so a
@@ -169,7 +171,7 @@ impl<'de> Deserialize<'de> for Hash {
 /// known domains are derived once and cloned, which gives the same output for less work.
 pub fn hasher(context: &str) -> blake3::Hasher {
     use std::sync::LazyLock;
-    static KNOWN: LazyLock<[(&str, blake3::Hasher); 7]> = LazyLock::new(|| {
+    static KNOWN: LazyLock<[(&str, blake3::Hasher); 8]> = LazyLock::new(|| {
         [
             domain::PAYLOAD,
             domain::EVENT_BODY,
@@ -178,6 +180,7 @@ pub fn hasher(context: &str) -> blake3::Hasher {
             domain::STATE,
             domain::VALUE,
             domain::PLAN,
+            domain::RANDOM,
         ]
         .map(|c| (c, blake3::Hasher::new_derive_key(c)))
     });

@@ -2,6 +2,7 @@
 //! reducers, snapshots and replay. No IO, no clock, no threads: everything here is a function
 //! of its arguments, which is what makes a run replayable.
 
+pub mod agent;
 pub mod canon;
 pub mod capability;
 pub mod diff;

@@ -2,6 +2,7 @@
 //! act on, compiled against a tool catalogue into a DAG with a deterministic order and a plan
 //! hash, and evaluated purely. Depends only on `oracle_core`; no IO.
 
+pub mod agent;
 pub mod ast;
 pub mod catalogue;
 pub mod compile;

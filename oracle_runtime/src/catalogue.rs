@@ -1,138 +1,163 @@
-//! The built-in tool catalogue: the name, arguments and capability of every tool the runtime
-//! provides, as the plan compiler sees them. (Specifications only: the tools themselves arrive
-//! with the runtime issue; until then `oracle plan check` validates plans against this list.)
+//! The built-in tool catalogue as the plan compiler sees it: names, arguments and the capability
+//! each call needs, read from the registered tools themselves so the two cannot drift apart.
 
-use oracle_plan::catalogue::{ArgSpec, ArgType, CapabilityRule, Catalogue, ScopeFrom, ToolSpec};
-
-fn arg(name: &str, ty: ArgType, required: bool) -> ArgSpec {
-    ArgSpec {
-        name: name.to_owned(),
-        ty,
-        required,
-    }
-}
-
-fn cap(domain: &str, action: &str, scope: ScopeFrom) -> Option<CapabilityRule> {
-    Some(CapabilityRule {
-        domain: domain.to_owned(),
-        action: action.to_owned(),
-        scope,
-    })
-}
-
-fn tool(
-    name: &str,
-    description: &str,
-    args: Vec<ArgSpec>,
-    capability: Option<CapabilityRule>,
-) -> ToolSpec {
-    ToolSpec {
-        name: name.to_owned(),
-        version: "1.0.0".to_owned(),
-        description: description.to_owned(),
-        args,
-        capability,
-    }
-}
+use oracle_plan::catalogue::Catalogue;
 
 /// Every built-in tool.
 pub fn builtin() -> Catalogue {
-    use ArgType::*;
-    let path = || ScopeFrom::Arg("path".to_owned());
-    Catalogue::new([
-        tool(
-            "fs.read",
-            "Read a UTF-8 text file: {text, bytes}.",
-            vec![arg("path", String, true)],
-            cap("fs", "read", path()),
-        ),
-        tool(
-            "fs.write",
-            "Write a file atomically (temporary file, then rename): {bytes}.",
-            vec![arg("path", String, true), arg("content", String, true)],
-            cap("fs", "write", path()),
-        ),
-        tool(
-            "fs.list",
-            "List a directory, sorted: {entries}.",
-            vec![arg("path", String, true)],
-            cap("fs", "list", path()),
-        ),
-        tool(
-            "proc.exec",
-            "Run a program (argv only, no shell): {status, stdout, stderr}.",
-            vec![
-                arg("program", String, true),
-                arg("args", List, false),
-                arg("stdin", String, false),
-            ],
-            cap("proc", "exec", ScopeFrom::Arg("program".to_owned())),
-        ),
-        tool(
-            "text.count",
-            "Count words, lines and characters: {words, lines, chars}.",
-            vec![arg("text", String, true)],
-            None,
-        ),
-        tool(
-            "text.lines",
-            "Split text into lines: {lines}.",
-            vec![arg("text", String, true)],
-            None,
-        ),
-        tool(
-            "text.contains",
-            "Whether text contains a substring: {found}.",
-            vec![arg("text", String, true), arg("pattern", String, true)],
-            None,
-        ),
-        tool(
-            "text.split",
-            "Split text on a separator: {parts}.",
-            vec![arg("text", String, true), arg("separator", String, true)],
-            None,
-        ),
-        tool(
-            "json.parse",
-            "Parse JSON text (no floats): {value}.",
-            vec![arg("text", String, true)],
-            None,
-        ),
-        tool(
-            "json.get",
-            "The value at a path (`a.b[0]`) in a JSON value: {value}.",
-            vec![arg("value", Any, true), arg("path", String, true)],
-            None,
-        ),
-        tool(
-            "kv.get",
-            "Read a key of the run's state: {value}.",
-            vec![arg("key", String, true)],
-            cap("kv", "get", ScopeFrom::Arg("key".to_owned())),
-        ),
-        tool(
-            "kv.set",
-            "Write a key of the run's state.",
-            vec![arg("key", String, true), arg("value", Any, true)],
-            cap("kv", "set", ScopeFrom::Arg("key".to_owned())),
-        ),
-        tool(
-            "clock.now",
-            "The run's logical time (never the wall clock): {tick}.",
-            vec![],
-            None,
-        ),
-        tool(
-            "random.int",
-            "A random integer in [min, max] from the run's recorded seed: {value}.",
-            vec![arg("min", Int, true), arg("max", Int, true)],
-            None,
-        ),
-        tool(
-            "human.ask",
-            "Suspend the run until a person answers: {answer}.",
-            vec![arg("question", String, true), arg("schema", Map, false)],
-            None,
-        ),
-    ])
+    crate::tools::builtin().catalogue()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oracle_plan::catalogue::{ArgSpec, ArgType, CapabilityRule, ScopeFrom, ToolSpec};
+
+    #[test]
+    fn matches_the_hand_written_catalogue() {
+        // Names, versions, descriptions, arguments (names, types, required-ness and order) and
+        // capabilities: existing plans and `oracle plan tools` depend on every one of them.
+        let expected = hand_written();
+        let actual = builtin();
+        assert_eq!(
+            actual.names().collect::<Vec<_>>(),
+            expected.names().collect::<Vec<_>>()
+        );
+        for (a, e) in actual.tools().zip(expected.tools()) {
+            assert_eq!(a, e, "tool `{}`", e.name);
+        }
+    }
+
+    fn arg(name: &str, ty: ArgType, required: bool) -> ArgSpec {
+        ArgSpec {
+            name: name.to_owned(),
+            ty,
+            required,
+        }
+    }
+
+    fn cap(domain: &str, action: &str, scope: ScopeFrom) -> Option<CapabilityRule> {
+        Some(CapabilityRule {
+            domain: domain.to_owned(),
+            action: action.to_owned(),
+            scope,
+        })
+    }
+
+    fn tool(
+        name: &str,
+        description: &str,
+        args: Vec<ArgSpec>,
+        capability: Option<CapabilityRule>,
+    ) -> ToolSpec {
+        ToolSpec {
+            name: name.to_owned(),
+            version: "1.0.0".to_owned(),
+            description: description.to_owned(),
+            args,
+            capability,
+        }
+    }
+
+    /// The catalogue as it was written by hand before the tools existed.
+    fn hand_written() -> Catalogue {
+        use ArgType::*;
+        let path = || ScopeFrom::Arg("path".to_owned());
+        Catalogue::new([
+            tool(
+                "fs.read",
+                "Read a UTF-8 text file: {text, bytes}.",
+                vec![arg("path", String, true)],
+                cap("fs", "read", path()),
+            ),
+            tool(
+                "fs.write",
+                "Write a file atomically (temporary file, then rename): {bytes}.",
+                vec![arg("path", String, true), arg("content", String, true)],
+                cap("fs", "write", path()),
+            ),
+            tool(
+                "fs.list",
+                "List a directory, sorted: {entries}.",
+                vec![arg("path", String, true)],
+                cap("fs", "list", path()),
+            ),
+            tool(
+                "proc.exec",
+                "Run a program (argv only, no shell): {status, stdout, stderr}.",
+                vec![
+                    arg("program", String, true),
+                    arg("args", List, false),
+                    arg("stdin", String, false),
+                ],
+                cap("proc", "exec", ScopeFrom::Arg("program".to_owned())),
+            ),
+            tool(
+                "text.count",
+                "Count words, lines and characters: {words, lines, chars}.",
+                vec![arg("text", String, true)],
+                None,
+            ),
+            tool(
+                "text.lines",
+                "Split text into lines: {lines}.",
+                vec![arg("text", String, true)],
+                None,
+            ),
+            tool(
+                "text.contains",
+                "Whether text contains a substring: {found}.",
+                vec![arg("text", String, true), arg("pattern", String, true)],
+                None,
+            ),
+            tool(
+                "text.split",
+                "Split text on a separator: {parts}.",
+                vec![arg("text", String, true), arg("separator", String, true)],
+                None,
+            ),
+            tool(
+                "json.parse",
+                "Parse JSON text (no floats): {value}.",
+                vec![arg("text", String, true)],
+                None,
+            ),
+            tool(
+                "json.get",
+                "The value at a path (`a.b[0]`) in a JSON value: {value}.",
+                vec![arg("value", Any, true), arg("path", String, true)],
+                None,
+            ),
+            tool(
+                "kv.get",
+                "Read a key of the run's state: {value}.",
+                vec![arg("key", String, true)],
+                cap("kv", "get", ScopeFrom::Arg("key".to_owned())),
+            ),
+            tool(
+                "kv.set",
+                "Write a key of the run's state.",
+                vec![arg("key", String, true), arg("value", Any, true)],
+                cap("kv", "set", ScopeFrom::Arg("key".to_owned())),
+            ),
+            tool(
+                "clock.now",
+                "The run's logical time (never the wall clock): {tick}.",
+                vec![],
+                None,
+            ),
+            tool(
+                "random.int",
+                "A random integer in [min, max] from the run's recorded seed: {value}.",
+                vec![arg("min", Int, true), arg("max", Int, true)],
+                None,
+            ),
+            tool(
+                "human.ask",
+                "Suspend the run until a person answers: {answer}.",
+                vec![arg("question", String, true), arg("schema", Map, false)],
+                None,
+            ),
+        ])
+    }
 }

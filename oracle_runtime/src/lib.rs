@@ -7,13 +7,19 @@
 // size clippy warns about costs nothing measurable and boxing would only hide the fields.
 #![allow(clippy::result_large_err)]
 
+pub mod access;
 pub mod catalogue;
+pub mod engine;
 pub mod error;
 pub mod index;
 pub mod paths;
 pub mod reader;
 pub mod repair;
+pub mod schema;
+pub mod session;
 pub mod snapshots;
+pub mod tool;
+pub mod tools;
 pub mod writer;
 
 pub use error::{Result, StoreError};

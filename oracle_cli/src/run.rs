@@ -1,0 +1,464 @@
+//! `oracle run | resume | replay | runs`: execute plans, continue them, re-execute them against
+//! their record, and list them.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use oracle_core::Event;
+use oracle_core::diff::Divergence;
+use oracle_runtime::engine::{Ending, EngineError, Report};
+use oracle_runtime::session::{self, Session, SessionError, StartOptions};
+use oracle_runtime::tool::Registry;
+use serde_json::{Value, json};
+
+use crate::diff::{class_json, class_text, show, summary};
+use crate::exit::{self, CliError};
+use crate::maintain::DurabilityArg;
+
+/// Default for `--jobs`: tools of one round run one at a time unless asked.
+const JOBS_DEFAULT: u32 = 1;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The plan to run.
+    plan: PathBuf,
+    /// Seed of every random choice in the run (recorded in its first event).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// A run input, `name=value` (repeatable). Strings as written; ints, bools and JSON parsed.
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    inputs: Vec<String>,
+    /// A capability granted beyond the plan's own `grant` lines (repeatable), e.g.
+    /// `fs:read:data/**`. Recorded in the run's first event.
+    #[arg(long = "grant", value_name = "CAP")]
+    grants: Vec<String>,
+    /// Tools of one round that may execute at once. The log is the same whatever N is.
+    #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: u32,
+    /// When appends are synced to disk.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    durability: DurabilityArg,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// Run id (under `<home>/runs`) or run directory.
+    run: String,
+    /// The step a suspended run waits on.
+    #[arg(long, requires = "answer")]
+    step: Option<String>,
+    /// The step's output as JSON (for `human.ask`: the answer).
+    #[arg(long, group = "answer", value_name = "JSON")]
+    value: Option<String>,
+    /// Read the step's output from a JSON file.
+    #[arg(long, group = "answer", value_name = "FILE")]
+    value_file: Option<PathBuf>,
+    #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: u32,
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    durability: DurabilityArg,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Run id (under `<home>/runs`) or run directory.
+    run: String,
+    /// Replay against this plan instead of the one the run was started from: is the recorded
+    /// run still valid under the new plan, and if not, where does it diverge?
+    #[arg(long)]
+    plan: Option<PathBuf>,
+    #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: u32,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StatusArg {
+    /// Not finished and not suspended: still running, or interrupted (`oracle resume` continues
+    /// it).
+    Running,
+    Suspended,
+    Completed,
+    Failed,
+}
+
+impl StatusArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            StatusArg::Running => "running",
+            StatusArg::Suspended => "suspended",
+            StatusArg::Completed => "completed",
+            StatusArg::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunsArgs {
+    /// Only runs with this status.
+    #[arg(long, value_enum)]
+    status: Option<StatusArg>,
+    /// One JSON object per run, one per line.
+    #[arg(long)]
+    json: bool,
+}
+
+fn registry() -> Registry {
+    oracle_runtime::tools::builtin()
+}
+
+fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, CliError> {
+    raw.iter()
+        .map(|s| match s.split_once('=') {
+            Some((n, v)) if !n.is_empty() => Ok((n.to_owned(), v.to_owned())),
+            _ => Err(CliError::input(format!(
+                "--input `{s}`: expected NAME=VALUE"
+            ))),
+        })
+        .collect()
+}
+
+/// Maps a session error to its exit code, printing plan diagnostics where there are some.
+fn session_error(e: SessionError, json_out: bool) -> CliError {
+    if let SessionError::Plan {
+        path,
+        text: source,
+        diagnostics,
+    } = &e
+    {
+        if json_out {
+            let list: Vec<_> = diagnostics
+                .iter()
+                .map(|d| crate::plan::diagnostic_json(source, d))
+                .collect();
+            crate::print_json(&json!({"ok": false, "path": path, "diagnostics": list}));
+        } else {
+            crate::plan::print_diagnostics(path, source, diagnostics);
+        }
+    }
+    if let SessionError::Engine(EngineError::Diverged(d)) = &e {
+        return divergence_error(d, json_out);
+    }
+    let code = if e.is_integrity() {
+        exit::INTEGRITY
+    } else {
+        exit::INPUT
+    };
+    let message = e.to_string();
+    if json_out {
+        crate::print_json(
+            &json!({"ok": false, "error": {"code": code, "message": message, "seq": engine_seq(&e)}}),
+        );
+    }
+    CliError {
+        code,
+        message,
+        json: None,
+    }
+}
+
+fn engine_seq(e: &SessionError) -> Option<u64> {
+    match e {
+        SessionError::Engine(e) => e.seq(),
+        _ => None,
+    }
+}
+
+fn status_code(ending: &Ending) -> u8 {
+    match ending {
+        Ending::Finished {
+            status: oracle_core::payload::RunStatus::Completed,
+            ..
+        } => exit::OK,
+        Ending::Finished { .. } => exit::FAILED,
+        Ending::Suspended { .. } => exit::SUSPENDED,
+        Ending::EndOfRecord => exit::OK,
+    }
+}
+
+fn ending_json(e: &Ending) -> Value {
+    match e {
+        Ending::Finished { reason, .. } if !reason.is_empty() => json!({"reason": reason}),
+        Ending::Suspended {
+            step,
+            reason,
+            attempts,
+        } => json!({"waiting": {"step": step, "reason": reason, "attempts": attempts}}),
+        _ => json!({}),
+    }
+}
+
+fn print_session(s: &Session, json_out: bool, verb: &str) {
+    let r = &s.report;
+    let status = session::ending_word(&r.ending);
+    if json_out {
+        let mut v = json!({
+            "ok": true,
+            "run": s.id,
+            "dir": s.dir,
+            "status": status,
+            "events": r.events,
+            "appended": r.appended,
+            "head": r.head,
+            "state": r.state.hash(),
+            "executed": r.executed,
+            "reused": r.reused,
+        });
+        if let (Value::Object(m), Value::Object(extra)) = (&mut v, ending_json(&r.ending)) {
+            m.extend(extra);
+        }
+        crate::print_json(&v);
+        return;
+    }
+    if let Some(oracle_runtime::repair::Repair::MovedTornTail { len, saved_to, .. }) = &s.repaired {
+        eprintln!(
+            "note: a torn final record ({len} bytes, from the crash) was moved to {}",
+            saved_to.display()
+        );
+    }
+    println!("run      {}", s.id);
+    println!("status   {status}");
+    println!(
+        "events   {} ({} {verb}, {} tool calls executed, {} taken from the log)",
+        r.events, r.appended, r.executed, r.reused
+    );
+    println!("head     {}", r.head);
+    println!("state    {}", r.state.hash());
+    match &r.ending {
+        Ending::Finished { reason, .. } if !reason.is_empty() => println!("reason   {reason}"),
+        Ending::Suspended {
+            step,
+            reason,
+            attempts,
+        } => {
+            println!("waiting  step `{step}` after {attempts} attempt(s): {reason}");
+            println!("next     oracle resume {} --step {step} --value JSON", s.id);
+        }
+        _ => {}
+    }
+}
+
+pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    let opts = StartOptions {
+        home: home.to_path_buf(),
+        plan: a.plan.clone(),
+        inputs: parse_inputs(&a.inputs)?,
+        seed: a.seed,
+        grants: a.grants.clone(),
+        jobs: a.jobs,
+        durability: a.durability.into(),
+        root: PathBuf::from("."),
+    };
+    let s = session::start(&opts, &registry()).map_err(|e| session_error(e, a.json))?;
+    print_session(&s, a.json, "recorded");
+    Ok(status_code(&s.report.ending))
+}
+
+pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
+    let value = match (&a.value, &a.value_file) {
+        (Some(text), _) => Some(parse_value(text, "--value")?),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+            Some(parse_value(&text, &path.display().to_string())?)
+        }
+        (None, None) => None,
+    };
+    let answer = match (a.step.clone(), value) {
+        (Some(step), Some(v)) => Some((step, v)),
+        (None, Some(_)) => {
+            return Err(CliError::input(
+                "--value needs --step: name the step the value is for",
+            ));
+        }
+        (Some(_), None) => return Err(CliError::input("--step needs --value or --value-file")),
+        (None, None) => None,
+    };
+    let s = session::resume(
+        home,
+        &a.run,
+        answer,
+        a.jobs,
+        a.durability.into(),
+        &registry(),
+    )
+    .map_err(|e| session_error(e, a.json))?;
+    print_session(&s, a.json, "appended");
+    Ok(status_code(&s.report.ending))
+}
+
+fn parse_value(text: &str, what: &str) -> Result<Value, CliError> {
+    serde_json::from_str(text).map_err(|e| CliError::input(format!("{what}: not JSON: {e}")))
+}
+
+pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
+    let r = session::replay(home, &a.run, a.plan.as_deref(), a.jobs, &registry())
+        .map_err(|e| session_error(e, a.json))?;
+    let rep: &Report = &r.report;
+    let ending = session::ending_word(&rep.ending);
+    if a.json {
+        let mut v = json!({
+            "ok": true,
+            "run": r.id,
+            "result": "reproduced",
+            "matched": rep.matched,
+            "recorded": r.recorded_events,
+            "ending": ending,
+            "state": rep.state.hash(),
+            "executed": rep.executed,
+            "reused": rep.reused,
+            "plan_changes": r.program_changes,
+        });
+        if let (Value::Object(m), Value::Object(extra)) = (&mut v, ending_json(&rep.ending)) {
+            m.extend(extra);
+        }
+        crate::print_json(&v);
+    } else {
+        for c in &r.program_changes {
+            println!("plan     {c}");
+        }
+        println!(
+            "replay   {}: all {} recorded events reproduced ({} pure tool calls re-executed and compared, {} outputs taken from the log)",
+            r.id, rep.matched, rep.executed, rep.reused
+        );
+        println!("ending   {ending}");
+        println!("state    {}", rep.state.hash());
+    }
+    Ok(exit::OK)
+}
+
+fn event_brief(e: &Event) -> Value {
+    json!({"seq": e.seq, "kind": e.kind.as_str(), "time": e.time, "parents": e.parents, "payload": e.payload, "state_after": e.state_after, "summary": summary(e)})
+}
+
+/// A replay that did not reproduce the record: a structured report, exit 4.
+fn divergence_error(d: &Divergence, json_out: bool) -> CliError {
+    let step =
+        d.a.payload
+            .get("step")
+            .or_else(|| d.b.payload.get("step"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    let message = format!(
+        "event {}: the run does not reproduce its record: {}",
+        d.seq,
+        class_text(&d.class)
+    );
+    if json_out {
+        let fields: Vec<Value> = d
+            .fields
+            .iter()
+            .filter(|f| !matches!(f.path.as_str(), "prev" | "state_before"))
+            .map(|f| json!({"path": f.path, "recorded": f.a, "replayed": f.b}))
+            .collect();
+        crate::print_json(&json!({
+            "ok": false,
+            "result": "diverged",
+            "seq": d.seq,
+            "step": step,
+            "class": d.class.name(),
+            "detail": class_json(&d.class),
+            "recorded": event_brief(&d.a),
+            "replayed": event_brief(&d.b),
+            "fields": fields,
+            "fields_omitted": d.fields_omitted,
+        }));
+    } else {
+        let color = std::io::stdout().is_terminal();
+        let bold = |s: &str| {
+            if color {
+                format!("\x1b[1m{s}\x1b[0m")
+            } else {
+                s.to_owned()
+            }
+        };
+        println!("{}", bold(&format!("DIVERGED at event {}", d.seq)));
+        if let Some(step) = &step {
+            println!("  step      {step}");
+        }
+        println!("  why       {}", class_text(&d.class));
+        println!("  recorded  #{} {}", d.a.seq, summary(&d.a));
+        println!("  replayed  #{} {}", d.b.seq, summary(&d.b));
+        let fields: Vec<_> = d
+            .fields
+            .iter()
+            .filter(|f| !matches!(f.path.as_str(), "prev" | "state_before"))
+            .collect();
+        if !fields.is_empty() {
+            println!("  fields that differ:");
+            let width = fields.iter().map(|f| f.path.len()).max().unwrap_or(0);
+            for f in fields {
+                println!(
+                    "    {:width$}  recorded {}  replayed {}",
+                    f.path,
+                    show(&f.a),
+                    show(&f.b)
+                );
+            }
+        }
+        if d.fields_omitted > 0 {
+            println!("    … and {} more", d.fields_omitted);
+        }
+    }
+    CliError {
+        code: exit::INTEGRITY,
+        message,
+        json: None,
+    }
+}
+
+pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
+    let all = session::list(home).map_err(|e| session_error(e, a.json))?;
+    let shown: Vec<_> = all
+        .into_iter()
+        .filter(|r| a.status.is_none_or(|s| r.status == s.as_str()))
+        .collect();
+    if a.json {
+        for r in &shown {
+            crate::print_json(&json!({
+                "run": r.id,
+                "plan": r.program,
+                "status": r.status,
+                "events": r.events,
+                "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why})),
+                "reason": r.reason,
+            }));
+        }
+        return Ok(exit::OK);
+    }
+    if shown.is_empty() {
+        println!("no runs in {}", home.join("runs").display());
+        return Ok(exit::OK);
+    }
+    let idw = shown.iter().map(|r| r.id.len()).max().unwrap_or(2).max(3);
+    let pw = shown
+        .iter()
+        .map(|r| r.program.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "{:idw$}  {:pw$}  {:9}  {:>7}  NOTE",
+        "RUN", "PLAN", "STATUS", "EVENTS"
+    );
+    for r in &shown {
+        let note = match (&r.waiting, &r.reason, r.status.as_str()) {
+            (Some((step, why)), _, _) => format!("waits on step `{step}`: {why}"),
+            (_, Some(why), _) => why.clone(),
+            (_, _, "running") => format!("if interrupted: oracle resume {}", r.id),
+            _ => String::new(),
+        };
+        println!(
+            "{:idw$}  {:pw$}  {:9}  {:>7}  {note}",
+            r.id, r.program, r.status, r.events
+        );
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,532 @@
+//! End-to-end tests of `oracle run | resume | replay | runs` with the real binary. Each test
+//! works in a temporary directory holding a copy of `fixtures/`, which is the working directory
+//! of every command, so plans' relative paths (and the files they write) stay inside it.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use oracle_core::{Event, Payload};
+use serde_json::Value;
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["data", "plans"] {
+            copy_dir(
+                &common::root().join("fixtures").join(sub),
+                &dir.path().join("fixtures").join(sub),
+            );
+        }
+        Sandbox { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
+        c.args(args).current_dir(self.path());
+        c
+    }
+
+    /// Runs `oracle ARGS` in the sandbox: exit code, stdout, stderr.
+    fn oracle(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.command(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs a command with `--json` output and parses its last stdout line.
+    fn json(&self, args: &[&str]) -> (i32, Value) {
+        let (code, out, err) = self.oracle(args);
+        let line = out
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("no output; stderr: {err}"));
+        let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+        (code, v)
+    }
+
+    fn log(&self, home: &str, run: &str) -> PathBuf {
+        self.path()
+            .join(home)
+            .join("runs")
+            .join(run)
+            .join("events.jsonl")
+    }
+
+    fn events(&self, home: &str, run: &str) -> Vec<Event> {
+        fs::read_to_string(self.log(home, run))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn payloads(events: &[Event]) -> Vec<Payload> {
+    events.iter().map(|e| e.typed().unwrap()).collect()
+}
+
+#[test]
+fn quickstart_gives_the_same_head_in_two_homes_and_both_replay() {
+    let sb = Sandbox::new();
+    let plan = "fixtures/plans/quickstart.plan";
+    let (c1, a) = sb.json(&["--home", "h1", "run", plan, "--json"]);
+    let (c2, b) = sb.json(&["--home", "h2", "run", plan, "--json"]);
+    assert_eq!((c1, c2), (0, 0), "{a} {b}");
+    assert_eq!(a["status"], "completed");
+    assert_eq!(a["head"], b["head"]);
+    assert_eq!(a["run"], "quickstart-1");
+    assert_eq!(
+        fs::read(sb.log("h1", "quickstart-1")).unwrap(),
+        fs::read(sb.log("h2", "quickstart-1")).unwrap(),
+        "the two logs are byte-identical"
+    );
+    assert_eq!(
+        fs::read_to_string(sb.path().join("out/summary.txt")).unwrap(),
+        "words: 38, lines: 4"
+    );
+    for home in ["h1", "h2"] {
+        let (code, r) = sb.json(&["--home", home, "replay", "quickstart-1", "--json"]);
+        assert_eq!(code, 0, "{r}");
+        assert_eq!(r["result"], "reproduced");
+        assert_eq!(r["matched"], a["events"]);
+        assert_eq!(r["state"], a["state"]);
+    }
+    // A second run in the same home gets the next id and the same head.
+    let (_, c) = sb.json(&["--home", "h1", "run", plan, "--json"]);
+    assert_eq!(c["run"], "quickstart-2");
+    assert_eq!(c["head"], a["head"]);
+    let (code, _, _) = sb.oracle(&["verify", "h1/runs/quickstart-2"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn jobs_do_not_change_the_log() {
+    let sb = Sandbox::new();
+    let plan = "fixtures/plans/diamond.plan";
+    let (c1, _) = sb.json(&["--home", "j1", "run", plan, "--jobs", "1", "--json"]);
+    let (c4, _) = sb.json(&["--home", "j4", "run", plan, "--jobs", "4", "--json"]);
+    assert_eq!((c1, c4), (0, 0));
+    assert_eq!(
+        fs::read(sb.log("j1", "diamond-1")).unwrap(),
+        fs::read(sb.log("j4", "diamond-1")).unwrap()
+    );
+}
+
+/// A plan that reads whatever path it is given, under a grant for `fixtures/data/**` only.
+const READER: &str = "plan reader version 1\n\
+grant fs:read:fixtures/data/**\n\
+input path: string = \"fixtures/data/notes.txt\"\n\
+read = fs.read { path: path }\n";
+
+fn assert_denied(sb: &Sandbox, home: &str, path: &str, reason_part: &str) {
+    let input = format!("path={path}");
+    let (code, out) = sb.json(&[
+        "--home",
+        home,
+        "run",
+        "reader.plan",
+        "--input",
+        &input,
+        "--json",
+    ]);
+    assert_eq!(code, 1, "a denial fails the step under `stop`: {out}");
+    assert_eq!(out["status"], "failed");
+    let events = sb.events(home, "reader-1");
+    let ps = payloads(&events);
+    let denied = ps
+        .iter()
+        .find_map(|p| match p {
+            Payload::CapabilityDenied(d) => Some(d.clone()),
+            _ => None,
+        })
+        .expect("the denial is in the log");
+    assert_eq!(denied.step, "read");
+    assert_eq!(denied.capability, format!("fs:read:{path}"));
+    assert!(
+        denied.reason.contains(reason_part),
+        "reason {:?} should mention {reason_part:?}",
+        denied.reason
+    );
+    // Nothing was read: the tool was never called, and the secret is nowhere in the log.
+    assert!(!ps.iter().any(|p| matches!(p, Payload::ToolCalled(_))));
+    let log = fs::read_to_string(sb.log(home, "reader-1")).unwrap();
+    assert!(!log.contains("TOP SECRET"));
+    // The run's failure names the missing capability.
+    assert!(out["reason"].as_str().unwrap().contains(&denied.capability));
+}
+
+#[test]
+fn reads_outside_the_grant_are_denied_before_anything_is_read() {
+    let sb = Sandbox::new();
+    sb.write("reader.plan", READER);
+    sb.write("secret.txt", "TOP SECRET\n");
+    sb.write("fixtures/secret.txt", "TOP SECRET\n");
+    // `..` climbing out of the granted directory.
+    assert_denied(
+        &sb,
+        "dotdot",
+        "fixtures/data/../secret.txt",
+        "no grant covers",
+    );
+    // `..` climbing out of the working directory altogether.
+    assert_denied(&sb, "escape", "../secret.txt", "climbs out");
+    // An absolute path outside the working directory.
+    let abs = sb.path().parent().unwrap().join("secret.txt");
+    assert_denied(&sb, "absolute", abs.to_str().unwrap(), "no grant covers");
+    // A symlink inside the granted directory pointing out of it.
+    std::os::unix::fs::symlink("../../secret.txt", sb.path().join("fixtures/data/link.txt"))
+        .unwrap();
+    assert_denied(&sb, "symlink", "fixtures/data/link.txt", "symlink");
+    // The same read of a real granted file is allowed (the grant itself works).
+    let (code, out) = sb.json(&["--home", "ok", "run", "reader.plan", "--json"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn escalation_retries_falls_back_suspends_and_resumes() {
+    let sb = Sandbox::new();
+    let (code, out) = sb.json(&["run", "fixtures/plans/escalation.plan", "--json"]);
+    assert_eq!(code, 3, "suspended: {out}");
+    assert_eq!(out["status"], "suspended");
+    assert_eq!(out["waiting"]["step"], "total");
+    assert_eq!(out["waiting"]["attempts"], 6);
+    let events = sb.events(".oracle", "escalation-1");
+    let calls: Vec<(String, u64)> = payloads(&events)
+        .into_iter()
+        .filter_map(|p| match p {
+            Payload::StepScheduled(s) if s.step == "total" => Some((s.tool, s.attempt)),
+            _ => None,
+        })
+        .collect();
+    let tools: Vec<&str> = calls.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        tools,
+        [
+            "json.parse",
+            "json.parse",
+            "json.parse",
+            "text.split",
+            "text.split",
+            "text.split"
+        ],
+        "three attempts, then the fallback three times"
+    );
+    let failures = payloads(&events)
+        .into_iter()
+        .filter(|p| matches!(p, Payload::ToolFailed(f) if f.tool == "json.parse"))
+        .count();
+    assert_eq!(failures, 3);
+
+    // Listed as pending human work.
+    let (code, list, _) = sb.oracle(&["runs", "--status", "suspended", "--json"]);
+    assert_eq!(code, 0);
+    let rows: Vec<Value> = list
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{list}");
+    assert_eq!(rows[0]["run"], "escalation-1");
+    assert_eq!(rows[0]["waiting"]["step"], "total");
+    let (_, none, _) = sb.oracle(&["runs", "--status", "completed", "--json"]);
+    assert!(none.trim().is_empty());
+
+    // Wrong step, missing value, not JSON: clear errors, log untouched.
+    let before = fs::read(sb.log(".oracle", "escalation-1")).unwrap();
+    for (args, needle) in [
+        (
+            vec![
+                "resume",
+                "escalation-1",
+                "--step",
+                "confirm",
+                "--value",
+                "1",
+            ],
+            "waits on step `total`, not `confirm`",
+        ),
+        (vec!["resume", "escalation-1"], "--step total --value JSON"),
+        (
+            vec![
+                "resume",
+                "escalation-1",
+                "--step",
+                "total",
+                "--value",
+                "{nope",
+            ],
+            "not JSON",
+        ),
+        (vec!["resume", "no-such-run"], "no such run"),
+    ] {
+        let (code, _, err) = sb.oracle(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert_eq!(fs::read(sb.log(".oracle", "escalation-1")).unwrap(), before);
+
+    // The person supplies the total; the run goes on to ask for approval (human.ask).
+    let value = r#"{"value":{"total":1250}}"#;
+    let (code, out) = sb.json(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        value,
+        "--json",
+    ]);
+    assert_eq!(code, 3, "{out}");
+    assert_eq!(out["waiting"]["step"], "confirm");
+    assert_eq!(
+        out["waiting"]["reason"],
+        "The invoice total is 1250. Approve payment?"
+    );
+    sb.write("answer.json", "\"approved\"");
+    let (code, out) = sb.json(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "confirm",
+        "--value-file",
+        "answer.json",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["status"], "completed");
+    let events = sb.events(".oracle", "escalation-1");
+    assert!(
+        payloads(&events).iter().any(
+            |p| matches!(p, Payload::Resumed(r) if r.step == "confirm" && r.value == "approved")
+        )
+    );
+
+    // The resumed run replays, and cannot be resumed again.
+    let (code, r) = sb.json(&["replay", "escalation-1", "--json"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["ending"], "completed");
+    let (code, _, err) = sb.oracle(&["resume", "escalation-1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("has finished"), "{err}");
+}
+
+/// Rewrites one event's payload and recomputes every hash after it, so `verify` passes.
+fn forge(log: &Path, seq: usize, edit: impl FnOnce(&mut Value)) {
+    let text = fs::read_to_string(log).unwrap();
+    let mut events: Vec<Event> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    edit(&mut events[seq].payload);
+    events[seq].payload_hash = oracle_core::canon::payload_hash(&events[seq].payload).unwrap();
+    oracle_core::event::relink(&mut events).unwrap();
+    let mut out = Vec::new();
+    for e in &events {
+        out.extend(oracle_core::record::encode(e));
+    }
+    fs::write(log, out).unwrap();
+}
+
+#[test]
+fn a_forged_pure_output_that_verifies_is_caught_by_replay() {
+    let sb = Sandbox::new();
+    let (code, _) = sb.json(&["run", "fixtures/plans/quickstart.plan", "--json"]);
+    assert_eq!(code, 0);
+    let log = sb.log(".oracle", "quickstart-1");
+    let events = sb.events(".oracle", "quickstart-1");
+    let seq = events
+        .iter()
+        .position(
+            |e| matches!(e.typed().unwrap(), Payload::ToolReturned(r) if r.tool == "text.count"),
+        )
+        .unwrap();
+    forge(&log, seq, |p| p["output"]["words"] = Value::from(99));
+    let (code, out, err) = sb.oracle(&["verify", log.to_str().unwrap()]);
+    assert_eq!(code, 0, "the forgery is internally consistent: {out}{err}");
+    let (code, r) = sb.json(&["replay", "quickstart-1", "--json"]);
+    assert_eq!(code, 4, "{r}");
+    assert_eq!(r["result"], "diverged");
+    assert_eq!(r["seq"], seq as u64);
+    assert_eq!(r["step"], "stats");
+    assert_eq!(r["class"], "payload");
+    let fields: Vec<&str> = r["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"payload.output.words"), "{fields:?}");
+    // The text report says the same.
+    let (code, out, _) = sb.oracle(&["replay", "quickstart-1"]);
+    assert_eq!(code, 4);
+    assert!(out.contains(&format!("DIVERGED at event {seq}")), "{out}");
+    assert!(out.contains("payload.output.words"), "{out}");
+}
+
+#[test]
+fn replay_against_an_edited_plan_names_the_first_step_that_differs() {
+    let sb = Sandbox::new();
+    let (code, _) = sb.json(&["run", "fixtures/plans/quickstart.plan", "--json"]);
+    assert_eq!(code, 0);
+    let original = fs::read_to_string(sb.path().join("fixtures/plans/quickstart.plan")).unwrap();
+    // Layout and comments only: still valid, same plan hash.
+    let relaid = format!(
+        "# a comment\n\n{}",
+        original.replace("  expect", "      expect")
+    );
+    sb.write("relaid.plan", &relaid);
+    let (code, r) = sb.json(&["replay", "quickstart-1", "--plan", "relaid.plan", "--json"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["plan_changes"], Value::Array(vec![]));
+    // A different summary text: the run diverges at the write, and says so.
+    let edited = original.replace("\"words: \"", "\"Words: \"");
+    assert_ne!(edited, original);
+    sb.write("edited.plan", &edited);
+    let (code, r) = sb.json(&["replay", "quickstart-1", "--plan", "edited.plan", "--json"]);
+    assert_eq!(code, 4, "{r}");
+    assert_eq!(r["step"], "summary");
+    assert_eq!(r["recorded"]["kind"], "tool_called");
+    let fields: Vec<&str> = r["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"payload.input.content"), "{fields:?}");
+}
+
+#[test]
+fn bad_plans_and_arguments_start_nothing() {
+    let sb = Sandbox::new();
+    for (args, needle) in [
+        (vec!["run", "fixtures/plans/missing.plan"], "missing.plan"),
+        (
+            vec!["run", "fixtures/plans/quickstart.plan", "--input", "nope=1"],
+            "has no input `nope`",
+        ),
+        (
+            vec![
+                "run",
+                "fixtures/plans/quickstart.plan",
+                "--input",
+                "min_words=many",
+            ],
+            "must be an integer",
+        ),
+        (
+            vec![
+                "run",
+                "fixtures/plans/quickstart.plan",
+                "--grant",
+                "not a grant",
+            ],
+            "not a capability",
+        ),
+    ] {
+        let (code, _, err) = sb.oracle(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    sb.write(
+        "broken.plan",
+        "plan broken version 1\nx = fs.read { path: }\n",
+    );
+    let (code, _, err) = sb.oracle(&["run", "broken.plan"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("broken.plan:2:"),
+        "diagnostics with line:col: {err}"
+    );
+    assert!(
+        !sb.path().join(".oracle/runs").exists(),
+        "no run was created"
+    );
+}
+
+/// A plan with pure steps before and after a slow impure one that waits for a marker file.
+const SLOW: &str = "plan slow version 1\n\
+grant proc:exec:sh\n\
+a = text.count { text: \"one two three\" }\n\
+wait = proc.exec { program: \"sh\", args: [\"-c\", \"while [ ! -e marker ]; do sleep 0.05; done; echo done\"] }\n  after a\n  timeout 60s\n\
+b = text.count { text: \"four five\" }\n  after wait\n\
+c = json.get { value: { a: a.words, b: b.words }, path: \"b\" }\n";
+
+#[test]
+fn a_run_killed_mid_way_verifies_and_resume_finishes_it() {
+    let sb = Sandbox::new();
+    sb.write("slow.plan", SLOW);
+    let mut child = sb
+        .command(&["--home", "killed", "run", "slow.plan"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the slow call is on disk (write-ahead), then kill the process.
+    let log = sb.log("killed", "slow-1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("\"tool_called\"") && text.contains("proc.exec") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached the slow step"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+
+    let (code, out, err) = sb.oracle(&["verify", log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, list, _) = sb.oracle(&["--home", "killed", "runs", "--status", "running", "--json"]);
+    assert!(list.contains("slow-1"), "{list}");
+
+    sb.write("marker", "");
+    let (code, out) = sb.json(&["--home", "killed", "resume", "slow-1", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["status"], "completed");
+
+    // An uninterrupted run reaches the same state.
+    let (code, clean) = sb.json(&["--home", "clean", "run", "slow.plan", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(out["state"], clean["state"]);
+    assert_eq!(out["head"], clean["head"]);
+    let (code, r) = sb.json(&["--home", "killed", "replay", "slow-1", "--json"]);
+    assert_eq!(code, 0, "{r}");
+}

@@ -1,0 +1,598 @@
+//! The plan agent: runs a compiled plan as an [`Agent`], and binds run inputs.
+//!
+//! Everything the agent decides is written to the run's state under `step/<name>`, so the log
+//! says why each call was made, retried, skipped or given up:
+//!
+//! | status      | fields                           | meaning                                     |
+//! |-------------|----------------------------------|---------------------------------------------|
+//! | `completed` | `attempts`, `output`             | the step's output (what later steps read)   |
+//! | `retrying`  | `attempts`, `error`              | the last attempt failed; another follows    |
+//! | `skipped`   | `reason`                         | `when` was false or a dependency did not complete |
+//! | `failed`    | `attempts`, `error`              | failed for good under `stop` or `continue`  |
+//! | `waiting`   | `attempts`, `reason`             | waits for `oracle resume` (`yield`, `human.ask`) |
+//!
+//! Attempts are numbered from 1 across both tiers: with `retry 3`, attempts 1–3 call the step's
+//! tool and 4–6 its fallback. A denied capability fails the step at once (the grants of a run
+//! never change, so retrying cannot help). Messages quote expressions in canonical form, never
+//! source positions, so editing a plan's layout does not change what its runs record.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use oracle_core::agent::{Action, Agent, AgentError, Call, Decision, Observation, Outcome};
+use oracle_core::payload::{RunStatus, StateChanged};
+use oracle_core::{Hash, State};
+use serde_json::{Map, Value, json};
+
+use crate::ast::{Expr, FailurePolicy, InputType};
+use crate::compile::{CompiledCall, CompiledPlan};
+use crate::eval::{self, Env};
+use crate::print::print_expr;
+
+/// Most calls the plan agent starts in one decision. Bounds the work between two commits and
+/// the size of one round of events; steps beyond it start in the next decision. Part of the
+/// agent's behaviour: changing it changes the logs of wide plans.
+pub const CALLS_PER_DECISION_MAX: usize = 64;
+
+/// Tool whose answer comes from a person: its output is `{answer}` around the injected value.
+pub const ASK_TOOL: &str = "human.ask";
+
+/// State key of a step.
+pub fn step_key(name: &str) -> String {
+    format!("step/{name}")
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Status {
+    Pending,
+    Running,
+    Retrying { attempts: u64 },
+    Completed,
+    Skipped,
+    Failed,
+    Waiting { attempts: u64, reason: String },
+}
+
+/// Runs a compiled plan.
+#[derive(Clone, Debug)]
+pub struct PlanAgent {
+    plan: CompiledPlan,
+    inputs: Map<String, Value>,
+    by_name: BTreeMap<String, u32>,
+    /// Position of each step in the plan's order.
+    position: Vec<u32>,
+    dependents: Vec<Vec<u32>>,
+    /// Dependencies of each step not yet completed, skipped or failed.
+    unsettled: Vec<u32>,
+    /// Positions of steps to look at in the next decision.
+    ready: BTreeSet<u32>,
+    status: Vec<Status>,
+    /// Outputs of completed steps (also in the state, but a decision's own changes are only
+    /// recorded after it, and later steps of the same decision must see them).
+    outputs: Vec<Option<Value>>,
+    in_flight: u64,
+    /// Set when a step failed under `stop`: no new calls start.
+    stopping: Option<String>,
+    started: bool,
+}
+
+impl PlanAgent {
+    /// An agent for `plan` with bound inputs (see [`bind_inputs`]).
+    pub fn new(plan: CompiledPlan, inputs: Map<String, Value>) -> PlanAgent {
+        let n = plan.steps.len();
+        let mut position = vec![0u32; n];
+        for (pos, &idx) in plan.order.iter().enumerate() {
+            position[idx as usize] = pos as u32;
+        }
+        let mut dependents = vec![Vec::new(); n];
+        for (idx, s) in plan.steps.iter().enumerate() {
+            for &d in &s.deps {
+                dependents[d as usize].push(idx as u32);
+            }
+        }
+        let by_name = plan
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.clone(), i as u32))
+            .collect();
+        let unsettled = plan.steps.iter().map(|s| s.deps.len() as u32).collect();
+        PlanAgent {
+            plan,
+            inputs,
+            by_name,
+            position,
+            dependents,
+            unsettled,
+            ready: BTreeSet::new(),
+            status: vec![Status::Pending; n],
+            outputs: vec![None; n],
+            in_flight: 0,
+            stopping: None,
+            started: false,
+        }
+    }
+
+    pub fn plan(&self) -> &CompiledPlan {
+        &self.plan
+    }
+
+    pub fn inputs(&self) -> &Map<String, Value> {
+        &self.inputs
+    }
+
+    fn settle(&mut self, idx: u32) {
+        for i in 0..self.dependents[idx as usize].len() {
+            let d = self.dependents[idx as usize][i];
+            let left = &mut self.unsettled[d as usize];
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.ready.insert(self.position[d as usize]);
+            }
+        }
+    }
+
+    fn complete(&mut self, idx: u32, attempts: u64, output: Value, out: &mut Vec<StateChanged>) {
+        self.status[idx as usize] = Status::Completed;
+        self.outputs[idx as usize] = Some(output.clone());
+        let entry = json!({"status": "completed", "attempts": attempts, "output": output});
+        out.push(change(&self.plan.steps[idx as usize].name, entry));
+        self.settle(idx);
+    }
+
+    fn skip(&mut self, idx: u32, reason: String, out: &mut Vec<StateChanged>) {
+        self.status[idx as usize] = Status::Skipped;
+        out.push(change(
+            &self.plan.steps[idx as usize].name,
+            json!({"status": "skipped", "reason": reason}),
+        ));
+        self.settle(idx);
+    }
+
+    /// The step has failed for good: its failure policy decides what follows.
+    fn give_up(&mut self, idx: u32, attempts: u64, error: String, out: &mut Vec<StateChanged>) {
+        let step = &self.plan.steps[idx as usize];
+        let name = step.name.clone();
+        match step.on_failure {
+            FailurePolicy::Yield => {
+                self.status[idx as usize] = Status::Waiting {
+                    attempts,
+                    reason: error.clone(),
+                };
+                out.push(change(
+                    &name,
+                    json!({"status": "waiting", "attempts": attempts, "reason": error}),
+                ));
+            }
+            policy => {
+                self.status[idx as usize] = Status::Failed;
+                out.push(change(
+                    &name,
+                    json!({"status": "failed", "attempts": attempts, "error": error}),
+                ));
+                if policy == FailurePolicy::Stop {
+                    if self.stopping.is_none() {
+                        self.stopping = Some(format!("step `{name}` failed: {error}"));
+                    }
+                } else {
+                    self.settle(idx);
+                }
+            }
+        }
+    }
+
+    /// One attempt failed: retry in this tier, move to the fallback, or give up.
+    fn attempt_failed(
+        &mut self,
+        idx: u32,
+        attempts: u64,
+        error: String,
+        out: &mut Vec<StateChanged>,
+    ) {
+        let step = &self.plan.steps[idx as usize];
+        let tiers = if step.fallback.is_some() { 2 } else { 1 };
+        if attempts < step.retry.saturating_mul(tiers) {
+            self.status[idx as usize] = Status::Retrying { attempts };
+            out.push(change(
+                &step.name,
+                json!({"status": "retrying", "attempts": attempts, "error": error}),
+            ));
+            self.ready.insert(self.position[idx as usize]);
+        } else {
+            self.give_up(idx, attempts, error, out);
+        }
+    }
+
+    fn observe(
+        &mut self,
+        obs: &Observation,
+        out: &mut Vec<StateChanged>,
+    ) -> Result<(), AgentError> {
+        let idx = *self
+            .by_name
+            .get(&obs.step)
+            .ok_or_else(|| AgentError(format!("observation for unknown step `{}`", obs.step)))?;
+        let step = &self.plan.steps[idx as usize];
+        match &obs.outcome {
+            Outcome::Answered(value) => {
+                if !matches!(self.status[idx as usize], Status::Waiting { .. }) {
+                    return Err(AgentError(format!(
+                        "an answer for step `{}`, which is not waiting",
+                        obs.step
+                    )));
+                }
+                let output = if self.tool_of(idx, obs.attempt) == ASK_TOOL {
+                    json!({ "answer": value })
+                } else {
+                    value.clone()
+                };
+                self.complete(idx, obs.attempt, output, out);
+                return Ok(());
+            }
+            _ if self.status[idx as usize] != Status::Running => {
+                return Err(AgentError(format!(
+                    "an outcome for step `{}`, which has no call running",
+                    obs.step
+                )));
+            }
+            _ => {}
+        }
+        self.in_flight = self.in_flight.saturating_sub(1);
+        match &obs.outcome {
+            Outcome::Returned(output) => match &step.expect {
+                None => self.complete(idx, obs.attempt, output.clone(), out),
+                Some(expect) => {
+                    let env = StepEnv {
+                        agent: self,
+                        own: Some((&step.name, output)),
+                    };
+                    match eval::eval(expect, &env) {
+                        Ok(Value::Bool(true)) => {
+                            self.complete(idx, obs.attempt, output.clone(), out)
+                        }
+                        Ok(Value::Bool(false)) => {
+                            let e = format!("output rejected: expect `{}` is false", quote(expect));
+                            self.attempt_failed(idx, obs.attempt, e, out)
+                        }
+                        Ok(v) => {
+                            let e = format!(
+                                "output rejected: expect `{}` gave {}, not a bool",
+                                quote(expect),
+                                eval::type_name(&v)
+                            );
+                            self.attempt_failed(idx, obs.attempt, e, out)
+                        }
+                        Err(err) => {
+                            let e = format!("output rejected: expect `{}`: {err}", quote(expect));
+                            self.attempt_failed(idx, obs.attempt, e, out)
+                        }
+                    }
+                }
+            },
+            Outcome::Failed(error) => self.attempt_failed(idx, obs.attempt, error.clone(), out),
+            Outcome::Denied { capability, reason } => {
+                let e = format!("capability `{capability}` denied: {reason}");
+                self.give_up(idx, obs.attempt, e, out)
+            }
+            Outcome::Ask(question) => {
+                self.status[idx as usize] = Status::Waiting {
+                    attempts: obs.attempt,
+                    reason: question.clone(),
+                };
+                out.push(change(
+                    &step.name,
+                    json!({"status": "waiting", "attempts": obs.attempt, "reason": question}),
+                ));
+            }
+            Outcome::Answered(_) => {} // handled above
+        }
+        Ok(())
+    }
+
+    /// The tool attempt `attempt` of step `idx` calls.
+    fn tool_of(&self, idx: u32, attempt: u64) -> &str {
+        &self.call_of(idx, attempt).tool
+    }
+
+    fn call_of(&self, idx: u32, attempt: u64) -> &CompiledCall {
+        let step = &self.plan.steps[idx as usize];
+        match &step.fallback {
+            Some(f) if attempt > step.retry => f,
+            _ => &step.call,
+        }
+    }
+
+    /// Looks at one ready step: skips it, gives up on it, or returns its next call.
+    fn start(&mut self, idx: u32, out: &mut Vec<StateChanged>) -> Option<Call> {
+        let step = &self.plan.steps[idx as usize];
+        let attempts = match self.status[idx as usize] {
+            Status::Pending => 0,
+            Status::Retrying { attempts } => attempts,
+            // Already started, settled or waiting: nothing to do (a duplicate wake-up).
+            _ => return None,
+        };
+        if attempts == 0 {
+            for &d in &step.deps {
+                if self.status[d as usize] != Status::Completed {
+                    let reason = format!("`{}` did not complete", self.plan.steps[d as usize].name);
+                    self.skip(idx, reason, out);
+                    return None;
+                }
+            }
+        }
+        let env = StepEnv {
+            agent: self,
+            own: None,
+        };
+        if attempts == 0
+            && let Some(when) = &step.when
+        {
+            match eval::eval(when, &env) {
+                Ok(Value::Bool(true)) => {}
+                Ok(Value::Bool(false)) => {
+                    let reason = format!("when `{}` is false", quote(when));
+                    self.skip(idx, reason, out);
+                    return None;
+                }
+                Ok(v) => {
+                    let e = format!(
+                        "when `{}` gave {}, not a bool",
+                        quote(when),
+                        eval::type_name(&v)
+                    );
+                    self.give_up(idx, 0, e, out);
+                    return None;
+                }
+                Err(err) => {
+                    let e = format!("when `{}`: {err}", quote(when));
+                    self.give_up(idx, 0, e, out);
+                    return None;
+                }
+            }
+        }
+        let attempt = attempts + 1;
+        let call = self.call_of(idx, attempt);
+        let mut input = Map::new();
+        for (name, expr) in &call.args {
+            match eval::eval(expr, &env) {
+                Ok(v) => {
+                    input.insert(name.clone(), v);
+                }
+                Err(err) => {
+                    // Arguments are pure: another attempt would fail the same way.
+                    let e = format!("argument `{name}` (`{}`): {err}", quote(expr));
+                    self.give_up(idx, attempts, e, out);
+                    return None;
+                }
+            }
+        }
+        let call = Call {
+            step: step.name.clone(),
+            tool: call.tool.clone(),
+            attempt,
+            input: Value::Object(input),
+            timeout_ms: step.timeout_ms,
+        };
+        self.status[idx as usize] = Status::Running;
+        self.in_flight += 1;
+        Some(call)
+    }
+}
+
+fn quote(e: &Expr) -> String {
+    print_expr(e)
+}
+
+fn change(step: &str, entry: Value) -> StateChanged {
+    let mut set = Map::new();
+    set.insert(step_key(step), entry);
+    StateChanged {
+        set,
+        delete: Vec::new(),
+    }
+}
+
+/// Names as a step's expressions see them: its own output (in `expect`), run inputs, and the
+/// outputs of completed steps.
+struct StepEnv<'a> {
+    agent: &'a PlanAgent,
+    own: Option<(&'a str, &'a Value)>,
+}
+
+impl Env for StepEnv<'_> {
+    fn lookup(&self, name: &str) -> Option<&Value> {
+        if let Some((own, v)) = self.own
+            && own == name
+        {
+            return Some(v);
+        }
+        if let Some(v) = self.agent.inputs.get(name) {
+            return Some(v);
+        }
+        let idx = *self.agent.by_name.get(name)?;
+        self.agent.outputs[idx as usize].as_ref()
+    }
+}
+
+impl Agent for PlanAgent {
+    fn program(&self) -> &str {
+        &self.plan.name
+    }
+
+    fn program_hash(&self) -> Hash {
+        self.plan.hash
+    }
+
+    fn decide(
+        &mut self,
+        _state: &State,
+        observations: &[Observation],
+    ) -> Result<Decision, AgentError> {
+        let mut changes = Vec::new();
+        if !self.started {
+            self.started = true;
+            for (idx, s) in self.plan.steps.iter().enumerate() {
+                if s.deps.is_empty() {
+                    self.ready.insert(self.position[idx]);
+                }
+            }
+        }
+        for obs in observations {
+            self.observe(obs, &mut changes)?;
+        }
+        let mut calls = Vec::new();
+        if self.stopping.is_none() {
+            while calls.len() < CALLS_PER_DECISION_MAX {
+                let Some(pos) = self.ready.pop_first() else {
+                    break;
+                };
+                let idx = self.plan.order[pos as usize];
+                if let Some(call) = self.start(idx, &mut changes) {
+                    calls.push(call);
+                }
+                if self.stopping.is_some() {
+                    break;
+                }
+            }
+        }
+        let action = if !calls.is_empty() {
+            Action::Call(calls)
+        } else if self.in_flight > 0 {
+            return Err(AgentError(
+                "calls are still running but no outcomes were given".into(),
+            ));
+        } else if let Some(reason) = &self.stopping {
+            Action::Finish {
+                status: RunStatus::Failed,
+                reason: reason.clone(),
+            }
+        } else if let Some((idx, attempts, reason)) = self.first_waiting() {
+            Action::Suspend {
+                step: self.plan.steps[idx].name.clone(),
+                reason,
+                attempts,
+            }
+        } else {
+            Action::Finish {
+                status: RunStatus::Completed,
+                reason: String::new(),
+            }
+        };
+        let decision = Decision { changes, action };
+        Ok(decision)
+    }
+}
+
+impl PlanAgent {
+    fn first_waiting(&self) -> Option<(usize, u64, String)> {
+        self.plan
+            .order
+            .iter()
+            .find_map(|&idx| match &self.status[idx as usize] {
+                Status::Waiting { attempts, reason } => {
+                    Some((idx as usize, *attempts, reason.clone()))
+                }
+                _ => None,
+            })
+    }
+}
+
+/// Why run inputs could not be bound.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error("plan `{plan}` has no input `{name}`{}", hint.as_ref().map(|h| format!(" (did you mean `{h}`?)")).unwrap_or_default())]
+    Unknown {
+        plan: String,
+        name: String,
+        hint: Option<String>,
+    },
+    #[error("input `{name}` is required (the plan gives it no default)")]
+    Missing { name: String },
+    #[error("input `{name}` must be {expected}: {reason}")]
+    Type {
+        name: String,
+        expected: &'static str,
+        reason: String,
+    },
+    #[error("input `{name}` is given twice")]
+    Duplicate { name: String },
+}
+
+/// Binds inputs given as text (`--input name=value`): a `string` input takes the text as it
+/// is; `int` and `bool` parse it; `list`, `map` and `json` parse it as JSON (no floats). Inputs
+/// not given take their defaults.
+pub fn bind_inputs(
+    plan: &CompiledPlan,
+    given: &[(String, String)],
+) -> Result<Map<String, Value>, InputError> {
+    let mut seen = BTreeSet::new();
+    for (name, _) in given {
+        if !seen.insert(name.as_str()) {
+            return Err(InputError::Duplicate { name: name.clone() });
+        }
+        if !plan.inputs.iter().any(|i| &i.name == name) {
+            let names = plan.inputs.iter().map(|i| i.name.as_str());
+            return Err(InputError::Unknown {
+                plan: plan.name.clone(),
+                name: name.clone(),
+                hint: crate::diagnostic::closest(name, names).map(str::to_owned),
+            });
+        }
+    }
+    let mut out = Map::new();
+    for input in &plan.inputs {
+        let text = given.iter().find(|(n, _)| n == &input.name).map(|(_, t)| t);
+        let value = match (text, &input.default) {
+            (Some(t), _) => parse_input(&input.name, input.ty, t)?,
+            (None, Some(d)) => d.clone(),
+            (None, None) => {
+                return Err(InputError::Missing {
+                    name: input.name.clone(),
+                });
+            }
+        };
+        out.insert(input.name.clone(), value);
+    }
+    Ok(out)
+}
+
+fn parse_input(name: &str, ty: InputType, text: &str) -> Result<Value, InputError> {
+    let fail = |reason: String| InputError::Type {
+        name: name.to_owned(),
+        expected: match ty {
+            InputType::String => "a string",
+            InputType::Int => "an integer",
+            InputType::Bool => "`true` or `false`",
+            InputType::List => "a JSON list",
+            InputType::Map => "a JSON object",
+            InputType::Json => "JSON",
+        },
+        reason,
+    };
+    match ty {
+        InputType::String => Ok(Value::String(text.to_owned())),
+        InputType::Int => text
+            .trim()
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|e| fail(format!("`{text}`: {e}"))),
+        InputType::Bool => match text.trim() {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            other => Err(fail(format!("got `{other}`"))),
+        },
+        InputType::List | InputType::Map | InputType::Json => {
+            let v: Value = serde_json::from_str(text).map_err(|e| fail(e.to_string()))?;
+            oracle_core::canon::check(&v).map_err(|e| fail(e.to_string()))?;
+            let ok = match ty {
+                InputType::List => v.is_array(),
+                InputType::Map => v.is_object(),
+                _ => true,
+            };
+            if ok {
+                Ok(v)
+            } else {
+                Err(fail(format!("got {}", eval::type_name(&v))))
+            }
+        }
+    }
+}

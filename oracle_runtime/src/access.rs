@@ -1,0 +1,290 @@
+//! Capability checks at run time: lexical matching of a call's needed capability against the
+//! run's grants, then, for file paths, symlink resolution, so a grant covers the file a tool
+//! really touches and not only the name it was given.
+//!
+//! Reasons for a denial are recorded in hashed `capability_denied` events, so they name paths as
+//! the call wrote them (or relative to the working directory) and never contain the absolute
+//! working directory or a symlink's absolute target.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use oracle_core::capability::{Capability, PATH_DOMAINS, glob_match, normalize_path};
+
+/// The verdict of a capability check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// `grant` (as written) covers the call. For an `fs` scope, `resolved` is the absolute path
+    /// with every symlink resolved: the one file tools must use.
+    Allowed {
+        grant: String,
+        resolved: Option<PathBuf>,
+    },
+    Denied {
+        reason: String,
+    },
+}
+
+/// The lexical part of a check (no file system): normalises the needed scope and returns the
+/// first grant, in order and as written, that covers it; otherwise why none does.
+///
+/// For the path domains (`fs`, `proc`): `.` and `..` are resolved, and a `..` that climbs above
+/// the start is refused; an absolute path inside `root` (the canonical working directory) is
+/// made relative to it, and one outside stays absolute. For `fs`, only an absolute grant covers
+/// a path outside (not even `**`, which is everything in the working directory). For `proc`, a
+/// program given as a path that normalises to a bare name (`./sh`) stays `./sh`: a bare name is
+/// looked up in `PATH`, and a grant for `sh` must not cover a file `sh` in the working
+/// directory.
+pub fn lexical(grants: &[Capability], needed: &Capability, root: &Path) -> Result<String, String> {
+    let subject = subject(needed, root)?;
+    grants
+        .iter()
+        .find(|g| covers(g, needed, &subject))
+        .map(ToString::to_string)
+        .ok_or_else(|| no_grant(grants, needed))
+}
+
+/// The full check: [`lexical`], then for `fs` scopes the real path, with symlinks resolved, must
+/// stay inside the working directory (unless the call named an absolute path outside it) and
+/// be covered by a grant too. `proc` and other domains are checked lexically only.
+pub fn check(grants: &[Capability], needed: &Capability, root: &Path) -> Verdict {
+    // The working directory should be canonical already; making sure costs one system call and
+    // keeps a symlinked root from looking like an escape.
+    let canonical_root = fs::canonicalize(root);
+    let root = canonical_root.as_deref().unwrap_or(root);
+    let grant = match lexical(grants, needed, root) {
+        Ok(g) => g,
+        Err(reason) => return Verdict::Denied { reason },
+    };
+    if needed.domain != "fs" {
+        return Verdict::Allowed {
+            grant,
+            resolved: None,
+        };
+    }
+    match resolve_fs(grants, needed, root) {
+        Ok(resolved) => Verdict::Allowed {
+            grant,
+            resolved: Some(resolved),
+        },
+        Err(reason) => Verdict::Denied { reason },
+    }
+}
+
+/// The scope a grant must match: the needed scope, normalised for path domains.
+fn subject(needed: &Capability, root: &Path) -> Result<String, String> {
+    let scope = &needed.scope;
+    if !PATH_DOMAINS.contains(&needed.domain.as_str()) {
+        return Ok(scope.clone());
+    }
+    let Some(normal) = normalize_path(scope) else {
+        return Err(if scope.starts_with('/') {
+            format!("`{scope}` climbs above the root directory")
+        } else {
+            format!("`{scope}` climbs out of the working directory")
+        });
+    };
+    let normal = match Path::new(&normal).strip_prefix(root) {
+        // `normal` is UTF-8, so any part of it is too.
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => normal,
+    };
+    if needed.domain == "proc" && scope.contains('/') && !normal.contains('/') {
+        return Ok(format!("./{normal}"));
+    }
+    Ok(normal)
+}
+
+/// [`Capability::covers`] for a subject that is already normalised (and, for `proc`, may carry
+/// a `./` that `covers` would strip), with one more rule for files: a relative grant covers only
+/// paths inside the working directory, so `fs:read:**` means everything here, not everything
+/// (that is `fs:read:/**`). Programs are not confined that way: `sh` runs `/bin/sh` anyway, so
+/// `proc:exec:**` covers `/usr/bin/wc`.
+fn covers(grant: &Capability, needed: &Capability, subject: &str) -> bool {
+    let word = |g: &str, n: &str| g == "*" || g == n;
+    let outside = needed.domain == "fs" && subject.starts_with('/');
+    word(&grant.domain, &needed.domain)
+        && word(&grant.action, &needed.action)
+        && (!outside || grant.scope.starts_with('/'))
+        && glob_match(&grant.scope, subject)
+}
+
+fn no_grant(grants: &[Capability], needed: &Capability) -> String {
+    if grants.is_empty() {
+        return format!("no grant covers `{needed}` (this run has no grants)");
+    }
+    let list: Vec<String> = grants.iter().map(ToString::to_string).collect();
+    format!("no grant covers `{needed}` (granted: {})", list.join(", "))
+}
+
+/// The real path of an `fs` scope that passed the lexical check, or why it may not be used.
+fn resolve_fs(grants: &[Capability], needed: &Capability, root: &Path) -> Result<PathBuf, String> {
+    let scope = &needed.scope;
+    let lexical = subject(needed, root)?;
+    let real = real_path(&root.join(&lexical)).map_err(|why| unresolved(scope, why))?;
+    let inside = real.strip_prefix(root).ok();
+    let Some(real_subject) = inside.unwrap_or(&real).to_str().map(str::to_owned) else {
+        return Err(format!(
+            "`{scope}` resolves through a symlink to a path that is not UTF-8"
+        ));
+    };
+    if real_subject == lexical {
+        return Ok(real);
+    }
+    let named_inside = !Path::new(&lexical).is_absolute();
+    if named_inside && inside.is_none() {
+        return Err(format!(
+            "`{scope}` resolves through a symlink to a place outside the working directory"
+        ));
+    }
+    if grants.iter().any(|g| covers(g, needed, &real_subject)) {
+        return Ok(real);
+    }
+    Err(match inside {
+        Some(_) => format!(
+            "`{scope}` resolves through a symlink to `{real_subject}`, which no grant covers"
+        ),
+        // Outside the working directory, named by an absolute path: the target is not this
+        // run's to reveal.
+        None => format!("`{scope}` resolves through a symlink to a place no grant covers"),
+    })
+}
+
+/// Why a path has no real path.
+enum Unresolved {
+    /// A symlink on the way points to nothing. Refused rather than kept as a name: whatever
+    /// appears at its target later would be reached through it.
+    Dangling,
+    Io(io::Error),
+}
+
+/// `path` with every symlink resolved: the longest prefix that exists, canonicalised, and the
+/// rest (which does not exist yet, e.g. a file about to be written) appended as written.
+/// `path` has no `.` or `..` components (it is normalised), so appending is exact.
+fn real_path(path: &Path) -> Result<PathBuf, Unresolved> {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        match fs::canonicalize(existing) {
+            Ok(mut real) => {
+                real.extend(rest.iter().rev());
+                return Ok(real);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                // Missing, unless it is a symlink whose target is missing.
+                if fs::symlink_metadata(existing).is_ok_and(|m| m.file_type().is_symlink()) {
+                    return Err(Unresolved::Dangling);
+                }
+                match (existing.parent(), existing.file_name()) {
+                    (Some(parent), Some(name)) => {
+                        rest.push(name.to_os_string());
+                        existing = parent;
+                    }
+                    _ => return Err(Unresolved::Io(e)),
+                }
+            }
+            Err(e) => return Err(Unresolved::Io(e)),
+        }
+    }
+}
+
+fn unresolved(scope: &str, why: Unresolved) -> String {
+    match why {
+        Unresolved::Dangling => {
+            format!("`{scope}` goes through a symlink whose target does not exist")
+        }
+        Unresolved::Io(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            format!("`{scope}` cannot be resolved: permission denied")
+        }
+        // Mostly a symlink loop (ELOOP), which has no stable error kind.
+        Unresolved::Io(_) => format!(
+            "`{scope}` cannot be resolved: a symlink loop or an unreadable directory is in the way"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(s: &str) -> Capability {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn lexical_rules() {
+        let root = Path::new("/work/run");
+        let grants = [
+            cap("fs:read:data/**"),
+            cap("proc:exec:sh"),
+            cap("fs:read:/etc/hosts"),
+        ];
+        assert_eq!(
+            lexical(&grants, &cap("fs:read:data/a/../b.txt"), root),
+            Ok("fs:read:data/**".to_owned())
+        );
+        assert_eq!(
+            lexical(&grants, &cap("fs:read:/work/run/data/x"), root),
+            Ok("fs:read:data/**".to_owned()),
+            "absolute inside the root is made relative"
+        );
+        assert_eq!(
+            lexical(&grants, &cap("fs:read:/etc/hosts"), root),
+            Ok("fs:read:/etc/hosts".to_owned())
+        );
+        assert_eq!(
+            lexical(&grants, &cap("fs:read:../x"), root),
+            Err("`../x` climbs out of the working directory".to_owned())
+        );
+        assert_eq!(
+            lexical(&grants, &cap("fs:read:/other/data/x"), root),
+            Err(
+                "no grant covers `fs:read:/other/data/x` (granted: fs:read:data/**, proc:exec:sh, fs:read:/etc/hosts)"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            lexical(&grants, &cap("proc:exec:sh"), root),
+            Ok("proc:exec:sh".to_owned())
+        );
+        assert!(
+            lexical(&grants, &cap("proc:exec:./sh"), root).is_err(),
+            "a grant for the program `sh` does not cover a file `sh` in the working directory"
+        );
+        assert!(lexical(&[cap("proc:exec:./sh")], &cap("proc:exec:./sh"), root).is_ok());
+        assert!(
+            lexical(
+                &[cap("proc:exec:./sh")],
+                &cap("proc:exec:/work/run/sh"),
+                root
+            )
+            .is_ok()
+        );
+        assert!(lexical(&[cap("kv:get:user/*")], &cap("kv:get:user/name"), root).is_ok());
+        assert!(lexical(&[cap("kv:get:user/*")], &cap("kv:get:user/a/b"), root).is_err());
+        assert_eq!(
+            lexical(&[], &cap("kv:get:x"), root),
+            Err("no grant covers `kv:get:x` (this run has no grants)".to_owned())
+        );
+    }
+
+    #[test]
+    fn grants_are_tried_in_order() {
+        let grants = [cap("fs:read:data/*.txt"), cap("fs:*:**")];
+        let root = Path::new("/r");
+        assert_eq!(
+            lexical(&grants, &cap("fs:read:data/a.txt"), root),
+            Ok("fs:read:data/*.txt".to_owned())
+        );
+        assert_eq!(
+            lexical(&grants, &cap("fs:read:data/sub/a.txt"), root),
+            Ok("fs:*:**".to_owned())
+        );
+    }
+}

@@ -1,0 +1,840 @@
+//! The engine: drives an agent, checks capabilities, executes tools and records every step.
+//!
+//! One loop serves `run`, `resume` and `replay`. The engine always drives the agent from the
+//! start of the run. While events are already recorded (a resumed or replayed run), every event
+//! it produces is compared with the recorded one at the same seq (chain hash, which covers the
+//! payload and the state hash after it) and nothing is written; impure tool outputs, capability
+//! verdicts about links and human answers are taken from the record; pure tools are executed
+//! again and must give the recorded output. Past the end of the record, a run or resume appends
+//! to the log and a replay stops.
+//!
+//! Each decision is one round of logical time. Its events come in a fixed order: the agent's
+//! state changes; then, for each call in the agent's order, `step_scheduled`, the capability
+//! verdict and `tool_called`; then one outcome per called tool, in the same order; then one
+//! `state_changed` with the round's key-value writes. Tools of a round may execute concurrently
+//! (`jobs`), but the order of events does not depend on how many run at once.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+
+use oracle_core::agent::{Action, Agent, AgentError, Call, Observation, Outcome};
+use oracle_core::capability::Capability;
+use oracle_core::diff::{self, Divergence};
+use oracle_core::payload::{self, RunStatus, StateChanged};
+use oracle_core::{Event, EventKind, Hash, Payload, Recorder, RecordingError, State};
+use serde_json::{Map, Value};
+
+use crate::access::{self, Verdict};
+use crate::error::StoreError;
+use crate::tool::{Effect, Registered, Registry, ToolContext, ToolError, needed_capability};
+use crate::writer::LogWriter;
+
+/// Most tool calls one run may make (a bound against agents that never finish).
+pub const CALLS_MAX_DEFAULT: u64 = 10_000_000;
+/// Most tools executing at once.
+pub const JOBS_MAX: u32 = 256;
+
+/// Everything that determines a run besides its program.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub seed: u64,
+    /// Sorted and unique.
+    pub grants: Vec<Capability>,
+    pub inputs: Map<String, Value>,
+    /// The canonical directory relative paths are resolved against. Never recorded.
+    pub root: PathBuf,
+    pub jobs: u32,
+    pub calls_max: u64,
+}
+
+/// How a drive ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ending {
+    Finished {
+        status: RunStatus,
+        reason: String,
+    },
+    Suspended {
+        step: String,
+        reason: String,
+        attempts: u64,
+    },
+    /// Replay only: the record ends here and the run had not finished (it was interrupted).
+    EndOfRecord,
+}
+
+/// What a drive did.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub ending: Ending,
+    /// Events in the log now.
+    pub events: u64,
+    pub head: Hash,
+    pub state: State,
+    /// Events that were already recorded and matched.
+    pub matched: u64,
+    /// Events appended by this drive.
+    pub appended: u64,
+    /// Tool calls executed by this drive (pure re-executions included).
+    pub executed: u64,
+    /// Tool outcomes taken from the record instead of executing.
+    pub reused: u64,
+}
+
+/// Why a drive stopped without an ending.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("event {seq}: {source}")]
+    Record {
+        seq: u64,
+        #[source]
+        source: RecordingError,
+    },
+    #[error("event {}: the run does not reproduce its record ({})", .0.seq, .0.class.name())]
+    Diverged(Box<Divergence>),
+    /// The record has an event where the program produces none, or the reverse.
+    #[error("event {seq}: {message}")]
+    Unexpected { seq: u64, message: String },
+    #[error("event {seq}: {source}")]
+    Agent {
+        seq: u64,
+        #[source]
+        source: AgentError,
+    },
+    #[error("the answer is for step `{given}`, but the run waits on step `{waiting}`")]
+    WrongStep { given: String, waiting: String },
+}
+
+impl EngineError {
+    /// The seq the error is about, if any.
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            EngineError::Record { seq, .. }
+            | EngineError::Unexpected { seq, .. }
+            | EngineError::Agent { seq, .. } => Some(*seq),
+            EngineError::Diverged(d) => Some(d.seq),
+            _ => None,
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, EngineError>;
+
+/// A call that passed its checks and waits for its outcome.
+struct Pending {
+    call: Call,
+    called: u64,
+    effect: Effect,
+    resolved: Option<PathBuf>,
+    /// Set when the capability held when recorded but does not hold now: executing the call
+    /// again (after a crash) must not happen.
+    denied_now: Option<String>,
+}
+
+enum Prep {
+    /// Settled before any tool ran (denied, bad input): the outcome is recorded already.
+    Done(Outcome),
+    Asked(String),
+    Pending(Box<Pending>),
+}
+
+/// The result of executing a call: the outcome payload and key-value writes.
+struct Executed {
+    payload: Payload,
+    writes: BTreeMap<String, Value>,
+}
+
+/// Drives an agent against a record and, past its end, a log writer.
+pub struct Engine<'r, A: Agent> {
+    agent: A,
+    registry: &'r Registry,
+    config: RunConfig,
+    recorded: Vec<Event>,
+    /// Our own chain over the recorded part (compared event by event).
+    produced: Recorder,
+    writer: Option<LogWriter>,
+    /// For `resume --step S --value V`.
+    answer: Option<(String, Value)>,
+    /// `replay --plan`: the first event may differ in its program fields.
+    program_may_differ: bool,
+    tick: u64,
+    calls: u64,
+    matched: u64,
+    appended: u64,
+    executed: u64,
+    reused: u64,
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl<'r, A: Agent> Engine<'r, A> {
+    /// An engine over `recorded` (empty for a new run). `writer` is where events past the
+    /// record go; `None` makes a replay, which stops at the end of the record.
+    pub fn new(
+        agent: A,
+        registry: &'r Registry,
+        config: RunConfig,
+        recorded: Vec<Event>,
+        writer: Option<LogWriter>,
+    ) -> Engine<'r, A> {
+        let jobs = config.jobs.clamp(1, JOBS_MAX);
+        // A pool that cannot be built (no threads available) only costs concurrency.
+        let pool = (jobs > 1)
+            .then(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(jobs as usize)
+                    .build()
+                    .ok()
+            })
+            .flatten();
+        Engine {
+            agent,
+            registry,
+            config,
+            recorded,
+            produced: Recorder::new(),
+            writer,
+            answer: None,
+            program_may_differ: false,
+            tick: 0,
+            calls: 0,
+            matched: 0,
+            appended: 0,
+            executed: 0,
+            reused: 0,
+            pool,
+        }
+    }
+
+    /// Supplies the answer for a suspended step (`oracle resume --step --value`).
+    pub fn with_answer(mut self, step: String, value: Value) -> Self {
+        self.answer = Some((step, value));
+        self
+    }
+
+    /// Lets the first event differ in `program`, `program_hash`, `grants` and `inputs` (replay
+    /// against an edited plan): later events are compared on everything but chain hashes.
+    pub fn allow_program_change(mut self) -> Self {
+        self.program_may_differ = true;
+        self
+    }
+
+    pub fn into_writer(self) -> Option<LogWriter> {
+        self.writer
+    }
+
+    fn next_seq(&self) -> u64 {
+        match &self.writer {
+            Some(w) if self.catching_up_done() => w.head().next_seq,
+            _ => self.produced.head().next_seq,
+        }
+    }
+
+    fn catching_up_done(&self) -> bool {
+        self.produced.head().next_seq >= self.recorded.len() as u64
+    }
+
+    fn recorded_at(&self, seq: u64) -> Option<&Event> {
+        self.recorded.get(usize::try_from(seq).ok()?)
+    }
+
+    /// The state the agent sees.
+    fn state(&self) -> &State {
+        match &self.writer {
+            Some(w) if self.catching_up_done() => w.state(),
+            _ => self.produced.state(),
+        }
+    }
+
+    /// Records one event: compared with the record while there is one, appended after.
+    fn emit(&mut self, parents: Vec<u64>, payload: Payload) -> Result<u64> {
+        let seq = self.next_seq();
+        if let Some(recorded) = self.recorded_at(seq) {
+            let recorded = recorded.clone();
+            let ev = self
+                .produced
+                .record(self.tick, parents, payload)
+                .map_err(|source| EngineError::Record { seq, source })?;
+            self.compare(&recorded, ev)?;
+            self.matched += 1;
+            return Ok(seq);
+        }
+        let Some(writer) = self.writer.as_mut() else {
+            return Err(EngineError::Unexpected {
+                seq,
+                message: "end of record".into(),
+            });
+        };
+        writer.append(self.tick, parents, payload)?;
+        self.appended += 1;
+        Ok(seq)
+    }
+
+    fn compare(&self, recorded: &Event, produced: Event) -> Result<()> {
+        let same = if self.program_may_differ {
+            let program_fields = recorded.seq == 0;
+            program_fields
+                || (recorded.kind == produced.kind
+                    && recorded.time == produced.time
+                    && recorded.parents == produced.parents
+                    && recorded.payload == produced.payload
+                    && recorded.state_after == produced.state_after)
+        } else {
+            recorded.hash == produced.hash
+        };
+        if same {
+            return Ok(());
+        }
+        let seq = recorded.seq;
+        let last_common = seq
+            .checked_sub(1)
+            .and_then(|s| self.recorded_at(s))
+            .cloned();
+        Err(EngineError::Diverged(Box::new(diff::explain(
+            seq,
+            recorded.clone(),
+            produced,
+            last_common,
+        ))))
+    }
+
+    /// Runs until the run finishes or suspends (or, for a replay, the record ends).
+    pub fn drive(&mut self) -> Result<Report> {
+        let ending = match self.drive_inner() {
+            Ok(e) => e,
+            Err(EngineError::Unexpected { message, .. })
+                if message == "end of record" && self.writer.is_none() =>
+            {
+                Ending::EndOfRecord
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(w) = self.writer.as_mut() {
+            w.commit()?;
+        }
+        let (events, head, state) = match &self.writer {
+            Some(w) if self.catching_up_done() => {
+                (w.head().next_seq, w.head().hash, w.state().clone())
+            }
+            _ => (
+                self.produced.head().next_seq,
+                self.produced.head().hash,
+                self.produced.state().clone(),
+            ),
+        };
+        if self.writer.is_none()
+            && ending != Ending::EndOfRecord
+            && (events as usize) < self.recorded.len()
+        {
+            return Err(EngineError::Unexpected {
+                seq: events,
+                message: format!(
+                    "the program ended here, but the record goes on with `{}`",
+                    self.recorded[events as usize].kind
+                ),
+            });
+        }
+        Ok(Report {
+            ending,
+            events,
+            head,
+            state,
+            matched: self.matched,
+            appended: self.appended,
+            executed: self.executed,
+            reused: self.reused,
+        })
+    }
+
+    fn drive_inner(&mut self) -> Result<Ending> {
+        let mut grants: Vec<String> = self.config.grants.iter().map(|g| g.to_string()).collect();
+        grants.sort();
+        grants.dedup();
+        self.emit(
+            vec![],
+            Payload::RunStarted(payload::RunStarted {
+                program: self.agent.program().to_owned(),
+                program_hash: self.agent.program_hash(),
+                seed: self.config.seed,
+                grants,
+                inputs: self.config.inputs.clone(),
+            }),
+        )?;
+        let mut observations = Vec::new();
+        loop {
+            self.tick += 1;
+            let state = self.state().clone();
+            let seq = self.next_seq();
+            let decision = self
+                .agent
+                .decide(&state, &observations)
+                .map_err(|source| EngineError::Agent { seq, source })?;
+            for change in decision.changes {
+                if !change.set.is_empty() || !change.delete.is_empty() {
+                    self.emit(vec![], Payload::StateChanged(change))?;
+                }
+            }
+            match decision.action {
+                Action::Finish { status, reason } => {
+                    self.emit(
+                        vec![],
+                        Payload::RunFinished(payload::RunFinished {
+                            status,
+                            reason: reason.clone(),
+                        }),
+                    )?;
+                    return Ok(Ending::Finished { status, reason });
+                }
+                Action::Suspend {
+                    step,
+                    reason,
+                    attempts,
+                } => {
+                    let suspended = self.emit(
+                        vec![],
+                        Payload::Suspended(payload::Suspended {
+                            step: step.clone(),
+                            reason: reason.clone(),
+                            attempts,
+                        }),
+                    )?;
+                    let next = self.next_seq();
+                    let value = if let Some(rec) = self.recorded_at(next) {
+                        match rec.typed() {
+                            Ok(Payload::Resumed(r)) if r.step == step => r.value,
+                            _ => {
+                                return Err(EngineError::Unexpected {
+                                    seq: next,
+                                    message: format!(
+                                        "the run suspends at step `{step}` here, but the record goes on with `{}`",
+                                        rec.kind
+                                    ),
+                                });
+                            }
+                        }
+                    } else if let Some((given, value)) = self.answer.take() {
+                        if given != step {
+                            return Err(EngineError::WrongStep {
+                                given,
+                                waiting: step,
+                            });
+                        }
+                        value
+                    } else if self.writer.is_none() {
+                        // A replay of a suspended run ends where the run waits.
+                        return Ok(Ending::Suspended {
+                            step,
+                            reason,
+                            attempts,
+                        });
+                    } else {
+                        return Ok(Ending::Suspended {
+                            step,
+                            reason,
+                            attempts,
+                        });
+                    };
+                    self.emit(
+                        vec![suspended],
+                        Payload::Resumed(payload::Resumed {
+                            step: step.clone(),
+                            value: value.clone(),
+                        }),
+                    )?;
+                    observations = vec![Observation {
+                        step,
+                        tool: String::new(),
+                        attempt: attempts,
+                        outcome: Outcome::Answered(value),
+                    }];
+                }
+                Action::Call(calls) => {
+                    self.calls = self.calls.saturating_add(calls.len() as u64);
+                    if self.calls > self.config.calls_max {
+                        let reason = format!(
+                            "bound reached: calls_max = {} tool calls per run",
+                            self.config.calls_max
+                        );
+                        self.emit(
+                            vec![],
+                            Payload::RunFinished(payload::RunFinished {
+                                status: RunStatus::Failed,
+                                reason: reason.clone(),
+                            }),
+                        )?;
+                        return Ok(Ending::Finished {
+                            status: RunStatus::Failed,
+                            reason,
+                        });
+                    }
+                    observations = self.run_calls(calls, &state)?;
+                }
+            }
+        }
+    }
+
+    /// Capability verdict for one call. While catching up, what the record says about links
+    /// is taken as recorded (the file system may have changed since); the lexical part, which
+    /// depends only on the grants, is always recomputed.
+    fn verdict(
+        &self,
+        step: &str,
+        needed: &Capability,
+    ) -> (Verdict, Option<PathBuf>, Option<String>) {
+        let root = &self.config.root;
+        let now = access::check(&self.config.grants, needed, root);
+        let (resolved, denied_now) = match &now {
+            Verdict::Allowed { resolved, .. } => (resolved.clone(), None),
+            Verdict::Denied { reason } => (None, Some(reason.clone())),
+        };
+        let lexical = access::lexical(&self.config.grants, needed, root);
+        let recorded = self
+            .recorded_at(self.next_seq())
+            .and_then(|e| match e.typed() {
+                Ok(Payload::CapabilityAllowed(p))
+                    if p.step == step && p.capability == needed.to_string() =>
+                {
+                    Some(Verdict::Allowed {
+                        grant: p.grant,
+                        resolved: None,
+                    })
+                }
+                Ok(Payload::CapabilityDenied(p))
+                    if p.step == step && p.capability == needed.to_string() =>
+                {
+                    Some(Verdict::Denied { reason: p.reason })
+                }
+                _ => None,
+            });
+        let verdict = match (lexical, recorded) {
+            (Ok(_), Some(rec)) => rec,
+            _ => now,
+        };
+        (verdict, resolved, denied_now)
+    }
+
+    fn run_calls(&mut self, calls: Vec<Call>, state: &State) -> Result<Vec<Observation>> {
+        let registry = self.registry;
+        let mut preps = Vec::with_capacity(calls.len());
+        let mut keys = Vec::with_capacity(calls.len());
+        for call in calls {
+            keys.push((call.step.clone(), call.tool.clone(), call.attempt));
+            let scheduled = self.emit(
+                vec![],
+                Payload::StepScheduled(payload::StepScheduled {
+                    step: call.step.clone(),
+                    tool: call.tool.clone(),
+                    attempt: call.attempt,
+                }),
+            )?;
+            let fail = |this: &mut Self, parent: u64, error: String| -> Result<Prep> {
+                this.emit(
+                    vec![parent],
+                    Payload::ToolFailed(payload::ToolFailed {
+                        step: call.step.clone(),
+                        tool: call.tool.clone(),
+                        attempt: call.attempt,
+                        error: error.clone(),
+                    }),
+                )?;
+                Ok(Prep::Done(Outcome::Failed(error)))
+            };
+            let Some(reg) = registry.get(&call.tool) else {
+                let e = format!("unknown tool `{}`", call.tool);
+                preps.push(fail(self, scheduled, e)?);
+                continue;
+            };
+            let mut parent = scheduled;
+            let mut resolved = None;
+            let mut denied_now = None;
+            match needed_capability(&reg.decl, &call.input) {
+                Err(e) => {
+                    preps.push(fail(self, scheduled, e)?);
+                    continue;
+                }
+                Ok(None) => {}
+                Ok(Some(needed)) => {
+                    let (verdict, r, d) = self.verdict(&call.step, &needed);
+                    resolved = r;
+                    denied_now = d;
+                    match verdict {
+                        Verdict::Allowed { grant, .. } => {
+                            parent = self.emit(
+                                vec![scheduled],
+                                Payload::CapabilityAllowed(payload::CapabilityAllowed {
+                                    step: call.step.clone(),
+                                    capability: needed.to_string(),
+                                    grant,
+                                }),
+                            )?;
+                        }
+                        Verdict::Denied { reason } => {
+                            self.emit(
+                                vec![scheduled],
+                                Payload::CapabilityDenied(payload::CapabilityDenied {
+                                    step: call.step.clone(),
+                                    capability: needed.to_string(),
+                                    reason: reason.clone(),
+                                }),
+                            )?;
+                            preps.push(Prep::Done(Outcome::Denied {
+                                capability: needed.to_string(),
+                                reason,
+                            }));
+                            continue;
+                        }
+                    }
+                }
+            }
+            let called = self.emit(
+                vec![parent],
+                Payload::ToolCalled(payload::ToolCalled {
+                    step: call.step.clone(),
+                    tool: call.tool.clone(),
+                    tool_version: reg.decl.version.clone(),
+                    attempt: call.attempt,
+                    input: call.input.clone(),
+                }),
+            )?;
+            if let Err(e) = reg.input.check(&call.input) {
+                let e = format!("input does not match the tool's input schema: {e}");
+                preps.push(fail(self, called, e)?);
+                continue;
+            }
+            if reg.decl.effect == Effect::Ask {
+                let cx = context(&self.config, self.tick, &call, state, None, reg);
+                match reg.tool.call(&call.input, &cx) {
+                    Err(ToolError::Ask(question)) => preps.push(Prep::Asked(question)),
+                    Err(e) => preps.push(fail(self, called, e.to_string())?),
+                    Ok(_) => {
+                        let e = "a tool that asks a person returned an output instead".to_owned();
+                        preps.push(fail(self, called, e)?);
+                    }
+                }
+                continue;
+            }
+            preps.push(Prep::Pending(Box::new(Pending {
+                call,
+                called,
+                effect: reg.decl.effect,
+                resolved,
+                denied_now,
+            })));
+        }
+
+        // Outcomes: one event per pending call, in call order, starting at `base`.
+        let base = self.next_seq();
+        let mut executed: Vec<Option<Executed>> = Vec::new();
+        let mut work: Vec<(usize, &Pending)> = Vec::new();
+        let mut j = 0u64;
+        for (i, p) in preps.iter().enumerate() {
+            if let Prep::Pending(p) = p {
+                let recorded = self.recorded_at(base + j).is_some();
+                if !recorded || p.effect == Effect::Pure {
+                    work.push((i, p));
+                }
+                j += 1;
+            }
+        }
+        executed.resize_with(preps.len(), || None);
+        // Write-ahead for effects: the `tool_called` of an impure call is handed to the store
+        // (and synced, under the default durability) before the call touches the world.
+        if work.iter().any(|(_, p)| p.effect != Effect::Pure)
+            && let Some(w) = self.writer.as_mut()
+            && self.produced.head().next_seq >= self.recorded.len() as u64
+        {
+            w.commit()?;
+        }
+        let results: Vec<(usize, Executed)> = {
+            let (registry, config, tick) = (self.registry, &self.config, self.tick);
+            let run = |&(i, p): &(usize, &Pending)| (i, execute(registry, config, tick, p, state));
+            match &self.pool {
+                Some(pool) if work.len() > 1 => {
+                    use rayon::prelude::*;
+                    pool.install(|| work.par_iter().map(run).collect())
+                }
+                _ => work.iter().map(run).collect(),
+            }
+        };
+        self.executed += results.len() as u64;
+        for (i, e) in results {
+            executed[i] = Some(e);
+        }
+
+        let mut writes: BTreeMap<String, Value> = BTreeMap::new();
+        let mut observations = Vec::with_capacity(preps.len());
+        for (i, prep) in preps.into_iter().enumerate() {
+            let (step, tool, attempt) = keys[i].clone();
+            let outcome = match prep {
+                Prep::Done(o) => o,
+                Prep::Asked(q) => Outcome::Ask(q),
+                Prep::Pending(p) => {
+                    let payload = match executed[i].take() {
+                        Some(ex) => {
+                            for (k, v) in ex.writes {
+                                writes.insert(format!("kv/{k}"), v);
+                            }
+                            ex.payload
+                        }
+                        None => {
+                            self.reused += 1;
+                            self.recorded_outcome(&p.call)?
+                        }
+                    };
+                    let outcome = match &payload {
+                        Payload::ToolReturned(r) => Outcome::Returned(r.output.clone()),
+                        Payload::ToolFailed(f) => Outcome::Failed(f.error.clone()),
+                        // Invariant: `execute` and `recorded_outcome` only make these two.
+                        _ => Outcome::Failed("internal: unexpected outcome".into()),
+                    };
+                    self.emit(vec![p.called], payload)?;
+                    outcome
+                }
+            };
+            observations.push(Observation {
+                step,
+                tool,
+                attempt,
+                outcome,
+            });
+        }
+        if !writes.is_empty() {
+            let set: Map<String, Value> = writes.into_iter().collect();
+            self.emit(
+                vec![],
+                Payload::StateChanged(StateChanged {
+                    set,
+                    delete: vec![],
+                }),
+            )?;
+        }
+        Ok(observations)
+    }
+
+    /// The recorded outcome of a call that is not executed again.
+    fn recorded_outcome(&self, call: &Call) -> Result<Payload> {
+        let seq = self.next_seq();
+        let unexpected = |message: String| EngineError::Unexpected { seq, message };
+        let rec = self
+            .recorded_at(seq)
+            .ok_or_else(|| unexpected("no recorded outcome".into()))?;
+        let payload = rec.typed().map_err(|e| unexpected(e.to_string()))?;
+        let (step, tool, attempt) = match &payload {
+            Payload::ToolReturned(p) => (&p.step, &p.tool, p.attempt),
+            Payload::ToolFailed(p) => (&p.step, &p.tool, p.attempt),
+            _ => {
+                return Err(unexpected(format!(
+                    "expected the outcome of step `{}` attempt {}, the record has `{}`",
+                    call.step, call.attempt, rec.kind
+                )));
+            }
+        };
+        if step != &call.step || tool != &call.tool || attempt != call.attempt {
+            return Err(unexpected(format!(
+                "expected the outcome of step `{}` ({} attempt {}), the record has step `{step}` ({tool} attempt {attempt})",
+                call.step, call.tool, call.attempt
+            )));
+        }
+        Ok(payload)
+    }
+}
+
+fn context<'a>(
+    config: &'a RunConfig,
+    tick: u64,
+    call: &'a Call,
+    state: &'a State,
+    resolved: Option<&'a Path>,
+    reg: &Registered,
+) -> ToolContext<'a> {
+    ToolContext {
+        step: &call.step,
+        attempt: call.attempt,
+        tick,
+        seed: config.seed,
+        state,
+        root: &config.root,
+        resolved,
+        timeout_ms: call.timeout_ms.unwrap_or(reg.decl.timeout_ms),
+        output_bytes_max: reg.decl.output_bytes_max,
+    }
+}
+
+/// Executes one call and checks what it returned. Never panics: a panicking tool fails its
+/// call.
+fn execute(
+    registry: &Registry,
+    config: &RunConfig,
+    tick: u64,
+    p: &Pending,
+    state: &State,
+) -> Executed {
+    let call = &p.call;
+    let failed = |error: String| Executed {
+        payload: Payload::ToolFailed(payload::ToolFailed {
+            step: call.step.clone(),
+            tool: call.tool.clone(),
+            attempt: call.attempt,
+            error,
+        }),
+        writes: BTreeMap::new(),
+    };
+    if let Some(reason) = &p.denied_now {
+        return failed(format!("the capability no longer holds: {reason}"));
+    }
+    let Some(reg) = registry.get(&call.tool) else {
+        return failed(format!("unknown tool `{}`", call.tool));
+    };
+    let cx = context(config, tick, call, state, p.resolved.as_deref(), reg);
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| reg.tool.call(&call.input, &cx)));
+    let out = match result {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => return failed(e.to_string()),
+        Err(_) => return failed(format!("tool `{}` panicked", call.tool)),
+    };
+    if reg.decl.effect == Effect::Impure && !out.writes.is_empty() {
+        return failed(
+            "an impure tool may not write the run's keys (they could not be replayed)".into(),
+        );
+    }
+    match oracle_core::canon::encode(&out.output) {
+        Ok(bytes) if bytes.len() as u64 > reg.decl.output_bytes_max => {
+            return failed(
+                ToolError::OutputTooLarge {
+                    limit: reg.decl.output_bytes_max,
+                }
+                .to_string(),
+            );
+        }
+        Ok(_) => {}
+        Err(e) => return failed(format!("output cannot be recorded: {e}")),
+    }
+    if let Err(e) = reg.output.check(&out.output) {
+        return failed(format!(
+            "output does not match the tool's output schema: {e}"
+        ));
+    }
+    Executed {
+        payload: Payload::ToolReturned(payload::ToolReturned {
+            step: call.step.clone(),
+            tool: call.tool.clone(),
+            attempt: call.attempt,
+            output: out.output,
+        }),
+        writes: out.writes,
+    }
+}
+
+/// The kinds that make up a finished, suspended or interrupted run, for status listings.
+pub fn status_of(last: Option<&Event>) -> &'static str {
+    match last.map(|e| (e.kind, e.typed())) {
+        Some((EventKind::RunFinished, Ok(Payload::RunFinished(f)))) => match f.status {
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+        },
+        Some((EventKind::Suspended, _)) => "suspended",
+        _ => "running",
+    }
+}

@@ -1,0 +1,642 @@
+//! Runs as the command line sees them: start a plan, resume a suspended or interrupted run,
+//! replay a run by re-execution, list runs.
+//!
+//! A run lives in `<home>/runs/<id>/`: `events.jsonl` (the log), `plan.plan` (the plan source
+//! the run was started from, so `resume` and `replay` need nothing else) and `run.json` (an
+//! unhashed sidecar: the working directory paths were resolved against).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use oracle_core::capability::{Capability, CapabilityError};
+use oracle_core::payload::{RunStarted, RunStatus};
+use oracle_core::verify::LogBytesError;
+use oracle_core::{Event, Hash, Payload};
+use oracle_plan::agent::{InputError, PlanAgent, bind_inputs};
+use oracle_plan::{CompiledPlan, Diagnostic, Severity};
+use serde_json::{Map, Value, json};
+
+use crate::engine::{CALLS_MAX_DEFAULT, Ending, Engine, EngineError, Report, RunConfig};
+use crate::error::StoreError;
+use crate::paths::{LOG_FILE, LogPaths};
+use crate::reader;
+use crate::repair::{self, Repair};
+use crate::schema::Schema;
+use crate::tool::Registry;
+use crate::writer::{Durability, LogWriter};
+
+/// File name of the plan copy in a run directory.
+pub const PLAN_FILE: &str = "plan.plan";
+/// File name of the unhashed sidecar.
+pub const META_FILE: &str = "run.json";
+/// Most run ids tried for one plan name before giving up (another process may be creating runs
+/// at the same time).
+pub const RUN_ID_ATTEMPTS_MAX: u64 = 10_000;
+
+/// Why a session could not do what was asked. Every variant leaves recorded data as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: the plan has {} error(s)", path.display(), diagnostics.iter().filter(|d| d.severity == Severity::Error).count())]
+    Plan {
+        path: PathBuf,
+        text: String,
+        diagnostics: Vec<Diagnostic>,
+    },
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("--grant {0}")]
+    Grant(CapabilityError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("{run}: no such run (looked in {home})")]
+    NotFound { run: String, home: PathBuf },
+    #[error("{run}: the run has finished ({status}); there is nothing to resume")]
+    Finished { run: String, status: String },
+    #[error(
+        "{run}: the run waits on step `{step}` ({reason}); give its output with `--step {step} --value JSON`"
+    )]
+    NeedsAnswer {
+        run: String,
+        step: String,
+        reason: String,
+    },
+    #[error(
+        "{run}: the run is not suspended (it was interrupted); resume it without --step/--value"
+    )]
+    NotSuspended { run: String },
+    #[error("{run}: the run waits on step `{waiting}`, not `{given}`")]
+    WrongStep {
+        run: String,
+        given: String,
+        waiting: String,
+    },
+    #[error("{run}: the answer for step `{step}` does not match its schema: {reason}")]
+    BadAnswer {
+        run: String,
+        step: String,
+        reason: String,
+    },
+    #[error(
+        "{path}: the stored plan does not match the run (plan hash {found}, the run recorded {recorded})"
+    )]
+    PlanChanged {
+        path: PathBuf,
+        found: Hash,
+        recorded: Hash,
+    },
+    #[error("{path}: the run's first event is not `run_started`")]
+    NoStart { path: PathBuf },
+}
+
+impl SessionError {
+    fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SessionError {
+        let path = path.into();
+        move |source| SessionError::Io { path, source }
+    }
+
+    /// True when recorded data is damaged or a run does not reproduce (exit code 4).
+    pub fn is_integrity(&self) -> bool {
+        match self {
+            SessionError::Store(e) => e.is_integrity(),
+            SessionError::Engine(EngineError::Store(e)) => e.is_integrity(),
+            SessionError::Engine(EngineError::WrongStep { .. }) => false,
+            SessionError::Engine(_) => true,
+            SessionError::PlanChanged { .. } | SessionError::NoStart { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, SessionError>;
+
+/// What `oracle run` was asked.
+#[derive(Clone, Debug)]
+pub struct StartOptions {
+    pub home: PathBuf,
+    pub plan: PathBuf,
+    pub inputs: Vec<(String, String)>,
+    pub seed: u64,
+    /// Grants beyond the plan's, as written.
+    pub grants: Vec<String>,
+    pub jobs: u32,
+    pub durability: Durability,
+    /// Where relative paths resolve (canonicalised here).
+    pub root: PathBuf,
+}
+
+/// A run that was started or resumed.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub id: String,
+    pub dir: PathBuf,
+    pub report: Report,
+    /// Set when a torn tail left by a crash was moved aside before resuming.
+    pub repaired: Option<Repair>,
+}
+
+/// Compiles plan source against the registry.
+pub fn compile(path: &Path, source: &str, registry: &Registry) -> Result<CompiledPlan> {
+    let (plan, diagnostics) = oracle_plan::check(source, &registry.catalogue());
+    match plan {
+        Some(p) if !diagnostics.iter().any(|d| d.severity == Severity::Error) => Ok(p),
+        _ => Err(SessionError::Plan {
+            path: path.to_path_buf(),
+            text: source.to_owned(),
+            diagnostics,
+        }),
+    }
+}
+
+fn read_text(path: &Path) -> Result<String> {
+    fs::read_to_string(path).map_err(SessionError::io(path))
+}
+
+fn canonical_root(root: &Path) -> Result<PathBuf> {
+    root.canonicalize().map_err(SessionError::io(root))
+}
+
+fn parse_grants(texts: &[String]) -> Result<Vec<Capability>> {
+    texts
+        .iter()
+        .map(|t| t.parse::<Capability>().map_err(SessionError::Grant))
+        .collect()
+}
+
+fn merged_grants(plan: &CompiledPlan, extra: Vec<Capability>) -> Vec<Capability> {
+    let mut all: Vec<Capability> = plan.grants.iter().cloned().chain(extra).collect();
+    all.sort_by_key(|c| c.to_string());
+    all.dedup();
+    all
+}
+
+/// A file written whole, synced, then renamed into place.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::File::create(&tmp).map_err(SessionError::io(&tmp))?;
+    f.write_all(bytes).map_err(SessionError::io(&tmp))?;
+    f.sync_all().map_err(SessionError::io(&tmp))?;
+    fs::rename(&tmp, path).map_err(SessionError::io(path))
+}
+
+/// Creates `<home>/runs/<name>-<n>` with the first free `n`.
+fn new_run_dir(home: &Path, name: &str) -> Result<(String, PathBuf)> {
+    let runs = home.join("runs");
+    fs::create_dir_all(&runs).map_err(SessionError::io(&runs))?;
+    let prefix = format!("{name}-");
+    let mut next = 1u64;
+    for entry in fs::read_dir(&runs).map_err(SessionError::io(&runs))? {
+        let entry = entry.map_err(SessionError::io(&runs))?;
+        let file_name = entry.file_name();
+        if let Some(n) = file_name
+            .to_str()
+            .and_then(|s| s.strip_prefix(&prefix))
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            next = next.max(n.saturating_add(1));
+        }
+    }
+    for n in next..next.saturating_add(RUN_ID_ATTEMPTS_MAX) {
+        let id = format!("{name}-{n}");
+        let dir = runs.join(&id);
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok((id, dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(SessionError::Io {
+                    path: dir,
+                    source: e,
+                });
+            }
+        }
+    }
+    Err(SessionError::Io {
+        path: runs,
+        source: std::io::Error::other(format!(
+            "no free run id for `{name}` after {RUN_ID_ATTEMPTS_MAX} attempts"
+        )),
+    })
+}
+
+/// `oracle run`: compiles, binds inputs, creates the run directory and drives the run until it
+/// finishes or suspends. A bad plan, input or grant is reported before anything is created.
+pub fn start(opts: &StartOptions, registry: &Registry) -> Result<Session> {
+    let source = read_text(&opts.plan)?;
+    let plan = compile(&opts.plan, &source, registry)?;
+    let inputs = bind_inputs(&plan, &opts.inputs)?;
+    let grants = merged_grants(&plan, parse_grants(&opts.grants)?);
+    let root = canonical_root(&opts.root)?;
+    let (id, dir) = new_run_dir(&opts.home, &plan.name)?;
+    write_atomic(&dir.join(PLAN_FILE), source.as_bytes())?;
+    let meta = json!({"format": 1, "root": root.to_string_lossy()});
+    write_atomic(&dir.join(META_FILE), format!("{meta:#}\n").as_bytes())?;
+    let paths = LogPaths::of_run(&dir);
+    let writer = LogWriter::create(&paths, opts.durability)?;
+    let config = RunConfig {
+        seed: opts.seed,
+        grants,
+        inputs,
+        root,
+        jobs: opts.jobs,
+        calls_max: CALLS_MAX_DEFAULT,
+    };
+    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer));
+    let report = engine.drive()?;
+    if let Some(w) = engine.into_writer() {
+        w.close()?;
+    }
+    Ok(Session {
+        id,
+        dir,
+        report,
+        repaired: None,
+    })
+}
+
+/// A run directory found by id or path.
+#[derive(Clone, Debug)]
+pub struct RunDir {
+    pub id: String,
+    pub paths: LogPaths,
+    pub dir: PathBuf,
+}
+
+/// Finds a run by id (under `<home>/runs`) or by its directory.
+pub fn find(home: &Path, run: &str) -> Result<RunDir> {
+    let not_found = || SessionError::NotFound {
+        run: run.to_owned(),
+        home: home.to_path_buf(),
+    };
+    let paths = LogPaths::resolve(Path::new(run), home).ok_or_else(not_found)?;
+    let dir = paths.run_dir.clone().ok_or_else(not_found)?;
+    let id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| run.to_owned());
+    Ok(RunDir { id, paths, dir })
+}
+
+fn run_started(path: &Path, events: &[Event]) -> Result<RunStarted> {
+    match events.first().map(Event::typed) {
+        Some(Ok(Payload::RunStarted(p))) => Ok(p),
+        _ => Err(SessionError::NoStart {
+            path: path.to_path_buf(),
+        }),
+    }
+}
+
+fn stored_root(dir: &Path) -> Option<PathBuf> {
+    let text = fs::read_to_string(dir.join(META_FILE)).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    v.get("root").and_then(Value::as_str).map(PathBuf::from)
+}
+
+/// The stored plan, compiled and checked against the hash the run recorded.
+fn stored_plan(run: &RunDir, started: &RunStarted, registry: &Registry) -> Result<CompiledPlan> {
+    let path = run.dir.join(PLAN_FILE);
+    let source = read_text(&path)?;
+    let plan = compile(&path, &source, registry)?;
+    if plan.hash != started.program_hash {
+        return Err(SessionError::PlanChanged {
+            path,
+            found: plan.hash,
+            recorded: started.program_hash,
+        });
+    }
+    Ok(plan)
+}
+
+fn config_of(started: &RunStarted, root: PathBuf, jobs: u32) -> Result<RunConfig> {
+    Ok(RunConfig {
+        seed: started.seed,
+        grants: parse_grants(&started.grants)?,
+        inputs: started.inputs.clone(),
+        root,
+        jobs,
+        calls_max: CALLS_MAX_DEFAULT,
+    })
+}
+
+/// The JSON Schema a `human.ask` call of `step` asked its answer to follow, if any.
+fn answer_schema(events: &[Event], step: &str) -> Option<Value> {
+    events.iter().rev().find_map(|e| match e.typed() {
+        Ok(Payload::ToolCalled(c)) if c.step == step => Some(
+            (c.tool == oracle_plan::agent::ASK_TOOL)
+                .then(|| c.input.get("schema").cloned())
+                .flatten(),
+        ),
+        _ => None,
+    })?
+}
+
+/// `oracle resume`: continues a suspended run with an answer, or an interrupted one without.
+/// Every check happens before the log is touched.
+pub fn resume(
+    home: &Path,
+    run: &str,
+    answer: Option<(String, Value)>,
+    jobs: u32,
+    durability: Durability,
+    registry: &Registry,
+) -> Result<Session> {
+    let found = find(home, run)?;
+    let paths = &found.paths;
+    // A crash can leave a torn last record: move it aside (saved, never deleted) first.
+    let mut repaired = None;
+    let writer = match LogWriter::open(paths, durability) {
+        Ok(w) => w,
+        Err(StoreError::Log {
+            error: LogBytesError::TornTail { .. },
+            ..
+        }) => {
+            repaired = Some(repair::repair(paths)?);
+            LogWriter::open(paths, durability)?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let events = reader::read_all(&paths.log)?;
+    let started = run_started(&paths.log, &events)?;
+    match events.last().map(Event::typed) {
+        Some(Ok(Payload::RunFinished(f))) => {
+            return Err(SessionError::Finished {
+                run: found.id,
+                status: match f.status {
+                    RunStatus::Completed => "completed".into(),
+                    RunStatus::Failed => "failed".into(),
+                },
+            });
+        }
+        Some(Ok(Payload::Suspended(s))) => match &answer {
+            None => {
+                return Err(SessionError::NeedsAnswer {
+                    run: found.id,
+                    step: s.step,
+                    reason: s.reason,
+                });
+            }
+            Some((given, _)) if given != &s.step => {
+                return Err(SessionError::WrongStep {
+                    run: found.id,
+                    given: given.clone(),
+                    waiting: s.step,
+                });
+            }
+            Some((_, value)) => {
+                if let Some(schema) = answer_schema(&events, &s.step) {
+                    let schema =
+                        Schema::compile(&schema).map_err(|reason| SessionError::BadAnswer {
+                            run: found.id.clone(),
+                            step: s.step.clone(),
+                            reason,
+                        })?;
+                    schema
+                        .check(value)
+                        .map_err(|reason| SessionError::BadAnswer {
+                            run: found.id.clone(),
+                            step: s.step.clone(),
+                            reason,
+                        })?;
+                }
+                oracle_core::canon::check(value).map_err(|e| SessionError::BadAnswer {
+                    run: found.id.clone(),
+                    step: s.step.clone(),
+                    reason: e.to_string(),
+                })?;
+            }
+        },
+        _ if answer.is_some() => return Err(SessionError::NotSuspended { run: found.id }),
+        _ => {}
+    }
+    let plan = stored_plan(&found, &started, registry)?;
+    let root = match stored_root(&found.dir) {
+        Some(r) => r,
+        None => canonical_root(Path::new("."))?,
+    };
+    let config = config_of(&started, root, jobs)?;
+    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let mut engine = Engine::new(agent, registry, config, events, Some(writer));
+    if let Some((step, value)) = answer {
+        engine = engine.with_answer(step, value);
+    }
+    let report = engine.drive()?;
+    if let Some(w) = engine.into_writer() {
+        w.close()?;
+    }
+    Ok(Session {
+        id: found.id,
+        dir: found.dir,
+        report,
+        repaired,
+    })
+}
+
+/// What a replay found.
+#[derive(Clone, Debug)]
+pub struct Replayed {
+    pub id: String,
+    pub report: Report,
+    /// Differences in the first event accepted because a different plan was given.
+    pub program_changes: Vec<String>,
+    pub recorded_events: u64,
+}
+
+/// `oracle replay`: re-executes the run against its record; pure tools run again, impure
+/// outputs and answers come from the log; nothing is written.
+pub fn replay(
+    home: &Path,
+    run: &str,
+    plan_override: Option<&Path>,
+    jobs: u32,
+    registry: &Registry,
+) -> Result<Replayed> {
+    let found = find(home, run)?;
+    let events = reader::read_all(&found.paths.log)?;
+    let started = run_started(&found.paths.log, &events)?;
+    let root = match stored_root(&found.dir) {
+        Some(r) => r,
+        None => canonical_root(Path::new("."))?,
+    };
+    let mut config = config_of(&started, root, jobs)?;
+    let mut changes = Vec::new();
+    let plan = match plan_override {
+        None => stored_plan(&found, &started, registry)?,
+        Some(path) => {
+            let source = read_text(path)?;
+            let plan = compile(path, &source, registry)?;
+            // Grants given on the command line (beyond the stored plan's) still apply.
+            let stored = stored_plan(&found, &started, registry).ok();
+            let extra: Vec<Capability> = config
+                .grants
+                .iter()
+                .filter(|g| stored.as_ref().is_none_or(|s| !s.grants.contains(g)))
+                .cloned()
+                .collect();
+            config.grants = merged_grants(&plan, extra);
+            config.inputs = bind_inputs_partial(&plan, &started.inputs)?;
+            if plan.hash != started.program_hash {
+                changes.push(format!(
+                    "plan hash {} -> {}",
+                    started.program_hash.short(),
+                    plan.hash.short()
+                ));
+            }
+            let grants: Vec<String> = config.grants.iter().map(|g| g.to_string()).collect();
+            if grants != started.grants {
+                changes.push(format!(
+                    "grants [{}] -> [{}]",
+                    started.grants.join(", "),
+                    grants.join(", ")
+                ));
+            }
+            if config.inputs != started.inputs {
+                changes.push("inputs changed".to_owned());
+            }
+            plan
+        }
+    };
+    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let recorded_events = events.len() as u64;
+    let mut engine = Engine::new(agent, registry, config, events, None);
+    if plan_override.is_some() {
+        engine = engine.allow_program_change();
+    }
+    let report = engine.drive()?;
+    Ok(Replayed {
+        id: found.id,
+        report,
+        program_changes: changes,
+        recorded_events,
+    })
+}
+
+/// Inputs for a new plan: the recorded values it still declares, defaults for the rest.
+fn bind_inputs_partial(
+    plan: &CompiledPlan,
+    kept: &Map<String, Value>,
+) -> Result<Map<String, Value>> {
+    let mut out = Map::new();
+    for i in &plan.inputs {
+        match (kept.get(&i.name), &i.default) {
+            (Some(v), _) => {
+                out.insert(i.name.clone(), v.clone());
+            }
+            (None, Some(d)) => {
+                out.insert(i.name.clone(), d.clone());
+            }
+            (None, None) => {
+                return Err(InputError::Missing {
+                    name: i.name.clone(),
+                }
+                .into());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One line of `oracle runs`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunInfo {
+    pub id: String,
+    pub program: String,
+    /// `running` (or interrupted), `suspended`, `completed`, `failed`, or `damaged`.
+    pub status: String,
+    pub events: u64,
+    /// For a suspended run: the step it waits on and why.
+    pub waiting: Option<(String, String)>,
+    /// For a failed run: why.
+    pub reason: Option<String>,
+}
+
+/// Every run under `<home>/runs`, sorted by id. Reads only the first and last event of each
+/// log (through its index).
+pub fn list(home: &Path) -> Result<Vec<RunInfo>> {
+    let runs = home.join("runs");
+    let mut out = Vec::new();
+    let entries = match fs::read_dir(&runs) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => {
+            return Err(SessionError::Io {
+                path: runs,
+                source: e,
+            });
+        }
+    };
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(SessionError::io(&runs))?;
+        if entry.path().join(LOG_FILE).is_file() {
+            dirs.push(entry.path());
+        }
+    }
+    dirs.sort();
+    for dir in dirs {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        out.push(info_of(&id, &dir.join(LOG_FILE)));
+    }
+    Ok(out)
+}
+
+fn info_of(id: &str, log: &Path) -> RunInfo {
+    let damaged = |program: String| RunInfo {
+        id: id.to_owned(),
+        program,
+        status: "damaged".into(),
+        events: 0,
+        waiting: None,
+        reason: None,
+    };
+    let Ok(mut indexed) = crate::index::IndexedLog::open(log) else {
+        return damaged(String::new());
+    };
+    let events = indexed.len();
+    let (Ok(first), Ok(last)) = (indexed.read(0), indexed.read(events.saturating_sub(1))) else {
+        return damaged(String::new());
+    };
+    let program = match first.typed() {
+        Ok(Payload::RunStarted(p)) => p.program,
+        _ => return damaged(String::new()),
+    };
+    let status = crate::engine::status_of(Some(&last)).to_owned();
+    let (waiting, reason) = match last.typed() {
+        Ok(Payload::Suspended(s)) => (Some((s.step, s.reason)), None),
+        Ok(Payload::RunFinished(f)) if f.status == RunStatus::Failed => (None, Some(f.reason)),
+        _ => (None, None),
+    };
+    RunInfo {
+        id: id.to_owned(),
+        program,
+        status,
+        events,
+        waiting,
+        reason,
+    }
+}
+
+/// How a drive ended, in one word.
+pub fn ending_word(e: &Ending) -> &'static str {
+    match e {
+        Ending::Finished {
+            status: RunStatus::Completed,
+            ..
+        } => "completed",
+        Ending::Finished {
+            status: RunStatus::Failed,
+            ..
+        } => "failed",
+        Ending::Suspended { .. } => "suspended",
+        Ending::EndOfRecord => "interrupted",
+    }
+}

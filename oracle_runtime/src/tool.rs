@@ -1,0 +1,261 @@
+//! Tools: what a tool declares (schemas, capability, effect, limits), the context a call gets,
+//! and the registry the runtime and the plan compiler read tools from.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use oracle_core::State;
+use oracle_core::capability::Capability;
+use oracle_plan::catalogue::{ArgSpec, ArgType, CapabilityRule, Catalogue, ToolSpec};
+use serde_json::Value;
+
+use crate::schema::Schema;
+
+/// Longest a call may run when neither the tool nor the step says (one minute).
+pub const TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// Largest output a tool may return when it does not say (canonical JSON bytes, 8 MiB). Kept
+/// well under the log's record limit so an output always fits in its event.
+pub const OUTPUT_BYTES_MAX_DEFAULT: u64 = 8 << 20;
+
+/// Whether a tool's output can be recomputed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Effect {
+    /// Same input and context, same output: executed again on replay and compared.
+    Pure,
+    /// Touches the world: executed once, its output recorded and injected on replay.
+    Impure,
+    /// Needs a person: the run suspends until `oracle resume` supplies the answer.
+    Ask,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Pure => "pure",
+            Effect::Impure => "impure",
+            Effect::Ask => "ask",
+        }
+    }
+}
+
+/// Everything a tool declares about itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolDecl {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub effect: Effect,
+    /// JSON Schema of the input object. Its top-level `properties` and `required` are also
+    /// what the plan compiler checks arguments against.
+    pub input_schema: Value,
+    /// JSON Schema of the output.
+    pub output_schema: Value,
+    /// The capability a call needs, computed from its input.
+    pub capability: Option<CapabilityRule>,
+    pub timeout_ms: u64,
+    pub output_bytes_max: u64,
+}
+
+impl ToolDecl {
+    /// The tool as the plan compiler sees it: arguments read from the input schema's
+    /// `properties` (type from `type`, `any` when absent or a list) and `required`. Arguments
+    /// come in the order of `required`, then the optional ones by name: `properties` is a
+    /// sorted map, and this keeps `oracle plan tools` and diagnostics listing `path` before
+    /// `content`.
+    pub fn spec(&self) -> ToolSpec {
+        let required: Vec<&str> = self
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut args: Vec<ArgSpec> = self
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(name, schema)| ArgSpec {
+                        name: name.clone(),
+                        ty: match schema.get("type").and_then(Value::as_str) {
+                            Some("string") => ArgType::String,
+                            Some("integer") => ArgType::Int,
+                            Some("boolean") => ArgType::Bool,
+                            Some("array") => ArgType::List,
+                            Some("object") => ArgType::Map,
+                            _ => ArgType::Any,
+                        },
+                        required: required.contains(&name.as_str()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // Stable: optional arguments keep their (sorted) order.
+        args.sort_by_key(|a| {
+            required
+                .iter()
+                .position(|r| *r == a.name)
+                .unwrap_or(required.len())
+        });
+        ToolSpec {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            description: self.description.clone(),
+            args,
+            capability: self.capability.clone(),
+        }
+    }
+}
+
+/// What a call may know besides its input. Everything here is recorded in the log or derived
+/// from it, except `root` and `resolved`, which only locate files and never enter an event.
+#[derive(Clone, Copy, Debug)]
+pub struct ToolContext<'a> {
+    pub step: &'a str,
+    pub attempt: u64,
+    /// The run's logical time at this call (the `time` of its events).
+    pub tick: u64,
+    /// The run's recorded seed.
+    pub seed: u64,
+    /// The run's state when the call was decided.
+    pub state: &'a State,
+    /// The directory relative paths are resolved against (canonical).
+    pub root: &'a Path,
+    /// For a call whose capability scope is a path: that path with every symlink resolved, as
+    /// approved by the capability check. File tools must use this, not the input string.
+    pub resolved: Option<&'a Path>,
+    pub timeout_ms: u64,
+    pub output_bytes_max: u64,
+}
+
+/// A tool's result.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub output: Value,
+    /// Keys of the run's key-value store to write (`kv.set`); recorded as a state change under
+    /// `kv/<key>` right after the call's events.
+    pub writes: BTreeMap<String, Value>,
+}
+
+impl ToolOutput {
+    pub fn of(output: Value) -> ToolOutput {
+        ToolOutput {
+            output,
+            writes: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a call produced no output. Recorded as the `error` of a `tool_failed` event, so messages
+/// must not contain anything that varies between machines (absolute paths, durations).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("{0}")]
+    Failed(String),
+    #[error("timed out after {timeout_ms} ms")]
+    Timeout { timeout_ms: u64 },
+    #[error("output is larger than the limit of {limit} bytes")]
+    OutputTooLarge { limit: u64 },
+    /// Only from tools with [`Effect::Ask`]: the question to suspend with.
+    #[error("needs an answer: {0}")]
+    Ask(String),
+}
+
+/// A tool the runtime can call.
+pub trait Tool: Send + Sync {
+    fn decl(&self) -> ToolDecl;
+    /// Runs the call. The input has passed the input schema and the capability check.
+    fn call(&self, input: &Value, cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
+}
+
+/// A tool with its declaration and compiled schemas.
+pub struct Registered {
+    pub decl: ToolDecl,
+    pub input: Schema,
+    pub output: Schema,
+    pub tool: Arc<dyn Tool>,
+}
+
+/// Why a tool cannot be registered.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("tool `{0}` is registered twice")]
+    Duplicate(String),
+    #[error("tool `{tool}`: {which} schema: {message}")]
+    Schema {
+        tool: String,
+        which: &'static str,
+        message: String,
+    },
+}
+
+/// Tools by name.
+#[derive(Default)]
+pub struct Registry {
+    tools: BTreeMap<String, Registered>,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let decl = tool.decl();
+        if self.tools.contains_key(&decl.name) {
+            return Err(RegistryError::Duplicate(decl.name));
+        }
+        let compile = |which: &'static str, source: &Value| {
+            Schema::compile(source).map_err(|message| RegistryError::Schema {
+                tool: decl.name.clone(),
+                which,
+                message,
+            })
+        };
+        let input = compile("input", &decl.input_schema)?;
+        let output = compile("output", &decl.output_schema)?;
+        self.tools.insert(
+            decl.name.clone(),
+            Registered {
+                decl,
+                input,
+                output,
+                tool,
+            },
+        );
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Registered> {
+        self.tools.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Registered> {
+        self.tools.values()
+    }
+
+    /// What the plan compiler checks plans against.
+    pub fn catalogue(&self) -> Catalogue {
+        Catalogue::new(self.tools.values().map(|r| r.decl.spec()))
+    }
+}
+
+/// The capability a call with `input` needs, if the tool needs one. `Err` names the argument
+/// that should carry the scope when it is missing or not a string (the input schema normally
+/// catches this first).
+pub fn needed_capability(decl: &ToolDecl, input: &Value) -> Result<Option<Capability>, String> {
+    use oracle_plan::catalogue::ScopeFrom;
+    let Some(rule) = &decl.capability else {
+        return Ok(None);
+    };
+    let scope = match &rule.scope {
+        ScopeFrom::Fixed(s) => s.clone(),
+        ScopeFrom::Arg(arg) => match input.get(arg).and_then(Value::as_str) {
+            Some(s) => s.to_owned(),
+            None => return Err(format!("argument `{arg}` must be a string")),
+        },
+    };
+    Ok(Some(rule.needed(&scope)))
+}

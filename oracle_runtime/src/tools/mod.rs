@@ -1,0 +1,196 @@
+//! The built-in tools: one module per concept, and [`builtin`], the registry of all of them,
+//! which is also where the plan compiler's catalogue comes from (`crate::catalogue`).
+//!
+//! Every error message a tool returns is recorded in a hashed `tool_failed` event, so messages
+//! name paths and programs as the call wrote them and never contain absolute paths, durations,
+//! error numbers or anything else that differs between machines.
+
+use std::io;
+use std::sync::Arc;
+
+use oracle_plan::catalogue::{CapabilityRule, ScopeFrom};
+use serde_json::{Map, Value, json};
+
+use crate::tool::{
+    Effect, OUTPUT_BYTES_MAX_DEFAULT, Registry, TIMEOUT_MS_DEFAULT, Tool, ToolDecl, ToolError,
+};
+
+pub mod clock;
+pub mod fs;
+pub mod human;
+pub mod json;
+pub mod kv;
+pub mod proc;
+pub mod text;
+
+/// Every built-in tool, registered with its compiled schemas.
+pub fn builtin() -> Registry {
+    let tools: [Arc<dyn Tool>; 15] = [
+        Arc::new(fs::Read),
+        Arc::new(fs::Write),
+        Arc::new(fs::List),
+        Arc::new(proc::Exec),
+        Arc::new(text::Count),
+        Arc::new(text::Lines),
+        Arc::new(text::Contains),
+        Arc::new(text::Split),
+        Arc::new(json::Parse),
+        Arc::new(json::Get),
+        Arc::new(kv::Get),
+        Arc::new(kv::Set),
+        Arc::new(clock::Now),
+        Arc::new(clock::RandomInt),
+        Arc::new(human::Ask),
+    ];
+    let mut registry = Registry::new();
+    for tool in tools {
+        // Invariant: the built-in names are distinct and every schema compiles; the test
+        // `registers_every_builtin_tool` checks both, so this cannot fail at run time.
+        registry
+            .register(tool)
+            .expect("built-in tools have distinct names and valid schemas");
+    }
+    registry
+}
+
+/// A declaration with the defaults every built-in shares: version 1.0.0, the default timeout
+/// and output limit.
+pub fn decl(
+    name: &str,
+    description: &str,
+    effect: Effect,
+    input_schema: Value,
+    output_schema: Value,
+    capability: Option<CapabilityRule>,
+) -> ToolDecl {
+    ToolDecl {
+        name: name.to_owned(),
+        version: "1.0.0".to_owned(),
+        description: description.to_owned(),
+        effect,
+        input_schema,
+        output_schema,
+        capability,
+        timeout_ms: TIMEOUT_MS_DEFAULT,
+        output_bytes_max: OUTPUT_BYTES_MAX_DEFAULT,
+    }
+}
+
+/// A closed object schema: these `properties`, the `required` ones in this order (the order the
+/// plan compiler lists arguments in), nothing else.
+pub fn object(properties: &[(&str, Value)], required: &[&str]) -> Value {
+    let properties: Map<String, Value> = properties
+        .iter()
+        .map(|(name, schema)| ((*name).to_owned(), schema.clone()))
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The capability rule `domain:action:<arg>`: the scope is the value of the argument `arg`.
+pub fn needs_arg(domain: &str, action: &str, arg: &str) -> Option<CapabilityRule> {
+    Some(CapabilityRule {
+        domain: domain.to_owned(),
+        action: action.to_owned(),
+        scope: ScopeFrom::Arg(arg.to_owned()),
+    })
+}
+
+/// Schema shorthands.
+pub fn string() -> Value {
+    json!({"type": "string"})
+}
+
+pub fn integer() -> Value {
+    json!({"type": "integer"})
+}
+
+pub fn count() -> Value {
+    json!({"type": "integer", "minimum": 0})
+}
+
+pub fn boolean() -> Value {
+    json!({"type": "boolean"})
+}
+
+pub fn strings() -> Value {
+    json!({"type": "array", "items": {"type": "string"}})
+}
+
+/// Any JSON value.
+pub fn any() -> Value {
+    json!({})
+}
+
+/// The string argument `name`. The input schema has normally checked it already; this keeps a
+/// call made without that check from panicking.
+pub(crate) fn arg_str<'a>(input: &'a Value, name: &str) -> Result<&'a str, ToolError> {
+    input
+        .get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::Failed(format!("argument `{name}` must be a string")))
+}
+
+/// The integer argument `name` (within `i64`).
+pub(crate) fn arg_i64(input: &Value, name: &str) -> Result<i64, ToolError> {
+    input.get(name).and_then(Value::as_i64).ok_or_else(|| {
+        ToolError::Failed(format!(
+            "argument `{name}` must be an integer from {} to {}",
+            i64::MIN,
+            i64::MAX
+        ))
+    })
+}
+
+/// An IO error in words that are the same on every machine: the error's kind, never the OS
+/// message (which carries an error number and may be localised).
+pub(crate) fn io_reason(e: &io::Error) -> String {
+    use io::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => "it does not exist".to_owned(),
+        K::PermissionDenied => "permission denied".to_owned(),
+        K::AlreadyExists => "it already exists".to_owned(),
+        K::NotADirectory => "a part of the path is not a directory".to_owned(),
+        K::IsADirectory => "it is a directory".to_owned(),
+        K::DirectoryNotEmpty => "the directory is not empty".to_owned(),
+        K::ReadOnlyFilesystem => "the file system is read-only".to_owned(),
+        K::StorageFull => "no space left on the device".to_owned(),
+        K::InvalidFilename => "the name is not valid here".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registers_every_builtin_tool() {
+        let r = builtin();
+        let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
+        assert_eq!(names.len(), 15, "{names:?}");
+        for t in r.iter() {
+            assert_eq!(t.decl.version, "1.0.0");
+            assert!(!t.decl.description.is_empty());
+            assert_eq!(t.decl.input_schema["type"], "object", "{}", t.decl.name);
+            assert_eq!(
+                t.decl.input_schema["additionalProperties"], false,
+                "{}",
+                t.decl.name
+            );
+            assert_eq!(t.decl.output_schema["type"], "object", "{}", t.decl.name);
+        }
+    }
+
+    #[test]
+    fn io_reasons_carry_no_error_numbers() {
+        let e = io::Error::from_raw_os_error(2);
+        assert_eq!(io_reason(&e), "it does not exist");
+        let e = io::Error::from_raw_os_error(13);
+        assert_eq!(io_reason(&e), "permission denied");
+    }
+}
