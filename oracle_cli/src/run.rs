@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use oracle_core::Event;
 use oracle_core::diff::Divergence;
-use oracle_runtime::engine::{Ending, EngineError, Report};
+use oracle_runtime::engine::{Ending, EngineError, Progress, Report};
 use oracle_runtime::session::{self, Session, SessionError, StartOptions};
 use oracle_runtime::tool::Registry;
 use serde_json::{Value, json};
@@ -108,6 +108,55 @@ pub struct RunsArgs {
     /// One JSON object per run, one per line.
     #[arg(long)]
     json: bool,
+}
+
+/// A progress display on stderr while a drive runs: only when stderr is a terminal (never in
+/// pipes, files or tests), and never recorded anywhere.
+struct Display {
+    bar: Option<indicatif::ProgressBar>,
+    rounds: u64,
+}
+
+impl Display {
+    /// Rounds between two updates: a 100k-step run must not spend its time drawing.
+    const EVERY: u64 = 64;
+
+    fn new(verb: &'static str) -> Display {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{spinner} {prefix} {msg} [{elapsed}]")
+            {
+                bar.set_style(style);
+            }
+            bar.set_prefix(verb);
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
+        });
+        Display { bar, rounds: 0 }
+    }
+
+    fn update(&mut self, p: &Progress) {
+        self.rounds += 1;
+        let Some(bar) = &self.bar else { return };
+        if self.rounds % Self::EVERY != 1 {
+            return;
+        }
+        if p.events < p.recorded {
+            bar.set_message(format!(
+                "{} of {} recorded events checked, {} calls",
+                p.events, p.recorded, p.calls
+            ));
+        } else {
+            bar.set_message(format!("{} events, {} calls", p.events, p.calls));
+        }
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 fn registry() -> Registry {
@@ -256,7 +305,10 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         durability: a.durability.into(),
         root: PathBuf::from("."),
     };
-    let s = session::start(&opts, &registry()).map_err(|e| session_error(e, a.json))?;
+    let mut display = Display::new("running");
+    let s = session::start_observed(&opts, &registry(), &mut |p| display.update(p));
+    display.finish();
+    let s = s.map_err(|e| session_error(e, a.json))?;
     print_session(&s, a.json, "recorded");
     Ok(status_code(&s.report.ending))
 }
@@ -281,15 +333,18 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         (Some(_), None) => return Err(CliError::input("--step needs --value or --value-file")),
         (None, None) => None,
     };
-    let s = session::resume(
+    let mut display = Display::new("resuming");
+    let s = session::resume_observed(
         home,
         &a.run,
         answer,
         a.jobs,
         a.durability.into(),
         &registry(),
-    )
-    .map_err(|e| session_error(e, a.json))?;
+        &mut |p| display.update(p),
+    );
+    display.finish();
+    let s = s.map_err(|e| session_error(e, a.json))?;
     print_session(&s, a.json, "appended");
     Ok(status_code(&s.report.ending))
 }
@@ -299,8 +354,17 @@ fn parse_value(text: &str, what: &str) -> Result<Value, CliError> {
 }
 
 pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
-    let r = session::replay(home, &a.run, a.plan.as_deref(), a.jobs, &registry())
-        .map_err(|e| session_error(e, a.json))?;
+    let mut display = Display::new("replaying");
+    let r = session::replay_observed(
+        home,
+        &a.run,
+        a.plan.as_deref(),
+        a.jobs,
+        &registry(),
+        &mut |p| display.update(p),
+    );
+    display.finish();
+    let r = r.map_err(|e| session_error(e, a.json))?;
     let rep: &Report = &r.report;
     let ending = session::ending_word(&rep.ending);
     if a.json {

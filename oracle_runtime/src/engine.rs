@@ -167,6 +167,18 @@ pub struct Engine<'r, A: Agent> {
     executed: u64,
     reused: u64,
     pool: Option<rayon::ThreadPool>,
+    progress: Option<&'r mut dyn FnMut(&Progress)>,
+}
+
+/// Where a drive is, reported after every round (for progress displays; never recorded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Events produced so far (matched or appended).
+    pub events: u64,
+    /// Events in the record being caught up with (0 for a new run).
+    pub recorded: u64,
+    /// Tool calls so far.
+    pub calls: u64,
 }
 
 impl<'r, A: Agent> Engine<'r, A> {
@@ -205,7 +217,14 @@ impl<'r, A: Agent> Engine<'r, A> {
             executed: 0,
             reused: 0,
             pool,
+            progress: None,
         }
+    }
+
+    /// Calls `f` after every round with where the drive is.
+    pub fn with_progress(mut self, f: &'r mut dyn FnMut(&Progress)) -> Self {
+        self.progress = Some(f);
+        self
     }
 
     /// Supplies the answer for a suspended step (`oracle resume --step --value`).
@@ -364,6 +383,14 @@ impl<'r, A: Agent> Engine<'r, A> {
         )?;
         let mut observations = Vec::new();
         loop {
+            let p = Progress {
+                events: self.next_seq(),
+                recorded: self.recorded.len() as u64,
+                calls: self.calls,
+            };
+            if let Some(f) = self.progress.as_mut() {
+                f(&p);
+            }
             self.tick += 1;
             let state = self.state().clone();
             let seq = self.next_seq();

@@ -17,7 +17,7 @@ use oracle_plan::agent::{InputError, PlanAgent, bind_inputs};
 use oracle_plan::{CompiledPlan, Diagnostic, Severity};
 use serde_json::{Map, Value, json};
 
-use crate::engine::{CALLS_MAX_DEFAULT, Ending, Engine, EngineError, Report, RunConfig};
+use crate::engine::{CALLS_MAX_DEFAULT, Ending, Engine, EngineError, Progress, Report, RunConfig};
 use crate::error::StoreError;
 use crate::paths::{LOG_FILE, LogPaths};
 use crate::reader;
@@ -228,6 +228,15 @@ fn new_run_dir(home: &Path, name: &str) -> Result<(String, PathBuf)> {
 /// `oracle run`: compiles, binds inputs, creates the run directory and drives the run until it
 /// finishes or suspends. A bad plan, input or grant is reported before anything is created.
 pub fn start(opts: &StartOptions, registry: &Registry) -> Result<Session> {
+    start_observed(opts, registry, &mut |_| {})
+}
+
+/// [`start`], reporting progress after every round.
+pub fn start_observed(
+    opts: &StartOptions,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Session> {
     let source = read_text(&opts.plan)?;
     let plan = compile(&opts.plan, &source, registry)?;
     let inputs = bind_inputs(&plan, &opts.inputs)?;
@@ -248,7 +257,8 @@ pub fn start(opts: &StartOptions, registry: &Registry) -> Result<Session> {
         calls_max: CALLS_MAX_DEFAULT,
     };
     let agent = PlanAgent::new(plan, config.inputs.clone());
-    let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer));
+    let mut engine =
+        Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
     let report = engine.drive()?;
     if let Some(w) = engine.into_writer() {
         w.close()?;
@@ -347,6 +357,19 @@ pub fn resume(
     durability: Durability,
     registry: &Registry,
 ) -> Result<Session> {
+    resume_observed(home, run, answer, jobs, durability, registry, &mut |_| {})
+}
+
+/// [`resume`], reporting progress after every round.
+pub fn resume_observed(
+    home: &Path,
+    run: &str,
+    answer: Option<(String, Value)>,
+    jobs: u32,
+    durability: Durability,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Session> {
     let found = find(home, run)?;
     let paths = &found.paths;
     // A crash can leave a torn last record: move it aside (saved, never deleted) first.
@@ -422,7 +445,8 @@ pub fn resume(
     };
     let config = config_of(&started, root, jobs)?;
     let agent = PlanAgent::new(plan, config.inputs.clone());
-    let mut engine = Engine::new(agent, registry, config, events, Some(writer));
+    let mut engine =
+        Engine::new(agent, registry, config, events, Some(writer)).with_progress(progress);
     if let Some((step, value)) = answer {
         engine = engine.with_answer(step, value);
     }
@@ -456,6 +480,18 @@ pub fn replay(
     plan_override: Option<&Path>,
     jobs: u32,
     registry: &Registry,
+) -> Result<Replayed> {
+    replay_observed(home, run, plan_override, jobs, registry, &mut |_| {})
+}
+
+/// [`replay`], reporting progress after every round.
+pub fn replay_observed(
+    home: &Path,
+    run: &str,
+    plan_override: Option<&Path>,
+    jobs: u32,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
 ) -> Result<Replayed> {
     let found = find(home, run)?;
     let events = reader::read_all(&found.paths.log)?;
@@ -504,7 +540,7 @@ pub fn replay(
     };
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let recorded_events = events.len() as u64;
-    let mut engine = Engine::new(agent, registry, config, events, None);
+    let mut engine = Engine::new(agent, registry, config, events, None).with_progress(progress);
     if plan_override.is_some() {
         engine = engine.allow_program_change();
     }
