@@ -530,3 +530,89 @@ fn a_run_killed_mid_way_verifies_and_resume_finishes_it() {
     let (code, r) = sb.json(&["--home", "killed", "replay", "slow-1", "--json"]);
     assert_eq!(code, 0, "{r}");
 }
+
+#[test]
+fn diff_of_two_real_runs_is_identical_or_names_the_input() {
+    let sb = Sandbox::new();
+    let plan = "fixtures/plans/quickstart.plan";
+    sb.json(&["--home", "a", "run", plan, "--json"]);
+    sb.json(&["--home", "b", "run", plan, "--json"]);
+    sb.json(&[
+        "--home",
+        "c",
+        "run",
+        plan,
+        "--input",
+        "min_words=1000",
+        "--json",
+    ]);
+    let (code, same) = sb.json(&[
+        "diff",
+        "a/runs/quickstart-1",
+        "b/runs/quickstart-1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{same}");
+    assert_eq!(same["result"], "identical");
+    let (code, d) = sb.json(&[
+        "diff",
+        "a/runs/quickstart-1",
+        "c/runs/quickstart-1",
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{d}");
+    assert_eq!(d["seq"], 0);
+    assert_eq!(d["class"], "inputs");
+    assert_eq!(
+        d["detail"]["fields"],
+        serde_json::json!(["inputs.min_words"])
+    );
+}
+
+#[test]
+fn a_tampered_stored_plan_is_refused_on_resume_and_replay() {
+    let sb = Sandbox::new();
+    let (code, _) = sb.json(&["run", "fixtures/plans/escalation.plan", "--json"]);
+    assert_eq!(code, 3);
+    let stored = sb.path().join(".oracle/runs/escalation-1/plan.plan");
+    let text = fs::read_to_string(&stored).unwrap();
+    fs::write(&stored, text.replace("retry 3", "retry 4")).unwrap();
+    let before = fs::read(sb.log(".oracle", "escalation-1")).unwrap();
+    let (code, _, err) = sb.oracle(&["resume", "escalation-1", "--step", "total", "--value", "{}"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("stored plan does not match"), "{err}");
+    let (code, _, err) = sb.oracle(&["replay", "escalation-1"]);
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(fs::read(sb.log(".oracle", "escalation-1")).unwrap(), before);
+}
+
+#[test]
+fn a_human_answer_must_match_the_schema_it_was_asked_with() {
+    let sb = Sandbox::new();
+    sb.write(
+        "ask.plan",
+        "plan ask version 1\n\
+         ok = human.ask { question: \"Ship it?\", schema: { \"type\": \"string\", \"enum\": [\"yes\", \"no\"] } }\n",
+    );
+    let (code, out) = sb.json(&["run", "ask.plan", "--json"]);
+    assert_eq!(code, 3, "{out}");
+    assert_eq!(out["waiting"]["reason"], "Ship it?");
+    let before = fs::read(sb.log(".oracle", "ask-1")).unwrap();
+    let (code, _, err) = sb.oracle(&["resume", "ask-1", "--step", "ok", "--value", "\"maybe\""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("does not match its schema"), "{err}");
+    assert_eq!(fs::read(sb.log(".oracle", "ask-1")).unwrap(), before);
+    let (code, out) = sb.json(&[
+        "resume", "ask-1", "--step", "ok", "--value", "\"yes\"", "--json",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let events = sb.events(".oracle", "ask-1");
+    let last_state = events.iter().rev().find_map(|e| match e.typed().unwrap() {
+        Payload::StateChanged(c) => c.set.get("step/ok").cloned(),
+        _ => None,
+    });
+    assert_eq!(
+        last_state.unwrap()["output"],
+        serde_json::json!({"answer": "yes"})
+    );
+}
