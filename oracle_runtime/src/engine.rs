@@ -27,6 +27,7 @@ use serde_json::{Map, Value};
 
 use crate::access::{self, Verdict};
 use crate::error::StoreError;
+use crate::recorded::Recorded;
 use crate::tool::{Effect, Registered, Registry, ToolContext, ToolError, needed_capability};
 use crate::writer::LogWriter;
 
@@ -152,7 +153,7 @@ pub struct Engine<'r, A: Agent> {
     agent: A,
     registry: &'r Registry,
     config: RunConfig,
-    recorded: Vec<Event>,
+    recorded: Recorded,
     /// Our own chain over the recorded part (compared event by event).
     produced: Recorder,
     writer: Option<LogWriter>,
@@ -188,7 +189,7 @@ impl<'r, A: Agent> Engine<'r, A> {
         agent: A,
         registry: &'r Registry,
         config: RunConfig,
-        recorded: Vec<Event>,
+        recorded: impl Into<Recorded>,
         writer: Option<LogWriter>,
     ) -> Engine<'r, A> {
         let jobs = config.jobs.clamp(1, JOBS_MAX);
@@ -205,7 +206,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             agent,
             registry,
             config,
-            recorded,
+            recorded: recorded.into(),
             produced: Recorder::new(),
             writer,
             answer: None,
@@ -252,11 +253,16 @@ impl<'r, A: Agent> Engine<'r, A> {
     }
 
     fn catching_up_done(&self) -> bool {
-        self.produced.head().next_seq >= self.recorded.len() as u64
+        self.produced.head().next_seq >= self.recorded.len()
     }
 
-    fn recorded_at(&self, seq: u64) -> Option<&Event> {
-        self.recorded.get(usize::try_from(seq).ok()?)
+    /// Recorded event `seq`, parsed (only where its payload is needed).
+    fn recorded_at(&self, seq: u64) -> Option<Event> {
+        self.recorded.event(seq)
+    }
+
+    fn is_recorded(&self, seq: u64) -> bool {
+        seq < self.recorded.len()
     }
 
     /// The state the agent sees.
@@ -270,13 +276,12 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// Records one event: compared with the record while there is one, appended after.
     fn emit(&mut self, parents: Vec<u64>, payload: Payload) -> Result<u64> {
         let seq = self.next_seq();
-        if let Some(recorded) = self.recorded_at(seq) {
-            let recorded = recorded.clone();
+        if self.is_recorded(seq) {
             let ev = self
                 .produced
                 .record(self.tick, parents, payload)
                 .map_err(|source| EngineError::Record { seq, source })?;
-            self.compare(&recorded, ev)?;
+            self.compare(seq, ev)?;
             self.matched += 1;
             return Ok(seq);
         }
@@ -291,29 +296,30 @@ impl<'r, A: Agent> Engine<'r, A> {
         Ok(seq)
     }
 
-    fn compare(&self, recorded: &Event, produced: Event) -> Result<()> {
+    fn compare(&self, seq: u64, produced: Event) -> Result<()> {
+        let unexpected = || EngineError::Unexpected {
+            seq,
+            message: "the recorded event cannot be read back".into(),
+        };
         let same = if self.program_may_differ {
-            let program_fields = recorded.seq == 0;
-            program_fields
+            let recorded = self.recorded_at(seq).ok_or_else(unexpected)?;
+            seq == 0
                 || (recorded.kind == produced.kind
                     && recorded.time == produced.time
                     && recorded.parents == produced.parents
                     && recorded.payload == produced.payload
                     && recorded.state_after == produced.state_after)
         } else {
-            recorded.hash == produced.hash
+            self.recorded.link(seq).map(|l| l.hash) == Some(produced.hash)
         };
         if same {
             return Ok(());
         }
-        let seq = recorded.seq;
-        let last_common = seq
-            .checked_sub(1)
-            .and_then(|s| self.recorded_at(s))
-            .cloned();
+        let recorded = self.recorded_at(seq).ok_or_else(unexpected)?;
+        let last_common = seq.checked_sub(1).and_then(|s| self.recorded_at(s));
         Err(EngineError::Diverged(Box::new(diff::explain(
             seq,
-            recorded.clone(),
+            recorded,
             produced,
             last_common,
         ))))
@@ -343,15 +349,12 @@ impl<'r, A: Agent> Engine<'r, A> {
                 self.produced.state().clone(),
             ),
         };
-        if self.writer.is_none()
-            && ending != Ending::EndOfRecord
-            && (events as usize) < self.recorded.len()
-        {
+        if self.writer.is_none() && ending != Ending::EndOfRecord && events < self.recorded.len() {
             return Err(EngineError::Unexpected {
                 seq: events,
                 message: format!(
                     "the program ended here, but the record goes on with `{}`",
-                    self.recorded[events as usize].kind
+                    self.recorded.kind(events).map_or("?", |k| k.as_str())
                 ),
             });
         }
@@ -385,18 +388,23 @@ impl<'r, A: Agent> Engine<'r, A> {
         loop {
             let p = Progress {
                 events: self.next_seq(),
-                recorded: self.recorded.len() as u64,
+                recorded: self.recorded.len(),
                 calls: self.calls,
             };
             if let Some(f) = self.progress.as_mut() {
                 f(&p);
             }
             self.tick += 1;
-            let state = self.state().clone();
             let seq = self.next_seq();
+            // Decide on the state borrowed, not cloned: a clone alive while the decision's
+            // changes are recorded makes each insert copy the map nodes on its path.
+            let state = match &self.writer {
+                Some(w) if self.produced.head().next_seq >= self.recorded.len() => w.state(),
+                _ => self.produced.state(),
+            };
             let decision = self
                 .agent
-                .decide(&state, &observations)
+                .decide(state, &observations)
                 .map_err(|source| EngineError::Agent { seq, source })?;
             for change in decision.changes {
                 if !change.set.is_empty() || !change.delete.is_empty() {
@@ -496,7 +504,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                             reason,
                         });
                     }
-                    observations = self.run_calls(calls, &state)?;
+                    // The state the calls see: after the decision's changes, as the log
+                    // shows it. A cheap clone, dropped before the state changes again.
+                    let state = self.state().clone();
+                    observations = self.run_calls(calls, state)?;
                 }
             }
         }
@@ -542,7 +553,7 @@ impl<'r, A: Agent> Engine<'r, A> {
         (verdict, resolved, denied_now)
     }
 
-    fn run_calls(&mut self, calls: Vec<Call>, state: &State) -> Result<Vec<Observation>> {
+    fn run_calls(&mut self, calls: Vec<Call>, state: State) -> Result<Vec<Observation>> {
         let registry = self.registry;
         let mut preps = Vec::with_capacity(calls.len());
         let mut keys = Vec::with_capacity(calls.len());
@@ -631,7 +642,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 continue;
             }
             if reg.decl.effect == Effect::Ask {
-                let cx = context(&self.config, self.tick, &call, state, None, reg);
+                let cx = context(&self.config, self.tick, &call, &state, None, reg);
                 match reg.tool.call(&call.input, &cx) {
                     Err(ToolError::Ask(question)) => preps.push(Prep::Asked(question)),
                     Err(e) => preps.push(fail(self, called, e.to_string())?),
@@ -658,7 +669,7 @@ impl<'r, A: Agent> Engine<'r, A> {
         let mut j = 0u64;
         for (i, p) in preps.iter().enumerate() {
             if let Prep::Pending(p) = p {
-                let recorded = self.recorded_at(base + j).is_some();
+                let recorded = self.is_recorded(base + j);
                 if !recorded || p.effect == Effect::Pure {
                     work.push((i, p));
                 }
@@ -670,13 +681,13 @@ impl<'r, A: Agent> Engine<'r, A> {
         // (and synced, under the default durability) before the call touches the world.
         if work.iter().any(|(_, p)| p.effect != Effect::Pure)
             && let Some(w) = self.writer.as_mut()
-            && self.produced.head().next_seq >= self.recorded.len() as u64
+            && self.produced.head().next_seq >= self.recorded.len()
         {
             w.commit()?;
         }
         let results: Vec<(usize, Executed)> = {
             let (registry, config, tick) = (self.registry, &self.config, self.tick);
-            let run = |&(i, p): &(usize, &Pending)| (i, execute(registry, config, tick, p, state));
+            let run = |&(i, p): &(usize, &Pending)| (i, execute(registry, config, tick, p, &state));
             match &self.pool {
                 Some(pool) if work.len() > 1 => {
                     use rayon::prelude::*;
@@ -727,6 +738,8 @@ impl<'r, A: Agent> Engine<'r, A> {
                 outcome,
             });
         }
+        // Release the shared state before changing it (see `drive_inner`).
+        drop(state);
         if !writes.is_empty() {
             let set: Map<String, Value> = writes.into_iter().collect();
             self.emit(

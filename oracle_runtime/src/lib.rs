@@ -14,6 +14,7 @@ pub mod error;
 pub mod index;
 pub mod paths;
 pub mod reader;
+pub mod recorded;
 pub mod repair;
 pub mod schema;
 pub mod session;

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 use crate::engine::{CALLS_MAX_DEFAULT, Ending, Engine, EngineError, Progress, Report, RunConfig};
 use crate::error::StoreError;
 use crate::paths::{LOG_FILE, LogPaths};
-use crate::reader;
+use crate::recorded::Recorded;
 use crate::repair::{self, Repair};
 use crate::schema::Schema;
 use crate::tool::Registry;
@@ -294,8 +294,8 @@ pub fn find(home: &Path, run: &str) -> Result<RunDir> {
     Ok(RunDir { id, paths, dir })
 }
 
-fn run_started(path: &Path, events: &[Event]) -> Result<RunStarted> {
-    match events.first().map(Event::typed) {
+fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
+    match events.event(0).as_ref().map(Event::typed) {
         Some(Ok(Payload::RunStarted(p))) => Ok(p),
         _ => Err(SessionError::NoStart {
             path: path.to_path_buf(),
@@ -336,14 +336,19 @@ fn config_of(started: &RunStarted, root: PathBuf, jobs: u32) -> Result<RunConfig
 }
 
 /// The JSON Schema a `human.ask` call of `step` asked its answer to follow, if any.
-fn answer_schema(events: &[Event], step: &str) -> Option<Value> {
-    events.iter().rev().find_map(|e| match e.typed() {
-        Ok(Payload::ToolCalled(c)) if c.step == step => Some(
-            (c.tool == oracle_plan::agent::ASK_TOOL)
-                .then(|| c.input.get("schema").cloned())
-                .flatten(),
-        ),
-        _ => None,
+fn answer_schema(events: &Recorded, step: &str) -> Option<Value> {
+    (0..events.len()).rev().find_map(|seq| {
+        if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
+            return None;
+        }
+        match events.event(seq)?.typed() {
+            Ok(Payload::ToolCalled(c)) if c.step == step => Some(
+                (c.tool == oracle_plan::agent::ASK_TOOL)
+                    .then(|| c.input.get("schema").cloned())
+                    .flatten(),
+            ),
+            _ => None,
+        }
     })?
 }
 
@@ -385,9 +390,9 @@ pub fn resume_observed(
         }
         Err(e) => return Err(e.into()),
     };
-    let events = reader::read_all(&paths.log)?;
+    let events = Recorded::read(&paths.log)?;
     let started = run_started(&paths.log, &events)?;
-    match events.last().map(Event::typed) {
+    match events.last().as_ref().map(Event::typed) {
         Some(Ok(Payload::RunFinished(f))) => {
             return Err(SessionError::Finished {
                 run: found.id,
@@ -494,7 +499,7 @@ pub fn replay_observed(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Replayed> {
     let found = find(home, run)?;
-    let events = reader::read_all(&found.paths.log)?;
+    let events = Recorded::read(&found.paths.log)?;
     let started = run_started(&found.paths.log, &events)?;
     let root = match stored_root(&found.dir) {
         Some(r) => r,
@@ -539,7 +544,7 @@ pub fn replay_observed(
         }
     };
     let agent = PlanAgent::new(plan, config.inputs.clone());
-    let recorded_events = events.len() as u64;
+    let recorded_events = events.len();
     let mut engine = Engine::new(agent, registry, config, events, None).with_progress(progress);
     if plan_override.is_some() {
         engine = engine.allow_program_change();

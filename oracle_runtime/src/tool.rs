@@ -119,7 +119,8 @@ pub struct ToolContext<'a> {
     pub tick: u64,
     /// The run's recorded seed.
     pub seed: u64,
-    /// The run's state when the call was decided.
+    /// The run's state after the decision that made this call was recorded (the same for every
+    /// call of a round).
     pub state: &'a State,
     /// The directory relative paths are resolved against (canonical).
     pub root: &'a Path,
