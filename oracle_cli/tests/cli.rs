@@ -2,6 +2,8 @@
 //! stdout and stderr, and what commands that write (repair, snapshot, synth) leave on disk.
 //! Every test works on copies in a temporary directory, never on `fixtures/` itself.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -14,19 +16,6 @@ fn fixture_logs() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/logs")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// A temporary directory holding a copy of the fixture logs in `logs/` and an empty oracle
 /// home in `home/`; the binary runs inside it, so nothing can touch the real fixtures or `.oracle`.
 struct Sandbox {
@@ -36,7 +25,7 @@ struct Sandbox {
 impl Sandbox {
     fn new() -> Sandbox {
         let dir = tempfile::tempdir().unwrap();
-        copy_dir(&fixture_logs(), &dir.path().join("logs"));
+        common::copy_dir(&fixture_logs(), &dir.path().join("logs"));
         Sandbox { dir }
     }
 

@@ -16,24 +16,11 @@ struct Sandbox {
     dir: tempfile::TempDir,
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 impl Sandbox {
     fn new() -> Sandbox {
         let dir = tempfile::tempdir().unwrap();
         for sub in ["data", "plans"] {
-            copy_dir(
+            common::copy_dir(
                 &common::root().join("fixtures").join(sub),
                 &dir.path().join("fixtures").join(sub),
             );

@@ -160,3 +160,55 @@ fn a_wide_plan_runs_in_bounded_rounds_and_is_the_same_for_any_jobs() {
     let last_time = events.last().unwrap().time;
     assert_eq!(last_time, 4, "three rounds of calls and one to finish");
 }
+
+#[test]
+fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
+    use oracle_core::Payload;
+    use oracle_core::payload::RunStatus;
+    use oracle_plan::agent::PlanAgent;
+    use oracle_runtime::engine::{Ending, Engine, RunConfig};
+    use oracle_runtime::{LogPaths, LogWriter};
+
+    let dir = tempfile::tempdir().unwrap();
+    let registry = tools::builtin();
+    let mut text = String::from("plan chain version 1\ns0 = text.count { text: \"a\" }\n");
+    for i in 1..5 {
+        text.push_str(&format!(
+            "s{i} = text.count {{ text: \"a\" }}\n  after s{}\n",
+            i - 1
+        ));
+    }
+    let plan = session::compile(Path::new("chain.plan"), &text, &registry).unwrap();
+    let config = RunConfig {
+        seed: 0,
+        grants: vec![],
+        inputs: Default::default(),
+        root: dir.path().canonicalize().unwrap(),
+        jobs: 1,
+        calls_max: 3,
+    };
+    let paths = LogPaths::of_file(&dir.path().join("bound.jsonl"));
+    let writer = LogWriter::create(&paths, Durability::None).unwrap();
+    let agent = PlanAgent::new(plan, Default::default());
+    let mut engine = Engine::new(agent, &registry, config, Vec::new(), Some(writer));
+    let report = engine.drive().unwrap();
+    let reason = "bound reached: calls_max = 3 tool calls per run".to_owned();
+    assert_eq!(
+        report.ending,
+        Ending::Finished {
+            status: RunStatus::Failed,
+            reason: reason.clone()
+        }
+    );
+    drop(engine);
+    let events = oracle_runtime::reader::read_all(&paths.log).unwrap();
+    let calls = events
+        .iter()
+        .filter(|e| matches!(e.typed().unwrap(), Payload::ToolCalled(_)))
+        .count();
+    assert_eq!(calls, 3, "the fourth call is never made");
+    match events.last().unwrap().typed().unwrap() {
+        Payload::RunFinished(f) => assert_eq!(f.reason, reason),
+        other => panic!("{other:?}"),
+    }
+}
