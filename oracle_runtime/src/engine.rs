@@ -35,6 +35,10 @@ use crate::writer::LogWriter;
 pub const CALLS_MAX_DEFAULT: u64 = 10_000_000;
 /// Most tools executing at once.
 pub const JOBS_MAX: u32 = 256;
+/// Largest tool input (canonical bytes, 8 MiB). An input is built from earlier outputs, so it
+/// can grow past what one event may hold; over this bound the call fails, recorded, instead of
+/// the log refusing the event.
+pub const INPUT_BYTES_MAX: u64 = 8 << 20;
 
 /// Everything that determines a run besides its program.
 #[derive(Clone, Debug)]
@@ -625,6 +629,15 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }
                     }
                 }
+            }
+            let input_bytes =
+                oracle_core::canon::encode(&call.input).map_or(u64::MAX, |b| b.len() as u64);
+            if input_bytes > INPUT_BYTES_MAX {
+                let e = format!(
+                    "bound reached: the input is {input_bytes} bytes, more than input_bytes_max = {INPUT_BYTES_MAX}"
+                );
+                preps.push(fail(self, parent, e)?);
+                continue;
             }
             let called = self.emit(
                 vec![parent],

@@ -212,3 +212,51 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
+    use oracle_core::Payload;
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("big.txt"), "x".repeat(5 << 20)).unwrap();
+    let plan = dir.path().join("big.plan");
+    fs::write(
+        &plan,
+        "plan big version 1\ngrant fs:read:big.txt\n\
+         a = fs.read { path: \"big.txt\" }\n\
+         b = text.contains { text: a.text + a.text, pattern: \"y\" }\n  retry 1\n",
+    )
+    .unwrap();
+    let opts = StartOptions {
+        home: dir.path().join("home"),
+        plan,
+        inputs: vec![],
+        seed: 0,
+        grants: vec![],
+        jobs: 1,
+        durability: Durability::None,
+        root: dir.path().to_path_buf(),
+    };
+    let s = session::start(&opts, &tools::builtin()).unwrap();
+    let events = oracle_runtime::reader::read_all(&log_of(&s)).unwrap();
+    let failed = events
+        .iter()
+        .find_map(|e| match e.typed().unwrap() {
+            Payload::ToolFailed(f) if f.step == "b" => Some(f.error),
+            _ => None,
+        })
+        .expect("the oversized call is recorded as failed");
+    assert!(failed.contains("input_bytes_max"), "{failed}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.typed().unwrap(), Payload::ToolCalled(c) if c.step == "b")),
+        "the oversized input is never recorded"
+    );
+    assert!(matches!(
+        s.report.ending,
+        oracle_runtime::engine::Ending::Finished {
+            status: oracle_core::payload::RunStatus::Failed,
+            ..
+        }
+    ));
+}
