@@ -97,6 +97,43 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
 }
 
 /// Any problem reading a log is trouble (exit 2), never a difference.
+/// The divergence report of `oracle diff`, for `oracle replay`: A is the recorded log, B the
+/// replay; `parents` are the causal parents of the two diverging events (common to both, since
+/// they come before the divergence). One report, two callers.
+pub(crate) fn divergence_report(
+    log: &Path,
+    replay: &Path,
+    recorded: u64,
+    d: &Divergence,
+    parents: Vec<Event>,
+    color: bool,
+) -> (String, Value) {
+    let report = Report {
+        a: log,
+        b: replay,
+        na: recorded,
+        nb: d.seq + 1,
+        parents: [parents.clone(), parents],
+        context: Vec::new(),
+        states: None,
+    };
+    let paint = |code: &str, s: &str| {
+        if color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    };
+    let text = format!(
+        "A  {}  ({} events recorded)\nB  {}\n{}",
+        log.display(),
+        recorded,
+        replay.display(),
+        report.divergence_text(d, &paint)
+    );
+    (text, report.divergence_json(d))
+}
+
 fn invalid(e: StoreError) -> CliError {
     CliError::input(format!("cannot compare: {e}"))
 }
@@ -404,6 +441,34 @@ impl Report<'_> {
         out
     }
 
+    /// The divergence part of the JSON report (also `oracle replay --json`'s).
+    fn divergence_json(&self, d: &Divergence) -> Value {
+        json!({
+            "result": "diverged",
+            "common": d.seq,
+            "seq": d.seq,
+            "class": d.class.name(),
+            "detail": class_json(&d.class),
+            "last_common": d.last_common.as_ref().map(event_json),
+            "events": {"a": event_json(&d.a), "b": event_json(&d.b)},
+            "fields": d.fields.iter().map(|f| json!({"path": f.path, "a": f.a, "b": f.b})).collect::<Vec<_>>(),
+            "fields_omitted": d.fields_omitted,
+            "parents": {
+                "a": self.parents[0].iter().map(event_json).collect::<Vec<_>>(),
+                "b": self.parents[1].iter().map(event_json).collect::<Vec<_>>(),
+            },
+            "context": self.context.iter().map(event_json).collect::<Vec<_>>(),
+            "state": self.states.as_ref().map(|[sa, sb]| json!({
+                "keys": state_diff(&sa.state, &sb.state)
+                    .into_iter()
+                    .take(oracle_core::diff::FIELDS_MAX)
+                    .map(|(k, x, y)| json!({"key": k, "a": x, "b": y}))
+                    .collect::<Vec<_>>(),
+                "recorded_matches_replay": {"a": sa.recorded_matches, "b": sb.recorded_matches},
+            })),
+        })
+    }
+
     fn json(&self, outcome: &Outcome, reads: (u64, u64)) -> Value {
         let mut v = json!({
             "a": {"path": self.a, "events": self.na},
@@ -424,30 +489,7 @@ impl Report<'_> {
                 "shorter": if *shorter == Side::A { "a" } else { "b" },
                 "extra": extra,
             }),
-            Outcome::Diverged(d) => json!({
-                "result": "diverged",
-                "common": d.seq,
-                "seq": d.seq,
-                "class": d.class.name(),
-                "detail": class_json(&d.class),
-                "last_common": d.last_common.as_ref().map(event_json),
-                "events": {"a": event_json(&d.a), "b": event_json(&d.b)},
-                "fields": d.fields.iter().map(|f| json!({"path": f.path, "a": f.a, "b": f.b})).collect::<Vec<_>>(),
-                "fields_omitted": d.fields_omitted,
-                "parents": {
-                    "a": self.parents[0].iter().map(event_json).collect::<Vec<_>>(),
-                    "b": self.parents[1].iter().map(event_json).collect::<Vec<_>>(),
-                },
-                "context": self.context.iter().map(event_json).collect::<Vec<_>>(),
-                "state": self.states.as_ref().map(|[sa, sb]| json!({
-                    "keys": state_diff(&sa.state, &sb.state)
-                        .into_iter()
-                        .take(oracle_core::diff::FIELDS_MAX)
-                        .map(|(k, x, y)| json!({"key": k, "a": x, "b": y}))
-                        .collect::<Vec<_>>(),
-                    "recorded_matches_replay": {"a": sa.recorded_matches, "b": sb.recorded_matches},
-                })),
-            }),
+            Outcome::Diverged(d) => self.divergence_json(d),
         };
         if let (Value::Object(m), Value::Object(f)) = (&mut v, fields) {
             m.extend(f);

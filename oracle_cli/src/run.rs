@@ -5,14 +5,14 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use oracle_core::Event;
 use oracle_core::diff::Divergence;
 use oracle_runtime::engine::{Ending, EngineError, Progress, Report};
+use oracle_runtime::index::IndexedLog;
 use oracle_runtime::session::{self, Session, SessionError, StartOptions};
 use oracle_runtime::tool::Registry;
 use serde_json::{Value, json};
 
-use crate::diff::{class_json, class_text, show, summary};
+use crate::diff::class_text;
 use crate::exit::{self, CliError};
 use crate::maintain::DurabilityArg;
 
@@ -175,7 +175,7 @@ fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, CliError> {
 }
 
 /// Maps a session error to its exit code, printing plan diagnostics where there are some.
-fn session_error(e: SessionError, json_out: bool) -> CliError {
+fn session_error(e: SessionError, json_out: bool, log: Option<&Path>) -> CliError {
     if let SessionError::Plan {
         path,
         text: source,
@@ -193,7 +193,7 @@ fn session_error(e: SessionError, json_out: bool) -> CliError {
         }
     }
     if let SessionError::Engine(EngineError::Diverged(d)) = &e {
-        return divergence_error(d, json_out);
+        return divergence_error(d, json_out, log);
     }
     let code = if e.is_integrity() {
         exit::INTEGRITY
@@ -308,7 +308,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     let mut display = Display::new("running");
     let s = session::start_observed(&opts, &registry(), &mut |p| display.update(p));
     display.finish();
-    let s = s.map_err(|e| session_error(e, a.json))?;
+    let s = s.map_err(|e| session_error(e, a.json, None))?;
     print_session(&s, a.json, "recorded");
     Ok(status_code(&s.report.ending))
 }
@@ -344,7 +344,8 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         &mut |p| display.update(p),
     );
     display.finish();
-    let s = s.map_err(|e| session_error(e, a.json))?;
+    let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
+    let s = s.map_err(|e| session_error(e, a.json, log.as_deref()))?;
     print_session(&s, a.json, "appended");
     Ok(status_code(&s.report.ending))
 }
@@ -364,7 +365,8 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
         &mut |p| display.update(p),
     );
     display.finish();
-    let r = r.map_err(|e| session_error(e, a.json))?;
+    let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
+    let r = r.map_err(|e| session_error(e, a.json, log.as_deref()))?;
     let rep: &Report = &r.report;
     let ending = session::ending_word(&rep.ending);
     if a.json {
@@ -398,12 +400,9 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
-fn event_brief(e: &Event) -> Value {
-    json!({"seq": e.seq, "kind": e.kind.as_str(), "time": e.time, "parents": e.parents, "payload": e.payload, "state_after": e.state_after, "summary": summary(e)})
-}
-
-/// A replay that did not reproduce the record: a structured report, exit 4.
-fn divergence_error(d: &Divergence, json_out: bool) -> CliError {
+/// A replay or resume that did not reproduce the record: `oracle diff`'s divergence report
+/// (A = the recorded log, B = the replay), exit 4.
+fn divergence_error(d: &Divergence, json_out: bool, log: Option<&Path>) -> CliError {
     let step =
         d.a.payload
             .get("step")
@@ -415,61 +414,30 @@ fn divergence_error(d: &Divergence, json_out: bool) -> CliError {
         d.seq,
         class_text(&d.class)
     );
+    // The parents come before the divergence, so they are the same on both sides: read them
+    // from the log. A log that cannot be read again only costs the parents in the report.
+    let mut recorded = d.seq + 1;
+    let mut parents = Vec::new();
+    if let Some(mut indexed) = log.and_then(|l| IndexedLog::open(l).ok()) {
+        recorded = indexed.len();
+        parents =
+            d.a.parents
+                .iter()
+                .filter_map(|&p| indexed.read(p).ok())
+                .collect();
+    }
+    let log = log.unwrap_or(Path::new("(record)"));
+    let color = std::io::stdout().is_terminal();
+    let (text, json) =
+        crate::diff::divergence_report(log, Path::new("(replay)"), recorded, d, parents, color);
     if json_out {
-        let fields: Vec<Value> = d
-            .fields
-            .iter()
-            .filter(|f| !matches!(f.path.as_str(), "prev" | "state_before"))
-            .map(|f| json!({"path": f.path, "recorded": f.a, "replayed": f.b}))
-            .collect();
-        crate::print_json(&json!({
-            "ok": false,
-            "result": "diverged",
-            "seq": d.seq,
-            "step": step,
-            "class": d.class.name(),
-            "detail": class_json(&d.class),
-            "recorded": event_brief(&d.a),
-            "replayed": event_brief(&d.b),
-            "fields": fields,
-            "fields_omitted": d.fields_omitted,
-        }));
+        let mut v = json!({"ok": false, "step": step});
+        if let (Value::Object(m), Value::Object(extra)) = (&mut v, json) {
+            m.extend(extra);
+        }
+        crate::print_json(&v);
     } else {
-        let color = std::io::stdout().is_terminal();
-        let bold = |s: &str| {
-            if color {
-                format!("\x1b[1m{s}\x1b[0m")
-            } else {
-                s.to_owned()
-            }
-        };
-        println!("{}", bold(&format!("DIVERGED at event {}", d.seq)));
-        if let Some(step) = &step {
-            println!("  step      {step}");
-        }
-        println!("  why       {}", class_text(&d.class));
-        println!("  recorded  #{} {}", d.a.seq, summary(&d.a));
-        println!("  replayed  #{} {}", d.b.seq, summary(&d.b));
-        let fields: Vec<_> = d
-            .fields
-            .iter()
-            .filter(|f| !matches!(f.path.as_str(), "prev" | "state_before"))
-            .collect();
-        if !fields.is_empty() {
-            println!("  fields that differ:");
-            let width = fields.iter().map(|f| f.path.len()).max().unwrap_or(0);
-            for f in fields {
-                println!(
-                    "    {:width$}  recorded {}  replayed {}",
-                    f.path,
-                    show(&f.a),
-                    show(&f.b)
-                );
-            }
-        }
-        if d.fields_omitted > 0 {
-            println!("    … and {} more", d.fields_omitted);
-        }
+        print!("{text}");
     }
     CliError {
         code: exit::INTEGRITY,
@@ -479,7 +447,7 @@ fn divergence_error(d: &Divergence, json_out: bool) -> CliError {
 }
 
 pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
-    let all = session::list(home).map_err(|e| session_error(e, a.json))?;
+    let all = session::list(home).map_err(|e| session_error(e, a.json, None))?;
     let shown: Vec<_> = all
         .into_iter()
         .filter(|r| a.status.is_none_or(|s| r.status == s.as_str()))

@@ -380,7 +380,11 @@ fn a_forged_pure_output_that_verifies_is_caught_by_replay() {
     // The text report says the same.
     let (code, out, _) = sb.oracle(&["replay", "quickstart-1"]);
     assert_eq!(code, 4);
-    assert!(out.contains(&format!("DIVERGED at event {seq}")), "{out}");
+    assert!(out.contains(&format!("diverged at event {seq}")), "{out}");
+    assert!(
+        out.contains("(replay)"),
+        "the same report as `oracle diff`, B being the replay: {out}"
+    );
     assert!(out.contains("payload.output.words"), "{out}");
 }
 
@@ -406,7 +410,10 @@ fn replay_against_an_edited_plan_names_the_first_step_that_differs() {
     let (code, r) = sb.json(&["replay", "quickstart-1", "--plan", "edited.plan", "--json"]);
     assert_eq!(code, 4, "{r}");
     assert_eq!(r["step"], "summary");
-    assert_eq!(r["recorded"]["kind"], "tool_called");
+    assert_eq!(r["events"]["a"]["kind"], "tool_called");
+    assert_eq!(r["events"]["b"]["kind"], "tool_called");
+    // The causal parent of the diverging call (its capability check) is in the report.
+    assert_eq!(r["parents"]["a"][0]["kind"], "capability_allowed");
     let fields: Vec<&str> = r["fields"]
         .as_array()
         .unwrap()
