@@ -47,8 +47,8 @@ enum Command {
     Run(run::RunArgs),
     /// Continue a run: a suspended one with the value its step waits for (`--step S --value
     /// JSON`), or an interrupted one (crash, kill) without. Earlier decisions are re-derived and
-    /// checked against the log; impure tools are not executed again, except one in flight at a
-    /// crash (at-least-once). Same exit codes as `run`.
+    /// checked against the log; impure tools are not executed again (pure ones are, and must
+    /// match), except an impure call in flight at a crash (at-least-once). Same exit codes as `run`.
     Resume(run::ResumeArgs),
     /// Re-execute a run against its log: pure tools run again and must give the recorded
     /// output; impure outputs and human answers come from the log; every event and state hash

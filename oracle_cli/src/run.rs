@@ -57,10 +57,13 @@ pub struct ResumeArgs {
     /// Read the step's output from a JSON file.
     #[arg(long, group = "answer", value_name = "FILE")]
     value_file: Option<PathBuf>,
+    /// Tools of one round that may execute at once. The log is the same whatever N is.
     #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
     jobs: u32,
+    /// When appends are synced to disk.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
     durability: DurabilityArg,
+    /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
 }
@@ -73,8 +76,10 @@ pub struct ReplayArgs {
     /// run still valid under the new plan, and if not, where does it diverge?
     #[arg(long)]
     plan: Option<PathBuf>,
+    /// Tools of one round that may execute at once. The log is the same whatever N is.
     #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
     jobs: u32,
+    /// Print the result (or the divergence report) as one JSON object.
     #[arg(long)]
     json: bool,
 }
