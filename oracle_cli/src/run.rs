@@ -19,6 +19,20 @@ use crate::maintain::DurabilityArg;
 /// Default for `--jobs`: tools of one round run one at a time unless asked.
 const JOBS_DEFAULT: u32 = 1;
 
+/// Options of the commands that drive a run and append to its log (`run`, `resume`).
+#[derive(Args, Debug)]
+pub struct DriveArgs {
+    /// Tools of one round that may execute at once. The log is the same whatever N is.
+    #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: u32,
+    /// When appends are synced to disk.
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    durability: DurabilityArg,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The plan to run.
@@ -33,15 +47,8 @@ pub struct RunArgs {
     /// `fs:read:data/**`. Recorded in the run's first event.
     #[arg(long = "grant", value_name = "CAP")]
     grants: Vec<String>,
-    /// Tools of one round that may execute at once. The log is the same whatever N is.
-    #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
-    jobs: u32,
-    /// When appends are synced to disk.
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
-    durability: DurabilityArg,
-    /// Print the result as one JSON object.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    drive: DriveArgs,
 }
 
 #[derive(Args, Debug)]
@@ -57,15 +64,8 @@ pub struct ResumeArgs {
     /// Read the step's output from a JSON file.
     #[arg(long, group = "answer", value_name = "FILE")]
     value_file: Option<PathBuf>,
-    /// Tools of one round that may execute at once. The log is the same whatever N is.
-    #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
-    jobs: u32,
-    /// When appends are synced to disk.
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
-    durability: DurabilityArg,
-    /// Print the result as one JSON object.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    drive: DriveArgs,
 }
 
 #[derive(Args, Debug)]
@@ -306,15 +306,15 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         inputs: parse_inputs(&a.inputs)?,
         seed: a.seed,
         grants: a.grants.clone(),
-        jobs: a.jobs,
-        durability: a.durability.into(),
+        jobs: a.drive.jobs,
+        durability: a.drive.durability.into(),
         root: PathBuf::from("."),
     };
     let mut display = Display::new("running");
     let s = session::start_observed(&opts, &registry(), &mut |p| display.update(p));
     display.finish();
-    let s = s.map_err(|e| session_error(e, a.json, None))?;
-    print_session(&s, a.json, "recorded");
+    let s = s.map_err(|e| session_error(e, a.drive.json, None))?;
+    print_session(&s, a.drive.json, "recorded");
     Ok(status_code(&s.report.ending))
 }
 
@@ -343,15 +343,15 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         home,
         &a.run,
         answer,
-        a.jobs,
-        a.durability.into(),
+        a.drive.jobs,
+        a.drive.durability.into(),
         &registry(),
         &mut |p| display.update(p),
     );
     display.finish();
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
-    let s = s.map_err(|e| session_error(e, a.json, log.as_deref()))?;
-    print_session(&s, a.json, "appended");
+    let s = s.map_err(|e| session_error(e, a.drive.json, log.as_deref()))?;
+    print_session(&s, a.drive.json, "appended");
     Ok(status_code(&s.report.ending))
 }
 

@@ -83,6 +83,16 @@ impl Sandbox {
     }
 }
 
+/// The JSON paths of the differing fields in a divergence report.
+fn field_paths(report: &Value) -> Vec<&str> {
+    report["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect()
+}
+
 fn payloads(events: &[Event]) -> Vec<Payload> {
     events.iter().map(|e| e.typed().unwrap()).collect()
 }
@@ -370,12 +380,7 @@ fn a_forged_pure_output_that_verifies_is_caught_by_replay() {
     assert_eq!(r["seq"], seq as u64);
     assert_eq!(r["step"], "stats");
     assert_eq!(r["class"], "payload");
-    let fields: Vec<&str> = r["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let fields = field_paths(&r);
     assert!(fields.contains(&"payload.output.words"), "{fields:?}");
     // The text report says the same.
     let (code, out, _) = sb.oracle(&["replay", "quickstart-1"]);
@@ -414,12 +419,7 @@ fn replay_against_an_edited_plan_names_the_first_step_that_differs() {
     assert_eq!(r["events"]["b"]["kind"], "tool_called");
     // The causal parent of the diverging call (its capability check) is in the report.
     assert_eq!(r["parents"]["a"][0]["kind"], "capability_allowed");
-    let fields: Vec<&str> = r["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let fields = field_paths(&r);
     assert!(fields.contains(&"payload.input.content"), "{fields:?}");
 }
 

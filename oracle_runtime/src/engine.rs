@@ -109,6 +109,10 @@ pub enum EngineError {
         #[source]
         source: AgentError,
     },
+    /// A replay wants to record past the end of its record (it has no writer): the run was
+    /// interrupted there. [`Engine::drive`] turns this into [`Ending::EndOfRecord`].
+    #[error("event {seq}: the record ends here")]
+    EndOfRecord { seq: u64 },
     #[error("the answer is for step `{given}`, but the run waits on step `{waiting}`")]
     WrongStep { given: String, waiting: String },
 }
@@ -119,6 +123,7 @@ impl EngineError {
         match self {
             EngineError::Record { seq, .. }
             | EngineError::Unexpected { seq, .. }
+            | EngineError::EndOfRecord { seq }
             | EngineError::Agent { seq, .. } => Some(*seq),
             EngineError::Diverged(d) => Some(d.seq),
             _ => None,
@@ -290,10 +295,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             return Ok(seq);
         }
         let Some(writer) = self.writer.as_mut() else {
-            return Err(EngineError::Unexpected {
-                seq,
-                message: "end of record".into(),
-            });
+            return Err(EngineError::EndOfRecord { seq });
         };
         writer.append(self.tick, parents, payload)?;
         self.appended += 1;
@@ -333,11 +335,7 @@ impl<'r, A: Agent> Engine<'r, A> {
     pub fn drive(&mut self) -> Result<Report> {
         let ending = match self.drive_inner() {
             Ok(e) => e,
-            Err(EngineError::Unexpected { message, .. })
-                if message == "end of record" && self.writer.is_none() =>
-            {
-                Ending::EndOfRecord
-            }
+            Err(EngineError::EndOfRecord { .. }) => Ending::EndOfRecord,
             Err(e) => return Err(e),
         };
         if let Some(w) = self.writer.as_mut() {
@@ -461,14 +459,9 @@ impl<'r, A: Agent> Engine<'r, A> {
                             });
                         }
                         value
-                    } else if self.writer.is_none() {
-                        // A replay of a suspended run ends where the run waits.
-                        return Ok(Ending::Suspended {
-                            step,
-                            reason,
-                            attempts,
-                        });
                     } else {
+                        // Nothing to inject: the run waits (a replay of a suspended run ends
+                        // here too).
                         return Ok(Ending::Suspended {
                             step,
                             reason,
@@ -531,9 +524,14 @@ impl<'r, A: Agent> Engine<'r, A> {
             Verdict::Allowed { resolved, .. } => (resolved.clone(), None),
             Verdict::Denied { reason } => (None, Some(reason.clone())),
         };
-        let lexical = access::lexical(&self.config.grants, needed, root);
-        let recorded = self
-            .recorded_at(self.next_seq())
+        let seq = self.next_seq();
+        let is_verdict = matches!(
+            self.recorded.kind(seq),
+            Some(EventKind::CapabilityAllowed | EventKind::CapabilityDenied)
+        );
+        let recorded = is_verdict
+            .then(|| self.recorded_at(seq))
+            .flatten()
             .and_then(|e| match e.typed() {
                 Ok(Payload::CapabilityAllowed(p))
                     if p.step == step && p.capability == needed.to_string() =>
@@ -550,8 +548,8 @@ impl<'r, A: Agent> Engine<'r, A> {
                 }
                 _ => None,
             });
-        let verdict = match (lexical, recorded) {
-            (Ok(_), Some(rec)) => rec,
+        let verdict = match recorded {
+            Some(rec) if access::lexical(&self.config.grants, needed, root).is_ok() => rec,
             _ => now,
         };
         (verdict, resolved, denied_now)
