@@ -7,6 +7,7 @@
 mod diff;
 mod exit;
 mod maintain;
+mod memory;
 mod plan;
 mod run;
 mod show;
@@ -23,7 +24,8 @@ use crate::exit::CliError;
 /// state change is a hashed, causally linked event in an append-only log.
 ///
 /// Exit codes: 0 success; 1 a run failed (or `diff` found a difference); 2 usage or input
-/// error; 3 a run is suspended awaiting input; 4 integrity or divergence failure.
+/// error; 3 a run is suspended awaiting input; 4 integrity or divergence failure; for
+/// `adjudicate`: 5 unknown handle, 6 already resolved, 7 expired.
 #[derive(Parser, Debug)]
 #[command(
     name = "oracle",
@@ -73,6 +75,19 @@ enum Command {
     /// a binary search over chain hashes reads O(log n) events. Exit 0 identical, 1 different,
     /// 2 trouble (e.g. an invalid log).
     Diff(diff::DiffArgs),
+    /// Show a run's belief memory: per line (subject / predicate) the belief (resolved,
+    /// contested, no belief, timing uncertain) and every claim with its disposition and where
+    /// it was recorded; `--as-of TICK` shows what was believed then.
+    Memory(memory::MemoryArgs),
+    /// List a run's adjudications (conflicts sent to the oracle): pending, resolved, expired.
+    Adjudications(memory::AdjudicationsArgs),
+    /// Give the oracle's verdict on a pending adjudication: one event appended under the run's
+    /// lock. Exit 0 applied, 5 unknown handle, 6 already resolved (the original verdict is
+    /// shown), 7 expired, 2 refused evidence; nothing is written unless it applies.
+    Adjudicate(memory::AdjudicateArgs),
+    /// Turn adjudications whose expiry has passed into contested claims (one event). A second
+    /// sweep finds nothing and writes nothing.
+    Sweep(memory::SweepArgs),
     /// Check, draw and hash plans (the text programs agents run).
     Plan(plan::PlanArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
@@ -97,6 +112,10 @@ fn main() -> ExitCode {
         Command::Snapshot(a) => maintain::snapshot(&home, a),
         Command::Synth(a) => maintain::synth(&home, a),
         Command::Plan(a) => plan::run(a),
+        Command::Memory(a) => memory::memory(&home, a),
+        Command::Adjudications(a) => memory::adjudications(&home, a),
+        Command::Adjudicate(a) => memory::adjudicate(&home, a),
+        Command::Sweep(a) => memory::sweep(&home, a),
         Command::Diff(a) => diff::run(&home, a),
     };
     match result {

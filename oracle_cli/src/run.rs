@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 use crate::diff::class_text;
 use crate::exit::{self, CliError};
 use crate::maintain::DurabilityArg;
+use oracle_core::payload::MemorySettings;
+use oracle_memory::tools::BELIEF_WAIT_PREFIX;
 
 /// Default for `--jobs`: tools of one round run one at a time unless asked.
 const JOBS_DEFAULT: u32 = 1;
@@ -31,6 +33,11 @@ pub struct DriveArgs {
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
+    /// After the drive, send each new adjudication request to PROGRAM as JSON on stdin (exit
+    /// 0 = delivered). Failed deliveries are recorded in the run's `notifications.jsonl` and
+    /// tried again later; the pending request itself is in the log and is never lost.
+    #[arg(long, value_name = "PROGRAM")]
+    pub(crate) oracle_cmd: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -47,6 +54,14 @@ pub struct RunArgs {
     /// `fs:read:data/**`. Recorded in the run's first event.
     #[arg(long = "grant", value_name = "CAP")]
     grants: Vec<String>,
+    /// Run without an adjudication oracle: a claim that contradicts a live belief becomes
+    /// `contested` at once instead of being queued for a verdict (recorded in the first event).
+    #[arg(long)]
+    no_oracle: bool,
+    /// Logical ticks after which a queued adjudication expires (`oracle sweep` then makes it
+    /// contested). Default: requests wait indefinitely.
+    #[arg(long, value_name = "TICKS", conflicts_with = "no_oracle")]
+    adjudication_expiry: Option<u64>,
     #[command(flatten)]
     drive: DriveArgs,
 }
@@ -180,7 +195,7 @@ fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, CliError> {
 }
 
 /// Maps a session error to its exit code, printing plan diagnostics where there are some.
-fn session_error(e: SessionError, json_out: bool, log: Option<&Path>) -> CliError {
+pub(crate) fn session_error(e: SessionError, json_out: bool, log: Option<&Path>) -> CliError {
     if let SessionError::Plan {
         path,
         text: source,
@@ -249,7 +264,64 @@ fn ending_json(e: &Ending) -> Value {
     }
 }
 
-fn print_session(s: &Session, json_out: bool, verb: &str) {
+/// Sends the run's undelivered adjudication requests to `--oracle-cmd`, if given. Never fails
+/// the command: a failed delivery is recorded in the outbox and reported.
+pub(crate) fn notify(run: &str, dir: &Path, home: &Path, cmd: Option<&Path>) -> Option<Value> {
+    let cmd = cmd?;
+    let mut port = oracle_runtime::oracle::CommandPort {
+        program: cmd.to_path_buf(),
+        timeout_ms: oracle_runtime::oracle::NOTIFY_TIMEOUT_MS,
+    };
+    let result = oracle_runtime::adjudication::load(home, run)
+        .map_err(|e| e.to_string())
+        .and_then(|rm| {
+            oracle_runtime::oracle::notify_pending(dir, run, &rm.memory, &mut port)
+                .map_err(|e| e.to_string())
+        });
+    Some(match result {
+        Ok(n) => json!({
+            "delivered": n.delivered,
+            "failed": n.failed.iter().map(|(h, e)| json!({"handle": h, "error": e})).collect::<Vec<_>>(),
+            "exhausted": n.exhausted,
+        }),
+        Err(e) => json!({"error": e}),
+    })
+}
+
+pub(crate) fn print_notified(n: &Value) {
+    if let Some(e) = n.get("error").and_then(Value::as_str) {
+        eprintln!("warning: adjudication requests were not sent: {e}");
+        return;
+    }
+    let list = |k: &str| {
+        n.get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let delivered = list("delivered");
+    if !delivered.is_empty() {
+        let names: Vec<&str> = delivered.iter().filter_map(Value::as_str).collect();
+        println!("oracle   notified of {}", names.join(", "));
+    }
+    for f in list("failed") {
+        eprintln!(
+            "warning: notifying the oracle of {} failed (recorded; tried again next time): {}",
+            f["handle"].as_str().unwrap_or("?"),
+            f["error"].as_str().unwrap_or("?")
+        );
+    }
+    let exhausted = list("exhausted");
+    if !exhausted.is_empty() {
+        eprintln!(
+            "warning: {} request(s) could not be delivered after {} attempts; they stay pending (oracle adjudications)",
+            exhausted.len(),
+            oracle_runtime::oracle::NOTIFY_ATTEMPTS_MAX
+        );
+    }
+}
+
+pub(crate) fn print_session(s: &Session, json_out: bool, verb: &str, notified: Option<Value>) {
     let r = &s.report;
     let status = session::ending_word(&r.ending);
     if json_out {
@@ -267,6 +339,9 @@ fn print_session(s: &Session, json_out: bool, verb: &str) {
         });
         if let (Value::Object(m), Value::Object(extra)) = (&mut v, ending_json(&r.ending)) {
             m.extend(extra);
+        }
+        if let (Value::Object(m), Some(n)) = (&mut v, notified) {
+            m.insert("notified".into(), n);
         }
         crate::print_json(&v);
         return;
@@ -293,13 +368,28 @@ fn print_session(s: &Session, json_out: bool, verb: &str) {
             attempts,
         } => {
             println!("waiting  step `{step}` after {attempts} attempt(s): {reason}");
-            println!("next     oracle resume {} --step {step} --value JSON", s.id);
+            if reason.starts_with(BELIEF_WAIT_PREFIX) {
+                println!(
+                    "next     oracle adjudications {id}, then oracle adjudicate {id} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand --resume",
+                    id = s.id
+                );
+            } else {
+                println!("next     oracle resume {} --step {step} --value JSON", s.id);
+            }
         }
         _ => {}
+    }
+    if let Some(n) = &notified {
+        print_notified(n);
     }
 }
 
 pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
+        oracle: !a.no_oracle,
+        expiry_ticks: a.adjudication_expiry,
+        ..MemorySettings::default()
+    });
     let opts = StartOptions {
         home: home.to_path_buf(),
         plan: a.plan.clone(),
@@ -309,12 +399,36 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         jobs: a.drive.jobs,
         durability: a.drive.durability.into(),
         root: PathBuf::from("."),
+        memory,
     };
     let mut display = Display::new("running");
     let s = session::start_observed(&opts, &registry(), &mut |p| display.update(p));
     display.finish();
     let s = s.map_err(|e| session_error(e, a.drive.json, None))?;
-    print_session(&s, a.drive.json, "recorded");
+    let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
+    print_session(&s, a.drive.json, "recorded", notified);
+    Ok(status_code(&s.report.ending))
+}
+
+/// Resumes a run without an answer (after a verdict), printing as `oracle resume` does.
+pub(crate) fn resume_after_verdict(
+    home: &Path,
+    run: &str,
+    json_out: bool,
+    oracle_cmd: Option<&Path>,
+) -> Result<u8, CliError> {
+    let s = session::resume(
+        home,
+        run,
+        None,
+        JOBS_DEFAULT,
+        oracle_runtime::Durability::DEFAULT,
+        &registry(),
+    );
+    let log = session::find(home, run).ok().map(|r| r.paths.log);
+    let s = s.map_err(|e| session_error(e, json_out, log.as_deref()))?;
+    let notified = notify(&s.id, &s.dir, home, oracle_cmd);
+    print_session(&s, json_out, "appended", notified);
     Ok(status_code(&s.report.ending))
 }
 
@@ -351,7 +465,8 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     display.finish();
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
     let s = s.map_err(|e| session_error(e, a.drive.json, log.as_deref()))?;
-    print_session(&s, a.drive.json, "appended");
+    let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
+    print_session(&s, a.drive.json, "appended", notified);
     Ok(status_code(&s.report.ending))
 }
 

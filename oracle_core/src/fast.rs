@@ -373,6 +373,14 @@ mod shape {
             EventKind::Suspended => &[("attempts", U64), ("reason", Str), ("step", Str)],
             EventKind::Resumed => &[("step", Str), ("value", Any)],
             EventKind::RunFinished => &[("reason", Str), ("status", Status)],
+            EventKind::Adjudicated => &[
+                ("effects", Any),
+                ("evidence", Str),
+                ("handle", Str),
+                ("note", Str),
+                ("verdict", Str),
+            ],
+            EventKind::AdjudicationsExpired => &[("expired", Any), ("now", U64)],
         }
     }
 

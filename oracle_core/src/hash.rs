@@ -28,6 +28,8 @@ pub mod domain {
     pub const PLAN: &str = "oracle v1 plan";
     /// The seed of one `random.int` call: run seed ‖ step ‖ attempt (see `rng::for_call`).
     pub const RANDOM: &str = "oracle v1 random";
+    /// A belief-memory claim's id: canonical claim ‖ the seq of the event that recorded it.
+    pub const CLAIM: &str = "oracle v1 claim";
 }
 
 /// A 32-byte digest. Written as 64 lowercase hex characters; parsing accepts nothing else, so a
@@ -171,7 +173,7 @@ impl<'de> Deserialize<'de> for Hash {
 /// known domains are derived once and cloned, which gives the same output for less work.
 pub fn hasher(context: &str) -> blake3::Hasher {
     use std::sync::LazyLock;
-    static KNOWN: LazyLock<[(&str, blake3::Hasher); 8]> = LazyLock::new(|| {
+    static KNOWN: LazyLock<[(&str, blake3::Hasher); 9]> = LazyLock::new(|| {
         [
             domain::PAYLOAD,
             domain::EVENT_BODY,
@@ -181,6 +183,7 @@ pub fn hasher(context: &str) -> blake3::Hasher {
             domain::VALUE,
             domain::PLAN,
             domain::RANDOM,
+            domain::CLAIM,
         ]
         .map(|c| (c, blake3::Hasher::new_derive_key(c)))
     });

@@ -30,11 +30,13 @@ pub enum EventKind {
     Suspended,
     Resumed,
     RunFinished,
+    Adjudicated,
+    AdjudicationsExpired,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 13] = [
         EventKind::RunStarted,
         EventKind::StepScheduled,
         EventKind::CapabilityAllowed,
@@ -46,6 +48,8 @@ impl EventKind {
         EventKind::Suspended,
         EventKind::Resumed,
         EventKind::RunFinished,
+        EventKind::Adjudicated,
+        EventKind::AdjudicationsExpired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +65,8 @@ impl EventKind {
             EventKind::Suspended => "suspended",
             EventKind::Resumed => "resumed",
             EventKind::RunFinished => "run_finished",
+            EventKind::Adjudicated => "adjudicated",
+            EventKind::AdjudicationsExpired => "adjudications_expired",
         }
     }
 }
@@ -100,6 +106,33 @@ pub struct RunStarted {
     pub grants: Vec<String>,
     /// Run inputs by name.
     pub inputs: Map<String, Value>,
+    /// How belief memory treats conflicts; absent means [`MemorySettings::default`] (and keeps
+    /// the encoding of runs that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemorySettings>,
+}
+
+/// The belief-memory settings of a run: recorded because they decide dispositions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySettings {
+    /// Whether an adjudication oracle answers conflicts (they are queued for it); without one
+    /// they become contested at once.
+    pub oracle: bool,
+    /// Logical ticks after which a queued adjudication expires; `None`: it waits indefinitely.
+    pub expiry_ticks: Option<u64>,
+    /// Confidence (percent) at or above which a valid-time window is trusted.
+    pub confidence_min_pct: u64,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        MemorySettings {
+            oracle: true,
+            expiry_ticks: None,
+            confidence_min_pct: 50,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,6 +230,41 @@ pub struct RunFinished {
     pub reason: String,
 }
 
+/// A verdict on a queued adjudication, appended by `oracle adjudicate` (never by the program).
+/// `effects` is what the verdict did to the memory, in the form `oracle_memory` defines; it is
+/// recorded so the projection never has to re-derive it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Adjudicated {
+    pub handle: String,
+    /// `affirm`, `deny` or `unknown`.
+    pub verdict: String,
+    /// The provenance of the evidence behind the verdict (`external_first_hand`).
+    pub evidence: String,
+    pub note: String,
+    pub effects: Value,
+}
+
+/// Queued adjudications that expired at logical time `now`, appended by `oracle sweep`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdjudicationsExpired {
+    pub now: u64,
+    /// One entry per expired handle, in the form `oracle_memory` defines.
+    pub expired: Value,
+}
+
+impl EventKind {
+    /// Kinds appended from outside the program (verdicts, sweeps): the engine takes them from
+    /// the record where they stand instead of expecting the program to produce them.
+    pub fn is_external(self) -> bool {
+        matches!(
+            self,
+            EventKind::Adjudicated | EventKind::AdjudicationsExpired
+        )
+    }
+}
+
 /// A payload with its type: one variant per [`EventKind`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Payload {
@@ -211,6 +279,8 @@ pub enum Payload {
     Suspended(Suspended),
     Resumed(Resumed),
     RunFinished(RunFinished),
+    Adjudicated(Adjudicated),
+    AdjudicationsExpired(AdjudicationsExpired),
 }
 
 /// A payload value that does not have the shape its kind requires.
@@ -242,6 +312,8 @@ impl Payload {
             Payload::Suspended(_) => EventKind::Suspended,
             Payload::Resumed(_) => EventKind::Resumed,
             Payload::RunFinished(_) => EventKind::RunFinished,
+            Payload::Adjudicated(_) => EventKind::Adjudicated,
+            Payload::AdjudicationsExpired(_) => EventKind::AdjudicationsExpired,
         }
     }
 
@@ -259,6 +331,8 @@ impl Payload {
             Payload::Suspended(p) => serde_json::to_value(p),
             Payload::Resumed(p) => serde_json::to_value(p),
             Payload::RunFinished(p) => serde_json::to_value(p),
+            Payload::Adjudicated(p) => serde_json::to_value(p),
+            Payload::AdjudicationsExpired(p) => serde_json::to_value(p),
         };
         // Invariant: every payload struct has string map keys and no custom serializer that can
         // fail, so conversion to a `Value` cannot fail.
@@ -346,6 +420,10 @@ impl Payload {
             EventKind::Suspended => Payload::Suspended(decode_as(kind, value)?),
             EventKind::Resumed => Payload::Resumed(decode_as(kind, value)?),
             EventKind::RunFinished => Payload::RunFinished(decode_as(kind, value)?),
+            EventKind::Adjudicated => Payload::Adjudicated(decode_as(kind, value)?),
+            EventKind::AdjudicationsExpired => {
+                Payload::AdjudicationsExpired(decode_as(kind, value)?)
+            }
         })
     }
 
@@ -407,6 +485,22 @@ impl Payload {
                 RunStatus::Completed => "run completed".to_owned(),
                 RunStatus::Failed => format!("run failed: {}", p.reason),
             },
+            Payload::Adjudicated(p) => format!(
+                "adjudicated {}: {} on {} evidence{}",
+                p.handle,
+                p.verdict,
+                p.evidence,
+                if p.note.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", clip(&p.note, 40))
+                }
+            ),
+            Payload::AdjudicationsExpired(p) => format!(
+                "{} adjudication(s) expired at tick {}",
+                p.expired.as_array().map_or(0, Vec::len),
+                p.now
+            ),
         }
     }
 }

@@ -77,6 +77,7 @@ impl Synth {
                     seed: c.seed,
                     grants: vec!["fs:read:fixtures/**".into(), "kv:*:*".into()],
                     inputs,
+                    memory: None,
                 }),
             );
         }

@@ -157,6 +157,7 @@ fn inputs_name_the_input_that_differs() {
             seed: 1,
             grants: vec![],
             inputs,
+            memory: None,
         })
     };
     let one = |p| {

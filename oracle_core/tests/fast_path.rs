@@ -41,6 +41,7 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     seed,
                     grants: grants.into_iter().collect(),
                     inputs: inputs.into_iter().collect(),
+                    memory: None,
                 })
             ),
         (name, name).prop_map(

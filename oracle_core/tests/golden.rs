@@ -37,6 +37,7 @@ fn vectors() -> Value {
                 seed: 42,
                 grants: vec!["fs:read:fixtures/**".into()],
                 inputs,
+                memory: None,
             }),
         )
         .unwrap();

@@ -77,6 +77,7 @@ fn config(jobs: u32) -> RunConfig {
         root: root(),
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
+        memory: None,
     }
 }
 

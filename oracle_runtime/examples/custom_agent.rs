@@ -120,6 +120,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .canonicalize()?,
         jobs: 1,
         calls_max: CALLS_MAX_DEFAULT,
+        memory: None,
     };
     let registry = tools::builtin();
     let agent = || WordCounter {

@@ -158,6 +158,43 @@ mod tests {
                 vec![arg("question", String, true), arg("schema", Map, false)],
                 None,
             ),
+            tool(
+                "memory.assert",
+                "Record a claim in the run's belief memory; the gate decides its disposition (committed, inferred, corroborating, quarantined, contested or queued for adjudication).",
+                vec![
+                    arg("subject", String, true),
+                    arg("predicate", String, true),
+                    arg("value", Any, true),
+                    arg("provenance", String, true),
+                    arg("cardinality", String, false),
+                    arg("criticality", String, false),
+                    arg("derived_from", List, false),
+                    arg("valid", Map, false),
+                ],
+                None,
+            ),
+            tool(
+                "memory.query",
+                "Ask the belief memory what it believes about a line (as of a logical time, valid at a time); require \"resolved\" to wait until it is.",
+                vec![
+                    arg("subject", String, true),
+                    arg("predicate", String, true),
+                    arg("as_of", Int, false),
+                    arg("require", String, false),
+                    arg("valid_at", Int, false),
+                ],
+                None,
+            ),
+            tool(
+                "memory.history",
+                "List the claims about a subject (one predicate or all) with their dispositions and provenance.",
+                vec![
+                    arg("subject", String, true),
+                    arg("as_of", Int, false),
+                    arg("predicate", String, false),
+                ],
+                None,
+            ),
         ])
     }
 }

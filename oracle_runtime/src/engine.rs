@@ -21,9 +21,12 @@ use std::path::{Path, PathBuf};
 use oracle_core::agent::{Action, Agent, AgentError, Call, Observation, Outcome};
 use oracle_core::capability::Capability;
 use oracle_core::diff::{self, Divergence};
-use oracle_core::payload::{self, RunStatus, StateChanged};
+use oracle_core::payload::{self, MemorySettings, RunStatus, StateChanged};
 use oracle_core::{Event, EventKind, Hash, Payload, Recorder, RecordingError, State};
 use serde_json::{Map, Value};
+
+use oracle_memory::tools::{self as memory_tools, QueryOutcome};
+use oracle_memory::{Memory, Origin};
 
 use crate::access::{self, Verdict};
 use crate::error::StoreError;
@@ -51,6 +54,8 @@ pub struct RunConfig {
     pub root: PathBuf,
     pub jobs: u32,
     pub calls_max: u64,
+    /// Belief-memory settings (recorded in `run_started`); `None` means the defaults.
+    pub memory: Option<MemorySettings>,
 }
 
 /// How a drive ended.
@@ -115,6 +120,11 @@ pub enum EngineError {
     EndOfRecord { seq: u64 },
     #[error("the answer is for step `{given}`, but the run waits on step `{waiting}`")]
     WrongStep { given: String, waiting: String },
+    /// An answer was given for a step that waits on a belief: only a verdict resolves it.
+    #[error(
+        "step `{step}` waits on a belief, not on an answer: adjudicate it (`oracle adjudicate`), then resume without a value"
+    )]
+    BeliefWait { step: String },
 }
 
 impl EngineError {
@@ -149,6 +159,18 @@ enum Prep {
     Done(Outcome),
     Asked(String),
     Pending(Box<Pending>),
+    /// A memory tool: run by the engine when its outcome is recorded.
+    Memory {
+        call: Call,
+        called: u64,
+    },
+}
+
+/// What a memory tool call came to.
+enum MemoryCall {
+    Done(Payload),
+    /// `memory.query {require: "resolved"}` on an unresolved line: the step waits.
+    Wait(String),
 }
 
 /// The result of executing a call: the outcome payload and key-value writes.
@@ -178,6 +200,11 @@ pub struct Engine<'r, A: Agent> {
     reused: u64,
     pool: Option<rayon::ThreadPool>,
     progress: Option<&'r mut dyn FnMut(&Progress)>,
+    /// The run's belief memory: the projection of every event produced or taken so far.
+    memory: Memory,
+    memory_settings: MemorySettings,
+    /// Steps suspended by `memory.query {require: "resolved"}`, with the query's input.
+    belief_waits: BTreeMap<String, Value>,
 }
 
 /// Where a drive is, reported after every round (for progress displays; never recorded).
@@ -211,6 +238,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                     .ok()
             })
             .flatten();
+        let memory_settings = config.memory.clone().unwrap_or_default();
         Engine {
             agent,
             registry,
@@ -228,7 +256,15 @@ impl<'r, A: Agent> Engine<'r, A> {
             reused: 0,
             pool,
             progress: None,
+            memory: Memory::new(),
+            memory_settings,
+            belief_waits: BTreeMap::new(),
         }
+    }
+
+    /// The run's belief memory as far as the drive got.
+    pub fn memory(&self) -> &Memory {
+        &self.memory
     }
 
     /// Calls `f` after every round with where the drive is.
@@ -285,6 +321,10 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// Records one event: compared with the record while there is one, appended after.
     fn emit(&mut self, parents: Vec<u64>, payload: Payload) -> Result<u64> {
         let seq = self.next_seq();
+        // Only the memory's own records are kept for the projection (a clone of a claim).
+        let for_memory =
+            matches!(&payload, Payload::ToolReturned(r) if r.tool == memory_tools::ASSERT)
+                .then(|| payload.clone());
         if self.is_recorded(seq) {
             let ev = self
                 .produced
@@ -292,14 +332,50 @@ impl<'r, A: Agent> Engine<'r, A> {
                 .map_err(|source| EngineError::Record { seq, source })?;
             self.compare(seq, ev)?;
             self.matched += 1;
-            return Ok(seq);
+        } else {
+            let Some(writer) = self.writer.as_mut() else {
+                return Err(EngineError::EndOfRecord { seq });
+            };
+            writer.append(self.tick, parents, payload)?;
+            self.appended += 1;
         }
-        let Some(writer) = self.writer.as_mut() else {
-            return Err(EngineError::EndOfRecord { seq });
-        };
-        writer.append(self.tick, parents, payload)?;
-        self.appended += 1;
+        if let Some(p) = for_memory {
+            self.memory
+                .apply(seq, self.tick, &p)
+                .map_err(|e| EngineError::Unexpected {
+                    seq,
+                    message: e.to_string(),
+                })?;
+        }
         Ok(seq)
+    }
+
+    /// Takes the recorded external events (verdicts, sweeps) that stand at the next seq: they
+    /// were appended from outside while the run was at rest, so the program does not produce
+    /// them; they enter the chain and the memory where they stand, and the clock moves to
+    /// their time.
+    fn absorb_external(&mut self) -> Result<()> {
+        loop {
+            let seq = self.next_seq();
+            if !self.recorded.kind(seq).is_some_and(EventKind::is_external) {
+                return Ok(());
+            }
+            let unexpected = |message: String| EngineError::Unexpected { seq, message };
+            let ev = self
+                .recorded_at(seq)
+                .ok_or_else(|| unexpected("the recorded event cannot be read back".into()))?;
+            let payload = ev.typed().map_err(|e| unexpected(e.to_string()))?;
+            self.tick = self.tick.max(ev.time);
+            let produced = self
+                .produced
+                .record(ev.time, ev.parents.clone(), payload.clone())
+                .map_err(|source| EngineError::Record { seq, source })?;
+            self.compare(seq, produced)?;
+            self.matched += 1;
+            self.memory
+                .apply(seq, ev.time, &payload)
+                .map_err(|e| unexpected(e.to_string()))?;
+        }
     }
 
     fn compare(&self, seq: u64, produced: Event) -> Result<()> {
@@ -338,6 +414,8 @@ impl<'r, A: Agent> Engine<'r, A> {
             Err(EngineError::EndOfRecord { .. }) => Ending::EndOfRecord,
             Err(e) => return Err(e),
         };
+        // Verdicts recorded after the run finished (or after it stopped for good).
+        self.absorb_external()?;
         if let Some(w) = self.writer.as_mut() {
             w.commit()?;
         }
@@ -384,6 +462,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 seed: self.config.seed,
                 grants,
                 inputs: self.config.inputs.clone(),
+                memory: self.config.memory.clone(),
             }),
         )?;
         let mut observations = Vec::new();
@@ -396,6 +475,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             if let Some(f) = self.progress.as_mut() {
                 f(&p);
             }
+            self.absorb_external()?;
             self.tick += 1;
             let seq = self.next_seq();
             // Decide on the state borrowed, not cloned: a clone alive while the decision's
@@ -437,8 +517,46 @@ impl<'r, A: Agent> Engine<'r, A> {
                             attempts,
                         }),
                     )?;
+                    self.absorb_external()?;
                     let next = self.next_seq();
-                    let value = if let Some(rec) = self.recorded_at(next) {
+                    let value = if let Some(input) = self.belief_waits.get(&step).cloned() {
+                        // A belief wait: the memory, not a person, supplies the value.
+                        if self.answer.is_some() {
+                            return Err(EngineError::BeliefWait { step });
+                        }
+                        let settings = &self.memory_settings;
+                        match memory_tools::query(&self.memory, &input, settings, self.tick) {
+                            Ok(QueryOutcome::Answer(v))
+                                if self.is_recorded(next) || self.writer.is_some() =>
+                            {
+                                v
+                            }
+                            Ok(QueryOutcome::Answer(_)) => {
+                                // A replay whose record stops here: the run, as recorded,
+                                // still waits (a resume would continue it).
+                                return Ok(Ending::Suspended {
+                                    step,
+                                    reason,
+                                    attempts,
+                                });
+                            }
+                            Ok(QueryOutcome::Wait(why)) if !self.is_recorded(next) => {
+                                return Ok(Ending::Suspended {
+                                    step,
+                                    reason: why,
+                                    attempts,
+                                });
+                            }
+                            Ok(QueryOutcome::Wait(_)) | Err(_) => {
+                                return Err(EngineError::Unexpected {
+                                    seq: next,
+                                    message: format!(
+                                        "the record goes on after step `{step}` suspended on a belief, but the belief is not resolved here"
+                                    ),
+                                });
+                            }
+                        }
+                    } else if let Some(rec) = self.recorded_at(next) {
                         match rec.typed() {
                             Ok(Payload::Resumed(r)) if r.step == step => r.value,
                             _ => {
@@ -475,6 +593,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                             value: value.clone(),
                         }),
                     )?;
+                    self.belief_waits.remove(&step);
                     observations = vec![Observation {
                         step,
                         tool: String::new(),
@@ -652,6 +771,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                 preps.push(fail(self, called, e)?);
                 continue;
             }
+            if reg.decl.effect == Effect::Memory {
+                preps.push(Prep::Memory { call, called });
+                continue;
+            }
             if reg.decl.effect == Effect::Ask {
                 let cx = context(&self.config, self.tick, &call, &state, None, reg);
                 match reg.tool.call(&call.input, &cx) {
@@ -719,6 +842,26 @@ impl<'r, A: Agent> Engine<'r, A> {
             let outcome = match prep {
                 Prep::Done(o) => o,
                 Prep::Asked(q) => Outcome::Ask(q),
+                Prep::Memory { call, called } => {
+                    self.executed += 1;
+                    match self.memory_call(&call) {
+                        MemoryCall::Wait(why) => {
+                            self.belief_waits
+                                .insert(call.step.clone(), call.input.clone());
+                            Outcome::Ask(why)
+                        }
+                        MemoryCall::Done(payload) => {
+                            let outcome = match &payload {
+                                Payload::ToolReturned(r) => Outcome::Returned(r.output.clone()),
+                                Payload::ToolFailed(f) => Outcome::Failed(f.error.clone()),
+                                // Invariant: `memory_call` only makes these two.
+                                _ => Outcome::Failed("internal: unexpected outcome".into()),
+                            };
+                            self.emit(vec![called], payload)?;
+                            outcome
+                        }
+                    }
+                }
                 Prep::Pending(p) => {
                     let payload = match executed[i].take() {
                         Some(ex) => {
@@ -762,6 +905,53 @@ impl<'r, A: Agent> Engine<'r, A> {
             )?;
         }
         Ok(observations)
+    }
+
+    /// Runs a memory tool against the memory as it stands, for an outcome recorded at the
+    /// next seq.
+    fn memory_call(&self, call: &Call) -> MemoryCall {
+        let settings = &self.memory_settings;
+        let origin = Origin {
+            seq: self.next_seq(),
+            time: self.tick,
+            step: call.step.clone(),
+            tool: call.tool.clone(),
+        };
+        let result = match call.tool.as_str() {
+            memory_tools::ASSERT => {
+                memory_tools::assert(&self.memory, &call.input, &origin, settings).map(Some)
+            }
+            memory_tools::QUERY => {
+                match memory_tools::query(&self.memory, &call.input, settings, self.tick) {
+                    Ok(QueryOutcome::Answer(v)) => Ok(Some(v)),
+                    Ok(QueryOutcome::Wait(why)) => return MemoryCall::Wait(why),
+                    Err(e) => Err(e),
+                }
+            }
+            memory_tools::HISTORY => memory_tools::history(&self.memory, &call.input).map(Some),
+            other => {
+                return MemoryCall::Done(Payload::ToolFailed(payload::ToolFailed {
+                    step: call.step.clone(),
+                    tool: call.tool.clone(),
+                    attempt: call.attempt,
+                    error: format!("`{other}` is not a memory tool"),
+                }));
+            }
+        };
+        MemoryCall::Done(match result {
+            Ok(output) => Payload::ToolReturned(payload::ToolReturned {
+                step: call.step.clone(),
+                tool: call.tool.clone(),
+                attempt: call.attempt,
+                output: output.unwrap_or(Value::Null),
+            }),
+            Err(e) => Payload::ToolFailed(payload::ToolFailed {
+                step: call.step.clone(),
+                tool: call.tool.clone(),
+                attempt: call.attempt,
+                error: e.to_string(),
+            }),
+        })
     }
 
     /// The recorded outcome of a call that is not executed again.

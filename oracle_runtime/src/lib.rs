@@ -8,10 +8,12 @@
 #![allow(clippy::result_large_err)]
 
 pub mod access;
+pub mod adjudication;
 pub mod catalogue;
 pub mod engine;
 pub mod error;
 pub mod index;
+pub mod oracle;
 pub mod paths;
 pub mod reader;
 pub mod recorded;

@@ -94,6 +94,32 @@ pub enum SessionError {
     },
     #[error("{path}: the run's first event is not `run_started`")]
     NoStart { path: PathBuf },
+    #[error(
+        "{run}: step `{step}` waits on a belief ({reason}); it takes a verdict (`oracle adjudicate`), not a value: resume without --step/--value"
+    )]
+    BeliefWait {
+        run: String,
+        step: String,
+        reason: String,
+    },
+    #[error("{run}: {source}")]
+    Adjudicate {
+        run: String,
+        #[source]
+        source: oracle_memory::AdjudicateError,
+    },
+    #[error(
+        "{run}: the run stopped in the middle of a step (its last event is `{kind}`); `oracle resume {run}` it first, then adjudicate once it is suspended or finished"
+    )]
+    Interrupted { run: String, kind: String },
+    #[error("{run}: the run's memory does not read back: {source}")]
+    Projection {
+        run: String,
+        #[source]
+        source: oracle_memory::ProjectionError,
+    },
+    #[error("--note is longer than {limit} bytes")]
+    BadNote { limit: u64 },
 }
 
 impl SessionError {
@@ -109,7 +135,9 @@ impl SessionError {
             SessionError::Engine(EngineError::Store(e)) => e.is_integrity(),
             SessionError::Engine(EngineError::WrongStep { .. }) => false,
             SessionError::Engine(_) => true,
-            SessionError::PlanChanged { .. } | SessionError::NoStart { .. } => true,
+            SessionError::PlanChanged { .. }
+            | SessionError::NoStart { .. }
+            | SessionError::Projection { .. } => true,
             _ => false,
         }
     }
@@ -130,6 +158,8 @@ pub struct StartOptions {
     pub durability: Durability,
     /// Where relative paths resolve (canonicalised here).
     pub root: PathBuf,
+    /// Belief-memory settings; `None`: the defaults (oracle queue, no expiry).
+    pub memory: Option<oracle_core::payload::MemorySettings>,
 }
 
 /// A run that was started or resumed.
@@ -255,6 +285,7 @@ pub fn start_observed(
         root,
         jobs: opts.jobs,
         calls_max: CALLS_MAX_DEFAULT,
+        memory: opts.memory.clone(),
     };
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let mut engine =
@@ -332,7 +363,41 @@ fn config_of(started: &RunStarted, root: PathBuf, jobs: u32) -> Result<RunConfig
         root,
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
+        memory: started.memory.clone(),
     })
+}
+
+/// The kind of the last event the program produced: verdicts and sweeps appended after it
+/// (external events) are skipped.
+pub fn last_program_kind(events: &Recorded) -> Option<oracle_core::EventKind> {
+    (0..events.len())
+        .rev()
+        .filter_map(|seq| events.kind(seq))
+        .find(|k| !k.is_external())
+}
+
+/// Whether `step` suspended on a belief (`memory.query` with `require: "resolved"`): the last
+/// call of the step was a memory query.
+pub fn is_belief_wait(events: &Recorded, step: &str) -> bool {
+    (0..events.len()).rev().find_map(|seq| {
+        if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
+            return None;
+        }
+        match events.event(seq)?.typed() {
+            Ok(Payload::ToolCalled(c)) if c.step == step => {
+                Some(c.tool == oracle_memory::tools::QUERY)
+            }
+            _ => None,
+        }
+    }) == Some(true)
+}
+
+/// The last event the program produced, parsed.
+fn last_program_event(events: &Recorded) -> Option<Event> {
+    (0..events.len())
+        .rev()
+        .find(|&seq| events.kind(seq).is_some_and(|k| !k.is_external()))
+        .and_then(|seq| events.event(seq))
 }
 
 /// The JSON Schema a `human.ask` call of `step` asked its answer to follow, if any.
@@ -392,7 +457,7 @@ pub fn resume_observed(
     };
     let events = Recorded::read(&paths.log)?;
     let started = run_started(&paths.log, &events)?;
-    match events.last().as_ref().map(Event::typed) {
+    match last_program_event(&events).as_ref().map(Event::typed) {
         Some(Ok(Payload::RunFinished(f))) => {
             return Err(SessionError::Finished {
                 run: found.id,
@@ -401,6 +466,15 @@ pub fn resume_observed(
                     RunStatus::Failed => "failed".into(),
                 },
             });
+        }
+        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) => {
+            if answer.is_some() {
+                return Err(SessionError::BeliefWait {
+                    run: found.id,
+                    step: s.step,
+                    reason: s.reason,
+                });
+            }
         }
         Some(Ok(Payload::Suspended(s))) => match &answer {
             None => {
@@ -643,9 +717,19 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         return damaged(String::new());
     };
     let events = indexed.len();
-    let (Ok(first), Ok(last)) = (indexed.read(0), indexed.read(events.saturating_sub(1))) else {
+    let (Ok(first), Ok(mut last)) = (indexed.read(0), indexed.read(events.saturating_sub(1)))
+    else {
         return damaged(String::new());
     };
+    // Verdicts and sweeps appended after the program stopped do not change its status.
+    let mut seq = events.saturating_sub(1);
+    while last.kind.is_external() && seq > 0 {
+        seq -= 1;
+        match indexed.read(seq) {
+            Ok(e) => last = e,
+            Err(_) => return damaged(String::new()),
+        }
+    }
     let program = match first.typed() {
         Ok(Payload::RunStarted(p)) => p.program,
         _ => return damaged(String::new()),

@@ -27,6 +27,10 @@ pub enum Effect {
     Impure,
     /// Needs a person: the run suspends until `oracle resume` supplies the answer.
     Ask,
+    /// Reads or writes the run's belief memory: executed by the engine itself, in call order,
+    /// when its outcome is recorded (so it sees the asserts recorded before it), and again on
+    /// replay, where it must give the recorded output.
+    Memory,
 }
 
 impl Effect {
@@ -35,6 +39,7 @@ impl Effect {
             Effect::Pure => "pure",
             Effect::Impure => "impure",
             Effect::Ask => "ask",
+            Effect::Memory => "memory",
         }
     }
 }

@@ -92,6 +92,7 @@ fn start(plan: &Path, home: &Path, jobs: u32) -> session::Session {
         jobs,
         durability: Durability::None,
         root: PathBuf::from("."),
+        memory: None,
     };
     session::start(&opts, &tools::builtin()).unwrap()
 }
@@ -186,6 +187,7 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
         root: dir.path().canonicalize().unwrap(),
         jobs: 1,
         calls_max: 3,
+        memory: None,
     };
     let paths = LogPaths::of_file(&dir.path().join("bound.jsonl"));
     let writer = LogWriter::create(&paths, Durability::None).unwrap();
@@ -235,6 +237,7 @@ fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
         jobs: 1,
         durability: Durability::None,
         root: dir.path().to_path_buf(),
+        memory: None,
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&log_of(&s)).unwrap();

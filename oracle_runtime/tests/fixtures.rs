@@ -128,6 +128,7 @@ fn quickstart() -> Vec<Event> {
             seed: 7,
             grants: vec!["fs:read:fixtures/data/**".into(), "fs:write:out/**".into()],
             inputs: map(json!({"path": "fixtures/data/notes.txt", "min_words": 5})),
+            memory: None,
         }),
     );
 
@@ -242,6 +243,7 @@ fn denied() -> Vec<Event> {
             seed: 7,
             grants: vec!["fs:read:fixtures/data/**".into()],
             inputs: map(json!({"path": "/etc/passwd"})),
+            memory: None,
         }),
     );
     let sched = run.record(1, &[start], scheduled("read", "fs.read", 1));
@@ -278,6 +280,7 @@ fn suspended() -> Vec<Event> {
             seed: 11,
             grants: vec!["net:get:reports.example.org/**".into()],
             inputs: map(json!({"url": "reports.example.org/daily.csv"})),
+            memory: None,
         }),
     );
     let mut last = start;

@@ -27,6 +27,7 @@ fn run_started() -> Payload {
         seed: 1,
         grants: vec!["fs:read:data/**".into()],
         inputs: Map::new(),
+        memory: None,
     })
 }
 

@@ -121,7 +121,7 @@ fn caps(list: &[&str]) -> Vec<Capability> {
 // The registry and the catalogue
 
 #[test]
-fn registry_holds_all_fifteen_tools_with_compiled_schemas() {
+fn registry_holds_all_eighteen_tools_with_compiled_schemas() {
     let r = tools::builtin();
     let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
     assert_eq!(
@@ -136,6 +136,9 @@ fn registry_holds_all_fifteen_tools_with_compiled_schemas() {
             "json.parse",
             "kv.get",
             "kv.set",
+            "memory.assert",
+            "memory.history",
+            "memory.query",
             "proc.exec",
             "random.int",
             "text.contains",
@@ -151,6 +154,7 @@ fn registry_holds_all_fifteen_tools_with_compiled_schemas() {
         let expected = match t.decl.name.as_str() {
             "fs.read" | "fs.write" | "fs.list" | "proc.exec" => Effect::Impure,
             "human.ask" => Effect::Ask,
+            "memory.assert" | "memory.query" | "memory.history" => Effect::Memory,
             _ => Effect::Pure,
         };
         assert_eq!(t.decl.effect, expected, "{}", t.decl.name);
@@ -207,6 +211,40 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
             "kv.set",
             vec![("key", "string", true), ("value", "any", true)],
             Some("kv:set:<key>"),
+        ),
+        (
+            "memory.assert",
+            vec![
+                ("subject", "string", true),
+                ("predicate", "string", true),
+                ("value", "any", true),
+                ("provenance", "string", true),
+                ("cardinality", "string", false),
+                ("criticality", "string", false),
+                ("derived_from", "list", false),
+                ("valid", "map", false),
+            ],
+            None,
+        ),
+        (
+            "memory.history",
+            vec![
+                ("subject", "string", true),
+                ("as_of", "int", false),
+                ("predicate", "string", false),
+            ],
+            None,
+        ),
+        (
+            "memory.query",
+            vec![
+                ("subject", "string", true),
+                ("predicate", "string", true),
+                ("as_of", "int", false),
+                ("require", "string", false),
+                ("valid_at", "int", false),
+            ],
+            None,
         ),
         (
             "proc.exec",

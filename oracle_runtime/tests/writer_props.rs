@@ -76,6 +76,7 @@ proptest! {
             seed: 1,
             grants: vec![],
             inputs: Map::new(),
+            memory: None,
         });
         let mut w = LogWriter::create(&paths, d).unwrap();
         let mut written = vec![w.append(0, vec![], start).unwrap()];

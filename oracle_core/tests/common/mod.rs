@@ -74,6 +74,7 @@ pub fn run_started(seed: u64) -> Payload {
         seed,
         grants: vec!["fs:read:**".into()],
         inputs: Map::new(),
+        memory: None,
     })
 }
 

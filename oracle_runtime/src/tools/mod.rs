@@ -20,12 +20,13 @@ pub mod fs;
 pub mod human;
 pub mod json;
 pub mod kv;
+pub mod memory;
 pub mod proc;
 pub mod text;
 
 /// Every built-in tool, registered with its compiled schemas.
 pub fn builtin() -> Registry {
-    let tools: [Arc<dyn Tool>; 15] = [
+    let tools: [Arc<dyn Tool>; 18] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
@@ -41,6 +42,9 @@ pub fn builtin() -> Registry {
         Arc::new(clock::Now),
         Arc::new(clock::RandomInt),
         Arc::new(human::Ask),
+        Arc::new(memory::Assert),
+        Arc::new(memory::Query),
+        Arc::new(memory::History),
     ];
     let mut registry = Registry::new();
     for tool in tools {
@@ -172,7 +176,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 15, "{names:?}");
+        assert_eq!(names.len(), 18, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());

@@ -1,0 +1,443 @@
+//! `oracle memory | adjudications | adjudicate | sweep`: a run's belief memory and the
+//! adjudication oracle loop from the command line.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use oracle_memory::memory::RequestState;
+use oracle_memory::{AdjudicateError, Belief, Provenance, Query, RequestStatus, Verdict};
+use oracle_runtime::adjudication::{self, RunMemory, Submission};
+use oracle_runtime::session::SessionError;
+use serde_json::{Value, json};
+
+use crate::exit::{self, CliError};
+use crate::maintain::DurabilityArg;
+use crate::run::session_error;
+
+#[derive(Args, Debug)]
+pub struct MemoryArgs {
+    /// Run id (under `<home>/runs`) or run directory.
+    run: String,
+    /// Only this subject's lines.
+    #[arg(long)]
+    subject: Option<String>,
+    /// Only lines with this predicate.
+    #[arg(long)]
+    predicate: Option<String>,
+    /// What was believed at this logical tick (claims and verdicts recorded later are left
+    /// out). Default: now.
+    #[arg(long, value_name = "TICK")]
+    as_of: Option<u64>,
+    /// The valid time asked about. Default: the --as-of tick, else the run's current tick.
+    #[arg(long, value_name = "TICK")]
+    valid_at: Option<u64>,
+    /// One JSON object per line (subject and predicate), one per output line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RequestStatusArg {
+    Pending,
+    Resolved,
+    Expired,
+}
+
+#[derive(Args, Debug)]
+pub struct AdjudicationsArgs {
+    /// Run id (under `<home>/runs`) or run directory.
+    run: String,
+    /// Only adjudications with this status.
+    #[arg(long, value_enum)]
+    status: Option<RequestStatusArg>,
+    /// Also send the pending requests not yet delivered to PROGRAM (JSON on stdin).
+    #[arg(long, value_name = "PROGRAM")]
+    oracle_cmd: Option<PathBuf>,
+    /// One JSON object per adjudication, one per line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VerdictArg {
+    /// The challenger is right: it becomes the belief; the incumbent is superseded (bounded in
+    /// valid time, never deleted).
+    Affirm,
+    /// The incumbent stands; the challenger is superseded.
+    Deny,
+    /// Cannot tell: both claims become contested and the handle is used up.
+    Unknown,
+}
+
+#[derive(Args, Debug)]
+pub struct AdjudicateArgs {
+    /// Run id (under `<home>/runs`) or run directory.
+    run: String,
+    /// The adjudication's handle (`adj-<seq>`, from `oracle adjudications`).
+    handle: String,
+    #[arg(long, value_enum)]
+    verdict: VerdictArg,
+    /// Provenance of the evidence behind the verdict. Only `external_first_hand` is accepted;
+    /// anything else is refused and nothing is written.
+    #[arg(long, value_name = "PROVENANCE")]
+    evidence: String,
+    /// Why, for the audit trail (recorded in the verdict's event).
+    #[arg(long, default_value = "")]
+    note: String,
+    /// The logical tick the verdict is given at (default: the run's current tick). A verdict at
+    /// or after the adjudication's expiry is refused.
+    #[arg(long, value_name = "TICK")]
+    now: Option<u64>,
+    /// Then resume the run (as `oracle resume RUN` would) and report how it went on.
+    #[arg(long)]
+    resume: bool,
+    /// With --resume: send new adjudication requests to PROGRAM.
+    #[arg(long, value_name = "PROGRAM", requires = "resume")]
+    oracle_cmd: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    durability: DurabilityArg,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Run id (under `<home>/runs`) or run directory.
+    run: String,
+    /// The logical tick to judge expiry at (default: the run's current tick).
+    #[arg(long, value_name = "TICK")]
+    now: Option<u64>,
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    durability: DurabilityArg,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn load(home: &Path, run: &str, json_out: bool) -> Result<RunMemory, CliError> {
+    adjudication::load(home, run).map_err(|e| session_error(e, json_out, None))
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 40 {
+        let mut t: String = s.chars().take(40).collect();
+        t.push('…');
+        t
+    } else {
+        s
+    }
+}
+
+fn belief_line(b: &Belief) -> String {
+    match b {
+        Belief::Resolved { value, .. } => format!("resolved: {}", short(value)),
+        Belief::Contested {
+            alternatives,
+            pending,
+        } => {
+            let values: Vec<String> = alternatives.iter().map(|a| short(&a.value)).collect();
+            let mut s = format!("contested: {}", values.join(" | "));
+            if !pending.is_empty() {
+                s.push_str(&format!(" (pending {})", pending.join(", ")));
+            }
+            s
+        }
+        Belief::NoBelief => "no belief".to_owned(),
+        Belief::TimingUncertain { alternatives } => {
+            let values: Vec<String> = alternatives.iter().map(|a| short(&a.value)).collect();
+            format!("timing uncertain: {}", values.join(" | "))
+        }
+    }
+}
+
+pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
+    let rm = load(home, &a.run, a.json)?;
+    let m = &rm.memory;
+    let as_of = a.as_of.unwrap_or(u64::MAX);
+    let lines: Vec<(String, String)> = match &a.subject {
+        Some(s) => m
+            .subject_lines(s)
+            .into_iter()
+            .map(|(s, p)| (s.to_owned(), p.to_owned()))
+            .collect(),
+        None => m.lines().cloned().collect(),
+    };
+    let lines: Vec<_> = lines
+        .into_iter()
+        .filter(|(_, p)| a.predicate.as_ref().is_none_or(|want| want == p))
+        .collect();
+    if lines.is_empty() && !a.json {
+        println!("no claims in run {}", rm.run.id);
+        return Ok(exit::OK);
+    }
+    for (subject, predicate) in &lines {
+        let q = Query {
+            subject: subject.clone(),
+            predicate: predicate.clone(),
+            as_of: a.as_of,
+            valid_at: a.valid_at.or(a.as_of).or(Some(rm.time)),
+        };
+        let belief = oracle_memory::belief::query(m, &q, rm.settings.confidence_min_pct);
+        let claims = oracle_memory::tools::history_entries(m, subject, Some(predicate), as_of);
+        if a.json {
+            let claims: Vec<Value> = claims
+                .iter()
+                .map(|e| oracle_memory::tools::claim_view(m, e, as_of))
+                .collect();
+            crate::print_json(&json!({
+                "subject": subject,
+                "predicate": predicate,
+                "belief": belief.to_value(),
+                "claims": claims,
+            }));
+            continue;
+        }
+        println!("{subject} / {predicate}: {}", belief_line(&belief));
+        for e in claims {
+            let disp = m.disposition(&e.id, as_of).map_or("?", |d| d.as_str());
+            println!(
+                "  {:12}  {:42}  {:23}  {:19}  {:8}  event {} step {}",
+                e.id.short(),
+                short(&e.claim.value),
+                disp,
+                e.claim.provenance.as_str(),
+                e.claim.criticality.as_str(),
+                e.origin.seq,
+                e.origin.step
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn request_json(m: &oracle_memory::Memory, r: &RequestState) -> Value {
+    let value = |id| m.entry(&id).map(|e| e.claim.value.clone());
+    json!({
+        "handle": r.request.handle,
+        "status": r.status.name(),
+        "subject": r.request.subject,
+        "predicate": r.request.predicate,
+        "criticality": r.request.criticality,
+        "incumbent": {"claim": r.incumbent(), "value": value(r.incumbent())},
+        "challenger": {"claim": r.request.challenger, "value": value(r.request.challenger)},
+        "reason": r.request.reason,
+        "expires_at": r.request.expires_at,
+        "seq": r.origin.seq,
+        "step": r.origin.step,
+        "outcome": r.status,
+    })
+}
+
+pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> {
+    let rm = load(home, &a.run, a.json)?;
+    let m = &rm.memory;
+    let mut all: Vec<&RequestState> = m
+        .requests()
+        .filter(|r| {
+            a.status.is_none_or(|s| {
+                r.status.name()
+                    == match s {
+                        RequestStatusArg::Pending => "pending",
+                        RequestStatusArg::Resolved => "resolved",
+                        RequestStatusArg::Expired => "expired",
+                    }
+            })
+        })
+        .collect();
+    all.sort_by_key(|r| r.origin.seq);
+    let notified = crate::run::notify(&rm.run.id, &rm.run.dir, home, a.oracle_cmd.as_deref());
+    if a.json {
+        for r in &all {
+            crate::print_json(&request_json(m, r));
+        }
+        if let Some(n) = notified {
+            crate::print_json(&json!({"notified": n}));
+        }
+        return Ok(exit::OK);
+    }
+    if all.is_empty() {
+        println!("no adjudications in run {}", rm.run.id);
+    } else {
+        println!(
+            "{:10}  {:8}  {:8}  {:28}  {:>7}  CONFLICT / OUTCOME",
+            "HANDLE", "STATUS", "CRIT", "LINE", "EXPIRES"
+        );
+    }
+    for r in &all {
+        let value = |id| {
+            m.entry(&id)
+                .map_or("?".to_owned(), |e| short(&e.claim.value))
+        };
+        let outcome = match &r.status {
+            RequestStatus::Pending => format!(
+                "{} (incumbent) vs {} (challenger)",
+                value(r.incumbent()),
+                value(r.request.challenger)
+            ),
+            RequestStatus::Resolved {
+                verdict, seq, by, ..
+            } => match by {
+                Some(h) => format!("{verdict} by the verdict on {h} (event {seq})"),
+                None => format!("{verdict} (event {seq})"),
+            },
+            RequestStatus::Expired { seq, now, .. } => {
+                format!("expired: contested (swept at tick {now}, event {seq})")
+            }
+        };
+        println!(
+            "{:10}  {:8}  {:8}  {:28}  {:>7}  {outcome}",
+            r.request.handle,
+            r.status.name(),
+            r.request.criticality.as_str(),
+            format!("{}/{}", r.request.subject, r.request.predicate),
+            r.request
+                .expires_at
+                .map_or("never".to_owned(), |t| t.to_string()),
+        );
+    }
+    if let Some(n) = notified {
+        crate::run::print_notified(&n);
+    }
+    Ok(exit::OK)
+}
+
+/// Exit code and JSON for a refused verdict.
+fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
+    match e {
+        AdjudicateError::UnknownHandle { handle } => (
+            exit::UNKNOWN_HANDLE,
+            json!({"outcome": "unknown_handle", "handle": handle}),
+        ),
+        AdjudicateError::AlreadyResolved {
+            handle,
+            seq,
+            original,
+            ..
+        } => (
+            exit::ALREADY_RESOLVED,
+            json!({"outcome": "already_resolved", "handle": handle, "seq": seq, "original": original}),
+        ),
+        AdjudicateError::Expired {
+            handle,
+            expires_at,
+            swept_at,
+        } => (
+            exit::EXPIRED,
+            json!({"outcome": "expired", "handle": handle, "expires_at": expires_at, "swept_at": swept_at}),
+        ),
+        AdjudicateError::Evidence { given } => (
+            exit::INPUT,
+            json!({"outcome": "evidence_refused", "evidence": given, "run": run}),
+        ),
+    }
+}
+
+pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
+    let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
+    let verdict = match a.verdict {
+        VerdictArg::Affirm => Verdict::Affirm,
+        VerdictArg::Deny => Verdict::Deny,
+        VerdictArg::Unknown => Verdict::Unknown,
+    };
+    let sub = Submission {
+        handle: a.handle.clone(),
+        verdict,
+        evidence,
+        note: a.note.clone(),
+        now: a.now,
+    };
+    let applied = match adjudication::adjudicate(home, &a.run, &sub, a.durability.into()) {
+        Ok(v) => v,
+        Err(SessionError::Adjudicate { run, source }) => {
+            let (code, mut v) = refusal(&run, &source);
+            let message = format!("{run}: {source}");
+            if a.json {
+                if let Value::Object(m) = &mut v {
+                    m.insert("ok".into(), json!(false));
+                    m.insert("message".into(), json!(message));
+                }
+                crate::print_json(&v);
+            }
+            return Err(CliError {
+                code,
+                message,
+                json: None,
+            });
+        }
+        Err(e) => return Err(session_error(e, a.json, None)),
+    };
+    if a.json && !a.resume {
+        crate::print_json(&json!({
+            "ok": true,
+            "outcome": "applied",
+            "run": applied.run,
+            "handle": applied.handle,
+            "verdict": applied.verdict,
+            "seq": applied.seq,
+            "effects": applied.effects.to_value(),
+            "subject": applied.subject,
+            "predicate": applied.predicate,
+            "belief": applied.belief.to_value(),
+        }));
+    } else if !a.json {
+        println!(
+            "verdict  {} on {} recorded as event {}",
+            applied.verdict, applied.handle, applied.seq
+        );
+        println!(
+            "belief   {} / {}: {}",
+            applied.subject,
+            applied.predicate,
+            belief_line(&applied.belief)
+        );
+        for r in &applied.effects.repointed {
+            println!(
+                "         {} now compares against claim {}",
+                r.handle,
+                r.incumbent.short()
+            );
+        }
+        for h in &applied.effects.agreed {
+            println!("         {h} closed: its challenger agrees with the affirmed value");
+        }
+    }
+    if a.resume {
+        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
+    }
+    Ok(exit::OK)
+}
+
+pub fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
+    let swept = adjudication::sweep(home, &a.run, a.now, a.durability.into())
+        .map_err(|e| session_error(e, a.json, None))?;
+    if a.json {
+        crate::print_json(&json!({
+            "ok": true,
+            "run": swept.run,
+            "now": swept.now,
+            "expired": swept.expired.len(),
+            "handles": swept.expired.iter().map(|x| x.handle.clone()).collect::<Vec<_>>(),
+            "seq": swept.seq,
+        }));
+        return Ok(exit::OK);
+    }
+    match swept.seq {
+        None => println!(
+            "sweep    0 adjudications expired at tick {} (nothing written)",
+            swept.now
+        ),
+        Some(seq) => {
+            println!(
+                "sweep    {} adjudication(s) expired at tick {}: now contested (event {seq})",
+                swept.expired.len(),
+                swept.now
+            );
+            for x in &swept.expired {
+                println!("         {} (expired at tick {})", x.handle, x.expires_at);
+            }
+        }
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,288 @@
+//! Verdicts and expiry: what an oracle's answer, or its absence, does to the memory.
+//!
+//! [`adjudicate`] and [`sweep`] are pure: they check a verdict (or find expired requests) and
+//! return the effects to record. The log records those effects verbatim (`adjudicated`,
+//! `adjudications_expired`), and the projection applies the record, so a verdict's meaning is
+//! fixed when it is given, whatever later versions of these rules say.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::claim::{ClaimId, Provenance};
+use crate::error::AdjudicateError;
+use crate::gate::Disposition;
+use crate::memory::{Memory, RequestStatus};
+
+/// An oracle's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The challenger is right: it becomes the belief, the incumbent is superseded.
+    Affirm,
+    /// The incumbent stands: the challenger is superseded.
+    Deny,
+    /// The oracle cannot tell: both are contested and the request is closed.
+    Unknown,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Affirm => "affirm",
+            Verdict::Deny => "deny",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Verdict {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "affirm" => Ok(Verdict::Affirm),
+            "deny" => Ok(Verdict::Deny),
+            "unknown" => Ok(Verdict::Unknown),
+            _ => Err(format!(
+                "unknown verdict `{s}` (expected affirm, deny or unknown)"
+            )),
+        }
+    }
+}
+
+/// A verdict's bound on a claim's validity: it holds only before valid tick `until` (0:
+/// nowhere).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundEffect {
+    pub claim: ClaimId,
+    pub until: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispositionEffect {
+    pub claim: ClaimId,
+    pub disposition: Disposition,
+}
+
+/// Another pending request of the line, now compared against a new incumbent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Repoint {
+    pub handle: String,
+    pub incumbent: ClaimId,
+}
+
+/// Everything a verdict changes, recorded in its `adjudicated` event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Effects {
+    pub handle: String,
+    pub challenger: ClaimId,
+    pub incumbent: ClaimId,
+    pub bounds: Vec<BoundEffect>,
+    pub dispositions: Vec<DispositionEffect>,
+    pub repointed: Vec<Repoint>,
+    /// Other requests closed because their challenger has the value this verdict affirmed.
+    pub agreed: Vec<String>,
+}
+
+impl Effects {
+    pub fn to_value(&self) -> Value {
+        // Invariant: plain structs with string keys always convert.
+        serde_json::to_value(self).expect("effects always convert to JSON")
+    }
+
+    pub fn from_value(v: &Value) -> Result<Effects, String> {
+        serde_json::from_value(v.clone())
+            .map_err(|e| format!("verdict effects do not read back: {e}"))
+    }
+}
+
+/// One request a sweep found expired.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expired {
+    pub handle: String,
+    pub challenger: ClaimId,
+    pub incumbent: ClaimId,
+    pub expires_at: u64,
+}
+
+/// Checks a verdict on `handle` at logical time `now` and returns its effects. Refusals are
+/// distinct: unknown handle, already resolved (with the original verdict), expired, evidence
+/// that is not external and first-hand.
+pub fn adjudicate(
+    memory: &Memory,
+    handle: &str,
+    verdict: Verdict,
+    evidence: Provenance,
+    now: u64,
+) -> Result<Effects, AdjudicateError> {
+    let Some(state) = memory.request_by_handle(handle) else {
+        return Err(AdjudicateError::UnknownHandle {
+            handle: handle.to_owned(),
+        });
+    };
+    match &state.status {
+        RequestStatus::Resolved {
+            seq,
+            verdict,
+            evidence,
+            note,
+            by,
+            effects,
+            ..
+        } => {
+            return Err(AdjudicateError::AlreadyResolved {
+                handle: handle.to_owned(),
+                seq: *seq,
+                verdict: match by {
+                    Some(h) => format!("closed by the verdict on {h} ({verdict})"),
+                    None => verdict.to_string(),
+                },
+                original: serde_json::json!({
+                    "verdict": verdict,
+                    "evidence": evidence,
+                    "note": note,
+                    "by": by,
+                    "effects": effects,
+                }),
+            });
+        }
+        RequestStatus::Expired { seq, .. } => {
+            return Err(AdjudicateError::Expired {
+                handle: handle.to_owned(),
+                expires_at: state.request.expires_at.unwrap_or(0),
+                swept_at: Some(*seq),
+            });
+        }
+        RequestStatus::Pending => {}
+    }
+    if let Some(at) = state.request.expires_at
+        && at <= now
+    {
+        return Err(AdjudicateError::Expired {
+            handle: handle.to_owned(),
+            expires_at: at,
+            swept_at: None,
+        });
+    }
+    if evidence != Provenance::ExternalFirstHand {
+        return Err(AdjudicateError::Evidence { given: evidence });
+    }
+    let challenger = state.request.challenger;
+    let incumbent = state.incumbent();
+    let mut fx = Effects {
+        handle: handle.to_owned(),
+        challenger,
+        incumbent,
+        bounds: vec![],
+        dispositions: vec![],
+        repointed: vec![],
+        agreed: vec![],
+    };
+    let set = |fx: &mut Effects, claim, disposition| {
+        fx.dispositions
+            .push(DispositionEffect { claim, disposition })
+    };
+    // Other pending requests of the line, in the order they were opened.
+    let mut others: Vec<_> = memory
+        .pending_on(&state.request.subject, &state.request.predicate, u64::MAX)
+        .into_iter()
+        .filter(|r| r.request.handle != handle)
+        .collect();
+    others.sort_by_key(|r| r.origin.seq);
+    match verdict {
+        Verdict::Affirm => {
+            let (inc, ch) = (memory.entry(&incumbent), memory.entry(&challenger));
+            // The incumbent keeps the part of its window before the challenger's starts;
+            // otherwise it holds nowhere. Superseded claims are bounded, never deleted.
+            let until = match (inc, ch) {
+                (Some(i), Some(c))
+                    if c.claim.valid.is_some() && c.claim.start() > i.claim.start() =>
+                {
+                    c.claim.start()
+                }
+                _ => 0,
+            };
+            fx.bounds.push(BoundEffect {
+                claim: incumbent,
+                until,
+            });
+            set(&mut fx, challenger, Disposition::Committed);
+            set(&mut fx, incumbent, Disposition::Superseded);
+            let value = ch.map(|c| &c.claim.value);
+            for r in others {
+                if r.incumbent() != incumbent {
+                    continue;
+                }
+                let agrees = memory
+                    .entry(&r.request.challenger)
+                    .is_some_and(|e| Some(&e.claim.value) == value);
+                if agrees {
+                    fx.agreed.push(r.request.handle.clone());
+                } else {
+                    fx.repointed.push(Repoint {
+                        handle: r.request.handle.clone(),
+                        incumbent: challenger,
+                    });
+                }
+            }
+        }
+        Verdict::Deny => {
+            fx.bounds.push(BoundEffect {
+                claim: challenger,
+                until: 0,
+            });
+            set(&mut fx, challenger, Disposition::Superseded);
+            for r in others {
+                if r.incumbent() == challenger {
+                    fx.repointed.push(Repoint {
+                        handle: r.request.handle.clone(),
+                        incumbent,
+                    });
+                }
+            }
+        }
+        Verdict::Unknown => {
+            set(&mut fx, challenger, Disposition::Contested);
+            set(&mut fx, incumbent, Disposition::Contested);
+        }
+    }
+    Ok(fx)
+}
+
+/// The pending requests that have expired at logical time `now`, in the order they were opened. Empty when there
+/// are none, so a second sweep finds nothing and records nothing.
+pub fn sweep(memory: &Memory, now: u64) -> Vec<Expired> {
+    let mut out: Vec<(u64, Expired)> = memory
+        .requests()
+        .filter(|r| r.status == RequestStatus::Pending)
+        .filter_map(|r| {
+            let at = r.request.expires_at?;
+            (at <= now).then(|| {
+                (
+                    r.origin.seq,
+                    Expired {
+                        handle: r.request.handle.clone(),
+                        challenger: r.request.challenger,
+                        incumbent: r.incumbent(),
+                        expires_at: at,
+                    },
+                )
+            })
+        })
+        .collect();
+    out.sort_by_key(|(seq, _)| *seq);
+    out.into_iter().map(|(_, x)| x).collect()
+}

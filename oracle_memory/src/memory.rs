@@ -1,0 +1,590 @@
+//! The memory: the projection of a run's claim, verdict and expiry records, with a per-line
+//! index so a query reads one line, never the whole memory.
+//!
+//! Everything here is a set of records (claims, dispositions over time, validity bounds,
+//! requests), so two memories merge by union ([`Memory::merge`]): commutative, associative and
+//! idempotent. Beliefs are folded from these sets on demand (`belief.rs`) and do not depend on
+//! the order records arrived in.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use imbl::{OrdMap, OrdSet};
+use oracle_core::Payload;
+use oracle_core::payload::{Adjudicated, AdjudicationsExpired};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::adjudicate::{Effects, Expired, Verdict};
+use crate::claim::{Cardinality, Claim, ClaimId, Criticality, Origin, Provenance, ValidTime};
+use crate::error::ProjectionError;
+use crate::gate::{Assertion, Disposition, Request};
+use crate::tools;
+
+/// A line: subject and predicate.
+pub type Line = (String, String);
+
+/// A recorded claim with what the gate said when it arrived.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: ClaimId,
+    pub claim: Claim,
+    pub origin: Origin,
+    pub initial: Disposition,
+    pub reason: String,
+    pub corroborates: Option<ClaimId>,
+}
+
+/// A claim's disposition from logical time `time` (event `seq`) on.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Transition {
+    pub time: u64,
+    pub seq: u64,
+    pub disposition: Disposition,
+    pub reason: String,
+}
+
+/// A verdict's bound on a claim's validity: from `time` on, the claim holds only before
+/// valid tick `until` (0: nowhere).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Bound {
+    pub time: u64,
+    pub seq: u64,
+    pub until: u64,
+}
+
+/// Where a request stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum RequestStatus {
+    Pending,
+    Resolved {
+        seq: u64,
+        time: u64,
+        verdict: Verdict,
+        evidence: Provenance,
+        note: String,
+        /// Set when another request's verdict closed this one (its challenger agreed with the
+        /// value that verdict affirmed).
+        by: Option<String>,
+        effects: Value,
+    },
+    Expired {
+        seq: u64,
+        time: u64,
+        now: u64,
+    },
+}
+
+impl RequestStatus {
+    pub fn name(&self) -> &'static str {
+        match self {
+            RequestStatus::Pending => "pending",
+            RequestStatus::Resolved { .. } => "resolved",
+            RequestStatus::Expired { .. } => "expired",
+        }
+    }
+
+    fn time(&self) -> Option<u64> {
+        match self {
+            RequestStatus::Pending => None,
+            RequestStatus::Resolved { time, .. } | RequestStatus::Expired { time, .. } => {
+                Some(*time)
+            }
+        }
+    }
+}
+
+/// A request with where it was recorded, its re-pointings and its status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RequestState {
+    pub request: Request,
+    pub origin: Origin,
+    /// `(time, seq, new incumbent)`: after a verdict on another request of the line.
+    pub repoints: BTreeSet<(u64, u64, ClaimId)>,
+    pub status: RequestStatus,
+}
+
+impl RequestState {
+    /// The incumbent the request compares against now.
+    pub fn incumbent(&self) -> ClaimId {
+        self.repoints
+            .last()
+            .map_or(self.request.incumbent, |(_, _, id)| *id)
+    }
+
+    /// The status as it was at logical time `as_of`.
+    pub fn status_at(&self, as_of: u64) -> &RequestStatus {
+        match self.status.time() {
+            Some(t) if t > as_of => &RequestStatus::Pending,
+            _ => &self.status,
+        }
+    }
+}
+
+/// The projection. Cheap to clone (persistent maps).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    entries: OrdMap<ClaimId, Arc<Entry>>,
+    lines: OrdMap<Line, OrdSet<ClaimId>>,
+    corroborations: OrdMap<ClaimId, OrdSet<ClaimId>>,
+    bounds: OrdMap<ClaimId, OrdSet<Bound>>,
+    transitions: OrdMap<ClaimId, OrdSet<Transition>>,
+    /// By challenger: a claim has at most one request.
+    requests: OrdMap<ClaimId, RequestState>,
+    handles: OrdMap<String, ClaimId>,
+    now: u64,
+}
+
+/// The order claims are retrieved in: criticality (highest first), then recency in logical
+/// time (latest first), then claim id.
+pub type RetrievalKey = (Reverse<Criticality>, Reverse<u64>, Reverse<u64>, ClaimId);
+
+impl Memory {
+    pub fn new() -> Memory {
+        Memory::default()
+    }
+
+    /// The latest logical time of any record applied.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn len(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn entry(&self, id: &ClaimId) -> Option<&Entry> {
+        self.entries.get(id).map(|e| &**e)
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.values().map(|e| &**e)
+    }
+
+    /// Every line, sorted.
+    pub fn lines(&self) -> impl Iterator<Item = &Line> {
+        self.lines.keys()
+    }
+
+    /// The claims of one line (recall re-entries included), by id.
+    pub fn line_claims<'a>(
+        &'a self,
+        subject: &str,
+        predicate: &str,
+    ) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.lines
+            .get(&(subject.to_owned(), predicate.to_owned()))
+            .into_iter()
+            .flat_map(|ids| ids.iter())
+            .filter_map(|id| self.entry(id))
+    }
+
+    /// The lines of one subject, sorted (a range of the index, not a scan).
+    pub fn subject_lines(&self, subject: &str) -> Vec<(&str, &str)> {
+        self.lines
+            .range((subject.to_owned(), String::new())..)
+            .take_while(|((s, _), _)| s == subject)
+            .map(|((s, p), _)| (s.as_str(), p.as_str()))
+            .collect()
+    }
+
+    pub fn line_is_empty(&self, subject: &str, predicate: &str) -> bool {
+        self.line_claims(subject, predicate).next().is_none()
+    }
+
+    /// The cardinality the line's claims were recorded with (`functional` wins if merged
+    /// memories disagree).
+    pub fn line_cardinality(&self, subject: &str, predicate: &str) -> Option<Cardinality> {
+        self.line_claims(subject, predicate)
+            .map(|e| e.claim.cardinality)
+            .min()
+    }
+
+    pub fn retrieval_key(&self, id: &ClaimId) -> RetrievalKey {
+        match self.entry(id) {
+            Some(e) => (
+                Reverse(e.claim.criticality),
+                Reverse(e.origin.time),
+                Reverse(e.origin.seq),
+                *id,
+            ),
+            None => (Reverse(Criticality::Low), Reverse(0), Reverse(0), *id),
+        }
+    }
+
+    /// A claim's disposition at logical time `as_of` (`None` before it was recorded).
+    pub fn disposition(&self, id: &ClaimId, as_of: u64) -> Option<Disposition> {
+        self.transitions
+            .get(id)?
+            .iter()
+            .filter(|t| t.time <= as_of)
+            .max_by_key(|t| (t.time, t.seq))
+            .map(|t| t.disposition)
+    }
+
+    /// Every disposition a claim has had, in order.
+    pub fn transitions(&self, id: &ClaimId) -> Vec<Transition> {
+        self.transitions
+            .get(id)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many recall re-entries corroborate a claim, as of `as_of`.
+    pub fn corroborations(&self, id: &ClaimId, as_of: u64) -> u64 {
+        self.corroborations.get(id).map_or(0, |s| {
+            s.iter()
+                .filter(|c| self.entry(c).is_some_and(|e| e.origin.time <= as_of))
+                .count() as u64
+        })
+    }
+
+    /// The valid-time bound verdicts put on a claim, as of `as_of`.
+    pub fn bound(&self, id: &ClaimId, as_of: u64) -> Option<u64> {
+        self.bounds
+            .get(id)?
+            .iter()
+            .filter(|b| b.time <= as_of)
+            .map(|b| b.until)
+            .min()
+    }
+
+    /// The window over which a claim can count, as of `as_of`: its own (or all time) cut by
+    /// verdict bounds. `None` when nothing is left. Whether the window is trusted is separate.
+    pub fn window(&self, e: &Entry, as_of: u64) -> Option<ValidTime> {
+        let mut w = e.claim.valid.unwrap_or(ValidTime {
+            start: 0,
+            end: None,
+            confidence_pct: 100,
+        });
+        if let Some(until) = self.bound(&e.id, as_of) {
+            w.end = Some(w.end.map_or(until, |end| end.min(until)));
+            if until <= w.start {
+                return None;
+            }
+        }
+        Some(w)
+    }
+
+    /// Whether a claim's own window can be relied on (no window counts as trusted).
+    pub fn trusted(e: &Entry, confidence_min_pct: u64) -> bool {
+        e.claim
+            .valid
+            .is_none_or(|v| v.trusted(e.origin.time, confidence_min_pct))
+    }
+
+    /// Whether a claim can carry a belief at all: not quarantined, not a recall re-entry.
+    pub fn counts(e: &Entry) -> bool {
+        e.initial != Disposition::Quarantined && e.claim.provenance != Provenance::RecallReentry
+    }
+
+    /// Live external claims of `claim`'s line that contradict it: another value over an
+    /// overlapping window (an untrusted window overlaps everything), in retrieval order.
+    pub fn conflicts(&self, claim: &Claim, now: u64, confidence_min_pct: u64) -> Vec<ClaimId> {
+        let mine = claim.valid.filter(|v| v.trusted(now, confidence_min_pct));
+        let mut out: Vec<ClaimId> = self
+            .line_claims(&claim.subject, &claim.predicate)
+            .filter(|e| Memory::counts(e) && e.claim.provenance.is_external())
+            .filter(|e| e.claim.value != claim.value)
+            .filter(|e| {
+                let Some(w) = self.window(e, u64::MAX) else {
+                    return false;
+                };
+                // A claim without a trusted window (none, or an untrusted one) overlaps
+                // everything; so does a claim whose own window is untrusted.
+                match (mine, claim.valid) {
+                    (Some(m), _) if Memory::trusted(e, confidence_min_pct) => m.overlaps(&w),
+                    _ => true,
+                }
+            })
+            .map(|e| e.id)
+            .collect();
+        out.sort_by_key(|id| self.retrieval_key(id));
+        out
+    }
+
+    pub fn request(&self, challenger: &ClaimId) -> Option<&RequestState> {
+        self.requests.get(challenger)
+    }
+
+    pub fn request_by_handle(&self, handle: &str) -> Option<&RequestState> {
+        self.requests.get(self.handles.get(handle)?)
+    }
+
+    /// Every request, by challenger id.
+    pub fn requests(&self) -> impl Iterator<Item = &RequestState> {
+        self.requests.values()
+    }
+
+    /// Requests pending at `as_of` on one line.
+    pub fn pending_on(&self, subject: &str, predicate: &str, as_of: u64) -> Vec<&RequestState> {
+        self.line_claims(subject, predicate)
+            .filter_map(|e| self.requests.get(&e.id))
+            .filter(|r| r.origin.time <= as_of)
+            .filter(|r| *r.status_at(as_of) == RequestStatus::Pending)
+            .collect()
+    }
+
+    fn transition(&mut self, id: ClaimId, t: Transition) {
+        self.transitions.entry(id).or_default().insert(t);
+    }
+
+    /// Adds a claim the gate decided on, recorded at `origin`.
+    pub fn insert(&mut self, a: &Assertion, origin: &Origin) {
+        self.now = self.now.max(origin.time);
+        let entry = Entry {
+            id: a.id,
+            claim: a.claim.clone(),
+            origin: origin.clone(),
+            initial: a.disposition,
+            reason: a.reason.clone(),
+            corroborates: a.corroborates,
+        };
+        self.lines.entry(a.claim.line()).or_default().insert(a.id);
+        if let Some(src) = a.corroborates {
+            self.corroborations.entry(src).or_default().insert(a.id);
+        }
+        self.transition(
+            a.id,
+            Transition {
+                time: origin.time,
+                seq: origin.seq,
+                disposition: a.disposition,
+                reason: a.reason.clone(),
+            },
+        );
+        if let Some(r) = &a.adjudication {
+            self.handles.insert(r.handle.clone(), a.id);
+            self.requests.insert(
+                a.id,
+                RequestState {
+                    request: r.clone(),
+                    origin: origin.clone(),
+                    repoints: BTreeSet::new(),
+                    status: RequestStatus::Pending,
+                },
+            );
+        }
+        self.entries.insert(a.id, Arc::new(entry));
+    }
+
+    /// Applies a verdict's recorded effects (event `seq` at `time`).
+    pub fn apply_verdict(
+        &mut self,
+        verdict: Verdict,
+        evidence: Provenance,
+        note: &str,
+        effects: &Effects,
+        seq: u64,
+        time: u64,
+    ) {
+        self.now = self.now.max(time);
+        let handle = &effects.handle;
+        let resolved = |by: Option<String>| RequestStatus::Resolved {
+            seq,
+            time,
+            verdict,
+            evidence,
+            note: note.to_owned(),
+            by,
+            effects: effects.to_value(),
+        };
+        if let Some(r) = self.requests.get_mut(&effects.challenger) {
+            r.status = resolved(None);
+        }
+        for b in &effects.bounds {
+            self.bounds.entry(b.claim).or_default().insert(Bound {
+                time,
+                seq,
+                until: b.until,
+            });
+        }
+        for d in &effects.dispositions {
+            self.transition(
+                d.claim,
+                Transition {
+                    time,
+                    seq,
+                    disposition: d.disposition,
+                    reason: format!("{} on {handle}", verdict.as_str()),
+                },
+            );
+        }
+        for r in &effects.repointed {
+            if let Some(c) = self.handles.get(&r.handle).copied()
+                && let Some(state) = self.requests.get_mut(&c)
+            {
+                state.repoints.insert((time, seq, r.incumbent));
+            }
+        }
+        for h in &effects.agreed {
+            if let Some(c) = self.handles.get(h).copied() {
+                if let Some(state) = self.requests.get_mut(&c) {
+                    state.status = resolved(Some(handle.clone()));
+                }
+                self.transition(
+                    c,
+                    Transition {
+                        time,
+                        seq,
+                        disposition: Disposition::Committed,
+                        reason: format!("agrees with the value affirmed on {handle}"),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Applies a sweep's recorded expiries (event `seq` at `time`).
+    pub fn apply_expired(&mut self, now: u64, expired: &[Expired], seq: u64, time: u64) {
+        self.now = self.now.max(time);
+        for x in expired {
+            if let Some(state) = self.requests.get_mut(&x.challenger) {
+                state.status = RequestStatus::Expired { seq, time, now };
+            }
+            for claim in [x.challenger, x.incumbent] {
+                self.transition(
+                    claim,
+                    Transition {
+                        time,
+                        seq,
+                        disposition: Disposition::Contested,
+                        reason: format!("{} expired at tick {}", x.handle, x.expires_at),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Applies one recorded event: the output of `memory.assert`, a verdict or a sweep. Other
+    /// events only move the clock.
+    pub fn apply(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<(), ProjectionError> {
+        self.now = self.now.max(time);
+        let bad = |reason: String| ProjectionError { seq, reason };
+        match payload {
+            Payload::ToolReturned(r) if r.tool == tools::ASSERT => {
+                let a: Assertion = serde_json::from_value(r.output.clone())
+                    .map_err(|e| bad(format!("memory.assert output does not read back: {e}")))?;
+                let id = a.claim.id_at(seq).map_err(|e| bad(e.to_string()))?;
+                if id != a.id {
+                    return Err(bad(format!(
+                        "claim id {} does not match its content and position ({})",
+                        a.id.short(),
+                        id.short()
+                    )));
+                }
+                let origin = Origin {
+                    seq,
+                    time,
+                    step: r.step.clone(),
+                    tool: r.tool.clone(),
+                };
+                self.insert(&a, &origin);
+            }
+            Payload::Adjudicated(Adjudicated {
+                verdict,
+                evidence,
+                note,
+                effects,
+                handle,
+            }) => {
+                let verdict: Verdict = verdict.parse().map_err(bad)?;
+                let evidence: Provenance = evidence.parse().map_err(bad)?;
+                let effects = Effects::from_value(effects).map_err(bad)?;
+                if &effects.handle != handle {
+                    return Err(bad(format!(
+                        "the verdict is for `{handle}` but its effects are for `{}`",
+                        effects.handle
+                    )));
+                }
+                self.apply_verdict(verdict, evidence, note, &effects, seq, time);
+            }
+            Payload::AdjudicationsExpired(AdjudicationsExpired { now, expired }) => {
+                let list: Vec<Expired> = serde_json::from_value(expired.clone())
+                    .map_err(|e| bad(format!("expired list does not read back: {e}")))?;
+                self.apply_expired(*now, &list, seq, time);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The union of two memories. Commutative, associative and idempotent: every part is a
+    /// set, and where two records share a key (the same claim recorded differently by two
+    /// branches) the one with the larger canonical encoding wins, whichever side it is on.
+    pub fn merge(&self, other: &Memory) -> Memory {
+        fn pick<T: Serialize + Clone>(a: &T, b: &T) -> T {
+            let key = |x: &T| {
+                serde_json::to_value(x)
+                    .ok()
+                    .and_then(|v| oracle_core::canon::encode(&v).ok())
+            };
+            if key(a) >= key(b) {
+                a.clone()
+            } else {
+                b.clone()
+            }
+        }
+        fn union_sets<K: Ord + Clone, V: Ord + Clone>(
+            a: &OrdMap<K, OrdSet<V>>,
+            b: &OrdMap<K, OrdSet<V>>,
+        ) -> OrdMap<K, OrdSet<V>> {
+            a.clone().union_with(b.clone(), |x, y| x.union(y))
+        }
+        let rank = |s: &RequestState| match s.status {
+            RequestStatus::Pending => 0,
+            _ => 1,
+        };
+        Memory {
+            entries: self
+                .entries
+                .clone()
+                .union_with(other.entries.clone(), |a, b| Arc::new(pick(&*a, &*b))),
+            lines: union_sets(&self.lines, &other.lines),
+            corroborations: union_sets(&self.corroborations, &other.corroborations),
+            bounds: union_sets(&self.bounds, &other.bounds),
+            transitions: union_sets(&self.transitions, &other.transitions),
+            requests: self.requests.clone().union_with(
+                other.requests.clone(),
+                |a, b| match rank(&a).cmp(&rank(&b)) {
+                    std::cmp::Ordering::Greater => a,
+                    std::cmp::Ordering::Less => b,
+                    std::cmp::Ordering::Equal => {
+                        let mut out = pick(&a, &b);
+                        out.repoints = a.repoints.union(&b.repoints).cloned().collect();
+                        out
+                    }
+                },
+            ),
+            handles: self
+                .handles
+                .clone()
+                .union_with(other.handles.clone(), |a, b| a.min(b)),
+            now: self.now.max(other.now),
+        }
+    }
+
+    /// Lines where claims from both sides of a merge disagree: the conflicts a merge reveals.
+    /// They are left contested (the fold shows every alternative); nothing picks a winner.
+    pub fn revealed_by_merge(a: &Memory, b: &Memory, merged: &Memory) -> Vec<Line> {
+        let mut out = Vec::new();
+        for line in merged.lines() {
+            let (s, p) = line;
+            let was = |m: &Memory| crate::belief::query(m, &crate::belief::Query::now(s, p), 50);
+            let now = was(merged);
+            if matches!(now, crate::belief::Belief::Contested { .. })
+                && !matches!(was(a), crate::belief::Belief::Contested { .. })
+                && !matches!(was(b), crate::belief::Belief::Contested { .. })
+            {
+                out.push(line.clone());
+            }
+        }
+        out
+    }
+}

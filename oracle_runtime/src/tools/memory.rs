@@ -1,0 +1,128 @@
+//! The belief-memory tools' declarations: `memory.assert`, `memory.query`, `memory.history`.
+//!
+//! The engine runs these itself against the run's memory projection ([`Effect::Memory`]); the
+//! logic lives in `oracle_memory::tools`. `call` is never reached through the engine and says so
+//! if something else calls it.
+
+use oracle_memory::tools::{ASSERT, HISTORY, QUERY};
+use serde_json::{Value, json};
+
+use super::{any, decl, string, strings};
+use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
+
+fn outside_engine(name: &str) -> Result<ToolOutput, ToolError> {
+    Err(ToolError::Failed(format!(
+        "`{name}` reads the run's memory and runs inside the engine only"
+    )))
+}
+
+fn enum_of(values: &[&str]) -> Value {
+    json!({"type": "string", "enum": values})
+}
+
+fn tick() -> Value {
+    json!({"type": "integer", "minimum": 0})
+}
+
+/// `memory.assert {subject, predicate, value, provenance, cardinality?, valid?, criticality?,
+/// derived_from?}` → the gate's assertion: `{id, claim, disposition, reason, corroborates,
+/// conflicts_with, adjudication}`.
+pub struct Assert;
+
+impl Tool for Assert {
+    fn decl(&self) -> ToolDecl {
+        decl(
+            ASSERT,
+            "Record a claim in the run's belief memory; the gate decides its disposition (committed, inferred, corroborating, quarantined, contested or queued for adjudication).",
+            Effect::Memory,
+            json!({
+                "type": "object",
+                "properties": {
+                    "subject": string(),
+                    "predicate": string(),
+                    "value": any(),
+                    "provenance": enum_of(&["user_asserted", "external_first_hand", "model_derived", "recall_reentry"]),
+                    "cardinality": enum_of(&["functional", "set_valued"]),
+                    "criticality": enum_of(&["low", "medium", "high", "critical"]),
+                    "valid": {
+                        "type": "object",
+                        "properties": {"start": tick(), "end": tick(), "confidence_pct": {"type": "integer", "minimum": 0, "maximum": 100}},
+                        "required": ["start", "confidence_pct"],
+                        "additionalProperties": false,
+                    },
+                    "derived_from": strings(),
+                },
+                "required": ["subject", "predicate", "value", "provenance"],
+                "additionalProperties": false,
+            }),
+            json!({
+                "type": "object",
+                "required": ["id", "claim", "disposition", "reason", "corroborates", "conflicts_with", "adjudication"],
+            }),
+            None,
+        )
+    }
+
+    fn call(&self, _input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        outside_engine(ASSERT)
+    }
+}
+
+/// `memory.query {subject, predicate, as_of?, valid_at?, require?}` → the belief:
+/// `{status: resolved|contested|no_belief|timing_uncertain, ...}`. With `require: "resolved"`
+/// the run suspends while the line is not resolved.
+pub struct Query;
+
+impl Tool for Query {
+    fn decl(&self) -> ToolDecl {
+        decl(
+            QUERY,
+            "Ask the belief memory what it believes about a line (as of a logical time, valid at a time); require \"resolved\" to wait until it is.",
+            Effect::Memory,
+            json!({
+                "type": "object",
+                "properties": {
+                    "subject": string(),
+                    "predicate": string(),
+                    "as_of": tick(),
+                    "valid_at": tick(),
+                    "require": enum_of(&["resolved", "any"]),
+                },
+                "required": ["subject", "predicate"],
+                "additionalProperties": false,
+            }),
+            json!({"type": "object", "required": ["status", "subject", "predicate"]}),
+            None,
+        )
+    }
+
+    fn call(&self, _input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        outside_engine(QUERY)
+    }
+}
+
+/// `memory.history {subject, predicate?, as_of?}` → `{subject, claims, total}`: the claims in
+/// retrieval order with their dispositions and where each was recorded.
+pub struct History;
+
+impl Tool for History {
+    fn decl(&self) -> ToolDecl {
+        decl(
+            HISTORY,
+            "List the claims about a subject (one predicate or all) with their dispositions and provenance.",
+            Effect::Memory,
+            json!({
+                "type": "object",
+                "properties": {"subject": string(), "predicate": string(), "as_of": tick()},
+                "required": ["subject"],
+                "additionalProperties": false,
+            }),
+            json!({"type": "object", "required": ["subject", "claims", "total"]}),
+            None,
+        )
+    }
+
+    fn call(&self, _input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        outside_engine(HISTORY)
+    }
+}
