@@ -1,0 +1,2 @@
+//! Memory benchmarks (filled in below).
+fn main() {}
