@@ -570,21 +570,27 @@ impl Memory {
         }
     }
 
-    /// Lines where claims from both sides of a merge disagree: the conflicts a merge reveals.
-    /// They are left contested (the fold shows every alternative); nothing picks a winner.
-    pub fn revealed_by_merge(a: &Memory, b: &Memory, merged: &Memory) -> Vec<Line> {
-        let mut out = Vec::new();
-        for line in merged.lines() {
-            let (s, p) = line;
-            let was = |m: &Memory| crate::belief::query(m, &crate::belief::Query::now(s, p), 50);
-            let now = was(merged);
-            if matches!(now, crate::belief::Belief::Contested { .. })
-                && !matches!(was(a), crate::belief::Belief::Contested { .. })
-                && !matches!(was(b), crate::belief::Belief::Contested { .. })
-            {
-                out.push(line.clone());
-            }
-        }
-        out
+    /// Lines contested after a merge that neither side had contested: the conflicts the merge
+    /// revealed. The fold leaves them contested (every alternative, no primary: gate rule 6 as
+    /// if no oracle were configured); a caller with an oracle queues them. Nothing picks a
+    /// winner.
+    pub fn revealed_by_merge(
+        a: &Memory,
+        b: &Memory,
+        merged: &Memory,
+        confidence_min_pct: u64,
+    ) -> Vec<Line> {
+        use crate::belief::{Belief, Query, query};
+        let contested = |m: &Memory, (s, p): &Line| {
+            matches!(
+                query(m, &Query::now(s, p), confidence_min_pct),
+                Belief::Contested { .. }
+            )
+        };
+        merged
+            .lines()
+            .filter(|line| contested(merged, line) && !contested(a, line) && !contested(b, line))
+            .cloned()
+            .collect()
     }
 }

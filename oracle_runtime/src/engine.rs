@@ -801,9 +801,20 @@ impl<'r, A: Agent> Engine<'r, A> {
         let mut executed: Vec<Option<Executed>> = Vec::new();
         let mut work: Vec<(usize, &Pending)> = Vec::new();
         let mut j = 0u64;
+        // Memory calls record an outcome or none (a wait) depending on the memory when their
+        // turn comes, so with them in the round an outcome's position is not known ahead:
+        // look for the recorded outcome caused by the call's `tool_called` instead.
+        let positional = !preps.iter().any(|p| matches!(p, Prep::Memory { .. }));
+        let span = preps.len() as u64;
         for (i, p) in preps.iter().enumerate() {
             if let Prep::Pending(p) = p {
-                let recorded = self.is_recorded(base + j);
+                let recorded = if positional {
+                    self.is_recorded(base + j)
+                } else {
+                    (base..base.saturating_add(span))
+                        .take_while(|&s| self.is_recorded(s))
+                        .any(|s| self.recorded_at(s).is_some_and(|e| e.parents == [p.called]))
+                };
                 if !recorded || p.effect == Effect::Pure {
                     work.push((i, p));
                 }

@@ -23,7 +23,7 @@ struct StepGen {
 fn step_gen() -> impl Strategy<Value = StepGen> {
     (
         proptest::collection::vec(any::<usize>(), 0..3),
-        0u8..5,
+        0u8..8,
         any::<bool>(),
         any::<bool>(),
         0u8..2,
@@ -37,10 +37,11 @@ fn step_gen() -> impl Strategy<Value = StepGen> {
         })
 }
 
-/// A plan of pure steps (and kv writes) whose data flow is a random DAG. Every step `s<i>`
-/// outputs `{value: {n: ...}}` so any step can read any earlier one.
+/// A plan of pure steps (and kv writes), belief-memory asserts and queries that conflict, and
+/// impure file reads, whose data flow is a random DAG. Every step `s<i>` outputs
+/// `{value: {n: ...}}` so any step can read any earlier one.
 fn plan_text(steps: &[StepGen]) -> String {
-    let mut s = String::from("plan random version 1\ngrant kv:set:*\n\n");
+    let mut s = String::from("plan random version 1\ngrant kv:set:*\ngrant fs:read:Cargo.toml\n\n");
     for (i, g) in steps.iter().enumerate() {
         let reads: Vec<usize> = if i == 0 {
             vec![]
@@ -58,12 +59,26 @@ fn plan_text(steps: &[StepGen]) -> String {
             0 | 1 => format!("json.get {{ value: {{ n: {text} }}, path: \"n\" }}"),
             2 => "random.int { min: 0, max: 9 }".to_owned(),
             3 => "clock.now {}".to_owned(),
-            _ => format!("kv.set {{ key: \"k{i}\", value: {text} }}"),
+            4 => format!("kv.set {{ key: \"k{i}\", value: {text} }}"),
+            // Two lines, two values: asserts conflict, so requests are queued.
+            5 => format!(
+                "memory.assert {{ subject: \"x\", predicate: \"p{}\", value: \"v{}\", provenance: \"external_first_hand\" }}",
+                i % 2,
+                reads.len() % 2
+            ),
+            6 => format!(
+                "memory.query {{ subject: \"x\", predicate: \"p{}\" }}",
+                i % 2
+            ),
+            _ => "fs.read { path: \"Cargo.toml\" }".to_owned(),
         };
         s.push_str(&format!("t{i} = {call}\n"));
         let n_expr = match g.kind {
             0..=2 => format!("t{i}.value"),
             3 => format!("t{i}.tick"),
+            5 => format!("t{i}.disposition"),
+            6 => format!("t{i}.status"),
+            7 => format!("t{i}.bytes"),
             _ => i.to_string(),
         };
         s.push_str(&format!(
