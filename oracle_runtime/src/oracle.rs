@@ -185,7 +185,16 @@ pub fn notify_pending(
         });
         let f = match &mut file {
             Some(f) => f,
-            None => file.insert(OpenOptions::new().create(true).append(true).open(&path)?),
+            None => {
+                let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
+                // A torn last line (a crash mid-write) is ended first, so this record starts
+                // on a line of its own.
+                let torn = fs::read(&path).is_ok_and(|b| b.last().is_some_and(|&c| c != b'\n'));
+                if torn {
+                    f.write_all(b"\n")?;
+                }
+                file.insert(f)
+            }
         };
         f.write_all(format!("{line}\n").as_bytes())?;
         f.sync_data()?;
