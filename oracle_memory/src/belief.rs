@@ -139,7 +139,7 @@ fn alternatives(m: &Memory, claims: &[&Entry], as_of: u64) -> Vec<Alternative> {
             (best, Alternative { value, support })
         })
         .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by_key(|a| a.0);
     out.into_iter().map(|(_, a)| a).collect()
 }
 

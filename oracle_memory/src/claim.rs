@@ -70,35 +70,29 @@ impl FromStr for Provenance {
 }
 
 /// How many values a line holds at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Cardinality {
     /// One value at a time: a different value is a conflict.
+    #[default]
     Functional,
     /// Any number of values: a new value adds to the set.
     SetValued,
 }
 
-impl Default for Cardinality {
-    fn default() -> Self {
-        Cardinality::Functional
-    }
-}
-
 /// How much a wrong belief on a line costs. Ordered: `low` < `medium` < `high` < `critical`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Criticality {
     Low,
+    #[default]
     Medium,
     High,
     Critical,
-}
-
-impl Default for Criticality {
-    fn default() -> Self {
-        Criticality::Medium
-    }
 }
 
 impl Criticality {

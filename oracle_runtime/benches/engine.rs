@@ -155,6 +155,7 @@ fn start_options(home: &Path, plan: PathBuf) -> StartOptions {
         jobs: 1,
         durability: Durability::DEFAULT,
         root: root(),
+        memory: None,
     }
 }
 

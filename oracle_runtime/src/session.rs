@@ -467,15 +467,15 @@ pub fn resume_observed(
                 },
             });
         }
-        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) => {
-            if answer.is_some() {
-                return Err(SessionError::BeliefWait {
-                    run: found.id,
-                    step: s.step,
-                    reason: s.reason,
-                });
-            }
+        // A step waiting on a belief takes a verdict, never a value.
+        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) && answer.is_some() => {
+            return Err(SessionError::BeliefWait {
+                run: found.id,
+                step: s.step,
+                reason: s.reason,
+            });
         }
+        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) => {}
         Some(Ok(Payload::Suspended(s))) => match &answer {
             None => {
                 return Err(SessionError::NeedsAnswer {
