@@ -198,7 +198,7 @@ pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
         for e in claims {
             let disp = m.disposition(&e.id, as_of).map_or("?", |d| d.as_str());
             println!(
-                "  {:12}  {:42}  {:23}  {:19}  {:8}  event {} step {}",
+                "  {:12}  {:24}  {:23}  {:19}  {:8}  event {} step {}",
                 e.id.short(),
                 short(&e.claim.value),
                 disp,

@@ -368,7 +368,12 @@ pub(crate) fn print_session(s: &Session, json_out: bool, verb: &str, notified: O
             attempts,
         } => {
             println!("waiting  step `{step}` after {attempts} attempt(s): {reason}");
-            if reason.starts_with(BELIEF_WAIT_PREFIX) {
+            if reason.starts_with(BELIEF_WAIT_PREFIX) && !reason.contains("queued for adjudication")
+            {
+                println!(
+                    "next     no adjudication is pending on that line: only a new claim (new evidence) can resolve it"
+                );
+            } else if reason.starts_with(BELIEF_WAIT_PREFIX) {
                 println!(
                     "next     oracle adjudications {id}, then oracle adjudicate {id} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand --resume",
                     id = s.id

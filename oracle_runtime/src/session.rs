@@ -723,6 +723,7 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
     };
     // Verdicts and sweeps appended after the program stopped do not change its status.
     let mut seq = events.saturating_sub(1);
+    let external_since = last.kind.is_external();
     while last.kind.is_external() && seq > 0 {
         seq -= 1;
         match indexed.read(seq) {
@@ -736,6 +737,17 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
     };
     let status = crate::engine::status_of(Some(&last)).to_owned();
     let (waiting, reason) = match last.typed() {
+        // The reason was true when the run stopped; say when a verdict or sweep came since.
+        Ok(Payload::Suspended(s)) if external_since => (
+            Some((
+                s.step,
+                format!(
+                    "{} [a verdict or sweep was recorded since: `oracle resume` re-checks]",
+                    s.reason
+                ),
+            )),
+            None,
+        ),
         Ok(Payload::Suspended(s)) => (Some((s.step, s.reason)), None),
         Ok(Payload::RunFinished(f)) if f.status == RunStatus::Failed => (None, Some(f.reason)),
         _ => (None, None),
