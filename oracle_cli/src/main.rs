@@ -4,6 +4,7 @@
 // Store errors are large on purpose (seq, offset, both hashes); see oracle_runtime/src/lib.rs.
 #![allow(clippy::result_large_err)]
 
+mod demand;
 mod diff;
 mod exit;
 mod maintain;
@@ -88,6 +89,11 @@ enum Command {
     /// Turn adjudications whose expiry has passed into contested claims (one event). A second
     /// sweep finds nothing and writes nothing.
     Sweep(memory::SweepArgs),
+    /// Which earlier events a run's next H events actually need (causal parents, tool calls,
+    /// state keys, memory claims, file paths), and how many faults working-set policies of
+    /// given budgets make serving them, against the optimal oracle (Belady). Exit 0, 2 bad
+    /// input, 4 a damaged log.
+    Demand(demand::DemandArgs),
     /// Check, draw and hash plans (the text programs agents run).
     Plan(plan::PlanArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
@@ -117,6 +123,7 @@ fn main() -> ExitCode {
         Command::Adjudicate(a) => memory::adjudicate(&home, a),
         Command::Sweep(a) => memory::sweep(&home, a),
         Command::Diff(a) => diff::run(&home, a),
+        Command::Demand(a) => demand::run(&home, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

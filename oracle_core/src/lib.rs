@@ -1,10 +1,11 @@
 //! Pure core of oracle: canonical encoding, hashing, events, chain verification, state,
-//! reducers, snapshots and replay. No IO, no clock, no threads: everything here is a function
-//! of its arguments, which is what makes a run replayable.
+//! reducers, snapshots, replay and demand analysis. No IO, no clock, no threads: everything
+//! here is a function of its arguments, which is what makes a run replayable.
 
 pub mod agent;
 pub mod canon;
 pub mod capability;
+pub mod demand;
 pub mod diff;
 pub mod event;
 pub mod fast;
