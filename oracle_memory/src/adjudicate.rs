@@ -94,6 +94,10 @@ pub struct Effects {
     pub repointed: Vec<Repoint>,
     /// Other requests closed because their challenger has the value this verdict affirmed.
     pub agreed: Vec<String>,
+    /// Other requests closed because their challenger is the claim this verdict superseded
+    /// (it lost here, so it cannot win there).
+    #[serde(default)]
+    pub withdrawn: Vec<String>,
 }
 
 impl Effects {
@@ -190,6 +194,7 @@ pub fn adjudicate(
         dispositions: vec![],
         repointed: vec![],
         agreed: vec![],
+        withdrawn: vec![],
     };
     let set = |fx: &mut Effects, claim, disposition| {
         fx.dispositions
@@ -223,6 +228,10 @@ pub fn adjudicate(
             set(&mut fx, incumbent, Disposition::Superseded);
             let value = ch.map(|c| &c.claim.value);
             for r in others {
+                if r.request.challenger == incumbent {
+                    fx.withdrawn.push(r.request.handle.clone());
+                    continue;
+                }
                 if r.incumbent() != incumbent {
                     continue;
                 }

@@ -133,7 +133,7 @@ fn alternatives(m: &Memory, claims: &[&Entry], as_of: u64) -> Vec<Alternative> {
     let mut out: Vec<(crate::memory::RetrievalKey, Alternative)> = by_value
         .into_values()
         .map(|(value, mut es)| {
-            es.sort_by_key(|e| m.retrieval_key(&e.id));
+            es.sort_by_cached_key(|e| m.retrieval_key(&e.id));
             let best = m.retrieval_key(&es[0].id);
             let support = es.iter().map(|e| support(m, e, as_of)).collect();
             (best, Alternative { value, support })
@@ -202,7 +202,7 @@ pub fn query(m: &Memory, q: &Query, confidence_min_pct: u64) -> Belief {
                 Cardinality::SetValued => Value::Array(values.into_iter().map(|v| v.1).collect()),
             };
             let mut support: Vec<Support> = alts.into_iter().flat_map(|a| a.support).collect();
-            support.sort_by_key(|s| m.retrieval_key(&s.claim));
+            support.sort_by_cached_key(|s| m.retrieval_key(&s.claim));
             Belief::Resolved { value, support }
         }
         (Cardinality::Functional, _) => {

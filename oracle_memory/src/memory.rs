@@ -134,7 +134,70 @@ pub struct Memory {
     /// By challenger: a claim has at most one request.
     requests: OrdMap<ClaimId, RequestState>,
     handles: OrdMap<String, ClaimId>,
+    /// Verdict and expiry records about requests not applied yet (records applied out of
+    /// order, or a merge of partial memories), by handle: applied when the request arrives.
+    early: OrdMap<String, Early>,
     now: u64,
+}
+
+/// What verdicts and sweeps recorded about a request before the request itself was applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Early {
+    status: Option<RequestStatus>,
+    repoints: BTreeSet<(u64, u64, ClaimId)>,
+    /// Transitions of the request's challenger (closed as agreeing: known only by handle).
+    transitions: BTreeSet<Transition>,
+}
+
+impl Early {
+    fn join(mut self, other: Early) -> Early {
+        self.status = match (self.status, other.status) {
+            (Some(a), Some(b)) => Some(join_status(a, b)),
+            (a, b) => a.or(b),
+        };
+        self.repoints.extend(other.repoints);
+        self.transitions.extend(other.transitions);
+        self
+    }
+}
+
+/// Of two records of one key, the one with the larger canonical encoding (a join: the same
+/// whichever side each is on, and in whatever order they meet).
+fn pick<T: Serialize + Clone>(a: &T, b: &T) -> T {
+    let key = |x: &T| {
+        serde_json::to_value(x)
+            .ok()
+            .and_then(|v| oracle_core::canon::encode(&v).ok())
+    };
+    if key(a) >= key(b) {
+        a.clone()
+    } else {
+        b.clone()
+    }
+}
+
+/// The status a request settles on when two are recorded for it: resolved or expired over
+/// pending, then the larger canonical encoding. A valid log records at most one for a request,
+/// so this only decides between branches; being a join, it does not depend on the order
+/// records were applied or memories merged in.
+fn join_status(a: RequestStatus, b: RequestStatus) -> RequestStatus {
+    match (&a, &b) {
+        (RequestStatus::Pending, _) => b,
+        (_, RequestStatus::Pending) => a,
+        _ => pick(&a, &b),
+    }
+}
+
+/// Two states of one request (the same challenger): the request as recorded by the larger
+/// encoding, the joined status, every re-pointing.
+fn join_requests(a: &RequestState, b: &RequestState) -> RequestState {
+    let (request, origin) = pick(&(&a.request, &a.origin), &(&b.request, &b.origin));
+    RequestState {
+        request: request.clone(),
+        origin: origin.clone(),
+        repoints: a.repoints.union(&b.repoints).cloned().collect(),
+        status: join_status(a.status.clone(), b.status.clone()),
+    }
 }
 
 /// The order claims are retrieved in: criticality (highest first), then recency in logical
@@ -305,7 +368,7 @@ impl Memory {
             })
             .map(|e| e.id)
             .collect();
-        out.sort_by_key(|id| self.retrieval_key(id));
+        out.sort_by_cached_key(|id| self.retrieval_key(id));
         out
     }
 
@@ -361,17 +424,54 @@ impl Memory {
         );
         if let Some(r) = &a.adjudication {
             self.handles.insert(r.handle.clone(), a.id);
-            self.requests.insert(
-                a.id,
-                RequestState {
-                    request: r.clone(),
-                    origin: origin.clone(),
-                    repoints: BTreeSet::new(),
-                    status: RequestStatus::Pending,
-                },
-            );
+            let mut state = RequestState {
+                request: r.clone(),
+                origin: origin.clone(),
+                repoints: BTreeSet::new(),
+                status: RequestStatus::Pending,
+            };
+            if let Some(old) = self.requests.get(&a.id) {
+                state = join_requests(old, &state);
+            }
+            self.requests.insert(a.id, state);
+            self.settle_early(&r.handle);
         }
         self.entries.insert(a.id, Arc::new(entry));
+    }
+
+    /// Applies what verdicts and sweeps recorded about `handle` before its request arrived.
+    fn settle_early(&mut self, handle: &str) {
+        let Some(c) = self.handles.get(handle).copied() else {
+            return;
+        };
+        let Some(state) = self.requests.get_mut(&c) else {
+            return;
+        };
+        let Some(early) = self.early.remove(handle) else {
+            return;
+        };
+        if let Some(status) = early.status {
+            state.status = join_status(state.status.clone(), status);
+        }
+        state.repoints.extend(early.repoints);
+        for t in early.transitions {
+            self.transition(c, t);
+        }
+    }
+
+    /// Records a status for the request `handle` (challenger `challenger` when known).
+    fn set_status(&mut self, handle: &str, challenger: Option<ClaimId>, status: RequestStatus) {
+        let c = challenger.or_else(|| self.handles.get(handle).copied());
+        match c.and_then(|c| self.requests.get_mut(&c)) {
+            Some(state) => state.status = join_status(state.status.clone(), status),
+            None => {
+                let e = self.early.entry(handle.to_owned()).or_default();
+                e.status = Some(match e.status.take() {
+                    Some(old) => join_status(old, status),
+                    None => status,
+                });
+            }
+        }
     }
 
     /// Applies a verdict's recorded effects (event `seq` at `time`).
@@ -395,9 +495,7 @@ impl Memory {
             by,
             effects: effects.to_value(),
         };
-        if let Some(r) = self.requests.get_mut(&effects.challenger) {
-            r.status = resolved(None);
-        }
+        self.set_status(handle, Some(effects.challenger), resolved(None));
         for b in &effects.bounds {
             self.bounds.entry(b.claim).or_default().insert(Bound {
                 time,
@@ -417,26 +515,52 @@ impl Memory {
             );
         }
         for r in &effects.repointed {
-            if let Some(c) = self.handles.get(&r.handle).copied()
-                && let Some(state) = self.requests.get_mut(&c)
+            let repoint = (time, seq, r.incumbent);
+            match self
+                .handles
+                .get(&r.handle)
+                .copied()
+                .and_then(|c| self.requests.get_mut(&c))
             {
-                state.repoints.insert((time, seq, r.incumbent));
+                Some(state) => {
+                    state.repoints.insert(repoint);
+                }
+                None => {
+                    let e = self.early.entry(r.handle.clone()).or_default();
+                    e.repoints.insert(repoint);
+                }
             }
         }
+        for h in &effects.withdrawn {
+            // Its challenger lost on this verdict: closed as denied.
+            let status = RequestStatus::Resolved {
+                seq,
+                time,
+                verdict: Verdict::Deny,
+                evidence,
+                note: note.to_owned(),
+                by: Some(handle.clone()),
+                effects: effects.to_value(),
+            };
+            self.set_status(h, None, status);
+        }
         for h in &effects.agreed {
-            if let Some(c) = self.handles.get(h).copied() {
-                if let Some(state) = self.requests.get_mut(&c) {
-                    state.status = resolved(Some(handle.clone()));
+            self.set_status(h, None, resolved(Some(handle.clone())));
+            let t = Transition {
+                time,
+                seq,
+                disposition: Disposition::Committed,
+                reason: format!("agrees with the value affirmed on {handle}"),
+            };
+            match self.handles.get(h).copied() {
+                Some(c) => self.transition(c, t),
+                None => {
+                    self.early
+                        .entry(h.clone())
+                        .or_default()
+                        .transitions
+                        .insert(t);
                 }
-                self.transition(
-                    c,
-                    Transition {
-                        time,
-                        seq,
-                        disposition: Disposition::Committed,
-                        reason: format!("agrees with the value affirmed on {handle}"),
-                    },
-                );
             }
         }
     }
@@ -445,9 +569,11 @@ impl Memory {
     pub fn apply_expired(&mut self, now: u64, expired: &[Expired], seq: u64, time: u64) {
         self.now = self.now.max(time);
         for x in expired {
-            if let Some(state) = self.requests.get_mut(&x.challenger) {
-                state.status = RequestStatus::Expired { seq, time, now };
-            }
+            self.set_status(
+                &x.handle,
+                Some(x.challenger),
+                RequestStatus::Expired { seq, time, now },
+            );
             for claim in [x.challenger, x.incumbent] {
                 self.transition(
                     claim,
@@ -517,31 +643,17 @@ impl Memory {
 
     /// The union of two memories. Commutative, associative and idempotent: every part is a
     /// set, and where two records share a key (the same claim recorded differently by two
-    /// branches) the one with the larger canonical encoding wins, whichever side it is on.
+    /// branches) the one with the larger canonical encoding wins, whichever side it is on. A
+    /// request's status is joined on its own (resolved or expired over pending) and its
+    /// re-pointings are united, so the result equals applying both memories' records.
     pub fn merge(&self, other: &Memory) -> Memory {
-        fn pick<T: Serialize + Clone>(a: &T, b: &T) -> T {
-            let key = |x: &T| {
-                serde_json::to_value(x)
-                    .ok()
-                    .and_then(|v| oracle_core::canon::encode(&v).ok())
-            };
-            if key(a) >= key(b) {
-                a.clone()
-            } else {
-                b.clone()
-            }
-        }
         fn union_sets<K: Ord + Clone, V: Ord + Clone>(
             a: &OrdMap<K, OrdSet<V>>,
             b: &OrdMap<K, OrdSet<V>>,
         ) -> OrdMap<K, OrdSet<V>> {
             a.clone().union_with(b.clone(), |x, y| x.union(y))
         }
-        let rank = |s: &RequestState| match s.status {
-            RequestStatus::Pending => 0,
-            _ => 1,
-        };
-        Memory {
+        let mut merged = Memory {
             entries: self
                 .entries
                 .clone()
@@ -550,24 +662,26 @@ impl Memory {
             corroborations: union_sets(&self.corroborations, &other.corroborations),
             bounds: union_sets(&self.bounds, &other.bounds),
             transitions: union_sets(&self.transitions, &other.transitions),
-            requests: self.requests.clone().union_with(
-                other.requests.clone(),
-                |a, b| match rank(&a).cmp(&rank(&b)) {
-                    std::cmp::Ordering::Greater => a,
-                    std::cmp::Ordering::Less => b,
-                    std::cmp::Ordering::Equal => {
-                        let mut out = pick(&a, &b);
-                        out.repoints = a.repoints.union(&b.repoints).cloned().collect();
-                        out
-                    }
-                },
-            ),
+            requests: self
+                .requests
+                .clone()
+                .union_with(other.requests.clone(), |a, b| join_requests(&a, &b)),
             handles: self
                 .handles
                 .clone()
                 .union_with(other.handles.clone(), |a, b| a.min(b)),
+            early: self
+                .early
+                .clone()
+                .union_with(other.early.clone(), |a, b| a.join(b)),
             now: self.now.max(other.now),
+        };
+        // What one side recorded about a request only the other side holds.
+        let early: Vec<String> = merged.early.keys().cloned().collect();
+        for handle in early {
+            merged.settle_early(&handle);
         }
+        merged
     }
 
     /// Lines contested after a merge that neither side had contested: the conflicts the merge

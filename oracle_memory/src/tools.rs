@@ -160,7 +160,7 @@ pub fn history_entries<'a>(
             .collect(),
     };
     out.retain(|e| e.origin.time <= as_of);
-    out.sort_by_key(|e| memory.retrieval_key(&e.id));
+    out.sort_by_cached_key(|e| memory.retrieval_key(&e.id));
     out
 }
 
