@@ -30,6 +30,10 @@ pub mod domain {
     pub const RANDOM: &str = "oracle v1 random";
     /// A belief-memory claim's id: canonical claim ‖ the seq of the event that recorded it.
     pub const CLAIM: &str = "oracle v1 claim";
+    /// An auctioned artifact's content (duplicate detection): its bytes.
+    pub const ARTIFACT: &str = "oracle v1 artifact";
+    /// The seeded tie-break of an auction: run seed ‖ auction ‖ agent ‖ artifact.
+    pub const AUCTION_TIE: &str = "oracle v1 auction tie";
 }
 
 /// A 32-byte digest. Written as 64 lowercase hex characters; parsing accepts nothing else, so a
@@ -173,7 +177,7 @@ impl<'de> Deserialize<'de> for Hash {
 /// known domains are derived once and cloned, which gives the same output for less work.
 pub fn hasher(context: &str) -> blake3::Hasher {
     use std::sync::LazyLock;
-    static KNOWN: LazyLock<[(&str, blake3::Hasher); 9]> = LazyLock::new(|| {
+    static KNOWN: LazyLock<[(&str, blake3::Hasher); 11]> = LazyLock::new(|| {
         [
             domain::PAYLOAD,
             domain::EVENT_BODY,
@@ -184,6 +188,8 @@ pub fn hasher(context: &str) -> blake3::Hasher {
             domain::PLAN,
             domain::RANDOM,
             domain::CLAIM,
+            domain::ARTIFACT,
+            domain::AUCTION_TIE,
         ]
         .map(|c| (c, blake3::Hasher::new_derive_key(c)))
     });
