@@ -4,6 +4,7 @@
 // Store errors are large on purpose (seq, offset, both hashes); see oracle_runtime/src/lib.rs.
 #![allow(clippy::result_large_err)]
 
+mod auction;
 mod demand;
 mod diff;
 mod exit;
@@ -94,6 +95,11 @@ enum Command {
     /// given budgets make serving them, against the optimal oracle (Belady). Exit 0, 2 bad
     /// input, 4 a damaged log.
     Demand(demand::DemandArgs),
+    /// Show a run's auction economy: per auction the bids, winners, prices, scores, credits
+    /// minted and basic income paid, then the balances and supply. Rebuilt from the log, every
+    /// recorded outcome checked against the rules. Exit 0, 2 no economy or bad input, 4 a
+    /// damaged log or an outcome that does not follow.
+    Auction(auction::AuctionArgs),
     /// Check, draw and hash plans (the text programs agents run).
     Plan(plan::PlanArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
@@ -124,6 +130,7 @@ fn main() -> ExitCode {
         Command::Sweep(a) => memory::sweep(&home, a),
         Command::Diff(a) => diff::run(&home, a),
         Command::Demand(a) => demand::run(&home, a),
+        Command::Auction(a) => auction::run(&home, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -38,6 +38,24 @@ pub struct DriveArgs {
     /// tried again later; the pending request itself is in the log and is never lost.
     #[arg(long, value_name = "PROGRAM")]
     pub(crate) oracle_cmd: Option<PathBuf>,
+    /// Score auction winners with PROGRAM instead of the built-in rubric: it gets the
+    /// artifact's text on stdin and prints `{"score": 0..=100, "reason": "..."}`. Its answers
+    /// are recorded; replay never runs it. A failure (exit status, bad output, 30 s timeout) is
+    /// a recorded scoring failure.
+    #[arg(long, value_name = "PROGRAM")]
+    scorer_cmd: Option<PathBuf>,
+}
+
+impl DriveArgs {
+    fn scorer(&self) -> Option<std::sync::Arc<dyn oracle_runtime::scorer::Scorer>> {
+        use oracle_runtime::scorer::{CommandScorer, SCORER_TIMEOUT_MS_DEFAULT};
+        self.scorer_cmd.as_ref().map(|program| {
+            std::sync::Arc::new(CommandScorer {
+                program: program.clone(),
+                timeout_ms: SCORER_TIMEOUT_MS_DEFAULT,
+            }) as std::sync::Arc<dyn oracle_runtime::scorer::Scorer>
+        })
+    }
 }
 
 #[derive(Args, Debug)]
@@ -405,6 +423,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         durability: a.drive.durability.into(),
         root: PathBuf::from("."),
         memory,
+        scorer: a.drive.scorer(),
     };
     let mut display = Display::new("running");
     let s = session::start_observed(&opts, &registry(), &mut |p| display.update(p));
@@ -464,6 +483,7 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         answer,
         a.drive.jobs,
         a.drive.durability.into(),
+        a.drive.scorer(),
         &registry(),
         &mut |p| display.update(p),
     );

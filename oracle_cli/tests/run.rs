@@ -4,84 +4,14 @@
 
 mod common;
 
+use common::{Sandbox, forge};
+
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use oracle_core::{Event, Payload};
 use serde_json::Value;
-
-struct Sandbox {
-    dir: tempfile::TempDir,
-}
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
-        for sub in ["data", "plans"] {
-            common::copy_dir(
-                &common::root().join("fixtures").join(sub),
-                &dir.path().join("fixtures").join(sub),
-            );
-        }
-        Sandbox { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let p = self.path().join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
-        c.args(args).current_dir(self.path());
-        c
-    }
-
-    /// Runs `oracle ARGS` in the sandbox: exit code, stdout, stderr.
-    fn oracle(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.command(args).output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    /// Runs a command with `--json` output and parses its last stdout line.
-    fn json(&self, args: &[&str]) -> (i32, Value) {
-        let (code, out, err) = self.oracle(args);
-        let line = out
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("no output; stderr: {err}"));
-        let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
-        (code, v)
-    }
-
-    fn log(&self, home: &str, run: &str) -> PathBuf {
-        self.path()
-            .join(home)
-            .join("runs")
-            .join(run)
-            .join("events.jsonl")
-    }
-
-    fn events(&self, home: &str, run: &str) -> Vec<Event> {
-        fs::read_to_string(self.log(home, run))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
 
 /// The JSON paths of the differing fields in a divergence report.
 fn field_paths(report: &Value) -> Vec<&str> {
@@ -339,23 +269,6 @@ fn escalation_retries_falls_back_suspends_and_resumes() {
     let (code, _, err) = sb.oracle(&["resume", "escalation-1"]);
     assert_eq!(code, 2);
     assert!(err.contains("has finished"), "{err}");
-}
-
-/// Rewrites one event's payload and recomputes every hash after it, so `verify` passes.
-fn forge(log: &Path, seq: usize, edit: impl FnOnce(&mut Value)) {
-    let text = fs::read_to_string(log).unwrap();
-    let mut events: Vec<Event> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    edit(&mut events[seq].payload);
-    events[seq].payload_hash = oracle_core::canon::payload_hash(&events[seq].payload).unwrap();
-    oracle_core::event::relink(&mut events).unwrap();
-    let mut out = Vec::new();
-    for e in &events {
-        out.extend(oracle_core::record::encode(e));
-    }
-    fs::write(log, out).unwrap();
 }
 
 #[test]

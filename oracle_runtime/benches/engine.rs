@@ -78,6 +78,7 @@ fn config(jobs: u32) -> RunConfig {
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
         memory: None,
+        scorer: None,
     }
 }
 
@@ -156,6 +157,7 @@ fn start_options(home: &Path, plan: PathBuf) -> StartOptions {
         durability: Durability::DEFAULT,
         root: root(),
         memory: None,
+        scorer: None,
     }
 }
 

@@ -121,6 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         jobs: 1,
         calls_max: CALLS_MAX_DEFAULT,
         memory: None,
+        scorer: None,
     };
     let registry = tools::builtin();
     let agent = || WordCounter {

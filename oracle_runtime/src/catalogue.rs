@@ -195,6 +195,61 @@ mod tests {
                 ],
                 None,
             ),
+            tool(
+                "auction.open",
+                "Open the run's auction economy: accounts with their starting credits, and the auction rules (period, bidding_window, first_auction_tick, slots_per_auction, minimum_bid, mint_ratio, refund_on_scoring_failure, pricing, tie_break).",
+                vec![
+                    arg("accounts", Map, true),
+                    arg("bidding_window", Int, false),
+                    arg("first_auction_tick", Int, false),
+                    arg("minimum_bid", Int, false),
+                    arg("mint_ratio", Int, false),
+                    arg("period", Int, false),
+                    arg("pricing", String, false),
+                    arg("refund_on_scoring_failure", Bool, false),
+                    arg("slots_per_auction", Int, false),
+                    arg("tie_break", String, false),
+                ],
+                None,
+            ),
+            tool(
+                "auction.submit",
+                "Submit an agent's artifact (its text) for later auctions; its BLAKE3 content hash detects duplicates.",
+                vec![
+                    arg("agent", String, true),
+                    arg("artifact", String, true),
+                    arg("content", String, true),
+                ],
+                None,
+            ),
+            tool(
+                "auction.bid",
+                "Bid (or raise or lower a bid) to have an agent's artifact scored in the auction taking bids now; the amount is held in escrow.",
+                vec![
+                    arg("agent", String, true),
+                    arg("artifact", String, true),
+                    arg("amount", Int, true),
+                ],
+                None,
+            ),
+            tool(
+                "auction.advance",
+                "Move the economy's clock to tick `to`, resolving every auction that closes on the way: winners pay, losers are refunded, winning artifacts are scored by the scorer, credits are minted and basic income paid.",
+                vec![arg("to", Int, true)],
+                None,
+            ),
+            tool(
+                "auction.status",
+                "The economy now: tick, phase, the auction taking bids or the next one, balances, escrow and supply.",
+                vec![],
+                None,
+            ),
+            tool(
+                "auction.check",
+                "Where an artifact stands: submitted, bid, scored, duplicate or failed, with its score and reason.",
+                vec![arg("artifact", String, true)],
+                None,
+            ),
         ])
     }
 }

@@ -25,12 +25,15 @@ use oracle_core::payload::{self, MemorySettings, RunStatus, StateChanged};
 use oracle_core::{Event, EventKind, Hash, Payload, Recorder, RecordingError, State};
 use serde_json::{Map, Value};
 
+use oracle_core::auction::tools::{self as auction_tools, ADVANCE};
+use oracle_core::auction::{Economy, ScoreRequest};
 use oracle_memory::tools::{self as memory_tools, QueryOutcome};
 use oracle_memory::{Memory, Origin};
 
 use crate::access::{self, Verdict};
 use crate::error::StoreError;
 use crate::recorded::Recorded;
+use crate::scorer::{Rubric, Scorer};
 use crate::tool::{Effect, Registered, Registry, ToolContext, ToolError, needed_capability};
 use crate::writer::LogWriter;
 
@@ -56,6 +59,9 @@ pub struct RunConfig {
     pub calls_max: u64,
     /// Belief-memory settings (recorded in `run_started`); `None` means the defaults.
     pub memory: Option<MemorySettings>,
+    /// Scores auction winners (`auction.advance`) past the record; `None` is the built-in
+    /// rubric. Never recorded itself: its answers are.
+    pub scorer: Option<std::sync::Arc<dyn Scorer>>,
 }
 
 /// How a drive ended.
@@ -164,6 +170,11 @@ enum Prep {
         call: Call,
         called: u64,
     },
+    /// An auction tool: run by the engine when its outcome is recorded.
+    Economy {
+        call: Call,
+        called: u64,
+    },
 }
 
 /// What a memory tool call came to.
@@ -205,6 +216,9 @@ pub struct Engine<'r, A: Agent> {
     memory_settings: MemorySettings,
     /// Steps suspended by `memory.query {require: "resolved"}`, with the query's input.
     belief_waits: BTreeMap<String, Value>,
+    /// The run's auction economy (`None` until `auction.open`): the projection of every
+    /// auction outcome produced or taken so far.
+    economy: Option<Economy>,
 }
 
 /// Where a drive is, reported after every round (for progress displays; never recorded).
@@ -259,7 +273,13 @@ impl<'r, A: Agent> Engine<'r, A> {
             memory: Memory::new(),
             memory_settings,
             belief_waits: BTreeMap::new(),
+            economy: None,
         }
+    }
+
+    /// The run's auction economy as far as the drive got (`None` if it never opened one).
+    pub fn economy(&self) -> Option<&Economy> {
+        self.economy.as_ref()
     }
 
     /// The run's belief memory as far as the drive got.
@@ -775,6 +795,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                 preps.push(Prep::Memory { call, called });
                 continue;
             }
+            if reg.decl.effect == Effect::Economy {
+                preps.push(Prep::Economy { call, called });
+                continue;
+            }
             if reg.decl.effect == Effect::Ask {
                 let cx = context(&self.config, self.tick, &call, &state, None, reg);
                 match reg.tool.call(&call.input, &cx) {
@@ -862,16 +886,18 @@ impl<'r, A: Agent> Engine<'r, A> {
                             Outcome::Ask(why)
                         }
                         MemoryCall::Done(payload) => {
-                            let outcome = match &payload {
-                                Payload::ToolReturned(r) => Outcome::Returned(r.output.clone()),
-                                Payload::ToolFailed(f) => Outcome::Failed(f.error.clone()),
-                                // Invariant: `memory_call` only makes these two.
-                                _ => Outcome::Failed("internal: unexpected outcome".into()),
-                            };
+                            let outcome = outcome_of(&payload);
                             self.emit(vec![called], payload)?;
                             outcome
                         }
                     }
+                }
+                Prep::Economy { call, called } => {
+                    self.executed += 1;
+                    let payload = self.economy_call(&call)?;
+                    let outcome = outcome_of(&payload);
+                    self.emit(vec![called], payload)?;
+                    outcome
                 }
                 Prep::Pending(p) => {
                     let payload = match executed[i].take() {
@@ -886,12 +912,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                             self.recorded_outcome(&p.call)?
                         }
                     };
-                    let outcome = match &payload {
-                        Payload::ToolReturned(r) => Outcome::Returned(r.output.clone()),
-                        Payload::ToolFailed(f) => Outcome::Failed(f.error.clone()),
-                        // Invariant: `execute` and `recorded_outcome` only make these two.
-                        _ => Outcome::Failed("internal: unexpected outcome".into()),
-                    };
+                    let outcome = outcome_of(&payload);
                     self.emit(vec![p.called], payload)?;
                     outcome
                 }
@@ -965,6 +986,64 @@ impl<'r, A: Agent> Engine<'r, A> {
         })
     }
 
+    /// Runs an auction tool against the economy, for an outcome recorded at the next seq. The
+    /// scorer's answers come from that recorded outcome while there is one (replay never asks
+    /// again); past the record the call is committed first, then the scorer is asked. A replay
+    /// that reaches the end of its record stops before asking anyone.
+    fn economy_call(&mut self, call: &Call) -> Result<Payload> {
+        let seq = self.next_seq();
+        let seed = self.config.seed;
+        let result = if self.is_recorded(seq) {
+            let answers = match self.recorded_at(seq).map(|e| e.typed()) {
+                Some(Ok(Payload::ToolReturned(r))) if r.tool == ADVANCE && call.tool == ADVANCE => {
+                    auction_tools::recorded_answers(&r.output).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            // A shortfall makes the produced outcome differ from the record: `compare`
+            // reports it as a divergence at this seq.
+            let mut missing = 0;
+            let mut scorer = auction_tools::replay_scorer(answers, &mut missing);
+            auction_tools::call(
+                &mut self.economy,
+                &call.tool,
+                &call.input,
+                seed,
+                &mut scorer,
+            )
+        } else {
+            let Some(writer) = self.writer.as_mut() else {
+                return Err(EngineError::EndOfRecord { seq });
+            };
+            if call.tool == ADVANCE {
+                // Write-ahead: the call is on disk before the scorer (an outside program) sees
+                // anything.
+                writer.commit()?;
+            }
+            let scorer: std::sync::Arc<dyn Scorer> = self
+                .config
+                .scorer
+                .clone()
+                .unwrap_or_else(|| std::sync::Arc::new(Rubric));
+            let mut ask = |r: &ScoreRequest<'_>| scorer.score(r);
+            auction_tools::call(&mut self.economy, &call.tool, &call.input, seed, &mut ask)
+        };
+        Ok(match result {
+            Ok(output) => Payload::ToolReturned(payload::ToolReturned {
+                step: call.step.clone(),
+                tool: call.tool.clone(),
+                attempt: call.attempt,
+                output,
+            }),
+            Err(e) => Payload::ToolFailed(payload::ToolFailed {
+                step: call.step.clone(),
+                tool: call.tool.clone(),
+                attempt: call.attempt,
+                error: e.to_string(),
+            }),
+        })
+    }
+
     /// The recorded outcome of a call that is not executed again.
     fn recorded_outcome(&self, call: &Call) -> Result<Payload> {
         let seq = self.next_seq();
@@ -990,6 +1069,17 @@ impl<'r, A: Agent> Engine<'r, A> {
             )));
         }
         Ok(payload)
+    }
+}
+
+/// What the agent observes of a call's outcome event.
+fn outcome_of(payload: &Payload) -> Outcome {
+    match payload {
+        Payload::ToolReturned(r) => Outcome::Returned(r.output.clone()),
+        Payload::ToolFailed(f) => Outcome::Failed(f.error.clone()),
+        // Invariant: the engine makes only these two kinds of outcome for a call (`execute`,
+        // `recorded_outcome`, `memory_call`, `economy_call`).
+        _ => Outcome::Failed("internal: unexpected outcome".into()),
     }
 }
 

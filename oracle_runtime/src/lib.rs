@@ -19,6 +19,7 @@ pub mod reader;
 pub mod recorded;
 pub mod repair;
 pub mod schema;
+pub mod scorer;
 pub mod session;
 pub mod snapshots;
 pub mod tool;

@@ -160,6 +160,8 @@ pub struct StartOptions {
     pub root: PathBuf,
     /// Belief-memory settings; `None`: the defaults (oracle queue, no expiry).
     pub memory: Option<oracle_core::payload::MemorySettings>,
+    /// Scores auction winners; `None`: the built-in rubric.
+    pub scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
 }
 
 /// A run that was started or resumed.
@@ -286,6 +288,7 @@ pub fn start_observed(
         jobs: opts.jobs,
         calls_max: CALLS_MAX_DEFAULT,
         memory: opts.memory.clone(),
+        scorer: opts.scorer.clone(),
     };
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let mut engine =
@@ -364,6 +367,7 @@ fn config_of(started: &RunStarted, root: PathBuf, jobs: u32) -> Result<RunConfig
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
         memory: started.memory.clone(),
+        scorer: None,
     })
 }
 
@@ -427,16 +431,28 @@ pub fn resume(
     durability: Durability,
     registry: &Registry,
 ) -> Result<Session> {
-    resume_observed(home, run, answer, jobs, durability, registry, &mut |_| {})
+    resume_observed(
+        home,
+        run,
+        answer,
+        jobs,
+        durability,
+        None,
+        registry,
+        &mut |_| {},
+    )
 }
 
-/// [`resume`], reporting progress after every round.
+/// [`resume`] with a scorer for auctions that close from here on (`None`: the rubric),
+/// reporting progress after every round.
+#[allow(clippy::too_many_arguments)]
 pub fn resume_observed(
     home: &Path,
     run: &str,
     answer: Option<(String, Value)>,
     jobs: u32,
     durability: Durability,
+    scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
@@ -522,7 +538,8 @@ pub fn resume_observed(
         Some(r) => r,
         None => canonical_root(Path::new("."))?,
     };
-    let config = config_of(&started, root, jobs)?;
+    let mut config = config_of(&started, root, jobs)?;
+    config.scorer = scorer;
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let mut engine =
         Engine::new(agent, registry, config, events, Some(writer)).with_progress(progress);

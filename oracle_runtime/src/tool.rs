@@ -31,6 +31,10 @@ pub enum Effect {
     /// when its outcome is recorded (so it sees the asserts recorded before it), and again on
     /// replay, where it must give the recorded output.
     Memory,
+    /// Reads or changes the run's auction economy: executed by the engine itself, in call
+    /// order, when its outcome is recorded; again on replay, where the scorer's answers come
+    /// from the record and everything else must give the recorded output.
+    Economy,
 }
 
 impl Effect {
@@ -40,6 +44,7 @@ impl Effect {
             Effect::Impure => "impure",
             Effect::Ask => "ask",
             Effect::Memory => "memory",
+            Effect::Economy => "economy",
         }
     }
 }

@@ -23,7 +23,7 @@ struct StepGen {
 fn step_gen() -> impl Strategy<Value = StepGen> {
     (
         proptest::collection::vec(any::<usize>(), 0..3),
-        0u8..8,
+        0u8..10,
         any::<bool>(),
         any::<bool>(),
         0u8..2,
@@ -37,11 +37,16 @@ fn step_gen() -> impl Strategy<Value = StepGen> {
         })
 }
 
-/// A plan of pure steps (and kv writes), belief-memory asserts and queries that conflict, and
-/// impure file reads, whose data flow is a random DAG. Every step `s<i>` outputs
+/// A plan of pure steps (and kv writes), belief-memory asserts and queries that conflict,
+/// auction bids and clock advances (scored by the rubric), and impure file reads, whose data
+/// flow is a random DAG. Every step `s<i>` outputs
 /// `{value: {n: ...}}` so any step can read any earlier one.
 fn plan_text(steps: &[StepGen]) -> String {
-    let mut s = String::from("plan random version 1\ngrant kv:set:*\ngrant fs:read:Cargo.toml\n\n");
+    let mut s = String::from(
+        "plan random version 1\ngrant kv:set:*\ngrant fs:read:Cargo.toml\n\n\
+         market = auction.open { accounts: { a: 100, b: 100 }, period: 2, bidding_window: 1, first_auction_tick: 0, tie_break: \"seeded\" }\n\
+         work = auction.submit { agent: \"a\", artifact: \"w\", content: \"fn main() {}\" }\n  after market\n",
+    );
     for (i, g) in steps.iter().enumerate() {
         let reads: Vec<usize> = if i == 0 {
             vec![]
@@ -70,6 +75,13 @@ fn plan_text(steps: &[StepGen]) -> String {
                 "memory.query {{ subject: \"x\", predicate: \"p{}\" }}",
                 i % 2
             ),
+            // Bids and advances in DAG order: some are refused (outside the bidding phase, time
+            // going backwards), which the step absorbs.
+            8 => format!(
+                "auction.bid {{ agent: \"a\", artifact: \"w\", amount: {} }}\n  after work\n  on failure continue",
+                reads.len() + 1
+            ),
+            9 => format!("auction.advance {{ to: {i} }}\n  after work\n  on failure continue"),
             _ => "fs.read { path: \"Cargo.toml\" }".to_owned(),
         };
         s.push_str(&format!("t{i} = {call}\n"));
@@ -79,6 +91,8 @@ fn plan_text(steps: &[StepGen]) -> String {
             5 => format!("t{i}.disposition"),
             6 => format!("t{i}.status"),
             7 => format!("t{i}.bytes"),
+            8 => format!("t{i}.escrow"),
+            9 => format!("t{i}.auction"),
             _ => i.to_string(),
         };
         s.push_str(&format!(
@@ -108,6 +122,7 @@ fn start(plan: &Path, home: &Path, jobs: u32) -> session::Session {
         durability: Durability::None,
         root: PathBuf::from("."),
         memory: None,
+        scorer: None,
     };
     session::start(&opts, &tools::builtin()).unwrap()
 }
@@ -203,6 +218,7 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
         jobs: 1,
         calls_max: 3,
         memory: None,
+        scorer: None,
     };
     let paths = LogPaths::of_file(&dir.path().join("bound.jsonl"));
     let writer = LogWriter::create(&paths, Durability::None).unwrap();
@@ -253,6 +269,7 @@ fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
         durability: Durability::None,
         root: dir.path().to_path_buf(),
         memory: None,
+        scorer: None,
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&log_of(&s)).unwrap();

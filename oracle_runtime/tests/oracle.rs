@@ -47,6 +47,7 @@ fn conflicted_run() -> (tempfile::TempDir, session::Session) {
         durability: Durability::None,
         root: PathBuf::from("."),
         memory: None,
+        scorer: None,
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, s)

@@ -121,12 +121,18 @@ fn caps(list: &[&str]) -> Vec<Capability> {
 // The registry and the catalogue
 
 #[test]
-fn registry_holds_all_eighteen_tools_with_compiled_schemas() {
+fn registry_holds_all_twenty_four_tools_with_compiled_schemas() {
     let r = tools::builtin();
     let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
     assert_eq!(
         names,
         [
+            "auction.advance",
+            "auction.bid",
+            "auction.check",
+            "auction.open",
+            "auction.status",
+            "auction.submit",
             "clock.now",
             "fs.list",
             "fs.read",
@@ -155,6 +161,7 @@ fn registry_holds_all_eighteen_tools_with_compiled_schemas() {
             "fs.read" | "fs.write" | "fs.list" | "proc.exec" => Effect::Impure,
             "human.ask" => Effect::Ask,
             "memory.assert" | "memory.query" | "memory.history" => Effect::Memory,
+            name if name.starts_with("auction.") => Effect::Economy,
             _ => Effect::Pure,
         };
         assert_eq!(t.decl.effect, expected, "{}", t.decl.name);
@@ -175,6 +182,43 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
     // (tool, [(argument, type, required)], capability): the hand-written list the plan
     // compiler used before the tools existed.
     let expected: Vec<CatalogueRow> = vec![
+        ("auction.advance", vec![("to", "int", true)], None),
+        (
+            "auction.bid",
+            vec![
+                ("agent", "string", true),
+                ("artifact", "string", true),
+                ("amount", "int", true),
+            ],
+            None,
+        ),
+        ("auction.check", vec![("artifact", "string", true)], None),
+        (
+            "auction.open",
+            vec![
+                ("accounts", "map", true),
+                ("bidding_window", "int", false),
+                ("first_auction_tick", "int", false),
+                ("minimum_bid", "int", false),
+                ("mint_ratio", "int", false),
+                ("period", "int", false),
+                ("pricing", "string", false),
+                ("refund_on_scoring_failure", "bool", false),
+                ("slots_per_auction", "int", false),
+                ("tie_break", "string", false),
+            ],
+            None,
+        ),
+        ("auction.status", vec![], None),
+        (
+            "auction.submit",
+            vec![
+                ("agent", "string", true),
+                ("artifact", "string", true),
+                ("content", "string", true),
+            ],
+            None,
+        ),
         ("clock.now", vec![], None),
         (
             "fs.list",

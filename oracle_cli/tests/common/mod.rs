@@ -6,6 +6,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use oracle_core::Event;
+use serde_json::Value;
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -37,4 +40,94 @@ pub fn copy_dir(from: &Path, to: &Path) {
             fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+/// A temporary directory holding a copy of the fixture plans and data, which is the working
+/// directory of every command run in it (so plans' relative paths stay inside it).
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["data", "plans", "economy"] {
+            copy_dir(
+                &root().join("fixtures").join(sub),
+                &dir.path().join("fixtures").join(sub),
+            );
+        }
+        Sandbox { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        p
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
+        c.args(args).current_dir(self.path());
+        c
+    }
+
+    /// Runs `oracle ARGS` in the sandbox: exit code, stdout, stderr.
+    pub fn oracle(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.command(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs a command with `--json` output and parses its last stdout line.
+    pub fn json(&self, args: &[&str]) -> (i32, Value) {
+        let (code, out, err) = self.oracle(args);
+        let line = out
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("no output; stderr: {err}"));
+        let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+        (code, v)
+    }
+
+    pub fn log(&self, home: &str, run: &str) -> PathBuf {
+        self.path()
+            .join(home)
+            .join("runs")
+            .join(run)
+            .join("events.jsonl")
+    }
+
+    pub fn events(&self, home: &str, run: &str) -> Vec<Event> {
+        fs::read_to_string(self.log(home, run))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// Rewrites one event's payload and recomputes every hash after it, so `verify` passes.
+pub fn forge(log: &Path, seq: usize, edit: impl FnOnce(&mut Value)) {
+    let text = fs::read_to_string(log).unwrap();
+    let mut events: Vec<Event> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    edit(&mut events[seq].payload);
+    events[seq].payload_hash = oracle_core::canon::payload_hash(&events[seq].payload).unwrap();
+    oracle_core::event::relink(&mut events).unwrap();
+    let mut out = Vec::new();
+    for e in &events {
+        out.extend(oracle_core::record::encode(e));
+    }
+    fs::write(log, out).unwrap();
 }

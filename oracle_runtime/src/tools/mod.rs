@@ -15,6 +15,7 @@ use crate::tool::{
     Effect, OUTPUT_BYTES_MAX_DEFAULT, Registry, TIMEOUT_MS_DEFAULT, Tool, ToolDecl, ToolError,
 };
 
+pub mod auction;
 pub mod clock;
 pub mod fs;
 pub mod human;
@@ -47,7 +48,8 @@ pub fn builtin() -> Registry {
         Arc::new(memory::History),
     ];
     let mut registry = Registry::new();
-    for tool in tools {
+    let economy = auction::ALL.map(|t| Arc::new(t) as Arc<dyn Tool>);
+    for tool in tools.into_iter().chain(economy) {
         // Invariant: the built-in names are distinct and every schema compiles; the test
         // `registers_every_builtin_tool` checks both, so this cannot fail at run time.
         registry
@@ -176,7 +178,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 18, "{names:?}");
+        assert_eq!(names.len(), 24, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());

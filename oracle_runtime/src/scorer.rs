@@ -1,0 +1,167 @@
+//! Scorers: where an auction's winning artifacts get their scores.
+//!
+//! A scorer is an oracle: its answer is recorded in the `auction.advance` outcome that asked
+//! for it, and replay takes the answer from there, never asking again. The built-in
+//! [`Rubric`] is deterministic and serves the fixtures; [`CommandScorer`] (`--scorer-cmd`) runs
+//! a program with the artifact on stdin and reads `{"score": N, "reason": "..."}` from its
+//! stdout. Whatever goes wrong with a program (it cannot start, times out, exits non-zero,
+//! prints something else, or scores outside 0..=100) is a recorded scoring failure, never a
+//! crash of the run. Failure reasons name the program as given, never an absolute path or a
+//! duration, since they are hashed.
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use oracle_core::auction::{Answer, SCORE_MAX, ScoreRequest, rubric};
+use serde::Deserialize;
+
+/// Longest a `--scorer-cmd` program may take for one artifact.
+pub const SCORER_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Most bytes of a scorer's stdout read.
+pub const SCORER_OUTPUT_BYTES_MAX: u64 = 64 << 10;
+/// Most bytes of a scorer's reason (or stderr) kept in a recorded answer.
+pub const SCORER_REASON_BYTES_MAX: usize = 1024;
+
+/// Scores winning artifacts. Called by the engine only for answers not yet recorded.
+pub trait Scorer: Send + Sync + fmt::Debug {
+    fn score(&self, request: &ScoreRequest<'_>) -> Answer;
+}
+
+/// The built-in deterministic rubric (`oracle_core::auction::rubric`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rubric;
+
+impl Scorer for Rubric {
+    fn score(&self, request: &ScoreRequest<'_>) -> Answer {
+        rubric::score(request.content)
+    }
+}
+
+/// `--scorer-cmd PROGRAM`: the artifact's text on stdin; `{"score", "reason"}` on stdout.
+/// The program also gets `ORACLE_AUCTION`, `ORACLE_AGENT` and `ORACLE_ARTIFACT` in its
+/// environment.
+#[derive(Clone, Debug)]
+pub struct CommandScorer {
+    pub program: PathBuf,
+    pub timeout_ms: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reply {
+    score: u64,
+    #[serde(default)]
+    reason: String,
+}
+
+fn clip(mut s: String) -> String {
+    if s.len() > SCORER_REASON_BYTES_MAX {
+        let mut end = SCORER_REASON_BYTES_MAX;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+impl CommandScorer {
+    fn run(&self, request: &ScoreRequest<'_>) -> Result<Answer, String> {
+        let mut child = Command::new(&self.program)
+            .env("ORACLE_AUCTION", request.auction.to_string())
+            .env("ORACLE_AGENT", request.agent)
+            .env("ORACLE_ARTIFACT", request.artifact)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start: {}", crate::tools::io_reason(&e)))?;
+        // Feed stdin and drain stdout/stderr on their own threads: an artifact can be larger
+        // than a pipe's buffer, and a program may write before it has read everything.
+        let stdin = child.stdin.take();
+        let content = request.content.to_owned();
+        let feeder = thread::spawn(move || {
+            if let Some(mut s) = stdin {
+                // A program that exits without reading its input is judged by its reply.
+                let _ = s.write_all(content.as_bytes());
+            }
+        });
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(p) = pipe {
+                    let _ = p.take(SCORER_OUTPUT_BYTES_MAX + 1).read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out = drain(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err = drain(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let started = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if started.elapsed() < Duration::from_millis(self.timeout_ms) => {
+                    thread::sleep(Duration::from_millis(2));
+                }
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("timed out after {} ms", self.timeout_ms));
+                }
+                Err(e) => return Err(crate::tools::io_reason(&e)),
+            }
+        };
+        let _ = feeder.join();
+        let stdout = out.join().unwrap_or_default();
+        let stderr = err.join().unwrap_or_default();
+        if !status.success() {
+            let code = status
+                .code()
+                .map_or("a signal".to_owned(), |c| format!("status {c}"));
+            let said = String::from_utf8_lossy(&stderr).trim().to_owned();
+            return Err(clip(if said.is_empty() {
+                format!("exited with {code}")
+            } else {
+                format!("exited with {code}: {said}")
+            }));
+        }
+        if stdout.len() as u64 > SCORER_OUTPUT_BYTES_MAX {
+            return Err(format!(
+                "bound reached: printed more than scorer_output_bytes_max = {SCORER_OUTPUT_BYTES_MAX}"
+            ));
+        }
+        let reply: Reply = serde_json::from_slice(&stdout).map_err(|e| {
+            format!("printed something other than {{\"score\": 0..=100, \"reason\": \"...\"}}: {e}")
+        })?;
+        if reply.score > SCORE_MAX {
+            return Err(format!("scored {} (outside 0..={SCORE_MAX})", reply.score));
+        }
+        Ok(Answer::Scored {
+            score: reply.score,
+            reason: clip(reply.reason),
+        })
+    }
+}
+
+impl Scorer for CommandScorer {
+    fn score(&self, request: &ScoreRequest<'_>) -> Answer {
+        self.run(request).unwrap_or_else(|why| Answer::Failed {
+            reason: format!("scorer command: {why}"),
+        })
+    }
+}
