@@ -149,8 +149,8 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
 }
 
 fn load(path: &Path) -> Result<(String, Option<CompiledPlan>, Vec<Diagnostic>), CliError> {
-    let src = std::fs::read_to_string(path)
-        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+    let src =
+        oracle_runtime::session::read_text(path).map_err(|e| CliError::input(e.to_string()))?;
     let (compiled, diags) = check(&src, &oracle_runtime::catalogue::builtin());
     Ok((src, compiled, diags))
 }

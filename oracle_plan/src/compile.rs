@@ -7,7 +7,7 @@
 //! E0204 unknown name · E0205 unknown tool · E0206 unknown argument · E0207 missing argument ·
 //! E0208 argument of the wrong type · E0209 cycle · E0210 malformed grant ·
 //! E0211 capability not granted · E0212 bad input default · E0213 step uses its own output ·
-//! E0214 bound out of range (retry, timeout) · E0215 duplicate map key.
+//! E0214 bound out of range (retry, timeout) · E0215 duplicate map key · E0216 too many steps.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +26,9 @@ pub const RETRY_DEFAULT: u64 = 3;
 pub const RETRY_MAX: u64 = 100;
 /// Longest timeout a step may ask for (one day).
 pub const TIMEOUT_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+/// Most steps one plan may declare. A 100,000-step plan compiles in well under a second; ten
+/// times more takes seconds and a gigabyte of memory before a single step runs.
+pub const STEPS_MAX: u64 = 200_000;
 /// Format version of the canonical compiled form (part of the plan hash).
 pub const COMPILED_FORMAT: u64 = 1;
 
@@ -115,6 +118,18 @@ pub fn check(src: &str, catalogue: &Catalogue) -> (Option<CompiledPlan>, Vec<Dia
 /// Compiles a parsed plan, reporting every problem found.
 pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, Vec<Diagnostic>> {
     let mut d = Vec::new();
+
+    if let Some(first_over) = plan.steps.get(STEPS_MAX as usize) {
+        return Err(vec![Diagnostic::error(
+            "E0216",
+            first_over.name.span,
+            format!(
+                "the plan declares {} steps, more than steps_max = {STEPS_MAX}",
+                plan.steps.len()
+            ),
+            "one step too many",
+        )]);
+    }
 
     // Grants.
     let mut grants = BTreeSet::new();

@@ -701,7 +701,19 @@ impl Lexer<'_> {
             ";" => Some("remove the `;`: statements need no terminator"),
             _ => None,
         };
-        let shown: String = text.chars().take(16).collect();
+        // Control characters (a NUL, an escape) would print as nothing or garble the terminal:
+        // show them escaped.
+        let shown: String = text
+            .chars()
+            .take(16)
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_debug().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
         let (what, label) = if text.chars().count() == 1 {
             (
                 format!("unexpected character `{shown}`"),

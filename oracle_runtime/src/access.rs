@@ -78,6 +78,14 @@ fn subject(needed: &Capability, root: &Path) -> Result<String, String> {
     if !PATH_DOMAINS.contains(&needed.domain.as_str()) {
         return Ok(scope.clone());
     }
+    // No file system accepts a NUL in a name; refusing it here names the real problem instead
+    // of an unresolvable path, and keeps a NUL from truncating a path anywhere further down.
+    if scope.contains('\0') {
+        return Err(format!(
+            "`{}` contains a NUL byte, which no path may hold",
+            scope.escape_debug()
+        ));
+    }
     let Some(normal) = normalize_path(scope) else {
         return Err(if scope.starts_with('/') {
             format!("`{scope}` climbs above the root directory")

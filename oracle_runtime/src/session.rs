@@ -42,6 +42,14 @@ pub enum SessionError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{}: not UTF-8 text: invalid bytes on line {line} (byte offset {offset})", path.display())]
+    NotText {
+        path: PathBuf,
+        line: u64,
+        offset: u64,
+    },
+    #[error("{}: {len} bytes, more than plan_bytes_max = {limit}", path.display())]
+    TooLarge { path: PathBuf, len: u64, limit: u64 },
     #[error("{}: the plan has {} error(s)", path.display(), diagnostics.iter().filter(|d| d.severity == Severity::Error).count())]
     Plan {
         path: PathBuf,
@@ -187,8 +195,41 @@ pub fn compile(path: &Path, source: &str, registry: &Registry) -> Result<Compile
     }
 }
 
-fn read_text(path: &Path) -> Result<String> {
-    fs::read_to_string(path).map_err(SessionError::io(path))
+/// Largest plan file read, in bytes. A plan this large already holds about a million steps;
+/// bigger ones are refused before any is read into memory.
+pub const PLAN_BYTES_MAX: u64 = 32 << 20;
+
+/// Reads a plan file: at most [`PLAN_BYTES_MAX`] bytes of UTF-8 text (the error names the line
+/// of the first invalid byte).
+pub fn read_text(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let file = fs::File::open(path).map_err(SessionError::io(path))?;
+    let mut bytes = Vec::new();
+    // Read one byte past the limit to tell "at the limit" from "over it" without trusting the
+    // file's reported size (a pipe or a growing file has none).
+    file.take(PLAN_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(SessionError::io(path))?;
+    if bytes.len() as u64 > PLAN_BYTES_MAX {
+        let len = fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
+        return Err(SessionError::TooLarge {
+            path: path.to_path_buf(),
+            len,
+            limit: PLAN_BYTES_MAX,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let line = 1 + e.as_bytes()[..offset]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count() as u64;
+        SessionError::NotText {
+            path: path.to_path_buf(),
+            line,
+            offset: offset as u64,
+        }
+    })
 }
 
 fn canonical_root(root: &Path) -> Result<PathBuf> {
