@@ -4,7 +4,8 @@
 //! In a grant, `*` as a whole domain or action matches any value. In a scope, `*` matches any
 //! run of characters within one path component (no `/`) and `**` matches across components.
 //! Path scopes (domains `fs` and `proc`) are normalised lexically (`.` and `..` resolved) before matching; a path whose
-//! `..` climbs above its start can never be covered.
+//! `..` climbs above its start can never be covered. A `proc` program named by a path that
+//! normalises to a bare name stays a path (`./sh`), as at run time.
 
 use std::fmt;
 use std::str::FromStr;
@@ -82,13 +83,26 @@ impl Capability {
         if !word(&self.domain, &needed.domain) || !word(&self.action, &needed.action) {
             return false;
         }
-        if !PATH_DOMAINS.contains(&needed.domain.as_str()) {
-            return glob_match(&self.scope, &needed.scope);
-        }
-        match normalize_path(&needed.scope) {
+        match needed.subject() {
             Some(scope) => glob_match(&self.scope, &scope),
             None => false,
         }
+    }
+
+    /// The scope a grant must match for this needed capability: for the path domains, the
+    /// normalised path (`None` if it climbs out of its start), where a `proc` program given as a
+    /// path that normalises to a bare name stays `./NAME`: a bare name is looked up in `PATH`,
+    /// so a grant for `sh` must not cover a file `sh` in the working directory. The runtime's
+    /// check (`oracle_runtime::access`) applies the same rule.
+    pub fn subject(&self) -> Option<String> {
+        if !PATH_DOMAINS.contains(&self.domain.as_str()) {
+            return Some(self.scope.clone());
+        }
+        let normal = normalize_path(&self.scope)?;
+        if self.domain == "proc" && self.scope.contains('/') && !normal.contains('/') {
+            return Some(format!("./{normal}"));
+        }
+        Some(normal)
     }
 }
 
@@ -189,6 +203,18 @@ mod tests {
             "`*` stays within one component"
         );
         assert!(cap("*:*:**").covers(&cap("proc:exec:/usr/bin/wc")));
+    }
+
+    #[test]
+    fn a_program_named_by_a_path_is_not_a_bare_name() {
+        // As at run time: `./sh` is the file in the working directory, `sh` the one in `PATH`.
+        assert!(cap("proc:exec:./sh").covers(&cap("proc:exec:./sh")));
+        assert!(cap("proc:exec:./sh").covers(&cap("proc:exec:bin/../sh")));
+        assert!(!cap("proc:exec:sh").covers(&cap("proc:exec:./sh")));
+        assert!(!cap("proc:exec:./sh").covers(&cap("proc:exec:sh")));
+        assert!(cap("proc:exec:sh").covers(&cap("proc:exec:sh")));
+        assert!(cap("proc:exec:bin/sh").covers(&cap("proc:exec:./bin/sh")));
+        assert_eq!(cap("fs:read:./a").subject().as_deref(), Some("a"));
     }
 
     #[test]

@@ -583,7 +583,7 @@ fn static_capability(
     if !grants.iter().any(|g| g.covers(&needed)) {
         let normalized = oracle_core::capability::PATH_DOMAINS
             .contains(&needed.domain.as_str())
-            .then(|| oracle_core::capability::normalize_path(&scope));
+            .then(|| needed.subject());
         let hint = match normalized {
             Some(None) => {
                 "`..` climbs above where the path starts, so no grant can cover it".to_owned()
