@@ -5,6 +5,7 @@
 #![allow(clippy::result_large_err)]
 
 mod auction;
+mod checkpoint;
 mod demand;
 mod diff;
 mod exit;
@@ -63,6 +64,14 @@ enum Command {
     /// Check the integrity of a log: every hash, link, seq, time and state link, streaming on all
     /// cores. Exit 0 valid, 4 integrity failure (first bad seq and why), 2 unreadable input.
     Verify(verify::VerifyArgs),
+    /// Make an Ed25519 key pair for signing checkpoints: the secret key to `--out FILE` (mode
+    /// 0600) and the public key to FILE.pub. Never overwrites a file (exit 2).
+    Keygen(checkpoint::KeygenArgs),
+    /// Sign the log's head as it is now (after verifying the log): the last event's seq and
+    /// chain hash, signed with `--key`, appended to `checkpoints.jsonl` beside the log (not part
+    /// of the chain). `oracle verify --pubkey` then catches a log rewritten or cut short after
+    /// it. Exit 0 signed, 4 the log is damaged, 2 bad key file or input.
+    Checkpoint(checkpoint::CheckpointArgs),
     /// List events as a table (seq, time, kind, short hash, summary) or as JSON lines.
     Log(show::LogArgs),
     /// Show the state (keys and values) and its hash after an event, rebuilt from the nearest
@@ -118,6 +127,8 @@ fn main() -> ExitCode {
         Command::Replay(a) => run::replay(&home, a),
         Command::Runs(a) => run::runs(&home, a),
         Command::Verify(a) => verify::run(&home, a),
+        Command::Keygen(a) => checkpoint::keygen(a),
+        Command::Checkpoint(a) => checkpoint::checkpoint(&home, a),
         Command::Log(a) => show::log(&home, a),
         Command::Inspect(a) => show::inspect(&home, a),
         Command::Repair(a) => maintain::repair(&home, a),

@@ -1,10 +1,12 @@
-//! `oracle verify`: integrity of a log, streaming, on every core.
+//! `oracle verify`: integrity of a log, streaming, on every core; with `--pubkey`, also the
+//! signed checkpoints of one key.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
 use oracle_core::Hash;
+use oracle_runtime::checkpoint;
 use oracle_runtime::{VerifyOptions, verify_file};
 use serde_json::json;
 
@@ -24,6 +26,13 @@ pub struct VerifyArgs {
     /// cut short exactly on a record boundary, or rewritten from some point on.
     #[arg(long, value_name = "HASH")]
     head: Option<Hash>,
+    /// A public key file (FILE.pub from `oracle keygen`): also check every checkpoint that key
+    /// signed (`oracle checkpoint`, kept in `checkpoints.jsonl` beside the log). Each signature
+    /// must verify and the log must still have, at the checkpoint's seq, exactly the signed
+    /// hash: a log rewritten (even fully relinked) or cut short after a checkpoint fails with
+    /// exit 4 naming it, and so does finding no checkpoint by that key.
+    #[arg(long, value_name = "FILE")]
+    pubkey: Option<PathBuf>,
 }
 
 pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
@@ -43,18 +52,49 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
     } else {
         a.threads
     };
+    let pubkey = match &a.pubkey {
+        Some(file) => match checkpoint::read_public_key(file) {
+            Ok(key) => Some(key),
+            Err(e) => {
+                let err = crate::checkpoint::cli_error(e);
+                if a.json {
+                    crate::print_json(&json!({"ok": false, "path": paths.log, "error": err.json}));
+                }
+                return Err(err);
+            }
+        },
+        None => None,
+    };
+    let opts = VerifyOptions {
+        threads,
+        expected_head: a.head,
+    };
     // Wall-clock time is only printed, never recorded or hashed.
     let started = Instant::now();
-    let result = verify_file(
-        &paths.log,
-        VerifyOptions {
-            threads,
-            expected_head: a.head,
-        },
-    );
+    let result = match &pubkey {
+        None => verify_file(&paths.log, opts)
+            .map(|s| (s, None))
+            .map_err(CliError::from),
+        Some(key) => checkpoint::verify(&paths, key, opts)
+            .map(|v| (v.summary, Some(v)))
+            .map_err(crate::checkpoint::cli_error),
+    };
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     match result {
-        Ok(s) => {
+        Ok((s, checked)) => {
+            let checkpoints = checked.as_ref().map(|v| {
+                let verified: Vec<_> = v
+                    .proven
+                    .iter()
+                    .map(|p| json!({"line": p.line, "seq": p.seq, "head": p.head}))
+                    .collect();
+                json!({
+                    "file": v.file,
+                    "public_key": v.public_key.to_hex(),
+                    "verified": verified,
+                    "other_keys": v.others,
+                })
+            });
             if a.json {
                 crate::print_json(&json!({
                     "ok": true,
@@ -66,6 +106,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                     "last_time": s.head.time,
                     "threads": threads,
                     "elapsed_ms": (elapsed_ms * 1000.0).round() / 1000.0,
+                    "checkpoints": checkpoints,
                 }));
             } else {
                 let rate = if elapsed_ms > 0.0 {
@@ -77,12 +118,21 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                 println!("  events   {}", s.events);
                 println!("  head     {}", s.head.hash);
                 println!("  state    {}", s.head.state);
+                if let Some(v) = &checked {
+                    // Non-empty: `checkpoint::verify` fails when the key signed none.
+                    let last = v.proven.iter().map(|p| p.seq).max().unwrap_or_default();
+                    println!(
+                        "  signed   {} checkpoint(s) hold, latest at seq {last} ({})",
+                        v.proven.len(),
+                        v.file.display()
+                    );
+                    println!("  key      {}", v.public_key.to_hex());
+                }
                 println!("  elapsed  {elapsed_ms:.1} ms ({threads} threads, {rate:.0} events/s)");
             }
             Ok(exit::OK)
         }
-        Err(e) => {
-            let err = CliError::from(e);
+        Err(err) => {
             if a.json {
                 crate::print_json(&json!({"ok": false, "path": paths.log, "error": err.json}));
             }

@@ -10,6 +10,7 @@
 pub mod access;
 pub mod adjudication;
 pub mod catalogue;
+pub mod checkpoint;
 pub mod engine;
 pub mod error;
 pub mod index;

@@ -4,6 +4,7 @@
 //! <home>/runs/<run-id>/events.jsonl        the log (canonical JSONL, append-only)
 //! <home>/runs/<run-id>/events.jsonl.lock   the single-writer advisory lock
 //! <home>/runs/<run-id>/run.json            run metadata (not hashed)
+//! <home>/runs/<run-id>/checkpoints.jsonl   signed checkpoints (beside the chain, not in it)
 //! <home>/runs/<run-id>/snapshots/<seq>.json
 //! <home>/runs/<run-id>/torn/               torn tails moved aside by `oracle repair`
 //! ```
@@ -12,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 /// Name of the log file inside a run directory.
 pub const LOG_FILE: &str = "events.jsonl";
+/// Name of the signed-checkpoint file beside a run's log (see `crate::checkpoint`).
+pub const CHECKPOINTS_FILE: &str = "checkpoints.jsonl";
 /// Environment variable that overrides the default home.
 pub const HOME_ENV: &str = "ORACLE_HOME";
 /// Default home, relative to the current directory.
@@ -94,6 +97,22 @@ impl LogPaths {
                 _ => PathBuf::from("."),
             },
         }
+    }
+
+    /// Where signed checkpoints of the log go: `checkpoints.jsonl` beside a log named
+    /// `events.jsonl` (so a run named by id, by directory or by its log file gets the same
+    /// file), else `<log>.checkpoints.jsonl`.
+    pub fn checkpoints(&self) -> PathBuf {
+        let dir = match self.log.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if self.log.file_name().is_some_and(|n| n == LOG_FILE) {
+            return dir.join(CHECKPOINTS_FILE);
+        }
+        let mut name = self.log.as_os_str().to_owned();
+        name.push(".checkpoints.jsonl");
+        PathBuf::from(name)
     }
 
     pub fn meta(&self) -> Option<PathBuf> {

@@ -3,9 +3,13 @@
 //! Both read in blocks and never hold more than one block plus the events of interest, so
 //! memory stays flat whatever the length of the log. Both check every invariant as they go:
 //! nothing read from disk is used before it is verified.
+//!
+//! Readers take no lock, so they can run while a writer appends, and can catch a record half
+//! copied into the file. A partial final line is reported as a torn tail only when no writer
+//! is live; while one holds the lock, it is a record not yet written (see [`appending_now`]).
 
-use std::fs::File;
-use std::io::Read;
+use std::fs::{File, TryLockError};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use oracle_core::record::RECORD_BYTES_MAX;
@@ -121,12 +125,30 @@ pub struct VerifyOptions {
 /// while the pool checks the current one, so IO overlaps the checks. With one thread,
 /// everything runs on the calling thread.
 pub fn verify_file(path: &Path, opts: VerifyOptions) -> Result<VerifySummary> {
+    verify_file_at(path, opts, &[]).map(|(summary, _)| summary)
+}
+
+/// [`verify_file`], also returning the chain hash of the event at each of `seqs` that the log
+/// has, as `(seq, hash)` in ascending seq order (each seq once; seqs past the end are left
+/// out). The hashes come from the same pass that verified them, so a signed checkpoint is
+/// checked against exactly the bytes that were verified, without reading the log twice.
+pub fn verify_file_at(
+    path: &Path,
+    opts: VerifyOptions,
+    seqs: &[u64],
+) -> Result<(VerifySummary, Vec<(u64, Hash)>)> {
+    let mut wanted = seqs.to_vec();
+    // Descending, so the next seq wanted is at the end.
+    wanted.sort_unstable_by(|a, b| b.cmp(a));
+    wanted.dedup();
     let mut reader = BlockReader::open(path)?;
     let mut state = VerifyState {
         path,
         chain: ChainCheck::new(),
         expected: opts.expected_head,
         seen_expected: opts.expected_head.is_none(),
+        wanted,
+        found: Vec::new(),
     };
     if opts.threads == 1 {
         let mut scratch = verify::Scratch::default();
@@ -203,6 +225,10 @@ struct VerifyState<'a> {
     chain: ChainCheck,
     expected: Option<Hash>,
     seen_expected: bool,
+    /// Seqs whose hashes [`verify_file_at`] returns and that are still to come, descending.
+    wanted: Vec<u64>,
+    /// `(seq, hash)` of the wanted events verified so far, ascending.
+    found: Vec<(u64, Hash)>,
 }
 
 impl VerifyState<'_> {
@@ -217,11 +243,24 @@ impl VerifyState<'_> {
             if !self.seen_expected && Some(self.chain.head().hash) == self.expected {
                 self.seen_expected = true;
             }
+            if let Some(&want) = self.wanted.last() {
+                let head = self.chain.head();
+                if head.next_seq.checked_sub(1) == Some(want) {
+                    self.wanted.pop();
+                    self.found.push((want, head.hash));
+                }
+            }
         }
         Ok(())
     }
 
-    fn finish(self, tail_offset: u64, tail: &[u8]) -> Result<VerifySummary> {
+    fn finish(self, tail_offset: u64, tail: &[u8]) -> Result<(VerifySummary, Vec<(u64, Hash)>)> {
+        // A record a live writer is appending is not yet written: the log ends before it.
+        let tail = if !tail.is_empty() && appending_now(self.path, tail_offset) {
+            &[]
+        } else {
+            tail
+        };
         let head = verify::finish(
             self.chain.head(),
             tail_offset,
@@ -233,11 +272,12 @@ impl VerifyState<'_> {
             path: self.path.to_path_buf(),
             error,
         })?;
-        Ok(VerifySummary {
+        let summary = VerifySummary {
             events: head.next_seq,
             head,
             bytes: tail_offset,
-        })
+        };
+        Ok((summary, self.found))
     }
 }
 
@@ -259,10 +299,35 @@ fn too_long(path: &Path, head: Head, offset: u64) -> StoreError {
 /// Reads every event of a log in order, verifying as it goes, and hands each to `visit`
 /// (which may stop the scan early by returning `false`). A torn tail is an error unless
 /// `allow_torn_tail`, in which case the valid prefix is visited and the tail reported in the
-/// result.
+/// result. For a reader (no lock held): a partial final line that a live writer is appending
+/// is not a torn tail; the scan ends before it.
 pub fn scan(
     path: &Path,
     allow_torn_tail: bool,
+    visit: impl FnMut(Event) -> Result<bool>,
+) -> Result<ScanEnd> {
+    let tail = if allow_torn_tail {
+        Tail::Allow
+    } else {
+        Tail::RefuseUnlessAppending
+    };
+    scan_with(path, tail, visit)
+}
+
+/// What a scan does with bytes after the last newline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tail {
+    /// Report them in [`ScanEnd::torn_tail`].
+    Allow,
+    /// An error, unless a live writer is appending them (a reader's view).
+    RefuseUnlessAppending,
+    /// Always an error: for a writer holding the lock, which must never append after them.
+    Refuse,
+}
+
+fn scan_with(
+    path: &Path,
+    tail_policy: Tail,
     mut visit: impl FnMut(Event) -> Result<bool>,
 ) -> Result<ScanEnd> {
     let mut reader = BlockReader::open(path)?;
@@ -277,8 +342,14 @@ pub fn scan(
         let (base, block) = match reader.next(buf)? {
             Next::Block { base, buf } => (base, buf),
             Next::LineTooLong { base } => return Err(too_long(path, chain.head(), base)),
-            Next::End { base, tail } => {
-                if !tail.is_empty() && !allow_torn_tail {
+            Next::End { base, mut tail } => {
+                if !tail.is_empty()
+                    && tail_policy == Tail::RefuseUnlessAppending
+                    && appending_now(path, base)
+                {
+                    tail.clear();
+                }
+                if !tail.is_empty() && tail_policy != Tail::Allow {
                     let seq = chain.head().next_seq;
                     return Err(log_err(LogBytesError::TornTail {
                         seq,
@@ -327,11 +398,12 @@ pub struct ScanEnd {
     pub stopped_early: bool,
 }
 
-/// Verifies and replays a whole log: its head and final state.
+/// Verifies and replays a whole log: its head and final state. For the writer, under its
+/// lock: a torn tail is always an error here, since appending after it would bury it.
 pub fn verify_and_replay(paths: &LogPaths) -> Result<(Head, State)> {
     let mut replayer = Replayer::genesis();
     let path = &paths.log;
-    let end = scan(path, false, |e| {
+    let end = scan_with(path, Tail::Refuse, |e| {
         replayer.step(&e).map_err(|source| StoreError::Replay {
             path: path.clone(),
             source,
@@ -349,4 +421,70 @@ pub fn read_all(path: &Path) -> Result<Vec<Event>> {
         Ok(true)
     })?;
     Ok(out)
+}
+
+/// Whether the bytes after the last complete record, found at `offset` by a reader of the log
+/// at `path`, are a record that a live writer is appending (not yet written) rather than a torn
+/// tail (a write cut short by a crash).
+///
+/// A writer appends whole records, but the OS copies a write into the file piece by piece, so a
+/// reader can see the first part of one. The writer holds `<log>.lock` exclusively for its
+/// whole life and the lock dies with its process, so if a shared lock cannot be had, a writer
+/// is live and the line is in progress. If it can be had, no writer is live now: the bytes after
+/// `offset` are read again under it (no writer can start meanwhile). Still no newline there
+/// means a torn tail; a newline means the record was completed after the first read by a writer
+/// that has finished since, and that read stands as an earlier, consistent prefix of the log.
+/// No lock file means no writer ever opened the log. The shared lock is held only for this
+/// check, and only when a reader found a partial line.
+pub(crate) fn appending_now(path: &Path, offset: u64) -> bool {
+    let Ok(lock) = File::open(LogPaths::of_file(path).lock()) else {
+        return false;
+    };
+    match lock.try_lock_shared() {
+        Err(TryLockError::WouldBlock) => true,
+        Err(TryLockError::Error(_)) => false,
+        // Unlocked when `lock` is dropped, after the second look.
+        Ok(()) => completed_since(path, offset),
+    }
+}
+
+/// Whether the log at `path` now has a complete record starting at `offset`.
+fn completed_since(path: &Path, offset: u64) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut rest = Vec::new();
+    file.seek(SeekFrom::Start(offset))
+        .and_then(|_| file.take(RECORD_BYTES_MAX + 1).read_to_end(&mut rest))
+        .is_ok_and(|_| memchr::memchr(b'\n', &rest).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_line_completed_after_it_was_read_is_not_torn_but_one_still_partial_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("events.jsonl");
+        std::fs::write(&log, b"{\"seq\":0,\"half").unwrap();
+        assert!(
+            !appending_now(&log, 0),
+            "no lock file: no writer ever opened it"
+        );
+        std::fs::write(LogPaths::of_file(&log).lock(), b"").unwrap();
+        assert!(
+            !appending_now(&log, 0),
+            "no writer now and still partial: torn"
+        );
+        // The writer finished the record (and released the lock) between the read and the check.
+        std::fs::write(&log, b"{\"seq\":0,\"half a record\"}\n").unwrap();
+        assert!(appending_now(&log, 0));
+        // A writer holding the lock: in progress, whatever the bytes say now.
+        std::fs::write(&log, b"{\"seq\":0,\"half").unwrap();
+        let writer = crate::writer::lock_for_maintenance(&LogPaths::of_file(&log)).unwrap();
+        assert!(appending_now(&log, 0));
+        drop(writer);
+        assert!(!appending_now(&log, 0));
+    }
 }

@@ -28,10 +28,11 @@ impl Recorded {
         Recorded::default()
     }
 
-    /// Reads and verifies the whole log at `path`. A torn tail or any damage is an error.
+    /// Reads and verifies the whole log at `path`. A torn tail or any damage is an error; a
+    /// partial final line that a live writer is appending is not yet written, and left out.
     pub fn read(path: &Path) -> Result<Recorded> {
         use rayon::prelude::*;
-        let bytes = std::fs::read(path).map_err(StoreError::io(path))?;
+        let mut bytes = std::fs::read(path).map_err(StoreError::io(path))?;
         let log_err = |error| StoreError::Log {
             path: path.to_path_buf(),
             error,
@@ -72,7 +73,7 @@ impl Recorded {
                 links.push(link);
             }
         }
-        if offset < bytes.len() {
+        if offset < bytes.len() && !crate::reader::appending_now(path, offset as u64) {
             return Err(log_err(LogBytesError::TornTail {
                 seq: chain.head().next_seq,
                 offset: offset as u64,
@@ -80,6 +81,8 @@ impl Recorded {
             }));
         }
         drop(lines);
+        // The last event ends where the bytes end.
+        bytes.truncate(offset);
         Ok(Recorded {
             bytes,
             starts,

@@ -103,6 +103,10 @@ pub enum SessionError {
     #[error("{path}: the run's first event is not `run_started`")]
     NoStart { path: PathBuf },
     #[error(
+        "{run}: the run recorded nothing before it stopped (it was interrupted while starting, before any effect could happen), so there is nothing to resume; start it again with `oracle run`"
+    )]
+    NothingRecorded { run: String },
+    #[error(
         "{run}: step `{step}` waits on a belief ({reason}); it takes a verdict (`oracle adjudicate`), not a value: resume without --step/--value"
     )]
     BeliefWait {
@@ -513,6 +517,12 @@ pub fn resume_observed(
         Err(e) => return Err(e.into()),
     };
     let events = Recorded::read(&paths.log)?;
+    // A start killed between creating the log and its first commit leaves it empty. Nothing
+    // impure runs before that commit, so nothing happened; but the seed, inputs and grants
+    // were never recorded, so the run cannot be continued.
+    if events.is_empty() {
+        return Err(SessionError::NothingRecorded { run: found.id });
+    }
     let started = run_started(&paths.log, &events)?;
     match last_program_event(&events).as_ref().map(Event::typed) {
         Some(Ok(Payload::RunFinished(f))) => {
@@ -775,6 +785,18 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         return damaged(String::new());
     };
     let events = indexed.len();
+    if events == 0 {
+        // Killed between creating its log and its first commit: nothing happened, nothing is
+        // damaged (`oracle resume` says to start it again).
+        return RunInfo {
+            id: id.to_owned(),
+            program: String::new(),
+            status: "running".into(),
+            events: 0,
+            waiting: None,
+            reason: Some("nothing recorded: start the plan again with `oracle run`".into()),
+        };
+    }
     let (Ok(first), Ok(mut last)) = (indexed.read(0), indexed.read(events.saturating_sub(1)))
     else {
         return damaged(String::new());

@@ -255,6 +255,68 @@ fn a_torn_tail_is_refused_on_open() {
     }
 }
 
+/// Every way a reader reads a whole log: its events, or the error it reports.
+#[allow(clippy::result_large_err)]
+fn read_every_way(paths: &LogPaths) -> Vec<Result<u64, StoreError>> {
+    let scanned = reader::scan(&paths.log, false, |_| Ok(true)).map(|end| {
+        assert_eq!(end.torn_tail, None);
+        end.head.next_seq
+    });
+    vec![
+        verify_file(
+            &paths.log,
+            VerifyOptions {
+                threads: 1,
+                expected_head: None,
+            },
+        )
+        .map(|s| s.events),
+        verify_file(
+            &paths.log,
+            VerifyOptions {
+                threads: 2,
+                expected_head: None,
+            },
+        )
+        .map(|s| s.events),
+        scanned,
+        oracle_runtime::recorded::Recorded::read(&paths.log).map(|r| r.len()),
+        reader::read_all(&paths.log).map(|events| events.len() as u64),
+    ]
+}
+
+#[test]
+fn a_partial_last_line_is_not_yet_written_while_its_writer_is_live_and_torn_once_it_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = run_paths(dir.path());
+    let head = write_run(&paths, Durability::DEFAULT, 2);
+    let complete = fs::read(&paths.log).unwrap();
+    // A live writer holds the lock while the OS copies its record into the file; a reader can
+    // catch the first half of it.
+    let writer_lock = oracle_runtime::writer::lock_for_maintenance(&paths).unwrap();
+    tear(&paths, head);
+    for (i, read) in read_every_way(&paths).into_iter().enumerate() {
+        assert_eq!(
+            read.unwrap_or_else(|e| panic!("reader {i} saw a record being written as damage: {e}")),
+            head.next_seq,
+            "readers see the log as it was before the record"
+        );
+    }
+    let summary = verify(&paths.log);
+    assert_eq!((summary.head, summary.bytes), (head, complete.len() as u64));
+    // The writer died without finishing the record: now it is a torn tail for every reader.
+    drop(writer_lock);
+    for read in read_every_way(&paths) {
+        match read {
+            Err(StoreError::Log {
+                error: LogBytesError::TornTail { seq, offset, .. },
+                ..
+            }) => assert_eq!((seq, offset), (head.next_seq, complete.len() as u64)),
+            other => panic!("expected a torn tail, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn repair_moves_exactly_the_torn_bytes_aside() {
     let dir = tempfile::tempdir().unwrap();

@@ -131,3 +131,68 @@ pub fn forge(log: &Path, seq: usize, edit: impl FnOnce(&mut Value)) {
     }
     fs::write(log, out).unwrap();
 }
+
+/// `oracle ARGS` with `dir` as its working directory, not yet started.
+pub fn command_in(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
+    c.args(args).current_dir(dir);
+    c
+}
+
+/// Runs `oracle ARGS` in `dir`: exit code, stdout, stderr.
+pub fn oracle_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = command_in(dir, args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs a `--json` command in `dir` and parses its last stdout line: exit code and value.
+pub fn json_in(dir: &Path, args: &[&str]) -> (i32, Value) {
+    let (code, out, err) = oracle_in(dir, args);
+    let line = out
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("{args:?}: no output; stderr: {err}"));
+    let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}\n{err}"));
+    (code, v)
+}
+
+/// The events of a log's complete records (a torn last line, if any, is left out).
+pub fn parse_events(bytes: &[u8]) -> Vec<Event> {
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    bytes[..complete]
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect()
+}
+
+/// SplitMix64: a tiny seeded generator, so that tests which vary timings or orders do so the
+/// same way on every run (no unseeded randomness in tests).
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// Shuffles `items` in place (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! `oracle keygen` and `oracle checkpoint`: Ed25519 key pairs, and signed checkpoints of a
+//! log's head kept beside it (`oracle verify --pubkey` checks them). The formats are in
+//! docs/FORMAT.md; the work is done by `oracle_runtime::checkpoint`.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use oracle_runtime::checkpoint::{self, CheckpointError, SecretKey};
+use serde_json::json;
+
+use crate::exit::{self, CliError};
+
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Where to write the new secret key (created with mode 0600 on Unix). Its public key is
+    /// written to FILE.pub. Refused, writing nothing, if either file exists: a key is never
+    /// overwritten.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckpointArgs {
+    /// A run directory, a run id, or a log file (`events.jsonl`).
+    target: PathBuf,
+    /// The secret key file to sign with (from `oracle keygen`). The log is verified first;
+    /// then its last event's seq and chain hash are signed and the checkpoint appended to
+    /// `checkpoints.jsonl` beside the log. Give the public key (FILE.pub) to whoever will run
+    /// `oracle verify --pubkey`; keep the secret key away from the machine that writes runs
+    /// if the checkpoint must hold against someone who can rewrite the log there.
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Worker threads for verifying the log (default: one per core).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+}
+
+/// A checkpoint error on its way to the user: exit 4 when recorded data is damaged, rewritten,
+/// cut short or unproven, else 2; with its `--json` description.
+pub fn cli_error(e: CheckpointError) -> CliError {
+    let code = if e.is_integrity() {
+        exit::INTEGRITY
+    } else {
+        exit::INPUT
+    };
+    let reason = e.to_string();
+    let json = match &e {
+        CheckpointError::Store(s) => exit::store_error_json(s),
+        CheckpointError::Io { path, .. }
+        | CheckpointError::KeyFile { path, .. }
+        | CheckpointError::KeyExists { path } => {
+            json!({"kind": "input", "path": path, "reason": reason})
+        }
+        CheckpointError::Random { .. } => json!({"kind": "input", "reason": reason}),
+        CheckpointError::Malformed { path, line, .. } => {
+            json!({"kind": "checkpoint_malformed", "path": path, "line": line, "seq": null, "reason": reason})
+        }
+        CheckpointError::BadSignature {
+            path, line, seq, ..
+        } => {
+            json!({"kind": "checkpoint_signature", "path": path, "line": line, "seq": seq, "reason": reason})
+        }
+        CheckpointError::Rewritten {
+            path,
+            line,
+            seq,
+            signed,
+            found,
+            ..
+        } => json!({
+            "kind": "checkpoint_rewritten", "path": path, "line": line, "seq": seq,
+            "signed": signed, "found": found, "reason": reason,
+        }),
+        CheckpointError::Truncated {
+            path,
+            line,
+            seq,
+            events,
+            ..
+        } => json!({
+            "kind": "checkpoint_truncated", "path": path, "line": line, "seq": seq,
+            "events": events, "reason": reason,
+        }),
+        CheckpointError::NoCheckpoint { path, others, .. } => json!({
+            "kind": "no_checkpoint", "path": path, "line": null, "seq": null,
+            "other_keys": others, "reason": reason,
+        }),
+    };
+    CliError {
+        code,
+        message: reason,
+        json: Some(json),
+    }
+}
+
+/// Prints the `--json` failure object when asked, and passes the error on.
+fn fail(json: bool, path: &Path, err: CliError) -> CliError {
+    if json {
+        crate::print_json(&json!({"ok": false, "path": path, "error": err.json}));
+    }
+    err
+}
+
+pub fn keygen(a: KeygenArgs) -> Result<u8, CliError> {
+    let written = SecretKey::generate().and_then(|key| {
+        let public = checkpoint::write_key_pair(&a.out, &key)?;
+        Ok((key.public_key(), public))
+    });
+    let (public_key, public) = written.map_err(|e| fail(a.json, &a.out, cli_error(e)))?;
+    if a.json {
+        crate::print_json(&json!({
+            "ok": true,
+            "secret": a.out,
+            "public": public,
+            "public_key": public_key.to_hex(),
+        }));
+    } else {
+        println!(
+            "secret key  {}  (mode 0600: keep it private)",
+            a.out.display()
+        );
+        println!("public key  {}", public.display());
+        println!("  key       {}", public_key.to_hex());
+    }
+    Ok(exit::OK)
+}
+
+pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
+    let paths = crate::resolve(home, &a.target).map_err(|e| fail(a.json, &a.target, e))?;
+    let key =
+        checkpoint::read_secret_key(&a.key).map_err(|e| fail(a.json, &paths.log, cli_error(e)))?;
+    let created = checkpoint::create(&paths, &key, a.threads)
+        .map_err(|e| fail(a.json, &paths.log, cli_error(e)))?;
+    let c = created.checkpoint;
+    if a.json {
+        crate::print_json(&json!({
+            "ok": true,
+            "path": paths.log,
+            "file": created.file,
+            "line": created.appended.line,
+            "written": created.appended.written,
+            "seq": c.seq,
+            "head": c.head,
+            "public_key": c.public_key.to_hex(),
+            "signature": c.signature.to_hex(),
+        }));
+    } else {
+        println!("checkpoint  {}", paths.log.display());
+        println!("  seq       {}", c.seq);
+        println!("  head      {}", c.head);
+        println!("  key       {}", c.public_key.to_hex());
+        let note = if created.appended.written {
+            ""
+        } else {
+            ", already there: nothing written"
+        };
+        println!(
+            "  file      {} (line {}{note})",
+            created.file.display(),
+            created.appended.line
+        );
+    }
+    Ok(exit::OK)
+}

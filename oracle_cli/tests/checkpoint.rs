@@ -1,0 +1,450 @@
+//! End-to-end tests of signed checkpoints with the real binary: `oracle keygen`, `oracle
+//! checkpoint`, and `oracle verify --pubkey` against logs rewritten, relinked, cut short, with
+//! forged signatures, other keys, malformed key files and runs that go on after a checkpoint.
+
+mod common;
+
+use common::{Sandbox, forge};
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+const RUN: &str = "quickstart-1";
+
+/// A sandbox with a completed quickstart run and a key pair `k` / `k.pub`.
+fn signed_run() -> Sandbox {
+    let sb = Sandbox::new();
+    let (code, out, err) = sb.oracle(&["run", "fixtures/plans/quickstart.plan"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = sb.oracle(&["keygen", "--out", "k"]);
+    assert_eq!(code, 0, "{out}{err}");
+    sb
+}
+
+/// The seq of the run's last event: what `checkpoint` signs.
+fn last_seq(sb: &Sandbox) -> u64 {
+    sb.events(".oracle", RUN).len() as u64 - 1
+}
+
+fn checkpoints_file(sb: &Sandbox) -> std::path::PathBuf {
+    sb.path()
+        .join(".oracle/runs")
+        .join(RUN)
+        .join("checkpoints.jsonl")
+}
+
+/// `verify RUN --pubkey KEY --json`: the exit code and the object.
+fn verify_json(sb: &Sandbox, key: &str) -> (i32, Value) {
+    sb.json(&["verify", RUN, "--pubkey", key, "--json"])
+}
+
+#[test]
+fn keygen_writes_a_private_secret_key_and_its_public_key() {
+    let sb = Sandbox::new();
+    let (code, v) = sb.json(&["keygen", "--out", "k", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["secret"], "k");
+    assert_eq!(v["public"], "k.pub");
+    let secret = fs::read_to_string(sb.path().join("k")).unwrap();
+    let public = fs::read_to_string(sb.path().join("k.pub")).unwrap();
+    assert!(secret.starts_with("oracle-ed25519-secret-v1:"), "{secret}");
+    assert_eq!(secret.len(), "oracle-ed25519-secret-v1:".len() + 65);
+    assert_eq!(
+        public,
+        format!(
+            "oracle-ed25519-public-v1:{}\n",
+            v["public_key"].as_str().unwrap()
+        )
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(sb.path().join("k"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the secret key is private");
+    }
+
+    // Two runs of keygen give two different keys.
+    let (code, w) = sb.json(&["keygen", "--out", "other", "--json"]);
+    assert_eq!(code, 0);
+    assert_ne!(w["public_key"], v["public_key"]);
+}
+
+#[test]
+fn keygen_never_overwrites_a_key() {
+    let sb = Sandbox::new();
+    assert_eq!(sb.oracle(&["keygen", "--out", "k"]).0, 0);
+    let before = (
+        fs::read(sb.path().join("k")).unwrap(),
+        fs::read(sb.path().join("k.pub")).unwrap(),
+    );
+    let (code, _, err) = sb.oracle(&["keygen", "--out", "k"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("k: already exists"), "{err}");
+    let after = (
+        fs::read(sb.path().join("k")).unwrap(),
+        fs::read(sb.path().join("k.pub")).unwrap(),
+    );
+    assert_eq!(before, after, "both files unchanged");
+
+    // A stray public key file blocks it too, and no secret key is left behind.
+    sb.write("lone.pub", "not mine\n");
+    let (code, _, err) = sb.oracle(&["keygen", "--out", "lone"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("lone.pub: already exists"), "{err}");
+    assert!(!sb.path().join("lone").exists());
+}
+
+#[test]
+fn a_checkpoint_verifies_by_run_id_directory_and_log_file() {
+    let sb = signed_run();
+    let (code, c) = sb.json(&["checkpoint", RUN, "--key", "k", "--json"]);
+    assert_eq!(code, 0, "{c}");
+    let last = last_seq(&sb);
+    assert_eq!(c["seq"], last);
+    assert_eq!(c["line"], 1);
+    assert_eq!(c["written"], true);
+    let head = sb.events(".oracle", RUN)[last as usize].hash;
+    assert_eq!(c["head"], head.to_hex());
+    let line = fs::read_to_string(checkpoints_file(&sb)).unwrap();
+    assert_eq!(
+        line,
+        format!(
+            "{}\n",
+            json!({"format": 1, "head": head.to_hex(), "public_key": c["public_key"],
+                   "seq": last, "signature": c["signature"]})
+        ),
+        "one canonical line"
+    );
+
+    // The same log named by directory or by file is the same checkpoint file; signing the same
+    // head again writes nothing (Ed25519 signatures are deterministic).
+    for target in [
+        ".oracle/runs/quickstart-1",
+        ".oracle/runs/quickstart-1/events.jsonl",
+    ] {
+        let (code, again) = sb.json(&["checkpoint", target, "--key", "k", "--json"]);
+        assert_eq!(code, 0, "{again}");
+        assert_eq!(again["written"], false, "{target}");
+        assert_eq!(again["line"], 1, "{target}");
+        assert_eq!(again["signature"], c["signature"]);
+    }
+    assert_eq!(fs::read_to_string(checkpoints_file(&sb)).unwrap(), line);
+
+    for target in [
+        RUN,
+        ".oracle/runs/quickstart-1",
+        ".oracle/runs/quickstart-1/events.jsonl",
+    ] {
+        let (code, out, err) = sb.oracle(&["verify", target, "--pubkey", "k.pub"]);
+        assert_eq!(code, 0, "{target}: {out}{err}");
+        assert!(out.contains("signed   1 checkpoint(s)"), "{out}");
+        assert!(out.contains(&format!("latest at seq {last}")), "{out}");
+    }
+    let (code, v) = verify_json(&sb, "k.pub");
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["checkpoints"]["public_key"], c["public_key"]);
+    assert_eq!(
+        v["checkpoints"]["verified"],
+        json!([{"line": 1, "seq": last, "head": head.to_hex()}])
+    );
+    assert_eq!(v["checkpoints"]["other_keys"], 0);
+    // Without --pubkey the field is there, and null.
+    let (code, v) = sb.json(&["verify", RUN, "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["checkpoints"], Value::Null);
+
+    // A bare log file gets `<log>.checkpoints.jsonl`.
+    fs::copy(sb.log(".oracle", RUN), sb.path().join("copy.jsonl")).unwrap();
+    assert_eq!(sb.oracle(&["checkpoint", "copy.jsonl", "--key", "k"]).0, 0);
+    assert!(sb.path().join("copy.jsonl.checkpoints.jsonl").is_file());
+    assert_eq!(
+        sb.oracle(&["verify", "copy.jsonl", "--pubkey", "k.pub"]).0,
+        0
+    );
+}
+
+#[test]
+fn a_log_rewritten_and_relinked_after_the_checkpoint_is_rejected() {
+    let sb = signed_run();
+    assert_eq!(sb.oracle(&["checkpoint", RUN, "--key", "k"]).0, 0);
+    let log = sb.log(".oracle", RUN);
+    let events = sb.events(".oracle", RUN);
+    let seq = events
+        .iter()
+        .position(|e| e.kind == oracle_core::EventKind::ToolReturned)
+        .unwrap();
+    let last = events.len() - 1;
+    let signed = events[last].hash;
+    forge(&log, seq, |p| p["output"] = json!("forged"));
+
+    // The chain alone cannot tell: every hash was recomputed.
+    let (code, out, err) = sb.oracle(&["verify", RUN]);
+    assert_eq!(code, 0, "{out}{err}");
+    let found = sb.events(".oracle", RUN)[last].hash;
+    assert_ne!(found, signed);
+
+    let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", "k.pub"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("checkpoints.jsonl: line 1"), "{err}");
+    assert!(err.contains(&format!("checkpoint of seq {last}")), "{err}");
+    assert!(err.contains("rewritten after the checkpoint"), "{err}");
+    let (code, v) = verify_json(&sb, "k.pub");
+    assert_eq!(code, 4);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["kind"], "checkpoint_rewritten");
+    assert_eq!(v["error"]["line"], 1);
+    assert_eq!(v["error"]["seq"], last as u64);
+    assert_eq!(v["error"]["signed"], signed.to_hex());
+    assert_eq!(v["error"]["found"], found.to_hex());
+}
+
+#[test]
+fn a_flipped_signature_byte_is_rejected() {
+    let sb = signed_run();
+    assert_eq!(sb.oracle(&["checkpoint", RUN, "--key", "k"]).0, 0);
+    let path = checkpoints_file(&sb);
+    let text = fs::read_to_string(&path).unwrap();
+    let at = text.find(r#""signature":""#).unwrap() + r#""signature":""#.len() + 10;
+    let mut bytes = text.into_bytes();
+    // Flip one bit of the signature's sixth byte (its hex digit stays a lowercase digit).
+    bytes[at] = match bytes[at] {
+        b'0' => b'1',
+        b'1' => b'0',
+        c if c.is_ascii_digit() => c ^ 1,
+        c => {
+            if c == b'f' {
+                b'e'
+            } else {
+                c + 1
+            }
+        }
+    };
+    fs::write(&path, bytes).unwrap();
+
+    let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", "k.pub"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(&format!(
+            "line 1: the checkpoint of seq {} does not carry a valid signature",
+            last_seq(&sb)
+        )),
+        "{err}"
+    );
+    let (code, v) = verify_json(&sb, "k.pub");
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["kind"], "checkpoint_signature");
+    assert_eq!(v["error"]["seq"], last_seq(&sb));
+}
+
+#[test]
+fn another_key_proves_nothing() {
+    let sb = signed_run();
+    assert_eq!(sb.oracle(&["checkpoint", RUN, "--key", "k"]).0, 0);
+    assert_eq!(sb.oracle(&["keygen", "--out", "k2"]).0, 0);
+
+    // The log is fine, but no checkpoint is by this key: a failure, not a pass.
+    let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", "k2.pub"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("no checkpoint signed by key"), "{err}");
+    assert!(err.contains("(1 by other keys)"), "{err}");
+    let (code, v) = verify_json(&sb, "k2.pub");
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["kind"], "no_checkpoint");
+    assert_eq!(v["error"]["other_keys"], 1);
+
+    // Relabelling k's checkpoint as k2's does not make it k2's: the signature fails.
+    let path = checkpoints_file(&sb);
+    let k = fs::read_to_string(sb.path().join("k.pub")).unwrap();
+    let k2 = fs::read_to_string(sb.path().join("k2.pub")).unwrap();
+    let hex = |s: &str| s.trim_end().rsplit(':').next().unwrap().to_owned();
+    let text = fs::read_to_string(&path).unwrap();
+    fs::write(&path, text.replace(&hex(&k), &hex(&k2))).unwrap();
+    let (code, v) = verify_json(&sb, "k2.pub");
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["kind"], "checkpoint_signature");
+
+    // And with no checkpoint file at all.
+    fs::remove_file(&path).unwrap();
+    let (code, v) = verify_json(&sb, "k.pub");
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["kind"], "no_checkpoint");
+}
+
+#[test]
+fn a_log_cut_short_before_the_checkpoint_is_rejected() {
+    let sb = signed_run();
+    assert_eq!(sb.oracle(&["checkpoint", RUN, "--key", "k"]).0, 0);
+    let last = last_seq(&sb);
+    let log = sb.log(".oracle", RUN);
+    let text = fs::read_to_string(&log).unwrap();
+    let kept: String = text.split_inclusive('\n').take(12).collect();
+    fs::write(&log, kept).unwrap();
+    let (code, out, err) = sb.oracle(&["verify", RUN]);
+    assert_eq!(
+        code, 0,
+        "a cut on a record boundary passes the chain check: {out}{err}"
+    );
+
+    let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", "k.pub"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(&format!(
+            "line 1: the checkpoint of seq {last} is past the end"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("(12 events)"), "{err}");
+    let (code, v) = verify_json(&sb, "k.pub");
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["kind"], "checkpoint_truncated");
+    assert_eq!(v["error"]["events"], 12);
+}
+
+#[test]
+fn a_malformed_checkpoint_line_is_an_integrity_failure() {
+    let sb = signed_run();
+    assert_eq!(sb.oracle(&["checkpoint", RUN, "--key", "k"]).0, 0);
+    let path = checkpoints_file(&sb);
+    let mut text = fs::read_to_string(&path).unwrap();
+    text.push_str("{\"format\":1}\n");
+    fs::write(&path, &text).unwrap();
+    let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", "k.pub"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("checkpoints.jsonl: line 2: not a checkpoint"),
+        "{err}"
+    );
+    let (code, v) = verify_json(&sb, "k.pub");
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["kind"], "checkpoint_malformed");
+    assert_eq!(v["error"]["line"], 2);
+
+    // Nothing is appended to a damaged file.
+    let (code, _, err) = sb.oracle(&["checkpoint", RUN, "--key", "k"]);
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), text);
+}
+
+#[test]
+fn malformed_key_files_are_input_errors_naming_the_file() {
+    let sb = signed_run();
+    assert_eq!(sb.oracle(&["checkpoint", RUN, "--key", "k"]).0, 0);
+    let public = fs::read_to_string(sb.path().join("k.pub")).unwrap();
+    let cases = [
+        ("garbage.pub", "hello\n".to_owned()),
+        ("upper.pub", public.to_uppercase()),
+        ("short.pub", public[..public.len() - 3].to_owned() + "\n"),
+        ("crlf.pub", public.trim_end().to_owned() + "\r\n"),
+        ("empty.pub", String::new()),
+    ];
+    for (name, text) in &cases {
+        sb.write(name, text);
+        let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", name]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(
+            err.contains(&format!("{name}: not a valid oracle public key file")),
+            "{err}"
+        );
+        let (code, v) = verify_json(&sb, name);
+        assert_eq!(code, 2, "{name}");
+        assert_eq!(v["error"]["kind"], "input");
+        assert_eq!(v["error"]["path"], *name);
+    }
+    // A missing file, and the two halves of a pair swapped.
+    let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", "missing.pub"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing.pub"), "{err}");
+    let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", "k"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("k: not a valid oracle public key file: this is an oracle secret key file"),
+        "{err}"
+    );
+    let (code, _, err) = sb.oracle(&["checkpoint", RUN, "--key", "k.pub"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("k.pub: not a valid oracle secret key file"),
+        "{err}"
+    );
+    let (code, _, err) = sb.oracle(&["checkpoint", RUN, "--key", "garbage.pub"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("garbage.pub"), "{err}");
+}
+
+#[test]
+fn checkpoints_survive_further_appends() {
+    let sb = Sandbox::new();
+    assert_eq!(sb.oracle(&["keygen", "--out", "k"]).0, 0);
+    let run = "escalation-1";
+    let (code, out, err) = sb.oracle(&["run", "fixtures/plans/escalation.plan"]);
+    assert_eq!(code, 3, "suspended: {out}{err}");
+    let (code, first) = sb.json(&["checkpoint", run, "--key", "k", "--json"]);
+    assert_eq!(code, 0, "{first}");
+
+    // Resume twice (the run asks for a total, then for approval): events are appended after
+    // the checkpoint, which still holds, as does a second one at the new head.
+    let (code, out, err) = sb.oracle(&[
+        "resume",
+        run,
+        "--step",
+        "total",
+        "--value",
+        r#"{"value":{"total":1250}}"#,
+    ]);
+    assert_eq!(code, 3, "{out}{err}");
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "k.pub", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["events"].as_u64().unwrap() > first["seq"].as_u64().unwrap() + 1);
+    let (code, second) = sb.json(&["checkpoint", run, "--key", "k", "--json"]);
+    assert_eq!(code, 0, "{second}");
+    assert_eq!(second["line"], 2);
+    let (code, out, err) = sb.oracle(&[
+        "resume",
+        run,
+        "--step",
+        "confirm",
+        "--value",
+        "\"approved\"",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "k.pub", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let verified = v["checkpoints"]["verified"].as_array().unwrap();
+    assert_eq!(verified.len(), 2);
+    assert_eq!(verified[0]["seq"], first["seq"]);
+    assert_eq!(verified[1]["seq"], second["seq"]);
+    // The run still replays: the checkpoint file is beside the chain, not in it.
+    assert_eq!(sb.oracle(&["replay", run]).0, 0);
+}
+
+#[test]
+fn the_new_commands_explain_themselves() {
+    let sb = Sandbox::new();
+    for (args, needles) in [
+        (
+            vec!["keygen", "--help"],
+            vec!["--out <FILE>", "FILE.pub", "never overwritten"],
+        ),
+        (
+            vec!["checkpoint", "--help"],
+            vec!["--key <FILE>", "checkpoints.jsonl"],
+        ),
+        (
+            vec!["verify", "--help"],
+            vec!["--pubkey <FILE>", "relinked"],
+        ),
+    ] {
+        let (code, out, _) = sb.oracle(&args);
+        assert_eq!(code, 0, "{args:?}");
+        for n in needles {
+            assert!(out.contains(n), "{args:?} lacks {n}: {out}");
+        }
+    }
+}

@@ -1,0 +1,1285 @@
+//! Signed checkpoints: an Ed25519 signature over a log's (seq, head hash), kept beside the log.
+//!
+//! A chain hash commits to every event before it, but anyone who can write the log can also
+//! recompute every hash after a change ("relink"), or cut the log on a record boundary: the
+//! chain alone cannot tell. A checkpoint closes that gap. Its signature binds the hash of event
+//! `seq` to a key whose secret half the writer of the log need not have, so a log rewritten
+//! or cut after the checkpoint no longer matches it. `verify --pubkey` checks every checkpoint
+//! of one key.
+//!
+//! Checkpoints live in `checkpoints.jsonl` (see [`LogPaths::checkpoints`]), one JSON line each,
+//! appended and never rewritten. The file is not part of the hash chain: nothing in a log
+//! depends on it, and a checkpoint adds no event. Formats (docs/FORMAT.md, "Signed
+//! checkpoints"):
+//!
+//! - key files: one line, `oracle-ed25519-secret-v1:` or `oracle-ed25519-public-v1:` then 64
+//!   lowercase hex characters (the 32-byte seed, or the 32-byte public key), then `\n`;
+//! - the signed message: `"oracle v1 checkpoint\0"` ‖ seq (u64 big-endian) ‖ head hash (32);
+//! - a line: `{"format":1,"head":H,"public_key":K,"seq":S,"signature":G}` then `\n`.
+//!
+//! No clock is read here: the message holds only the seq and the hash. The one use of
+//! randomness is [`SecretKey::generate`], whose seed never reaches a hash, an event or a
+//! checkpoint line.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+use oracle_core::Hash;
+use serde::Deserialize;
+
+use crate::error::StoreError;
+use crate::paths::LogPaths;
+use crate::reader::{self, VerifyOptions, VerifySummary};
+
+/// First bytes of a secret key file; the hex of the 32-byte seed follows.
+pub const SECRET_KEY_PREFIX: &str = "oracle-ed25519-secret-v1:";
+/// First bytes of a public key file; the hex of the 32-byte public key follows.
+pub const PUBLIC_KEY_PREFIX: &str = "oracle-ed25519-public-v1:";
+/// Domain separation of the signed message: what an oracle checkpoint key signs can never be
+/// taken for a signature over anything else, and a later format gets a new prefix.
+pub const MESSAGE_PREFIX: &[u8; 21] = b"oracle v1 checkpoint\0";
+/// Length of the signed message: prefix, seq, head hash.
+pub const MESSAGE_LEN: usize = MESSAGE_PREFIX.len() + 8 + 32;
+/// The `format` of a checkpoint line.
+pub const LINE_FORMAT: u64 = 1;
+/// Key files are one short line; anything longer is refused before it is read whole.
+const KEY_FILE_BYTES_MAX: u64 = 1024;
+
+/// Why a key file's text is not a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyFormatError {
+    #[error("this is an oracle {found} key file, and a {expected} key is needed here")]
+    WrongKind {
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("expected one line `{prefix}` followed by 64 lowercase hex characters")]
+    Prefix { prefix: &'static str },
+    #[error("{0}")]
+    Hex(#[from] HexError),
+    #[error("expected a single line ending in one newline, found more after the key")]
+    Trailing,
+    #[error("the public key is not a valid Ed25519 point")]
+    NotAPoint,
+    #[error("the public key has small order (a weak key that would accept forged signatures)")]
+    Weak,
+}
+
+/// Why a hex field does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HexError {
+    #[error("expected {expected} lowercase hex characters, found {found}")]
+    Length { expected: usize, found: usize },
+    #[error("character {at} is not a lowercase hex digit")]
+    Char { at: usize },
+}
+
+/// Errors of keys, checkpoint files and checkpoint verification. Each names the file, and a
+/// checkpoint's errors its line and seq.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid oracle {kind} key file: {source}")]
+    KeyFile {
+        path: PathBuf,
+        kind: &'static str,
+        source: KeyFormatError,
+    },
+    #[error("{path}: already exists; a key file is never overwritten")]
+    KeyExists { path: PathBuf },
+    #[error("cannot get randomness from the operating system for a new key: {reason}")]
+    Random { reason: String },
+    #[error("{path}: line {line}: not a checkpoint: {reason}")]
+    Malformed {
+        path: PathBuf,
+        line: u64,
+        reason: String,
+    },
+    #[error(
+        "{path}: line {line}: the checkpoint of seq {seq} does not carry a valid signature by key {key}"
+    )]
+    BadSignature {
+        path: PathBuf,
+        line: u64,
+        seq: u64,
+        key: String,
+    },
+    #[error(
+        "{path}: line {line}: the checkpoint of seq {seq} signed head {signed}, but event {seq} of {log} has hash {found}: the log was rewritten after the checkpoint"
+    )]
+    Rewritten {
+        path: PathBuf,
+        line: u64,
+        seq: u64,
+        signed: Hash,
+        found: Hash,
+        log: PathBuf,
+    },
+    #[error(
+        "{path}: line {line}: the checkpoint of seq {seq} is past the end of {log} ({events} events): the log was cut short after the checkpoint"
+    )]
+    Truncated {
+        path: PathBuf,
+        line: u64,
+        seq: u64,
+        events: u64,
+        log: PathBuf,
+    },
+    #[error(
+        "{path}: no checkpoint signed by key {key} ({others} by other keys): nothing proves this log; a deleted checkpoint file looks the same"
+    )]
+    NoCheckpoint {
+        path: PathBuf,
+        key: String,
+        others: u64,
+    },
+}
+
+impl CheckpointError {
+    fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CheckpointError {
+        let path = path.into();
+        move |source| CheckpointError::Io { path, source }
+    }
+
+    /// True when the recorded data (the log or its checkpoints) is damaged, rewritten, cut
+    /// short or unproven (exit code 4), as opposed to unreadable or malformed input such as a
+    /// bad key file (exit code 2).
+    pub fn is_integrity(&self) -> bool {
+        match self {
+            CheckpointError::Store(e) => e.is_integrity(),
+            CheckpointError::Malformed { .. }
+            | CheckpointError::BadSignature { .. }
+            | CheckpointError::Rewritten { .. }
+            | CheckpointError::Truncated { .. }
+            | CheckpointError::NoCheckpoint { .. } => true,
+            CheckpointError::Io { .. }
+            | CheckpointError::KeyFile { .. }
+            | CheckpointError::KeyExists { .. }
+            | CheckpointError::Random { .. } => false,
+        }
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn to_hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xf) as usize] as char);
+    }
+    out
+}
+
+/// Decodes exactly `2 * N` lowercase hex characters.
+fn from_hex<const N: usize>(s: &str) -> Result<[u8; N], HexError> {
+    let bytes = s.as_bytes();
+    if bytes.len() != 2 * N {
+        return Err(HexError::Length {
+            expected: 2 * N,
+            found: bytes.len(),
+        });
+    }
+    let digit = |at: usize| -> Result<u8, HexError> {
+        match bytes[at] {
+            c @ b'0'..=b'9' => Ok(c - b'0'),
+            c @ b'a'..=b'f' => Ok(c - b'a' + 10),
+            _ => Err(HexError::Char { at }),
+        }
+    };
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = (digit(2 * i)? << 4) | digit(2 * i + 1)?;
+    }
+    Ok(out)
+}
+
+/// Parses the one line of a key file: `prefix`, hex, and at most one `\n`.
+fn parse_key_line(
+    text: &str,
+    prefix: &'static str,
+    other_prefix: &'static str,
+    expected: &'static str,
+    other: &'static str,
+) -> Result<[u8; 32], KeyFormatError> {
+    let Some(rest) = text.strip_prefix(prefix) else {
+        if text.starts_with(other_prefix) {
+            return Err(KeyFormatError::WrongKind {
+                expected,
+                found: other,
+            });
+        }
+        return Err(KeyFormatError::Prefix { prefix });
+    };
+    let hex = rest.strip_suffix('\n').unwrap_or(rest);
+    if hex.len() > 64 && hex.is_char_boundary(64) && from_hex::<32>(&hex[..64]).is_ok() {
+        return Err(KeyFormatError::Trailing);
+    }
+    Ok(from_hex::<32>(hex)?)
+}
+
+/// An Ed25519 secret key (its 32-byte seed). Its `Debug` shows only the public key.
+#[derive(Clone)]
+pub struct SecretKey(SigningKey);
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretKey(public {})", self.public_key().to_hex())
+    }
+}
+
+impl SecretKey {
+    /// The key of a 32-byte seed (RFC 8032's "secret key").
+    pub fn from_seed(seed: &[u8; 32]) -> SecretKey {
+        SecretKey(SigningKey::from_bytes(seed))
+    }
+
+    /// A new key from the operating system's randomness: the only randomness in oracle that
+    /// does not come from a recorded seed, and it never reaches a hash or an event.
+    pub fn generate() -> Result<SecretKey, CheckpointError> {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).map_err(|e| CheckpointError::Random {
+            reason: e.to_string(),
+        })?;
+        let key = SecretKey::from_seed(&seed);
+        seed.fill(0);
+        Ok(key)
+    }
+
+    pub fn public_key(&self) -> PublicKey {
+        PublicKey(self.0.verifying_key())
+    }
+
+    /// Signs `message` (RFC 8032 Ed25519, deterministic: the same key and message always give
+    /// the same signature).
+    pub fn sign(&self, message: &[u8]) -> Signature {
+        Signature(self.0.sign(message).to_bytes())
+    }
+
+    /// The key file text: `oracle-ed25519-secret-v1:<64 hex>\n`.
+    pub fn to_file_text(&self) -> String {
+        format!("{SECRET_KEY_PREFIX}{}\n", to_hex(self.0.as_bytes()))
+    }
+
+    /// Parses a secret key file's text, strictly (see [`SecretKey::to_file_text`]).
+    pub fn parse(text: &str) -> Result<SecretKey, KeyFormatError> {
+        let seed = parse_key_line(
+            text,
+            SECRET_KEY_PREFIX,
+            PUBLIC_KEY_PREFIX,
+            "secret",
+            "public",
+        )?;
+        Ok(SecretKey::from_seed(&seed))
+    }
+}
+
+/// An Ed25519 public key: a valid point of full order (weak keys are refused when parsed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublicKey(VerifyingKey);
+
+impl PublicKey {
+    /// The key of 32 encoded bytes; refuses bytes that are not a point, and small-order
+    /// ("weak") points, under which a signature can verify for many messages.
+    pub fn from_bytes(bytes: &[u8; 32]) -> Result<PublicKey, KeyFormatError> {
+        let key = VerifyingKey::from_bytes(bytes).map_err(|_| KeyFormatError::NotAPoint)?;
+        if key.is_weak() {
+            return Err(KeyFormatError::Weak);
+        }
+        Ok(PublicKey(key))
+    }
+
+    pub fn from_hex(hex: &str) -> Result<PublicKey, KeyFormatError> {
+        PublicKey::from_bytes(&from_hex::<32>(hex)?)
+    }
+
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0.to_bytes()
+    }
+
+    pub fn to_hex(&self) -> String {
+        to_hex(self.0.as_bytes())
+    }
+
+    /// Checks `signature` over `message`.
+    ///
+    /// `verify_strict`, not `verify`: plain Ed25519 verification (RFC 8032 leaves it open)
+    /// accepts a small-order public key or `R`, with which a signature can be made to verify
+    /// for many messages or under many keys, and the crate's cofactored checks differ between
+    /// implementations. A checkpoint must mean "this key signed exactly this (seq, hash)", so
+    /// anything a strict verifier refuses is refused here. (Non-canonical `s` is refused by
+    /// both, so a valid signature cannot be altered into another valid one.)
+    pub fn verify(&self, message: &[u8], signature: &Signature) -> Result<(), SignatureInvalid> {
+        let sig = ed25519_dalek::Signature::from_bytes(&signature.0);
+        self.0
+            .verify_strict(message, &sig)
+            .map_err(|_| SignatureInvalid)
+    }
+
+    /// The key file text: `oracle-ed25519-public-v1:<64 hex>\n`.
+    pub fn to_file_text(&self) -> String {
+        format!("{PUBLIC_KEY_PREFIX}{}\n", self.to_hex())
+    }
+
+    /// Parses a public key file's text, strictly (see [`PublicKey::to_file_text`]).
+    pub fn parse(text: &str) -> Result<PublicKey, KeyFormatError> {
+        let bytes = parse_key_line(
+            text,
+            PUBLIC_KEY_PREFIX,
+            SECRET_KEY_PREFIX,
+            "public",
+            "secret",
+        )?;
+        PublicKey::from_bytes(&bytes)
+    }
+}
+
+/// A signature does not verify (deliberately without detail: there is nothing to act on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the signature does not verify")]
+pub struct SignatureInvalid;
+
+/// A 64-byte Ed25519 signature (`R` ‖ `s`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Signature(pub [u8; 64]);
+
+impl std::fmt::Debug for Signature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Signature({})", self.to_hex())
+    }
+}
+
+impl Signature {
+    pub fn to_hex(&self) -> String {
+        to_hex(&self.0)
+    }
+
+    pub fn from_hex(hex: &str) -> Result<Signature, HexError> {
+        Ok(Signature(from_hex::<64>(hex)?))
+    }
+}
+
+/// The bytes a checkpoint signs: `"oracle v1 checkpoint\0"` ‖ seq (u64 big-endian) ‖ head hash.
+pub fn message(seq: u64, head: &Hash) -> [u8; MESSAGE_LEN] {
+    let mut out = [0u8; MESSAGE_LEN];
+    let (prefix, rest) = out.split_at_mut(MESSAGE_PREFIX.len());
+    prefix.copy_from_slice(MESSAGE_PREFIX);
+    let (seq_bytes, hash_bytes) = rest.split_at_mut(8);
+    seq_bytes.copy_from_slice(&seq.to_be_bytes());
+    hash_bytes.copy_from_slice(head.as_bytes());
+    out
+}
+
+/// One signed checkpoint: the key says event `seq` of the log has chain hash `head`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub seq: u64,
+    pub head: Hash,
+    pub public_key: PublicKey,
+    pub signature: Signature,
+}
+
+/// The stored form of a line (all fields required, no others).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    format: u64,
+    head: Hash,
+    public_key: String,
+    seq: u64,
+    signature: String,
+}
+
+impl Checkpoint {
+    /// Signs `(seq, head)` with `key`.
+    pub fn sign(key: &SecretKey, seq: u64, head: Hash) -> Checkpoint {
+        Checkpoint {
+            seq,
+            head,
+            public_key: key.public_key(),
+            signature: key.sign(&message(seq, &head)),
+        }
+    }
+
+    /// Checks the signature against the checkpoint's own key (strictly; see
+    /// [`PublicKey::verify`]). Says nothing about whether that key is one you trust.
+    pub fn verify_signature(&self) -> Result<(), SignatureInvalid> {
+        self.public_key
+            .verify(&message(self.seq, &self.head), &self.signature)
+    }
+
+    /// The line stored in `checkpoints.jsonl`, with its `\n`: keys in byte order, no spaces.
+    pub fn to_line(&self) -> String {
+        format!(
+            "{{\"format\":{LINE_FORMAT},\"head\":\"{}\",\"public_key\":\"{}\",\"seq\":{},\"signature\":\"{}\"}}\n",
+            self.head,
+            self.public_key.to_hex(),
+            self.seq,
+            self.signature.to_hex()
+        )
+    }
+
+    /// Parses one line (without its `\n`), strictly: exactly the bytes [`Checkpoint::to_line`]
+    /// writes (its fields and no others, in that order, no spaces), `format` 1, lowercase hex
+    /// of the right lengths, a valid public key. The signature is not checked here.
+    pub fn parse_line(line: &str) -> Result<Checkpoint, String> {
+        let l: Line = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        if l.format != LINE_FORMAT {
+            return Err(format!(
+                "format {} is not known (this oracle reads format {LINE_FORMAT})",
+                l.format
+            ));
+        }
+        let public_key =
+            PublicKey::from_hex(&l.public_key).map_err(|e| format!("public_key: {e}"))?;
+        let signature = Signature::from_hex(&l.signature).map_err(|e| format!("signature: {e}"))?;
+        let c = Checkpoint {
+            seq: l.seq,
+            head: l.head,
+            public_key,
+            signature,
+        };
+        let canonical = c.to_line();
+        if canonical.strip_suffix('\n') != Some(line) {
+            return Err(format!(
+                "not in canonical form (expected {})",
+                canonical.trim_end()
+            ));
+        }
+        Ok(c)
+    }
+}
+
+/// Reads a small text file (a key file), refusing one larger than a key file can be.
+fn read_small(path: &Path) -> Result<String, CheckpointError> {
+    let file = File::open(path).map_err(CheckpointError::io(path))?;
+    let mut bytes = Vec::new();
+    file.take(KEY_FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(CheckpointError::io(path))?;
+    if bytes.len() as u64 > KEY_FILE_BYTES_MAX {
+        return Err(CheckpointError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("larger than {KEY_FILE_BYTES_MAX} bytes: not a key file"),
+            ),
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not UTF-8 text: not a key file",
+        ),
+    })
+}
+
+/// Reads a secret key file.
+pub fn read_secret_key(path: &Path) -> Result<SecretKey, CheckpointError> {
+    let text = read_small(path)?;
+    SecretKey::parse(&text).map_err(|source| CheckpointError::KeyFile {
+        path: path.to_path_buf(),
+        kind: "secret",
+        source,
+    })
+}
+
+/// Reads a public key file.
+pub fn read_public_key(path: &Path) -> Result<PublicKey, CheckpointError> {
+    let text = read_small(path)?;
+    PublicKey::parse(&text).map_err(|source| CheckpointError::KeyFile {
+        path: path.to_path_buf(),
+        kind: "public",
+        source,
+    })
+}
+
+/// Where the public key of the secret key file `secret` goes: `<secret>.pub`.
+pub fn public_key_path(secret: &Path) -> PathBuf {
+    let mut name = secret.as_os_str().to_owned();
+    name.push(".pub");
+    PathBuf::from(name)
+}
+
+/// Creates `path` (which must not exist) holding `text`, synced; mode 0600 on Unix when
+/// `private`.
+fn create_key_file(path: &Path, text: &str, private: bool) -> Result<(), CheckpointError> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(if private { 0o600 } else { 0o644 });
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    let mut file = options.open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            CheckpointError::KeyExists {
+                path: path.to_path_buf(),
+            }
+        } else {
+            CheckpointError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            }
+        }
+    })?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(CheckpointError::io(path))
+}
+
+/// Writes a key pair: the secret key to `secret` (mode 0600 on Unix) and its public key to
+/// `<secret>.pub`. Neither file may exist: an existing key is never overwritten, and if the
+/// public key cannot be written the new secret key file is removed again. Returns the public
+/// key file's path.
+pub fn write_key_pair(secret: &Path, key: &SecretKey) -> Result<PathBuf, CheckpointError> {
+    let public = public_key_path(secret);
+    for p in [secret, public.as_path()] {
+        if p.symlink_metadata().is_ok() {
+            return Err(CheckpointError::KeyExists {
+                path: p.to_path_buf(),
+            });
+        }
+    }
+    create_key_file(secret, &key.to_file_text(), true)?;
+    if let Err(e) = create_key_file(&public, &key.public_key().to_file_text(), false) {
+        // Ours: created just above with `create_new`.
+        let _ = std::fs::remove_file(secret);
+        return Err(e);
+    }
+    if let Some(dir) = secret.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_dir(dir)?;
+    }
+    Ok(public)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
+    #[cfg(unix)]
+    {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(CheckpointError::io(dir))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Parses a whole checkpoint file's bytes: the checkpoints with their 1-based line numbers,
+/// or the first line that is not one. A last line without its `\n` (a write cut short) is
+/// malformed too.
+pub fn parse_file(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Checkpoint)>, CheckpointError> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    let mut line_no = 0u64;
+    while !rest.is_empty() {
+        line_no += 1;
+        let malformed = |reason: String| CheckpointError::Malformed {
+            path: path.to_path_buf(),
+            line: line_no,
+            reason,
+        };
+        let Some(end) = memchr::memchr(b'\n', rest) else {
+            return Err(malformed(
+                "no newline at the end (a write cut short, or an edit)".to_owned(),
+            ));
+        };
+        let line =
+            std::str::from_utf8(&rest[..end]).map_err(|_| malformed("not UTF-8".to_owned()))?;
+        let checkpoint = Checkpoint::parse_line(line).map_err(malformed)?;
+        out.push((line_no, checkpoint));
+        rest = &rest[end + 1..];
+    }
+    Ok(out)
+}
+
+/// Reads and parses a checkpoint file; a missing file has no checkpoints.
+pub fn read_file(path: &Path) -> Result<Vec<(u64, Checkpoint)>, CheckpointError> {
+    match std::fs::read(path) {
+        Ok(bytes) => parse_file(path, &bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(CheckpointError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+/// What [`append`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// The checkpoint's 1-based line in the file.
+    pub line: u64,
+    /// False when the same line was there already (same key, seq and head: signatures are
+    /// deterministic, so it is the same checkpoint) and nothing was written.
+    pub written: bool,
+}
+
+/// Appends one checkpoint line to the file at `path`, creating it if needed.
+///
+/// Safe against concurrent appenders: the file is opened with `O_APPEND` and held under an
+/// exclusive advisory lock (the writer's mechanism, on this file rather than the log's lock,
+/// which stays free for the log's writer) while it is read, checked and extended by one write
+/// of the whole line, then synced. A file that does not parse is refused (nothing is
+/// appended to damage), and a checkpoint already present is not written twice.
+pub fn append(path: &Path, checkpoint: &Checkpoint) -> Result<Appended, CheckpointError> {
+    let existed = path.symlink_metadata().is_ok();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(CheckpointError::io(path))?;
+    file.lock().map_err(CheckpointError::io(path))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(CheckpointError::io(path))?;
+    let present = parse_file(path, &bytes)?;
+    if let Some((line, _)) = present.iter().find(|(_, c)| c == checkpoint) {
+        return Ok(Appended {
+            line: *line,
+            written: false,
+        });
+    }
+    file.write_all(checkpoint.to_line().as_bytes())
+        .and_then(|()| file.sync_data())
+        .map_err(CheckpointError::io(path))?;
+    if !existed && let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_dir(dir)?;
+    }
+    // The lock is released when `file` is dropped.
+    Ok(Appended {
+        line: present.len() as u64 + 1,
+        written: true,
+    })
+}
+
+/// What [`create`] did.
+#[derive(Clone, Debug)]
+pub struct Created {
+    pub checkpoint: Checkpoint,
+    pub file: PathBuf,
+    pub appended: Appended,
+    pub summary: VerifySummary,
+}
+
+/// Verifies the log of `paths` and signs its head (the last event's seq and chain hash) with
+/// `key`, appending the checkpoint to [`LogPaths::checkpoints`]. Takes no lock on the log: a
+/// writer may go on appending (what was verified and signed is a prefix it cannot change),
+/// though a record it is writing at that moment is a torn tail and fails the verification.
+pub fn create(
+    paths: &LogPaths,
+    key: &SecretKey,
+    threads: usize,
+) -> Result<Created, CheckpointError> {
+    let summary = reader::verify_file(
+        &paths.log,
+        VerifyOptions {
+            threads,
+            expected_head: None,
+        },
+    )?;
+    let Some(seq) = summary.events.checked_sub(1) else {
+        return Err(StoreError::Empty {
+            path: paths.log.clone(),
+        }
+        .into());
+    };
+    let checkpoint = Checkpoint::sign(key, seq, summary.head.hash);
+    let file = paths.checkpoints();
+    let appended = append(&file, &checkpoint)?;
+    Ok(Created {
+        checkpoint,
+        file,
+        appended,
+        summary,
+    })
+}
+
+/// One checkpoint that held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Proven {
+    pub line: u64,
+    pub seq: u64,
+    pub head: Hash,
+}
+
+/// What [`verify`] found: the log's summary and the checkpoints of the key, all valid.
+#[derive(Clone, Debug)]
+pub struct Verified {
+    pub summary: VerifySummary,
+    pub file: PathBuf,
+    pub public_key: PublicKey,
+    /// The key's checkpoints, in file order.
+    pub proven: Vec<Proven>,
+    /// Checkpoints by other keys: parsed, otherwise ignored (they prove nothing to this key's
+    /// holder).
+    pub others: u64,
+}
+
+/// Verifies the log of `paths` (as [`reader::verify_file`] does, with `opts`) and every
+/// checkpoint in its checkpoint file signed by `key`: the signature must verify strictly,
+/// the log must reach the checkpoint's seq, and its event there must have exactly the signed
+/// chain hash. The hashes are taken in the same pass that verifies the log.
+///
+/// Reported in this order: an unreadable checkpoint file; a damaged log; a malformed
+/// checkpoint line (any key); then the key's checkpoints in file order (signature, cut short,
+/// rewritten); and no checkpoint by `key` at all.
+pub fn verify(
+    paths: &LogPaths,
+    key: &PublicKey,
+    opts: VerifyOptions,
+) -> Result<Verified, CheckpointError> {
+    let file = paths.checkpoints();
+    let parsed = match std::fs::read(&file) {
+        Ok(bytes) => Some(parse_file(&file, &bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(CheckpointError::Io {
+                path: file,
+                source: e,
+            });
+        }
+    };
+    let seqs: Vec<u64> = match &parsed {
+        Some(Ok(all)) => all
+            .iter()
+            .filter(|(_, c)| c.public_key == *key)
+            .map(|(_, c)| c.seq)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let (summary, hashes) = reader::verify_file_at(&paths.log, opts, &seqs)?;
+    let all = match parsed {
+        Some(result) => result?,
+        None => Vec::new(),
+    };
+    let mut proven = Vec::new();
+    let mut others = 0;
+    for (line, c) in &all {
+        if c.public_key != *key {
+            others += 1;
+            continue;
+        }
+        if c.verify_signature().is_err() {
+            return Err(CheckpointError::BadSignature {
+                path: file,
+                line: *line,
+                seq: c.seq,
+                key: key.to_hex(),
+            });
+        }
+        let Ok(at) = hashes.binary_search_by_key(&c.seq, |(seq, _)| *seq) else {
+            return Err(CheckpointError::Truncated {
+                path: file,
+                line: *line,
+                seq: c.seq,
+                events: summary.events,
+                log: paths.log.clone(),
+            });
+        };
+        let found = hashes[at].1;
+        if found != c.head {
+            return Err(CheckpointError::Rewritten {
+                path: file,
+                line: *line,
+                seq: c.seq,
+                signed: c.head,
+                found,
+                log: paths.log.clone(),
+            });
+        }
+        proven.push(Proven {
+            line: *line,
+            seq: c.seq,
+            head: c.head,
+        });
+    }
+    if proven.is_empty() {
+        return Err(CheckpointError::NoCheckpoint {
+            path: file,
+            key: key.to_hex(),
+            others,
+        });
+    }
+    Ok(Verified {
+        summary,
+        file,
+        public_key: *key,
+        proven,
+        others,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(hex: &str) -> Vec<u8> {
+        assert_eq!(hex.len() % 2, 0, "{hex}");
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn seed(hex: &str) -> [u8; 32] {
+        from_hex::<32>(hex).unwrap()
+    }
+
+    /// One RFC 8032 section 7.1 vector through our helpers: the public key derived from the
+    /// seed, the signature over the message, strict verification, and refusal of a changed
+    /// message or signature.
+    fn check_vector(secret: &str, public: &str, message: &[u8], signature: &str) {
+        let key = SecretKey::from_seed(&seed(secret));
+        assert_eq!(key.public_key().to_hex(), public);
+        let sig = key.sign(message);
+        assert_eq!(sig.to_hex(), signature);
+        let pk = PublicKey::from_hex(public).unwrap();
+        assert_eq!(pk, key.public_key());
+        pk.verify(message, &sig).unwrap();
+        // And through the key file formats, as `keygen` writes and `verify` reads them.
+        let reread = SecretKey::parse(&key.to_file_text()).unwrap();
+        assert_eq!(reread.sign(message), sig);
+        let pk_file = PublicKey::parse(&pk.to_file_text()).unwrap();
+        pk_file.verify(message, &sig).unwrap();
+
+        let mut other = message.to_vec();
+        other.push(0);
+        assert_eq!(pk.verify(&other, &sig), Err(SignatureInvalid));
+        for i in [0, 31, 32, 63] {
+            let mut bad = sig;
+            bad.0[i] ^= 1;
+            assert_eq!(pk.verify(message, &bad), Err(SignatureInvalid), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn rfc8032_test_1_empty_message() {
+        check_vector(
+            "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+            "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+            b"",
+            "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+        );
+    }
+
+    #[test]
+    fn rfc8032_test_2_one_byte() {
+        check_vector(
+            "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
+            "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c",
+            &[0x72],
+            "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00",
+        );
+    }
+
+    #[test]
+    fn rfc8032_test_3_two_bytes() {
+        check_vector(
+            "c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7",
+            "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025",
+            &[0xaf, 0x82],
+            "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a",
+        );
+    }
+
+    /// TEST 1024: a 1023-byte message.
+    const TEST_1024_MESSAGE: &str = concat!(
+        "08b8b2b733424243760fe426a4b54908632110a66c2f6591eabd3345e3e4eb98fa6e264bf09efe12",
+        "ee50f8f54e9f77b1e355f6c50544e23fb1433ddf73be84d879de7c0046dc4996d9e773f4bc9efe57",
+        "38829adb26c81b37c93a1b270b20329d658675fc6ea534e0810a4432826bf58c941efb65d57a338b",
+        "bd2e26640f89ffbc1a858efcb8550ee3a5e1998bd177e93a7363c344fe6b199ee5d02e82d522c4fe",
+        "ba15452f80288a821a579116ec6dad2b3b310da903401aa62100ab5d1a36553e06203b33890cc9b8",
+        "32f79ef80560ccb9a39ce767967ed628c6ad573cb116dbefefd75499da96bd68a8a97b928a8bbc10",
+        "3b6621fcde2beca1231d206be6cd9ec7aff6f6c94fcd7204ed3455c68c83f4a41da4af2b74ef5c53",
+        "f1d8ac70bdcb7ed185ce81bd84359d44254d95629e9855a94a7c1958d1f8ada5d0532ed8a5aa3fb2",
+        "d17ba70eb6248e594e1a2297acbbb39d502f1a8c6eb6f1ce22b3de1a1f40cc24554119a831a9aad6",
+        "079cad88425de6bde1a9187ebb6092cf67bf2b13fd65f27088d78b7e883c8759d2c4f5c65adb7553",
+        "878ad575f9fad878e80a0c9ba63bcbcc2732e69485bbc9c90bfbd62481d9089beccf80cfe2df16a2",
+        "cf65bd92dd597b0707e0917af48bbb75fed413d238f5555a7a569d80c3414a8d0859dc65a46128ba",
+        "b27af87a71314f318c782b23ebfe808b82b0ce26401d2e22f04d83d1255dc51addd3b75a2b1ae078",
+        "4504df543af8969be3ea7082ff7fc9888c144da2af58429ec96031dbcad3dad9af0dcbaaaf268cb8",
+        "fcffead94f3c7ca495e056a9b47acdb751fb73e666c6c655ade8297297d07ad1ba5e43f1bca32301",
+        "651339e22904cc8c42f58c30c04aafdb038dda0847dd988dcda6f3bfd15c4b4c4525004aa06eeff8",
+        "ca61783aacec57fb3d1f92b0fe2fd1a85f6724517b65e614ad6808d6f6ee34dff7310fdc82aebfd9",
+        "04b01e1dc54b2927094b2db68d6f903b68401adebf5a7e08d78ff4ef5d63653a65040cf9bfd4aca7",
+        "984a74d37145986780fc0b16ac451649de6188a7dbdf191f64b5fc5e2ab47b57f7f7276cd419c17a",
+        "3ca8e1b939ae49e488acba6b965610b5480109c8b17b80e1b7b750dfc7598d5d5011fd2dcc5600a3",
+        "2ef5b52a1ecc820e308aa342721aac0943bf6686b64b2579376504ccc493d97e6aed3fb0f9cd71a4",
+        "3dd497f01f17c0e2cb3797aa2a2f256656168e6c496afc5fb93246f6b1116398a346f1a641f3b041",
+        "e989f7914f90cc2c7fff357876e506b50d334ba77c225bc307ba537152f3f1610e4eafe595f6d9d9",
+        "0d11faa933a15ef1369546868a7f3a45a96768d40fd9d03412c091c6315cf4fde7cb68606937380d",
+        "b2eaaa707b4c4185c32eddcdd306705e4dc1ffc872eeee475a64dfac86aba41c0618983f8741c5ef",
+        "68d3a101e8a3b8cac60c905c15fc910840b94c00a0b9d0",
+    );
+
+    #[test]
+    fn rfc8032_test_1024_long_message() {
+        let message = bytes(TEST_1024_MESSAGE);
+        assert_eq!(message.len(), 1023);
+        check_vector(
+            "f5e5767cf153319517630f226876b86c8160cc583bc013744c6bf255f5cc0ee5",
+            "278117fc144c72340f67d0f2316e8386ceffbf2b2428c9c51fef7c597f1d426e",
+            &message,
+            "0aab4c900501b3e24d7cdf4663326a3a87df5e4843b2cbdb67cbf6e460fec350aa5371b1508f9f4528ecea23c436d94b5e8fcd4f681e30a6ac00a9704a188a03",
+        );
+    }
+
+    #[test]
+    fn rfc8032_test_sha_abc() {
+        // The message is SHA-512("abc").
+        check_vector(
+            "833fe62409237b9d62ec77587520911e9a759cec1d19755b7da901b96dca3d42",
+            "ec172b93ad5e563bf4932c70e1245034c35467ef2efd4d64ebf819683467e2bf",
+            &bytes(concat!(
+                "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a",
+                "2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f",
+            )),
+            "dc2a4459e7369633a52b1bf277839a00201009a3efbf3ecb69bea2186c26b58909351fc9ac90b3ecfdfbc7c66431e0303dca179c138ac17ad9bef1177331a704",
+        );
+    }
+
+    #[test]
+    fn a_malleated_signature_is_refused() {
+        // s + L (L = 2^252 + 27742317777372353535851937790883648493, little-endian) is the
+        // same residue mod L: lax verifiers accept it as a second valid signature.
+        const L: [u8; 32] = [
+            0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9,
+            0xde, 0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+        ];
+        let key = SecretKey::from_seed(&[1; 32]);
+        let msg = message(5, &Hash([9; 32]));
+        let sig = key.sign(&msg);
+        key.public_key().verify(&msg, &sig).unwrap();
+        let mut malleated = sig;
+        let mut carry = 0u16;
+        for (i, l) in L.iter().enumerate() {
+            carry += u16::from(malleated.0[32 + i]) + u16::from(*l);
+            malleated.0[32 + i] = carry as u8;
+            carry >>= 8;
+        }
+        assert_ne!(malleated, sig);
+        assert_eq!(
+            key.public_key().verify(&msg, &malleated),
+            Err(SignatureInvalid)
+        );
+    }
+
+    #[test]
+    fn the_signed_message_is_domain_separated_and_exact() {
+        let head = Hash([0xab; 32]);
+        let m = message(0x0102_0304_0506_0708, &head);
+        let mut expected = b"oracle v1 checkpoint\0".to_vec();
+        expected.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        expected.extend_from_slice(&[0xab; 32]);
+        assert_eq!(m.to_vec(), expected);
+        assert_eq!(m.len(), 61);
+    }
+
+    #[test]
+    fn a_checkpoint_round_trips_and_binds_seq_and_head() {
+        let key = SecretKey::from_seed(&[7; 32]);
+        let c = Checkpoint::sign(&key, 19, Hash([3; 32]));
+        c.verify_signature().unwrap();
+        let line = c.to_line();
+        assert!(line.ends_with('\n'));
+        assert!(line.starts_with(r#"{"format":1,"head":"0303"#), "{line}");
+        let back = Checkpoint::parse_line(line.trim_end_matches('\n')).unwrap();
+        assert_eq!(back, c);
+
+        let moved = Checkpoint { seq: 18, ..c };
+        assert_eq!(moved.verify_signature(), Err(SignatureInvalid));
+        let rehashed = Checkpoint {
+            head: Hash([4; 32]),
+            ..c
+        };
+        assert_eq!(rehashed.verify_signature(), Err(SignatureInvalid));
+        let other = SecretKey::from_seed(&[8; 32]);
+        let rekeyed = Checkpoint {
+            public_key: other.public_key(),
+            ..c
+        };
+        assert_eq!(rekeyed.verify_signature(), Err(SignatureInvalid));
+    }
+
+    #[test]
+    fn checkpoint_lines_are_parsed_strictly() {
+        let key = SecretKey::from_seed(&[7; 32]);
+        let line = Checkpoint::sign(&key, 1, Hash([3; 32])).to_line();
+        let line = line.trim_end();
+        let bad = [
+            line.replace(r#""format":1"#, r#""format":2"#),
+            line.replace(r#""seq":1"#, r#""seq":"1""#),
+            line.replace(r#""seq":1"#, r#""seq":-1"#),
+            line.replace('}', r#","extra":0}"#),
+            line.replace(r#""head":"03"#, r#""head":"0A"#),
+            line.replace(r#""signature":""#, r#""signature":"00"#),
+            line.to_uppercase(),
+            String::new(),
+            "[]".to_owned(),
+        ];
+        for b in &bad {
+            assert!(Checkpoint::parse_line(b).is_err(), "accepted {b}");
+        }
+        let missing_seq = line.replace(r#","seq":1"#, "");
+        assert!(Checkpoint::parse_line(&missing_seq).is_err());
+
+        let path = Path::new("x/checkpoints.jsonl");
+        let torn = &line.as_bytes()[..line.len() - 3];
+        assert!(matches!(
+            parse_file(path, torn),
+            Err(CheckpointError::Malformed { line: 1, .. })
+        ));
+        let two = format!("{line}\n{line}\nnot json\n");
+        assert!(matches!(
+            parse_file(path, two.as_bytes()),
+            Err(CheckpointError::Malformed { line: 3, .. })
+        ));
+        assert_eq!(parse_file(path, b"").unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn key_files_are_parsed_strictly() {
+        let key = SecretKey::from_seed(&[9; 32]);
+        let secret = key.to_file_text();
+        let public = key.public_key().to_file_text();
+        assert!(secret.starts_with("oracle-ed25519-secret-v1:0909"));
+        assert!(public.starts_with("oracle-ed25519-public-v1:"));
+        assert_eq!(secret.len(), SECRET_KEY_PREFIX.len() + 64 + 1);
+        assert!(
+            SecretKey::parse(secret.trim_end()).is_ok(),
+            "no final newline is fine"
+        );
+        assert_eq!(
+            PublicKey::parse(&public).unwrap(),
+            key.public_key(),
+            "round trip"
+        );
+
+        assert!(matches!(
+            SecretKey::parse(&public),
+            Err(KeyFormatError::WrongKind {
+                expected: "secret",
+                ..
+            })
+        ));
+        assert!(matches!(
+            PublicKey::parse(&secret),
+            Err(KeyFormatError::WrongKind {
+                expected: "public",
+                ..
+            })
+        ));
+        let hex = &public[PUBLIC_KEY_PREFIX.len()..PUBLIC_KEY_PREFIX.len() + 64];
+        let bad = [
+            hex.to_owned(),
+            format!("{PUBLIC_KEY_PREFIX}{}\n", hex.to_uppercase()),
+            format!("{PUBLIC_KEY_PREFIX}{hex}\n\n"),
+            format!("{PUBLIC_KEY_PREFIX}{hex}\r\n"),
+            format!("{PUBLIC_KEY_PREFIX}{hex} \n"),
+            format!("{PUBLIC_KEY_PREFIX}{hex}00\n"),
+            format!("{PUBLIC_KEY_PREFIX}{}\n", &hex[..62]),
+            format!(" {PUBLIC_KEY_PREFIX}{hex}\n"),
+            format!("oracle-ed25519-public-v2:{hex}\n"),
+            String::new(),
+        ];
+        for b in &bad {
+            assert!(PublicKey::parse(b).is_err(), "accepted {b:?}");
+        }
+        // The identity point (small order) is a weak key; `from_bytes` refuses it.
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        assert_eq!(PublicKey::from_bytes(&identity), Err(KeyFormatError::Weak));
+    }
+
+    #[test]
+    fn generated_keys_differ_and_sign() {
+        let a = SecretKey::generate().unwrap();
+        let b = SecretKey::generate().unwrap();
+        assert_ne!(a.public_key(), b.public_key());
+        let c = Checkpoint::sign(&a, 0, Hash::ZERO);
+        c.verify_signature().unwrap();
+        assert!(!format!("{a:?}").contains(&a.to_file_text()[SECRET_KEY_PREFIX.len()..]));
+    }
+
+    #[test]
+    fn key_pairs_are_written_once_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("k");
+        let key = SecretKey::from_seed(&[5; 32]);
+        let public = write_key_pair(&secret, &key).unwrap();
+        assert_eq!(public, dir.path().join("k.pub"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert_eq!(
+            read_secret_key(&secret).unwrap().public_key(),
+            key.public_key()
+        );
+        assert_eq!(read_public_key(&public).unwrap(), key.public_key());
+        let other = SecretKey::from_seed(&[6; 32]);
+        assert!(matches!(
+            write_key_pair(&secret, &other),
+            Err(CheckpointError::KeyExists { .. })
+        ));
+        assert_eq!(
+            read_secret_key(&secret).unwrap().public_key(),
+            key.public_key(),
+            "unchanged"
+        );
+        // A stray `.pub` blocks a new pair without leaving a secret key behind.
+        let lone = dir.path().join("lone");
+        std::fs::write(dir.path().join("lone.pub"), "x").unwrap();
+        assert!(matches!(
+            write_key_pair(&lone, &other),
+            Err(CheckpointError::KeyExists { .. })
+        ));
+        assert!(!lone.exists());
+    }
+
+    #[test]
+    fn appending_is_idempotent_and_refuses_a_damaged_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoints.jsonl");
+        let key = SecretKey::from_seed(&[5; 32]);
+        let a = Checkpoint::sign(&key, 3, Hash([1; 32]));
+        let b = Checkpoint::sign(&key, 4, Hash([2; 32]));
+        assert_eq!(
+            append(&path, &a).unwrap(),
+            Appended {
+                line: 1,
+                written: true
+            }
+        );
+        assert_eq!(
+            append(&path, &b).unwrap(),
+            Appended {
+                line: 2,
+                written: true
+            }
+        );
+        assert_eq!(
+            append(&path, &a).unwrap(),
+            Appended {
+                line: 1,
+                written: false
+            }
+        );
+        let all = read_file(&path).unwrap();
+        assert_eq!(all, vec![(1, a), (2, b)]);
+
+        let mut text = std::fs::read(&path).unwrap();
+        text.extend_from_slice(b"{\"format\":1");
+        std::fs::write(&path, &text).unwrap();
+        assert!(matches!(
+            append(&path, &Checkpoint::sign(&key, 5, Hash([3; 32]))),
+            Err(CheckpointError::Malformed { line: 3, .. })
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), text, "nothing appended");
+    }
+
+    #[test]
+    fn verify_checks_each_checkpoint_against_the_verified_log() {
+        use oracle_core::synth::{SynthConfig, synth_events};
+        let dir = tempfile::tempdir().unwrap();
+        let events = synth_events(SynthConfig::steps(50, 3)).unwrap();
+        let n = events.len() as u64;
+        let paths = LogPaths::of_run(dir.path());
+        let mut bytes = Vec::new();
+        for e in &events {
+            bytes.extend(oracle_core::record::encode(e));
+        }
+        std::fs::write(&paths.log, &bytes).unwrap();
+        let key = SecretKey::from_seed(&[2; 32]);
+        let other = SecretKey::from_seed(&[3; 32]);
+        let opts = VerifyOptions {
+            threads: 2,
+            expected_head: None,
+        };
+        assert!(matches!(
+            verify(&paths, &key.public_key(), opts),
+            Err(CheckpointError::NoCheckpoint { others: 0, .. })
+        ));
+
+        let created = create(&paths, &key, 1).unwrap();
+        assert_eq!(created.checkpoint.seq, n - 1);
+        assert_eq!(created.file, dir.path().join("checkpoints.jsonl"));
+        for (seq, k) in [(0, &key), (7, &other), (7, &key), (20, &key)] {
+            let c = Checkpoint::sign(k, seq, events[seq as usize].hash);
+            append(&created.file, &c).unwrap();
+        }
+        let v = verify(&paths, &key.public_key(), opts).unwrap();
+        let seqs: Vec<u64> = v.proven.iter().map(|p| p.seq).collect();
+        assert_eq!(seqs, vec![n - 1, 0, 7, 20]);
+        assert_eq!(v.others, 1);
+
+        // A signed (seq, hash) the log does not have.
+        let wrong = Checkpoint::sign(&key, 3, events[4].hash);
+        append(&created.file, &wrong).unwrap();
+        assert!(matches!(
+            verify(&paths, &key.public_key(), opts),
+            Err(CheckpointError::Rewritten {
+                line: 6,
+                seq: 3,
+                ..
+            })
+        ));
+        // Cut the log after event 9: the first checkpoint (line 1, the old head) is past its
+        // end, and reported first (file order).
+        let cut: usize = events[..10]
+            .iter()
+            .map(|e| oracle_core::record::encode(e).len())
+            .sum();
+        std::fs::write(&paths.log, &bytes[..cut]).unwrap();
+        assert!(matches!(
+            verify(&paths, &key.public_key(), opts),
+            Err(CheckpointError::Truncated {
+                line: 1,
+                seq,
+                events: 10,
+                ..
+            }) if seq == n - 1
+        ));
+    }
+
+    #[test]
+    fn concurrent_appends_each_land_on_a_whole_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoints.jsonl");
+        let key = SecretKey::from_seed(&[5; 32]);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (path, key) = (&path, &key);
+                s.spawn(move || {
+                    for i in 0..25 {
+                        append(
+                            path,
+                            &Checkpoint::sign(key, t * 100 + i, Hash([t as u8; 32])),
+                        )
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        let all = read_file(&path).unwrap();
+        assert_eq!(all.len(), 100);
+        assert!(all.iter().all(|(_, c)| c.verify_signature().is_ok()));
+    }
+}
