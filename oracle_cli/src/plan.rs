@@ -180,8 +180,38 @@ pub fn print_diagnostics(path: &Path, src: &str, diags: &[Diagnostic]) {
     }
 }
 
+/// Longest source line shown in a snippet (characters). A longer one (generated plans, a
+/// hundred thousand nested brackets) would flood the terminal: the diagnostic is shown without it.
+const SNIPPET_LINE_CHARS_MAX: usize = 300;
+
+/// The line that holds byte `offset` of `src`.
+fn line_at(src: &str, offset: u32) -> &str {
+    let offset = (offset as usize).min(src.len());
+    let start = src[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let end = src[offset..].find('\n').map_or(src.len(), |i| offset + i);
+    &src[start..end]
+}
+
 /// One diagnostic as text with a source snippet and carets.
 pub fn render(path: &str, src: &str, d: &Diagnostic, color: bool) -> String {
+    let shown = line_at(src, d.span.start).chars().count();
+    if shown > SNIPPET_LINE_CHARS_MAX {
+        let (l, c) = line_col(src, d.span.start);
+        let mut out = format!(
+            "[{}] {}: {}\n  at {path}:{l}:{c} ({}: a line of {shown} characters, not shown)\n",
+            d.code,
+            match d.severity {
+                Severity::Error => "Error",
+                Severity::Warning => "Warning",
+            },
+            d.message,
+            d.label
+        );
+        if let Some(h) = &d.hint {
+            out.push_str(&format!("  help: {h}\n"));
+        }
+        return out;
+    }
     let range = |s: oracle_plan::ast::Span| (s.start as usize)..(s.end.max(s.start) as usize);
     let kind = match d.severity {
         Severity::Error => ReportKind::Error,

@@ -168,9 +168,19 @@ fn json_nested_100k_deep_is_refused_everywhere_without_a_crash() {
         "deep.plan",
         &format!("plan deep version 1\nx = json.get {{ value: {deep}, path: \"\" }}\n"),
     );
-    let (code, _, err) = sb.oracle(&["plan", "check", "deep.plan"]);
+    let (code, out, err) = sb.oracle(&["plan", "check", "deep.plan"]);
     no_panic(code, &err);
     assert_eq!(code, 2);
+    // The 200 KB line is named, not printed.
+    let shown = format!("{out}{err}");
+    assert!(
+        shown.contains("E0117") && shown.contains("deep.plan:2:"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("characters, not shown") && shown.len() < 2000,
+        "{shown}"
+    );
     // An answer from a file, for a run waiting on a person: refused, the log unchanged.
     sb.write(
         "ask.plan",
