@@ -37,6 +37,26 @@ pub trait OraclePort {
     fn notify(&mut self, request: &Value) -> Result<(), String>;
 }
 
+/// Waits for `child` up to `timeout_ms`; past it, kills and reaps it and answers `None`. For
+/// the programs oracle hands work to (`--oracle-cmd`, `--scorer-cmd`).
+pub(crate) fn wait_or_kill(
+    child: &mut std::process::Child,
+    timeout_ms: u64,
+) -> std::io::Result<Option<std::process::ExitStatus>> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if started.elapsed() >= Duration::from_millis(timeout_ms) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// `--oracle-cmd PROGRAM`: runs the program once per request with the request as JSON on
 /// stdin; exit status 0 means delivered.
 pub struct CommandPort {
@@ -57,20 +77,10 @@ impl OraclePort for CommandPort {
             // A program that exits without reading its input is judged by its exit status.
             let _ = stdin.write_all(format!("{request}\n").as_bytes());
         }
-        let started = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if started.elapsed() < Duration::from_millis(self.timeout_ms) => {
-                    thread::sleep(Duration::from_millis(5));
-                }
-                Ok(None) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!("{shown}: timed out after {} ms", self.timeout_ms));
-                }
-                Err(e) => return Err(format!("{shown}: {e}")),
-            }
+        let status = match wait_or_kill(&mut child, self.timeout_ms) {
+            Ok(Some(status)) => status,
+            Ok(None) => return Err(format!("{shown}: timed out after {} ms", self.timeout_ms)),
+            Err(e) => return Err(format!("{shown}: {e}")),
         };
         if status.success() {
             return Ok(());

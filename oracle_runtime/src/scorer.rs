@@ -14,7 +14,6 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
 
 use oracle_core::auction::{Answer, SCORE_MAX, ScoreRequest, rubric};
 use serde::Deserialize;
@@ -111,20 +110,10 @@ impl CommandScorer {
                 .take()
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
         );
-        let started = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if started.elapsed() < Duration::from_millis(self.timeout_ms) => {
-                    thread::sleep(Duration::from_millis(2));
-                }
-                Ok(None) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!("timed out after {} ms", self.timeout_ms));
-                }
-                Err(e) => return Err(crate::tools::io_reason(&e)),
-            }
+        let status = match crate::oracle::wait_or_kill(&mut child, self.timeout_ms) {
+            Ok(Some(status)) => status,
+            Ok(None) => return Err(format!("timed out after {} ms", self.timeout_ms)),
+            Err(e) => return Err(crate::tools::io_reason(&e)),
         };
         let _ = feeder.join();
         let stdout = out.join().unwrap_or_default();
