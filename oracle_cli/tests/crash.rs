@@ -36,15 +36,28 @@ const RUN: &str = "crash-1";
 const HOME: &str = "h";
 
 /// A long plan alternating impure steps (an effect each) with rounds of pure ones, so kills land
-/// on commits (before an impure call runs) and between them (pure work not yet synced).
+/// on commits (before an impure call runs) and between them (pure work not yet synced). Each
+/// impure call shares its round with an auction bid and a belief-memory assert, whose outcomes
+/// stand between the impure ones (a resume must find each outcome by its cause).
 fn plan() -> String {
     let mut p = String::from("plan crash version 1\ngrant proc:exec:sh\n");
-    p.push_str("start = text.count { text: \"a long plan of effects\" }\n");
+    p.push_str("market = auction.open { accounts: { a: 1000, b: 1000 }, period: 4, bidding_window: 2, first_auction_tick: 0 }\n");
+    p.push_str("work = auction.submit { agent: \"a\", artifact: \"w\", content: \"fn main() {}\" }\n  after market\n");
+    p.push_str("start = text.count { text: \"a long plan of effects\" }\n  after work\n");
     let mut prev = "start".to_owned();
     for i in 1..=EFFECTS {
         // The effect: one line, written by the tool, so only after its call was committed.
         p.push_str(&format!(
             "s{i} = proc.exec {{ program: \"sh\", args: [\"-c\", \"echo s{i} >> effects.txt; echo ok\"] }}\n  after {prev}\n"
+        ));
+        // An economy call and a memory call in the same round as the effect.
+        p.push_str(&format!(
+            "b{i} = auction.bid {{ agent: \"b\", artifact: \"w\", amount: {i} }}\n  after {prev}\n  on failure continue\n"
+        ));
+        p.push_str(&format!(
+            "m{i} = memory.assert {{ subject: \"x\", predicate: \"p{}\", value: \"v{}\", provenance: \"external_first_hand\" }}\n  after {prev}\n",
+            i % 2,
+            i % 3
         ));
         // Pure work: two calls in one round, then one on both of their outputs.
         p.push_str(&format!("c{i} = text.count {{ text: s{i}.stdout }}\n"));

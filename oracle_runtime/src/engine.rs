@@ -177,6 +177,13 @@ enum Prep {
     },
 }
 
+/// Which pending calls of a round have a recorded outcome (see `recorded_causes`).
+enum Answered {
+    All,
+    /// The `tool_called` seqs that recorded outcomes answer.
+    Some(std::collections::BTreeSet<u64>),
+}
+
 /// What a memory tool call came to.
 enum MemoryCall {
     Done(Payload),
@@ -820,29 +827,24 @@ impl<'r, A: Agent> Engine<'r, A> {
             })));
         }
 
-        // Outcomes: one event per pending call, in call order, starting at `base`.
+        // Outcomes: at most one event per call still waiting (pending, memory, economy), in
+        // call order, starting at `base`. Which pending calls have a recorded outcome is found
+        // by cause (the outcome's parent is the call's `tool_called`), never by position: a
+        // memory call may record no outcome (a wait), and the outcomes of memory and economy
+        // calls stand between the others.
         let base = self.next_seq();
+        let answered = self.recorded_causes(base, &preps);
         let mut executed: Vec<Option<Executed>> = Vec::new();
         let mut work: Vec<(usize, &Pending)> = Vec::new();
-        let mut j = 0u64;
-        // Memory calls record an outcome or none (a wait) depending on the memory when their
-        // turn comes, so with them in the round an outcome's position is not known ahead:
-        // look for the recorded outcome caused by the call's `tool_called` instead.
-        let positional = !preps.iter().any(|p| matches!(p, Prep::Memory { .. }));
-        let span = preps.len() as u64;
         for (i, p) in preps.iter().enumerate() {
             if let Prep::Pending(p) = p {
-                let recorded = if positional {
-                    self.is_recorded(base + j)
-                } else {
-                    (base..base.saturating_add(span))
-                        .take_while(|&s| self.is_recorded(s))
-                        .any(|s| self.recorded_at(s).is_some_and(|e| e.parents == [p.called]))
+                let recorded = match &answered {
+                    Answered::All => true,
+                    Answered::Some(causes) => causes.contains(&p.called),
                 };
                 if !recorded || p.effect == Effect::Pure {
                     work.push((i, p));
                 }
-                j += 1;
             }
         }
         executed.resize_with(preps.len(), || None);
@@ -909,7 +911,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }
                         None => {
                             self.reused += 1;
-                            self.recorded_outcome(&p.call)?
+                            self.recorded_outcome(&p.call, p.called)?
                         }
                     };
                     let outcome = outcome_of(&payload);
@@ -1044,13 +1046,54 @@ impl<'r, A: Agent> Engine<'r, A> {
         })
     }
 
-    /// The recorded outcome of a call that is not executed again.
-    fn recorded_outcome(&self, call: &Call) -> Result<Payload> {
+    /// Which of the round's calls have a recorded outcome. When the record reaches past
+    /// every outcome the round can have, all of them do (no event is parsed: the common case
+    /// of a replay); otherwise the record ends inside the round and the recorded outcomes there
+    /// are read for their causes.
+    fn recorded_causes(&self, base: u64, preps: &[Prep]) -> Answered {
+        let waiting = preps
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p,
+                    Prep::Pending(_) | Prep::Memory { .. } | Prep::Economy { .. }
+                )
+            })
+            .count() as u64;
+        if waiting == 0 || self.is_recorded(base.saturating_add(waiting - 1)) {
+            return Answered::All;
+        }
+        let end = self.recorded.len();
+        let causes = (base..end)
+            .filter(|&s| {
+                matches!(
+                    self.recorded.kind(s),
+                    Some(EventKind::ToolReturned | EventKind::ToolFailed)
+                )
+            })
+            .filter_map(|s| self.recorded_at(s))
+            .filter_map(|e| match e.parents.as_slice() {
+                [cause] => Some(*cause),
+                _ => None,
+            })
+            .collect();
+        Answered::Some(causes)
+    }
+
+    /// The recorded outcome of a call that is not executed again: the event at the next seq,
+    /// which must answer this call (its parent is the call's `tool_called`).
+    fn recorded_outcome(&self, call: &Call, called: u64) -> Result<Payload> {
         let seq = self.next_seq();
         let unexpected = |message: String| EngineError::Unexpected { seq, message };
         let rec = self
             .recorded_at(seq)
             .ok_or_else(|| unexpected("no recorded outcome".into()))?;
+        if rec.parents != [called] {
+            return Err(unexpected(format!(
+                "expected the outcome of step `{}` attempt {} (caused by event {called}), the record has `{}` caused by {:?}",
+                call.step, call.attempt, rec.kind, rec.parents
+            )));
+        }
         let payload = rec.typed().map_err(|e| unexpected(e.to_string()))?;
         let (step, tool, attempt) = match &payload {
             Payload::ToolReturned(p) => (&p.step, &p.tool, p.attempt),

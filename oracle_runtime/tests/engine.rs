@@ -295,3 +295,52 @@ fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
         }
     ));
 }
+
+/// Runs `plan` once, then for every k cuts a copy of its log after k events and resumes it:
+/// every resume must end byte-identical to the uninterrupted run.
+fn resume_after_every_cut(name: &str, plan_text: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join(format!("{name}.plan"));
+    fs::write(&plan, plan_text).unwrap();
+    let registry = tools::builtin();
+    let whole = start(&plan, &dir.path().join("whole"), 1);
+    let bytes = fs::read(log_of(&whole)).unwrap();
+    let lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
+    for k in 1..lines.len() {
+        let home = dir.path().join(format!("cut-{k}"));
+        let run = start(&plan, &home, 1);
+        let log = log_of(&run);
+        fs::write(&log, lines[..k].concat()).unwrap();
+        let _ = fs::remove_file(index::index_path(&log));
+        let resumed = session::resume(&home, &run.id, None, 2, Durability::None, &registry)
+            .unwrap_or_else(|e| panic!("{name}: resume after {k} events: {e}"));
+        assert_eq!(resumed.report.matched, k as u64, "{name}: cut after {k}");
+        assert_eq!(
+            fs::read(&log).unwrap(),
+            bytes,
+            "{name}: resumed after {k} events"
+        );
+    }
+}
+
+/// Regression (issue 23): an economy call and an impure read in one round. The outcome of
+/// `fs.read` was looked for at its position among the impure calls only, so a cut right after
+/// the auction's outcome made resume read that outcome as the read's ("no recorded outcome").
+#[test]
+fn a_round_of_economy_memory_impure_and_pure_calls_resumes_after_every_cut() {
+    resume_after_every_cut(
+        "mixed",
+        "plan mixed version 1\ngrant fs:read:Cargo.toml\ngrant kv:set:*\n\n\
+         market = auction.open { accounts: { a: 100, b: 100 }, period: 2, bidding_window: 1, first_auction_tick: 0, tie_break: \"seeded\" }\n\
+         file = fs.read { path: \"Cargo.toml\" }\n\
+         claim = memory.assert { subject: \"x\", predicate: \"p\", value: \"v1\", provenance: \"external_first_hand\" }\n  after count\n\
+         count = text.count { text: \"a b c\" }\n\
+         again = fs.read { path: \"Cargo.toml\" }\n\
+         work = auction.submit { agent: \"a\", artifact: \"w\", content: file.text }\n\
+         bid = auction.bid { agent: \"a\", artifact: \"w\", amount: 5 }\n  after work\n\
+         other = memory.assert { subject: \"x\", predicate: \"p\", value: \"v2\", provenance: \"model_derived\" }\n  after claim\n\
+         note = kv.set { key: \"n\", value: count.words }\n\
+         tail = fs.read { path: \"Cargo.toml\" }\n  after bid\n\
+         adv = auction.advance { to: 3 }\n  after bid\n  on failure continue\n",
+    );
+}
