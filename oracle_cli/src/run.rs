@@ -429,6 +429,9 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     let s = session::start_observed(&opts, &registry(), &mut |p| display.update(p));
     display.finish();
     let s = s.map_err(|e| session_error(e, a.drive.json, None))?;
+    for w in &s.warnings {
+        eprintln!("warning: {w}");
+    }
     let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
     print_session(&s, a.drive.json, "recorded", notified);
     Ok(status_code(&s.report.ending))

@@ -71,6 +71,7 @@ fn root() -> PathBuf {
 /// The configuration `session::start` builds for a plan without inputs or grants.
 fn config(jobs: u32) -> RunConfig {
     RunConfig {
+        store: vec![],
         seed: 0,
         grants: vec![],
         inputs: Map::new(),

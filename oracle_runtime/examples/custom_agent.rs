@@ -112,6 +112,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Relative paths in tool inputs resolve against `root` (canonical); grants say what the
     // run may touch, and every call is checked against them before its tool runs.
     let config = RunConfig {
+        store: vec![],
         seed: 7,
         grants: vec!["fs:read:fixtures/data/**".parse()?],
         inputs: Map::new(),

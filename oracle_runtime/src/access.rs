@@ -45,9 +45,58 @@ pub fn lexical(grants: &[Capability], needed: &Capability, root: &Path) -> Resul
         .ok_or_else(|| no_grant(grants, needed))
 }
 
+/// What a run's calls are checked against: its grants, its working directory, and the run store
+/// (the oracle home and the run's directory), which no grant covers.
+#[derive(Clone, Debug, Default)]
+pub struct Guard {
+    pub grants: Vec<Capability>,
+    /// Canonical working directory.
+    pub root: PathBuf,
+    /// Canonical directories no tool may touch, whatever the grants say.
+    pub store: Vec<PathBuf>,
+}
+
+impl Guard {
+    /// [`check`], then the store rule: a call whose file (real path, every symlink resolved) or
+    /// program lies inside the store is denied. Run once when the round's verdicts are recorded
+    /// and again by each file tool at the moment it touches the path.
+    pub fn check(&self, needed: &Capability) -> Verdict {
+        // The store first, so the reason names it even where another rule would deny too.
+        if let Some(real) = self.real_subject(needed)
+            && self.in_store(&real)
+        {
+            return Verdict::Denied {
+                reason: format!(
+                    "`{}` is inside the run store (the oracle home), which no tool may touch whatever the grants say",
+                    needed.scope
+                ),
+            };
+        }
+        check(&self.grants, needed, &self.root)
+    }
+
+    /// The file a path-scoped call would touch (every symlink resolved), or the program a
+    /// `proc` call names by a path; `None` for other calls and for paths that do not resolve
+    /// (which the full check denies anyway).
+    fn real_subject(&self, needed: &Capability) -> Option<PathBuf> {
+        let named = match needed.domain.as_str() {
+            "fs" => normalize_path(&needed.scope)?,
+            "proc" if needed.scope.contains('/') => normalize_path(&needed.scope)?,
+            _ => return None,
+        };
+        real_path(&self.root.join(named)).ok()
+    }
+
+    /// Whether `real` (a canonical path) is a store directory or inside one.
+    pub fn in_store(&self, real: &Path) -> bool {
+        self.store.iter().any(|s| real.starts_with(s))
+    }
+}
+
 /// The full check: [`lexical`], then for `fs` scopes the real path, with symlinks resolved, must
 /// stay inside the working directory (unless the call named an absolute path outside it) and
-/// be covered by a grant too. `proc` and other domains are checked lexically only.
+/// be covered by a grant too. `proc` and other domains are checked lexically only. The store
+/// rule is [`Guard::check`]'s.
 pub fn check(grants: &[Capability], needed: &Capability, root: &Path) -> Verdict {
     // The working directory should be canonical already; making sure costs one system call and
     // keeps a symlinked root from looking like an escape.
@@ -157,6 +206,12 @@ fn resolve_fs(grants: &[Capability], needed: &Capability, root: &Path) -> Result
         // run's to reveal.
         None => format!("`{scope}` resolves through a symlink to a place no grant covers"),
     })
+}
+
+/// `path` with every symlink of its existing part resolved, for callers that made no capability
+/// check (tests, embedders); `None` if it cannot be resolved.
+pub fn real_path_for_use(path: &Path) -> Option<PathBuf> {
+    real_path(path).ok()
 }
 
 /// Why a path has no real path.

@@ -34,7 +34,9 @@ use crate::access::{self, Verdict};
 use crate::error::StoreError;
 use crate::recorded::Recorded;
 use crate::scorer::{Rubric, Scorer};
-use crate::tool::{Effect, Registered, Registry, ToolContext, ToolError, needed_capability};
+use crate::tool::{
+    Access, Effect, Registered, Registry, ToolContext, ToolError, needed_capability,
+};
 use crate::writer::LogWriter;
 
 /// Most tool calls one run may make (a bound against agents that never finish).
@@ -55,6 +57,9 @@ pub struct RunConfig {
     pub inputs: Map<String, Value>,
     /// The canonical directory relative paths are resolved against. Never recorded.
     pub root: PathBuf,
+    /// The run store (the oracle home, the run's directory): no tool may touch anything inside,
+    /// whatever the grants say. Never recorded; a denial for this reason is.
+    pub store: Vec<PathBuf>,
     pub jobs: u32,
     pub calls_max: u64,
     /// Belief-memory settings (recorded in `run_started`); `None` means the defaults.
@@ -154,6 +159,8 @@ struct Pending {
     call: Call,
     called: u64,
     effect: Effect,
+    /// The capability the call needs, checked again by file tools when they touch the path.
+    needed: Option<Capability>,
     resolved: Option<PathBuf>,
     /// Set when the capability held when recorded but does not hold now: executing the call
     /// again (after a crash) must not happen.
@@ -202,6 +209,8 @@ pub struct Engine<'r, A: Agent> {
     agent: A,
     registry: &'r Registry,
     config: RunConfig,
+    /// What calls are checked against (grants, working directory, store), built once.
+    guard: access::Guard,
     recorded: Recorded,
     /// Our own chain over the recorded part (compared event by event).
     produced: Recorder,
@@ -260,10 +269,19 @@ impl<'r, A: Agent> Engine<'r, A> {
             })
             .flatten();
         let memory_settings = config.memory.clone().unwrap_or_default();
+        // Canonical paths, so a symlinked working directory or home does not look like an
+        // escape (or hide the store).
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let guard = access::Guard {
+            grants: config.grants.clone(),
+            root: canonical(&config.root),
+            store: config.store.iter().map(|p| canonical(p)).collect(),
+        };
         Engine {
             agent,
             registry,
             config,
+            guard,
             recorded: recorded.into(),
             produced: Recorder::new(),
             writer,
@@ -664,8 +682,8 @@ impl<'r, A: Agent> Engine<'r, A> {
         step: &str,
         needed: &Capability,
     ) -> (Verdict, Option<PathBuf>, Option<String>) {
-        let root = &self.config.root;
-        let now = access::check(&self.config.grants, needed, root);
+        let root = &self.guard.root;
+        let now = self.guard.check(needed);
         let (resolved, denied_now) = match &now {
             Verdict::Allowed { resolved, .. } => (resolved.clone(), None),
             Verdict::Denied { reason } => (None, Some(reason.clone())),
@@ -735,14 +753,17 @@ impl<'r, A: Agent> Engine<'r, A> {
             let mut parent = scheduled;
             let mut resolved = None;
             let mut denied_now = None;
-            match needed_capability(&reg.decl, &call.input) {
+            let needed = match needed_capability(&reg.decl, &call.input) {
                 Err(e) => {
                     preps.push(fail(self, scheduled, e)?);
                     continue;
                 }
-                Ok(None) => {}
-                Ok(Some(needed)) => {
-                    let (verdict, r, d) = self.verdict(&call.step, &needed);
+                Ok(needed) => needed,
+            };
+            match &needed {
+                None => {}
+                Some(needed) => {
+                    let (verdict, r, d) = self.verdict(&call.step, needed);
                     resolved = r;
                     denied_now = d;
                     match verdict {
@@ -807,7 +828,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 continue;
             }
             if reg.decl.effect == Effect::Ask {
-                let cx = context(&self.config, self.tick, &call, &state, None, reg);
+                let cx = context(&self.config, self.tick, &call, &state, None, reg, None);
                 match reg.tool.call(&call.input, &cx) {
                     Err(ToolError::Ask(question)) => preps.push(Prep::Asked(question)),
                     Err(e) => preps.push(fail(self, called, e.to_string())?),
@@ -822,6 +843,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 call,
                 called,
                 effect: reg.decl.effect,
+                needed,
                 resolved,
                 denied_now,
             })));
@@ -857,8 +879,11 @@ impl<'r, A: Agent> Engine<'r, A> {
             w.commit()?;
         }
         let results: Vec<(usize, Executed)> = {
-            let (registry, config, tick) = (self.registry, &self.config, self.tick);
-            let run = |&(i, p): &(usize, &Pending)| (i, execute(registry, config, tick, p, &state));
+            let (registry, config, guard, tick) =
+                (self.registry, &self.config, &self.guard, self.tick);
+            let run = |&(i, p): &(usize, &Pending)| {
+                (i, execute(registry, config, guard, tick, p, &state))
+            };
             match &self.pool {
                 Some(pool) if work.len() > 1 => {
                     use rayon::prelude::*;
@@ -1133,6 +1158,7 @@ fn context<'a>(
     state: &'a State,
     resolved: Option<&'a Path>,
     reg: &Registered,
+    access: Option<Access<'a>>,
 ) -> ToolContext<'a> {
     ToolContext {
         step: &call.step,
@@ -1144,6 +1170,7 @@ fn context<'a>(
         resolved,
         timeout_ms: call.timeout_ms.unwrap_or(reg.decl.timeout_ms),
         output_bytes_max: reg.decl.output_bytes_max,
+        access,
     }
 }
 
@@ -1152,6 +1179,7 @@ fn context<'a>(
 fn execute(
     registry: &Registry,
     config: &RunConfig,
+    guard: &access::Guard,
     tick: u64,
     p: &Pending,
     state: &State,
@@ -1172,7 +1200,16 @@ fn execute(
     let Some(reg) = registry.get(&call.tool) else {
         return failed(format!("unknown tool `{}`", call.tool));
     };
-    let cx = context(config, tick, call, state, p.resolved.as_deref(), reg);
+    let access = p.needed.as_ref().map(|needed| Access { guard, needed });
+    let cx = context(
+        config,
+        tick,
+        call,
+        state,
+        p.resolved.as_deref(),
+        reg,
+        access,
+    );
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| reg.tool.call(&call.input, &cx)));
     let out = match result {
         Ok(Ok(out)) => out,

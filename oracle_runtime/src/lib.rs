@@ -11,6 +11,7 @@ pub mod access;
 pub mod adjudication;
 pub mod catalogue;
 pub mod checkpoint;
+pub mod confine;
 pub mod engine;
 pub mod error;
 pub mod index;

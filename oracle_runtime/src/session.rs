@@ -2,8 +2,9 @@
 //! replay a run by re-execution, list runs.
 //!
 //! A run lives in `<home>/runs/<id>/`: `events.jsonl` (the log), `plan.plan` (the plan source
-//! the run was started from, so `resume` and `replay` need nothing else) and `run.json` (an
-//! unhashed sidecar: the working directory paths were resolved against).
+//! the run was started from, checked against the hash `run_started` recorded) and `run.json` (an
+//! unhashed sidecar naming the working directory: a hint that refuses a resume from elsewhere,
+//! never a source of anything the run acts on).
 
 use std::fs;
 use std::io::Write;
@@ -132,6 +133,14 @@ pub enum SessionError {
     },
     #[error("--note is longer than {limit} bytes")]
     BadNote { limit: u64 },
+    #[error(
+        "{run}: run.json says the run worked in {recorded}, but this is {here}; run.json is not hashed, so oracle never takes a directory from it: resume from the run's directory (or, if the project moved, correct run.json)"
+    )]
+    WorkdirMismatch {
+        run: String,
+        recorded: PathBuf,
+        here: PathBuf,
+    },
 }
 
 impl SessionError {
@@ -184,6 +193,51 @@ pub struct Session {
     pub report: Report,
     /// Set when a torn tail left by a crash was moved aside before resuming.
     pub repaired: Option<Repair>,
+    /// What the person who started the run should know about its grants (`grant_warnings`).
+    pub warnings: Vec<String>,
+}
+
+/// Warnings about grants that reach further than they seem: an `fs:write` scope that covers the
+/// run store (tools are denied there anyway, but the grant says more than the run may do), and
+/// any `proc:exec` grant, whose programs run with the user's rights, unconfined by grants.
+pub fn grant_warnings(grants: &[Capability], home: &Path, root: &Path) -> Vec<String> {
+    use oracle_core::capability::glob_match;
+    let word = |g: &str, w: &str| g == "*" || g == w;
+    let absolute = |p: &Path| {
+        p.canonicalize()
+            .unwrap_or_else(|_| root.join(p))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let home_abs = absolute(home);
+    let root_abs = absolute(root);
+    let home_rel = Path::new(&home_abs)
+        .strip_prefix(&root_abs)
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    let mut out = Vec::new();
+    for g in grants {
+        if word(&g.domain, "fs") && word(&g.action, "write") {
+            // A file the store holds, named as the grant would name it.
+            let probe = match (&home_rel, g.scope.starts_with('/')) {
+                (_, true) => Some(format!("{home_abs}/runs/run/events.jsonl")),
+                (Some(rel), false) => Some(format!("{rel}/runs/run/events.jsonl")),
+                (None, false) => None,
+            };
+            if probe.is_some_and(|p| glob_match(&g.scope, &p)) {
+                out.push(format!(
+                    "grant `{g}` covers the oracle home ({}): tools are denied there whatever the grants say, but narrow the grant",
+                    home.display()
+                ));
+            }
+        }
+        if word(&g.domain, "proc") && word(&g.action, "exec") {
+            out.push(format!(
+                "grant `{g}`: programs run with your rights and are not confined by grants; they can read and change anything you can, the run store included (docs/SECURITY.md)"
+            ));
+        }
+    }
+    out
 }
 
 /// Compiles plan source against the registry.
@@ -319,6 +373,7 @@ pub fn start_observed(
     let inputs = bind_inputs(&plan, &opts.inputs)?;
     let grants = merged_grants(&plan, parse_grants(&opts.grants)?);
     let root = canonical_root(&opts.root)?;
+    let warnings = grant_warnings(&grants, &opts.home, &root);
     let (id, dir) = new_run_dir(&opts.home, &plan.name)?;
     write_atomic(&dir.join(PLAN_FILE), source.as_bytes())?;
     let meta = json!({"format": 1, "root": root.to_string_lossy()});
@@ -330,6 +385,7 @@ pub fn start_observed(
         grants,
         inputs,
         root,
+        store: store_of(&opts.home, &dir),
         jobs: opts.jobs,
         calls_max: CALLS_MAX_DEFAULT,
         memory: opts.memory.clone(),
@@ -347,6 +403,7 @@ pub fn start_observed(
         dir,
         report,
         repaired: None,
+        warnings,
     })
 }
 
@@ -382,10 +439,50 @@ fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
     }
 }
 
+/// Most bytes of `run.json` read (it holds one path).
+pub const META_BYTES_MAX: u64 = 64 << 10;
+
+/// The working directory `run.json` names, if it can be read: a hint, never an authority.
 fn stored_root(dir: &Path) -> Option<PathBuf> {
-    let text = fs::read_to_string(dir.join(META_FILE)).ok()?;
+    use std::io::Read as _;
+    let mut text = String::new();
+    fs::File::open(dir.join(META_FILE))
+        .ok()?
+        .take(META_BYTES_MAX)
+        .read_to_string(&mut text)
+        .ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
     v.get("root").and_then(Value::as_str).map(PathBuf::from)
+}
+
+/// The working directory a resumed run continues in: the directory oracle is run from, as for
+/// `oracle run`. `run.json` is unhashed (a plan or anyone with disk access could rewrite it), so
+/// it only serves to refuse a resume from another directory, where relative paths would mean
+/// other files.
+fn resume_root(found: &RunDir) -> Result<PathBuf> {
+    let here = canonical_root(Path::new("."))?;
+    match stored_root(&found.dir) {
+        Some(recorded) if recorded != here => Err(SessionError::WorkdirMismatch {
+            run: found.id.clone(),
+            recorded,
+            here,
+        }),
+        _ => Ok(here),
+    }
+}
+
+/// The directories of the run store no tool may touch: the home and the run's directory (which
+/// may lie elsewhere when a run is named by its directory).
+fn store_of(home: &Path, run_dir: &Path) -> Vec<PathBuf> {
+    let mut store = vec![home.to_path_buf(), run_dir.to_path_buf()];
+    for p in &mut store {
+        if let Ok(c) = p.canonicalize() {
+            *p = c;
+        }
+    }
+    store.sort();
+    store.dedup();
+    store
 }
 
 /// The stored plan, compiled and checked against the hash the run recorded.
@@ -403,12 +500,18 @@ fn stored_plan(run: &RunDir, started: &RunStarted, registry: &Registry) -> Resul
     Ok(plan)
 }
 
-fn config_of(started: &RunStarted, root: PathBuf, jobs: u32) -> Result<RunConfig> {
+fn config_of(
+    started: &RunStarted,
+    root: PathBuf,
+    store: Vec<PathBuf>,
+    jobs: u32,
+) -> Result<RunConfig> {
     Ok(RunConfig {
         seed: started.seed,
         grants: parse_grants(&started.grants)?,
         inputs: started.inputs.clone(),
         root,
+        store,
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
         memory: started.memory.clone(),
@@ -585,11 +688,8 @@ pub fn resume_observed(
         _ => {}
     }
     let plan = stored_plan(&found, &started, registry)?;
-    let root = match stored_root(&found.dir) {
-        Some(r) => r,
-        None => canonical_root(Path::new("."))?,
-    };
-    let mut config = config_of(&started, root, jobs)?;
+    let root = resume_root(&found)?;
+    let mut config = config_of(&started, root, store_of(home, &found.dir), jobs)?;
     config.scorer = scorer;
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let mut engine =
@@ -606,6 +706,7 @@ pub fn resume_observed(
         dir: found.dir,
         report,
         repaired,
+        warnings: Vec::new(),
     })
 }
 
@@ -643,11 +744,10 @@ pub fn replay_observed(
     let found = find(home, run)?;
     let events = Recorded::read(&found.paths.log)?;
     let started = run_started(&found.paths.log, &events)?;
-    let root = match stored_root(&found.dir) {
-        Some(r) => r,
-        None => canonical_root(Path::new("."))?,
-    };
-    let mut config = config_of(&started, root, jobs)?;
+    // Replay executes nothing impure: it runs where it is asked, and never takes a directory
+    // from the unhashed run.json.
+    let root = canonical_root(Path::new("."))?;
+    let mut config = config_of(&started, root, store_of(home, &found.dir), jobs)?;
     let mut changes = Vec::new();
     let plan = match plan_override {
         None => stored_plan(&found, &started, registry)?,

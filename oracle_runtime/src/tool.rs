@@ -2,7 +2,7 @@
 //! and the registry the runtime and the plan compiler read tools from.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use oracle_core::State;
@@ -10,6 +10,7 @@ use oracle_core::capability::Capability;
 use oracle_plan::catalogue::{ArgSpec, ArgType, CapabilityRule, Catalogue, ToolSpec};
 use serde_json::Value;
 
+use crate::access::{Guard, Verdict};
 use crate::schema::Schema;
 
 /// Longest a call may run when neither the tool nor the step says (one minute).
@@ -139,6 +140,48 @@ pub struct ToolContext<'a> {
     pub resolved: Option<&'a Path>,
     pub timeout_ms: u64,
     pub output_bytes_max: u64,
+    /// The run's guard and the capability this call needs, for checking the path again at the
+    /// moment a tool touches it ([`ToolContext::path_now`]). `None` for callers that made no
+    /// check (tests, embedders).
+    pub access: Option<Access<'a>>,
+}
+
+/// What a file tool checks its path against at the moment of use.
+#[derive(Clone, Copy, Debug)]
+pub struct Access<'a> {
+    pub guard: &'a Guard,
+    pub needed: &'a Capability,
+}
+
+impl ToolContext<'_> {
+    /// The real path a file tool must touch, checked now: the capability check is run again
+    /// (symlinks resolved, grants, the working directory, the run store), so a link made since
+    /// the round's recorded verdict (by an earlier call of the same round, say) cannot lead
+    /// elsewhere. The tool then opens the path without following links
+    /// ([`crate::confine`]), which closes the gap between this check and the open.
+    pub fn path_now(&self, path: &str) -> Result<PathBuf, ToolError> {
+        match self.access {
+            Some(Access { guard, needed }) => match guard.check(needed) {
+                Verdict::Allowed {
+                    resolved: Some(real),
+                    ..
+                } => Ok(real),
+                Verdict::Allowed { resolved: None, .. } => Err(ToolError::Failed(format!(
+                    "`{needed}` names no file to check"
+                ))),
+                Verdict::Denied { reason } => Err(ToolError::Failed(format!(
+                    "capability `{needed}` denied at the moment of use: {reason}"
+                ))),
+            },
+            None => {
+                let named = match self.resolved {
+                    Some(p) => p.to_path_buf(),
+                    None => self.root.join(path),
+                };
+                Ok(crate::access::real_path_for_use(&named).unwrap_or(named))
+            }
+        }
+    }
 }
 
 /// A tool's result.

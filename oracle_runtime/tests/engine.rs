@@ -211,6 +211,7 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
     }
     let plan = session::compile(Path::new("chain.plan"), &text, &registry).unwrap();
     let config = RunConfig {
+        store: vec![],
         seed: 0,
         grants: vec![],
         inputs: Default::default(),

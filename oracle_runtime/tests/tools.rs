@@ -57,6 +57,7 @@ impl Fixture {
             resolved,
             timeout_ms: TIMEOUT_MS_DEFAULT,
             output_bytes_max: OUTPUT_BYTES_MAX_DEFAULT,
+            access: None,
         }
     }
 

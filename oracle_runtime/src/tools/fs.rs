@@ -1,30 +1,31 @@
-//! File tools: read a text file, write one atomically, list a directory. Each works on the path
-//! the capability check approved (`ToolContext::resolved`, every symlink already resolved), so
-//! what is touched is exactly what a grant covers.
+//! File tools: read a text file, write one atomically, list a directory. Each checks its path
+//! again at the moment it touches it (`ToolContext::path_now`: grants, symlinks, the working
+//! directory, the run store) and then opens that real path without following any link
+//! (`crate::confine`), so what is touched is exactly what a grant covers, even when a link was
+//! made after the round's recorded verdict.
 //!
 //! None of them enforces the call's timeout: a local read, write or listing is bounded by its
 //! size limit instead, and stopping one half-way would gain nothing.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsString;
+use std::fs;
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::MetadataExt as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
 use super::{arg_str, count, decl, io_reason, needs_arg, object, string, strings};
+use crate::confine::{self, DirHandle};
 use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 
-/// The file a call works on: the resolved path from the capability check, or, for a caller that
-/// made no check (tests, embedders), the input path under the working directory.
-fn target(cx: &ToolContext<'_>, path: &str) -> PathBuf {
-    match cx.resolved {
-        Some(p) => p.to_path_buf(),
-        None => cx.root.join(path),
-    }
-}
-
 fn failed(path: &str, doing: &str, e: &std::io::Error) -> ToolError {
+    if confine::is_link_in_the_way(e) {
+        return ToolError::Failed(format!(
+            "cannot {doing} `{path}`: a symlink appeared on its path after it was checked; refused rather than followed"
+        ));
+    }
     ToolError::Failed(format!("cannot {doing} `{path}`: {}", io_reason(e)))
 }
 
@@ -66,11 +67,11 @@ impl Tool for Read {
 
     fn call(&self, input: &Value, cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let path = arg_str(input, "path")?;
-        let file = target(cx, path);
+        let file = cx.path_now(path)?;
         let limit = cx.output_bytes_max;
-        // Look before opening: opening a named pipe for reading would block until a writer
-        // appears, and a device may never end.
-        let meta = fs::metadata(&file).map_err(|e| failed(path, "read", &e))?;
+        // Look before opening: opening a device may have effects of its own (the open below is
+        // non-blocking, so a named pipe would not hang it either way).
+        let meta = fs::symlink_metadata(&file).map_err(|e| failed(path, "read", &e))?;
         if !meta.is_file() {
             return Err(ToolError::Failed(format!(
                 "cannot read `{path}`: it is {}, not a regular file",
@@ -80,13 +81,21 @@ impl Tool for Read {
         if meta.len() > limit {
             return Err(ToolError::OutputTooLarge { limit });
         }
-        let f = File::open(&file).map_err(|e| failed(path, "read", &e))?;
+        let f = confine::open_read(&file).map_err(|e| failed(path, "read", &e))?;
         // The file may have been swapped since the look above; check what was opened.
         let meta = f.metadata().map_err(|e| failed(path, "read", &e))?;
         if !meta.is_file() {
             return Err(ToolError::Failed(format!(
                 "cannot read `{path}`: it is {}, not a regular file",
                 kind_of(&meta)
+            )));
+        }
+        // A hard link is the same file under another name, which may lie outside every grant
+        // (or in the run store): no check of this name can tell, so it is refused.
+        if meta.nlink() > 1 {
+            return Err(ToolError::Failed(format!(
+                "cannot read `{path}`: it has {} hard links, and another name of the same file may lie outside the grant; fs.read refuses hard-linked files",
+                meta.nlink()
             )));
         }
         // One byte past the limit tells a file that grew since the size check from one that
@@ -133,36 +142,31 @@ impl Tool for Write {
     fn call(&self, input: &Value, cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let path = arg_str(input, "path")?;
         let content = arg_str(input, "content")?;
-        let file = target(cx, path);
+        let file = cx.path_now(path)?;
         let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
             return Err(ToolError::Failed(format!(
                 "cannot write `{path}`: it names no file"
             )));
         };
-        let permissions = match fs::symlink_metadata(&file) {
-            Ok(meta) if meta.is_file() => Some(meta.permissions()),
-            Ok(meta) => {
-                return Err(ToolError::Failed(format!(
-                    "cannot write `{path}`: it is {}, not a regular file",
-                    if meta.file_type().is_symlink() {
-                        "a symlink"
-                    } else {
-                        kind_of(&meta)
-                    }
-                )));
+        // Made and opened without following links: a link that appeared on the way since the
+        // check fails the call instead of redirecting the write.
+        let dir =
+            DirHandle::open(dir, true).map_err(|e| failed(path, "create the directory of", &e))?;
+        let mode = match dir.kind_of(name).map_err(|e| failed(path, "write", &e))? {
+            None => None,
+            Some(st) => {
+                let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+                if kind != rustix::fs::FileType::RegularFile {
+                    return Err(ToolError::Failed(format!(
+                        "cannot write `{path}`: it is {}, not a regular file",
+                        describe(kind)
+                    )));
+                }
+                Some(st.st_mode & 0o7777)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(failed(path, "write", &e)),
         };
-        fs::create_dir_all(dir).map_err(|e| failed(path, "create the directory of", &e))?;
-        write_atomic(
-            dir,
-            &name.to_string_lossy(),
-            &file,
-            content.as_bytes(),
-            permissions,
-        )
-        .map_err(|e| failed(path, "write", &e))?;
+        write_atomic(&dir, name, content.as_bytes(), mode)
+            .map_err(|e| failed(path, "write", &e))?;
         Ok(ToolOutput::of(json!({"bytes": content.len() as u64})))
     }
 }
@@ -170,37 +174,49 @@ impl Tool for Write {
 /// Distinguishes temporary files of concurrent writes from one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Writes `bytes` to a new temporary file beside `file`, syncs it, renames it over `file` and
-/// syncs the directory, so the rename itself survives a crash. The temporary file is removed if
-/// anything fails before the rename.
+/// What a non-regular directory entry is, for messages.
+fn describe(kind: rustix::fs::FileType) -> &'static str {
+    use rustix::fs::FileType;
+    match kind {
+        FileType::Symlink => "a symlink",
+        FileType::Directory => "a directory",
+        FileType::Fifo => "a named pipe",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device",
+        _ => "not a regular file",
+    }
+}
+
+/// Writes `bytes` to a new temporary file in `dir`, syncs it, renames it over `name` and syncs
+/// the directory, so the rename itself survives a crash. A file it replaces keeps its
+/// permissions (`mode`). The temporary file is removed if anything fails before the rename.
 fn write_atomic(
-    dir: &Path,
-    name: &str,
-    file: &Path,
+    dir: &DirHandle,
+    name: &std::ffi::OsStr,
     bytes: &[u8],
-    permissions: Option<fs::Permissions>,
+    mode: Option<u32>,
 ) -> std::io::Result<()> {
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let temp = dir.join(format!(".{name}.oracle-tmp.{}.{n}", std::process::id()));
+    let mut temp = OsString::from(".");
+    temp.push(name);
+    temp.push(format!(".oracle-tmp.{}.{n}", std::process::id()));
     let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
+        let mut f = dir.create_new(&temp, mode.unwrap_or(0o666))?;
         f.write_all(bytes)?;
-        if let Some(p) = permissions {
-            f.set_permissions(p)?;
+        if let Some(m) = mode {
+            use std::os::unix::fs::PermissionsExt as _;
+            f.set_permissions(fs::Permissions::from_mode(m))?;
         }
         f.sync_all()?;
-        fs::rename(&temp, file)
+        dir.rename(&temp, name)
     })();
     if let Err(e) = written {
         // Best effort: the temporary file may not exist, and the first error is the one to
         // report.
-        let _ = fs::remove_file(&temp);
+        let _ = dir.remove(&temp);
         return Err(e);
     }
-    File::open(dir)?.sync_all()
+    dir.sync()
 }
 
 /// `fs.list {path}` → `{entries}`: the names in a directory, sorted by their bytes, directories
@@ -222,17 +238,20 @@ impl Tool for List {
 
     fn call(&self, input: &Value, cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let path = arg_str(input, "path")?;
-        let dir = target(cx, path);
+        let dir = cx.path_now(path)?;
         let limit = cx.output_bytes_max;
-        let meta = fs::metadata(&dir).map_err(|e| failed(path, "list", &e))?;
+        let meta = fs::symlink_metadata(&dir).map_err(|e| failed(path, "list", &e))?;
         if !meta.is_dir() {
             return Err(ToolError::Failed(format!(
                 "cannot list `{path}`: it is not a directory"
             )));
         }
+        let handle = DirHandle::open(&dir, false).map_err(|e| failed(path, "list", &e))?;
+        // The directory that was opened (no link followed), not whatever the name means now.
+        let opened = format!("/proc/self/fd/{}", handle.fd().as_raw_fd());
         let mut entries = Vec::new();
         let mut total: u64 = 0;
-        for entry in fs::read_dir(&dir).map_err(|e| failed(path, "list", &e))? {
+        for entry in fs::read_dir(&opened).map_err(|e| failed(path, "list", &e))? {
             let entry = entry.map_err(|e| failed(path, "list", &e))?;
             let mut name = entry.file_name().to_string_lossy().into_owned();
             let is_dir = entry
