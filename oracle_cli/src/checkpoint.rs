@@ -1,6 +1,7 @@
 //! `oracle keygen` and `oracle checkpoint`: Ed25519 key pairs, and signed checkpoints of a
-//! log's head kept beside it (`oracle verify --pubkey` checks them). The formats are in
-//! docs/FORMAT.md; the work is done by `oracle_runtime::checkpoint`.
+//! log's head kept beside it as a chain, optionally copied to a witness file (`oracle verify
+//! --pubkey [--witness]` checks them). The formats are in docs/FORMAT.md; the work is done by
+//! `oracle_runtime::checkpoint`.
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +34,14 @@ pub struct CheckpointArgs {
     /// if the checkpoint must hold against someone who can rewrite the log there.
     #[arg(long, value_name = "FILE")]
     key: PathBuf,
-    /// Print one JSON object instead of text.
+    /// Also append the signed checkpoint line to FILE (created if missing), a witness kept
+    /// where the writer of the log cannot change it (another machine, an append-only store).
+    /// `oracle verify --pubkey K --witness FILE` then fails if the log or checkpoints.jsonl no
+    /// longer reaches what the witness holds: the one thing that finds the newest checkpoints
+    /// cut off.
+    #[arg(long, value_name = "FILE")]
+    witness: Option<PathBuf>,
+    /// Print one JSON object instead of text (with the signed line as `statement`).
     #[arg(long)]
     json: bool,
     /// Worker threads for verifying the log (default: one per core).
@@ -91,6 +99,37 @@ pub fn cli_error(e: CheckpointError) -> CliError {
             "kind": "no_checkpoint", "path": path, "line": null, "seq": null,
             "other_keys": others, "reason": reason,
         }),
+        CheckpointError::Chain {
+            path, line, seq, ..
+        } => {
+            json!({"kind": "checkpoint_chain", "path": path, "line": line, "seq": seq, "reason": reason})
+        }
+        CheckpointError::OtherRun {
+            path,
+            line,
+            seq,
+            signed,
+            found,
+        } => json!({
+            "kind": "checkpoint_other_run", "path": path, "line": line, "seq": seq,
+            "signed_run": signed, "run": found, "reason": reason,
+        }),
+        CheckpointError::NotInFile {
+            path,
+            line,
+            seq,
+            head,
+            file,
+        } => json!({
+            "kind": "witness_not_in_file", "path": path, "line": line, "seq": seq,
+            "head": head, "file": file, "reason": reason,
+        }),
+        CheckpointError::WitnessEmpty { path } => json!({
+            "kind": "witness_empty", "path": path, "line": null, "seq": null, "reason": reason,
+        }),
+        CheckpointError::WitnessTooLarge { path, .. } => {
+            json!({"kind": "input", "path": path, "reason": reason})
+        }
     };
     CliError {
         code,
@@ -135,23 +174,35 @@ pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target).map_err(|e| fail(a.json, &a.target, e))?;
     let key =
         checkpoint::read_secret_key(&a.key).map_err(|e| fail(a.json, &paths.log, cli_error(e)))?;
-    let created = checkpoint::create(&paths, &key, a.threads)
+    let created = checkpoint::create(&paths, &key, a.witness.as_deref(), a.threads)
         .map_err(|e| fail(a.json, &paths.log, cli_error(e)))?;
     let c = created.checkpoint;
+    let chained = c.chained;
     if a.json {
+        let line = c.to_line();
         crate::print_json(&json!({
             "ok": true,
             "path": paths.log,
             "file": created.file,
             "line": created.appended.line,
             "written": created.appended.written,
+            "format": c.format(),
+            "run": chained.map(|ch| ch.run),
             "seq": c.seq,
             "head": c.head,
+            "prev": chained.map(|ch| ch.prev),
             "public_key": c.public_key.to_hex(),
             "signature": c.signature.to_hex(),
+            "statement": line.trim_end_matches('\n'),
+            "witness": created.witness.as_ref().map(|(file, appended)| json!({
+                "file": file, "line": appended.line, "written": appended.written,
+            })),
         }));
     } else {
         println!("checkpoint  {}", paths.log.display());
+        if let Some(ch) = chained {
+            println!("  run       {}", ch.run);
+        }
         println!("  seq       {}", c.seq);
         println!("  head      {}", c.head);
         println!("  key       {}", c.public_key.to_hex());
@@ -165,6 +216,18 @@ pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
             created.file.display(),
             created.appended.line
         );
+        if let Some((file, appended)) = &created.witness {
+            let note = if appended.written {
+                ""
+            } else {
+                ", already there: nothing written"
+            };
+            println!(
+                "  witness   {} (line {}{note})",
+                file.display(),
+                appended.line
+            );
+        }
     }
     Ok(exit::OK)
 }

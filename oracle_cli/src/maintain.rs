@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use oracle_core::synth::{Shape, Synth, SynthConfig};
-use oracle_runtime::repair::Repair;
+use oracle_runtime::repair::{CheckpointsRepair, Repair};
 use oracle_runtime::{Durability, LogPaths, LogWriter, snapshots};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
 
@@ -20,19 +20,49 @@ pub struct RepairArgs {
 
 pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target)?;
-    match oracle_runtime::repair::repair(&paths)? {
-        Repair::Clean { head } => {
-            if a.json {
-                crate::print_json(
-                    &json!({"repaired": false, "events": head.next_seq, "head": head.hash}),
-                );
-            } else {
-                println!(
-                    "nothing to repair: {} ends on a complete record ({} events)",
-                    paths.log.display(),
-                    head.next_seq
-                );
+    let log = oracle_runtime::repair::repair(&paths)?;
+    // Then the checkpoint file beside the log: its torn last line, if any. A damaged line
+    // before it is an integrity error (exit 4) and the file is left as it is.
+    let checkpoints =
+        oracle_runtime::repair::repair_checkpoints(&paths).map_err(crate::checkpoint::cli_error)?;
+    if a.json {
+        let mut v = match &log {
+            Repair::Clean { head } => {
+                json!({"repaired": false, "events": head.next_seq, "head": head.hash})
             }
+            Repair::MovedTornTail {
+                head,
+                offset,
+                len,
+                saved_to,
+            } => json!({
+                "repaired": true, "events": head.next_seq, "head": head.hash,
+                "torn_offset": offset, "torn_bytes": len, "saved_to": saved_to,
+            }),
+        };
+        v["checkpoints"] = match &checkpoints {
+            CheckpointsRepair::Missing => Value::Null,
+            CheckpointsRepair::Clean { lines } => json!({"repaired": false, "lines": lines}),
+            CheckpointsRepair::MovedTornLine {
+                lines,
+                offset,
+                len,
+                saved_to,
+            } => json!({
+                "repaired": true, "lines": lines, "torn_offset": offset, "torn_bytes": len,
+                "saved_to": saved_to,
+            }),
+        };
+        crate::print_json(&v);
+        return Ok(exit::OK);
+    }
+    match &log {
+        Repair::Clean { head } => {
+            println!(
+                "nothing to repair: {} ends on a complete record ({} events)",
+                paths.log.display(),
+                head.next_seq
+            );
         }
         Repair::MovedTornTail {
             head,
@@ -40,20 +70,27 @@ pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
             len,
             saved_to,
         } => {
-            if a.json {
-                crate::print_json(&json!({
-                    "repaired": true, "events": head.next_seq, "head": head.hash,
-                    "torn_offset": offset, "torn_bytes": len, "saved_to": saved_to,
-                }));
-            } else {
-                println!("repaired {}", paths.log.display());
-                println!("  kept     {} events (head {})", head.next_seq, head.hash);
-                println!(
-                    "  moved    {len} torn bytes from offset {offset} to {}",
-                    saved_to.display()
-                );
-            }
+            println!("repaired {}", paths.log.display());
+            println!("  kept     {} events (head {})", head.next_seq, head.hash);
+            println!(
+                "  moved    {len} torn bytes from offset {offset} to {}",
+                saved_to.display()
+            );
         }
+    }
+    if let CheckpointsRepair::MovedTornLine {
+        lines,
+        offset,
+        len,
+        saved_to,
+    } = &checkpoints
+    {
+        println!("repaired {}", paths.checkpoints().display());
+        println!("  kept     {lines} checkpoint line(s)");
+        println!(
+            "  moved    {len} torn bytes from offset {offset} to {}",
+            saved_to.display()
+        );
     }
     Ok(exit::OK)
 }

@@ -85,7 +85,7 @@ pub struct AdjudicateArgs {
     #[arg(long, default_value = "")]
     note: String,
     /// The logical tick the verdict is given at (default: the run's current tick). A verdict at
-    /// or after the adjudication's expiry is refused.
+    /// or after the adjudication's expiry is refused, and so is a tick past TIME_MAX (2^53).
     #[arg(long, value_name = "TICK")]
     now: Option<u64>,
     /// Then resume the run (as `oracle resume RUN` would) and report how it went on.
@@ -105,7 +105,8 @@ pub struct AdjudicateArgs {
 pub struct SweepArgs {
     /// Run id (under `<home>/runs`) or run directory.
     run: String,
-    /// The logical tick to judge expiry at (default: the run's current tick).
+    /// The logical tick to judge expiry at (default: the run's current tick); at most
+    /// TIME_MAX (2^53).
     #[arg(long, value_name = "TICK")]
     now: Option<u64>,
     #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
@@ -334,7 +335,27 @@ fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
     }
 }
 
+/// Refuses a `--now` past `TIME_MAX` (exit 2, nothing read or written).
+fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
+    let Some(now) = now else {
+        return Ok(());
+    };
+    oracle_core::event::check_time("--now", now)
+        .map(|_| ())
+        .map_err(|e| {
+            let message = e.to_string();
+            if json {
+                crate::print_json(&json!({
+                    "ok": false,
+                    "error": {"kind": "input", "reason": message, "time_max": oracle_core::event::TIME_MAX},
+                }));
+            }
+            CliError::input(message)
+        })
+}
+
 pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
+    check_now(a.now, a.json)?;
     let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
     let verdict = match a.verdict {
         VerdictArg::Affirm => Verdict::Affirm,
@@ -410,6 +431,7 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
 }
 
 pub fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
+    check_now(a.now, a.json)?;
     let swept = adjudication::sweep(home, &a.run, a.now, a.durability.into())
         .map_err(|e| session_error(e, a.json, None))?;
     if a.json {

@@ -77,7 +77,7 @@ pub struct RunArgs {
     #[arg(long)]
     no_oracle: bool,
     /// Logical ticks after which a queued adjudication expires (`oracle sweep` then makes it
-    /// contested). Default: requests wait indefinitely.
+    /// contested). Default: requests wait indefinitely. At most TIME_MAX (2^53).
     #[arg(long, value_name = "TICKS", conflicts_with = "no_oracle")]
     adjudication_expiry: Option<u64>,
     #[command(flatten)]
@@ -408,6 +408,10 @@ pub(crate) fn print_session(s: &Session, json_out: bool, verb: &str, notified: O
 }
 
 pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    if let Some(ticks) = a.adjudication_expiry {
+        oracle_core::event::check_time("--adjudication-expiry", ticks)
+            .map_err(|e| CliError::input(e.to_string()))?;
+    }
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
         expiry_ticks: a.adjudication_expiry,

@@ -1,5 +1,5 @@
 //! `oracle verify`: integrity of a log, streaming, on every core; with `--pubkey`, also the
-//! signed checkpoints of one key.
+//! signed checkpoints of one key, and with `--witness`, what a witness holds.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -33,6 +33,12 @@ pub struct VerifyArgs {
     /// exit 4 naming it, and so does finding no checkpoint by that key.
     #[arg(long, value_name = "FILE")]
     pubkey: Option<PathBuf>,
+    /// With --pubkey: a witness file (`oracle checkpoint --witness`). Every statement in it
+    /// must be signed by the key, be of this log's run, match the log at its seq, and still be
+    /// in checkpoints.jsonl; otherwise exit 4 naming it. This is what finds the newest
+    /// checkpoints cut off, with the log relinked after the ones that remain.
+    #[arg(long, value_name = "FILE", requires = "pubkey")]
+    witness: Option<PathBuf>,
 }
 
 pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
@@ -75,7 +81,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         None => verify_file(&paths.log, opts)
             .map(|s| (s, None))
             .map_err(CliError::from),
-        Some(key) => checkpoint::verify(&paths, key, opts)
+        Some(key) => checkpoint::verify(&paths, key, a.witness.as_deref(), opts)
             .map(|v| (v.summary, Some(v)))
             .map_err(crate::checkpoint::cli_error),
     };
@@ -86,13 +92,17 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                 let verified: Vec<_> = v
                     .proven
                     .iter()
-                    .map(|p| json!({"line": p.line, "seq": p.seq, "head": p.head}))
+                    .map(|p| json!({"line": p.line, "seq": p.seq, "head": p.head, "format": p.format}))
                     .collect();
                 json!({
                     "file": v.file,
                     "public_key": v.public_key.to_hex(),
+                    "run": v.run,
                     "verified": verified,
                     "other_keys": v.others,
+                    "witness": v.witness.as_ref().map(|w| json!({
+                        "file": w.file, "statements": w.statements, "latest_seq": w.latest_seq,
+                    })),
                 })
             });
             if a.json {
@@ -127,6 +137,14 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                         v.file.display()
                     );
                     println!("  key      {}", v.public_key.to_hex());
+                    if let Some(w) = &v.witness {
+                        println!(
+                            "  witness  {} statement(s) hold, latest at seq {} ({})",
+                            w.statements,
+                            w.latest_seq,
+                            w.file.display()
+                        );
+                    }
                 }
                 println!("  elapsed  {elapsed_ms:.1} ms ({threads} threads, {rate:.0} events/s)");
             }

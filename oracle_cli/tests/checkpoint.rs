@@ -1,6 +1,8 @@
 //! End-to-end tests of signed checkpoints with the real binary: `oracle keygen`, `oracle
-//! checkpoint`, and `oracle verify --pubkey` against logs rewritten, relinked, cut short, with
-//! forged signatures, other keys, malformed key files and runs that go on after a checkpoint.
+//! checkpoint [--witness]`, and `oracle verify --pubkey [--witness]` against logs rewritten,
+//! relinked, cut short, with forged signatures, other keys, malformed key files, runs that go
+//! on after a checkpoint, checkpoints cut off the end of the file, another run's checkpoints,
+//! torn checkpoint files (`oracle repair`), old format-1 files and FIFOs given as key files.
 
 mod common;
 
@@ -108,18 +110,34 @@ fn a_checkpoint_verifies_by_run_id_directory_and_log_file() {
     assert_eq!(c["seq"], last);
     assert_eq!(c["line"], 1);
     assert_eq!(c["written"], true);
-    let head = sb.events(".oracle", RUN)[last as usize].hash;
+    let events = sb.events(".oracle", RUN);
+    let head = events[last as usize].hash;
+    let run = events[0].hash;
     assert_eq!(c["head"], head.to_hex());
+    assert_eq!(c["run"], run.to_hex());
+    assert_eq!(c["format"], 2);
+    assert_eq!(
+        c["prev"],
+        oracle_core::Hash::ZERO.to_hex(),
+        "the first link"
+    );
     let line = fs::read_to_string(checkpoints_file(&sb)).unwrap();
     assert_eq!(
         line,
         format!(
             "{}\n",
-            json!({"format": 1, "head": head.to_hex(), "public_key": c["public_key"],
-                   "seq": last, "signature": c["signature"]})
+            json!({"format": 2, "head": head.to_hex(), "prev": oracle_core::Hash::ZERO.to_hex(),
+                   "public_key": c["public_key"], "run": run.to_hex(), "seq": last,
+                   "signature": c["signature"]})
         ),
         "one canonical line"
     );
+    assert_eq!(
+        c["statement"].as_str().unwrap(),
+        line.trim_end(),
+        "--json prints it"
+    );
+    assert_eq!(c["witness"], Value::Null);
 
     // The same log named by directory or by file is the same checkpoint file; signing the same
     // head again writes nothing (Ed25519 signatures are deterministic).
@@ -151,8 +169,10 @@ fn a_checkpoint_verifies_by_run_id_directory_and_log_file() {
     assert_eq!(v["checkpoints"]["public_key"], c["public_key"]);
     assert_eq!(
         v["checkpoints"]["verified"],
-        json!([{"line": 1, "seq": last, "head": head.to_hex()}])
+        json!([{"line": 1, "seq": last, "head": head.to_hex(), "format": 2}])
     );
+    assert_eq!(v["checkpoints"]["run"], run.to_hex());
+    assert_eq!(v["checkpoints"]["witness"], Value::Null);
     assert_eq!(v["checkpoints"]["other_keys"], 0);
     // Without --pubkey the field is there, and null.
     let (code, v) = sb.json(&["verify", RUN, "--json"]);
@@ -434,11 +454,11 @@ fn the_new_commands_explain_themselves() {
         ),
         (
             vec!["checkpoint", "--help"],
-            vec!["--key <FILE>", "checkpoints.jsonl"],
+            vec!["--key <FILE>", "checkpoints.jsonl", "--witness <FILE>"],
         ),
         (
             vec!["verify", "--help"],
-            vec!["--pubkey <FILE>", "relinked"],
+            vec!["--pubkey <FILE>", "relinked", "--witness <FILE>"],
         ),
     ] {
         let (code, out, _) = sb.oracle(&args);
@@ -447,4 +467,413 @@ fn the_new_commands_explain_themselves() {
             assert!(out.contains(n), "{args:?} lacks {n}: {out}");
         }
     }
+}
+
+/// The escalation run, checkpointed (with a witness `w.jsonl`) while it waits for approval and
+/// again once a person approved: the sandbox, the run id, and both `checkpoint --json` objects.
+fn approved_with_witness() -> (Sandbox, &'static str, Value, Value) {
+    let sb = Sandbox::new();
+    assert_eq!(sb.oracle(&["keygen", "--out", "k"]).0, 0);
+    let run = "escalation-1";
+    let (code, out, err) = sb.oracle(&["run", "fixtures/plans/escalation.plan"]);
+    assert_eq!(code, 3, "suspended: {out}{err}");
+    let total = r#"{"value":{"total":1250}}"#;
+    let (code, out, err) = sb.oracle(&["resume", run, "--step", "total", "--value", total]);
+    assert_eq!(code, 3, "{out}{err}");
+    let (code, first) = sb.json(&[
+        "checkpoint",
+        run,
+        "--key",
+        "k",
+        "--witness",
+        "w.jsonl",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{first}");
+    assert_eq!(
+        first["witness"],
+        json!({"file": "w.jsonl", "line": 1, "written": true})
+    );
+    let (code, out, err) = sb.oracle(&[
+        "resume",
+        run,
+        "--step",
+        "confirm",
+        "--value",
+        "\"approved\"",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, second) = sb.json(&[
+        "checkpoint",
+        run,
+        "--key",
+        "k",
+        "--witness",
+        "w.jsonl",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{second}");
+    assert_eq!(second["line"], 2);
+    // The second link names the first.
+    let first_line: oracle_runtime::checkpoint::Checkpoint =
+        oracle_runtime::checkpoint::Checkpoint::parse_line(first["statement"].as_str().unwrap())
+            .unwrap();
+    assert_eq!(second["prev"], first_line.line_hash().to_hex());
+    // The witness holds exactly the two statements, as checkpoints.jsonl does.
+    let witness = fs::read_to_string(sb.path().join("w.jsonl")).unwrap();
+    let file = fs::read_to_string(
+        sb.path()
+            .join(".oracle/runs")
+            .join(run)
+            .join("checkpoints.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(witness, file);
+    (sb, run, first, second)
+}
+
+#[test]
+fn cutting_the_newest_checkpoint_and_relinking_is_caught_by_the_witness() {
+    let (sb, run, first, second) = approved_with_witness();
+    let (code, v) = sb.json(&[
+        "verify",
+        run,
+        "--pubkey",
+        "k.pub",
+        "--witness",
+        "w.jsonl",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        v["checkpoints"]["witness"],
+        json!({"file": "w.jsonl", "statements": 2, "latest_seq": second["seq"]})
+    );
+    let (code, out, _) = sb.oracle(&["verify", run, "--pubkey", "k.pub", "--witness", "w.jsonl"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("witness  2 statement(s) hold"), "{out}");
+
+    // The attack: delete the newest checkpoint line, then turn the approval into a rejection
+    // and relink every hash after it. The remaining checkpoint (taken before the answer) holds.
+    let cfile = sb
+        .path()
+        .join(".oracle/runs")
+        .join(run)
+        .join("checkpoints.jsonl");
+    let text = fs::read_to_string(&cfile).unwrap();
+    let kept: String = text.split_inclusive('\n').take(1).collect();
+    fs::write(&cfile, kept).unwrap();
+    let log = sb.log(".oracle", run);
+    let events = sb.events(".oracle", run);
+    let answer = events
+        .iter()
+        .rposition(|e| e.kind == oracle_core::EventKind::Resumed)
+        .unwrap();
+    assert!(answer as u64 > first["seq"].as_u64().unwrap());
+    assert_eq!(events[answer].payload["value"], "approved");
+    forge(&log, answer, |p| p["value"] = json!("rejected"));
+
+    // Without a witness this cannot be told (documented in docs/SECURITY.md).
+    let (code, out, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("signed   1 checkpoint(s)"), "{out}");
+
+    // With it, the checkpoint that was cut is named: the log no longer has its head.
+    let seq = second["seq"].as_u64().unwrap();
+    let (code, _, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub", "--witness", "w.jsonl"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(&format!("w.jsonl: line 2: the checkpoint of seq {seq}")),
+        "{err}"
+    );
+    assert!(err.contains("rewritten after the checkpoint"), "{err}");
+    let (code, v) = sb.json(&[
+        "verify",
+        run,
+        "--pubkey",
+        "k.pub",
+        "--witness",
+        "w.jsonl",
+        "--json",
+    ]);
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["kind"], "checkpoint_rewritten");
+    assert_eq!(v["error"]["path"], "w.jsonl");
+    assert_eq!(v["error"]["line"], 2);
+    assert_eq!(v["error"]["seq"], seq);
+}
+
+#[test]
+fn cutting_the_newest_checkpoint_alone_is_caught_by_the_witness() {
+    let (sb, run, _, second) = approved_with_witness();
+    let cfile = sb
+        .path()
+        .join(".oracle/runs")
+        .join(run)
+        .join("checkpoints.jsonl");
+    let text = fs::read_to_string(&cfile).unwrap();
+    let kept: String = text.split_inclusive('\n').take(1).collect();
+    fs::write(&cfile, kept).unwrap();
+    assert_eq!(sb.oracle(&["verify", run, "--pubkey", "k.pub"]).0, 0);
+    let seq = second["seq"].as_u64().unwrap();
+    let (code, _, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub", "--witness", "w.jsonl"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(&format!(
+            "w.jsonl: line 2: the witnessed checkpoint of seq {seq}"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("is not in"), "{err}");
+    let (code, v) = sb.json(&[
+        "verify",
+        run,
+        "--pubkey",
+        "k.pub",
+        "--witness",
+        "w.jsonl",
+        "--json",
+    ]);
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["kind"], "witness_not_in_file");
+    assert_eq!(v["error"]["seq"], seq);
+
+    // A witness from another key, an empty one, and a missing one.
+    assert_eq!(sb.oracle(&["keygen", "--out", "k2"]).0, 0);
+    let (code, _, err) = sb.oracle(&["verify", run, "--pubkey", "k2.pub", "--witness", "w.jsonl"]);
+    assert_eq!(code, 4, "{err}");
+    sb.write("empty.jsonl", "");
+    let (code, v) = sb.json(&[
+        "verify",
+        run,
+        "--pubkey",
+        "k.pub",
+        "--witness",
+        "empty.jsonl",
+        "--json",
+    ]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["kind"], "witness_empty");
+    let (code, _, err) = sb.oracle(&[
+        "verify",
+        run,
+        "--pubkey",
+        "k.pub",
+        "--witness",
+        "missing.jsonl",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing.jsonl"), "{err}");
+    // --witness needs --pubkey.
+    let (code, _, _) = sb.oracle(&["verify", run, "--witness", "w.jsonl"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn another_runs_checkpoint_is_refused_by_name() {
+    let sb = Sandbox::new();
+    assert_eq!(sb.oracle(&["keygen", "--out", "k"]).0, 0);
+    for seed in ["1", "2"] {
+        let (code, out, err) =
+            sb.oracle(&["run", "fixtures/plans/quickstart.plan", "--seed", seed]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    assert_eq!(
+        sb.oracle(&["checkpoint", "quickstart-1", "--key", "k"]).0,
+        0
+    );
+    let dir = sb.path().join(".oracle/runs");
+    fs::copy(
+        dir.join("quickstart-1/checkpoints.jsonl"),
+        dir.join("quickstart-2/checkpoints.jsonl"),
+    )
+    .unwrap();
+    let ours = sb.events(".oracle", "quickstart-2")[0].hash;
+    let theirs = sb.events(".oracle", "quickstart-1")[0].hash;
+    assert_ne!(ours, theirs);
+    let (code, _, err) = sb.oracle(&["verify", "quickstart-2", "--pubkey", "k.pub"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(&format!(
+            "line 1: checkpoint 1 (seq {}) was signed for run {}, this log's run is {}",
+            sb.events(".oracle", "quickstart-1").len() - 1,
+            theirs.short(),
+            ours.short()
+        )),
+        "{err}"
+    );
+    let (code, v) = sb.json(&["verify", "quickstart-2", "--pubkey", "k.pub", "--json"]);
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["kind"], "checkpoint_other_run");
+    assert_eq!(v["error"]["signed_run"], theirs.to_hex());
+    assert_eq!(v["error"]["run"], ours.to_hex());
+    // Nor will `checkpoint` extend another run's chain.
+    let (code, _, err) = sb.oracle(&["checkpoint", "quickstart-2", "--key", "k"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("was signed for run"), "{err}");
+}
+
+#[test]
+fn a_torn_checkpoint_file_is_mended_by_repair_and_damage_before_it_is_not() {
+    let sb = signed_run();
+    assert_eq!(sb.oracle(&["checkpoint", RUN, "--key", "k"]).0, 0);
+    let path = checkpoints_file(&sb);
+    let whole = fs::read_to_string(&path).unwrap();
+
+    // A second line cut short (no newline), and a last line that is not a checkpoint.
+    for torn in [&whole[..40], "{\"format\":2,\"head\":\"00\"}\n"] {
+        let damaged = format!("{whole}{torn}");
+        fs::write(&path, &damaged).unwrap();
+        let (code, _, err) = sb.oracle(&["verify", RUN, "--pubkey", "k.pub"]);
+        assert_eq!(code, 4, "{err}");
+        assert!(err.contains("line 2: not a checkpoint"), "{err}");
+
+        let (code, v) = sb.json(&["repair", RUN, "--json"]);
+        assert_eq!(code, 0, "{v}");
+        let c = &v["checkpoints"];
+        assert_eq!(c["repaired"], true, "{v}");
+        assert_eq!(c["lines"], 1);
+        assert_eq!(c["torn_offset"], whole.len());
+        assert_eq!(c["torn_bytes"], torn.len());
+        let saved = c["saved_to"].as_str().unwrap();
+        assert_eq!(
+            fs::read_to_string(sb.path().join(saved)).unwrap(),
+            torn,
+            "saved aside"
+        );
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            whole,
+            "cut to the whole lines"
+        );
+        let (code, out, err) = sb.oracle(&["verify", RUN, "--pubkey", "k.pub"]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    // Nothing more to do the second time.
+    let (code, v) = sb.json(&["repair", RUN, "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["checkpoints"], json!({"repaired": false, "lines": 1}));
+
+    // A damaged line before the last is never dropped: exit 4, the file as it was.
+    let damaged = format!("{{\"format\":2}}\n{whole}");
+    fs::write(&path, &damaged).unwrap();
+    let (code, _, err) = sb.oracle(&["repair", RUN]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("checkpoints.jsonl: line 1: not a checkpoint"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&path).unwrap(), damaged);
+}
+
+#[test]
+fn an_old_format_1_checkpoint_file_still_verifies_and_is_extended() {
+    use oracle_runtime::checkpoint::{Checkpoint, SecretKey};
+    let sb = Sandbox::new();
+    let (code, out, err) = sb.oracle(&["run", "fixtures/plans/escalation.plan"]);
+    assert_eq!(code, 3, "{out}{err}");
+    let run = "escalation-1";
+    let key = SecretKey::from_seed(&[42; 32]);
+    sb.write("old.pub", &key.public_key().to_file_text());
+    sb.write("old", &key.to_file_text());
+    let events = sb.events(".oracle", run);
+    let last = events.len() as u64 - 1;
+    let old = Checkpoint::sign_v1(&key, last, events[last as usize].hash);
+    let cfile = sb
+        .path()
+        .join(".oracle/runs")
+        .join(run)
+        .join("checkpoints.jsonl");
+    fs::write(&cfile, old.to_line()).unwrap();
+    assert!(old.to_line().starts_with(r#"{"format":1,"#));
+
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "old.pub", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["checkpoints"]["verified"][0]["format"], 1);
+
+    // A new checkpoint follows the old line (its prev is the old line's hash).
+    let total = r#"{"value":{"total":1250}}"#;
+    assert_eq!(
+        sb.oracle(&["resume", run, "--step", "total", "--value", total])
+            .0,
+        3
+    );
+    let (code, c) = sb.json(&["checkpoint", run, "--key", "old", "--json"]);
+    assert_eq!(code, 0, "{c}");
+    assert_eq!(c["prev"], old.line_hash().to_hex());
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "old.pub", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let formats: Vec<&Value> = v["checkpoints"]["verified"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["format"])
+        .collect();
+    assert_eq!(formats, [&json!(1), &json!(2)]);
+
+    // The old line rewritten for another seq fails its signature, as before.
+    let forged = old
+        .to_line()
+        .replace(&format!("\"seq\":{last}"), &format!("\"seq\":{}", last - 1));
+    let text = fs::read_to_string(&cfile).unwrap();
+    fs::write(&cfile, text.replacen(&old.to_line(), &forged, 1)).unwrap();
+    let (code, _, err) = sb.oracle(&["verify", run, "--pubkey", "old.pub"]);
+    assert_eq!(code, 4, "{err}");
+}
+
+/// Runs `oracle ARGS` in the sandbox and kills it if it has not exited within a generous
+/// bound, so that a command stuck on a FIFO fails the test instead of hanging it.
+#[cfg(unix)]
+fn oracle_or_kill(sb: &Sandbox, args: &[&str]) -> (i32, String) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = sb
+        .command(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code().unwrap_or(-1), err);
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{args:?} was still running after 30 s: it waits on the FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_given_as_a_key_or_witness_is_refused_not_waited_on() {
+    let sb = signed_run();
+    assert_eq!(sb.oracle(&["checkpoint", RUN, "--key", "k"]).0, 0);
+    let status = std::process::Command::new("mkfifo")
+        .arg(sb.path().join("fifo"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let before = fs::read(checkpoints_file(&sb)).unwrap();
+    for args in [
+        vec!["verify", RUN, "--pubkey", "fifo"],
+        vec!["checkpoint", RUN, "--key", "fifo"],
+        vec!["verify", RUN, "--pubkey", "k.pub", "--witness", "fifo"],
+        vec!["checkpoint", RUN, "--key", "k", "--witness", "fifo"],
+    ] {
+        let (code, err) = oracle_or_kill(&sb, &args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("fifo: not a regular file"), "{args:?}: {err}");
+    }
+    assert_eq!(fs::read(checkpoints_file(&sb)).unwrap(), before);
 }

@@ -11,6 +11,35 @@ use crate::canon::{self, CanonError, put_bytes, put_u64};
 use crate::hash::{Hash, chain_link, domain, hasher};
 use crate::payload::{EventKind, Payload};
 
+/// The largest logical time oracle accepts from outside (`--now` of `adjudicate` and `sweep`,
+/// `--adjudication-expiry`): 2^53 ticks.
+///
+/// Why 2^53: it is the largest integer every JSON reader holds exactly (an IEEE double, as in
+/// JavaScript), and `time` is printed in JSON; and it leaves 2^64 - 2^53 ticks of headroom, so
+/// the engine's `+1` per round after a verdict at `TIME_MAX`, and `time + expiry` with both at
+/// most `TIME_MAX`, can never wrap. A time past it from outside would let one verdict end a
+/// run: its next round's time would wrap below the verdict's and be refused forever. Logs are
+/// not refused for holding a later time (verify reads any u64), so logs written before this
+/// limit still verify and replay.
+pub const TIME_MAX: u64 = 1 << 53;
+
+/// A logical time given from outside is past [`TIME_MAX`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what} {time} is past the largest logical time, TIME_MAX = {max} (2^53)", max = TIME_MAX)]
+pub struct TimeTooLate {
+    /// What was given (`--now`, `--adjudication-expiry`).
+    pub what: &'static str,
+    pub time: u64,
+}
+
+/// Refuses a logical time given from outside that is past [`TIME_MAX`]; `what` names it.
+pub fn check_time(what: &'static str, time: u64) -> Result<u64, TimeTooLate> {
+    if time > TIME_MAX {
+        return Err(TimeTooLate { what, time });
+    }
+    Ok(time)
+}
+
 /// One record of the log. Field order here is the order of fields in a JSONL record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -123,4 +152,28 @@ pub fn relink(events: &mut [Event]) -> Result<(), CanonError> {
         prev = e.hash;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_up_to_time_max_are_accepted_and_the_headroom_cannot_wrap() {
+        assert_eq!(check_time("--now", 0), Ok(0));
+        assert_eq!(check_time("--now", TIME_MAX), Ok(TIME_MAX));
+        let err = check_time("--now", TIME_MAX + 1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--now 9007199254740993 is past the largest logical time, TIME_MAX = 9007199254740992 (2^53)"
+        );
+        assert!(check_time("--adjudication-expiry", u64::MAX).is_err());
+        // A time and an expiry both at the limit, plus a round, stay far from u64::MAX.
+        assert!(
+            TIME_MAX
+                .checked_add(TIME_MAX)
+                .and_then(|t| t.checked_add(1))
+                .is_some()
+        );
+    }
 }

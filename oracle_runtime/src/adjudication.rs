@@ -122,6 +122,21 @@ fn check_at_rest(run: &RunDir, events: &Recorded) -> Result<()> {
     }
 }
 
+/// Refuses a `now` past [`oracle_core::event::TIME_MAX`] before anything is opened: a verdict
+/// or sweep at a later time would leave the run unable to take its next round. (Reported as
+/// an input error on the log's path: `SessionError` has no variant of its own for it yet.)
+fn check_now(home: &Path, run: &str, now: Option<u64>) -> Result<()> {
+    let Some(now) = now else {
+        return Ok(());
+    };
+    oracle_core::event::check_time("--now", now)
+        .map(|_| ())
+        .map_err(|e| SessionError::Io {
+            path: home.join("runs").join(run),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+        })
+}
+
 /// What a verdict did.
 #[derive(Clone, Debug)]
 pub struct VerdictApplied {
@@ -162,6 +177,7 @@ pub fn adjudicate(
             limit: NOTE_BYTES_MAX,
         });
     }
+    check_now(home, run, sub.now)?;
     let found = session::find(home, run)?;
     let mut writer = open_waiting(&found, durability)?;
     // Read under the lock: what another submitter appended is seen here.
@@ -237,6 +253,7 @@ pub struct Swept {
 /// time) into contested claims with one `adjudications_expired` event. Nothing expired,
 /// nothing written: a second sweep reports 0.
 pub fn sweep(home: &Path, run: &str, now: Option<u64>, durability: Durability) -> Result<Swept> {
+    check_now(home, run, now)?;
     let found = session::find(home, run)?;
     let mut writer = open_waiting(&found, durability)?;
     let events = Recorded::read(&found.paths.log)?;

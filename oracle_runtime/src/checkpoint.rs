@@ -1,4 +1,5 @@
-//! Signed checkpoints: an Ed25519 signature over a log's (seq, head hash), kept beside the log.
+//! Signed checkpoints: Ed25519 signatures over a log's (run, seq, head hash), chained, kept
+//! beside the log, and optionally copied to a witness file.
 //!
 //! A chain hash commits to every event before it, but anyone who can write the log can also
 //! recompute every hash after a change ("relink"), or cut the log on a record boundary: the
@@ -8,16 +9,23 @@
 //! of one key.
 //!
 //! Checkpoints live in `checkpoints.jsonl` (see [`LogPaths::checkpoints`]), one JSON line each,
-//! appended and never rewritten. The file is not part of the hash chain: nothing in a log
-//! depends on it, and a checkpoint adds no event. Formats (docs/FORMAT.md, "Signed
-//! checkpoints"):
+//! appended and never rewritten. The file is not part of the log's hash chain: nothing in a
+//! log depends on it, and a checkpoint adds no event. But the file is a chain of its own
+//! (format 2): each line signs the hash of the line before it and the run's identity (the
+//! chain hash of event 0), so a line cannot be removed from the middle, moved to another run
+//! or reordered. What one file cannot show is its own newest lines cut off; a *witness* (the
+//! same lines appended to a file the writer does not control, `checkpoint --witness`) does.
+//! Formats (docs/FORMAT.md, "Signed checkpoints"):
 //!
 //! - key files: one line, `oracle-ed25519-secret-v1:` or `oracle-ed25519-public-v1:` then 64
 //!   lowercase hex characters (the 32-byte seed, or the 32-byte public key), then `\n`;
-//! - the signed message: `"oracle v1 checkpoint\0"` ‖ seq (u64 big-endian) ‖ head hash (32);
-//! - a line: `{"format":1,"head":H,"public_key":K,"seq":S,"signature":G}` then `\n`.
+//! - the signed message: `"oracle v2 checkpoint\0"` ‖ format 2 (u64 big-endian) ‖ run (32) ‖
+//!   seq (u64 big-endian) ‖ head hash (32) ‖ prev line hash (32);
+//! - a line: `{"format":2,"head":H,"prev":P,"public_key":K,"run":R,"seq":S,"signature":G}`
+//!   then `\n`. Format-1 lines (no `run`, no `prev`, message `"oracle v1 checkpoint\0"` ‖ seq
+//!   ‖ head) are still read, with their old meaning.
 //!
-//! No clock is read here: the message holds only the seq and the hash. The one use of
+//! No clock is read here: the message holds only hashes and the seq. The one use of
 //! randomness is [`SecretKey::generate`], whose seed never reaches a hash, an event or a
 //! checkpoint line.
 
@@ -38,14 +46,26 @@ pub const SECRET_KEY_PREFIX: &str = "oracle-ed25519-secret-v1:";
 /// First bytes of a public key file; the hex of the 32-byte public key follows.
 pub const PUBLIC_KEY_PREFIX: &str = "oracle-ed25519-public-v1:";
 /// Domain separation of the signed message: what an oracle checkpoint key signs can never be
-/// taken for a signature over anything else, and a later format gets a new prefix.
-pub const MESSAGE_PREFIX: &[u8; 21] = b"oracle v1 checkpoint\0";
-/// Length of the signed message: prefix, seq, head hash.
-pub const MESSAGE_LEN: usize = MESSAGE_PREFIX.len() + 8 + 32;
-/// The `format` of a checkpoint line.
-pub const LINE_FORMAT: u64 = 1;
+/// taken for a signature over anything else, and each format gets its own prefix.
+pub const MESSAGE_PREFIX: &[u8; 21] = b"oracle v2 checkpoint\0";
+/// Length of the format-2 signed message: prefix, format, run, seq, head, prev.
+pub const MESSAGE_LEN: usize = MESSAGE_PREFIX.len() + 8 + 32 + 8 + 32 + 32;
+/// The `format` of the lines oracle writes.
+pub const LINE_FORMAT: u64 = 2;
+/// The prefix of the format-1 message (old files; read, never written).
+pub const MESSAGE_PREFIX_V1: &[u8; 21] = b"oracle v1 checkpoint\0";
+/// Length of the format-1 signed message: prefix, seq, head hash.
+pub const MESSAGE_LEN_V1: usize = MESSAGE_PREFIX_V1.len() + 8 + 32;
+/// The `format` of an old line.
+pub const LINE_FORMAT_V1: u64 = 1;
+/// BLAKE3 `derive_key` context of [`Checkpoint::line_hash`], the hash a line's successor
+/// names as its `prev`.
+pub const LINE_HASH_CONTEXT: &str = "oracle v2 checkpoint line";
+/// Largest witness file read or appended to, in bytes (about 200,000 lines): a witness is
+/// read whole by `verify --witness`, so it is bounded like every other input.
+pub const WITNESS_BYTES_MAX: u64 = 64 << 20;
 /// Key files are one short line; anything longer is refused before it is read whole.
-const KEY_FILE_BYTES_MAX: u64 = 1024;
+pub const KEY_FILE_BYTES_MAX: u64 = 1024;
 
 /// Why a key file's text is not a key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -134,6 +154,43 @@ pub enum CheckpointError {
         log: PathBuf,
     },
     #[error(
+        "{path}: line {line}: the checkpoint of seq {seq} breaks the chain of checkpoints: {reason}"
+    )]
+    Chain {
+        path: PathBuf,
+        line: u64,
+        seq: u64,
+        reason: String,
+    },
+    #[error(
+        "{path}: line {line}: checkpoint {line} (seq {seq}) was signed for run {}, this log's run is {}: it vouches for another run", signed.short(), found.short()
+    )]
+    OtherRun {
+        path: PathBuf,
+        line: u64,
+        seq: u64,
+        /// The run the checkpoint names.
+        signed: Hash,
+        /// This log's run (the chain hash of its event 0).
+        found: Hash,
+    },
+    #[error(
+        "{path}: line {line}: the witnessed checkpoint of seq {seq} (head {}) is not in {file}: its newest lines were cut or rewritten after the witness saw them", head.short()
+    )]
+    NotInFile {
+        path: PathBuf,
+        line: u64,
+        seq: u64,
+        head: Hash,
+        file: PathBuf,
+    },
+    #[error(
+        "{path}: the witness holds no checkpoint: it proves nothing (an emptied witness looks the same)"
+    )]
+    WitnessEmpty { path: PathBuf },
+    #[error("{path}: larger than WITNESS_BYTES_MAX = {limit} bytes")]
+    WitnessTooLarge { path: PathBuf, limit: u64 },
+    #[error(
         "{path}: no checkpoint signed by key {key} ({others} by other keys): nothing proves this log; a deleted checkpoint file looks the same"
     )]
     NoCheckpoint {
@@ -159,8 +216,13 @@ impl CheckpointError {
             | CheckpointError::BadSignature { .. }
             | CheckpointError::Rewritten { .. }
             | CheckpointError::Truncated { .. }
-            | CheckpointError::NoCheckpoint { .. } => true,
+            | CheckpointError::NoCheckpoint { .. }
+            | CheckpointError::Chain { .. }
+            | CheckpointError::OtherRun { .. }
+            | CheckpointError::NotInFile { .. }
+            | CheckpointError::WitnessEmpty { .. } => true,
             CheckpointError::Io { .. }
+            | CheckpointError::WitnessTooLarge { .. }
             | CheckpointError::KeyFile { .. }
             | CheckpointError::KeyExists { .. }
             | CheckpointError::Random { .. } => false,
@@ -367,83 +429,185 @@ impl Signature {
     }
 }
 
-/// The bytes a checkpoint signs: `"oracle v1 checkpoint\0"` ‖ seq (u64 big-endian) ‖ head hash.
-pub fn message(seq: u64, head: &Hash) -> [u8; MESSAGE_LEN] {
-    let mut out = [0u8; MESSAGE_LEN];
-    let (prefix, rest) = out.split_at_mut(MESSAGE_PREFIX.len());
-    prefix.copy_from_slice(MESSAGE_PREFIX);
+/// The bytes a format-1 checkpoint signs: `"oracle v1 checkpoint\0"` ‖ seq (u64 big-endian) ‖
+/// head hash. Read for old files only; oracle signs format 2.
+pub fn message_v1(seq: u64, head: &Hash) -> [u8; MESSAGE_LEN_V1] {
+    let mut out = [0u8; MESSAGE_LEN_V1];
+    let (prefix, rest) = out.split_at_mut(MESSAGE_PREFIX_V1.len());
+    prefix.copy_from_slice(MESSAGE_PREFIX_V1);
     let (seq_bytes, hash_bytes) = rest.split_at_mut(8);
     seq_bytes.copy_from_slice(&seq.to_be_bytes());
     hash_bytes.copy_from_slice(head.as_bytes());
     out
 }
 
-/// One signed checkpoint: the key says event `seq` of the log has chain hash `head`.
+/// The bytes a format-2 checkpoint signs (docs/FORMAT.md, "The signed message"):
+/// `"oracle v2 checkpoint\0"` ‖ format (u64 big-endian, 2) ‖ run (32) ‖ seq (u64 big-endian)
+/// ‖ head (32) ‖ prev (32). Every field has a fixed width, so no two field tuples give the
+/// same bytes.
+pub fn message(run: &Hash, seq: u64, head: &Hash, prev: &Hash) -> [u8; MESSAGE_LEN] {
+    let mut out = [0u8; MESSAGE_LEN];
+    let fields: [&[u8]; 6] = [
+        MESSAGE_PREFIX,
+        &LINE_FORMAT.to_be_bytes(),
+        run.as_bytes(),
+        &seq.to_be_bytes(),
+        head.as_bytes(),
+        prev.as_bytes(),
+    ];
+    let mut at = 0;
+    for field in fields {
+        out[at..at + field.len()].copy_from_slice(field);
+        at += field.len();
+    }
+    out
+}
+
+/// What a format-2 checkpoint adds to format 1: which run it is of, and which line it follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chained {
+    /// The run's identity: the chain hash of its event 0.
+    pub run: Hash,
+    /// The [`Checkpoint::line_hash`] of the line before it in `checkpoints.jsonl`, or zeros
+    /// for the first line.
+    pub prev: Hash,
+}
+
+/// One signed checkpoint: the key says event `seq` of the log has chain hash `head` (and, in
+/// format 2, that the log is run `run` and the checkpoint follows line hash `prev`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
     pub seq: u64,
     pub head: Hash,
+    /// `None` for a format-1 line (read from old files, never written).
+    pub chained: Option<Chained>,
     pub public_key: PublicKey,
     pub signature: Signature,
 }
 
-/// The stored form of a line (all fields required, no others).
+/// The stored form of a line (format 1 has no `prev` and no `run`; no other fields).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Line {
     format: u64,
     head: Hash,
+    #[serde(default)]
+    prev: Option<Hash>,
     public_key: String,
+    #[serde(default)]
+    run: Option<Hash>,
     seq: u64,
     signature: String,
 }
 
 impl Checkpoint {
-    /// Signs `(seq, head)` with `key`.
-    pub fn sign(key: &SecretKey, seq: u64, head: Hash) -> Checkpoint {
+    /// Signs a format-2 checkpoint: event `seq` of run `run` has hash `head`, and this
+    /// checkpoint follows the line whose [`Checkpoint::line_hash`] is `prev` (zeros: first).
+    pub fn sign(key: &SecretKey, run: Hash, seq: u64, head: Hash, prev: Hash) -> Checkpoint {
         Checkpoint {
             seq,
             head,
+            chained: Some(Chained { run, prev }),
             public_key: key.public_key(),
-            signature: key.sign(&message(seq, &head)),
+            signature: key.sign(&message(&run, seq, &head, &prev)),
+        }
+    }
+
+    /// Signs a format-1 checkpoint, as oracle did before format 2: only for tests of old
+    /// files (oracle itself writes format 2 only).
+    pub fn sign_v1(key: &SecretKey, seq: u64, head: Hash) -> Checkpoint {
+        Checkpoint {
+            seq,
+            head,
+            chained: None,
+            public_key: key.public_key(),
+            signature: key.sign(&message_v1(seq, &head)),
+        }
+    }
+
+    /// The line's `format`: 1 or 2.
+    pub fn format(&self) -> u64 {
+        if self.chained.is_some() {
+            LINE_FORMAT
+        } else {
+            LINE_FORMAT_V1
+        }
+    }
+
+    /// The bytes the signature is over.
+    pub fn message(&self) -> Vec<u8> {
+        match &self.chained {
+            Some(c) => message(&c.run, self.seq, &self.head, &c.prev).to_vec(),
+            None => message_v1(self.seq, &self.head).to_vec(),
         }
     }
 
     /// Checks the signature against the checkpoint's own key (strictly; see
     /// [`PublicKey::verify`]). Says nothing about whether that key is one you trust.
     pub fn verify_signature(&self) -> Result<(), SignatureInvalid> {
-        self.public_key
-            .verify(&message(self.seq, &self.head), &self.signature)
+        self.public_key.verify(&self.message(), &self.signature)
     }
 
-    /// The line stored in `checkpoints.jsonl`, with its `\n`: keys in byte order, no spaces.
+    /// The line stored in `checkpoints.jsonl` (and in a witness), with its `\n`: keys in byte
+    /// order, no spaces.
     pub fn to_line(&self) -> String {
-        format!(
-            "{{\"format\":{LINE_FORMAT},\"head\":\"{}\",\"public_key\":\"{}\",\"seq\":{},\"signature\":\"{}\"}}\n",
-            self.head,
-            self.public_key.to_hex(),
-            self.seq,
-            self.signature.to_hex()
-        )
+        match &self.chained {
+            Some(c) => format!(
+                "{{\"format\":{LINE_FORMAT},\"head\":\"{}\",\"prev\":\"{}\",\"public_key\":\"{}\",\"run\":\"{}\",\"seq\":{},\"signature\":\"{}\"}}\n",
+                self.head,
+                c.prev,
+                self.public_key.to_hex(),
+                c.run,
+                self.seq,
+                self.signature.to_hex()
+            ),
+            None => format!(
+                "{{\"format\":{LINE_FORMAT_V1},\"head\":\"{}\",\"public_key\":\"{}\",\"seq\":{},\"signature\":\"{}\"}}\n",
+                self.head,
+                self.public_key.to_hex(),
+                self.seq,
+                self.signature.to_hex()
+            ),
+        }
+    }
+
+    /// The hash the next line's `prev` names: BLAKE3 in `derive_key` mode with context
+    /// [`LINE_HASH_CONTEXT`], over this line's bytes without the `\n`. It covers the signature
+    /// and `prev` too, so each line commits to every line before it.
+    pub fn line_hash(&self) -> Hash {
+        let line = self.to_line();
+        let mut h = oracle_core::hash::hasher(LINE_HASH_CONTEXT);
+        h.update(line.trim_end_matches('\n').as_bytes());
+        Hash(*h.finalize().as_bytes())
     }
 
     /// Parses one line (without its `\n`), strictly: exactly the bytes [`Checkpoint::to_line`]
-    /// writes (its fields and no others, in that order, no spaces), `format` 1, lowercase hex
-    /// of the right lengths, a valid public key. The signature is not checked here.
+    /// writes (its fields and no others, in that order, no spaces), `format` 1 or 2, lowercase
+    /// hex of the right lengths, a valid public key. The signature is not checked here.
     pub fn parse_line(line: &str) -> Result<Checkpoint, String> {
         let l: Line = serde_json::from_str(line).map_err(|e| e.to_string())?;
-        if l.format != LINE_FORMAT {
-            return Err(format!(
-                "format {} is not known (this oracle reads format {LINE_FORMAT})",
-                l.format
-            ));
-        }
+        let chained = match (l.format, l.run, l.prev) {
+            (LINE_FORMAT_V1, None, None) => None,
+            (LINE_FORMAT, Some(run), Some(prev)) => Some(Chained { run, prev }),
+            (LINE_FORMAT_V1 | LINE_FORMAT, _, _) => {
+                return Err(format!(
+                    "format {} has `run` and `prev` exactly when it is 2",
+                    l.format
+                ));
+            }
+            (other, _, _) => {
+                return Err(format!(
+                    "format {other} is not known (this oracle reads formats {LINE_FORMAT_V1} and {LINE_FORMAT})"
+                ));
+            }
+        };
         let public_key =
             PublicKey::from_hex(&l.public_key).map_err(|e| format!("public_key: {e}"))?;
         let signature = Signature::from_hex(&l.signature).map_err(|e| format!("signature: {e}"))?;
         let c = Checkpoint {
             seq: l.seq,
             head: l.head,
+            chained,
             public_key,
             signature,
         };
@@ -458,22 +622,11 @@ impl Checkpoint {
     }
 }
 
-/// Reads a small text file (a key file), refusing one larger than a key file can be.
+/// Reads a small text file (a key file), refusing one larger than a key file can be, and
+/// anything that is not a regular file: opening a FIFO for reading would wait for a writer
+/// forever, and a device could be read without end.
 fn read_small(path: &Path) -> Result<String, CheckpointError> {
-    let file = File::open(path).map_err(CheckpointError::io(path))?;
-    let mut bytes = Vec::new();
-    file.take(KEY_FILE_BYTES_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(CheckpointError::io(path))?;
-    if bytes.len() as u64 > KEY_FILE_BYTES_MAX {
-        return Err(CheckpointError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("larger than {KEY_FILE_BYTES_MAX} bytes: not a key file"),
-            ),
-        });
-    }
+    let bytes = read_regular(path, KEY_FILE_BYTES_MAX, "a key file")?;
     String::from_utf8(bytes).map_err(|_| CheckpointError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::new(
@@ -481,6 +634,45 @@ fn read_small(path: &Path) -> Result<String, CheckpointError> {
             "not UTF-8 text: not a key file",
         ),
     })
+}
+
+/// Reads a regular file of at most `max` bytes. The type is checked by path before opening
+/// (so a FIFO is refused rather than waited on) and again on the open handle (so what was read
+/// is what was checked). `what` names the file in the refusal.
+fn read_regular(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, CheckpointError> {
+    let not_regular = || CheckpointError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not a regular file: not {what}"),
+        ),
+    };
+    let meta = std::fs::metadata(path).map_err(CheckpointError::io(path))?;
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    let file = File::open(path).map_err(CheckpointError::io(path))?;
+    if !file
+        .metadata()
+        .map_err(CheckpointError::io(path))?
+        .is_file()
+    {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(CheckpointError::io(path))?;
+    if bytes.len() as u64 > max {
+        return Err(CheckpointError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("larger than {max} bytes: not {what}"),
+            ),
+        });
+    }
+    Ok(bytes)
 }
 
 /// Reads a secret key file.
@@ -581,7 +773,10 @@ fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
 /// Parses a whole checkpoint file's bytes: the checkpoints with their 1-based line numbers,
 /// or the first line that is not one. A last line without its `\n` (a write cut short) is
 /// malformed too.
-pub fn parse_file(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Checkpoint)>, CheckpointError> {
+/// Parses a file of checkpoint lines, each on its own: the checkpoints with their 1-based line
+/// numbers, or the first line that is not one. A last line without its `\n` (a write cut
+/// short) is malformed too. No rule between lines is checked (see [`parse_file`]).
+pub fn parse_lines(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Checkpoint)>, CheckpointError> {
     let mut out = Vec::new();
     let mut rest = bytes;
     let mut line_no = 0u64;
@@ -606,6 +801,72 @@ pub fn parse_file(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Checkpoint)>, C
     Ok(out)
 }
 
+/// Checks the rules between the lines of one `checkpoints.jsonl` (docs/FORMAT.md, "The
+/// chain"): format-1 lines only before format-2 lines; each format-2 line's `prev` is the
+/// [`Checkpoint::line_hash`] of the line before it (zeros for the first line), its seq is at
+/// least the previous format-2 line's, and all format-2 lines name one run.
+pub fn check_chain(path: &Path, lines: &[(u64, Checkpoint)]) -> Result<(), CheckpointError> {
+    let mut before: Option<&(u64, Checkpoint)> = None;
+    let mut last_v2: Option<(u64, &Checkpoint, &Chained)> = None;
+    for entry in lines {
+        let (line, c) = entry;
+        let broken = |reason: String| CheckpointError::Chain {
+            path: path.to_path_buf(),
+            line: *line,
+            seq: c.seq,
+            reason,
+        };
+        match &c.chained {
+            None => {
+                if let Some((at, _, _)) = last_v2 {
+                    return Err(broken(format!(
+                        "a format {LINE_FORMAT_V1} line after the format {LINE_FORMAT} line {at} (old lines only come first)"
+                    )));
+                }
+            }
+            Some(ch) => {
+                let expected = before.map_or(Hash::ZERO, |(_, b)| b.line_hash());
+                if ch.prev != expected {
+                    let what = match before {
+                        None => "this is the first line, whose prev is zeros".to_owned(),
+                        Some((at, _)) => format!("line {at} hashes to {}", expected.short()),
+                    };
+                    return Err(broken(format!(
+                        "its prev is {}, but {what}: a line before it was removed, changed or inserted",
+                        ch.prev.short()
+                    )));
+                }
+                if let Some((at, last, last_ch)) = last_v2 {
+                    if c.seq < last.seq {
+                        return Err(broken(format!(
+                            "its seq is below line {at}'s ({}): checkpoints never go back",
+                            last.seq
+                        )));
+                    }
+                    if ch.run != last_ch.run {
+                        return Err(broken(format!(
+                            "it names run {}, line {at} names run {}: one file holds one run's checkpoints",
+                            ch.run.short(),
+                            last_ch.run.short()
+                        )));
+                    }
+                }
+                last_v2 = Some((*line, c, ch));
+            }
+        }
+        before = Some(entry);
+    }
+    Ok(())
+}
+
+/// Parses a whole `checkpoints.jsonl`: every line (as [`parse_lines`]) and the chain between
+/// them (as [`check_chain`]).
+pub fn parse_file(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Checkpoint)>, CheckpointError> {
+    let lines = parse_lines(path, bytes)?;
+    check_chain(path, &lines)?;
+    Ok(lines)
+}
+
 /// Reads and parses a checkpoint file; a missing file has no checkpoints.
 pub fn read_file(path: &Path) -> Result<Vec<(u64, Checkpoint)>, CheckpointError> {
     match std::fs::read(path) {
@@ -628,14 +889,19 @@ pub struct Appended {
     pub written: bool,
 }
 
-/// Appends one checkpoint line to the file at `path`, creating it if needed.
+/// Opens `path` for appending (creating it), takes an exclusive advisory lock on it, parses
+/// what is there with `parse`, asks `make` for the line to add, and appends it in one write,
+/// then syncs, unless an identical line is there already.
 ///
-/// Safe against concurrent appenders: the file is opened with `O_APPEND` and held under an
-/// exclusive advisory lock (the writer's mechanism, on this file rather than the log's lock,
-/// which stays free for the log's writer) while it is read, checked and extended by one write
-/// of the whole line, then synced. A file that does not parse is refused (nothing is
-/// appended to damage), and a checkpoint already present is not written twice.
-pub fn append(path: &Path, checkpoint: &Checkpoint) -> Result<Appended, CheckpointError> {
+/// Safe against concurrent appenders: the file is opened with `O_APPEND` and held under the
+/// lock (the writer's mechanism, on this file rather than the log's lock, which stays free
+/// for the log's writer) while it is read, checked and extended. A file that does not parse is
+/// refused (nothing is appended to damage).
+fn append_with(
+    path: &Path,
+    parse: impl FnOnce(&Path, &[u8]) -> Result<Vec<(u64, Checkpoint)>, CheckpointError>,
+    make: impl FnOnce(&[(u64, Checkpoint)]) -> Result<Checkpoint, CheckpointError>,
+) -> Result<(Checkpoint, Appended), CheckpointError> {
     let existed = path.symlink_metadata().is_ok();
     let mut file = OpenOptions::new()
         .read(true)
@@ -647,12 +913,16 @@ pub fn append(path: &Path, checkpoint: &Checkpoint) -> Result<Appended, Checkpoi
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(CheckpointError::io(path))?;
-    let present = parse_file(path, &bytes)?;
-    if let Some((line, _)) = present.iter().find(|(_, c)| c == checkpoint) {
-        return Ok(Appended {
-            line: *line,
-            written: false,
-        });
+    let present = parse(path, &bytes)?;
+    let checkpoint = make(&present)?;
+    if let Some((line, _)) = present.iter().find(|(_, c)| *c == checkpoint) {
+        return Ok((
+            checkpoint,
+            Appended {
+                line: *line,
+                written: false,
+            },
+        ));
     }
     file.write_all(checkpoint.to_line().as_bytes())
         .and_then(|()| file.sync_data())
@@ -661,10 +931,119 @@ pub fn append(path: &Path, checkpoint: &Checkpoint) -> Result<Appended, Checkpoi
         sync_dir(dir)?;
     }
     // The lock is released when `file` is dropped.
-    Ok(Appended {
-        line: present.len() as u64 + 1,
-        written: true,
+    Ok((
+        checkpoint,
+        Appended {
+            line: present.len() as u64 + 1,
+            written: true,
+        },
+    ))
+}
+
+/// Appends one checkpoint line, as it is, to the checkpoint file at `path`, creating it if
+/// needed; refused if the file does not parse or the line would break its chain. A line
+/// already present is not written twice. [`append_signed`] is what `oracle checkpoint` uses.
+pub fn append(path: &Path, checkpoint: &Checkpoint) -> Result<Appended, CheckpointError> {
+    append_with(path, parse_file, |present| {
+        let mut all = present.to_vec();
+        all.push((present.len() as u64 + 1, *checkpoint));
+        if !present.iter().any(|(_, c)| c == checkpoint) {
+            check_chain(path, &all)?;
+        }
+        Ok(*checkpoint)
     })
+    .map(|(_, a)| a)
+}
+
+/// Signs event `seq` (hash `head`) of run `run` with `key` as the next link of the chain in
+/// the checkpoint file at `path`, under the file's lock: `prev` is the hash of the file's last
+/// line at that moment. If the key already signed this (run, seq, head) in the file, that line
+/// is returned and nothing is written. Refused if the file's checkpoints are of another run, or
+/// its newest one is past `seq` (the log is shorter than a checkpoint already taken).
+pub fn append_signed(
+    path: &Path,
+    key: &SecretKey,
+    run: Hash,
+    seq: u64,
+    head: Hash,
+    log: &Path,
+) -> Result<(Checkpoint, Appended), CheckpointError> {
+    let public_key = key.public_key();
+    append_with(path, parse_file, |present| {
+        let same = |c: &Checkpoint| {
+            c.public_key == public_key
+                && c.seq == seq
+                && c.head == head
+                && c.chained.is_some_and(|ch| ch.run == run)
+        };
+        if let Some((_, c)) = present.iter().find(|(_, c)| same(c)) {
+            return Ok(*c);
+        }
+        if let Some((line, last)) = present.last() {
+            if let Some(ch) = last.chained
+                && ch.run != run
+            {
+                return Err(CheckpointError::OtherRun {
+                    path: path.to_path_buf(),
+                    line: *line,
+                    seq: last.seq,
+                    signed: ch.run,
+                    found: run,
+                });
+            }
+            if last.chained.is_some() && last.seq > seq {
+                return Err(CheckpointError::Truncated {
+                    path: path.to_path_buf(),
+                    line: *line,
+                    seq: last.seq,
+                    events: seq + 1,
+                    log: log.to_path_buf(),
+                });
+            }
+        }
+        let prev = present.last().map_or(Hash::ZERO, |(_, c)| c.line_hash());
+        Ok(Checkpoint::sign(key, run, seq, head, prev))
+    })
+}
+
+/// Appends `checkpoint`'s line to the witness file at `path` (created if missing), under an
+/// exclusive lock on it, unless that exact line is there already. The witness must be a
+/// regular file of whole checkpoint lines (any runs, any order); a damaged one is refused and
+/// left as it is.
+pub fn append_witness(path: &Path, checkpoint: &Checkpoint) -> Result<Appended, CheckpointError> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() {
+            return Err(CheckpointError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file: a witness is a file of checkpoint lines",
+                ),
+            });
+        }
+        // Checked again on what is read, under the lock.
+        if meta.len() > WITNESS_BYTES_MAX {
+            return Err(CheckpointError::WitnessTooLarge {
+                path: path.to_path_buf(),
+                limit: WITNESS_BYTES_MAX,
+            });
+        }
+    }
+    let checkpoint = *checkpoint;
+    append_with(
+        path,
+        |p, bytes| {
+            if bytes.len() as u64 > WITNESS_BYTES_MAX {
+                return Err(CheckpointError::WitnessTooLarge {
+                    path: p.to_path_buf(),
+                    limit: WITNESS_BYTES_MAX,
+                });
+            }
+            parse_lines(p, bytes)
+        },
+        |_| Ok(checkpoint),
+    )
+    .map(|(_, a)| a)
 }
 
 /// What [`create`] did.
@@ -673,38 +1052,49 @@ pub struct Created {
     pub checkpoint: Checkpoint,
     pub file: PathBuf,
     pub appended: Appended,
+    /// The witness file and what was done to it, when one was given.
+    pub witness: Option<(PathBuf, Appended)>,
     pub summary: VerifySummary,
 }
 
-/// Verifies the log of `paths` and signs its head (the last event's seq and chain hash) with
-/// `key`, appending the checkpoint to [`LogPaths::checkpoints`]. Takes no lock on the log: a
-/// writer may go on appending (what was verified and signed is a prefix it cannot change),
-/// though a record it is writing at that moment is a torn tail and fails the verification.
+/// Verifies the log of `paths` and signs its head (the last event's seq and chain hash, with
+/// the run's identity, the chain hash of event 0) with `key`, appending the checkpoint to
+/// [`LogPaths::checkpoints`] as the next link of its chain, then, with `witness`, the same line
+/// to that file. Takes no lock on the log: a writer may go on appending (what was verified and
+/// signed is a prefix it cannot change), though a record it is writing at that moment is a
+/// torn tail and fails the verification.
 pub fn create(
     paths: &LogPaths,
     key: &SecretKey,
+    witness: Option<&Path>,
     threads: usize,
 ) -> Result<Created, CheckpointError> {
-    let summary = reader::verify_file(
+    let (summary, hashes) = reader::verify_file_at(
         &paths.log,
         VerifyOptions {
             threads,
             expected_head: None,
         },
+        &[0],
     )?;
-    let Some(seq) = summary.events.checked_sub(1) else {
+    let (Some(seq), Some(&(0, run))) = (summary.events.checked_sub(1), hashes.first()) else {
         return Err(StoreError::Empty {
             path: paths.log.clone(),
         }
         .into());
     };
-    let checkpoint = Checkpoint::sign(key, seq, summary.head.hash);
     let file = paths.checkpoints();
-    let appended = append(&file, &checkpoint)?;
+    let (checkpoint, appended) =
+        append_signed(&file, key, run, seq, summary.head.hash, &paths.log)?;
+    let witness = match witness {
+        Some(w) => Some((w.to_path_buf(), append_witness(w, &checkpoint)?)),
+        None => None,
+    };
     Ok(Created {
         checkpoint,
         file,
         appended,
+        witness,
         summary,
     })
 }
@@ -715,6 +1105,18 @@ pub struct Proven {
     pub line: u64,
     pub seq: u64,
     pub head: Hash,
+    /// 1 (an old line: seq and head only) or 2 (bound to the run and chained).
+    pub format: u64,
+}
+
+/// What a witness check found: every statement held.
+#[derive(Clone, Debug)]
+pub struct Witnessed {
+    pub file: PathBuf,
+    /// Lines in the witness (each one checked).
+    pub statements: u64,
+    /// The highest seq a statement names.
+    pub latest_seq: u64,
 }
 
 /// What [`verify`] found: the log's summary and the checkpoints of the key, all valid.
@@ -723,24 +1125,63 @@ pub struct Verified {
     pub summary: VerifySummary,
     pub file: PathBuf,
     pub public_key: PublicKey,
+    /// The log's run identity: the chain hash of its event 0.
+    pub run: Hash,
     /// The key's checkpoints, in file order.
     pub proven: Vec<Proven>,
     /// Checkpoints by other keys: parsed, otherwise ignored (they prove nothing to this key's
     /// holder).
     pub others: u64,
+    pub witness: Option<Witnessed>,
+}
+
+/// Reads a witness file: a regular file of at most [`WITNESS_BYTES_MAX`] bytes holding whole
+/// format-2 checkpoint lines. Missing or not a regular file: an input error (exit 2); damaged:
+/// an integrity error naming the line.
+pub fn read_witness(path: &Path) -> Result<Vec<(u64, Checkpoint)>, CheckpointError> {
+    let bytes = match read_regular(path, WITNESS_BYTES_MAX, "a witness file") {
+        Err(CheckpointError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            return Err(CheckpointError::WitnessTooLarge {
+                path: path.to_path_buf(),
+                limit: WITNESS_BYTES_MAX,
+            });
+        }
+        other => other?,
+    };
+    let lines = parse_lines(path, &bytes)?;
+    if let Some((line, _)) = lines.iter().find(|(_, c)| c.chained.is_none()) {
+        return Err(CheckpointError::Malformed {
+            path: path.to_path_buf(),
+            line: *line,
+            reason: format!(
+                "a witness holds format {LINE_FORMAT} statements only (a format {LINE_FORMAT_V1} line names no run)"
+            ),
+        });
+    }
+    Ok(lines)
 }
 
 /// Verifies the log of `paths` (as [`reader::verify_file`] does, with `opts`) and every
-/// checkpoint in its checkpoint file signed by `key`: the signature must verify strictly,
-/// the log must reach the checkpoint's seq, and its event there must have exactly the signed
-/// chain hash. The hashes are taken in the same pass that verifies the log.
+/// checkpoint in its checkpoint file signed by `key`: the signature must verify strictly, a
+/// format-2 checkpoint must name this log's run (the chain hash of its event 0), the log must
+/// reach the checkpoint's seq, and its event there must have exactly the signed chain hash.
+/// The file's chain is checked as it is parsed ([`parse_file`]). The hashes are taken in the
+/// same pass that verifies the log.
 ///
-/// Reported in this order: an unreadable checkpoint file; a damaged log; a malformed
-/// checkpoint line (any key); then the key's checkpoints in file order (signature, cut short,
-/// rewritten); and no checkpoint by `key` at all.
+/// With `witness`, then every statement in that file: (a) signed by `key`, validly; (b) of this
+/// log's run; (c) the log has event `seq` with hash `head`; (d) the checkpoint file holds the
+/// identical line. (d) is what finds the newest lines of `checkpoints.jsonl` cut off.
+///
+/// Reported in this order: an unreadable checkpoint or witness file; a damaged log; a
+/// malformed checkpoint line or broken chain (any key); then the key's checkpoints in file
+/// order (signature, other run, cut short, rewritten); no checkpoint by `key` at all; then the
+/// witness's statements in its order ((a), (b), (c), (d)).
 pub fn verify(
     paths: &LogPaths,
     key: &PublicKey,
+    witness: Option<&Path>,
     opts: VerifyOptions,
 ) -> Result<Verified, CheckpointError> {
     let file = paths.checkpoints();
@@ -754,38 +1195,57 @@ pub fn verify(
             });
         }
     };
-    let seqs: Vec<u64> = match &parsed {
-        Some(Ok(all)) => all
-            .iter()
-            .filter(|(_, c)| c.public_key == *key)
-            .map(|(_, c)| c.seq)
-            .collect(),
-        _ => Vec::new(),
+    let witnessed = match witness {
+        Some(w) => Some((w, read_witness(w)?)),
+        None => None,
     };
+    let mut seqs: Vec<u64> = vec![0];
+    if let Some(Ok(all)) = &parsed {
+        seqs.extend(
+            all.iter()
+                .filter(|(_, c)| c.public_key == *key)
+                .map(|(_, c)| c.seq),
+        );
+    }
+    if let Some((_, lines)) = &witnessed {
+        seqs.extend(lines.iter().map(|(_, c)| c.seq));
+    }
     let (summary, hashes) = reader::verify_file_at(&paths.log, opts, &seqs)?;
     let all = match parsed {
         Some(result) => result?,
         None => Vec::new(),
     };
-    let mut proven = Vec::new();
-    let mut others = 0;
-    for (line, c) in &all {
-        if c.public_key != *key {
-            others += 1;
-            continue;
+    let Some(&(0, run)) = hashes.first() else {
+        return Err(StoreError::Empty {
+            path: paths.log.clone(),
         }
-        if c.verify_signature().is_err() {
+        .into());
+    };
+    // Checks one signed statement (from `path`, at `line`) against the log.
+    let check = |path: &Path, line: u64, c: &Checkpoint| -> Result<(), CheckpointError> {
+        if c.public_key != *key || c.verify_signature().is_err() {
             return Err(CheckpointError::BadSignature {
-                path: file,
-                line: *line,
+                path: path.to_path_buf(),
+                line,
                 seq: c.seq,
                 key: key.to_hex(),
             });
         }
+        if let Some(ch) = c.chained
+            && ch.run != run
+        {
+            return Err(CheckpointError::OtherRun {
+                path: path.to_path_buf(),
+                line,
+                seq: c.seq,
+                signed: ch.run,
+                found: run,
+            });
+        }
         let Ok(at) = hashes.binary_search_by_key(&c.seq, |(seq, _)| *seq) else {
             return Err(CheckpointError::Truncated {
-                path: file,
-                line: *line,
+                path: path.to_path_buf(),
+                line,
                 seq: c.seq,
                 events: summary.events,
                 log: paths.log.clone(),
@@ -794,18 +1254,29 @@ pub fn verify(
         let found = hashes[at].1;
         if found != c.head {
             return Err(CheckpointError::Rewritten {
-                path: file,
-                line: *line,
+                path: path.to_path_buf(),
+                line,
                 seq: c.seq,
                 signed: c.head,
                 found,
                 log: paths.log.clone(),
             });
         }
+        Ok(())
+    };
+    let mut proven = Vec::new();
+    let mut others = 0;
+    for (line, c) in &all {
+        if c.public_key != *key {
+            others += 1;
+            continue;
+        }
+        check(&file, *line, c)?;
         proven.push(Proven {
             line: *line,
             seq: c.seq,
             head: c.head,
+            format: c.format(),
         });
     }
     if proven.is_empty() {
@@ -815,12 +1286,41 @@ pub fn verify(
             others,
         });
     }
+    let witness = match witnessed {
+        None => None,
+        Some((w, lines)) => {
+            if lines.is_empty() {
+                return Err(CheckpointError::WitnessEmpty {
+                    path: w.to_path_buf(),
+                });
+            }
+            for (line, c) in &lines {
+                check(w, *line, c)?;
+                if !all.iter().any(|(_, f)| f == c) {
+                    return Err(CheckpointError::NotInFile {
+                        path: w.to_path_buf(),
+                        line: *line,
+                        seq: c.seq,
+                        head: c.head,
+                        file: file.clone(),
+                    });
+                }
+            }
+            Some(Witnessed {
+                file: w.to_path_buf(),
+                statements: lines.len() as u64,
+                latest_seq: lines.iter().map(|(_, c)| c.seq).max().unwrap_or_default(),
+            })
+        }
+    };
     Ok(Verified {
         summary,
         file,
         public_key: *key,
+        run,
         proven,
         others,
+        witness,
     })
 }
 
@@ -962,7 +1462,7 @@ mod tests {
             0xde, 0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
         ];
         let key = SecretKey::from_seed(&[1; 32]);
-        let msg = message(5, &Hash([9; 32]));
+        let msg = message_v1(5, &Hash([9; 32]));
         let sig = key.sign(&msg);
         key.public_key().verify(&msg, &sig).unwrap();
         let mut malleated = sig;
@@ -977,79 +1477,6 @@ mod tests {
             key.public_key().verify(&msg, &malleated),
             Err(SignatureInvalid)
         );
-    }
-
-    #[test]
-    fn the_signed_message_is_domain_separated_and_exact() {
-        let head = Hash([0xab; 32]);
-        let m = message(0x0102_0304_0506_0708, &head);
-        let mut expected = b"oracle v1 checkpoint\0".to_vec();
-        expected.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
-        expected.extend_from_slice(&[0xab; 32]);
-        assert_eq!(m.to_vec(), expected);
-        assert_eq!(m.len(), 61);
-    }
-
-    #[test]
-    fn a_checkpoint_round_trips_and_binds_seq_and_head() {
-        let key = SecretKey::from_seed(&[7; 32]);
-        let c = Checkpoint::sign(&key, 19, Hash([3; 32]));
-        c.verify_signature().unwrap();
-        let line = c.to_line();
-        assert!(line.ends_with('\n'));
-        assert!(line.starts_with(r#"{"format":1,"head":"0303"#), "{line}");
-        let back = Checkpoint::parse_line(line.trim_end_matches('\n')).unwrap();
-        assert_eq!(back, c);
-
-        let moved = Checkpoint { seq: 18, ..c };
-        assert_eq!(moved.verify_signature(), Err(SignatureInvalid));
-        let rehashed = Checkpoint {
-            head: Hash([4; 32]),
-            ..c
-        };
-        assert_eq!(rehashed.verify_signature(), Err(SignatureInvalid));
-        let other = SecretKey::from_seed(&[8; 32]);
-        let rekeyed = Checkpoint {
-            public_key: other.public_key(),
-            ..c
-        };
-        assert_eq!(rekeyed.verify_signature(), Err(SignatureInvalid));
-    }
-
-    #[test]
-    fn checkpoint_lines_are_parsed_strictly() {
-        let key = SecretKey::from_seed(&[7; 32]);
-        let line = Checkpoint::sign(&key, 1, Hash([3; 32])).to_line();
-        let line = line.trim_end();
-        let bad = [
-            line.replace(r#""format":1"#, r#""format":2"#),
-            line.replace(r#""seq":1"#, r#""seq":"1""#),
-            line.replace(r#""seq":1"#, r#""seq":-1"#),
-            line.replace('}', r#","extra":0}"#),
-            line.replace(r#""head":"03"#, r#""head":"0A"#),
-            line.replace(r#""signature":""#, r#""signature":"00"#),
-            line.to_uppercase(),
-            String::new(),
-            "[]".to_owned(),
-        ];
-        for b in &bad {
-            assert!(Checkpoint::parse_line(b).is_err(), "accepted {b}");
-        }
-        let missing_seq = line.replace(r#","seq":1"#, "");
-        assert!(Checkpoint::parse_line(&missing_seq).is_err());
-
-        let path = Path::new("x/checkpoints.jsonl");
-        let torn = &line.as_bytes()[..line.len() - 3];
-        assert!(matches!(
-            parse_file(path, torn),
-            Err(CheckpointError::Malformed { line: 1, .. })
-        ));
-        let two = format!("{line}\n{line}\nnot json\n");
-        assert!(matches!(
-            parse_file(path, two.as_bytes()),
-            Err(CheckpointError::Malformed { line: 3, .. })
-        ));
-        assert_eq!(parse_file(path, b"").unwrap(), Vec::new());
     }
 
     #[test]
@@ -1107,16 +1534,6 @@ mod tests {
     }
 
     #[test]
-    fn generated_keys_differ_and_sign() {
-        let a = SecretKey::generate().unwrap();
-        let b = SecretKey::generate().unwrap();
-        assert_ne!(a.public_key(), b.public_key());
-        let c = Checkpoint::sign(&a, 0, Hash::ZERO);
-        c.verify_signature().unwrap();
-        assert!(!format!("{a:?}").contains(&a.to_file_text()[SECRET_KEY_PREFIX.len()..]));
-    }
-
-    #[test]
     fn key_pairs_are_written_once_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let secret = dir.path().join("k");
@@ -1155,58 +1572,364 @@ mod tests {
     }
 
     #[test]
-    fn appending_is_idempotent_and_refuses_a_damaged_file() {
+    fn generated_keys_differ_and_sign() {
+        let a = SecretKey::generate().unwrap();
+        let b = SecretKey::generate().unwrap();
+        assert_ne!(a.public_key(), b.public_key());
+        let c = Checkpoint::sign(&a, Hash::ZERO, 0, Hash::ZERO, Hash::ZERO);
+        c.verify_signature().unwrap();
+        assert!(!format!("{a:?}").contains(&a.to_file_text()[SECRET_KEY_PREFIX.len()..]));
+    }
+
+    #[test]
+    fn the_v1_message_is_domain_separated_and_exact() {
+        let head = Hash([0xab; 32]);
+        let m = message_v1(0x0102_0304_0506_0708, &head);
+        let mut expected = b"oracle v1 checkpoint\0".to_vec();
+        expected.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        expected.extend_from_slice(&[0xab; 32]);
+        assert_eq!(m.to_vec(), expected);
+        assert_eq!(m.len(), 61);
+    }
+
+    /// The golden vector of docs/FORMAT.md ("The signed message"): a fixed seed and fixed
+    /// inputs give exactly these message bytes, this signature (Ed25519 is deterministic), this
+    /// line and this line hash. Changing any of them is a format change.
+    #[test]
+    fn golden_vector_of_a_v2_checkpoint() {
+        let seed: [u8; 32] = std::array::from_fn(|i| i as u8);
+        let key = SecretKey::from_seed(&seed);
+        let (run, seq, head, prev) = (Hash([0x11; 32]), 41, Hash([0x22; 32]), Hash([0x33; 32]));
+        let m = message(&run, seq, &head, &prev);
+        assert_eq!(m.len(), MESSAGE_LEN);
+        assert_eq!(MESSAGE_LEN, 133);
+        let mut expected = b"oracle v2 checkpoint\0".to_vec();
+        expected.extend_from_slice(&2u64.to_be_bytes());
+        expected.extend_from_slice(&[0x11; 32]);
+        expected.extend_from_slice(&41u64.to_be_bytes());
+        expected.extend_from_slice(&[0x22; 32]);
+        expected.extend_from_slice(&[0x33; 32]);
+        assert_eq!(m.to_vec(), expected);
+        let c = Checkpoint::sign(&key, run, seq, head, prev);
+        assert_eq!(to_hex(&m), GOLDEN_MESSAGE);
+        assert_eq!(c.public_key.to_hex(), GOLDEN_PUBLIC_KEY);
+        assert_eq!(c.signature.to_hex(), GOLDEN_SIGNATURE);
+        c.verify_signature().unwrap();
+        assert_eq!(c.to_line(), format!("{GOLDEN_LINE}\n"));
+        assert_eq!(c.line_hash().to_hex(), GOLDEN_LINE_HASH);
+        assert_eq!(Checkpoint::parse_line(GOLDEN_LINE).unwrap(), c);
+    }
+
+    const GOLDEN_MESSAGE: &str = concat!(
+        "6f7261636c6520763220636865636b706f696e74000000000000000002111111",
+        "1111111111111111111111111111111111111111111111111111111111000000",
+        "0000000029222222222222222222222222222222222222222222222222222222",
+        "2222222222333333333333333333333333333333333333333333333333333333",
+        "3333333333",
+    );
+    const GOLDEN_PUBLIC_KEY: &str =
+        "03a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b8";
+    const GOLDEN_SIGNATURE: &str = concat!(
+        "37935a79f0f0f1bfb28988f38a3eb199ab7325bbbfdabde97c6dc4064d95e1c9",
+        "c6b03b12cddf7b40372b5ab3d12fb4f5171dbed04748e4b86e452942a650660a",
+    );
+    const GOLDEN_LINE: &str = concat!(
+        r#"{"format":2,"head":"222222222222222222222222222222222222222222222222222222222222"#,
+        r#"2222","prev":"3333333333333333333333333333333333333333333333333333333333333333","#,
+        r#""public_key":"03a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b8","#,
+        r#""run":"1111111111111111111111111111111111111111111111111111111111111111","seq":4"#,
+        r#"1,"signature":"37935a79f0f0f1bfb28988f38a3eb199ab7325bbbfdabde97c6dc4064d95e1c9c"#,
+        r#"6b03b12cddf7b40372b5ab3d12fb4f5171dbed04748e4b86e452942a650660a"}"#,
+    );
+    const GOLDEN_LINE_HASH: &str =
+        "89baab9aa02096affe1d7a3777f1c127180637521537eee067aea2ec4cd676fd";
+
+    #[test]
+    fn a_checkpoint_round_trips_and_binds_every_signed_field() {
+        let key = SecretKey::from_seed(&[7; 32]);
+        let (run, prev) = (Hash([5; 32]), Hash([6; 32]));
+        let c = Checkpoint::sign(&key, run, 19, Hash([3; 32]), prev);
+        c.verify_signature().unwrap();
+        assert_eq!(c.format(), 2);
+        let line = c.to_line();
+        assert!(line.ends_with('\n'));
+        assert!(line.starts_with(r#"{"format":2,"head":"0303"#), "{line}");
+        let back = Checkpoint::parse_line(line.trim_end_matches('\n')).unwrap();
+        assert_eq!(back, c);
+
+        let other = SecretKey::from_seed(&[8; 32]);
+        let changed = [
+            Checkpoint { seq: 18, ..c },
+            Checkpoint {
+                head: Hash([4; 32]),
+                ..c
+            },
+            Checkpoint {
+                public_key: other.public_key(),
+                ..c
+            },
+            Checkpoint {
+                chained: Some(Chained {
+                    run: Hash([9; 32]),
+                    prev,
+                }),
+                ..c
+            },
+            Checkpoint {
+                chained: Some(Chained {
+                    run,
+                    prev: Hash::ZERO,
+                }),
+                ..c
+            },
+            // The same signature read as a format-1 line: another message, another prefix.
+            Checkpoint { chained: None, ..c },
+        ];
+        for x in &changed {
+            assert_eq!(x.verify_signature(), Err(SignatureInvalid), "{x:?}");
+        }
+
+        // A format-1 line still round-trips and verifies with its old meaning.
+        let old = Checkpoint::sign_v1(&key, 19, Hash([3; 32]));
+        old.verify_signature().unwrap();
+        assert_eq!(old.format(), 1);
+        assert!(old.to_line().starts_with(r#"{"format":1,"head":"0303"#));
+        assert_eq!(
+            Checkpoint::parse_line(old.to_line().trim_end()).unwrap(),
+            old
+        );
+    }
+
+    #[test]
+    fn checkpoint_lines_are_parsed_strictly() {
+        let key = SecretKey::from_seed(&[7; 32]);
+        let line = Checkpoint::sign(&key, Hash([8; 32]), 1, Hash([3; 32]), Hash::ZERO).to_line();
+        let line = line.trim_end();
+        let old = Checkpoint::sign_v1(&key, 1, Hash([3; 32])).to_line();
+        let old = old.trim_end();
+        let bad = [
+            line.replace(r#""format":2"#, r#""format":3"#),
+            line.replace(r#""format":2"#, r#""format":1"#),
+            old.replace(r#""format":1"#, r#""format":2"#),
+            line.replace(r#""seq":1"#, r#""seq":"1""#),
+            line.replace(r#""seq":1"#, r#""seq":-1"#),
+            line.replace('}', r#","extra":0}"#),
+            line.replace(r#""head":"03"#, r#""head":"0A"#),
+            line.replace(r#""run":"08"#, r#""run":"8"#),
+            line.replace(r#""prev":"00"#, r#""prev":null,"x":"00"#),
+            line.replace(r#""signature":""#, r#""signature":"00"#),
+            line.to_uppercase(),
+            String::new(),
+            "[]".to_owned(),
+        ];
+        for b in &bad {
+            assert!(Checkpoint::parse_line(b).is_err(), "accepted {b}");
+        }
+        let missing_seq = line.replace(r#","seq":1"#, "");
+        assert!(Checkpoint::parse_line(&missing_seq).is_err());
+
+        let path = Path::new("x/checkpoints.jsonl");
+        let torn = &line.as_bytes()[..line.len() - 3];
+        assert!(matches!(
+            parse_file(path, torn),
+            Err(CheckpointError::Malformed { line: 1, .. })
+        ));
+        let two = format!("{line}\nnot json\n");
+        assert!(matches!(
+            parse_file(path, two.as_bytes()),
+            Err(CheckpointError::Malformed { line: 2, .. })
+        ));
+        assert_eq!(parse_file(path, b"").unwrap(), Vec::new());
+    }
+
+    /// A chain of `n` format-2 checkpoints of run `run` by `key`, at seqs 0, 1, ...
+    fn chain_of(key: &SecretKey, run: Hash, n: u64) -> Vec<Checkpoint> {
+        let mut out: Vec<Checkpoint> = Vec::new();
+        for seq in 0..n {
+            let prev = out.last().map_or(Hash::ZERO, Checkpoint::line_hash);
+            out.push(Checkpoint::sign(key, run, seq, Hash([seq as u8; 32]), prev));
+        }
+        out
+    }
+
+    fn file_of(lines: &[Checkpoint]) -> Vec<u8> {
+        lines
+            .iter()
+            .flat_map(|c| c.to_line().into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn the_lines_of_a_file_form_one_chain_of_one_run() {
+        let path = Path::new("x/checkpoints.jsonl");
+        let key = SecretKey::from_seed(&[7; 32]);
+        let run = Hash([1; 32]);
+        let chain = chain_of(&key, run, 4);
+        assert_eq!(parse_file(path, &file_of(&chain)).unwrap().len(), 4);
+        // Cutting the newest lines leaves a valid chain: that is what a witness is for.
+        assert!(parse_file(path, &file_of(&chain[..2])).is_ok());
+
+        let chain_err = |lines: &[Checkpoint]| match parse_file(path, &file_of(lines)) {
+            Err(CheckpointError::Chain { line, reason, .. }) => (line, reason),
+            other => panic!("{other:?}"),
+        };
+        // A line removed from the middle, two swapped, the first one dropped.
+        let (line, reason) = chain_err(&[chain[0], chain[2], chain[3]]);
+        assert_eq!(line, 2);
+        assert!(reason.contains("line 1 hashes to"), "{reason}");
+        assert_eq!(chain_err(&[chain[1], chain[0]]).0, 1);
+        assert!(chain_err(&chain[1..]).1.contains("first line"));
+        // Properly chained, but going back in seq, or naming another run.
+        let back = Checkpoint::sign(&key, run, 1, Hash([9; 32]), chain[3].line_hash());
+        let mut lines = chain.clone();
+        lines.push(back);
+        assert!(chain_err(&lines).1.contains("never go back"));
+        let elsewhere =
+            Checkpoint::sign(&key, Hash([2; 32]), 9, Hash([9; 32]), chain[3].line_hash());
+        lines.pop();
+        lines.push(elsewhere);
+        assert!(chain_err(&lines).1.contains("one file holds one run"));
+        // Format-1 lines may precede the chain (its first line names the last of them), not
+        // follow it.
+        let old = Checkpoint::sign_v1(&key, 7, Hash([7; 32]));
+        let first = Checkpoint::sign(&key, run, 0, Hash([0; 32]), old.line_hash());
+        assert!(parse_file(path, &file_of(&[old, old, first])).is_ok());
+        let genesis = Checkpoint::sign(&key, run, 0, Hash([0; 32]), Hash::ZERO);
+        let late = [genesis, Checkpoint::sign_v1(&key, 7, Hash([7; 32]))];
+        assert!(chain_err(&late).1.contains("old lines only come first"));
+    }
+
+    #[test]
+    fn appending_signs_the_next_link_is_idempotent_and_refuses_a_damaged_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("checkpoints.jsonl");
+        let log = dir.path().join("events.jsonl");
         let key = SecretKey::from_seed(&[5; 32]);
-        let a = Checkpoint::sign(&key, 3, Hash([1; 32]));
-        let b = Checkpoint::sign(&key, 4, Hash([2; 32]));
+        let run = Hash([7; 32]);
+        let (a, first) = append_signed(&path, &key, run, 3, Hash([1; 32]), &log).unwrap();
         assert_eq!(
-            append(&path, &a).unwrap(),
+            first,
             Appended {
                 line: 1,
                 written: true
             }
         );
+        assert_eq!(a.chained.unwrap().prev, Hash::ZERO);
+        let (b, second) = append_signed(&path, &key, run, 4, Hash([2; 32]), &log).unwrap();
+        assert_eq!(second.line, 2);
+        assert_eq!(b.chained.unwrap().prev, a.line_hash());
+        let (again, third) = append_signed(&path, &key, run, 3, Hash([1; 32]), &log).unwrap();
         assert_eq!(
-            append(&path, &b).unwrap(),
-            Appended {
-                line: 2,
-                written: true
-            }
-        );
-        assert_eq!(
-            append(&path, &a).unwrap(),
+            third,
             Appended {
                 line: 1,
                 written: false
             }
         );
-        let all = read_file(&path).unwrap();
-        assert_eq!(all, vec![(1, a), (2, b)]);
+        assert_eq!(again, a);
+        assert_eq!(read_file(&path).unwrap(), vec![(1, a), (2, b)]);
 
-        let mut text = std::fs::read(&path).unwrap();
-        text.extend_from_slice(b"{\"format\":1");
+        // Behind the newest checkpoint, or for another run: refused, nothing written.
+        let before = std::fs::read(&path).unwrap();
+        assert!(matches!(
+            append_signed(&path, &key, run, 2, Hash([3; 32]), &log),
+            Err(CheckpointError::Truncated {
+                line: 2,
+                seq: 4,
+                ..
+            })
+        ));
+        assert!(matches!(
+            append_signed(&path, &key, Hash([8; 32]), 9, Hash([3; 32]), &log),
+            Err(CheckpointError::OtherRun { line: 2, .. })
+        ));
+        // A raw line that would break the chain.
+        assert!(matches!(
+            append(
+                &path,
+                &Checkpoint::sign(&key, run, 5, Hash([3; 32]), Hash::ZERO)
+            ),
+            Err(CheckpointError::Chain { line: 3, .. })
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+
+        let mut text = before.clone();
+        text.extend_from_slice(b"{\"format\":2");
         std::fs::write(&path, &text).unwrap();
         assert!(matches!(
-            append(&path, &Checkpoint::sign(&key, 5, Hash([3; 32]))),
+            append_signed(&path, &key, run, 5, Hash([3; 32]), &log),
             Err(CheckpointError::Malformed { line: 3, .. })
         ));
         assert_eq!(std::fs::read(&path).unwrap(), text, "nothing appended");
     }
 
     #[test]
-    fn verify_checks_each_checkpoint_against_the_verified_log() {
-        use oracle_core::synth::{SynthConfig, synth_events};
+    fn a_witness_gets_each_line_once_and_must_be_a_regular_file() {
         let dir = tempfile::tempdir().unwrap();
-        let events = synth_events(SynthConfig::steps(50, 3)).unwrap();
-        let n = events.len() as u64;
-        let paths = LogPaths::of_run(dir.path());
+        let w = dir.path().join("witness.jsonl");
+        let key = SecretKey::from_seed(&[5; 32]);
+        let chain = chain_of(&key, Hash([1; 32]), 2);
+        assert!(append_witness(&w, &chain[0]).unwrap().written);
+        assert!(!append_witness(&w, &chain[0]).unwrap().written);
+        assert_eq!(append_witness(&w, &chain[1]).unwrap().line, 2);
+        assert_eq!(read_witness(&w).unwrap().len(), 2);
+        assert!(matches!(
+            append_witness(dir.path(), &chain[0]),
+            Err(CheckpointError::Io { .. })
+        ));
+        assert!(matches!(
+            read_witness(&dir.path().join("missing")),
+            Err(CheckpointError::Io { .. })
+        ));
+        // An old line names no run: it cannot be witnessed.
+        std::fs::write(&w, Checkpoint::sign_v1(&key, 1, Hash::ZERO).to_line()).unwrap();
+        assert!(matches!(
+            read_witness(&w),
+            Err(CheckpointError::Malformed { line: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_witness_over_its_limit_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path().join("witness.jsonl");
+        // Sparse: no 64 MiB is written, only read.
+        std::fs::File::create(&w)
+            .unwrap()
+            .set_len(WITNESS_BYTES_MAX + 1)
+            .unwrap();
+        assert!(matches!(
+            read_witness(&w),
+            Err(CheckpointError::WitnessTooLarge { .. })
+        ));
+        let key = SecretKey::from_seed(&[5; 32]);
+        let c = Checkpoint::sign(&key, Hash::ZERO, 0, Hash::ZERO, Hash::ZERO);
+        assert!(matches!(
+            append_witness(&w, &c),
+            Err(CheckpointError::WitnessTooLarge { .. })
+        ));
+        assert_eq!(std::fs::metadata(&w).unwrap().len(), WITNESS_BYTES_MAX + 1);
+    }
+
+    /// A verified log of synthetic events, written to a run directory in `dir`.
+    fn synth_run(dir: &Path, events: u64) -> (LogPaths, Vec<oracle_core::Event>, Vec<u8>) {
+        use oracle_core::synth::{SynthConfig, synth_events};
+        let events = synth_events(SynthConfig::steps(events, 3)).unwrap();
+        let paths = LogPaths::of_run(dir);
         let mut bytes = Vec::new();
         for e in &events {
             bytes.extend(oracle_core::record::encode(e));
         }
         std::fs::write(&paths.log, &bytes).unwrap();
+        (paths, events, bytes)
+    }
+
+    #[test]
+    fn verify_checks_each_checkpoint_against_the_verified_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let (paths, events, bytes) = synth_run(dir.path(), 50);
+        let n = events.len() as u64;
+        let run = events[0].hash;
         let key = SecretKey::from_seed(&[2; 32]);
         let other = SecretKey::from_seed(&[3; 32]);
         let opts = VerifyOptions {
@@ -1214,70 +1937,156 @@ mod tests {
             expected_head: None,
         };
         assert!(matches!(
-            verify(&paths, &key.public_key(), opts),
+            verify(&paths, &key.public_key(), None, opts),
             Err(CheckpointError::NoCheckpoint { others: 0, .. })
         ));
 
-        let created = create(&paths, &key, 1).unwrap();
-        assert_eq!(created.checkpoint.seq, n - 1);
-        assert_eq!(created.file, dir.path().join("checkpoints.jsonl"));
-        for (seq, k) in [(0, &key), (7, &other), (7, &key), (20, &key)] {
-            let c = Checkpoint::sign(k, seq, events[seq as usize].hash);
-            append(&created.file, &c).unwrap();
+        // Old lines first (format 1: seq and head only), then the chain.
+        let file = paths.checkpoints();
+        for seq in [0, 20] {
+            append(
+                &file,
+                &Checkpoint::sign_v1(&key, seq, events[seq as usize].hash),
+            )
+            .unwrap();
         }
-        let v = verify(&paths, &key.public_key(), opts).unwrap();
-        let seqs: Vec<u64> = v.proven.iter().map(|p| p.seq).collect();
-        assert_eq!(seqs, vec![n - 1, 0, 7, 20]);
+        let created = create(&paths, &key, None, 1).unwrap();
+        assert_eq!(created.checkpoint.seq, n - 1);
+        assert_eq!(created.checkpoint.chained.unwrap().run, run);
+        assert_eq!(created.file, dir.path().join("checkpoints.jsonl"));
+        let (_, by_other) = append_signed(
+            &file,
+            &other,
+            run,
+            n - 1,
+            events[n as usize - 1].hash,
+            &paths.log,
+        )
+        .unwrap();
+        assert_eq!(by_other.line, 4);
+        let v = verify(&paths, &key.public_key(), None, opts).unwrap();
+        let seqs: Vec<(u64, u64)> = v.proven.iter().map(|p| (p.seq, p.format)).collect();
+        assert_eq!(seqs, vec![(0, 1), (20, 1), (n - 1, 2)]);
         assert_eq!(v.others, 1);
+        assert_eq!(v.run, run);
 
-        // A signed (seq, hash) the log does not have.
-        let wrong = Checkpoint::sign(&key, 3, events[4].hash);
-        append(&created.file, &wrong).unwrap();
-        assert!(matches!(
-            verify(&paths, &key.public_key(), opts),
-            Err(CheckpointError::Rewritten {
-                line: 6,
-                seq: 3,
-                ..
-            })
-        ));
-        // Cut the log after event 9: the first checkpoint (line 1, the old head) is past its
-        // end, and reported first (file order).
+        // Cut the log after event 9: the first checkpoint past its end (line 2, seq 20) is
+        // reported first (file order).
         let cut: usize = events[..10]
             .iter()
             .map(|e| oracle_core::record::encode(e).len())
             .sum();
         std::fs::write(&paths.log, &bytes[..cut]).unwrap();
         assert!(matches!(
-            verify(&paths, &key.public_key(), opts),
+            verify(&paths, &key.public_key(), None, opts),
             Err(CheckpointError::Truncated {
-                line: 1,
-                seq,
+                line: 2,
+                seq: 20,
                 events: 10,
                 ..
-            }) if seq == n - 1
+            })
         ));
     }
 
     #[test]
-    fn concurrent_appends_each_land_on_a_whole_line() {
+    fn a_checkpoint_of_another_run_is_refused_by_name() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let (paths_a, _, _) = synth_run(a.path(), 30);
+        // Another run: same shape, another seed, so another event 0.
+        use oracle_core::synth::{SynthConfig, synth_events};
+        let events_b = synth_events(SynthConfig {
+            seed: 99,
+            ..SynthConfig::steps(30, 3)
+        })
+        .unwrap();
+        let paths_b = LogPaths::of_run(b.path());
+        let bytes: Vec<u8> = events_b
+            .iter()
+            .flat_map(oracle_core::record::encode)
+            .collect();
+        std::fs::write(&paths_b.log, bytes).unwrap();
+        let key = SecretKey::from_seed(&[2; 32]);
+        create(&paths_a, &key, None, 1).unwrap();
+        std::fs::copy(paths_a.checkpoints(), paths_b.checkpoints()).unwrap();
+        let opts = VerifyOptions::default();
+        let err = verify(&paths_b, &key.public_key(), None, opts).unwrap_err();
+        assert!(
+            matches!(err, CheckpointError::OtherRun { line: 1, found, .. } if found == events_b[0].hash),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("was signed for run"), "{err}");
+        assert!(err.is_integrity());
+        // And `checkpoint` will not extend another run's chain.
+        assert!(matches!(
+            create(&paths_b, &key, None, 1),
+            Err(CheckpointError::OtherRun { .. })
+        ));
+    }
+
+    #[test]
+    fn a_witness_finds_the_newest_checkpoints_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let (paths, events, _) = synth_run(dir.path(), 40);
+        let key = SecretKey::from_seed(&[2; 32]);
+        let w = dir.path().join("witness");
+        let file = paths.checkpoints();
+        for seq in [10u64, 25] {
+            let (c, _) = append_signed(
+                &file,
+                &key,
+                events[0].hash,
+                seq,
+                events[seq as usize].hash,
+                &paths.log,
+            )
+            .unwrap();
+            append_witness(&w, &c).unwrap();
+        }
+        let opts = VerifyOptions::default();
+        let v = verify(&paths, &key.public_key(), Some(&w), opts).unwrap();
+        let witnessed = v.witness.unwrap();
+        assert_eq!((witnessed.statements, witnessed.latest_seq), (2, 25));
+
+        // Cut the newest line: the file alone still verifies; the witness does not.
+        let text = std::fs::read_to_string(&file).unwrap();
+        let first: String = text.split_inclusive('\n').take(1).collect();
+        std::fs::write(&file, first).unwrap();
+        assert!(verify(&paths, &key.public_key(), None, opts).is_ok());
+        assert!(matches!(
+            verify(&paths, &key.public_key(), Some(&w), opts),
+            Err(CheckpointError::NotInFile {
+                line: 2,
+                seq: 25,
+                ..
+            })
+        ));
+        // An emptied witness proves nothing.
+        std::fs::write(&w, "").unwrap();
+        assert!(matches!(
+            verify(&paths, &key.public_key(), Some(&w), opts),
+            Err(CheckpointError::WitnessEmpty { .. })
+        ));
+    }
+
+    #[test]
+    fn concurrent_appends_each_land_on_a_whole_link() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("checkpoints.jsonl");
+        let log = dir.path().join("events.jsonl");
         let key = SecretKey::from_seed(&[5; 32]);
+        let run = Hash([1; 32]);
         std::thread::scope(|s| {
-            for t in 0..4u64 {
-                let (path, key) = (&path, &key);
+            for t in 0..4u8 {
+                let (path, key, log) = (&path, &key, &log);
                 s.spawn(move || {
-                    for i in 0..25 {
-                        append(
-                            path,
-                            &Checkpoint::sign(key, t * 100 + i, Hash([t as u8; 32])),
-                        )
-                        .unwrap();
+                    for i in 0..25u8 {
+                        append_signed(path, key, run, 7, Hash([t * 25 + i; 32]), log).unwrap();
                     }
                 });
             }
         });
+        // `read_file` checks the chain: each line names the one before it.
         let all = read_file(&path).unwrap();
         assert_eq!(all.len(), 100);
         assert!(all.iter().all(|(_, c)| c.verify_signature().is_ok()));

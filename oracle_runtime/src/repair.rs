@@ -1,4 +1,5 @@
-//! `repair`: move a torn tail aside so the valid prefix can be appended to again.
+//! `repair`: move a torn tail aside so the valid prefix can be appended to again; the same for
+//! the last line of `checkpoints.jsonl` ([`repair_checkpoints`]).
 //!
 //! Only a torn tail (bytes after the last newline: a record whose write was cut short) is ever
 //! repaired, and its bytes are saved to a file before the log is truncated. Damage anywhere
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 
 use oracle_core::Head;
 
+use crate::checkpoint::{self, CheckpointError};
 use crate::error::{Result, StoreError};
 use crate::paths::LogPaths;
 use crate::reader;
@@ -83,6 +85,108 @@ pub fn repair(paths: &LogPaths) -> Result<Repair> {
         head: end.head,
         offset,
         len,
+        saved_to,
+    })
+}
+
+/// What [`repair_checkpoints`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CheckpointsRepair {
+    /// The log has no checkpoint file.
+    Missing,
+    /// Every line is whole and the chain holds: nothing to do.
+    Clean { lines: u64 },
+    /// The last line (without its newline, or not a checkpoint) was saved to `saved_to` and
+    /// cut from the file; `lines` whole lines remain.
+    MovedTornLine {
+        lines: u64,
+        offset: u64,
+        len: u64,
+        saved_to: PathBuf,
+    },
+}
+
+/// Mends a torn `checkpoints.jsonl` (see [`LogPaths::checkpoints`]) under the lock that
+/// [`checkpoint::append`] takes: a last line that has no newline, or does not parse as a
+/// checkpoint, is what a write cut short leaves, so it is saved to the torn directory (as the
+/// log's torn tail is) and cut. Anything wrong before the last line (a damaged line, a broken
+/// chain) is an integrity error, and the file is left exactly as it is: a checkpoint from the
+/// middle is never dropped.
+pub fn repair_checkpoints(
+    paths: &LogPaths,
+) -> std::result::Result<CheckpointsRepair, CheckpointError> {
+    let path = paths.checkpoints();
+    let io = |p: &std::path::Path| {
+        let p = p.to_path_buf();
+        move |source| CheckpointError::Io { path: p, source }
+    };
+    let mut file = match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(CheckpointsRepair::Missing);
+        }
+        Err(e) => return Err(CheckpointError::Io { path, source: e }),
+    };
+    file.lock().map_err(io(&path))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io(&path))?;
+    // Where the last line starts, and whether it is torn.
+    let torn_at = match bytes.last() {
+        None => None,
+        Some(&b) if b != b'\n' => Some(memchr::memrchr(b'\n', &bytes).map_or(0, |i| i + 1)),
+        Some(_) => {
+            let body = bytes.len() - 1;
+            let start = memchr::memrchr(b'\n', &bytes[..body]).map_or(0, |i| i + 1);
+            let whole = std::str::from_utf8(&bytes[start..body])
+                .is_ok_and(|line| checkpoint::Checkpoint::parse_line(line).is_ok());
+            (!whole).then_some(start)
+        }
+    };
+    let keep = torn_at.unwrap_or(bytes.len());
+    // Everything kept must be whole checkpoints forming their chain.
+    let kept = checkpoint::parse_file(&path, &bytes[..keep])?;
+    let Some(offset) = torn_at else {
+        return Ok(CheckpointsRepair::Clean {
+            lines: kept.len() as u64,
+        });
+    };
+    let dir = paths.torn_dir();
+    fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let stem = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("checkpoints.jsonl")
+        .to_owned();
+    let saved_to = (0u32..)
+        .map(|n| {
+            let suffix = if n == 0 {
+                String::new()
+            } else {
+                format!(".{n}")
+            };
+            dir.join(format!("{stem}.torn-at-{offset}{suffix}"))
+        })
+        .find(|p| !p.exists())
+        .unwrap_or_else(|| dir.join(format!("{stem}.torn-at-{offset}.last")));
+    // Save first and make it durable; only then cut the file.
+    let mut out = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&saved_to)
+        .map_err(io(&saved_to))?;
+    out.write_all(&bytes[offset..])
+        .and_then(|_| out.sync_all())
+        .map_err(io(&saved_to))?;
+    File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(&dir))?;
+    file.set_len(offset as u64)
+        .and_then(|_| file.sync_all())
+        .map_err(io(&path))?;
+    Ok(CheckpointsRepair::MovedTornLine {
+        lines: kept.len() as u64,
+        offset: offset as u64,
+        len: (bytes.len() - offset) as u64,
         saved_to,
     })
 }

@@ -1,0 +1,145 @@
+//! End-to-end tests of `TIME_MAX`, the largest logical time oracle accepts from outside: a
+//! `--now` of `adjudicate` or `sweep`, or an `--adjudication-expiry`, past it is refused with
+//! exit 2 and nothing written; exactly at it is accepted, and the run still resumes, replays
+//! and verifies (its next rounds are past `TIME_MAX`, with 2^64 - 2^53 ticks to spare).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use oracle_core::event::TIME_MAX;
+use serde_json::Value;
+
+const PLAN: &str = "fixtures/plans/adjudication.plan";
+const RUN: &str = "adjudication-1";
+const HANDLE: &str = "adj-15";
+
+/// `oracle --home HOME ARGS` from the workspace root: exit code, stdout, stderr.
+fn oracle(home: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["--home", home.to_str().unwrap()];
+    all.extend_from_slice(args);
+    common::oracle(&all)
+}
+
+fn json(home: &Path, args: &[&str]) -> (i32, Value) {
+    let (code, out, err) = oracle(home, args);
+    let line = out
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("{args:?}: no output; stderr: {err}"));
+    (code, serde_json::from_str(line).unwrap())
+}
+
+/// Every file of the run's directory with its bytes.
+fn files(home: &Path) -> BTreeMap<String, Vec<u8>> {
+    fs::read_dir(home.join("runs").join(RUN))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                fs::read(e.path()).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn start(home: &Path, extra: &[&str]) {
+    let mut args = vec!["run", PLAN];
+    args.extend_from_slice(extra);
+    let (code, out, err) = oracle(home, &args);
+    assert_eq!(code, 3, "the run suspends on its belief: {out}{err}");
+}
+
+fn verdict(now: &str) -> Vec<&str> {
+    vec![
+        "adjudicate",
+        RUN,
+        HANDLE,
+        "--verdict",
+        "affirm",
+        "--evidence",
+        "external_first_hand",
+        "--now",
+        now,
+    ]
+}
+
+#[test]
+fn a_now_past_time_max_is_refused_and_writes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    start(home, &["--adjudication-expiry", "3"]);
+    let before = files(home);
+    let past = (TIME_MAX + 1).to_string();
+    let max = u64::MAX.to_string();
+    for now in [max.as_str(), past.as_str()] {
+        for args in [verdict(now), vec!["sweep", RUN, "--now", now]] {
+            let (code, out, err) = oracle(home, &args);
+            assert_eq!(code, 2, "{args:?}: {out}{err}");
+            assert!(
+                err.contains(&format!(
+                    "--now {now} is past the largest logical time, TIME_MAX = {TIME_MAX}"
+                )),
+                "{err}"
+            );
+            assert!(files(home) == before, "{args:?} changed the run's files");
+        }
+    }
+    let mut args = verdict(&max);
+    args.push("--json");
+    let (code, v) = json(home, &args);
+    assert_eq!(code, 2);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["time_max"], TIME_MAX);
+    assert!(files(home) == before);
+
+    // An expiry past it is refused before anything is started.
+    let other = tempfile::tempdir().unwrap();
+    let (code, _, err) = oracle(other.path(), &["run", PLAN, "--adjudication-expiry", &past]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--adjudication-expiry"), "{err}");
+    assert!(!other.path().join("runs").join(RUN).exists());
+}
+
+#[test]
+fn a_verdict_at_exactly_time_max_is_taken_and_the_run_resumes() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    start(home, &[]);
+    let max = TIME_MAX.to_string();
+    let (code, out, err) = oracle(home, &verdict(&max));
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = oracle(home, &["resume", RUN]);
+    assert_eq!(code, 0, "the run goes on past TIME_MAX: {out}{err}");
+
+    let (code, v) = json(home, &["verify", RUN, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["last_time"].as_u64().unwrap() > TIME_MAX, "{v}");
+    let (code, r) = json(home, &["replay", RUN, "--json"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["result"], "reproduced");
+    assert_eq!(r["ending"], "completed");
+}
+
+#[test]
+fn a_sweep_at_exactly_time_max_is_taken_and_the_run_still_resumes() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    start(home, &["--adjudication-expiry", &TIME_MAX.to_string()]);
+    let max = TIME_MAX.to_string();
+    // Recorded at tick 4, the request expires at 4 + TIME_MAX: a sweep at TIME_MAX finds
+    // nothing, and the sum did not wrap.
+    let (code, v) = json(home, &["sweep", RUN, "--now", &max, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["expired"], 0);
+    assert_eq!(v["now"], TIME_MAX);
+    let (code, out, err) = oracle(home, &verdict(&max));
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = oracle(home, &["resume", RUN]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = oracle(home, &["verify", RUN]);
+    assert_eq!(code, 0, "{out}{err}");
+}
