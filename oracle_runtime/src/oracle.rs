@@ -14,6 +14,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -37,28 +38,108 @@ pub trait OraclePort {
     fn notify(&mut self, request: &Value) -> Result<(), String>;
 }
 
-/// Waits for `child` up to `timeout_ms`; past it, kills and reaps it and answers `None`. For
-/// the programs oracle hands work to (`--oracle-cmd`, `--scorer-cmd`).
+/// Process groups: every program oracle runs (`proc.exec`, `--oracle-cmd`, `--scorer-cmd`)
+/// leads a process group of its own, so that killing the group also kills what the program
+/// started (unless that left the group on purpose, with `setsid` or `setpgid`).
+pub(crate) mod group {
+    use std::io;
+    use std::process::{Child, Command, ExitStatus};
+
+    /// Makes the program lead a new process group, whose id is the program's pid.
+    pub(crate) fn own(cmd: &mut Command) -> &mut Command {
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt as _;
+            cmd.process_group(0);
+        }
+        cmd
+    }
+
+    /// Whether `child` has exited, without reaping it. Until it is reaped its pid, which is the
+    /// group's id, cannot be given to another process, so [`kill_and_reap`] afterwards cannot
+    /// reach a group that is not the program's.
+    pub(crate) fn exited(child: &mut Child) -> io::Result<bool> {
+        #[cfg(unix)]
+        {
+            use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
+            let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+            match waitid(WaitId::Pid(Pid::from_child(child)), options) {
+                Ok(found) => Ok(found.is_some()),
+                // Interrupted by a signal: not known yet; the caller asks again.
+                Err(rustix::io::Errno::INTR) => Ok(false),
+                Err(e) => Err(e.into()),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(child.try_wait()?.is_some())
+        }
+    }
+
+    /// Kills (SIGKILL) every process left in `child`'s group, `child` included if it still
+    /// runs, then reaps `child`. Call it once per child, and only before anything else reaps it.
+    pub(crate) fn kill_and_reap(child: &mut Child) -> io::Result<ExitStatus> {
+        #[cfg(unix)]
+        {
+            use rustix::process::{Pid, Signal, kill_process_group};
+            // An error means nobody is left in the group to kill, which is the aim.
+            let _ = kill_process_group(Pid::from_child(child), Signal::KILL);
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = child.kill();
+        }
+        child.wait()
+    }
+}
+
+/// How a program that oracle waited for ended.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// It exited by itself (or a signal from elsewhere ended it).
+    Exited(std::process::ExitStatus),
+    /// It ran past its timeout and was killed.
+    TimedOut,
+    /// The caller's `stop` flag was set (an output over its cap) and it was killed.
+    Stopped,
+}
+
+/// Waits for `child`, spawned with [`group::own`], up to `timeout_ms` or until `stop` is set;
+/// then kills whatever is left of its process group and reaps it. For the programs oracle hands
+/// work to (`--oracle-cmd`, `--scorer-cmd`): no process they start in their group outlives
+/// their answer, so none is left holding their output open or running on unseen.
 pub(crate) fn wait_or_kill(
     child: &mut std::process::Child,
     timeout_ms: u64,
-) -> std::io::Result<Option<std::process::ExitStatus>> {
+    stop: Option<&AtomicBool>,
+) -> std::io::Result<Ended> {
     let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
+    let ended = loop {
+        match group::exited(child) {
+            Ok(true) => break Ok(None),
+            Ok(false) => {}
+            Err(e) => break Err(e),
+        }
+        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            break Ok(Some(Ended::Stopped));
         }
         if started.elapsed() >= Duration::from_millis(timeout_ms) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
+            break Ok(Some(Ended::TimedOut));
         }
         thread::sleep(Duration::from_millis(2));
+    };
+    // Whatever happened, the group goes, and the program is reaped exactly once.
+    let status = group::kill_and_reap(child);
+    match ended? {
+        Some(killed) => Ok(killed),
+        None => status.map(Ended::Exited),
     }
 }
 
 /// `--oracle-cmd PROGRAM`: runs the program once per request with the request as JSON on
-/// stdin; exit status 0 means delivered.
+/// stdin; exit status 0 means delivered. The program leads its own process group: past
+/// `timeout_ms` the whole group is killed, and once it exits whatever it left running in the
+/// group is killed too, so a delivery must be done by the time the program exits.
 pub struct CommandPort {
     pub program: PathBuf,
     pub timeout_ms: u64,
@@ -67,19 +148,31 @@ pub struct CommandPort {
 impl OraclePort for CommandPort {
     fn notify(&mut self, request: &Value) -> Result<(), String> {
         let shown = self.program.display().to_string();
-        let mut child = Command::new(&self.program)
+        let mut child = group::own(&mut Command::new(&self.program))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("{shown}: cannot start: {e}"))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A program that exits without reading its input is judged by its exit status.
-            let _ = stdin.write_all(format!("{request}\n").as_bytes());
+        // The request is written on its own thread: one larger than a pipe holds, sent to a
+        // program that does not read it, would otherwise block here, before the timeout runs.
+        let feeder = child.stdin.take().map(|mut stdin| {
+            let line = format!("{request}\n");
+            thread::spawn(move || {
+                // A program that exits without reading its input is judged by its exit status.
+                let _ = stdin.write_all(line.as_bytes());
+            })
+        });
+        let waited = wait_or_kill(&mut child, self.timeout_ms, None);
+        // The program's group is gone, so the pipe is closed and the write has ended.
+        if let Some(feeder) = feeder {
+            let _ = feeder.join();
         }
-        let status = match wait_or_kill(&mut child, self.timeout_ms) {
-            Ok(Some(status)) => status,
-            Ok(None) => return Err(format!("{shown}: timed out after {} ms", self.timeout_ms)),
+        let status = match waited {
+            Ok(Ended::Exited(status)) => status,
+            Ok(Ended::TimedOut | Ended::Stopped) => {
+                return Err(format!("{shown}: timed out after {} ms", self.timeout_ms));
+            }
             Err(e) => return Err(format!("{shown}: {e}")),
         };
         if status.success() {

@@ -13,10 +13,14 @@ use std::fmt;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use oracle_core::auction::{Answer, SCORE_MAX, ScoreRequest, rubric};
 use serde::Deserialize;
+
+use crate::oracle::{Ended, group, wait_or_kill};
 
 /// Longest a `--scorer-cmd` program may take for one artifact.
 pub const SCORER_TIMEOUT_MS_DEFAULT: u64 = 30_000;
@@ -42,7 +46,10 @@ impl Scorer for Rubric {
 
 /// `--scorer-cmd PROGRAM`: the artifact's text on stdin; `{"score", "reason"}` on stdout.
 /// The program also gets `ORACLE_AUCTION`, `ORACLE_AGENT` and `ORACLE_ARTIFACT` in its
-/// environment.
+/// environment. It leads its own process group: past `timeout_ms`, or once it has printed more
+/// than [`SCORER_OUTPUT_BYTES_MAX`], the whole group is killed and the answer is a failure; once
+/// it exits, whatever it left running in the group is killed, so the reply is what it printed
+/// before it exited.
 #[derive(Clone, Debug)]
 pub struct CommandScorer {
     pub program: PathBuf,
@@ -68,9 +75,14 @@ fn clip(mut s: String) -> String {
     s
 }
 
+/// The failure of a scorer that printed more than [`SCORER_OUTPUT_BYTES_MAX`].
+fn too_much() -> String {
+    format!("bound reached: printed more than scorer_output_bytes_max = {SCORER_OUTPUT_BYTES_MAX}")
+}
+
 impl CommandScorer {
     fn run(&self, request: &ScoreRequest<'_>) -> Result<Answer, String> {
-        let mut child = Command::new(&self.program)
+        let mut child = group::own(&mut Command::new(&self.program))
             .env("ORACLE_AUCTION", request.auction.to_string())
             .env("ORACLE_AGENT", request.agent)
             .env("ORACLE_ARTIFACT", request.artifact)
@@ -89,11 +101,20 @@ impl CommandScorer {
                 let _ = s.write_all(content.as_bytes());
             }
         });
-        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        // Past the cap the stdout reader stops, raises `over`, and the program's process group
+        // is killed: a program that goes on printing (or ignores the closed pipe) is not waited
+        // for until its timeout.
+        let over = Arc::new(AtomicBool::new(false));
+        let drain = |pipe: Option<Box<dyn Read + Send>>, over: Option<Arc<AtomicBool>>| {
             thread::spawn(move || {
                 let mut buf = Vec::new();
                 if let Some(p) = pipe {
                     let _ = p.take(SCORER_OUTPUT_BYTES_MAX + 1).read_to_end(&mut buf);
+                }
+                if let Some(over) = over
+                    && buf.len() as u64 > SCORER_OUTPUT_BYTES_MAX
+                {
+                    over.store(true, Ordering::SeqCst);
                 }
                 buf
             })
@@ -103,21 +124,31 @@ impl CommandScorer {
                 .stdout
                 .take()
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            Some(Arc::clone(&over)),
         );
         let err = drain(
             child
                 .stderr
                 .take()
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            None,
         );
-        let status = match crate::oracle::wait_or_kill(&mut child, self.timeout_ms) {
-            Ok(Some(status)) => status,
-            Ok(None) => return Err(format!("timed out after {} ms", self.timeout_ms)),
+        // On return the program's group is gone, so the readers and the feeder finish: nothing
+        // is left holding the pipes open (except a process that left the group on purpose).
+        let status = match wait_or_kill(&mut child, self.timeout_ms, Some(&over)) {
+            Ok(Ended::Exited(status)) => status,
+            Ok(Ended::Stopped) => return Err(too_much()),
+            Ok(Ended::TimedOut) => return Err(format!("timed out after {} ms", self.timeout_ms)),
             Err(e) => return Err(crate::tools::io_reason(&e)),
         };
         let _ = feeder.join();
         let stdout = out.join().unwrap_or_default();
         let stderr = err.join().unwrap_or_default();
+        // Checked before the status: a program stopped at the cap often dies of the closed pipe
+        // (SIGPIPE), and the cap is the reason, not that signal.
+        if stdout.len() as u64 > SCORER_OUTPUT_BYTES_MAX {
+            return Err(too_much());
+        }
         if !status.success() {
             let code = status
                 .code()
@@ -128,11 +159,6 @@ impl CommandScorer {
             } else {
                 format!("exited with {code}: {said}")
             }));
-        }
-        if stdout.len() as u64 > SCORER_OUTPUT_BYTES_MAX {
-            return Err(format!(
-                "bound reached: printed more than scorer_output_bytes_max = {SCORER_OUTPUT_BYTES_MAX}"
-            ));
         }
         let reply: Reply = serde_json::from_slice(&stdout).map_err(|e| {
             format!("printed something other than {{\"score\": 0..=100, \"reason\": \"...\"}}: {e}")

@@ -4,16 +4,17 @@
 use std::io::{self, Read, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::thread::{self, JoinHandle};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use oracle_plan::eval::type_name;
 use serde_json::{Value, json};
 
 use super::{arg_str, decl, io_reason, needs_arg, object, string, strings};
+use crate::oracle::group;
 use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 
 /// `proc.exec {program, args?, stdin?}` → `{status, stdout, stderr}`. Needs
@@ -27,18 +28,29 @@ use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 ///   variables (locale, home, tokens); `PATH` is kept so that programs can be named as people
 ///   name them.
 /// - `stdin` is written to its standard input (which is empty otherwise).
+/// - The program leads a process group of its own, and the call owns that group: **a
+///   `proc.exec` call leaves no process behind.** Whatever the program started is killed
+///   (SIGKILL to the group) when the call ends, however it ends; only a process that left the
+///   group on purpose (`setsid`, `setpgid`) escapes.
 /// - The only built-in tool that enforces the call's timeout (the others are bounded by their
-///   size limits): past it the program is killed and reaped, and the call fails with
+///   size limits): past it the group is killed, the program reaped, and the call fails with
 ///   [`ToolError::Timeout`]. Standard output and error together may hold at most the call's
-///   output limit; past it the program is killed and the call fails with
+///   output limit; past it the group is killed and the call fails with
 ///   [`ToolError::OutputTooLarge`]. Neither the clock nor how long the program ran reaches the
 ///   output.
 /// - `status` is the exit code, or `null` if a signal ended the program. Output that is not
 ///   UTF-8 has U+FFFD in place of the bad bytes.
 ///
-/// If the program exits but leaves a process running that holds its output open, the call waits
-/// for that output until the timeout; the threads reading it are then left to finish when that
-/// process closes it.
+/// Once the program itself has exited, its timeout no longer applies and the call does not wait
+/// for processes it left running: it reads their output for at most [`PIPE_DRAIN_MS_MAX`], then
+/// kills the group. So `stdout` and `stderr` hold everything the program wrote, and whatever the
+/// processes it left behind wrote before they were killed: their output may be cut anywhere.
+/// That is the one way a recorded output can depend on timing, and only for a program that
+/// leaves processes running past its exit. (A process that escaped the group and keeps the
+/// output open is waited for up to the call's deadline, then the call returns what it has.)
+///
+/// The group is not oracle's, so a Ctrl-C at the terminal or a signal to oracle does not reach
+/// the program: a program running when oracle dies runs on until it exits.
 pub struct Exec;
 
 impl Tool for Exec {
@@ -145,7 +157,27 @@ const POLL_MAX: Duration = Duration::from_millis(20);
 /// The longest timeout honoured as given (a year); longer ones are treated as this.
 const TIMEOUT_MS_CAP: u64 = 365 * 24 * 60 * 60 * 1000;
 
-type Reader = JoinHandle<io::Result<Vec<u8>>>;
+/// After the program exits, the longest wait (wall time, in ms) for processes it left running
+/// to close its output before its process group is killed. Wall time only bounds the wait: it
+/// never reaches the recorded bytes, though what leftover processes manage to write within it
+/// does (see [`Exec`]).
+pub const PIPE_DRAIN_MS_MAX: u64 = 100;
+
+/// The bytes one output reader has gathered so far: shared, because a reader still blocked on a
+/// pipe that an escaped process holds open is left behind, and its bytes are taken as they are.
+type Gathered = Arc<Mutex<Vec<u8>>>;
+
+/// The readers of a program's outputs, as the wait for its exit leaves them.
+struct Outputs {
+    /// Standard output, then standard error.
+    gathered: [Gathered; 2],
+    /// Each reader sends once, when it stops: `Err` if reading failed.
+    stopped: Receiver<io::Result<()>>,
+    /// How many readers have stopped.
+    done: usize,
+    /// Set by a reader once both outputs together passed the limit.
+    over: Arc<AtomicBool>,
+}
 
 impl Run<'_> {
     fn run(&self) -> Result<Finished, ToolError> {
@@ -156,7 +188,8 @@ impl Run<'_> {
         } else {
             Command::new(self.program)
         };
-        cmd.args(self.args)
+        group::own(&mut cmd)
+            .args(self.args)
             .current_dir(self.root)
             .env_clear()
             .stdin(if self.stdin.is_some() {
@@ -173,16 +206,26 @@ impl Run<'_> {
         let timeout = Duration::from_millis(self.timeout_ms.min(TIMEOUT_MS_CAP));
         let deadline = Instant::now() + timeout;
         let mut child = cmd.spawn().map_err(|e| self.spawn_failed(&e))?;
-        match self.collect(&mut child, deadline) {
-            Ok(out) => Ok(out),
-            Err(e) => {
-                // Whatever went wrong, leave no process behind: kill it (an error only means it
-                // has already exited) and reap it.
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(e)
-            }
+        let watched = self.watch(&mut child, deadline);
+        // However the wait ended (exit, timeout, output over the limit, an error), the group
+        // goes now and the program is reaped, exactly once.
+        let reaped = group::kill_and_reap(&mut child);
+        let mut outputs = watched?;
+        let status = reaped.map_err(|e| self.failed("wait for", &e))?;
+        // With the group gone, the outputs close and the readers reach their end; only a
+        // process that left the group can hold them open, and it is waited for no longer than
+        // the deadline.
+        let until = deadline.max(Instant::now() + Duration::from_millis(PIPE_DRAIN_MS_MAX));
+        self.wait_for_readers(&mut outputs, until)?;
+        if outputs.over.load(Ordering::SeqCst) {
+            return Err(ToolError::OutputTooLarge { limit: self.limit });
         }
+        let take = |g: &Gathered| std::mem::take(&mut *g.lock().unwrap_or_else(|p| p.into_inner()));
+        Ok(Finished {
+            status: status.code(),
+            stdout: take(&outputs.gathered[0]),
+            stderr: take(&outputs.gathered[1]),
+        })
     }
 
     fn spawn_failed(&self, e: &io::Error) -> ToolError {
@@ -196,16 +239,18 @@ impl Run<'_> {
         })
     }
 
-    /// Feeds standard input, reads both outputs and waits for the exit, within the deadline and
-    /// the output limit. On `Err` the caller kills the program.
-    fn collect(&self, child: &mut Child, deadline: Instant) -> Result<Finished, ToolError> {
-        let failed = |what: &str, e: &io::Error| {
-            ToolError::Failed(format!(
-                "cannot {what} `{}`: {}",
-                self.program,
-                io_reason(e)
-            ))
-        };
+    fn failed(&self, what: &str, e: &io::Error) -> ToolError {
+        ToolError::Failed(format!(
+            "cannot {what} `{}`: {}",
+            self.program,
+            io_reason(e)
+        ))
+    }
+
+    /// Feeds standard input, reads both outputs and waits until the program has exited (without
+    /// reaping it) and its outputs are closed, or [`PIPE_DRAIN_MS_MAX`] after the exit; fails
+    /// past the deadline or the output limit. The caller then kills the group and reaps.
+    fn watch(&self, child: &mut Child, deadline: Instant) -> Result<Outputs, ToolError> {
         // Standard input is written on its own thread: a program may read it only after writing
         // more output than a pipe holds, and neither side may wait on the other. Dropping the
         // pipe at the end closes it, which is how `cat` learns the input is over.
@@ -218,12 +263,16 @@ impl Run<'_> {
                     // not an error of the call.
                     let _ = pipe.write_all(&bytes);
                 })
-                .map_err(|e| failed("feed the input of", &e))?;
+                .map_err(|e| self.failed("feed the input of", &e))?;
         }
         let used = Arc::new(AtomicU64::new(0));
-        let over = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
-        let mut readers: Vec<Reader> = Vec::with_capacity(2);
+        let mut outputs = Outputs {
+            gathered: [Gathered::default(), Gathered::default()],
+            stopped: rx,
+            done: 0,
+            over: Arc::new(AtomicBool::new(false)),
+        };
         let pipes: [Option<Box<dyn Read + Send>>; 2] = [
             child
                 .stdout
@@ -234,46 +283,56 @@ impl Run<'_> {
                 .take()
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
         ];
-        for pipe in pipes.into_iter().flatten() {
-            let reader = read_bounded(pipe, &used, &over, self.limit, tx.clone())
-                .map_err(|e| failed("read the output of", &e))?;
-            readers.push(reader);
+        for (pipe, gathered) in pipes.into_iter().zip(&outputs.gathered) {
+            match pipe {
+                Some(pipe) => read_bounded(pipe, gathered, &used, &outputs.over, self.limit, &tx)
+                    .map_err(|e| self.failed("read the output of", &e))?,
+                // Both are piped, so this does not happen; an absent output is simply empty.
+                None => outputs.done += 1,
+            }
         }
         // Only the readers hold senders now, so the channel disconnects when both are done.
         drop(tx);
 
-        let mut done = 0;
-        let mut status = None;
+        let mut exited: Option<Instant> = None;
         let mut poll = Duration::from_millis(1);
         loop {
-            if over.load(Ordering::SeqCst) {
+            if outputs.over.load(Ordering::SeqCst) {
                 return Err(ToolError::OutputTooLarge { limit: self.limit });
             }
-            if status.is_none() {
-                status = child.try_wait().map_err(|e| failed("wait for", &e))?;
-            }
-            if status.is_some() && done == readers.len() {
-                break;
+            if exited.is_none() && group::exited(child).map_err(|e| self.failed("wait for", &e))? {
+                exited = Some(Instant::now());
             }
             let now = Instant::now();
-            if now >= deadline {
-                return Err(ToolError::Timeout {
-                    timeout_ms: self.timeout_ms,
-                });
-            }
-            // Before the exit, wake regularly to check for it; after, only a reader finishing
-            // (or the deadline) changes anything.
-            let wait = if status.is_some() {
-                deadline - now
-            } else {
-                (deadline - now).min(poll)
+            let wait = match exited {
+                // Exited with its outputs closed: done.
+                Some(_) if outputs.done == 2 => return Ok(outputs),
+                // Exited, but something it left running holds an output open: read on for a
+                // short while, then the caller kills it.
+                Some(at) => {
+                    let until = at + Duration::from_millis(PIPE_DRAIN_MS_MAX);
+                    if now >= until {
+                        return Ok(outputs);
+                    }
+                    until - now
+                }
+                // Still running: wake regularly to check for the exit.
+                None => {
+                    if now >= deadline {
+                        return Err(ToolError::Timeout {
+                            timeout_ms: self.timeout_ms,
+                        });
+                    }
+                    (deadline - now).min(poll)
+                }
             };
-            match rx.recv_timeout(wait) {
-                Ok(()) => {
-                    done += 1;
+            match outputs.stopped.recv_timeout(wait) {
+                Ok(Ok(())) => {
+                    outputs.done += 1;
                     // A closed output usually means the exit is imminent: look again soon.
                     poll = Duration::from_millis(1);
                 }
+                Ok(Err(e)) => return Err(self.failed("read the output of", &e)),
                 Err(RecvTimeoutError::Timeout) => poll = (poll * 2).min(POLL_MAX),
                 // Both readers are done; the program closed its outputs but runs on.
                 Err(RecvTimeoutError::Disconnected) => {
@@ -282,46 +341,43 @@ impl Run<'_> {
                 }
             }
         }
-        let mut outputs = Vec::with_capacity(2);
-        for reader in readers {
-            let bytes = reader
-                .join()
-                .map_err(|_| {
-                    ToolError::Failed(format!(
-                        "reading the output of `{}` failed unexpectedly",
-                        self.program
-                    ))
-                })?
-                .map_err(|e| failed("read the output of", &e))?;
-            outputs.push(bytes);
+    }
+
+    /// Waits until both readers have stopped, or `until`; a reader still blocked then is left
+    /// behind (it stops when the escaped process holding its pipe closes it).
+    fn wait_for_readers(&self, outputs: &mut Outputs, until: Instant) -> Result<(), ToolError> {
+        while outputs.done < 2 {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            match outputs.stopped.recv_timeout(until - now) {
+                Ok(Ok(())) => outputs.done += 1,
+                Ok(Err(e)) => return Err(self.failed("read the output of", &e)),
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            }
         }
-        let mut outputs = outputs.into_iter();
-        let stdout = outputs.next().unwrap_or_default();
-        let stderr = outputs.next().unwrap_or_default();
-        // `status` is set: the loop above leaves only once it is.
-        Ok(Finished {
-            status: status.and_then(|s| s.code()),
-            stdout,
-            stderr,
-        })
+        Ok(())
     }
 }
 
-/// Reads `pipe` to its end on a new thread, counting every byte against `used`; past `limit`
-/// it sets `over` and stops. Sends on `done` when it stops, whatever the reason.
+/// Reads `pipe` to its end on a new thread into `gathered`, counting every byte against `used`;
+/// past `limit` it sets `over` and stops. Sends on `stopped` when it stops, whatever the reason.
 fn read_bounded(
     mut pipe: Box<dyn Read + Send>,
+    gathered: &Gathered,
     used: &Arc<AtomicU64>,
     over: &Arc<AtomicBool>,
     limit: u64,
-    done: Sender<()>,
-) -> io::Result<Reader> {
+    stopped: &Sender<io::Result<()>>,
+) -> io::Result<()> {
+    let gathered = Arc::clone(gathered);
     let used = Arc::clone(used);
     let over = Arc::clone(over);
+    let stopped = stopped.clone();
     thread::Builder::new()
         .name("proc.exec output".to_owned())
         .spawn(move || {
-            let mut kept = Vec::new();
             let mut chunk = [0u8; 16 * 1024];
             let result = loop {
                 match pipe.read(&mut chunk) {
@@ -332,14 +388,17 @@ fn read_bounded(
                             over.store(true, Ordering::SeqCst);
                             break Ok(());
                         }
-                        kept.extend_from_slice(&chunk[..n]);
+                        gathered
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .extend_from_slice(&chunk[..n]);
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => break Err(e),
                 }
             };
             // The receiver is gone only if the call already returned; nothing to tell then.
-            let _ = done.send(());
-            result.map(|()| kept)
-        })
+            let _ = stopped.send(result);
+        })?;
+    Ok(())
 }
