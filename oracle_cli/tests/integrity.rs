@@ -222,3 +222,123 @@ fn a_tampered_run_json_never_moves_a_resume() {
     assert!(err.contains("not hashed"), "{err}");
     assert_eq!(fs::read(&log).unwrap(), before, "nothing recorded");
 }
+
+/// The deep-nesting attack: `json.parse` of documents nested around the reader's limit. Each
+/// run ends (completed, or the step failed with the limit named), nothing is left "running",
+/// and every log verifies.
+#[test]
+fn deeply_nested_outputs_end_in_a_recorded_refusal_and_the_log_verifies() {
+    let sb = Sandbox::new();
+    for depth in [99usize, 100, 101, 123, 125, 126, 127, 128, 200] {
+        let doc = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        fs::write(sb.path().join(format!("deep{depth}.json")), &doc).unwrap();
+        sb.write(
+            &format!("deep{depth}.plan"),
+            &format!(
+                "plan deep{depth} version 1\ngrant fs:read:deep{depth}.json\n\
+                 text = fs.read {{ path: \"deep{depth}.json\" }}\n\
+                 doc = json.parse {{ text: text.text }}\n  retry 1\n"
+            ),
+        );
+        let (code, out, err) = sb.oracle(&["run", &format!("deep{depth}.plan")]);
+        assert!(
+            code == 0 || code == 1,
+            "depth {depth}: exit {code}\n{out}\n{err}"
+        );
+        let log = sb.log(".oracle", &format!("deep{depth}-1"));
+        let (vcode, _, verr) = sb.oracle(&["verify", log.to_str().unwrap()]);
+        assert_eq!(vcode, 0, "depth {depth}: {verr}");
+        let events = sb.events(".oracle", &format!("deep{depth}-1"));
+        assert!(
+            matches!(
+                events.last().unwrap().typed().unwrap(),
+                Payload::RunFinished(_)
+            ),
+            "depth {depth}: the run ended"
+        );
+        if depth > 100 {
+            assert_eq!(code, 1, "depth {depth}");
+            let failed = failures(&events);
+            let why = denial_of(&failed, "doc");
+            assert!(
+                why.contains("value_depth_max") || why.contains("recursion limit"),
+                "depth {depth}: {why}"
+            );
+        }
+        let (rcode, _, rerr) = sb.oracle(&["replay", &format!("deep{depth}-1")]);
+        assert_eq!(rcode, 0, "depth {depth}: {rerr}");
+    }
+}
+
+/// Twenty 4 MB key-value writes in one round: more than one record holds. The run completes
+/// and its log verifies and replays (the state change is recorded in parts).
+#[test]
+fn a_round_of_writes_over_the_record_limit_is_recorded_in_parts_and_verifies() {
+    let sb = Sandbox::new();
+    fs::write(sb.path().join("four.txt"), "y".repeat(4 << 20)).unwrap();
+    let mut plan = String::from("plan wide version 1\ngrant fs:read:four.txt\ngrant kv:set:*\n");
+    plan.push_str("text = fs.read { path: \"four.txt\" }\n");
+    for i in 0..20 {
+        plan.push_str(&format!(
+            "k{i} = kv.set {{ key: \"k{i}\", value: text.text }}\n"
+        ));
+    }
+    sb.write("wide.plan", &plan);
+    let (code, out, err) = sb.oracle(&["run", "wide.plan"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let log = sb.log(".oracle", "wide-1");
+    let (code, _, err) = sb.oracle(&["verify", log.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = sb.oracle(&["replay", "wide-1"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// An answer bigger than a recorded value may be, or nested too deep, is refused before
+/// anything is written (exit 2), and the run still waits for a proper one.
+#[test]
+fn an_oversized_or_too_deep_answer_is_refused_and_nothing_is_written() {
+    let sb = Sandbox::new();
+    let (code, _, err) = sb.oracle(&["run", "fixtures/plans/escalation.plan"]);
+    assert_eq!(code, 3, "{err}");
+    let log = sb.log(".oracle", "escalation-1");
+    let before = fs::read(&log).unwrap();
+    let big = format!(
+        "{{\"value\":{{\"total\":1250,\"pad\":\"{}\"}}}}",
+        "z".repeat(9 << 20)
+    );
+    fs::write(sb.path().join("big.json"), &big).unwrap();
+    let (code, _, err) = sb.oracle(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value-file",
+        "big.json",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(fs::read(&log).unwrap(), before, "nothing recorded");
+    let deep = format!(
+        "{{\"value\":{{\"total\":1250,\"pad\":{}{}}}}}",
+        "[".repeat(110),
+        "]".repeat(110)
+    );
+    let (code, _, err) = sb.oracle(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        &deep,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(fs::read(&log).unwrap(), before, "nothing recorded");
+    let (code, _, err) = sb.oracle(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        r#"{"value":{"total":1250}}"#,
+    ]);
+    assert_eq!(code, 3, "the run goes on to its next question: {err}");
+}

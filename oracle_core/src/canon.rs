@@ -80,6 +80,15 @@ pub fn payload_hash(value: &Value) -> Result<Hash, CanonError> {
     hash_value_in(domain::PAYLOAD, value)
 }
 
+/// [`payload_hash`] and the length of the canonical encoding it hashed.
+pub fn payload_hash_and_len(value: &Value) -> Result<(Hash, u64), CanonError> {
+    let mut buf = Vec::with_capacity(256);
+    encode_into(value, &mut buf)?;
+    let mut h = hasher(domain::PAYLOAD);
+    h.update(&buf);
+    Ok((Hash(*h.finalize().as_bytes()), buf.len() as u64))
+}
+
 /// Hashes the canonical encoding of `value` in the given domain.
 pub fn hash_value_in(context: &str, value: &Value) -> Result<Hash, CanonError> {
     let mut buf = Vec::with_capacity(256);

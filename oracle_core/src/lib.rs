@@ -11,6 +11,7 @@ pub mod diff;
 pub mod event;
 pub mod fast;
 pub mod hash;
+pub mod limits;
 pub mod log;
 pub mod lthash;
 pub mod payload;

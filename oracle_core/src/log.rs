@@ -2,6 +2,7 @@
 
 use crate::canon::CanonError;
 use crate::event::{Event, EventBody};
+use crate::limits::LimitError;
 use crate::payload::{EventKind, Payload};
 use crate::reduce::{self, ReduceError};
 use crate::state::State;
@@ -54,6 +55,8 @@ pub enum RecordingError {
     Canon(#[from] CanonError),
     #[error(transparent)]
     Reduce(#[from] ReduceError),
+    #[error("the event would not be readable: {0}")]
+    Limit(#[from] LimitError),
     #[error(transparent)]
     Chain(#[from] VerifyError),
     #[error("recorder state hash {state} does not match the chain head's {head}")]
@@ -175,7 +178,15 @@ impl Recorder {
             .into());
         }
         let value = payload.into_value();
-        let payload_hash = crate::canon::payload_hash(&value)?;
+        let (payload_hash, canonical_len) = crate::canon::payload_hash_and_len(&value)?;
+        // The writer never writes what the reader rejects.
+        crate::limits::check_payload(&value, canonical_len)?;
+        if parents.len() as u64 > crate::limits::PARENTS_MAX {
+            return Err(LimitError::TooManyParents {
+                count: parents.len() as u64,
+            }
+            .into());
+        }
         let state_before = self.state.hash();
         // Atomic: on error (a float in a value) the state is unchanged.
         reduce::apply_value(&mut self.state, kind, &value)?;

@@ -22,7 +22,7 @@ use oracle_core::agent::{Action, Agent, AgentError, Call, Observation, Outcome};
 use oracle_core::capability::Capability;
 use oracle_core::diff::{self, Divergence};
 use oracle_core::payload::{self, MemorySettings, RunStatus, StateChanged};
-use oracle_core::{Event, EventKind, Hash, Payload, Recorder, RecordingError, State};
+use oracle_core::{Event, EventKind, Hash, Payload, Recorder, RecordingError, State, limits};
 use serde_json::{Map, Value};
 
 use oracle_core::auction::tools::{self as auction_tools, ADVANCE};
@@ -363,6 +363,19 @@ impl<'r, A: Agent> Engine<'r, A> {
         }
     }
 
+    /// Records a state change, split into consecutive `state_changed` events when one record
+    /// could not hold it all (see [`split_state_change`]). Returns the seq of the last.
+    fn emit_state_change(&mut self, parents: Vec<u64>, change: StateChanged) -> Result<u64> {
+        let mut last = None;
+        for part in split_state_change(change) {
+            last = Some(self.emit(parents.clone(), Payload::StateChanged(part))?);
+        }
+        last.ok_or_else(|| EngineError::Unexpected {
+            seq: self.next_seq(),
+            message: "an empty state change".into(),
+        })
+    }
+
     /// Records one event: compared with the record while there is one, appended after.
     fn emit(&mut self, parents: Vec<u64>, payload: Payload) -> Result<u64> {
         let seq = self.next_seq();
@@ -535,7 +548,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 .map_err(|source| EngineError::Agent { seq, source })?;
             for change in decision.changes {
                 if !change.set.is_empty() || !change.delete.is_empty() {
-                    self.emit(vec![], Payload::StateChanged(change))?;
+                    self.emit_state_change(vec![], change)?;
                 }
             }
             match decision.action {
@@ -795,6 +808,14 @@ impl<'r, A: Agent> Engine<'r, A> {
                     }
                 }
             }
+            if let Err(e) = limits::check_value(&call.input) {
+                preps.push(fail(
+                    self,
+                    parent,
+                    format!("bound reached: the input is {e}"),
+                )?);
+                continue;
+            }
             let input_bytes =
                 oracle_core::canon::encode(&call.input).map_or(u64::MAX, |b| b.len() as u64);
             if input_bytes > INPUT_BYTES_MAX {
@@ -804,6 +825,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 preps.push(fail(self, parent, e)?);
                 continue;
             }
+
             let called = self.emit(
                 vec![parent],
                 Payload::ToolCalled(payload::ToolCalled {
@@ -955,12 +977,12 @@ impl<'r, A: Agent> Engine<'r, A> {
         drop(state);
         if !writes.is_empty() {
             let set: Map<String, Value> = writes.into_iter().collect();
-            self.emit(
+            self.emit_state_change(
                 vec![],
-                Payload::StateChanged(StateChanged {
+                StateChanged {
                     set,
                     delete: vec![],
-                }),
+                },
             )?;
         }
         Ok(observations)
@@ -1140,6 +1162,57 @@ impl<'r, A: Agent> Engine<'r, A> {
     }
 }
 
+/// A state change as the events that record it: one, unless its JSON would not fit in one
+/// record ([`limits::PAYLOAD_JSON_BYTES_MAX`]); then the keys are packed in key order into as
+/// few parts as fit, deletions in the last. A pure function of the change, so a replay splits
+/// exactly as the run did; a change that fits is never split, so every log written before
+/// splitting existed replays unchanged. (One key's value is bounded by the tool and input
+/// limits, far below a record.)
+pub fn split_state_change(change: StateChanged) -> Vec<StateChanged> {
+    // The payload's JSON is `{"set":{...},"delete":[...]}`: measured entry by entry, with room
+    // for the punctuation around them.
+    const FRAME_BYTES: u64 = 64;
+    let budget = limits::PAYLOAD_JSON_BYTES_MAX - FRAME_BYTES;
+    let entry_len = |k: &String, v: &Value| {
+        limits::json_len(&Value::String(k.clone())) + 2 + limits::json_len(v)
+    };
+    let delete_len: u64 = change
+        .delete
+        .iter()
+        .map(|k| limits::json_len(&Value::String(k.clone())) + 1)
+        .sum();
+    let total: u64 = change.set.iter().map(|(k, v)| entry_len(k, v)).sum::<u64>() + delete_len;
+    if total <= budget {
+        return vec![change];
+    }
+    let mut parts = Vec::new();
+    let mut set = Map::new();
+    let mut used = 0u64;
+    for (k, v) in change.set {
+        let len = entry_len(&k, &v);
+        if !set.is_empty() && used + len > budget {
+            parts.push(StateChanged {
+                set: std::mem::take(&mut set),
+                delete: vec![],
+            });
+            used = 0;
+        }
+        used += len;
+        set.insert(k, v);
+    }
+    if !set.is_empty() && used + delete_len > budget {
+        parts.push(StateChanged {
+            set: std::mem::take(&mut set),
+            delete: vec![],
+        });
+    }
+    parts.push(StateChanged {
+        set,
+        delete: change.delete,
+    });
+    parts
+}
+
 /// What the agent observes of a call's outcome event.
 fn outcome_of(payload: &Payload) -> Outcome {
     match payload {
@@ -1220,6 +1293,14 @@ fn execute(
         return failed(
             "an impure tool may not write the run's keys (they could not be replayed)".into(),
         );
+    }
+    if let Err(e) = limits::check_value(&out.output) {
+        return failed(format!("bound reached: the output is {e}"));
+    }
+    for (key, value) in &out.writes {
+        if let Err(e) = limits::check_value(value) {
+            return failed(format!("bound reached: the value for key `{key}` is {e}"));
+        }
     }
     match oracle_core::canon::encode(&out.output) {
         Ok(bytes) if bytes.len() as u64 > reg.decl.output_bytes_max => {

@@ -18,7 +18,9 @@ use oracle_plan::agent::{InputError, PlanAgent, bind_inputs};
 use oracle_plan::{CompiledPlan, Diagnostic, Severity};
 use serde_json::{Map, Value, json};
 
-use crate::engine::{CALLS_MAX_DEFAULT, Ending, Engine, EngineError, Progress, Report, RunConfig};
+use crate::engine::{
+    CALLS_MAX_DEFAULT, Ending, Engine, EngineError, INPUT_BYTES_MAX, Progress, Report, RunConfig,
+};
 use crate::error::StoreError;
 use crate::paths::{LOG_FILE, LogPaths};
 use crate::recorded::Recorded;
@@ -131,6 +133,8 @@ pub enum SessionError {
         #[source]
         source: oracle_memory::ProjectionError,
     },
+    #[error("{0}; nothing was started")]
+    BadInputs(String),
     #[error("--note is longer than {limit} bytes")]
     BadNote { limit: u64 },
     #[error(
@@ -371,6 +375,8 @@ pub fn start_observed(
     let source = read_text(&opts.plan)?;
     let plan = compile(&opts.plan, &source, registry)?;
     let inputs = bind_inputs(&plan, &opts.inputs)?;
+    check_outside_value(&Value::Object(inputs.clone()), "the run's inputs")
+        .map_err(SessionError::BadInputs)?;
     let grants = merged_grants(&plan, parse_grants(&opts.grants)?);
     let root = canonical_root(&opts.root)?;
     let warnings = grant_warnings(&grants, &opts.home, &root);
@@ -437,6 +443,21 @@ fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
             path: path.to_path_buf(),
         }),
     }
+}
+
+/// Checks a value given from outside (an answer, the run's inputs) against the limits a recorded
+/// value must meet, so it is refused before anything is written rather than failing the event
+/// that would record it: at most [`INPUT_BYTES_MAX`] canonical bytes, nested at most
+/// [`oracle_core::limits::VALUE_DEPTH_MAX`] levels.
+fn check_outside_value(value: &Value, what: &str) -> std::result::Result<(), String> {
+    oracle_core::limits::check_value(value).map_err(|e| format!("{what} is {e}"))?;
+    let bytes = oracle_core::canon::encode(value).map_or(u64::MAX, |b| b.len() as u64);
+    if bytes > INPUT_BYTES_MAX {
+        return Err(format!(
+            "{what} is {bytes} bytes, more than input_bytes_max = {INPUT_BYTES_MAX}"
+        ));
+    }
+    Ok(())
 }
 
 /// Most bytes of `run.json` read (it holds one path).
@@ -681,6 +702,13 @@ pub fn resume_observed(
                     run: found.id.clone(),
                     step: s.step.clone(),
                     reason: e.to_string(),
+                })?;
+                check_outside_value(value, "the answer").map_err(|reason| {
+                    SessionError::BadAnswer {
+                        run: found.id.clone(),
+                        step: s.step.clone(),
+                        reason,
+                    }
                 })?;
             }
         },

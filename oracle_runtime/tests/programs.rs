@@ -63,6 +63,7 @@ impl Scratch {
             resolved: None,
             timeout_ms,
             output_bytes_max,
+            access: None,
         };
         t.tool.call(&input, &cx).map(|o| o.output)
     }
