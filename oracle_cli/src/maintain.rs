@@ -23,15 +23,15 @@ pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
     match oracle_runtime::repair::repair(&paths)? {
         Repair::Clean { head } => {
             if a.json {
-                crate::print_json(
+                crate::out::json(
                     &json!({"repaired": false, "events": head.next_seq, "head": head.hash}),
-                );
+                )?;
             } else {
-                println!(
+                outln!(
                     "nothing to repair: {} ends on a complete record ({} events)",
                     paths.log.display(),
                     head.next_seq
-                );
+                )?;
             }
         }
         Repair::MovedTornTail {
@@ -41,17 +41,17 @@ pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
             saved_to,
         } => {
             if a.json {
-                crate::print_json(&json!({
+                crate::out::json(&json!({
                     "repaired": true, "events": head.next_seq, "head": head.hash,
                     "torn_offset": offset, "torn_bytes": len, "saved_to": saved_to,
-                }));
+                }))?;
             } else {
-                println!("repaired {}", paths.log.display());
-                println!("  kept     {} events (head {})", head.next_seq, head.hash);
-                println!(
+                outln!("repaired {}", paths.log.display())?;
+                outln!("  kept     {} events (head {})", head.next_seq, head.hash)?;
+                outln!(
                     "  moved    {len} torn bytes from offset {offset} to {}",
                     saved_to.display()
-                );
+                )?;
             }
         }
     }
@@ -73,17 +73,17 @@ pub fn snapshot(home: &Path, a: SnapshotArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target)?;
     let (snap, path) = snapshots::take(&paths, a.at)?;
     if a.json {
-        crate::print_json(
+        crate::out::json(
             &json!({"seq": snap.seq, "state_hash": snap.state_hash, "keys": snap.entries.len(), "path": path}),
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "snapshot after event {} ({} keys, state {}) -> {}",
             snap.seq,
             snap.entries.len(),
             snap.state_hash,
             path.display()
-        );
+        )?;
     }
     Ok(exit::OK)
 }
@@ -180,14 +180,14 @@ pub fn synth(home: &Path, a: SynthArgs) -> Result<u8, CliError> {
     }
     let head = w.close()?;
     if a.json {
-        crate::print_json(&json!({"path": paths.log, "events": head.next_seq, "head": head.hash}));
+        crate::out::json(&json!({"path": paths.log, "events": head.next_seq, "head": head.hash}))?;
     } else {
-        println!(
+        outln!(
             "wrote {} events to {} (head {})",
             head.next_seq,
             paths.log.display(),
             head.hash
-        );
+        )?;
     }
     Ok(exit::OK)
 }

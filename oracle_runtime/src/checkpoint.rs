@@ -458,22 +458,14 @@ impl Checkpoint {
     }
 }
 
-/// Reads a small text file (a key file), refusing one larger than a key file can be.
+/// Reads a small text file (a key file): a regular file only (a FIFO or a device is refused
+/// before anything is read), refusing one larger than a key file can be.
 fn read_small(path: &Path) -> Result<String, CheckpointError> {
-    let file = File::open(path).map_err(CheckpointError::io(path))?;
-    let mut bytes = Vec::new();
-    file.take(KEY_FILE_BYTES_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(CheckpointError::io(path))?;
-    if bytes.len() as u64 > KEY_FILE_BYTES_MAX {
-        return Err(CheckpointError::Io {
+    let bytes = crate::fsread::read_regular_file(path, KEY_FILE_BYTES_MAX, "key_file_bytes_max")
+        .map_err(|e| CheckpointError::Io {
             path: path.to_path_buf(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("larger than {KEY_FILE_BYTES_MAX} bytes: not a key file"),
-            ),
-        });
-    }
+            source: e.into_io(),
+        })?;
     String::from_utf8(bytes).map_err(|_| CheckpointError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::new(

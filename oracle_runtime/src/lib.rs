@@ -13,6 +13,7 @@ pub mod catalogue;
 pub mod checkpoint;
 pub mod engine;
 pub mod error;
+pub mod fsread;
 pub mod index;
 pub mod oracle;
 pub mod paths;
