@@ -28,6 +28,7 @@ pub fn run(home: &Path, a: AuctionArgs) -> Result<u8, CliError> {
         code: exit::INTEGRITY,
         message: format!("{}: {e}", paths.log.display()),
         json: None,
+        quiet: false,
     })?;
     let Some(economy) = economy else {
         return Err(CliError::input(format!(
@@ -37,9 +38,9 @@ pub fn run(home: &Path, a: AuctionArgs) -> Result<u8, CliError> {
     };
     let shown = a.run.display().to_string();
     if a.json {
-        crate::print_json(&report_json(&shown, &economy));
+        crate::out::json(&report_json(&shown, &economy))?;
     } else {
-        print!("{}", report_text(&shown, &economy));
+        out!("{}", report_text(&shown, &economy))?;
     }
     Ok(exit::OK)
 }

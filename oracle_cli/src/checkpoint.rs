@@ -135,13 +135,19 @@ pub fn cli_error(e: CheckpointError) -> CliError {
         code,
         message: reason,
         json: Some(json),
+        quiet: false,
     }
 }
 
 /// Prints the `--json` failure object when asked, and passes the error on.
 fn fail(json: bool, path: &Path, err: CliError) -> CliError {
     if json {
-        crate::print_json(&json!({"ok": false, "path": path, "error": err.json}));
+        // A closed stdout wins: the process then exits quietly.
+        if let Err(closed) =
+            crate::out::json(&json!({"ok": false, "path": path, "error": err.json}))
+        {
+            return closed;
+        }
     }
     err
 }
@@ -153,19 +159,19 @@ pub fn keygen(a: KeygenArgs) -> Result<u8, CliError> {
     });
     let (public_key, public) = written.map_err(|e| fail(a.json, &a.out, cli_error(e)))?;
     if a.json {
-        crate::print_json(&json!({
+        crate::out::json(&json!({
             "ok": true,
             "secret": a.out,
             "public": public,
             "public_key": public_key.to_hex(),
-        }));
+        }))?;
     } else {
-        println!(
+        outln!(
             "secret key  {}  (mode 0600: keep it private)",
             a.out.display()
-        );
-        println!("public key  {}", public.display());
-        println!("  key       {}", public_key.to_hex());
+        )?;
+        outln!("public key  {}", public.display())?;
+        outln!("  key       {}", public_key.to_hex())?;
     }
     Ok(exit::OK)
 }
@@ -180,7 +186,7 @@ pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
     let chained = c.chained;
     if a.json {
         let line = c.to_line();
-        crate::print_json(&json!({
+        crate::out::json(&json!({
             "ok": true,
             "path": paths.log,
             "file": created.file,
@@ -197,36 +203,36 @@ pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
             "witness": created.witness.as_ref().map(|(file, appended)| json!({
                 "file": file, "line": appended.line, "written": appended.written,
             })),
-        }));
+        }))?;
     } else {
-        println!("checkpoint  {}", paths.log.display());
+        outln!("checkpoint  {}", paths.log.display())?;
         if let Some(ch) = chained {
-            println!("  run       {}", ch.run);
+            outln!("  run       {}", ch.run)?;
         }
-        println!("  seq       {}", c.seq);
-        println!("  head      {}", c.head);
-        println!("  key       {}", c.public_key.to_hex());
+        outln!("  seq       {}", c.seq)?;
+        outln!("  head      {}", c.head)?;
+        outln!("  key       {}", c.public_key.to_hex())?;
         let note = if created.appended.written {
             ""
         } else {
             ", already there: nothing written"
         };
-        println!(
+        outln!(
             "  file      {} (line {}{note})",
             created.file.display(),
             created.appended.line
-        );
+        )?;
         if let Some((file, appended)) = &created.witness {
             let note = if appended.written {
                 ""
             } else {
                 ", already there: nothing written"
             };
-            println!(
+            outln!(
                 "  witness   {} (line {}{note})",
                 file.display(),
                 appended.line
-            );
+            )?;
         }
     }
     Ok(exit::OK)

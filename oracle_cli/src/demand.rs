@@ -98,21 +98,21 @@ pub fn run(home: &Path, a: DemandArgs) -> Result<u8, CliError> {
                 m.insert("trace".into(), trace_json(&events, &deps, &trace));
             }
         }
-        crate::print_json(&v);
+        crate::out::json(&v)?;
     } else {
         let mut out = String::new();
         if a.trace {
             write_trace(&mut out, &events, &deps, &trace);
         }
         write_table(&mut out, &shown, &report);
-        print!("{out}");
+        out!("{out}")?;
     }
     if let Some(file) = &a.svg {
         let svg = svg(&report, &shown).map_err(|e| CliError::input(format!("drawing: {e}")))?;
         std::fs::write(file, svg)
             .map_err(|e| CliError::input(format!("{}: cannot write: {e}", file.display())))?;
         if !a.json {
-            println!("svg      {}", file.display());
+            outln!("svg      {}", file.display())?;
         }
     }
     Ok(exit::OK)

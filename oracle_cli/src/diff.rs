@@ -83,12 +83,12 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
     }
     let reads = r.reads();
     if a.json {
-        crate::print_json(&report.json(&outcome, reads));
+        crate::out::json(&report.json(&outcome, reads))?;
     } else {
-        print!(
+        out!(
             "{}",
             report.text(&outcome, reads, std::io::stdout().is_terminal())
-        );
+        )?;
     }
     Ok(match outcome {
         Outcome::Identical { .. } => exit::OK,

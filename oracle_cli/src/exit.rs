@@ -27,6 +27,8 @@ pub struct CliError {
     pub message: String,
     /// Machine-readable details for `--json` (already printed when `printed` is set).
     pub json: Option<serde_json::Value>,
+    /// Stdout was closed by its reader: exit [`OK`] and print nothing (see `out.rs`).
+    pub quiet: bool,
 }
 
 impl CliError {
@@ -35,6 +37,17 @@ impl CliError {
             code: INPUT,
             message: message.into(),
             json: None,
+            quiet: false,
+        }
+    }
+
+    /// Stdout's reader went away: the command stops and the process exits 0 silently.
+    pub fn stdout_closed() -> CliError {
+        CliError {
+            code: OK,
+            message: "stdout was closed".into(),
+            json: None,
+            quiet: true,
         }
     }
 }
@@ -46,6 +59,7 @@ impl From<StoreError> for CliError {
             code,
             message: e.to_string(),
             json: Some(store_error_json(&e)),
+            quiet: false,
         }
     }
 }

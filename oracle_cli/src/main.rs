@@ -4,11 +4,16 @@
 // Store errors are large on purpose (seq, offset, both hashes); see oracle_runtime/src/lib.rs.
 #![allow(clippy::result_large_err)]
 
+// First, so its `out!` and `outln!` macros are visible in every module below.
+#[macro_use]
+mod out;
+
 mod auction;
 mod checkpoint;
 mod demand;
 mod diff;
 mod exit;
+mod files;
 mod maintain;
 mod memory;
 mod plan;
@@ -143,12 +148,22 @@ fn main() -> ExitCode {
         Command::Demand(a) => demand::run(&home, a),
         Command::Auction(a) => auction::run(&home, a),
     };
+    // Output still buffered goes out before the exit code is decided: failing to write it is
+    // an error like any other write.
+    let result = result.and_then(|code| out::flush().map(|()| code));
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(CliError { code, message, .. }) => {
-            eprintln!("error: {message}");
-            ExitCode::from(code)
-        }
+        // The reader of stdout went away (`oracle runs | head -1`): stop quietly, like `git log`.
+        Err(e) if e.quiet => ExitCode::from(exit::OK),
+        Err(CliError { code, message, .. }) => match out::flush() {
+            // What the command printed before failing (its `--json` report) goes out first. If
+            // stdout turns out to be closed, the same quiet exit as above, whatever the buffering.
+            Err(e) if e.quiet => ExitCode::from(exit::OK),
+            _ => {
+                eprintln!("error: {message}");
+                ExitCode::from(code)
+            }
+        },
     }
 }
 
@@ -164,9 +179,4 @@ pub(crate) fn resolve(
             home.join("runs").display()
         ))
     })
-}
-
-/// Prints a JSON value on one line to stdout.
-pub(crate) fn print_json(v: &serde_json::Value) {
-    println!("{v}");
 }

@@ -53,16 +53,16 @@ pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
                 "saved_to": saved_to,
             }),
         };
-        crate::print_json(&v);
+        crate::out::json(&v)?;
         return Ok(exit::OK);
     }
     match &log {
         Repair::Clean { head } => {
-            println!(
+            outln!(
                 "nothing to repair: {} ends on a complete record ({} events)",
                 paths.log.display(),
                 head.next_seq
-            );
+            )?;
         }
         Repair::MovedTornTail {
             head,
@@ -70,12 +70,12 @@ pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
             len,
             saved_to,
         } => {
-            println!("repaired {}", paths.log.display());
-            println!("  kept     {} events (head {})", head.next_seq, head.hash);
-            println!(
+            outln!("repaired {}", paths.log.display())?;
+            outln!("  kept     {} events (head {})", head.next_seq, head.hash)?;
+            outln!(
                 "  moved    {len} torn bytes from offset {offset} to {}",
                 saved_to.display()
-            );
+            )?;
         }
     }
     if let CheckpointsRepair::MovedTornLine {
@@ -85,12 +85,12 @@ pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
         saved_to,
     } = &checkpoints
     {
-        println!("repaired {}", paths.checkpoints().display());
-        println!("  kept     {lines} checkpoint line(s)");
-        println!(
+        outln!("repaired {}", paths.checkpoints().display())?;
+        outln!("  kept     {lines} checkpoint line(s)")?;
+        outln!(
             "  moved    {len} torn bytes from offset {offset} to {}",
             saved_to.display()
-        );
+        )?;
     }
     Ok(exit::OK)
 }
@@ -110,17 +110,17 @@ pub fn snapshot(home: &Path, a: SnapshotArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target)?;
     let (snap, path) = snapshots::take(&paths, a.at)?;
     if a.json {
-        crate::print_json(
+        crate::out::json(
             &json!({"seq": snap.seq, "state_hash": snap.state_hash, "keys": snap.entries.len(), "path": path}),
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "snapshot after event {} ({} keys, state {}) -> {}",
             snap.seq,
             snap.entries.len(),
             snap.state_hash,
             path.display()
-        );
+        )?;
     }
     Ok(exit::OK)
 }
@@ -217,14 +217,14 @@ pub fn synth(home: &Path, a: SynthArgs) -> Result<u8, CliError> {
     }
     let head = w.close()?;
     if a.json {
-        crate::print_json(&json!({"path": paths.log, "events": head.next_seq, "head": head.hash}));
+        crate::out::json(&json!({"path": paths.log, "events": head.next_seq, "head": head.hash}))?;
     } else {
-        println!(
+        outln!(
             "wrote {} events to {} (head {})",
             head.next_seq,
             paths.log.display(),
             head.hash
-        );
+        )?;
     }
     Ok(exit::OK)
 }

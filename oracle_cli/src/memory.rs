@@ -170,7 +170,7 @@ pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
         .filter(|(_, p)| a.predicate.as_ref().is_none_or(|want| want == p))
         .collect();
     if lines.is_empty() && !a.json {
-        println!("no claims in run {}", rm.run.id);
+        outln!("no claims in run {}", rm.run.id)?;
         return Ok(exit::OK);
     }
     for (subject, predicate) in &lines {
@@ -187,18 +187,18 @@ pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
                 .iter()
                 .map(|e| oracle_memory::tools::claim_view(m, e, as_of))
                 .collect();
-            crate::print_json(&json!({
+            crate::out::json(&json!({
                 "subject": subject,
                 "predicate": predicate,
                 "belief": belief.to_value(),
                 "claims": claims,
-            }));
+            }))?;
             continue;
         }
-        println!("{subject} / {predicate}: {}", belief_line(&belief));
+        outln!("{subject} / {predicate}: {}", belief_line(&belief))?;
         for e in claims {
             let disp = m.disposition(&e.id, as_of).map_or("?", |d| d.as_str());
-            println!(
+            outln!(
                 "  {:12}  {:24}  {:23}  {:19}  {:8}  event {} step {}",
                 e.id.short(),
                 short(&e.claim.value),
@@ -207,7 +207,7 @@ pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
                 e.claim.criticality.as_str(),
                 e.origin.seq,
                 e.origin.step
-            );
+            )?;
         }
     }
     Ok(exit::OK)
@@ -251,20 +251,24 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
     let notified = crate::run::notify(&rm.run.id, &rm.run.dir, home, a.oracle_cmd.as_deref());
     if a.json {
         for r in &all {
-            crate::print_json(&request_json(m, r));
+            crate::out::json(&request_json(m, r))?;
         }
         if let Some(n) = notified {
-            crate::print_json(&json!({"notified": n}));
+            crate::out::json(&json!({"notified": n}))?;
         }
         return Ok(exit::OK);
     }
     if all.is_empty() {
-        println!("no adjudications in run {}", rm.run.id);
+        outln!("no adjudications in run {}", rm.run.id)?;
     } else {
-        println!(
+        outln!(
             "{:10}  {:8}  {:8}  {:28}  {:>7}  CONFLICT / OUTCOME",
-            "HANDLE", "STATUS", "CRIT", "LINE", "EXPIRES"
-        );
+            "HANDLE",
+            "STATUS",
+            "CRIT",
+            "LINE",
+            "EXPIRES"
+        )?;
     }
     for r in &all {
         let value = |id| {
@@ -287,7 +291,7 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
                 format!("expired: contested (swept at tick {now}, event {seq})")
             }
         };
-        println!(
+        outln!(
             "{:10}  {:8}  {:8}  {:28}  {:>7}  {outcome}",
             r.request.handle,
             r.status.name(),
@@ -296,10 +300,10 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
             r.request
                 .expires_at
                 .map_or("never".to_owned(), |t| t.to_string()),
-        );
+        )?;
     }
     if let Some(n) = notified {
-        crate::run::print_notified(&n);
+        crate::run::print_notified(&n)?;
     }
     Ok(exit::OK)
 }
@@ -344,11 +348,13 @@ fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
         .map(|_| ())
         .map_err(|e| {
             let message = e.to_string();
-            if json {
-                crate::print_json(&json!({
+            if json
+                && let Err(closed) = crate::out::json(&json!({
                     "ok": false,
                     "error": {"kind": "input", "reason": message, "time_max": oracle_core::event::TIME_MAX},
-                }));
+                }))
+            {
+                return closed;
             }
             CliError::input(message)
         })
@@ -379,18 +385,19 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
                     m.insert("ok".into(), json!(false));
                     m.insert("message".into(), json!(message));
                 }
-                crate::print_json(&v);
+                crate::out::json(&v)?;
             }
             return Err(CliError {
                 code,
                 message,
                 json: None,
+                quiet: false,
             });
         }
         Err(e) => return Err(session_error(e, a.json, None)),
     };
     if a.json && !a.resume {
-        crate::print_json(&json!({
+        crate::out::json(&json!({
             "ok": true,
             "outcome": "applied",
             "run": applied.run,
@@ -401,27 +408,29 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
             "subject": applied.subject,
             "predicate": applied.predicate,
             "belief": applied.belief.to_value(),
-        }));
+        }))?;
     } else if !a.json {
-        println!(
+        outln!(
             "verdict  {} on {} recorded as event {}",
-            applied.verdict, applied.handle, applied.seq
-        );
-        println!(
+            applied.verdict,
+            applied.handle,
+            applied.seq
+        )?;
+        outln!(
             "belief   {} / {}: {}",
             applied.subject,
             applied.predicate,
             belief_line(&applied.belief)
-        );
+        )?;
         for r in &applied.effects.repointed {
-            println!(
+            outln!(
                 "         {} now compares against claim {}",
                 r.handle,
                 r.incumbent.short()
-            );
+            )?;
         }
         for h in &applied.effects.agreed {
-            println!("         {h} closed: its challenger agrees with the affirmed value");
+            outln!("         {h} closed: its challenger agrees with the affirmed value")?;
         }
     }
     if a.resume {
@@ -435,29 +444,29 @@ pub fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
     let swept = adjudication::sweep(home, &a.run, a.now, a.durability.into())
         .map_err(|e| session_error(e, a.json, None))?;
     if a.json {
-        crate::print_json(&json!({
+        crate::out::json(&json!({
             "ok": true,
             "run": swept.run,
             "now": swept.now,
             "expired": swept.expired.len(),
             "handles": swept.expired.iter().map(|x| x.handle.clone()).collect::<Vec<_>>(),
             "seq": swept.seq,
-        }));
+        }))?;
         return Ok(exit::OK);
     }
     match swept.seq {
-        None => println!(
+        None => outln!(
             "sweep    0 adjudications expired at tick {} (nothing written)",
             swept.now
-        ),
+        )?,
         Some(seq) => {
-            println!(
+            outln!(
                 "sweep    {} adjudication(s) expired at tick {}: now contested (event {seq})",
                 swept.expired.len(),
                 swept.now
-            );
+            )?;
             for x in &swept.expired {
-                println!("         {} (expired at tick {})", x.handle, x.expires_at);
+                outln!("         {} (expired at tick {})", x.handle, x.expires_at)?;
             }
         }
     }

@@ -63,23 +63,23 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
             let (src, compiled, diags) = load(&plan)?;
             if json {
                 let list: Vec<_> = diags.iter().map(|d| diagnostic_json(&src, d)).collect();
-                crate::print_json(&json!({
+                crate::out::json(&json!({
                     "ok": compiled.is_some(),
                     "path": plan,
                     "hash": compiled.as_ref().map(|c| c.hash),
                     "diagnostics": list,
-                }));
+                }))?;
             } else {
                 print_diagnostics(&plan, &src, &diags);
                 if let Some(c) = &compiled {
-                    println!(
+                    outln!(
                         "ok  {} (plan {} version {}, {} steps, hash {})",
                         plan.display(),
                         c.name,
                         c.version,
                         c.steps.len(),
                         c.hash
-                    );
+                    )?;
                 }
             }
             Ok(if compiled.is_some() {
@@ -91,28 +91,28 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
         PlanCommand::Graph { plan, format } => {
             let c = compiled_or_report(&plan)?;
             match format {
-                GraphFormat::Text => print!("{}", graph_text(&c)),
-                GraphFormat::Dot => print!("{}", graph_dot(&c)),
-                GraphFormat::Json => crate::print_json(&graph_json(&c)),
+                GraphFormat::Text => out!("{}", graph_text(&c))?,
+                GraphFormat::Dot => out!("{}", graph_dot(&c))?,
+                GraphFormat::Json => crate::out::json(&graph_json(&c))?,
             }
             Ok(exit::OK)
         }
         PlanCommand::Hash { plan, json } => {
             let c = compiled_or_report(&plan)?;
             if json {
-                crate::print_json(&json!({"plan": c.name, "version": c.version, "hash": c.hash}));
+                crate::out::json(&json!({"plan": c.name, "version": c.version, "hash": c.hash}))?;
             } else {
-                println!("{}", c.hash);
+                outln!("{}", c.hash)?;
             }
             Ok(exit::OK)
         }
         PlanCommand::Tools { json } => {
             let catalogue = oracle_runtime::catalogue::builtin();
             if json {
-                crate::print_json(
+                crate::out::json(
                     &serde_json::to_value(catalogue.tools().collect::<Vec<_>>())
                         .unwrap_or_default(),
-                );
+                )?;
             } else {
                 for t in catalogue.tools() {
                     let args: Vec<String> = t
@@ -134,13 +134,13 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
                         };
                         format!("  needs {}:{}:{scope}", c.domain, c.action)
                     });
-                    println!(
+                    outln!(
                         "{:<14} {{ {} }}{needs}\n{:<14} {}",
                         t.name,
                         args.join(", "),
                         "",
                         t.description
-                    );
+                    )?;
                 }
             }
             Ok(exit::OK)
@@ -149,6 +149,7 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
 }
 
 fn load(path: &Path) -> Result<(String, Option<CompiledPlan>, Vec<Diagnostic>), CliError> {
+    crate::files::check_plan(path, false)?;
     let src =
         oracle_runtime::session::read_text(path).map_err(|e| CliError::input(e.to_string()))?;
     let (compiled, diags) = check(&src, &oracle_runtime::catalogue::builtin());

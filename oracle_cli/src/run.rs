@@ -225,7 +225,11 @@ pub(crate) fn session_error(e: SessionError, json_out: bool, log: Option<&Path>)
                 .iter()
                 .map(|d| crate::plan::diagnostic_json(source, d))
                 .collect();
-            crate::print_json(&json!({"ok": false, "path": path, "diagnostics": list}));
+            if let Err(closed) =
+                crate::out::json(&json!({"ok": false, "path": path, "diagnostics": list}))
+            {
+                return closed;
+            }
         } else {
             crate::plan::print_diagnostics(path, source, diagnostics);
         }
@@ -239,15 +243,18 @@ pub(crate) fn session_error(e: SessionError, json_out: bool, log: Option<&Path>)
         exit::INPUT
     };
     let message = e.to_string();
-    if json_out {
-        crate::print_json(
+    if json_out
+        && let Err(closed) = crate::out::json(
             &json!({"ok": false, "error": {"code": code, "message": message, "seq": engine_seq(&e)}}),
-        );
+        )
+    {
+        return closed;
     }
     CliError {
         code,
         message,
         json: None,
+        quiet: false,
     }
 }
 
@@ -306,10 +313,10 @@ pub(crate) fn notify(run: &str, dir: &Path, home: &Path, cmd: Option<&Path>) -> 
     })
 }
 
-pub(crate) fn print_notified(n: &Value) {
+pub(crate) fn print_notified(n: &Value) -> Result<(), CliError> {
     if let Some(e) = n.get("error").and_then(Value::as_str) {
         eprintln!("warning: adjudication requests were not sent: {e}");
-        return;
+        return Ok(());
     }
     let list = |k: &str| {
         n.get(k)
@@ -320,7 +327,7 @@ pub(crate) fn print_notified(n: &Value) {
     let delivered = list("delivered");
     if !delivered.is_empty() {
         let names: Vec<&str> = delivered.iter().filter_map(Value::as_str).collect();
-        println!("oracle   notified of {}", names.join(", "));
+        outln!("oracle   notified of {}", names.join(", "))?;
     }
     for f in list("failed") {
         eprintln!(
@@ -337,9 +344,15 @@ pub(crate) fn print_notified(n: &Value) {
             oracle_runtime::oracle::NOTIFY_ATTEMPTS_MAX
         );
     }
+    Ok(())
 }
 
-pub(crate) fn print_session(s: &Session, json_out: bool, verb: &str, notified: Option<Value>) {
+pub(crate) fn print_session(
+    s: &Session,
+    json_out: bool,
+    verb: &str,
+    notified: Option<Value>,
+) -> Result<(), CliError> {
     let r = &s.report;
     let status = session::ending_word(&r.ending);
     if json_out {
@@ -361,8 +374,7 @@ pub(crate) fn print_session(s: &Session, json_out: bool, verb: &str, notified: O
         if let (Value::Object(m), Some(n)) = (&mut v, notified) {
             m.insert("notified".into(), n);
         }
-        crate::print_json(&v);
-        return;
+        return crate::out::json(&v);
     }
     if let Some(oracle_runtime::repair::Repair::MovedTornTail { len, saved_to, .. }) = &s.repaired {
         eprintln!(
@@ -370,41 +382,45 @@ pub(crate) fn print_session(s: &Session, json_out: bool, verb: &str, notified: O
             saved_to.display()
         );
     }
-    println!("run      {}", s.id);
-    println!("status   {status}");
-    println!(
+    outln!("run      {}", s.id)?;
+    outln!("status   {status}")?;
+    outln!(
         "events   {} ({} {verb}, {} tool calls executed, {} taken from the log)",
-        r.events, r.appended, r.executed, r.reused
-    );
-    println!("head     {}", r.head);
-    println!("state    {}", r.state.hash());
+        r.events,
+        r.appended,
+        r.executed,
+        r.reused
+    )?;
+    outln!("head     {}", r.head)?;
+    outln!("state    {}", r.state.hash())?;
     match &r.ending {
-        Ending::Finished { reason, .. } if !reason.is_empty() => println!("reason   {reason}"),
+        Ending::Finished { reason, .. } if !reason.is_empty() => outln!("reason   {reason}")?,
         Ending::Suspended {
             step,
             reason,
             attempts,
         } => {
-            println!("waiting  step `{step}` after {attempts} attempt(s): {reason}");
+            outln!("waiting  step `{step}` after {attempts} attempt(s): {reason}")?;
             if reason.starts_with(BELIEF_WAIT_PREFIX) && !reason.contains("queued for adjudication")
             {
-                println!(
+                outln!(
                     "next     no adjudication is pending on that line: only a new claim (new evidence) can resolve it"
-                );
+                )?;
             } else if reason.starts_with(BELIEF_WAIT_PREFIX) {
-                println!(
+                outln!(
                     "next     oracle adjudications {id}, then oracle adjudicate {id} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand --resume",
                     id = s.id
-                );
+                )?;
             } else {
-                println!("next     oracle resume {} --step {step} --value JSON", s.id);
+                outln!("next     oracle resume {} --step {step} --value JSON", s.id)?;
             }
         }
         _ => {}
     }
     if let Some(n) = &notified {
-        print_notified(n);
+        print_notified(n)?;
     }
+    Ok(())
 }
 
 pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
@@ -412,6 +428,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         oracle_core::event::check_time("--adjudication-expiry", ticks)
             .map_err(|e| CliError::input(e.to_string()))?;
     }
+    crate::files::check_plan(&a.plan, a.drive.json)?;
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
         expiry_ticks: a.adjudication_expiry,
@@ -437,7 +454,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         eprintln!("warning: {w}");
     }
     let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
-    print_session(&s, a.drive.json, "recorded", notified);
+    print_session(&s, a.drive.json, "recorded", notified)?;
     Ok(status_code(&s.report.ending))
 }
 
@@ -448,6 +465,7 @@ pub(crate) fn resume_after_verdict(
     json_out: bool,
     oracle_cmd: Option<&Path>,
 ) -> Result<u8, CliError> {
+    crate::files::check_stored_plan(home, run, json_out)?;
     let s = session::resume(
         home,
         run,
@@ -459,7 +477,7 @@ pub(crate) fn resume_after_verdict(
     let log = session::find(home, run).ok().map(|r| r.paths.log);
     let s = s.map_err(|e| session_error(e, json_out, log.as_deref()))?;
     let notified = notify(&s.id, &s.dir, home, oracle_cmd);
-    print_session(&s, json_out, "appended", notified);
+    print_session(&s, json_out, "appended", notified)?;
     Ok(status_code(&s.report.ending))
 }
 
@@ -467,8 +485,14 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     let value = match (&a.value, &a.value_file) {
         (Some(text), _) => Some(parse_value(text, "--value")?),
         (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+            let bytes = crate::files::read_value_file(path)?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                CliError::input(format!(
+                    "{}: not UTF-8 text (invalid byte at offset {})",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ))
+            })?;
             Some(parse_value(&text, &path.display().to_string())?)
         }
         (None, None) => None,
@@ -483,6 +507,7 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         (Some(_), None) => return Err(CliError::input("--step needs --value or --value-file")),
         (None, None) => None,
     };
+    crate::files::check_stored_plan(home, &a.run, a.drive.json)?;
     let mut display = Display::new("resuming");
     let s = session::resume_observed(
         home,
@@ -498,7 +523,7 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
     let s = s.map_err(|e| session_error(e, a.drive.json, log.as_deref()))?;
     let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
-    print_session(&s, a.drive.json, "appended", notified);
+    print_session(&s, a.drive.json, "appended", notified)?;
     Ok(status_code(&s.report.ending))
 }
 
@@ -507,6 +532,11 @@ fn parse_value(text: &str, what: &str) -> Result<Value, CliError> {
 }
 
 pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
+    // The stored copy is read even with --plan (for the grants it had).
+    if let Some(plan) = &a.plan {
+        crate::files::check_plan(plan, a.json)?;
+    }
+    crate::files::check_stored_plan(home, &a.run, a.json)?;
     let mut display = Display::new("replaying");
     let r = session::replay_observed(
         home,
@@ -537,17 +567,20 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
         if let (Value::Object(m), Value::Object(extra)) = (&mut v, ending_json(&rep.ending)) {
             m.extend(extra);
         }
-        crate::print_json(&v);
+        crate::out::json(&v)?;
     } else {
         for c in &r.program_changes {
-            println!("plan     {c}");
+            outln!("plan     {c}")?;
         }
-        println!(
+        outln!(
             "replay   {}: all {} recorded events reproduced ({} pure tool calls re-executed and compared, {} outputs taken from the log)",
-            r.id, rep.matched, rep.executed, rep.reused
-        );
-        println!("ending   {ending}");
-        println!("state    {}", rep.state.hash());
+            r.id,
+            rep.matched,
+            rep.executed,
+            rep.reused
+        )?;
+        outln!("ending   {ending}")?;
+        outln!("state    {}", rep.state.hash())?;
     }
     Ok(exit::OK)
 }
@@ -582,19 +615,23 @@ fn divergence_error(d: &Divergence, json_out: bool, log: Option<&Path>) -> CliEr
     let color = std::io::stdout().is_terminal();
     let (text, json) =
         crate::diff::divergence_report(log, Path::new("(replay)"), recorded, d, parents, color);
-    if json_out {
+    let printed = if json_out {
         let mut v = json!({"ok": false, "step": step});
         if let (Value::Object(m), Value::Object(extra)) = (&mut v, json) {
             m.extend(extra);
         }
-        crate::print_json(&v);
+        crate::out::json(&v)
     } else {
-        print!("{text}");
+        out!("{text}")
+    };
+    if let Err(closed) = printed {
+        return closed;
     }
     CliError {
         code: exit::INTEGRITY,
         message,
         json: None,
+        quiet: false,
     }
 }
 
@@ -606,19 +643,19 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         .collect();
     if a.json {
         for r in &shown {
-            crate::print_json(&json!({
+            crate::out::json(&json!({
                 "run": r.id,
                 "plan": r.program,
                 "status": r.status,
                 "events": r.events,
                 "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why})),
                 "reason": r.reason,
-            }));
+            }))?;
         }
         return Ok(exit::OK);
     }
     if shown.is_empty() {
-        println!("no runs in {}", home.join("runs").display());
+        outln!("no runs in {}", home.join("runs").display())?;
         return Ok(exit::OK);
     }
     let idw = shown.iter().map(|r| r.id.len()).max().unwrap_or(2).max(3);
@@ -628,10 +665,13 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!(
+    outln!(
         "{:idw$}  {:pw$}  {:9}  {:>7}  NOTE",
-        "RUN", "PLAN", "STATUS", "EVENTS"
-    );
+        "RUN",
+        "PLAN",
+        "STATUS",
+        "EVENTS"
+    )?;
     for r in &shown {
         let note = match (&r.waiting, &r.reason, r.status.as_str()) {
             (Some((step, why)), _, _) => format!("waits on step `{step}`: {why}"),
@@ -639,10 +679,13 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
             (_, _, "running") => format!("if interrupted: oracle resume {}", r.id),
             _ => String::new(),
         };
-        println!(
+        outln!(
             "{:idw$}  {:pw$}  {:9}  {:>7}  {note}",
-            r.id, r.program, r.status, r.events
-        );
+            r.id,
+            r.program,
+            r.status,
+            r.events
+        )?;
     }
     Ok(exit::OK)
 }

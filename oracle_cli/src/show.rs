@@ -49,16 +49,18 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
         return Err(CliError::input(format!("--from {from} is after --to {to}")));
     }
     let kinds: Vec<EventKind> = a.kind.iter().map(|k| k.0).collect();
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if !a.json {
-        write_line(
-            &mut out,
-            &format!(
-                "{:>6}  {:>6}  {:<18}  {:<12}  summary",
-                "seq", "time", "kind", "hash"
-            ),
-        );
+        outln!(
+            "{:>6}  {:>6}  {:<18}  {:<12}  summary",
+            "seq",
+            "time",
+            "kind",
+            "hash"
+        )?;
     }
+    // A failed write (the reader of stdout went away) ends the scan at once: nothing more is
+    // read from the log, and the error is reported after the scan returns.
+    let mut write_failed = None;
     reader::scan(&paths.log, false, |e| {
         if e.seq > to {
             return Ok(false);
@@ -66,15 +68,16 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
         if e.seq < from || !(kinds.is_empty() || kinds.contains(&e.kind)) {
             return Ok(true);
         }
-        let line = if a.json {
+        let written = if a.json {
             // The exact record, as stored.
-            String::from_utf8_lossy(oracle_core::record::encode(&e).trim_ascii_end()).into_owned()
+            let record = oracle_core::record::encode(&e);
+            crate::out::write_bytes(&record)
         } else {
             let summary = e
                 .typed()
                 .map(|p| p.summary())
                 .unwrap_or_else(|err| err.to_string());
-            format!(
+            outln!(
                 "{:>6}  {:>6}  {:<18}  {:<12}  {}",
                 e.seq,
                 e.time,
@@ -83,15 +86,18 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
                 summary
             )
         };
-        write_line(&mut out, &line);
-        Ok(true)
+        match written {
+            Ok(()) => Ok(true),
+            Err(err) => {
+                write_failed = Some(err);
+                Ok(false)
+            }
+        }
     })?;
-    Ok(exit::OK)
-}
-
-fn write_line(out: &mut impl std::io::Write, line: &str) {
-    // A closed pipe (`oracle log | head`) is not an error worth reporting.
-    let _ = writeln!(out, "{line}");
+    match write_failed {
+        Some(err) => Err(err),
+        None => Ok(exit::OK),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -126,7 +132,7 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             .iter()
             .map(|(s, why)| json!({"seq": s, "reason": why}))
             .collect();
-        crate::print_json(&json!({
+        crate::out::json(&json!({
             "seq": r.seq,
             "time": r.event.time,
             "state_hash": r.state.hash(),
@@ -134,20 +140,22 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             "entries": entries,
             "from_snapshot": r.from_snapshot,
             "rejected_snapshots": rejected,
-        }));
+        }))?;
     } else {
-        println!(
+        outln!(
             "state after event {} (time {}, {})",
-            r.seq, r.event.time, r.event.kind
-        );
-        println!("  hash   {}", r.state.hash());
+            r.seq,
+            r.event.time,
+            r.event.kind
+        )?;
+        outln!("  hash   {}", r.state.hash())?;
         let origin = r
             .from_snapshot
             .map_or("genesis".to_owned(), |s| format!("snapshot at seq {s}"));
-        println!("  from   {origin}");
-        println!("  keys   {}", r.state.len());
+        outln!("  from   {origin}")?;
+        outln!("  keys   {}", r.state.len())?;
         for (k, v) in r.state.iter() {
-            println!("  {k} = {v}");
+            outln!("  {k} = {v}")?;
         }
     }
     Ok(exit::OK)

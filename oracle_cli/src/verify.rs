@@ -46,9 +46,9 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         Ok(p) => p,
         Err(err) => {
             if a.json {
-                crate::print_json(
+                crate::out::json(
                     &json!({"ok": false, "path": a.target, "error": {"kind": "input", "reason": err.message}}),
-                );
+                )?;
             }
             return Err(err);
         }
@@ -64,7 +64,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
             Err(e) => {
                 let err = crate::checkpoint::cli_error(e);
                 if a.json {
-                    crate::print_json(&json!({"ok": false, "path": paths.log, "error": err.json}));
+                    crate::out::json(&json!({"ok": false, "path": paths.log, "error": err.json}))?;
                 }
                 return Err(err);
             }
@@ -106,7 +106,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                 })
             });
             if a.json {
-                crate::print_json(&json!({
+                crate::out::json(&json!({
                     "ok": true,
                     "path": paths.log,
                     "events": s.events,
@@ -117,42 +117,42 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                     "threads": threads,
                     "elapsed_ms": (elapsed_ms * 1000.0).round() / 1000.0,
                     "checkpoints": checkpoints,
-                }));
+                }))?;
             } else {
                 let rate = if elapsed_ms > 0.0 {
                     s.events as f64 / elapsed_ms * 1e3
                 } else {
                     0.0
                 };
-                println!("valid  {}", paths.log.display());
-                println!("  events   {}", s.events);
-                println!("  head     {}", s.head.hash);
-                println!("  state    {}", s.head.state);
+                outln!("valid  {}", paths.log.display())?;
+                outln!("  events   {}", s.events)?;
+                outln!("  head     {}", s.head.hash)?;
+                outln!("  state    {}", s.head.state)?;
                 if let Some(v) = &checked {
                     // Non-empty: `checkpoint::verify` fails when the key signed none.
                     let last = v.proven.iter().map(|p| p.seq).max().unwrap_or_default();
-                    println!(
+                    outln!(
                         "  signed   {} checkpoint(s) hold, latest at seq {last} ({})",
                         v.proven.len(),
                         v.file.display()
-                    );
-                    println!("  key      {}", v.public_key.to_hex());
+                    )?;
+                    outln!("  key      {}", v.public_key.to_hex())?;
                     if let Some(w) = &v.witness {
-                        println!(
+                        outln!(
                             "  witness  {} statement(s) hold, latest at seq {} ({})",
                             w.statements,
                             w.latest_seq,
                             w.file.display()
-                        );
+                        )?;
                     }
                 }
-                println!("  elapsed  {elapsed_ms:.1} ms ({threads} threads, {rate:.0} events/s)");
+                outln!("  elapsed  {elapsed_ms:.1} ms ({threads} threads, {rate:.0} events/s)")?;
             }
             Ok(exit::OK)
         }
         Err(err) => {
             if a.json {
-                crate::print_json(&json!({"ok": false, "path": paths.log, "error": err.json}));
+                crate::out::json(&json!({"ok": false, "path": paths.log, "error": err.json}))?;
             }
             Err(err)
         }

@@ -221,6 +221,12 @@ pub struct Token {
 
 /// Splits `src` into tokens, always ending with one [`TokenKind::Eof`], plus lexical diagnostics.
 /// Spans above `u32::MAX` saturate; `parser::parse` refuses such inputs before lexing.
+/// The most tokens a plan may have (about 8 bytes of plan text each). Tokens are what a plan's
+/// memory grows with (some 50 bytes each, then the syntax tree): 32 MiB of `1,1,1,...` held
+/// 2.7 GB before this limit. Generous for real plans: `steps_max` steps of a few arguments each
+/// fit. Reached: E0108 at the first token past it, and nothing is parsed.
+pub const TOKENS_MAX: usize = 8_000_000;
+
 pub fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     let mut lx = Lexer {
         src,
@@ -253,6 +259,24 @@ fn to_u32(i: usize) -> u32 {
 
 fn span(start: usize, end: usize) -> Span {
     Span::new(to_u32(start), to_u32(end))
+}
+
+impl Lexer<'_> {
+    /// Reports [`TOKENS_MAX`] at the next token and skips the rest of the source.
+    fn too_many_tokens(&mut self) {
+        let rest = &self.src[self.pos..];
+        let start = self.pos + (rest.len() - rest.trim_start().len());
+        self.diags.push(
+            Diagnostic::error(
+                "E0108",
+                span(start, start),
+                format!("the plan has more than tokens_max = {TOKENS_MAX} tokens"),
+                "the limit is reached here",
+            )
+            .with_hint("split the plan, or put large data in a file the plan reads"),
+        );
+        self.pos = self.src.len();
+    }
 }
 
 struct Lexer<'s> {
@@ -324,6 +348,10 @@ impl Lexer<'_> {
 
     fn run(&mut self) {
         loop {
+            if self.tokens.len() >= TOKENS_MAX {
+                self.too_many_tokens();
+                return;
+            }
             if self.capability_next {
                 self.capability_next = false;
                 if self.capability() {

@@ -28,6 +28,7 @@
 // E0105  floating-point literal (`1.5`, `1e5`): plans have no floats
 // E0106  unknown suffix after a number (`10m`): durations end in `ms` or `s`
 // E0107  a character that cannot appear in an unquoted capability
+// E0108  more than tokens_max tokens (lexer.rs: TOKENS_MAX); nothing is parsed
 // E0110  unexpected token: expected one thing, found another (the catch-all syntax error)
 // E0111  the file does not start with the header `plan NAME version N`
 // E0112  a keyword used as a name (plan, input, step, argument or `after` target)
@@ -69,6 +70,10 @@ pub fn parse(src: &str) -> (Option<Plan>, Vec<Diagnostic>) {
         return (None, vec![d]);
     }
     let (tokens, mut diags) = lexer::lex(src);
+    if diags.iter().any(|d| d.code == "E0108") {
+        // Over `tokens_max`: the lexer stopped part way, so parsing would only report the cut.
+        return (None, diags);
+    }
     let mut p = Parser::new(src, tokens);
     let plan = p.plan();
     diags.append(&mut p.diags);

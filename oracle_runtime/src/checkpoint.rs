@@ -622,11 +622,14 @@ impl Checkpoint {
     }
 }
 
-/// Reads a small text file (a key file), refusing one larger than a key file can be, and
-/// anything that is not a regular file: opening a FIFO for reading would wait for a writer
-/// forever, and a device could be read without end.
+/// Reads a small text file (a key file): a regular file only (a FIFO or a device is refused
+/// before anything is read), refusing one larger than a key file can be.
 fn read_small(path: &Path) -> Result<String, CheckpointError> {
-    let bytes = read_regular(path, KEY_FILE_BYTES_MAX, "a key file")?;
+    let bytes = crate::fsread::read_regular_file(path, KEY_FILE_BYTES_MAX, "key_file_bytes_max")
+        .map_err(|e| CheckpointError::Io {
+            path: path.to_path_buf(),
+            source: e.into_io(),
+        })?;
     String::from_utf8(bytes).map_err(|_| CheckpointError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::new(

@@ -53,6 +53,11 @@ fn decode(bytes: &[u8]) -> Option<Vec<u64>> {
     Some(entries.iter().map(|e| u64::from_le_bytes(*e)).collect())
 }
 
+/// No record is shorter than this: each holds its event hash as 64 hex digits. A shorter line
+/// (a blank one, junk) is refused as soon as it is found, so the offsets kept for a file of
+/// junk stay a small fraction of its size (8 bytes per 64) instead of 8 bytes per byte.
+pub const RECORD_BYTES_MIN: u64 = 64;
+
 /// Pushes onto `out` the start of every complete record in bytes `from..to` of the log, where
 /// `from` is the start of a record; returns the end of the last complete record (`from` when
 /// there is none). Bytes after the last newline are a torn tail, not a record. Only looks for
@@ -76,8 +81,22 @@ fn scan_starts(log: &File, path: &Path, from: u64, to: u64, out: &mut Vec<u64>) 
             break;
         }
         for i in memchr::memchr_iter(b'\n', &buf) {
+            let end = base + i as u64;
+            if end - start < RECORD_BYTES_MIN {
+                let why = format!(
+                    "a line of {} bytes is shorter than any record ({RECORD_BYTES_MIN} bytes)",
+                    end - start
+                );
+                let seq = out.len() as u64;
+                return Err(integrity(
+                    path,
+                    seq,
+                    start,
+                    Reason::Malformed(RecordError::Json(why)),
+                ));
+            }
             out.push(start);
-            start = base + i as u64 + 1;
+            start = end + 1;
         }
         base += n as u64;
     }

@@ -14,6 +14,7 @@ pub mod checkpoint;
 pub mod confine;
 pub mod engine;
 pub mod error;
+pub mod fsread;
 pub mod index;
 pub mod oracle;
 pub mod paths;

@@ -58,6 +58,10 @@ impl BlockReader {
     }
 
     /// Fills `buf` (its old content is dropped, its capacity reused) with the next block.
+    ///
+    /// A line longer than a block is read on into the same buffer (never copied aside), and
+    /// reported as too long as soon as it passes [`RECORD_BYTES_MAX`]: at most that many bytes
+    /// of it are ever held, however long it goes on.
     fn next(&mut self, mut buf: Vec<u8>) -> Result<Next> {
         if self.eof {
             return Ok(Next::End {
@@ -68,19 +72,36 @@ impl BlockReader {
         buf.clear();
         buf.extend_from_slice(&self.leftover);
         self.leftover.clear();
-        // `read_to_end` appends without zeroing the buffer first and retries interrupted reads.
-        let n = (&mut self.file)
-            .take(BLOCK_BYTES as u64)
-            .read_to_end(&mut buf)
-            .map_err(StoreError::io(&self.path))?;
-        if n < BLOCK_BYTES {
-            self.eof = true;
-        }
-        let complete = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
-        if complete == 0 && !self.eof && buf.len() as u64 > RECORD_BYTES_MAX {
-            // A line longer than any record may be: report it without reading further.
-            return Ok(Next::LineTooLong { base: self.base });
-        }
+        // Bytes at the start of `buf` known to hold no newline (the carried partial line).
+        let mut searched = buf.len();
+        let complete = loop {
+            // A partial line is read on only up to one byte past the record limit.
+            let want = if searched == 0 {
+                BLOCK_BYTES as u64
+            } else {
+                (BLOCK_BYTES as u64).min((RECORD_BYTES_MAX + 1).saturating_sub(buf.len() as u64))
+            };
+            // `read_to_end` appends without zeroing the buffer first and retries interrupted
+            // reads.
+            let n = (&mut self.file)
+                .take(want)
+                .read_to_end(&mut buf)
+                .map_err(StoreError::io(&self.path))?;
+            if (n as u64) < want {
+                self.eof = true;
+            }
+            if let Some(i) = memchr::memrchr(b'\n', &buf[searched..]) {
+                break searched + i + 1;
+            }
+            if self.eof {
+                break 0;
+            }
+            if buf.len() as u64 > RECORD_BYTES_MAX {
+                // A line longer than any record may be: report it without reading further.
+                return Ok(Next::LineTooLong { base: self.base });
+            }
+            searched = buf.len();
+        };
         self.leftover.extend_from_slice(&buf[complete..]);
         buf.truncate(complete);
         let base = self.base;
@@ -89,15 +110,20 @@ impl BlockReader {
     }
 }
 
-/// The records of a block, with their file offsets.
-fn lines(base: u64, buf: &[u8]) -> Vec<(u64, &[u8])> {
-    let mut out = Vec::with_capacity(buf.len() / 256);
+/// Lines checked in parallel at a time. A block of blank or tiny lines holds millions of
+/// them; checking a bounded batch (and stopping at the first failure) keeps the per-line
+/// bookkeeping small, whatever the block holds, while each batch still spreads over the cores.
+pub const LINES_PER_BATCH: usize = 16 * 1024;
+
+/// The records of a block, with their file offsets, one at a time (never collected whole:
+/// a block of blank lines would make millions of entries).
+fn lines(base: u64, buf: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
     let mut start = 0;
-    for i in memchr::memchr_iter(b'\n', buf) {
-        out.push((base + start as u64, &buf[start..i]));
+    memchr::memchr_iter(b'\n', buf).map(move |i| {
+        let line = (base + start as u64, &buf[start..i]);
         start = i + 1;
-    }
-    out
+        line
+    })
 }
 
 /// What [`verify_file`] found.
@@ -157,7 +183,6 @@ pub fn verify_file_at(
             match reader.next(buf)? {
                 Next::Block { base, buf: block } => {
                     let checks = lines(base, &block)
-                        .into_iter()
                         .map(|(offset, line)| (offset, verify::check_line(line, &mut scratch)));
                     state.push_all(checks)?;
                     buf = block;
@@ -199,16 +224,23 @@ pub fn verify_file_at(
             })??;
             match next {
                 Next::Block { base, buf } => {
-                    let ls = lines(base, &buf);
-                    let checks: Vec<LineCheck> = pool.install(|| {
-                        ls.par_iter()
-                            .map_init(verify::Scratch::default, |scratch, (_, line)| {
-                                verify::check_line(line, scratch)
-                            })
-                            .collect()
-                    });
-                    state.push_all(ls.iter().map(|(offset, _)| *offset).zip(checks))?;
-                    drop(ls);
+                    let mut all = lines(base, &buf).peekable();
+                    let mut batch = Vec::with_capacity(LINES_PER_BATCH);
+                    while all.peek().is_some() {
+                        batch.clear();
+                        batch.extend(all.by_ref().take(LINES_PER_BATCH));
+                        let checks: Vec<LineCheck> = pool.install(|| {
+                            batch
+                                .par_iter()
+                                .map_init(verify::Scratch::default, |scratch, (_, line)| {
+                                    verify::check_line(line, scratch)
+                                })
+                                .collect()
+                        });
+                        state.push_all(batch.iter().map(|(offset, _)| *offset).zip(checks))?;
+                    }
+                    drop(batch);
+                    drop(all);
                     // The reader may already have finished; then the buffer is simply dropped.
                     let _ = free_tx.send(buf);
                 }

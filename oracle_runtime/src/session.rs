@@ -264,22 +264,21 @@ pub const PLAN_BYTES_MAX: u64 = 32 << 20;
 /// Reads a plan file: at most [`PLAN_BYTES_MAX`] bytes of UTF-8 text (the error names the line
 /// of the first invalid byte).
 pub fn read_text(path: &Path) -> Result<String> {
-    use std::io::Read;
-    let file = fs::File::open(path).map_err(SessionError::io(path))?;
-    let mut bytes = Vec::new();
-    // Read one byte past the limit to tell "at the limit" from "over it" without trusting the
-    // file's reported size (a pipe or a growing file has none).
-    file.take(PLAN_BYTES_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(SessionError::io(path))?;
-    if bytes.len() as u64 > PLAN_BYTES_MAX {
-        let len = fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
-        return Err(SessionError::TooLarge {
-            path: path.to_path_buf(),
-            len,
-            limit: PLAN_BYTES_MAX,
-        });
-    }
+    use crate::fsread::{Refused, read_regular_file};
+    // A regular file only (a FIFO or device is refused, not waited on or read forever), and
+    // never more than the limit read, whatever the file does meanwhile.
+    let bytes =
+        read_regular_file(path, PLAN_BYTES_MAX, "plan_bytes_max").map_err(|e| match e.reason {
+            Refused::TooLarge { len, limit, .. } => SessionError::TooLarge {
+                path: path.to_path_buf(),
+                len,
+                limit,
+            },
+            _ => SessionError::Io {
+                path: path.to_path_buf(),
+                source: e.into_io(),
+            },
+        })?;
     String::from_utf8(bytes).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
         let line = 1 + e.as_bytes()[..offset]
