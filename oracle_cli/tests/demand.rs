@@ -181,7 +181,10 @@ fn table_lists_every_policy_and_budget_with_gaps() {
         out.contains("events    56 (horizon 4; sources parents,tools,state,memory,paths)"),
         "{out}"
     );
-    assert!(out.contains("deps      39 (parents 28, tools 28, state 2, memory 0, paths 2)"));
+    assert!(
+        out.contains("deps      86 (parents 75, tools 28, state 2, memory 0, paths 2)"),
+        "{out}"
+    );
     let header = out.lines().find(|l| l.starts_with("policy")).unwrap();
     let cols: Vec<&str> = header.split_whitespace().collect();
     assert_eq!(cols, ["policy", "budget", "faults", "rate", "gap"]);

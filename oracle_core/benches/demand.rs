@@ -24,6 +24,7 @@ fn synthetic_run(events: u64) -> Vec<Event> {
     let mut r = Recorder::new();
     let mut rng = SplitMix64::new(16);
     let start = Payload::RunStarted(RunStarted {
+        format: None,
         program: "demand-bench".into(),
         program_hash: Hash::ZERO,
         seed: 16,

@@ -23,6 +23,10 @@ pub struct Call {
     pub input: Value,
     /// Longest the call may take, when the agent sets one (the tool's own limit otherwise).
     pub timeout_ms: Option<u64>,
+    /// The steps whose results this call reads or waits for (names as in `step`). The runtime
+    /// links the call's `step_scheduled` event to their latest outcomes (log format 2); an
+    /// agent that leaves it empty links the call to the run's start.
+    pub reads: Vec<String>,
 }
 
 /// What became of a call, as the agent sees it.

@@ -333,6 +333,8 @@ mod shape {
         SortedStrings,
         /// `"completed"` or `"failed"`.
         Status,
+        /// An optional u64 (`Option<u64>` skipped when `None`): present means a u64.
+        OptU64,
     }
 
     use Field::*;
@@ -340,7 +342,9 @@ mod shape {
     /// Fields of each kind's payload, sorted by name (the order canonical maps have).
     fn spec(kind: EventKind) -> &'static [(&'static str, Field)] {
         match kind {
+            // `memory` is not here: a run with memory settings takes the reference path.
             EventKind::RunStarted => &[
+                ("format", OptU64),
                 ("grants", SortedStrings),
                 ("inputs", Map),
                 ("program", Str),
@@ -446,12 +450,23 @@ mod shape {
         let mut r = R { b, i: 0 };
         (r.byte()? == tag::MAP).then_some(())?;
         let fields = spec(kind);
-        (r.u64()? == fields.len() as u64).then_some(())?;
+        let entries = r.u64()?;
+        let required = fields.iter().filter(|(_, f)| !matches!(f, OptU64)).count() as u64;
+        (entries >= required && entries <= fields.len() as u64).then_some(())?;
+        let mut seen = 0u64;
         // For state_changed: where `delete` and `set` start, to check they share no key.
         let mut delete_at = None;
         let mut set_at = None;
         for (name, field) in fields {
+            if matches!(field, OptU64) {
+                // Present only if the next key is this one (keys come sorted).
+                let mut peek = R { b: r.b, i: r.i };
+                if seen == entries || peek.bytes()? != name.as_bytes() {
+                    continue;
+                }
+            }
             (r.bytes()? == name.as_bytes()).then_some(())?;
+            seen += 1;
             let at = r.i;
             match field {
                 Str => {
@@ -483,6 +498,10 @@ mod shape {
                     let s = r.string()?;
                     (s == b"completed" || s == b"failed").then_some(())?;
                 }
+                OptU64 => {
+                    (r.byte()? == tag::INT_NON_NEGATIVE).then_some(())?;
+                    r.u64()?;
+                }
             }
             match *name {
                 "delete" => delete_at = Some(at),
@@ -490,7 +509,7 @@ mod shape {
                 _ => {}
             }
         }
-        (r.i == b.len()).then_some(())?;
+        (seen == entries && r.i == b.len()).then_some(())?;
         if let (Some(d), Some(s)) = (delete_at, set_at) {
             disjoint(b, d, s)?;
         }

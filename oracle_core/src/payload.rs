@@ -110,6 +110,22 @@ pub struct RunStarted {
     /// the encoding of runs that predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemorySettings>,
+    /// The log format the run was recorded in ([`LOG_FORMAT`]); absent in format 1, whose
+    /// logs link parents only inside one call (docs/FORMAT.md, "Causal links").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<u64>,
+}
+
+/// The log format the runtime records new runs in. Format 2 adds causal links between calls,
+/// decisions and the run's end (docs/FORMAT.md, "Causal links"); format 1 logs (no `format` in
+/// `run_started`) still verify, replay and resume with their own links.
+pub const LOG_FORMAT: u64 = 2;
+
+impl RunStarted {
+    /// The format this run's log was recorded in.
+    pub fn log_format(&self) -> u64 {
+        self.format.unwrap_or(1)
+    }
 }
 
 /// The belief-memory settings of a run: recorded because they decide dispositions.

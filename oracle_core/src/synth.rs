@@ -72,6 +72,7 @@ impl Synth {
             return (
                 vec![],
                 Payload::RunStarted(RunStarted {
+                    format: None,
                     program: "synthetic".into(),
                     program_hash,
                     seed: c.seed,

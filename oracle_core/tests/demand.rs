@@ -66,35 +66,70 @@ fn expect(list: &[(u64, &[u64])]) -> Vec<(u64, Vec<u64>)> {
 fn tools_fixture_parents() {
     let e = fixture("tools");
     assert_eq!(e.len(), 56);
+    // Format 2 links (docs/FORMAT.md, "Causal links"), checked by hand against the table above:
+    // a root step's scheduling on the run's start (0); a call on the outcomes of what it reads
+    // (15 `again` reads note's 9) and of its own earlier attempt (41 parse #2: 21 and 31); a
+    // verdict on its scheduling, a call on its verdict, an outcome on its call; a round's kv
+    // state change on the outcome that wrote (11 on 10); a decision's state changes on what it
+    // observed (12-14 on 8, 9, 10; 51 on confirm's question, 50); the suspension on the
+    // question (52 on 50); the end on the last outcome of each branch no step reads (secret 8,
+    // parse 45, confirm 53).
     let want: &[(u64, &[u64])] = &[
+        (1, &[0]),
         (2, &[1]),
         (3, &[2]),
+        (4, &[0]),
         (5, &[4]),
         (6, &[5]),
+        (7, &[0]),
         (8, &[7]),
         (9, &[3]),
         (10, &[6]),
+        (11, &[10]),
+        (12, &[8, 9, 10]),
+        (13, &[8, 9, 10]),
+        (14, &[8, 9, 10]),
+        (15, &[9]),
         (16, &[15]),
         (17, &[16]),
+        (18, &[10]),
         (19, &[18]),
         (20, &[19]),
         (21, &[17]),
         (22, &[20]),
+        (23, &[21, 22]),
+        (24, &[21, 22]),
+        (25, &[22]),
         (26, &[25]),
         (27, &[26]),
+        (28, &[21]),
         (29, &[28]),
         (30, &[27]),
         (31, &[29]),
+        (32, &[30]),
+        (33, &[30, 31]),
+        (34, &[30, 31]),
+        (35, &[30]),
         (36, &[35]),
         (37, &[36]),
+        (38, &[30]),
         (39, &[38]),
         (40, &[39]),
+        (41, &[21, 31]),
         (42, &[41]),
         (43, &[37]),
         (44, &[40]),
         (45, &[42]),
+        (46, &[43, 44, 45]),
+        (47, &[43, 44, 45]),
+        (48, &[43, 44, 45]),
+        (49, &[43, 44]),
         (50, &[49]),
+        (51, &[50]),
+        (52, &[50]),
         (53, &[52]),
+        (54, &[53]),
+        (55, &[8, 45, 53]),
     ];
     assert_eq!(rows(&e, Sources::only(Source::Parents)), expect(want));
 }
@@ -160,25 +195,27 @@ fn tools_fixture_all_sources_are_the_union() {
     assert_eq!(d.of(20), [11, 18, 19]);
     assert_eq!(d.of(37), [3, 35, 36]);
     assert_eq!(d.of(40), [32, 38, 39]);
-    assert_eq!(d.edges(), 39);
+    assert_eq!(d.edges(), 86);
     assert_eq!(
         d.by_source(),
         [
-            (Source::Parents, 28),
+            (Source::Parents, 75),
             (Source::Tools, 28),
             (Source::State, 2),
             (Source::Memory, 0),
             (Source::Paths, 2)
         ]
     );
-    // Demand for horizon 4 at t = 17: D(17..=20) below 17 = {3, 15, 16} ∪ {} ∪ {} ∪ {11}.
+    // Demand for horizon 4 at t = 17: D(17..=20) below 17 = {3, 15, 16} ∪ {10} ∪ {18} ∪
+    // {11, 18, 19}.
     let trace = DemandTrace::new(&d, 4).unwrap();
-    assert_eq!(trace.of(17), [3, 11, 15, 16]);
-    // At t = 18: D(18..=21) = {} ∪ {18} ∪ {11, 18, 19} ∪ {17}, below 18.
-    assert_eq!(trace.of(18), [11, 17]);
-    // The last event: only its own dependencies count.
-    assert_eq!(trace.of(55), [] as [u64; 0]);
-    assert_eq!(trace.of(53), [52]);
+    assert_eq!(trace.of(17), [3, 10, 11, 15, 16]);
+    // At t = 18: D(18..=21) = {10} ∪ {18} ∪ {11, 18, 19} ∪ {17}, below 18.
+    assert_eq!(trace.of(18), [10, 11, 17]);
+    // The last event: only its own dependencies count (the ends of the branches).
+    assert_eq!(trace.of(55), [8, 45, 53]);
+    // D(53..=55) = {52} ∪ {53} ∪ {8, 45, 53}, below 53.
+    assert_eq!(trace.of(53), [8, 45, 52]);
 }
 
 // fixtures/demand/memory.jsonl (fixtures/plans/demand/memory.plan, then `adjudicate adj-15
@@ -210,23 +247,43 @@ fn memory_fixture_memory() {
 #[test]
 fn memory_fixture_parents_and_tools() {
     let e = fixture("memory");
+    // Format 2 links, checked by hand: each step reads the one before it (`after`), each
+    // decision observes the previous round's outcome, the belief wait (22, a query with no
+    // outcome) is what round 7's decision and the suspension depend on, the verdict names the
+    // event that opened its request (25 on 15), and the end names the one branch end (30).
     let want: &[(u64, &[u64])] = &[
+        (1, &[0]),
         (2, &[1]),
         (3, &[2]),
+        (4, &[3]),
+        (5, &[3]),
         (6, &[5]),
         (7, &[6]),
+        (8, &[7]),
+        (9, &[7]),
         (10, &[9]),
         (11, &[10]),
+        (12, &[11]),
+        (13, &[11]),
         (14, &[13]),
         (15, &[14]),
+        (16, &[15]),
+        (17, &[15]),
         (18, &[17]),
         (19, &[18]),
+        (20, &[19]),
+        (21, &[19]),
         (22, &[21]),
-        // The verdict names the event that opened its request.
+        (23, &[22]),
+        (24, &[22]),
         (25, &[15]),
         (26, &[24]),
+        (27, &[26]),
+        (28, &[26]),
         (29, &[28]),
         (30, &[29]),
+        (31, &[30]),
+        (32, &[30]),
     ];
     assert_eq!(rows(&e, Sources::only(Source::Parents)), expect(want));
     let want: &[(u64, &[u64])] = &[
@@ -253,7 +310,8 @@ fn memory_fixture_parents_and_tools() {
     let trace = DemandTrace::new(&d, 3).unwrap();
     assert_eq!(trace.of(30), [3, 7, 15, 29]);
     assert_eq!(trace.of(26), [3, 24]);
-    assert_eq!(trace.of(27), [] as [u64; 0]);
+    // D(27..=29) = {26} ∪ {26} ∪ {28}, below 27.
+    assert_eq!(trace.of(27), [26]);
 }
 
 #[test]
@@ -416,6 +474,7 @@ fn answer(seqs: &[u16], t: u64) -> Value {
 fn build(ops: Vec<(Op, Vec<u16>)>) -> Vec<Event> {
     let mut r = Recorder::new();
     let start = Payload::RunStarted(RunStarted {
+        format: None,
         program: "demand".into(),
         program_hash: Hash::ZERO,
         seed: 0,

@@ -152,6 +152,7 @@ fn inputs_name_the_input_that_differs() {
         inputs.insert("path".into(), json!(path));
         inputs.insert("min_words".into(), json!(5));
         Payload::RunStarted(RunStarted {
+            format: None,
             program: "q".into(),
             program_hash: Hash::ZERO,
             seed: 1,

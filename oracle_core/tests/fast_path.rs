@@ -36,6 +36,7 @@ fn any_payload() -> impl Strategy<Value = Payload> {
         )
             .prop_map(
                 |(program, grants, inputs, seed)| Payload::RunStarted(RunStarted {
+                    format: None,
                     program,
                     program_hash: Hash([9; 32]),
                     seed,

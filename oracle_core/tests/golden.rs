@@ -29,6 +29,7 @@ fn vectors() -> Value {
             0,
             vec![],
             Payload::RunStarted(RunStarted {
+                format: None,
                 program: "golden".into(),
                 program_hash: oracle_core::hash::hash_in(
                     oracle_core::hash::domain::VALUE,

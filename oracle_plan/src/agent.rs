@@ -371,6 +371,11 @@ impl PlanAgent {
             attempt,
             input: Value::Object(input),
             timeout_ms: step.timeout_ms,
+            reads: step
+                .deps
+                .iter()
+                .map(|&d| self.plan.steps[d as usize].name.clone())
+                .collect(),
         };
         self.status[idx as usize] = Status::Running;
         self.in_flight += 1;

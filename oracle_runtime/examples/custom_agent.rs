@@ -36,6 +36,8 @@ fn call(step: &str, tool: &str, input: Value) -> Decision {
         attempt: 1,
         input,
         timeout_ms: None,
+        // The steps this call reads, for the causal links of its events (none: the run start).
+        reads: vec![],
     };
     Decision {
         changes: vec![],

@@ -191,6 +191,110 @@ enum Answered {
     Some(std::collections::BTreeSet<u64>),
 }
 
+/// Which earlier events later ones depend on (log format 2, docs/FORMAT.md "Causal links"):
+/// what the engine needs to name the parents of decisions, scheduled calls, key-value writes,
+/// suspensions and the run's end. Within a call (verdict, call, outcome) the links are the same
+/// in both formats.
+#[derive(Default)]
+struct Causes {
+    /// Format 2 links; off when continuing or replaying a format 1 log.
+    on: bool,
+    /// Each step's latest outcome event (returned, failed, denied, answered).
+    last: BTreeMap<String, u64>,
+    /// Each step's attempts (outcomes, and the call of a pending question) since it was last
+    /// answered: a step suspends when the agent gave up on all of them, whether they failed or
+    /// returned an output it rejected (`expect`).
+    attempts: BTreeMap<String, Vec<u64>>,
+    /// The outcome events the next decision observes.
+    observed: Vec<u64>,
+    /// Steps that some call read or waited for (the others end branches).
+    read: std::collections::BTreeSet<String>,
+}
+
+impl Causes {
+    /// Notes the outcome event `seq` of a call of `step`.
+    fn outcome(&mut self, step: &str, seq: u64) {
+        self.last.insert(step.to_owned(), seq);
+        self.attempts.entry(step.to_owned()).or_default().push(seq);
+        self.observed.push(seq);
+    }
+
+    /// Notes the `resumed` event that answered `step`.
+    fn answered(&mut self, step: &str, seq: u64) {
+        self.last.insert(step.to_owned(), seq);
+        self.attempts.remove(step);
+        self.observed.push(seq);
+    }
+
+    /// Notes a call whose answer is still to come (a question, a belief wait).
+    /// The next decision observes it, and a suspension depends on it.
+    fn waiting(&mut self, step: &str, called: u64) {
+        self.attempts
+            .entry(step.to_owned())
+            .or_default()
+            .push(called);
+        self.observed.push(called);
+    }
+
+    /// `seqs` as parents: sorted, unique, at most `PARENTS_MAX` (the latest), or none in
+    /// format 1.
+    fn parents(&self, mut seqs: Vec<u64>) -> Vec<u64> {
+        if !self.on {
+            return Vec::new();
+        }
+        seqs.sort_unstable();
+        seqs.dedup();
+        let keep = limits::PARENTS_MAX as usize;
+        if seqs.len() > keep {
+            seqs.drain(..seqs.len() - keep);
+        }
+        seqs
+    }
+
+    /// A decision depends on what it observed: the outcomes since the last decision, or the
+    /// run's start for the first.
+    fn decision(&mut self) -> Vec<u64> {
+        let mut seqs = std::mem::take(&mut self.observed);
+        if seqs.is_empty() {
+            seqs.push(0);
+        }
+        self.parents(seqs)
+    }
+
+    /// A call depends on the latest outcomes of the steps it reads and of its own earlier
+    /// attempts (a retry is scheduled because of them), or on the run's start.
+    fn scheduled(&mut self, call: &Call) -> Vec<u64> {
+        let mut seqs: Vec<u64> = call
+            .reads
+            .iter()
+            .chain(std::iter::once(&call.step))
+            .filter_map(|s| self.last.get(s).copied())
+            .collect();
+        self.read.extend(call.reads.iter().cloned());
+        if seqs.is_empty() {
+            seqs.push(0);
+        }
+        self.parents(seqs)
+    }
+
+    /// A suspension depends on the step's attempts the agent gave up on (or its question).
+    fn suspended(&self, step: &str) -> Vec<u64> {
+        self.parents(self.attempts.get(step).cloned().unwrap_or_default())
+    }
+
+    /// The run's end depends on the last event of each branch: the latest outcome of every
+    /// step no call read.
+    fn finished(&self) -> Vec<u64> {
+        let ends = self
+            .last
+            .iter()
+            .filter(|(step, _)| !self.read.contains(*step))
+            .map(|(_, &seq)| seq)
+            .collect();
+        self.parents(ends)
+    }
+}
+
 /// What a memory tool call came to.
 enum MemoryCall {
     Done(Payload),
@@ -232,6 +336,8 @@ pub struct Engine<'r, A: Agent> {
     memory_settings: MemorySettings,
     /// Steps suspended by `memory.query {require: "resolved"}`, with the query's input.
     belief_waits: BTreeMap<String, Value>,
+    /// What later events depend on (format 2 causal links).
+    causes: Causes,
     /// The run's auction economy (`None` until `auction.open`): the projection of every
     /// auction outcome produced or taken so far.
     economy: Option<Economy>,
@@ -298,6 +404,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             memory: Memory::new(),
             memory_settings,
             belief_waits: BTreeMap::new(),
+            causes: Causes::default(),
             economy: None,
         }
     }
@@ -512,9 +619,22 @@ impl<'r, A: Agent> Engine<'r, A> {
         let mut grants: Vec<String> = self.config.grants.iter().map(|g| g.to_string()).collect();
         grants.sort();
         grants.dedup();
+        // A recorded run keeps the format it was recorded in (its links are compared too).
+        let format = match self.recorded_at(0).map(|e| e.typed()) {
+            None => Some(payload::LOG_FORMAT),
+            Some(Ok(Payload::RunStarted(r))) => r.format,
+            Some(_) => {
+                return Err(EngineError::Unexpected {
+                    seq: 0,
+                    message: "the record does not start with `run_started`".into(),
+                });
+            }
+        };
+        self.causes.on = format.is_some_and(|f| f >= 2);
         self.emit(
             vec![],
             Payload::RunStarted(payload::RunStarted {
+                format,
                 program: self.agent.program().to_owned(),
                 program_hash: self.agent.program_hash(),
                 seed: self.config.seed,
@@ -546,15 +666,16 @@ impl<'r, A: Agent> Engine<'r, A> {
                 .agent
                 .decide(state, &observations)
                 .map_err(|source| EngineError::Agent { seq, source })?;
+            let observed = self.causes.decision();
             for change in decision.changes {
                 if !change.set.is_empty() || !change.delete.is_empty() {
-                    self.emit_state_change(vec![], change)?;
+                    self.emit_state_change(observed.clone(), change)?;
                 }
             }
             match decision.action {
                 Action::Finish { status, reason } => {
                     self.emit(
-                        vec![],
+                        self.causes.finished(),
                         Payload::RunFinished(payload::RunFinished {
                             status,
                             reason: reason.clone(),
@@ -568,7 +689,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                     attempts,
                 } => {
                     let suspended = self.emit(
-                        vec![],
+                        self.causes.suspended(&step),
                         Payload::Suspended(payload::Suspended {
                             step: step.clone(),
                             reason: reason.clone(),
@@ -644,13 +765,14 @@ impl<'r, A: Agent> Engine<'r, A> {
                             attempts,
                         });
                     };
-                    self.emit(
+                    let resumed = self.emit(
                         vec![suspended],
                         Payload::Resumed(payload::Resumed {
                             step: step.clone(),
                             value: value.clone(),
                         }),
                     )?;
+                    self.causes.answered(&step, resumed);
                     self.belief_waits.remove(&step);
                     observations = vec![Observation {
                         step,
@@ -667,7 +789,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                             self.config.calls_max
                         );
                         self.emit(
-                            vec![],
+                            self.causes.finished(),
                             Payload::RunFinished(payload::RunFinished {
                                 status: RunStatus::Failed,
                                 reason: reason.clone(),
@@ -738,8 +860,9 @@ impl<'r, A: Agent> Engine<'r, A> {
         let mut keys = Vec::with_capacity(calls.len());
         for call in calls {
             keys.push((call.step.clone(), call.tool.clone(), call.attempt));
+            let reads = self.causes.scheduled(&call);
             let scheduled = self.emit(
-                vec![],
+                reads,
                 Payload::StepScheduled(payload::StepScheduled {
                     step: call.step.clone(),
                     tool: call.tool.clone(),
@@ -747,7 +870,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 }),
             )?;
             let fail = |this: &mut Self, parent: u64, error: String| -> Result<Prep> {
-                this.emit(
+                let seq = this.emit(
                     vec![parent],
                     Payload::ToolFailed(payload::ToolFailed {
                         step: call.step.clone(),
@@ -756,6 +879,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                         error: error.clone(),
                     }),
                 )?;
+                this.causes.outcome(&call.step, seq);
                 Ok(Prep::Done(Outcome::Failed(error)))
             };
             let Some(reg) = registry.get(&call.tool) else {
@@ -791,7 +915,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                             )?;
                         }
                         Verdict::Denied { reason } => {
-                            self.emit(
+                            let denied = self.emit(
                                 vec![scheduled],
                                 Payload::CapabilityDenied(payload::CapabilityDenied {
                                     step: call.step.clone(),
@@ -799,6 +923,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                                     reason: reason.clone(),
                                 }),
                             )?;
+                            self.causes.outcome(&call.step, denied);
                             preps.push(Prep::Done(Outcome::Denied {
                                 capability: needed.to_string(),
                                 reason,
@@ -852,7 +977,10 @@ impl<'r, A: Agent> Engine<'r, A> {
             if reg.decl.effect == Effect::Ask {
                 let cx = context(&self.config, self.tick, &call, &state, None, reg, None);
                 match reg.tool.call(&call.input, &cx) {
-                    Err(ToolError::Ask(question)) => preps.push(Prep::Asked(question)),
+                    Err(ToolError::Ask(question)) => {
+                        self.causes.waiting(&call.step, called);
+                        preps.push(Prep::Asked(question));
+                    }
                     Err(e) => preps.push(fail(self, called, e.to_string())?),
                     Ok(_) => {
                         let e = "a tool that asks a person returned an output instead".to_owned();
@@ -920,6 +1048,8 @@ impl<'r, A: Agent> Engine<'r, A> {
         }
 
         let mut writes: BTreeMap<String, Value> = BTreeMap::new();
+        // The outcomes whose calls wrote keys: the parents of the round's state change.
+        let mut writers: Vec<u64> = Vec::new();
         let mut observations = Vec::with_capacity(preps.len());
         for (i, prep) in preps.into_iter().enumerate() {
             let (step, tool, attempt) = keys[i].clone();
@@ -932,11 +1062,13 @@ impl<'r, A: Agent> Engine<'r, A> {
                         MemoryCall::Wait(why) => {
                             self.belief_waits
                                 .insert(call.step.clone(), call.input.clone());
+                            self.causes.waiting(&call.step, called);
                             Outcome::Ask(why)
                         }
                         MemoryCall::Done(payload) => {
                             let outcome = outcome_of(&payload);
-                            self.emit(vec![called], payload)?;
+                            let seq = self.emit(vec![called], payload)?;
+                            self.causes.outcome(&call.step, seq);
                             outcome
                         }
                     }
@@ -945,12 +1077,15 @@ impl<'r, A: Agent> Engine<'r, A> {
                     self.executed += 1;
                     let payload = self.economy_call(&call)?;
                     let outcome = outcome_of(&payload);
-                    self.emit(vec![called], payload)?;
+                    let seq = self.emit(vec![called], payload)?;
+                    self.causes.outcome(&call.step, seq);
                     outcome
                 }
                 Prep::Pending(p) => {
+                    let mut wrote = false;
                     let payload = match executed[i].take() {
                         Some(ex) => {
+                            wrote = !ex.writes.is_empty();
                             for (k, v) in ex.writes {
                                 writes.insert(format!("kv/{k}"), v);
                             }
@@ -962,7 +1097,11 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }
                     };
                     let outcome = outcome_of(&payload);
-                    self.emit(vec![p.called], payload)?;
+                    let seq = self.emit(vec![p.called], payload)?;
+                    self.causes.outcome(&p.call.step, seq);
+                    if wrote {
+                        writers.push(seq);
+                    }
                     outcome
                 }
             };
@@ -977,8 +1116,9 @@ impl<'r, A: Agent> Engine<'r, A> {
         drop(state);
         if !writes.is_empty() {
             let set: Map<String, Value> = writes.into_iter().collect();
+            let parents = self.causes.parents(writers);
             self.emit_state_change(
-                vec![],
+                parents,
                 StateChanged {
                     set,
                     delete: vec![],

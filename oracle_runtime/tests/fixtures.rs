@@ -123,6 +123,7 @@ fn quickstart() -> Vec<Event> {
         0,
         &[],
         Payload::RunStarted(RunStarted {
+            format: None,
             program: "quickstart".into(),
             program_hash: hash_in(domain::VALUE, b"quickstart plan v1"),
             seed: 7,
@@ -238,6 +239,7 @@ fn denied() -> Vec<Event> {
         0,
         &[],
         Payload::RunStarted(RunStarted {
+            format: None,
             program: "read-secrets".into(),
             program_hash: hash_in(domain::VALUE, b"read-secrets plan v1"),
             seed: 7,
@@ -275,6 +277,7 @@ fn suspended() -> Vec<Event> {
         0,
         &[],
         Payload::RunStarted(RunStarted {
+            format: None,
             program: "fetch-report".into(),
             program_hash: hash_in(domain::VALUE, b"fetch-report plan v1"),
             seed: 11,

@@ -22,6 +22,7 @@ fn run_paths(root: &Path) -> LogPaths {
 
 fn run_started() -> Payload {
     Payload::RunStarted(RunStarted {
+        format: None,
         program: "store-test".into(),
         program_hash: Hash::ZERO,
         seed: 1,

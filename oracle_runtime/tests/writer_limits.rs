@@ -216,6 +216,7 @@ fn a_payload_the_reader_would_refuse_is_never_sealed() {
             0,
             vec![],
             Payload::RunStarted(oracle_core::payload::RunStarted {
+                format: None,
                 program: "p".into(),
                 program_hash: oracle_core::Hash([0; 32]),
                 seed: 0,

@@ -71,6 +71,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let paths = LogPaths::of_run(&dir.path().join("run"));
         let start = Payload::RunStarted(RunStarted {
+            format: None,
             program: "p".into(),
             program_hash: Hash::ZERO,
             seed: 1,

@@ -69,6 +69,7 @@ pub fn payload() -> impl Strategy<Value = Payload> {
 
 pub fn run_started(seed: u64) -> Payload {
     Payload::RunStarted(RunStarted {
+        format: None,
         program: "prop".into(),
         program_hash: Hash::ZERO,
         seed,
