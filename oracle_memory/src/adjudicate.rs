@@ -11,10 +11,11 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::claim::ValidTime;
 use crate::claim::{ClaimId, Provenance};
 use crate::error::AdjudicateError;
 use crate::gate::Disposition;
-use crate::memory::{Memory, RequestStatus};
+use crate::memory::{Entry, Memory, RequestStatus};
 
 /// An oracle's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -227,12 +228,77 @@ pub fn adjudicate(
             set(&mut fx, challenger, Disposition::Committed);
             set(&mut fx, incumbent, Disposition::Superseded);
             let value = ch.map(|c| &c.claim.value);
-            for r in others {
-                if r.request.challenger == incumbent {
-                    fx.withdrawn.push(r.request.handle.clone());
+            // The verdict settles the line where the challenger holds: every other live claim
+            // (committed or contested) whose window meets the challenger's is superseded when
+            // its value differs, and committed when it agrees. Queued claims keep their own
+            // requests (below). Without this a committed sibling of another value would stay
+            // live beside the affirmed one with nothing pending: a line stuck `contested`.
+            let mut superseded = vec![incumbent];
+            // Where the affirmed value now holds: the windows of its live claims (the
+            // challenger, its committed or contested siblings, and queued ones whose requests
+            // close as agreeing below).
+            let line = || memory.line_claims(&state.request.subject, &state.request.predicate);
+            let external = |e: &&Entry| Memory::counts(e) && e.claim.provenance.is_external();
+            let live_now = |e: &Entry| {
+                matches!(
+                    memory.disposition(&e.id, u64::MAX),
+                    Some(
+                        Disposition::Committed
+                            | Disposition::Contested
+                            | Disposition::QueuedForAdjudication
+                    )
+                )
+            };
+            let nonempty = |w: &ValidTime| w.end.is_none_or(|end| w.start < end);
+            let winners: Vec<(u64, bool, ValidTime)> = line()
+                .filter(external)
+                .filter(|e| e.id == challenger || (Some(&e.claim.value) == value && live_now(e)))
+                .filter_map(|e| {
+                    let w = memory.window(e, u64::MAX)?;
+                    nonempty(&w).then_some((e.claim.start(), e.claim.valid.is_some(), w))
+                })
+                .collect();
+            for e in line().filter(external) {
+                if e.id == challenger || e.id == incumbent {
                     continue;
                 }
-                if r.incumbent() != incumbent {
+                let now = memory.disposition(&e.id, u64::MAX);
+                if !matches!(now, Some(Disposition::Committed | Disposition::Contested)) {
+                    continue;
+                }
+                let Some(mine) = memory.window(e, u64::MAX).filter(nonempty) else {
+                    continue;
+                };
+                let met: Vec<&(u64, bool, ValidTime)> = winners
+                    .iter()
+                    .filter(|(_, _, w)| w.overlaps(&mine))
+                    .collect();
+                if met.is_empty() {
+                    continue;
+                }
+                if Some(&e.claim.value) == value {
+                    if now == Some(Disposition::Contested) {
+                        set(&mut fx, e.id, Disposition::Committed);
+                    }
+                    continue;
+                }
+                // It keeps the part of its window before the affirmed value starts holding
+                // over it, as the incumbent does; otherwise it holds nowhere.
+                let until = if met
+                    .iter()
+                    .all(|(start, windowed, _)| *windowed && *start > e.claim.start())
+                {
+                    met.iter().map(|(start, _, _)| *start).min().unwrap_or(0)
+                } else {
+                    0
+                };
+                fx.bounds.push(BoundEffect { claim: e.id, until });
+                set(&mut fx, e.id, Disposition::Superseded);
+                superseded.push(e.id);
+            }
+            for r in others {
+                if superseded.contains(&r.request.challenger) {
+                    fx.withdrawn.push(r.request.handle.clone());
                     continue;
                 }
                 let agrees = memory
@@ -240,7 +306,7 @@ pub fn adjudicate(
                     .is_some_and(|e| Some(&e.claim.value) == value);
                 if agrees {
                     fx.agreed.push(r.request.handle.clone());
-                } else {
+                } else if superseded.contains(&r.incumbent()) {
                     fx.repointed.push(Repoint {
                         handle: r.request.handle.clone(),
                         incumbent: challenger,
@@ -254,8 +320,20 @@ pub fn adjudicate(
                 until: 0,
             });
             set(&mut fx, challenger, Disposition::Superseded);
+            // Requests that compared against the denied claim now compare against the
+            // incumbent, unless their challenger says what the incumbent says: a request never
+            // pairs equal values, so that one is closed as agreeing (its claim committed).
+            let standing = memory.entry(&incumbent).map(|e| &e.claim.value);
             for r in others {
-                if r.incumbent() == challenger {
+                if r.incumbent() != challenger {
+                    continue;
+                }
+                let agrees = memory
+                    .entry(&r.request.challenger)
+                    .is_some_and(|e| Some(&e.claim.value) == standing);
+                if agrees {
+                    fx.agreed.push(r.request.handle.clone());
+                } else {
                     fx.repointed.push(Repoint {
                         handle: r.request.handle.clone(),
                         incumbent,

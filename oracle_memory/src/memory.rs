@@ -550,7 +550,7 @@ impl Memory {
                 time,
                 seq,
                 disposition: Disposition::Committed,
-                reason: format!("agrees with the value affirmed on {handle}"),
+                reason: format!("agrees with the belief {verdict} on {handle} left"),
             };
             match self.handles.get(h).copied() {
                 Some(c) => self.transition(c, t),

@@ -255,21 +255,40 @@ fn unknown_leaves_both_contested_and_uses_up_the_handle() {
         other => panic!("{other:?}"),
     }
     // New evidence opens a new request, against one of the contested claims (neither is
-    // committed: the first in retrieval order, the latest). Its verdict settles that claim
-    // only; the other stays contested until evidence against it is judged too.
+    // committed: the first in retrieval order, the latest). Affirming it settles the line:
+    // every live claim of another value is superseded, the other contested one included, so
+    // no claim is left contested with nothing pending (issue 15: it used to stay contested).
     let c = log.ok(&ext("alice", "city", json!("berlin")).json());
     assert_eq!(c.disposition, Disposition::QueuedForAdjudication);
     assert_eq!(c.conflicts_with, vec![b.id, a.id]);
     assert_eq!(c.adjudication.as_ref().unwrap().incumbent, b.id);
-    log.verdict(&handle(&c), Verdict::Affirm).unwrap();
+    let fx = log.verdict(&handle(&c), Verdict::Affirm).unwrap();
     assert_eq!(disposition(&log, &b.id), Disposition::Superseded);
-    let (vals, pending) = contested(&log.belief("alice", "city"));
-    assert_eq!(sorted(vals), vec![json!("berlin"), json!("paris")]);
-    assert!(pending.is_empty());
-    let d = log.ok(&ext("alice", "city", json!("berlin")).json());
-    assert_eq!(d.adjudication.as_ref().unwrap().incumbent, a.id);
-    log.verdict(&handle(&d), Verdict::Affirm).unwrap();
+    assert_eq!(disposition(&log, &a.id), Disposition::Superseded);
+    assert_eq!(fx.bounds.len(), 2, "{fx:?}");
     assert_eq!(resolved(&log.belief("alice", "city")).0, &json!("berlin"));
+}
+
+/// Issue 15, several challengers: affirming B (v2) also commits its sibling C (v2) as
+/// agreeing; affirming D (v3) later must supersede C too, or the line ends contested "v3" |
+/// "v2" with nothing pending and a step waiting on it waits forever.
+#[test]
+fn a_later_affirm_supersedes_committed_siblings_of_another_value() {
+    let mut log = Log::oracle();
+    let a = log.ok(&user("alice", "city", json!("paris")).json());
+    let b = log.ok(&ext("alice", "city", json!("london")).json());
+    let c = log.ok(&ext("alice", "city", json!("london")).json());
+    let fx = log.verdict(&handle(&b), Verdict::Affirm).unwrap();
+    assert_eq!(fx.agreed, vec![handle(&c)]);
+    assert_eq!(disposition(&log, &c.id), Disposition::Committed);
+    assert_eq!(disposition(&log, &a.id), Disposition::Superseded);
+    let d = log.ok(&ext("alice", "city", json!("rome")).json());
+    assert_eq!(d.disposition, Disposition::QueuedForAdjudication);
+    log.verdict(&handle(&d), Verdict::Affirm).unwrap();
+    assert_eq!(disposition(&log, &b.id), Disposition::Superseded);
+    assert_eq!(disposition(&log, &c.id), Disposition::Superseded);
+    assert_eq!(resolved(&log.belief("alice", "city")).0, &json!("rome"));
+    assert!(log.mem.pending_on("alice", "city", u64::MAX).is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -898,7 +917,7 @@ fn denying_one_challenger_leaves_the_others_alone() {
 }
 
 #[test]
-fn denying_a_claim_repoints_requests_that_compared_against_it() {
+fn denying_a_claim_closes_a_request_that_would_pair_equal_values_as_agreeing() {
     let mut log = Log::oracle();
     let a = log.ok(&user("alice", "city", json!("paris")).json());
     let b = log.ok(&user("alice", "city", json!("london")).json());
@@ -907,17 +926,13 @@ fn denying_a_claim_repoints_requests_that_compared_against_it() {
     assert_eq!(c.conflicts_with, vec![b.id]);
     assert_eq!(c.adjudication.as_ref().unwrap().incumbent, b.id);
     let fx = log.verdict(&handle(&b), Verdict::Deny).unwrap();
-    assert_eq!(
-        fx.repointed,
-        vec![Repoint {
-            handle: handle(&c),
-            incumbent: a.id
-        }]
-    );
-    assert_eq!(
-        log.mem.request_by_handle(&handle(&c)).unwrap().incumbent(),
-        a.id
-    );
+    // Re-pointed at `a` it would read "paris" vs "paris": a request never pairs equal values,
+    // so it is closed as agreeing and `c` is committed (issue 15).
+    assert!(fx.repointed.is_empty(), "{fx:?}");
+    assert_eq!(fx.agreed, vec![handle(&c)]);
+    assert_eq!(disposition(&log, &c.id), Disposition::Committed);
+    assert_eq!(disposition(&log, &a.id), Disposition::Committed);
+    assert!(log.mem.pending_on("alice", "city", u64::MAX).is_empty());
     assert_eq!(resolved(&log.belief("alice", "city")).0, &json!("paris"));
 }
 

@@ -654,7 +654,12 @@ impl<'r, A: Agent> Engine<'r, A> {
                 f(&p);
             }
             self.absorb_external()?;
-            self.tick += 1;
+            // Times from outside are at most TIME_MAX (2^53), so a round can always follow;
+            // a record that reached u64::MAX anyway stops here rather than wrapping.
+            self.tick = self.tick.checked_add(1).ok_or(EngineError::Unexpected {
+                seq: self.next_seq(),
+                message: "logical time cannot advance past u64::MAX".into(),
+            })?;
             let seq = self.next_seq();
             // Decide on the state borrowed, not cloned: a clone alive while the decision's
             // changes are recorded makes each insert copy the map nodes on its path.
