@@ -342,3 +342,43 @@ fn an_oversized_or_too_deep_answer_is_refused_and_nothing_is_written() {
     ]);
     assert_eq!(code, 3, "the run goes on to its next question: {err}");
 }
+
+/// A 73 MB record is over the record limit wherever it sits in the file and whatever the
+/// number of threads: `verify` refuses it at its seq, with the limit named (it used to pass or
+/// not depending on where it fell against the reader's blocks).
+#[test]
+fn an_oversized_record_is_refused_wherever_it_sits() {
+    let sb = Sandbox::new();
+    let good = fs::read(common::root().join("fixtures/logs/quickstart.jsonl")).unwrap();
+    let lines: Vec<&[u8]> = good.split_inclusive(|&b| b == b'\n').collect();
+    let mut big = vec![b'{'; 73 << 20];
+    big.push(b'\n');
+    for at in [0, 1, lines.len() / 2, lines.len()] {
+        let mut bytes = Vec::new();
+        for l in &lines[..at] {
+            bytes.extend_from_slice(l);
+        }
+        bytes.extend_from_slice(&big);
+        for l in &lines[at..] {
+            bytes.extend_from_slice(l);
+        }
+        let path = sb.path().join(format!("big-{at}.jsonl"));
+        fs::write(&path, &bytes).unwrap();
+        for threads in ["1", "8"] {
+            let (code, out, err) =
+                sb.oracle(&["verify", path.to_str().unwrap(), "--threads", threads]);
+            assert_eq!(code, 4, "at {at}, {threads} threads: {out}{err}");
+            assert!(
+                err.contains(&format!("event {at}"))
+                    || out.contains(&format!("event {at}"))
+                    || err.contains(&format!("seq {at}")),
+                "at {at}, {threads} threads, the seq is named: {out}{err}"
+            );
+            assert!(
+                (err.clone() + &out).contains("67108864"),
+                "at {at}, {threads} threads, the limit is named: {out}{err}"
+            );
+        }
+        fs::remove_file(&path).unwrap();
+    }
+}
