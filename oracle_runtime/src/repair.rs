@@ -7,7 +7,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use oracle_core::Head;
 
@@ -48,36 +48,8 @@ pub fn repair(paths: &LogPaths) -> Result<Repair> {
     file.seek(SeekFrom::Start(offset))
         .and_then(|_| file.read_to_end(&mut torn))
         .map_err(StoreError::io(log))?;
-    let dir = paths.torn_dir();
-    fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
-    let stem = log
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("events.jsonl")
-        .to_owned();
-    let saved_to = (0u32..)
-        .map(|n| {
-            let suffix = if n == 0 {
-                String::new()
-            } else {
-                format!(".{n}")
-            };
-            dir.join(format!("{stem}.torn-at-{offset}{suffix}"))
-        })
-        .find(|p| !p.exists())
-        .unwrap_or_else(|| dir.join(format!("{stem}.torn-at-{offset}.last")));
-    // Save first and make it durable; only then cut the log.
-    let mut out = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&saved_to)
-        .map_err(StoreError::io(&saved_to))?;
-    out.write_all(&torn)
-        .and_then(|_| out.sync_all())
-        .map_err(StoreError::io(&saved_to))?;
-    File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(StoreError::io(&dir))?;
+    let saved_to = save_torn(&paths.torn_dir(), log, "events.jsonl", offset, &torn)
+        .map_err(|(path, e)| StoreError::io(path)(e))?;
     file.set_len(offset)
         .and_then(|_| file.sync_all())
         .map_err(StoreError::io(log))?;
@@ -150,12 +122,40 @@ pub fn repair_checkpoints(
             lines: kept.len() as u64,
         });
     };
-    let dir = paths.torn_dir();
-    fs::create_dir_all(&dir).map_err(io(&dir))?;
-    let stem = path
+    let saved_to = save_torn(
+        &paths.torn_dir(),
+        &path,
+        "checkpoints.jsonl",
+        offset as u64,
+        &bytes[offset..],
+    )
+    .map_err(|(at, e)| io(&at)(e))?;
+    file.set_len(offset as u64)
+        .and_then(|_| file.sync_all())
+        .map_err(io(&path))?;
+    Ok(CheckpointsRepair::MovedTornLine {
+        lines: kept.len() as u64,
+        offset: offset as u64,
+        len: (bytes.len() - offset) as u64,
+        saved_to,
+    })
+}
+
+/// Saves torn bytes cut from `file` at `offset` into a new file in `dir` (never overwriting
+/// one saved earlier), durably: the bytes and the directory entry are synced before the caller
+/// cuts anything. On failure, the path the error is about.
+fn save_torn(
+    dir: &Path,
+    file: &Path,
+    default_stem: &str,
+    offset: u64,
+    torn: &[u8],
+) -> std::result::Result<PathBuf, (PathBuf, std::io::Error)> {
+    fs::create_dir_all(dir).map_err(|e| (dir.to_path_buf(), e))?;
+    let stem = file
         .file_name()
         .and_then(|n| n.to_str())
-        .unwrap_or("checkpoints.jsonl")
+        .unwrap_or(default_stem)
         .to_owned();
     let saved_to = (0u32..)
         .map(|n| {
@@ -168,25 +168,16 @@ pub fn repair_checkpoints(
         })
         .find(|p| !p.exists())
         .unwrap_or_else(|| dir.join(format!("{stem}.torn-at-{offset}.last")));
-    // Save first and make it durable; only then cut the file.
     let mut out = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&saved_to)
-        .map_err(io(&saved_to))?;
-    out.write_all(&bytes[offset..])
+        .map_err(|e| (saved_to.clone(), e))?;
+    out.write_all(torn)
         .and_then(|_| out.sync_all())
-        .map_err(io(&saved_to))?;
-    File::open(&dir)
+        .map_err(|e| (saved_to.clone(), e))?;
+    File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(io(&dir))?;
-    file.set_len(offset as u64)
-        .and_then(|_| file.sync_all())
-        .map_err(io(&path))?;
-    Ok(CheckpointsRepair::MovedTornLine {
-        lines: kept.len() as u64,
-        offset: offset as u64,
-        len: (bytes.len() - offset) as u64,
-        saved_to,
-    })
+        .map_err(|e| (dir.to_path_buf(), e))?;
+    Ok(saved_to)
 }
