@@ -18,6 +18,7 @@ use oracle_core::verify::{self, LogBytesError, Reason, VerifyError};
 
 use crate::error::{Result, StoreError};
 use crate::reader::BLOCK_BYTES;
+use crate::storage::{FsFile, LogFile};
 
 /// First 8 bytes of every index file; the digits are the index format's version.
 pub const MAGIC: &[u8; 8] = b"ORIDX001";
@@ -419,21 +420,15 @@ impl IndexedLog {
 /// The index file of a log being appended to, kept in step by [`LogWriter`](crate::LogWriter).
 pub(crate) struct IndexAppender {
     path: PathBuf,
-    file: File,
+    file: Box<dyn LogFile>,
 }
 
 impl IndexAppender {
-    /// Starts the index of a new, empty log, replacing any index left by an earlier log of the
-    /// same name (the log itself was just created, so such an index describes nothing).
-    pub(crate) fn create(log: &Path) -> Result<IndexAppender> {
-        let path = index_path(log);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(StoreError::io(&path))?;
-        file.write_all(MAGIC).map_err(StoreError::io(&path))?;
+    /// Starts the index of a new, empty log in `file`, just created empty by the writer's
+    /// storage (replacing any index left by an earlier log of the same name: the log itself was
+    /// just created, so such an index describes nothing).
+    pub(crate) fn create(path: PathBuf, mut file: Box<dyn LogFile>) -> Result<IndexAppender> {
+        file.append(MAGIC).map_err(StoreError::io(&path))?;
         Ok(IndexAppender { path, file })
     }
 
@@ -479,13 +474,17 @@ impl IndexAppender {
             .and_then(|()| file.seek(SeekFrom::Start(keep_bytes as u64)))
             .and_then(|_| file.write_all(&out))
             .map_err(StoreError::io(&path))?;
-        Ok(IndexAppender { path, file })
+        // Positioned at the end: appends through the seam write after it.
+        Ok(IndexAppender {
+            path,
+            file: Box::new(FsFile::new(file)),
+        })
     }
 
     /// Appends entries (little-endian offsets, 8 bytes each).
     pub(crate) fn append(&mut self, entries: &[u8]) -> Result<()> {
         self.file
-            .write_all(entries)
+            .append(entries)
             .map_err(StoreError::io(&self.path))
     }
 }

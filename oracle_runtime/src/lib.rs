@@ -25,6 +25,7 @@ pub mod schema;
 pub mod scorer;
 pub mod session;
 pub mod snapshots;
+pub mod storage;
 pub mod tool;
 pub mod tools;
 pub mod writer;

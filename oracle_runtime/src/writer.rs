@@ -7,10 +7,11 @@
 //! The writer also keeps the log's index (`<log>.idx`, see [`crate::index`]) in step: each
 //! record's offset is buffered with the record and written to the index right after the log
 //! bytes, so the index never points past what the log holds.
+//!
+//! Every write and sync goes through the storage seam ([`crate::storage`]), so tests can run the
+//! writer on simulated storage and cut the power between any two operations.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::Write;
-use std::path::Path;
 
 use oracle_core::{Event, Head, Payload, Recorder, State, record};
 
@@ -18,6 +19,7 @@ use crate::error::{Result, StoreError};
 use crate::index::IndexAppender;
 use crate::paths::LogPaths;
 use crate::reader;
+use crate::storage::{FsFile, FsStorage, LogFile, Storage};
 
 /// When appended records are forced to stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,8 +55,10 @@ pub const BUFFER_BYTES_MAX: usize = 4 << 20;
 /// Appends to one log, exclusively.
 pub struct LogWriter {
     paths: LogPaths,
-    file: File,
-    _lock: File,
+    /// The log, opened for appending. One virtual call per flush.
+    file: Box<dyn LogFile>,
+    /// The writer lock; `None` on storage given to [`LogWriter::with_storage`].
+    _lock: Option<File>,
     buf: Vec<u8>,
     recorder: Recorder,
     durability: Durability,
@@ -99,13 +103,6 @@ pub fn lock_for_maintenance(paths: &LogPaths) -> Result<File> {
     take_lock(paths)
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    // Makes a newly created or renamed entry durable. Directories open read-only on Unix.
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(StoreError::io(dir))
-}
-
 impl LogWriter {
     /// Creates a new, empty log (and its run directory if `paths` has one).
     pub fn create(paths: &LogPaths, durability: Durability) -> Result<LogWriter> {
@@ -113,27 +110,51 @@ impl LogWriter {
             std::fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
         }
         let lock = take_lock(paths)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&paths.log)
-            .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    StoreError::AlreadyExists {
-                        path: paths.log.clone(),
-                    }
-                } else {
-                    StoreError::Io {
-                        path: paths.log.clone(),
-                        source: e,
-                    }
+        Self::create_in(paths, Some(lock), &mut FsStorage::new(paths), durability)
+    }
+
+    /// Creates a new, empty log on `storage` (simulated storage in tests: see
+    /// [`crate::storage::sim`]). `paths` only names the files in errors and [`LogWriter::paths`];
+    /// nothing is done at them. No lock is taken: the storage must be this writer's alone.
+    pub fn with_storage(
+        paths: &LogPaths,
+        storage: &mut dyn Storage,
+        durability: Durability,
+    ) -> Result<LogWriter> {
+        Self::create_in(paths, None, storage, durability)
+    }
+
+    fn create_in(
+        paths: &LogPaths,
+        lock: Option<File>,
+        storage: &mut dyn Storage,
+        durability: Durability,
+    ) -> Result<LogWriter> {
+        let file = storage.create_log().map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                StoreError::AlreadyExists {
+                    path: paths.log.clone(),
                 }
-            })?;
-        if let Some(parent) = paths.log.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent)?;
-        }
+            } else {
+                StoreError::Io {
+                    path: paths.log.clone(),
+                    source: e,
+                }
+            }
+        })?;
+        // Makes the new log's directory entry durable: without it a power loss may take the
+        // whole file, synced records and all.
+        let dir = paths.log.parent().filter(|p| !p.as_os_str().is_empty());
+        storage
+            .sync_dir()
+            .map_err(StoreError::io(dir.unwrap_or(&paths.log)))?;
         // The index is derived data: a log without one is still a log, and readers rebuild it.
-        let index = IndexAppender::create(&paths.log).ok();
+        let index_path = crate::index::index_path(&paths.log);
+        let index = storage
+            .create_index()
+            .map_err(StoreError::io(&index_path))
+            .and_then(|f| IndexAppender::create(index_path, f))
+            .ok();
         Ok(LogWriter {
             paths: paths.clone(),
             file,
@@ -163,12 +184,13 @@ impl LogWriter {
             source,
         })?;
         // Verified above with the lock held: the log ends on a complete record, here.
-        let written = file.metadata().map_err(StoreError::io(&paths.log))?.len();
+        let file: Box<dyn LogFile> = Box::new(FsFile::new(file));
+        let written = file.size().map_err(StoreError::io(&paths.log))?;
         let index = IndexAppender::open(&paths.log, written).ok();
         Ok(LogWriter {
             paths: paths.clone(),
             file,
-            _lock: lock,
+            _lock: Some(lock),
             buf: Vec::with_capacity(64 << 10),
             recorder,
             durability,
@@ -258,7 +280,7 @@ impl LogWriter {
     fn flush(&mut self, sync: bool) -> Result<()> {
         self.check_usable()?;
         if !self.buf.is_empty() {
-            if let Err(e) = self.file.write_all(&self.buf) {
+            if let Err(e) = self.file.append(&self.buf) {
                 // Part of the buffer may be on disk; writing it again would put a partial
                 // record in the middle of the log.
                 self.poisoned = true;
