@@ -71,6 +71,7 @@ fn durability() -> impl Strategy<Value = Durability> {
 
 fn start() -> Payload {
     Payload::RunStarted(RunStarted {
+        format: None,
         program: "p".into(),
         program_hash: Hash::ZERO,
         seed: 1,
