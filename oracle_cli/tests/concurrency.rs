@@ -153,8 +153,85 @@ fn records(path: &Path) -> Vec<(Vec<u8>, Event)> {
         .collect()
 }
 
-/// Asserts what a reader printed is a prefix of the final log (never a half-written record).
-fn assert_reader_saw_a_prefix(d: &Done, finals: &[(Vec<u8>, Event)], what: &str) {
+/// What `memory --json` and `adjudications --json` print for each prefix of a final log,
+/// computed on demand by running them on a copy of the prefix (in a directory of the run's
+/// name, so nothing else differs).
+struct Prefixes {
+    dir: tempfile::TempDir,
+    run: String,
+    cache: BTreeMap<(String, usize), String>,
+}
+
+impl Prefixes {
+    fn new(run: &str) -> Prefixes {
+        Prefixes {
+            dir: tempfile::tempdir().unwrap(),
+            run: run.to_owned(),
+            cache: BTreeMap::new(),
+        }
+    }
+
+    /// The output of `oracle CMD <prefix of k records> --json`.
+    fn output(&mut self, sb: &Sandbox, finals: &[(Vec<u8>, Event)], cmd: &str, k: usize) -> &str {
+        let key = (cmd.to_owned(), k);
+        if !self.cache.contains_key(&key) {
+            let run_dir = self.dir.path().join(k.to_string()).join(&self.run);
+            std::fs::create_dir_all(&run_dir).unwrap();
+            let mut bytes = Vec::new();
+            for (record, _) in &finals[..k] {
+                bytes.extend_from_slice(record);
+                bytes.push(b'\n');
+            }
+            std::fs::write(run_dir.join("events.jsonl"), bytes).unwrap();
+            let (code, out, err) = sb.oracle(&[cmd, run_dir.to_str().unwrap(), "--json"]);
+            assert_eq!(code, 0, "{cmd} on a prefix of {k} records: {err}");
+            self.cache.insert(key.clone(), out);
+        }
+        &self.cache[&key]
+    }
+}
+
+/// How many records of the final log a reader's output shows: `Some(k)` for a prefix of `k`
+/// records (the first `k` that prints the same, for `memory` and `adjudications`), `None` when
+/// it matches no prefix.
+fn prefix_seen(
+    d: &Done,
+    finals: &[(Vec<u8>, Event)],
+    sb: &Sandbox,
+    prefixes: &mut Prefixes,
+) -> Option<usize> {
+    let cmd = match d.role {
+        Role::Memory => "memory",
+        Role::Adjudications => "adjudications",
+        Role::Verify => {
+            let v: Value = serde_json::from_str(d.out.lines().next()?).ok()?;
+            return v["events"].as_u64().map(|n| n as usize);
+        }
+        Role::Log => return Some(d.out.lines().count()),
+        _ => return None,
+    };
+    (1..=finals.len()).find(|&k| prefixes.output(sb, finals, cmd, k) == d.out)
+}
+
+/// Asserts what a reader printed is a prefix of the final log (never a half-written record):
+/// `memory` and `adjudications` print exactly what they print for some prefix of it. Returns
+/// whether the reader saw less than the final log (it read while a writer was still to append).
+fn assert_reader_saw_a_prefix(
+    d: &Done,
+    finals: &[(Vec<u8>, Event)],
+    what: &str,
+    sb: &Sandbox,
+    prefixes: &mut Prefixes,
+) -> bool {
+    check_reader_output(d, finals, what);
+    let seen = prefix_seen(d, finals, sb, prefixes);
+    let Some(k) = seen else {
+        panic!("{what}: the output is that of no prefix of the final log: {d:?}");
+    };
+    k < finals.len()
+}
+
+fn check_reader_output(d: &Done, finals: &[(Vec<u8>, Event)], what: &str) {
     assert_eq!(d.code, 0, "{what}: a reader always answers: {d:?}");
     let rows: Vec<Value> = d
         .out
@@ -183,9 +260,8 @@ fn assert_reader_saw_a_prefix(d: &Done, finals: &[(Vec<u8>, Event)], what: &str)
                 );
             }
         }
-        Role::Memory | Role::Adjudications => {
-            assert!(!rows.is_empty(), "{what}: {d:?}");
-        }
+        // Compared with the output for each prefix by `prefix_seen`.
+        Role::Memory | Role::Adjudications => {}
         _ => unreachable!(),
     }
 }
@@ -209,8 +285,9 @@ fn assert_documented_refusal(d: &Done, what: &str) {
     );
 }
 
-/// One round: a fresh run suspended on `handles`, then every kind of process at once.
-fn round(sb: &Sandbox, rng: &mut SplitMix64, n: u64, plan: &str, expiry: bool) {
+/// One round: a fresh run suspended on `handles`, then every kind of process at once. Returns
+/// how many readers saw less than the final log (read before a writer appended).
+fn round(sb: &Sandbox, rng: &mut SplitMix64, n: u64, plan: &str, expiry: bool) -> u64 {
     let home = format!("round-{n}");
     let what = format!("round {n} ({plan}, expiry {expiry})");
     let mut start = vec!["--home", &home, "run", plan, "--json"];
@@ -270,6 +347,8 @@ fn round(sb: &Sandbox, rng: &mut SplitMix64, n: u64, plan: &str, expiry: bool) {
     for (i, (_, e)) in finals.iter().enumerate() {
         assert_eq!(e.seq, i as u64, "{what}: seqs are contiguous");
     }
+    let mut prefixes = Prefixes::new(&run);
+    let mut early_reads = 0;
     let hashes: Vec<String> = finals.iter().map(|(_, e)| e.hash.to_string()).collect();
 
     // Each handle resolved exactly once: one verdict event, or one expiry.
@@ -371,7 +450,11 @@ fn round(sb: &Sandbox, rng: &mut SplitMix64, n: u64, plan: &str, expiry: bool) {
                     None => assert!(sweeps.is_empty() && mine.is_empty(), "{who}: {j}"),
                 }
             }
-            _ => assert_reader_saw_a_prefix(d, &finals, &who),
+            _ => {
+                if assert_reader_saw_a_prefix(d, &finals, &who, sb, &mut prefixes) {
+                    early_reads += 1;
+                }
+            }
         }
     }
 
@@ -413,6 +496,8 @@ fn round(sb: &Sandbox, rng: &mut SplitMix64, n: u64, plan: &str, expiry: bool) {
     let (code, r) = sb.json(&["--home", &home, "replay", &run, "--json"]);
     assert_eq!(code, 0, "{what}: {r}");
     assert_eq!(r["result"], "reproduced", "{what}");
+    eprintln!("{what}: {early_reads} reader(s) saw the log before a writer appended");
+    early_reads
 }
 
 #[test]
@@ -425,13 +510,21 @@ fn verdicts_resumes_sweeps_and_readers_at_once_resolve_each_handle_once_and_lose
         .ok()
         .map(|v| v.parse().expect("ORACLE_CONCURRENCY_ROUNDS is a number"))
         .unwrap_or(ROUNDS_DEFAULT);
+    let mut early_reads = 0;
     for n in 0..rounds {
         let plan = plans[(n % 2) as usize];
         // Every other pair of rounds gives requests an expiry, and races a sweep past it with
         // the verdicts.
         let expiry = (n / 2) % 2 == 1;
-        round(&sb, &mut rng, n, plan, expiry);
+        early_reads += round(&sb, &mut rng, n, plan, expiry);
     }
+    // The point of racing readers with writers: some read before a writer appended. Timing
+    // decides how many (measured: 7 or 8 of the 8 readers of a round); fewer than one a round
+    // on average would mean the readers hardly raced at all.
+    assert!(
+        early_reads >= rounds,
+        "only {early_reads} readers in {rounds} rounds read before a writer appended"
+    );
 }
 
 /// A plan whose rounds write large records (so an append spans several pages), committed
@@ -500,13 +593,33 @@ fn readers_beside_a_writer_that_is_appending_see_a_prefix_and_never_a_torn_recor
         }
     }
     assert!(writer.wait().unwrap().success());
-    eprintln!("{} reads while the run appended", seen.len());
     let finals = records(&log);
     assert_eq!(finals.last().unwrap().1.kind, EventKind::RunFinished);
+    let mut prefixes = Prefixes::new("appending-1");
+    let mut mid_run = 0;
     for (i, d) in seen.iter().enumerate() {
-        assert_reader_saw_a_prefix(d, &finals, &format!("read {i} while the run appended"));
+        let what = format!("read {i} while the run appended");
+        let early = assert_reader_saw_a_prefix(d, &finals, &what, &sb, &mut prefixes);
+        if early && prefix_seen(d, &finals, &sb, &mut prefixes) > Some(0) {
+            mid_run += 1;
+        }
     }
+    eprintln!(
+        "{} reads while the run appended, {mid_run} of a part of the run",
+        seen.len()
+    );
+    // The interesting path: reads that caught the run part way (neither empty nor finished).
+    // The run has 60 rounds of large records (measured: 38 reads, all part way); reading only
+    // before or after it would mean the readers never overlapped the appends.
+    assert!(
+        mid_run >= READS_MID_RUN_MIN,
+        "only {mid_run} of {} reads caught the run part way",
+        seen.len()
+    );
 }
+
+/// Fewest reads of `readers_beside_a_writer...` that must catch the run part way.
+const READS_MID_RUN_MIN: usize = 4;
 
 #[test]
 fn a_record_half_written_by_a_live_writer_is_not_yet_there_for_readers_and_torn_once_it_died() {
@@ -563,7 +676,17 @@ fn a_record_half_written_by_a_live_writer_is_not_yet_there_for_readers_and_torn_
             out,
             err,
         };
-        assert_reader_saw_a_prefix(&d, &finals, "a reader during the append");
+        let mut prefixes = Prefixes::new("adjudication-1");
+        assert!(
+            assert_reader_saw_a_prefix(
+                &d,
+                &finals,
+                "a reader during the append",
+                &sb,
+                &mut prefixes
+            ),
+            "a reader during the append sees the log without the half record: {d:?}"
+        );
         if d.role == Role::Verify {
             assert_eq!(
                 d.json()["events"],

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::Path;
 
 use common::Sandbox;
+use oracle_core::limits::VALUE_DEPTH_MAX;
 use oracle_core::{Event, Payload};
 use serde_json::Value;
 
@@ -50,7 +51,7 @@ fn nul_bytes_invalid_utf8_and_oversized_outputs_are_refused_by_name() {
     .unwrap();
     sb.write(
         "hostile.plan",
-        r#"plan hostile version 1
+        &r#"plan hostile version 1
 grant fs:read:fixtures/data/**
 input suffix: string = "\u{0}/../../../etc/passwd"
 nul = fs.read { path: "fixtures/data/notes.txt" + suffix }
@@ -65,10 +66,23 @@ huge = fs.read { path: "fixtures/data/huge.txt" }
 float = json.parse { text: "{\"price\": 1.5}" }
   retry 1
   on failure continue
-deep = json.parse { text: suffix + "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[" }
+deep = json.parse { text: "DEEP" }
   retry 1
   on failure continue
-"#,
+too_deep = json.parse { text: "TOO_DEEP" }
+  retry 1
+  on failure continue
+deepest = json.parse { text: "DEEPEST" }
+  retry 1
+  on failure continue
+"#
+        // Well-formed JSON text nested 128 deep, where serde_json's recursion limit refuses
+        // JSON (docs/SECURITY.md: "refused at depth ... 128"), so the parser stops at the limit
+        // and not at a syntax error; and values at `VALUE_DEPTH_MAX` levels of output
+        // (`{value: ...}` adds one) and one past it.
+        .replace("TOO_DEEP", &nested(VALUE_DEPTH_MAX as usize))
+        .replace("DEEPEST", &nested(VALUE_DEPTH_MAX as usize - 1))
+        .replace("DEEP", &nested(128)),
     );
     let (code, r) = sb.json(&["run", "hostile.plan", "--json"]);
     assert_eq!(code, 0, "{r}");
@@ -90,7 +104,22 @@ deep = json.parse { text: suffix + "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[
         "{got:?}"
     );
     assert!(message("float").contains("float 1.5 at $.price"), "{got:?}");
-    assert!(message("deep").contains("not JSON"), "{got:?}");
+    // Stopped by the depth limit at the 128th `[`, not by anything before it.
+    assert!(
+        message("deep").contains("recursion limit exceeded at line 1 column 128"),
+        "{got:?}"
+    );
+    assert!(
+        message("too_deep").contains(&format!(
+            "nested {} levels deep, more than value_depth_max = {VALUE_DEPTH_MAX}",
+            VALUE_DEPTH_MAX + 1
+        )),
+        "{got:?}"
+    );
+    assert!(
+        !got.iter().any(|(s, _)| s == "deepest"),
+        "a value at the limit is taken: {got:?}"
+    );
     // The NUL path never reached a tool: denied before `tool_called`.
     assert!(!events.iter().any(|e| matches!(
         e.typed().unwrap(),

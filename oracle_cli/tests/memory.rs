@@ -932,3 +932,102 @@ fn an_interrupted_run_must_be_resumed_before_a_verdict() {
     assert_eq!(h.state(RUN)["kv/prescription"], "amoxicillin");
     h.replays_and_verifies(RUN, "completed");
 }
+
+/// Runs `oracle ARGS` and waits at most `limit` for it; a process still running then is killed
+/// and the test fails (an unbounded wait shows as that failure, not as a hung suite).
+fn bounded(h: &Home, args: &[&str], limit: std::time::Duration) -> (i32, String, String) {
+    let mut child = h
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            return (
+                out.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            );
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still waiting after {limit:?}: the lock wait is not bounded");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Verdicts and sweeps wait for a busy run's lock, up to `LOCK_WAIT_ATTEMPTS_MAX` tries
+/// `LOCK_WAIT_STEP_MS` apart (10 s), then give up with exit 2 naming the lock and write nothing. Both
+/// sides fail without the bound: a command that never waits refuses the lock released after
+/// 300 ms, and one that waits forever is killed by `bounded` (a generous 120 s, not a timing
+/// assertion).
+#[test]
+fn verdicts_and_sweeps_wait_a_bounded_time_for_the_lock() {
+    use oracle_runtime::adjudication::{LOCK_WAIT_ATTEMPTS_MAX, LOCK_WAIT_STEP_MS};
+    use oracle_runtime::{Durability, LogPaths, LogWriter};
+    assert_eq!(LOCK_WAIT_ATTEMPTS_MAX * LOCK_WAIT_STEP_MS, 10_000);
+    let generous = std::time::Duration::from_secs(120);
+    let h = Home::new();
+    h.start(&["--adjudication-expiry", "3"]);
+    let paths = LogPaths::of_run(&h.run_dir(RUN));
+    let before = h.snapshot(RUN);
+
+    // Held for the whole wait: both give up, exit 2, naming the lock; nothing written.
+    let writer = LogWriter::open(&paths, Durability::DEFAULT).unwrap();
+    let verdict = adjudicate_args(RUN, "affirm", &[]);
+    let sweep = ["sweep", RUN, "--now", "8"];
+    for args in [&verdict[..], &sweep[..]] {
+        let (code, out, err) = bounded(&h, args, generous);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("holds the writer lock"), "{args:?}: {err}");
+    }
+    drop(writer);
+    assert!(h.snapshot(RUN) == before, "a refused command wrote nothing");
+
+    // Released while they wait: each goes through.
+    for args in [&verdict[..], &sweep[..]] {
+        let writer = LogWriter::open(&paths, Durability::DEFAULT).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(writer);
+        });
+        let (code, out, err) = bounded(&h, args, generous);
+        release.join().unwrap();
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    // The verdict applied (the sweep after it finds nothing left to expire).
+    assert_eq!(h.kinds(RUN).last().unwrap(), "adjudicated");
+}
+
+/// A verdict's note may hold `NOTE_BYTES_MAX` bytes (counted in bytes, not characters): one
+/// byte more is exit 2 with nothing written; exactly the limit is recorded whole.
+#[test]
+fn a_note_of_note_bytes_max_is_taken_and_one_byte_more_is_refused() {
+    use oracle_runtime::adjudication::NOTE_BYTES_MAX;
+    let h = Home::new();
+    h.start(&[]);
+    let max = NOTE_BYTES_MAX as usize;
+    // Multi-byte characters: a limit counted in characters would take this one.
+    let over = format!("{}x", "é".repeat(max / 2));
+    assert_eq!(over.len(), max + 1);
+    let (_, err) = h.refused(RUN, &adjudicate_args(RUN, "affirm", &["--note", &over]), 2);
+    assert!(err.contains("4096"), "{err}");
+    let exact = "n".repeat(max);
+    let (code, out) = h.json(&adjudicate_args(
+        RUN,
+        "affirm",
+        &["--note", &exact, "--json"],
+    ));
+    assert_eq!(code, 0, "{out}");
+    let events = h.events(RUN);
+    let verdict = events
+        .iter()
+        .find(|e| e["kind"] == "adjudicated")
+        .expect("the verdict is in the log");
+    assert_eq!(verdict["payload"]["note"], exact.as_str(), "recorded whole");
+}

@@ -92,8 +92,12 @@ fn several_mistakes_are_all_reported() {
     assert!(v["diagnostics"].as_array().unwrap().len() >= 3, "{stdout}");
 }
 
+/// "Stably": the same plan hashes the same in another process and after a change of layout
+/// only (blank lines, a comment), and different plans hash differently.
 #[test]
 fn working_plans_compile_and_hash_stably() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut seen: std::collections::BTreeMap<String, String> = Default::default();
     for plan in plans_in(&root().join("fixtures/plans")) {
         let rel = relative(&plan);
         let (code, stdout, stderr) = oracle(&["plan", "check", &rel]);
@@ -101,7 +105,33 @@ fn working_plans_compile_and_hash_stably() {
         assert!(stdout.starts_with("ok"), "{rel}: {stdout}");
         let (code, h1, _) = oracle(&["plan", "hash", &rel]);
         assert_eq!(code, 0);
-        assert_eq!(h1.trim().len(), 64, "{rel}: {h1}");
+        let h1 = h1.trim().to_owned();
+        assert!(
+            h1.len() == 64
+                && h1
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+            "{rel}: {h1}"
+        );
+        let (_, again, _) = oracle(&["plan", "hash", &rel]);
+        assert_eq!(again.trim(), h1, "{rel}: another process, the same hash");
+        let relaid = scratch.path().join(plan.file_name().unwrap());
+        let text = std::fs::read_to_string(&plan).unwrap();
+        std::fs::write(
+            &relaid,
+            format!("{}\n\n# layout only\n\n", text.replace('\n', "\n\n")),
+        )
+        .unwrap();
+        let (code, h2, err) = oracle(&["plan", "hash", relaid.to_str().unwrap()]);
+        assert_eq!(code, 0, "{rel}: {err}");
+        assert_eq!(
+            h2.trim(),
+            h1,
+            "{rel}: blank lines and comments do not change the hash"
+        );
+        if let Some(other) = seen.insert(h1.clone(), rel.clone()) {
+            panic!("{rel} and {other} hash alike: {h1}");
+        }
         for format in ["text", "dot", "json"] {
             let (code, out, err) = oracle(&["plan", "graph", &rel, "--format", format]);
             assert_eq!(code, 0, "{rel} --format {format}: {err}");

@@ -74,6 +74,40 @@ fn jobs_do_not_change_the_log() {
     );
 }
 
+/// `--jobs` is bounded by `JOBS_MAX` (the engine's pool size) for every command that takes it:
+/// 0 and `JOBS_MAX + 1` are refused with exit 2 before anything is written; `JOBS_MAX` itself
+/// runs and gives the same log as one job.
+#[test]
+fn jobs_past_jobs_max_or_zero_are_refused_and_jobs_max_runs() {
+    use oracle_runtime::engine::JOBS_MAX;
+    let sb = Sandbox::new();
+    let plan = "fixtures/plans/diamond.plan";
+    let (code, _) = sb.json(&["--home", "one", "run", plan, "--json"]);
+    assert_eq!(code, 0);
+    let max = JOBS_MAX.to_string();
+    let (code, _) = sb.json(&["--home", "max", "run", plan, "--jobs", &max, "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        fs::read(sb.log("one", "diamond-1")).unwrap(),
+        fs::read(sb.log("max", "diamond-1")).unwrap()
+    );
+    let over = (JOBS_MAX + 1).to_string();
+    for jobs in ["0", over.as_str()] {
+        for command in [
+            &["--home", "none", "run", plan][..],
+            &["--home", "one", "resume", "diamond-1"],
+            &["--home", "one", "replay", "diamond-1"],
+        ] {
+            let mut args = command.to_vec();
+            args.extend(["--jobs", jobs]);
+            let (code, _, err) = sb.oracle(&args);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(err.contains("--jobs"), "{args:?}: {err}");
+        }
+    }
+    assert!(!sb.path().join("none").exists(), "nothing written");
+}
+
 /// A plan that reads whatever path it is given, under a grant for `fixtures/data/**` only.
 const READER: &str = "plan reader version 1\n\
 grant fs:read:fixtures/data/**\n\

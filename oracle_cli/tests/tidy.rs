@@ -94,6 +94,99 @@ fn crate_edges_follow_the_architecture() {
             );
         }
     }
+    // Signing (checkpoints) reads keys from files: it belongs to the runtime, never to the pure
+    // format crate or the other pure crates.
+    for k in PURE {
+        let deps = normal_deps(k);
+        assert!(
+            !deps.iter().any(|d| d.starts_with("ed25519")),
+            "{k} must not depend on ed25519-dalek: {deps:?}"
+        );
+    }
+    assert!(
+        normal_deps("oracle_runtime").contains("ed25519-dalek"),
+        "the check above reads dependency names as Cargo.toml spells them"
+    );
+}
+
+/// Every `std::` path a grouped `use std::{...}` names, flattened (`use std::{env, sync::{Arc,
+/// mpsc}}` gives `std::env`, `std::sync::Arc`, `std::sync::mpsc`), so a forbidden module cannot
+/// hide in a group. `code` has its comments removed.
+fn grouped_std_paths(code: &str) -> Vec<String> {
+    /// Items of the group that starts just after a `{` in `s`, each prefixed with `prefix`, and
+    /// the bytes read up to and including its `}`.
+    fn group(prefix: &str, s: &str) -> (Vec<String>, usize) {
+        let mut out = Vec::new();
+        let mut item = String::new();
+        let push = |item: &mut String, out: &mut Vec<String>| {
+            let name = item.split_whitespace().next().unwrap_or("");
+            match name {
+                "" => {}
+                "self" => out.push(prefix.trim_end_matches("::").to_owned()),
+                _ => out.push(format!("{prefix}{name}")),
+            }
+            item.clear();
+        };
+        let mut i = 0;
+        while let Some(c) = s[i..].chars().next() {
+            match c {
+                '{' => {
+                    let inner_prefix = format!("{prefix}{}", item.trim());
+                    let (inner, used) = group(&inner_prefix, &s[i + 1..]);
+                    out.extend(inner);
+                    item.clear();
+                    i += 1 + used;
+                    continue;
+                }
+                ',' => push(&mut item, &mut out),
+                '}' => {
+                    push(&mut item, &mut out);
+                    return (out, i + 1);
+                }
+                c => item.push(c),
+            }
+            i += c.len_utf8();
+        }
+        (out, i)
+    }
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("std::{") {
+        let after = &rest[at + "std::{".len()..];
+        let (paths, used) = group("std::", after);
+        out.extend(paths);
+        rest = &after[used..];
+    }
+    out
+}
+
+#[test]
+fn grouped_uses_are_flattened_for_the_purity_check() {
+    let code = "use std::{\n    env,\n    fs::File, sync::{Arc, mpsc::{self, Sender}},\n    io as stdio,\n};";
+    assert_eq!(
+        grouped_std_paths(code),
+        [
+            "std::env",
+            "std::fs::File",
+            "std::sync::Arc",
+            "std::sync::mpsc",
+            "std::sync::mpsc::Sender",
+            "std::io",
+        ]
+    );
+    // The check below would flag each of these in a pure crate.
+    for (line, forbidden) in [
+        ("use std::{env, fmt};", "std::env"),
+        ("use std::{fmt, process::Command};", "std::process"),
+        ("use std::{thread};", "std::thread"),
+    ] {
+        assert!(
+            grouped_std_paths(line)
+                .iter()
+                .any(|p| p == forbidden || p.starts_with(&format!("{forbidden}::"))),
+            "{line}"
+        );
+    }
 }
 
 #[test]
@@ -118,6 +211,15 @@ fn pure_crates_touch_no_world() {
                 for f in forbidden {
                     if line.contains(f) {
                         found.push(format!("{}:{n}: `{f}`", path.display()));
+                    }
+                }
+            }
+            // `use std::{env, ...}` spells no `std::env`: flatten groups, over line breaks.
+            let code: String = code_lines(&text).map(|(_, l)| format!("{l}\n")).collect();
+            for p in grouped_std_paths(&code) {
+                for f in forbidden.iter().filter(|f| f.starts_with("std::")) {
+                    if p == *f || p.starts_with(&format!("{f}::")) {
+                        found.push(format!("{}: `{p}` in a grouped use", path.display()));
                     }
                 }
             }
@@ -185,4 +287,117 @@ fn serde_json_keeps_sorted_maps_and_exact_integers() {
     );
     let big: serde_json::Value = serde_json::from_str("18446744073709551615").unwrap();
     assert_eq!(big.as_u64(), Some(u64::MAX), "u64 is exact");
+}
+
+/// The backticked names in one table cell that look like test functions (`snake_case`, with an
+/// underscore: file names and limit values have a `.`, a `/`, a space or capitals).
+fn test_names(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| {
+            t.contains('_')
+                && t.starts_with(|c: char| c.is_ascii_lowercase())
+                && t.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The rows of every table in `doc` whose header has a `test` column, as (first cell, names in
+/// that column). Panics on a row whose cell count differs from its header's, so a `|` inside a
+/// cell cannot silently move names between columns.
+fn tables_with_tests(doc: &str) -> Vec<(String, Vec<String>)> {
+    let cells = |line: &str| -> Vec<String> {
+        let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+        inner.split('|').map(|c| c.trim().to_owned()).collect()
+    };
+    let mut rows = Vec::new();
+    let mut lines = doc.lines().peekable();
+    while let Some(line) = lines.next() {
+        if !line.starts_with('|') {
+            continue;
+        }
+        let header = cells(line);
+        let column = header.iter().position(|h| h == "test");
+        lines.next(); // the `| --- |` line
+        while let Some(row) = lines.next_if(|l| l.starts_with('|')) {
+            let Some(col) = column else { continue };
+            let r = cells(row);
+            assert_eq!(
+                r.len(),
+                header.len(),
+                "a row with the wrong cell count: {row}"
+            );
+            rows.push((r[0].clone(), test_names(&r[col])));
+        }
+    }
+    rows
+}
+
+/// Every `fn` name defined in the workspace's sources and tests (and the fuzz crate's).
+fn defined_fns() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    for k in CRATES.iter().chain(&["fuzz"]) {
+        for sub in ["src", "tests", "benches", "examples"] {
+            rust_files(&root().join(k).join(sub), &mut files);
+        }
+    }
+    let mut names = BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (_, line) in code_lines(&text) {
+            let mut rest = line;
+            while let Some(at) = rest.find("fn ") {
+                let after = &rest[at + 3..];
+                let name: String = after
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    names.insert(name);
+                }
+                rest = after;
+            }
+        }
+    }
+    names
+}
+
+/// docs/SECURITY.md's limits table (and every other table of it with a `test` column) names,
+/// for each row, tests that exist: a renamed or deleted test, or a row with no test, fails here.
+#[test]
+fn the_limits_table_names_tests_that_exist() {
+    let doc = std::fs::read_to_string(root().join("docs/SECURITY.md")).unwrap();
+    let limits = doc
+        .split("\n## Limits")
+        .nth(1)
+        .expect("docs/SECURITY.md has a `## Limits` section");
+    let limits = limits.split("\n## ").next().unwrap_or(limits);
+    let limit_rows = tables_with_tests(limits);
+    assert!(
+        limit_rows.len() >= 20,
+        "the limits table has a `test` column: {limit_rows:?}"
+    );
+    let untested: Vec<&String> = limit_rows
+        .iter()
+        .filter(|(_, names)| names.is_empty())
+        .map(|(row, _)| row)
+        .collect();
+    assert!(untested.is_empty(), "limits naming no test: {untested:?}");
+    let defined = defined_fns();
+    let mut missing = Vec::new();
+    for (row, names) in tables_with_tests(&doc) {
+        for n in names {
+            if !defined.contains(&n) {
+                missing.push(format!("{row}: `{n}`"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/SECURITY.md names tests that do not exist:\n{}",
+        missing.join("\n")
+    );
 }

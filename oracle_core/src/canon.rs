@@ -279,6 +279,53 @@ mod tests {
         assert!(matches!(encode(&v), Err(CanonError::TooDeep { .. })));
     }
 
+    /// `levels` nested containers around a scalar, alternating lists and maps.
+    fn nested(levels: u32) -> Value {
+        (0..levels).fold(json!(1), |v, i| {
+            if i % 2 == 0 {
+                json!([v])
+            } else {
+                json!({ "k": v })
+            }
+        })
+    }
+
+    /// Exactly DEPTH_MAX levels encode; one more is refused, naming the path to the container
+    /// that is one too deep. A depth counter that never grows (`depth * 1`) or a bound off by
+    /// one (`>` for `>=`) fails one of the two.
+    #[test]
+    fn depth_max_levels_encode_and_one_more_is_too_deep() {
+        for wrap in [json!([0]), json!({"k": 0})] {
+            let at_limit = nested(DEPTH_MAX - 1);
+            let mut v = wrap.clone();
+            match &mut v {
+                Value::Array(items) => items[0] = at_limit,
+                Value::Object(map) => {
+                    map.insert("k".into(), at_limit);
+                }
+                _ => unreachable!(),
+            }
+            let bytes = encode(&v).unwrap();
+            let lists = bytes.iter().filter(|&&b| b == tag::LIST).count();
+            assert!(lists >= (DEPTH_MAX / 2) as usize, "{lists} lists encoded");
+            let over = match wrap {
+                Value::Array(_) => json!([v]),
+                _ => json!({ "k": v }),
+            };
+            let err = encode(&over).unwrap_err();
+            assert!(matches!(err, CanonError::TooDeep { .. }), "{err:?}");
+            // The path names DEPTH_MAX steps: the container at depth DEPTH_MAX (zero-based).
+            let steps = err.path().matches('[').count() + err.path().matches(".k").count();
+            assert_eq!(steps, DEPTH_MAX as usize, "{}", err.path());
+            assert_eq!(check(&over), Err(err));
+        }
+        assert!(encode(&nested(DEPTH_MAX)).is_ok());
+        assert!(matches!(
+            encode(&nested(DEPTH_MAX + 1)),
+            Err(CanonError::TooDeep { .. })
+        ));
+    }
+
     #[test]
     fn types_never_collide() {
         let all = [

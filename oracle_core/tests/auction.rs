@@ -1644,3 +1644,155 @@ proptest! {
         prop_assert_eq!(rebuilt, economy);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Named limits: each accepted at the limit and refused one past it, the economy unchanged
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn accounts_artifacts_content_and_slots_are_refused_one_past_their_limits() {
+    use oracle_core::auction::{ACCOUNTS_MAX, ARTIFACT_BYTES_MAX, ARTIFACTS_MAX, SLOTS_MAX};
+    let limit = |what: &'static str, max: u64| AuctionError::Limit { what, max };
+    let many = |n: u64| -> BTreeMap<String, u64> { (0..n).map(|i| (format!("a{i}"), 1)).collect() };
+
+    // accounts_max
+    assert!(Economy::open(rules(), &many(ACCOUNTS_MAX), 0).is_ok());
+    assert_eq!(
+        Economy::open(rules(), &many(ACCOUNTS_MAX + 1), 0).unwrap_err(),
+        limit("accounts_max", ACCOUNTS_MAX)
+    );
+    let mut economy = None;
+    let input = json!({ "accounts": many(ACCOUNTS_MAX + 1) });
+    let err = tools::call(&mut economy, tools::OPEN, &input, 0, &mut never_asked).unwrap_err();
+    assert_eq!(err, limit("accounts_max", ACCOUNTS_MAX));
+    assert!(economy.is_none());
+
+    // slots_max: a rule, refused at open naming the field.
+    let slots = |n: u64| Config {
+        slots_per_auction: n,
+        ..rules()
+    };
+    assert!(Economy::open(slots(SLOTS_MAX), &many(1), 0).is_ok());
+    let err = Economy::open(slots(SLOTS_MAX + 1), &many(1), 0).unwrap_err();
+    assert!(
+        matches!(&err, AuctionError::Config { field, reason } if *field == "slots_per_auction" && reason.contains("slots_max = 100")),
+        "{err:?}"
+    );
+
+    // artifact_bytes_max: exactly 1 MiB is taken, one byte more is not.
+    let mut e = open(rules(), &[("alice", 10)], &[]);
+    let exact = "x".repeat(ARTIFACT_BYTES_MAX as usize);
+    e.submit("alice", "big", &exact).unwrap();
+    let over = "y".repeat(ARTIFACT_BYTES_MAX as usize + 1);
+    let err = refused(&mut e, |e| e.submit("alice", "bigger", &over));
+    assert_eq!(err, limit("artifact_bytes_max", ARTIFACT_BYTES_MAX));
+
+    // artifacts_max: the economy holds ARTIFACTS_MAX artifacts, then refuses the next.
+    let mut e = open(rules(), &[("alice", 10)], &[]);
+    for i in 0..ARTIFACTS_MAX {
+        e.submit("alice", &format!("x{i}"), "c").unwrap();
+    }
+    let err = refused(&mut e, |e| e.submit("alice", "one-more", "c"));
+    assert_eq!(err, limit("artifacts_max", ARTIFACTS_MAX));
+}
+
+/// `bids_per_auction_max` cannot be passed through the API: a bid names an artifact only its
+/// owner may bid on, and at most one bid per artifact stands, so an auction holds at most
+/// `artifacts_max` bids. The limit is a second guard; this pins that the two agree and that an
+/// auction with a bid on every artifact (the most there can be) resolves.
+#[test]
+fn an_auction_takes_a_bid_on_every_artifact_the_economy_can_hold() {
+    use oracle_core::auction::{ARTIFACTS_MAX, BIDS_PER_AUCTION_MAX};
+    // Checked when this test is compiled: a lower bids_per_auction_max would refuse bids the
+    // economy can hold.
+    const { assert!(BIDS_PER_AUCTION_MAX >= ARTIFACTS_MAX) };
+    let mut e = open(rules(), &[("alice", ARTIFACTS_MAX), ("bob", 0)], &[]);
+    for i in 0..ARTIFACTS_MAX {
+        e.submit("alice", &format!("x{i}"), &format!("c{i}"))
+            .unwrap();
+    }
+    e.advance(5, &mut never_asked).unwrap();
+    for i in 0..ARTIFACTS_MAX {
+        e.bid("alice", &format!("x{i}"), 1).unwrap();
+    }
+    let r = e.advance(10, &mut always(scored(0))).unwrap();
+    assert_eq!(
+        only(&r).bids.len() as u64,
+        BIDS_PER_AUCTION_MAX.min(ARTIFACTS_MAX)
+    );
+    assert_eq!(e.check_conservation(), Ok(()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The seeded tie-break, pinned to the bytes docs/FORMAT.md gives
+// ---------------------------------------------------------------------------------------------
+
+/// The rank key of docs/FORMAT.md's "auction tie" row, computed here from the text, not from
+/// oracle_core: BLAKE3 `derive_key` with the context `oracle v1 auction tie` over seed u64 ‖
+/// auction u64 ‖ len(agent) u64 ‖ agent ‖ len(artifact) u64 ‖ artifact, big-endian; lowest
+/// first.
+fn documented_tie_key(seed: u64, auction: u64, agent: &str, artifact: &str) -> [u8; 32] {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&seed.to_be_bytes());
+    bytes.extend_from_slice(&auction.to_be_bytes());
+    for s in [agent, artifact] {
+        bytes.extend_from_slice(&(s.len() as u64).to_be_bytes());
+        bytes.extend_from_slice(s.as_bytes());
+    }
+    blake3::derive_key("oracle v1 auction tie", &bytes)
+}
+
+#[test]
+fn the_seeded_tie_break_orders_equal_bids_by_the_documented_hash() {
+    let seed = 0x0123_4567_89ab_cdef;
+    let agents = ["ann", "bo", "cy", "dee", "ed", "flo"];
+    let config = Config {
+        tie_break: TieBreak::Seeded,
+        slots_per_auction: 3,
+        ..rules()
+    };
+    let accts: Vec<(&str, u64)> = agents.iter().map(|a| (*a, 100)).collect();
+    let arts: Vec<(String, String, String)> = agents
+        .iter()
+        .map(|a| {
+            (
+                (*a).to_owned(),
+                format!("{a}-art"),
+                format!("content of {a}"),
+            )
+        })
+        .collect();
+    let arts_ref: Vec<(&str, &str, &str)> = arts
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+        .collect();
+    let mut e = open_seeded(config, &accts, &arts_ref, seed);
+    let mut ranked_by_auction = Vec::new();
+    for auction in 0..2u64 {
+        e.advance(5 + 10 * auction, &mut never_asked).unwrap();
+        // Placed in name order, then in reverse for the second auction: placement must not count.
+        let order: Vec<&str> = if auction == 0 {
+            agents.to_vec()
+        } else {
+            agents.iter().rev().copied().collect()
+        };
+        for a in order {
+            e.bid(a, &format!("{a}-art"), 10).unwrap();
+        }
+        let r = e
+            .advance(10 + 10 * auction, &mut always(scored(0)))
+            .unwrap();
+        let r = only(&r);
+        let got: Vec<&str> = r.bids.iter().map(|b| b.agent.as_str()).collect();
+        let mut expected: Vec<&str> = agents.to_vec();
+        expected.sort_by_key(|a| documented_tie_key(seed, auction, a, &format!("{a}-art")));
+        assert_eq!(got, expected, "auction {auction}: rank of equal bids");
+        assert_eq!(winners(r), expected[..3], "auction {auction}: winners");
+        ranked_by_auction.push(got.join(","));
+    }
+    // The golden: the same two permutations, spelled out, so a change to the recipe in both the
+    // code and this test's reading of FORMAT.md still shows.
+    assert_eq!(ranked_by_auction, GOLDEN_TIE_ORDER);
+}
+
+const GOLDEN_TIE_ORDER: [&str; 2] = ["flo,bo,ann,dee,cy,ed", "ed,bo,dee,ann,cy,flo"];

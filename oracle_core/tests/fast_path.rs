@@ -32,17 +32,24 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             name,
             prop::collection::btree_set("[a-c:*]{1,4}", 0..3),
             prop::collection::btree_map("[a-c]", value(), 0..3),
-            any::<u64>()
+            any::<u64>(),
+            prop::option::of((any::<bool>(), prop::option::of(any::<u64>()), 0u64..=100)),
         )
             .prop_map(
-                |(program, grants, inputs, seed)| Payload::RunStarted(RunStarted {
+                |(program, grants, inputs, seed, memory)| Payload::RunStarted(RunStarted {
                     format: None,
                     program,
                     program_hash: Hash([9; 32]),
                     seed,
                     grants: grants.into_iter().collect(),
                     inputs: inputs.into_iter().collect(),
-                    memory: None,
+                    memory: memory.map(|(oracle, expiry_ticks, confidence_min_pct)| {
+                        MemorySettings {
+                            oracle,
+                            expiry_ticks,
+                            confidence_min_pct,
+                        }
+                    }),
                 })
             ),
         (name, name).prop_map(
@@ -65,6 +72,27 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             reason,
             attempts: 3
         })),
+        (
+            "adj-[0-9]{1,3}",
+            prop::sample::select(vec!["affirm", "deny", "unknown"]),
+            ".{0,6}",
+            effects(),
+        )
+            .prop_map(|(handle, verdict, note, effects)| Payload::Adjudicated(
+                Adjudicated {
+                    handle,
+                    verdict: verdict.into(),
+                    evidence: "external_first_hand".into(),
+                    note,
+                    effects,
+                }
+            )),
+        (any::<u64>(), prop::collection::vec(expired(), 1..3)).prop_map(|(now, expired)| {
+            Payload::AdjudicationsExpired(AdjudicationsExpired {
+                now,
+                expired: Value::Array(expired),
+            })
+        }),
         (any::<bool>(), ".{0,6}").prop_map(|(ok, reason)| Payload::RunFinished(RunFinished {
             status: if ok {
                 RunStatus::Completed
@@ -74,6 +102,43 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             reason
         })),
     ]
+}
+
+/// A claim id as `oracle_memory` writes it: 64 hex digits.
+fn claim_id() -> impl Strategy<Value = String> {
+    "[0-9a-f]{64}"
+}
+
+/// The `effects` of a verdict in the form `oracle_memory` records (fixtures/demand/memory.jsonl).
+fn effects() -> impl Strategy<Value = Value> {
+    (
+        "adj-[0-9]{1,3}",
+        claim_id(),
+        claim_id(),
+        0u64..1000,
+        prop::sample::select(vec!["superseded", "contested", "withdrawn", "valid"]),
+    )
+        .prop_map(|(handle, challenger, incumbent, until, disposition)| {
+            json!({
+                "agreed": [],
+                "bounds": [{"claim": challenger, "until": until}],
+                "challenger": challenger,
+                "dispositions": [{"claim": incumbent, "disposition": disposition}],
+                "handle": handle,
+                "incumbent": incumbent,
+                "repointed": [],
+                "withdrawn": [],
+            })
+        })
+}
+
+/// One entry of `adjudications_expired` as `oracle sweep` records it.
+fn expired() -> impl Strategy<Value = Value> {
+    ("adj-[0-9]{1,3}", claim_id(), claim_id(), any::<u64>()).prop_map(
+        |(handle, challenger, incumbent, expires_at)| {
+            json!({"challenger": challenger, "expires_at": expires_at, "handle": handle, "incumbent": incumbent})
+        },
+    )
 }
 
 /// Edits a payload object: drop a field, add one, or replace a value (0 leaves it alone).
@@ -89,7 +154,9 @@ fn mutate(payload: &Value, how: u8, pick: prop::sample::Index, v: Value) -> Valu
         }
         2 => {
             let pool = [
-                "attempt", "delete", "grants", "output", "reason", "set", "status", "step", "x",
+                "attempt", "delete", "effects", "evidence", "expired", "grants", "handle",
+                "memory", "note", "now", "output", "reason", "set", "status", "step", "verdict",
+                "x",
             ];
             map.insert(pool[pick.index(pool.len())].to_owned(), v);
         }
@@ -115,6 +182,24 @@ fn sealed_line(kind: EventKind, payload: Value, seq: u64, parents: Vec<u64>) -> 
     let mut line = record::encode(&e);
     line.pop();
     line
+}
+
+/// The fast path and the reference agree on `line`. With `memory` (a `run_started` that
+/// carries memory settings) the fast path may leave the record to the reference: it has no
+/// shape for that optional field (one record per run), which is safe; it must still never
+/// accept what the reference refuses.
+fn agree(
+    f: Option<oracle_core::Link>,
+    r: Option<oracle_core::Link>,
+    memory: bool,
+    line: &[u8],
+) -> Result<(), TestCaseError> {
+    if memory {
+        prop_assert!(f.is_none() || f == r, "{}", String::from_utf8_lossy(line));
+    } else {
+        prop_assert_eq!(f, r, "{}", String::from_utf8_lossy(line));
+    }
+    Ok(())
 }
 
 proptest! {
@@ -144,6 +229,15 @@ proptest! {
 
     /// Payloads of every kind with a field dropped, added or retyped, sealed so that every hash
     /// is right: the fast path and the reference agree on whether each fits its kind.
+    ///
+    /// Every kind is drawn (`any_payload_draws_every_event_kind`), and every field of the drawn
+    /// payload is also retyped in turn, so a fast path that checked one field of one kind
+    /// loosely is caught here: were `verdict` of `adjudicated` accepted as any type
+    /// (`("verdict", Any)` in fast.rs), the line with `verdict` retyped to a `value()` that is
+    /// not a string (most are) is refused by the reference and accepted by the fast path,
+    /// which `agree` reports (checked: that edit fails this test with the fixed seed).
+    /// `a_verdict_that_is_not_a_string_is_refused_by_both_paths` pins the same case without
+    /// chance.
     #[test]
     fn fast_and_reference_agree_on_payload_shapes(
         p in any_payload(),
@@ -152,9 +246,21 @@ proptest! {
         v in value(),
         parents in prop::collection::vec(0u64..12, 0..3),
     ) {
-        let payload = mutate(&p.to_value(), how, pick, v);
+        let payload = mutate(&p.to_value(), how, pick, v.clone());
         let line = sealed_line(p.kind(), payload, 10, parents);
-        prop_assert_eq!(fast(&line), reference(&line), "{}", String::from_utf8_lossy(&line));
+        let (f, r) = (fast(&line), reference(&line));
+        let with_memory = matches!(&p, Payload::RunStarted(s) if s.memory.is_some());
+        agree(f, r, with_memory, &line)?;
+        // Every field retyped in turn (`v` in its place), so each field of each kind is tried
+        // with a wrong type in most cases, not once in a few hundred.
+        if let Value::Object(map) = p.to_value() {
+            for key in map.keys() {
+                let mut retyped = map.clone();
+                retyped.insert(key.clone(), v.clone());
+                let line = sealed_line(p.kind(), Value::Object(retyped), 10, vec![]);
+                agree(fast(&line), reference(&line), with_memory, &line)?;
+            }
+        }
     }
 
     /// Any spelling of a value (spaces, escapes, number forms) in an otherwise valid record whose
@@ -208,5 +314,68 @@ fn non_canonical_but_equivalent_text_is_left_to_the_reference() {
         assert_ne!(changed, text);
         assert_eq!(fast(changed.as_bytes()), None);
         assert_eq!(reference(changed.as_bytes()), None);
+    }
+}
+
+/// The differential tests above are only as good as the kinds `any_payload` draws: every kind of
+/// `EventKind::ALL` must come out of it (a fixed runner, so this is the same on every run).
+#[test]
+fn any_payload_draws_every_event_kind() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]),
+    );
+    let strategy = any_payload();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..2000 {
+        let p = strategy.new_tree(&mut runner).unwrap().current();
+        seen.insert(p.kind().as_str());
+    }
+    let missing: Vec<&str> = EventKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .filter(|k| !seen.contains(k))
+        .collect();
+    assert!(missing.is_empty(), "any_payload never draws {missing:?}");
+}
+
+/// A verdict must be a string (payload.rs: `Adjudicated::verdict`); a fast path that checked it
+/// loosely would accept these lines, whose hashes are all right.
+#[test]
+fn a_verdict_that_is_not_a_string_is_refused_by_both_paths() {
+    let good = json!({
+        "effects": {"agreed": [], "bounds": [], "challenger": "a", "dispositions": [],
+                    "handle": "adj-1", "incumbent": "b", "repointed": [], "withdrawn": []},
+        "evidence": "external_first_hand",
+        "handle": "adj-1",
+        "note": "",
+        "verdict": "deny",
+    });
+    let line = sealed_line(EventKind::Adjudicated, good.clone(), 4, vec![1]);
+    assert!(reference(&line).is_some());
+    assert_eq!(fast(&line), reference(&line));
+    for bad in [
+        json!(1),
+        json!(null),
+        json!(["deny"]),
+        json!({"v": "deny"}),
+        json!(true),
+    ] {
+        let mut p = good.clone();
+        p["verdict"] = bad.clone();
+        let line = sealed_line(EventKind::Adjudicated, p, 4, vec![1]);
+        assert_eq!(reference(&line), None, "{bad}");
+        assert_eq!(fast(&line), None, "the fast path accepts verdict {bad}");
+    }
+    let expired = json!({"now": 9, "expired": [{"challenger": "a", "expires_at": 3, "handle": "adj-1", "incumbent": "b"}]});
+    let line = sealed_line(EventKind::AdjudicationsExpired, expired.clone(), 4, vec![1]);
+    assert!(fast(&line).is_some());
+    for bad in [json!(-1), json!("9"), json!(null)] {
+        let mut p = expired.clone();
+        p["now"] = bad.clone();
+        let line = sealed_line(EventKind::AdjudicationsExpired, p, 4, vec![1]);
+        assert_eq!((fast(&line), reference(&line)), (None, None), "now {bad}");
     }
 }

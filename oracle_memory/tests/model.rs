@@ -102,9 +102,26 @@ fn share_a_tick(a: &ValidTime, b: &ValidTime) -> bool {
     (0..=last + 1).any(|t| inside(a, t) && inside(b, t))
 }
 
-fn key(c: &MClaim) -> (Reverse<Criticality>, Reverse<u64>, Reverse<u64>, ClaimId) {
+/// The order of criticalities as docs/MEMORY.md writes it (`low` < `medium` < `high` <
+/// `critical`), by name: the model never uses the implementation's `Ord` on [`Criticality`], so
+/// an implementation that swapped two of them (in the enum or its comparisons) disagrees here.
+const CRITICALITY_ORDER: [&str; 4] = ["low", "medium", "high", "critical"];
+
+fn rank(c: Criticality) -> usize {
+    CRITICALITY_ORDER
+        .iter()
+        .position(|name| *name == c.as_str())
+        .unwrap_or_else(|| panic!("criticality {c:?} is not in docs/MEMORY.md"))
+}
+
+/// The higher of two criticalities, by the documented order.
+fn higher(a: Criticality, b: Criticality) -> Criticality {
+    if rank(b) > rank(a) { b } else { a }
+}
+
+fn key(c: &MClaim) -> (Reverse<usize>, Reverse<u64>, Reverse<u64>, ClaimId) {
     (
-        Reverse(c.claim.criticality),
+        Reverse(rank(c.claim.criticality)),
         Reverse(c.time),
         Reverse(c.seq),
         c.id,
@@ -374,7 +391,7 @@ impl Model {
             .iter()
             .find(|e| self.disposition(&e.id, u64::MAX) == Some(Disposition::Committed))
             .unwrap_or(&conflicts[0]);
-        let criticality = c.claim.criticality.max(incumbent.claim.criticality);
+        let criticality = higher(c.claim.criticality, incumbent.claim.criticality);
         let request = (c.initial == Disposition::QueuedForAdjudication).then(|| MRequest {
             handle: format!("adj-{}", c.seq),
             seq: c.seq,

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
+use oracle_memory::Memory;
 use oracle_memory::belief::{self, Belief, Query};
-use oracle_memory::{Memory, MemorySettings};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -127,14 +127,10 @@ fn check_laws(a: &Memory, b: &Memory, c: &Memory) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Beliefs of every line of `m` with valid time and logical time from `ticks`.
-fn all_beliefs(m: &Memory, ts: &[u64]) -> Vec<Belief> {
-    beliefs(
-        m,
-        &lines(m),
-        ts,
-        MemorySettings::default().confidence_min_pct,
-    )
+/// Beliefs of every line of `m` with valid time and logical time from `ticks`, trusting
+/// windows at `min` percent.
+fn all_beliefs(m: &Memory, ts: &[u64], min: u64) -> Vec<Belief> {
+    beliefs(m, &lines(m), ts, min)
 }
 
 proptest! {
@@ -149,7 +145,8 @@ proptest! {
         let merged = a.mem.merge(&b.mem).merge(&c.mem);
         let all = replay(&union(&[&a.records, &b.records, &c.records]));
         let ts = ticks(&a);
-        prop_assert_eq!(all_beliefs(&merged, &ts), all_beliefs(&all, &ts));
+        let min = a.settings.confidence_min_pct;
+        prop_assert_eq!(all_beliefs(&merged, &ts, min), all_beliefs(&all, &ts, min));
         prop_assert_eq!(&merged, &all);
         // A branch merged with its own trunk is the branch.
         prop_assert_eq!(&trunk.mem.merge(&a.mem), &a.mem);
@@ -163,7 +160,9 @@ proptest! {
         let merged = a.mem.merge(&b.mem);
         let all = replay(&union(&[&a.records, &b.records]));
         prop_assert_eq!(&merged, &all);
-        let min = MemorySettings::default().confidence_min_pct;
+        // The threshold drawn for `a` (settings are random): any one threshold must hold for
+        // the three memories alike.
+        let min = a.settings.confidence_min_pct;
         for (s, p) in lines(&merged) {
             let functional = |m: &Memory| {
                 m.line_cardinality(&s, &p) == Some(oracle_memory::Cardinality::Functional)
@@ -217,7 +216,8 @@ proptest! {
         let merged = a.merge(&b).merge(&c);
         prop_assert_eq!(&merged, &all);
         let ts = ticks(&log);
-        prop_assert_eq!(all_beliefs(&merged, &ts), all_beliefs(&all, &ts));
+        let min = log.settings.confidence_min_pct;
+        prop_assert_eq!(all_beliefs(&merged, &ts, min), all_beliefs(&all, &ts, min));
         let full = replay(&log.records);
         prop_assert_eq!(&full.merge(&a), &full);
     }

@@ -1248,3 +1248,42 @@ fn a_query_requiring_a_resolved_belief_waits_on_a_pending_request() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `memory.history` lists at most `HISTORY_CLAIMS_MAX` claims, in retrieval order, and says how
+/// many there are: a line of exactly the limit is listed whole; one more leaves out the last
+/// in retrieval order (the oldest), with `total` counting it.
+#[test]
+fn history_lists_at_most_history_claims_max_and_counts_the_rest() {
+    use oracle_memory::tools::HISTORY_CLAIMS_MAX;
+    let mut log = Log::oracle();
+    let history = |log: &Log| tools::history(&log.mem, &json!({"subject": "alice"})).unwrap();
+    for i in 0..=HISTORY_CLAIMS_MAX {
+        if i == HISTORY_CLAIMS_MAX {
+            let h = history(&log);
+            assert_eq!(
+                h["claims"].as_array().unwrap().len() as u64,
+                HISTORY_CLAIMS_MAX
+            );
+            assert_eq!(h["total"], HISTORY_CLAIMS_MAX);
+        }
+        log.tick(1);
+        log.assert(
+            &user("alice", "tags", json!(format!("t{i}")))
+                .set_valued()
+                .json(),
+        )
+        .unwrap();
+    }
+    let h = history(&log);
+    let claims = h["claims"].as_array().unwrap();
+    assert_eq!(claims.len() as u64, HISTORY_CLAIMS_MAX);
+    assert_eq!(h["total"], HISTORY_CLAIMS_MAX + 1);
+    // Latest first: the newest is listed first and the oldest (`t0`) is the one left out.
+    let value = |c: &Value| c["value"].clone();
+    assert_eq!(value(&claims[0]), json!(format!("t{HISTORY_CLAIMS_MAX}")));
+    assert!(
+        claims.iter().all(|c| value(c) != json!("t0")),
+        "{}",
+        claims.len()
+    );
+}

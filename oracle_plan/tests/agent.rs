@@ -313,3 +313,33 @@ fn inputs_bind_from_text_with_types_and_defaults() {
     let e = bind_inputs(&plan, &given(&[("name", "x"), ("flags", "[1.5]")])).unwrap_err();
     assert!(e.to_string().contains("float"), "{e}");
 }
+
+/// One decision issues at most `CALLS_PER_DECISION_MAX` calls; the ready steps past it are
+/// issued in the next decision, in plan order, none lost or repeated.
+#[test]
+fn a_round_issues_at_most_calls_per_decision_max_and_the_rest_next() {
+    use oracle_plan::agent::CALLS_PER_DECISION_MAX;
+    let n = CALLS_PER_DECISION_MAX + 1;
+    let mut src = String::from("plan wide version 1\n");
+    for i in 0..n {
+        src.push_str(&format!("s{i} = t.a {{ x: {i} }}\n"));
+    }
+    let mut a = agent(&src);
+    let first = decide(&mut a, vec![]);
+    let issued = calls(&first);
+    assert_eq!(issued.len(), CALLS_PER_DECISION_MAX);
+    let Action::Call(cs) = &first.action else {
+        unreachable!()
+    };
+    let done: Vec<Observation> = cs
+        .iter()
+        .map(|c| obs(c, Outcome::Returned(json!({}))))
+        .collect();
+    let second = decide(&mut a, done);
+    let rest = calls(&second);
+    assert_eq!(rest.len(), 1);
+    let mut all: Vec<String> = issued.into_iter().chain(rest).map(|c| c.0).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "every step issued exactly once");
+}

@@ -240,3 +240,48 @@ proptest! {
         prop_assert_eq!(c.hash, oracle_plan::compile::plan_hash_via_value(&c));
     }
 }
+
+/// `retry` (1 to `RETRY_MAX` attempts) and `timeout` (1 ms to `TIMEOUT_MS_MAX`, 24 h) are
+/// accepted at their bounds and refused one past them with E0214, pointing at the number.
+#[test]
+fn retry_and_timeout_are_bounded_at_both_ends() {
+    use oracle_plan::compile::{RETRY_MAX, TIMEOUT_MS_MAX};
+    assert_eq!(TIMEOUT_MS_MAX, 24 * 60 * 60 * 1000);
+    let plan = |clause: &str| {
+        format!("plan p version 1\nx = json.get {{ value: 1, path: \"\" }}\n  {clause}\n")
+    };
+    let accepted = |clause: &str| {
+        let (compiled, diags) = check(&plan(clause), &catalogue());
+        assert!(diags.is_empty(), "{clause}: {diags:?}");
+        compiled.unwrap().steps.remove(0)
+    };
+    assert_eq!(accepted("retry 1").retry, 1);
+    assert_eq!(accepted(&format!("retry {RETRY_MAX}")).retry, RETRY_MAX);
+    assert_eq!(accepted("timeout 1ms").timeout_ms, Some(1));
+    assert_eq!(
+        accepted(&format!("timeout {}s", TIMEOUT_MS_MAX / 1000)).timeout_ms,
+        Some(TIMEOUT_MS_MAX)
+    );
+    for clause in [
+        "retry 0".to_owned(),
+        format!("retry {}", RETRY_MAX + 1),
+        "timeout 0ms".to_owned(),
+        format!("timeout {}ms", TIMEOUT_MS_MAX + 1),
+        format!("timeout {}s", TIMEOUT_MS_MAX / 1000 + 1),
+    ] {
+        let text = plan(&clause);
+        let (compiled, diags) = check(&text, &catalogue());
+        assert!(compiled.is_none(), "{clause} compiled");
+        assert_eq!(
+            diags.iter().map(|d| d.code).collect::<Vec<_>>(),
+            ["E0214"],
+            "{clause}: {diags:?}"
+        );
+        let number = clause.split(' ').nth(1).unwrap();
+        let at = text.find(number).unwrap();
+        assert_eq!(
+            diags[0].span.start as usize, at,
+            "{clause}: points at the number"
+        );
+    }
+}

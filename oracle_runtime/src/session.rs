@@ -984,3 +984,22 @@ pub fn ending_word(e: &Ending) -> &'static str {
         Ending::EndOfRecord => "interrupted",
     }
 }
+
+#[cfg(test)]
+mod meta_tests {
+    use super::*;
+
+    /// `run.json` is read no further than `META_BYTES_MAX`: a larger one (a plan or anyone
+    /// could pad it) is not parsed at all, so it names no directory.
+    #[test]
+    fn a_run_json_over_meta_bytes_max_is_read_no_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = json!({"format": 1, "root": "/somewhere"});
+        fs::write(dir.path().join(META_FILE), small.to_string()).unwrap();
+        assert_eq!(stored_root(dir.path()), Some(PathBuf::from("/somewhere")));
+        let pad = "x".repeat(META_BYTES_MAX as usize);
+        let big = json!({"format": 1, "pad": pad, "root": "/somewhere"});
+        fs::write(dir.path().join(META_FILE), big.to_string()).unwrap();
+        assert_eq!(stored_root(dir.path()), None);
+    }
+}

@@ -507,7 +507,9 @@ fn a_read_only_directory_keeps_the_rebuilt_index_in_memory() {
     let starts = record_starts(&log);
     fs::remove_file(index_path(&log)).unwrap();
     fs::set_permissions(&sub, fs::Permissions::from_mode(0o555)).unwrap();
-    // Root ignores directory permissions: then the write-back simply succeeds.
+    // Root ignores directory permissions: then the write-back simply succeeds, and the two
+    // assertions below are checked, whoever runs the tests, by
+    // `an_index_refused_by_the_file_size_limit_is_kept_in_memory_and_leaves_no_temp_file`.
     let probe = sub.join("probe");
     let writable = fs::write(&probe, b"").is_ok();
     let _ = fs::remove_file(&probe);
@@ -666,4 +668,77 @@ proptest! {
         let is_out_of_range = matches!(ix.read(n), Err(StoreError::SeqOutOfRange { .. }));
         prop_assert!(is_out_of_range);
     }
+}
+
+/// Set (to a log's path) in the child process of the file-size-limit test below.
+const FSIZE_CHILD_ENV: &str = "ORACLE_INDEX_FSIZE_CHILD";
+
+/// The child of `an_index_refused_by_the_file_size_limit_is_kept_in_memory_and_leaves_no_temp_file`,
+/// run under `ulimit -f 0`: opening a log whose index is missing rebuilds it, cannot write it
+/// back (EFBIG), and keeps it in memory. Ignored in the normal suite (the parent runs it).
+#[test]
+#[ignore = "run in a child process by the file-size-limit test"]
+fn index_child_under_a_file_size_limit() {
+    let Some(log) = std::env::var_os(FSIZE_CHILD_ENV) else {
+        return;
+    };
+    let log = PathBuf::from(log);
+    let evs = events(120, 13);
+    let mut ix = IndexedLog::open(&log).unwrap();
+    assert!(ix.was_rebuilt());
+    assert_eq!(offsets(&ix), record_starts(&log));
+    assert_reads_everything(&mut ix, &evs);
+    println!("child: rebuilt in memory");
+}
+
+/// An index that cannot be written back is kept in memory and leaves no temp file behind, also
+/// for root (which ignores directory permissions, so the read-only-directory test cannot refuse
+/// it a write): the child runs under a file-size limit of 0 (`ulimit -f 0`, SIGXFSZ ignored so
+/// a write fails with EFBIG), which binds root too. The index not being there afterwards shows
+/// the limit took hold.
+#[cfg(unix)]
+#[test]
+fn an_index_refused_by_the_file_size_limit_is_kept_in_memory_and_leaves_no_temp_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let evs = events(120, 13);
+    let log = write_log(dir.path(), &evs);
+    fs::remove_file(index_path(&log)).unwrap();
+    let listing = || {
+        let mut names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -f 0 && exec "$0" "$@""#)
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "index_child_under_a_file_size_limit",
+            "--nocapture",
+        ])
+        .env(FSIZE_CHILD_ENV, &log)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("child: rebuilt in memory"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !index_path(&log).exists(),
+        "the index could not be written under the limit"
+    );
+    assert_eq!(listing(), before, "no temp file left behind");
+    // Without the limit, the same open writes the index back.
+    let mut ix = IndexedLog::open(&log).unwrap();
+    assert!(ix.was_rebuilt());
+    assert_reads_everything(&mut ix, &evs);
+    assert!(index_path(&log).exists());
 }

@@ -117,12 +117,19 @@ fn deliveries_stop_after_the_attempt_limit_and_the_request_stays_pending() {
     assert!(n.failed.is_empty() && n.delivered.is_empty());
     assert_eq!(n.exhausted.len(), 1);
     assert_eq!(port.sent.len() as u64, NOTIFY_ATTEMPTS_MAX);
-    let pending: Vec<_> = rm
+    // Pending in what the run's files hold now, read again after the deliveries (the memory
+    // loaded before them could not show a request the deliveries dropped or resolved): the
+    // log is unchanged, and the exhausted request is pending in it.
+    let home = dir.path().join("home");
+    let after = adjudication::load(&home, &s.id).unwrap();
+    assert_eq!(after.events, rm.events, "deliveries never write the log");
+    let pending: Vec<String> = after
         .memory
         .requests()
         .filter(|r| r.status == oracle_memory::RequestStatus::Pending)
+        .map(|r| r.request.handle.clone())
         .collect();
-    assert_eq!(pending.len(), 1);
+    assert_eq!(pending, [n.exhausted[0].clone()]);
 }
 
 #[test]

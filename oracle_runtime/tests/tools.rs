@@ -853,7 +853,11 @@ fn proc_exec_runs_in_the_working_directory_with_only_path() {
         .lines()
         .filter_map(|l| l.split('=').next())
         .collect();
-    assert!(names.iter().all(|n| *n == "PATH"), "{names:?}");
+    // Exactly PATH: an empty environment (PATH dropped too) must fail this, as must any other
+    // variable of the test's own environment leaking through.
+    assert_eq!(names, ["PATH"], "{env}");
+    let path = env["stdout"].as_str().unwrap().lines().next().unwrap_or("");
+    assert!(path.len() > "PATH=".len(), "PATH has a value: {path}");
     // A relative program path is relative to the working directory.
     f.put("scripts/hi.sh", b"#!/bin/sh\necho hi from script\n");
     use std::os::unix::fs::PermissionsExt;
@@ -1111,8 +1115,34 @@ fn random_int_is_determined_by_seed_step_and_attempt() {
         assert!((1..=6).contains(&v), "{v}");
     }
     assert_eq!(draw(9, "one", 1, 5, 5), 5);
-    let v = draw(9, "wide", 1, i64::MIN, i64::MAX);
-    assert!((i64::MIN..=i64::MAX).contains(&v));
+    // Over the whole i64 range every u64 is an offset: the value is `min` plus the first output
+    // of the stream docs/FORMAT.md specifies, computed here from the text ("random" row:
+    // BLAKE3 derive_key `oracle v1 random` of seed ‖ len(step) ‖ step ‖ attempt, big-endian;
+    // the first 8 bytes seed SplitMix64).
+    let documented = |seed: u64, step: &str, attempt: u64| -> i64 {
+        let mut bytes = seed.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&(step.len() as u64).to_be_bytes());
+        bytes.extend_from_slice(step.as_bytes());
+        bytes.extend_from_slice(&attempt.to_be_bytes());
+        let digest = oracle_core::hash::hash_in("oracle v1 random", &bytes);
+        let state = u64::from_be_bytes(digest.0[..8].try_into().unwrap())
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (i128::from(i64::MIN) + i128::from(z)) as i64
+    };
+    let wide: Vec<i64> = (1..=16)
+        .map(|attempt| draw(9, "wide", attempt, i64::MIN, i64::MAX))
+        .collect();
+    for (i, v) in wide.iter().enumerate() {
+        assert_eq!(*v, documented(9, "wide", i as u64 + 1), "attempt {}", i + 1);
+    }
+    assert!(
+        wide.iter().any(|v| *v < 0) && wide.iter().any(|v| *v > 0),
+        "{wide:?}"
+    );
     assert_eq!(
         f.fails("random.int", json!({"min": 3, "max": 2})),
         "`min` (3) is greater than `max` (2)"

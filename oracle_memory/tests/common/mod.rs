@@ -383,17 +383,27 @@ pub fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Random memory settings: with or without an oracle, an expiry or none; trust at 50%.
+/// Random memory settings: with or without an oracle, an expiry or none, and a trust threshold
+/// drawn around the confidences claims are given ([`CONFIDENCES`]: on each, one above, one
+/// below) or anywhere in 0..=101, so `>=` against `>` and a threshold ignored are both visible.
 pub fn settings() -> impl Strategy<Value = MemorySettings> {
+    let near: Vec<u64> = CONFIDENCES
+        .iter()
+        .flat_map(|&c| [c - 1, c, c + 1])
+        .chain([0])
+        .collect();
     (
         prop::bool::weighted(0.8),
         prop::option::weighted(0.6, 1u64..5),
+        prop_oneof![3 => prop::sample::select(near), 1 => 0u64..=101],
     )
-        .prop_map(|(oracle, expiry_ticks)| MemorySettings {
-            oracle,
-            expiry_ticks,
-            confidence_min_pct: 50,
-        })
+        .prop_map(
+            |(oracle, expiry_ticks, confidence_min_pct)| MemorySettings {
+                oracle,
+                expiry_ticks,
+                confidence_min_pct,
+            },
+        )
 }
 
 impl Op {
