@@ -104,6 +104,11 @@ enum Command {
     /// Turn adjudications whose expiry has passed into contested claims (one event). A second
     /// sweep finds nothing and writes nothing.
     Sweep(memory::SweepArgs),
+    /// Record a claim from outside the plan (new evidence) in a run at rest: one event appended
+    /// under the run's lock, through the same gate as `memory.assert` (it commits, opens a new
+    /// adjudication, or is refused with the gate's reason). The way out of `contested`. Exit 0
+    /// recorded, 2 refused or bad input (nothing written).
+    Claim(memory::ClaimArgs),
     /// Which earlier events a run's next H events actually need (causal parents, tool calls,
     /// state keys, memory claims, file paths), and how many faults working-set policies of
     /// given budgets make serving them, against the optimal oracle (Belady). Exit 0, 2 bad
@@ -144,6 +149,7 @@ fn main() -> ExitCode {
         Command::Adjudications(a) => memory::adjudications(&home, a),
         Command::Adjudicate(a) => memory::adjudicate(&home, a),
         Command::Sweep(a) => memory::sweep(&home, a),
+        Command::Claim(a) => memory::claim(&home, a),
         Command::Diff(a) => diff::run(&home, a),
         Command::Demand(a) => demand::run(&home, a),
         Command::Auction(a) => auction::run(&home, a),
@@ -172,11 +178,12 @@ pub(crate) fn resolve(
     home: &std::path::Path,
     target: &std::path::Path,
 ) -> Result<oracle_runtime::LogPaths, CliError> {
-    oracle_runtime::LogPaths::resolve(target, home).ok_or_else(|| {
-        CliError::input(format!(
-            "{}: no such log file, run directory, or run id under {}",
-            target.display(),
-            home.join("runs").display()
-        ))
-    })
+    // One wording (and "did you mean") for a run that cannot be found, whatever the command.
+    oracle_runtime::LogPaths::resolve(target, home)
+        .map(oracle_runtime::session::as_run)
+        .ok_or_else(|| {
+            CliError::input(
+                oracle_runtime::session::not_found(home, &target.to_string_lossy()).to_string(),
+            )
+        })
 }

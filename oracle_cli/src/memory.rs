@@ -1,12 +1,15 @@
-//! `oracle memory | adjudications | adjudicate | sweep`: a run's belief memory and the
-//! adjudication oracle loop from the command line.
+//! `oracle memory | adjudications | adjudicate | sweep | claim`: a run's belief memory, the
+//! adjudication oracle loop, and evidence from outside the plan, from the command line.
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use oracle_memory::memory::RequestState;
-use oracle_memory::{AdjudicateError, Belief, Provenance, Query, RequestStatus, Verdict};
-use oracle_runtime::adjudication::{self, RunMemory, Submission};
+use oracle_memory::{
+    AdjudicateError, Belief, Cardinality, Claim, Criticality, Provenance, Query, RequestStatus,
+    ValidTime, Verdict,
+};
+use oracle_runtime::adjudication::{self, OutsideClaim, RunMemory, Submission};
 use oracle_runtime::session::SessionError;
 use serde_json::{Value, json};
 
@@ -16,7 +19,7 @@ use crate::run::session_error;
 
 #[derive(Args, Debug)]
 pub struct MemoryArgs {
-    /// Run id (under `<home>/runs`) or run directory.
+    /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
     /// Only this subject's lines.
     #[arg(long)]
@@ -45,7 +48,7 @@ pub enum RequestStatusArg {
 
 #[derive(Args, Debug)]
 pub struct AdjudicationsArgs {
-    /// Run id (under `<home>/runs`) or run directory.
+    /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
     /// Only adjudications with this status.
     #[arg(long, value_enum)]
@@ -71,7 +74,7 @@ pub enum VerdictArg {
 
 #[derive(Args, Debug)]
 pub struct AdjudicateArgs {
-    /// Run id (under `<home>/runs`) or run directory.
+    /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
     /// The adjudication's handle (`adj-<seq>`, from `oracle adjudications`).
     handle: String,
@@ -103,12 +106,63 @@ pub struct AdjudicateArgs {
 
 #[derive(Args, Debug)]
 pub struct SweepArgs {
-    /// Run id (under `<home>/runs`) or run directory.
+    /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
     /// The logical tick to judge expiry at (default: the run's current tick); at most
     /// TIME_MAX (2^53).
     #[arg(long, value_name = "TICK")]
     now: Option<u64>,
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    durability: DurabilityArg,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CriticalityArg {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+#[derive(Args, Debug)]
+pub struct ClaimArgs {
+    /// Run id (under `<home>/runs`), run directory, or the run's log file.
+    run: String,
+    #[arg(long)]
+    subject: String,
+    #[arg(long)]
+    predicate: String,
+    /// The value, as JSON (no floats).
+    #[arg(long, value_name = "JSON")]
+    value: String,
+    /// Where the evidence comes from: `external_first_hand` or `user_asserted` (a claim from
+    /// outside the plan is never model-derived).
+    #[arg(long, value_name = "PROVENANCE")]
+    provenance: String,
+    /// How much a wrong belief on the line costs (a new request takes the higher of this and
+    /// the incumbent's).
+    #[arg(long, value_enum, default_value_t = CriticalityArg::Medium)]
+    criticality: CriticalityArg,
+    /// When the claim holds, in logical ticks: `START..` or `START..END`, optionally followed
+    /// by `@PCT` (the confidence in the window, default 100). Default: always.
+    #[arg(long, value_name = "START..[END][@PCT]")]
+    valid: Option<String>,
+    /// Why, for the audit trail (recorded in the claim's event).
+    #[arg(long, default_value = "")]
+    note: String,
+    /// The logical tick the claim is recorded at (default, and earliest: one after the run's
+    /// last event; an earlier tick is refused, and so is one past TIME_MAX, 2^53).
+    #[arg(long, value_name = "TICK")]
+    now: Option<u64>,
+    /// Then resume the run (as `oracle resume RUN` would) and report how it went on.
+    #[arg(long)]
+    resume: bool,
+    /// With --resume: send new adjudication requests to PROGRAM.
+    #[arg(long, value_name = "PROGRAM", requires = "resume")]
+    oracle_cmd: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
     durability: DurabilityArg,
     /// Print the outcome as one JSON object.
@@ -198,15 +252,19 @@ pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
         outln!("{subject} / {predicate}: {}", belief_line(&belief))?;
         for e in claims {
             let disp = m.disposition(&e.id, as_of).map_or("?", |d| d.as_str());
+            let from = if e.origin.tool == oracle_memory::external::ORIGIN_TOOL {
+                "from outside (oracle claim)".to_owned()
+            } else {
+                format!("step {}", e.origin.step)
+            };
             outln!(
-                "  {:12}  {:24}  {:23}  {:19}  {:8}  event {} step {}",
+                "  {:12}  {:24}  {:23}  {:19}  {:8}  event {} {from}",
                 e.id.short(),
                 short(&e.claim.value),
                 disp,
                 e.claim.provenance.as_str(),
                 e.claim.criticality.as_str(),
                 e.origin.seq,
-                e.origin.step
             )?;
         }
     }
@@ -234,16 +292,24 @@ fn request_json(m: &oracle_memory::Memory, r: &RequestState) -> Value {
 pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> {
     let rm = load(home, &a.run, a.json)?;
     let m = &rm.memory;
+    // A pending request past its expiry is listed as expired (not swept): a verdict now would
+    // be refused, and a sweep now would expire it.
+    let status_of = |r: &RequestState| {
+        if rm.expired_unswept(r) {
+            "expired_not_swept"
+        } else {
+            r.status.name()
+        }
+    };
     let mut all: Vec<&RequestState> = m
         .requests()
         .filter(|r| {
-            a.status.is_none_or(|s| {
-                r.status.name()
-                    == match s {
-                        RequestStatusArg::Pending => "pending",
-                        RequestStatusArg::Resolved => "resolved",
-                        RequestStatusArg::Expired => "expired",
-                    }
+            a.status.is_none_or(|s| match s {
+                RequestStatusArg::Pending => status_of(r) == "pending",
+                RequestStatusArg::Resolved => status_of(r) == "resolved",
+                RequestStatusArg::Expired => {
+                    matches!(status_of(r), "expired" | "expired_not_swept")
+                }
             })
         })
         .collect();
@@ -251,7 +317,11 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
     let notified = crate::run::notify(&rm.run.id, &rm.run.dir, home, a.oracle_cmd.as_deref());
     if a.json {
         for r in &all {
-            crate::out::json(&request_json(m, r))?;
+            let mut v = request_json(m, r);
+            if let Value::Object(o) = &mut v {
+                o.insert("status".into(), json!(status_of(r)));
+            }
+            crate::out::json(&v)?;
         }
         if let Some(n) = notified {
             crate::out::json(&json!({"notified": n}))?;
@@ -262,7 +332,7 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
         outln!("no adjudications in run {}", rm.run.id)?;
     } else {
         outln!(
-            "{:10}  {:8}  {:8}  {:28}  {:>7}  CONFLICT / OUTCOME",
+            "{:10}  {:19}  {:8}  {:28}  {:>7}  CONFLICT / OUTCOME",
             "HANDLE",
             "STATUS",
             "CRIT",
@@ -276,6 +346,12 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
                 .map_or("?".to_owned(), |e| short(&e.claim.value))
         };
         let outcome = match &r.status {
+            RequestStatus::Pending if rm.expired_unswept(r) => format!(
+                "{} (incumbent) vs {} (challenger); past its expiry: `oracle sweep {}` makes it contested",
+                value(r.incumbent()),
+                value(r.request.challenger),
+                rm.run.id
+            ),
             RequestStatus::Pending => format!(
                 "{} (incumbent) vs {} (challenger)",
                 value(r.incumbent()),
@@ -291,10 +367,13 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
                 format!("expired: contested (swept at tick {now}, event {seq})")
             }
         };
+        let status = match status_of(r) {
+            "expired_not_swept" => "expired (not swept)",
+            other => other,
+        };
         outln!(
-            "{:10}  {:8}  {:8}  {:28}  {:>7}  {outcome}",
+            "{:10}  {status:19}  {:8}  {:28}  {:>7}  {outcome}",
             r.request.handle,
-            r.status.name(),
             r.request.criticality.as_str(),
             format!("{}/{}", r.request.subject, r.request.predicate),
             r.request
@@ -469,6 +548,139 @@ pub fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
                 outln!("         {} (expired at tick {})", x.handle, x.expires_at)?;
             }
         }
+    }
+    Ok(exit::OK)
+}
+
+/// Parses `--valid START..[END][@PCT]`.
+fn parse_valid(text: &str) -> Result<ValidTime, CliError> {
+    let bad = || {
+        CliError::input(format!(
+            "--valid {text:?}: expected START..[END][@PCT] in logical ticks, e.g. 5.. or 5..9@80"
+        ))
+    };
+    let (window, pct) = match text.split_once('@') {
+        Some((w, p)) => (w, p.parse::<u64>().map_err(|_| bad())?),
+        None => (text, 100),
+    };
+    let (start, end) = window.split_once("..").ok_or_else(bad)?;
+    let start = start.parse::<u64>().map_err(|_| bad())?;
+    let end = match end {
+        "" => None,
+        e => Some(e.parse::<u64>().map_err(|_| bad())?),
+    };
+    for t in [Some(start), end].into_iter().flatten() {
+        oracle_core::event::check_time("--valid", t).map_err(|e| CliError::input(e.to_string()))?;
+    }
+    Ok(ValidTime {
+        start,
+        end,
+        confidence_pct: pct,
+    })
+}
+
+pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
+    check_now(a.now, a.json)?;
+    let provenance: Provenance = a.provenance.parse().map_err(CliError::input)?;
+    let value: Value = serde_json::from_str(&a.value)
+        .map_err(|e| CliError::input(format!("--value is not JSON: {e}")))?;
+    // A float (or another value with no canonical encoding) is named as such first.
+    oracle_core::canon::check(&value).map_err(|e| CliError::input(format!("--value: {e}")))?;
+    oracle_runtime::session::check_outside_value(&value, "--value").map_err(CliError::input)?;
+    let valid = a.valid.as_deref().map(parse_valid).transpose()?;
+    // A claim joins its line with the line's cardinality (fixed by the line's first claim); a
+    // new line is functional.
+    let rm = load(home, &a.run, a.json)?;
+    let cardinality = rm
+        .memory
+        .line_cardinality(&a.subject, &a.predicate)
+        .unwrap_or(Cardinality::Functional);
+    let claim = Claim {
+        subject: a.subject.clone(),
+        predicate: a.predicate.clone(),
+        value,
+        provenance,
+        cardinality,
+        valid,
+        criticality: match a.criticality {
+            CriticalityArg::Low => Criticality::Low,
+            CriticalityArg::Medium => Criticality::Medium,
+            CriticalityArg::High => Criticality::High,
+            CriticalityArg::Critical => Criticality::Critical,
+        },
+        derived_from: Vec::new(),
+    };
+    let outside = OutsideClaim {
+        claim,
+        note: a.note.clone(),
+        now: a.now,
+    };
+    let applied = match adjudication::claim(home, &a.run, &outside, a.durability.into()) {
+        Ok(v) => v,
+        Err(SessionError::ClaimRefused { run, source }) => {
+            let message = format!("{run}: the claim is refused: {source}");
+            if a.json {
+                crate::out::json(&json!({
+                    "ok": false,
+                    "outcome": "refused",
+                    "run": run,
+                    "reason": source.to_string(),
+                    "message": message,
+                }))?;
+            }
+            return Err(CliError {
+                code: exit::INPUT,
+                message,
+                json: None,
+                quiet: false,
+            });
+        }
+        Err(e) => return Err(session_error(e, a.json, None)),
+    };
+    let x = &applied.assertion;
+    if a.json && !a.resume {
+        crate::out::json(&json!({
+            "ok": true,
+            "outcome": "recorded",
+            "run": applied.run,
+            "seq": applied.seq,
+            "time": applied.time,
+            "claim": x.id,
+            "disposition": x.disposition,
+            "reason": x.reason,
+            "conflicts_with": x.conflicts_with,
+            "adjudication": x.adjudication,
+            "subject": x.claim.subject,
+            "predicate": x.claim.predicate,
+            "belief": applied.belief.to_value(),
+        }))?;
+    } else if !a.json {
+        outln!(
+            "claim    {} / {} = {} recorded as event {} at tick {}: {}",
+            x.claim.subject,
+            x.claim.predicate,
+            short(&x.claim.value),
+            applied.seq,
+            applied.time,
+            x.disposition
+        )?;
+        outln!("reason   {}", x.reason)?;
+        outln!(
+            "belief   {} / {}: {}",
+            x.claim.subject,
+            x.claim.predicate,
+            belief_line(&applied.belief)
+        )?;
+        if let Some(r) = &x.adjudication {
+            outln!(
+                "next     oracle adjudicate {} {} --verdict affirm|deny|unknown --evidence external_first_hand --resume",
+                applied.run,
+                r.handle
+            )?;
+        }
+    }
+    if a.resume {
+        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
     }
     Ok(exit::OK)
 }

@@ -297,7 +297,8 @@ pub(crate) fn notify(run: &str, dir: &Path, home: &Path, cmd: Option<&Path>) -> 
         program: cmd.to_path_buf(),
         timeout_ms: oracle_runtime::oracle::NOTIFY_TIMEOUT_MS,
     };
-    let result = oracle_runtime::adjudication::load(home, run)
+    // By directory: the run may live outside `<home>/runs` (named by its path).
+    let result = oracle_runtime::adjudication::load(home, &dir.to_string_lossy())
         .map_err(|e| e.to_string())
         .and_then(|rm| {
             oracle_runtime::oracle::notify_pending(dir, run, &rm.memory, &mut port)
@@ -403,8 +404,19 @@ pub(crate) fn print_session(
             outln!("waiting  step `{step}` after {attempts} attempt(s): {reason}")?;
             if reason.starts_with(BELIEF_WAIT_PREFIX) && !reason.contains("queued for adjudication")
             {
+                // The reason reads `waits on belief S/P (why)`: name the line when it splits
+                // one way only.
+                let line = reason
+                    .trim_start_matches(BELIEF_WAIT_PREFIX)
+                    .rsplit_once(" (")
+                    .map_or("", |(l, _)| l);
+                let (subject, predicate) = match line.split('/').collect::<Vec<_>>().as_slice() {
+                    [s, p] if !s.is_empty() && !p.is_empty() => (*s, *p),
+                    _ => ("SUBJECT", "PREDICATE"),
+                };
                 outln!(
-                    "next     no adjudication is pending on that line: only a new claim (new evidence) can resolve it"
+                    "next     no adjudication is pending on that line: new evidence resolves it: oracle claim {id} --subject {subject} --predicate {predicate} --value JSON --provenance external_first_hand --resume",
+                    id = s.id
                 )?;
             } else if reason.starts_with(BELIEF_WAIT_PREFIX) {
                 outln!(
@@ -475,7 +487,25 @@ pub(crate) fn resume_after_verdict(
         &registry(),
     );
     let log = session::find(home, run).ok().map(|r| r.paths.log);
-    let s = s.map_err(|e| session_error(e, json_out, log.as_deref()))?;
+    let s = match s {
+        // The outside event was applied; a finished run has nothing to go on with, which is
+        // not an error of this command.
+        Err(SessionError::Finished { run, status }) => {
+            if json_out {
+                crate::out::json(&json!({
+                    "ok": true,
+                    "run": run,
+                    "status": status,
+                    "resumed": false,
+                    "reason": "the run has finished; there was nothing to resume",
+                }))?;
+            } else {
+                outln!("resume   nothing to resume: run {run} has finished ({status})")?;
+            }
+            return Ok(exit::OK);
+        }
+        other => other.map_err(|e| session_error(e, json_out, log.as_deref()))?,
+    };
     let notified = notify(&s.id, &s.dir, home, oracle_cmd);
     print_session(&s, json_out, "appended", notified)?;
     Ok(status_code(&s.report.ending))

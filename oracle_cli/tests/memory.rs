@@ -567,12 +567,20 @@ fn expired_requests_refuse_verdicts_and_one_sweep_contests_them() {
         assert_eq!(v["expires_at"], 7);
         assert_eq!(v["swept_at"], Value::Null);
     }
-    // A sweep before the expiry finds nothing and writes nothing.
+    // Anything from outside takes a tick after the log's last (6): a sweep at 6 is refused,
+    // naming the earliest tick (7), and writes nothing. At 7 the request is past its expiry,
+    // and listed so before any sweep.
     let before = h.snapshot(RUN);
     let (code, v) = h.json(&["sweep", RUN, "--now", "6", "--json"]);
-    assert_eq!(code, 0, "{v}");
-    assert_eq!(v["expired"], 0);
+    assert_eq!(code, 2, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("earliest tick an outside event can take is 7"),
+        "{v}"
+    );
     assert!(h.snapshot(RUN) == before);
+    let listed = h.adjudications(RUN, &[]);
+    assert_eq!(listed[0]["status"], "expired_not_swept", "{listed:?}");
 
     // The sweep past the expiry: one event.
     let old = fs::read(h.log(RUN)).unwrap();
@@ -973,14 +981,15 @@ fn verdicts_and_sweeps_wait_a_bounded_time_for_the_lock() {
     assert_eq!(LOCK_WAIT_ATTEMPTS_MAX * LOCK_WAIT_STEP_MS, 10_000);
     let generous = std::time::Duration::from_secs(120);
     let h = Home::new();
-    h.start(&["--adjudication-expiry", "3"]);
+    // Long enough that the verdict, at the tick after the log's last event, is in time.
+    h.start(&["--adjudication-expiry", "30"]);
     let paths = LogPaths::of_run(&h.run_dir(RUN));
     let before = h.snapshot(RUN);
 
     // Held for the whole wait: both give up, exit 2, naming the lock; nothing written.
     let writer = LogWriter::open(&paths, Durability::DEFAULT).unwrap();
     let verdict = adjudicate_args(RUN, "affirm", &[]);
-    let sweep = ["sweep", RUN, "--now", "8"];
+    let sweep = ["sweep", RUN, "--now", "60"];
     for args in [&verdict[..], &sweep[..]] {
         let (code, out, err) = bounded(&h, args, generous);
         assert_eq!(code, 2, "{args:?}: {out}{err}");

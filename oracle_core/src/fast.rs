@@ -385,6 +385,7 @@ mod shape {
                 ("verdict", Str),
             ],
             EventKind::AdjudicationsExpired => &[("expired", Any), ("now", U64)],
+            EventKind::ClaimRecorded => &[("assertion", Any), ("note", Str)],
         }
     }
 

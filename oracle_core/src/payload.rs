@@ -32,11 +32,12 @@ pub enum EventKind {
     RunFinished,
     Adjudicated,
     AdjudicationsExpired,
+    ClaimRecorded,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::RunStarted,
         EventKind::StepScheduled,
         EventKind::CapabilityAllowed,
@@ -50,6 +51,7 @@ impl EventKind {
         EventKind::RunFinished,
         EventKind::Adjudicated,
         EventKind::AdjudicationsExpired,
+        EventKind::ClaimRecorded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -67,6 +69,7 @@ impl EventKind {
             EventKind::RunFinished => "run_finished",
             EventKind::Adjudicated => "adjudicated",
             EventKind::AdjudicationsExpired => "adjudications_expired",
+            EventKind::ClaimRecorded => "claim_recorded",
         }
     }
 }
@@ -270,13 +273,24 @@ pub struct AdjudicationsExpired {
     pub expired: Value,
 }
 
+/// A claim from outside the plan, appended by `oracle claim` (never by the program).
+/// `assertion` is the gate's decision in the form `oracle_memory` defines (the same record a
+/// `memory.assert` call returns), so the projection never has to re-run the gate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRecorded {
+    pub assertion: Value,
+    pub note: String,
+}
+
 impl EventKind {
-    /// Kinds appended from outside the program (verdicts, sweeps): the engine takes them from
-    /// the record where they stand instead of expecting the program to produce them.
+    /// Kinds appended from outside the program (verdicts, sweeps, outside claims): the engine
+    /// takes them from the record where they stand instead of expecting the program to produce
+    /// them.
     pub fn is_external(self) -> bool {
         matches!(
             self,
-            EventKind::Adjudicated | EventKind::AdjudicationsExpired
+            EventKind::Adjudicated | EventKind::AdjudicationsExpired | EventKind::ClaimRecorded
         )
     }
 }
@@ -297,6 +311,7 @@ pub enum Payload {
     RunFinished(RunFinished),
     Adjudicated(Adjudicated),
     AdjudicationsExpired(AdjudicationsExpired),
+    ClaimRecorded(ClaimRecorded),
 }
 
 /// A payload value that does not have the shape its kind requires.
@@ -330,6 +345,7 @@ impl Payload {
             Payload::RunFinished(_) => EventKind::RunFinished,
             Payload::Adjudicated(_) => EventKind::Adjudicated,
             Payload::AdjudicationsExpired(_) => EventKind::AdjudicationsExpired,
+            Payload::ClaimRecorded(_) => EventKind::ClaimRecorded,
         }
     }
 
@@ -349,6 +365,7 @@ impl Payload {
             Payload::RunFinished(p) => serde_json::to_value(p),
             Payload::Adjudicated(p) => serde_json::to_value(p),
             Payload::AdjudicationsExpired(p) => serde_json::to_value(p),
+            Payload::ClaimRecorded(p) => serde_json::to_value(p),
         };
         // Invariant: every payload struct has string map keys and no custom serializer that can
         // fail, so conversion to a `Value` cannot fail.
@@ -440,6 +457,7 @@ impl Payload {
             EventKind::AdjudicationsExpired => {
                 Payload::AdjudicationsExpired(decode_as(kind, value)?)
             }
+            EventKind::ClaimRecorded => Payload::ClaimRecorded(decode_as(kind, value)?),
         })
     }
 
@@ -517,6 +535,22 @@ impl Payload {
                 p.expired.as_array().map_or(0, Vec::len),
                 p.now
             ),
+            Payload::ClaimRecorded(p) => {
+                let a = &p.assertion;
+                let claim = &a["claim"];
+                format!(
+                    "claim from outside: {}/{} = {} ({}){}",
+                    claim["subject"].as_str().unwrap_or("?"),
+                    claim["predicate"].as_str().unwrap_or("?"),
+                    clip(&claim["value"].to_string(), 40),
+                    a["disposition"].as_str().unwrap_or("?"),
+                    if p.note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", clip(&p.note, 40))
+                    }
+                )
+            }
         }
     }
 }

@@ -93,6 +93,11 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                 expired: Value::Array(expired),
             })
         }),
+        // A claim from outside the plan (`oracle claim`): the assertion as recorded.
+        (value(), ".{0,6}").prop_map(|(assertion, note)| Payload::ClaimRecorded(ClaimRecorded {
+            assertion,
+            note,
+        })),
         (any::<bool>(), ".{0,6}").prop_map(|(ok, reason)| Payload::RunFinished(RunFinished {
             status: if ok {
                 RunStatus::Completed

@@ -11,6 +11,7 @@ pub mod adjudicate;
 pub mod belief;
 pub mod claim;
 pub mod error;
+pub mod external;
 pub mod gate;
 pub mod memory;
 pub mod tools;

@@ -636,6 +636,7 @@ impl Memory {
                     .map_err(|e| bad(format!("expired list does not read back: {e}")))?;
                 self.apply_expired(*now, &list, seq, time);
             }
+            Payload::ClaimRecorded(c) => crate::external::apply(self, seq, time, c)?,
             _ => {}
         }
         Ok(())

@@ -1,11 +1,14 @@
 //! The oracle loop over a stored run: the memory projection of its log, verdicts and sweeps
 //! appended under the run's lock, and what `oracle memory` and `oracle adjudications` show.
 //!
-//! A verdict or a sweep is one event appended to the run's log, atomically and under the same
+//! A verdict, a sweep or an outside claim is one event appended to the run's log under the same
 //! single-writer lock a running engine holds, so two submitters on one handle cannot both
-//! apply: the second waits for the lock, then finds the handle resolved. Pending adjudications
-//! are never stored anywhere else: they are the projection of the log, so they survive any
-//! exit or restart.
+//! apply: the second waits for the lock, then finds the handle resolved. The append is whole
+//! or undone ([`LogWriter::append_whole`]): a failed write leaves the log byte for byte as it
+//! was. Each such event takes a logical time strictly after every event before it
+//! ([`RunMemory::earliest_outside_tick`]), so what was believed at any recorded time never
+//! changes afterwards. Pending adjudications are never stored anywhere else: they are the
+//! projection of the log, so they survive any exit or restart.
 
 use std::path::Path;
 use std::thread;
@@ -14,7 +17,7 @@ use std::time::Duration;
 use oracle_core::payload::{self, MemorySettings};
 use oracle_core::{EventKind, Payload};
 use oracle_memory::adjudicate::{self as rules, Effects, Expired};
-use oracle_memory::{Belief, Memory, Provenance, Query, Verdict};
+use oracle_memory::{Assertion, Belief, Claim, Memory, Provenance, Query, Verdict};
 
 use crate::error::StoreError;
 use crate::recorded::Recorded;
@@ -59,6 +62,50 @@ pub fn project(events: &Recorded) -> std::result::Result<Memory, oracle_memory::
         memory.apply(seq, ev.time, &payload)?;
     }
     Ok(memory)
+}
+
+impl RunMemory {
+    /// The earliest logical tick an event appended from outside may take: one after the log's
+    /// last event, so that `--as-of T` for every recorded `T` answers the same before and after
+    /// it is appended.
+    pub fn earliest_outside_tick(&self) -> u64 {
+        self.time.saturating_add(1)
+    }
+
+    /// Whether the pending request `r` is past its expiry for anything given from outside now
+    /// (a verdict now would be refused as expired; a sweep now would expire it).
+    pub fn expired_unswept(&self, r: &oracle_memory::memory::RequestState) -> bool {
+        r.status == oracle_memory::RequestStatus::Pending
+            && r.request
+                .expires_at
+                .is_some_and(|at| at <= self.earliest_outside_tick())
+    }
+
+    /// The tick an outside event is recorded at: `now` if given, else the earliest allowed.
+    /// A `now` before the earliest allowed tick is refused (it would rewrite the past), and so
+    /// is any tick past [`oracle_core::event::TIME_MAX`].
+    pub fn outside_tick(&self, now: Option<u64>) -> Result<u64> {
+        let earliest = self.earliest_outside_tick();
+        let tick = match now {
+            Some(given) if given < earliest => {
+                return Err(SessionError::TooEarly {
+                    run: self.run.id.clone(),
+                    given,
+                    earliest,
+                    last: self.time,
+                });
+            }
+            Some(given) => given,
+            None => earliest,
+        };
+        oracle_core::event::check_time("the tick of an outside event", tick).map_err(|e| {
+            SessionError::OutsideTime {
+                run: self.run.id.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(tick)
+    }
 }
 
 fn settings_of(events: &Recorded, path: &Path) -> Result<MemorySettings> {
@@ -122,21 +169,6 @@ fn check_at_rest(run: &RunDir, events: &Recorded) -> Result<()> {
     }
 }
 
-/// Refuses a `now` past [`oracle_core::event::TIME_MAX`] before anything is opened: a verdict
-/// or sweep at a later time would leave the run unable to take its next round. (Reported as
-/// an input error on the log's path: `SessionError` has no variant of its own for it yet.)
-fn check_now(home: &Path, run: &str, now: Option<u64>) -> Result<()> {
-    let Some(now) = now else {
-        return Ok(());
-    };
-    oracle_core::event::check_time("--now", now)
-        .map(|_| ())
-        .map_err(|e| SessionError::Io {
-            path: home.join("runs").join(run),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
-        })
-}
-
 /// What a verdict did.
 #[derive(Clone, Debug)]
 pub struct VerdictApplied {
@@ -159,7 +191,8 @@ pub struct Submission {
     pub verdict: Verdict,
     pub evidence: Provenance,
     pub note: String,
-    /// The logical time the verdict is given at (at least the log's last time).
+    /// The logical time the verdict is given at (default, and earliest: one after the log's
+    /// last time).
     pub now: Option<u64>,
 }
 
@@ -177,14 +210,13 @@ pub fn adjudicate(
             limit: NOTE_BYTES_MAX,
         });
     }
-    check_now(home, run, sub.now)?;
     let found = session::find(home, run)?;
     let mut writer = open_waiting(&found, durability)?;
     // Read under the lock: what another submitter appended is seen here.
     let events = Recorded::read(&found.paths.log)?;
     check_at_rest(&found, &events)?;
     let mut rm = load_from(found, &events)?;
-    let now = rm.time.max(sub.now.unwrap_or(0));
+    let now = rm.outside_tick(sub.now)?;
     let refused = |source| SessionError::Adjudicate {
         run: rm.run.id.clone(),
         source,
@@ -209,7 +241,7 @@ pub fn adjudicate(
         effects: effects.to_value(),
     });
     let parents = vec![state.origin.seq];
-    let ev = writer.append(now, parents, payload.clone())?;
+    let ev = writer.append_whole(now, parents, payload.clone())?;
     writer.close()?;
     rm.memory
         .apply(ev.seq, now, &payload)
@@ -249,17 +281,16 @@ pub struct Swept {
     pub seq: Option<u64>,
 }
 
-/// `oracle sweep`: turns the pending adjudications expired at `now` (default: the log's last
-/// time) into contested claims with one `adjudications_expired` event. Nothing expired,
-/// nothing written: a second sweep reports 0.
+/// `oracle sweep`: turns the pending adjudications expired at `now` (default, and earliest:
+/// one after the log's last time) into contested claims with one `adjudications_expired`
+/// event. Nothing expired, nothing written: a second sweep reports 0.
 pub fn sweep(home: &Path, run: &str, now: Option<u64>, durability: Durability) -> Result<Swept> {
-    check_now(home, run, now)?;
     let found = session::find(home, run)?;
     let mut writer = open_waiting(&found, durability)?;
     let events = Recorded::read(&found.paths.log)?;
     check_at_rest(&found, &events)?;
     let rm = load_from(found, &events)?;
-    let now = rm.time.max(now.unwrap_or(0));
+    let now = rm.outside_tick(now)?;
     let expired = rules::sweep(&rm.memory, now);
     if expired.is_empty() {
         writer.close()?;
@@ -281,12 +312,102 @@ pub fn sweep(home: &Path, run: &str, now: Option<u64>, durability: Durability) -
         // Invariant: plain structs with string keys always convert.
         expired: serde_json::to_value(&expired).expect("expiries always convert to JSON"),
     });
-    let ev = writer.append(now, parents, payload)?;
+    let ev = writer.append_whole(now, parents, payload)?;
     writer.close()?;
     Ok(Swept {
         run: rm.run.id,
         now,
         expired,
         seq: Some(ev.seq),
+    })
+}
+
+/// A claim from outside the plan, to record with `oracle claim`.
+#[derive(Clone, Debug)]
+pub struct OutsideClaim {
+    pub claim: Claim,
+    pub note: String,
+    /// The logical time the claim is recorded at (default, and earliest: one after the log's
+    /// last time).
+    pub now: Option<u64>,
+}
+
+/// What an outside claim did.
+#[derive(Clone, Debug)]
+pub struct ClaimApplied {
+    pub run: String,
+    /// The `claim_recorded` event.
+    pub seq: u64,
+    pub time: u64,
+    /// The gate's decision (committed, queued for adjudication with its request, contested...).
+    pub assertion: Assertion,
+    /// The line's belief after the claim.
+    pub belief: Belief,
+}
+
+/// `oracle claim`: runs the claim through the same gate as `memory.assert` and appends one
+/// `claim_recorded` event (whole or not at all, under the lock, at a tick after every event
+/// before it). A claim the gate refuses writes nothing.
+pub fn claim(
+    home: &Path,
+    run: &str,
+    c: &OutsideClaim,
+    durability: Durability,
+) -> Result<ClaimApplied> {
+    if c.note.len() as u64 > NOTE_BYTES_MAX {
+        return Err(SessionError::BadNote {
+            limit: NOTE_BYTES_MAX,
+        });
+    }
+    let found = session::find(home, run)?;
+    let mut writer = open_waiting(&found, durability)?;
+    let events = Recorded::read(&found.paths.log)?;
+    check_at_rest(&found, &events)?;
+    let mut rm = load_from(found, &events)?;
+    let now = rm.outside_tick(c.now)?;
+    let seq = rm.events;
+    let assertion =
+        oracle_memory::external::decide(&rm.memory, c.claim.clone(), seq, now, &rm.settings)
+            .map_err(|source| SessionError::ClaimRefused {
+                run: rm.run.id.clone(),
+                source,
+            })?;
+    // Causal links: the events of the claims it contradicts (none when it contradicts none).
+    let mut parents: Vec<u64> = assertion
+        .conflicts_with
+        .iter()
+        .filter_map(|id| rm.memory.entry(id).map(|e| e.origin.seq))
+        .collect();
+    parents.sort_unstable();
+    parents.dedup();
+    let payload = Payload::ClaimRecorded(payload::ClaimRecorded {
+        // Invariant: an assertion is plain data with string keys.
+        assertion: serde_json::to_value(&assertion).expect("assertions always convert to JSON"),
+        note: c.note.clone(),
+    });
+    let ev = writer.append_whole(now, parents, payload.clone())?;
+    writer.close()?;
+    rm.memory
+        .apply(ev.seq, now, &payload)
+        .map_err(|source| SessionError::Projection {
+            run: rm.run.id.clone(),
+            source,
+        })?;
+    let belief = oracle_memory::belief::query(
+        &rm.memory,
+        &Query {
+            subject: c.claim.subject.clone(),
+            predicate: c.claim.predicate.clone(),
+            as_of: None,
+            valid_at: Some(now),
+        },
+        rm.settings.confidence_min_pct,
+    );
+    Ok(ClaimApplied {
+        run: rm.run.id,
+        seq: ev.seq,
+        time: now,
+        assertion,
+        belief,
     })
 }

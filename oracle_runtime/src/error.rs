@@ -48,6 +48,22 @@ pub enum StoreError {
     Poisoned { path: PathBuf },
     #[error("{path}: the log is empty")]
     Empty { path: PathBuf },
+    #[error(
+        "{path}: the append failed ({source}) and was undone: the log is back to its {len} bytes, exactly as it was, so nothing was changed"
+    )]
+    AppendUndone {
+        path: PathBuf,
+        len: u64,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: the append failed ({source}) and undoing it failed too ({undo}): the log may end in a partial record; check it with `oracle verify` and `oracle repair`"
+    )]
+    AppendNotUndone {
+        path: PathBuf,
+        source: std::io::Error,
+        undo: std::io::Error,
+    },
 }
 
 impl StoreError {
@@ -61,7 +77,10 @@ impl StoreError {
     pub fn is_integrity(&self) -> bool {
         matches!(
             self,
-            StoreError::Log { .. } | StoreError::Replay { .. } | StoreError::Snapshot { .. }
+            StoreError::Log { .. }
+                | StoreError::Replay { .. }
+                | StoreError::Snapshot { .. }
+                | StoreError::AppendNotUndone { .. }
         )
     }
 }

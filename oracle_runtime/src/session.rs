@@ -67,8 +67,16 @@ pub enum SessionError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Engine(#[from] EngineError),
-    #[error("{run}: no such run (looked in {home})")]
-    NotFound { run: String, home: PathBuf },
+    #[error(
+        "{run}: no such run: not a run id under {}, a run directory or a run's log file{hint}",
+        home.join("runs").display()
+    )]
+    NotFound {
+        run: String,
+        home: PathBuf,
+        /// ` (did you mean ...?)` from the run list, or empty.
+        hint: String,
+    },
     #[error("{run}: the run has finished ({status}); there is nothing to resume")]
     Finished { run: String, status: String },
     #[error(
@@ -137,6 +145,23 @@ pub enum SessionError {
     BadInputs(String),
     #[error("--note is longer than {limit} bytes")]
     BadNote { limit: u64 },
+    #[error(
+        "{run}: --now {given} is too early: the earliest tick an outside event can take is {earliest}, one after the log's last event (tick {last}); an earlier tick would change what was believed at a time already recorded"
+    )]
+    TooEarly {
+        run: String,
+        given: u64,
+        earliest: u64,
+        last: u64,
+    },
+    #[error("{run}: {reason}")]
+    OutsideTime { run: String, reason: String },
+    #[error("{run}: the claim is refused: {source}")]
+    ClaimRefused {
+        run: String,
+        #[source]
+        source: oracle_memory::MemoryError,
+    },
     #[error(
         "{run}: run.json says the run worked in {recorded}, but this is {here}; run.json is not hashed, so oracle never takes a directory from it: resume from the run's directory (or, if the project moved, correct run.json)"
     )]
@@ -421,18 +446,83 @@ pub struct RunDir {
 }
 
 /// Finds a run by id (under `<home>/runs`) or by its directory.
+///
+/// Every command that takes a run resolves it here: a run id, a run directory, or the run's
+/// log file (`<dir>/events.jsonl` beside its `plan.plan`) name the same run.
 pub fn find(home: &Path, run: &str) -> Result<RunDir> {
-    let not_found = || SessionError::NotFound {
-        run: run.to_owned(),
-        home: home.to_path_buf(),
+    let paths = LogPaths::resolve(Path::new(run), home).ok_or_else(|| not_found(home, run))?;
+    let paths = as_run(paths);
+    let Some(dir) = paths.run_dir.clone() else {
+        return Err(SessionError::NotFound {
+            run: run.to_owned(),
+            home: home.to_path_buf(),
+            hint: " (it is a log file outside a run directory: this command needs a run, the directory holding its events.jsonl and plan.plan)".to_owned(),
+        });
     };
-    let paths = LogPaths::resolve(Path::new(run), home).ok_or_else(not_found)?;
-    let dir = paths.run_dir.clone().ok_or_else(not_found)?;
     let id = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| run.to_owned());
     Ok(RunDir { id, paths, dir })
+}
+
+/// A run's log named by its path (`<dir>/events.jsonl` beside `<dir>/plan.plan`) as the run
+/// it belongs to, so that it gets the same snapshots, torn-tail and checkpoint files as when
+/// named by id or directory. Other paths are left as they are.
+pub fn as_run(paths: LogPaths) -> LogPaths {
+    if paths.run_dir.is_some() || paths.log.file_name() != Some(std::ffi::OsStr::new(LOG_FILE)) {
+        return paths;
+    }
+    match paths.log.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) if dir.join(PLAN_FILE).is_file() => LogPaths::of_run(dir),
+        _ => paths,
+    }
+}
+
+/// Most edits between a name given and a run id for the id to be suggested.
+pub const SUGGEST_EDITS_MAX: u64 = 3;
+
+/// The error for a run that cannot be found, with a "did you mean" from the run list (the
+/// closest id by edit distance, ties to the first in id order) when one is close.
+pub fn not_found(home: &Path, run: &str) -> SessionError {
+    let ids: Vec<String> = list(home)
+        .map(|l| l.into_iter().map(|i| i.id).collect())
+        .unwrap_or_default();
+    // A path's last component is what is compared with run ids.
+    let name = Path::new(run)
+        .file_name()
+        .map_or_else(|| run.to_owned(), |n| n.to_string_lossy().into_owned());
+    let best = ids
+        .iter()
+        .map(|id| (edits(&name, id), id))
+        .filter(|(d, _)| *d <= SUGGEST_EDITS_MAX)
+        .min_by_key(|(d, _)| *d);
+    let hint = match best {
+        Some((_, id)) => format!(" (did you mean `{id}`? see `oracle runs`)"),
+        None if ids.is_empty() => " (there are no runs yet)".to_owned(),
+        None => " (see `oracle runs`)".to_owned(),
+    };
+    SessionError::NotFound {
+        run: run.to_owned(),
+        home: home.to_path_buf(),
+        hint,
+    }
+}
+
+/// Levenshtein distance over chars (names are short: at most a few hundred chars compared).
+fn edits(a: &str, b: &str) -> u64 {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<u64> = (0..=b.len() as u64).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i as u64 + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + u64::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
@@ -448,7 +538,7 @@ fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
 /// value must meet, so it is refused before anything is written rather than failing the event
 /// that would record it: at most [`INPUT_BYTES_MAX`] canonical bytes, nested at most
 /// [`oracle_core::limits::VALUE_DEPTH_MAX`] levels.
-fn check_outside_value(value: &Value, what: &str) -> std::result::Result<(), String> {
+pub fn check_outside_value(value: &Value, what: &str) -> std::result::Result<(), String> {
     oracle_core::limits::check_value(value).map_err(|e| format!("{what} is {e}"))?;
     let bytes = oracle_core::canon::encode(value).map_or(u64::MAX, |b| b.len() as u64);
     if bytes > INPUT_BYTES_MAX {

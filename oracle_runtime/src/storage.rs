@@ -25,6 +25,9 @@ pub trait LogFile: Send + Sync {
     fn sync_data(&mut self) -> io::Result<()>;
     /// Length of the file in bytes.
     fn size(&self) -> io::Result<u64>;
+    /// Cuts the file back to `len` bytes (undoing an append that failed part way); durable
+    /// once synced.
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
 }
 
 /// Where a new log and its index are created.
@@ -57,6 +60,9 @@ impl LogFile for FsFile {
     }
     fn size(&self) -> io::Result<u64> {
         self.0.metadata().map(|m| m.len())
+    }
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
     }
 }
 
@@ -373,6 +379,20 @@ pub mod sim {
         fn size(&self) -> io::Result<u64> {
             let mut state = self.storage.lock();
             Ok(state.file(self.which)?.bytes.len() as u64)
+        }
+
+        fn set_len(&mut self, len: u64) -> io::Result<()> {
+            let mut state = self.storage.lock();
+            state.op()?;
+            let file = state.file(self.which)?;
+            let keep = usize::try_from(len).unwrap_or(usize::MAX);
+            if keep < file.bytes.len() {
+                file.bytes.truncate(keep);
+            }
+            // Whether the cut itself survives a power loss before the next sync is not
+            // modelled: only the durable prefix can shrink with it.
+            file.durable = file.durable.min(len);
+            Ok(())
         }
     }
 }

@@ -234,6 +234,60 @@ impl LogWriter {
         Ok(event)
     }
 
+    /// Appends one event whole or not at all, and makes it durable: the event is written and
+    /// synced at once (whatever the durability policy), and if the write or the sync fails the
+    /// log is truncated back to the length it had before, under the lock this writer holds, and
+    /// synced again. For events appended from outside a running program (verdicts, sweeps,
+    /// outside claims), whose command must be able to say truthfully whether anything changed.
+    ///
+    /// On failure the writer is left unusable (as after any failed write): drop it.
+    /// [`StoreError::AppendUndone`] means the log is byte for byte as it was;
+    /// [`StoreError::AppendNotUndone`] that it may end in a partial record.
+    pub fn append_whole(
+        &mut self,
+        time: u64,
+        parents: Vec<u64>,
+        payload: Payload,
+    ) -> Result<Event> {
+        self.commit()?;
+        let before = self.written;
+        let appended = self
+            .append(time, parents, payload)
+            .and_then(|event| self.flush(true).map(|()| event));
+        match appended {
+            Ok(event) => Ok(event),
+            // Refused before any byte reached the file (the event could not be recorded).
+            Err(e) if !self.poisoned => Err(e),
+            Err(e) => {
+                let source = match e {
+                    StoreError::Io { source, .. } => source,
+                    other => std::io::Error::other(other.to_string()),
+                };
+                self.buf.clear();
+                self.index_buf.clear();
+                // The index may now name the undone record: stop maintaining it (readers see
+                // an entry past the log's end and rebuild it from the log).
+                self.index = None;
+                match self
+                    .file
+                    .set_len(before)
+                    .and_then(|()| self.file.sync_data())
+                {
+                    Ok(()) => Err(StoreError::AppendUndone {
+                        path: self.paths.log.clone(),
+                        len: before,
+                        source,
+                    }),
+                    Err(undo) => Err(StoreError::AppendNotUndone {
+                        path: self.paths.log.clone(),
+                        source,
+                        undo,
+                    }),
+                }
+            }
+        }
+    }
+
     /// Appends an event sealed elsewhere, after checking it extends this log.
     pub fn append_sealed(&mut self, event: &Event) -> Result<()> {
         self.check_usable()?;

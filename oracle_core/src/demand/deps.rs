@@ -250,7 +250,8 @@ impl<'a> Index<'a> {
             EventKind::RunStarted
             | EventKind::RunFinished
             | EventKind::Adjudicated
-            | EventKind::AdjudicationsExpired => {}
+            | EventKind::AdjudicationsExpired
+            | EventKind::ClaimRecorded => {}
         }
     }
 }

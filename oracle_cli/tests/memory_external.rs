@@ -1,0 +1,655 @@
+//! End-to-end tests of events appended to a run from outside, with the real `oracle` binary:
+//! `oracle claim` (new evidence, the way out of `contested`), all-or-nothing appends (a write
+//! cut short by a file-size limit, SIGKILL at seeded random points), time that stays put
+//! (`--as-of` answers never change, a `--now` before the log is refused), honest listings and
+//! exit codes (`expired (not swept)`, `--resume` on a finished run, one resolution of a run by
+//! id, directory or log path). Commands run from the workspace root, so
+//! `fixtures/plans/adjudication.plan` is the shipped fixture.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const PLAN: &str = "fixtures/plans/adjudication.plan";
+const RUN: &str = "adjudication-1";
+/// The fixture's conflict is recorded by event 15 (`referral`).
+const HANDLE: &str = "adj-15";
+const EFH: &str = "external_first_hand";
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
+        c.arg("--home")
+            .arg(self.path())
+            .args(args)
+            .current_dir(common::root());
+        c
+    }
+
+    fn oracle(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.command(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn json(&self, args: &[&str]) -> (i32, Value) {
+        let (code, out, err) = self.oracle(args);
+        let line = out
+            .lines()
+            .last()
+            .unwrap_or_else(|| panic!("{args:?}: no output; stderr: {err}"));
+        let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+        (code, v)
+    }
+
+    fn json_lines(&self, args: &[&str]) -> (i32, Vec<Value>) {
+        let (code, out, err) = self.oracle(args);
+        let rows = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{err}")))
+            .collect();
+        (code, rows)
+    }
+
+    fn run_dir(&self) -> PathBuf {
+        self.path().join("runs").join(RUN)
+    }
+
+    fn log(&self) -> PathBuf {
+        self.run_dir().join("events.jsonl")
+    }
+
+    fn start(&self, extra: &[&str]) -> Value {
+        let mut args = vec!["run", PLAN, "--json"];
+        args.extend_from_slice(extra);
+        let (code, out) = self.json(&args);
+        assert_eq!(code, 3, "the run suspends: {out}");
+        assert_eq!(out["waiting"]["step"], "allergy");
+        out
+    }
+
+    fn events(&self) -> Vec<Value> {
+        let (code, rows) = self.json_lines(&["log", RUN, "--json"]);
+        assert_eq!(code, 0);
+        rows
+    }
+
+    fn allergy(&self, extra: &[&str]) -> Value {
+        let mut args = vec![
+            "memory",
+            RUN,
+            "--subject",
+            "patient-17",
+            "--predicate",
+            "allergy",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, rows) = self.json_lines(&args);
+        assert_eq!(code, 0, "{rows:?}");
+        rows.into_iter().next().unwrap()
+    }
+
+    fn adjudications(&self, extra: &[&str]) -> Vec<Value> {
+        let mut args = vec!["adjudications", RUN, "--json"];
+        args.extend_from_slice(extra);
+        let (code, rows) = self.json_lines(&args);
+        assert_eq!(code, 0, "{rows:?}");
+        rows
+    }
+
+    fn status(&self, handle: &str) -> String {
+        self.adjudications(&[])
+            .iter()
+            .find(|r| r["handle"] == handle)
+            .map(|r| r["status"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    }
+
+    fn verifies(&self) {
+        let (code, out, err) = self.oracle(&["verify", RUN]);
+        assert_eq!(code, 0, "verify without repair: {out}{err}");
+    }
+
+    fn replays(&self, ending: &str) {
+        let (code, r) = self.json(&["replay", RUN, "--json"]);
+        assert_eq!(code, 0, "{r}");
+        assert_eq!(r["result"], "reproduced");
+        assert_eq!(r["ending"], ending);
+        self.verifies();
+    }
+}
+
+fn claim_args<'a>(value: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "claim",
+        RUN,
+        "--subject",
+        "patient-17",
+        "--predicate",
+        "allergy",
+        "--value",
+        value,
+        "--provenance",
+        EFH,
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+fn verdict_args<'a>(handle: &'a str, verdict: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "adjudicate",
+        RUN,
+        handle,
+        "--verdict",
+        verdict,
+        "--evidence",
+        EFH,
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+/// The walkthrough's way out: a run that went through `unknown`, new evidence from
+/// `oracle claim`, an expiry and a sweep, then more evidence and a verdict, completes and
+/// replays bit-identically; every as-of answer stays what it was.
+#[test]
+fn unknown_claim_expiry_sweep_claim_affirm_completes_and_replays() {
+    let h = Home::new();
+    // Requests expire 10 ticks after they are opened: adj-15 (tick 4) at 14.
+    h.start(&["--adjudication-expiry", "10"]);
+    let (code, v) = h.json(&verdict_args(HANDLE, "unknown", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    let (code, text, _) = h.oracle(&["resume", RUN]);
+    assert_eq!(code, 3, "{text}");
+    assert!(
+        text.contains("oracle claim adjudication-1 --subject patient-17 --predicate allergy"),
+        "the hint names the command: {text}"
+    );
+    let contested = h.allergy(&[]);
+    assert_eq!(contested["belief"]["status"], "contested");
+    let as_of_contested = h.allergy(&["--as-of", "7"]);
+
+    // New evidence: it opens a new request (the gate decides, as for memory.assert).
+    let (code, v) = h.json(&claim_args(
+        "\"none\"",
+        &["--note", "allergy test negative", "--json"],
+    ));
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["outcome"], "recorded");
+    assert_eq!(v["disposition"], "queued_for_adjudication", "{v}");
+    let first = v["adjudication"]["handle"].as_str().unwrap().to_owned();
+    let claim_seq = v["seq"].as_u64().unwrap();
+    assert_eq!(first, format!("adj-{claim_seq}"));
+    let ev = &h.events()[claim_seq as usize];
+    assert_eq!(ev["kind"], "claim_recorded");
+    assert!(!ev["parents"].as_array().unwrap().is_empty(), "{ev}");
+
+    // It expires unanswered: listed as such before the sweep, contested after it.
+    let expires = v["adjudication"]["expires_at"].as_u64().unwrap();
+    let (code, v) = h.json(&["sweep", RUN, "--now", &expires.to_string(), "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["handles"], serde_json::json!([first]));
+    assert_eq!(h.status(&first), "expired");
+    let (code, _, _) = h.oracle(&["resume", RUN]);
+    assert_eq!(code, 3);
+
+    // More evidence, affirmed: the run goes on and completes.
+    let (code, v) = h.json(&claim_args("\"none\"", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    let second = v["adjudication"]["handle"].as_str().unwrap().to_owned();
+    let (code, out, err) = h.oracle(&verdict_args(&second, "affirm", &["--resume"]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("status   completed"), "{out}");
+    let line = h.allergy(&[]);
+    assert_eq!(line["belief"]["status"], "resolved", "{line}");
+    assert_eq!(line["belief"]["value"], "none");
+    // What was believed at tick 7 is what was believed then.
+    assert_eq!(h.allergy(&["--as-of", "7"]), as_of_contested);
+    h.replays("completed");
+}
+
+/// A claim that commits on a new line, a window and a criticality; a refused claim (the
+/// gate's reason, a model-derived provenance, a float) writes nothing, exit 2.
+#[test]
+fn claims_commit_or_are_refused_with_the_gates_reason_and_write_nothing() {
+    let h = Home::new();
+    h.start(&[]);
+    let args = [
+        "claim",
+        RUN,
+        "--subject",
+        "patient-17",
+        "--predicate",
+        "weight_kg",
+        "--value",
+        "71",
+        "--provenance",
+        "user_asserted",
+        "--criticality",
+        "high",
+        "--valid",
+        "2..@90",
+        "--json",
+    ];
+    let (code, v) = h.json(&args);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["disposition"], "committed");
+    assert_eq!(v["belief"]["status"], "resolved");
+    let log = fs::read(h.log()).unwrap();
+    for (value, prov, why) in [
+        ("1.5", EFH, "float"),
+        (
+            "\"x\"",
+            "model_derived",
+            "external_first_hand or user_asserted",
+        ),
+        ("\"x\"", "hearsay", "unknown provenance"),
+    ] {
+        let (code, out, err) = h.oracle(&claim_args(value, &["--provenance", prov]));
+        // The second --provenance wins or clap refuses duplicates: either way exit 2.
+        assert_eq!(code, 2, "{value} {prov}: {out}{err}");
+        assert!(
+            err.contains(why) || err.contains("cannot be used multiple times"),
+            "{why}: {err}"
+        );
+        assert_eq!(fs::read(h.log()).unwrap(), log, "nothing written");
+    }
+    let empty = [
+        "claim",
+        RUN,
+        "--subject",
+        "",
+        "--predicate",
+        "p",
+        "--value",
+        "1",
+        "--provenance",
+        EFH,
+        "--json",
+    ];
+    let (code, v) = h.json(&empty);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["outcome"], "refused");
+    assert!(
+        v["reason"].as_str().unwrap().contains("subject is empty"),
+        "{v}"
+    );
+    let (code, out, err) = h.oracle(&claim_args("1.5", &[]));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("float"), "{err}");
+    assert_eq!(fs::read(h.log()).unwrap(), log, "nothing written");
+    h.verifies();
+}
+
+/// Time that stays put: a verdict is stamped after the log's last tick, so `--as-of` that tick
+/// answers the same before and after it; a `--now` before the earliest tick is refused.
+#[test]
+fn as_of_answers_do_not_change_and_an_early_now_is_refused() {
+    let h = Home::new();
+    h.start(&[]);
+    let last = h.events().last().unwrap()["time"].as_u64().unwrap();
+    let before: Vec<Value> = (0..=last)
+        .map(|t| h.allergy(&["--as-of", &t.to_string()]))
+        .collect();
+    let log = fs::read(h.log()).unwrap();
+    for now in [0, last] {
+        let (code, v) = h.json(&verdict_args(
+            HANDLE,
+            "affirm",
+            &["--now", &now.to_string(), "--json"],
+        ));
+        assert_eq!(code, 2, "{v}");
+        let m = v["error"]["message"].as_str().unwrap();
+        assert!(
+            m.contains(&format!(
+                "earliest tick an outside event can take is {}",
+                last + 1
+            )),
+            "{m}"
+        );
+        assert_eq!(fs::read(h.log()).unwrap(), log);
+    }
+    let (code, v) = h.json(&verdict_args(HANDLE, "affirm", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    let ev = &h.events()[v["seq"].as_u64().unwrap() as usize];
+    assert_eq!(ev["time"].as_u64().unwrap(), last + 1);
+    let after: Vec<Value> = (0..=last)
+        .map(|t| h.allergy(&["--as-of", &t.to_string()]))
+        .collect();
+    assert_eq!(before, after);
+    assert_eq!(
+        h.allergy(&["--as-of", &(last + 1).to_string()])["belief"]["status"],
+        "resolved"
+    );
+}
+
+/// `bash -c 'trap "" XFSZ; ulimit -f BLOCKS; exec oracle ARGS'`: the file-size limit in 1024-byte
+/// blocks, SIGXFSZ ignored (it stays ignored across exec) so the write fails with EFBIG.
+fn limited(h: &Home, blocks: u64, args: &[&str]) -> (i32, String, String) {
+    let script = format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\"");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_oracle"))
+        .arg("--home")
+        .arg(h.path())
+        .args(args)
+        .current_dir(common::root())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Pads the log with claims on their own lines (notes of chosen length) until the next 1024
+/// boundary is `gap` bytes away, so a limit there cuts the next record partway.
+fn pad_to_gap(h: &Home, gap: u64) {
+    for round in 0..6 {
+        let len = fs::metadata(h.log()).unwrap().len();
+        let to_boundary = 1024 - len % 1024;
+        if to_boundary == gap {
+            return;
+        }
+        // Measure one padding record, then size the next one's note to land on the gap.
+        let subject = format!("pad-{round}");
+        let before = len;
+        let (code, _, err) = h.oracle(&[
+            "claim",
+            RUN,
+            "--subject",
+            &subject,
+            "--predicate",
+            "p",
+            "--value",
+            "1",
+            "--provenance",
+            EFH,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let len = fs::metadata(h.log()).unwrap().len();
+        let record = len - before;
+        // The next record: one more byte of subject, plus the note.
+        let target = 1024 - gap as i64;
+        let note = (target - (len + record + 1) as i64).rem_euclid(1024);
+        let note = "n".repeat(note as usize);
+        let subject = format!("pad-{round}b");
+        let (code, _, err) = h.oracle(&[
+            "claim",
+            RUN,
+            "--subject",
+            &subject,
+            "--predicate",
+            "p",
+            "--value",
+            "1",
+            "--provenance",
+            EFH,
+            "--note",
+            &note,
+        ]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let len = fs::metadata(h.log()).unwrap().len();
+    assert_eq!(1024 - len % 1024, gap, "padding did not land");
+}
+
+/// A verdict, a sweep and a claim whose write is cut short by a file-size limit: the log is
+/// byte-identical afterwards, the exit code says nothing changed, `verify` passes without
+/// `repair`, the request is still pending, and the retry applies.
+#[test]
+fn a_write_cut_short_by_a_file_size_limit_is_undone_and_a_retry_applies() {
+    let h = Home::new();
+    h.start(&["--adjudication-expiry", "40"]);
+    let big = "v".repeat(3000);
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        (
+            "verdict",
+            verdict_args(HANDLE, "affirm", &["--note", &big])
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+        (
+            "claim",
+            claim_args("\"none\"", &["--note", &big])
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    ];
+    for (what, args) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let before = fs::read(h.log()).unwrap();
+        let blocks = before.len() as u64 / 1024 + 1;
+        let (code, out, err) = limited(&h, blocks, &args);
+        assert_eq!(code, 2, "{what}: {out}{err}");
+        assert!(err.contains("was undone"), "{what}: {err}");
+        assert_eq!(fs::read(h.log()).unwrap(), before, "{what}: byte-identical");
+        h.verifies();
+        if *what == "verdict" {
+            assert_eq!(h.status(HANDLE), "pending", "{what}");
+        }
+        let (code, out, err) = h.oracle(&args);
+        assert_eq!(code, 0, "{what} retried: {out}{err}");
+    }
+    // A sweep: a new conflict to expire; a small record, so the log is padded to end 16 bytes
+    // before a block boundary.
+    let (code, v) = h.json(&claim_args("\"penicillin\"", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["disposition"], "queued_for_adjudication", "{v}");
+    let expiring = h
+        .adjudications(&["--status", "pending"])
+        .iter()
+        .map(|r| r["expires_at"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    pad_to_gap(&h, 16);
+    let before = fs::read(h.log()).unwrap();
+    let now = expiring.to_string();
+    let blocks = before.len() as u64 / 1024 + 1;
+    let (code, out, err) = limited(&h, blocks, &["sweep", RUN, "--now", &now]);
+    assert_eq!(code, 2, "sweep: {out}{err}");
+    assert!(err.contains("was undone"), "sweep: {err}");
+    assert_eq!(fs::read(h.log()).unwrap(), before);
+    h.verifies();
+    let (code, v) = h.json(&["sweep", RUN, "--now", &now, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["expired"].as_u64().unwrap() >= 1, "{v}");
+    h.replays("suspended");
+}
+
+/// SIGKILL at seeded random points of `oracle claim`: afterwards the log verifies without
+/// `repair`, the claim is there whole or not at all, and a retry records it. A floor on how
+/// many kills landed while the command was still running keeps the test meaningful.
+#[test]
+fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
+    let h = Home::new();
+    h.start(&[]);
+    let mut rng = common::SplitMix64(0x5eed_c1a1);
+    let trials = 40u64;
+    let mut killed = 0u64;
+    let mut landed_killed = 0u64;
+    // How long one claim takes here, to spread the kills over it (not asserted).
+    let mut span_us = 200;
+    for value in ["\"none\"", "\"none\"", "\"none\""] {
+        let t0 = std::time::Instant::now();
+        let (code, _, err) = h.oracle(&claim_args(value, &["--durability", "event"]));
+        assert_eq!(code, 0, "{err}");
+        span_us = span_us.max(t0.elapsed().as_micros() as u64);
+    }
+    // Kills spread past the longest measured run, so some land late in the command.
+    let span_us = span_us * 3 / 2;
+    for i in 0..trials {
+        let subject = format!("kill-{i}");
+        let events_before = h.events().len();
+        let args = [
+            "claim",
+            RUN,
+            "--subject",
+            &subject,
+            "--predicate",
+            "p",
+            "--value",
+            "1",
+            "--provenance",
+            EFH,
+            "--durability",
+            "event",
+        ];
+        let mut child = h
+            .command(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(rng.below(span_us)));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        let was_killed = status.code().is_none();
+        h.verifies();
+        let events = h.events();
+        let landed = events.len() == events_before + 1;
+        assert!(
+            events.len() == events_before || landed,
+            "whole or nothing: {events_before} -> {}",
+            events.len()
+        );
+        if was_killed {
+            killed += 1;
+            landed_killed += u64::from(landed);
+        }
+        if !landed {
+            let (code, out, err) = h.oracle(&args);
+            assert_eq!(code, 0, "retry after a kill: {out}{err}");
+        }
+        let (code, rows) = h.json_lines(&["memory", RUN, "--subject", &subject, "--json"]);
+        assert_eq!(code, 0);
+        assert_eq!(rows.len(), 1, "{subject}: exactly one line");
+        assert_eq!(
+            rows[0]["claims"].as_array().unwrap().len(),
+            1,
+            "{subject}: one claim"
+        );
+    }
+    eprintln!("{killed} of {trials} killed while running ({landed_killed} after the append)");
+    assert!(
+        killed * 5 >= trials,
+        "only {killed} of {trials} kills landed while the command ran"
+    );
+}
+
+/// Honest listings and exit codes: `--resume` on a finished run applies and exits 0; a run is
+/// named alike by id, directory or log path; an unknown name gets one wording and a "did you
+/// mean"; `--oracle-cmd` delivers when the run is named by its directory.
+#[test]
+fn a_finished_run_a_run_named_three_ways_and_a_misspelt_one() {
+    let h = Home::new();
+    h.start(&[]);
+    let dir = h.run_dir();
+    let log = h.log();
+    for target in [
+        RUN.to_owned(),
+        dir.display().to_string(),
+        log.display().to_string(),
+    ] {
+        for cmd in [
+            vec!["memory", target.as_str()],
+            vec!["adjudications", target.as_str()],
+            vec!["verify", target.as_str()],
+            vec!["log", target.as_str()],
+            vec!["sweep", target.as_str()],
+        ] {
+            let (code, out, err) = h.oracle(&cmd);
+            assert_eq!(code, 0, "{cmd:?}: {out}{err}");
+        }
+    }
+    // The oracle is notified when the run is named by its directory.
+    let seen = h.path().join("seen.json");
+    let script = h.path().join("oracle.sh");
+    fs::write(&script, format!("#!/bin/sh\ncat >> '{}'\n", seen.display())).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let dir_s = dir.display().to_string();
+    let script_s = script.display().to_string();
+    let (code, out, err) = h.oracle(&["adjudications", &dir_s, "--oracle-cmd", &script_s]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        fs::read_to_string(&seen)
+            .unwrap_or_default()
+            .contains(HANDLE),
+        "delivered: {out}{err}"
+    );
+    // A misspelt id: one wording and a suggestion, for a run command and a log command alike.
+    for cmd in ["memory", "verify", "claim"] {
+        let mut args = vec![cmd, "adjudicaton-1"];
+        if cmd == "claim" {
+            args.extend(["--subject", "s", "--predicate", "p", "--value", "1"]);
+            args.extend(["--provenance", EFH]);
+        }
+        let (code, _, err) = h.oracle(&args);
+        assert_eq!(code, 2, "{cmd}: {err}");
+        assert!(err.contains("no such run"), "{cmd}: {err}");
+        assert!(
+            err.contains("did you mean `adjudication-1`"),
+            "{cmd}: {err}"
+        );
+    }
+    // Finish the run, then a verdict/claim with --resume: applied, exit 0, nothing to resume.
+    let (code, out, err) = h.oracle(&verdict_args(HANDLE, "affirm", &["--resume"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = h.oracle(&claim_args("\"none\"", &["--resume"]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("nothing to resume"), "{out}");
+    let handle = h
+        .adjudications(&["--status", "pending"])
+        .first()
+        .map(|r| r["handle"].as_str().unwrap().to_owned());
+    if let Some(handle) = handle {
+        let (code, v) = h.json(&verdict_args(&handle, "deny", &["--resume", "--json"]));
+        assert_eq!(code, 0, "{v}");
+        assert_eq!(v["resumed"], false);
+    }
+    h.replays("completed");
+}
+
+/// `adjudications` lists a request past its expiry as `expired (not swept)`.
+#[test]
+fn a_request_past_its_expiry_is_listed_as_expired_not_swept() {
+    let h = Home::new();
+    h.start(&["--adjudication-expiry", "3"]);
+    let (code, out, _) = h.oracle(&["adjudications", RUN]);
+    assert_eq!(code, 0);
+    assert!(out.contains("expired (not swept)"), "{out}");
+    assert_eq!(h.status(HANDLE), "expired_not_swept");
+    assert_eq!(h.adjudications(&["--status", "expired"]).len(), 1);
+    assert!(h.adjudications(&["--status", "pending"]).is_empty());
+}
