@@ -346,10 +346,12 @@ fn as_of_answers_do_not_change_and_an_early_now_is_refused() {
     );
 }
 
-/// `bash -c 'trap "" XFSZ; ulimit -f BLOCKS; exec oracle ARGS'`: the file-size limit in 1024-byte
-/// blocks, SIGXFSZ ignored (it stays ignored across exec) so the write fails with EFBIG.
-fn limited(h: &Home, blocks: u64, args: &[&str]) -> (i32, String, String) {
-    let script = format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\"");
+/// `bash -c '[trap "" XFSZ;] ulimit -f BLOCKS; exec oracle ARGS'`: the file-size limit in
+/// 1024-byte blocks, with SIGXFSZ ignored (it stays ignored across exec) or left to its default
+/// (which kills a process whose write crosses the limit: oracle must not get that far).
+fn limited(h: &Home, blocks: u64, trap: bool, args: &[&str]) -> (i32, String, String) {
+    let trap = if trap { "trap '' XFSZ; " } else { "" };
+    let script = format!("{trap}ulimit -f {blocks}; exec \"$0\" \"$@\"");
     let out = Command::new("bash")
         .arg("-c")
         .arg(script)
@@ -419,11 +421,12 @@ fn pad_to_gap(h: &Home, gap: u64) {
     assert_eq!(1024 - len % 1024, gap, "padding did not land");
 }
 
-/// A verdict, a sweep and a claim whose write is cut short by a file-size limit: the log is
-/// byte-identical afterwards, the exit code says nothing changed, `verify` passes without
-/// `repair`, the request is still pending, and the retry applies.
+/// A verdict, a sweep and a claim under a file-size limit they would cross (with SIGXFSZ
+/// ignored and not): refused before writing, the log byte-identical afterwards, the exit code
+/// says nothing changed, `verify` passes without `repair`, the request is still pending, and
+/// the retry applies.
 #[test]
-fn a_write_cut_short_by_a_file_size_limit_is_undone_and_a_retry_applies() {
+fn a_file_size_limit_is_refused_before_writing_and_a_retry_applies() {
     let h = Home::new();
     h.start(&["--adjudication-expiry", "40"]);
     let big = "v".repeat(3000);
@@ -443,13 +446,14 @@ fn a_write_cut_short_by_a_file_size_limit_is_undone_and_a_retry_applies() {
                 .collect(),
         ),
     ];
-    for (what, args) in &cases {
+    for ((what, args), trap) in cases.iter().zip([true, false]) {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let before = fs::read(h.log()).unwrap();
         let blocks = before.len() as u64 / 1024 + 1;
-        let (code, out, err) = limited(&h, blocks, &args);
+        let (code, out, err) = limited(&h, blocks, trap, &args);
         assert_eq!(code, 2, "{what}: {out}{err}");
-        assert!(err.contains("was undone"), "{what}: {err}");
+        assert!(err.contains("file-size limit"), "{what}: {err}");
+        assert!(err.contains("nothing was changed"), "{what}: {err}");
         assert_eq!(fs::read(h.log()).unwrap(), before, "{what}: byte-identical");
         h.verifies();
         if *what == "verdict" {
@@ -473,15 +477,85 @@ fn a_write_cut_short_by_a_file_size_limit_is_undone_and_a_retry_applies() {
     let before = fs::read(h.log()).unwrap();
     let now = expiring.to_string();
     let blocks = before.len() as u64 / 1024 + 1;
-    let (code, out, err) = limited(&h, blocks, &["sweep", RUN, "--now", &now]);
+    let (code, out, err) = limited(&h, blocks, false, &["sweep", RUN, "--now", &now]);
     assert_eq!(code, 2, "sweep: {out}{err}");
-    assert!(err.contains("was undone"), "sweep: {err}");
+    assert!(err.contains("nothing was changed"), "sweep: {err}");
     assert_eq!(fs::read(h.log()).unwrap(), before);
     h.verifies();
     let (code, v) = h.json(&["sweep", RUN, "--now", &now, "--json"]);
     assert_eq!(code, 0, "{v}");
     assert!(v["expired"].as_u64().unwrap() >= 1, "{v}");
     h.replays("suspended");
+}
+
+/// A tmpfs mount that unmounts when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `kib` KiB, or `None` where this process may not mount (not root, no
+    /// mount namespace): the test then says so and checks nothing.
+    fn mount(kib: u64) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs { dir })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// A full filesystem: the verdict's write is cut short by ENOSPC partway through a record (the
+/// log's last page has room for part of it), the writer truncates the part back under the
+/// lock, exit 2 "undone", the log byte-identical, `verify` passes, and after space is freed the
+/// retry applies.
+#[test]
+fn a_write_cut_short_by_a_full_filesystem_is_truncated_back_and_a_retry_applies() {
+    let Some(fs_) = Tmpfs::mount(2048) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let h = Home {
+        dir: tempfile::tempdir_in(fs_.dir.path()).unwrap(),
+    };
+    h.start(&[]);
+    let before = fs::read(h.log()).unwrap();
+    assert!(
+        !before.len().is_multiple_of(4096),
+        "the last page has room for part of a record"
+    );
+    // Fill the filesystem.
+    let filler = fs_.dir.path().join("filler");
+    {
+        use std::io::Write as _;
+        let mut f = fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+    }
+    let note = "v".repeat(4000);
+    let args = verdict_args(HANDLE, "affirm", &["--note", &note]);
+    let (code, out, err) = h.oracle(&args);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("was undone"), "{err}");
+    assert_eq!(fs::read(h.log()).unwrap(), before, "byte-identical");
+    h.verifies();
+    assert_eq!(h.status(HANDLE), "pending");
+    fs::remove_file(&filler).unwrap();
+    let (code, out, err) = h.oracle(&args);
+    assert_eq!(code, 0, "retry: {out}{err}");
+    assert_eq!(h.status(HANDLE), "resolved");
+    h.verifies();
+    drop(h);
 }
 
 /// SIGKILL at seeded random points of `oracle claim`: afterwards the log verifies without

@@ -49,6 +49,15 @@ pub enum StoreError {
     #[error("{path}: the log is empty")]
     Empty { path: PathBuf },
     #[error(
+        "{path}: refused before writing: the record would take the log from {len} to {end} bytes, past this process's file-size limit (ulimit -f) of {limit} bytes; nothing was changed"
+    )]
+    FileSizeLimit {
+        path: PathBuf,
+        len: u64,
+        end: u64,
+        limit: u64,
+    },
+    #[error(
         "{path}: the append failed ({source}) and was undone: the log is back to its {len} bytes, exactly as it was, so nothing was changed"
     )]
     AppendUndone {

@@ -103,6 +103,11 @@ pub fn lock_for_maintenance(paths: &LogPaths) -> Result<File> {
     take_lock(paths)
 }
 
+/// The process's soft file-size limit in bytes (`ulimit -f`), if it has one.
+fn file_size_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Fsize).current
+}
+
 impl LogWriter {
     /// Creates a new, empty log (and its run directory if `paths` has one).
     pub fn create(paths: &LogPaths, durability: Durability) -> Result<LogWriter> {
@@ -250,10 +255,37 @@ impl LogWriter {
         payload: Payload,
     ) -> Result<Event> {
         self.commit()?;
+        self.check_usable()?;
         let before = self.written;
+        let event = self
+            .recorder
+            .record(time, parents, payload)
+            .map_err(|source| StoreError::Record {
+                path: self.paths.log.clone(),
+                source,
+            })?;
+        // A record that would cross the process's file-size limit (`ulimit -f`) is refused
+        // before any byte is written: the kernel would otherwise cut the write short and send
+        // SIGXFSZ, whose default action kills the process before it can undo the part written.
+        let mut encoded = Vec::new();
+        record::encode_into(&event, &mut encoded);
+        let end = before.saturating_add(encoded.len() as u64);
+        if let Some(limit) = file_size_limit()
+            && end > limit
+        {
+            // The recorder has moved past an event that is not written: stop this writer.
+            self.poisoned = true;
+            return Err(StoreError::FileSizeLimit {
+                path: self.paths.log.clone(),
+                len: before,
+                end,
+                limit,
+            });
+        }
         let appended = self
-            .append(time, parents, payload)
-            .and_then(|event| self.flush(true).map(|()| event));
+            .queue(&event)
+            .and_then(|()| self.flush(true))
+            .map(|()| event);
         match appended {
             Ok(event) => Ok(event),
             // Refused before any byte reached the file (the event could not be recorded).
