@@ -94,8 +94,31 @@ pub fn json_len(value: &Value) -> u64 {
     }
 }
 
+/// Whether lists and maps nest more than `limit` levels in `value`. The check every event
+/// pays, so it allocates nothing and stops at `limit + 1` (its recursion is bounded by
+/// `limit`, not by the value); [`depth`] gives the exact figure when it fails.
+pub fn deeper_than(value: &Value, limit: u32) -> bool {
+    let children: &mut dyn Iterator<Item = &Value> = match value {
+        Value::Array(items) => &mut items.iter(),
+        Value::Object(map) => &mut map.values(),
+        _ => return false,
+    };
+    let Some(below) = limit.checked_sub(1) else {
+        return true;
+    };
+    for c in children {
+        if deeper_than(c, below) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Checks a value from outside the program against [`VALUE_DEPTH_MAX`].
 pub fn check_value(value: &Value) -> Result<(), LimitError> {
+    if !deeper_than(value, VALUE_DEPTH_MAX) {
+        return Ok(());
+    }
     let d = depth(value);
     if d > VALUE_DEPTH_MAX {
         return Err(LimitError::TooDeep {
@@ -110,8 +133,8 @@ pub fn check_value(value: &Value) -> Result<(), LimitError> {
 /// Checks that a payload (as a value) fits in a record the reader accepts. `canonical_len` is
 /// the length of its canonical encoding, which decides whether its JSON must be measured.
 pub fn check_payload(payload: &Value, canonical_len: u64) -> Result<(), LimitError> {
-    let d = depth(payload);
-    if d > PAYLOAD_DEPTH_MAX {
+    if deeper_than(payload, PAYLOAD_DEPTH_MAX) {
+        let d = depth(payload);
         return Err(LimitError::TooDeep {
             depth: d,
             limit: PAYLOAD_DEPTH_MAX,
@@ -163,6 +186,23 @@ mod tests {
             let record = format!("{{\"payload\":{payload}}}");
             let parsed: Result<Value, _> = serde_json::from_str(&record);
             assert_eq!(parsed.is_ok(), fits, "serde_json agrees at {n}");
+        }
+    }
+
+    #[test]
+    fn deeper_than_agrees_with_depth() {
+        let values = [
+            json!(1),
+            json!([]),
+            json!({"a": [1, {"b": []}]}),
+            nested(7),
+            json!([[1], [[2]], {"x": [[[]]]}]),
+        ];
+        for v in &values {
+            let d = depth(v);
+            for limit in 0..10 {
+                assert_eq!(deeper_than(v, limit), d > limit, "{v} at {limit}");
+            }
         }
     }
 
