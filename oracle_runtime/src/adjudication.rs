@@ -142,6 +142,25 @@ pub fn load(home: &Path, run: &str) -> Result<RunMemory> {
     load_from(found, &events)
 }
 
+/// The start of every outside append (verdict, sweep, claim): the run found, its lock taken
+/// (waiting a bounded time), the log read under the lock (so what another submitter appended
+/// is seen), the run checked to be at rest, its memory projected, and the tick the event will
+/// carry.
+fn begin_outside_append(
+    home: &Path,
+    run: &str,
+    now: Option<u64>,
+    durability: Durability,
+) -> Result<(LogWriter, RunMemory, u64)> {
+    let found = session::find(home, run)?;
+    let writer = open_waiting(&found, durability)?;
+    let events = Recorded::read(&found.paths.log)?;
+    check_at_rest(&found, &events)?;
+    let rm = load_from(found, &events)?;
+    let now = rm.outside_tick(now)?;
+    Ok((writer, rm, now))
+}
+
 /// Opens the run's log for appending, waiting a bounded time for a writer that holds it.
 fn open_waiting(run: &RunDir, durability: Durability) -> Result<LogWriter> {
     let mut tries = 0;
@@ -210,13 +229,7 @@ pub fn adjudicate(
             limit: NOTE_BYTES_MAX,
         });
     }
-    let found = session::find(home, run)?;
-    let mut writer = open_waiting(&found, durability)?;
-    // Read under the lock: what another submitter appended is seen here.
-    let events = Recorded::read(&found.paths.log)?;
-    check_at_rest(&found, &events)?;
-    let mut rm = load_from(found, &events)?;
-    let now = rm.outside_tick(sub.now)?;
+    let (mut writer, mut rm, now) = begin_outside_append(home, run, sub.now, durability)?;
     let refused = |source| SessionError::Adjudicate {
         run: rm.run.id.clone(),
         source,
@@ -285,12 +298,7 @@ pub struct Swept {
 /// one after the log's last time) into contested claims with one `adjudications_expired`
 /// event. Nothing expired, nothing written: a second sweep reports 0.
 pub fn sweep(home: &Path, run: &str, now: Option<u64>, durability: Durability) -> Result<Swept> {
-    let found = session::find(home, run)?;
-    let mut writer = open_waiting(&found, durability)?;
-    let events = Recorded::read(&found.paths.log)?;
-    check_at_rest(&found, &events)?;
-    let rm = load_from(found, &events)?;
-    let now = rm.outside_tick(now)?;
+    let (mut writer, rm, now) = begin_outside_append(home, run, now, durability)?;
     let expired = rules::sweep(&rm.memory, now);
     if expired.is_empty() {
         writer.close()?;
@@ -359,12 +367,7 @@ pub fn claim(
             limit: NOTE_BYTES_MAX,
         });
     }
-    let found = session::find(home, run)?;
-    let mut writer = open_waiting(&found, durability)?;
-    let events = Recorded::read(&found.paths.log)?;
-    check_at_rest(&found, &events)?;
-    let mut rm = load_from(found, &events)?;
-    let now = rm.outside_tick(c.now)?;
+    let (mut writer, mut rm, now) = begin_outside_append(home, run, c.now, durability)?;
     let seq = rm.events;
     let assertion =
         oracle_memory::external::decide(&rm.memory, c.claim.clone(), seq, now, &rm.settings)
