@@ -13,7 +13,7 @@ pub const INPUT: u8 = 2;
 pub const SUSPENDED: u8 = 3;
 /// Integrity or divergence failure: recorded data is damaged or inconsistent.
 pub const INTEGRITY: u8 = 4;
-/// `adjudicate`: no adjudication has that handle in the run.
+/// `adjudicate`: no adjudication has that handle in the run (`reinstate`: no such claim).
 pub const UNKNOWN_HANDLE: u8 = 5;
 /// `adjudicate`: the handle was resolved already (the original verdict is reported).
 pub const ALREADY_RESOLVED: u8 = 6;

@@ -109,6 +109,11 @@ enum Command {
     /// adjudication, or is refused with the gate's reason). The way out of `contested`. Exit 0
     /// recorded, 2 refused or bad input (nothing written).
     Claim(memory::ClaimArgs),
+    /// Make a superseded claim live again: a verdict that names it, with first-hand evidence
+    /// (one `reinstated` event under the run's lock). It is committed over its whole window and
+    /// settles its line as an `affirm` would. Exit 0 recorded, 2 refused or bad input, 5 no
+    /// such claim (nothing written on any refusal).
+    Reinstate(memory::ReinstateArgs),
     /// Which earlier events a run's next H events actually need (causal parents, tool calls,
     /// state keys, memory claims, file paths), and how many faults working-set policies of
     /// given budgets make serving them, against the optimal oracle (Belady). Exit 0, 2 bad
@@ -150,6 +155,7 @@ fn main() -> ExitCode {
         Command::Adjudicate(a) => memory::adjudicate(&home, a),
         Command::Sweep(a) => memory::sweep(&home, a),
         Command::Claim(a) => memory::claim(&home, a),
+        Command::Reinstate(a) => memory::reinstate(&home, a),
         Command::Diff(a) => diff::run(&home, a),
         Command::Demand(a) => demand::run(&home, a),
         Command::Auction(a) => auction::run(&home, a),

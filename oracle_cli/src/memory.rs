@@ -170,6 +170,37 @@ pub struct ClaimArgs {
     json: bool,
 }
 
+#[derive(Args, Debug)]
+pub struct ReinstateArgs {
+    /// Run id (under `<home>/runs`), run directory, or the run's log file.
+    run: String,
+    /// The superseded claim: its id, or at least 8 hex characters of it (`oracle memory RUN
+    /// --history` lists ids).
+    claim: String,
+    /// Provenance of the evidence behind it. Only `external_first_hand` is accepted; anything
+    /// else is refused and nothing is written.
+    #[arg(long, value_name = "PROVENANCE")]
+    evidence: String,
+    /// Why, for the audit trail (recorded in the event).
+    #[arg(long, default_value = "")]
+    note: String,
+    /// The logical tick it is given at (default, and earliest: one after the log's last tick);
+    /// at most TIME_MAX (2^53).
+    #[arg(long, value_name = "TICK")]
+    now: Option<u64>,
+    /// Then resume the run (as `oracle resume RUN` would) and report how it went on.
+    #[arg(long)]
+    resume: bool,
+    /// With --resume: send new adjudication requests to PROGRAM.
+    #[arg(long, value_name = "PROGRAM", requires = "resume")]
+    oracle_cmd: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    durability: DurabilityArg,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
 fn load(home: &Path, run: &str, json_out: bool) -> Result<RunMemory, CliError> {
     adjudication::load(home, run).map_err(|e| session_error(e, json_out, None))
 }
@@ -415,7 +446,100 @@ fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
             exit::INPUT,
             json!({"outcome": "evidence_refused", "evidence": given, "run": run}),
         ),
+        AdjudicateError::UnknownClaim { claim } => (
+            exit::UNKNOWN_HANDLE,
+            json!({"outcome": "unknown_claim", "claim": claim}),
+        ),
+        AdjudicateError::AmbiguousClaim { prefix, matches } => (
+            exit::INPUT,
+            json!({"outcome": "ambiguous_claim", "claim": prefix, "matches": matches}),
+        ),
+        AdjudicateError::ClaimPrefix { given, min } => (
+            exit::INPUT,
+            json!({"outcome": "bad_claim", "claim": given, "min_hex": min}),
+        ),
+        AdjudicateError::NotReinstatable { claim, disposition } => (
+            exit::INPUT,
+            json!({"outcome": "not_reinstatable", "claim": claim, "disposition": disposition}),
+        ),
+        AdjudicateError::CannotCarry { claim, provenance } => (
+            exit::INPUT,
+            json!({"outcome": "cannot_carry", "claim": claim, "provenance": provenance}),
+        ),
     }
+}
+
+/// `oracle reinstate`: a verdict that names a superseded claim and makes it live again.
+pub fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
+    check_now(a.now, a.json)?;
+    let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
+    let r = adjudication::Reinstate {
+        claim: a.claim.to_ascii_lowercase(),
+        evidence,
+        note: a.note.clone(),
+        now: a.now,
+    };
+    let applied = match adjudication::reinstate(home, &a.run, &r, a.durability.into()) {
+        Ok(v) => v,
+        Err(SessionError::Adjudicate { run, source }) => {
+            let (code, mut v) = refusal(&run, &source);
+            let message = format!("{run}: {source}");
+            if a.json {
+                if let Value::Object(m) = &mut v {
+                    m.insert("ok".into(), json!(false));
+                    m.insert("message".into(), json!(message));
+                }
+                crate::out::json(&v)?;
+            }
+            return Err(CliError {
+                code,
+                message,
+                json: None,
+                quiet: false,
+            });
+        }
+        Err(e) => return Err(session_error(e, a.json, None)),
+    };
+    if a.json && !a.resume {
+        crate::out::json(&json!({
+            "ok": true,
+            "outcome": "reinstated",
+            "run": applied.run,
+            "claim": applied.claim,
+            "seq": applied.seq,
+            "time": applied.time,
+            "effects": applied.effects.to_value(),
+            "subject": applied.subject,
+            "predicate": applied.predicate,
+            "belief": applied.belief.to_value(),
+        }))?;
+    } else if !a.json {
+        outln!(
+            "reinstated claim {} recorded as event {} at tick {}",
+            applied.claim.short(),
+            applied.seq,
+            applied.time
+        )?;
+        let overturned = applied
+            .effects
+            .dispositions
+            .iter()
+            .filter(|d| d.disposition == oracle_memory::Disposition::Superseded)
+            .count();
+        if overturned > 0 {
+            outln!("         {overturned} claim(s) of another value superseded where it holds")?;
+        }
+        outln!(
+            "belief   {} / {}: {}",
+            applied.subject,
+            applied.predicate,
+            belief_line(&applied.belief)
+        )?;
+    }
+    if a.resume {
+        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
+    }
+    Ok(exit::OK)
 }
 
 /// Refuses a `--now` past `TIME_MAX` (exit 2, nothing read or written).

@@ -414,8 +414,19 @@ pub(crate) fn print_session(
                     [s, p] if !s.is_empty() && !p.is_empty() => (*s, *p),
                     _ => ("SUBJECT", "PREDICATE"),
                 };
+                // Two ways out: naming the claim to keep (works with or without an oracle),
+                // or new evidence, which opens an adjudication when the run has an oracle (in
+                // a run without one it would only join the contest).
                 outln!(
-                    "next     no adjudication is pending on that line: new evidence resolves it: oracle claim {id} --subject {subject} --predicate {predicate} --value JSON --provenance external_first_hand --resume",
+                    "next     nothing is pending on that line. Keep one of its claims (ids: oracle memory {id} --subject {subject} --predicate {predicate}):",
+                    id = s.id
+                )?;
+                outln!(
+                    "           oracle reinstate {id} CLAIM --evidence external_first_hand --resume",
+                    id = s.id
+                )?;
+                outln!(
+                    "         or, in a run with an oracle, give new evidence: oracle claim {id} --subject {subject} --predicate {predicate} --value JSON --provenance external_first_hand --resume",
                     id = s.id
                 )?;
             } else if reason.starts_with(BELIEF_WAIT_PREFIX) {

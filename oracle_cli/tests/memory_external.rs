@@ -727,3 +727,101 @@ fn a_request_past_its_expiry_is_listed_as_expired_not_swept() {
     assert_eq!(h.adjudications(&["--status", "expired"]).len(), 1);
     assert!(h.adjudications(&["--status", "pending"]).is_empty());
 }
+
+/// The id of the claim of `value` on the allergy line (from `oracle memory --json`).
+fn claim_of(h: &Home, value: &str) -> String {
+    let line = h.allergy(&[]);
+    line["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["value"] == value && c["provenance"] == EFH)
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("no claim of {value}: {line}"))
+}
+
+/// Reinstatement: a denied claim made live again by a verdict that names it (by an id prefix),
+/// recorded as one `reinstated` event the run goes on from; as-of answers before it stay, the
+/// run replays bit-identically, and every refusal writes nothing.
+#[test]
+fn a_denied_claim_is_reinstated_by_name_and_the_run_completes_and_replays() {
+    let h = Home::new();
+    h.start(&[]);
+    let (code, v) = h.json(&verdict_args(HANDLE, "deny", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    let referral = claim_of(&h, "none");
+    let before = h.allergy(&["--as-of", "5"]);
+    let log = fs::read(h.log()).unwrap();
+    for (args, want) in [
+        (vec![referral[..7].to_owned(), EFH.to_owned()], 2), // prefix too short
+        (vec!["0123456789abcdef".to_owned(), EFH.to_owned()], 5), // no such claim
+        (vec![claim_of(&h, "penicillin"), EFH.to_owned()], 2), // committed: nothing to reinstate
+        (
+            vec![referral[..12].to_owned(), "user_asserted".to_owned()],
+            2,
+        ), // evidence
+    ] {
+        let (code, v) = h.json(&["reinstate", RUN, &args[0], "--evidence", &args[1], "--json"]);
+        assert_eq!(code, want, "{args:?}: {v}");
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(fs::read(h.log()).unwrap(), log, "{args:?} wrote nothing");
+    }
+    let (code, out, err) = h.oracle(&[
+        "reinstate",
+        RUN,
+        &referral[..12],
+        "--evidence",
+        EFH,
+        "--note",
+        "referral letter confirmed by phone",
+        "--resume",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("reinstated claim"), "{out}");
+    assert!(out.contains("status   completed"), "{out}");
+    let ev = h
+        .events()
+        .into_iter()
+        .find(|e| e["kind"] == "reinstated")
+        .expect("a reinstated event");
+    assert_eq!(ev["payload"]["claim"], referral.as_str());
+    assert!(!ev["parents"].as_array().unwrap().is_empty(), "{ev}");
+    let line = h.allergy(&[]);
+    assert_eq!(line["belief"]["status"], "resolved", "{line}");
+    assert_eq!(line["belief"]["value"], "none");
+    assert_eq!(h.allergy(&["--as-of", "5"]), before);
+    h.replays("completed");
+}
+
+/// A run without an oracle: the contested line's way out is a verdict naming the claim to
+/// keep; the suspended run's hint says so.
+#[test]
+fn without_an_oracle_reinstating_a_contested_claim_settles_the_line() {
+    let h = Home::new();
+    let out = h.start(&["--no-oracle"]);
+    assert_eq!(out["waiting"]["step"], "allergy");
+    let (code, text, _) = h.oracle(&["resume", RUN]);
+    assert_eq!(code, 3, "{text}");
+    assert!(
+        text.contains("oracle reinstate adjudication-1 CLAIM --evidence external_first_hand"),
+        "{text}"
+    );
+    // New evidence only joins the contest: nobody can be asked.
+    let (code, v) = h.json(&claim_args("\"none\"", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["disposition"], "contested", "{v}");
+    let penicillin = claim_of(&h, "penicillin");
+    let (code, v) = h.json(&[
+        "reinstate",
+        RUN,
+        &penicillin,
+        "--evidence",
+        EFH,
+        "--resume",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let line = h.allergy(&[]);
+    assert_eq!(line["belief"]["value"], "penicillin", "{line}");
+    h.replays("completed");
+}

@@ -367,6 +367,39 @@ fn defined_fns() -> BTreeSet<String> {
 
 /// docs/SECURITY.md's limits table (and every other table of it with a `test` column) names,
 /// for each row, tests that exist: a renamed or deleted test, or a row with no test, fails here.
+/// docs/MEMORY.md's transition table lists every transition with its producer and its test
+/// (issue 15): every row names at least one test, and every test it names exists.
+#[test]
+fn the_memory_transition_table_names_tests_that_exist() {
+    let doc = std::fs::read_to_string(root().join("docs/MEMORY.md")).unwrap();
+    let rows = tables_with_tests(&doc);
+    assert!(
+        rows.len() >= 20,
+        "the transition table has a `test` column: {rows:?}"
+    );
+    let untested: Vec<&String> = rows
+        .iter()
+        .filter(|(_, names)| names.is_empty())
+        .map(|(row, _)| row)
+        .collect();
+    assert!(
+        untested.is_empty(),
+        "transitions naming no test: {untested:?}"
+    );
+    let defined = defined_fns();
+    let missing: Vec<String> = rows
+        .iter()
+        .flat_map(|(row, names)| names.iter().map(move |n| (row, n)))
+        .filter(|(_, n)| !defined.contains(*n))
+        .map(|(row, n)| format!("{row}: `{n}`"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/MEMORY.md names tests that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
 #[test]
 fn the_limits_table_names_tests_that_exist() {
     let doc = std::fs::read_to_string(root().join("docs/SECURITY.md")).unwrap();

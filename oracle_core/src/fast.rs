@@ -386,6 +386,12 @@ mod shape {
             ],
             EventKind::AdjudicationsExpired => &[("expired", Any), ("now", U64)],
             EventKind::ClaimRecorded => &[("assertion", Any), ("note", Str)],
+            EventKind::Reinstated => &[
+                ("claim", Str),
+                ("effects", Any),
+                ("evidence", Str),
+                ("note", Str),
+            ],
         }
     }
 

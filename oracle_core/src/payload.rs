@@ -33,11 +33,12 @@ pub enum EventKind {
     Adjudicated,
     AdjudicationsExpired,
     ClaimRecorded,
+    Reinstated,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::RunStarted,
         EventKind::StepScheduled,
         EventKind::CapabilityAllowed,
@@ -52,6 +53,7 @@ impl EventKind {
         EventKind::Adjudicated,
         EventKind::AdjudicationsExpired,
         EventKind::ClaimRecorded,
+        EventKind::Reinstated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -70,6 +72,7 @@ impl EventKind {
             EventKind::Adjudicated => "adjudicated",
             EventKind::AdjudicationsExpired => "adjudications_expired",
             EventKind::ClaimRecorded => "claim_recorded",
+            EventKind::Reinstated => "reinstated",
         }
     }
 }
@@ -283,6 +286,20 @@ pub struct ClaimRecorded {
     pub note: String,
 }
 
+/// A superseded claim made live again by a verdict that names it, appended by
+/// `oracle reinstate` (never by the program). `effects` is what it changed, in the form
+/// `oracle_memory` defines, so the projection applies the record instead of re-deciding it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reinstated {
+    /// The claim's id (64 hex characters).
+    pub claim: String,
+    /// The provenance of the evidence behind it (`external_first_hand`).
+    pub evidence: String,
+    pub note: String,
+    pub effects: Value,
+}
+
 impl EventKind {
     /// Kinds appended from outside the program (verdicts, sweeps, outside claims): the engine
     /// takes them from the record where they stand instead of expecting the program to produce
@@ -290,7 +307,10 @@ impl EventKind {
     pub fn is_external(self) -> bool {
         matches!(
             self,
-            EventKind::Adjudicated | EventKind::AdjudicationsExpired | EventKind::ClaimRecorded
+            EventKind::Adjudicated
+                | EventKind::AdjudicationsExpired
+                | EventKind::ClaimRecorded
+                | EventKind::Reinstated
         )
     }
 }
@@ -312,6 +332,7 @@ pub enum Payload {
     Adjudicated(Adjudicated),
     AdjudicationsExpired(AdjudicationsExpired),
     ClaimRecorded(ClaimRecorded),
+    Reinstated(Reinstated),
 }
 
 /// A payload value that does not have the shape its kind requires.
@@ -346,6 +367,7 @@ impl Payload {
             Payload::Adjudicated(_) => EventKind::Adjudicated,
             Payload::AdjudicationsExpired(_) => EventKind::AdjudicationsExpired,
             Payload::ClaimRecorded(_) => EventKind::ClaimRecorded,
+            Payload::Reinstated(_) => EventKind::Reinstated,
         }
     }
 
@@ -366,6 +388,7 @@ impl Payload {
             Payload::Adjudicated(p) => serde_json::to_value(p),
             Payload::AdjudicationsExpired(p) => serde_json::to_value(p),
             Payload::ClaimRecorded(p) => serde_json::to_value(p),
+            Payload::Reinstated(p) => serde_json::to_value(p),
         };
         // Invariant: every payload struct has string map keys and no custom serializer that can
         // fail, so conversion to a `Value` cannot fail.
@@ -458,6 +481,7 @@ impl Payload {
                 Payload::AdjudicationsExpired(decode_as(kind, value)?)
             }
             EventKind::ClaimRecorded => Payload::ClaimRecorded(decode_as(kind, value)?),
+            EventKind::Reinstated => Payload::Reinstated(decode_as(kind, value)?),
         })
     }
 
@@ -551,6 +575,16 @@ impl Payload {
                     }
                 )
             }
+            Payload::Reinstated(p) => format!(
+                "reinstated claim {} on {} evidence{}",
+                clip(&p.claim, 12),
+                p.evidence,
+                if p.note.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", clip(&p.note, 40))
+                }
+            ),
         }
     }
 }

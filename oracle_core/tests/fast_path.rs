@@ -98,6 +98,15 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             assertion,
             note,
         })),
+        // A reinstatement (`oracle reinstate`): the claim named and the effects as recorded.
+        ("[0-9a-f]{0,64}", "[a-z_]{0,8}", ".{0,6}", value()).prop_map(
+            |(claim, evidence, note, effects)| Payload::Reinstated(Reinstated {
+                claim,
+                evidence,
+                note,
+                effects,
+            })
+        ),
         (any::<bool>(), ".{0,6}").prop_map(|(ok, reason)| Payload::RunFinished(RunFinished {
             status: if ok {
                 RunStatus::Completed

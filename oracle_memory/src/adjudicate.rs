@@ -228,91 +228,25 @@ pub fn adjudicate(
             set(&mut fx, challenger, Disposition::Committed);
             set(&mut fx, incumbent, Disposition::Superseded);
             let value = ch.map(|c| &c.claim.value);
-            // The verdict settles the line where the challenger holds: every other live claim
-            // (committed or contested) whose window meets the challenger's is superseded when
-            // its value differs, and committed when it agrees. Queued claims keep their own
-            // requests (below). Without this a committed sibling of another value would stay
-            // live beside the affirmed one with nothing pending: a line stuck `contested`.
+            // The verdict settles the line where the challenger holds (see [`settle`]).
+            let winner = ch.and_then(|c| {
+                let w = memory.window(c, u64::MAX)?;
+                nonempty(&w).then_some((c.claim.start(), c.claim.valid.is_some(), w))
+            });
             let mut superseded = vec![incumbent];
-            // Where the affirmed value now holds: the windows of its live claims (the
-            // challenger, its committed or contested siblings, and queued ones whose requests
-            // close as agreeing below).
-            let line = || memory.line_claims(&state.request.subject, &state.request.predicate);
-            let external = |e: &&Entry| Memory::counts(e) && e.claim.provenance.is_external();
-            let live_now = |e: &Entry| {
-                matches!(
-                    memory.disposition(&e.id, u64::MAX),
-                    Some(
-                        Disposition::Committed
-                            | Disposition::Contested
-                            | Disposition::QueuedForAdjudication
-                    )
-                )
-            };
-            let nonempty = |w: &ValidTime| w.end.is_none_or(|end| w.start < end);
-            let winners: Vec<(u64, bool, ValidTime)> = line()
-                .filter(external)
-                .filter(|e| e.id == challenger || (Some(&e.claim.value) == value && live_now(e)))
-                .filter_map(|e| {
-                    let w = memory.window(e, u64::MAX)?;
-                    nonempty(&w).then_some((e.claim.start(), e.claim.valid.is_some(), w))
-                })
-                .collect();
-            for e in line().filter(external) {
-                if e.id == challenger || e.id == incumbent {
-                    continue;
-                }
-                let now = memory.disposition(&e.id, u64::MAX);
-                if !matches!(now, Some(Disposition::Committed | Disposition::Contested)) {
-                    continue;
-                }
-                let Some(mine) = memory.window(e, u64::MAX).filter(nonempty) else {
-                    continue;
-                };
-                let met: Vec<&(u64, bool, ValidTime)> = winners
-                    .iter()
-                    .filter(|(_, _, w)| w.overlaps(&mine))
-                    .collect();
-                if met.is_empty() {
-                    continue;
-                }
-                if Some(&e.claim.value) == value {
-                    if now == Some(Disposition::Contested) {
-                        set(&mut fx, e.id, Disposition::Committed);
-                    }
-                    continue;
-                }
-                // It keeps the part of its window before the affirmed value starts holding
-                // over it, as the incumbent does; otherwise it holds nowhere.
-                let until = if met
-                    .iter()
-                    .all(|(start, windowed, _)| *windowed && *start > e.claim.start())
-                {
-                    met.iter().map(|(start, _, _)| *start).min().unwrap_or(0)
-                } else {
-                    0
-                };
-                fx.bounds.push(BoundEffect { claim: e.id, until });
-                set(&mut fx, e.id, Disposition::Superseded);
-                superseded.push(e.id);
-            }
-            for r in others {
-                if superseded.contains(&r.request.challenger) {
-                    fx.withdrawn.push(r.request.handle.clone());
-                    continue;
-                }
-                let agrees = memory
-                    .entry(&r.request.challenger)
-                    .is_some_and(|e| Some(&e.claim.value) == value);
-                if agrees {
-                    fx.agreed.push(r.request.handle.clone());
-                } else if superseded.contains(&r.incumbent()) {
-                    fx.repointed.push(Repoint {
-                        handle: r.request.handle.clone(),
-                        incumbent: challenger,
-                    });
-                }
-            }
+            superseded.extend(settle(
+                memory,
+                &state.request.subject,
+                &state.request.predicate,
+                (challenger, winner),
+                &[challenger, incumbent],
+                &mut fx.bounds,
+                &mut fx.dispositions,
+            ));
+            let ends = close_requests(memory, others, &superseded, value, challenger);
+            fx.withdrawn = ends.withdrawn;
+            fx.agreed = ends.agreed;
+            fx.repointed = ends.repointed;
         }
         Verdict::Deny => {
             fx.bounds.push(BoundEffect {
@@ -328,10 +262,18 @@ pub fn adjudicate(
                 if r.incumbent() != challenger {
                     continue;
                 }
-                let agrees = memory
-                    .entry(&r.request.challenger)
-                    .is_some_and(|e| Some(&e.claim.value) == standing);
-                if agrees {
+                let theirs = memory.entry(&r.request.challenger);
+                let agrees = theirs.is_some_and(|e| Some(&e.claim.value) == standing);
+                // Closing as agreeing commits the challenger: not while a committed claim of
+                // another value meets it, or the two would stand side by side with nothing
+                // pending. The request then compares against that claim instead.
+                let committed_against = theirs.and_then(|e| committed_conflict(memory, e));
+                if let (true, Some(other)) = (agrees, committed_against) {
+                    fx.repointed.push(Repoint {
+                        handle: r.request.handle.clone(),
+                        incumbent: other,
+                    });
+                } else if agrees {
                     fx.agreed.push(r.request.handle.clone());
                 } else {
                     fx.repointed.push(Repoint {
@@ -345,6 +287,281 @@ pub fn adjudicate(
             set(&mut fx, challenger, Disposition::Contested);
             set(&mut fx, incumbent, Disposition::Contested);
         }
+    }
+    Ok(fx)
+}
+
+/// The committed claim (first in retrieval order) of `e`'s line whose value differs from `e`'s
+/// and whose window, as bounded by verdicts, shares a tick with `e`'s.
+fn committed_conflict(memory: &Memory, e: &Entry) -> Option<ClaimId> {
+    let mine = memory.window(e, u64::MAX).filter(nonempty)?;
+    memory
+        .line_claims(&e.claim.subject, &e.claim.predicate)
+        .filter(|o| Memory::counts(o) && o.claim.provenance.is_external())
+        .filter(|o| o.claim.value != e.claim.value)
+        .filter(|o| memory.disposition(&o.id, u64::MAX) == Some(Disposition::Committed))
+        .filter(|o| {
+            memory
+                .window(o, u64::MAX)
+                .filter(nonempty)
+                .is_some_and(|w| w.overlaps(&mine))
+        })
+        .map(|o| o.id)
+        .min_by_key(|id| memory.retrieval_key(id))
+}
+
+fn nonempty(w: &ValidTime) -> bool {
+    w.end.is_none_or(|end| w.start < end)
+}
+
+/// A claim's window as the winner of a settlement: `(start, has a window, window)`.
+type Winner = (u64, bool, ValidTime);
+
+/// Settles the line where `winner` now holds: every other live claim (committed or contested)
+/// of the line whose window meets a window of the winner's value is superseded when its value
+/// differs, and committed when it agrees. Queued claims keep their own requests (see
+/// [`close_requests`]). Without this a committed sibling of another value would stay live beside
+/// the winner with nothing pending: a line stuck `contested`. `skip` are claims the caller
+/// decides itself. Returns the claims superseded.
+fn settle(
+    memory: &Memory,
+    subject: &str,
+    predicate: &str,
+    winner: (ClaimId, Option<Winner>),
+    skip: &[ClaimId],
+    bounds: &mut Vec<BoundEffect>,
+    dispositions: &mut Vec<DispositionEffect>,
+) -> Vec<ClaimId> {
+    let (winner_id, winner_window) = winner;
+    let value = memory.entry(&winner_id).map(|e| &e.claim.value);
+    let line = || memory.line_claims(subject, predicate);
+    let external = |e: &&Entry| Memory::counts(e) && e.claim.provenance.is_external();
+    let live_now = |e: &Entry| {
+        matches!(
+            memory.disposition(&e.id, u64::MAX),
+            Some(
+                Disposition::Committed
+                    | Disposition::Contested
+                    | Disposition::QueuedForAdjudication
+            )
+        )
+    };
+    // Where the winner's value now holds: the winner's window, and those of the live claims
+    // of its value (committed or contested siblings, and queued ones whose requests close as
+    // agreeing).
+    let winners: Vec<Winner> = winner_window
+        .into_iter()
+        .chain(
+            line()
+                .filter(external)
+                .filter(|e| e.id != winner_id && Some(&e.claim.value) == value && live_now(e))
+                .filter_map(|e| {
+                    let w = memory.window(e, u64::MAX)?;
+                    nonempty(&w).then_some((e.claim.start(), e.claim.valid.is_some(), w))
+                }),
+        )
+        .collect();
+    let mut superseded = vec![];
+    for e in line().filter(external) {
+        if e.id == winner_id || skip.contains(&e.id) {
+            continue;
+        }
+        let now = memory.disposition(&e.id, u64::MAX);
+        if !matches!(now, Some(Disposition::Committed | Disposition::Contested)) {
+            continue;
+        }
+        let Some(mine) = memory.window(e, u64::MAX).filter(nonempty) else {
+            continue;
+        };
+        let met: Vec<&Winner> = winners
+            .iter()
+            .filter(|(_, _, w)| w.overlaps(&mine))
+            .collect();
+        if met.is_empty() {
+            continue;
+        }
+        if Some(&e.claim.value) == value {
+            if now == Some(Disposition::Contested) {
+                dispositions.push(DispositionEffect {
+                    claim: e.id,
+                    disposition: Disposition::Committed,
+                });
+            }
+            continue;
+        }
+        // It keeps the part of its window before the winner's value starts holding over it,
+        // as an affirmed request's incumbent does; otherwise it holds nowhere.
+        let until = if met
+            .iter()
+            .all(|(start, windowed, _)| *windowed && *start > e.claim.start())
+        {
+            met.iter().map(|(start, _, _)| *start).min().unwrap_or(0)
+        } else {
+            0
+        };
+        bounds.push(BoundEffect { claim: e.id, until });
+        dispositions.push(DispositionEffect {
+            claim: e.id,
+            disposition: Disposition::Superseded,
+        });
+        superseded.push(e.id);
+    }
+    superseded
+}
+
+/// What happens to the other pending requests of a line when `winner`'s value wins there.
+#[derive(Default)]
+struct RequestEnds {
+    withdrawn: Vec<String>,
+    agreed: Vec<String>,
+    repointed: Vec<Repoint>,
+}
+
+/// Requests whose challenger was superseded are withdrawn (it lost here, so it cannot win
+/// there); those whose challenger has the winning value close as agreeing; those whose
+/// incumbent was superseded now compare against the winner.
+fn close_requests(
+    memory: &Memory,
+    others: Vec<&crate::memory::RequestState>,
+    superseded: &[ClaimId],
+    value: Option<&Value>,
+    winner: ClaimId,
+) -> RequestEnds {
+    let mut ends = RequestEnds::default();
+    for r in others {
+        if superseded.contains(&r.request.challenger) {
+            ends.withdrawn.push(r.request.handle.clone());
+            continue;
+        }
+        let agrees = memory
+            .entry(&r.request.challenger)
+            .is_some_and(|e| Some(&e.claim.value) == value);
+        if agrees {
+            ends.agreed.push(r.request.handle.clone());
+        } else if superseded.contains(&r.incumbent()) {
+            ends.repointed.push(Repoint {
+                handle: r.request.handle.clone(),
+                incumbent: winner,
+            });
+        }
+    }
+    ends
+}
+
+/// Everything a reinstatement changes, recorded in its `reinstated` event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reinstatement {
+    /// The claim made live again: committed, with every bound verdicts put on it lifted.
+    pub claim: ClaimId,
+    /// Claims of another value it overturns where it holds (bounded as by an `affirm`).
+    pub bounds: Vec<BoundEffect>,
+    pub dispositions: Vec<DispositionEffect>,
+    pub repointed: Vec<Repoint>,
+    pub agreed: Vec<String>,
+    pub withdrawn: Vec<String>,
+}
+
+impl Reinstatement {
+    pub fn to_value(&self) -> Value {
+        // Invariant: plain structs with string keys always convert.
+        serde_json::to_value(self).expect("reinstatements always convert to JSON")
+    }
+
+    pub fn from_value(v: &Value) -> Result<Reinstatement, String> {
+        serde_json::from_value(v.clone())
+            .map_err(|e| format!("reinstatement effects do not read back: {e}"))
+    }
+
+    /// The name requests closed by a reinstatement give as what closed them.
+    pub fn by(claim: &ClaimId) -> String {
+        format!("reinstate {}", claim.short())
+    }
+}
+
+/// Checks a verdict that reinstates the claim `id` and returns its effects: the claim is
+/// committed over its whole window (every bound lifted), and the line is settled where it holds
+/// exactly as an `affirm` settles it for its challenger. A superseded claim becomes live again;
+/// for a contested claim, or a committed one that a contested claim contradicts, this is the way
+/// out that needs no request (after `unknown`, an expiry, or in a run without an oracle).
+/// Refused: an unknown claim, a claim that is none of these (or committed with nothing live
+/// against it), a claim that cannot carry a belief (not external,
+/// quarantined, a recall re-entry), evidence that is not external and first-hand.
+pub fn reinstate(
+    memory: &Memory,
+    id: &ClaimId,
+    evidence: Provenance,
+) -> Result<Reinstatement, AdjudicateError> {
+    let Some(e) = memory.entry(id) else {
+        return Err(AdjudicateError::UnknownClaim { claim: id.short() });
+    };
+    let now = memory.disposition(id, u64::MAX);
+    let not_reinstatable = || AdjudicateError::NotReinstatable {
+        claim: id.short(),
+        disposition: now.map_or("unknown", |d| d.as_str()).to_owned(),
+    };
+    if !matches!(
+        now,
+        Some(Disposition::Superseded | Disposition::Contested | Disposition::Committed)
+    ) {
+        return Err(not_reinstatable());
+    }
+    if !Memory::counts(e) || !e.claim.provenance.is_external() {
+        return Err(AdjudicateError::CannotCarry {
+            claim: id.short(),
+            provenance: e.claim.provenance,
+        });
+    }
+    if evidence != Provenance::ExternalFirstHand {
+        return Err(AdjudicateError::Evidence { given: evidence });
+    }
+    let mut fx = Reinstatement {
+        claim: *id,
+        bounds: vec![],
+        // A committed claim (upheld on a contested line) keeps its disposition.
+        dispositions: (now != Some(Disposition::Committed))
+            .then_some(DispositionEffect {
+                claim: *id,
+                disposition: Disposition::Committed,
+            })
+            .into_iter()
+            .collect(),
+        repointed: vec![],
+        agreed: vec![],
+        withdrawn: vec![],
+    };
+    // Its own window, unbounded: the reinstatement lifts every bound verdicts put on it.
+    let own = e.claim.valid.unwrap_or(ValidTime {
+        start: 0,
+        end: None,
+        confidence_pct: 100,
+    });
+    let winner = nonempty(&own).then_some((e.claim.start(), e.claim.valid.is_some(), own));
+    let superseded = settle(
+        memory,
+        &e.claim.subject,
+        &e.claim.predicate,
+        (*id, winner),
+        &[],
+        &mut fx.bounds,
+        &mut fx.dispositions,
+    );
+    let mut others = memory.pending_on(&e.claim.subject, &e.claim.predicate, u64::MAX);
+    others.sort_by_key(|r| r.origin.seq);
+    let ends = close_requests(memory, others, &superseded, Some(&e.claim.value), *id);
+    fx.withdrawn = ends.withdrawn;
+    fx.agreed = ends.agreed;
+    fx.repointed = ends.repointed;
+    // A committed claim is reinstated only to settle a line contested against it: with
+    // nothing to settle, there is nothing to record.
+    if now == Some(Disposition::Committed)
+        && fx.bounds.is_empty()
+        && fx.dispositions.is_empty()
+        && fx.agreed.is_empty()
+        && fx.withdrawn.is_empty()
+        && fx.repointed.is_empty()
+    {
+        return Err(not_reinstatable());
     }
     Ok(fx)
 }

@@ -49,6 +49,25 @@ pub enum AdjudicateError {
     },
     #[error("a verdict needs external first-hand evidence, not `{given}`")]
     Evidence { given: Provenance },
+    #[error(
+        "no claim {claim} in this run (`oracle memory RUN --subject S --predicate P` lists a line's claims with their ids)"
+    )]
+    UnknownClaim { claim: String },
+    #[error(
+        "claim prefix `{prefix}` is ambiguous: {matches} claims start with it (give more characters)"
+    )]
+    AmbiguousClaim { prefix: String, matches: u64 },
+    #[error("a claim is named by at least {min} hex characters of its id, not `{given}`")]
+    ClaimPrefix { given: String, min: u64 },
+    #[error(
+        "claim {claim} is {disposition} and nothing live contradicts it: only a superseded or contested claim, or a committed one on a contested line, can be reinstated"
+    )]
+    NotReinstatable { claim: String, disposition: String },
+    #[error("claim {claim} ({provenance}) cannot carry a belief, so it cannot be reinstated")]
+    CannotCarry {
+        claim: String,
+        provenance: Provenance,
+    },
 }
 
 /// A recorded memory event that does not read back (the log is damaged or was written by a

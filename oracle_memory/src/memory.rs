@@ -16,11 +16,14 @@ use oracle_core::payload::{Adjudicated, AdjudicationsExpired};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::adjudicate::{Effects, Expired, Verdict};
+use crate::adjudicate::{Effects, Expired, Reinstatement, Repoint, Verdict};
 use crate::claim::{Cardinality, Claim, ClaimId, Criticality, Origin, Provenance, ValidTime};
 use crate::error::ProjectionError;
 use crate::gate::{Assertion, Disposition, Request};
 use crate::tools;
+
+/// The fewest hex characters of a claim's id that name it at the command line.
+pub const CLAIM_PREFIX_HEX_MIN: u64 = 8;
 
 /// A line: subject and predicate.
 pub type Line = (String, String);
@@ -130,6 +133,9 @@ pub struct Memory {
     lines: OrdMap<Line, OrdSet<ClaimId>>,
     corroborations: OrdMap<ClaimId, OrdSet<ClaimId>>,
     bounds: OrdMap<ClaimId, OrdSet<Bound>>,
+    /// `(time, seq)` of each reinstatement of a claim: bounds recorded before the latest one
+    /// (as of a query's time) no longer cut its window.
+    lifts: OrdMap<ClaimId, OrdSet<(u64, u64)>>,
     transitions: OrdMap<ClaimId, OrdSet<Transition>>,
     /// By challenger: a claim has at most one request.
     requests: OrdMap<ClaimId, RequestState>,
@@ -198,6 +204,27 @@ fn join_requests(a: &RequestState, b: &RequestState) -> RequestState {
         repoints: a.repoints.union(&b.repoints).cloned().collect(),
         status: join_status(a.status.clone(), b.status.clone()),
     }
+}
+
+/// A transition's reason with the note that came with it, if any.
+fn note_reason(what: &str, note: &str) -> String {
+    if note.is_empty() {
+        what.to_owned()
+    } else {
+        format!("{what}: {note}")
+    }
+}
+
+/// What closed other requests: a verdict (by its handle) or a reinstatement.
+struct Closer<'a> {
+    by: String,
+    evidence: Provenance,
+    note: &'a str,
+    effects: Value,
+    /// Recorded as the closed requests' verdict: `affirm` for those that agreed.
+    verdict: Verdict,
+    /// Why a claim whose request closed as agreeing is committed.
+    agreed_reason: String,
 }
 
 /// The order claims are retrieved in: criticality (highest first), then recency in logical
@@ -310,12 +337,51 @@ impl Memory {
 
     /// The valid-time bound verdicts put on a claim, as of `as_of`.
     pub fn bound(&self, id: &ClaimId, as_of: u64) -> Option<u64> {
+        let lifted = self
+            .lifts
+            .get(id)
+            .and_then(|s| s.iter().filter(|(time, _)| *time <= as_of).max().copied());
         self.bounds
             .get(id)?
             .iter()
-            .filter(|b| b.time <= as_of)
+            .filter(|b| b.time <= as_of && lifted.is_none_or(|l| (b.time, b.seq) > l))
             .map(|b| b.until)
             .min()
+    }
+
+    /// The claim whose id is `text` or starts with it (at least
+    /// [`CLAIM_PREFIX_HEX_MIN`] lowercase hex characters), refused when none or several match.
+    pub fn claim_by_prefix(&self, text: &str) -> Result<ClaimId, crate::AdjudicateError> {
+        use crate::AdjudicateError as E;
+        let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+        if (text.len() as u64) < CLAIM_PREFIX_HEX_MIN || text.len() > 64 || !text.chars().all(hex) {
+            return Err(E::ClaimPrefix {
+                given: text.to_owned(),
+                min: CLAIM_PREFIX_HEX_MIN,
+            });
+        }
+        let mut found = self
+            .entries
+            .keys()
+            .filter(|id| id.to_hex().starts_with(text));
+        match (found.next(), found.next()) {
+            (Some(id), None) => Ok(*id),
+            (None, _) => Err(E::UnknownClaim {
+                claim: text.to_owned(),
+            }),
+            (Some(_), Some(_)) => Err(E::AmbiguousClaim {
+                prefix: text.to_owned(),
+                matches: 2 + found.count() as u64,
+            }),
+        }
+    }
+
+    /// When a claim was reinstated (`(time, seq)` of each reinstatement), oldest first.
+    pub fn reinstatements(&self, id: &ClaimId) -> Vec<(u64, u64)> {
+        self.lifts
+            .get(id)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     /// The window over which a claim can count, as of `as_of`: its own (or all time) cut by
@@ -514,7 +580,96 @@ impl Memory {
                 },
             );
         }
-        for r in &effects.repointed {
+        let closer = Closer {
+            by: handle.clone(),
+            evidence,
+            note,
+            effects: effects.to_value(),
+            verdict,
+            agreed_reason: format!("agrees with the belief {verdict} on {handle} left"),
+        };
+        self.close_others(
+            &closer,
+            &effects.repointed,
+            &effects.withdrawn,
+            &effects.agreed,
+            seq,
+            time,
+        );
+    }
+
+    /// Applies a reinstatement's recorded effects (event `seq` at `time`).
+    pub fn apply_reinstatement(
+        &mut self,
+        evidence: Provenance,
+        note: &str,
+        fx: &Reinstatement,
+        seq: u64,
+        time: u64,
+    ) {
+        self.now = self.now.max(time);
+        self.lifts.entry(fx.claim).or_default().insert((time, seq));
+        for b in &fx.bounds {
+            self.bounds.entry(b.claim).or_default().insert(Bound {
+                time,
+                seq,
+                until: b.until,
+            });
+        }
+        let by = Reinstatement::by(&fx.claim);
+        for d in &fx.dispositions {
+            let reason = if d.claim == fx.claim {
+                note_reason("reinstated", note)
+            } else {
+                format!(
+                    "{} by the reinstatement of {}",
+                    d.disposition.as_str(),
+                    fx.claim.short()
+                )
+            };
+            self.transition(
+                d.claim,
+                Transition {
+                    time,
+                    seq,
+                    disposition: d.disposition,
+                    reason,
+                },
+            );
+        }
+        let closer = Closer {
+            by: by.clone(),
+            evidence,
+            note,
+            effects: fx.to_value(),
+            verdict: Verdict::Affirm,
+            agreed_reason: format!("agrees with claim {} reinstated", fx.claim.short()),
+        };
+        self.close_others(&closer, &fx.repointed, &fx.withdrawn, &fx.agreed, seq, time);
+    }
+
+    /// The other requests of a line a verdict or reinstatement ended or re-pointed.
+    fn close_others(
+        &mut self,
+        closer: &Closer<'_>,
+        repointed: &[Repoint],
+        withdrawn: &[String],
+        agreed: &[String],
+        seq: u64,
+        time: u64,
+    ) {
+        let handle = &closer.by;
+        let (verdict, evidence, note) = (closer.verdict, closer.evidence, closer.note);
+        let resolved = |by: Option<String>| RequestStatus::Resolved {
+            seq,
+            time,
+            verdict,
+            evidence,
+            note: note.to_owned(),
+            by,
+            effects: closer.effects.clone(),
+        };
+        for r in repointed {
             let repoint = (time, seq, r.incumbent);
             match self
                 .handles
@@ -531,7 +686,7 @@ impl Memory {
                 }
             }
         }
-        for h in &effects.withdrawn {
+        for h in withdrawn {
             // Its challenger lost on this verdict: closed as denied.
             let status = RequestStatus::Resolved {
                 seq,
@@ -540,17 +695,17 @@ impl Memory {
                 evidence,
                 note: note.to_owned(),
                 by: Some(handle.clone()),
-                effects: effects.to_value(),
+                effects: closer.effects.clone(),
             };
             self.set_status(h, None, status);
         }
-        for h in &effects.agreed {
+        for h in agreed {
             self.set_status(h, None, resolved(Some(handle.clone())));
             let t = Transition {
                 time,
                 seq,
                 disposition: Disposition::Committed,
-                reason: format!("agrees with the belief {verdict} on {handle} left"),
+                reason: closer.agreed_reason.clone(),
             };
             match self.handles.get(h).copied() {
                 Some(c) => self.transition(c, t),
@@ -637,6 +792,18 @@ impl Memory {
                 self.apply_expired(*now, &list, seq, time);
             }
             Payload::ClaimRecorded(c) => crate::external::apply(self, seq, time, c)?,
+            Payload::Reinstated(r) => {
+                let evidence: Provenance = r.evidence.parse().map_err(bad)?;
+                let fx = Reinstatement::from_value(&r.effects).map_err(bad)?;
+                if fx.claim.to_hex() != r.claim {
+                    return Err(bad(format!(
+                        "the reinstatement names claim {} but its effects are for {}",
+                        r.claim,
+                        fx.claim.short()
+                    )));
+                }
+                self.apply_reinstatement(evidence, &r.note, &fx, seq, time);
+            }
             _ => {}
         }
         Ok(())
@@ -662,6 +829,7 @@ impl Memory {
             lines: union_sets(&self.lines, &other.lines),
             corroborations: union_sets(&self.corroborations, &other.corroborations),
             bounds: union_sets(&self.bounds, &other.bounds),
+            lifts: union_sets(&self.lifts, &other.lifts),
             transitions: union_sets(&self.transitions, &other.transitions),
             requests: self
                 .requests

@@ -18,7 +18,7 @@ fn ticks(log: &Log) -> Vec<u64> {
 
 /// A history: settings, then random operations run through the gate and the verdict rules.
 fn history(max_ops: usize) -> impl Strategy<Value = Log> {
-    (settings(), prop::collection::vec(op(), 1..max_ops)).prop_map(|(settings, ops)| {
+    (settings(), prop::collection::vec(op_all(), 1..max_ops)).prop_map(|(settings, ops)| {
         let mut log = Log::new(settings);
         drive(&mut log, &ops);
         log
@@ -30,9 +30,9 @@ fn history(max_ops: usize) -> impl Strategy<Value = Log> {
 fn branches() -> impl Strategy<Value = (Log, [Log; 3])> {
     (
         history(16),
-        prop::collection::vec(op(), 0..12),
-        prop::collection::vec(op(), 0..12),
-        prop::collection::vec(op(), 0..12),
+        prop::collection::vec(op_all(), 0..12),
+        prop::collection::vec(op_all(), 0..12),
+        prop::collection::vec(op_all(), 0..12),
     )
         .prop_map(|(trunk, x, y, z)| {
             let branch = |i: u64, ops: &[Op]| {
@@ -75,7 +75,7 @@ proptest! {
 /// events in its own range of seqs (different runs of different agents); without, they collide
 /// (the same seq, even the same claim id, recorded differently).
 fn independent(disjoint: bool) -> impl Strategy<Value = [Log; 3]> {
-    let one = || (settings(), prop::collection::vec(op(), 1..20));
+    let one = || (settings(), prop::collection::vec(op_all(), 1..20));
     [one(), one(), one()].prop_map(move |hs| {
         let mut i = 0;
         hs.map(|(settings, ops)| {

@@ -1287,3 +1287,220 @@ fn history_lists_at_most_history_claims_max_and_counts_the_rest() {
         claims.len()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Reinstatement: a superseded claim live again, only by a verdict that names it.
+
+#[test]
+fn reinstating_a_denied_challenger_commits_it_and_supersedes_what_it_contradicts() {
+    let mut log = Log::oracle();
+    let a = log.ok(&user("alice", "city", json!("paris")).json());
+    let b = log.ok(&ext("alice", "city", json!("london")).json());
+    log.verdict(&handle(&b), Verdict::Deny).unwrap();
+    assert_eq!(disposition(&log, &b.id), Disposition::Superseded);
+    let denied_at = log.time;
+    log.tick(1);
+    let fx = log.reinstate(&b.id).unwrap();
+    assert_eq!(fx.claim, b.id);
+    assert_eq!(disposition(&log, &b.id), Disposition::Committed);
+    assert_eq!(disposition(&log, &a.id), Disposition::Superseded);
+    assert_eq!(
+        fx.bounds,
+        vec![BoundEffect {
+            claim: a.id,
+            until: 0
+        }]
+    );
+    assert_eq!(resolved(&log.belief("alice", "city")).0, &json!("london"));
+    // What was believed before the reinstatement does not change: as of the deny, paris.
+    let before = log.query(Query {
+        subject: "alice".into(),
+        predicate: "city".into(),
+        as_of: Some(denied_at),
+        valid_at: Some(denied_at),
+    });
+    assert_eq!(resolved(&before).0, &json!("paris"));
+    // The transition is recorded and queryable.
+    let last = log.mem.transitions(&b.id).pop().unwrap();
+    assert_eq!(
+        (last.disposition, last.reason.as_str()),
+        (Disposition::Committed, "reinstated: new evidence")
+    );
+    assert_eq!(log.mem.reinstatements(&b.id), vec![(log.time, log.seq)]);
+}
+
+#[test]
+fn reinstating_a_bounded_incumbent_lifts_its_bound() {
+    let mut log = Log::oracle();
+    let a = log.ok(&user("alice", "city", json!("paris"))
+        .valid(0, None, 100)
+        .json());
+    log.tick(3);
+    let b = log.ok(&ext("alice", "city", json!("london"))
+        .valid(2, None, 100)
+        .json());
+    log.verdict(&handle(&b), Verdict::Affirm).unwrap();
+    // Paris holds before tick 2 only.
+    assert_eq!(log.mem.bound(&a.id, u64::MAX), Some(2));
+    log.tick(1);
+    log.reinstate(&a.id).unwrap();
+    assert_eq!(log.mem.bound(&a.id, u64::MAX), None);
+    assert_eq!(disposition(&log, &b.id), Disposition::Superseded);
+    assert_eq!(resolved(&log.belief("alice", "city")).0, &json!("paris"));
+}
+
+#[test]
+fn reinstatement_settles_the_line_and_closes_requests_like_an_affirm() {
+    let mut log = Log::oracle();
+    let a = log.ok(&user("alice", "city", json!("paris")).json());
+    let b = log.ok(&ext("alice", "city", json!("london")).json());
+    log.verdict(&handle(&b), Verdict::Affirm).unwrap();
+    // Two challengers of london: one says paris again, one rome.
+    let c = log.ok(&ext("alice", "city", json!("paris")).json());
+    let d = log.ok(&ext("alice", "city", json!("rome")).json());
+    log.tick(1);
+    let fx = log.reinstate(&a.id).unwrap();
+    // London is superseded; the paris request agrees; the rome request now compares against
+    // the reinstated claim.
+    assert_eq!(disposition(&log, &b.id), Disposition::Superseded);
+    assert_eq!(fx.agreed, vec![handle(&c)]);
+    assert_eq!(disposition(&log, &c.id), Disposition::Committed);
+    assert_eq!(
+        fx.repointed,
+        vec![Repoint {
+            handle: handle(&d),
+            incumbent: a.id
+        }]
+    );
+    let pending = log.mem.pending_on("alice", "city", u64::MAX);
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].incumbent(), a.id);
+    // The rome request is answered as usual.
+    log.verdict(&handle(&d), Verdict::Deny).unwrap();
+    assert_eq!(resolved(&log.belief("alice", "city")).0, &json!("paris"));
+}
+
+#[test]
+fn reinstatement_is_refused_for_live_uncontested_or_unknown_claims_and_weak_evidence() {
+    let mut log = Log::oracle();
+    let a = log.ok(&user("alice", "city", json!("paris")).json());
+    let m = log.ok(&model("alice", "town", json!("x")).json());
+    // A contested claim can be reinstated too (below), and a committed one a contested claim
+    // contradicts; an inferred one cannot.
+    let before = (log.mem.clone(), log.records.len());
+    // Committed with nothing against it: nothing to reinstate.
+    match log.reinstate(&a.id) {
+        Err(AdjudicateError::NotReinstatable { disposition, .. }) => {
+            assert_eq!(disposition, "committed")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        log.reinstate(&m.id),
+        Err(AdjudicateError::NotReinstatable { .. })
+    ));
+    assert!(matches!(
+        log.reinstate(&oracle_core::Hash([7; 32])),
+        Err(AdjudicateError::UnknownClaim { .. })
+    ));
+    let b = log.ok(&ext("alice", "city", json!("london")).json());
+    log.verdict(&handle(&b), Verdict::Deny).unwrap();
+    let after = (log.mem.clone(), log.records.len());
+    assert_eq!(
+        log.reinstate_with(&b.id, Provenance::UserAsserted),
+        Err(AdjudicateError::Evidence {
+            given: Provenance::UserAsserted
+        })
+    );
+    assert_eq!((log.mem.clone(), log.records.len()), after);
+    assert_ne!(before.1, after.1);
+}
+
+#[test]
+fn reinstating_a_contested_claim_is_the_way_out_without_an_oracle() {
+    let mut log = Log::no_oracle();
+    let a = log.ok(&user("alice", "city", json!("paris")).json());
+    let b = log.ok(&ext("alice", "city", json!("london")).json());
+    assert_eq!(b.disposition, Disposition::Contested);
+    // New evidence from outside only adds to the contest: there is no one to ask.
+    let c = log.ok(&ext("alice", "city", json!("paris")).json());
+    assert_eq!(c.disposition, Disposition::Contested);
+    assert!(matches!(
+        log.belief("alice", "city"),
+        Belief::Contested { .. }
+    ));
+    log.tick(1);
+    let fx = log.reinstate(&b.id).unwrap();
+    assert_eq!(disposition(&log, &b.id), Disposition::Committed);
+    for loser in [a.id, c.id] {
+        assert_eq!(disposition(&log, &loser), Disposition::Superseded);
+        assert!(fx.bounds.iter().any(|x| x.claim == loser));
+    }
+    assert_eq!(resolved(&log.belief("alice", "city")).0, &json!("london"));
+}
+
+#[test]
+fn a_committed_claim_on_a_contested_line_is_upheld_by_naming_it() {
+    let mut log = Log::no_oracle();
+    let a = log.ok(&ext("alice", "city", json!("paris")).json());
+    let b = log.ok(&ext("alice", "city", json!("london")).json());
+    assert_eq!(
+        (disposition(&log, &a.id), b.disposition),
+        (Disposition::Committed, Disposition::Contested)
+    );
+    log.tick(1);
+    let fx = log.reinstate(&a.id).unwrap();
+    assert!(fx.dispositions.iter().all(|d| d.claim != a.id));
+    assert_eq!(disposition(&log, &b.id), Disposition::Superseded);
+    assert_eq!(resolved(&log.belief("alice", "city")).0, &json!("paris"));
+    // Once settled, naming it again has nothing to do.
+    assert!(matches!(
+        log.reinstate(&a.id),
+        Err(AdjudicateError::NotReinstatable { .. })
+    ));
+}
+
+/// Found by a fresh seed of the reference comparison: a deny re-pointed a request onto an equal
+/// value and closed it as agreeing, committing its challenger beside a committed claim of
+/// another value, with nothing pending. It now compares against that committed claim instead.
+#[test]
+fn a_deny_never_commits_a_challenger_beside_a_committed_claim_of_another_value() {
+    let mut log = Log::oracle();
+    let c = log.ok(&user("bob", "city", json!("v0")).json());
+    let b = log.ok(&user("bob", "city", json!("v2")).json());
+    log.verdict(&handle(&b), Verdict::Unknown).unwrap();
+    let d = log.ok(&ext("bob", "city", json!("v0")).criticality("high").json());
+    assert_eq!(d.adjudication.as_ref().unwrap().incumbent, b.id);
+    let e = log.ok(&user("bob", "city", json!("v2")).json());
+    let f = log.ok(&user("bob", "city", json!("v2")).json());
+    for x in [&e, &f] {
+        assert_eq!(x.adjudication.as_ref().unwrap().incumbent, d.id);
+    }
+    let g = log.ok(&user("bob", "city", json!("v0"))
+        .criticality("medium")
+        .json());
+    let g_against = g.adjudication.as_ref().unwrap().incumbent;
+    assert!([e.id, f.id].contains(&g_against));
+    let other = if g_against == e.id { &f } else { &e };
+    // Deny the claim g is compared against: g says what d says, so it agrees and commits.
+    let loser = if g_against == e.id { &e } else { &f };
+    let fx = log.verdict(&handle(loser), Verdict::Deny).unwrap();
+    assert_eq!(fx.agreed, vec![handle(&g)]);
+    assert_eq!(disposition(&log, &g.id), Disposition::Committed);
+    // Deny d: the other v2 request would pair v2 with b (v2): but g (v0) is committed and
+    // meets it, so it compares against g, still pending.
+    let fx = log.verdict(&handle(&d), Verdict::Deny).unwrap();
+    assert_eq!(
+        fx.repointed,
+        vec![Repoint {
+            handle: handle(other),
+            incumbent: g.id
+        }]
+    );
+    assert!(fx.agreed.is_empty());
+    assert_eq!(
+        disposition(&log, &other.id),
+        Disposition::QueuedForAdjudication
+    );
+    let _ = c;
+}

@@ -284,6 +284,106 @@ pub fn adjudicate(
     })
 }
 
+/// A reinstatement to submit: a verdict naming a superseded claim.
+#[derive(Clone, Debug)]
+pub struct Reinstate {
+    /// The claim's id, or a prefix of it (at least 8 hex characters).
+    pub claim: String,
+    pub evidence: Provenance,
+    pub note: String,
+    /// The logical time it is given at (default, and earliest: one after the log's last time).
+    pub now: Option<u64>,
+}
+
+/// What a reinstatement did.
+#[derive(Clone, Debug)]
+pub struct ReinstatementApplied {
+    pub run: String,
+    pub claim: oracle_memory::ClaimId,
+    /// The `reinstated` event.
+    pub seq: u64,
+    pub time: u64,
+    pub effects: rules::Reinstatement,
+    pub subject: String,
+    pub predicate: String,
+    /// The line's belief after it.
+    pub belief: Belief,
+}
+
+/// `oracle reinstate`: makes a superseded claim live again with one `reinstated` event (whole
+/// or not at all, under the lock, at a tick after every event before it). Refusals (unknown or
+/// ambiguous claim, a claim that is not superseded, evidence that is not first-hand) write
+/// nothing.
+pub fn reinstate(
+    home: &Path,
+    run: &str,
+    r: &Reinstate,
+    durability: Durability,
+) -> Result<ReinstatementApplied> {
+    if r.note.len() as u64 > NOTE_BYTES_MAX {
+        return Err(SessionError::BadNote {
+            limit: NOTE_BYTES_MAX,
+        });
+    }
+    let (mut writer, mut rm, now) = begin_outside_append(home, run, r.now, durability)?;
+    let refused = |source| SessionError::Adjudicate {
+        run: rm.run.id.clone(),
+        source,
+    };
+    let id = rm.memory.claim_by_prefix(&r.claim).map_err(refused)?;
+    let effects = rules::reinstate(&rm.memory, &id, r.evidence).map_err(refused)?;
+    // Invariant: `reinstate` succeeded, so the claim is in memory.
+    let entry = rm.memory.entry(&id).ok_or_else(|| {
+        refused(oracle_memory::AdjudicateError::UnknownClaim { claim: id.short() })
+    })?;
+    let (subject, predicate) = (entry.claim.subject.clone(), entry.claim.predicate.clone());
+    // Causal links: the claim's own event and the events of the claims it overturns.
+    let mut parents: Vec<u64> = std::iter::once(entry.origin.seq)
+        .chain(
+            effects
+                .bounds
+                .iter()
+                .filter_map(|b| rm.memory.entry(&b.claim).map(|e| e.origin.seq)),
+        )
+        .collect();
+    parents.sort_unstable();
+    parents.dedup();
+    let payload = Payload::Reinstated(payload::Reinstated {
+        claim: id.to_hex(),
+        evidence: r.evidence.as_str().to_owned(),
+        note: r.note.clone(),
+        effects: effects.to_value(),
+    });
+    let ev = writer.append_whole(now, parents, payload.clone())?;
+    writer.close()?;
+    rm.memory
+        .apply(ev.seq, now, &payload)
+        .map_err(|source| SessionError::Projection {
+            run: rm.run.id.clone(),
+            source,
+        })?;
+    let belief = oracle_memory::belief::query(
+        &rm.memory,
+        &Query {
+            subject: subject.clone(),
+            predicate: predicate.clone(),
+            as_of: None,
+            valid_at: Some(now),
+        },
+        rm.settings.confidence_min_pct,
+    );
+    Ok(ReinstatementApplied {
+        run: rm.run.id,
+        claim: id,
+        seq: ev.seq,
+        time: now,
+        effects,
+        subject,
+        predicate,
+        belief,
+    })
+}
+
 /// What a sweep did.
 #[derive(Clone, Debug)]
 pub struct Swept {

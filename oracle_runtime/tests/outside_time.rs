@@ -1,8 +1,9 @@
-//! Time that stays put: an event appended from outside (a verdict, a sweep, an outside claim)
+//! Time that stays put: an event appended from outside (a verdict, a sweep, an outside claim, a
+//! reinstatement)
 //! takes a logical time strictly after every event before it, so for every tick `T` already
 //! recorded, the belief as of `T` is the same before and after the append. A property test over
 //! random sequences of outside events on a stored run, through the same functions the
-//! `oracle adjudicate | sweep | claim` commands call.
+//! `oracle adjudicate | sweep | claim | reinstate` commands call.
 
 use std::fs;
 use std::path::PathBuf;
@@ -39,6 +40,10 @@ enum Op {
     Sweep {
         later: u64,
     },
+    Reinstate {
+        pick: usize,
+        later: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -57,6 +62,7 @@ fn op() -> impl Strategy<Value = Op> {
             later
         }),
         (0u64..12).prop_map(|later| Op::Sweep { later }),
+        (0usize..4, 0u64..4).prop_map(|(pick, later)| Op::Reinstate { pick, later }),
     ]
 }
 
@@ -164,6 +170,35 @@ fn apply(home: &std::path::Path, run: &str, rm: &RunMemory, op: &Op) -> bool {
                 Ok(_) => true,
                 Err(SessionError::Adjudicate { .. }) => false,
                 Err(e) => panic!("verdict on {handle}: {e}"),
+            }
+        }
+        Op::Reinstate { pick, later } => {
+            use oracle_memory::Disposition::{Contested, Superseded};
+            let mut ids: Vec<(u64, oracle_memory::ClaimId)> = rm
+                .memory
+                .entries()
+                .filter(|e| {
+                    matches!(
+                        rm.memory.disposition(&e.id, u64::MAX),
+                        Some(Superseded | Contested)
+                    )
+                })
+                .map(|e| (e.origin.seq, e.id))
+                .collect();
+            ids.sort();
+            let Some((_, id)) = ids.get(pick % ids.len().max(1)) else {
+                return false;
+            };
+            let r = adjudication::Reinstate {
+                claim: id.to_hex(),
+                evidence: Provenance::ExternalFirstHand,
+                note: String::new(),
+                now: Some(earliest + later),
+            };
+            match adjudication::reinstate(home, run, &r, Durability::None) {
+                Ok(_) => true,
+                Err(SessionError::Adjudicate { .. }) => false,
+                Err(e) => panic!("reinstating {}: {e}", id.short()),
             }
         }
         Op::Sweep { later } => {

@@ -251,7 +251,8 @@ impl<'a> Index<'a> {
             | EventKind::RunFinished
             | EventKind::Adjudicated
             | EventKind::AdjudicationsExpired
-            | EventKind::ClaimRecorded => {}
+            | EventKind::ClaimRecorded
+            | EventKind::Reinstated => {}
         }
     }
 }

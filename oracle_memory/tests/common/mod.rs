@@ -3,8 +3,10 @@
 #![allow(dead_code)]
 
 use oracle_core::Payload;
-use oracle_core::payload::{Adjudicated, AdjudicationsExpired, ToolFailed, ToolReturned};
-use oracle_memory::adjudicate::{self, Expired};
+use oracle_core::payload::{
+    Adjudicated, AdjudicationsExpired, Reinstated, ToolFailed, ToolReturned,
+};
+use oracle_memory::adjudicate::{self, Expired, Reinstatement};
 use oracle_memory::belief::{self, Belief, Query};
 use oracle_memory::{
     AdjudicateError, Assertion, ClaimId, Effects, Memory, MemoryError, MemorySettings, Origin,
@@ -152,6 +154,42 @@ impl Log {
         self.verdict_with(handle, verdict, Provenance::ExternalFirstHand, "checked")
     }
 
+    /// A verdict reinstating the superseded claim `claim`, given now; recorded and applied when
+    /// accepted (a refusal writes nothing).
+    pub fn reinstate_with(
+        &mut self,
+        claim: &ClaimId,
+        evidence: Provenance,
+    ) -> Result<Reinstatement, AdjudicateError> {
+        let fx = adjudicate::reinstate(&self.mem, claim, evidence)?;
+        self.record(Payload::Reinstated(Reinstated {
+            claim: claim.to_hex(),
+            evidence: evidence.as_str().into(),
+            note: "new evidence".into(),
+            effects: fx.to_value(),
+        }));
+        Ok(fx)
+    }
+
+    pub fn reinstate(&mut self, claim: &ClaimId) -> Result<Reinstatement, AdjudicateError> {
+        self.reinstate_with(claim, Provenance::ExternalFirstHand)
+    }
+
+    /// Every claim superseded, contested or committed now (what a reinstatement may name; a
+    /// committed one only on a contested line), in the order recorded.
+    pub fn reinstatable(&self) -> Vec<ClaimId> {
+        use oracle_memory::Disposition::{Committed, Contested, Superseded};
+        self.claim_ids()
+            .into_iter()
+            .filter(|id| {
+                matches!(
+                    self.mem.disposition(id, u64::MAX),
+                    Some(Superseded | Contested | Committed)
+                )
+            })
+            .collect()
+    }
+
     /// A sweep now: records one event when something expired, nothing otherwise.
     pub fn sweep(&mut self) -> Vec<Expired> {
         let list = adjudicate::sweep(&self.mem, self.time);
@@ -200,6 +238,9 @@ impl Log {
                 verdict,
                 evidence,
             } => Outcome::Verdict(self.verdict_with(handle, *verdict, *evidence, "n")),
+            Action::Reinstate { claim, evidence } => {
+                Outcome::Reinstate(self.reinstate_with(claim, *evidence))
+            }
             Action::Sweep => Outcome::Sweep(self.sweep()),
             Action::Tick(n) => {
                 self.tick(*n);
@@ -294,6 +335,10 @@ pub enum Action {
         verdict: Verdict,
         evidence: Provenance,
     },
+    Reinstate {
+        claim: ClaimId,
+        evidence: Provenance,
+    },
     Sweep,
     Tick(u64),
 }
@@ -304,6 +349,7 @@ pub enum Action {
 pub enum Outcome {
     Assert(Result<Assertion, MemoryError>),
     Verdict(Result<Effects, AdjudicateError>),
+    Reinstate(Result<Reinstatement, AdjudicateError>),
     Sweep(Vec<Expired>),
     Tick,
 }
@@ -334,6 +380,12 @@ pub enum Op {
         first_hand: bool,
         /// Pick among every handle (resolved and expired ones too), or a handle that never
         /// existed.
+        any: u8,
+    },
+    /// Reinstate a superseded or contested claim (`any == 0`: any claim at all, mostly refused).
+    Reinstate {
+        pick: usize,
+        first_hand: bool,
         any: u8,
     },
     Sweep,
@@ -380,6 +432,16 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(pick, verdict, first_hand, any)| Op::Verdict { pick, verdict, first_hand, any }),
         2 => Just(Op::Sweep),
         3 => (0u8..3).prop_map(Op::Tick),
+    ]
+}
+
+/// [`op`] and reinstatements. The reference model (`tests/model.rs`) does not model
+/// reinstatement, so its comparison draws from [`op`]; everything else draws from this.
+pub fn op_all() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => op(),
+        1 => (any::<usize>(), prop::bool::weighted(0.9), 0u8..10)
+            .prop_map(|(pick, first_hand, any)| Op::Reinstate { pick, first_hand, any }),
     ]
 }
 
@@ -498,6 +560,29 @@ impl Op {
                 Action::Verdict {
                     handle,
                     verdict,
+                    evidence,
+                }
+            }
+            Op::Reinstate {
+                pick,
+                first_hand,
+                any,
+            } => {
+                let evidence = if first_hand {
+                    Provenance::ExternalFirstHand
+                } else {
+                    Provenance::UserAsserted
+                };
+                let ids = if any == 0 {
+                    log.claim_ids()
+                } else {
+                    log.reinstatable()
+                };
+                if ids.is_empty() {
+                    return Action::Tick(1);
+                }
+                Action::Reinstate {
+                    claim: ids[pick % ids.len()],
                     evidence,
                 }
             }
