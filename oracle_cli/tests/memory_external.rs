@@ -825,3 +825,67 @@ fn without_an_oracle_reinstating_a_contested_claim_settles_the_line() {
     assert_eq!(line["belief"]["value"], "penicillin", "{line}");
     h.replays("completed");
 }
+
+/// "Why", several challengers: affirm B, which also commits its sibling C (same value) as
+/// agreeing; then affirm D against the same line. Every claim of another value where D holds is
+/// superseded (C included), nothing is left pending, the line is resolved and the run goes on.
+#[test]
+fn several_challengers_a_later_affirm_settles_the_whole_line() {
+    let h = Home::new();
+    h.start(&[]);
+    // C: a second "none" from outside, queued against the allergy on file.
+    let (code, v) = h.json(&claim_args("\"none\"", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    let c = v["adjudication"]["handle"].as_str().unwrap().to_owned();
+    // Affirm B (the referral): C agrees with it and is closed as agreeing.
+    let (code, v) = h.json(&verdict_args(HANDLE, "affirm", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["effects"]["agreed"], serde_json::json!([c]), "{v}");
+    // D: a third value, queued; affirmed.
+    let (code, v) = h.json(&claim_args("\"latex\"", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["disposition"], "queued_for_adjudication", "{v}");
+    let d = v["adjudication"]["handle"].as_str().unwrap().to_owned();
+    let (code, out, err) = h.oracle(&verdict_args(&d, "affirm", &["--resume"]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("status   completed"), "{out}");
+    let line = h.allergy(&[]);
+    assert_eq!(line["belief"]["status"], "resolved", "{line}");
+    assert_eq!(line["belief"]["value"], "latex");
+    for claim in line["claims"].as_array().unwrap() {
+        if claim["provenance"] == EFH && claim["value"] != "latex" {
+            assert_eq!(claim["disposition"], "superseded", "{claim}");
+        }
+    }
+    assert!(
+        h.adjudications(&[])
+            .iter()
+            .all(|r| r["status"] != "pending"),
+        "nothing is left pending"
+    );
+    h.replays("completed");
+}
+
+/// "Why", deny: a request whose incumbent is denied away is never re-pointed onto a claim of
+/// its own value ("penicillin" vs "penicillin"): it is closed as agreeing, and the line is
+/// resolved, not left with a request nobody can sensibly answer.
+#[test]
+fn a_deny_never_leaves_a_request_pairing_equal_values() {
+    let h = Home::new();
+    h.start(&[]);
+    // X: "penicillin" again from outside, queued against the referral ("none").
+    let (code, v) = h.json(&claim_args("\"penicillin\"", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["disposition"], "queued_for_adjudication", "{v}");
+    let x = v["adjudication"]["handle"].as_str().unwrap().to_owned();
+    let (code, v) = h.json(&verdict_args(HANDLE, "deny", &["--json"]));
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["effects"]["agreed"], serde_json::json!([x]), "{v}");
+    assert_eq!(h.status(&x), "resolved");
+    let line = h.allergy(&[]);
+    assert_eq!(line["belief"]["status"], "resolved", "{line}");
+    assert_eq!(line["belief"]["value"], "penicillin");
+    let (code, out, err) = h.oracle(&["resume", RUN]);
+    assert_eq!(code, 0, "{out}{err}");
+    h.replays("completed");
+}
