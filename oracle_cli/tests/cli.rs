@@ -88,12 +88,12 @@ fn verify_accepts_a_valid_log_and_prints_its_head() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.starts_with("valid"), "{stdout}");
     assert!(stdout.contains(&quickstart_head()), "{stdout}");
-    assert!(stdout.contains("events   20"), "{stdout}");
+    assert!(stdout.contains("events   16"), "{stdout}");
 
     let (code, v) = s.json(&["verify", "--json", "logs/quickstart.jsonl"]);
     assert_eq!(code, 0);
     assert_eq!(v["ok"], true);
-    assert_eq!(v["events"], 20);
+    assert_eq!(v["events"], 16);
     assert_eq!(v["head"], quickstart_head().as_str());
 }
 
@@ -205,12 +205,12 @@ fn a_torn_tail_is_reported_then_repaired() {
     let valid_len = original.iter().rposition(|&b| b == b'\n').unwrap() + 1;
     let cut = &original[valid_len..];
 
-    assert_integrity_failure(&s, log, 19, "torn_tail", "torn tail");
+    assert_integrity_failure(&s, log, 15, "torn_tail", "torn tail");
 
     let (code, v) = s.json(&["repair", "--json", log]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["repaired"], true);
-    assert_eq!(v["events"], 19);
+    assert_eq!(v["events"], 15);
     assert_eq!(v["torn_bytes"], cut.len());
     // Relative paths in the output are relative to where oracle ran: the sandbox.
     let saved = s.path(v["saved_to"].as_str().unwrap());
@@ -223,7 +223,7 @@ fn a_torn_tail_is_reported_then_repaired() {
 
     let (code, v) = s.json(&["verify", "--json", log]);
     assert_eq!(code, 0, "{v}");
-    assert_eq!(v["events"], 19, "one event fewer than quickstart");
+    assert_eq!(v["events"], 15, "one event fewer than quickstart");
 
     let (code, stdout, _) = s.oracle(&["repair", log]);
     assert_eq!(code, 0);
@@ -320,7 +320,7 @@ fn log_lists_every_event_and_filters_by_kind() {
     let s = Sandbox::new();
     let (code, stdout, _) = s.oracle(&["log", "logs/quickstart.jsonl"]);
     assert_eq!(code, 0);
-    assert_eq!(table_seqs(&stdout), (0..20).collect::<Vec<u64>>());
+    assert_eq!(table_seqs(&stdout), (0..16).collect::<Vec<u64>>());
     assert!(stdout.contains("run completed"), "{stdout}");
 
     let (code, stdout, _) = s.oracle(&["log", "--kind", "capability_denied", "logs/denied.jsonl"]);
@@ -383,19 +383,22 @@ fn inspect_shows_the_state_after_an_event() {
     let s = Sandbox::new();
     let (code, stdout, stderr) = s.oracle(&["inspect", "logs/quickstart.jsonl"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.starts_with("state after event 19"), "{stdout}");
-    assert_eq!(inspect_keys(&stdout), ["check", "read", "stats", "write"]);
+    assert!(stdout.starts_with("state after event 15"), "{stdout}");
+    assert_eq!(
+        inspect_keys(&stdout),
+        ["step/read", "step/stats", "step/summary"]
+    );
     assert!(
-        stdout.contains(r#"stats = {"lines":4,"words":38}"#),
+        stdout.contains(r#"step/stats = {"attempts":1,"output":{"chars":192,"lines":4,"words":38},"status":"completed"}"#),
         "{stdout}"
     );
 
     let (code, stdout, _) = s.oracle(&["inspect", "--at", "9", "logs/quickstart.jsonl"]);
     assert_eq!(code, 0);
     assert!(stdout.starts_with("state after event 9"), "{stdout}");
-    assert_eq!(inspect_keys(&stdout), ["read", "stats"]);
+    assert_eq!(inspect_keys(&stdout), ["step/read", "step/stats"]);
 
-    let (code, _, stderr) = s.oracle(&["inspect", "--at", "20", "logs/quickstart.jsonl"]);
+    let (code, _, stderr) = s.oracle(&["inspect", "--at", "16", "logs/quickstart.jsonl"]);
     assert_eq!(code, 2, "past the end: {stderr}");
 }
 

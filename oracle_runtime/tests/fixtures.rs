@@ -6,11 +6,10 @@
 use std::path::PathBuf;
 
 use oracle_core::event::relink;
-use oracle_core::hash::{domain, hash_in};
 use oracle_core::payload::*;
 use oracle_core::verify::{LogBytesError, Reason, verify_bytes};
-use oracle_core::{Event, EventKind, Recorder, record, replay};
-use serde_json::{Map, Value, json};
+use oracle_core::{Event, EventKind, record, replay};
+use serde_json::json;
 
 /// The file `fs.read` returns in the quickstart run. `wc -w -l` says 38 words, 4 lines.
 const NOTES: &str = "Oracle keeps a log of every step an agent takes.\n\
@@ -28,310 +27,57 @@ fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
 }
 
-/// Records events and remembers them, so a fixture reads like the run it describes.
-#[derive(Default)]
-struct Run {
-    recorder: Recorder,
-    events: Vec<Event>,
-}
-
-impl Run {
-    /// Records `payload` at logical `time` caused by `parents`; returns its seq for later links.
-    fn record(&mut self, time: u64, parents: &[u64], payload: Payload) -> u64 {
-        let event = self
-            .recorder
-            .record(time, parents.to_vec(), payload)
-            .unwrap();
-        let seq = event.seq;
-        self.events.push(event);
-        seq
+/// The log `oracle run fixtures/plans/NAME.plan` writes from the repository root with every
+/// default (seed 0, no extra grants or inputs): the plan is run for real, in a scratch copy of
+/// `fixtures/data`, so the fixture log is exactly what the shipped plan records.
+fn run_shipped_plan(name: &str) -> Vec<Event> {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    let data = root.join("fixtures/data");
+    std::fs::create_dir_all(&data).unwrap();
+    for entry in std::fs::read_dir(fixtures_dir().join("data")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), data.join(entry.file_name())).unwrap();
     }
+    let opts = oracle_runtime::session::StartOptions {
+        home: dir.path().join("home"),
+        plan: fixtures_dir().join(format!("plans/{name}.plan")),
+        inputs: vec![],
+        seed: 0,
+        grants: vec![],
+        jobs: 1,
+        durability: oracle_runtime::Durability::None,
+        root: root.canonicalize().unwrap(),
+        memory: None,
+        scorer: None,
+    };
+    let s = oracle_runtime::session::start(&opts, &oracle_runtime::tools::builtin()).unwrap();
+    oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap()
 }
 
-fn map(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        other => panic!("expected an object, got {other}"),
-    }
-}
-
-fn state_set(key: &str, value: Value) -> Payload {
-    let mut set = Map::new();
-    set.insert(key.to_owned(), value);
-    Payload::StateChanged(StateChanged {
-        set,
-        delete: vec![],
-    })
-}
-
-fn scheduled(step: &str, tool: &str, attempt: u64) -> Payload {
-    Payload::StepScheduled(StepScheduled {
-        step: step.into(),
-        tool: tool.into(),
-        attempt,
-    })
-}
-
-fn called(step: &str, tool: &str, attempt: u64, input: Value) -> Payload {
-    Payload::ToolCalled(ToolCalled {
-        step: step.into(),
-        tool: tool.into(),
-        tool_version: "1.0.0".into(),
-        attempt,
-        input,
-    })
-}
-
-fn returned(step: &str, tool: &str, output: Value) -> Payload {
-    Payload::ToolReturned(ToolReturned {
-        step: step.into(),
-        tool: tool.into(),
-        attempt: 1,
-        output,
-    })
-}
-
-fn allowed(step: &str, capability: &str, grant: &str) -> Payload {
-    Payload::CapabilityAllowed(CapabilityAllowed {
-        step: step.into(),
-        capability: capability.into(),
-        grant: grant.into(),
-    })
-}
-
-fn words_and_lines(text: &str) -> (u64, u64) {
-    (
-        text.split_whitespace().count() as u64,
-        text.lines().count() as u64,
-    )
-}
-
-/// The summary the `write` step writes to `out/summary.txt`.
-fn summary_text() -> String {
-    let (words, lines) = words_and_lines(NOTES);
-    format!("{words} words, {lines} lines\n")
-}
-
-/// A plan that reads a file, counts its words, checks a minimum and writes a summary. Each step
-/// runs at its own logical time; a step is scheduled once the previous one has written its
-/// result to the state, and a call that consumes another step's output (or a run input) lists
-/// that step's `tool_returned` (or `run_started`) among its parents.
+/// `fixtures/plans/quickstart.plan`: read a note, count its words, write a summary. Each step
+/// runs at its own logical time; a call that consumes another step's output (or a run input)
+/// lists that step's `tool_returned` (or `run_started`) among its parents.
 fn quickstart() -> Vec<Event> {
-    let mut run = Run::default();
-    let (words, lines) = words_and_lines(NOTES);
-    let start = run.record(
-        0,
-        &[],
-        Payload::RunStarted(RunStarted {
-            format: None,
-            program: "quickstart".into(),
-            program_hash: hash_in(domain::VALUE, b"quickstart plan v1"),
-            seed: 7,
-            grants: vec!["fs:read:fixtures/data/**".into(), "fs:write:out/**".into()],
-            inputs: map(json!({"path": "fixtures/data/notes.txt", "min_words": 5})),
-            memory: None,
-        }),
-    );
-
-    // read: needs a capability, consumes the `path` input.
-    let sched = run.record(1, &[start], scheduled("read", "fs.read", 1));
-    let cap = run.record(
-        1,
-        &[sched],
-        allowed(
-            "read",
-            "fs:read:fixtures/data/notes.txt",
-            "fs:read:fixtures/data/**",
-        ),
-    );
-    let call = run.record(
-        1,
-        &[start, sched, cap],
-        called(
-            "read",
-            "fs.read",
-            1,
-            json!({"path": "fixtures/data/notes.txt"}),
-        ),
-    );
-    let output = json!({"bytes": NOTES.len(), "text": NOTES});
-    let read = run.record(1, &[call], returned("read", "fs.read", output.clone()));
-    let read_done = run.record(1, &[read], state_set("read", output));
-
-    // stats: a pure tool, so no capability check; consumes read's output.
-    let sched = run.record(2, &[read_done], scheduled("stats", "text.count", 1));
-    let call = run.record(
-        2,
-        &[read, sched],
-        called("stats", "text.count", 1, json!({"text": NOTES})),
-    );
-    let output = json!({"words": words, "lines": lines});
-    let stats = run.record(2, &[call], returned("stats", "text.count", output.clone()));
-    let stats_done = run.record(2, &[stats], state_set("stats", output));
-
-    // check: a pure comparison of stats' word count with the `min_words` input.
-    let sched = run.record(3, &[stats_done], scheduled("check", "cmp.at_least", 1));
-    let call = run.record(
-        3,
-        &[start, stats, sched],
-        called(
-            "check",
-            "cmp.at_least",
-            1,
-            json!({"value": words, "min": 5}),
-        ),
-    );
-    let check = run.record(
-        3,
-        &[call],
-        returned("check", "cmp.at_least", json!({"ok": true})),
-    );
-    let check_done = run.record(3, &[check], state_set("check", json!({"ok": true})));
-
-    // write: needs a capability; writes what stats found, gated on check.
-    let summary = summary_text();
-    let sched = run.record(4, &[check_done], scheduled("write", "fs.write", 1));
-    let cap = run.record(
-        4,
-        &[sched],
-        allowed("write", "fs:write:out/summary.txt", "fs:write:out/**"),
-    );
-    let call = run.record(
-        4,
-        &[stats, check, sched, cap],
-        called(
-            "write",
-            "fs.write",
-            1,
-            json!({"path": "out/summary.txt", "text": summary}),
-        ),
-    );
-    let write = run.record(
-        4,
-        &[call],
-        returned("write", "fs.write", json!({"bytes": summary.len()})),
-    );
-    let write_done = run.record(
-        4,
-        &[write],
-        state_set(
-            "write",
-            json!({"path": "out/summary.txt", "bytes": summary.len()}),
-        ),
-    );
-
-    run.record(
-        5,
-        &[write_done],
-        Payload::RunFinished(RunFinished {
-            status: RunStatus::Completed,
-            reason: String::new(),
-        }),
-    );
-    run.events
+    let events = run_shipped_plan("quickstart");
+    // The seqs the broken copies edit (README.md and fixtures/logs/README.md name them).
+    assert_eq!(events[TAMPERED_SEQ as usize].kind, EventKind::ToolCalled);
+    assert_eq!(events[TAMPERED_SEQ as usize].payload["step"], "stats");
+    assert_eq!(events[FORGED_SEQ as usize].kind, EventKind::ToolReturned);
+    assert_eq!(events[FORGED_SEQ as usize].payload["step"], "stats");
+    events
 }
 
-/// A step asks for a file outside its grant: the check fails, the tool is never called and the
-/// run fails naming the capability.
+/// `fixtures/plans/denied.plan`: a step asks for a file outside its grant; the check fails, the
+/// tool is never called and the run fails naming the capability.
 fn denied() -> Vec<Event> {
-    let mut run = Run::default();
-    let start = run.record(
-        0,
-        &[],
-        Payload::RunStarted(RunStarted {
-            format: None,
-            program: "read-secrets".into(),
-            program_hash: hash_in(domain::VALUE, b"read-secrets plan v1"),
-            seed: 7,
-            grants: vec!["fs:read:fixtures/data/**".into()],
-            inputs: map(json!({"path": "/etc/passwd"})),
-            memory: None,
-        }),
-    );
-    let sched = run.record(1, &[start], scheduled("read", "fs.read", 1));
-    let deny = run.record(
-        1,
-        &[start, sched],
-        Payload::CapabilityDenied(CapabilityDenied {
-            step: "read".into(),
-            capability: "fs:read:/etc/passwd".into(),
-            reason: "no grant covers it (granted: fs:read:fixtures/data/**)".into(),
-        }),
-    );
-    run.record(
-        2,
-        &[deny],
-        Payload::RunFinished(RunFinished {
-            status: RunStatus::Failed,
-            reason: "step read: capability fs:read:/etc/passwd denied".into(),
-        }),
-    );
-    run.events
+    run_shipped_plan("denied")
 }
 
-/// A step whose tool fails on every one of its 3 attempts: the run suspends awaiting input
-/// instead of finishing, so `suspended` is the last event.
+/// `fixtures/plans/escalation.plan`: a step retried, then its fallback tier tried, each attempt
+/// rejected, so the run suspends awaiting a person: `suspended` is the last event.
 fn suspended() -> Vec<Event> {
-    let mut run = Run::default();
-    let start = run.record(
-        0,
-        &[],
-        Payload::RunStarted(RunStarted {
-            format: None,
-            program: "fetch-report".into(),
-            program_hash: hash_in(domain::VALUE, b"fetch-report plan v1"),
-            seed: 11,
-            grants: vec!["net:get:reports.example.org/**".into()],
-            inputs: map(json!({"url": "reports.example.org/daily.csv"})),
-            memory: None,
-        }),
-    );
-    let mut last = start;
-    let mut error = String::new();
-    for attempt in 1..=3 {
-        // Logical time advances per attempt: retries are separated by a backoff.
-        let sched = run.record(attempt, &[last], scheduled("fetch", "http.get", attempt));
-        let cap = run.record(
-            attempt,
-            &[sched],
-            allowed(
-                "fetch",
-                "net:get:reports.example.org/daily.csv",
-                "net:get:reports.example.org/**",
-            ),
-        );
-        let call = run.record(
-            attempt,
-            &[start, sched, cap],
-            called(
-                "fetch",
-                "http.get",
-                attempt,
-                json!({"url": "reports.example.org/daily.csv"}),
-            ),
-        );
-        error = format!("connection refused (attempt {attempt} of 3)");
-        last = run.record(
-            attempt,
-            &[call],
-            Payload::ToolFailed(ToolFailed {
-                step: "fetch".into(),
-                tool: "http.get".into(),
-                attempt,
-                error: error.clone(),
-            }),
-        );
-    }
-    run.record(
-        3,
-        &[last],
-        Payload::Suspended(Suspended {
-            step: "fetch".into(),
-            reason: format!("http.get failed 3 times; last error: {error}"),
-            attempts: 3,
-        }),
-    );
-    run.events
+    run_shipped_plan("escalation")
 }
 
 fn jsonl(events: &[Event]) -> Vec<u8> {
@@ -435,10 +181,10 @@ fn each_log_verifies_as_documented() {
         let head = verify_bytes(&fixture(name), None).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(head.next_seq, events, "{name}");
     };
-    ok("logs/quickstart.jsonl", 20);
-    ok("logs/denied.jsonl", 4);
-    ok("logs/suspended.jsonl", 14);
-    ok("logs/broken/relinked.jsonl", 20);
+    ok("logs/quickstart.jsonl", 16);
+    ok("logs/denied.jsonl", 5);
+    ok("logs/suspended.jsonl", 31);
+    ok("logs/broken/relinked.jsonl", 16);
 
     let err = |name: &str| verify_bytes(&fixture(name), None).expect_err(name);
     let reason = |name: &str, seq: u64| match err(name) {
@@ -476,7 +222,7 @@ fn each_log_verifies_as_documented() {
         + 1;
     match err("logs/broken/torn-tail.jsonl") {
         LogBytesError::TornTail { seq, offset, len } => {
-            assert_eq!((seq, offset), (19, last_start as u64));
+            assert_eq!((seq, offset), (15, last_start as u64));
             assert_eq!(
                 len as usize,
                 fixture("logs/broken/torn-tail.jsonl").len() - last_start
@@ -551,19 +297,20 @@ fn quickstart_is_a_coherent_run() {
     let events = quickstart();
     let on_disk = std::fs::read_to_string(fixtures_dir().join("data/notes.txt")).unwrap();
     assert_eq!(on_disk, NOTES);
-    assert_eq!(words_and_lines(NOTES), (38, 4));
     assert_eq!(events[4].payload["output"]["text"], json!(on_disk));
     assert_eq!(
         events[8].payload["output"],
-        json!({"words": 38, "lines": 4})
+        json!({"chars": 192, "words": 38, "lines": 4})
     );
 
     for e in &events {
         let parent_kinds: Vec<EventKind> =
             e.parents.iter().map(|&p| events[p as usize].kind).collect();
         match e.kind {
+            // Its capability verdict, or its scheduling when it needs no capability.
             EventKind::ToolCalled => assert!(
-                parent_kinds.contains(&EventKind::StepScheduled),
+                parent_kinds.contains(&EventKind::StepScheduled)
+                    || parent_kinds.contains(&EventKind::CapabilityAllowed),
                 "seq {}",
                 e.seq
             ),
@@ -583,10 +330,10 @@ fn quickstart_is_a_coherent_run() {
     }
     let state = replay::replay(&events).unwrap();
     let keys: Vec<&str> = state.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(keys, ["check", "read", "stats", "write"]);
+    assert_eq!(keys, ["step/read", "step/stats", "step/summary"]);
     assert_eq!(
-        state.get("write").unwrap()["bytes"],
-        json!(summary_text().len())
+        state.get("step/summary").unwrap()["output"]["bytes"],
+        json!("words: 38, lines: 4".len())
     );
     assert!(matches!(
         events.last().unwrap().typed().unwrap(),
@@ -613,16 +360,16 @@ fn denied_run_never_calls_the_tool() {
 }
 
 #[test]
-fn suspended_run_ends_after_three_failed_attempts() {
+fn suspended_run_ends_after_both_tiers_fail() {
     let events = suspended();
     let failures = events
         .iter()
         .filter(|e| e.kind == EventKind::ToolFailed)
         .count();
-    assert_eq!(failures, 3);
+    assert_eq!(failures, 3, "three json.parse attempts fail");
     assert!(!events.iter().any(|e| e.kind == EventKind::RunFinished));
     match events.last().unwrap().typed().unwrap() {
-        Payload::Suspended(s) => assert_eq!((s.step.as_str(), s.attempts), ("fetch", 3)),
+        Payload::Suspended(s) => assert_eq!((s.step.as_str(), s.attempts), ("total", 6)),
         other => panic!("expected suspended, got {other:?}"),
     }
 }
