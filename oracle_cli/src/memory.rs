@@ -418,6 +418,31 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
     Ok(exit::OK)
 }
 
+/// The error of a verdict or reinstatement: a refusal gets its own exit code and, with
+/// `--json`, its outcome object; anything else is reported as every session error is.
+fn verdict_error(e: SessionError, json_out: bool) -> CliError {
+    let SessionError::Adjudicate { run, source } = e else {
+        return session_error(e, json_out, None);
+    };
+    let (code, mut v) = refusal(&run, &source);
+    let message = format!("{run}: {source}");
+    if json_out {
+        if let Value::Object(m) = &mut v {
+            m.insert("ok".into(), json!(false));
+            m.insert("message".into(), json!(message));
+        }
+        if let Err(closed) = crate::out::json(&v) {
+            return closed;
+        }
+    }
+    CliError {
+        code,
+        message,
+        json: None,
+        quiet: false,
+    }
+}
+
 /// Exit code and JSON for a refused verdict.
 fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
     match e {
@@ -479,27 +504,8 @@ pub fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
         note: a.note.clone(),
         now: a.now,
     };
-    let applied = match adjudication::reinstate(home, &a.run, &r, a.durability.into()) {
-        Ok(v) => v,
-        Err(SessionError::Adjudicate { run, source }) => {
-            let (code, mut v) = refusal(&run, &source);
-            let message = format!("{run}: {source}");
-            if a.json {
-                if let Value::Object(m) = &mut v {
-                    m.insert("ok".into(), json!(false));
-                    m.insert("message".into(), json!(message));
-                }
-                crate::out::json(&v)?;
-            }
-            return Err(CliError {
-                code,
-                message,
-                json: None,
-                quiet: false,
-            });
-        }
-        Err(e) => return Err(session_error(e, a.json, None)),
-    };
+    let applied = adjudication::reinstate(home, &a.run, &r, a.durability.into())
+        .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
         crate::out::json(&json!({
             "ok": true,
@@ -578,27 +584,8 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
         note: a.note.clone(),
         now: a.now,
     };
-    let applied = match adjudication::adjudicate(home, &a.run, &sub, a.durability.into()) {
-        Ok(v) => v,
-        Err(SessionError::Adjudicate { run, source }) => {
-            let (code, mut v) = refusal(&run, &source);
-            let message = format!("{run}: {source}");
-            if a.json {
-                if let Value::Object(m) = &mut v {
-                    m.insert("ok".into(), json!(false));
-                    m.insert("message".into(), json!(message));
-                }
-                crate::out::json(&v)?;
-            }
-            return Err(CliError {
-                code,
-                message,
-                json: None,
-                quiet: false,
-            });
-        }
-        Err(e) => return Err(session_error(e, a.json, None)),
-    };
+    let applied = adjudication::adjudicate(home, &a.run, &sub, a.durability.into())
+        .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
         crate::out::json(&json!({
             "ok": true,

@@ -562,13 +562,7 @@ impl Memory {
             effects: effects.to_value(),
         };
         self.set_status(handle, Some(effects.challenger), resolved(None));
-        for b in &effects.bounds {
-            self.bounds.entry(b.claim).or_default().insert(Bound {
-                time,
-                seq,
-                until: b.until,
-            });
-        }
+        self.add_bounds(&effects.bounds, seq, time);
         for d in &effects.dispositions {
             self.transition(
                 d.claim,
@@ -609,13 +603,7 @@ impl Memory {
     ) {
         self.now = self.now.max(time);
         self.lifts.entry(fx.claim).or_default().insert((time, seq));
-        for b in &fx.bounds {
-            self.bounds.entry(b.claim).or_default().insert(Bound {
-                time,
-                seq,
-                until: b.until,
-            });
-        }
+        self.add_bounds(&fx.bounds, seq, time);
         let by = Reinstatement::by(&fx.claim);
         for d in &fx.dispositions {
             let reason = if d.claim == fx.claim {
@@ -646,6 +634,17 @@ impl Memory {
             agreed_reason: format!("agrees with claim {} reinstated", fx.claim.short()),
         };
         self.close_others(&closer, &fx.repointed, &fx.withdrawn, &fx.agreed, seq, time);
+    }
+
+    /// Records the validity bounds a verdict or reinstatement (event `seq` at `time`) put.
+    fn add_bounds(&mut self, bounds: &[crate::adjudicate::BoundEffect], seq: u64, time: u64) {
+        for b in bounds {
+            self.bounds.entry(b.claim).or_default().insert(Bound {
+                time,
+                seq,
+                until: b.until,
+            });
+        }
     }
 
     /// The other requests of a line a verdict or reinstatement ended or re-pointed.

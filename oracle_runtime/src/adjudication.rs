@@ -229,7 +229,7 @@ pub fn adjudicate(
             limit: NOTE_BYTES_MAX,
         });
     }
-    let (mut writer, mut rm, now) = begin_outside_append(home, run, sub.now, durability)?;
+    let (writer, mut rm, now) = begin_outside_append(home, run, sub.now, durability)?;
     let refused = |source| SessionError::Adjudicate {
         run: rm.run.id.clone(),
         source,
@@ -254,24 +254,14 @@ pub fn adjudicate(
         effects: effects.to_value(),
     });
     let parents = vec![state.origin.seq];
-    let ev = writer.append_whole(now, parents, payload.clone())?;
-    writer.close()?;
-    rm.memory
-        .apply(ev.seq, now, &payload)
-        .map_err(|source| SessionError::Projection {
-            run: rm.run.id.clone(),
-            source,
-        })?;
-    let belief = oracle_memory::belief::query(
-        &rm.memory,
-        &Query {
-            subject: subject.clone(),
-            predicate: predicate.clone(),
-            as_of: None,
-            valid_at: Some(now),
-        },
-        rm.settings.confidence_min_pct,
-    );
+    let (ev, belief) = append_outside(
+        writer,
+        &mut rm,
+        now,
+        parents,
+        payload,
+        (&subject, &predicate),
+    )?;
     Ok(VerdictApplied {
         run: rm.run.id,
         handle: sub.handle.clone(),
@@ -325,7 +315,7 @@ pub fn reinstate(
             limit: NOTE_BYTES_MAX,
         });
     }
-    let (mut writer, mut rm, now) = begin_outside_append(home, run, r.now, durability)?;
+    let (writer, mut rm, now) = begin_outside_append(home, run, r.now, durability)?;
     let refused = |source| SessionError::Adjudicate {
         run: rm.run.id.clone(),
         source,
@@ -354,6 +344,36 @@ pub fn reinstate(
         note: r.note.clone(),
         effects: effects.to_value(),
     });
+    let (ev, belief) = append_outside(
+        writer,
+        &mut rm,
+        now,
+        parents,
+        payload,
+        (&subject, &predicate),
+    )?;
+    Ok(ReinstatementApplied {
+        run: rm.run.id,
+        claim: id,
+        seq: ev.seq,
+        time: now,
+        effects,
+        subject,
+        predicate,
+        belief,
+    })
+}
+
+/// Appends an outside event (whole or not at all, see [`LogWriter::append_whole`]), applies it to
+/// the run's memory, and returns its seq with the belief of `line` just after it.
+fn append_outside(
+    mut writer: LogWriter,
+    rm: &mut RunMemory,
+    now: u64,
+    parents: Vec<u64>,
+    payload: Payload,
+    (subject, predicate): (&str, &str),
+) -> Result<(oracle_core::Event, Belief)> {
     let ev = writer.append_whole(now, parents, payload.clone())?;
     writer.close()?;
     rm.memory
@@ -365,23 +385,14 @@ pub fn reinstate(
     let belief = oracle_memory::belief::query(
         &rm.memory,
         &Query {
-            subject: subject.clone(),
-            predicate: predicate.clone(),
+            subject: subject.to_owned(),
+            predicate: predicate.to_owned(),
             as_of: None,
             valid_at: Some(now),
         },
         rm.settings.confidence_min_pct,
     );
-    Ok(ReinstatementApplied {
-        run: rm.run.id,
-        claim: id,
-        seq: ev.seq,
-        time: now,
-        effects,
-        subject,
-        predicate,
-        belief,
-    })
+    Ok((ev, belief))
 }
 
 /// What a sweep did.
@@ -467,7 +478,7 @@ pub fn claim(
             limit: NOTE_BYTES_MAX,
         });
     }
-    let (mut writer, mut rm, now) = begin_outside_append(home, run, c.now, durability)?;
+    let (writer, mut rm, now) = begin_outside_append(home, run, c.now, durability)?;
     let seq = rm.events;
     let assertion =
         oracle_memory::external::decide(&rm.memory, c.claim.clone(), seq, now, &rm.settings)
@@ -488,24 +499,14 @@ pub fn claim(
         assertion: serde_json::to_value(&assertion).expect("assertions always convert to JSON"),
         note: c.note.clone(),
     });
-    let ev = writer.append_whole(now, parents, payload.clone())?;
-    writer.close()?;
-    rm.memory
-        .apply(ev.seq, now, &payload)
-        .map_err(|source| SessionError::Projection {
-            run: rm.run.id.clone(),
-            source,
-        })?;
-    let belief = oracle_memory::belief::query(
-        &rm.memory,
-        &Query {
-            subject: c.claim.subject.clone(),
-            predicate: c.claim.predicate.clone(),
-            as_of: None,
-            valid_at: Some(now),
-        },
-        rm.settings.confidence_min_pct,
-    );
+    let (ev, belief) = append_outside(
+        writer,
+        &mut rm,
+        now,
+        parents,
+        payload,
+        (&c.claim.subject, &c.claim.predicate),
+    )?;
     Ok(ClaimApplied {
         run: rm.run.id,
         seq: ev.seq,
