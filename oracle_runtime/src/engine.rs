@@ -25,15 +25,11 @@ use oracle_core::payload::{self, MemorySettings, RunStatus, StateChanged};
 use oracle_core::{Event, EventKind, Hash, Payload, Recorder, RecordingError, State, limits};
 use serde_json::{Map, Value};
 
-use oracle_core::auction::tools::{self as auction_tools, ADVANCE};
-use oracle_core::auction::{Economy, ScoreRequest};
-use oracle_memory::tools::{self as memory_tools, QueryOutcome};
-use oracle_memory::{Memory, Origin};
-
 use crate::access::{self, Verdict};
+use crate::domain::{self, Domain, Handled, Resolved, Site};
 use crate::error::StoreError;
 use crate::recorded::Recorded;
-use crate::scorer::{Rubric, Scorer};
+use crate::scorer::Scorer;
 use crate::tool::{
     Access, Effect, Registered, Registry, ToolContext, ToolError, needed_capability,
 };
@@ -172,13 +168,9 @@ enum Prep {
     Done(Outcome),
     Asked(String),
     Pending(Box<Pending>),
-    /// A memory tool: run by the engine when its outcome is recorded.
-    Memory {
-        call: Call,
-        called: u64,
-    },
-    /// An auction tool: run by the engine when its outcome is recorded.
-    Economy {
+    /// A domain's tool: run by that domain (`domains[index]`) when its outcome is recorded.
+    Domain {
+        index: usize,
         call: Call,
         called: u64,
     },
@@ -295,13 +287,6 @@ impl Causes {
     }
 }
 
-/// What a memory tool call came to.
-enum MemoryCall {
-    Done(Payload),
-    /// `memory.query {require: "resolved"}` on an unresolved line: the step waits.
-    Wait(String),
-}
-
 /// The result of executing a call: the outcome payload and key-value writes.
 struct Executed {
     payload: Payload,
@@ -331,16 +316,14 @@ pub struct Engine<'r, A: Agent> {
     reused: u64,
     pool: Option<rayon::ThreadPool>,
     progress: Option<&'r mut dyn FnMut(&Progress)>,
-    /// The run's belief memory: the projection of every event produced or taken so far.
-    memory: Memory,
-    memory_settings: MemorySettings,
-    /// Steps suspended by `memory.query {require: "resolved"}`, with the query's input.
-    belief_waits: BTreeMap<String, Value>,
+    /// The run's domains (`domain::for_run`): projections of every event produced or taken so
+    /// far, and the tools that feed them.
+    domains: Vec<Box<dyn Domain>>,
+    /// Steps suspended by a domain's wait (a belief not resolved), with the domain's index and
+    /// the call's input.
+    waits: BTreeMap<String, (usize, Value)>,
     /// What later events depend on (format 2 causal links).
     causes: Causes,
-    /// The run's auction economy (`None` until `auction.open`): the projection of every
-    /// auction outcome produced or taken so far.
-    economy: Option<Economy>,
 }
 
 /// Where a drive is, reported after every round (for progress displays; never recorded).
@@ -374,7 +357,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                     .ok()
             })
             .flatten();
-        let memory_settings = config.memory.clone().unwrap_or_default();
+        let domains = domain::for_run(&config);
         // Canonical paths, so a symlinked working directory or home does not look like an
         // escape (or hide the store).
         let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -401,22 +384,18 @@ impl<'r, A: Agent> Engine<'r, A> {
             reused: 0,
             pool,
             progress: None,
-            memory: Memory::new(),
-            memory_settings,
-            belief_waits: BTreeMap::new(),
+            domains,
+            waits: BTreeMap::new(),
             causes: Causes::default(),
-            economy: None,
         }
     }
 
-    /// The run's auction economy as far as the drive got (`None` if it never opened one).
-    pub fn economy(&self) -> Option<&Economy> {
-        self.economy.as_ref()
-    }
-
-    /// The run's belief memory as far as the drive got.
-    pub fn memory(&self) -> &Memory {
-        &self.memory
+    /// The run's domain of type `T` as far as the drive got (the belief memory:
+    /// `domain::<domain::memory::MemoryDomain>()`).
+    pub fn domain<T: Domain>(&self) -> Option<&T> {
+        self.domains
+            .iter()
+            .find_map(|d| d.as_any().downcast_ref::<T>())
     }
 
     /// Calls `f` after every round with where the drive is.
@@ -486,10 +465,12 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// Records one event: compared with the record while there is one, appended after.
     fn emit(&mut self, parents: Vec<u64>, payload: Payload) -> Result<u64> {
         let seq = self.next_seq();
-        // Only the memory's own records are kept for the projection (a clone of a claim).
-        let for_memory =
-            matches!(&payload, Payload::ToolReturned(r) if r.tool == memory_tools::ASSERT)
-                .then(|| payload.clone());
+        // Only records a domain folds are kept for it (a clone of a claim, not of every event).
+        let folded = self
+            .domains
+            .iter()
+            .any(|d| d.folds(&payload))
+            .then(|| payload.clone());
         if self.is_recorded(seq) {
             let ev = self
                 .produced
@@ -504,20 +485,24 @@ impl<'r, A: Agent> Engine<'r, A> {
             writer.append(self.tick, parents, payload)?;
             self.appended += 1;
         }
-        if let Some(p) = for_memory {
-            self.memory
-                .apply(seq, self.tick, &p)
-                .map_err(|e| EngineError::Unexpected {
-                    seq,
-                    message: e.to_string(),
-                })?;
+        if let Some(p) = folded {
+            self.fold(seq, self.tick, &p)?;
         }
         Ok(seq)
     }
 
+    /// Offers event `seq` to every domain that folds it.
+    fn fold(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<()> {
+        for d in self.domains.iter_mut().filter(|d| d.folds(payload)) {
+            d.apply(seq, time, payload)
+                .map_err(|message| EngineError::Unexpected { seq, message })?;
+        }
+        Ok(())
+    }
+
     /// Takes the recorded external events (verdicts, sweeps) that stand at the next seq: they
     /// were appended from outside while the run was at rest, so the program does not produce
-    /// them; they enter the chain and the memory where they stand, and the clock moves to
+    /// them; they enter the chain and the domains where they stand, and the clock moves to
     /// their time.
     fn absorb_external(&mut self) -> Result<()> {
         loop {
@@ -537,9 +522,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 .map_err(|source| EngineError::Record { seq, source })?;
             self.compare(seq, produced)?;
             self.matched += 1;
-            self.memory
-                .apply(seq, ev.time, &payload)
-                .map_err(|e| unexpected(e.to_string()))?;
+            self.fold(seq, ev.time, &payload)?;
         }
     }
 
@@ -703,19 +686,19 @@ impl<'r, A: Agent> Engine<'r, A> {
                     )?;
                     self.absorb_external()?;
                     let next = self.next_seq();
-                    let value = if let Some(input) = self.belief_waits.get(&step).cloned() {
-                        // A belief wait: the memory, not a person, supplies the value.
+                    let value = if let Some((index, input)) = self.waits.get(&step).cloned() {
+                        // A domain's wait (a belief): the domain, not a person, supplies the
+                        // value.
                         if self.answer.is_some() {
                             return Err(EngineError::BeliefWait { step });
                         }
-                        let settings = &self.memory_settings;
-                        match memory_tools::query(&self.memory, &input, settings, self.tick) {
-                            Ok(QueryOutcome::Answer(v))
+                        match self.domains[index].resolve_wait(&input, self.tick) {
+                            Ok(Resolved::Answer(v))
                                 if self.is_recorded(next) || self.writer.is_some() =>
                             {
                                 v
                             }
-                            Ok(QueryOutcome::Answer(_)) => {
+                            Ok(Resolved::Answer(_)) => {
                                 // A replay whose record stops here: the run, as recorded,
                                 // still waits (a resume would continue it).
                                 return Ok(Ending::Suspended {
@@ -724,14 +707,14 @@ impl<'r, A: Agent> Engine<'r, A> {
                                     attempts,
                                 });
                             }
-                            Ok(QueryOutcome::Wait(why)) if !self.is_recorded(next) => {
+                            Ok(Resolved::Waiting(why)) if !self.is_recorded(next) => {
                                 return Ok(Ending::Suspended {
                                     step,
                                     reason: why,
                                     attempts,
                                 });
                             }
-                            Ok(QueryOutcome::Wait(_)) | Err(_) => {
+                            Ok(Resolved::Waiting(_)) | Err(_) => {
                                 return Err(EngineError::Unexpected {
                                     seq: next,
                                     message: format!(
@@ -778,7 +761,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }),
                     )?;
                     self.causes.answered(&step, resumed);
-                    self.belief_waits.remove(&step);
+                    self.waits.remove(&step);
                     observations = vec![Observation {
                         step,
                         tool: String::new(),
@@ -971,12 +954,22 @@ impl<'r, A: Agent> Engine<'r, A> {
                 preps.push(fail(self, called, e)?);
                 continue;
             }
-            if reg.decl.effect == Effect::Memory {
-                preps.push(Prep::Memory { call, called });
-                continue;
-            }
-            if reg.decl.effect == Effect::Economy {
-                preps.push(Prep::Economy { call, called });
+            if let Effect::Domain(name) = reg.decl.effect {
+                match self
+                    .domains
+                    .iter()
+                    .position(|d| d.effect() == reg.decl.effect)
+                {
+                    Some(index) => preps.push(Prep::Domain {
+                        index,
+                        call,
+                        called,
+                    }),
+                    None => {
+                        let e = format!("no domain `{name}` runs tool `{}`", call.tool);
+                        preps.push(fail(self, called, e)?);
+                    }
+                }
                 continue;
             }
             if reg.decl.effect == Effect::Ask {
@@ -1004,10 +997,10 @@ impl<'r, A: Agent> Engine<'r, A> {
             })));
         }
 
-        // Outcomes: at most one event per call still waiting (pending, memory, economy), in
+        // Outcomes: at most one event per call still waiting (pending, domain), in
         // call order, starting at `base`. Which pending calls have a recorded outcome is found
         // by cause (the outcome's parent is the call's `tool_called`), never by position: a
-        // memory call may record no outcome (a wait), and the outcomes of memory and economy
+        // domain call may record no outcome (a wait), and the outcomes of domain
         // calls stand between the others.
         let base = self.next_seq();
         let answered = self.recorded_causes(base, &preps);
@@ -1061,30 +1054,26 @@ impl<'r, A: Agent> Engine<'r, A> {
             let outcome = match prep {
                 Prep::Done(o) => o,
                 Prep::Asked(q) => Outcome::Ask(q),
-                Prep::Memory { call, called } => {
+                Prep::Domain {
+                    index,
+                    call,
+                    called,
+                } => {
                     self.executed += 1;
-                    match self.memory_call(&call) {
-                        MemoryCall::Wait(why) => {
-                            self.belief_waits
-                                .insert(call.step.clone(), call.input.clone());
+                    match self.domain_call(index, &call)? {
+                        Handled::Wait(why) => {
+                            self.waits
+                                .insert(call.step.clone(), (index, call.input.clone()));
                             self.causes.waiting(&call.step, called);
                             Outcome::Ask(why)
                         }
-                        MemoryCall::Done(payload) => {
+                        Handled::Outcome(payload) => {
                             let outcome = outcome_of(&payload);
                             let seq = self.emit(vec![called], payload)?;
                             self.causes.outcome(&call.step, seq);
                             outcome
                         }
                     }
-                }
-                Prep::Economy { call, called } => {
-                    self.executed += 1;
-                    let payload = self.economy_call(&call)?;
-                    let outcome = outcome_of(&payload);
-                    let seq = self.emit(vec![called], payload)?;
-                    self.causes.outcome(&call.step, seq);
-                    outcome
                 }
                 Prep::Pending(p) => {
                     let mut wrote = false;
@@ -1133,109 +1122,29 @@ impl<'r, A: Agent> Engine<'r, A> {
         Ok(observations)
     }
 
-    /// Runs a memory tool against the memory as it stands, for an outcome recorded at the
-    /// next seq.
-    fn memory_call(&self, call: &Call) -> MemoryCall {
-        let settings = &self.memory_settings;
-        let origin = Origin {
-            seq: self.next_seq(),
-            time: self.tick,
-            step: call.step.clone(),
-            tool: call.tool.clone(),
-        };
-        let result = match call.tool.as_str() {
-            memory_tools::ASSERT => {
-                memory_tools::assert(&self.memory, &call.input, &origin, settings).map(Some)
-            }
-            memory_tools::QUERY => {
-                match memory_tools::query(&self.memory, &call.input, settings, self.tick) {
-                    Ok(QueryOutcome::Answer(v)) => Ok(Some(v)),
-                    Ok(QueryOutcome::Wait(why)) => return MemoryCall::Wait(why),
-                    Err(e) => Err(e),
-                }
-            }
-            memory_tools::HISTORY => memory_tools::history(&self.memory, &call.input).map(Some),
-            other => {
-                return MemoryCall::Done(Payload::ToolFailed(payload::ToolFailed {
-                    step: call.step.clone(),
-                    tool: call.tool.clone(),
-                    attempt: call.attempt,
-                    error: format!("`{other}` is not a memory tool"),
-                }));
-            }
-        };
-        MemoryCall::Done(match result {
-            Ok(output) => Payload::ToolReturned(payload::ToolReturned {
-                step: call.step.clone(),
-                tool: call.tool.clone(),
-                attempt: call.attempt,
-                output: output.unwrap_or(Value::Null),
-            }),
-            Err(e) => Payload::ToolFailed(payload::ToolFailed {
-                step: call.step.clone(),
-                tool: call.tool.clone(),
-                attempt: call.attempt,
-                error: e.to_string(),
-            }),
-        })
-    }
-
-    /// Runs an auction tool against the economy, for an outcome recorded at the next seq. The
-    /// scorer's answers come from that recorded outcome while there is one (replay never asks
-    /// again); past the record the call is committed first, then the scorer is asked. A replay
-    /// that reaches the end of its record stops before asking anyone.
-    fn economy_call(&mut self, call: &Call) -> Result<Payload> {
+    /// Runs a domain's tool call against its projection as it stands, for an outcome recorded
+    /// at the next seq (see `crate::domain`).
+    fn domain_call(&mut self, index: usize, call: &Call) -> Result<Handled> {
         let seq = self.next_seq();
-        let seed = self.config.seed;
-        let result = if self.is_recorded(seq) {
-            let answers = match self.recorded_at(seq).map(|e| e.typed()) {
-                Some(Ok(Payload::ToolReturned(r))) if r.tool == ADVANCE && call.tool == ADVANCE => {
-                    auction_tools::recorded_answers(&r.output).unwrap_or_default()
-                }
-                _ => Vec::new(),
-            };
-            // A shortfall makes the produced outcome differ from the record: `compare`
-            // reports it as a divergence at this seq.
-            let mut missing = 0;
-            let mut scorer = auction_tools::replay_scorer(answers, &mut missing);
-            auction_tools::call(
-                &mut self.economy,
-                &call.tool,
-                &call.input,
-                seed,
-                &mut scorer,
-            )
+        let past_record = !self.is_recorded(seq);
+        let recorded = if past_record {
+            None
         } else {
-            let Some(writer) = self.writer.as_mut() else {
-                return Err(EngineError::EndOfRecord { seq });
-            };
-            if call.tool == ADVANCE {
-                // Write-ahead: the call is on disk before the scorer (an outside program) sees
-                // anything.
-                writer.commit()?;
-            }
-            let scorer: std::sync::Arc<dyn Scorer> = self
-                .config
-                .scorer
-                .clone()
-                .unwrap_or_else(|| std::sync::Arc::new(Rubric));
-            let mut ask = |r: &ScoreRequest<'_>| scorer.score(r);
-            auction_tools::call(&mut self.economy, &call.tool, &call.input, seed, &mut ask)
+            self.recorded_at(seq).and_then(|e| e.typed().ok())
         };
-        Ok(match result {
-            Ok(output) => Payload::ToolReturned(payload::ToolReturned {
-                step: call.step.clone(),
-                tool: call.tool.clone(),
-                attempt: call.attempt,
-                output,
-            }),
-            Err(e) => Payload::ToolFailed(payload::ToolFailed {
-                step: call.step.clone(),
-                tool: call.tool.clone(),
-                attempt: call.attempt,
-                error: e.to_string(),
-            }),
-        })
+        let writer = &mut self.writer;
+        let mut commit = || match writer.as_mut() {
+            Some(w) => w.commit().map_err(EngineError::from),
+            None => Err(EngineError::EndOfRecord { seq }),
+        };
+        let site = Site {
+            seq,
+            tick: self.tick,
+            past_record,
+            recorded,
+            commit: &mut commit,
+        };
+        self.domains[index].call(call, site)
     }
 
     /// Which of the round's calls have a recorded outcome. When the record reaches past
@@ -1245,12 +1154,7 @@ impl<'r, A: Agent> Engine<'r, A> {
     fn recorded_causes(&self, base: u64, preps: &[Prep]) -> Answered {
         let waiting = preps
             .iter()
-            .filter(|p| {
-                matches!(
-                    p,
-                    Prep::Pending(_) | Prep::Memory { .. } | Prep::Economy { .. }
-                )
-            })
+            .filter(|p| matches!(p, Prep::Pending(_) | Prep::Domain { .. }))
             .count() as u64;
         if waiting == 0 || self.is_recorded(base.saturating_add(waiting - 1)) {
             return Answered::All;
@@ -1364,7 +1268,7 @@ fn outcome_of(payload: &Payload) -> Outcome {
         Payload::ToolReturned(r) => Outcome::Returned(r.output.clone()),
         Payload::ToolFailed(f) => Outcome::Failed(f.error.clone()),
         // Invariant: the engine makes only these two kinds of outcome for a call (`execute`,
-        // `recorded_outcome`, `memory_call`, `economy_call`).
+        // `recorded_outcome`, `domain_call`).
         _ => Outcome::Failed("internal: unexpected outcome".into()),
     }
 }

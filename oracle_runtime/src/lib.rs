@@ -12,6 +12,7 @@ pub mod adjudication;
 pub mod catalogue;
 pub mod checkpoint;
 pub mod confine;
+pub mod domain;
 pub mod engine;
 pub mod error;
 pub mod fsread;

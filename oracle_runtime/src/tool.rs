@@ -28,14 +28,11 @@ pub enum Effect {
     Impure,
     /// Needs a person: the run suspends until `oracle resume` supplies the answer.
     Ask,
-    /// Reads or writes the run's belief memory: executed by the engine itself, in call order,
-    /// when its outcome is recorded (so it sees the asserts recorded before it), and again on
-    /// replay, where it must give the recorded output.
-    Memory,
-    /// Reads or changes the run's auction economy: executed by the engine itself, in call
-    /// order, when its outcome is recorded; again on replay, where the scorer's answers come
-    /// from the record and everything else must give the recorded output.
-    Economy,
+    /// Reads or changes a domain's projection (the belief memory, the auction economy): run by
+    /// the engine's domain of that name when its outcome is recorded, in call order (so it sees
+    /// every record before it), and again on replay, where it must give the recorded output.
+    /// See `crate::domain`.
+    Domain(&'static str),
 }
 
 impl Effect {
@@ -44,8 +41,7 @@ impl Effect {
             Effect::Pure => "pure",
             Effect::Impure => "impure",
             Effect::Ask => "ask",
-            Effect::Memory => "memory",
-            Effect::Economy => "economy",
+            Effect::Domain(name) => name,
         }
     }
 }

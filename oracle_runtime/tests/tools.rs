@@ -161,8 +161,8 @@ fn registry_holds_all_twenty_four_tools_with_compiled_schemas() {
         let expected = match t.decl.name.as_str() {
             "fs.read" | "fs.write" | "fs.list" | "proc.exec" => Effect::Impure,
             "human.ask" => Effect::Ask,
-            "memory.assert" | "memory.query" | "memory.history" => Effect::Memory,
-            name if name.starts_with("auction.") => Effect::Economy,
+            "memory.assert" | "memory.query" | "memory.history" => Effect::Domain("memory"),
+            name if name.starts_with("auction.") => Effect::Domain("economy"),
             _ => Effect::Pure,
         };
         assert_eq!(t.decl.effect, expected, "{}", t.decl.name);

@@ -1,7 +1,7 @@
 //! The auction tools' declarations: `auction.open`, `auction.submit`, `auction.bid`,
 //! `auction.advance`, `auction.status`, `auction.check`.
 //!
-//! The engine runs these itself against the run's economy ([`Effect::Economy`]); the logic
+//! The engine runs these itself against the run's economy ([`crate::domain::economy`]); the logic
 //! lives in `oracle_core::auction::tools`. `call` is never reached through the engine and says
 //! so if something else calls it.
 
@@ -9,7 +9,7 @@ use oracle_core::auction::tools::{ADVANCE, BID, CHECK, OPEN, STATUS, SUBMIT};
 use serde_json::{Value, json};
 
 use super::{boolean, count, decl, object, string};
-use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 
 fn positive() -> Value {
     json!({"type": "integer", "minimum": 1})
@@ -106,7 +106,7 @@ impl Tool for AuctionTool {
         decl(
             self.name,
             description,
-            Effect::Economy,
+            crate::domain::economy::EFFECT,
             input,
             json!({"type": "object", "required": required_out}),
             None,

@@ -1,6 +1,6 @@
 //! The belief-memory tools' declarations: `memory.assert`, `memory.query`, `memory.history`.
 //!
-//! The engine runs these itself against the run's memory projection ([`Effect::Memory`]); the
+//! The engine runs these itself against the run's memory projection ([`crate::domain::memory`]); the
 //! logic lives in `oracle_memory::tools`. `call` is never reached through the engine and says so
 //! if something else calls it.
 
@@ -8,7 +8,7 @@ use oracle_memory::tools::{ASSERT, HISTORY, QUERY};
 use serde_json::{Value, json};
 
 use super::{any, decl, string, strings};
-use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 
 fn outside_engine(name: &str) -> Result<ToolOutput, ToolError> {
     Err(ToolError::Failed(format!(
@@ -34,7 +34,7 @@ impl Tool for Assert {
         decl(
             ASSERT,
             "Record a claim in the run's belief memory; the gate decides its disposition (committed, inferred, corroborating, quarantined, contested or queued for adjudication).",
-            Effect::Memory,
+            crate::domain::memory::EFFECT,
             json!({
                 "type": "object",
                 "properties": {
@@ -78,7 +78,7 @@ impl Tool for Query {
         decl(
             QUERY,
             "Ask the belief memory what it believes about a line (as of a logical time, valid at a time); require \"resolved\" to wait until it is.",
-            Effect::Memory,
+            crate::domain::memory::EFFECT,
             json!({
                 "type": "object",
                 "properties": {
@@ -110,7 +110,7 @@ impl Tool for History {
         decl(
             HISTORY,
             "List the claims about a subject (one predicate or all) with their dispositions and provenance.",
-            Effect::Memory,
+            crate::domain::memory::EFFECT,
             json!({
                 "type": "object",
                 "properties": {"subject": string(), "predicate": string(), "as_of": tick()},

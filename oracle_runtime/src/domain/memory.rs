@@ -1,0 +1,99 @@
+//! The belief-memory domain: the run's [`Memory`] (claims, verdicts, expiries, outside claims)
+//! and the `memory.*` tools, which the engine runs against it when their outcome is recorded.
+
+use std::any::Any;
+
+use oracle_core::Payload;
+use oracle_core::agent::Call;
+use oracle_core::payload::MemorySettings;
+use oracle_memory::tools::{self as memory_tools, QueryOutcome};
+use oracle_memory::{Memory, Origin};
+use serde_json::Value;
+
+use super::{Domain, Handled, Resolved, Site, outcome};
+use crate::engine::{EngineError, RunConfig};
+use crate::tool::Effect;
+
+/// The effect `memory.*` tools are registered with.
+pub const EFFECT: Effect = Effect::Domain("memory");
+
+/// The run's belief memory, as far as the drive got.
+pub struct MemoryDomain {
+    memory: Memory,
+    settings: MemorySettings,
+}
+
+impl MemoryDomain {
+    pub fn new(config: &RunConfig) -> MemoryDomain {
+        MemoryDomain {
+            memory: Memory::new(),
+            settings: config.memory.clone().unwrap_or_default(),
+        }
+    }
+
+    pub fn memory(&self) -> &Memory {
+        &self.memory
+    }
+}
+
+impl Domain for MemoryDomain {
+    fn effect(&self) -> Effect {
+        EFFECT
+    }
+
+    fn folds(&self, payload: &Payload) -> bool {
+        match payload {
+            Payload::ToolReturned(r) => r.tool == memory_tools::ASSERT,
+            other => other.kind().is_external(),
+        }
+    }
+
+    fn apply(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<(), String> {
+        self.memory
+            .apply(seq, time, payload)
+            .map_err(|e| e.to_string())
+    }
+
+    fn call(&mut self, call: &Call, site: Site<'_>) -> Result<Handled, EngineError> {
+        let settings = &self.settings;
+        let origin = Origin {
+            seq: site.seq,
+            time: site.tick,
+            step: call.step.clone(),
+            tool: call.tool.clone(),
+        };
+        let result = match call.tool.as_str() {
+            memory_tools::ASSERT => {
+                memory_tools::assert(&self.memory, &call.input, &origin, settings)
+            }
+            memory_tools::QUERY => {
+                match memory_tools::query(&self.memory, &call.input, settings, site.tick) {
+                    Ok(QueryOutcome::Answer(v)) => Ok(v),
+                    Ok(QueryOutcome::Wait(why)) => return Ok(Handled::Wait(why)),
+                    Err(e) => Err(e),
+                }
+            }
+            memory_tools::HISTORY => memory_tools::history(&self.memory, &call.input),
+            other => {
+                let e = format!("`{other}` is not a memory tool");
+                return Ok(Handled::Outcome(outcome(call, Err(e))));
+            }
+        };
+        Ok(Handled::Outcome(outcome(
+            call,
+            result.map_err(|e| e.to_string()),
+        )))
+    }
+
+    fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, String> {
+        match memory_tools::query(&self.memory, input, &self.settings, tick) {
+            Ok(QueryOutcome::Answer(v)) => Ok(Resolved::Answer(v)),
+            Ok(QueryOutcome::Wait(why)) => Ok(Resolved::Waiting(why)),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

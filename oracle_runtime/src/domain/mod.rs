@@ -1,0 +1,108 @@
+//! Domains: pure projections over recorded events, plus the tools that feed them.
+//!
+//! The engine loop knows no domain by name. A domain (the belief memory, the auction economy)
+//! owns the tools registered with its effect ([`Effect::Domain`]): the engine records their
+//! scheduling, capability checks and calls like any other, then hands each call to the domain,
+//! which computes the outcome from its projection *when the outcome is recorded* (so it sees
+//! every record before it) and the engine records it. Every event the engine produces or takes
+//! from the record is offered to every domain ([`Domain::apply`]), so the projection is always
+//! the fold of the log so far, on a run, a resume and a replay alike.
+//!
+//! A new domain is a module here implementing [`Domain`] and one line in [`for_run`], the one
+//! registration point. What a domain must not do: touch the world except through
+//! [`Site::commit`] (write-ahead) and an answer source the run was configured with, whose
+//! answers are recorded in the outcome and read back from it on replay ([`Site::recorded`]).
+
+pub mod economy;
+pub mod memory;
+
+use std::any::Any;
+
+use oracle_core::Payload;
+use oracle_core::agent::Call;
+use serde_json::Value;
+
+use crate::engine::{EngineError, RunConfig};
+use crate::tool::Effect;
+
+/// What a domain's tool call came to.
+pub enum Handled {
+    /// The outcome to record (`tool_returned` or `tool_failed`).
+    Outcome(Payload),
+    /// The step waits (a belief not resolved yet): the run suspends with this reason, and the
+    /// domain is asked again ([`Domain::resolve_wait`]) each time the run could go on.
+    Wait(String),
+}
+
+/// What a wait comes to when the run could go on.
+pub enum Resolved {
+    /// The value the step gets (recorded as its `resumed` value).
+    Answer(Value),
+    /// Still waiting, for this reason.
+    Waiting(String),
+}
+
+/// Where a domain call's outcome will be recorded, and what it may use there.
+pub struct Site<'a> {
+    /// The seq the outcome will have.
+    pub seq: u64,
+    /// The run's logical time.
+    pub tick: u64,
+    /// Whether `seq` is past the record (a new outcome) rather than recorded already (resume,
+    /// replay).
+    pub past_record: bool,
+    /// The outcome recorded at `seq`, when it is and reads back: answers from outside the
+    /// program (a scorer's score) are taken from it and never asked again.
+    pub recorded: Option<Payload>,
+    /// Makes everything produced so far durable before something outside the run is asked
+    /// (write-ahead). `Err(EndOfRecord)` when there is no writer (a replay past its record).
+    pub commit: &'a mut dyn FnMut() -> Result<(), EngineError>,
+}
+
+/// A pure projection over recorded events plus the tools that feed it.
+pub trait Domain: Any {
+    /// The effect its tools are registered with (`Effect::Domain(name)`).
+    fn effect(&self) -> Effect;
+
+    /// Whether `payload` is one of the records the projection folds (checked for every event,
+    /// so it must be cheap: a match on the kind and tool).
+    fn folds(&self, payload: &Payload) -> bool;
+
+    /// Folds event `seq` at logical time `time` (only called when [`Domain::folds`] said so).
+    fn apply(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<(), String>;
+
+    /// Runs one of its tool calls against the projection as it stands.
+    fn call(&mut self, call: &Call, site: Site<'_>) -> Result<Handled, EngineError>;
+
+    /// A step that waits on this domain (`input` is the call's input): resolved now?
+    fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, String>;
+
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// The domains of a run, in a fixed order: the one registration point.
+pub fn for_run(config: &RunConfig) -> Vec<Box<dyn Domain>> {
+    vec![
+        Box::new(memory::MemoryDomain::new(config)),
+        Box::new(economy::EconomyDomain::new(config)),
+    ]
+}
+
+/// The outcome payload of a domain call: its output, or its error.
+pub fn outcome(call: &Call, result: Result<Value, String>) -> Payload {
+    use oracle_core::payload::{ToolFailed, ToolReturned};
+    match result {
+        Ok(output) => Payload::ToolReturned(ToolReturned {
+            step: call.step.clone(),
+            tool: call.tool.clone(),
+            attempt: call.attempt,
+            output,
+        }),
+        Err(error) => Payload::ToolFailed(ToolFailed {
+            step: call.step.clone(),
+            tool: call.tool.clone(),
+            attempt: call.attempt,
+            error,
+        }),
+    }
+}
