@@ -321,6 +321,7 @@ fn request_json(m: &oracle_memory::Memory, r: &RequestState) -> Value {
 }
 
 pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> {
+    crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let rm = load(home, &a.run, a.json)?;
     let m = &rm.memory;
     // A pending request past its expiry is listed as expired (not swept): a verdict now would
@@ -496,6 +497,7 @@ fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
 
 /// `oracle reinstate`: a verdict that names a superseded claim and makes it live again.
 pub fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
+    crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     check_now(a.now, a.json)?;
     let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
     let r = adjudication::Reinstate {
@@ -570,6 +572,7 @@ fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
 }
 
 pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
+    crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     check_now(a.now, a.json)?;
     let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
     let verdict = match a.verdict {
@@ -691,6 +694,7 @@ fn parse_valid(text: &str) -> Result<ValidTime, CliError> {
 }
 
 pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
+    crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     check_now(a.now, a.json)?;
     let provenance: Provenance = a.provenance.parse().map_err(CliError::input)?;
     let value: Value = serde_json::from_str(&a.value)

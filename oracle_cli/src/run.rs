@@ -46,7 +46,49 @@ pub struct DriveArgs {
     scorer_cmd: Option<PathBuf>,
 }
 
+/// Refuses a program that cannot be started (`--oracle-cmd`, `--scorer-cmd`) before anything
+/// runs, naming it: a path (with a `/`) must be an executable file, a bare name must be one on
+/// `PATH`. Otherwise every delivery or score would fail later, in the log only.
+pub(crate) fn check_program(flag: &str, program: Option<&Path>) -> Result<(), CliError> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(program) = program else {
+        return Ok(());
+    };
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let text = program.display().to_string();
+    let found = if text.contains('/') {
+        executable(program)
+    } else {
+        std::env::var_os("PATH").is_some_and(|paths| {
+            std::env::split_paths(&paths).any(|d| executable(&d.join(program)))
+        })
+    };
+    if found {
+        return Ok(());
+    }
+    let why = if text.contains('/') {
+        match std::fs::metadata(program) {
+            Err(_) => "no such file".to_owned(),
+            Ok(m) if !m.is_file() => "not a file".to_owned(),
+            Ok(_) => "not executable (chmod +x it)".to_owned(),
+        }
+    } else {
+        "no such program on PATH (give a path, e.g. ./NAME)".to_owned()
+    };
+    Err(CliError::input(format!(
+        "{flag} {text}: cannot be started: {why}; nothing was run"
+    )))
+}
+
 impl DriveArgs {
+    /// Checks the programs this drive would call (see [`check_program`]).
+    fn check_programs(&self) -> Result<(), CliError> {
+        check_program("--oracle-cmd", self.oracle_cmd.as_deref())?;
+        check_program("--scorer-cmd", self.scorer_cmd.as_deref())
+    }
+
     fn scorer(&self) -> Option<std::sync::Arc<dyn oracle_runtime::scorer::Scorer>> {
         use oracle_runtime::scorer::{CommandScorer, SCORER_TIMEOUT_MS_DEFAULT};
         self.scorer_cmd.as_ref().map(|program| {
@@ -452,6 +494,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
             .map_err(|e| CliError::input(e.to_string()))?;
     }
     crate::files::check_plan(&a.plan, a.drive.json)?;
+    a.drive.check_programs()?;
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
         expiry_ticks: a.adjudication_expiry,
@@ -523,6 +566,7 @@ pub(crate) fn resume_after_verdict(
 }
 
 pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
+    a.drive.check_programs()?;
     let value = match (&a.value, &a.value_file) {
         (Some(text), _) => Some(parse_value(text, "--value")?),
         (None, Some(path)) => {

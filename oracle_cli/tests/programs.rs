@@ -115,3 +115,42 @@ fn a_scorer_printing_past_its_cap_is_a_recorded_scoring_failure() {
     );
     assert_eq!(winners[0]["minted"], 0);
 }
+
+/// Issue 16: a `--scorer-cmd` or `--oracle-cmd` that cannot be started is refused before the
+/// run starts (exit 2), naming the program and why; nothing is recorded. Before, a missing
+/// scorer failed the run with `expect ... is false`, the cause only in the log.
+#[test]
+fn a_program_that_cannot_be_started_is_refused_before_anything_runs() {
+    let sb = Sandbox::new();
+    sb.write("scored.plan", SCORED);
+    sb.write("not-executable.sh", "#!/bin/sh\nexit 0\n");
+    for (flag, program, why) in [
+        ("--scorer-cmd", "./score.sh", "no such file"),
+        ("--oracle-cmd", "./notify.sh", "no such file"),
+        ("--scorer-cmd", "./not-executable.sh", "not executable"),
+        (
+            "--oracle-cmd",
+            "no-such-program-anywhere",
+            "no such program on PATH",
+        ),
+        ("--scorer-cmd", "./", "not a file"),
+    ] {
+        let (code, out, err) = sb.oracle(&["run", "scored.plan", flag, program]);
+        assert_eq!(code, 2, "{flag} {program}: {out}{err}");
+        assert!(
+            err.contains(&format!("{flag} {program}: cannot be started: {why}")),
+            "{flag} {program}: {err}"
+        );
+        assert!(
+            !sb.path().join(".oracle/runs").exists(),
+            "{flag} {program}: nothing recorded"
+        );
+    }
+    // The same for the commands that deliver adjudications.
+    let (code, _, err) = sb.oracle(&["adjudications", "scored-1", "--oracle-cmd", "./nope.sh"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--oracle-cmd ./nope.sh: cannot be started"),
+        "{err}"
+    );
+}
