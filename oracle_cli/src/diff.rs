@@ -30,6 +30,11 @@ pub struct DiffArgs {
     /// Only for logs already verified: damage in events the search does not read goes unseen.
     #[arg(long)]
     no_verify: bool,
+    /// Keep the index each log needs (`LOG.idx`, the offset of every record) beside it, so the
+    /// next diff of the same log starts at once. Without it an index is built in memory, and
+    /// written only beside logs under the home (run directories).
+    #[arg(long)]
+    index: bool,
 }
 
 /// Most context events shown before a divergence.
@@ -52,7 +57,17 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
             .map_err(invalid)?;
         }
     }
-    let open = |p: &Path| IndexedLog::open(p).map_err(invalid);
+    // Beside a log the user named, nothing is written unless asked; under the home (a run's
+    // directory) the index is kept as the writer keeps it.
+    let home_abs = std::fs::canonicalize(home).ok();
+    let persist = |p: &Path| {
+        a.index
+            || std::fs::canonicalize(p)
+                .ok()
+                .zip(home_abs.as_ref())
+                .is_some_and(|(p, h)| p.starts_with(h))
+    };
+    let open = |p: &Path| IndexedLog::open_with(p, persist(p)).map_err(invalid);
     let (mut la, mut lb) = (open(&pa.log)?, open(&pb.log)?);
     let (na, nb) = (la.len(), lb.len());
     let mut r = Reader::new(&mut la, &mut lb);

@@ -197,3 +197,60 @@ fn an_invalid_log_is_trouble_not_a_difference() {
     ]);
     assert_eq!(code, 2);
 }
+
+/// Issue 16: reading logs the user named leaves nothing beside them. `diff` builds the index it
+/// needs in memory and writes `LOG.idx` only with `--index`; the other read-only commands never
+/// write beside a log.
+#[test]
+fn read_only_commands_leave_no_files_beside_the_logs_they_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["quickstart.jsonl", "denied.jsonl"] {
+        std::fs::copy(root().join("fixtures/logs").join(f), dir.path().join(f)).unwrap();
+    }
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing();
+    for args in [
+        &["verify", "quickstart.jsonl"][..],
+        &["log", "quickstart.jsonl"],
+        &["inspect", "quickstart.jsonl", "--at", "5"],
+        &["diff", "quickstart.jsonl", "denied.jsonl"],
+        &[
+            "diff",
+            "quickstart.jsonl",
+            "denied.jsonl",
+            "--no-verify",
+            "--json",
+        ],
+        &["demand", "quickstart.jsonl", "--horizon", "2"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_oracle"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("ORACLE_HOME", dir.path().join("home"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.code().is_some_and(|c| c <= 1),
+            "{args:?}: {out:?}"
+        );
+        assert_eq!(listing(), before, "{args:?} left files beside the logs");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(["diff", "quickstart.jsonl", "denied.jsonl", "--index"])
+        .current_dir(dir.path())
+        .env("ORACLE_HOME", dir.path().join("home"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        dir.path().join("quickstart.jsonl.idx").is_file(),
+        "--index keeps it"
+    );
+}

@@ -270,10 +270,16 @@ impl IndexedLog {
     /// (extended by any complete records after its last entry), otherwise rebuilt from the log,
     /// then written back next to it if the directory allows (silently kept in memory if not).
     pub fn open(path: &Path) -> Result<IndexedLog> {
+        IndexedLog::open_with(path, true)
+    }
+
+    /// As [`IndexedLog::open`], but a rebuilt index is written back only if `persist`: a
+    /// command that only reads a log the user named does not leave files beside it.
+    pub fn open_with(path: &Path, persist: bool) -> Result<IndexedLog> {
         let file = File::open(path).map_err(StoreError::io(path))?;
         let log_len = file.metadata().map_err(StoreError::io(path))?.len();
         let loaded = load(&file, path, log_len)?;
-        if loaded.rebuilt {
+        if loaded.rebuilt && persist {
             // Best effort: a read-only directory still gets a working index, in memory.
             let _ = write_replacing(&index_path(path), &encode(&loaded.starts));
         }
