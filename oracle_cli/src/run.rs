@@ -104,8 +104,8 @@ impl DriveArgs {
 pub struct RunArgs {
     /// The plan to run.
     plan: PathBuf,
-    /// Seed of every random choice in the run (recorded in its first event).
-    #[arg(long, default_value_t = 0)]
+    /// Seed of every random choice in the run (recorded in its first event): 0 to 2^64 - 1.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = parse_seed)]
     seed: u64,
     /// A run input, `name=value` (repeatable). Strings as written; ints, bools and JSON parsed.
     #[arg(long = "input", value_name = "NAME=VALUE")]
@@ -241,6 +241,17 @@ impl Display {
 
 fn registry() -> Registry {
     oracle_runtime::tools::builtin()
+}
+
+/// `--seed`: an unsigned 64-bit integer, with a message that says so for `-1` or `1.5` (clap's
+/// own advice for a negative number, `-- -1`, is wrong here).
+fn parse_seed(text: &str) -> Result<u64, String> {
+    text.parse::<u64>().map_err(|_| {
+        format!(
+            "`{text}` is not a seed: give a whole number from 0 to {}",
+            u64::MAX
+        )
+    })
 }
 
 fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, CliError> {
@@ -613,7 +624,13 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
 }
 
 fn parse_value(text: &str, what: &str) -> Result<Value, CliError> {
-    serde_json::from_str(text).map_err(|e| CliError::input(format!("{what}: not JSON: {e}")))
+    serde_json::from_str(text).map_err(|e| {
+        // Text that is not JSON was most likely meant as a string: show the quoted form.
+        let quoted = serde_json::to_string(text).unwrap_or_default();
+        CliError::input(format!(
+            "{what}: not JSON: {e}; a string is written in double quotes inside single ones: '{quoted}'"
+        ))
+    })
 }
 
 pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {

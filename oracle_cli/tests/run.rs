@@ -252,6 +252,42 @@ fn escalation_retries_falls_back_suspends_and_resumes() {
             ],
             "not JSON",
         ),
+        (
+            // An unquoted string: the message shows the quoted form.
+            vec![
+                "resume",
+                "escalation-1",
+                "--step",
+                "confirm",
+                "--value",
+                "approved",
+            ],
+            "'\"approved\"'",
+        ),
+        (
+            // A value the step could not have produced: its `expect` needs `.value.total`.
+            vec![
+                "resume",
+                "escalation-1",
+                "--step",
+                "total",
+                "--value",
+                "1250",
+            ],
+            "the answer for step `total` is refused (nothing was recorded): the step's `expect total.value.total > 0` fails on this value",
+        ),
+        (
+            // It passes `expect` but is no output of the step's tools (json.parse, text.split).
+            vec![
+                "resume",
+                "escalation-1",
+                "--step",
+                "total",
+                "--value",
+                r#"{"value":{"total":1250},"extra":1}"#,
+            ],
+            "not an output of the step's tools",
+        ),
         (vec!["resume", "no-such-run"], "no such run"),
     ] {
         let (code, _, err) = sb.oracle(&args);
@@ -377,7 +413,20 @@ fn bad_plans_and_arguments_start_nothing() {
         (vec!["run", "fixtures/plans/missing.plan"], "missing.plan"),
         (
             vec!["run", "fixtures/plans/quickstart.plan", "--input", "nope=1"],
-            "has no input `nope`",
+            "has no input `nope`; its inputs: min_words: int, path: string",
+        ),
+        (
+            vec!["run", "fixtures/plans/quickstart.plan", "--seed", "-1"],
+            "`-1` is not a seed: give a whole number from 0 to 18446744073709551615",
+        ),
+        (
+            vec![
+                "run",
+                "fixtures/plans/quickstart.plan",
+                "--grant",
+                "fs:raed:data/**",
+            ],
+            "no tool needs `fs:raed`, so it would allow nothing; grants name one of: fs:list, fs:read",
         ),
         (
             vec![

@@ -102,4 +102,13 @@ pub trait Agent {
         state: &State,
         observations: &[Observation],
     ) -> Result<Decision, AgentError>;
+
+    /// Checks an answer given from outside (`oracle resume --step --value`) for the step the
+    /// run waits on, before anything is recorded: `Err(reason)` refuses it; `Ok(tools)` says
+    /// the answer stands in for the output of one of these tools (the runtime checks it matches
+    /// at least one's output schema; none listed: nothing more to check). The default accepts
+    /// anything.
+    fn check_answer(&self, _step: &str, _value: &serde_json::Value) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
 }

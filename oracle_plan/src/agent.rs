@@ -423,6 +423,57 @@ impl Agent for PlanAgent {
         &self.plan.name
     }
 
+    /// An answer for a step whose last attempt called a tool (not `human.ask`) stands in for
+    /// that tool's output, so it must pass the step's `expect` as an output would; otherwise
+    /// it would be accepted and the run would fail for good at the next step that reads it.
+    fn check_answer(&self, step: &str, value: &Value) -> Result<Vec<String>, String> {
+        let Some(&idx) = self.by_name.get(step) else {
+            return Ok(Vec::new());
+        };
+        let attempts = match &self.status[idx as usize] {
+            Status::Waiting { attempts, .. } => *attempts,
+            _ => return Ok(Vec::new()),
+        };
+        if self.tool_of(idx, attempts.max(1)) == ASK_TOOL {
+            return Ok(Vec::new());
+        }
+        let def = &self.plan.steps[idx as usize];
+        // Any tier's output will do: the answer replaces whichever tier would have succeeded.
+        let tools: Vec<String> = std::iter::once(&def.call)
+            .chain(def.fallback.as_ref())
+            .map(|c| c.tool.clone())
+            .collect();
+        if let Some(expect) = &def.expect {
+            let env = StepEnv {
+                agent: self,
+                own: Some((&def.name, value)),
+            };
+            match eval::eval(expect, &env) {
+                Ok(Value::Bool(true)) => {}
+                Ok(Value::Bool(false)) => {
+                    return Err(format!(
+                        "the step's `expect {}` is false for this value",
+                        quote(expect)
+                    ));
+                }
+                Ok(v) => {
+                    return Err(format!(
+                        "the step's `expect {}` gives {} for this value, not a bool",
+                        quote(expect),
+                        eval::type_name(&v)
+                    ));
+                }
+                Err(err) => {
+                    return Err(format!(
+                        "the step's `expect {}` fails on this value: {err}",
+                        quote(expect)
+                    ));
+                }
+            }
+        }
+        Ok(tools)
+    }
+
     fn program_hash(&self) -> Hash {
         self.plan.hash
     }
@@ -504,11 +555,13 @@ impl PlanAgent {
 /// Why run inputs could not be bound.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
-    #[error("plan `{plan}` has no input `{name}`{}", hint.as_ref().map(|h| format!(" (did you mean `{h}`?)")).unwrap_or_default())]
+    #[error("plan `{plan}` has no input `{name}`{}; its inputs: {}", hint.as_ref().map(|h| format!(" (did you mean `{h}`?)")).unwrap_or_default(), if known.is_empty() { "none".to_owned() } else { known.join(", ") })]
     Unknown {
         plan: String,
         name: String,
         hint: Option<String>,
+        /// Every input the plan has, `name: type`, by name.
+        known: Vec<String>,
     },
     #[error("input `{name}` is required (the plan gives it no default)")]
     Missing { name: String },
@@ -540,6 +593,11 @@ pub fn bind_inputs(
                 plan: plan.name.clone(),
                 name: name.clone(),
                 hint: crate::diagnostic::closest(name, names).map(str::to_owned),
+                known: plan
+                    .inputs
+                    .iter()
+                    .map(|i| format!("{}: {}", i.name, i.ty.as_str()))
+                    .collect(),
             });
         }
     }

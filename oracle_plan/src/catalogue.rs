@@ -103,6 +103,24 @@ pub struct Catalogue {
 }
 
 impl Catalogue {
+    /// Every `domain:action` some tool of the catalogue needs, sorted: what a grant can name.
+    /// A custom tool registered with a capability rule adds its own pair.
+    pub fn capability_kinds(&self) -> std::collections::BTreeSet<String> {
+        self.tools
+            .values()
+            .filter_map(|t| t.capability.as_ref())
+            .map(|c| format!("{}:{}", c.domain, c.action))
+            .collect()
+    }
+
+    /// Whether a grant of `domain:action` (either may be `*`) allows something some tool needs.
+    pub fn grants_something(&self, domain: &str, action: &str) -> bool {
+        self.tools
+            .values()
+            .filter_map(|t| t.capability.as_ref())
+            .any(|c| (domain == "*" || domain == c.domain) && (action == "*" || action == c.action))
+    }
+
     pub fn new(tools: impl IntoIterator<Item = ToolSpec>) -> Catalogue {
         Catalogue {
             tools: tools.into_iter().map(|t| (t.name.clone(), t)).collect(),

@@ -7,6 +7,7 @@
 //! E0204 unknown name · E0205 unknown tool · E0206 unknown argument · E0207 missing argument ·
 //! E0208 argument of the wrong type · E0209 cycle · E0210 malformed grant ·
 //! E0211 capability not granted · E0212 bad input default · E0213 step uses its own output ·
+//! E0217 a grant no tool needs ·
 //! E0214 bound out of range (retry, timeout) · E0215 duplicate map key · E0216 too many steps.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -133,8 +134,31 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
 
     // Grants.
     let mut grants = BTreeSet::new();
+    let kinds = catalogue.capability_kinds();
     for g in &plan.grants {
         match g.node.parse::<Capability>() {
+            Ok(c) if !catalogue.grants_something(&c.domain, &c.action) => {
+                let kind = format!("{}:{}", c.domain, c.action);
+                let hint = crate::diagnostic::closest(&kind, kinds.iter().map(String::as_str));
+                d.push(
+                    Diagnostic::error(
+                        "E0217",
+                        g.span,
+                        format!("no tool needs `{kind}`, so this grant allows nothing"),
+                        "unknown capability",
+                    )
+                    .with_hint(match hint {
+                        Some(h) => format!(
+                            "did you mean `{h}`? Grants name one of: {}",
+                            kinds.iter().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                        None => format!(
+                            "grants name one of: {}",
+                            kinds.iter().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    }),
+                );
+            }
             Ok(c) => {
                 grants.insert(c);
             }

@@ -127,6 +127,9 @@ pub enum EngineError {
     EndOfRecord { seq: u64 },
     #[error("the answer is for step `{given}`, but the run waits on step `{waiting}`")]
     WrongStep { given: String, waiting: String },
+    /// An answer that the step could not have produced: refused before it is recorded.
+    #[error("the answer for step `{step}` is refused (nothing was recorded): {reason}")]
+    BadAnswer { step: String, reason: String },
     /// An answer was given for a step that waits on a belief: only a verdict resolves it.
     #[error(
         "step `{step}` waits on a belief, not on an answer: adjudicate it (`oracle adjudicate`), then resume without a value"
@@ -742,6 +745,31 @@ impl<'r, A: Agent> Engine<'r, A> {
                                 given,
                                 waiting: step,
                             });
+                        }
+                        // Checked before anything is recorded: the answer must be what the
+                        // step could have produced (its `expect`, its tool's output schema).
+                        let bad = |reason: String| EngineError::BadAnswer {
+                            step: step.clone(),
+                            reason,
+                        };
+                        let tools = self.agent.check_answer(&step, &value).map_err(bad)?;
+                        let regs: Vec<_> =
+                            tools.iter().filter_map(|t| self.registry.get(t)).collect();
+                        if !regs.is_empty() && !regs.iter().any(|r| r.output.check(&value).is_ok())
+                        {
+                            let why: Vec<String> = regs
+                                .iter()
+                                .filter_map(|r| {
+                                    r.output
+                                        .check(&value)
+                                        .err()
+                                        .map(|e| format!("`{}`: {e}", r.decl.name))
+                                })
+                                .collect();
+                            return Err(bad(format!(
+                                "not an output of the step's tools ({})",
+                                why.join("; ")
+                            )));
                         }
                         value
                     } else {

@@ -63,6 +63,12 @@ pub enum SessionError {
     Input(#[from] InputError),
     #[error("--grant {0}")]
     Grant(CapabilityError),
+    #[error("--grant {grant}: no tool needs `{kind}`, so it would allow nothing; grants name one of: {}", known.join(", "))]
+    UnknownGrant {
+        grant: String,
+        kind: String,
+        known: Vec<String>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -183,7 +189,9 @@ impl SessionError {
         match self {
             SessionError::Store(e) => e.is_integrity(),
             SessionError::Engine(EngineError::Store(e)) => e.is_integrity(),
-            SessionError::Engine(EngineError::WrongStep { .. }) => false,
+            SessionError::Engine(EngineError::WrongStep { .. } | EngineError::BadAnswer { .. }) => {
+                false
+            }
             SessionError::Engine(_) => true,
             SessionError::PlanChanged { .. }
             | SessionError::NoStart { .. }
@@ -401,7 +409,19 @@ pub fn start_observed(
     let inputs = bind_inputs(&plan, &opts.inputs)?;
     check_outside_value(&Value::Object(inputs.clone()), "the run's inputs")
         .map_err(SessionError::BadInputs)?;
-    let grants = merged_grants(&plan, parse_grants(&opts.grants)?);
+    let extra = parse_grants(&opts.grants)?;
+    let catalogue = registry.catalogue();
+    if let Some(g) = extra
+        .iter()
+        .find(|g| !catalogue.grants_something(&g.domain, &g.action))
+    {
+        return Err(SessionError::UnknownGrant {
+            grant: g.to_string(),
+            kind: format!("{}:{}", g.domain, g.action),
+            known: catalogue.capability_kinds().into_iter().collect(),
+        });
+    }
+    let grants = merged_grants(&plan, extra);
     let root = canonical_root(&opts.root)?;
     let warnings = grant_warnings(&grants, &opts.home, &root);
     let (id, dir) = new_run_dir(&opts.home, &plan.name)?;
