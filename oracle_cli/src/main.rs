@@ -128,6 +128,14 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
     Synth(maintain::SynthArgs),
+    /// Print a shell completion script: `oracle completions bash > ~/.local/share/bash-completion/completions/oracle`
+    /// (zsh, fish and powershell likewise). Generated from the same definitions as the parser.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) of `oracle`: `oracle man > oracle.1; man ./oracle.1`.
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -155,6 +163,19 @@ fn main() -> ExitCode {
         Command::Adjudicate(a) => memory::adjudicate(&home, a),
         Command::Sweep(a) => memory::sweep(&home, a),
         Command::Claim(a) => memory::claim(&home, a),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "oracle", &mut buf);
+            out::write_bytes(&buf).map(|()| exit::OK)
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut buf)
+                .map_err(|e| exit::CliError::input(format!("man page: {e}")))
+                .and_then(|()| out::write_bytes(&buf).map(|()| exit::OK))
+        }
         Command::Reinstate(a) => memory::reinstate(&home, a),
         Command::Diff(a) => diff::run(&home, a),
         Command::Demand(a) => demand::run(&home, a),

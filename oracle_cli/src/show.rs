@@ -22,6 +22,9 @@ pub struct LogArgs {
     /// Only events of this kind (e.g. tool_returned, capability_denied). Repeatable.
     #[arg(long, value_name = "KIND")]
     kind: Vec<EventKindArg>,
+    /// Only the last N events (of those --from, --to and --kind select).
+    #[arg(long, short = 'n', value_name = "N", alias = "last")]
+    tail: Option<u64>,
     /// One JSON event per line (the exact recorded events) instead of a table.
     #[arg(long)]
     json: bool,
@@ -61,16 +64,57 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
     // A failed write (the reader of stdout went away) ends the scan at once: nothing more is
     // read from the log, and the error is reported after the scan returns.
     let mut write_failed = None;
+    let selected =
+        |e: &oracle_core::Event| e.seq >= from && (kinds.is_empty() || kinds.contains(&e.kind));
+    if let Some(n) = a.tail {
+        // The last N selected events: a window of at most N, kept while the log streams by.
+        let mut last: std::collections::VecDeque<oracle_core::Event> =
+            std::collections::VecDeque::new();
+        reader::scan(&paths.log, false, |e| {
+            if e.seq > to {
+                return Ok(false);
+            }
+            if selected(&e) && n > 0 {
+                if last.len() as u64 == n {
+                    last.pop_front();
+                }
+                last.push_back(e);
+            }
+            Ok(true)
+        })?;
+        for e in last {
+            print_event(&e, a.json)?;
+        }
+        return Ok(exit::OK);
+    }
     reader::scan(&paths.log, false, |e| {
         if e.seq > to {
             return Ok(false);
         }
-        if e.seq < from || !(kinds.is_empty() || kinds.contains(&e.kind)) {
+        if !selected(&e) {
             return Ok(true);
         }
-        let written = if a.json {
+        let written = print_event(&e, a.json);
+        match written {
+            Ok(()) => Ok(true),
+            Err(err) => {
+                write_failed = Some(err);
+                Ok(false)
+            }
+        }
+    })?;
+    match write_failed {
+        Some(err) => Err(err),
+        None => Ok(exit::OK),
+    }
+}
+
+/// One event as `oracle log` shows it: the exact record (`--json`) or a table row.
+fn print_event(e: &oracle_core::Event, json: bool) -> Result<(), CliError> {
+    {
+        let written = if json {
             // The exact record, as stored.
-            let record = oracle_core::record::encode(&e);
+            let record = oracle_core::record::encode(e);
             crate::out::write_bytes(&record)
         } else {
             let summary = e
@@ -86,17 +130,7 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
                 summary
             )
         };
-        match written {
-            Ok(()) => Ok(true),
-            Err(err) => {
-                write_failed = Some(err);
-                Ok(false)
-            }
-        }
-    })?;
-    match write_failed {
-        Some(err) => Err(err),
-        None => Ok(exit::OK),
+        written
     }
 }
 

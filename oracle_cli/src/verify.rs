@@ -117,6 +117,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                     "threads": threads,
                     "elapsed_ms": (elapsed_ms * 1000.0).round() / 1000.0,
                     "checkpoints": checkpoints,
+                    "head_kept": a.head.map(|h| json!({"hash": h, "found": true})),
                 }))?;
             } else {
                 let rate = if elapsed_ms > 0.0 {
@@ -128,6 +129,14 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                 outln!("  events   {}", s.events)?;
                 outln!("  head     {}", s.head.hash)?;
                 outln!("  state    {}", s.head.state)?;
+                if let Some(kept) = a.head {
+                    // What --head proved, said plainly: a rewrite or cut before the kept head
+                    // would have removed it from the chain.
+                    outln!(
+                        "  kept     {} is in the log: nothing up to it was rewritten or cut since you kept it",
+                        kept.short()
+                    )?;
+                }
                 if let Some(v) = &checked {
                     // Non-empty: `checkpoint::verify` fails when the key signed none.
                     let last = v.proven.iter().map(|p| p.seq).max().unwrap_or_default();
