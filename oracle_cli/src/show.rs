@@ -111,27 +111,22 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
 
 /// One event as `oracle log` shows it: the exact record (`--json`) or a table row.
 fn print_event(e: &oracle_core::Event, json: bool) -> Result<(), CliError> {
-    {
-        let written = if json {
-            // The exact record, as stored.
-            let record = oracle_core::record::encode(e);
-            crate::out::write_bytes(&record)
-        } else {
-            let summary = e
-                .typed()
-                .map(|p| p.summary())
-                .unwrap_or_else(|err| err.to_string());
-            outln!(
-                "{:>6}  {:>6}  {:<18}  {:<12}  {}",
-                e.seq,
-                e.time,
-                e.kind.as_str(),
-                e.hash.short(),
-                summary
-            )
-        };
-        written
+    if json {
+        // The exact record, as stored.
+        return crate::out::write_bytes(&oracle_core::record::encode(e));
     }
+    let summary = e
+        .typed()
+        .map(|p| p.summary())
+        .unwrap_or_else(|err| err.to_string());
+    outln!(
+        "{:>6}  {:>6}  {:<18}  {:<12}  {}",
+        e.seq,
+        e.time,
+        e.kind.as_str(),
+        e.hash.short(),
+        summary
+    )
 }
 
 #[derive(Args, Debug)]
