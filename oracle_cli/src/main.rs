@@ -14,6 +14,7 @@ mod demand;
 mod diff;
 mod exit;
 mod files;
+mod interrupt;
 mod maintain;
 mod memory;
 mod plan;

@@ -506,6 +506,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     }
     crate::files::check_plan(&a.plan, a.drive.json)?;
     a.drive.check_programs()?;
+    crate::interrupt::on_ctrl_c(None);
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
         expiry_ticks: a.adjudication_expiry,
@@ -578,6 +579,7 @@ pub(crate) fn resume_after_verdict(
 
 pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
+    crate::interrupt::on_ctrl_c(Some(&a.run));
     let value = match (&a.value, &a.value_file) {
         (Some(text), _) => Some(parse_value(text, "--value")?),
         (None, Some(path)) => {
@@ -750,6 +752,8 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 "plan": r.program,
                 "status": r.status,
                 "events": r.events,
+                "last_time": r.last_time,
+                "live": r.live,
                 "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why})),
                 "reason": r.reason,
             }))?;
@@ -768,25 +772,34 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         .unwrap_or(4)
         .max(4);
     outln!(
-        "{:idw$}  {:pw$}  {:9}  {:>7}  NOTE",
+        "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  NOTE",
         "RUN",
         "PLAN",
         "STATUS",
-        "EVENTS"
+        "EVENTS",
+        "TICK"
     )?;
     for r in &shown {
-        let note = match (&r.waiting, &r.reason, r.status.as_str()) {
+        // A running run is either live (a process holds its lock) or interrupted.
+        let status = match (r.status.as_str(), r.live) {
+            ("running", Some(true)) => "live",
+            ("running", Some(false)) => "interrupted",
+            (s, _) => s,
+        };
+        let note = match (&r.waiting, &r.reason, status) {
             (Some((step, why)), _, _) => format!("waits on step `{step}`: {why}"),
             (_, Some(why), _) => why.clone(),
+            (_, _, "interrupted") => format!("oracle resume {}", r.id),
             (_, _, "running") => format!("if interrupted: oracle resume {}", r.id),
             _ => String::new(),
         };
         outln!(
-            "{:idw$}  {:pw$}  {:9}  {:>7}  {note}",
+            "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  {note}",
             r.id,
             r.program,
-            r.status,
-            r.events
+            status,
+            r.events,
+            r.last_time
         )?;
     }
     Ok(exit::OK)

@@ -129,3 +129,107 @@ fn verify_head_says_what_it_proved() {
     let (_, out, _) = oracle(&["verify", "fixtures/logs/quickstart.jsonl"]);
     assert!(!out.contains("kept"), "{out}");
 }
+
+/// `oracle runs`: ids in natural order (`quickstart-2` before `quickstart-10`), the event count
+/// and last logical tick of each, and a running run told apart as `live` (a process holds its
+/// writer lock) or `interrupted` (nobody does: `oracle resume` continues it).
+#[test]
+fn runs_are_listed_in_natural_order_with_live_and_interrupted_told_apart() {
+    let sb = common::Sandbox::new();
+    for _ in 0..11 {
+        let (code, _, err) = sb.oracle(&["run", "fixtures/plans/quickstart.plan"]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, out, _) = sb.oracle(&["runs", "--json"]);
+    assert_eq!(code, 0);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = rows.iter().map(|r| r["run"].as_str().unwrap()).collect();
+    let want: Vec<String> = (1..=11).map(|i| format!("quickstart-{i}")).collect();
+    assert_eq!(ids, want);
+    assert_eq!(rows[0]["events"], 16);
+    assert_eq!(rows[0]["last_time"], 4);
+
+    // Cut quickstart-3's log after its fifth record: it stopped mid-run, nobody holds it.
+    let log = sb.log(".oracle", "quickstart-3");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let cut: String = text.split_inclusive('\n').take(5).collect();
+    std::fs::write(&log, cut).unwrap();
+    let _ = std::fs::remove_file(log.with_extension("jsonl.idx"));
+    let (_, out, _) = sb.oracle(&["runs"]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("quickstart-3 "))
+        .unwrap();
+    assert!(
+        line.contains("interrupted") && line.contains("oracle resume quickstart-3"),
+        "{line}"
+    );
+
+    // While a process holds its writer lock, it is live.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(log.with_extension("jsonl.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let (_, out, _) = sb.oracle(&["runs"]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("quickstart-3 "))
+        .unwrap();
+    assert!(line.contains(" live "), "{line}");
+    let (_, out, _) = sb.oracle(&["runs", "--json"]);
+    assert!(out.contains(r#""live":true"#), "{out}");
+    drop(lock);
+}
+
+/// Ctrl-C during a run says how to continue it, and the run is then listed as interrupted.
+#[test]
+fn ctrl_c_during_a_run_says_how_to_resume_it() {
+    use std::os::unix::process::ExitStatusExt;
+    let sb = common::Sandbox::new();
+    sb.write(
+        "nap.plan",
+        "plan nap version 1\ngrant proc:exec:sleep\nnap = proc.exec { program: \"sleep\", args: [\"5\"] }\n",
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(["run", "nap.plan"])
+        .current_dir(sb.path())
+        .env_remove("ORACLE_HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until the call is recorded: the run is then inside `sleep`.
+    let log = sb.path().join(".oracle/runs/nap-1/events.jsonl");
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("tool_called")) {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the run never called its tool"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.signal() == Some(2) || out.status.code() == Some(130),
+        "{:?}",
+        out.status
+    );
+    assert!(
+        err.contains("interrupted") && err.contains("oracle resume"),
+        "{err}"
+    );
+    let (_, runs, _) = sb.oracle(&["runs"]);
+    assert!(runs.contains("interrupted"), "{runs}");
+}

@@ -974,6 +974,42 @@ pub struct RunInfo {
     pub waiting: Option<(String, String)>,
     /// For a failed run: why.
     pub reason: Option<String>,
+    /// The logical time of the last event.
+    pub last_time: u64,
+    /// For a `running` run: whether a process holds its writer lock now (`live`) or not
+    /// (`interrupted`: a crash or kill; `oracle resume` continues it). `None` when it cannot be
+    /// told.
+    pub live: Option<bool>,
+}
+
+/// Orders run ids as people count: `x-2` before `x-10` (runs of digits compare as numbers).
+pub fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (ca, cb) = (chunks(a), chunks(b));
+    for ((da, xa), (db, xb)) in ca.iter().zip(cb.iter()) {
+        let ord = match (da, db) {
+            (true, true) => {
+                let (ta, tb) = (xa.trim_start_matches('0'), xb.trim_start_matches('0'));
+                ta.len().cmp(&tb.len()).then(ta.cmp(tb))
+            }
+            _ => xa.cmp(xb),
+        };
+        if ord != std::cmp::Ordering::Equal {
+            return ord;
+        }
+    }
+    ca.len().cmp(&cb.len()).then(a.cmp(b))
 }
 
 /// Every run under `<home>/runs`, sorted by id. Reads only the first and last event of each
@@ -998,13 +1034,17 @@ pub fn list(home: &Path) -> Result<Vec<RunInfo>> {
             dirs.push(entry.path());
         }
     }
-    dirs.sort();
+    dirs.sort_by(|a, b| natural_order(&a.to_string_lossy(), &b.to_string_lossy()));
     for dir in dirs {
         let id = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        out.push(info_of(&id, &dir.join(LOG_FILE)));
+        let mut info = info_of(&id, &dir.join(LOG_FILE));
+        if info.status == "running" {
+            info.live = crate::writer::lock_held(&LogPaths::of_run(&dir));
+        }
+        out.push(info);
     }
     Ok(out)
 }
@@ -1017,6 +1057,8 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         events: 0,
         waiting: None,
         reason: None,
+        last_time: 0,
+        live: None,
     };
     let Ok(mut indexed) = crate::index::IndexedLog::open(log) else {
         return damaged(String::new());
@@ -1032,6 +1074,8 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
             events: 0,
             waiting: None,
             reason: Some("nothing recorded: start the plan again with `oracle run`".into()),
+            last_time: 0,
+            live: None,
         };
     }
     let (Ok(first), Ok(mut last)) = (indexed.read(0), indexed.read(events.saturating_sub(1)))
@@ -1076,6 +1120,10 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         events,
         waiting,
         reason,
+        last_time: indexed
+            .read(events.saturating_sub(1))
+            .map_or(last.time, |e| e.time),
+        live: None,
     }
 }
 

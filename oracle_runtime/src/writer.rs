@@ -98,6 +98,24 @@ fn take_lock(paths: &LogPaths) -> Result<File> {
     }
 }
 
+/// Whether some process holds the writer lock of `paths` now (a live writer), found without
+/// taking the lock (which could make a starting writer fail): the lock file's inode is looked
+/// up in `/proc/locks`. `None` when that cannot be told (no `/proc`, or no lock file yet).
+pub fn lock_held(paths: &LogPaths) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(paths.lock()).ok()?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let ino = meta.ino().to_string();
+    // Lines read `1: FLOCK  ADVISORY  WRITE 2959 fe:00:5308902 0 EOF`: the sixth field is
+    // major:minor:inode of the locked file.
+    Some(locks.lines().any(|l| {
+        l.split_whitespace()
+            .nth(5)
+            .and_then(|dev_ino| dev_ino.rsplit(':').next())
+            .is_some_and(|i| i == ino)
+    }))
+}
+
 /// Takes the writer lock for a maintenance operation (repair) that must not race a writer.
 pub fn lock_for_maintenance(paths: &LogPaths) -> Result<File> {
     take_lock(paths)
