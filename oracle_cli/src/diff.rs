@@ -102,7 +102,11 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
     } else {
         out!(
             "{}",
-            report.text(&outcome, reads, std::io::stdout().is_terminal())
+            report.text(
+                &outcome,
+                reads,
+                crate::out::colored(std::io::stdout().is_terminal())
+            )
         )?;
     }
     Ok(match outcome {

@@ -46,6 +46,9 @@ struct Cli {
     /// Where runs live (default: $ORACLE_HOME, else ./.oracle). Runs are `<home>/runs/<id>/`.
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// Colour output: `auto` (a terminal, unless NO_COLOR is set), `always` or `never`.
+    #[arg(long, global = true, value_enum, default_value_t = out::ColorChoice::Auto)]
+    color: out::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -141,6 +144,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    out::set_color(cli.color);
     let home = oracle_runtime::paths::resolve_home(
         cli.home.as_deref(),
         std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),

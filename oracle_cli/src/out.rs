@@ -13,6 +13,33 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::exit::CliError;
 
+/// When to colour output: `--color auto|always|never`; `auto` colours a terminal unless the
+/// `NO_COLOR` environment variable is set (https://no-color.org).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+static COLOR: std::sync::OnceLock<ColorChoice> = std::sync::OnceLock::new();
+
+/// Sets the colour choice for the process (from `main`, once).
+pub fn set_color(choice: ColorChoice) {
+    let _ = COLOR.set(choice);
+}
+
+/// Whether output to a stream that `is_terminal` describes is coloured.
+pub fn colored(is_terminal: bool) -> bool {
+    match COLOR.get().copied().unwrap_or(ColorChoice::Auto) {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
 /// Writes `format!`-style text to stdout; `Err` when stdout is closed or fails.
 macro_rules! out {
     ($($arg:tt)*) => { $crate::out::write_fmt(format_args!($($arg)*)) };

@@ -175,7 +175,7 @@ fn compiled_or_report(path: &Path) -> Result<CompiledPlan, CliError> {
 
 /// Renders every diagnostic to stderr: coloured on a terminal, plain when piped.
 pub fn print_diagnostics(path: &Path, src: &str, diags: &[Diagnostic]) {
-    let color = std::io::stderr().is_terminal();
+    let color = crate::out::colored(std::io::stderr().is_terminal());
     for d in diags {
         eprint!("{}", render(&path.display().to_string(), src, d, color));
     }

@@ -716,7 +716,7 @@ fn divergence_error(d: &Divergence, json_out: bool, log: Option<&Path>) -> CliEr
                 .collect();
     }
     let log = log.unwrap_or(Path::new("(record)"));
-    let color = std::io::stdout().is_terminal();
+    let color = crate::out::colored(std::io::stdout().is_terminal());
     let (text, json) =
         crate::diff::divergence_report(log, Path::new("(replay)"), recorded, d, parents, color);
     let printed = if json_out {

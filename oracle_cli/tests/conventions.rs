@@ -233,3 +233,37 @@ fn ctrl_c_during_a_run_says_how_to_resume_it() {
     let (_, runs, _) = sb.oracle(&["runs"]);
     assert!(runs.contains("interrupted"), "{runs}");
 }
+
+/// `--color always|never|auto` on every command (global); `auto` colours a terminal only, and
+/// not when NO_COLOR is set. Pipes (as here) are plain unless `always` is asked for.
+#[test]
+fn color_is_chosen_by_flag_and_never_reaches_a_pipe_by_default() {
+    let a = "fixtures/diff/payload/a.jsonl";
+    let b = "fixtures/diff/payload/b.jsonl";
+    let esc = "\u{1b}[";
+    let (code, out, _) = oracle(&["diff", a, b, "--color", "always"]);
+    assert_eq!(code, 1);
+    assert!(out.contains(esc), "always colours: {out}");
+    for args in [
+        &["diff", a, b][..],
+        &["diff", a, b, "--color", "never"],
+        &["diff", a, b, "--color", "auto"],
+    ] {
+        let (_, out, _) = oracle(args);
+        assert!(!out.contains(esc), "{args:?}: {out}");
+    }
+    let bad = "fixtures/plans/bad/several-mistakes.plan";
+    let (code, _, err) = oracle(&["plan", "check", bad, "--color", "always"]);
+    assert_eq!(code, 2);
+    assert!(err.contains(esc), "plan check colours its diagnostics when asked");
+    let (_, _, err) = oracle(&["plan", "check", bad]);
+    assert!(!err.contains(esc), "plain when piped");
+    // NO_COLOR never overrides an explicit choice, and is honoured by `auto`.
+    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(["diff", a, b])
+        .current_dir(common::root())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(esc));
+}
