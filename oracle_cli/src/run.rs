@@ -46,6 +46,11 @@ pub struct DriveArgs {
     scorer_cmd: Option<PathBuf>,
 }
 
+/// `n` with the singular or plural noun: "1 tool call", "3 tool calls".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Refuses a program that cannot be started (`--oracle-cmd`, `--scorer-cmd`) before anything
 /// runs, naming it: a path (with a `/`) must be an executable file, a bare name must be one on
 /// `PATH`. Otherwise every delivery or score would fail later, in the log only.
@@ -439,10 +444,10 @@ pub(crate) fn print_session(
     outln!("run      {}", s.id)?;
     outln!("status   {status}")?;
     outln!(
-        "events   {} ({} {verb}, {} tool calls executed, {} taken from the log)",
+        "events   {} ({} {verb}, {} executed, {} taken from the log)",
         r.events,
         r.appended,
-        r.executed,
+        count(r.executed, "tool call", "tool calls"),
         r.reused
     )?;
     outln!("head     {}", r.head)?;
@@ -454,7 +459,8 @@ pub(crate) fn print_session(
             reason,
             attempts,
         } => {
-            outln!("waiting  step `{step}` after {attempts} attempt(s): {reason}")?;
+            let plural = if *attempts == 1 { "" } else { "s" };
+            outln!("waiting  step `{step}` after {attempts} attempt{plural}: {reason}")?;
             if reason.starts_with(BELIEF_WAIT_PREFIX) && !reason.contains("queued for adjudication")
             {
                 // The reason reads `waits on belief S/P (why)`: name the line when it splits
@@ -677,11 +683,11 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
             outln!("plan     {c}")?;
         }
         outln!(
-            "replay   {}: all {} recorded events reproduced ({} pure tool calls re-executed and compared, {} outputs taken from the log)",
+            "replay   {}: all {} recorded events reproduced ({} re-executed and compared, {} taken from the log)",
             r.id,
             rep.matched,
-            rep.executed,
-            rep.reused
+            count(rep.executed, "pure tool call", "pure tool calls"),
+            count(rep.reused, "output", "outputs")
         )?;
         outln!("ending   {ending}")?;
         outln!("state    {}", rep.state.hash())?;

@@ -255,7 +255,10 @@ fn color_is_chosen_by_flag_and_never_reaches_a_pipe_by_default() {
     let bad = "fixtures/plans/bad/several-mistakes.plan";
     let (code, _, err) = oracle(&["plan", "check", bad, "--color", "always"]);
     assert_eq!(code, 2);
-    assert!(err.contains(esc), "plan check colours its diagnostics when asked");
+    assert!(
+        err.contains(esc),
+        "plan check colours its diagnostics when asked"
+    );
     let (_, _, err) = oracle(&["plan", "check", bad]);
     assert!(!err.contains(esc), "plain when piped");
     // NO_COLOR never overrides an explicit choice, and is honoured by `auto`.

@@ -566,7 +566,7 @@ fn a_tampered_stored_plan_is_refused_on_resume_and_replay() {
     assert_eq!(code, 3);
     let stored = sb.path().join(".oracle/runs/escalation-1/plan.plan");
     let text = fs::read_to_string(&stored).unwrap();
-    fs::write(&stored, text.replace("retry 3", "retry 4")).unwrap();
+    fs::write(&stored, text.replace("attempts 3", "attempts 4")).unwrap();
     let before = fs::read(sb.log(".oracle", "escalation-1")).unwrap();
     let (code, _, err) = sb.oracle(&["resume", "escalation-1", "--step", "total", "--value", "{}"]);
     assert_eq!(code, 4, "{err}");

@@ -115,9 +115,12 @@ fn leaf(kind: ExprKind, span: Span) -> Ex {
     }
 }
 
-const CLAUSES: [&str; 7] = [
-    "after", "when", "expect", "retry", "fallback", "on", "timeout",
+const CLAUSES: [&str; 8] = [
+    "after", "when", "expect", "attempts", "retry", "fallback", "on", "timeout",
 ];
+
+/// The clause word for the per-tier attempt count (`retry` is accepted as the same clause).
+const ATTEMPTS: &str = "attempts";
 const POLICIES: [&str; 3] = ["stop", "continue", "yield"];
 
 struct Header {
@@ -632,13 +635,27 @@ impl<'s> Parser<'s> {
         };
         let mut seen: BTreeMap<Keyword, Span> = BTreeMap::new();
         // The step ends at the first token that cannot start a clause.
-        while let TokenKind::Keyword(kw) = *self.kind()
-            && kw.starts_clause()
-        {
+        loop {
+            let kw = match self.kind() {
+                TokenKind::Keyword(kw) if kw.starts_clause() => *kw,
+                // `attempts N`: the per-tier attempt count under its honest name. A contextual
+                // word (like `stop`), so plans naming an input or argument `attempts` still
+                // compile; `retry N` is the same clause.
+                TokenKind::Ident(w)
+                    if w == ATTEMPTS && matches!(self.kind_at(1), TokenKind::Int(_)) =>
+                {
+                    Keyword::Retry
+                }
+                _ => break,
+            };
             let kw_tok = self.bump();
             let first = seen.get(&kw).copied();
             if let Some(first) = first {
-                let word = kw.as_str();
+                let word = if kw == Keyword::Retry {
+                    "attempts"
+                } else {
+                    kw.as_str()
+                };
                 self.report(
                     Diagnostic::error(
                         "E0114",
@@ -679,11 +696,11 @@ impl<'s> Parser<'s> {
                     let t = self.tok().clone();
                     let TokenKind::Int(n) = t.kind else {
                         let hint = (t.kind == TokenKind::Minus)
-                            .then_some("a retry count cannot be negative");
+                            .then_some("an attempt count cannot be negative");
                         return Err(self.expected(
                             "E0110",
                             "a number of attempts",
-                            "after `retry`",
+                            "after `attempts` (or `retry`)",
                             hint,
                         ));
                     };

@@ -344,3 +344,18 @@ fn a_round_issues_at_most_calls_per_decision_max_and_the_rest_next() {
     all.dedup();
     assert_eq!(all.len(), n, "every step issued exactly once");
 }
+
+/// `attempts N` is the per-tier attempt count; `retry N` is the same clause under its older
+/// name (same compiled plan, same hash), and `attempts` stays usable as a name.
+#[test]
+fn attempts_and_retry_are_one_clause_and_attempts_is_still_a_name() {
+    let compile = |src: &str| {
+        let (plan, diags) = oracle_plan::check(src, &catalogue());
+        plan.unwrap_or_else(|| panic!("{diags:?}"))
+    };
+    let a = compile("plan p version 1\ns = t.a { x: 1 }\n  attempts 2\n");
+    let r = compile("plan p version 1\ns = t.a { x: 1 }\n  retry 2\n");
+    assert_eq!(a.hash, r.hash);
+    assert_eq!(a.steps[0].retry, 2);
+    compile("plan p version 1\ninput attempts: int = 3\ns = t.a { x: attempts }\n  attempts 1\n");
+}
