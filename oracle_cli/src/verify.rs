@@ -23,9 +23,10 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
     /// A head hash you hold from earlier: the log must contain it. This is what detects a log
-    /// cut short exactly on a record boundary, or rewritten from some point on.
+    /// cut short exactly on a record boundary, or rewritten from some point on. The full 64 hex
+    /// characters, or a prefix of at least 8 (as `oracle log` shows 12) naming one event.
     #[arg(long, value_name = "HASH")]
-    head: Option<Hash>,
+    head: Option<String>,
     /// A public key file (FILE.pub from `oracle keygen`): also check every checkpoint that key
     /// signed (`oracle checkpoint`, kept in `checkpoints.jsonl` beside the log). Each signature
     /// must verify and the log must still have, at the checkpoint's seq, exactly the signed
@@ -39,6 +40,49 @@ pub struct VerifyArgs {
     /// checkpoints cut off, with the log relinked after the ones that remain.
     #[arg(long, value_name = "FILE", requires = "pubkey")]
     witness: Option<PathBuf>,
+}
+
+/// Fewest hex characters of a head hash `--head` takes.
+pub const HASH_PREFIX_HEX_MIN: usize = 8;
+
+/// The full hash `--head` names: 64 hex characters as given, or the one event hash of `log`
+/// starting with a prefix of at least [`HASH_PREFIX_HEX_MIN`]. A prefix no event has is exit 4
+/// (the head you kept is not in the log); one several events share is exit 2 (give more).
+fn head_of(log: &Path, text: &str) -> Result<Hash, CliError> {
+    let text = text.to_ascii_lowercase();
+    if let Ok(h) = text.parse::<Hash>() {
+        return Ok(h);
+    }
+    let hex = text.chars().all(|c| c.is_ascii_hexdigit());
+    if !hex || text.len() < HASH_PREFIX_HEX_MIN || text.len() > 64 {
+        return Err(CliError::input(format!(
+            "--head `{text}`: a head hash is 64 hex characters, or a prefix of at least {HASH_PREFIX_HEX_MIN}"
+        )));
+    }
+    let mut found: Vec<Hash> = Vec::new();
+    oracle_runtime::reader::scan(log, false, |e| {
+        if e.hash.to_hex().starts_with(&text) {
+            found.push(e.hash);
+        }
+        // Two are enough to call it ambiguous.
+        Ok(found.len() < 2)
+    })
+    .map_err(CliError::from)?;
+    match found.as_slice() {
+        [h] => Ok(*h),
+        [] => Err(CliError {
+            code: exit::INTEGRITY,
+            message: format!(
+                "{}: no event's hash starts with `{text}`: the head you kept is not in this log (rewritten or cut since?)",
+                log.display()
+            ),
+            json: None,
+            quiet: false,
+        }),
+        _ => Err(CliError::input(format!(
+            "--head `{text}` is ambiguous: several events' hashes start with it (give more characters)"
+        ))),
+    }
 }
 
 pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
@@ -71,9 +115,25 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         },
         None => None,
     };
+    let head = match a
+        .head
+        .as_deref()
+        .map(|h| head_of(&paths.log, h))
+        .transpose()
+    {
+        Ok(h) => h,
+        Err(err) => {
+            if a.json {
+                crate::out::json(
+                    &json!({"ok": false, "path": paths.log, "error": {"kind": if err.code == exit::INTEGRITY { "head_not_found" } else { "input" }, "reason": err.message}}),
+                )?;
+            }
+            return Err(err);
+        }
+    };
     let opts = VerifyOptions {
         threads,
-        expected_head: a.head,
+        expected_head: head,
     };
     // Wall-clock time is only printed, never recorded or hashed.
     let started = Instant::now();
@@ -117,7 +177,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                     "threads": threads,
                     "elapsed_ms": (elapsed_ms * 1000.0).round() / 1000.0,
                     "checkpoints": checkpoints,
-                    "head_kept": a.head.map(|h| json!({"hash": h, "found": true})),
+                    "head_kept": head.map(|h| json!({"hash": h, "found": true})),
                 }))?;
             } else {
                 let rate = if elapsed_ms > 0.0 {
@@ -129,7 +189,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                 outln!("  events   {}", s.events)?;
                 outln!("  head     {}", s.head.hash)?;
                 outln!("  state    {}", s.head.state)?;
-                if let Some(kept) = a.head {
+                if let Some(kept) = head {
                     // What --head proved, said plainly: a rewrite or cut before the kept head
                     // would have removed it from the chain.
                     outln!(

@@ -270,3 +270,27 @@ fn color_is_chosen_by_flag_and_never_reaches_a_pipe_by_default() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains(esc));
 }
+
+/// `--head` takes the 12-character prefix `oracle log` shows (or any of at least 8), naming one
+/// event; a prefix no event has fails like a missing head (4), a short one is a usage error.
+#[test]
+fn verify_head_takes_a_hash_prefix() {
+    let log = "fixtures/logs/quickstart.jsonl";
+    for prefix in ["5614458e7158", "5614458e", "5614458E7158838A"] {
+        let (code, out, err) = oracle(&["verify", log, "--head", prefix]);
+        assert_eq!(code, 0, "{prefix}: {err}");
+        assert!(out.contains("kept     5614458e7158 is in the log"), "{out}");
+    }
+    let (code, _, err) = oracle(&[
+        "verify",
+        "fixtures/logs/broken/relinked.jsonl",
+        "--head",
+        "5614458e7158",
+    ]);
+    assert_eq!(code, 4, "the relinked log lost that head: {err}");
+    let (code, _, err) = oracle(&["verify", log, "--head", "5614458"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a prefix of at least 8"), "{err}");
+    let (code, _, err) = oracle(&["verify", log, "--head", "zzzzzzzzzzzz"]);
+    assert_eq!(code, 2, "{err}");
+}
