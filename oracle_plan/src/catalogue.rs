@@ -100,9 +100,27 @@ impl ToolSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Catalogue {
     tools: BTreeMap<String, ToolSpec>,
+    /// Per tool, the fields of its output object when its output schema lists all of them
+    /// (a closed object); a tool not here may return anything, and is not checked.
+    outputs: BTreeMap<String, Vec<String>>,
 }
 
 impl Catalogue {
+    /// The same catalogue, knowing the output fields of these tools (from their output
+    /// schemas): `plan check` then types every `step.field` against them.
+    pub fn with_outputs(
+        mut self,
+        outputs: impl IntoIterator<Item = (String, Vec<String>)>,
+    ) -> Catalogue {
+        self.outputs.extend(outputs);
+        self
+    }
+
+    /// The output fields of `tool`, when they are known and closed.
+    pub fn output_fields(&self, tool: &str) -> Option<&[String]> {
+        self.outputs.get(tool).map(Vec::as_slice)
+    }
+
     /// Every `domain:action` some tool of the catalogue needs, sorted: what a grant can name.
     /// A custom tool registered with a capability rule adds its own pair.
     pub fn capability_kinds(&self) -> std::collections::BTreeSet<String> {
@@ -124,6 +142,7 @@ impl Catalogue {
     pub fn new(tools: impl IntoIterator<Item = ToolSpec>) -> Catalogue {
         Catalogue {
             tools: tools.into_iter().map(|t| (t.name.clone(), t)).collect(),
+            outputs: BTreeMap::new(),
         }
     }
 

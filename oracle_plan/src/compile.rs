@@ -7,7 +7,7 @@
 //! E0204 unknown name · E0205 unknown tool · E0206 unknown argument · E0207 missing argument ·
 //! E0208 argument of the wrong type · E0209 cycle · E0210 malformed grant ·
 //! E0211 capability not granted · E0212 bad input default · E0213 step uses its own output ·
-//! E0217 a grant no tool needs ·
+//! E0217 a grant no tool needs · E0218 a field the step's output cannot have ·
 //! E0214 bound out of range (retry, timeout) · E0215 duplicate map key · E0216 too many steps.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -272,6 +272,26 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
         .chain(inputs.keys().copied())
         .collect();
 
+    // The fields each step's output can have: the union over its tiers, when every tier's tool
+    // declares a closed output object (otherwise anything goes and nothing is checked).
+    let fields_of: Vec<Option<BTreeSet<&str>>> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            let tiers = std::iter::once(&s.call).chain(s.fallback.as_ref());
+            let mut all = BTreeSet::new();
+            for c in tiers {
+                all.extend(
+                    catalogue
+                        .output_fields(&c.tool.node)?
+                        .iter()
+                        .map(String::as_str),
+                );
+            }
+            Some(all)
+        })
+        .collect();
+
     // Steps: calls, references, edges.
     let mut steps = Vec::with_capacity(plan.steps.len());
     for (n, s) in plan.steps.iter().enumerate() {
@@ -282,6 +302,37 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
             eval::refs(e, &mut paths);
             for p in paths {
                 let root = p.root.node.as_str();
+                if let Some(&target) = index.get(root)
+                    && let Some(Segment::Field(f)) = p.segments.first()
+                    && let Some(Some(fields)) = fields_of.get(target as usize)
+                    && !fields.contains(f.node.as_str())
+                {
+                    let tools: Vec<&str> = {
+                        let t = &plan.steps[target as usize];
+                        std::iter::once(&t.call)
+                            .chain(t.fallback.as_ref())
+                            .map(|c| c.tool.node.as_str())
+                            .collect()
+                    };
+                    let known: Vec<&str> = fields.iter().copied().collect();
+                    let mut hint = format!("its fields: {}", known.join(", "));
+                    if let Some(c) = closest(&f.node, known.iter().copied()) {
+                        hint = format!("did you mean `{root}.{c}`? {hint}");
+                    }
+                    d.push(
+                        Diagnostic::error(
+                            "E0218",
+                            f.span,
+                            format!(
+                                "step `{root}` ({}) has no output field `{}`",
+                                tools.join(" or "),
+                                f.node
+                            ),
+                            "no such field",
+                        )
+                        .with_hint(hint),
+                    );
+                }
                 if let Some(&target) = index.get(root) {
                     if target == me {
                         if !own_output_ok {

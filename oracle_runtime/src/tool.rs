@@ -288,8 +288,22 @@ impl Registry {
 
     /// What the plan compiler checks plans against.
     pub fn catalogue(&self) -> Catalogue {
-        Catalogue::new(self.tools.values().map(|r| r.decl.spec()))
+        let outputs = self
+            .tools
+            .values()
+            .filter_map(|r| closed_fields(&r.decl.output_schema).map(|f| (r.decl.name.clone(), f)));
+        Catalogue::new(self.tools.values().map(|r| r.decl.spec())).with_outputs(outputs)
     }
+}
+
+/// The property names of an object schema that allows no others (`additionalProperties:
+/// false`): the only fields an output can have. `None` for any other schema.
+fn closed_fields(schema: &Value) -> Option<Vec<String>> {
+    if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return None;
+    }
+    let props = schema.get("properties")?.as_object()?;
+    Some(props.keys().cloned().collect())
 }
 
 /// The capability a call with `input` needs, if the tool needs one. `Err` names the argument
