@@ -133,8 +133,8 @@ pub fn cli_error(e: CheckpointError) -> CliError {
     };
     CliError {
         code,
+        json: Some(exit::error_json(Some(json), code, &reason)),
         message: reason,
-        json: Some(json),
         quiet: false,
     }
 }
@@ -144,7 +144,7 @@ fn fail(json: bool, path: &Path, err: CliError) -> CliError {
     if json {
         // A closed stdout wins: the process then exits quietly.
         if let Err(closed) =
-            crate::out::json(&json!({"ok": false, "path": path, "error": err.json}))
+            crate::out::json(&json!({"ok": false, "path": path, "error": err.error_value()}))
         {
             return closed;
         }

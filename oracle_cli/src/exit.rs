@@ -41,6 +41,14 @@ impl CliError {
         }
     }
 
+    /// The error as `--json` shows it: the one error shape ([`error_json`]).
+    pub fn error_value(&self) -> serde_json::Value {
+        match &self.json {
+            Some(v) if v.get("code").is_some_and(serde_json::Value::is_string) => v.clone(),
+            other => error_json(other.clone(), self.code, &self.message),
+        }
+    }
+
     /// Stdout's reader went away: the command stops and the process exits 0 silently.
     pub fn stdout_closed() -> CliError {
         CliError {
@@ -55,13 +63,52 @@ impl CliError {
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> CliError {
         let code = if e.is_integrity() { INTEGRITY } else { INPUT };
+        let message = e.to_string();
         CliError {
             code,
-            message: e.to_string(),
-            json: Some(store_error_json(&e)),
+            json: Some(error_json(Some(store_error_json(&e)), code, &message)),
+            message,
             quiet: false,
         }
     }
+}
+
+/// The short name of an exit code, the default `code` of an error object.
+pub fn code_name(exit: u8) -> &'static str {
+    match exit {
+        FAILED => "failed",
+        INPUT => "input",
+        SUSPENDED => "suspended",
+        INTEGRITY => "integrity",
+        UNKNOWN_HANDLE => "unknown_handle",
+        ALREADY_RESOLVED => "already_resolved",
+        EXPIRED => "expired",
+        _ => "error",
+    }
+}
+
+/// The one shape of an error under `--json` (docs/FORMAT.md, "Errors"): `code` (a stable name:
+/// the detail's `kind` when it has one, else the exit code's name), `exit` (the process's exit
+/// code), `message` (what stderr says), and `seq`, `path`, `line`, `col` when known; any other
+/// key of `details` stays beside them as a detail of that error.
+pub fn error_json(
+    details: Option<serde_json::Value>,
+    exit: u8,
+    message: &str,
+) -> serde_json::Value {
+    use serde_json::Value;
+    let mut m = match details {
+        Some(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let code = m
+        .get("kind")
+        .and_then(Value::as_str)
+        .map_or_else(|| code_name(exit).to_owned(), str::to_owned);
+    m.insert("code".into(), Value::from(code));
+    m.insert("exit".into(), Value::from(exit));
+    m.insert("message".into(), Value::from(message));
+    Value::Object(m)
 }
 
 /// A stable JSON description of a store error.

@@ -18,7 +18,7 @@ fn refused(e: fsread::ReadFileError, json_out: bool) -> CliError {
     let err = CliError::input(e.to_string());
     if json_out
         && let Err(closed) = crate::out::json(
-            &json!({"ok": false, "error": {"code": exit::INPUT, "message": err.message, "seq": null}}),
+            &json!({"ok": false, "error": exit::error_json(None, exit::INPUT, &err.message)}),
         )
     {
         return closed;

@@ -143,7 +143,30 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `--json` anywhere among the arguments (every command that has it takes it as a flag).
+    let json_mode = std::env::args_os().any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A usage error under --json is one JSON document too (help and --version are not
+            // errors and print as usual).
+            if json_mode && e.use_stderr() {
+                let message = e.to_string();
+                let first = message.lines().next().unwrap_or_default();
+                let first = first.strip_prefix("error: ").unwrap_or(first);
+                let doc = serde_json::json!({
+                    "ok": false,
+                    "error": exit::error_json(
+                        Some(serde_json::json!({"kind": "usage"})),
+                        exit::INPUT,
+                        first,
+                    ),
+                });
+                let _ = out::json(&doc).and_then(|()| out::flush());
+            }
+            e.exit()
+        }
+    };
     out::set_color(cli.color);
     let home = oracle_runtime::paths::resolve_home(
         cli.home.as_deref(),
@@ -193,15 +216,28 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         // The reader of stdout went away (`oracle runs | head -1`): stop quietly, like `git log`.
         Err(e) if e.quiet => ExitCode::from(exit::OK),
-        Err(CliError { code, message, .. }) => match out::flush() {
-            // What the command printed before failing (its `--json` report) goes out first. If
-            // stdout turns out to be closed, the same quiet exit as above, whatever the buffering.
-            Err(e) if e.quiet => ExitCode::from(exit::OK),
-            _ => {
-                eprintln!("error: {message}");
-                ExitCode::from(code)
+        Err(err) => {
+            // Under --json every failure prints one JSON document: the command's own report if
+            // it printed one (it carries the same `error` object), else this one.
+            if json_mode && !out::printed_json() {
+                let doc = serde_json::json!({"ok": false, "error": err.error_value()});
+                if let Err(e) = out::json(&doc)
+                    && e.quiet
+                {
+                    return ExitCode::from(exit::OK);
+                }
             }
-        },
+            let CliError { code, message, .. } = err;
+            match out::flush() {
+                // What the command printed before failing (its `--json` report) goes out first.
+                // If stdout turns out to be closed, the same quiet exit as above.
+                Err(e) if e.quiet => ExitCode::from(exit::OK),
+                _ => {
+                    eprintln!("error: {message}");
+                    ExitCode::from(code)
+                }
+            }
+        }
     }
 }
 

@@ -431,6 +431,11 @@ fn verdict_error(e: SessionError, json_out: bool) -> CliError {
         if let Value::Object(m) = &mut v {
             m.insert("ok".into(), json!(false));
             m.insert("message".into(), json!(message));
+            let kind = m.get("outcome").cloned();
+            m.insert(
+                "error".into(),
+                exit::error_json(Some(json!({"kind": kind})), code, &message),
+            );
         }
         if let Err(closed) = crate::out::json(&v) {
             return closed;
@@ -562,7 +567,7 @@ fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
             if json
                 && let Err(closed) = crate::out::json(&json!({
                     "ok": false,
-                    "error": {"kind": "input", "reason": message, "time_max": oracle_core::event::TIME_MAX},
+                    "error": exit::error_json(Some(json!({"kind": "input", "reason": message, "time_max": oracle_core::event::TIME_MAX})), exit::INPUT, &message),
                 }))
             {
                 return closed;
@@ -741,6 +746,7 @@ pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
                     "run": run,
                     "reason": source.to_string(),
                     "message": message,
+                    "error": exit::error_json(Some(json!({"kind": "refused"})), exit::INPUT, &message),
                 }))?;
             }
             return Err(CliError {

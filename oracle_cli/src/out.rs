@@ -24,6 +24,14 @@ pub enum ColorChoice {
 
 static COLOR: std::sync::OnceLock<ColorChoice> = std::sync::OnceLock::new();
 
+/// Whether a JSON document went to stdout (so an error after it is not printed as a second).
+static PRINTED_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether any JSON document was printed by this process.
+pub fn printed_json() -> bool {
+    PRINTED_JSON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Sets the colour choice for the process (from `main`, once).
 pub fn set_color(choice: ColorChoice) {
     let _ = COLOR.set(choice);
@@ -117,6 +125,7 @@ pub fn write_bytes(bytes: &[u8]) -> Result<(), CliError> {
 
 /// Prints a JSON value on one line.
 pub fn json(v: &serde_json::Value) -> Result<(), CliError> {
+    PRINTED_JSON.store(true, std::sync::atomic::Ordering::Relaxed);
     write_line(format_args!("{v}"))
 }
 

@@ -63,12 +63,39 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
             let (src, compiled, diags) = load(&plan)?;
             if json {
                 let list: Vec<_> = diags.iter().map(|d| diagnostic_json(&src, d)).collect();
-                crate::out::json(&json!({
+                let mut doc = json!({
                     "ok": compiled.is_some(),
                     "path": plan,
                     "hash": compiled.as_ref().map(|c| c.hash),
                     "diagnostics": list,
-                }))?;
+                });
+                if compiled.is_none()
+                    && let serde_json::Value::Object(m) = &mut doc
+                {
+                    let errors = diags
+                        .iter()
+                        .filter(|d| d.severity == oracle_plan::diagnostic::Severity::Error)
+                        .count();
+                    let first = list.first();
+                    m.insert(
+                        "error".into(),
+                        crate::exit::error_json(
+                            Some(json!({
+                                "kind": "plan",
+                                "path": plan,
+                                "line": first.map(|d| d["line"].clone()),
+                                "col": first.map(|d| d["column"].clone()),
+                            })),
+                            crate::exit::INPUT,
+                            &format!(
+                                "{}: {errors} error{} in the plan",
+                                plan.display(),
+                                if errors == 1 { "" } else { "s" }
+                            ),
+                        ),
+                    );
+                }
+                crate::out::json(&doc)?;
             } else {
                 print_diagnostics(&plan, &src, &diags);
                 if let Some(c) = &compiled {

@@ -283,14 +283,28 @@ pub(crate) fn session_error(e: SessionError, json_out: bool, log: Option<&Path>)
                 .iter()
                 .map(|d| crate::plan::diagnostic_json(source, d))
                 .collect();
-            if let Err(closed) =
-                crate::out::json(&json!({"ok": false, "path": path, "diagnostics": list}))
-            {
+            if let Err(closed) = crate::out::json(&json!({
+                "ok": false,
+                "path": path,
+                "error": exit::error_json(
+                    Some(json!({
+                        "kind": "plan",
+                        "path": path,
+                        "line": list.first().map(|d| d["line"].clone()),
+                        "col": list.first().map(|d| d["column"].clone()),
+                    })),
+                    exit::INPUT,
+                    &e.to_string(),
+                ),
+                "diagnostics": list,
+            })) {
                 return closed;
             }
         } else {
             crate::plan::print_diagnostics(path, source, diagnostics);
         }
+        // One document: the diagnostics report above is the error.
+        return CliError::input(e.to_string());
     }
     if let SessionError::Engine(EngineError::Diverged(d)) = &e {
         return divergence_error(d, json_out, log);
@@ -303,7 +317,7 @@ pub(crate) fn session_error(e: SessionError, json_out: bool, log: Option<&Path>)
     let message = e.to_string();
     if json_out
         && let Err(closed) = crate::out::json(
-            &json!({"ok": false, "error": {"code": code, "message": message, "seq": engine_seq(&e)}}),
+            &json!({"ok": false, "error": exit::error_json(Some(json!({"seq": engine_seq(&e)})), code, &message)}),
         )
     {
         return closed;
@@ -726,7 +740,7 @@ fn divergence_error(d: &Divergence, json_out: bool, log: Option<&Path>) -> CliEr
     let (text, json) =
         crate::diff::divergence_report(log, Path::new("(replay)"), recorded, d, parents, color);
     let printed = if json_out {
-        let mut v = json!({"ok": false, "step": step});
+        let mut v = json!({"ok": false, "step": step, "error": exit::error_json(Some(json!({"kind": "diverged", "seq": d.seq})), exit::INTEGRITY, &format!("event {}: the run does not reproduce its record ({})", d.seq, d.class.name()))});
         if let (Value::Object(m), Value::Object(extra)) = (&mut v, json) {
             m.extend(extra);
         }

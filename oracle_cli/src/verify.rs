@@ -91,7 +91,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         Err(err) => {
             if a.json {
                 crate::out::json(
-                    &json!({"ok": false, "path": a.target, "error": {"kind": "input", "reason": err.message}}),
+                    &json!({"ok": false, "path": a.target, "error": exit::error_json(Some(json!({"kind": "input", "reason": err.message})), err.code, &err.message)}),
                 )?;
             }
             return Err(err);
@@ -108,7 +108,9 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
             Err(e) => {
                 let err = crate::checkpoint::cli_error(e);
                 if a.json {
-                    crate::out::json(&json!({"ok": false, "path": paths.log, "error": err.json}))?;
+                    crate::out::json(
+                        &json!({"ok": false, "path": paths.log, "error": err.error_value()}),
+                    )?;
                 }
                 return Err(err);
             }
@@ -125,7 +127,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         Err(err) => {
             if a.json {
                 crate::out::json(
-                    &json!({"ok": false, "path": paths.log, "error": {"kind": if err.code == exit::INTEGRITY { "head_not_found" } else { "input" }, "reason": err.message}}),
+                    &json!({"ok": false, "path": paths.log, "error": exit::error_json(Some(json!({"kind": if err.code == exit::INTEGRITY { "head_not_found" } else { "input" }, "reason": err.message})), err.code, &err.message)}),
                 )?;
             }
             return Err(err);
@@ -221,7 +223,9 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         }
         Err(err) => {
             if a.json {
-                crate::out::json(&json!({"ok": false, "path": paths.log, "error": err.json}))?;
+                crate::out::json(
+                    &json!({"ok": false, "path": paths.log, "error": err.error_value()}),
+                )?;
             }
             Err(err)
         }
