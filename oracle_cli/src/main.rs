@@ -148,6 +148,31 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            // `--now -5`: clap reads `-5` as a flag and advises `-- -5`, which is wrong here.
+            // Every number oracle takes is a whole number from 0 up: say so instead.
+            let negative = std::env::args().skip(1).find(|a| {
+                a.len() > 1 && a.starts_with('-') && a[1..].chars().all(|c| c.is_ascii_digit())
+            });
+            if let Some(n) = negative
+                && e.kind() == clap::error::ErrorKind::UnknownArgument
+            {
+                let message = format!(
+                    "`{n}` is negative: every number oracle takes (ticks, seqs, counts, seeds, limits) is a whole number from 0 up"
+                );
+                if json_mode {
+                    let doc = serde_json::json!({
+                        "ok": false,
+                        "error": exit::error_json(
+                            Some(serde_json::json!({"kind": "usage"})),
+                            exit::INPUT,
+                            &message,
+                        ),
+                    });
+                    let _ = out::json(&doc).and_then(|()| out::flush());
+                }
+                eprintln!("error: {message}");
+                return ExitCode::from(exit::INPUT);
+            }
             // A usage error under --json is one JSON document too (help and --version are not
             // errors and print as usual).
             if json_mode && e.use_stderr() {

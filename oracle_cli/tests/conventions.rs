@@ -294,3 +294,58 @@ fn verify_head_takes_a_hash_prefix() {
     let (code, _, err) = oracle(&["verify", log, "--head", "zzzzzzzzzzzz"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// A negative number where a tick, seq or count goes is refused saying so (clap's own advice,
+/// `-- -5`, would be wrong here), as text and as the one JSON error document.
+#[test]
+fn negative_numbers_are_refused_with_a_clear_message() {
+    for args in [
+        &["inspect", "fixtures/logs/quickstart.jsonl", "--at", "-1"][..],
+        &["sweep", "some-run", "--now", "-5"],
+        &["log", "fixtures/logs/quickstart.jsonl", "--tail", "-3"],
+    ] {
+        let (code, _, err) = oracle(args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(
+            err.contains("is negative: every number oracle takes"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("-- -"), "{args:?}: {err}");
+    }
+    let (code, out, _) = oracle(&[
+        "inspect",
+        "fixtures/logs/quickstart.jsonl",
+        "--at",
+        "-1",
+        "--json",
+    ]);
+    assert_eq!(code, 2);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["error"]["exit"], 2);
+}
+
+/// On a real terminal (a pseudo-terminal from util-linux `script`), `auto` colours and
+/// `NO_COLOR` turns it off.
+#[test]
+fn no_color_turns_colour_off_on_a_terminal() {
+    let diff = format!(
+        "{} diff fixtures/diff/payload/a.jsonl fixtures/diff/payload/b.jsonl",
+        env!("CARGO_BIN_EXE_oracle")
+    );
+    let on_tty = |env: &str| {
+        let out = Command::new("script")
+            .args(["-qec", &format!("{env} {diff}"), "/dev/null"])
+            .current_dir(common::root())
+            .env_remove("NO_COLOR")
+            .output()
+            .expect("util-linux `script` gives the test a terminal");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let esc = "\u{1b}[";
+    assert!(
+        on_tty("").contains(esc),
+        "a terminal is coloured by default"
+    );
+    assert!(!on_tty("NO_COLOR=1").contains(esc), "NO_COLOR turns it off");
+    assert!(on_tty("NO_COLOR=1").contains("diverged at event 8"));
+}
