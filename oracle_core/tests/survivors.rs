@@ -107,3 +107,88 @@ fn the_accumulator_bytes_are_the_sum_of_its_elements() {
     acc.remove(&e);
     assert_eq!(acc.as_bytes(), &[0u8; BYTES]);
 }
+
+/// The streaming writers give the bytes `canon::encode` gives for the same value (the plan hash
+/// uses them; only oracle_plan's goldens exercised them).
+#[test]
+fn the_streaming_writers_match_the_encoder() {
+    use oracle_core::canon::{encode, write as w};
+    let same = |v: serde_json::Value, f: &dyn Fn(&mut Vec<u8>)| {
+        let mut out = Vec::new();
+        f(&mut out);
+        assert_eq!(out, encode(&v).unwrap(), "{v}");
+    };
+    same(json!(null), &|o| w::null(o));
+    same(json!(true), &|o| w::bool(o, true));
+    same(json!(false), &|o| w::bool(o, false));
+    same(json!(7), &|o| w::int(o, 7));
+    same(json!(0), &|o| w::int(o, 0));
+    same(json!(-3), &|o| w::int(o, -3));
+    same(json!(i64::MIN), &|o| w::int(o, i64::MIN));
+    same(json!(u64::MAX), &|o| w::uint(o, u64::MAX));
+    same(json!("héllo"), &|o| w::str(o, "héllo"));
+    same(json!([1, "a"]), &|o| {
+        w::list(o, 2);
+        w::int(o, 1);
+        w::str(o, "a");
+    });
+    same(json!({"a": null, "b": [true]}), &|o| {
+        w::map(o, 2);
+        w::key(o, "a");
+        w::null(o);
+        w::key(o, "b");
+        w::list(o, 1);
+        w::bool(o, true);
+    });
+}
+
+/// Error paths name keys as `.key` when plain (letters, digits, `_`, `-`), else quoted.
+#[test]
+fn a_float_is_reported_at_its_path() {
+    use oracle_core::canon::encode;
+    let e = encode(&json!({"a_b-1": {"x y": [1.5]}})).unwrap_err();
+    assert!(e.to_string().contains(r#"$.a_b-1["x y"][0]"#), "{e}");
+}
+
+#[test]
+fn hashes_print_parse_and_refuse_as_documented() {
+    use oracle_core::Hash;
+    let h = Hash([0xab; 32]);
+    let hex = "ab".repeat(32);
+    assert_eq!(h.to_string(), hex);
+    assert_eq!(format!("{h:?}"), "Hash(abababababab)");
+    assert_eq!(h.short(), "abababababab");
+    assert_eq!(hex.parse::<Hash>().unwrap(), h);
+    assert_eq!(h.as_bytes(), &[0xab; 32]);
+    // The first character that is not lowercase hex is named.
+    let bad = format!("0g{}", "0".repeat(62));
+    assert_eq!(
+        Hash::from_hex(&bad),
+        Err(oracle_core::hash::HashParseError::Char { at: 1 })
+    );
+    // Two bad characters do not cancel out.
+    let two = format!("gg{}", "0".repeat(62));
+    assert!(Hash::from_hex(&two).is_err());
+    assert!(Hash::from_hex(&hex.to_uppercase()).is_err());
+    let e = serde_json::from_value::<Hash>(json!(5)).unwrap_err();
+    assert!(e.to_string().contains("64 lowercase hex characters"), "{e}");
+}
+
+/// Capability words may hold digits (`v2`), and a record exactly at the size limit is not
+/// refused for its size.
+#[test]
+fn capability_words_take_digits_and_records_at_the_limit_are_read() {
+    let c: oracle_core::capability::Capability = "net2:get3:x".parse().unwrap();
+    assert_eq!(c.to_string(), "net2:get3:x");
+    let line = vec![b'x'; oracle_core::record::RECORD_BYTES_MAX as usize];
+    let e = oracle_core::record::decode(&line, &mut Vec::new()).unwrap_err();
+    assert!(
+        !matches!(e, oracle_core::record::RecordError::TooLarge { .. }),
+        "{e}"
+    );
+    let over = vec![b'x'; oracle_core::record::RECORD_BYTES_MAX as usize + 1];
+    assert!(matches!(
+        oracle_core::record::decode(&over, &mut Vec::new()),
+        Err(oracle_core::record::RecordError::TooLarge { .. })
+    ));
+}
