@@ -10,6 +10,7 @@ use oracle_runtime::engine::{Ending, EngineError, Progress, Report};
 use oracle_runtime::index::IndexedLog;
 use oracle_runtime::session::{self, Session, SessionError, StartOptions};
 use oracle_runtime::tool::Registry;
+use oracle_runtime::tools::llm::{ModelBinding, Models};
 use serde_json::{Value, json};
 
 use crate::diff::class_text;
@@ -44,6 +45,18 @@ pub struct DriveArgs {
     /// a recorded scoring failure.
     #[arg(long, value_name = "PROGRAM")]
     scorer_cmd: Option<PathBuf>,
+    /// Bind a model name the plan uses (`llm.chat { model: "fast", ... }`) to an
+    /// OpenAI-compatible base URL, e.g. `fast=http://127.0.0.1:8080/v1` (repeatable). Kept in
+    /// the run's run.json, never in the log; `resume` reuses it unless given again.
+    #[arg(long = "model", value_name = "NAME=URL")]
+    models: Vec<String>,
+    /// The model id sent for NAME (default: NAME itself), e.g. `fast=qwen2.5-7b-instruct`.
+    #[arg(long = "model-id", value_name = "NAME=ID")]
+    model_ids: Vec<String>,
+    /// The environment variable holding NAME's API key (sent as `Authorization: Bearer`), e.g.
+    /// `fast=OPENAI_API_KEY`. Only the variable's name is kept; its value never is.
+    #[arg(long = "model-key", value_name = "NAME=ENV_VAR")]
+    model_keys: Vec<String>,
 }
 
 /// `n` with the singular or plural noun: "1 tool call", "3 tool calls".
@@ -87,7 +100,62 @@ pub(crate) fn check_program(flag: &str, program: Option<&Path>) -> Result<(), Cl
     )))
 }
 
+/// `NAME=VALUE` of a repeatable flag.
+fn pair<'a>(flag: &str, text: &'a str, what: &str) -> Result<(&'a str, &'a str), CliError> {
+    match text.split_once('=') {
+        Some((n, v)) if !n.is_empty() && !v.is_empty() => Ok((n, v)),
+        _ => Err(CliError::input(format!(
+            "{flag} `{text}`: expected NAME={what}"
+        ))),
+    }
+}
+
 impl DriveArgs {
+    /// The run's model bindings: `stored` (a resumed run's, from run.json) with this
+    /// command's `--model`, `--model-id` and `--model-key` over them.
+    fn models(&self, stored: Models) -> Result<Models, CliError> {
+        let mut models = stored;
+        for text in &self.models {
+            let (name, url) = pair("--model", text, "URL")?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(CliError::input(format!(
+                    "--model `{text}`: the URL must start with http:// or https:// (an OpenAI-compatible base URL such as http://127.0.0.1:8080/v1)"
+                )));
+            }
+            let old = models.models.remove(name);
+            models.models.insert(
+                name.to_owned(),
+                ModelBinding {
+                    url: url.to_owned(),
+                    model: old.as_ref().map_or(name.to_owned(), |o| o.model.clone()),
+                    key_env: old.and_then(|o| o.key_env),
+                },
+            );
+        }
+        let unbound = |flag: &str, name: &str| {
+            CliError::input(format!(
+                "{flag}: model `{name}` is not bound; give --model {name}=URL too"
+            ))
+        };
+        for text in &self.model_ids {
+            let (name, id) = pair("--model-id", text, "ID")?;
+            let b = models
+                .models
+                .get_mut(name)
+                .ok_or_else(|| unbound("--model-id", name))?;
+            b.model = id.to_owned();
+        }
+        for text in &self.model_keys {
+            let (name, var) = pair("--model-key", text, "ENV_VAR")?;
+            let b = models
+                .models
+                .get_mut(name)
+                .ok_or_else(|| unbound("--model-key", name))?;
+            b.key_env = Some(var.to_owned());
+        }
+        Ok(models)
+    }
+
     /// Checks the programs this drive would call (see [`check_program`]).
     fn check_programs(&self) -> Result<(), CliError> {
         check_program("--oracle-cmd", self.oracle_cmd.as_deref())?;
@@ -127,6 +195,15 @@ pub struct RunArgs {
     /// contested). Default: requests wait indefinitely. At most TIME_MAX (2^53).
     #[arg(long, value_name = "TICKS", conflicts_with = "no_oracle")]
     adjudication_expiry: Option<u64>,
+    /// Most `llm.chat` calls the run may make, failed attempts included (recorded in its first
+    /// event). A call past it fails without reaching the model, recorded; a step with
+    /// `on failure yield` then waits for a person, any other fails the run.
+    #[arg(long, value_name = "N")]
+    max_model_calls: Option<u64>,
+    /// Most tokens (prompt and completion, from the replies' recorded usage) the run may spend
+    /// on models, checked before each call: a call once N are used fails as above.
+    #[arg(long, value_name = "N")]
+    max_tokens_total: Option<u64>,
     #[command(flatten)]
     drive: DriveArgs,
 }
@@ -244,8 +321,21 @@ impl Display {
     }
 }
 
+/// The built-in tools with no model bound (replay never calls a model).
 fn registry() -> Registry {
     oracle_runtime::tools::builtin()
+}
+
+/// The built-in tools, `llm.chat` calling `models`.
+fn registry_with(models: &Models) -> Registry {
+    oracle_runtime::tools::builtin_with(std::sync::Arc::new(models.clone()))
+}
+
+/// The model bindings a resumed run keeps in its run.json (none if it cannot be found).
+fn stored_models(home: &Path, run: &str) -> Models {
+    session::find(home, run)
+        .map(|r| session::stored_models(&r.dir))
+        .unwrap_or_default()
 }
 
 /// `--seed`: an unsigned 64-bit integer, with a message that says so for `-1` or `1.5` (clap's
@@ -526,6 +616,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     }
     crate::files::check_plan(&a.plan, a.drive.json)?;
     a.drive.check_programs()?;
+    let models = a.drive.models(Models::default())?;
     crate::interrupt::on_ctrl_c(None);
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
@@ -543,9 +634,16 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         root: PathBuf::from("."),
         memory,
         scorer: a.drive.scorer(),
+        models: models.clone(),
+        budget: (a.max_model_calls.is_some() || a.max_tokens_total.is_some()).then_some(
+            oracle_core::payload::Budget {
+                model_calls_max: a.max_model_calls,
+                tokens_max: a.max_tokens_total,
+            },
+        ),
     };
     let mut display = Display::new("running");
-    let s = session::start_observed(&opts, &registry(), &mut |p| display.update(p));
+    let s = session::start_observed(&opts, &registry_with(&models), &mut |p| display.update(p));
     display.finish();
     let s = s.map_err(|e| session_error(e, a.drive.json, None))?;
     for w in &s.warnings {
@@ -570,7 +668,7 @@ pub(crate) fn resume_after_verdict(
         None,
         JOBS_DEFAULT,
         oracle_runtime::Durability::DEFAULT,
-        &registry(),
+        &registry_with(&stored_models(home, run)),
     );
     let log = session::find(home, run).ok().map(|r| r.paths.log);
     let s = match s {
@@ -599,6 +697,7 @@ pub(crate) fn resume_after_verdict(
 
 pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
+    let models = a.drive.models(stored_models(home, &a.run))?;
     crate::interrupt::on_ctrl_c(Some(&a.run));
     let value = match (&a.value, &a.value_file) {
         (Some(text), _) => Some(parse_value(text, "--value")?),
@@ -634,7 +733,7 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         a.drive.jobs,
         a.drive.durability.into(),
         a.drive.scorer(),
-        &registry(),
+        &registry_with(&models),
         &mut |p| display.update(p),
     );
     display.finish();
@@ -776,6 +875,7 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 "live": r.live,
                 "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why})),
                 "reason": r.reason,
+                "models": r.models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
             }))?;
         }
         return Ok(exit::OK);
@@ -812,6 +912,21 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
             (_, _, "interrupted") => format!("oracle resume {}", r.id),
             (_, _, "running") => format!("if interrupted: oracle resume {}", r.id),
             _ => String::new(),
+        };
+        let note = match &r.models {
+            Some(u) => {
+                let usage = format!(
+                    "{}, {}",
+                    count(u.calls, "model call", "model calls"),
+                    count(u.tokens, "token", "tokens")
+                );
+                if note.is_empty() {
+                    usage
+                } else {
+                    format!("{usage}; {note}")
+                }
+            }
+            None => note,
         };
         outln!(
             "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  {note}",

@@ -150,6 +150,7 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
     for (seq, why) in &r.rejected {
         eprintln!("warning: snapshot at seq {seq} not used: {why}");
     }
+    let models = oracle_runtime::session::model_usage(&paths.log, Some(r.seq));
     if a.json {
         let entries: serde_json::Map<String, serde_json::Value> = r
             .state
@@ -169,6 +170,7 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             "entries": entries,
             "from_snapshot": r.from_snapshot,
             "rejected_snapshots": rejected,
+            "models": models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
         }))?;
     } else {
         outln!(
@@ -182,6 +184,15 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             .from_snapshot
             .map_or("genesis".to_owned(), |s| format!("snapshot at seq {s}"));
         outln!("  from   {origin}")?;
+        if let Some(u) = &models {
+            let plural =
+                |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+            outln!(
+                "  models {}, {}",
+                plural(u.calls, "call", "calls"),
+                plural(u.tokens, "token", "tokens")
+            )?;
+        }
         outln!("  keys   {}", r.state.len())?;
         for (k, v) in r.state.iter() {
             outln!("  {k} = {v}")?;

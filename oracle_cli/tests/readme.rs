@@ -245,6 +245,15 @@ fn runs_as_written(doc: &str) -> usize {
     let bin = scratch.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_oracle"), bin.join("oracle")).unwrap();
+    // The model stub's program, built beside `oracle` by `cargo test --workspace` (its own test
+    // runs it). The documents call it by name, as after `cargo install --path oracle_llm_stub`.
+    let stub = std::path::Path::new(env!("CARGO_BIN_EXE_oracle")).with_file_name("oracle-llm-stub");
+    assert!(
+        stub.exists(),
+        "{} is not built: run the tests with `cargo test --workspace`",
+        stub.display()
+    );
+    std::os::unix::fs::symlink(&stub, bin.join("oracle-llm-stub")).unwrap();
 
     for step in &steps {
         let (code, out, err) = run(&dir, &bin, &step.command);

@@ -8,12 +8,13 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-const CRATES: [&str; 5] = [
+const CRATES: [&str; 6] = [
     "oracle_core",
     "oracle_plan",
     "oracle_runtime",
     "oracle_memory",
     "oracle_cli",
+    "oracle_llm_stub",
 ];
 const PURE: [&str; 3] = ["oracle_core", "oracle_plan", "oracle_memory"];
 
@@ -101,6 +102,21 @@ fn crate_edges_follow_the_architecture() {
         assert!(
             !deps.iter().any(|d| d.starts_with("ed25519")),
             "{k} must not depend on ed25519-dalek: {deps:?}"
+        );
+    }
+    // The network is the runtime's alone (`oracle_runtime::http`), and the model stub serves
+    // tests and examples only: no crate depends on it outside its dev-dependencies.
+    for k in CRATES {
+        let deps = normal_deps(k);
+        if k != "oracle_runtime" {
+            assert!(
+                !deps.contains("ureq"),
+                "only oracle_runtime talks HTTP; {k} does too"
+            );
+        }
+        assert!(
+            !deps.contains("oracle_llm_stub"),
+            "{k} depends on the test stub outside dev-dependencies"
         );
     }
     assert!(

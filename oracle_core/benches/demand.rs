@@ -30,6 +30,7 @@ fn synthetic_run(events: u64) -> Vec<Event> {
         seed: 16,
         grants: vec!["fs:read:**".into(), "kv:*:*".into()],
         inputs: Map::new(),
+        budget: None,
         memory: None,
     });
     let mut out = vec![r.record(0, vec![], start).unwrap()];

@@ -120,6 +120,25 @@ pub struct RunStarted {
     /// logs link parents only inside one call (docs/FORMAT.md, "Causal links").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<u64>,
+    /// Limits on the run's model calls; absent means none (and keeps the encoding of runs
+    /// that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// Limits on a run's model calls (`oracle run --max-model-calls`, `--max-tokens-total`):
+/// recorded because they decide which calls are made. A call past a limit fails, recorded,
+/// without reaching the model.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Most `llm.chat` calls (attempts included) the run may make.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_calls_max: Option<u64>,
+    /// Most tokens (prompt and completion, from the recorded usage of the replies) the run may
+    /// spend; checked before each call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_max: Option<u64>,
 }
 
 /// The log format the runtime records new runs in. Format 2 adds causal links between calls,

@@ -78,6 +78,7 @@ impl Synth {
                     seed: c.seed,
                     grants: vec!["fs:read:fixtures/**".into(), "kv:*:*".into()],
                     inputs,
+                    budget: None,
                     memory: None,
                 }),
             );

@@ -480,6 +480,7 @@ fn build(ops: Vec<(Op, Vec<u16>)>) -> Vec<Event> {
         seed: 0,
         grants: vec![],
         inputs: Map::new(),
+        budget: None,
         memory: None,
     });
     let mut out = vec![r.record(0, vec![], start).unwrap()];

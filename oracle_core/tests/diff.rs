@@ -158,6 +158,7 @@ fn inputs_name_the_input_that_differs() {
             seed: 1,
             grants: vec![],
             inputs,
+            budget: None,
             memory: None,
         })
     };

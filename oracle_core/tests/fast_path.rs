@@ -43,6 +43,7 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     seed,
                     grants: grants.into_iter().collect(),
                     inputs: inputs.into_iter().collect(),
+                    budget: None,
                     memory: memory.map(|(oracle, expiry_ticks, confidence_min_pct)| {
                         MemorySettings {
                             oracle,

@@ -38,6 +38,7 @@ fn vectors() -> Value {
                 seed: 42,
                 grants: vec!["fs:read:fixtures/**".into()],
                 inputs,
+                budget: None,
                 memory: None,
             }),
         )

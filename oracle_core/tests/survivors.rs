@@ -17,6 +17,7 @@ fn log() -> Vec<Event> {
         seed: 0,
         grants: vec![],
         inputs: Map::new(),
+        budget: None,
         memory: None,
     });
     let mut set = Map::new();

@@ -79,6 +79,7 @@ fn config(jobs: u32) -> RunConfig {
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
         memory: None,
+        budget: None,
         scorer: None,
     }
 }
@@ -159,6 +160,8 @@ fn start_options(home: &Path, plan: PathBuf) -> StartOptions {
         root: root(),
         memory: None,
         scorer: None,
+        models: Default::default(),
+        budget: None,
     }
 }
 

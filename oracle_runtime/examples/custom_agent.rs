@@ -124,6 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         jobs: 1,
         calls_max: CALLS_MAX_DEFAULT,
         memory: None,
+        budget: None,
         scorer: None,
     };
     let registry = tools::builtin();

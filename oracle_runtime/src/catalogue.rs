@@ -141,6 +141,20 @@ mod tests {
                 cap("kv", "set", ScopeFrom::Arg("key".to_owned())),
             ),
             tool(
+                "llm.chat",
+                "One chat completion from the model bound to `model` (`oracle run --model NAME=URL`). With `schema`, the reply must be JSON matching it; a reply that is not fails the attempt, and the next attempt tells the model why. Needs llm:chat:<model>. Recorded: never called again on replay or resume.",
+                vec![
+                    arg("model", String, true),
+                    arg("messages", List, true),
+                    arg("max_tokens", Int, false),
+                    arg("schema", Map, false),
+                    arg("seed", Int, false),
+                    arg("stop", List, false),
+                    arg("temperature_pct", Int, false),
+                ],
+                cap("llm", "chat", ScopeFrom::Arg("model".to_owned())),
+            ),
+            tool(
                 "clock.now",
                 "The run's logical time (never the wall clock): {tick}.",
                 vec![],

@@ -60,6 +60,8 @@ pub struct RunConfig {
     pub calls_max: u64,
     /// Belief-memory settings (recorded in `run_started`); `None` means the defaults.
     pub memory: Option<MemorySettings>,
+    /// Limits on model calls (recorded in `run_started`); `None`: no limits.
+    pub budget: Option<oracle_core::payload::Budget>,
     /// Scores auction winners (`auction.advance`) past the record; `None` is the built-in
     /// rubric. Never recorded itself: its answers are.
     pub scorer: Option<std::sync::Arc<dyn Scorer>>,
@@ -164,6 +166,8 @@ struct Pending {
     /// Set when the capability held when recorded but does not hold now: executing the call
     /// again (after a crash) must not happen.
     denied_now: Option<String>,
+    /// The errors of this tier's earlier failed executions ([`ToolContext::earlier_failures`]).
+    earlier: Vec<String>,
 }
 
 enum Prep {
@@ -325,6 +329,14 @@ pub struct Engine<'r, A: Agent> {
     /// Steps suspended by a domain's wait (a belief not resolved), with the domain's index and
     /// the call's input.
     waits: BTreeMap<String, (usize, Value)>,
+    /// Each step's failed executions since it was last answered: the tool, its input and the
+    /// recorded error. A later call of the same tool with the same input (the same tier) sees
+    /// the errors ([`ToolContext::earlier_failures`]), so a model can be told what was wrong
+    /// with its last reply. Rebuilt from the record on replay and resume like everything else.
+    failures: BTreeMap<String, Vec<(String, Value, String)>>,
+    /// Each step's latest call (tool and input): a person's answer to a suspended step is
+    /// shaped by that tool ([`crate::tool::Tool::answer`]) before it is checked and recorded.
+    last_called: BTreeMap<String, (String, Value)>,
     /// What later events depend on (format 2 causal links).
     causes: Causes,
 }
@@ -389,6 +401,8 @@ impl<'r, A: Agent> Engine<'r, A> {
             progress: None,
             domains,
             waits: BTreeMap::new(),
+            failures: BTreeMap::new(),
+            last_called: BTreeMap::new(),
             causes: Causes::default(),
         }
     }
@@ -626,6 +640,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 seed: self.config.seed,
                 grants,
                 inputs: self.config.inputs.clone(),
+                budget: self.config.budget.clone(),
                 memory: self.config.memory.clone(),
             }),
         )?;
@@ -752,6 +767,15 @@ impl<'r, A: Agent> Engine<'r, A> {
                             step: step.clone(),
                             reason,
                         };
+                        // Shaped as the step's last tool would have returned it (a model's
+                        // reply from a person's JSON, checked against the call's schema).
+                        let value = match self.last_called.get(&step) {
+                            Some((tool, input)) => match self.registry.get(tool) {
+                                Some(reg) => reg.tool.answer(input, value).map_err(bad)?,
+                                None => value,
+                            },
+                            None => value,
+                        };
                         let tools = self.agent.check_answer(&step, &value).map_err(bad)?;
                         let regs: Vec<_> =
                             tools.iter().filter_map(|t| self.registry.get(t)).collect();
@@ -789,6 +813,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }),
                     )?;
                     self.causes.answered(&step, resumed);
+                    self.failures.remove(&step);
                     self.waits.remove(&step);
                     observations = vec![Observation {
                         step,
@@ -967,6 +992,12 @@ impl<'r, A: Agent> Engine<'r, A> {
                 continue;
             }
 
+            if let Some(why) = self.domains.iter().find_map(|d| d.admit(&call.tool).err()) {
+                preps.push(fail(self, parent, why)?);
+                continue;
+            }
+            self.last_called
+                .insert(call.step.clone(), (call.tool.clone(), call.input.clone()));
             let called = self.emit(
                 vec![parent],
                 Payload::ToolCalled(payload::ToolCalled {
@@ -1001,7 +1032,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 continue;
             }
             if reg.decl.effect == Effect::Ask {
-                let cx = context(&self.config, self.tick, &call, &state, None, reg, None);
+                let cx = context(&self.config, self.tick, &call, &state, None, reg, None, &[]);
                 match reg.tool.call(&call.input, &cx) {
                     Err(ToolError::Ask(question)) => {
                         self.causes.waiting(&call.step, called);
@@ -1015,6 +1046,16 @@ impl<'r, A: Agent> Engine<'r, A> {
                 }
                 continue;
             }
+            let earlier = self
+                .failures
+                .get(&call.step)
+                .map(|f| {
+                    f.iter()
+                        .filter(|(tool, input, _)| *tool == call.tool && *input == call.input)
+                        .map(|(_, _, error)| error.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
             preps.push(Prep::Pending(Box::new(Pending {
                 call,
                 called,
@@ -1022,6 +1063,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 needed,
                 resolved,
                 denied_now,
+                earlier,
             })));
         }
 
@@ -1118,6 +1160,13 @@ impl<'r, A: Agent> Engine<'r, A> {
                             self.recorded_outcome(&p.call, p.called)?
                         }
                     };
+                    if let Payload::ToolFailed(f) = &payload {
+                        self.failures.entry(f.step.clone()).or_default().push((
+                            f.tool.clone(),
+                            p.call.input.clone(),
+                            f.error.clone(),
+                        ));
+                    }
                     let outcome = outcome_of(&payload);
                     let seq = self.emit(vec![p.called], payload)?;
                     self.causes.outcome(&p.call.step, seq);
@@ -1301,6 +1350,8 @@ fn outcome_of(payload: &Payload) -> Outcome {
     }
 }
 
+// Every argument is a different part of what a call may know; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 fn context<'a>(
     config: &'a RunConfig,
     tick: u64,
@@ -1309,8 +1360,10 @@ fn context<'a>(
     resolved: Option<&'a Path>,
     reg: &Registered,
     access: Option<Access<'a>>,
+    earlier_failures: &'a [String],
 ) -> ToolContext<'a> {
     ToolContext {
+        earlier_failures,
         step: &call.step,
         attempt: call.attempt,
         tick,
@@ -1359,6 +1412,7 @@ fn execute(
         p.resolved.as_deref(),
         reg,
         access,
+        &p.earlier,
     );
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| reg.tool.call(&call.input, &cx)));
     let out = match result {

@@ -16,6 +16,7 @@ pub mod domain;
 pub mod engine;
 pub mod error;
 pub mod fsread;
+pub mod http;
 pub mod index;
 pub mod oracle;
 pub mod paths;

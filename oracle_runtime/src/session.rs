@@ -220,6 +220,11 @@ pub struct StartOptions {
     pub memory: Option<oracle_core::payload::MemorySettings>,
     /// Scores auction winners; `None`: the built-in rubric.
     pub scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
+    /// Where the plan's model names point (`--model`): kept in the unhashed `run.json` so a
+    /// resume can call the same endpoints; never in the log (hosts and ports are not hashed).
+    pub models: crate::tools::llm::Models,
+    /// Limits on model calls, recorded in `run_started`; `None`: none.
+    pub budget: Option<oracle_core::payload::Budget>,
 }
 
 /// A run that was started or resumed.
@@ -426,7 +431,10 @@ pub fn start_observed(
     let warnings = grant_warnings(&grants, &opts.home, &root);
     let (id, dir) = new_run_dir(&opts.home, &plan.name)?;
     write_atomic(&dir.join(PLAN_FILE), source.as_bytes())?;
-    let meta = json!({"format": 1, "root": root.to_string_lossy()});
+    let mut meta = json!({"format": 1, "root": root.to_string_lossy()});
+    if !opts.models.models.is_empty() {
+        meta["models"] = serde_json::to_value(&opts.models.models).unwrap_or_default();
+    }
     write_atomic(&dir.join(META_FILE), format!("{meta:#}\n").as_bytes())?;
     let paths = LogPaths::of_run(&dir);
     let writer = LogWriter::create(&paths, opts.durability)?;
@@ -439,6 +447,7 @@ pub fn start_observed(
         jobs: opts.jobs,
         calls_max: CALLS_MAX_DEFAULT,
         memory: opts.memory.clone(),
+        budget: opts.budget.clone(),
         scorer: opts.scorer.clone(),
     };
     let agent = PlanAgent::new(plan, config.inputs.clone());
@@ -569,7 +578,26 @@ pub fn check_outside_value(value: &Value, what: &str) -> std::result::Result<(),
     Ok(())
 }
 
-/// Most bytes of `run.json` read (it holds one path).
+/// The model bindings `run.json` keeps (`--model` when the run started), if any: a
+/// convenience for `oracle resume`, which may override them. Unhashed, so never an authority on
+/// what was called: the log records each call's model name and the reply's model id.
+pub fn stored_models(dir: &Path) -> crate::tools::llm::Models {
+    use std::io::Read as _;
+    let mut text = String::new();
+    let read = fs::File::open(dir.join(META_FILE))
+        .and_then(|f| f.take(META_BYTES_MAX).read_to_string(&mut text));
+    if read.is_err() {
+        return Default::default();
+    }
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v.get("models").cloned())
+        .and_then(|m| serde_json::from_value(m).ok())
+        .map(|models| crate::tools::llm::Models { models })
+        .unwrap_or_default()
+}
+
+/// Most bytes of `run.json` read (it holds one path and the model bindings).
 pub const META_BYTES_MAX: u64 = 64 << 10;
 
 /// The working directory `run.json` names, if it can be read: a hint, never an authority.
@@ -645,6 +673,7 @@ fn config_of(
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
         memory: started.memory.clone(),
+        budget: started.budget.clone(),
         scorer: None,
     })
 }
@@ -980,6 +1009,35 @@ pub struct RunInfo {
     /// (`interrupted`: a crash or kill; `oracle resume` continues it). `None` when it cannot be
     /// told.
     pub live: Option<bool>,
+    /// Model calls and tokens, for a run whose plan calls a model ([`model_usage`]).
+    pub models: Option<crate::domain::models::Usage>,
+}
+
+/// The model calls and tokens recorded in the log at `log` up to event `upto` (all when
+/// `None`), when the run's plan copy beside it calls a model (`llm.chat`); `None` otherwise or
+/// when the log cannot be read. Reads the log whole, so only runs that use models pay for it.
+pub fn model_usage(log: &Path, upto: Option<u64>) -> Option<crate::domain::models::Usage> {
+    use crate::domain::models::{CHAT, Usage, tokens_of};
+    let plan = fs::read_to_string(log.parent()?.join(PLAN_FILE)).ok()?;
+    if !plan.contains(CHAT) {
+        return None;
+    }
+    let mut usage = Usage::default();
+    crate::reader::scan(log, true, |e| {
+        if upto.is_some_and(|u| e.seq > u) {
+            return Ok(false);
+        }
+        match e.typed() {
+            Ok(Payload::ToolCalled(c)) if c.tool == CHAT => usage.calls += 1,
+            Ok(Payload::ToolReturned(r)) if r.tool == CHAT => {
+                usage.tokens = usage.tokens.saturating_add(tokens_of(&r.output));
+            }
+            _ => {}
+        }
+        Ok(true)
+    })
+    .ok()?;
+    Some(usage)
 }
 
 /// Orders run ids as people count: `x-2` before `x-10` (runs of digits compare as numbers).
@@ -1041,6 +1099,9 @@ pub fn list(home: &Path) -> Result<Vec<RunInfo>> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut info = info_of(&id, &dir.join(LOG_FILE));
+        if info.status != "damaged" {
+            info.models = model_usage(&dir.join(LOG_FILE), None);
+        }
         if info.status == "running" {
             info.live = crate::writer::lock_held(&LogPaths::of_run(&dir));
         }
@@ -1059,6 +1120,7 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         reason: None,
         last_time: 0,
         live: None,
+        models: None,
     };
     let Ok(mut indexed) = crate::index::IndexedLog::open(log) else {
         return damaged(String::new());
@@ -1076,6 +1138,7 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
             reason: Some("nothing recorded: start the plan again with `oracle run`".into()),
             last_time: 0,
             live: None,
+            models: None,
         };
     }
     let (Ok(first), Ok(mut last)) = (indexed.read(0), indexed.read(events.saturating_sub(1)))
@@ -1124,6 +1187,7 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
             .read(events.saturating_sub(1))
             .map_or(last.time, |e| e.time),
         live: None,
+        models: None,
     }
 }
 

@@ -140,6 +140,11 @@ pub struct ToolContext<'a> {
     /// moment a tool touches it ([`ToolContext::path_now`]). `None` for callers that made no
     /// check (tests, embedders).
     pub access: Option<Access<'a>>,
+    /// The errors of this step's earlier failed executions of the same tool with the same
+    /// input (the same tier of the escalation circuit), oldest first; empty on a first attempt.
+    /// Derived from recorded `tool_failed` events, so a call that depends on them (`llm.chat`
+    /// feeding a schema violation back to the model) is a function of the record.
+    pub earlier_failures: &'a [String],
 }
 
 /// What a file tool checks its path against at the moment of use.
@@ -218,6 +223,14 @@ pub trait Tool: Send + Sync {
     fn decl(&self) -> ToolDecl;
     /// Runs the call. The input has passed the input schema and the capability check.
     fn call(&self, input: &Value, cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
+    /// A person's answer for a step that suspended after calling this tool with `input`
+    /// (`oracle resume --step S --value JSON`), as this tool's output: refused (`Err`, why)
+    /// when it could not have been one. The default takes the answer as it is; the engine then
+    /// checks it against the step's `expect` and this tool's output schema.
+    fn answer(&self, input: &Value, answer: Value) -> Result<Value, String> {
+        let _ = input;
+        Ok(answer)
+    }
 }
 
 /// A tool with its declaration and compiled schemas.

@@ -25,6 +25,8 @@ fn run(plan: &str, home: &Path) -> (session::Session, Vec<Event>) {
         root: root(),
         memory: None,
         scorer: None,
+        models: Default::default(),
+        budget: None,
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap();

@@ -123,6 +123,8 @@ fn start(plan: &Path, home: &Path, jobs: u32) -> session::Session {
         root: PathBuf::from("."),
         memory: None,
         scorer: None,
+        models: Default::default(),
+        budget: None,
     };
     session::start(&opts, &tools::builtin()).unwrap()
 }
@@ -219,6 +221,7 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
         jobs: 1,
         calls_max: 3,
         memory: None,
+        budget: None,
         scorer: None,
     };
     let paths = LogPaths::of_file(&dir.path().join("bound.jsonl"));
@@ -271,6 +274,8 @@ fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
         root: dir.path().to_path_buf(),
         memory: None,
         scorer: None,
+        models: Default::default(),
+        budget: None,
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&log_of(&s)).unwrap();

@@ -50,6 +50,8 @@ fn run_shipped_plan(name: &str) -> Vec<Event> {
         root: root.canonicalize().unwrap(),
         memory: None,
         scorer: None,
+        models: Default::default(),
+        budget: None,
     };
     let s = oracle_runtime::session::start(&opts, &oracle_runtime::tools::builtin()).unwrap();
     oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap()

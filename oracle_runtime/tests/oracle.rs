@@ -48,6 +48,8 @@ fn conflicted_run() -> (tempfile::TempDir, session::Session) {
         root: PathBuf::from("."),
         memory: None,
         scorer: None,
+        models: Default::default(),
+        budget: None,
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, s)

@@ -86,6 +86,8 @@ fn start(expiry: Option<u64>) -> (tempfile::TempDir, PathBuf, String) {
             ..Default::default()
         }),
         scorer: None,
+        models: Default::default(),
+        budget: None,
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, home, s.id)

@@ -77,6 +77,7 @@ fn start() -> Payload {
         seed: 1,
         grants: vec![],
         inputs: Map::new(),
+        budget: None,
         memory: None,
     })
 }
@@ -416,6 +417,7 @@ fn engine_on_sim(
         jobs: 1,
         calls_max: CALLS_MAX_DEFAULT,
         memory: None,
+        budget: None,
         scorer: None,
     };
     let Ok(writer) = LogWriter::with_storage(&LogPaths::of_run(run_dir), &mut sim.clone(), d)
@@ -469,6 +471,8 @@ fn power_loss_in_an_engine_run_resumes_to_the_uninterrupted_log() {
             root: std::path::PathBuf::from("."),
             memory: None,
             scorer: None,
+            models: Default::default(),
+            budget: None,
         },
         &registry,
     )

@@ -64,6 +64,7 @@ impl Scratch {
             timeout_ms,
             output_bytes_max,
             access: None,
+            earlier_failures: &[],
         };
         t.tool.call(&input, &cx).map(|o| o.output)
     }

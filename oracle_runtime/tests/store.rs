@@ -28,6 +28,7 @@ fn run_started() -> Payload {
         seed: 1,
         grants: vec!["fs:read:data/**".into()],
         inputs: Map::new(),
+        budget: None,
         memory: None,
     })
 }

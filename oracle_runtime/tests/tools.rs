@@ -58,6 +58,7 @@ impl Fixture {
             timeout_ms: TIMEOUT_MS_DEFAULT,
             output_bytes_max: OUTPUT_BYTES_MAX_DEFAULT,
             access: None,
+            earlier_failures: &[],
         }
     }
 
@@ -122,7 +123,7 @@ fn caps(list: &[&str]) -> Vec<Capability> {
 // The registry and the catalogue
 
 #[test]
-fn registry_holds_all_twenty_four_tools_with_compiled_schemas() {
+fn registry_holds_all_twenty_five_tools_with_compiled_schemas() {
     let r = tools::builtin();
     let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
     assert_eq!(
@@ -143,6 +144,7 @@ fn registry_holds_all_twenty_four_tools_with_compiled_schemas() {
             "json.parse",
             "kv.get",
             "kv.set",
+            "llm.chat",
             "memory.assert",
             "memory.history",
             "memory.query",
@@ -159,7 +161,7 @@ fn registry_holds_all_twenty_four_tools_with_compiled_schemas() {
         assert_eq!(t.input.source(), &t.decl.input_schema);
         assert_eq!(t.output.source(), &t.decl.output_schema);
         let expected = match t.decl.name.as_str() {
-            "fs.read" | "fs.write" | "fs.list" | "proc.exec" => Effect::Impure,
+            "fs.read" | "fs.write" | "fs.list" | "proc.exec" | "llm.chat" => Effect::Impure,
             "human.ask" => Effect::Ask,
             "memory.assert" | "memory.query" | "memory.history" => Effect::Domain("memory"),
             name if name.starts_with("auction.") => Effect::Domain("economy"),
@@ -256,6 +258,19 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
             "kv.set",
             vec![("key", "string", true), ("value", "any", true)],
             Some("kv:set:<key>"),
+        ),
+        (
+            "llm.chat",
+            vec![
+                ("model", "string", true),
+                ("messages", "list", true),
+                ("max_tokens", "int", false),
+                ("schema", "map", false),
+                ("seed", "int", false),
+                ("stop", "list", false),
+                ("temperature_pct", "int", false),
+            ],
+            Some("llm:chat:<model>"),
         ),
         (
             "memory.assert",

@@ -130,6 +130,8 @@ fn start(dir: &std::path::Path, plan: &str, registry: &Registry) -> session::Ses
         root: PathBuf::from("."),
         memory: None,
         scorer: None,
+        models: Default::default(),
+        budget: None,
     };
     session::start(&opts, registry).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -222,6 +224,7 @@ fn a_payload_the_reader_would_refuse_is_never_sealed() {
                 seed: 0,
                 grants: vec![],
                 inputs: Default::default(),
+                budget: None,
                 memory: None,
             }),
         )

@@ -77,6 +77,7 @@ proptest! {
             seed: 1,
             grants: vec![],
             inputs: Map::new(),
+            budget: None,
             memory: None,
         });
         let mut w = LogWriter::create(&paths, d).unwrap();

@@ -75,6 +75,7 @@ pub fn run_started(seed: u64) -> Payload {
         seed,
         grants: vec!["fs:read:**".into()],
         inputs: Map::new(),
+        budget: None,
         memory: None,
     })
 }

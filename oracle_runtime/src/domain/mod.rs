@@ -15,6 +15,7 @@
 
 pub mod economy;
 pub mod memory;
+pub mod models;
 
 use std::any::Any;
 
@@ -74,6 +75,14 @@ pub trait Domain: Any {
     /// Runs one of its tool calls against the projection as it stands.
     fn call(&mut self, call: &Call, site: Site<'_>) -> Result<Handled, EngineError>;
 
+    /// Whether a call of `tool` (any tool, not only the domain's) may be made now, before its
+    /// `tool_called` is recorded: `Err` is the recorded reason it is not (a budget spent). The
+    /// projection has folded every event before the call.
+    fn admit(&self, tool: &str) -> Result<(), String> {
+        let _ = tool;
+        Ok(())
+    }
+
     /// A step that waits on this domain (`input` is the call's input): resolved now?
     fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, String>;
 
@@ -85,6 +94,7 @@ pub fn for_run(config: &RunConfig) -> Vec<Box<dyn Domain>> {
     vec![
         Box::new(memory::MemoryDomain::new(config)),
         Box::new(economy::EconomyDomain::new(config)),
+        Box::new(models::ModelsDomain::new(config)),
     ]
 }
 

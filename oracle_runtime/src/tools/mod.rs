@@ -21,13 +21,20 @@ pub mod fs;
 pub mod human;
 pub mod json;
 pub mod kv;
+pub mod llm;
 pub mod memory;
 pub mod proc;
 pub mod text;
 
-/// Every built-in tool, registered with its compiled schemas.
+/// Every built-in tool, registered with its compiled schemas; no model is bound (`llm.chat`
+/// fails naming the flag that binds one). What `plan check` and replay use.
 pub fn builtin() -> Registry {
-    let tools: [Arc<dyn Tool>; 18] = [
+    builtin_with(Arc::new(llm::Models::default()))
+}
+
+/// Every built-in tool, with `llm.chat` calling the models bound in `models`.
+pub fn builtin_with(models: Arc<llm::Models>) -> Registry {
+    let tools: [Arc<dyn Tool>; 19] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
@@ -46,6 +53,7 @@ pub fn builtin() -> Registry {
         Arc::new(memory::Assert),
         Arc::new(memory::Query),
         Arc::new(memory::History),
+        Arc::new(llm::Chat { models }),
     ];
     let mut registry = Registry::new();
     let economy = auction::ALL.map(|t| Arc::new(t) as Arc<dyn Tool>);
@@ -178,7 +186,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 24, "{names:?}");
+        assert_eq!(names.len(), 25, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());

@@ -1,0 +1,421 @@
+//! `llm.chat`: one chat completion from an OpenAI-compatible endpoint, as a recorded oracle
+//! answer. The plan names a model (`model: "fast"`); where that name points is bound per run
+//! ([`Models`], `oracle run --model fast=URL`), never in hashed plan text. The call's input and
+//! its reply are recorded, so replay and resume never call the endpoint again.
+//!
+//! The request sent is a function of the record: the recorded input, the binding's model id,
+//! and, after a failed attempt of the same tier, the recorded errors of those attempts
+//! ([`crate::tool::ToolContext::earlier_failures`]) fed back as user messages. Only failures
+//! that were the reply's fault (errors starting with [`REPLY_FAULT`]) are fed back.
+//!
+//! Deliberately absent: floats in anything recorded (`temperature_pct` is an integer
+//! percentage; a reply whose JSON has a float is refused), the endpoint's URL and the API key
+//! in any hashed byte, and streaming.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::{any, count, decl, integer, needs_arg, object, string};
+use crate::http::{self, HttpError};
+use crate::schema::Schema;
+use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
+
+/// Most messages one call may send (the plan's, before feedback).
+pub const MESSAGES_MAX: u64 = 256;
+/// Most `stop` sequences (the OpenAI limit).
+pub const STOP_MAX: u64 = 4;
+/// Most characters of an invalid reply quoted in its recorded failure (and fed back).
+pub const REPLY_QUOTE_CHARS_MAX: usize = 2_000;
+/// Most earlier failures fed back to the model in one request (the latest ones).
+pub const FEEDBACK_MAX: usize = 8;
+/// Every recorded failure that was the reply's fault starts with this; these are fed back.
+pub const REPLY_FAULT: &str = "the reply ";
+
+/// Where one model name of a plan points in a run. Kept in the run's unhashed `models.json`
+/// for `oracle resume`; the key's value is never kept anywhere, only the variable's name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelBinding {
+    /// The OpenAI-compatible base URL (`http://127.0.0.1:8080/v1`); requests go to
+    /// `<url>/chat/completions`.
+    pub url: String,
+    /// The model id sent in each request (default: the plan's name for the model).
+    pub model: String,
+    /// The environment variable holding the API key, sent as `Authorization: Bearer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+}
+
+/// The model bindings of a run, by the name plans use.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Models {
+    pub models: BTreeMap<String, ModelBinding>,
+}
+
+/// `llm.chat`.
+pub struct Chat {
+    pub models: Arc<Models>,
+}
+
+impl Tool for Chat {
+    fn decl(&self) -> ToolDecl {
+        let message = object(
+            &[
+                ("role", json!({"enum": ["system", "user", "assistant"]})),
+                ("content", string()),
+            ],
+            &["role", "content"],
+        );
+        decl(
+            "llm.chat",
+            "One chat completion from the model bound to `model` (`oracle run --model NAME=URL`). With `schema`, the reply must be JSON matching it; a reply that is not fails the attempt, and the next attempt tells the model why. Needs llm:chat:<model>. Recorded: never called again on replay or resume.",
+            Effect::Impure,
+            object(
+                &[
+                    (
+                        "model",
+                        json!({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"}),
+                    ),
+                    (
+                        "messages",
+                        json!({"type": "array", "items": message, "minItems": 1, "maxItems": MESSAGES_MAX}),
+                    ),
+                    ("schema", json!({"type": "object"})),
+                    (
+                        "temperature_pct",
+                        json!({"type": "integer", "minimum": 0, "maximum": 200}),
+                    ),
+                    (
+                        "max_tokens",
+                        json!({"type": "integer", "minimum": 1, "maximum": 1_000_000}),
+                    ),
+                    ("seed", integer()),
+                    (
+                        "stop",
+                        json!({"type": "array", "items": {"type": "string"}, "maxItems": STOP_MAX}),
+                    ),
+                ],
+                &["model", "messages"],
+            ),
+            object(
+                &[
+                    ("content", string()),
+                    ("parsed", any()),
+                    ("finish_reason", string()),
+                    (
+                        "usage",
+                        object(
+                            &[("prompt_tokens", count()), ("completion_tokens", count())],
+                            &["prompt_tokens", "completion_tokens"],
+                        ),
+                    ),
+                    ("model", string()),
+                ],
+                &["content", "finish_reason", "usage", "model"],
+            ),
+            needs_arg("llm", "chat", "model"),
+        )
+    }
+
+    fn call(&self, input: &Value, cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let name = super::arg_str(input, "model")?;
+        let binding = self.models.models.get(name).ok_or_else(|| {
+            ToolError::Failed(format!(
+                "model `{name}` is not bound in this run: pass --model {name}=URL (an OpenAI-compatible base URL)"
+            ))
+        })?;
+        let key = match &binding.key_env {
+            None => None,
+            Some(var) => match std::env::var(var) {
+                Ok(k) if !k.is_empty() => Some(k),
+                _ => {
+                    return Err(ToolError::Failed(format!(
+                        "the API key of model `{name}` is not set: environment variable {var} is empty or missing"
+                    )));
+                }
+            },
+        };
+        let schema = match input.get("schema") {
+            Some(s) => Some(Schema::compile(s).map_err(|e| {
+                ToolError::Failed(format!("`schema` is not a valid JSON Schema: {e}"))
+            })?),
+            None => None,
+        };
+        let body = request_body(input, &binding.model, cx.earlier_failures);
+        let bytes = serde_json::to_vec(&body)
+            .map_err(|e| ToolError::Failed(format!("the request cannot be encoded: {e}")))?;
+        let url = format!("{}/chat/completions", binding.url.trim_end_matches('/'));
+        let headers: Vec<(&str, String)> = key
+            .as_ref()
+            .map(|k| ("Authorization", format!("Bearer {k}")))
+            .into_iter()
+            .collect();
+        let reply = http::post_json(&url, &headers, &bytes, cx.timeout_ms, cx.output_bytes_max)
+            .map_err(|e| match e {
+                HttpError::Timeout { timeout_ms } => ToolError::Timeout { timeout_ms },
+                HttpError::TooLarge { limit } => ToolError::OutputTooLarge { limit },
+                other => ToolError::Failed(format!("the endpoint of model `{name}`: {other}")),
+            })?;
+        if !(200..300).contains(&reply.status) {
+            let retry = http::retryable(reply.status);
+            if retry {
+                // Wait before the step's next attempt; the wait is never recorded.
+                let ms = http::backoff_ms(cx.attempt, reply.retry_after_ms).min(cx.timeout_ms);
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+            return Err(ToolError::Failed(format!(
+                "the endpoint of model `{name}` answered HTTP {}{}: {}",
+                reply.status,
+                if retry { " (retryable)" } else { "" },
+                http::excerpt(&reply.body)
+            )));
+        }
+        if !reply.content_type.contains("json") {
+            return Err(ToolError::Failed(format!(
+                "the endpoint of model `{name}` answered with content type `{}`, not JSON",
+                reply.content_type
+            )));
+        }
+        let out = parse_completion(&reply.body, name, &binding.model)?;
+        let mut output = out;
+        if let Some(k) = &key
+            && serde_json::to_string(&output).is_ok_and(|t| t.contains(k.as_str()))
+        {
+            return Err(ToolError::Failed(format!(
+                "the endpoint of model `{name}` echoed its API key ({}); the reply is not recorded",
+                binding.key_env.as_deref().unwrap_or("")
+            )));
+        }
+        if let Some(schema) = &schema {
+            let content = output["content"].as_str().unwrap_or("");
+            let parsed = structured(content, schema)?;
+            output["parsed"] = parsed;
+        }
+        Ok(ToolOutput::of(output))
+    }
+
+    /// A person answers in the model's stead: with a `schema`, the answer is the structured
+    /// reply itself (checked against the schema) and is recorded as if the model had returned
+    /// it, `model: "person"`; without one, a string is the reply's text. A full output
+    /// (`content`, `usage`…) is taken as it is.
+    fn answer(&self, input: &Value, answer: Value) -> Result<Value, String> {
+        if answer.get("content").is_some() && answer.get("usage").is_some() {
+            return Ok(answer);
+        }
+        let (content, parsed) = match input.get("schema") {
+            Some(source) => {
+                let schema = Schema::compile(source)
+                    .map_err(|e| format!("the step's `schema` is not valid: {e}"))?;
+                schema
+                    .check(&answer)
+                    .map_err(|e| format!("it does not match the step's schema: {e}"))?;
+                (answer.to_string(), Some(answer))
+            }
+            None => match answer {
+                Value::String(s) => (s, None),
+                other => {
+                    return Err(format!(
+                        "the step has no `schema`, so the answer is the reply's text: give a JSON string, not {other}"
+                    ));
+                }
+            },
+        };
+        let mut out = json!({
+            "content": content,
+            "finish_reason": "person",
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0},
+            "model": "person",
+        });
+        if let Some(p) = parsed {
+            out["parsed"] = p;
+        }
+        Ok(out)
+    }
+}
+
+/// The chat-completions request for `input`: the plan's messages, then one user message per
+/// earlier failure of this tier that was the reply's fault, then the options. Integers only in
+/// the input; the temperature becomes a float here, on the wire, never in a hashed byte.
+pub fn request_body(input: &Value, model: &str, earlier: &[String]) -> Value {
+    let mut messages: Vec<Value> = input
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let faults: Vec<&String> = earlier
+        .iter()
+        .filter(|e| e.starts_with(REPLY_FAULT))
+        .collect();
+    let skip = faults.len().saturating_sub(FEEDBACK_MAX);
+    for error in faults.into_iter().skip(skip) {
+        messages.push(json!({
+            "role": "user",
+            "content": format!("Your previous reply was rejected: {error}. Answer again, with only the corrected reply."),
+        }));
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(model.to_owned()));
+    body.insert("messages".into(), Value::Array(messages));
+    if let Some(t) = input.get("temperature_pct").and_then(Value::as_u64) {
+        body.insert("temperature".into(), json!(t as f64 / 100.0));
+    }
+    for key in ["max_tokens", "seed", "stop"] {
+        if let Some(v) = input.get(key) {
+            body.insert(key.into(), v.clone());
+        }
+    }
+    if let Some(schema) = input.get("schema") {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}),
+        );
+    }
+    Value::Object(body)
+}
+
+/// The recorded output of a completion body: content, finish reason, usage, model. Anything
+/// missing or of the wrong type is a clear failure naming the field.
+fn parse_completion(body: &[u8], name: &str, model: &str) -> Result<Value, ToolError> {
+    let fail = |why: String| ToolError::Failed(format!("the endpoint of model `{name}`: {why}"));
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| fail(format!("the reply body is not JSON ({e})")))?;
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or_else(|| fail("the reply has no `choices[0]`".into()))?;
+    let message = choice
+        .get("message")
+        .ok_or_else(|| fail("the reply has no `choices[0].message`".into()))?;
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array)
+        && !calls.is_empty()
+    {
+        let names: Vec<&str> = calls
+            .iter()
+            .filter_map(|c| c.pointer("/function/name").and_then(Value::as_str))
+            .collect();
+        return Err(ToolError::Failed(format!(
+            "{REPLY_FAULT}calls tools ({}), but this step gave the model no tools",
+            names.join(", ")
+        )));
+    }
+    let content = match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(_) => return Err(fail("`choices[0].message.content` is not a string".into())),
+    };
+    let finish_reason = choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_owned();
+    let tokens = |field: &str| -> Result<u64, ToolError> {
+        match v.get("usage").and_then(|u| u.get(field)) {
+            None | Some(Value::Null) => Ok(0),
+            Some(n) => n
+                .as_u64()
+                .ok_or_else(|| fail(format!("`usage.{field}` is not a whole number"))),
+        }
+    };
+    let usage = json!({
+        "prompt_tokens": tokens("prompt_tokens")?,
+        "completion_tokens": tokens("completion_tokens")?,
+    });
+    let reported = v
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .unwrap_or(model);
+    Ok(json!({
+        "content": content,
+        "finish_reason": finish_reason,
+        "usage": usage,
+        "model": reported,
+    }))
+}
+
+/// The content parsed as JSON and checked against the step's schema. Each failure is the
+/// reply's fault, quotes the reply, and is fed back on the next attempt.
+fn structured(content: &str, schema: &Schema) -> Result<Value, ToolError> {
+    let quote = || {
+        let mut q: String = content.chars().take(REPLY_QUOTE_CHARS_MAX).collect();
+        if content.chars().count() > REPLY_QUOTE_CHARS_MAX {
+            q.push('…');
+        }
+        q
+    };
+    let text = strip_fence(content);
+    let parsed: Value = serde_json::from_str(text).map_err(|e| {
+        ToolError::Failed(format!(
+            "{REPLY_FAULT}is not JSON ({e}); it was: {}",
+            quote()
+        ))
+    })?;
+    if let Err(e) = oracle_core::canon::check(&parsed) {
+        return Err(ToolError::Failed(format!(
+            "{REPLY_FAULT}cannot be recorded ({e}); it was: {}",
+            quote()
+        )));
+    }
+    if let Err(e) = schema.check(&parsed) {
+        return Err(ToolError::Failed(format!(
+            "{REPLY_FAULT}does not match the schema ({e}); it was: {}",
+            quote()
+        )));
+    }
+    Ok(parsed)
+}
+
+/// JSON inside a Markdown code fence (```json … ```), as many models write it: the inside.
+fn strip_fence(content: &str) -> &str {
+    let t = content.trim();
+    let Some(rest) = t.strip_prefix("```") else {
+        return t;
+    };
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+    rest.strip_suffix("```").unwrap_or(rest).trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feedback_is_the_reply_faults_only_and_bounded() {
+        let input = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature_pct": 30});
+        let earlier: Vec<String> = (0..10)
+            .map(|i| format!("{REPLY_FAULT}is not JSON ({i})"))
+            .chain(["the endpoint of model `m` answered HTTP 500".to_owned()])
+            .collect();
+        let body = request_body(&input, "id", &earlier);
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 1 + FEEDBACK_MAX);
+        assert!(messages[1]["content"].as_str().unwrap().contains("(2)"));
+        assert_eq!(body["model"], "id");
+        assert_eq!(body["temperature"], json!(0.3));
+    }
+
+    #[test]
+    fn fenced_json_is_unwrapped() {
+        assert_eq!(strip_fence("```json\n{\"a\":1}\n```"), "{\"a\":1}");
+        assert_eq!(strip_fence(" {\"a\":1} "), "{\"a\":1}");
+    }
+
+    #[test]
+    fn completions_missing_fields_fail_naming_them() {
+        let e = parse_completion(b"{}", "m", "id").unwrap_err();
+        assert!(e.to_string().contains("choices[0]"), "{e}");
+        let e = parse_completion(b"not json", "m", "id").unwrap_err();
+        assert!(e.to_string().contains("not JSON"), "{e}");
+        let ok = parse_completion(
+            br#"{"choices":[{"message":{"content":"x"},"finish_reason":"stop"}]}"#,
+            "m",
+            "id",
+        )
+        .unwrap();
+        assert_eq!(ok["usage"]["prompt_tokens"], 0);
+        assert_eq!(ok["model"], "id");
+    }
+}
