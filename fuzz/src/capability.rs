@@ -165,6 +165,15 @@ fn is_path(c: &Capability) -> bool {
     PATH_DOMAINS.contains(&c.domain.as_str())
 }
 
+/// A grant's scope as the pattern it is matched with: a `net` grant naming an origin is
+/// normalised like the origins it covers.
+fn pattern(g: &Capability) -> String {
+    match g.domain.as_str() {
+        "net" => oracle_core::capability::url_origin(&g.scope).unwrap_or_else(|_| g.scope.clone()),
+        _ => g.scope.clone(),
+    }
+}
+
 /// What a grant's scope matches without a wildcard: everything before its first `*`.
 fn literal_prefix(scope: &str) -> &str {
     scope.split('*').next().unwrap_or("")
@@ -174,6 +183,10 @@ fn literal_prefix(scope: &str) -> &str {
 /// (`None` if it climbs out), and a program named by a path that normalises to a bare name
 /// keeps its `./`.
 fn subject(n: &Capability) -> Option<String> {
+    // Network scopes are URL origins (`url_origin` has its own unit tests).
+    if n.domain == "net" {
+        return oracle_core::capability::url_origin(&n.scope).ok();
+    }
     if !is_path(n) {
         return Some(n.scope.clone());
     }
@@ -197,7 +210,7 @@ fn check_grant(g: &Capability) {
         "`*:*:**` covers `{g}` exactly when it normalises"
     );
     let literal = !g.scope.contains('*');
-    if literal && subject(g).as_deref() == Some(g.scope.as_str()) {
+    if literal && subject(g).as_deref() == Some(pattern(g).as_str()) {
         assert!(g.covers(g), "`{g}` does not cover itself");
     }
 }
@@ -212,15 +225,16 @@ fn check_pair(g: &Capability, n: &Capability) {
     );
     let covered = g.covers(n);
     let subject = subject(n);
+    let pattern = pattern(g);
     let expected = word_covers(&g.domain, &n.domain)
         && word_covers(&g.action, &n.action)
         && subject
             .as_deref()
-            .is_some_and(|s| reference_glob(&g.scope, s));
+            .is_some_and(|s| reference_glob(&pattern, s));
     assert_eq!(covered, expected, "`{g}` covers `{n}`");
     if covered {
         let s = subject.as_deref().unwrap_or_default();
-        let prefix = literal_prefix(&g.scope);
+        let prefix = literal_prefix(&pattern);
         assert!(
             s.starts_with(prefix),
             "`{g}` covers `{n}`, which resolves to `{s}`, outside the grant's prefix `{prefix}`"

@@ -8,10 +8,13 @@ use clap::{Args, ValueEnum};
 use oracle_core::diff::Divergence;
 use oracle_runtime::engine::{Ending, EngineError, Progress, Report};
 use oracle_runtime::index::IndexedLog;
+use oracle_runtime::secrets::Secrets;
 use oracle_runtime::session::{self, Session, SessionError, StartOptions};
 use oracle_runtime::tool::Registry;
 use oracle_runtime::tools::llm::{ModelBinding, Models};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::diff::class_text;
 use crate::exit::{self, CliError};
@@ -57,6 +60,12 @@ pub struct DriveArgs {
     /// `fast=OPENAI_API_KEY`. Only the variable's name is kept; its value never is.
     #[arg(long = "model-key", value_name = "NAME=ENV_VAR")]
     model_keys: Vec<String>,
+    /// A secret the plan may use as `secret("NAME")` (in `http.request` headers and
+    /// `proc.exec`'s `env`), read from ENV_VAR (repeatable). Its value is never recorded or
+    /// written: a call whose input, output or error would contain it fails instead. run.json
+    /// keeps NAME=ENV_VAR so `resume` reads the same variable again.
+    #[arg(long = "secret", value_name = "NAME=ENV_VAR")]
+    secrets: Vec<String>,
 }
 
 /// `n` with the singular or plural noun: "1 tool call", "3 tool calls".
@@ -111,6 +120,43 @@ fn pair<'a>(flag: &str, text: &'a str, what: &str) -> Result<(&'a str, &'a str),
 }
 
 impl DriveArgs {
+    /// The run's secrets: `stored` (a resumed run's NAME=ENV_VAR, from run.json) with this
+    /// command's `--secret` over them, and every model key's variable, read from the
+    /// environment now. A variable that is not set is refused before anything runs.
+    fn secrets(
+        &self,
+        stored: BTreeMap<String, String>,
+        models: &Models,
+    ) -> Result<(Arc<Secrets>, BTreeMap<String, String>), CliError> {
+        let mut vars = stored;
+        for text in &self.secrets {
+            let (name, var) = pair("--secret", text, "ENV_VAR")?;
+            vars.insert(name.to_owned(), var.to_owned());
+        }
+        let mut values = Vec::new();
+        for (name, var) in &vars {
+            match std::env::var(var) {
+                Ok(v) if !v.is_empty() => values.push((name.clone(), v)),
+                _ => {
+                    return Err(CliError::input(format!(
+                        "--secret {name}={var}: environment variable {var} is not set; nothing was run"
+                    )));
+                }
+            }
+        }
+        // Model keys are secrets too: kept out of every record by the same check.
+        for b in models.models.values() {
+            if let Some(var) = &b.key_env
+                && let Ok(v) = std::env::var(var)
+                && v.len() >= oracle_runtime::secrets::SECRET_BYTES_MIN
+            {
+                values.push((format!("model key {var}"), v));
+            }
+        }
+        let secrets = Secrets::new(values).map_err(CliError::input)?;
+        Ok((Arc::new(secrets), vars))
+    }
+
     /// The run's model bindings: `stored` (a resumed run's, from run.json) with this
     /// command's `--model`, `--model-id` and `--model-key` over them.
     fn models(&self, stored: Models) -> Result<Models, CliError> {
@@ -326,15 +372,22 @@ fn registry() -> Registry {
     oracle_runtime::tools::builtin()
 }
 
-/// The built-in tools, `llm.chat` calling `models`.
-fn registry_with(models: &Models) -> Registry {
-    oracle_runtime::tools::builtin_with(std::sync::Arc::new(models.clone()))
+/// The built-in tools, `llm.chat` calling `models`, and `secrets` for the tools that use them
+/// and for the engine to keep out of the record.
+fn registry_with(models: &Models, secrets: Arc<Secrets>) -> Registry {
+    oracle_runtime::tools::builtin_with(Arc::new(models.clone()), secrets)
 }
 
-/// The model bindings a resumed run keeps in its run.json (none if it cannot be found).
-fn stored_models(home: &Path, run: &str) -> Models {
+/// The model bindings and secret variables a resumed run keeps in its run.json (none if it
+/// cannot be found).
+fn stored_bindings(home: &Path, run: &str) -> (Models, BTreeMap<String, String>) {
     session::find(home, run)
-        .map(|r| session::stored_models(&r.dir))
+        .map(|r| {
+            (
+                session::stored_models(&r.dir),
+                session::stored_secret_vars(&r.dir),
+            )
+        })
         .unwrap_or_default()
 }
 
@@ -617,6 +670,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     crate::files::check_plan(&a.plan, a.drive.json)?;
     a.drive.check_programs()?;
     let models = a.drive.models(Models::default())?;
+    let (secrets, secret_vars) = a.drive.secrets(BTreeMap::new(), &models)?;
     crate::interrupt::on_ctrl_c(None);
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
@@ -635,6 +689,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         memory,
         scorer: a.drive.scorer(),
         models: models.clone(),
+        secret_vars,
         budget: (a.max_model_calls.is_some() || a.max_tokens_total.is_some()).then_some(
             oracle_core::payload::Budget {
                 model_calls_max: a.max_model_calls,
@@ -643,7 +698,9 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         ),
     };
     let mut display = Display::new("running");
-    let s = session::start_observed(&opts, &registry_with(&models), &mut |p| display.update(p));
+    let s = session::start_observed(&opts, &registry_with(&models, secrets), &mut |p| {
+        display.update(p)
+    });
     display.finish();
     let s = s.map_err(|e| session_error(e, a.drive.json, None))?;
     for w in &s.warnings {
@@ -668,7 +725,15 @@ pub(crate) fn resume_after_verdict(
         None,
         JOBS_DEFAULT,
         oracle_runtime::Durability::DEFAULT,
-        &registry_with(&stored_models(home, run)),
+        &{
+            let (models, vars) = stored_bindings(home, run);
+            let values: Vec<(String, String)> = vars
+                .iter()
+                .filter_map(|(n, var)| Some((n.clone(), std::env::var(var).ok()?)))
+                .collect();
+            let secrets = Secrets::new(values).unwrap_or_default();
+            registry_with(&models, Arc::new(secrets))
+        },
     );
     let log = session::find(home, run).ok().map(|r| r.paths.log);
     let s = match s {
@@ -697,7 +762,9 @@ pub(crate) fn resume_after_verdict(
 
 pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
-    let models = a.drive.models(stored_models(home, &a.run))?;
+    let (stored_models, stored_vars) = stored_bindings(home, &a.run);
+    let models = a.drive.models(stored_models)?;
+    let (secrets, _) = a.drive.secrets(stored_vars, &models)?;
     crate::interrupt::on_ctrl_c(Some(&a.run));
     let value = match (&a.value, &a.value_file) {
         (Some(text), _) => Some(parse_value(text, "--value")?),
@@ -733,7 +800,7 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         a.drive.jobs,
         a.drive.durability.into(),
         a.drive.scorer(),
-        &registry_with(&models),
+        &registry_with(&models, secrets),
         &mut |p| display.update(p),
     );
     display.finish();

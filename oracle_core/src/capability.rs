@@ -5,7 +5,8 @@
 //! run of characters within one path component (no `/`) and `**` matches across components.
 //! Path scopes (domains `fs` and `proc`) are normalised lexically (`.` and `..` resolved) before matching; a path whose
 //! `..` climbs above its start can never be covered. A `proc` program named by a path that
-//! normalises to a bare name stays a path (`./sh`), as at run time.
+//! normalises to a bare name stays a path (`./sh`), as at run time. Network scopes (domain
+//! `net`) are URL origins, `scheme://host:port` ([`url_origin`]), on both sides.
 
 use std::fmt;
 use std::str::FromStr;
@@ -84,9 +85,21 @@ impl Capability {
             return false;
         }
         match needed.subject() {
-            Some(scope) => glob_match(&self.scope, &scope),
+            Some(scope) => glob_match(&self.grant_pattern(), &scope),
             None => false,
         }
+    }
+
+    /// This grant's scope as a pattern: a `net` grant naming an origin is normalised like the
+    /// origins it is matched against (`https://API.example.com` is
+    /// `https://api.example.com:443`); every other scope is matched as written.
+    pub fn grant_pattern(&self) -> String {
+        if self.domain == "net"
+            && let Ok(origin) = url_origin(&self.scope)
+        {
+            return origin;
+        }
+        self.scope.clone()
     }
 
     /// The scope a grant must match for this needed capability: for the path domains, the
@@ -95,6 +108,9 @@ impl Capability {
     /// so a grant for `sh` must not cover a file `sh` in the working directory. The runtime's
     /// check (`oracle_runtime::access`) applies the same rule.
     pub fn subject(&self) -> Option<String> {
+        if self.domain == "net" {
+            return url_origin(&self.scope).ok();
+        }
         if !PATH_DOMAINS.contains(&self.domain.as_str()) {
             return Some(self.scope.clone());
         }
@@ -104,6 +120,71 @@ impl Capability {
         }
         Some(normal)
     }
+}
+
+/// The origin a `net` capability names for `url`: `scheme://host:port`, the scheme (`http` or
+/// `https`) and host in lower case and the port always written (80 and 443 by default), so a
+/// grant matches exactly what is contacted. `Err` says why `url` has no origin: another scheme,
+/// user information (`user@host`, a classic way to disguise the host), an empty or malformed
+/// host, or a port that is not a number from 1 to 65535. `*` is accepted in a host, so a grant's
+/// pattern normalises the same way (`https://*.example.com`).
+pub fn url_origin(url: &str) -> Result<String, String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("`{url}` is not an http or https URL"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return Err(format!("`{url}`: only http and https URLs are allowed")),
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Err(format!(
+            "`{url}` has user information before its host, which is not allowed"
+        ));
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("`{url}`: unclosed `[` in the host"))?;
+        if host.is_empty()
+            || !host
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
+            return Err(format!("`{url}`: `[{host}]` is not an IPv6 address"));
+        }
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("`{url}`: junk after the host"))?,
+            ),
+        };
+        (format!("[{}]", host.to_ascii_lowercase()), port)
+    } else {
+        let (host, port) = match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        };
+        let valid = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '*' | '_'));
+        if !valid {
+            return Err(format!("`{url}`: `{host}` is not a host name"));
+        }
+        (host.to_ascii_lowercase(), port)
+    };
+    let port = match port {
+        None => default_port,
+        Some(p) => match p.parse::<u32>() {
+            Ok(n) if (1..=65535).contains(&n) && !p.starts_with('+') => n,
+            _ => return Err(format!("`{url}`: `{p}` is not a port from 1 to 65535")),
+        },
+    };
+    Ok(format!("{scheme}://{host}:{port}"))
 }
 
 /// Domains whose scopes are file paths, normalised before matching.
@@ -233,5 +314,44 @@ mod tests {
         assert!("fs:read:".parse::<Capability>().is_err());
         assert!("fs:read:a b".parse::<Capability>().is_err());
         assert_eq!(cap("net:get:https://x.org/a").scope, "https://x.org/a");
+    }
+
+    #[test]
+    fn url_origins_name_scheme_host_and_port_exactly() {
+        assert_eq!(
+            url_origin("https://API.Example.com/v1?x=1").unwrap(),
+            "https://api.example.com:443"
+        );
+        assert_eq!(
+            url_origin("http://127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(url_origin("http://[::1]:9/x").unwrap(), "http://[::1]:9");
+        assert_eq!(url_origin("HTTP://h").unwrap(), "http://h:80");
+        for bad in [
+            "ftp://h/x",
+            "h/x",
+            "http://user@h/",
+            "http://h:pass@evil/",
+            "http://:80/",
+            "http://h:0/",
+            "http://h:65536/",
+            "http://h:+80/",
+            "http://[zz]/",
+            "http://h h/",
+        ] {
+            assert!(url_origin(bad).is_err(), "{bad}");
+        }
+        let grant: Capability = "net:http:https://*.example.com".parse().unwrap();
+        let needed = |u: &str| Capability {
+            domain: "net".into(),
+            action: "http".into(),
+            scope: u.into(),
+        };
+        assert!(grant.covers(&needed("https://api.example.com/v1/x")));
+        assert!(!grant.covers(&needed("https://api.example.com:8443/v1/x")));
+        assert!(!grant.covers(&needed("http://api.example.com/v1/x")));
+        assert!(!grant.covers(&needed("https://api.example.com.evil.io/")));
+        assert!(!grant.covers(&needed("https://api.example.com@evil.io/")));
     }
 }

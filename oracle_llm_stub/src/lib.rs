@@ -17,7 +17,8 @@
 //! | `close: true` | the connection closed without a reply |
 //!
 //! `delay_ms` waits before replying (a slow model), `finish_reason` and `usage` override the
-//! defaults. When the script is used up every request gets 500 "script exhausted". Every
+//! defaults, and `headers` (an object) adds response headers to a `status` or `raw` reply (a
+//! redirect's `Location`, say). When the script is used up every request gets 500 "script exhausted". Every
 //! request is kept (method, path, headers, body) for the test to inspect, and is also served
 //! at `GET /requests`.
 //!
@@ -262,7 +263,9 @@ fn play(conn: &mut TcpStream, request: &Request, model: &str, reply: &Value) -> 
         let retry = reply
             .get("retry_after")
             .map(|v| v.as_str().map_or(v.to_string(), str::to_owned));
-        let headers: Vec<(&str, String)> = retry.map(|r| ("Retry-After", r)).into_iter().collect();
+        let mut headers: Vec<(&str, String)> =
+            retry.map(|r| ("Retry-After", r)).into_iter().collect();
+        headers.extend(extra_headers(reply));
         return respond(
             conn,
             status as u16,
@@ -277,7 +280,7 @@ fn play(conn: &mut TcpStream, request: &Request, model: &str, reply: &Value) -> 
             .get("content_type")
             .and_then(Value::as_str)
             .unwrap_or("application/json");
-        return respond(conn, 200, ct, &[], raw.as_bytes(), None);
+        return respond(conn, 200, ct, &extra_headers(reply), raw.as_bytes(), None);
     }
     let content = if let Some(n) = reply.get("huge_bytes").and_then(Value::as_u64) {
         Value::String("x".repeat(n as usize))
@@ -335,6 +338,19 @@ fn play(conn: &mut TcpStream, request: &Request, model: &str, reply: &Value) -> 
         body.as_bytes()
     };
     respond(conn, 200, "application/json", &[], sent, claimed)
+}
+
+/// A reply's `headers` object, as header lines.
+fn extra_headers(reply: &Value) -> Vec<(&str, String)> {
+    reply
+        .get("headers")
+        .and_then(Value::as_object)
+        .map(|h| {
+            h.iter()
+                .filter_map(|(n, v)| Some((n.as_str(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn respond(

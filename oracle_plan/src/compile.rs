@@ -667,6 +667,13 @@ fn static_capability(
                 "`..` resolves this path to `{n}`, outside the grants; add `grant {}:{}:{n}` only if the plan should reach it",
                 needed.domain, needed.action
             ),
+            _ if needed.domain == "net" => match needed.subject() {
+                Some(origin) => format!(
+                    "add `grant {}:{}:{origin}` if the plan should be allowed this origin",
+                    needed.domain, needed.action
+                ),
+                None => "only http and https URLs without user information have an origin a grant can cover".to_owned(),
+            },
             _ => format!(
                 "add `grant {needed}` (or a pattern covering it) if the plan should be allowed this"
             ),

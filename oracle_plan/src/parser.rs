@@ -1264,6 +1264,37 @@ impl<'s> Parser<'s> {
                 }
             },
             TokenKind::Str(s) => ExprKind::Str(s),
+            // `secret("NAME")`: a run secret by name (`oracle run --secret NAME=ENV_VAR`). Sugar
+            // for the map `{"$secret": "NAME"}`, which is what is hashed and recorded: the
+            // tool that receives it puts the value in only at the moment of use.
+            TokenKind::Ident(w) if w == "secret" && self.at(&TokenKind::LParen) => {
+                self.bump();
+                let name = self.tok().clone();
+                let TokenKind::Str(text) = name.kind else {
+                    return Err(self.expected(
+                        "E0110",
+                        "the secret's name as a string",
+                        "after `secret(`",
+                        Some("write `secret(\"NAME\")`"),
+                    ));
+                };
+                self.bump();
+                if !self.at(&TokenKind::RParen) {
+                    return Err(self.expected("E0110", "`)`", "after the secret's name", None));
+                }
+                let close = self.bump();
+                let span = t.span.to(close.span);
+                return Ok(leaf(
+                    ExprKind::Map(vec![(
+                        Spanned::new("$secret".to_owned(), name.span),
+                        Expr {
+                            kind: ExprKind::Str(text),
+                            span: name.span,
+                        },
+                    )]),
+                    span,
+                ));
+            }
             TokenKind::Ident(w) => ExprKind::Ref(Path {
                 root: Spanned::new(w, t.span),
                 segments: Vec::new(),

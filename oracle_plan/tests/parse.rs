@@ -975,3 +975,18 @@ proptest! {
 fn the_full_plan_round_trips() {
     check_round_trip(&parse_ok(FULL));
 }
+
+#[test]
+fn secret_is_sugar_for_a_secret_reference_map() {
+    let sugar = parse("plan p version 1\ns = t.x { h: secret(\"TOKEN\") }\n");
+    let map = parse("plan p version 1\ns = t.x { h: { \"$secret\": \"TOKEN\" } }\n");
+    assert!(sugar.1.is_empty(), "{:?}", sugar.1);
+    assert_eq!(strip_spans(&sugar.0.unwrap()), strip_spans(&map.0.unwrap()));
+    let (_, diags) = parse("plan p version 1\ns = t.x { h: secret(TOKEN) }\n");
+    assert_eq!(diags[0].code, "E0110");
+    assert!(
+        diags[0].message.contains("the secret's name as a string"),
+        "{}",
+        diags[0].message
+    );
+}

@@ -162,6 +162,7 @@ fn start_options(home: &Path, plan: PathBuf) -> StartOptions {
         scorer: None,
         models: Default::default(),
         budget: None,
+        secret_vars: Default::default(),
     }
 }
 

@@ -124,6 +124,9 @@ pub fn check(grants: &[Capability], needed: &Capability, root: &Path) -> Verdict
 /// The scope a grant must match: the needed scope, normalised for path domains.
 fn subject(needed: &Capability, root: &Path) -> Result<String, String> {
     let scope = &needed.scope;
+    if needed.domain == "net" {
+        return oracle_core::capability::url_origin(scope);
+    }
     if !PATH_DOMAINS.contains(&needed.domain.as_str()) {
         return Ok(scope.clone());
     }
@@ -164,7 +167,7 @@ fn covers(grant: &Capability, needed: &Capability, subject: &str) -> bool {
     word(&grant.domain, &needed.domain)
         && word(&grant.action, &needed.action)
         && (!outside || grant.scope.starts_with('/'))
-        && glob_match(&grant.scope, subject)
+        && glob_match(&grant.grant_pattern(), subject)
 }
 
 fn no_grant(grants: &[Capability], needed: &Capability) -> String {

@@ -88,6 +88,7 @@ mod tests {
                 vec![
                     arg("program", String, true),
                     arg("args", List, false),
+                    arg("env", Map, false),
                     arg("stdin", String, false),
                 ],
                 cap("proc", "exec", ScopeFrom::Arg("program".to_owned())),
@@ -165,6 +166,18 @@ mod tests {
                 "A random integer in [min, max] from the run's recorded seed: {value}.",
                 vec![arg("min", Int, true), arg("max", Int, true)],
                 None,
+            ),
+            tool(
+                "http.request",
+                "One HTTP request: {status, headers, json} when the reply is JSON, else {status, headers, body}. Needs net:http:<scheme://host:port>; redirects are followed only where granted. Header values may be secret(\"NAME\"). Recorded: never sent again on replay or resume.",
+                vec![
+                    arg("method", Any, true),
+                    arg("url", String, true),
+                    arg("body", String, false),
+                    arg("headers", Map, false),
+                    arg("json", Any, false),
+                ],
+                cap("net", "http", ScopeFrom::Arg("url".to_owned())),
             ),
             tool(
                 "human.ask",

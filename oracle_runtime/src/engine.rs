@@ -776,6 +776,11 @@ impl<'r, A: Agent> Engine<'r, A> {
                             },
                             None => value,
                         };
+                        if let Some(name) = self.registry.secrets().found_in_value(&value) {
+                            return Err(bad(format!(
+                                "it contains the value of secret `{name}`, which is never recorded"
+                            )));
+                        }
                         let tools = self.agent.check_answer(&step, &value).map_err(bad)?;
                         let regs: Vec<_> =
                             tools.iter().filter_map(|t| self.registry.get(t)).collect();
@@ -993,6 +998,13 @@ impl<'r, A: Agent> Engine<'r, A> {
             }
 
             if let Some(why) = self.domains.iter().find_map(|d| d.admit(&call.tool).err()) {
+                preps.push(fail(self, parent, why)?);
+                continue;
+            }
+            if let Some(name) = self.registry.secrets().found_in_value(&call.input) {
+                let why = format!(
+                    "the input contains the value of secret `{name}`; it is not recorded (refer to it as secret(\"{name}\"))"
+                );
                 preps.push(fail(self, parent, why)?);
                 continue;
             }
@@ -1415,15 +1427,32 @@ fn execute(
         &p.earlier,
     );
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| reg.tool.call(&call.input, &cx)));
+    let secrets = registry.secrets();
     let out = match result {
         Ok(Ok(out)) => out,
-        Ok(Err(e)) => return failed(e.to_string()),
+        Ok(Err(e)) => {
+            let e = e.to_string();
+            return match secrets.found_in(&e) {
+                Some(name) => failed(format!(
+                    "the error message contains the value of secret `{name}`; it is not recorded"
+                )),
+                None => failed(e),
+            };
+        }
         Err(_) => return failed(format!("tool `{}` panicked", call.tool)),
     };
     if reg.decl.effect == Effect::Impure && !out.writes.is_empty() {
         return failed(
             "an impure tool may not write the run's keys (they could not be replayed)".into(),
         );
+    }
+    if let Some(name) = secrets
+        .found_in_value(&out.output)
+        .or_else(|| out.writes.values().find_map(|v| secrets.found_in_value(v)))
+    {
+        return failed(format!(
+            "the output contains the value of secret `{name}`; it is not recorded"
+        ));
     }
     if let Err(e) = limits::check_value(&out.output) {
         return failed(format!("bound reached: the output is {e}"));

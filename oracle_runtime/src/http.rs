@@ -25,6 +25,10 @@ pub struct Reply {
     pub content_type: String,
     /// `Retry-After` in milliseconds, when given in seconds.
     pub retry_after_ms: Option<u64>,
+    /// `Location`, for a redirect.
+    pub location: Option<String>,
+    /// Every header, names in lower case, sorted.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
@@ -51,13 +55,30 @@ pub enum HttpError {
     Other(String),
 }
 
-/// Sends `body` (JSON) to `url` with `POST` and reads the whole reply, at most `body_bytes_max`
-/// bytes of body, within `timeout_ms` for the whole exchange. Redirects are not followed (a
-/// model endpoint that redirects is misconfigured, and a redirect could leave the grant).
+/// Sends `body` (JSON) to `url` with `POST` and reads the whole reply: [`exchange`].
 pub fn post_json(
     url: &str,
     headers: &[(&str, String)],
     body: &[u8],
+    timeout_ms: u64,
+    body_bytes_max: u64,
+) -> Result<Reply, HttpError> {
+    let mut all: Vec<(&str, String)> = vec![
+        ("Content-Type", "application/json".to_owned()),
+        ("Accept", "application/json".to_owned()),
+    ];
+    all.extend(headers.iter().cloned());
+    exchange("POST", url, &all, Some(body), timeout_ms, body_bytes_max)
+}
+
+/// One request and its whole reply: at most `body_bytes_max` bytes of body, within
+/// `timeout_ms` for the whole exchange (connecting at most [`CONNECT_TIMEOUT_MS_MAX`]).
+/// Redirects are never followed here: a caller that follows them checks each target first.
+pub fn exchange(
+    method: &str,
+    url: &str,
+    headers: &[(&str, String)],
+    body: Option<&[u8]>,
     timeout_ms: u64,
     body_bytes_max: u64,
 ) -> Result<Reply, HttpError> {
@@ -74,23 +95,28 @@ pub fn post_json(
         config = config.proxy(None);
     }
     let agent: ureq::Agent = config.build().into();
-    let mut request = agent
-        .post(url)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json");
+    let mut builder = ureq::http::Request::builder().method(method).uri(url);
     for (name, value) in headers {
-        request = request.header(*name, value.as_str());
+        builder = builder.header(*name, value.as_str());
     }
-    let mut response = request
-        .send(body)
-        .map_err(|e| classify(e, timeout_ms, body_bytes_max))?;
+    let bad = |e: ureq::http::Error| HttpError::BadUrl(e.to_string());
+    let sent = match body {
+        Some(bytes) => agent.run(builder.body(bytes).map_err(bad)?),
+        None => agent.run(builder.body(()).map_err(bad)?),
+    };
+    let mut response = sent.map_err(|e| classify(e, timeout_ms, body_bytes_max))?;
     let status = response.status().as_u16();
+    let mut header_list: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_ascii_lowercase(), v.to_str().ok()?.to_owned())))
+        .collect();
+    header_list.sort();
     let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
+        header_list
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
     };
     let content_type = header("content-type")
         .unwrap_or_default()
@@ -102,16 +128,23 @@ pub fn post_json(
     let retry_after_ms = header("retry-after")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(|s| s.saturating_mul(1000));
-    let body = response
-        .body_mut()
-        .with_config()
-        .limit(body_bytes_max)
-        .read_to_vec()
-        .map_err(|e| classify(e, timeout_ms, body_bytes_max))?;
+    let location = header("location");
+    let body = if method == "HEAD" {
+        Vec::new()
+    } else {
+        response
+            .body_mut()
+            .with_config()
+            .limit(body_bytes_max)
+            .read_to_vec()
+            .map_err(|e| classify(e, timeout_ms, body_bytes_max))?
+    };
     Ok(Reply {
         status,
         content_type,
         retry_after_ms,
+        location,
+        headers: header_list,
         body,
     })
 }

@@ -25,6 +25,7 @@ pub mod recorded;
 pub mod repair;
 pub mod schema;
 pub mod scorer;
+pub mod secrets;
 pub mod session;
 pub mod snapshots;
 pub mod storage;

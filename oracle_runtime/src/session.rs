@@ -225,6 +225,9 @@ pub struct StartOptions {
     pub models: crate::tools::llm::Models,
     /// Limits on model calls, recorded in `run_started`; `None`: none.
     pub budget: Option<oracle_core::payload::Budget>,
+    /// `--secret NAME=ENV_VAR` as given, for `run.json` (so `resume` can read the same variables
+    /// again). The values go to the registry (`tools::builtin_with`), never to a file.
+    pub secret_vars: std::collections::BTreeMap<String, String>,
 }
 
 /// A run that was started or resumed.
@@ -435,6 +438,9 @@ pub fn start_observed(
     if !opts.models.models.is_empty() {
         meta["models"] = serde_json::to_value(&opts.models.models).unwrap_or_default();
     }
+    if !opts.secret_vars.is_empty() {
+        meta["secrets"] = serde_json::to_value(&opts.secret_vars).unwrap_or_default();
+    }
     write_atomic(&dir.join(META_FILE), format!("{meta:#}\n").as_bytes())?;
     let paths = LogPaths::of_run(&dir);
     let writer = LogWriter::create(&paths, opts.durability)?;
@@ -582,18 +588,30 @@ pub fn check_outside_value(value: &Value, what: &str) -> std::result::Result<(),
 /// convenience for `oracle resume`, which may override them. Unhashed, so never an authority on
 /// what was called: the log records each call's model name and the reply's model id.
 pub fn stored_models(dir: &Path) -> crate::tools::llm::Models {
-    use std::io::Read as _;
-    let mut text = String::new();
-    let read = fs::File::open(dir.join(META_FILE))
-        .and_then(|f| f.take(META_BYTES_MAX).read_to_string(&mut text));
-    if read.is_err() {
-        return Default::default();
-    }
-    serde_json::from_str::<Value>(&text)
-        .ok()
+    stored_meta(dir)
         .and_then(|v| v.get("models").cloned())
         .and_then(|m| serde_json::from_value(m).ok())
         .map(|models| crate::tools::llm::Models { models })
+        .unwrap_or_default()
+}
+
+/// `run.json` as JSON, read no further than [`META_BYTES_MAX`]; `None` if it cannot be read.
+fn stored_meta(dir: &Path) -> Option<Value> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    fs::File::open(dir.join(META_FILE))
+        .ok()?
+        .take(META_BYTES_MAX)
+        .read_to_string(&mut text)
+        .ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The `--secret NAME=ENV_VAR` pairs `run.json` keeps (names and variables, never values).
+pub fn stored_secret_vars(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    stored_meta(dir)
+        .and_then(|v| v.get("secrets").cloned())
+        .and_then(|m| serde_json::from_value(m).ok())
         .unwrap_or_default()
 }
 
@@ -602,15 +620,10 @@ pub const META_BYTES_MAX: u64 = 64 << 10;
 
 /// The working directory `run.json` names, if it can be read: a hint, never an authority.
 fn stored_root(dir: &Path) -> Option<PathBuf> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    fs::File::open(dir.join(META_FILE))
-        .ok()?
-        .take(META_BYTES_MAX)
-        .read_to_string(&mut text)
-        .ok()?;
-    let v: Value = serde_json::from_str(&text).ok()?;
-    v.get("root").and_then(Value::as_str).map(PathBuf::from)
+    stored_meta(dir)?
+        .get("root")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
 }
 
 /// The working directory a resumed run continues in: the directory oracle is run from, as for

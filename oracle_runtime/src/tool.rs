@@ -254,10 +254,12 @@ pub enum RegistryError {
     },
 }
 
-/// Tools by name.
+/// Tools by name, and the run secrets some of them use.
 #[derive(Default)]
 pub struct Registry {
     tools: BTreeMap<String, Registered>,
+    /// The values the engine keeps out of every record ([`crate::secrets`]).
+    secrets: Arc<crate::secrets::Secrets>,
 }
 
 impl Registry {
@@ -289,6 +291,17 @@ impl Registry {
             },
         );
         Ok(())
+    }
+
+    /// Gives the registry the run's secrets: the engine refuses to record any value that
+    /// contains one of them.
+    pub fn with_secrets(mut self, secrets: Arc<crate::secrets::Secrets>) -> Registry {
+        self.secrets = secrets;
+        self
+    }
+
+    pub fn secrets(&self) -> &crate::secrets::Secrets {
+        &self.secrets
     }
 
     pub fn get(&self, name: &str) -> Option<&Registered> {

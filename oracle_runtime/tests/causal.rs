@@ -27,6 +27,7 @@ fn run(plan: &str, home: &Path) -> (session::Session, Vec<Event>) {
         scorer: None,
         models: Default::default(),
         budget: None,
+        secret_vars: Default::default(),
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap();

@@ -125,6 +125,7 @@ fn start(plan: &Path, home: &Path, jobs: u32) -> session::Session {
         scorer: None,
         models: Default::default(),
         budget: None,
+        secret_vars: Default::default(),
     };
     session::start(&opts, &tools::builtin()).unwrap()
 }
@@ -276,6 +277,7 @@ fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
         scorer: None,
         models: Default::default(),
         budget: None,
+        secret_vars: Default::default(),
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&log_of(&s)).unwrap();

@@ -52,6 +52,7 @@ fn run_shipped_plan(name: &str) -> Vec<Event> {
         scorer: None,
         models: Default::default(),
         budget: None,
+        secret_vars: Default::default(),
     };
     let s = oracle_runtime::session::start(&opts, &oracle_runtime::tools::builtin()).unwrap();
     oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap()

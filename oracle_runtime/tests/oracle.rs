@@ -50,6 +50,7 @@ fn conflicted_run() -> (tempfile::TempDir, session::Session) {
         scorer: None,
         models: Default::default(),
         budget: None,
+        secret_vars: Default::default(),
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, s)

@@ -88,6 +88,7 @@ fn start(expiry: Option<u64>) -> (tempfile::TempDir, PathBuf, String) {
         scorer: None,
         models: Default::default(),
         budget: None,
+        secret_vars: Default::default(),
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, home, s.id)

@@ -473,6 +473,7 @@ fn power_loss_in_an_engine_run_resumes_to_the_uninterrupted_log() {
             scorer: None,
             models: Default::default(),
             budget: None,
+            secret_vars: Default::default(),
         },
         &registry,
     )

@@ -123,7 +123,7 @@ fn caps(list: &[&str]) -> Vec<Capability> {
 // The registry and the catalogue
 
 #[test]
-fn registry_holds_all_twenty_five_tools_with_compiled_schemas() {
+fn registry_holds_all_twenty_six_tools_with_compiled_schemas() {
     let r = tools::builtin();
     let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
     assert_eq!(
@@ -139,6 +139,7 @@ fn registry_holds_all_twenty_five_tools_with_compiled_schemas() {
             "fs.list",
             "fs.read",
             "fs.write",
+            "http.request",
             "human.ask",
             "json.get",
             "json.parse",
@@ -161,7 +162,9 @@ fn registry_holds_all_twenty_five_tools_with_compiled_schemas() {
         assert_eq!(t.input.source(), &t.decl.input_schema);
         assert_eq!(t.output.source(), &t.decl.output_schema);
         let expected = match t.decl.name.as_str() {
-            "fs.read" | "fs.write" | "fs.list" | "proc.exec" | "llm.chat" => Effect::Impure,
+            "fs.read" | "fs.write" | "fs.list" | "proc.exec" | "llm.chat" | "http.request" => {
+                Effect::Impure
+            }
             "human.ask" => Effect::Ask,
             "memory.assert" | "memory.query" | "memory.history" => Effect::Domain("memory"),
             name if name.starts_with("auction.") => Effect::Domain("economy"),
@@ -239,6 +242,17 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
             Some("fs:write:<path>"),
         ),
         (
+            "http.request",
+            vec![
+                ("method", "any", true),
+                ("url", "string", true),
+                ("body", "string", false),
+                ("headers", "map", false),
+                ("json", "any", false),
+            ],
+            Some("net:http:<url>"),
+        ),
+        (
             "human.ask",
             vec![("question", "string", true), ("schema", "map", false)],
             None,
@@ -311,6 +325,7 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
             vec![
                 ("program", "string", true),
                 ("args", "list", false),
+                ("env", "map", false),
                 ("stdin", "string", false),
             ],
             Some("proc:exec:<program>"),

@@ -132,6 +132,7 @@ fn start(dir: &std::path::Path, plan: &str, registry: &Registry) -> session::Ses
         scorer: None,
         models: Default::default(),
         budget: None,
+        secret_vars: Default::default(),
     };
     session::start(&opts, registry).unwrap_or_else(|e| panic!("{e}"))
 }

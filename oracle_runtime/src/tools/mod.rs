@@ -11,6 +11,7 @@ use std::sync::Arc;
 use oracle_plan::catalogue::{CapabilityRule, ScopeFrom};
 use serde_json::{Map, Value, json};
 
+use crate::secrets::Secrets;
 use crate::tool::{
     Effect, OUTPUT_BYTES_MAX_DEFAULT, Registry, TIMEOUT_MS_DEFAULT, Tool, ToolDecl, ToolError,
 };
@@ -23,22 +24,26 @@ pub mod json;
 pub mod kv;
 pub mod llm;
 pub mod memory;
+pub mod net;
 pub mod proc;
 pub mod text;
 
 /// Every built-in tool, registered with its compiled schemas; no model is bound (`llm.chat`
 /// fails naming the flag that binds one). What `plan check` and replay use.
 pub fn builtin() -> Registry {
-    builtin_with(Arc::new(llm::Models::default()))
+    builtin_with(Arc::default(), Arc::default())
 }
 
-/// Every built-in tool, with `llm.chat` calling the models bound in `models`.
-pub fn builtin_with(models: Arc<llm::Models>) -> Registry {
-    let tools: [Arc<dyn Tool>; 19] = [
+/// Every built-in tool, with `llm.chat` calling the models bound in `models`, and
+/// `http.request` and `proc.exec` given the run's `secrets`.
+pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry {
+    let tools: [Arc<dyn Tool>; 20] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
-        Arc::new(proc::Exec),
+        Arc::new(proc::Exec {
+            secrets: secrets.clone(),
+        }),
         Arc::new(text::Count),
         Arc::new(text::Lines),
         Arc::new(text::Contains),
@@ -54,8 +59,11 @@ pub fn builtin_with(models: Arc<llm::Models>) -> Registry {
         Arc::new(memory::Query),
         Arc::new(memory::History),
         Arc::new(llm::Chat { models }),
+        Arc::new(net::Request {
+            secrets: secrets.clone(),
+        }),
     ];
-    let mut registry = Registry::new();
+    let mut registry = Registry::new().with_secrets(secrets);
     let economy = auction::ALL.map(|t| Arc::new(t) as Arc<dyn Tool>);
     for tool in tools.into_iter().chain(economy) {
         // Invariant: the built-in names are distinct and every schema compiles; the test
@@ -186,7 +194,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 25, "{names:?}");
+        assert_eq!(names.len(), 26, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());

@@ -17,7 +17,7 @@ use super::{arg_str, decl, io_reason, needs_arg, object, string, strings};
 use crate::oracle::group;
 use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 
-/// `proc.exec {program, args?, stdin?}` → `{status, stdout, stderr}`. Needs
+/// `proc.exec {program, args?, stdin?, env?}` → `{status, stdout, stderr}`. Needs
 /// `proc:exec:<program>`.
 ///
 /// - `program` is a name looked up in `PATH` (`wc`) or, when it contains a `/`, a path relative
@@ -26,7 +26,8 @@ use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 /// - It runs in the working directory with an empty environment except `PATH`: the output is
 ///   recorded and must depend only on what the call says, not silently on the caller's
 ///   variables (locale, home, tokens); `PATH` is kept so that programs can be named as people
-///   name them.
+///   name them. `env` adds variables the call names explicitly: each value a string or a run
+///   secret (`env: {TOKEN: secret("TOKEN")}`), whose value is put in only here, never recorded.
 /// - `stdin` is written to its standard input (which is empty otherwise).
 /// - The program leads a process group of its own, and the call owns that group: **a
 ///   `proc.exec` call leaves no process behind.** Whatever the program started is killed
@@ -51,7 +52,13 @@ use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 ///
 /// The group is not oracle's, so a Ctrl-C at the terminal or a signal to oracle does not reach
 /// the program: a program running when oracle dies runs on until it exits.
-pub struct Exec;
+pub struct Exec {
+    /// The run's secrets, for `env` values that name one.
+    pub secrets: std::sync::Arc<crate::secrets::Secrets>,
+}
+
+/// Most variables `env` may set.
+pub const ENV_VARS_MAX: u64 = 64;
 
 impl Tool for Exec {
     fn decl(&self) -> ToolDecl {
@@ -64,6 +71,22 @@ impl Tool for Exec {
                     ("program", string()),
                     ("args", strings()),
                     ("stdin", string()),
+                    (
+                        "env",
+                        json!({
+                            "type": "object",
+                            "maxProperties": ENV_VARS_MAX,
+                            "additionalProperties": {"anyOf": [
+                                {"type": "string"},
+                                {
+                                    "type": "object",
+                                    "properties": {"$secret": {"type": "string"}},
+                                    "required": ["$secret"],
+                                    "additionalProperties": false,
+                                },
+                            ]},
+                        }),
+                    ),
                 ],
                 &["program"],
             ),
@@ -115,10 +138,27 @@ impl Tool for Exec {
                 )));
             }
         };
+        let mut env = Vec::new();
+        if let Some(vars) = input.get("env").and_then(Value::as_object) {
+            for (name, value) in vars {
+                if name.is_empty() || name.contains(['=', '\0']) {
+                    return Err(ToolError::Failed(format!(
+                        "`env`: `{}` is not a variable name",
+                        name.escape_debug()
+                    )));
+                }
+                let value = self
+                    .secrets
+                    .resolve(value, &format!("`env.{name}`"))
+                    .map_err(ToolError::Failed)?;
+                env.push((name.clone(), value));
+            }
+        }
         let run = Run {
             root: cx.root,
             program,
             args: &args,
+            env: &env,
             stdin,
             timeout_ms: cx.timeout_ms,
             limit: cx.output_bytes_max,
@@ -145,6 +185,8 @@ struct Run<'a> {
     root: &'a Path,
     program: &'a str,
     args: &'a [&'a str],
+    /// Variables set besides `PATH` (the call's `env`, secrets resolved).
+    env: &'a [(String, String)],
     stdin: Option<&'a str>,
     timeout_ms: u64,
     limit: u64,
@@ -201,6 +243,9 @@ impl Run<'_> {
             .stderr(Stdio::piped());
         if let Some(path) = std::env::var_os("PATH") {
             cmd.env("PATH", path);
+        }
+        for (name, value) in self.env {
+            cmd.env(name, value);
         }
         // A timeout beyond any real run (a year) is capped so the deadline cannot overflow.
         let timeout = Duration::from_millis(self.timeout_ms.min(TIMEOUT_MS_CAP));
