@@ -56,8 +56,9 @@ pub struct DriveArgs {
     /// The model id sent for NAME (default: NAME itself), e.g. `fast=qwen2.5-7b-instruct`.
     #[arg(long = "model-id", value_name = "NAME=ID")]
     model_ids: Vec<String>,
-    /// The environment variable holding NAME's API key (sent as `Authorization: Bearer`), e.g.
-    /// `fast=OPENAI_API_KEY`. Only the variable's name is kept; its value never is.
+    /// Where NAME's API key comes from (sent as `Authorization: Bearer`): a run secret's name
+    /// (`--secret`) or an environment variable, e.g. `fast=OPENAI_API_KEY`. Only names are kept;
+    /// the value never is.
     #[arg(long = "model-key", value_name = "NAME=ENV_VAR")]
     model_keys: Vec<String>,
     /// A secret the plan may use as `secret("NAME")` (in `http.request` headers and
@@ -126,12 +127,18 @@ impl DriveArgs {
     fn secrets(
         &self,
         stored: BTreeMap<String, String>,
-        models: &Models,
+        models: &mut Models,
     ) -> Result<(Arc<Secrets>, BTreeMap<String, String>), CliError> {
         let mut vars = stored;
         for text in &self.secrets {
             let (name, var) = pair("--secret", text, "ENV_VAR")?;
             vars.insert(name.to_owned(), var.to_owned());
+        }
+        // `--model-key fast=TOKEN` where TOKEN is a secret: the key is that secret's variable.
+        for b in models.models.values_mut() {
+            if let Some(var) = b.key_env.as_ref().and_then(|k| vars.get(k)) {
+                b.key_env = Some(var.clone());
+            }
         }
         let mut values = Vec::new();
         for (name, var) in &vars {
@@ -669,8 +676,8 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     }
     crate::files::check_plan(&a.plan, a.drive.json)?;
     a.drive.check_programs()?;
-    let models = a.drive.models(Models::default())?;
-    let (secrets, secret_vars) = a.drive.secrets(BTreeMap::new(), &models)?;
+    let mut models = a.drive.models(Models::default())?;
+    let (secrets, secret_vars) = a.drive.secrets(BTreeMap::new(), &mut models)?;
     crate::interrupt::on_ctrl_c(None);
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
@@ -763,8 +770,8 @@ pub(crate) fn resume_after_verdict(
 pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
     let (stored_models, stored_vars) = stored_bindings(home, &a.run);
-    let models = a.drive.models(stored_models)?;
-    let (secrets, _) = a.drive.secrets(stored_vars, &models)?;
+    let mut models = a.drive.models(stored_models)?;
+    let (secrets, _) = a.drive.secrets(stored_vars, &mut models)?;
     crate::interrupt::on_ctrl_c(Some(&a.run));
     let value = match (&a.value, &a.value_file) {
         (Some(text), _) => Some(parse_value(text, "--value")?),

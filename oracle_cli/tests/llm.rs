@@ -206,8 +206,10 @@ fn the_api_key_is_sent_but_never_written_to_the_run_directory() {
             &format!("strong={}", stub.url()),
             "--model-key",
             "fast=ORACLE_TEST_KEY",
+            "--secret",
+            "KEY=ORACLE_TEST_KEY",
             "--model-key",
-            "strong=ORACLE_TEST_KEY",
+            "strong=KEY",
             "--model-id",
             "strong=big-model-v2",
         ])
@@ -221,6 +223,10 @@ fn the_api_key_is_sent_but_never_written_to_the_run_directory() {
         Some(format!("Bearer {secret}").as_str())
     );
     assert_eq!(requests[3].body["model"], "big-model-v2");
+    assert_eq!(
+        requests[3].header("authorization"),
+        Some(format!("Bearer {secret}").as_str())
+    );
     for (path, bytes) in all_bytes(&sb.path().join(".oracle")) {
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains(secret), "the key is in {path}");
@@ -236,6 +242,9 @@ fn the_api_key_is_sent_but_never_written_to_the_run_directory() {
     let meta: Value = serde_json::from_slice(&run_json.1).unwrap();
     assert_eq!(meta["models"]["strong"]["model"], "big-model-v2");
     assert_eq!(meta["models"]["fast"]["key_env"], "ORACLE_TEST_KEY");
+    // `--model-key strong=KEY` named the secret KEY: its variable is the key's.
+    assert_eq!(meta["models"]["strong"]["key_env"], "ORACLE_TEST_KEY");
+    assert_eq!(meta["secrets"]["KEY"], "ORACLE_TEST_KEY");
 }
 
 /// A one-step plan calling model `m` with `clauses` after the call.
@@ -304,6 +313,22 @@ fn every_http_failure_is_a_clear_recorded_failure() {
         ),
         (json!({"content": "{\"ok\": 0.5}"}), "cannot be recorded"),
     ];
+    // TLS spoken to a server that speaks plain HTTP: a clear failure, not a hang or a panic.
+    {
+        let sb = Sandbox::new();
+        let stub = Stub::start(vec![json!({"content": "hi"})]).unwrap();
+        let url = format!("https://{}/v1", stub.addr());
+        let (code, run, errors) = run_one(&sb, &url, "attempts 1", false);
+        assert_eq!(code, 1, "{errors:?}");
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].starts_with("the endpoint of model `m`: "),
+            "{}",
+            errors[0]
+        );
+        let (code, r) = sb.json(&["replay", &run, "--json"]);
+        assert_eq!(code, 0, "{r}");
+    }
     for (reply, expected) in cases {
         let sb = Sandbox::new();
         let stub = Stub::start(vec![reply.clone()]).unwrap();

@@ -17,7 +17,8 @@
 //! | `close: true` | the connection closed without a reply |
 //!
 //! `delay_ms` waits before replying (a slow model), `finish_reason` and `usage` override the
-//! defaults, and `headers` (an object) adds response headers to a `status` or `raw` reply (a
+//! defaults, `forever: true` keeps a reply in the script after it is played (a server that
+//! always answers the same, for benchmarks), and `headers` (an object) adds response headers to a `status` or `raw` reply (a
 //! redirect's `Location`, say). When the script is used up every request gets 500 "script exhausted". Every
 //! request is kept (method, path, headers, body) for the test to inspect, and is also served
 //! at `GET /requests`.
@@ -228,7 +229,7 @@ fn serve(mut conn: TcpStream, shared: &Shared) -> io::Result<()> {
                     .and_then(Value::as_str)
                     .is_none_or(|m| m == model)
         })?;
-        next.0 = true;
+        next.0 = next.1.get("forever").and_then(Value::as_bool) != Some(true);
         Some(next.1.clone())
     });
     let Some(reply) = reply else {

@@ -1,0 +1,139 @@
+//! Benchmarks of model calls (issue 17): the runtime's overhead per `llm.chat` call beyond the
+//! HTTP round trip, against the in-repository stub answering at once on 127.0.0.1 (target:
+//! at most 200 µs), and the replay of a run of 10k model calls, which never reaches a network.
+//!
+//! Groups: `llm_http/round_trip` (one `oracle_runtime::http::post_json` to the stub: the
+//! baseline), `llm_run/wide_1000` (`session::start` of a plan of 1000 independent `llm.chat`
+//! steps, as `oracle run`, default durability, one call at a time), and `llm_replay/10000`
+//! (`session::replay` of a recorded 10k-call run, with the stub stopped).
+
+use std::path::{Path, PathBuf};
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use oracle_llm_stub::Stub;
+use oracle_runtime::session::{self, StartOptions};
+use oracle_runtime::tools::llm::{ModelBinding, Models};
+use oracle_runtime::{Durability, tools};
+use serde_json::json;
+
+/// A plan of `n` independent model calls.
+fn plan_text(n: u64) -> String {
+    let mut s = String::from("plan models version 1\ngrant llm:chat:m\n\n");
+    for i in 1..=n {
+        s.push_str(&format!(
+            "s{i} = llm.chat {{ model: \"m\", messages: [{{ role: \"user\", content: \"q{i}\" }}] }}\n"
+        ));
+    }
+    s
+}
+
+fn models(url: &str) -> Models {
+    let mut m = Models::default();
+    m.models.insert(
+        "m".into(),
+        ModelBinding {
+            url: url.to_owned(),
+            model: "m".into(),
+            key_env: None,
+        },
+    );
+    m
+}
+
+fn options(home: &Path, plan: PathBuf, models: Models) -> StartOptions {
+    StartOptions {
+        home: home.to_path_buf(),
+        plan,
+        inputs: vec![],
+        seed: 0,
+        grants: vec![],
+        jobs: 1,
+        durability: Durability::DEFAULT,
+        root: std::env::current_dir().unwrap(),
+        memory: None,
+        scorer: None,
+        models,
+        budget: None,
+        secret_vars: Default::default(),
+    }
+}
+
+fn stub() -> Stub {
+    Stub::start(vec![json!({"content": "ok", "forever": true})]).unwrap()
+}
+
+fn round_trip(c: &mut Criterion) {
+    let stub = stub();
+    let url = format!("{}/chat/completions", stub.url());
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "q1"}]}).to_string();
+    let mut g = c.benchmark_group("llm_http");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("round_trip", |b| {
+        b.iter(|| {
+            let r = oracle_runtime::http::post_json(&url, &[], body.as_bytes(), 10_000, 1 << 20)
+                .unwrap();
+            assert_eq!(r.status, 200);
+            r
+        })
+    });
+    g.finish();
+}
+
+fn run(c: &mut Criterion) {
+    let stub = stub();
+    let m = models(&stub.url());
+    let registry = tools::builtin_with(std::sync::Arc::new(m.clone()), Default::default());
+    let n = 1000u64;
+    let text = plan_text(n);
+    let mut g = c.benchmark_group("llm_run");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(n));
+    g.bench_function(format!("wide_{n}"), |b| {
+        b.iter_batched(
+            || {
+                let home = tempfile::tempdir().unwrap();
+                let plan = home.path().join("bench.plan");
+                std::fs::write(&plan, &text).unwrap();
+                (home, plan)
+            },
+            |(home, plan)| {
+                let s = session::start(&options(home.path(), plan, m.clone()), &registry).unwrap();
+                assert_eq!(s.report.executed, n);
+                home
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    g.finish();
+}
+
+fn replay(c: &mut Criterion) {
+    let n = 10_000u64;
+    let home = tempfile::tempdir().unwrap();
+    let plan = home.path().join("bench.plan");
+    std::fs::write(&plan, plan_text(n)).unwrap();
+    let started = {
+        let stub = stub();
+        let m = models(&stub.url());
+        let registry = tools::builtin_with(std::sync::Arc::new(m.clone()), Default::default());
+        session::start(&options(home.path(), plan, m), &registry).unwrap()
+        // The stub stops here: the replay below has no server to call.
+    };
+    let head = started.report.head;
+    let registry = tools::builtin();
+    let mut g = c.benchmark_group("llm_replay");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(n));
+    g.bench_function(format!("{n}"), |b| {
+        b.iter(|| {
+            let r = session::replay(home.path(), &started.id, None, 1, &registry).unwrap();
+            assert_eq!(r.report.head, head);
+            assert_eq!(r.report.reused, n);
+            r
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, round_trip, run, replay);
+criterion_main!(benches);
