@@ -300,6 +300,30 @@ pub(crate) fn show(v: &Option<Value>) -> String {
     }
 }
 
+/// Two differing values as the field table shows them: two long strings (a changed prompt,
+/// say) are shown from a little before their first differing character, so the change itself
+/// is on screen; anything else as [`show`] gives it.
+pub(crate) fn show_pair(a: &Option<Value>, b: &Option<Value>) -> (String, String) {
+    /// Characters of context kept before the first difference.
+    const LEAD_CHARS: usize = 12;
+    /// Characters shown in all (the table's column is 48 wide).
+    const SHOWN_CHARS: usize = 45;
+    if let (Some(Value::String(x)), Some(Value::String(y))) = (a, b) {
+        let (xs, ys): (Vec<char>, Vec<char>) = (x.chars().collect(), y.chars().collect());
+        let first = xs.iter().zip(&ys).take_while(|(p, q)| p == q).count();
+        if xs.len().max(ys.len()) > 46 && first > LEAD_CHARS {
+            let window = |cs: &[char]| {
+                let start = first - LEAD_CHARS;
+                let end = (start + SHOWN_CHARS).min(cs.len());
+                let tail = if end < cs.len() { "…" } else { "\"" };
+                format!("\"…{}{tail}", cs[start..end].iter().collect::<String>())
+            };
+            return (window(&xs), window(&ys));
+        }
+    }
+    (show(a), show(b))
+}
+
 impl Report<'_> {
     fn text(&self, outcome: &Outcome, reads: (u64, u64), color: bool) -> String {
         let paint = |code: &str, s: &str| {
@@ -398,11 +422,12 @@ impl Report<'_> {
                 .max(5);
             out.push_str(&format!("\n  {:<width$}  {:<48}  {}\n", "field", "A", "B"));
             for f in &d.fields {
+                let (a, b) = show_pair(&f.a, &f.b);
                 out.push_str(&format!(
                     "  {:<width$}  {}  {}\n",
                     f.path,
-                    paint("31", &format!("{:<48}", show(&f.a))),
-                    paint("32", &show(&f.b))
+                    paint("31", &format!("{a:<48}")),
+                    paint("32", &b)
                 ));
             }
             if d.fields_omitted > 0 {

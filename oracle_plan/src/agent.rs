@@ -36,6 +36,39 @@ pub const CALLS_PER_DECISION_MAX: usize = 64;
 /// Tool whose answer comes from a person: its output is `{answer}` around the injected value.
 pub const ASK_TOOL: &str = "human.ask";
 
+/// The tool name of an agent step (`s = agent { model, instructions, task, tools, ... }`): the
+/// plan agent runs it as a loop of [`CHAT_TOOL`] turns and the tool calls the model asks for,
+/// named `s@TURN.K` (the K-th call of turn TURN). No call of this tool is ever made.
+pub const AGENT_TOOL: &str = "agent";
+/// The tool each turn of an agent step calls.
+pub const CHAT_TOOL: &str = "llm.chat";
+/// `max_turns` when an agent step does not say.
+pub const TURNS_DEFAULT: u64 = 8;
+/// Largest `max_turns`.
+pub const TURNS_MAX: u64 = 100;
+/// Most tool calls of one turn that are run; the model is told the rest were not.
+pub const TOOL_CALLS_PER_TURN_MAX: usize = 16;
+
+/// An agent step in progress: its settings, the conversation so far, and the turn's calls.
+#[derive(Clone, Debug)]
+struct Loop {
+    model: Value,
+    tools: Vec<String>,
+    schema: Option<Value>,
+    max_turns: u64,
+    messages: Vec<Value>,
+    /// The turn in progress, from 1.
+    turn: u64,
+    /// `llm.chat` calls made so far (each one's attempt number; failed turns included).
+    chats: u64,
+    /// Failed `llm.chat` attempts of this turn.
+    failures: u64,
+    /// This turn's tool calls: their ids and, once known, what each came to.
+    results: Vec<(String, Option<String>)>,
+    /// How many tool calls the previous turn asked for (what the next turn reads).
+    previous: usize,
+}
+
 /// State key of a step.
 pub fn step_key(name: &str) -> String {
     format!("step/{name}")
@@ -70,6 +103,11 @@ pub struct PlanAgent {
     /// recorded after it, and later steps of the same decision must see them).
     outputs: Vec<Option<Value>>,
     in_flight: u64,
+    /// Agent steps in progress, by step index.
+    loops: BTreeMap<u32, Loop>,
+    /// Calls an agent step decided on while observing (its next turn, its tool calls), issued
+    /// at the next decision before any other step starts.
+    queued: Vec<Call>,
     /// Set when a step failed under `stop`: no new calls start.
     stopping: Option<String>,
     started: bool,
@@ -107,6 +145,8 @@ impl PlanAgent {
             status: vec![Status::Pending; n],
             outputs: vec![None; n],
             in_flight: 0,
+            loops: BTreeMap::new(),
+            queued: Vec::new(),
             stopping: None,
             started: false,
         }
@@ -207,10 +247,24 @@ impl PlanAgent {
         obs: &Observation,
         out: &mut Vec<StateChanged>,
     ) -> Result<(), AgentError> {
+        if let Some((step, call)) = obs.step.split_once('@') {
+            return self.observe_tool_call(step, call, obs, out);
+        }
         let idx = *self
             .by_name
             .get(&obs.step)
             .ok_or_else(|| AgentError(format!("observation for unknown step `{}`", obs.step)))?;
+        if self.loops.contains_key(&idx) && !matches!(obs.outcome, Outcome::Answered(_)) {
+            if self.status[idx as usize] != Status::Running {
+                return Err(AgentError(format!(
+                    "an outcome for step `{}`, which has no call running",
+                    obs.step
+                )));
+            }
+            self.in_flight = self.in_flight.saturating_sub(1);
+            self.observe_turn(idx, obs, out);
+            return Ok(());
+        }
         let step = &self.plan.steps[idx as usize];
         match &obs.outcome {
             Outcome::Answered(value) => {
@@ -365,6 +419,19 @@ impl PlanAgent {
                 }
             }
         }
+        if call.tool == AGENT_TOOL {
+            return match agent_loop(&input) {
+                Ok(l) => {
+                    self.loops.insert(idx, l);
+                    self.status[idx as usize] = Status::Running;
+                    Some(self.next_turn(idx))
+                }
+                Err(e) => {
+                    self.give_up(idx, 0, e, out);
+                    None
+                }
+            };
+        }
         let call = Call {
             step: step.name.clone(),
             tool: call.tool.clone(),
@@ -496,6 +563,10 @@ impl Agent for PlanAgent {
             self.observe(obs, &mut changes)?;
         }
         let mut calls = Vec::new();
+        // An agent step's next calls come first, and go out even while stopping: they are
+        // part of calls already running, whose outcomes the run waits for.
+        let take = self.queued.len().min(CALLS_PER_DECISION_MAX);
+        calls.extend(self.queued.drain(..take));
         if self.stopping.is_none() {
             while calls.len() < CALLS_PER_DECISION_MAX {
                 let Some(pos) = self.ready.pop_first() else {
@@ -538,7 +609,256 @@ impl Agent for PlanAgent {
     }
 }
 
+/// An agent step's settings from its evaluated arguments, and its first messages.
+fn agent_loop(input: &Map<String, Value>) -> Result<Loop, String> {
+    let tools: Vec<String> = match input.get("tools") {
+        Some(Value::Array(t)) => t
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| "`tools` must be a list of tool names".to_owned())
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err("`tools` must be a list of tool names".into()),
+    };
+    if let Some(t) = tools
+        .iter()
+        .find(|t| *t == ASK_TOOL || *t == AGENT_TOOL || *t == CHAT_TOOL)
+    {
+        return Err(format!("`{t}` cannot be one of an agent's tools"));
+    }
+    let max_turns = match input.get("max_turns") {
+        None => TURNS_DEFAULT,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=TURNS_MAX).contains(&n) => n,
+            _ => return Err(format!("`max_turns` must be from 1 to {TURNS_MAX}")),
+        },
+    };
+    let instructions = input
+        .get("instructions")
+        .and_then(Value::as_str)
+        .ok_or("`instructions` must be a string")?;
+    let task = match input.get("task") {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    Ok(Loop {
+        model: input.get("model").cloned().unwrap_or(Value::Null),
+        tools,
+        schema: input.get("output").cloned(),
+        max_turns,
+        messages: vec![
+            json!({"role": "system", "content": instructions}),
+            json!({"role": "user", "content": task}),
+        ],
+        turn: 1,
+        chats: 0,
+        failures: 0,
+        results: Vec::new(),
+        previous: 0,
+    })
+}
+
+/// What a tool call came to, as the model is told it.
+fn tool_result(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Returned(v) => v.to_string(),
+        Outcome::Failed(e) => format!("error: {e}"),
+        Outcome::Denied { capability, reason } => {
+            format!("error: capability `{capability}` denied: {reason}")
+        }
+        Outcome::Ask(q) => {
+            format!("error: the tool asked a person ({q}), which an agent's tools may not")
+        }
+        Outcome::Answered(v) => v.to_string(),
+    }
+}
+
 impl PlanAgent {
+    /// The `llm.chat` call of agent step `idx`'s current turn (counted as in flight).
+    fn next_turn(&mut self, idx: u32) -> Call {
+        let step = &self.plan.steps[idx as usize];
+        let Some(l) = self.loops.get_mut(&idx) else {
+            // Invariant: only called for steps with a loop.
+            return Call {
+                step: step.name.clone(),
+                tool: CHAT_TOOL.into(),
+                attempt: 1,
+                input: Value::Null,
+                timeout_ms: step.timeout_ms,
+                reads: Vec::new(),
+            };
+        };
+        l.chats += 1;
+        let mut input = json!({
+            "model": l.model,
+            "messages": l.messages,
+            "tools": l.tools,
+        });
+        if let Some(schema) = &l.schema {
+            input["schema"] = schema.clone();
+        }
+        // The previous turn's tool calls, and the step's own dependencies.
+        let mut reads: Vec<String> = step
+            .deps
+            .iter()
+            .map(|&d| self.plan.steps[d as usize].name.clone())
+            .collect();
+        if l.turn > 1 {
+            reads.extend((1..=l.previous).map(|k| format!("{}@{}.{k}", step.name, l.turn - 1)));
+        }
+        self.in_flight += 1;
+        Call {
+            step: step.name.clone(),
+            tool: CHAT_TOOL.into(),
+            attempt: l.chats,
+            input,
+            timeout_ms: step.timeout_ms,
+            reads,
+        }
+    }
+
+    /// The outcome of an agent step's turn: its tool calls go out, or it answered, or the turn
+    /// is tried again or given up.
+    fn observe_turn(&mut self, idx: u32, obs: &Observation, out: &mut Vec<StateChanged>) {
+        let retry = self.plan.steps[idx as usize].retry;
+        let name = self.plan.steps[idx as usize].name.clone();
+        let timeout_ms = self.plan.steps[idx as usize].timeout_ms;
+        let Some(l) = self.loops.get_mut(&idx) else {
+            return;
+        };
+        let chats = l.chats;
+        match &obs.outcome {
+            Outcome::Returned(output) => {
+                let calls = output
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                if calls.is_empty() {
+                    self.loops.remove(&idx);
+                    self.complete(idx, chats, output.clone(), out);
+                    return;
+                }
+                l.failures = 0;
+                l.messages.push(json!({
+                    "role": "assistant",
+                    "content": output.get("content").cloned().unwrap_or(json!("")),
+                    "tool_calls": calls,
+                }));
+                l.results = Vec::with_capacity(calls.len());
+                let turn = l.turn;
+                let mut issued = Vec::new();
+                for (k, c) in calls.iter().enumerate() {
+                    let id = c["id"].as_str().unwrap_or("").to_owned();
+                    let tool = c["name"].as_str().unwrap_or("").to_owned();
+                    let refused = if k >= TOOL_CALLS_PER_TURN_MAX {
+                        Some(format!(
+                            "error: not run: at most {TOOL_CALLS_PER_TURN_MAX} tool calls per turn"
+                        ))
+                    } else if !l.tools.contains(&tool) {
+                        Some(format!(
+                            "error: `{tool}` is not one of this agent's tools ({})",
+                            l.tools.join(", ")
+                        ))
+                    } else {
+                        None
+                    };
+                    if refused.is_none() {
+                        issued.push(Call {
+                            step: format!("{name}@{turn}.{}", k + 1),
+                            tool,
+                            attempt: 1,
+                            input: c["arguments"].clone(),
+                            timeout_ms,
+                            reads: vec![name.clone()],
+                        });
+                    }
+                    l.results.push((id, refused));
+                }
+                self.in_flight += issued.len() as u64;
+                self.queued.extend(issued);
+                self.turn_done(idx, out);
+            }
+            Outcome::Failed(error) => {
+                l.failures += 1;
+                if l.failures < retry {
+                    let call = self.next_turn(idx);
+                    self.queued.push(call);
+                } else {
+                    self.loops.remove(&idx);
+                    self.give_up(idx, chats, error.clone(), out);
+                }
+            }
+            Outcome::Denied { capability, reason } => {
+                let e = format!("capability `{capability}` denied: {reason}");
+                self.loops.remove(&idx);
+                self.give_up(idx, chats, e, out);
+            }
+            Outcome::Ask(_) | Outcome::Answered(_) => {}
+        }
+    }
+
+    /// The outcome of one of an agent step's tool calls (`step@TURN.K`).
+    fn observe_tool_call(
+        &mut self,
+        step: &str,
+        call: &str,
+        obs: &Observation,
+        out: &mut Vec<StateChanged>,
+    ) -> Result<(), AgentError> {
+        let unknown = || AgentError(format!("observation for unknown call `{}`", obs.step));
+        let idx = *self.by_name.get(step).ok_or_else(unknown)?;
+        let (turn, k) = call.split_once('.').ok_or_else(unknown)?;
+        let (turn, k): (u64, usize) = (
+            turn.parse().map_err(|_| unknown())?,
+            k.parse().map_err(|_| unknown())?,
+        );
+        let l = self.loops.get_mut(&idx).ok_or_else(unknown)?;
+        let slot = k.checked_sub(1).and_then(|k| l.results.get_mut(k));
+        match slot {
+            Some((_, result @ None)) if turn == l.turn => {
+                *result = Some(tool_result(&obs.outcome));
+            }
+            _ => return Err(unknown()),
+        }
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.turn_done(idx, out);
+        Ok(())
+    }
+
+    /// When every tool call of the turn has come back: their results join the conversation and
+    /// the next turn starts, unless that would pass `max_turns`.
+    fn turn_done(&mut self, idx: u32, out: &mut Vec<StateChanged>) {
+        let Some(l) = self.loops.get_mut(&idx) else {
+            return;
+        };
+        if l.results.iter().any(|(_, r)| r.is_none()) {
+            return;
+        }
+        l.previous = l.results.len();
+        for (id, result) in std::mem::take(&mut l.results) {
+            l.messages.push(json!({
+                "role": "tool",
+                "tool_call_id": id,
+                "content": result.unwrap_or_default(),
+            }));
+        }
+        if l.turn >= l.max_turns {
+            let (chats, max) = (l.chats, l.max_turns);
+            self.loops.remove(&idx);
+            let e = format!("max_turns = {max} reached without an answer");
+            self.give_up(idx, chats, e, out);
+            return;
+        }
+        l.turn += 1;
+        l.failures = 0;
+        let call = self.next_turn(idx);
+        self.queued.push(call);
+    }
+
     fn first_waiting(&self) -> Option<(usize, u64, String)> {
         self.plan
             .order

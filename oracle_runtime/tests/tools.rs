@@ -123,12 +123,13 @@ fn caps(list: &[&str]) -> Vec<Capability> {
 // The registry and the catalogue
 
 #[test]
-fn registry_holds_all_twenty_six_tools_with_compiled_schemas() {
+fn registry_holds_all_twenty_seven_tools_with_compiled_schemas() {
     let r = tools::builtin();
     let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
     assert_eq!(
         names,
         [
+            "agent",
             "auction.advance",
             "auction.bid",
             "auction.check",
@@ -188,6 +189,18 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
     // (tool, [(argument, type, required)], capability): the hand-written list the plan
     // compiler used before the tools existed.
     let expected: Vec<CatalogueRow> = vec![
+        (
+            "agent",
+            vec![
+                ("model", "string", true),
+                ("instructions", "string", true),
+                ("task", "any", true),
+                ("tools", "list", true),
+                ("max_turns", "int", false),
+                ("output", "map", false),
+            ],
+            Some("llm:chat:<model>"),
+        ),
         ("auction.advance", vec![("to", "int", true)], None),
         (
             "auction.bid",
@@ -283,6 +296,7 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
                 ("seed", "int", false),
                 ("stop", "list", false),
                 ("temperature_pct", "int", false),
+                ("tools", "list", false),
             ],
             Some("llm:chat:<model>"),
         ),

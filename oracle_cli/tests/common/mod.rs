@@ -51,7 +51,7 @@ pub struct Sandbox {
 impl Sandbox {
     pub fn new() -> Sandbox {
         let dir = tempfile::tempdir().unwrap();
-        for sub in ["data", "plans", "economy"] {
+        for sub in ["data", "plans", "economy", "docs"] {
             copy_dir(
                 &root().join("fixtures").join(sub),
                 &dir.path().join("fixtures").join(sub),

@@ -57,14 +57,64 @@ pub struct Models {
 /// `llm.chat`.
 pub struct Chat {
     pub models: Arc<Models>,
+    /// What a call's `tools` may name: every other registered tool's name, description and
+    /// input schema, as the model is shown them.
+    pub tools: Arc<BTreeMap<String, (String, Value)>>,
+}
+
+/// Most tools one call may offer the model.
+pub const TOOLS_MAX: u64 = 64;
+
+/// A tool's name as an OpenAI function name (`[A-Za-z0-9_-]`): `.` becomes `__`.
+pub fn function_name(tool: &str) -> String {
+    tool.replace('.', "__")
+}
+
+/// The tool an OpenAI function name stands for.
+pub fn tool_name(function: &str) -> String {
+    function.replace("__", ".")
+}
+
+impl Chat {
+    /// The OpenAI `tools` array for the tools `input` names; an unknown name fails the call.
+    fn declarations(&self, input: &Value) -> Result<Vec<Value>, ToolError> {
+        let Some(names) = input.get("tools").and_then(Value::as_array) else {
+            return Ok(Vec::new());
+        };
+        names
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|n| {
+                let (description, schema) = self
+                    .tools
+                    .get(n)
+                    .ok_or_else(|| ToolError::Failed(format!("`tools`: there is no tool `{n}`")))?;
+                Ok(json!({"type": "function", "function": {
+                    "name": function_name(n),
+                    "description": description,
+                    "parameters": schema,
+                }}))
+            })
+            .collect()
+    }
 }
 
 impl Tool for Chat {
     fn decl(&self) -> ToolDecl {
+        // A conversation may carry tool calls (an assistant's) and their results (`tool`).
+        let call = object(
+            &[("id", string()), ("name", string()), ("arguments", any())],
+            &["id", "name", "arguments"],
+        );
         let message = object(
             &[
-                ("role", json!({"enum": ["system", "user", "assistant"]})),
+                (
+                    "role",
+                    json!({"enum": ["system", "user", "assistant", "tool"]}),
+                ),
                 ("content", string()),
+                ("tool_calls", json!({"type": "array", "items": call})),
+                ("tool_call_id", string()),
             ],
             &["role", "content"],
         );
@@ -96,6 +146,10 @@ impl Tool for Chat {
                         "stop",
                         json!({"type": "array", "items": {"type": "string"}, "maxItems": STOP_MAX}),
                     ),
+                    (
+                        "tools",
+                        json!({"type": "array", "items": {"type": "string"}, "maxItems": TOOLS_MAX}),
+                    ),
                 ],
                 &["model", "messages"],
             ),
@@ -112,6 +166,13 @@ impl Tool for Chat {
                         ),
                     ),
                     ("model", string()),
+                    (
+                        "tool_calls",
+                        json!({"type": "array", "items": object(
+                            &[("id", string()), ("name", string()), ("arguments", any())],
+                            &["id", "name", "arguments"],
+                        )}),
+                    ),
                 ],
                 &["content", "finish_reason", "usage", "model"],
             ),
@@ -143,7 +204,11 @@ impl Tool for Chat {
             })?),
             None => None,
         };
-        let body = request_body(input, &binding.model, cx.earlier_failures);
+        let offered = self.declarations(input)?;
+        let mut body = request_body(input, &binding.model, cx.earlier_failures);
+        if !offered.is_empty() {
+            body["tools"] = Value::Array(offered);
+        }
         let bytes = serde_json::to_vec(&body)
             .map_err(|e| ToolError::Failed(format!("the request cannot be encoded: {e}")))?;
         let url = format!("{}/chat/completions", binding.url.trim_end_matches('/'));
@@ -178,7 +243,11 @@ impl Tool for Chat {
                 reply.content_type
             )));
         }
-        let out = parse_completion(&reply.body, name, &binding.model)?;
+        let may_call = input
+            .get("tools")
+            .and_then(Value::as_array)
+            .is_some_and(|t| !t.is_empty());
+        let out = parse_completion(&reply.body, name, &binding.model, may_call)?;
         let mut output = out;
         if let Some(k) = &key
             && serde_json::to_string(&output).is_ok_and(|t| t.contains(k.as_str()))
@@ -188,7 +257,11 @@ impl Tool for Chat {
                 binding.key_env.as_deref().unwrap_or("")
             )));
         }
-        if let Some(schema) = &schema {
+        // The schema is for the answer: a reply that calls tools is not one yet.
+        if let Some(schema) = schema
+            .as_ref()
+            .filter(|_| output.get("tool_calls").is_none())
+        {
             let content = output["content"].as_str().unwrap_or("");
             let parsed = structured(content, schema)?;
             output["parsed"] = parsed;
@@ -242,7 +315,7 @@ pub fn request_body(input: &Value, model: &str, earlier: &[String]) -> Value {
     let mut messages: Vec<Value> = input
         .get("messages")
         .and_then(Value::as_array)
-        .cloned()
+        .map(|m| m.iter().map(wire_message).collect())
         .unwrap_or_default();
     let faults: Vec<&String> = earlier
         .iter()
@@ -275,9 +348,39 @@ pub fn request_body(input: &Value, model: &str, earlier: &[String]) -> Value {
     Value::Object(body)
 }
 
+/// A recorded message as the wire format has it: an assistant's tool calls become OpenAI
+/// function calls (`.` in names as `__`, arguments as JSON text).
+fn wire_message(m: &Value) -> Value {
+    let Some(calls) = m.get("tool_calls").and_then(Value::as_array) else {
+        return m.clone();
+    };
+    let mut out = m.clone();
+    out["tool_calls"] = Value::Array(
+        calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {
+                        "name": function_name(c["name"].as_str().unwrap_or("")),
+                        "arguments": c["arguments"].to_string(),
+                    },
+                })
+            })
+            .collect(),
+    );
+    out
+}
+
 /// The recorded output of a completion body: content, finish reason, usage, model. Anything
 /// missing or of the wrong type is a clear failure naming the field.
-fn parse_completion(body: &[u8], name: &str, model: &str) -> Result<Value, ToolError> {
+fn parse_completion(
+    body: &[u8],
+    name: &str,
+    model: &str,
+    may_call: bool,
+) -> Result<Value, ToolError> {
     let fail = |why: String| ToolError::Failed(format!("the endpoint of model `{name}`: {why}"));
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| fail(format!("the reply body is not JSON ({e})")))?;
@@ -289,17 +392,46 @@ fn parse_completion(body: &[u8], name: &str, model: &str) -> Result<Value, ToolE
     let message = choice
         .get("message")
         .ok_or_else(|| fail("the reply has no `choices[0].message`".into()))?;
+    let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array)
         && !calls.is_empty()
     {
-        let names: Vec<&str> = calls
+        let names: Vec<String> = calls
             .iter()
             .filter_map(|c| c.pointer("/function/name").and_then(Value::as_str))
+            .map(tool_name)
             .collect();
-        return Err(ToolError::Failed(format!(
-            "{REPLY_FAULT}calls tools ({}), but this step gave the model no tools",
-            names.join(", ")
-        )));
+        if !may_call {
+            return Err(ToolError::Failed(format!(
+                "{REPLY_FAULT}calls tools ({}), but this step gave the model no tools",
+                names.join(", ")
+            )));
+        }
+        for (i, c) in calls.iter().enumerate() {
+            let function = c
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let text = c
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .unwrap_or("{}");
+            let arguments: Value = match serde_json::from_str(text) {
+                Ok(v @ Value::Object(_)) if oracle_core::canon::check(&v).is_ok() => v,
+                _ => {
+                    return Err(ToolError::Failed(format!(
+                        "{REPLY_FAULT}calls `{}` with arguments that are not a JSON object without floats: {}",
+                        tool_name(function),
+                        text.chars().take(REPLY_QUOTE_CHARS_MAX).collect::<String>()
+                    )));
+                }
+            };
+            let id = c
+                .get("id")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("call-{}", i + 1), str::to_owned);
+            tool_calls.push(json!({"id": id, "name": tool_name(function), "arguments": arguments}));
+        }
     }
     let content = match message.get("content") {
         Some(Value::String(s)) => s.clone(),
@@ -328,12 +460,16 @@ fn parse_completion(body: &[u8], name: &str, model: &str) -> Result<Value, ToolE
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
         .unwrap_or(model);
-    Ok(json!({
+    let mut out = json!({
         "content": content,
         "finish_reason": finish_reason,
         "usage": usage,
         "model": reported,
-    }))
+    });
+    if !tool_calls.is_empty() {
+        out["tool_calls"] = Value::Array(tool_calls);
+    }
+    Ok(out)
 }
 
 /// The content parsed as JSON and checked against the step's schema. Each failure is the
@@ -405,14 +541,15 @@ mod tests {
 
     #[test]
     fn completions_missing_fields_fail_naming_them() {
-        let e = parse_completion(b"{}", "m", "id").unwrap_err();
+        let e = parse_completion(b"{}", "m", "id", false).unwrap_err();
         assert!(e.to_string().contains("choices[0]"), "{e}");
-        let e = parse_completion(b"not json", "m", "id").unwrap_err();
+        let e = parse_completion(b"not json", "m", "id", false).unwrap_err();
         assert!(e.to_string().contains("not JSON"), "{e}");
         let ok = parse_completion(
             br#"{"choices":[{"message":{"content":"x"},"finish_reason":"stop"}]}"#,
             "m",
             "id",
+            false,
         )
         .unwrap();
         assert_eq!(ok["usage"]["prompt_tokens"], 0);

@@ -16,6 +16,7 @@ use crate::tool::{
     Effect, OUTPUT_BYTES_MAX_DEFAULT, Registry, TIMEOUT_MS_DEFAULT, Tool, ToolDecl, ToolError,
 };
 
+pub mod agent;
 pub mod auction;
 pub mod clock;
 pub mod fs;
@@ -58,14 +59,26 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
         Arc::new(memory::Assert),
         Arc::new(memory::Query),
         Arc::new(memory::History),
-        Arc::new(llm::Chat { models }),
+        Arc::new(agent::Agent),
         Arc::new(net::Request {
             secrets: secrets.clone(),
         }),
     ];
     let mut registry = Registry::new().with_secrets(secrets);
     let economy = auction::ALL.map(|t| Arc::new(t) as Arc<dyn Tool>);
-    for tool in tools.into_iter().chain(economy) {
+    // What `llm.chat` may offer a model: every other tool, as declared.
+    let offered: std::collections::BTreeMap<String, (String, Value)> = tools
+        .iter()
+        .chain(economy.iter())
+        .map(|t| t.decl())
+        .filter(|d| d.name != agent::NAME)
+        .map(|d| (d.name, (d.description, d.input_schema)))
+        .collect();
+    let chat: Arc<dyn Tool> = Arc::new(llm::Chat {
+        models,
+        tools: Arc::new(offered),
+    });
+    for tool in tools.into_iter().chain(economy).chain([chat]) {
         // Invariant: the built-in names are distinct and every schema compiles; the test
         // `registers_every_builtin_tool` checks both, so this cannot fail at run time.
         registry
@@ -194,7 +207,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 26, "{names:?}");
+        assert_eq!(names.len(), 27, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());

@@ -1,0 +1,261 @@
+//! Agent steps end to end: the real binary, a plan with an `agent` step, and the scripted model
+//! stub on 127.0.0.1 asking for tool calls. Every turn and tool call is recorded and
+//! capability-checked like a plan step; denials and bad arguments go back to the model; a
+//! loop that runs out of turns yields to a person; a kill mid-loop resumes to the same bytes;
+//! replay needs no model.
+
+mod common;
+
+use std::fs;
+
+use common::Sandbox;
+use oracle_core::EventKind;
+use oracle_llm_stub::Stub;
+use serde_json::{Value, json};
+
+fn script(name: &str) -> Vec<Value> {
+    let text = fs::read_to_string(common::root().join("fixtures/llm").join(name)).unwrap();
+    oracle_llm_stub::parse_script(&text).unwrap()
+}
+
+/// A reply asking for one call of `tool` with `arguments`.
+fn call(id: &str, tool: &str, arguments: Value) -> Value {
+    json!({"tool_calls": [{"id": id, "type": "function", "function": {
+        "name": tool.replace('.', "__"),
+        "arguments": arguments.to_string(),
+    }}]})
+}
+
+fn answer(source: &str) -> Value {
+    json!({"json": {"answer": "14 Harbour Street, on 1 December 2026", "source": source}})
+}
+
+fn run(sb: &Sandbox, stub: &Stub, extra: &[&str]) -> (i32, Value) {
+    let model = format!("fast={}", stub.url());
+    let mut args = vec![
+        "run",
+        "fixtures/plans/research.plan",
+        "--model",
+        &model,
+        "--json",
+    ];
+    args.extend(extra);
+    sb.json(&args)
+}
+
+/// The `role: tool` messages the model was sent in request `i`.
+fn tool_messages(stub: &Stub, i: usize) -> Vec<String> {
+    stub.requests()[i].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_scripted_agent_lists_reads_answers_and_replays_offline() {
+    let sb = Sandbox::new();
+    let stub = Stub::start(script("research.jsonl")).unwrap();
+    let (code, v) = run(&sb, &stub, &[]);
+    assert_eq!(code, 0, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    assert_eq!(
+        fs::read_to_string(sb.path().join("out/research.txt")).unwrap(),
+        "memo-2026-11.txt: 14 Harbour Street, on 1 December 2026"
+    );
+    // Three turns; each offered the two tools by their function names.
+    let requests = stub.requests();
+    assert_eq!(requests.len(), 3);
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["fs__list", "fs__read"]);
+    assert!(
+        requests[0].body["tools"][1]["function"]["parameters"]["properties"]["path"].is_object()
+    );
+    // The third turn saw both reads, in the order asked.
+    let results = tool_messages(&stub, 2);
+    assert_eq!(results.len(), 3);
+    assert!(results[1].contains("Canteen menu"), "{results:?}");
+    assert!(results[2].contains("Harbour Street"), "{results:?}");
+    // The tool calls are steps of their own in the log, named by turn.
+    let steps: Vec<String> = sb
+        .events(".oracle", &id)
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolCalled)
+        .map(|e| {
+            format!(
+                "{} {}",
+                e.payload["step"].as_str().unwrap(),
+                e.payload["tool"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps[..6],
+        [
+            "research llm.chat",
+            "research@1.1 fs.list",
+            "research llm.chat",
+            "research@2.1 fs.read",
+            "research@2.2 fs.read",
+            "research llm.chat",
+        ]
+    );
+    drop(stub);
+    let (code, r) = sb.json(&["replay", &id, "--json"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["result"], "reproduced");
+}
+
+#[test]
+fn a_denied_call_a_bad_argument_and_an_unoffered_tool_go_back_to_the_model() {
+    let sb = Sandbox::new();
+    let stub = Stub::start(vec![
+        // Outside the grants: denied, recorded, and the model is told.
+        call("c1", "fs.read", json!({"path": "fixtures/data/notes.txt"})),
+        // Not a valid argument for fs.read: refused by its input schema.
+        call(
+            "c2",
+            "fs.read",
+            json!({"path": "fixtures/docs/menu.txt", "lines": 3}),
+        ),
+        // Not one of the agent's tools: never called.
+        call("c3", "fs.write", json!({"path": "out/x", "content": "x"})),
+        call(
+            "c4",
+            "fs.read",
+            json!({"path": "fixtures/docs/memo-2026-11.txt"}),
+        ),
+        answer("memo-2026-11.txt"),
+    ])
+    .unwrap();
+    let (code, v) = run(&sb, &stub, &[]);
+    assert_eq!(code, 0, "{v}");
+    let id = v["run"].as_str().unwrap();
+    let told = |i| tool_messages(&stub, i).last().cloned().unwrap();
+    assert!(
+        told(1).starts_with("error: capability `fs:read:fixtures/data/notes.txt` denied"),
+        "{}",
+        told(1)
+    );
+    assert!(
+        told(2).starts_with("error: input does not match the tool's input schema"),
+        "{}",
+        told(2)
+    );
+    assert!(
+        told(3).starts_with("error: `fs.write` is not one of this agent's tools"),
+        "{}",
+        told(3)
+    );
+    assert!(!sb.path().join("out/x").exists());
+    let events = sb.events(".oracle", id);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.kind == EventKind::CapabilityDenied)
+            .count(),
+        1
+    );
+    assert!(!events.iter().any(|e| e.kind == EventKind::ToolCalled
+        && e.payload["step"].as_str().unwrap().starts_with("research@")
+        && e.payload["tool"] == "fs.write"));
+}
+
+#[test]
+fn running_out_of_turns_yields_to_a_person_and_the_answer_completes_the_run() {
+    let sb = Sandbox::new();
+    let list = call("c", "fs.list", json!({"path": "fixtures/docs"}));
+    // Six turns of listing, twice (the step has two attempts of the loop's last turn... and
+    // `attempts 2` applies to each turn's model call, not to the loop).
+    let stub = Stub::start(vec![list.clone(); 6]).unwrap();
+    let (code, v) = run(&sb, &stub, &[]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(
+        v["waiting"]["reason"], "max_turns = 6 reached without an answer",
+        "{v}"
+    );
+    let id = v["run"].as_str().unwrap().to_owned();
+    drop(stub);
+    let (code, v) = sb.json(&[
+        "resume",
+        &id,
+        "--step",
+        "research",
+        "--value",
+        r#"{"answer": "1 December", "source": "a person"}"#,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        fs::read_to_string(sb.path().join("out/research.txt")).unwrap(),
+        "a person: 1 December"
+    );
+    let (code, r) = sb.json(&["replay", &id, "--json"]);
+    assert_eq!(code, 0, "{r}");
+}
+
+#[test]
+fn a_run_killed_mid_loop_resumes_to_the_same_bytes_as_one_that_was_not() {
+    let replies = script("research.jsonl");
+    // Uninterrupted.
+    let whole = Sandbox::new();
+    let stub = Stub::start(replies.clone()).unwrap();
+    let (code, v) = run(&whole, &stub, &[]);
+    assert_eq!(code, 0, "{v}");
+    let expected = fs::read(whole.log(".oracle", v["run"].as_str().unwrap())).unwrap();
+
+    // Killed while the second turn waits for the model.
+    let sb = Sandbox::new();
+    let mut slow = replies[1].clone();
+    slow["delay_ms"] = json!(30_000);
+    let stub = Stub::start(vec![
+        replies[0].clone(),
+        slow,
+        replies[1].clone(),
+        replies[2].clone(),
+    ])
+    .unwrap();
+    let model = format!("fast={}", stub.url());
+    let mut child = sb
+        .command(&["run", "fixtures/plans/research.plan", "--model", &model])
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while stub.requests().len() < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+        assert!(waited < 1500, "the second turn never reached the stub");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (code, v) = sb.json(&["resume", "research-1", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(fs::read(sb.log(".oracle", "research-1")).unwrap(), expected);
+}
+
+#[test]
+fn changed_instructions_diverge_at_the_first_turn() {
+    let sb = Sandbox::new();
+    let stub = Stub::start(script("research.jsonl")).unwrap();
+    let (code, v) = run(&sb, &stub, &[]);
+    assert_eq!(code, 0, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    drop(stub);
+    let plan = fs::read_to_string(sb.path().join("fixtures/plans/research.plan")).unwrap();
+    sb.write(
+        "plans/edited.plan",
+        &plan.replacen("List the folder,", "Always list the folder first,", 1),
+    );
+    let (code, out, err) = sb.oracle(&["replay", &id, "--plan", "plans/edited.plan"]);
+    assert_eq!(code, 4, "{out}{err}");
+    let text = format!("{out}{err}");
+    assert!(text.contains("event 3"), "{text}");
+    assert!(text.contains("Always list the folder first"), "{text}");
+}
