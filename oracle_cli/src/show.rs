@@ -142,10 +142,100 @@ pub struct InspectArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Show the conversation of a model step (`llm.chat` or an agent step) instead of the
+    /// state: the messages of its latest model call up to the event, and that call's reply.
+    #[arg(long, value_name = "STEP")]
+    conversation: Option<String>,
+}
+
+/// Characters of one message shown in the conversation view (`--json` shows them whole).
+const MESSAGE_CHARS_SHOWN: usize = 160;
+
+/// One message on one line: role, then its text or its tool calls.
+fn message_line(m: &serde_json::Value) -> String {
+    let role = m["role"].as_str().unwrap_or("?");
+    let mut text = match (m.get("tool_calls").and_then(|c| c.as_array()), role) {
+        (Some(calls), _) => calls
+            .iter()
+            .map(|c| {
+                format!(
+                    "calls {} {} [{}]",
+                    c["name"].as_str().unwrap_or("?"),
+                    c["arguments"],
+                    c["id"].as_str().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        (None, "tool") => format!(
+            "[{}] {}",
+            m["tool_call_id"].as_str().unwrap_or(""),
+            m["content"].as_str().unwrap_or("")
+        ),
+        _ => m["content"].as_str().unwrap_or("").to_owned(),
+    };
+    text = text.replace('\n', "\\n");
+    if text.chars().count() > MESSAGE_CHARS_SHOWN {
+        text = format!(
+            "{}…",
+            text.chars()
+                .take(MESSAGE_CHARS_SHOWN - 1)
+                .collect::<String>()
+        );
+    }
+    format!("  {role:<9}  {text}")
+}
+
+fn conversation(
+    paths: &oracle_runtime::LogPaths,
+    a: &InspectArgs,
+    step: &str,
+) -> Result<u8, CliError> {
+    let c = oracle_runtime::session::conversation(&paths.log, step, a.at)?;
+    let upto =
+        a.at.map_or("the end of the log".to_owned(), |s| format!("event {s}"));
+    let Some(c) = c else {
+        return Err(CliError::input(format!(
+            "step `{step}` made no model call up to {upto}"
+        )));
+    };
+    if a.json {
+        crate::out::json(&json!({
+            "step": step,
+            "at": a.at,
+            "model_calls": c.calls,
+            "messages": c.messages,
+            "reply": c.reply,
+        }))?;
+        return Ok(exit::OK);
+    }
+    outln!(
+        "conversation of step `{step}` up to {upto} ({} model call{})",
+        c.calls,
+        if c.calls == 1 { "" } else { "s" }
+    )?;
+    for m in &c.messages {
+        outln!("{}", message_line(m))?;
+    }
+    match &c.reply {
+        Some(r) if r.get("error").is_some() => {
+            outln!("  (failed)   {}", r["error"].as_str().unwrap_or(""))?
+        }
+        Some(r) => {
+            let mut reply = r.clone();
+            reply["role"] = json!("assistant");
+            outln!("{}", message_line(&reply))?;
+        }
+        None => outln!("  (waiting for the reply)")?,
+    }
+    Ok(exit::OK)
 }
 
 pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target)?;
+    if let Some(step) = a.conversation.clone() {
+        return conversation(&paths, &a, &step);
+    }
     let r = snapshots::state_at(&paths, a.at, !a.no_snapshots)?;
     for (seq, why) in &r.rejected {
         eprintln!("warning: snapshot at seq {seq} not used: {why}");

@@ -107,6 +107,35 @@ fn a_scripted_agent_lists_reads_answers_and_replays_offline() {
             "research llm.chat",
         ]
     );
+    // The conversation as it stood at the end, and after the first turn's reply (event 4).
+    let (code, out, err) = sb.oracle(&["inspect", &id, "--conversation", "research"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(3 model calls)"), "{out}");
+    assert!(
+        out.contains("assistant  calls fs.list {\"path\":\"fixtures/docs\"} [c1]"),
+        "{out}"
+    );
+    assert!(out.contains("tool       [c3] {\"bytes\":106"), "{out}");
+    assert!(
+        out.lines().last().unwrap().contains("14 Harbour Street"),
+        "{out}"
+    );
+    let (code, v) = sb.json(&[
+        "inspect",
+        &id,
+        "--conversation",
+        "research",
+        "--at",
+        "4",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["model_calls"], 1);
+    assert_eq!(v["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(v["reply"]["tool_calls"][0]["name"], "fs.list");
+    let (code, _, err) = sb.oracle(&["inspect", &id, "--conversation", "report"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("step `report` made no model call"), "{err}");
     drop(stub);
     let (code, r) = sb.json(&["replay", &id, "--json"]);
     assert_eq!(code, 0, "{r}");

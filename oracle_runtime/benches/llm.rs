@@ -2,6 +2,10 @@
 //! HTTP round trip, against the in-repository stub answering at once on 127.0.0.1 (target:
 //! at most 200 µs), and the replay of a run of 10k model calls, which never reaches a network.
 //!
+//! `llm_agent/100_turns` is an agent step of 100 turns (each a model call asking for one
+//! `text.count` call), against the same stub: its time per turn minus one round trip is the
+//! engine's overhead per agent turn, the model excluded.
+//!
 //! Groups: `llm_http/round_trip` (one `oracle_runtime::http::post_json` to the stub: the
 //! baseline), `llm_run/wide_1000` (`session::start` of a plan of 1000 independent `llm.chat`
 //! steps, as `oracle run`, default durability, one call at a time), and `llm_replay/10000`
@@ -135,5 +139,42 @@ fn replay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, round_trip, run, replay);
+fn agent(c: &mut Criterion) {
+    let turns = 100u64;
+    let stub = Stub::start(vec![json!({
+        "tool_calls": [{"id": "c", "type": "function", "function": {
+            "name": "text__count", "arguments": "{\"text\": \"one two three\"}",
+        }}],
+        "forever": true,
+    })])
+    .unwrap();
+    let m = models(&stub.url());
+    let registry = tools::builtin_with(std::sync::Arc::new(m.clone()), Default::default());
+    let text = format!(
+        "plan turns version 1\ngrant llm:chat:m\n\na = agent {{ model: \"m\", instructions: \"count\", task: \"go\", tools: [\"text.count\"], max_turns: {turns} }}\n  on failure continue\n"
+    );
+    let mut g = c.benchmark_group("llm_agent");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(turns));
+    g.bench_function(format!("{turns}_turns"), |b| {
+        b.iter_batched(
+            || {
+                let home = tempfile::tempdir().unwrap();
+                let plan = home.path().join("bench.plan");
+                std::fs::write(&plan, &text).unwrap();
+                (home, plan)
+            },
+            |(home, plan)| {
+                let s = session::start(&options(home.path(), plan, m.clone()), &registry).unwrap();
+                // Every turn: a model call and a text.count call.
+                assert_eq!(s.report.executed, 2 * turns);
+                home
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    g.finish();
+}
+
+criterion_group!(benches, round_trip, run, replay, agent);
 criterion_main!(benches);

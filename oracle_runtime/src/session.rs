@@ -1053,6 +1053,62 @@ pub fn model_usage(log: &Path, upto: Option<u64>) -> Option<crate::domain::model
     Some(usage)
 }
 
+/// The conversation of a model step (an `llm.chat` step or an agent step) as of event `upto`
+/// (the end when `None`): the messages of its latest `llm.chat` call, that call's reply if it
+/// is recorded by then, and how many model calls the step had made.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Conversation {
+    pub messages: Vec<Value>,
+    pub reply: Option<Value>,
+    pub calls: u64,
+}
+
+/// [`Conversation`] of `step` in the log at `log`; `None` if the step made no model call by
+/// then. Reads the log up to `upto`, verifying it as it goes.
+pub fn conversation(
+    log: &Path,
+    step: &str,
+    upto: Option<u64>,
+) -> std::result::Result<Option<Conversation>, StoreError> {
+    use crate::domain::models::CHAT;
+    let mut found: Option<Conversation> = None;
+    let mut calls = 0;
+    crate::reader::scan(log, true, |e| {
+        if upto.is_some_and(|u| e.seq > u) {
+            return Ok(false);
+        }
+        match e.typed() {
+            Ok(Payload::ToolCalled(c)) if c.tool == CHAT && c.step == step => {
+                calls += 1;
+                let messages = c
+                    .input
+                    .get("messages")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                found = Some(Conversation {
+                    messages,
+                    reply: None,
+                    calls,
+                });
+            }
+            Ok(Payload::ToolReturned(r)) if r.tool == CHAT && r.step == step => {
+                if let Some(c) = found.as_mut() {
+                    c.reply = Some(r.output);
+                }
+            }
+            Ok(Payload::ToolFailed(f)) if f.tool == CHAT && f.step == step => {
+                if let Some(c) = found.as_mut() {
+                    c.reply = Some(json!({"error": f.error}));
+                }
+            }
+            _ => {}
+        }
+        Ok(true)
+    })?;
+    Ok(found)
+}
+
 /// Orders run ids as people count: `x-2` before `x-10` (runs of digits compare as numbers).
 pub fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
     fn chunks(s: &str) -> Vec<(bool, &str)> {
