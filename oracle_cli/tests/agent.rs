@@ -288,3 +288,26 @@ fn changed_instructions_diverge_at_the_first_turn() {
     assert!(text.contains("event 3"), "{text}");
     assert!(text.contains("Always list the folder first"), "{text}");
 }
+
+#[test]
+fn an_answer_the_steps_expect_rejects_fails_the_step() {
+    let sb = Sandbox::new();
+    let plan = fs::read_to_string(sb.path().join("fixtures/plans/research.plan")).unwrap();
+    sb.write(
+        "plans/strict.plan",
+        &plan.replacen(
+            "  attempts 2\n",
+            "  attempts 2\n  expect research.parsed.source == \"memo-2026-10.txt\"\n",
+            1,
+        ),
+    );
+    let stub = Stub::start(script("research.jsonl")).unwrap();
+    let model = format!("fast={}", stub.url());
+    let (code, v) = sb.json(&["run", "plans/strict.plan", "--model", &model, "--json"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(
+        v["waiting"]["reason"],
+        "output rejected: expect `research.parsed.source == \"memo-2026-10.txt\"` is false",
+        "{v}"
+    );
+}

@@ -739,7 +739,36 @@ impl PlanAgent {
                     .unwrap_or_default();
                 if calls.is_empty() {
                     self.loops.remove(&idx);
-                    self.complete(idx, chats, output.clone(), out);
+                    // The answer: the step's `expect` decides, as for any output (a loop
+                    // is not run again, so a rejected answer fails the step).
+                    let expect = self.plan.steps[idx as usize].expect.clone();
+                    let verdict = match &expect {
+                        None => Ok(()),
+                        Some(e) => {
+                            let env = StepEnv {
+                                agent: self,
+                                own: Some((&name, output)),
+                            };
+                            match eval::eval(e, &env) {
+                                Ok(Value::Bool(true)) => Ok(()),
+                                Ok(Value::Bool(false)) => {
+                                    Err(format!("output rejected: expect `{}` is false", quote(e)))
+                                }
+                                Ok(v) => Err(format!(
+                                    "output rejected: expect `{}` gave {}, not a bool",
+                                    quote(e),
+                                    eval::type_name(&v)
+                                )),
+                                Err(err) => {
+                                    Err(format!("output rejected: expect `{}`: {err}", quote(e)))
+                                }
+                            }
+                        }
+                    };
+                    match verdict {
+                        Ok(()) => self.complete(idx, chats, output.clone(), out),
+                        Err(e) => self.give_up(idx, chats, e, out),
+                    }
                     return;
                 }
                 l.failures = 0;

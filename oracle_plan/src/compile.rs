@@ -8,7 +8,8 @@
 //! E0208 argument of the wrong type · E0209 cycle · E0210 malformed grant ·
 //! E0211 capability not granted · E0212 bad input default · E0213 step uses its own output ·
 //! E0217 a grant no tool needs · E0218 a field the step's output cannot have ·
-//! E0214 bound out of range (retry, timeout) · E0215 duplicate map key · E0216 too many steps.
+//! E0214 bound out of range (retry, timeout) · E0215 duplicate map key · E0216 too many steps ·
+//! E0219 an agent step's tools or clauses it cannot have.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -379,6 +380,9 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
             }
             compile_call(f, catalogue, &grants, &mut d)
         });
+        if s.call.tool.node == crate::agent::AGENT_TOOL {
+            agent_step(s, catalogue, &mut d);
+        }
         let mut after = Vec::new();
         for a in &s.after {
             match index.get(a.node.as_str()) {
@@ -690,6 +694,54 @@ fn static_capability(
             )
             .with_hint(hint),
         );
+    }
+}
+
+/// What only an agent step can get wrong: a `tools` list (when written as a constant) naming
+/// a tool that does not exist or cannot be an agent's, and a `fallback`, which agent steps do
+/// not use.
+fn agent_step(s: &ast::Step, catalogue: &Catalogue, d: &mut Vec<Diagnostic>) {
+    use crate::agent::{AGENT_TOOL, ASK_TOOL, CHAT_TOOL};
+    if let Some(f) = &s.fallback {
+        d.push(
+            Diagnostic::error(
+                "E0219",
+                f.span,
+                "an agent step has no fallback tier",
+                "not used by agent steps",
+            )
+            .with_hint("give the model more turns (`max_turns`), or `on failure yield` to hand the step to a person"),
+        );
+    }
+    let Some(tools) = s.call.args.iter().find(|a| a.name.node == "tools") else {
+        return;
+    };
+    let ExprKind::List(items) = &tools.value.kind else {
+        return;
+    };
+    for item in items {
+        let ExprKind::Str(name) = &item.kind else {
+            continue;
+        };
+        if [ASK_TOOL, AGENT_TOOL, CHAT_TOOL].contains(&name.as_str()) {
+            d.push(Diagnostic::error(
+                "E0219",
+                item.span,
+                format!("`{name}` cannot be one of an agent's tools"),
+                "not allowed here",
+            ));
+        } else if catalogue.get(name).is_none() {
+            let mut diag = Diagnostic::error(
+                "E0219",
+                item.span,
+                format!("the agent's tools name `{name}`, which is not a tool"),
+                "unknown tool",
+            );
+            if let Some(c) = closest(name, catalogue.names()) {
+                diag = diag.with_hint(format!("did you mean `{c}`?"));
+            }
+            d.push(diag);
+        }
     }
 }
 
