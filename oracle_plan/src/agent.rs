@@ -85,6 +85,24 @@ enum Status {
     Waiting { attempts: u64, reason: String },
 }
 
+/// A loop step in progress: one child agent per iteration (a `for` starts them all; a
+/// `repeat` one after another), each running the loop's body plan.
+#[derive(Clone, Debug)]
+struct Iterations {
+    children: Vec<Child>,
+    /// The outer values the body reads, bound as the body's inputs (the loop variable added).
+    inputs: Map<String, Value>,
+    /// Iterations still running.
+    running: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Child {
+    agent: PlanAgent,
+    /// How it ended: its steps' outputs, or why it failed.
+    ended: Option<Result<Value, String>>,
+}
+
 /// Runs a compiled plan.
 #[derive(Clone, Debug)]
 pub struct PlanAgent {
@@ -105,6 +123,10 @@ pub struct PlanAgent {
     in_flight: u64,
     /// Agent steps in progress, by step index.
     loops: BTreeMap<u32, Loop>,
+    /// Loop steps in progress, by step index.
+    iterations: BTreeMap<u32, Iterations>,
+    /// Which loop step each body step belongs to (body step names are unique plan-wide).
+    owners: BTreeMap<String, u32>,
     /// Calls an agent step decided on while observing (its next turn, its tool calls), issued
     /// at the next decision before any other step starts.
     queued: Vec<Call>,
@@ -134,6 +156,13 @@ impl PlanAgent {
             .map(|(i, s)| (s.name.clone(), i as u32))
             .collect();
         let unsettled = plan.steps.iter().map(|s| s.deps.len() as u32).collect();
+        let owners = plan
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i as u32, s.body.as_ref()?)))
+            .flat_map(|(i, b)| b.plan.steps.iter().map(move |x| (x.name.clone(), i)))
+            .collect();
         PlanAgent {
             plan,
             inputs,
@@ -146,6 +175,8 @@ impl PlanAgent {
             outputs: vec![None; n],
             in_flight: 0,
             loops: BTreeMap::new(),
+            iterations: BTreeMap::new(),
+            owners,
             queued: Vec::new(),
             stopping: None,
             started: false,
@@ -247,6 +278,9 @@ impl PlanAgent {
         obs: &Observation,
         out: &mut Vec<StateChanged>,
     ) -> Result<(), AgentError> {
+        if let Some((inner, i)) = iteration_of(&obs.step) {
+            return self.observe_iteration(inner, i, obs, out);
+        }
         if let Some((step, call)) = obs.step.split_once('@') {
             return self.observe_tool_call(step, call, obs, out);
         }
@@ -419,6 +453,9 @@ impl PlanAgent {
                 }
             }
         }
+        if let Some(body) = step.body.clone() {
+            return self.start_loop(idx, &body, out);
+        }
         if call.tool == AGENT_TOOL {
             return match agent_loop(&input) {
                 Ok(l) => {
@@ -579,6 +616,11 @@ impl Agent for PlanAgent {
                 if self.stopping.is_some() {
                     break;
                 }
+                // A loop step that started queues its iterations' calls: they go out in this
+                // decision, in order, as far as it has room.
+                let room = CALLS_PER_DECISION_MAX.saturating_sub(calls.len());
+                let take = self.queued.len().min(room);
+                calls.extend(self.queued.drain(..take));
             }
         }
         let action = if !calls.is_empty() {
@@ -607,6 +649,18 @@ impl Agent for PlanAgent {
         let decision = Decision { changes, action };
         Ok(decision)
     }
+}
+
+/// `(name, i)` for the name of a loop iteration's call, `name[i]`.
+fn iteration_of(step: &str) -> Option<(&str, usize)> {
+    let open = step.rfind('[')?;
+    let i = step.strip_suffix(']')?.get(open + 1..)?.parse().ok()?;
+    Some((&step[..open], i))
+}
+
+/// A state key of a body step, moved to its iteration: `step/read` → `step/read[3]`.
+fn iteration_key(key: &str, i: usize) -> String {
+    format!("{key}[{i}]")
 }
 
 /// An agent step's settings from its evaluated arguments, and its first messages.
@@ -677,6 +731,313 @@ fn tool_result(outcome: &Outcome) -> String {
 }
 
 impl PlanAgent {
+    /// Starts loop step `idx`: evaluates its list (`for`) and starts every iteration, or the
+    /// first (`repeat`). Calls go out through `queued`; returns none itself.
+    fn start_loop(
+        &mut self,
+        idx: u32,
+        body: &crate::compile::CompiledBody,
+        out: &mut Vec<StateChanged>,
+    ) -> Option<Call> {
+        let env = StepEnv {
+            agent: self,
+            own: None,
+        };
+        let mut inputs = Map::new();
+        for name in &body.outer {
+            if let Some(v) = env.lookup(name) {
+                inputs.insert(name.clone(), v.clone());
+            }
+        }
+        let items = match &body.items {
+            None => None,
+            Some(e) => match eval::eval(e, &env) {
+                Ok(Value::Array(items)) => Some(items),
+                Ok(v) => {
+                    let e = format!(
+                        "for: `{}` gave {}, not a list",
+                        quote(e),
+                        eval::type_name(&v)
+                    );
+                    self.give_up(idx, 0, e, out);
+                    return None;
+                }
+                Err(err) => {
+                    let e = format!("for: `{}`: {err}", quote(e));
+                    self.give_up(idx, 0, e, out);
+                    return None;
+                }
+            },
+        };
+        if let Some(items) = &items
+            && items.len() as u64 > body.max
+        {
+            let e = format!("for: {} items, more than its max {}", items.len(), body.max);
+            self.give_up(idx, 0, e, out);
+            return None;
+        }
+        self.status[idx as usize] = Status::Running;
+        self.iterations.insert(
+            idx,
+            Iterations {
+                children: Vec::new(),
+                inputs,
+                running: 0,
+            },
+        );
+        match items {
+            Some(items) if items.is_empty() => {
+                self.iterations.remove(&idx);
+                self.complete(idx, 1, Value::Array(Vec::new()), out);
+            }
+            Some(items) => {
+                // Every iteration exists before any runs, so one that ends at once cannot
+                // look like the last.
+                let n = items.len();
+                for item in items {
+                    self.spawn(idx, body, Some(item));
+                }
+                for i in 0..n {
+                    self.drive_child(idx, i, &[], out);
+                }
+            }
+            None => {
+                self.spawn(idx, body, None);
+                self.drive_child(idx, 0, &[], out);
+            }
+        }
+        None
+    }
+
+    /// Adds one more iteration to loop step `idx` (not yet run: see `drive_child`).
+    fn spawn(&mut self, idx: u32, body: &crate::compile::CompiledBody, item: Option<Value>) {
+        let Some(it) = self.iterations.get_mut(&idx) else {
+            return;
+        };
+        let mut inputs = it.inputs.clone();
+        if let (Some(var), Some(item)) = (&body.var, item) {
+            inputs.insert(var.clone(), item);
+        }
+        it.children.push(Child {
+            agent: PlanAgent::new(body.plan.clone(), inputs),
+            ended: None,
+        });
+        it.running += 1;
+    }
+
+    /// Gives iteration `i` of loop step `idx` its observations and takes its decision: its
+    /// state changes and calls, renamed into the iteration (`read` → `read[i]`).
+    fn drive_child(
+        &mut self,
+        idx: u32,
+        i: usize,
+        observations: &[Observation],
+        out: &mut Vec<StateChanged>,
+    ) {
+        let Some(child) = self
+            .iterations
+            .get_mut(&idx)
+            .and_then(|it| it.children.get_mut(i))
+        else {
+            return;
+        };
+        let decision = child.agent.decide(&State::new(), observations);
+        let decision = match decision {
+            Ok(d) => d,
+            Err(e) => {
+                child.ended = Some(Err(e.0));
+                self.iteration_ended(idx, out);
+                return;
+            }
+        };
+        for c in decision.changes {
+            out.push(StateChanged {
+                set: c
+                    .set
+                    .into_iter()
+                    .map(|(k, v)| (iteration_key(&k, i), v))
+                    .collect(),
+                delete: c.delete.iter().map(|k| iteration_key(k, i)).collect(),
+            });
+        }
+        match decision.action {
+            Action::Call(calls) => {
+                let inner: BTreeSet<&str> = child
+                    .agent
+                    .plan
+                    .steps
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect();
+                let renamed: Vec<Call> = calls
+                    .into_iter()
+                    .map(|mut c| {
+                        c.step = format!("{}[{i}]", c.step);
+                        c.reads = c
+                            .reads
+                            .into_iter()
+                            .map(|r| {
+                                let base = r.split('@').next().unwrap_or(&r);
+                                if inner.contains(base) {
+                                    format!("{r}[{i}]")
+                                } else {
+                                    r
+                                }
+                            })
+                            .collect();
+                        c
+                    })
+                    .collect();
+                self.in_flight += renamed.len() as u64;
+                self.queued.extend(renamed);
+            }
+            Action::Finish { status, reason } => {
+                child.ended = Some(match status {
+                    RunStatus::Completed => Ok(child.agent.outputs_by_name()),
+                    RunStatus::Failed => Err(reason),
+                });
+                self.iteration_ended(idx, out);
+            }
+            Action::Suspend { step, .. } => {
+                child.ended = Some(Err(format!(
+                    "step `{step}[{i}]` waits for a person, which steps inside a loop may not (yet)"
+                )));
+                self.iteration_ended(idx, out);
+            }
+        }
+    }
+
+    /// An iteration of loop step `idx` ended: a `repeat` goes on or stops; once none is
+    /// running, the loop step completes with every iteration's outputs, or fails.
+    fn iteration_ended(&mut self, idx: u32, out: &mut Vec<StateChanged>) {
+        let Some(body) = self.plan.steps[idx as usize].body.clone() else {
+            return;
+        };
+        let Some(it) = self.iterations.get_mut(&idx) else {
+            return;
+        };
+        it.running = it.running.saturating_sub(1);
+        if body.kind == crate::ast::LoopKind::Repeat
+            && let Some(Child {
+                ended: Some(Ok(outputs)),
+                ..
+            }) = it.children.last()
+        {
+            let outputs = outputs.clone();
+            let n = it.children.len() as u64;
+            let mut env = it.inputs.clone();
+            if let Value::Object(m) = &outputs {
+                env.extend(m.clone());
+            }
+            let until = body.until.as_ref();
+            let verdict = until.map(|u| eval::eval(u, &env));
+            match verdict {
+                Some(Ok(Value::Bool(true))) | None => {}
+                Some(Ok(Value::Bool(false))) if n < body.max => {
+                    self.spawn(idx, &body, None);
+                    self.drive_child(idx, n as usize, &[], out);
+                    return;
+                }
+                Some(Ok(Value::Bool(false))) => {
+                    let e = format!(
+                        "repeat: `until {}` still false after its max {} iterations",
+                        until.map(quote).unwrap_or_default(),
+                        body.max
+                    );
+                    self.iterations.remove(&idx);
+                    self.give_up(idx, n, e, out);
+                    return;
+                }
+                Some(Ok(v)) => {
+                    let e = format!(
+                        "repeat: `until {}` gave {}, not a bool",
+                        until.map(quote).unwrap_or_default(),
+                        eval::type_name(&v)
+                    );
+                    self.iterations.remove(&idx);
+                    self.give_up(idx, n, e, out);
+                    return;
+                }
+                Some(Err(err)) => {
+                    let e = format!(
+                        "repeat: `until {}`: {err}",
+                        until.map(quote).unwrap_or_default()
+                    );
+                    self.iterations.remove(&idx);
+                    self.give_up(idx, n, e, out);
+                    return;
+                }
+            }
+        }
+        if it.running > 0 {
+            return;
+        }
+        let Some(it) = self.iterations.remove(&idx) else {
+            return;
+        };
+        let n = it.children.len() as u64;
+        let mut results = Vec::with_capacity(it.children.len());
+        for (i, c) in it.children.into_iter().enumerate() {
+            match c.ended {
+                Some(Ok(v)) => results.push(v),
+                Some(Err(e)) => {
+                    self.give_up(idx, n, format!("iteration {i}: {e}"), out);
+                    return;
+                }
+                None => {
+                    self.give_up(idx, n, format!("iteration {i} did not end"), out);
+                    return;
+                }
+            }
+        }
+        self.complete(idx, n, Value::Array(results), out);
+    }
+
+    /// The outcome of a call of loop iteration `i` (its step `inner`, without `[i]`).
+    fn observe_iteration(
+        &mut self,
+        inner: &str,
+        i: usize,
+        obs: &Observation,
+        out: &mut Vec<StateChanged>,
+    ) -> Result<(), AgentError> {
+        let base = inner.split('@').next().unwrap_or(inner);
+        let idx = *self
+            .owners
+            .get(base)
+            .ok_or_else(|| AgentError(format!("observation for unknown step `{}`", obs.step)))?;
+        let known = self
+            .iterations
+            .get(&idx)
+            .is_some_and(|it| it.children.get(i).is_some_and(|c| c.ended.is_none()));
+        if !known {
+            return Err(AgentError(format!(
+                "an outcome for `{}`, which has no call running",
+                obs.step
+            )));
+        }
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let renamed = Observation {
+            step: inner.to_owned(),
+            ..obs.clone()
+        };
+        self.drive_child(idx, i, &[renamed], out);
+        Ok(())
+    }
+
+    /// Each step's output by name (`null` for a step that did not complete): an iteration's
+    /// result.
+    fn outputs_by_name(&self) -> Value {
+        Value::Object(
+            self.plan
+                .steps
+                .iter()
+                .zip(&self.outputs)
+                .map(|(s, o)| (s.name.clone(), o.clone().unwrap_or(Value::Null)))
+                .collect(),
+        )
+    }
+
     /// The `llm.chat` call of agent step `idx`'s current turn (counted as in flight).
     fn next_turn(&mut self, idx: u32) -> Call {
         let step = &self.plan.steps[idx as usize];

@@ -111,8 +111,44 @@ pub struct Step {
     pub on_failure: Option<Spanned<FailurePolicy>>,
     /// `timeout 30s` / `timeout 500ms`, in milliseconds.
     pub timeout_ms: Option<Spanned<u64>>,
+    /// A loop step's body (`for ...` or `repeat ...`); its `call` is then the synthetic call
+    /// `for {}` or `repeat {}`.
+    pub body: Option<Box<Body>>,
     /// The whole step, for diagnostics.
     pub span: Span,
+}
+
+/// `for VAR in ITEMS max N { STEPS }` or `repeat { STEPS } until COND max N`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Body {
+    pub kind: LoopKind,
+    /// The loop variable (`for` only).
+    pub var: Option<Ident>,
+    /// The list iterated over (`for` only).
+    pub items: Option<Expr>,
+    /// The condition that ends a `repeat`, over the iteration's step outputs.
+    pub until: Option<Expr>,
+    /// At most this many iterations.
+    pub max: Spanned<u64>,
+    pub steps: Vec<Step>,
+}
+
+/// Which loop a body belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LoopKind {
+    /// One iteration per item, all at once.
+    For,
+    /// One iteration after another until a condition holds.
+    Repeat,
+}
+
+impl LoopKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoopKind::For => "for",
+            LoopKind::Repeat => "repeat",
+        }
+    }
 }
 
 /// A tool call: `fs.read { path: p }`.

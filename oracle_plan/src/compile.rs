@@ -9,7 +9,8 @@
 //! E0211 capability not granted · E0212 bad input default · E0213 step uses its own output ·
 //! E0217 a grant no tool needs · E0218 a field the step's output cannot have ·
 //! E0214 bound out of range (retry, timeout) · E0215 duplicate map key · E0216 too many steps ·
-//! E0219 an agent step's tools or clauses it cannot have.
+//! E0219 an agent step's tools or clauses it cannot have · E0220 a loop it cannot be (a bound
+//! out of range, a clause loops do not take, a nested loop, a body step named like an outer name).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,7 +18,7 @@ use oracle_core::Hash;
 use oracle_core::capability::Capability;
 use serde_json::{Map, Value};
 
-use crate::ast::{self, Expr, ExprKind, FailurePolicy, InputType, Segment, Span};
+use crate::ast::{self, Expr, ExprKind, FailurePolicy, InputType, Segment, Span, Spanned};
 use crate::catalogue::{ArgType, Catalogue, ScopeFrom, ToolSpec};
 use crate::diagnostic::{Diagnostic, closest};
 use crate::eval;
@@ -66,7 +67,26 @@ pub struct CompiledStep {
     pub fallback: Option<CompiledCall>,
     pub on_failure: FailurePolicy,
     pub timeout_ms: Option<u64>,
+    /// A loop step's body; its `call` is then `for {}` or `repeat {}`.
+    pub body: Option<Box<CompiledBody>>,
 }
+
+/// A loop's body: its steps compiled as a plan of their own, whose inputs are the loop
+/// variable and the outer inputs and steps the body reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledBody {
+    pub kind: ast::LoopKind,
+    pub var: Option<String>,
+    pub items: Option<Expr>,
+    pub until: Option<Expr>,
+    pub max: u64,
+    /// The outer names the body reads, sorted (bound as the body plan's inputs).
+    pub outer: Vec<String>,
+    pub plan: CompiledPlan,
+}
+
+/// Most iterations a loop may declare (`max N`).
+pub const ITERATIONS_MAX: u64 = 100_000;
 
 /// A plan ready to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -364,7 +384,28 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
                 }
             }
         };
-        let call = compile_call(&s.call, catalogue, &grants, &mut d);
+        let mut body = None;
+        let mut loop_deps = Vec::new();
+        let call = match &s.body {
+            Some(b) => {
+                body = compile_body(s, b, plan, catalogue, &names, &mut d);
+                if let Some(items) = &b.items {
+                    resolve(items, false, &mut d);
+                }
+                if let Some(cb) = &body {
+                    for o in &cb.outer {
+                        if let Some(&t) = index.get(o.as_str()) {
+                            loop_deps.push(t);
+                        }
+                    }
+                }
+                CompiledCall {
+                    tool: b.kind.as_str().to_owned(),
+                    args: BTreeMap::new(),
+                }
+            }
+            None => compile_call(&s.call, catalogue, &grants, &mut d),
+        };
         for a in &s.call.args {
             resolve(&a.value, false, &mut d);
         }
@@ -412,6 +453,7 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
         }
         after.sort();
         after.dedup();
+        deps.extend(loop_deps);
         let retry = match &s.retry {
             Some(r) if r.node == 0 || r.node > RETRY_MAX => {
                 d.push(Diagnostic::error(
@@ -462,6 +504,7 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
                 .as_ref()
                 .map_or(FailurePolicy::Stop, |p| p.node),
             timeout_ms,
+            body: body.map(Box::new),
         });
     }
 
@@ -504,6 +547,148 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
     };
     compiled.hash = plan_hash(&compiled);
     Ok(compiled)
+}
+
+/// Compiles a loop's body as a plan of its own (the loop variable and every outer name the
+/// body reads become its inputs), and checks what a loop step may not be.
+fn compile_body(
+    s: &ast::Step,
+    b: &ast::Body,
+    plan: &ast::Plan,
+    catalogue: &Catalogue,
+    outer_names: &[&str],
+    d: &mut Vec<Diagnostic>,
+) -> Option<CompiledBody> {
+    let loop_error =
+        |span: Span, message: String, label: &str| Diagnostic::error("E0220", span, message, label);
+    if b.max.node == 0 || b.max.node > ITERATIONS_MAX {
+        d.push(loop_error(
+            b.max.span,
+            format!(
+                "a loop's `max` must be between 1 and {ITERATIONS_MAX}, found {}",
+                b.max.node
+            ),
+            "out of range",
+        ));
+    }
+    let not_taken = [
+        s.retry.as_ref().map(|r| (r.span, "attempts")),
+        s.fallback.as_ref().map(|f| (f.span, "fallback")),
+        s.timeout_ms.as_ref().map(|t| (t.span, "timeout")),
+    ];
+    for (span, clause) in not_taken.into_iter().flatten() {
+        d.push(
+            loop_error(
+                span,
+                format!("a loop step takes no `{clause}` clause"),
+                "not for loops",
+            )
+            .with_hint("put it on the steps inside the loop"),
+        );
+    }
+    let body_names: BTreeSet<&str> = b.steps.iter().map(|x| x.name.node.as_str()).collect();
+    for inner in &b.steps {
+        if inner.body.is_some() {
+            d.push(loop_error(
+                inner.name.span,
+                "loops do not nest (yet): move the inner loop to a step of its own".into(),
+                "a loop inside a loop",
+            ));
+        }
+        let name = inner.name.node.as_str();
+        if outer_names.contains(&name) || b.var.as_ref().is_some_and(|v| v.node == name) {
+            d.push(loop_error(
+                inner.name.span,
+                format!("`{name}` inside the loop has the name of an input, a step or the loop variable outside it"),
+                "name taken",
+            ));
+        }
+    }
+    // Every name the body reads that it does not define: the loop variable, or an outer name.
+    let mut free = BTreeSet::new();
+    let mut note = |e: &Expr| {
+        let mut paths = Vec::new();
+        eval::refs(e, &mut paths);
+        for p in paths {
+            let root = p.root.node.as_str();
+            if !body_names.contains(root) && outer_names.contains(&root) {
+                free.insert(root.to_owned());
+            }
+        }
+    };
+    for inner in &b.steps {
+        for a in inner
+            .call
+            .args
+            .iter()
+            .chain(inner.fallback.iter().flat_map(|f| &f.args))
+        {
+            note(&a.value);
+        }
+        inner
+            .when
+            .iter()
+            .chain(inner.expect.iter())
+            .for_each(&mut note);
+    }
+    if let Some(u) = &b.until {
+        note(u);
+    }
+    let var = b.var.as_ref().map(|v| v.node.clone());
+    let json_input = |name: &str, span: Span| ast::Input {
+        name: Spanned::new(name.to_owned(), span),
+        ty: Spanned::new(InputType::Json, span),
+        default: None,
+    };
+    let mut inputs: Vec<ast::Input> = free.iter().map(|n| json_input(n, s.name.span)).collect();
+    if let Some(v) = &b.var {
+        inputs.push(json_input(&v.node, v.span));
+    }
+    let sub = ast::Plan {
+        name: s.name.clone(),
+        version: plan.version.clone(),
+        grants: plan.grants.clone(),
+        inputs,
+        steps: b.steps.clone(),
+    };
+    match compile(&sub, catalogue) {
+        Ok(compiled) => {
+            if let Some(u) = &b.until {
+                // `until` reads the iteration's steps and outer names only.
+                let mut paths = Vec::new();
+                eval::refs(u, &mut paths);
+                for p in paths {
+                    let root = p.root.node.as_str();
+                    if !body_names.contains(root) && !outer_names.contains(&root) {
+                        d.push(Diagnostic::error(
+                            "E0204",
+                            p.root.span,
+                            format!("unknown name `{root}`"),
+                            "not a step of the loop or a name outside it",
+                        ));
+                    }
+                }
+            }
+            Some(CompiledBody {
+                kind: b.kind,
+                var,
+                items: b.items.clone(),
+                until: b.until.clone(),
+                max: b.max.node,
+                outer: free.into_iter().collect(),
+                plan: compiled,
+            })
+        }
+        Err(diags) => {
+            // The body's own grants were the outer plan's: report only what is not about them.
+            d.extend(
+                diags
+                    .into_iter()
+                    .filter(|x| x.code != "E0217" && x.code != "E0210"),
+            );
+            None
+        }
+    }
 }
 
 fn input_admits(ty: InputType, v: &Value) -> bool {
@@ -877,7 +1062,7 @@ pub fn canonical_form(p: &CompiledPlan) -> Value {
         .steps
         .iter()
         .map(|s| {
-            obj([
+            let mut v = obj([
                 ("name", Value::from(s.name.as_str())),
                 ("call", call(&s.call)),
                 (
@@ -890,7 +1075,25 @@ pub fn canonical_form(p: &CompiledPlan) -> Value {
                 ("fallback", opt(s.fallback.as_ref().map(call))),
                 ("on_failure", Value::from(s.on_failure.as_str())),
                 ("timeout_ms", opt(s.timeout_ms.map(Value::from))),
-            ])
+            ]);
+            if let (Some(b), Value::Object(m)) = (&s.body, &mut v) {
+                m.insert(
+                    "loop".to_owned(),
+                    obj([
+                        ("kind", Value::from(b.kind.as_str())),
+                        ("var", opt(b.var.as_deref().map(Value::from))),
+                        ("items", opt(b.items.as_ref().map(expr_form))),
+                        ("until", opt(b.until.as_ref().map(expr_form))),
+                        ("max", Value::from(b.max)),
+                        (
+                            "outer",
+                            Value::Array(b.outer.iter().map(|o| Value::from(o.as_str())).collect()),
+                        ),
+                        ("plan", canonical_form(&b.plan)),
+                    ]),
+                );
+            }
+            v
         })
         .collect();
     obj([
@@ -965,6 +1168,11 @@ pub fn expr_form(e: &Expr) -> Value {
 /// Encodes [`canonical_form`] straight into canonical bytes (keys written in ascending order)
 /// without building the JSON tree; `tests/compile.rs` checks both give the same hash.
 pub fn plan_hash(p: &CompiledPlan) -> Hash {
+    // The streaming encoder knows loop-free plans; a plan with a loop takes the reference path
+    // (same bytes by definition).
+    if p.steps.iter().any(|s| s.body.is_some()) {
+        return plan_hash_via_value(p);
+    }
     let mut out = Vec::with_capacity(256 + 256 * p.steps.len());
     encode_plan(p, &mut out);
     oracle_core::hash::hash_in(oracle_core::hash::domain::PLAN, &out)

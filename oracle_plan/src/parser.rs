@@ -46,8 +46,8 @@
 use std::collections::BTreeMap;
 
 use crate::ast::{
-    Arg, BinaryOp, Call, Expr, ExprKind, FailurePolicy, Ident, Input, InputType, Path, Plan,
-    Segment, Span, Spanned, Step, UnaryOp,
+    Arg, BinaryOp, Body, Call, Expr, ExprKind, FailurePolicy, Ident, Input, InputType, LoopKind,
+    Path, Plan, Segment, Span, Spanned, Step, UnaryOp,
 };
 use crate::diagnostic::{Diagnostic, Severity, closest};
 use crate::lexer::{self, Keyword, Token, TokenKind};
@@ -620,7 +620,24 @@ impl<'s> Parser<'s> {
         }
         let name = Spanned::new(self.text(t.span).to_owned(), t.span);
         self.bump(); // `=`
-        let call = self.call("after `=`")?;
+        let is_ident = |k: &TokenKind, w: &str| matches!(k, TokenKind::Ident(x) if x == w);
+        let looped = (is_ident(self.kind(), "for")
+            && matches!(self.kind_at(1), TokenKind::Ident(_))
+            && is_ident(self.kind_at(2), "in"))
+            || (is_ident(self.kind(), "repeat") && *self.kind_at(1) == TokenKind::LBrace);
+        let (call, body) = if looped {
+            let start = self.tok().span;
+            let body = self.body()?;
+            let kind = body.kind.as_str().to_owned();
+            let call = Call {
+                tool: Spanned::new(kind, start),
+                args: Vec::new(),
+                span: start,
+            };
+            (call, Some(Box::new(body)))
+        } else {
+            (self.call("after `=`")?, None)
+        };
         let mut step = Step {
             name,
             call,
@@ -631,6 +648,7 @@ impl<'s> Parser<'s> {
             fallback: None,
             on_failure: None,
             timeout_ms: None,
+            body,
             span: t.span,
         };
         let mut seen: BTreeMap<Keyword, Span> = BTreeMap::new();
@@ -838,6 +856,80 @@ impl<'s> Parser<'s> {
     }
 
     /// `TOOL { ARG: EXPR, ... }`
+    /// `for VAR in ITEMS max N { STEPS }` or `repeat { STEPS } until COND max N` (the caller
+    /// has seen `for NAME in` or `repeat {`).
+    fn body(&mut self) -> PResult<Body> {
+        let kw = self.bump();
+        let kind = if self.text(kw.span) == "for" {
+            LoopKind::For
+        } else {
+            LoopKind::Repeat
+        };
+        let (mut var, mut items, mut until) = (None, None, None);
+        let mut max = None;
+        if kind == LoopKind::For {
+            let v = self.bump();
+            var = Some(Spanned::new(into_text(v.kind), v.span));
+            self.bump(); // `in`
+            items = Some(self.expr()?.e);
+            max = Some(self.loop_max("after the list of a `for`")?);
+        }
+        if !self.at(&TokenKind::LBrace) {
+            return Err(self.expected("E0110", "`{`", "to open the loop's steps", None));
+        }
+        self.bump();
+        let mut steps = Vec::new();
+        loop {
+            if self.at(&TokenKind::RBrace) {
+                break;
+            }
+            if self.at_word() && *self.kind_at(1) == TokenKind::Assign {
+                steps.push(self.step()?);
+                continue;
+            }
+            let hint = "a loop holds steps, `NAME = tool { ... }`, and ends with `}`";
+            return Err(self.expected("E0110", "a step or `}`", "in the loop", Some(hint)));
+        }
+        self.bump(); // `}`
+        if kind == LoopKind::Repeat {
+            if !matches!(self.kind(), TokenKind::Ident(w) if w == "until") {
+                return Err(self.expected(
+                    "E0110",
+                    "`until CONDITION max N`",
+                    "after a `repeat` loop's steps",
+                    Some("a repeat loop ends: `} until done.ok max 10`"),
+                ));
+            }
+            self.bump();
+            until = Some(self.expr()?.e);
+            max = Some(self.loop_max("after `until CONDITION`")?);
+        }
+        let max = max.unwrap_or(Spanned::new(0, kw.span));
+        Ok(Body {
+            kind,
+            var,
+            items,
+            until,
+            max,
+            steps,
+        })
+    }
+
+    /// `max N`: a loop's bound on iterations.
+    fn loop_max(&mut self, context: &str) -> PResult<Spanned<u64>> {
+        if !matches!(self.kind(), TokenKind::Ident(w) if w == "max") {
+            let hint = "every loop is bounded: write `max N`";
+            return Err(self.expected("E0110", "`max N`", context, Some(hint)));
+        }
+        self.bump();
+        let t = self.tok().clone();
+        let TokenKind::Int(n) = t.kind else {
+            return Err(self.expected("E0110", "a number of iterations", "after `max`", None));
+        };
+        self.bump();
+        Ok(Spanned::new(n, t.span))
+    }
+
     fn call(&mut self, context: &str) -> PResult<Call> {
         if !self.at_word() || self.is_boundary(self.pos) {
             let hint = "a step calls a tool: `NAME = tool.name { arg: value }`";

@@ -8,8 +8,8 @@
 //! retry, fallback, on failure, timeout). Parentheses appear only where precedence needs them.
 
 use crate::ast::{
-    Arg, BinaryOp, Call, Expr, ExprKind, Ident, Input, Path, Plan, Segment, Span, Spanned, Step,
-    UnaryOp,
+    Arg, BinaryOp, Body, Call, Expr, ExprKind, Ident, Input, LoopKind, Path, Plan, Segment, Span,
+    Spanned, Step, UnaryOp,
 };
 use crate::lexer::{is_bare_capability, is_word};
 
@@ -70,7 +70,10 @@ fn input(out: &mut String, i: &Input) {
 fn step(out: &mut String, s: &Step) {
     out.push_str(&s.name.node);
     out.push_str(" = ");
-    call(out, &s.call);
+    match &s.body {
+        Some(b) => body(out, b),
+        None => call(out, &s.call),
+    }
     out.push('\n');
     if !s.after.is_empty() {
         out.push_str("  after ");
@@ -109,6 +112,40 @@ fn step(out: &mut String, s: &Step) {
         } else {
             out.push_str(&format!("  timeout {ms}ms\n"));
         }
+    }
+}
+
+/// `for x in ITEMS max N {` … `}` or `repeat {` … `} until COND max N`, the body's steps
+/// indented two spaces.
+fn body(out: &mut String, b: &Body) {
+    match b.kind {
+        LoopKind::For => {
+            out.push_str("for ");
+            out.push_str(b.var.as_ref().map_or("_", |v| v.node.as_str()));
+            out.push_str(" in ");
+            if let Some(items) = &b.items {
+                expr(out, items, 0);
+            }
+            out.push_str(&format!(" max {} {{\n", b.max.node));
+        }
+        LoopKind::Repeat => out.push_str("repeat {\n"),
+    }
+    for s in &b.steps {
+        let mut inner = String::new();
+        step(&mut inner, s);
+        for line in inner.lines() {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push('}');
+    if b.kind == LoopKind::Repeat {
+        out.push_str(" until ");
+        if let Some(until) = &b.until {
+            expr(out, until, 0);
+        }
+        out.push_str(&format!(" max {}", b.max.node));
     }
 }
 
@@ -325,6 +362,16 @@ fn strip_step(s: &Step) -> Step {
         fallback: s.fallback.as_ref().map(strip_call),
         on_failure: s.on_failure.as_ref().map(|p| bare(p.node)),
         timeout_ms: s.timeout_ms.as_ref().map(|t| bare(t.node)),
+        body: s.body.as_ref().map(|b| {
+            Box::new(Body {
+                kind: b.kind,
+                var: b.var.as_ref().map(ident),
+                items: b.items.as_ref().map(strip_expr),
+                until: b.until.as_ref().map(strip_expr),
+                max: bare(b.max.node),
+                steps: b.steps.iter().map(strip_step).collect(),
+            })
+        }),
         span: Span::default(),
     }
 }

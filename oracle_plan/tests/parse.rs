@@ -252,7 +252,14 @@ fn a_realistic_plan_parses_to_the_expected_tree() {
 #[test]
 fn shipped_plans_parse_and_round_trip() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/plans");
-    for name in ["quickstart.plan", "diamond.plan", "escalation.plan"] {
+    for name in [
+        "quickstart.plan",
+        "diamond.plan",
+        "escalation.plan",
+        "loops.plan",
+        "research.plan",
+        "triage.plan",
+    ] {
         let src = std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
         let plan = parse_ok(&src);
         let printed = print(&plan);
@@ -867,6 +874,7 @@ fn step_strategy() -> impl Strategy<Value = Step> {
                 fallback,
                 on_failure: policy.map(sp),
                 timeout_ms: timeout.map(sp),
+                body: None,
                 span: Span::default(),
             },
         )

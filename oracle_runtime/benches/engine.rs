@@ -7,6 +7,9 @@
 //! A step is four events: `step_scheduled`, `tool_called`, `tool_returned`, and the plan agent's
 //! `state_changed` recording the step's output.
 //!
+//! `loops/for_10000` is a `for` loop of 10,000 iterations of the same trivial step, as
+//! `oracle run`: compare its rate with `start/wide/*` for the cost of a loop iteration.
+//!
 //! Groups: `compile` (parse, check and hash the plan), `run` (the engine driving a compiled plan
 //! into a new log), `start` (`session::start` end to end, as `oracle run`: compile, run
 //! directory, run), and `replay` (`session::replay` end to end, as `oracle replay`: read and
@@ -234,5 +237,41 @@ fn replay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, compile_bench, run, start, replay);
+/// A `for` loop of 10,000 iterations of one trivial pure step, end to end as `oracle run`
+/// (issue 18): the plan agent's overhead per iteration (a child agent each) on top of a step.
+fn loops(c: &mut Criterion) {
+    let registry = tools::builtin();
+    let n = 10_000u64;
+    let text = format!(
+        "plan loop version 1\ninput items: list\neach = for x in items max {n} {{\n  c = text.contains {{ text: \"ab\", pattern: \"a\" }}\n}}\n"
+    );
+    let items = format!(
+        "[{}]",
+        (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+    );
+    let mut g = c.benchmark_group("loops");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(n));
+    g.bench_function(format!("for_{n}"), |b| {
+        b.iter_batched(
+            || {
+                let home = tempfile::tempdir().unwrap();
+                let plan = home.path().join("bench.plan");
+                std::fs::write(&plan, &text).unwrap();
+                (home, plan)
+            },
+            |(home, plan)| {
+                let mut opts = start_options(home.path(), plan);
+                opts.inputs = vec![("items".into(), items.clone())];
+                let s = session::start(&opts, &registry).unwrap();
+                assert_eq!(s.report.executed, n);
+                home
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    g.finish();
+}
+
+criterion_group!(benches, compile_bench, run, start, replay, loops);
 criterion_main!(benches);
