@@ -319,10 +319,64 @@ fn graph_text(c: &CompiledPlan) -> String {
             } else {
                 format!("  <- {}", deps.join(", "))
             };
-            out.push_str(&format!("  {:<16} {}{after}\n", s.name, s.call.tool));
+            out.push_str(&format!("  {:<16} {}{after}\n", s.name, what(s)));
+            // A loop's body: its steps by level, indented under it, as `STEP[i]`.
+            if let Some(b) = &s.body {
+                for (m, inner) in b.plan.levels.iter().enumerate() {
+                    for &j in inner {
+                        let t = &b.plan.steps[j as usize];
+                        let deps: Vec<&str> = t
+                            .deps
+                            .iter()
+                            .map(|&d| b.plan.steps[d as usize].name.as_str())
+                            .collect();
+                        let after = if deps.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  <- {}", deps.join(", "))
+                        };
+                        out.push_str(&format!(
+                            "    {:<14} {} (body level {m}){after}\n",
+                            format!("{}[i]", t.name),
+                            what(t)
+                        ));
+                    }
+                }
+            }
         }
     }
     out
+}
+
+/// What a step runs, as the graph shows it: its tool, a loop's header, or an agent's tools.
+fn what(s: &oracle_plan::compile::CompiledStep) -> String {
+    use oracle_plan::ast::LoopKind;
+    match &s.body {
+        Some(b) => match b.kind {
+            LoopKind::For => format!(
+                "for {} in {} max {}",
+                b.var.as_deref().unwrap_or("_"),
+                b.items
+                    .as_ref()
+                    .map(oracle_plan::print::print_expr)
+                    .unwrap_or_default(),
+                b.max
+            ),
+            LoopKind::Repeat => format!(
+                "repeat until {} max {}",
+                b.until
+                    .as_ref()
+                    .map(oracle_plan::print::print_expr)
+                    .unwrap_or_default(),
+                b.max
+            ),
+        },
+        None if s.call.tool == oracle_plan::agent::AGENT_TOOL => match s.call.args.get("tools") {
+            Some(t) => format!("agent with {}", oracle_plan::print::print_expr(t)),
+            None => "agent".to_owned(),
+        },
+        None => s.call.tool.clone(),
+    }
 }
 
 fn graph_dot(c: &CompiledPlan) -> String {

@@ -115,3 +115,27 @@ fn loops_that_cannot_be_are_refused_by_plan_check() {
         assert!(err.contains(expected), "{text}\n{err}");
     }
 }
+
+#[test]
+fn plan_graph_draws_loop_bodies_and_agent_tools() {
+    let (code, out, err) = common::oracle(&["plan", "graph", "fixtures/plans/loops.plan"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("docs             for name in list.entries max 100  <- list"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    stats[i]       text.count (body level 1)  <- read"),
+        "{out}"
+    );
+    assert!(
+        out.contains("rounds           repeat until seen.found and seen.value >= 2 max 5"),
+        "{out}"
+    );
+    let (code, out, _) = common::oracle(&["plan", "graph", "fixtures/plans/research.plan"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("research         agent with [\"fs.list\", \"fs.read\"]"),
+        "{out}"
+    );
+}
