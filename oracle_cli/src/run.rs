@@ -947,7 +947,7 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 "events": r.events,
                 "last_time": r.last_time,
                 "live": r.live,
-                "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why})),
+                "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why, "attempts": r.attempts})),
                 "reason": r.reason,
                 "models": r.models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
             }))?;
@@ -981,6 +981,10 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
             (s, _) => s,
         };
         let note = match (&r.waiting, &r.reason, status) {
+            (Some((step, why)), _, _) if r.attempts > 1 => format!(
+                "waits on step `{step}` after {} attempts: {why}",
+                r.attempts
+            ),
             (Some((step, why)), _, _) => format!("waits on step `{step}`: {why}"),
             (_, Some(why), _) => why.clone(),
             (_, _, "interrupted") => format!("oracle resume {}", r.id),

@@ -136,6 +136,10 @@ fn invalid_everywhere_suspends_and_a_persons_answer_is_checked_against_the_schem
     let (code, out, _) = sb.oracle(&["runs"]);
     assert_eq!(code, 0);
     assert!(out.contains("suspended"), "{out}");
+    assert!(
+        out.contains("waits on step `triage` after 6 attempts"),
+        "{out}"
+    );
     let (code, out, _) = sb.oracle(&["log", &run]);
     assert_eq!(code, 0);
     assert_eq!(out.matches("tool_failed").count(), 6, "{out}");

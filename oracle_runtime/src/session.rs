@@ -1014,6 +1014,9 @@ pub struct RunInfo {
     pub events: u64,
     /// For a suspended run: the step it waits on and why.
     pub waiting: Option<(String, String)>,
+    /// For a suspended run: how many attempts the step made before it waited (each failed
+    /// one is in the log: `oracle log RUN --kind tool_failed`).
+    pub attempts: u64,
     /// For a failed run: why.
     pub reason: Option<String>,
     /// The logical time of the last event.
@@ -1186,6 +1189,7 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         status: "damaged".into(),
         events: 0,
         waiting: None,
+        attempts: 0,
         reason: None,
         last_time: 0,
         live: None,
@@ -1204,6 +1208,7 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
             status: "running".into(),
             events: 0,
             waiting: None,
+            attempts: 0,
             reason: Some("nothing recorded: start the plan again with `oracle run`".into()),
             last_time: 0,
             live: None,
@@ -1229,6 +1234,10 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         _ => return damaged(String::new()),
     };
     let status = crate::engine::status_of(Some(&last)).to_owned();
+    let attempts = match last.typed() {
+        Ok(Payload::Suspended(s)) => s.attempts,
+        _ => 0,
+    };
     let (waiting, reason) = match last.typed() {
         // The reason was true when the run stopped; say when a verdict or sweep came since.
         Ok(Payload::Suspended(s)) if external_since => (
@@ -1251,6 +1260,7 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         status,
         events,
         waiting,
+        attempts,
         reason,
         last_time: indexed
             .read(events.saturating_sub(1))
