@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use ariadne::{Config, IndexType, Label, Report, ReportKind, Source};
 use clap::{Args, Subcommand, ValueEnum};
-use oracle_plan::compile::{CompiledPlan, check};
+use oracle_plan::compile::CompiledPlan;
 use oracle_plan::diagnostic::{Diagnostic, Severity, line_col};
 use serde_json::json;
 
@@ -179,7 +179,10 @@ fn load(path: &Path) -> Result<(String, Option<CompiledPlan>, Vec<Diagnostic>), 
     crate::files::check_plan(path, false)?;
     let src =
         oracle_runtime::session::read_text(path).map_err(|e| CliError::input(e.to_string()))?;
-    let (compiled, diags) = check(&src, &oracle_runtime::catalogue::builtin());
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let sources = oracle_runtime::session::plan_sources(dir, &src);
+    let (compiled, diags) =
+        oracle_plan::check_with(&src, &oracle_runtime::catalogue::builtin(), &sources);
     Ok((src, compiled, diags))
 }
 
@@ -335,9 +338,14 @@ fn graph_text(c: &CompiledPlan) -> String {
                         } else {
                             format!("  <- {}", deps.join(", "))
                         };
+                        let shown = if b.kind == oracle_plan::ast::LoopKind::Use {
+                            format!("{}/{}", s.name, t.name)
+                        } else {
+                            format!("{}[i]", t.name)
+                        };
                         out.push_str(&format!(
                             "    {:<14} {} (body level {m}){after}\n",
-                            format!("{}[i]", t.name),
+                            shown,
                             what(t)
                         ));
                     }
@@ -370,6 +378,7 @@ fn what(s: &oracle_plan::compile::CompiledStep) -> String {
                     .unwrap_or_default(),
                 b.max
             ),
+            LoopKind::Use => format!("sub-plan `{}` ({})", s.call.tool, b.plan.name),
         },
         None if s.call.tool == oracle_plan::agent::AGENT_TOOL => match s.call.args.get("tools") {
             Some(t) => format!("agent with {}", oracle_plan::print::print_expr(t)),

@@ -278,6 +278,14 @@ impl PlanAgent {
         obs: &Observation,
         out: &mut Vec<StateChanged>,
     ) -> Result<(), AgentError> {
+        // A sub-plan's call (`sub/read`, and deeper names inside it) goes to its child first.
+        if let Some((owner, inner)) = obs.step.split_once('/')
+            && let Some(&idx) = self.by_name.get(owner)
+            && self.sub_prefix(idx).is_some()
+        {
+            let inner = inner.to_owned();
+            return self.observe_child(idx, 0, &inner, obs, out);
+        }
         if let Some((inner, i)) = iteration_of(&obs.step) {
             return self.observe_iteration(inner, i, obs, out);
         }
@@ -454,7 +462,7 @@ impl PlanAgent {
             }
         }
         if let Some(body) = step.body.clone() {
-            return self.start_loop(idx, &body, out);
+            return self.start_loop(idx, &body, input, out);
         }
         if call.tool == AGENT_TOOL {
             return match agent_loop(&input) {
@@ -737,6 +745,7 @@ impl PlanAgent {
         &mut self,
         idx: u32,
         body: &crate::compile::CompiledBody,
+        args: Map<String, Value>,
         out: &mut Vec<StateChanged>,
     ) -> Option<Call> {
         let env = StepEnv {
@@ -747,6 +756,15 @@ impl PlanAgent {
         for name in &body.outer {
             if let Some(v) = env.lookup(name) {
                 inputs.insert(name.clone(), v.clone());
+            }
+        }
+        if body.kind == crate::ast::LoopKind::Use {
+            // A sub-plan: its inputs are the step's arguments, then its own defaults.
+            inputs = args;
+            for i in &body.plan.inputs {
+                if let (false, Some(d)) = (inputs.contains_key(&i.name), &i.default) {
+                    inputs.insert(i.name.clone(), d.clone());
+                }
             }
         }
         let items = match &body.items {
@@ -850,14 +868,33 @@ impl PlanAgent {
                 return;
             }
         };
+        // Names inside the child, as the run records them: `read[i]` for a loop's iteration,
+        // `sub/read` for a sub-plan called by step `sub`.
+        let prefix = self.sub_prefix(idx);
+        let rename = |name: &str| match &prefix {
+            Some(p) => format!("{p}/{name}"),
+            None => format!("{name}[{i}]"),
+        };
+        let rename_key = |key: &str| match (&prefix, key.strip_prefix("step/")) {
+            (Some(p), Some(rest)) => format!("step/{p}/{rest}"),
+            (Some(_), None) => key.to_owned(),
+            (None, _) => iteration_key(key, i),
+        };
+        let Some(child) = self
+            .iterations
+            .get_mut(&idx)
+            .and_then(|it| it.children.get_mut(i))
+        else {
+            return;
+        };
         for c in decision.changes {
             out.push(StateChanged {
                 set: c
                     .set
                     .into_iter()
-                    .map(|(k, v)| (iteration_key(&k, i), v))
+                    .map(|(k, v)| (rename_key(&k), v))
                     .collect(),
-                delete: c.delete.iter().map(|k| iteration_key(k, i)).collect(),
+                delete: c.delete.iter().map(|k| rename_key(k)).collect(),
             });
         }
         match decision.action {
@@ -872,17 +909,13 @@ impl PlanAgent {
                 let renamed: Vec<Call> = calls
                     .into_iter()
                     .map(|mut c| {
-                        c.step = format!("{}[{i}]", c.step);
+                        c.step = rename(&c.step);
                         c.reads = c
                             .reads
                             .into_iter()
                             .map(|r| {
-                                let base = r.split('@').next().unwrap_or(&r);
-                                if inner.contains(base) {
-                                    format!("{r}[{i}]")
-                                } else {
-                                    r
-                                }
+                                let base = r.split(['@', '[', '/']).next().unwrap_or(&r);
+                                if inner.contains(base) { rename(&r) } else { r }
                             })
                             .collect();
                         c
@@ -900,7 +933,8 @@ impl PlanAgent {
             }
             Action::Suspend { step, .. } => {
                 child.ended = Some(Err(format!(
-                    "step `{step}[{i}]` waits for a person, which steps inside a loop may not (yet)"
+                    "step `{}` waits for a person, which steps inside a loop or sub-plan may not (yet)",
+                    rename(&step)
                 )));
                 self.iteration_ended(idx, out);
             }
@@ -990,7 +1024,22 @@ impl PlanAgent {
                 }
             }
         }
-        self.complete(idx, n, Value::Array(results), out);
+        // A sub-plan's output is its one run's outputs; a loop's, the list of its iterations'.
+        let output = if body.kind == crate::ast::LoopKind::Use {
+            results.pop().unwrap_or(Value::Null)
+        } else {
+            Value::Array(results)
+        };
+        self.complete(idx, n, output, out);
+    }
+
+    /// For a sub-plan step, the prefix its calls and keys carry (the step's name).
+    fn sub_prefix(&self, idx: u32) -> Option<String> {
+        let s = &self.plan.steps[idx as usize];
+        s.body
+            .as_ref()
+            .filter(|b| b.kind == crate::ast::LoopKind::Use)
+            .map(|_| s.name.clone())
     }
 
     /// The outcome of a call of loop iteration `i` (its step `inner`, without `[i]`).
@@ -1001,11 +1050,23 @@ impl PlanAgent {
         obs: &Observation,
         out: &mut Vec<StateChanged>,
     ) -> Result<(), AgentError> {
-        let base = inner.split('@').next().unwrap_or(inner);
+        let base = inner.split(['@', '/']).next().unwrap_or(inner);
         let idx = *self
             .owners
             .get(base)
             .ok_or_else(|| AgentError(format!("observation for unknown step `{}`", obs.step)))?;
+        self.observe_child(idx, i, inner, obs, out)
+    }
+
+    /// Hands an outcome to child `i` of loop or sub-plan step `idx`, as its step `inner`.
+    fn observe_child(
+        &mut self,
+        idx: u32,
+        i: usize,
+        inner: &str,
+        obs: &Observation,
+        out: &mut Vec<StateChanged>,
+    ) -> Result<(), AgentError> {
         let known = self
             .iterations
             .get(&idx)

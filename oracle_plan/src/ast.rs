@@ -46,8 +46,18 @@ pub struct Plan {
     /// Capabilities as written (`domain:action:scope`), in file order.
     pub grants: Vec<Spanned<String>>,
     pub inputs: Vec<Input>,
+    /// `use "PATH" as NAME`: other plans this one calls as steps (`r = NAME { inputs }`).
+    pub uses: Vec<Use>,
     /// Steps in declaration order (which breaks ties in the topological order).
     pub steps: Vec<Step>,
+}
+
+/// `use "PATH" as NAME`: a sub-plan, called by steps as the tool `NAME`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Use {
+    /// As written: relative to the top plan's directory.
+    pub path: Spanned<String>,
+    pub alias: Ident,
 }
 
 /// `input NAME: TYPE [= DEFAULT]`
@@ -140,6 +150,8 @@ pub enum LoopKind {
     For,
     /// One iteration after another until a condition holds.
     Repeat,
+    /// A sub-plan (`use`), run once with the step's arguments as its inputs.
+    Use,
 }
 
 impl LoopKind {
@@ -147,6 +159,7 @@ impl LoopKind {
         match self {
             LoopKind::For => "for",
             LoopKind::Repeat => "repeat",
+            LoopKind::Use => "use",
         }
     }
 }

@@ -10,7 +10,9 @@
 //! E0217 a grant no tool needs · E0218 a field the step's output cannot have ·
 //! E0214 bound out of range (retry, timeout) · E0215 duplicate map key · E0216 too many steps ·
 //! E0219 an agent step's tools or clauses it cannot have · E0220 a loop it cannot be (a bound
-//! out of range, a clause loops do not take, a nested loop, a body step named like an outer name).
+//! out of range, a clause loops do not take, a nested loop, a body step named like an outer name) ·
+//! E0221 a sub-plan that cannot be used (unreadable, not compiling, too deep, granting more
+//! than the caller, inputs that do not fit).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -107,8 +109,34 @@ pub struct CompiledPlan {
     pub hash: Hash,
 }
 
+/// The text of the sub-plans a plan uses (`use "PATH" as NAME`), by path as written: the
+/// compiler is pure, so the caller reads them (`uses_of` lists what to read).
+pub type Sources = BTreeMap<String, String>;
+
+/// How deep sub-plans may use sub-plans (a plan that uses itself stops here too).
+pub const USES_DEPTH_MAX: u32 = 4;
+
+/// The paths a plan's source uses (`use "PATH" as NAME`), as written; empty if it does not
+/// parse.
+pub fn uses_of(src: &str) -> Vec<String> {
+    crate::parser::parse(src)
+        .0
+        .map(|p| p.uses.into_iter().map(|u| u.path.node).collect())
+        .unwrap_or_default()
+}
+
 /// Parses and compiles: the plan if there are no errors, and every diagnostic found.
 pub fn check(src: &str, catalogue: &Catalogue) -> (Option<CompiledPlan>, Vec<Diagnostic>) {
+    check_with(src, catalogue, &Sources::new())
+}
+
+/// [`check`], with the sources of the sub-plans the plan uses.
+pub fn check_with(
+    src: &str,
+    catalogue: &Catalogue,
+    sources: &Sources,
+) -> (Option<CompiledPlan>, Vec<Diagnostic>) {
+    let compile = |plan: &ast::Plan, catalogue: &Catalogue| compile_in(plan, catalogue, sources, 0);
     let (plan, mut diags) = crate::parser::parse(src);
     let Some(plan) = plan else {
         return (None, diags);
@@ -137,8 +165,19 @@ pub fn check(src: &str, catalogue: &Catalogue) -> (Option<CompiledPlan>, Vec<Dia
     }
 }
 
-/// Compiles a parsed plan, reporting every problem found.
+/// Compiles a parsed plan, reporting every problem found. A plan that uses sub-plans needs
+/// [`check_with`] (or [`compile_in`]) and their sources.
 pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, Vec<Diagnostic>> {
+    compile_in(plan, catalogue, &Sources::new(), 0)
+}
+
+/// [`compile`] with the sub-plans' sources, at sub-plan depth `depth`.
+pub fn compile_in(
+    plan: &ast::Plan,
+    catalogue: &Catalogue,
+    sources: &Sources,
+    depth: u32,
+) -> Result<CompiledPlan, Vec<Diagnostic>> {
     let mut d = Vec::new();
 
     if let Some(first_over) = plan.steps.get(STEPS_MAX as usize) {
@@ -388,7 +427,7 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
         let mut loop_deps = Vec::new();
         let call = match &s.body {
             Some(b) => {
-                body = compile_body(s, b, plan, catalogue, &names, &mut d);
+                body = compile_body(s, b, plan, catalogue, (sources, depth), &names, &mut d);
                 if let Some(items) = &b.items {
                     resolve(items, false, &mut d);
                 }
@@ -404,7 +443,21 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
                     args: BTreeMap::new(),
                 }
             }
-            None => compile_call(&s.call, catalogue, &grants, &mut d),
+            None => match plan.uses.iter().find(|u| u.alias.node == s.call.tool.node) {
+                Some(u) => {
+                    body = compile_use(s, u, plan, &grants, catalogue, (sources, depth), &mut d);
+                    CompiledCall {
+                        tool: s.call.tool.node.clone(),
+                        args: s
+                            .call
+                            .args
+                            .iter()
+                            .map(|a| (a.name.node.clone(), a.value.clone()))
+                            .collect(),
+                    }
+                }
+                None => compile_call(&s.call, catalogue, &grants, &mut d),
+            },
         };
         for a in &s.call.args {
             resolve(&a.value, false, &mut d);
@@ -549,6 +602,137 @@ pub fn compile(plan: &ast::Plan, catalogue: &Catalogue) -> Result<CompiledPlan, 
     Ok(compiled)
 }
 
+/// Compiles the sub-plan step `s` calls (`use "PATH" as NAME`, then `s = NAME { inputs }`): the
+/// sub-plan, whose grants must be within the caller's, whose inputs the arguments must fit.
+fn compile_use(
+    s: &ast::Step,
+    u: &ast::Use,
+    plan: &ast::Plan,
+    grants: &BTreeSet<Capability>,
+    catalogue: &Catalogue,
+    (sources, depth): (&Sources, u32),
+    d: &mut Vec<Diagnostic>,
+) -> Option<CompiledBody> {
+    let err =
+        |span: Span, message: String, label: &str| Diagnostic::error("E0221", span, message, label);
+    let path = &u.path.node;
+    if depth + 1 > USES_DEPTH_MAX {
+        d.push(err(
+            u.path.span,
+            format!("sub-plans nest deeper than {USES_DEPTH_MAX} (does `{path}` use itself?)"),
+            "too deep",
+        ));
+        return None;
+    }
+    let not_granted = |d: &mut Vec<Diagnostic>, span| {
+        d.push(
+            err(
+                span,
+                format!("the sub-plan `{path}` could not be read"),
+                "no such plan",
+            )
+            .with_hint("paths are relative to the top plan's directory, without `..`"),
+        );
+    };
+    if path.starts_with('/') || path.split('/').any(|c| c == "..") {
+        d.push(err(
+            u.path.span,
+            format!(
+                "`{path}`: a sub-plan's path is relative and stays below the top plan's directory"
+            ),
+            "not allowed",
+        ));
+        return None;
+    }
+    let Some(src) = sources.get(path) else {
+        not_granted(d, u.path.span);
+        return None;
+    };
+    let (sub, parse_diags) = crate::parser::parse(src);
+    let compiled = match sub {
+        Some(sub) if parse_diags.is_empty() => compile_in(&sub, catalogue, sources, depth + 1),
+        _ => Err(parse_diags),
+    };
+    let compiled = match compiled {
+        Ok(c) => c,
+        Err(diags) => {
+            let first = diags.first().map_or(String::new(), |x| {
+                let (line, col) = crate::diagnostic::line_col(src, x.span.start);
+                format!(": {}:{line}:{col}: [{}] {}", path, x.code, x.message)
+            });
+            d.push(err(
+                u.path.span,
+                format!("the sub-plan `{path}` has {} error(s){first}", diags.len()),
+                "does not compile",
+            ));
+            return None;
+        }
+    };
+    for g in &compiled.grants {
+        if !grants.iter().any(|c| c.covers(g)) {
+            d.push(
+                err(
+                    u.path.span,
+                    format!("the sub-plan `{path}` grants `{g}`, which no grant of this plan covers"),
+                    "more than the caller may do",
+                )
+                .with_hint("a sub-plan may do at most what the plan using it may: grant it here too, or narrow the sub-plan's grant"),
+            );
+        }
+    }
+    for a in &s.call.args {
+        if !compiled.inputs.iter().any(|i| i.name == a.name.node) {
+            let known: Vec<&str> = compiled.inputs.iter().map(|i| i.name.as_str()).collect();
+            d.push(
+                err(
+                    a.name.span,
+                    format!("the sub-plan `{path}` has no input `{}`", a.name.node),
+                    "unknown input",
+                )
+                .with_hint(format!("its inputs: {}", known.join(", "))),
+            );
+        }
+    }
+    for i in compiled.inputs.iter().filter(|i| i.default.is_none()) {
+        if !s.call.args.iter().any(|a| a.name.node == i.name) {
+            d.push(err(
+                s.call.span,
+                format!(
+                    "the sub-plan `{path}` needs input `{}` ({})",
+                    i.name,
+                    i.ty.as_str()
+                ),
+                "missing input",
+            ));
+        }
+    }
+    let _ = plan;
+    let not_taken = [
+        s.retry.as_ref().map(|r| (r.span, "attempts")),
+        s.fallback.as_ref().map(|f| (f.span, "fallback")),
+        s.timeout_ms.as_ref().map(|t| (t.span, "timeout")),
+    ];
+    for (span, clause) in not_taken.into_iter().flatten() {
+        d.push(
+            err(
+                span,
+                format!("a sub-plan step takes no `{clause}` clause"),
+                "not for sub-plans",
+            )
+            .with_hint("put it on the sub-plan's steps"),
+        );
+    }
+    Some(CompiledBody {
+        kind: ast::LoopKind::Use,
+        var: None,
+        items: None,
+        until: None,
+        max: 1,
+        outer: Vec::new(),
+        plan: compiled,
+    })
+}
+
 /// Compiles a loop's body as a plan of its own (the loop variable and every outer name the
 /// body reads become its inputs), and checks what a loop step may not be.
 fn compile_body(
@@ -556,6 +740,7 @@ fn compile_body(
     b: &ast::Body,
     plan: &ast::Plan,
     catalogue: &Catalogue,
+    (sources, depth): (&Sources, u32),
     outer_names: &[&str],
     d: &mut Vec<Diagnostic>,
 ) -> Option<CompiledBody> {
@@ -649,9 +834,10 @@ fn compile_body(
         version: plan.version.clone(),
         grants: plan.grants.clone(),
         inputs,
+        uses: plan.uses.clone(),
         steps: b.steps.clone(),
     };
-    match compile(&sub, catalogue) {
+    match compile_in(&sub, catalogue, sources, depth) {
         Ok(compiled) => {
             if let Some(u) = &b.until {
                 // `until` reads the iteration's steps and outer names only.

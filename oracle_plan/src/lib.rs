@@ -13,6 +13,6 @@ pub mod parser;
 pub mod print;
 
 pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSpec};
-pub use compile::{CompiledPlan, CompiledStep, check, compile};
+pub use compile::{CompiledPlan, CompiledStep, Sources, check, check_with, compile, uses_of};
 pub use diagnostic::{Diagnostic, Severity};
 pub use parser::parse;

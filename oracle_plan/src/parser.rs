@@ -47,7 +47,7 @@ use std::collections::BTreeMap;
 
 use crate::ast::{
     Arg, BinaryOp, Body, Call, Expr, ExprKind, FailurePolicy, Ident, Input, InputType, LoopKind,
-    Path, Plan, Segment, Span, Spanned, Step, UnaryOp,
+    Path, Plan, Segment, Span, Spanned, Step, UnaryOp, Use,
 };
 use crate::diagnostic::{Diagnostic, Severity, closest};
 use crate::lexer::{self, Keyword, Token, TokenKind};
@@ -270,6 +270,12 @@ impl<'s> Parser<'s> {
             TokenKind::Eof => true,
             _ if !t.line_start => false,
             TokenKind::Keyword(Keyword::Grant | Keyword::Input | Keyword::Plan) => true,
+            TokenKind::Ident(w) if w == "use" => {
+                matches!(
+                    self.toks.get(i + 1).map(|t| &t.kind),
+                    Some(TokenKind::Str(_))
+                )
+            }
             TokenKind::Ident(_) | TokenKind::Keyword(_) => {
                 matches!(
                     self.toks.get(i + 1).map(|t| &t.kind),
@@ -369,6 +375,7 @@ impl<'s> Parser<'s> {
 
         let mut grants = Vec::new();
         let mut inputs = Vec::new();
+        let mut uses = Vec::new();
         let mut steps = Vec::new();
         let mut after_step = false;
         loop {
@@ -377,6 +384,11 @@ impl<'s> Parser<'s> {
             let result = match self.kind() {
                 TokenKind::Eof => break,
                 _ if is_step => self.step().map(|s| steps.push(s)),
+                TokenKind::Ident(w)
+                    if w == "use" && matches!(self.kind_at(1), TokenKind::Str(_)) =>
+                {
+                    self.use_item().map(|u| uses.push(u))
+                }
                 TokenKind::Keyword(Keyword::Grant) => self.grant().map(|g| grants.push(g)),
                 TokenKind::Keyword(Keyword::Input) => self.input().map(|i| inputs.push(i)),
                 TokenKind::Keyword(Keyword::Plan) => self.misplaced_header(header.as_ref()),
@@ -396,7 +408,34 @@ impl<'s> Parser<'s> {
             version: h.version,
             grants,
             inputs,
+            uses,
             steps,
+        })
+    }
+
+    /// `use "PATH" as NAME` (the caller has seen `use` and a string).
+    fn use_item(&mut self) -> PResult<Use> {
+        self.bump(); // `use`
+        let t = self.bump();
+        let path = Spanned::new(into_text(t.kind), t.span);
+        if !matches!(self.kind(), TokenKind::Ident(w) if w == "as") {
+            let hint = "a sub-plan is named: `use \"plans/other.plan\" as other`";
+            return Err(self.expected(
+                "E0110",
+                "`as NAME`",
+                "after the sub-plan's path",
+                Some(hint),
+            ));
+        }
+        self.bump();
+        let name = self.tok().clone();
+        let TokenKind::Ident(alias) = name.kind else {
+            return Err(self.expected("E0110", "a name", "after `as`", None));
+        };
+        self.bump();
+        Ok(Use {
+            path,
+            alias: Spanned::new(alias, name.span),
         })
     }
 

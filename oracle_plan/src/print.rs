@@ -9,7 +9,7 @@
 
 use crate::ast::{
     Arg, BinaryOp, Body, Call, Expr, ExprKind, Ident, Input, LoopKind, Path, Plan, Segment, Span,
-    Spanned, Step, UnaryOp,
+    Spanned, Step, UnaryOp, Use,
 };
 use crate::lexer::{is_bare_capability, is_word};
 
@@ -30,6 +30,16 @@ pub fn print(plan: &Plan) -> String {
             } else {
                 string(&mut out, &g.node);
             }
+            out.push('\n');
+        }
+    }
+    if !plan.uses.is_empty() {
+        out.push('\n');
+        for u in &plan.uses {
+            out.push_str("use ");
+            string(&mut out, &u.path.node);
+            out.push_str(" as ");
+            out.push_str(&u.alias.node);
             out.push('\n');
         }
     }
@@ -129,6 +139,8 @@ fn body(out: &mut String, b: &Body) {
             out.push_str(&format!(" max {} {{\n", b.max.node));
         }
         LoopKind::Repeat => out.push_str("repeat {\n"),
+        // A sub-plan's body is never printed: its call is (see `step`).
+        LoopKind::Use => {}
     }
     for s in &b.steps {
         let mut inner = String::new();
@@ -309,6 +321,14 @@ pub fn strip_spans(plan: &Plan) -> Plan {
                 name: ident(&i.name),
                 ty: bare(i.ty.node),
                 default: i.default.as_ref().map(strip_expr),
+            })
+            .collect(),
+        uses: plan
+            .uses
+            .iter()
+            .map(|u| Use {
+                path: bare(u.path.node.clone()),
+                alias: ident(&u.alias),
             })
             .collect(),
         steps: plan.steps.iter().map(strip_step).collect(),

@@ -259,6 +259,7 @@ fn shipped_plans_parse_and_round_trip() {
         "loops.plan",
         "research.plan",
         "triage.plan",
+        "report.plan",
     ] {
         let src = std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
         let plan = parse_ok(&src);
@@ -903,6 +904,7 @@ fn plan_strategy() -> impl Strategy<Value = Plan> {
         prop::collection::vec(step_strategy(), 0..5),
     )
         .prop_map(|(n, version, grants, inputs, steps)| Plan {
+            uses: Vec::new(),
             name: sp(n),
             version: sp(version),
             grants: grants.into_iter().map(sp).collect(),

@@ -287,7 +287,54 @@ pub fn grant_warnings(grants: &[Capability], home: &Path, root: &Path) -> Vec<St
 
 /// Compiles plan source against the registry.
 pub fn compile(path: &Path, source: &str, registry: &Registry) -> Result<CompiledPlan> {
-    let (plan, diagnostics) = oracle_plan::check(source, &registry.catalogue());
+    let dir = path.parent().unwrap_or(Path::new("."));
+    compile_with_uses(path, source, registry, &plan_sources(dir, source))
+}
+
+/// Where a run keeps copies of the sub-plans its plan uses, by the paths the plan wrote.
+pub const USES_DIR: &str = "uses";
+/// Most sub-plan files one plan may use, directly or through others.
+pub const USES_FILES_MAX: usize = 64;
+
+/// The sources of the sub-plans `source` uses (`use "PATH" as NAME`), and those they use,
+/// read from `dir` by the paths as written. Paths that are absolute or climb with `..` are not
+/// read (the compiler refuses them); a file that cannot be read is left out (the compiler
+/// reports it by path).
+pub fn plan_sources(dir: &Path, source: &str) -> oracle_plan::Sources {
+    let mut sources = oracle_plan::Sources::new();
+    let mut todo: Vec<(String, u32)> = oracle_plan::uses_of(source)
+        .into_iter()
+        .map(|p| (p, 1))
+        .collect();
+    while let Some((path, depth)) = todo.pop() {
+        if sources.contains_key(&path)
+            || sources.len() >= USES_FILES_MAX
+            || depth > oracle_plan::compile::USES_DEPTH_MAX
+            || path.starts_with('/')
+            || path.split('/').any(|c| c == "..")
+        {
+            continue;
+        }
+        if let Ok(text) = read_text(&dir.join(&path)) {
+            todo.extend(
+                oracle_plan::uses_of(&text)
+                    .into_iter()
+                    .map(|p| (p, depth + 1)),
+            );
+            sources.insert(path, text);
+        }
+    }
+    sources
+}
+
+/// [`compile`] with the sub-plans' sources given.
+pub fn compile_with_uses(
+    path: &Path,
+    source: &str,
+    registry: &Registry,
+    sources: &oracle_plan::Sources,
+) -> Result<CompiledPlan> {
+    let (plan, diagnostics) = oracle_plan::check_with(source, &registry.catalogue(), sources);
     match plan {
         Some(p) if !diagnostics.iter().any(|d| d.severity == Severity::Error) => Ok(p),
         _ => Err(SessionError::Plan {
@@ -434,6 +481,15 @@ pub fn start_observed(
     let warnings = grant_warnings(&grants, &opts.home, &root);
     let (id, dir) = new_run_dir(&opts.home, &plan.name)?;
     write_atomic(&dir.join(PLAN_FILE), source.as_bytes())?;
+    // The sub-plans, kept beside the plan: `resume` and `replay` compile these copies.
+    let plan_dir = opts.plan.parent().unwrap_or(Path::new("."));
+    for (path, text) in plan_sources(plan_dir, &source) {
+        let target = dir.join(USES_DIR).join(&path);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(SessionError::io(parent))?;
+        }
+        write_atomic(&target, text.as_bytes())?;
+    }
     let mut meta = json!({"format": 1, "root": root.to_string_lossy()});
     if !opts.models.models.is_empty() {
         meta["models"] = serde_json::to_value(&opts.models.models).unwrap_or_default();
@@ -660,7 +716,8 @@ fn store_of(home: &Path, run_dir: &Path) -> Vec<PathBuf> {
 fn stored_plan(run: &RunDir, started: &RunStarted, registry: &Registry) -> Result<CompiledPlan> {
     let path = run.dir.join(PLAN_FILE);
     let source = read_text(&path)?;
-    let plan = compile(&path, &source, registry)?;
+    let sources = plan_sources(&run.dir.join(USES_DIR), &source);
+    let plan = compile_with_uses(&path, &source, registry, &sources)?;
     if plan.hash != started.program_hash {
         return Err(SessionError::PlanChanged {
             path,
