@@ -852,11 +852,7 @@ impl PlanAgent {
         observations: &[Observation],
         out: &mut Vec<StateChanged>,
     ) {
-        let Some(child) = self
-            .iterations
-            .get_mut(&idx)
-            .and_then(|it| it.children.get_mut(i))
-        else {
+        let Some(child) = self.child_mut(idx, i) else {
             return;
         };
         let decision = child.agent.decide(&State::new(), observations);
@@ -880,11 +876,7 @@ impl PlanAgent {
             (Some(_), None) => key.to_owned(),
             (None, _) => iteration_key(key, i),
         };
-        let Some(child) = self
-            .iterations
-            .get_mut(&idx)
-            .and_then(|it| it.children.get_mut(i))
-        else {
+        let Some(child) = self.child_mut(idx, i) else {
             return;
         };
         for c in decision.changes {
@@ -1031,6 +1023,13 @@ impl PlanAgent {
             Value::Array(results)
         };
         self.complete(idx, n, output, out);
+    }
+
+    /// Child `i` of loop or sub-plan step `idx`, while the step runs.
+    fn child_mut(&mut self, idx: u32, i: usize) -> Option<&mut Child> {
+        self.iterations
+            .get_mut(&idx)
+            .and_then(|it| it.children.get_mut(i))
     }
 
     /// For a sub-plan step, the prefix its calls and keys carry (the step's name).

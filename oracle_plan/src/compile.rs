@@ -602,6 +602,33 @@ pub fn compile_in(
     Ok(compiled)
 }
 
+/// `attempts`, `fallback` and `timeout` on a step that runs other steps (a loop, a sub-plan):
+/// refused with `code`, pointing at where they belong.
+fn clauses_not_taken(
+    s: &ast::Step,
+    code: &'static str,
+    what: &str,
+    instead: &str,
+    d: &mut Vec<Diagnostic>,
+) {
+    let not_taken = [
+        s.retry.as_ref().map(|r| (r.span, "attempts")),
+        s.fallback.as_ref().map(|f| (f.span, "fallback")),
+        s.timeout_ms.as_ref().map(|t| (t.span, "timeout")),
+    ];
+    for (span, clause) in not_taken.into_iter().flatten() {
+        d.push(
+            Diagnostic::error(
+                code,
+                span,
+                format!("{what} takes no `{clause}` clause"),
+                "not here",
+            )
+            .with_hint(format!("put it on {instead}")),
+        );
+    }
+}
+
 /// Compiles the sub-plan step `s` calls (`use "PATH" as NAME`, then `s = NAME { inputs }`): the
 /// sub-plan, whose grants must be within the caller's, whose inputs the arguments must fit.
 fn compile_use(
@@ -707,21 +734,7 @@ fn compile_use(
         }
     }
     let _ = plan;
-    let not_taken = [
-        s.retry.as_ref().map(|r| (r.span, "attempts")),
-        s.fallback.as_ref().map(|f| (f.span, "fallback")),
-        s.timeout_ms.as_ref().map(|t| (t.span, "timeout")),
-    ];
-    for (span, clause) in not_taken.into_iter().flatten() {
-        d.push(
-            err(
-                span,
-                format!("a sub-plan step takes no `{clause}` clause"),
-                "not for sub-plans",
-            )
-            .with_hint("put it on the sub-plan's steps"),
-        );
-    }
+    clauses_not_taken(s, "E0221", "a sub-plan step", "the sub-plan's steps", d);
     Some(CompiledBody {
         kind: ast::LoopKind::Use,
         var: None,
@@ -756,21 +769,7 @@ fn compile_body(
             "out of range",
         ));
     }
-    let not_taken = [
-        s.retry.as_ref().map(|r| (r.span, "attempts")),
-        s.fallback.as_ref().map(|f| (f.span, "fallback")),
-        s.timeout_ms.as_ref().map(|t| (t.span, "timeout")),
-    ];
-    for (span, clause) in not_taken.into_iter().flatten() {
-        d.push(
-            loop_error(
-                span,
-                format!("a loop step takes no `{clause}` clause"),
-                "not for loops",
-            )
-            .with_hint("put it on the steps inside the loop"),
-        );
-    }
+    clauses_not_taken(s, "E0220", "a loop step", "the steps inside the loop", d);
     let body_names: BTreeSet<&str> = b.steps.iter().map(|x| x.name.node.as_str()).collect();
     for inner in &b.steps {
         if inner.body.is_some() {
