@@ -241,11 +241,17 @@ fn event_json(e: &Event) -> Value {
 pub(crate) fn class_text(c: &Class) -> String {
     match c {
         Class::Inputs { fields } => format!("the runs' inputs differ: {}", fields.join(", ")),
-        Class::Payload { kind, step, tool } => {
+        Class::Payload {
+            kind,
+            step,
+            tool,
+            attempt,
+        } => {
             let mut s = format!("same kind `{kind}`, different payload");
+            let attempt = attempt.map_or(String::new(), |n| format!(", attempt {n}"));
             match (step, tool) {
-                (Some(st), Some(t)) => s.push_str(&format!(" (step `{st}`, tool `{t}`)")),
-                (Some(st), None) => s.push_str(&format!(" (step `{st}`)")),
+                (Some(st), Some(t)) => s.push_str(&format!(" (step `{st}`, tool `{t}`{attempt})")),
+                (Some(st), None) => s.push_str(&format!(" (step `{st}`{attempt})")),
                 _ => {}
             }
             s
@@ -267,8 +273,13 @@ pub(crate) fn class_text(c: &Class) -> String {
 pub(crate) fn class_json(c: &Class) -> Value {
     match c {
         Class::Inputs { fields } => json!({"fields": fields}),
-        Class::Payload { kind, step, tool } => {
-            json!({"kind": kind.as_str(), "step": step, "tool": tool})
+        Class::Payload {
+            kind,
+            step,
+            tool,
+            attempt,
+        } => {
+            json!({"kind": kind.as_str(), "step": step, "tool": tool, "attempt": attempt})
         }
         Class::State { kind } => json!({"kind": kind.as_str()}),
         Class::Structure { a, b } => json!({"a_kind": a.as_str(), "b_kind": b.as_str()}),

@@ -286,6 +286,10 @@ fn changed_instructions_diverge_at_the_first_turn() {
     assert_eq!(code, 4, "{out}{err}");
     let text = format!("{out}{err}");
     assert!(text.contains("event 3"), "{text}");
+    assert!(
+        text.contains("(step `research`, tool `llm.chat`, attempt 1)"),
+        "{text}"
+    );
     assert!(text.contains("Always list the folder first"), "{text}");
 }
 

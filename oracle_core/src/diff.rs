@@ -77,6 +77,9 @@ pub enum Class {
         kind: EventKind,
         step: Option<String>,
         tool: Option<String>,
+        /// The call's attempt, when both sides name the same one: for an agent step's
+        /// `llm.chat`, its turn (counting retries).
+        attempt: Option<u64>,
     },
     /// Same payload, different resulting state: the reducer is not deterministic.
     State { kind: EventKind },
@@ -288,10 +291,13 @@ fn classify(a: &Event, b: &Event) -> Class {
             text(&a.payload, "step").filter(|s| Some(s) == text(&b.payload, "step").as_ref());
         let tool =
             text(&a.payload, "tool").filter(|t| Some(t) == text(&b.payload, "tool").as_ref());
+        let number = |v: &Value| v.get("attempt").and_then(Value::as_u64);
+        let attempt = number(&a.payload).filter(|n| Some(*n) == number(&b.payload));
         return Class::Payload {
             kind: a.kind,
             step,
             tool,
+            attempt,
         };
     }
     Class::State { kind: a.kind }
