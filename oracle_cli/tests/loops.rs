@@ -105,8 +105,12 @@ fn loops_that_cannot_be_are_refused_by_plan_check() {
             "`c` inside the loop has the name of an input",
         ),
         (
-            "plan a version 1\nl = for x in [1] {\n  c = text.count { text: \"a\" }\n}\n",
+            "plan a version 1\nl = repeat {\n  c = text.count { text: \"a\" }\n} until c.words > 1\n",
             "expected `max N`",
+        ),
+        (
+            "plan a version 1\nl = for x in \"abc\" {\n  c = text.count { text: \"a\" }\n}\n",
+            "`for` goes over a list, and this is a string",
         ),
     ] {
         sb.write("plans/bad.plan", text);

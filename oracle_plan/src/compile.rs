@@ -89,6 +89,8 @@ pub struct CompiledBody {
 
 /// Most iterations a loop may declare (`max N`).
 pub const ITERATIONS_MAX: u64 = 100_000;
+/// A `for` without `max N` takes at most this many items.
+pub const FOR_MAX_DEFAULT: u64 = 1_000;
 
 /// A plan ready to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -770,6 +772,20 @@ fn compile_body(
         ));
     }
     clauses_not_taken(s, "E0220", "a loop step", "the steps inside the loop", d);
+    if let Some(items) = &b.items
+        && eval::is_constant(items)
+        && let Ok(v) = eval::eval(items, &Map::new())
+        && !v.is_array()
+    {
+        d.push(loop_error(
+            items.span,
+            format!(
+                "`for` goes over a list, and this is {}",
+                a_or_an(eval::type_name(&v))
+            ),
+            "not a list",
+        ));
+    }
     let body_names: BTreeSet<&str> = b.steps.iter().map(|x| x.name.node.as_str()).collect();
     for inner in &b.steps {
         if inner.body.is_some() {

@@ -911,7 +911,16 @@ impl<'s> Parser<'s> {
             var = Some(Spanned::new(into_text(v.kind), v.span));
             self.bump(); // `in`
             items = Some(self.expr()?.e);
-            max = Some(self.loop_max("after the list of a `for`")?);
+            // `max N` is optional for `for` (the list's length is known when it starts):
+            // without it, at most FOR_MAX_DEFAULT items.
+            if matches!(self.kind(), TokenKind::Ident(w) if w == "max") {
+                max = Some(self.loop_max("after the list of a `for`")?);
+            } else {
+                max = Some(Spanned::new(
+                    crate::compile::FOR_MAX_DEFAULT,
+                    items.as_ref().map_or(kw.span, |e| e.span),
+                ));
+            }
         }
         if !self.at(&TokenKind::LBrace) {
             return Err(self.expected("E0110", "`{`", "to open the loop's steps", None));
