@@ -511,6 +511,7 @@ pub fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
         note: a.note.clone(),
         now: a.now,
     };
+    move_torn_tail_aside(home, &a.run);
     let applied = adjudication::reinstate(home, &a.run, &r, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
@@ -592,6 +593,7 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
         note: a.note.clone(),
         now: a.now,
     };
+    move_torn_tail_aside(home, &a.run);
     let applied = adjudication::adjudicate(home, &a.run, &sub, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
@@ -637,8 +639,31 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
+/// Before an outside append (a verdict, sweep, claim or reinstatement): a torn final record
+/// left by a writer that was killed mid-write (Linux copies a write page by page and a fatal
+/// signal can stop it between pages) is moved aside into the run's `torn/`, saved, as
+/// `oracle resume` does, so the command can append. Every complete record is verified first;
+/// anything else (a busy run, damage before the tail) is left for the command to report.
+fn move_torn_tail_aside(home: &Path, run: &str) {
+    use oracle_runtime::repair::{Repair, repair};
+    let Ok(found) = oracle_runtime::session::find(home, run) else {
+        return;
+    };
+    let torn = matches!(
+        oracle_runtime::reader::scan(&found.paths.log, true, |_| Ok(true)),
+        Ok(end) if end.torn_tail.is_some()
+    );
+    if torn && let Ok(Repair::MovedTornTail { len, saved_to, .. }) = repair(&found.paths) {
+        eprintln!(
+            "note: a torn final record ({len} bytes, from a write cut short) was moved to {}",
+            saved_to.display()
+        );
+    }
+}
+
 pub fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
     check_now(a.now, a.json)?;
+    move_torn_tail_aside(home, &a.run);
     let swept = adjudication::sweep(home, &a.run, a.now, a.durability.into())
         .map_err(|e| session_error(e, a.json, None))?;
     if a.json {
@@ -709,7 +734,8 @@ pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
     oracle_runtime::session::check_outside_value(&value, "--value").map_err(CliError::input)?;
     let valid = a.valid.as_deref().map(parse_valid).transpose()?;
     // A claim joins its line with the line's cardinality (fixed by the line's first claim); a
-    // new line is functional.
+    // new line is functional. (Read after a record cut mid-write is moved aside.)
+    move_torn_tail_aside(home, &a.run);
     let rm = load(home, &a.run, a.json)?;
     let cardinality = rm
         .memory

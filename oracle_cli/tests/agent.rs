@@ -315,3 +315,62 @@ fn an_answer_the_steps_expect_rejects_fails_the_step() {
         "{v}"
     );
 }
+
+#[test]
+fn a_fallback_agent_takes_over_when_the_first_runs_out_of_turns() {
+    let sb = Sandbox::new();
+    let plan = fs::read_to_string(sb.path().join("fixtures/plans/research.plan")).unwrap();
+    // The fast model gets one turn; then a strong one starts afresh with four.
+    let plan = plan.replacen("  max_turns: 6,\n", "  max_turns: 1,\n", 1).replacen(
+        "  attempts 2\n",
+        "  attempts 2\n  fallback agent {\n    model: \"strong\",\n    instructions: \"Read the November memo and answer with JSON only.\",\n    task: \"When does the office move, and to where?\",\n    tools: [\"fs.read\"],\n    max_turns: 4,\n    output: { type: \"object\", required: [\"answer\", \"source\"] },\n  }\n",
+        1,
+    );
+    let plan = plan.replacen(
+        "grant llm:chat:fast\n",
+        "grant llm:chat:fast\ngrant llm:chat:strong\n",
+        1,
+    );
+    sb.write("plans/tiers.plan", &plan);
+    let mut list = call("c1", "fs.list", json!({"path": "fixtures/docs"}));
+    list["model"] = json!("fast");
+    let mut read = call(
+        "c2",
+        "fs.read",
+        json!({"path": "fixtures/docs/memo-2026-11.txt"}),
+    );
+    read["model"] = json!("strong");
+    let mut done = answer("memo-2026-11.txt");
+    done["model"] = json!("strong");
+    let stub = Stub::start(vec![list, read, done]).unwrap();
+    let fast = format!("fast={}", stub.url());
+    let strong = format!("strong={}", stub.url());
+    let (code, v) = sb.json(&[
+        "run",
+        "plans/tiers.plan",
+        "--model",
+        &fast,
+        "--model",
+        &strong,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let requests = stub.requests();
+    let models: Vec<&str> = requests
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(models, ["fast", "strong", "strong"]);
+    // The second tier starts afresh: its own instructions, no trace of the first conversation.
+    assert_eq!(requests[1].body["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        fs::read_to_string(sb.path().join("out/research.txt")).unwrap(),
+        "memo-2026-11.txt: 14 Harbour Street, on 1 December 2026"
+    );
+    let id = v["run"].as_str().unwrap().to_owned();
+    let (_, state) = sb.json(&["inspect", &id, "--json"]);
+    assert_eq!(state["entries"]["step/research"]["attempts"], 3);
+    drop(stub);
+    let (code, r) = sb.json(&["replay", &id, "--json"]);
+    assert_eq!(code, 0, "{r}");
+}

@@ -558,8 +558,9 @@ fn a_write_cut_short_by_a_full_filesystem_is_truncated_back_and_a_retry_applies(
     drop(h);
 }
 
-/// SIGKILL at seeded random points of `oracle claim`: afterwards the log verifies without
-/// `repair`, the claim is there whole or not at all, and a retry records it. A floor on how
+/// SIGKILL at seeded random points of `oracle claim`: afterwards every complete record is
+/// untouched, the claim is there whole or not at all (a record cut mid-write is a torn tail
+/// the next outside command moves aside, never a damaged log), and a retry records it. A floor on how
 /// many kills landed while the command was still running keeps the test meaningful.
 #[test]
 fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
@@ -569,6 +570,7 @@ fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
     let trials = 40u64;
     let mut killed = 0u64;
     let mut landed_killed = 0u64;
+    let mut torn_tails = 0u64;
     // How long one claim takes here, to spread the kills over it (not asserted).
     let mut span_us = 200;
     for value in ["\"none\"", "\"none\"", "\"none\""] {
@@ -606,14 +608,28 @@ fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
         let _ = child.kill();
         let status = child.wait().unwrap();
         let was_killed = status.code().is_none();
-        h.verifies();
-        let events = h.events();
-        let landed = events.len() == events_before + 1;
-        assert!(
-            events.len() == events_before || landed,
-            "whole or nothing: {events_before} -> {}",
-            events.len()
-        );
+        // Every complete record is untouched. The record being written may be cut short
+        // where the kernel copies a write page by page (a fatal signal stops it between
+        // pages): then `verify` names it as a torn tail after exactly the records before,
+        // and the next outside command moves it aside and applies.
+        let (code, out, err) = h.oracle(&["verify", RUN]);
+        let torn = code != 0;
+        if torn {
+            assert!(
+                err.contains("torn tail")
+                    && err.contains(&format!("after {events_before} complete records")),
+                "only the record being written may be cut: {out}{err}"
+            );
+            torn_tails += 1;
+        }
+        let landed = !torn && h.events().len() == events_before + 1;
+        if !torn {
+            let n = h.events().len();
+            assert!(
+                n == events_before || landed,
+                "whole or nothing: {events_before} -> {n}"
+            );
+        }
         if was_killed {
             killed += 1;
             landed_killed += u64::from(landed);
@@ -621,7 +637,9 @@ fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
         if !landed {
             let (code, out, err) = h.oracle(&args);
             assert_eq!(code, 0, "retry after a kill: {out}{err}");
+            assert_eq!(torn, err.contains("torn final record"), "{err}");
         }
+        h.verifies();
         let (code, rows) = h.json_lines(&["memory", RUN, "--subject", &subject, "--json"]);
         assert_eq!(code, 0);
         assert_eq!(rows.len(), 1, "{subject}: exactly one line");
@@ -631,7 +649,9 @@ fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
             "{subject}: one claim"
         );
     }
-    eprintln!("{killed} of {trials} killed while running ({landed_killed} after the append)");
+    eprintln!(
+        "{killed} of {trials} killed while running ({landed_killed} after the append, {torn_tails} mid-write)"
+    );
     assert!(
         killed * 5 >= trials,
         "only {killed} of {trials} kills landed while the command ran"
@@ -888,4 +908,31 @@ fn a_deny_never_leaves_a_request_pairing_equal_values() {
     let (code, out, err) = h.oracle(&["resume", RUN]);
     assert_eq!(code, 0, "{out}{err}");
     h.replays("completed");
+}
+
+/// A record cut mid-write (as SIGKILL between two pages of one write leaves it) is a torn
+/// tail: read-only commands report it, and the next outside command moves it aside into
+/// `torn/`, says so, and applies; the log then verifies.
+#[test]
+fn the_next_outside_command_moves_a_record_cut_mid_write_aside_and_applies() {
+    let h = Home::new();
+    h.start(&[]);
+    let before = std::fs::read(h.log()).unwrap();
+    let mut torn = before.clone();
+    torn.extend_from_slice(br#"{"seq":99,"kind":"claim_recor"#);
+    std::fs::write(h.log(), &torn).unwrap();
+    let (code, _, err) = h.oracle(&["verify", RUN]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("torn tail"), "{err}");
+    let (code, out, err) = h.oracle(&claim_args("\"none\"", &[]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("note: a torn final record (29 bytes"), "{err}");
+    let saved: Vec<_> = std::fs::read_dir(h.run_dir().join("torn"))
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(saved, vec![br#"{"seq":99,"kind":"claim_recor"#.to_vec()]);
+    h.verifies();
+    let after = std::fs::read(h.log()).unwrap();
+    assert!(after.starts_with(&before) && after.len() > before.len());
 }

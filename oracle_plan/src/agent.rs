@@ -67,6 +67,8 @@ struct Loop {
     results: Vec<(String, Option<String>)>,
     /// How many tool calls the previous turn asked for (what the next turn reads).
     previous: usize,
+    /// 1 for the step's own agent, 2 for its `fallback agent { ... }`.
+    tier: u64,
 }
 
 /// State key of a step.
@@ -720,6 +722,7 @@ fn agent_loop(input: &Map<String, Value>) -> Result<Loop, String> {
         failures: 0,
         results: Vec::new(),
         previous: 0,
+        tier: 1,
     })
 }
 
@@ -1238,14 +1241,12 @@ impl PlanAgent {
                     let call = self.next_turn(idx);
                     self.queued.push(call);
                 } else {
-                    self.loops.remove(&idx);
-                    self.give_up(idx, chats, error.clone(), out);
+                    self.agent_failed(idx, chats, error.clone(), out);
                 }
             }
             Outcome::Denied { capability, reason } => {
                 let e = format!("capability `{capability}` denied: {reason}");
-                self.loops.remove(&idx);
-                self.give_up(idx, chats, e, out);
+                self.agent_failed(idx, chats, e, out);
             }
             Outcome::Ask(_) | Outcome::Answered(_) => {}
         }
@@ -1279,6 +1280,50 @@ impl PlanAgent {
         Ok(())
     }
 
+    /// Agent step `idx`'s loop ended without an answer: its `fallback agent { ... }` starts
+    /// (a fresh conversation, its own settings), or, after that, the step gives up.
+    fn agent_failed(&mut self, idx: u32, chats: u64, error: String, out: &mut Vec<StateChanged>) {
+        let tier = self.loops.remove(&idx).map_or(2, |l| l.tier);
+        let fallback = self.plan.steps[idx as usize].fallback.clone();
+        let Some(f) = fallback.filter(|f| tier == 1 && f.tool == AGENT_TOOL) else {
+            self.give_up(idx, chats, error, out);
+            return;
+        };
+        let env = StepEnv {
+            agent: self,
+            own: None,
+        };
+        let mut input = Map::new();
+        for (name, expr) in &f.args {
+            match eval::eval(expr, &env) {
+                Ok(v) => {
+                    input.insert(name.clone(), v);
+                }
+                Err(err) => {
+                    let e = format!("fallback argument `{name}` (`{}`): {err}", quote(expr));
+                    self.give_up(idx, chats, e, out);
+                    return;
+                }
+            }
+        }
+        match agent_loop(&input) {
+            Ok(mut l) => {
+                l.tier = 2;
+                // Model calls keep counting across tiers: attempts stay unique in the step.
+                l.chats = chats;
+                let name = self.plan.steps[idx as usize].name.clone();
+                out.push(change(
+                    &name,
+                    json!({"status": "retrying", "attempts": chats, "error": error}),
+                ));
+                self.loops.insert(idx, l);
+                let call = self.next_turn(idx);
+                self.queued.push(call);
+            }
+            Err(e) => self.give_up(idx, chats, e, out),
+        }
+    }
+
     /// When every tool call of the turn has come back: their results join the conversation and
     /// the next turn starts, unless that would pass `max_turns`.
     fn turn_done(&mut self, idx: u32, out: &mut Vec<StateChanged>) {
@@ -1298,9 +1343,8 @@ impl PlanAgent {
         }
         if l.turn >= l.max_turns {
             let (chats, max) = (l.chats, l.max_turns);
-            self.loops.remove(&idx);
             let e = format!("max_turns = {max} reached without an answer");
-            self.give_up(idx, chats, e, out);
+            self.agent_failed(idx, chats, e, out);
             return;
         }
         l.turn += 1;

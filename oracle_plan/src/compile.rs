@@ -1088,15 +1088,15 @@ fn static_capability(
 /// not use.
 fn agent_step(s: &ast::Step, catalogue: &Catalogue, d: &mut Vec<Diagnostic>) {
     use crate::agent::{AGENT_TOOL, ASK_TOOL, CHAT_TOOL};
-    if let Some(f) = &s.fallback {
+    if let Some(f) = s.fallback.as_ref().filter(|f| f.tool.node != AGENT_TOOL) {
         d.push(
             Diagnostic::error(
                 "E0219",
                 f.span,
-                "an agent step has no fallback tier",
-                "not used by agent steps",
+                format!("an agent step's fallback is another agent, not `{}`", f.tool.node),
+                "not an agent",
             )
-            .with_hint("give the model more turns (`max_turns`), or `on failure yield` to hand the step to a person"),
+            .with_hint("write `fallback agent { model: \"strong\", ... }`, or `on failure yield` to hand the step to a person"),
         );
     }
     let Some(tools) = s.call.args.iter().find(|a| a.name.node == "tools") else {
