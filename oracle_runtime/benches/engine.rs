@@ -153,19 +153,8 @@ fn run(c: &mut Criterion) {
 
 fn start_options(home: &Path, plan: PathBuf) -> StartOptions {
     StartOptions {
-        home: home.to_path_buf(),
-        plan,
-        inputs: vec![],
-        seed: 0,
-        grants: vec![],
-        jobs: 1,
-        durability: Durability::DEFAULT,
         root: root(),
-        memory: None,
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
+        ..StartOptions::new(home, &plan)
     }
 }
 

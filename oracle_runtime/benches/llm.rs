@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use oracle_llm_stub::Stub;
 use oracle_runtime::session::{self, StartOptions};
+use oracle_runtime::tools;
 use oracle_runtime::tools::llm::{ModelBinding, Models};
-use oracle_runtime::{Durability, tools};
 use serde_json::json;
 
 /// A plan of `n` independent model calls.
@@ -46,19 +46,9 @@ fn models(url: &str) -> Models {
 
 fn options(home: &Path, plan: PathBuf, models: Models) -> StartOptions {
     StartOptions {
-        home: home.to_path_buf(),
-        plan,
-        inputs: vec![],
-        seed: 0,
-        grants: vec![],
-        jobs: 1,
-        durability: Durability::DEFAULT,
         root: std::env::current_dir().unwrap(),
-        memory: None,
-        scorer: None,
         models,
-        budget: None,
-        secret_vars: Default::default(),
+        ..StartOptions::new(home, &plan)
     }
 }
 

@@ -230,6 +230,29 @@ pub struct StartOptions {
     pub secret_vars: std::collections::BTreeMap<String, String>,
 }
 
+impl StartOptions {
+    /// `oracle run PLAN` with every option at its default: no inputs or extra grants, seed 0,
+    /// one job, the default durability, the working directory `.`, no models, budget or
+    /// secrets.
+    pub fn new(home: &Path, plan: &Path) -> StartOptions {
+        StartOptions {
+            home: home.to_path_buf(),
+            plan: plan.to_path_buf(),
+            inputs: Vec::new(),
+            seed: 0,
+            grants: Vec::new(),
+            jobs: 1,
+            durability: Durability::DEFAULT,
+            root: PathBuf::from("."),
+            memory: None,
+            scorer: None,
+            models: Default::default(),
+            budget: None,
+            secret_vars: Default::default(),
+        }
+    }
+}
+
 /// A run that was started or resumed.
 #[derive(Clone, Debug)]
 pub struct Session {

@@ -3,7 +3,7 @@
 //! iterations), give the same log bytes for any `--jobs`, and replay bit-identically.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use oracle_core::Payload;
 use oracle_runtime::engine::Ending;
@@ -21,19 +21,11 @@ fn start(plan: &Path, home: &Path, jobs: u32, items: &[u64]) -> session::Session
             .join(",")
     );
     let opts = StartOptions {
-        home: home.to_path_buf(),
-        plan: plan.to_path_buf(),
         inputs: vec![("items".into(), list)],
         seed: 3,
-        grants: vec![],
         jobs,
         durability: Durability::None,
-        root: PathBuf::from("."),
-        memory: None,
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
+        ..StartOptions::new(home, plan)
     };
     session::start(&opts, &tools::builtin()).unwrap()
 }
