@@ -8,13 +8,14 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-const CRATES: [&str; 6] = [
+const CRATES: [&str; 7] = [
     "oracle_core",
     "oracle_plan",
     "oracle_runtime",
     "oracle_memory",
     "oracle_cli",
     "oracle_llm_stub",
+    "oracle_mcp_example",
 ];
 const PURE: [&str; 3] = ["oracle_core", "oracle_plan", "oracle_memory"];
 

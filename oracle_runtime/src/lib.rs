@@ -17,6 +17,7 @@ pub mod engine;
 pub mod error;
 pub mod fsread;
 pub mod http;
+pub mod mcp;
 pub mod index;
 pub mod oracle;
 pub mod paths;

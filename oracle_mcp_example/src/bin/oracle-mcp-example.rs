@@ -1,0 +1,3 @@
+//! `oracle-mcp-example`: placeholder until the server lands.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! A synchronous Model Context Protocol client over stdio: placeholder until it lands.
