@@ -20,6 +20,7 @@ mod memory;
 mod plan;
 mod run;
 mod show;
+mod tools;
 mod verify;
 
 use std::path::PathBuf;
@@ -130,6 +131,9 @@ enum Command {
     Auction(auction::AuctionArgs),
     /// Check, draw and hash plans (the text programs agents run).
     Plan(plan::PlanArgs),
+    /// Declared tools (exec programs, WebAssembly modules, MCP servers; docs/TOOLS.md): list
+    /// them, check a directory of manifests, call one outside a run, audit a run's pure calls.
+    Tools(tools::ToolsArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
     Synth(maintain::SynthArgs),
     /// Print a shell completion script: `oracle completions bash > ~/.local/share/bash-completion/completions/oracle`
@@ -211,6 +215,7 @@ fn main() -> ExitCode {
         Command::Snapshot(a) => maintain::snapshot(&home, a),
         Command::Synth(a) => maintain::synth(&home, a),
         Command::Plan(a) => plan::run(a),
+        Command::Tools(a) => tools::run(&home, a),
         Command::Memory(a) => memory::memory(&home, a),
         Command::Adjudications(a) => memory::adjudications(&home, a),
         Command::Adjudicate(a) => memory::adjudicate(&home, a),

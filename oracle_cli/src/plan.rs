@@ -181,8 +181,15 @@ fn load(path: &Path) -> Result<(String, Option<CompiledPlan>, Vec<Diagnostic>), 
         oracle_runtime::session::read_text(path).map_err(|e| CliError::input(e.to_string()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let sources = oracle_runtime::session::plan_sources(dir, &src);
-    let (compiled, diags) =
-        oracle_plan::check_with(&src, &oracle_runtime::catalogue::builtin(), &sources);
+    // The plan's own `tools "DIR"` lines declare tools it may call.
+    let mut registry = oracle_runtime::tools::builtin();
+    crate::tools::declare(
+        &mut registry,
+        &crate::tools::plan_dirs(path, &[]),
+        &Default::default(),
+        oracle_runtime::declared::McpMode::Start,
+    )?;
+    let (compiled, diags) = oracle_plan::check_with(&src, &registry.catalogue(), &sources);
     Ok((src, compiled, diags))
 }
 

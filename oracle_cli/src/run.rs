@@ -67,6 +67,8 @@ pub struct DriveArgs {
     /// keeps NAME=ENV_VAR so `resume` reads the same variable again.
     #[arg(long = "secret", value_name = "NAME=ENV_VAR")]
     secrets: Vec<String>,
+    #[command(flatten)]
+    tools: crate::tools::ToolDirs,
 }
 
 /// `n` with the singular or plural noun: "1 tool call", "3 tool calls".
@@ -274,6 +276,10 @@ pub struct ResumeArgs {
     /// Read the step's output from a JSON file.
     #[arg(long, group = "answer", value_name = "FILE")]
     value_file: Option<PathBuf>,
+    /// Go on although a declared tool changed since the run started (its manifest, module,
+    /// program or MCP tool list): the run continues with the tool as it is now.
+    #[arg(long)]
+    allow_tool_change: bool,
     #[command(flatten)]
     drive: DriveArgs,
 }
@@ -292,6 +298,13 @@ pub struct ReplayArgs {
     /// Print the result (or the divergence report) as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Replay although a declared tool changed since the run started (its manifest, module,
+    /// program or MCP tool list): a deliberate re-check that diverges at the first output the
+    /// change alters.
+    #[arg(long)]
+    allow_tool_change: bool,
+    #[command(flatten)]
+    tools: crate::tools::ToolDirs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -684,7 +697,17 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         expiry_ticks: a.adjudication_expiry,
         ..MemorySettings::default()
     });
+    let tool_dirs = crate::tools::plan_dirs(&a.plan, &a.drive.tools.dirs);
+    let mut registry = registry_with(&models, secrets.clone());
+    let tool_files = crate::tools::declare(
+        &mut registry,
+        &tool_dirs,
+        &secrets,
+        oracle_runtime::declared::McpMode::Start,
+    )?;
     let opts = StartOptions {
+        tools: tool_dirs,
+        tool_files,
         home: home.to_path_buf(),
         plan: a.plan.clone(),
         inputs: parse_inputs(&a.inputs)?,
@@ -705,9 +728,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         ),
     };
     let mut display = Display::new("running");
-    let s = session::start_observed(&opts, &registry_with(&models, secrets), &mut |p| {
-        display.update(p)
-    });
+    let s = session::start_observed(&opts, &registry, &mut |p| display.update(p));
     display.finish();
     let s = s.map_err(|e| session_error(e, a.drive.json, None))?;
     for w in &s.warnings {
@@ -738,8 +759,10 @@ pub(crate) fn resume_after_verdict(
                 .iter()
                 .filter_map(|(n, var)| Some((n.clone(), std::env::var(var).ok()?)))
                 .collect();
-            let secrets = Secrets::new(values).unwrap_or_default();
-            registry_with(&models, Arc::new(secrets))
+            let secrets = Arc::new(Secrets::new(values).unwrap_or_default());
+            let mut registry = registry_with(&models, secrets.clone());
+            crate::tools::for_run(home, run, &[], &mut registry, &secrets, true, false)?;
+            registry
         },
     );
     let log = session::find(home, run).ok().map(|r| r.paths.log);
@@ -799,6 +822,16 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         (None, None) => None,
     };
     crate::files::check_stored_plan(home, &a.run, a.drive.json)?;
+    let mut registry = registry_with(&models, secrets.clone());
+    crate::tools::for_run(
+        home,
+        &a.run,
+        &a.drive.tools.dirs,
+        &mut registry,
+        &secrets,
+        true,
+        a.allow_tool_change,
+    )?;
     let mut display = Display::new("resuming");
     let s = session::resume_observed(
         home,
@@ -807,7 +840,7 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         a.drive.jobs,
         a.drive.durability.into(),
         a.drive.scorer(),
-        &registry_with(&models, secrets),
+        &registry,
         &mut |p| display.update(p),
     );
     display.finish();
@@ -834,18 +867,34 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
         crate::files::check_plan(plan, a.json)?;
     }
     crate::files::check_stored_plan(home, &a.run, a.json)?;
+    // Replay starts no MCP server and runs no impure program: their outputs are recorded.
+    let mut registry = registry();
+    crate::tools::for_run(
+        home,
+        &a.run,
+        &a.tools.dirs,
+        &mut registry,
+        &Arc::default(),
+        false,
+        a.allow_tool_change,
+    )?;
     let mut display = Display::new("replaying");
     let r = session::replay_observed(
         home,
         &a.run,
         a.plan.as_deref(),
         a.jobs,
-        &registry(),
+        &registry,
         &mut |p| display.update(p),
     );
     display.finish();
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
-    let r = r.map_err(|e| session_error(e, a.json, log.as_deref()))?;
+    let r = r.map_err(|e| match e {
+        SessionError::Engine(EngineError::Diverged(d)) => {
+            divergence_error_in(&d, a.json, log.as_deref(), Some(&registry))
+        }
+        e => session_error(e, a.json, log.as_deref()),
+    })?;
     let rep: &Report = &r.report;
     let ending = session::ending_word(&rep.ending);
     if a.json {
@@ -885,17 +934,53 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
 /// A replay or resume that did not reproduce the record: `oracle diff`'s divergence report
 /// (A = the recorded log, B = the replay), exit 4.
 fn divergence_error(d: &Divergence, json_out: bool, log: Option<&Path>) -> CliError {
+    divergence_error_in(d, json_out, log, None)
+}
+
+/// The tool a divergence shows returning other output although its manifest declares it pure
+/// (a declared tool only: the built-ins are tested to be pure).
+fn impure_pure_tool(d: &Divergence, registry: &Registry) -> Option<String> {
+    use oracle_core::diff::Class;
+    match &d.class {
+        Class::Payload {
+            kind: oracle_core::EventKind::ToolReturned | oracle_core::EventKind::ToolFailed,
+            tool: Some(tool),
+            ..
+        } => {
+            let pinned = registry.pins().unwrap_or_default();
+            let declared_pure = pinned.iter().any(|p| &p.name == tool && p.effect == "pure");
+            declared_pure.then(|| tool.clone())
+        }
+        _ => None,
+    }
+}
+
+/// [`divergence_error`], naming a declared pure tool whose output changed.
+fn divergence_error_in(
+    d: &Divergence,
+    json_out: bool,
+    log: Option<&Path>,
+    registry: Option<&Registry>,
+) -> CliError {
+    let pure = registry.and_then(|r| impure_pure_tool(d, r));
     let step =
         d.a.payload
             .get("step")
             .or_else(|| d.b.payload.get("step"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-    let message = format!(
-        "event {}: the run does not reproduce its record: {}",
-        d.seq,
-        class_text(&d.class)
-    );
+    let message = match &pure {
+        Some(tool) => format!(
+            "event {}: tool `{tool}` declared pure returned different output: {}; `oracle tools audit` lists the tools whose outputs vary",
+            d.seq,
+            class_text(&d.class)
+        ),
+        None => format!(
+            "event {}: the run does not reproduce its record: {}",
+            d.seq,
+            class_text(&d.class)
+        ),
+    };
     // The parents come before the divergence, so they are the same on both sides: read them
     // from the log. A log that cannot be read again only costs the parents in the report.
     let mut recorded = d.seq + 1;
@@ -913,7 +998,7 @@ fn divergence_error(d: &Divergence, json_out: bool, log: Option<&Path>) -> CliEr
     let (text, json) =
         crate::diff::divergence_report(log, Path::new("(replay)"), recorded, d, parents, color);
     let printed = if json_out {
-        let mut v = json!({"ok": false, "step": step, "error": exit::error_json(Some(json!({"kind": "diverged", "seq": d.seq})), exit::INTEGRITY, &format!("event {}: the run does not reproduce its record ({})", d.seq, d.class.name()))});
+        let mut v = json!({"ok": false, "step": step, "error": exit::error_json(Some(json!({"kind": "diverged", "seq": d.seq, "pure_tool_varied": pure})), exit::INTEGRITY, &format!("event {}: the run does not reproduce its record ({})", d.seq, d.class.name()))});
         if let (Value::Object(m), Value::Object(extra)) = (&mut v, json) {
             m.extend(extra);
         }

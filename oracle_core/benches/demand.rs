@@ -31,6 +31,7 @@ fn synthetic_run(events: u64) -> Vec<Event> {
         grants: vec!["fs:read:**".into(), "kv:*:*".into()],
         inputs: Map::new(),
         budget: None,
+        tools: None,
         memory: None,
     });
     let mut out = vec![r.record(0, vec![], start).unwrap()];

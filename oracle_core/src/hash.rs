@@ -34,6 +34,9 @@ pub mod domain {
     pub const ARTIFACT: &str = "oracle v1 artifact";
     /// The seeded tie-break of an auction: run seed ‖ auction ‖ agent ‖ artifact.
     pub const AUCTION_TIE: &str = "oracle v1 auction tie";
+    /// What defines a declared tool, for its pin in `run_started`: the manifest's bytes, then
+    /// the module's, the program's or the MCP server's tool list, each length-prefixed.
+    pub const TOOL_PIN: &str = "oracle v1 tool pin";
 }
 
 /// A 32-byte digest. Written as 64 lowercase hex characters; parsing accepts nothing else, so a

@@ -124,6 +124,31 @@ pub struct RunStarted {
     /// that predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// The declared tools (`--tools DIR`, docs/TOOLS.md) the run was given, by name, each with
+    /// the hash of what defines it; absent when there are none (and keeps the encoding of runs
+    /// that predate them). `replay` and `resume` refuse when one changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<ToolPin>>,
+}
+
+/// What a declared tool was when a run started: `replay` and `resume` compare the tools they
+/// are given against these and refuse, naming the tool, when one differs.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPin {
+    /// The tool's name (`json.field`); for an MCP server, `mcp.<server>` (it pins every tool
+    /// the server listed).
+    pub name: String,
+    /// `exec`, `wasm` or `mcp`.
+    pub kind: String,
+    /// The manifest's version; for an MCP server, the version the server reported.
+    pub version: String,
+    /// `pure` or `impure`: what decides whether replay executes the tool again.
+    pub effect: String,
+    /// BLAKE3 over the manifest's bytes and what it names: the module's bytes (wasm), the
+    /// program's bytes when it is a file beside the manifest (exec), the server's reported
+    /// name, version and tool list (mcp). docs/TOOLS.md, "What a run pins".
+    pub hash: Hash,
 }
 
 /// Limits on a run's model calls (`oracle run --max-model-calls`, `--max-tokens-total`):
@@ -507,14 +532,20 @@ impl Payload {
     /// One line for people: what happened, without the bulk of inputs and outputs.
     pub fn summary(&self) -> String {
         match self {
-            Payload::RunStarted(p) => format!(
-                "program {} ({}) seed {} grants [{}] inputs {}",
-                p.program,
-                p.program_hash.short(),
-                p.seed,
-                p.grants.join(", "),
-                p.inputs.len()
-            ),
+            Payload::RunStarted(p) => {
+                let tools = p.tools.as_ref().map_or(String::new(), |t| {
+                    let names: Vec<&str> = t.iter().map(|t| t.name.as_str()).collect();
+                    format!(" tools [{}]", names.join(", "))
+                });
+                format!(
+                    "program {} ({}) seed {} grants [{}] inputs {}{tools}",
+                    p.program,
+                    p.program_hash.short(),
+                    p.seed,
+                    p.grants.join(", "),
+                    p.inputs.len()
+                )
+            }
             Payload::StepScheduled(p) => {
                 format!("step {} -> {} (attempt {})", p.step, p.tool, p.attempt)
             }

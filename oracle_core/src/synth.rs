@@ -79,6 +79,7 @@ impl Synth {
                     grants: vec!["fs:read:fixtures/**".into(), "kv:*:*".into()],
                     inputs,
                     budget: None,
+                    tools: None,
                     memory: None,
                 }),
             );

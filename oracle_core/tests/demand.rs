@@ -481,6 +481,7 @@ fn build(ops: Vec<(Op, Vec<u16>)>) -> Vec<Event> {
         grants: vec![],
         inputs: Map::new(),
         budget: None,
+        tools: None,
         memory: None,
     });
     let mut out = vec![r.record(0, vec![], start).unwrap()];

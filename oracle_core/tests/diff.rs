@@ -159,6 +159,7 @@ fn inputs_name_the_input_that_differs() {
             grants: vec![],
             inputs,
             budget: None,
+            tools: None,
             memory: None,
         })
     };

@@ -44,6 +44,7 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     grants: grants.into_iter().collect(),
                     inputs: inputs.into_iter().collect(),
                     budget: None,
+                    tools: None,
                     memory: memory.map(|(oracle, expiry_ticks, confidence_min_pct)| {
                         MemorySettings {
                             oracle,

@@ -39,6 +39,7 @@ fn vectors() -> Value {
                 grants: vec!["fs:read:fixtures/**".into()],
                 inputs,
                 budget: None,
+                tools: None,
                 memory: None,
             }),
         )

@@ -18,6 +18,7 @@ fn log() -> Vec<Event> {
         grants: vec![],
         inputs: Map::new(),
         budget: None,
+        tools: None,
         memory: None,
     });
     let mut set = Map::new();

@@ -48,6 +48,10 @@ pub struct Plan {
     pub inputs: Vec<Input>,
     /// `use "PATH" as NAME`: other plans this one calls as steps (`r = NAME { inputs }`).
     pub uses: Vec<Use>,
+    /// `tools "DIR"`: directories of tool manifests (docs/TOOLS.md) the plan's tools come
+    /// from, relative to the plan's directory. The runtime reads them before compiling
+    /// (`tools_of`); the compiler only carries them.
+    pub tools: Vec<Spanned<String>>,
     /// Steps in declaration order (which breaks ties in the topological order).
     pub steps: Vec<Step>,
 }

@@ -127,6 +127,15 @@ pub fn uses_of(src: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The tools directories a plan's source names (`tools "DIR"`), as written (relative to the
+/// plan's directory); empty if it does not parse.
+pub fn tools_of(src: &str) -> Vec<String> {
+    crate::parser::parse(src)
+        .0
+        .map(|p| p.tools.into_iter().map(|t| t.node).collect())
+        .unwrap_or_default()
+}
+
 /// Parses and compiles: the plan if there are no errors, and every diagnostic found.
 pub fn check(src: &str, catalogue: &Catalogue) -> (Option<CompiledPlan>, Vec<Diagnostic>) {
     check_with(src, catalogue, &Sources::new())
@@ -850,6 +859,7 @@ fn compile_body(
         grants: plan.grants.clone(),
         inputs,
         uses: plan.uses.clone(),
+        tools: plan.tools.clone(),
         steps: b.steps.clone(),
     };
     match compile_in(&sub, catalogue, sources, depth) {

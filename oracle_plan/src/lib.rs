@@ -13,6 +13,8 @@ pub mod parser;
 pub mod print;
 
 pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSpec};
-pub use compile::{CompiledPlan, CompiledStep, Sources, check, check_with, compile, uses_of};
+pub use compile::{
+    CompiledPlan, CompiledStep, Sources, check, check_with, compile, tools_of, uses_of,
+};
 pub use diagnostic::{Diagnostic, Severity};
 pub use parser::parse;

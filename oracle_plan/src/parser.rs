@@ -270,7 +270,7 @@ impl<'s> Parser<'s> {
             TokenKind::Eof => true,
             _ if !t.line_start => false,
             TokenKind::Keyword(Keyword::Grant | Keyword::Input | Keyword::Plan) => true,
-            TokenKind::Ident(w) if w == "use" => {
+            TokenKind::Ident(w) if w == "use" || w == "tools" => {
                 matches!(
                     self.toks.get(i + 1).map(|t| &t.kind),
                     Some(TokenKind::Str(_))
@@ -376,6 +376,7 @@ impl<'s> Parser<'s> {
         let mut grants = Vec::new();
         let mut inputs = Vec::new();
         let mut uses = Vec::new();
+        let mut tools = Vec::new();
         let mut steps = Vec::new();
         let mut after_step = false;
         loop {
@@ -388,6 +389,14 @@ impl<'s> Parser<'s> {
                     if w == "use" && matches!(self.kind_at(1), TokenKind::Str(_)) =>
                 {
                     self.use_item().map(|u| uses.push(u))
+                }
+                TokenKind::Ident(w)
+                    if w == "tools" && matches!(self.kind_at(1), TokenKind::Str(_)) =>
+                {
+                    self.bump(); // `tools`
+                    let t = self.bump();
+                    tools.push(Spanned::new(into_text(t.kind), t.span));
+                    Ok(())
                 }
                 TokenKind::Keyword(Keyword::Grant) => self.grant().map(|g| grants.push(g)),
                 TokenKind::Keyword(Keyword::Input) => self.input().map(|i| inputs.push(i)),
@@ -409,6 +418,7 @@ impl<'s> Parser<'s> {
             grants,
             inputs,
             uses,
+            tools,
             steps,
         })
     }

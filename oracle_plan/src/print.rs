@@ -43,6 +43,14 @@ pub fn print(plan: &Plan) -> String {
             out.push('\n');
         }
     }
+    if !plan.tools.is_empty() {
+        out.push('\n');
+        for t in &plan.tools {
+            out.push_str("tools ");
+            string(&mut out, &t.node);
+            out.push('\n');
+        }
+    }
     if !plan.inputs.is_empty() {
         out.push('\n');
         for i in &plan.inputs {
@@ -331,6 +339,7 @@ pub fn strip_spans(plan: &Plan) -> Plan {
                 alias: ident(&u.alias),
             })
             .collect(),
+        tools: plan.tools.iter().map(|t| bare(t.node.clone())).collect(),
         steps: plan.steps.iter().map(strip_step).collect(),
     }
 }

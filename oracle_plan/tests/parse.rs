@@ -902,9 +902,11 @@ fn plan_strategy() -> impl Strategy<Value = Plan> {
         prop::collection::vec(grant, 0..4),
         prop::collection::vec(input, 0..4),
         prop::collection::vec(step_strategy(), 0..5),
+        prop::collection::vec("[a-z]{1,6}(/[a-z.]{1,6})?", 0..3),
     )
-        .prop_map(|(n, version, grants, inputs, steps)| Plan {
+        .prop_map(|(n, version, grants, inputs, steps, tools)| Plan {
             uses: Vec::new(),
+            tools: tools.into_iter().map(sp).collect(),
             name: sp(n),
             version: sp(version),
             grants: grants.into_iter().map(sp).collect(),

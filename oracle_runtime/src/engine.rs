@@ -641,6 +641,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 grants,
                 inputs: self.config.inputs.clone(),
                 budget: self.config.budget.clone(),
+                tools: self.registry.pins(),
                 memory: self.config.memory.clone(),
             }),
         )?;

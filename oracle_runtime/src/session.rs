@@ -228,6 +228,12 @@ pub struct StartOptions {
     /// `--secret NAME=ENV_VAR` as given, for `run.json` (so `resume` can read the same variables
     /// again). The values go to the registry (`tools::builtin_with`), never to a file.
     pub secret_vars: std::collections::BTreeMap<String, String>,
+    /// The tools directories the registry's declared tools came from (absolute), for
+    /// `run.json`: `resume` and `replay` load the same directories unless given others.
+    pub tools: Vec<PathBuf>,
+    /// Files the run keeps under `tools/` (what each MCP server listed: replay reads it instead
+    /// of starting the server), by file name.
+    pub tool_files: Vec<(String, Vec<u8>)>,
 }
 
 impl StartOptions {
@@ -249,6 +255,8 @@ impl StartOptions {
             models: Default::default(),
             budget: None,
             secret_vars: Default::default(),
+            tools: Vec::new(),
+            tool_files: Vec::new(),
         }
     }
 }
@@ -520,6 +528,14 @@ pub fn start_observed(
     if !opts.secret_vars.is_empty() {
         meta["secrets"] = serde_json::to_value(&opts.secret_vars).unwrap_or_default();
     }
+    if !opts.tools.is_empty() {
+        meta["tools"] = serde_json::to_value(&opts.tools).unwrap_or_default();
+    }
+    for (name, bytes) in &opts.tool_files {
+        let kept = dir.join(crate::declared::KEPT_DIR);
+        fs::create_dir_all(&kept).map_err(SessionError::io(&kept))?;
+        write_atomic(&kept.join(name), bytes)?;
+    }
     write_atomic(&dir.join(META_FILE), format!("{meta:#}\n").as_bytes())?;
     let paths = LogPaths::of_run(&dir);
     let writer = LogWriter::create(&paths, opts.durability)?;
@@ -692,6 +708,28 @@ pub fn stored_secret_vars(dir: &Path) -> std::collections::BTreeMap<String, Stri
         .and_then(|v| v.get("secrets").cloned())
         .and_then(|m| serde_json::from_value(m).ok())
         .unwrap_or_default()
+}
+
+/// The tools directories `run.json` keeps (`--tools` and the plan's `tools` lines when the run
+/// started, absolute): where `resume` and `replay` load declared tools from unless given
+/// others. Unhashed, so never an authority: the tools found there are checked against the pins
+/// in `run_started`.
+pub fn stored_tools(dir: &Path) -> Vec<PathBuf> {
+    stored_meta(dir)
+        .and_then(|v| v.get("tools").cloned())
+        .and_then(|m| serde_json::from_value(m).ok())
+        .unwrap_or_default()
+}
+
+/// The declared tools a run pinned in its first event (none for a run without them).
+pub fn recorded_pins(run: &RunDir) -> Result<Vec<oracle_core::payload::ToolPin>> {
+    let first = crate::index::IndexedLog::open(&run.paths.log)?.read(0)?;
+    match first.typed() {
+        Ok(Payload::RunStarted(p)) => Ok(p.tools.unwrap_or_default()),
+        _ => Err(SessionError::NoStart {
+            path: run.paths.log.clone(),
+        }),
+    }
 }
 
 /// Most bytes of `run.json` read (it holds one path and the model bindings).

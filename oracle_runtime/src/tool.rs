@@ -260,6 +260,9 @@ pub struct Registry {
     tools: BTreeMap<String, Registered>,
     /// The values the engine keeps out of every record ([`crate::secrets`]).
     secrets: Arc<crate::secrets::Secrets>,
+    /// What the declared tools were when they were loaded ([`crate::declared`]), sorted by
+    /// name: recorded in `run_started`.
+    pins: Vec<oracle_core::payload::ToolPin>,
 }
 
 impl Registry {
@@ -302,6 +305,26 @@ impl Registry {
 
     pub fn secrets(&self) -> &crate::secrets::Secrets {
         &self.secrets
+    }
+
+    /// Records what a declared tool is, for `run_started` (replaces a pin of the same name).
+    pub fn pin(&mut self, pin: oracle_core::payload::ToolPin) {
+        self.pins.retain(|p| p.name != pin.name);
+        self.pins.push(pin);
+        self.pins.sort();
+    }
+
+    /// Replaces every pin: `--allow-tool-change` gives a replay the recorded ones, so the first
+    /// event matches and the run diverges, if at all, at the first output that changed.
+    pub fn set_pins(&mut self, pins: Vec<oracle_core::payload::ToolPin>) {
+        self.pins = pins;
+        self.pins.sort();
+    }
+
+    /// The pins of the declared tools, as `run_started` records them: `None` when there are
+    /// none.
+    pub fn pins(&self) -> Option<Vec<oracle_core::payload::ToolPin>> {
+        (!self.pins.is_empty()).then(|| self.pins.clone())
     }
 
     pub fn get(&self, name: &str) -> Option<&Registered> {

@@ -28,6 +28,8 @@ fn run(plan: &str, home: &Path) -> (session::Session, Vec<Event>) {
         models: Default::default(),
         budget: None,
         secret_vars: Default::default(),
+        tools: Vec::new(),
+        tool_files: Vec::new(),
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap();

@@ -126,6 +126,8 @@ fn start(plan: &Path, home: &Path, jobs: u32) -> session::Session {
         models: Default::default(),
         budget: None,
         secret_vars: Default::default(),
+        tools: Vec::new(),
+        tool_files: Vec::new(),
     };
     session::start(&opts, &tools::builtin()).unwrap()
 }
@@ -278,6 +280,8 @@ fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
         models: Default::default(),
         budget: None,
         secret_vars: Default::default(),
+        tools: Vec::new(),
+        tool_files: Vec::new(),
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&log_of(&s)).unwrap();

@@ -53,6 +53,8 @@ fn run_shipped_plan(name: &str) -> Vec<Event> {
         models: Default::default(),
         budget: None,
         secret_vars: Default::default(),
+        tools: Vec::new(),
+        tool_files: Vec::new(),
     };
     let s = oracle_runtime::session::start(&opts, &oracle_runtime::tools::builtin()).unwrap();
     oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap()

@@ -51,6 +51,8 @@ fn conflicted_run() -> (tempfile::TempDir, session::Session) {
         models: Default::default(),
         budget: None,
         secret_vars: Default::default(),
+        tools: Vec::new(),
+        tool_files: Vec::new(),
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, s)

@@ -89,6 +89,8 @@ fn start(expiry: Option<u64>) -> (tempfile::TempDir, PathBuf, String) {
         models: Default::default(),
         budget: None,
         secret_vars: Default::default(),
+        tools: Vec::new(),
+        tool_files: Vec::new(),
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, home, s.id)

@@ -78,6 +78,7 @@ fn start() -> Payload {
         grants: vec![],
         inputs: Map::new(),
         budget: None,
+        tools: None,
         memory: None,
     })
 }
@@ -474,6 +475,8 @@ fn power_loss_in_an_engine_run_resumes_to_the_uninterrupted_log() {
             models: Default::default(),
             budget: None,
             secret_vars: Default::default(),
+            tools: Vec::new(),
+            tool_files: Vec::new(),
         },
         &registry,
     )

@@ -29,6 +29,7 @@ fn run_started() -> Payload {
         grants: vec!["fs:read:data/**".into()],
         inputs: Map::new(),
         budget: None,
+        tools: None,
         memory: None,
     })
 }

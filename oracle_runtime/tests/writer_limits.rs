@@ -133,6 +133,8 @@ fn start(dir: &std::path::Path, plan: &str, registry: &Registry) -> session::Ses
         models: Default::default(),
         budget: None,
         secret_vars: Default::default(),
+        tools: Vec::new(),
+        tool_files: Vec::new(),
     };
     session::start(&opts, registry).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -226,6 +228,7 @@ fn a_payload_the_reader_would_refuse_is_never_sealed() {
                 grants: vec![],
                 inputs: Default::default(),
                 budget: None,
+                tools: None,
                 memory: None,
             }),
         )

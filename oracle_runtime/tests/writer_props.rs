@@ -78,6 +78,7 @@ proptest! {
             grants: vec![],
             inputs: Map::new(),
             budget: None,
+            tools: None,
             memory: None,
         });
         let mut w = LogWriter::create(&paths, d).unwrap();

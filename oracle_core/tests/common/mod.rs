@@ -76,6 +76,7 @@ pub fn run_started(seed: u64) -> Payload {
         grants: vec!["fs:read:**".into()],
         inputs: Map::new(),
         budget: None,
+        tools: None,
         memory: None,
     })
 }

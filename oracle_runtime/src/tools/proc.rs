@@ -159,6 +159,7 @@ impl Tool for Exec {
             program,
             args: &args,
             env: &env,
+            path: true,
             stdin,
             timeout_ms: cx.timeout_ms,
             limit: cx.output_bytes_max,
@@ -173,23 +174,26 @@ impl Tool for Exec {
 }
 
 /// What a program left when it exited.
-struct Finished {
+pub(crate) struct Finished {
     /// The exit code; `None` if a signal ended the program.
-    status: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
+    pub(crate) status: Option<i32>,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
-/// One execution.
-struct Run<'a> {
-    root: &'a Path,
-    program: &'a str,
-    args: &'a [&'a str],
+/// One execution: also how declared exec tools run their program (`crate::declared::exec`).
+pub(crate) struct Run<'a> {
+    pub(crate) root: &'a Path,
+    pub(crate) program: &'a str,
+    pub(crate) args: &'a [&'a str],
     /// Variables set besides `PATH` (the call's `env`, secrets resolved).
-    env: &'a [(String, String)],
-    stdin: Option<&'a str>,
-    timeout_ms: u64,
-    limit: u64,
+    pub(crate) env: &'a [(String, String)],
+    /// Whether oracle's own `PATH` is passed on (`proc.exec`); a declared tool gets only the
+    /// variables its manifest names.
+    pub(crate) path: bool,
+    pub(crate) stdin: Option<&'a str>,
+    pub(crate) timeout_ms: u64,
+    pub(crate) limit: u64,
 }
 
 /// Longest pause between checks of whether the program has exited. The output readers wake the
@@ -222,7 +226,7 @@ struct Outputs {
 }
 
 impl Run<'_> {
-    fn run(&self) -> Result<Finished, ToolError> {
+    pub(crate) fn run(&self) -> Result<Finished, ToolError> {
         // A relative path with a `/` is relative to the working directory: resolved here,
         // because how `Command` treats one together with `current_dir` differs by platform.
         let mut cmd = if self.program.contains('/') {
@@ -241,7 +245,7 @@ impl Run<'_> {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if let Some(path) = std::env::var_os("PATH") {
+        if let Some(path) = std::env::var_os("PATH").filter(|_| self.path) {
             cmd.env("PATH", path);
         }
         for (name, value) in self.env {

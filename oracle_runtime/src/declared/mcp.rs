@@ -1,0 +1,237 @@
+//! Declared MCP servers: each tool a server lists becomes the impure tool
+//! `mcp.<server>.<tool>`, needing `mcp:<server>:<tool>`, its calls recorded. What the server
+//! listed is kept with the run (and pinned in `run_started`), so replay knows the tools without
+//! starting the server.
+
+use std::sync::{Arc, Mutex};
+
+use oracle_plan::catalogue::{CapabilityRule, ScopeFrom};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::manifest::{Manifest, Mcp};
+use crate::mcp::{Connection, McpError, ServerCommand};
+use crate::secrets::Secrets;
+use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
+
+/// What a server said about itself and its tools, as a run keeps it (`tools/mcp.<server>.json`
+/// in the run directory) and pins it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listing {
+    pub name: String,
+    pub version: String,
+    pub protocol_version: String,
+    pub tools: Vec<ListedTool>,
+}
+
+/// One tool of a [`Listing`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListedTool {
+    /// As the server names it (what `tools/call` is sent).
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+}
+
+impl Listing {
+    /// The bytes kept and pinned: serde_json with sorted keys, so equal listings give equal
+    /// bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+}
+
+/// The name a plan writes for a server's tool: `mcp.<server>.<tool>`, with every character
+/// a plan name cannot hold (`-`, say) written `_`.
+pub fn plan_name(server: &str, tool: &str) -> String {
+    let tool: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("mcp.{server}.{tool}")
+}
+
+/// The process a manifest's `[mcp]` table starts.
+pub fn command(m: &Mcp, secrets: &Secrets, cwd: &std::path::Path) -> Result<ServerCommand, String> {
+    let mut env: Vec<(String, String)> =
+        m.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for name in &m.secrets {
+        env.push((
+            name.clone(),
+            secrets.resolve(&json!({"$secret": name}), &format!("secret `{name}`"))?,
+        ));
+    }
+    Ok(ServerCommand {
+        program: m.program.clone(),
+        args: m.args.clone(),
+        env,
+        cwd: cwd.to_path_buf(),
+    })
+}
+
+/// Starts the server and asks for its tools.
+pub fn list(
+    manifest: &Manifest,
+    m: &Mcp,
+    secrets: &Secrets,
+) -> Result<(Connection, Listing), String> {
+    let cwd = manifest
+        .path
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_default();
+    let cmd = command(m, secrets, &cwd)?;
+    let conn = Connection::start(&cmd, m.start_timeout_ms, crate::mcp::MESSAGE_BYTES_MAX)
+        .map_err(|e| format!("MCP server `{}` did not start: {e}", manifest.name))?;
+    let tools = conn
+        .list_tools(m.start_timeout_ms)
+        .map_err(|e| format!("MCP server `{}`: tools/list failed: {e}", manifest.name))?;
+    let info = conn.info();
+    let listing = Listing {
+        name: info.name.clone(),
+        version: info.version.clone(),
+        protocol_version: info.protocol_version.clone(),
+        tools: tools
+            .into_iter()
+            .map(|t| ListedTool {
+                name: t.name,
+                description: t.description,
+                input_schema: t.input_schema,
+                output_schema: t.output_schema,
+            })
+            .collect(),
+    };
+    Ok((conn, listing))
+}
+
+/// A live connection shared by a server's tools (one call at a time), or none on replay. A
+/// connection that failed is started again on the next call.
+pub struct Server {
+    pub name: String,
+    pub command: Option<(ServerCommand, u64)>,
+    pub conn: Mutex<Option<Connection>>,
+}
+
+impl Server {
+    fn call(&self, tool: &str, input: &Value, timeout_ms: u64) -> Result<Value, ToolError> {
+        let Some((cmd, start_timeout_ms)) = &self.command else {
+            return Err(ToolError::Failed(format!(
+                "MCP server `{}` is not started during a replay: its calls are recorded",
+                self.name
+            )));
+        };
+        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(
+                Connection::start(cmd, *start_timeout_ms, crate::mcp::MESSAGE_BYTES_MAX).map_err(
+                    |e| ToolError::Failed(format!("MCP server `{}` did not start: {e}", self.name)),
+                )?,
+            );
+        }
+        let Some(conn) = guard.as_ref() else {
+            return Err(ToolError::Failed("no connection".to_owned()));
+        };
+        match conn.call(tool, input, timeout_ms) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                // Anything but an error reply leaves the connection unusable: start afresh next
+                // time.
+                if !matches!(e, McpError::Rpc { .. }) {
+                    *guard = None;
+                }
+                Err(match e {
+                    McpError::Timeout { timeout_ms, .. } => ToolError::Timeout { timeout_ms },
+                    McpError::TooLarge { limit } => ToolError::OutputTooLarge { limit },
+                    other => ToolError::Failed(format!("MCP server `{}`: {other}", self.name)),
+                })
+            }
+        }
+    }
+}
+
+/// One tool of a server.
+pub struct McpTool {
+    pub decl: ToolDecl,
+    /// The name the server knows it by.
+    pub remote: String,
+    /// Whether the server listed an output schema: then `structuredContent` is the output.
+    pub structured: bool,
+    pub server: Arc<Server>,
+}
+
+/// The declaration of a listed tool.
+pub fn decl(manifest: &Manifest, t: &ListedTool) -> ToolDecl {
+    let output_schema = t.output_schema.clone().unwrap_or_else(|| {
+        json!({
+            "type": "object",
+            "properties": {"content": {"type": "array"}},
+            "required": ["content"],
+        })
+    });
+    ToolDecl {
+        name: plan_name(&manifest.name, &t.name),
+        version: manifest.version.clone(),
+        description: t.description.clone(),
+        effect: Effect::Impure,
+        input_schema: t.input_schema.clone(),
+        output_schema,
+        capability: Some(CapabilityRule {
+            domain: "mcp".to_owned(),
+            action: manifest.name.clone(),
+            scope: ScopeFrom::Fixed(t.name.clone()),
+        }),
+        timeout_ms: manifest.timeout_ms,
+        output_bytes_max: manifest.output_bytes_max,
+    }
+}
+
+impl Tool for McpTool {
+    fn decl(&self) -> ToolDecl {
+        self.decl.clone()
+    }
+
+    fn call(&self, input: &Value, cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let result = self.server.call(&self.remote, input, cx.timeout_ms)?;
+        let content = result.get("content").cloned().unwrap_or(json!([]));
+        if result.get("isError") == Some(&Value::Bool(true)) {
+            let text: Vec<&str> = content
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .filter_map(|i| i.get("text").and_then(Value::as_str))
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Err(ToolError::Failed(format!(
+                "MCP tool `{}` reported an error: {}",
+                self.remote,
+                text.join(" ")
+            )));
+        }
+        // With an output schema the structured result is the output; otherwise the content.
+        let output = if self.structured {
+            result.get("structuredContent").cloned().ok_or_else(|| {
+                ToolError::Failed(format!(
+                    "MCP tool `{}` lists an output schema but returned no `structuredContent`",
+                    self.remote
+                ))
+            })?
+        } else {
+            json!({"content": content})
+        };
+        Ok(ToolOutput::of(output))
+    }
+}

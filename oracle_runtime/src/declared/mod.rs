@@ -1,0 +1,437 @@
+//! Tools declared by manifests instead of compiled in (docs/TOOLS.md): a directory of TOML
+//! manifests, each an exec program, a WebAssembly module or an MCP server, loaded into the
+//! registry beside the built-ins and pinned in the run's first event.
+//!
+//! What is deliberately absent: a declared tool never gets a capability it did not declare
+//! (exec tools need `tool:exec:<name>` unless they name another; MCP tools
+//! `mcp:<server>:<tool>`), a wasm module never gets an import, and a replay never starts an MCP
+//! server or runs an impure program: it reads their recorded outputs, as for every impure tool.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use oracle_core::hash::{Hash, domain};
+use oracle_core::payload::ToolPin;
+
+use crate::secrets::Secrets;
+use crate::tool::{Effect, Registry, RegistryError, Tool, ToolDecl};
+
+pub mod exec;
+pub mod manifest;
+pub mod mcp;
+pub mod wasm;
+
+pub use manifest::{Manifest, Problem};
+
+/// Where a run keeps what its MCP servers listed (`tools/mcp.<server>.json`).
+pub const KEPT_DIR: &str = "tools";
+
+/// How MCP servers are treated while loading.
+#[derive(Clone, Copy, Debug)]
+pub enum McpMode<'a> {
+    /// Start each server and ask for its tools (`run`, `resume`, `tools check`, `tools call`).
+    Start,
+    /// Read the tools a run's servers listed from its directory; start nothing (`replay`,
+    /// `tools audit`).
+    Recorded(&'a Path),
+}
+
+/// One declared tool, loaded.
+pub struct Entry {
+    /// The manifest that declares it.
+    pub path: PathBuf,
+    /// `exec`, `wasm` or `mcp`.
+    pub kind: &'static str,
+    pub tool: Arc<dyn Tool>,
+    /// The wasm tool itself, for `oracle tools call` to report fuel.
+    pub wasm: Option<Arc<wasm::WasmTool>>,
+}
+
+/// Every tool the manifests of some directories declare.
+#[derive(Default)]
+pub struct Declared {
+    pub tools: Vec<Entry>,
+    pub pins: Vec<ToolPin>,
+    /// Files a run keeps under [`KEPT_DIR`]: what each MCP server listed.
+    pub kept: Vec<(String, Vec<u8>)>,
+}
+
+/// The manifests of `dir`: every `*.toml` file in it (not below), by file name.
+pub fn manifests(dir: &Path) -> Result<Vec<Manifest>, Vec<Problem>> {
+    let problem = |path: &Path, message: String| Problem {
+        path: path.to_path_buf(),
+        at: None,
+        message,
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        vec![problem(
+            dir,
+            format!(
+                "cannot read the tools directory: {}",
+                crate::tools::io_reason(&e)
+            ),
+        )]
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+        .collect();
+    paths.sort();
+    if paths.len() > manifest::MANIFESTS_MAX {
+        return Err(vec![problem(
+            dir,
+            format!(
+                "{} manifests; a tools directory holds at most {}",
+                paths.len(),
+                manifest::MANIFESTS_MAX
+            ),
+        )]);
+    }
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    for path in paths {
+        match read_bounded(&path, manifest::MANIFEST_BYTES_MAX) {
+            Ok(bytes) => match manifest::parse(&path, bytes) {
+                Ok(m) => out.push(m),
+                Err(p) => problems.extend(p),
+            },
+            Err(m) => problems.push(problem(&path, m)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The bytes of `path`, refusing a file over `max` bytes.
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)
+        .map_err(|e| format!("cannot read: {}", crate::tools::io_reason(&e)))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {}", crate::tools::io_reason(&e)))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("larger than {max} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// The bytes a declared tool receives for `input`: compact JSON text with object keys sorted
+/// (serde_json without `preserve_order`, as the tidy test keeps it), so equal inputs give equal
+/// bytes.
+pub fn input_json(input: &serde_json::Value) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(input)
+}
+
+/// The pin hash of a tool: its manifest's bytes, then the bytes of what it names.
+pub fn pin_hash(manifest: &[u8], named: &[&[u8]]) -> Hash {
+    let mut h = oracle_core::hash::hasher(domain::TOOL_PIN);
+    for part in std::iter::once(manifest).chain(named.iter().copied()) {
+        h.update(&(part.len() as u64).to_be_bytes());
+        h.update(part);
+    }
+    Hash(*h.finalize().as_bytes())
+}
+
+/// The declaration a manifest makes (exec and wasm tools).
+fn decl_of(m: &Manifest) -> ToolDecl {
+    ToolDecl {
+        name: m.name.clone(),
+        version: m.version.clone(),
+        description: m.description.clone(),
+        effect: if m.pure { Effect::Pure } else { Effect::Impure },
+        input_schema: m.input_schema.clone(),
+        output_schema: m.output_schema.clone(),
+        capability: m.capability.clone(),
+        timeout_ms: m.timeout_ms,
+        output_bytes_max: m.output_bytes_max,
+    }
+}
+
+/// Loads every manifest of `dirs` (each directory once, in the order given) into tools, with
+/// their pins. Every problem found is returned, located.
+pub fn load(
+    dirs: &[PathBuf],
+    secrets: &Arc<Secrets>,
+    mcp_mode: McpMode<'_>,
+) -> Result<Declared, Vec<Problem>> {
+    let mut seen = Vec::new();
+    let mut all = Vec::new();
+    let mut problems = Vec::new();
+    for dir in dirs {
+        let key = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        match manifests(dir) {
+            Ok(ms) => all.extend(ms),
+            Err(p) => problems.extend(p),
+        }
+    }
+    let mut declared = Declared::default();
+    let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for m in all {
+        let pin_name = match &m.kind {
+            manifest::Kind::Mcp(_) => format!("mcp.{}", m.name),
+            _ => m.name.clone(),
+        };
+        if let Some(first) = names.get(&pin_name) {
+            problems.push(Problem {
+                path: m.path.clone(),
+                at: None,
+                message: format!(
+                    "`{}` is declared twice (first in {})",
+                    m.name,
+                    first.display()
+                ),
+            });
+            continue;
+        }
+        names.insert(pin_name.clone(), m.path.clone());
+        if let Err(message) = load_one(&m, &pin_name, secrets, mcp_mode, &mut declared) {
+            problems.push(Problem {
+                path: m.path.clone(),
+                at: None,
+                message,
+            });
+        }
+    }
+    if problems.is_empty() {
+        declared.pins.sort();
+        Ok(declared)
+    } else {
+        Err(problems)
+    }
+}
+
+fn load_one(
+    m: &Manifest,
+    pin_name: &str,
+    secrets: &Arc<Secrets>,
+    mcp_mode: McpMode<'_>,
+    out: &mut Declared,
+) -> Result<(), String> {
+    let pin = |version: &str, effect: &str, hash: Hash| ToolPin {
+        name: pin_name.to_owned(),
+        kind: m.kind.name().to_owned(),
+        version: version.to_owned(),
+        effect: effect.to_owned(),
+        hash,
+    };
+    let effect = if m.pure { "pure" } else { "impure" };
+    match &m.kind {
+        manifest::Kind::Exec(e) => {
+            let program = if e.pinned_program {
+                read_bounded(&e.program, manifest::PROGRAM_BYTES_MAX)
+                    .map_err(|why| format!("program: {why}"))?
+            } else {
+                Vec::new()
+            };
+            out.pins
+                .push(pin(&m.version, effect, pin_hash(&m.bytes, &[&program])));
+            out.tools.push(Entry {
+                path: m.path.clone(),
+                kind: "exec",
+                tool: Arc::new(exec::ExecTool {
+                    decl: decl_of(m),
+                    exec: e.clone(),
+                    secrets: secrets.clone(),
+                }),
+                wasm: None,
+            });
+        }
+        manifest::Kind::Wasm(w) => {
+            let bytes = read_bounded(&w.module, manifest::MODULE_BYTES_MAX)
+                .map_err(|why| format!("module: {why}"))?;
+            let text = w.module.extension().is_some_and(|x| x == "wat");
+            let tool = Arc::new(
+                wasm::WasmTool::new(decl_of(m), &bytes, text, w.clone())
+                    .map_err(|why| format!("module `{}`: {why}", file_name(&w.module)))?,
+            );
+            out.pins
+                .push(pin(&m.version, effect, pin_hash(&m.bytes, &[&bytes])));
+            out.tools.push(Entry {
+                path: m.path.clone(),
+                kind: "wasm",
+                tool: tool.clone(),
+                wasm: Some(tool),
+            });
+        }
+        manifest::Kind::Mcp(spec) => {
+            let (conn, listing) = match mcp_mode {
+                McpMode::Start => {
+                    let (conn, listing) = mcp::list(m, spec, secrets)?;
+                    (Some(conn), listing)
+                }
+                McpMode::Recorded(run_dir) => {
+                    let path = run_dir.join(KEPT_DIR).join(format!("{pin_name}.json"));
+                    let bytes = read_bounded(&path, manifest::MODULE_BYTES_MAX).map_err(|why| {
+                        format!(
+                            "the run kept no tool list for MCP server `{}` ({why})",
+                            m.name
+                        )
+                    })?;
+                    let listing: mcp::Listing = serde_json::from_slice(&bytes).map_err(|e| {
+                        format!(
+                            "the tool list the run kept for MCP server `{}` is not valid: {e}",
+                            m.name
+                        )
+                    })?;
+                    (None, listing)
+                }
+            };
+            let builtin = crate::tools::builtin();
+            let mut plan_names = BTreeMap::new();
+            for t in &listing.tools {
+                if builtin.get(&t.name).is_some() {
+                    return Err(format!(
+                        "MCP server `{}` lists a tool named `{}`, the name of a built-in tool: refused, so that nobody takes `{}` for it",
+                        m.name,
+                        t.name,
+                        mcp::plan_name(&m.name, &t.name)
+                    ));
+                }
+                let name = mcp::plan_name(&m.name, &t.name);
+                if !manifest::is_tool_name(&name) {
+                    return Err(format!(
+                        "MCP server `{}` lists a tool named `{}`, which a plan cannot write as a tool name",
+                        m.name,
+                        t.name.escape_debug()
+                    ));
+                }
+                if let Some(other) = plan_names.insert(name.clone(), t.name.clone()) {
+                    return Err(format!(
+                        "MCP server `{}` lists `{other}` and `{}`, which a plan would both call `{name}`",
+                        m.name, t.name
+                    ));
+                }
+            }
+            let kept = listing.bytes();
+            out.pins.push(pin(
+                &listing.version,
+                "impure",
+                pin_hash(&m.bytes, &[&kept]),
+            ));
+            out.kept.push((format!("{pin_name}.json"), kept));
+            let command = match mcp_mode {
+                McpMode::Start => {
+                    let cwd = m.path.parent().map(Path::to_path_buf).unwrap_or_default();
+                    Some((mcp::command(spec, secrets, &cwd)?, spec.start_timeout_ms))
+                }
+                McpMode::Recorded(_) => None,
+            };
+            let server = Arc::new(mcp::Server {
+                name: m.name.clone(),
+                command,
+                conn: Mutex::new(conn),
+            });
+            for t in &listing.tools {
+                out.tools.push(Entry {
+                    path: m.path.clone(),
+                    kind: "mcp",
+                    tool: Arc::new(mcp::McpTool {
+                        decl: mcp::decl(m, t),
+                        remote: t.name.clone(),
+                        structured: t.output_schema.is_some(),
+                        server: server.clone(),
+                    }),
+                    wasm: None,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+/// Adds the declared tools to `registry` (a name that is already there, a built-in's say, is
+/// refused) and pins them.
+pub fn declare(registry: &mut Registry, declared: Declared) -> Result<(), Vec<Problem>> {
+    let mut problems = Vec::new();
+    for entry in declared.tools {
+        if let Err(e) = registry.register(entry.tool) {
+            let message = match e {
+                RegistryError::Duplicate(name) => format!(
+                    "`{name}` is already a tool (a built-in, or declared twice): choose another name"
+                ),
+                other => other.to_string(),
+            };
+            problems.push(Problem {
+                path: entry.path,
+                at: None,
+                message,
+            });
+        }
+    }
+    for pin in declared.pins {
+        registry.pin(pin);
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+/// How the tools given to a replay or resume differ from those the run started with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("declared tool `{tool}` {what}")]
+pub struct ToolChanged {
+    pub tool: String,
+    pub what: String,
+}
+
+/// Compares the pins a run recorded with the tools given now: the first difference, by tool
+/// name.
+pub fn compare(recorded: &[ToolPin], current: &[ToolPin]) -> Result<(), ToolChanged> {
+    let by_name = |pins: &[ToolPin]| -> BTreeMap<String, ToolPin> {
+        pins.iter().map(|p| (p.name.clone(), p.clone())).collect()
+    };
+    let (was, now) = (by_name(recorded), by_name(current));
+    let mut names: Vec<&String> = was.keys().chain(now.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let what = match (was.get(name), now.get(name)) {
+            (Some(a), Some(b)) if a == b => continue,
+            (Some(a), Some(b)) if a.kind != b.kind => {
+                format!("was a {} tool and is now a {} tool", a.kind, b.kind)
+            }
+            (Some(a), Some(b)) if a.effect != b.effect => {
+                format!("was declared {} and is now {}", a.effect, b.effect)
+            }
+            (Some(a), Some(b)) if a.kind == "mcp" => format!(
+                "changed: the server or its manifest differs (version {} then, {} now; pin {} then, {} now): its tool list or manifest changed",
+                a.version,
+                b.version,
+                a.hash.short(),
+                b.hash.short()
+            ),
+            (Some(a), Some(b)) => format!(
+                "changed since the run started: its manifest, module or program differs (version {} then, {} now; pin {} then, {} now)",
+                a.version,
+                b.version,
+                a.hash.short(),
+                b.hash.short()
+            ),
+            (Some(_), None) => "was declared when the run started and is not now: give its tools directory with --tools".to_owned(),
+            (None, Some(_)) => "is declared now but was not when the run started".to_owned(),
+            (None, None) => continue,
+        };
+        return Err(ToolChanged {
+            tool: name.clone(),
+            what,
+        });
+    }
+    Ok(())
+}
