@@ -254,6 +254,14 @@ fn runs_as_written(doc: &str) -> usize {
         stub.display()
     );
     std::os::unix::fs::symlink(&stub, bin.join("oracle-llm-stub")).unwrap();
+    // The example MCP server, built the same way (its own test runs it).
+    let mcp = stub.with_file_name("oracle-mcp-example");
+    assert!(
+        mcp.exists(),
+        "{} is not built: run the tests with `cargo test --workspace`",
+        mcp.display()
+    );
+    std::os::unix::fs::symlink(&mcp, bin.join("oracle-mcp-example")).unwrap();
 
     for step in &steps {
         let (code, out, err) = run(&dir, &bin, &step.command);

@@ -88,7 +88,10 @@ pub struct Wasm {
 /// `[mcp]`: an MCP server over stdio whose tools become `mcp.<server>.<tool>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mcp {
+    /// Absolute when found; as written when not (a replay needs no server, so a program that
+    /// is missing is reported only when the server is to be started).
     pub program: PathBuf,
+    pub found: bool,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub secrets: Vec<String>,
@@ -494,17 +497,12 @@ pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<Manifest, Vec<Problem>> {
             );
         }
         let (program, _) = resolve_program(dir, &m.program);
-        if program.is_none() {
-            bad(
-                "program",
-                format!(
-                    "program `{}` not found (a path is relative to the manifest's directory; a bare name is looked for there, then on PATH)",
-                    m.program.escape_debug()
-                ),
-            );
+        if m.program.is_empty() {
+            bad("program", "`program` is empty".to_owned());
         }
         Some(Kind::Mcp(Mcp {
-            program: program.unwrap_or_default(),
+            found: program.is_some(),
+            program: program.unwrap_or_else(|| PathBuf::from(&m.program)),
             args: m.args.clone(),
             env: m.env.clone(),
             secrets: m.secrets.clone(),

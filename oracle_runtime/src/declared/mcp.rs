@@ -92,6 +92,12 @@ pub fn list(
         .parent()
         .map(|p| p.to_path_buf())
         .unwrap_or_default();
+    if !m.found {
+        return Err(format!(
+            "program `{}` not found (a path is relative to the manifest's directory; a bare name is looked for there, then on PATH)",
+            m.program.display()
+        ));
+    }
     let cmd = command(m, secrets, &cwd)?;
     let conn = Connection::start(&cmd, m.start_timeout_ms, crate::mcp::MESSAGE_BYTES_MAX)
         .map_err(|e| format!("MCP server `{}` did not start: {e}", manifest.name))?;
