@@ -520,3 +520,52 @@ fn tools_list_shows_builtin_and_declared_tools_and_call_runs_one_unrecorded() {
     assert_eq!(code, 2, "the input is checked: {err}");
     assert!(!sb.path().join(".oracle").exists(), "nothing recorded");
 }
+
+#[test]
+fn an_agent_step_is_offered_declared_tools_and_its_calls_replay() {
+    let sb = sandbox();
+    let script = vec![
+        serde_json::json!({"tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "data__adler32",
+            "arguments": "{\"text\":\"hello\"}",
+        }}]}),
+        serde_json::json!({"json": {"sum": 793838996}}),
+    ];
+    let stub = oracle_llm_stub::Stub::start(script).unwrap();
+    let p = plan(
+        &sb,
+        "agent_tools",
+        &["llm:chat:fast"],
+        r#"a = agent {
+  model: "fast",
+  instructions: "Checksum the text with the tool, then reply with JSON.",
+  task: "hello",
+  tools: ["data.adler32"],
+  max_turns: 3,
+  output: { type: "object", properties: { sum: { type: "integer" } }, required: ["sum"] },
+}
+"#,
+    );
+    let model = format!("fast={}", stub.url());
+    let (code, v) = sb.json(&["run", &p, "--model", &model, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    let requests = stub.requests();
+    assert_eq!(
+        requests[0].body["tools"][0]["function"]["name"], "data__adler32",
+        "the declared tool is offered by its function name"
+    );
+    let events = sb.events(".oracle", &run);
+    let returned = events
+        .iter()
+        .find(|e| e.kind == EventKind::ToolReturned && e.payload["tool"] == "data.adler32")
+        .unwrap();
+    assert_eq!(returned.payload["step"], "a@1.1");
+    assert_eq!(returned.payload["output"]["adler32"], 793838996);
+    drop(stub);
+    let (code, v) = sb.json(&["replay", &run, "--json"]);
+    assert_eq!(
+        code, 0,
+        "the model is not asked, the module runs again: {v}"
+    );
+}

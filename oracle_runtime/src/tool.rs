@@ -263,6 +263,9 @@ pub struct Registry {
     /// What the declared tools were when they were loaded ([`crate::declared`]), sorted by
     /// name: recorded in `run_started`.
     pins: Vec<oracle_core::payload::ToolPin>,
+    /// What `llm.chat` may offer a model; every tool registered is added but the agent step
+    /// and `llm.chat` itself.
+    offers: Option<crate::tools::llm::Offers>,
 }
 
 impl Registry {
@@ -284,6 +287,15 @@ impl Registry {
         };
         let input = compile("input", &decl.input_schema)?;
         let output = compile("output", &decl.output_schema)?;
+        if let Some(offers) = &self.offers
+            && decl.name != crate::tools::agent::NAME
+            && decl.name != "llm.chat"
+        {
+            offers.write().unwrap_or_else(|p| p.into_inner()).insert(
+                decl.name.clone(),
+                (decl.description.clone(), decl.input_schema.clone()),
+            );
+        }
         self.tools.insert(
             decl.name.clone(),
             Registered {
@@ -300,6 +312,13 @@ impl Registry {
     /// contains one of them.
     pub fn with_secrets(mut self, secrets: Arc<crate::secrets::Secrets>) -> Registry {
         self.secrets = secrets;
+        self
+    }
+
+    /// Shares the map of tools `llm.chat` may offer: every tool registered from now on joins
+    /// it.
+    pub fn with_offers(mut self, offers: crate::tools::llm::Offers) -> Registry {
+        self.offers = Some(offers);
         self
     }
 

@@ -54,12 +54,15 @@ pub struct Models {
     pub models: BTreeMap<String, ModelBinding>,
 }
 
+/// What a call's `tools` may name: every other registered tool's name, description and input
+/// schema, as the model is shown them. Shared with the registry, which adds each tool
+/// registered after `llm.chat` (the declared ones, `crate::declared`).
+pub type Offers = Arc<std::sync::RwLock<BTreeMap<String, (String, Value)>>>;
+
 /// `llm.chat`.
 pub struct Chat {
     pub models: Arc<Models>,
-    /// What a call's `tools` may name: every other registered tool's name, description and
-    /// input schema, as the model is shown them.
-    pub tools: Arc<BTreeMap<String, (String, Value)>>,
+    pub tools: Offers,
 }
 
 /// Most tools one call may offer the model.
@@ -85,8 +88,8 @@ impl Chat {
             .iter()
             .filter_map(Value::as_str)
             .map(|n| {
-                let (description, schema) = self
-                    .tools
+                let offers = self.tools.read().unwrap_or_else(|p| p.into_inner());
+                let (description, schema) = offers
                     .get(n)
                     .ok_or_else(|| ToolError::Failed(format!("`tools`: there is no tool `{n}`")))?;
                 Ok(json!({"type": "function", "function": {

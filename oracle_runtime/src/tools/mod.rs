@@ -64,19 +64,16 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
             secrets: secrets.clone(),
         }),
     ];
-    let mut registry = Registry::new().with_secrets(secrets);
+    // What `llm.chat` may offer a model: every other tool, as declared; the registry adds
+    // each one it registers (declared tools too) but the agent step and `llm.chat` itself.
+    let offers = llm::Offers::default();
+    let mut registry = Registry::new()
+        .with_secrets(secrets)
+        .with_offers(offers.clone());
     let economy = auction::ALL.map(|t| Arc::new(t) as Arc<dyn Tool>);
-    // What `llm.chat` may offer a model: every other tool, as declared.
-    let offered: std::collections::BTreeMap<String, (String, Value)> = tools
-        .iter()
-        .chain(economy.iter())
-        .map(|t| t.decl())
-        .filter(|d| d.name != agent::NAME)
-        .map(|d| (d.name, (d.description, d.input_schema)))
-        .collect();
     let chat: Arc<dyn Tool> = Arc::new(llm::Chat {
         models,
-        tools: Arc::new(offered),
+        tools: offers,
     });
     for tool in tools.into_iter().chain(economy).chain([chat]) {
         // Invariant: the built-in names are distinct and every schema compiles; the test
