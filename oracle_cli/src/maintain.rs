@@ -136,9 +136,12 @@ enum ShapeArg {
 /// Sync policy for appends.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum DurabilityArg {
+    /// Sync exactly where an effect needs it: before an impure tool, model or program starts,
+    /// after an outside answer, and when the run stops (default; docs/SECURITY.md).
+    Effect,
     /// Sync after every event.
     Event,
-    /// Sync at commit points and every 1000 events (default).
+    /// Sync at the same points as `effect`, and also every 1000 events.
     Group,
     /// Never sync (the OS writes when it likes).
     None,
@@ -148,7 +151,8 @@ impl From<DurabilityArg> for Durability {
     fn from(d: DurabilityArg) -> Durability {
         match d {
             DurabilityArg::Event => Durability::Event,
-            DurabilityArg::Group => Durability::DEFAULT,
+            DurabilityArg::Effect => Durability::Effect,
+            DurabilityArg::Group => Durability::GROUP,
             DurabilityArg::None => Durability::None,
         }
     }
@@ -173,7 +177,7 @@ pub struct SynthArgs {
     /// Write a run directory `<home>/runs/<ID>` (must not exist).
     #[arg(long, value_name = "ID")]
     run: Option<String>,
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]
     durability: DurabilityArg,
     #[arg(long)]
     json: bool,

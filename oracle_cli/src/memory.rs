@@ -97,7 +97,7 @@ pub struct AdjudicateArgs {
     /// With --resume: send new adjudication requests to PROGRAM.
     #[arg(long, value_name = "PROGRAM", requires = "resume")]
     oracle_cmd: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]
     durability: DurabilityArg,
     /// Print the outcome as one JSON object.
     #[arg(long)]
@@ -112,7 +112,7 @@ pub struct SweepArgs {
     /// TIME_MAX (2^53).
     #[arg(long, value_name = "TICK")]
     now: Option<u64>,
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]
     durability: DurabilityArg,
     /// Print the outcome as one JSON object.
     #[arg(long)]
@@ -163,7 +163,7 @@ pub struct ClaimArgs {
     /// With --resume: send new adjudication requests to PROGRAM.
     #[arg(long, value_name = "PROGRAM", requires = "resume")]
     oracle_cmd: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]
     durability: DurabilityArg,
     /// Print the outcome as one JSON object.
     #[arg(long)]
@@ -194,7 +194,7 @@ pub struct ReinstateArgs {
     /// With --resume: send new adjudication requests to PROGRAM.
     #[arg(long, value_name = "PROGRAM", requires = "resume")]
     oracle_cmd: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]
     durability: DurabilityArg,
     /// Print the outcome as one JSON object.
     #[arg(long)]

@@ -32,7 +32,7 @@ pub struct DriveArgs {
     #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
     jobs: u32,
     /// When appends are synced to disk.
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Group)]
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]
     durability: DurabilityArg,
     /// Print the result as one JSON object.
     #[arg(long)]

@@ -99,6 +99,8 @@ pub struct Report {
     pub executed: u64,
     /// Tool outcomes taken from the record instead of executing.
     pub reused: u64,
+    /// Syncs of the log this drive made (0 without a writer).
+    pub syncs: u64,
 }
 
 /// Why a drive stopped without an ending.
@@ -612,6 +614,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             appended: self.appended,
             executed: self.executed,
             reused: self.reused,
+            syncs: self.writer.as_ref().map_or(0, LogWriter::syncs),
         })
     }
 
@@ -819,6 +822,13 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }),
                     )?;
                     self.causes.answered(&step, resumed);
+                    // An answer given from outside is acknowledged to whoever gave it: durable
+                    // before the run goes on (under `Effect`, the sync of the answer).
+                    if let Some(w) = self.writer.as_mut()
+                        && self.produced.head().next_seq >= self.recorded.len()
+                    {
+                        w.commit()?;
+                    }
                     self.failures.remove(&step);
                     self.waits.remove(&step);
                     observations = vec![Observation {

@@ -26,17 +26,26 @@ use crate::storage::{FsFile, FsStorage, LogFile, Storage};
 pub enum Durability {
     /// `fdatasync` after every event: nothing acknowledged is ever lost; slowest.
     Event,
-    /// Sync at every [`LogWriter::commit`] (the runtime commits at each step boundary) and at
-    /// least every `events_max` events. A crash loses at most the step in progress.
+    /// Sync at every [`LogWriter::commit`] and at least every `events_max` events.
     Group { events_max: u64 },
+    /// Sync only at [`LogWriter::commit`], which the runtime calls exactly where durability
+    /// matters: before an impure tool, a model or an outside program starts (so the intent is
+    /// on disk before the world changes), right after an outside answer is recorded, when a
+    /// domain's outcome goes to the outside, and when a drive ends (the run finished, failed,
+    /// suspended or was interrupted). Pure work in between is only handed to the OS, in
+    /// buffers of at most `BUFFER_BYTES_MAX`. The default. A machine crash loses at most the
+    /// pure work since the last effect, which a resume recomputes.
+    Effect,
     /// Hand records to the OS at commit points, never sync: a machine crash may lose recent
     /// committed steps (a process crash does not). For scratch runs and benchmarks.
     None,
 }
 
 impl Durability {
-    /// The default: group commit at step boundaries, and every 1000 events at most.
-    pub const DEFAULT: Durability = Durability::Group {
+    /// The default: sync where an effect needs it ([`Durability::Effect`]).
+    pub const DEFAULT: Durability = Durability::Effect;
+    /// `Group` with its default bound, every 1000 events.
+    pub const GROUP: Durability = Durability::Group {
         events_max: GROUP_EVENTS_MAX_DEFAULT,
     };
 }
@@ -64,6 +73,8 @@ pub struct LogWriter {
     durability: Durability,
     /// Events handed to the file (or buffered) since the last sync.
     unsynced: u64,
+    /// Syncs made so far (`fdatasync` calls), for measurements.
+    syncs: u64,
     /// Bytes of the log handed to the file: the offset of the first buffered record.
     written: u64,
     /// The index file, or `None` once maintaining it failed. Nothing is written to it after a
@@ -186,6 +197,7 @@ impl LogWriter {
             recorder: Recorder::new(),
             durability,
             unsynced: 0,
+            syncs: 0,
             written: 0,
             index,
             index_buf: Vec::with_capacity(8 << 10),
@@ -218,6 +230,7 @@ impl LogWriter {
             recorder,
             durability,
             unsynced: 0,
+            syncs: 0,
             written,
             index,
             index_buf: Vec::with_capacity(8 << 10),
@@ -365,8 +378,8 @@ impl LogWriter {
         }
     }
 
-    /// A commit point (the end of a step): everything appended so far becomes durable under
-    /// `Event` and `Group`, and is handed to the OS under `None`.
+    /// A commit point: everything appended so far becomes durable under `Event`, `Group` and
+    /// `Effect`, and is handed to the OS under `None`.
     pub fn commit(&mut self) -> Result<()> {
         let sync = !matches!(self.durability, Durability::None);
         self.flush(sync)
@@ -409,6 +422,9 @@ impl LogWriter {
                 source: e,
             });
         }
+        if sync && self.unsynced > 0 {
+            self.syncs += 1;
+        }
         if sync {
             self.unsynced = 0;
         }
@@ -428,6 +444,11 @@ impl LogWriter {
     }
 
     /// Commits and closes. Prefer this to dropping, which commits but cannot report errors.
+    /// How many times this writer synced the log so far.
+    pub fn syncs(&self) -> u64 {
+        self.syncs
+    }
+
     pub fn close(mut self) -> Result<Head> {
         self.commit()?;
         Ok(self.head())

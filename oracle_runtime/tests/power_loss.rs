@@ -8,7 +8,8 @@
 //! - no event acknowledged as durable is lost. Acknowledged means: `Event`, every event whose
 //!   `append` returned; `Group { events_max }`, every event appended before a `commit` (or
 //!   `close`) that returned, and every event up to the `events_max`-th since the last sync
-//!   once its `append` returned; `None`, nothing (it never syncs: a power loss may take every
+//!   once its `append` returned; `Effect`, every event appended before a `commit` (or `close`)
+//!   that returned (the engine commits where an effect needs it); `None`, nothing (it never syncs: a power loss may take every
 //!   record, and only the prefix property below holds);
 //! - after `repair` the log verifies and is a byte prefix of the uninterrupted run's log;
 //! - appending the rest of the run after recovery ends at exactly the uninterrupted run's bytes
@@ -65,6 +66,7 @@ fn durability() -> impl Strategy<Value = Durability> {
     prop_oneof![
         Just(Durability::Event),
         (1u64..5).prop_map(|n| Durability::Group { events_max: n }),
+        Just(Durability::Effect),
         Just(Durability::None)
     ]
 }
@@ -92,7 +94,7 @@ fn acked_after_append(d: Durability, appended: u64, acked: u64) -> u64 {
     match d {
         Durability::Event => appended,
         Durability::Group { events_max } if appended - acked >= events_max => appended,
-        Durability::Group { .. } | Durability::None => acked,
+        Durability::Group { .. } | Durability::Effect | Durability::None => acked,
     }
 }
 
@@ -100,7 +102,7 @@ fn acked_after_append(d: Durability, appended: u64, acked: u64) -> u64 {
 fn acked_after_commit(d: Durability, appended: u64, acked: u64) -> u64 {
     match d {
         Durability::None => acked,
-        Durability::Event | Durability::Group { .. } => appended,
+        Durability::Event | Durability::Group { .. } | Durability::Effect => appended,
     }
 }
 
