@@ -836,8 +836,9 @@ pub fn is_belief_wait(events: &Recorded, step: &str) -> bool {
     }) == Some(true)
 }
 
-/// The last event the program produced, parsed.
-fn last_program_event(events: &Recorded) -> Option<Event> {
+/// The last event the program produced, parsed (verdicts and sweeps appended after it are
+/// skipped): what says whether the run is suspended, finished or still running.
+pub fn last_program_event(events: &Recorded) -> Option<Event> {
     (0..events.len())
         .rev()
         .find(|&seq| events.kind(seq).is_some_and(|k| !k.is_external()))
