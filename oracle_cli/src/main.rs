@@ -18,6 +18,7 @@ mod interrupt;
 mod maintain;
 mod memory;
 mod plan;
+mod report;
 mod run;
 mod show;
 mod tools;
@@ -129,6 +130,11 @@ enum Command {
     /// recorded outcome checked against the rules. Exit 0, 2 no economy or bad input, 4 a
     /// damaged log or an outcome that does not follow.
     Auction(auction::AuctionArgs),
+    /// Write a run as one self-contained HTML page (`--html FILE`): summary, the plan's step
+    /// graph coloured by status, the state and beliefs after an event (`--at SEQ`), and its
+    /// events. No script, no request. Exit 0 written, 2 FILE exists (without --force) or bad
+    /// input, 4 a damaged log.
+    Report(report::ReportArgs),
     /// Check, draw and hash plans (the text programs agents run).
     Plan(plan::PlanArgs),
     /// Declared tools (exec programs, WebAssembly modules, MCP servers; docs/TOOLS.md): list
@@ -238,6 +244,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => diff::run(&home, a),
         Command::Demand(a) => demand::run(&home, a),
         Command::Auction(a) => auction::run(&home, a),
+        Command::Report(a) => report::run(&home, a),
     };
     // Output still buffered goes out before the exit code is decided: failing to write it is
     // an error like any other write.

@@ -326,15 +326,10 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
     let m = &rm.memory;
     // A pending request past its expiry is listed as expired (not swept): a verdict now would
     // be refused, and a sweep now would expire it.
-    let status_of = |r: &RequestState| {
-        if rm.expired_unswept(r) {
-            "expired_not_swept"
-        } else {
-            r.status.name()
-        }
-    };
-    let mut all: Vec<&RequestState> = m
-        .requests()
+    let status_of = |r: &RequestState| rm.request_status(r);
+    let all: Vec<&RequestState> = rm
+        .requests_in_order()
+        .into_iter()
         .filter(|r| {
             a.status.is_none_or(|s| match s {
                 RequestStatusArg::Pending => status_of(r) == "pending",
@@ -345,7 +340,6 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
             })
         })
         .collect();
-    all.sort_by_key(|r| r.origin.seq);
     let notified = crate::run::notify(&rm.run.id, &rm.run.dir, home, a.oracle_cmd.as_deref());
     if a.json {
         for r in &all {

@@ -308,52 +308,34 @@ pub(crate) fn diagnostic_json(src: &str, d: &Diagnostic) -> serde_json::Value {
 }
 
 fn graph_text(c: &CompiledPlan) -> String {
+    let g = oracle_plan::graph::of(c);
     let mut out = format!(
         "plan {} version {} ({} steps, hash {})\n",
-        c.name,
-        c.version,
-        c.steps.len(),
-        c.hash.short()
+        g.plan,
+        g.version,
+        g.steps.len(),
+        g.hash.short()
     );
-    for (n, level) in c.levels.iter().enumerate() {
+    let after = |deps: &[String]| {
+        if deps.is_empty() {
+            String::new()
+        } else {
+            format!("  <- {}", deps.join(", "))
+        }
+    };
+    for (n, level) in g.levels.iter().enumerate() {
         out.push_str(&format!("level {n}\n"));
-        for &i in level {
-            let s = &c.steps[i as usize];
-            let deps: Vec<&str> = s
-                .deps
-                .iter()
-                .map(|&d| c.steps[d as usize].name.as_str())
-                .collect();
-            let after = if deps.is_empty() {
-                String::new()
-            } else {
-                format!("  <- {}", deps.join(", "))
-            };
-            out.push_str(&format!("  {:<16} {}{after}\n", s.name, what(s)));
+        for s in level.iter().filter_map(|&i| g.steps.get(i)) {
+            out.push_str(&format!("  {:<16} {}{}\n", s.name, s.what, after(&s.deps)));
             // A loop's body: its steps by level, indented under it, as `STEP[i]`.
             if let Some(b) = &s.body {
-                for (m, inner) in b.plan.levels.iter().enumerate() {
-                    for &j in inner {
-                        let t = &b.plan.steps[j as usize];
-                        let deps: Vec<&str> = t
-                            .deps
-                            .iter()
-                            .map(|&d| b.plan.steps[d as usize].name.as_str())
-                            .collect();
-                        let after = if deps.is_empty() {
-                            String::new()
-                        } else {
-                            format!("  <- {}", deps.join(", "))
-                        };
-                        let shown = if b.kind == oracle_plan::ast::LoopKind::Use {
-                            format!("{}/{}", s.name, t.name)
-                        } else {
-                            format!("{}[i]", t.name)
-                        };
+                for (m, inner) in b.graph.levels.iter().enumerate() {
+                    for t in inner.iter().filter_map(|&j| b.graph.steps.get(j)) {
                         out.push_str(&format!(
-                            "    {:<14} {} (body level {m}){after}\n",
-                            shown,
-                            what(t)
+                            "    {:<14} {} (body level {m}){}\n",
+                            b.shown(&s.name, &t.name),
+                            t.what,
+                            after(&t.deps)
                         ));
                     }
                 }
@@ -361,38 +343,6 @@ fn graph_text(c: &CompiledPlan) -> String {
         }
     }
     out
-}
-
-/// What a step runs, as the graph shows it: its tool, a loop's header, or an agent's tools.
-fn what(s: &oracle_plan::compile::CompiledStep) -> String {
-    use oracle_plan::ast::LoopKind;
-    match &s.body {
-        Some(b) => match b.kind {
-            LoopKind::For => format!(
-                "for {} in {} max {}",
-                b.var.as_deref().unwrap_or("_"),
-                b.items
-                    .as_ref()
-                    .map(oracle_plan::print::print_expr)
-                    .unwrap_or_default(),
-                b.max
-            ),
-            LoopKind::Repeat => format!(
-                "repeat until {} max {}",
-                b.until
-                    .as_ref()
-                    .map(oracle_plan::print::print_expr)
-                    .unwrap_or_default(),
-                b.max
-            ),
-            LoopKind::Use => format!("sub-plan `{}` ({})", s.call.tool, b.plan.name),
-        },
-        None if s.call.tool == oracle_plan::agent::AGENT_TOOL => match s.call.args.get("tools") {
-            Some(t) => format!("agent with {}", oracle_plan::print::print_expr(t)),
-            None => "agent".to_owned(),
-        },
-        None => s.call.tool.clone(),
-    }
 }
 
 fn graph_dot(c: &CompiledPlan) -> String {
@@ -424,25 +374,19 @@ fn graph_dot(c: &CompiledPlan) -> String {
 }
 
 fn graph_json(c: &CompiledPlan) -> serde_json::Value {
-    let name = |i: &u32| c.steps[*i as usize].name.clone();
-    let mut level_of = vec![0u64; c.steps.len()];
-    for (n, level) in c.levels.iter().enumerate() {
-        for &i in level {
-            level_of[i as usize] = n as u64;
-        }
-    }
-    let steps: Vec<_> = c
+    let g = oracle_plan::graph::of(c);
+    let name = |i: &usize| g.steps.get(*i).map_or("", |s| s.name.as_str());
+    let steps: Vec<_> = g
         .steps
         .iter()
-        .enumerate()
-        .map(|(i, s)| json!({"name": s.name, "tool": s.call.tool, "deps": s.deps.iter().map(name).collect::<Vec<_>>(), "level": level_of[i]}))
+        .map(|s| json!({"name": s.name, "tool": s.tool, "deps": s.deps, "level": s.level}))
         .collect();
     json!({
-        "plan": c.name,
-        "version": c.version,
-        "hash": c.hash,
+        "plan": g.plan,
+        "version": g.version,
+        "hash": g.hash,
         "steps": steps,
-        "order": c.order.iter().map(name).collect::<Vec<_>>(),
-        "levels": c.levels.iter().map(|l| l.iter().map(name).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        "order": g.order.iter().map(name).collect::<Vec<_>>(),
+        "levels": g.levels.iter().map(|l| l.iter().map(name).collect::<Vec<_>>()).collect::<Vec<_>>(),
     })
 }

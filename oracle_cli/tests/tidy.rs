@@ -8,12 +8,13 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-const CRATES: [&str; 7] = [
+const CRATES: [&str; 8] = [
     "oracle_core",
     "oracle_plan",
     "oracle_runtime",
     "oracle_memory",
     "oracle_cli",
+    "oracle_html",
     "oracle_llm_stub",
     "oracle_mcp_example",
 ];
@@ -247,6 +248,59 @@ fn pure_crates_touch_no_world() {
         "pure crates must not do IO, read clocks, spawn threads or use hashed containers:\n{}",
         found.join("\n")
     );
+}
+
+/// The HTML render layer (`oracle_html::page`, `escape`, `form`) is pure like the pure crates,
+/// so a page is a function of its view; only `oracle_html::view` reads the home. And no web
+/// framework or script bundle enters the crate: its dependencies are oracle's own and
+/// serde_json and thiserror.
+#[test]
+fn the_html_render_layer_touches_no_world() {
+    let forbidden = [
+        "std::fs",
+        "std::net",
+        "std::process",
+        "std::thread",
+        "std::env",
+        "SystemTime",
+        "Instant",
+        "oracle_runtime::session",
+        "oracle_runtime::reader",
+        "oracle_runtime::index",
+    ];
+    let mut found = Vec::new();
+    for (path, text) in sources("oracle_html") {
+        let rel = path.to_string_lossy().replace('\\', "/");
+        if rel.ends_with("/view.rs") {
+            continue;
+        }
+        for (n, line) in code_lines(&text) {
+            for f in forbidden {
+                if line.contains(f) {
+                    found.push(format!("{}:{n}: `{f}`", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the render layer does no IO:\n{}",
+        found.join("\n")
+    );
+    let deps = normal_deps("oracle_html");
+    let allowed = [
+        "oracle_core",
+        "oracle_plan",
+        "oracle_runtime",
+        "oracle_memory",
+        "serde_json",
+        "thiserror",
+    ];
+    let extra: Vec<_> = deps
+        .iter()
+        .filter(|d| !allowed.contains(&d.as_str()))
+        .collect();
+    assert!(extra.is_empty(), "oracle_html depends on {extra:?}");
 }
 
 #[test]

@@ -29,7 +29,16 @@ pub enum Verdict {
     Unknown,
 }
 
+/// The evidence a verdict or reinstatement may rest on: only first-hand evidence from outside
+/// the run can overturn (or uphold) an externally sourced belief. Every other provenance is
+/// refused (`AdjudicateError::Evidence`). Listed here once so that what the command line and a
+/// form offer cannot drift from what is checked.
+pub const EVIDENCE_ACCEPTED: [Provenance; 1] = [Provenance::ExternalFirstHand];
+
 impl Verdict {
+    /// Every verdict, in the order they are offered.
+    pub const ALL: [Verdict; 3] = [Verdict::Affirm, Verdict::Deny, Verdict::Unknown];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Affirm => "affirm",
@@ -182,7 +191,7 @@ pub fn adjudicate(
             swept_at: None,
         });
     }
-    if evidence != Provenance::ExternalFirstHand {
+    if !EVIDENCE_ACCEPTED.contains(&evidence) {
         return Err(AdjudicateError::Evidence { given: evidence });
     }
     let challenger = state.request.challenger;
@@ -512,7 +521,7 @@ pub fn reinstate(
             provenance: e.claim.provenance,
         });
     }
-    if evidence != Provenance::ExternalFirstHand {
+    if !EVIDENCE_ACCEPTED.contains(&evidence) {
         return Err(AdjudicateError::Evidence { given: evidence });
     }
     let mut fx = Reinstatement {

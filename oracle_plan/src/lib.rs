@@ -8,6 +8,7 @@ pub mod catalogue;
 pub mod compile;
 pub mod diagnostic;
 pub mod eval;
+pub mod graph;
 pub mod lexer;
 pub mod parser;
 pub mod print;

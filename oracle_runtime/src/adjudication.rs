@@ -81,6 +81,25 @@ impl RunMemory {
                 .is_some_and(|at| at <= self.earliest_outside_tick())
     }
 
+    /// Where a request stands as `oracle adjudications` lists it: `pending`, `resolved`,
+    /// `expired`, or `expired_not_swept` for a pending request past its expiry (a verdict now
+    /// would be refused, a sweep now would expire it).
+    pub fn request_status(&self, r: &oracle_memory::memory::RequestState) -> &'static str {
+        if self.expired_unswept(r) {
+            "expired_not_swept"
+        } else {
+            r.status.name()
+        }
+    }
+
+    /// Every request of the run, in the order they were opened (by the seq of the event that
+    /// recorded each).
+    pub fn requests_in_order(&self) -> Vec<&oracle_memory::memory::RequestState> {
+        let mut all: Vec<_> = self.memory.requests().collect();
+        all.sort_by_key(|r| r.origin.seq);
+        all
+    }
+
     /// The tick an outside event is recorded at: `now` if given, else the earliest allowed.
     /// A `now` before the earliest allowed tick is refused (it would rewrite the past), and so
     /// is any tick past [`oracle_core::event::TIME_MAX`].
@@ -117,7 +136,9 @@ fn settings_of(events: &Recorded, path: &Path) -> Result<MemorySettings> {
     }
 }
 
-fn load_from(run: RunDir, events: &Recorded) -> Result<RunMemory> {
+/// The memory of run `run` from its log, already read and verified (`Recorded::read`): for a
+/// caller that reads the log for more than the memory.
+pub fn load_from(run: RunDir, events: &Recorded) -> Result<RunMemory> {
     let settings = settings_of(events, &run.paths.log)?;
     let memory = project(events).map_err(|source| SessionError::Projection {
         run: run.id.clone(),

@@ -168,6 +168,8 @@ pub enum SessionError {
         #[source]
         source: oracle_memory::MemoryError,
     },
+    #[error("{run}: the declared tools the run used cannot be loaded: {problems}")]
+    Tools { run: String, problems: String },
     #[error(
         "{run}: run.json says the run worked in {recorded}, but this is {here}; run.json is not hashed, so oracle never takes a directory from it: resume from the run's directory (or, if the project moved, correct run.json)"
     )]
@@ -834,8 +836,9 @@ pub fn is_belief_wait(events: &Recorded, step: &str) -> bool {
     }) == Some(true)
 }
 
-/// The last event the program produced, parsed.
-fn last_program_event(events: &Recorded) -> Option<Event> {
+/// The last event the program produced, parsed (verdicts and sweeps appended after it are
+/// skipped): what says whether the run is suspended, finished or still running.
+pub fn last_program_event(events: &Recorded) -> Option<Event> {
     (0..events.len())
         .rev()
         .find(|&seq| events.kind(seq).is_some_and(|k| !k.is_external()))
@@ -843,7 +846,7 @@ fn last_program_event(events: &Recorded) -> Option<Event> {
 }
 
 /// The JSON Schema a `human.ask` call of `step` asked its answer to follow, if any.
-fn answer_schema(events: &Recorded, step: &str) -> Option<Value> {
+pub fn answer_schema(events: &Recorded, step: &str) -> Option<Value> {
     (0..events.len()).rev().find_map(|seq| {
         if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
             return None;
@@ -857,6 +860,118 @@ fn answer_schema(events: &Recorded, step: &str) -> Option<Value> {
             _ => None,
         }
     })?
+}
+
+/// The step a suspended run waits on, and what an answer for it should look like: what
+/// `oracle runs` says in a line, and what a form asking for the answer needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub step: String,
+    /// Why it waits, as its `suspended` event recorded it (the question, the last failure, the
+    /// belief it needs).
+    pub reason: String,
+    /// Attempts the step made before it waited.
+    pub attempts: u64,
+    /// The seq of the `suspended` event.
+    pub seq: u64,
+    /// The tool the step called last (`human.ask`, `llm.chat`, `memory.query`, ...), if any.
+    pub tool: Option<String>,
+    /// The question of a `human.ask` step.
+    pub question: Option<String>,
+    /// The JSON Schema an answer should meet, when one is known: a `human.ask` call's `schema`;
+    /// an `llm.chat` call's `schema`, else a string (the reply's text); else the output schema
+    /// of the step's tool in `registry`. A hint for asking: `resume` checks the answer itself
+    /// (the step's `expect` too), so a value that meets it can still be refused.
+    pub schema: Option<Value>,
+    /// The step waits on a belief (`memory.query` with `require: "resolved"`): it takes a
+    /// verdict (`oracle adjudicate`), never a value.
+    pub belief: bool,
+}
+
+/// What the run of `events` waits on, if its program's last event is `suspended` (verdicts and
+/// sweeps appended since are skipped, as `oracle runs` skips them). `registry` gives the output
+/// schemas of tools other than `human.ask` and `llm.chat`.
+pub fn waiting(events: &Recorded, registry: &Registry) -> Option<Waiting> {
+    let last = last_program_event(events)?;
+    let Ok(Payload::Suspended(s)) = last.typed() else {
+        return None;
+    };
+    // The step's latest call: what it asked, and so what an answer stands in for.
+    let call = (0..last.seq).rev().find_map(|seq| {
+        if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
+            return None;
+        }
+        match events.event(seq)?.typed() {
+            Ok(Payload::ToolCalled(c)) if c.step == s.step => Some(c),
+            _ => None,
+        }
+    });
+    let tool = call.as_ref().map(|c| c.tool.clone());
+    let input = call.as_ref().map(|c| &c.input);
+    let belief = tool.as_deref() == Some(oracle_memory::tools::QUERY);
+    let question = match (tool.as_deref(), input) {
+        (Some(oracle_plan::agent::ASK_TOOL), Some(i)) => {
+            i.get("question").and_then(Value::as_str).map(str::to_owned)
+        }
+        _ => None,
+    };
+    let schema = match (tool.as_deref(), input) {
+        _ if belief => None,
+        (Some(oracle_plan::agent::ASK_TOOL), Some(i)) => i.get("schema").cloned(),
+        (Some(oracle_plan::agent::CHAT_TOOL), Some(i)) => Some(
+            i.get("schema")
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "string"})),
+        ),
+        (Some(t), _) => registry.get(t).map(|r| r.decl.output_schema.clone()),
+        (None, _) => None,
+    };
+    Some(Waiting {
+        step: s.step,
+        reason: s.reason,
+        attempts: s.attempts,
+        seq: last.seq,
+        tool,
+        question,
+        schema,
+        belief,
+    })
+}
+
+/// The compiled plan a recorded run keeps (`plan.plan` and its `uses/`), checked against the
+/// hash its first event recorded: the plan as the run ran it, for showing its step graph.
+/// Declared tools are loaded from the directories `run.json` keeps so that a plan calling them
+/// compiles, starting no MCP server (the listing the run kept is read instead).
+pub fn recorded_plan(run: &RunDir) -> Result<CompiledPlan> {
+    let first = crate::index::IndexedLog::open_with(&run.paths.log, false)?.read(0)?;
+    let started = match first.typed() {
+        Ok(Payload::RunStarted(p)) => p,
+        _ => {
+            return Err(SessionError::NoStart {
+                path: run.paths.log.clone(),
+            });
+        }
+    };
+    let mut registry = crate::tools::builtin();
+    let dirs = stored_tools(&run.dir);
+    if !dirs.is_empty() {
+        let problems = |p: Vec<crate::declared::Problem>| SessionError::Tools {
+            run: run.id.clone(),
+            problems: p
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        let loaded = crate::declared::load(
+            &dirs,
+            &std::sync::Arc::default(),
+            crate::declared::McpMode::Recorded(&run.dir),
+        )
+        .map_err(problems)?;
+        crate::declared::declare(&mut registry, loaded).map_err(problems)?;
+    }
+    stored_plan(run, &started, &registry)
 }
 
 /// `oracle resume`: continues a suspended run with an answer, or an interrupted one without.

@@ -1,0 +1,1054 @@
+//! The render layer: pure functions from view structs to complete HTML documents.
+//!
+//! No IO, no clock, no randomness: the same view gives the same bytes. Every page carries its
+//! style sheet inline and needs no script; every value from a log goes through
+//! [`crate::escape`]. Where links point and where forms post is the caller's ([`Links`],
+//! [`Forms`]), so a server can mount the pages under any prefix; the report has neither.
+
+pub mod css;
+pub mod dag;
+
+use std::fmt::Write as _;
+
+use oracle_memory::adjudicate::EVIDENCE_ACCEPTED;
+use oracle_memory::{Provenance, Verdict};
+use serde_json::Value;
+
+use crate::escape::{escape, id_part, json_text, shorten, url_part};
+use crate::form::{self, Field};
+use crate::view::{
+    Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, MemoryView, Page, RequestView, RunRow,
+    RunView, StepStatus, Timeline,
+};
+
+/// Characters of one value shown in a table cell (the rest is counted, not shown).
+pub const VALUE_CHARS_MAX: usize = 2000;
+
+/// Where a served page's links point: `{prefix}/runs`, `{prefix}/runs/{id}` (with `at`,
+/// `from` and `limit` as query parameters) and `{prefix}/inbox`. Run ids are percent-encoded
+/// as one path segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Links {
+    /// Prefix of every link, without a trailing `/` (empty: the site's root).
+    pub prefix: String,
+}
+
+impl Links {
+    /// Links under `prefix` (a trailing `/` is dropped).
+    pub fn new(prefix: &str) -> Links {
+        Links {
+            prefix: prefix.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    pub fn runs(&self) -> String {
+        format!("{}/runs", self.prefix)
+    }
+
+    pub fn run(&self, id: &str) -> String {
+        format!("{}/runs/{}", self.prefix, url_part(id))
+    }
+
+    /// The run page showing the run after event `at`, with the timeline page `page`.
+    pub fn run_with(&self, id: &str, at: Option<u64>, page: Page) -> String {
+        let mut url = format!("{}?from={}&limit={}", self.run(id), page.from, page.limit);
+        if let Some(a) = at {
+            let _ = write!(url, "&at={a}");
+        }
+        url
+    }
+
+    pub fn inbox(&self) -> String {
+        format!("{}/inbox", self.prefix)
+    }
+}
+
+/// Where the inbox's forms post, and the CSRF token each carries in a hidden field named
+/// `csrf`. `answer` and `verdict` are templates in which `{run}` is replaced by the run id
+/// (percent-encoded as one path segment).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forms {
+    pub answer: String,
+    pub verdict: String,
+    pub csrf: String,
+}
+
+impl Forms {
+    /// `{prefix}/runs/{run}/answer` and `{prefix}/runs/{run}/verdict`.
+    pub fn under(prefix: &str, csrf: &str) -> Forms {
+        let p = prefix.trim_end_matches('/');
+        Forms {
+            answer: format!("{p}/runs/{{run}}/answer"),
+            verdict: format!("{p}/runs/{{run}}/verdict"),
+            csrf: csrf.to_owned(),
+        }
+    }
+
+    pub fn answer_action(&self, run: &str) -> String {
+        self.answer.replace("{run}", &url_part(run))
+    }
+
+    pub fn verdict_action(&self, run: &str) -> String {
+        self.verdict.replace("{run}", &url_part(run))
+    }
+}
+
+/// Which page of the site a document is, for the navigation's `aria-current`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Current {
+    Runs,
+    Inbox,
+    Run,
+}
+
+/// A complete document: head with the inline style sheet, a skip link, the site navigation
+/// (served pages only) and `main`.
+fn document(title: &str, nav: Option<(&Links, Current)>, main: &str, report: bool) -> String {
+    let mut out = String::with_capacity(main.len() + css::CSS.len() + 1024);
+    out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    if report {
+        // The report is one file that must make no request: say so to the browser too, which
+        // then refuses any script, frame, image or style from elsewhere.
+        out.push_str("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'\">\n");
+    }
+    let _ = writeln!(out, "<title>{}</title>", escape(title));
+    let _ = writeln!(out, "<style>{}</style>", css::CSS);
+    out.push_str("</head>\n<body>\n<a class=\"skip\" href=\"#main\">Skip to the content</a>\n");
+    if let Some((links, current)) = nav {
+        let item = |href: String, text: &str, here: bool| {
+            format!(
+                "<li><a href=\"{}\"{}>{text}</a></li>",
+                escape(&href),
+                if here { " aria-current=\"page\"" } else { "" }
+            )
+        };
+        let _ = writeln!(
+            out,
+            "<header class=\"site\"><nav aria-label=\"Site\"><ul>{}{}</ul></nav></header>",
+            item(links.runs(), "Runs", current == Current::Runs),
+            item(links.inbox(), "Inbox", current == Current::Inbox),
+        );
+    }
+    let _ = write!(out, "<main id=\"main\" tabindex=\"-1\">\n{main}</main>\n");
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+fn badge(word: &str) -> String {
+    format!(
+        "<span class=\"badge status-{}\">{}</span>",
+        id_part(word),
+        escape(&word.replace(['_', '-'], " "))
+    )
+}
+
+/// A value in a cell: JSON text (strings quoted, so types show), shortened, escaped.
+fn value_html(v: &Value) -> String {
+    format!("<pre>{}</pre>", escape(&json_text(v, VALUE_CHARS_MAX)))
+}
+
+fn status_word(status: &str, live: Option<bool>) -> &str {
+    match (status, live) {
+        ("running", Some(true)) => "live",
+        ("running", Some(false)) => "interrupted",
+        (s, _) => s,
+    }
+}
+
+/// The list of runs.
+pub fn runs_page(rows: &[RunRow], links: &Links) -> String {
+    let mut m = String::new();
+    m.push_str("<h1>Runs</h1>\n");
+    let waiting = rows.iter().filter(|r| r.status == "suspended").count();
+    if waiting > 0 {
+        let _ = writeln!(
+            m,
+            "<p>{waiting} suspended run{} waiting: see <a href=\"{}\">the inbox</a>.</p>",
+            if waiting == 1 { "" } else { "s" },
+            escape(&links.inbox())
+        );
+    }
+    if rows.is_empty() {
+        m.push_str("<p>No runs yet.</p>\n");
+        return document("Runs", Some((links, Current::Runs)), &m, false);
+    }
+    m.push_str("<div class=\"scroll\"><table id=\"runs\">\n<caption>Every run of this home, by id</caption>\n");
+    m.push_str("<thead><tr><th scope=\"col\">Run</th><th scope=\"col\">Plan</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Events</th><th scope=\"col\" class=\"num\">Tick</th><th scope=\"col\">Waiting on, or why it failed</th></tr></thead>\n<tbody>\n");
+    for r in rows {
+        let note = match (&r.waiting, &r.reason) {
+            (Some(w), _) if w.attempts > 1 => format!(
+                "step <code>{}</code> after {} attempts: {}",
+                escape(&w.step),
+                w.attempts,
+                escape(&w.reason)
+            ),
+            (Some(w), _) => format!(
+                "step <code>{}</code>: {}",
+                escape(&w.step),
+                escape(&w.reason)
+            ),
+            (None, Some(why)) => escape(why),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            m,
+            "<tr id=\"run-{}\"><th scope=\"row\"><a href=\"{}\">{}</a></th><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{note}</td></tr>",
+            id_part(&r.id),
+            escape(&links.run(&r.id)),
+            escape(&r.id),
+            escape(&r.plan),
+            badge(status_word(&r.status, r.live)),
+            r.events,
+            r.tick,
+        );
+    }
+    m.push_str("</tbody></table></div>\n");
+    document("Runs", Some((links, Current::Runs)), &m, false)
+}
+
+/// The page of one run: summary, step graph, state, beliefs, a page of its events, and a
+/// divergence when the view has one. Links go through `links`.
+pub fn run_page(view: &RunView, links: &Links) -> String {
+    let main = run_main(view, Some(links));
+    document(
+        &format!("Run {}", view.summary.id),
+        Some((links, Current::Run)),
+        &main,
+        false,
+    )
+}
+
+/// The run page as one self-contained file: no navigation, no links to a server, no forms, no
+/// script; the style sheet and the step graph are inline, and the document tells the browser
+/// to make no request at all.
+pub fn report_page(view: &RunView) -> String {
+    let mut main = run_main(view, None);
+    let s = &view.summary;
+    let _ = writeln!(
+        main,
+        "<footer>Written by <code>oracle report</code> from run <code>{}</code>: {} events, head <code>{}</code>. One self-contained file: no scripts, no requests. <code>oracle verify {} --head {}</code> checks that the run still has this head.</footer>",
+        escape(&s.id),
+        s.events,
+        escape(&s.head),
+        escape(&s.id),
+        escape(&s.head),
+    );
+    document(&format!("Run {} (report)", s.id), None, &main, true)
+}
+
+fn run_main(view: &RunView, links: Option<&Links>) -> String {
+    let s = &view.summary;
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "<article id=\"run-{}\">\n<h1>Run <code>{}</code></h1>",
+        id_part(&s.id),
+        escape(&s.id)
+    );
+    m.push_str(&summary_html(view, links));
+    m.push_str(&dag_html(view));
+    m.push_str(&state_html(view, links));
+    m.push_str(&memory_html(&view.memory, &s.id, links));
+    m.push_str(&timeline_html(&view.timeline, view, links));
+    if let Some(d) = &view.divergence {
+        m.push_str(&divergence_html(d));
+    }
+    m.push_str("</article>\n");
+    m
+}
+
+fn summary_html(view: &RunView, links: Option<&Links>) -> String {
+    let s = &view.summary;
+    let mut m = String::new();
+    m.push_str("<section id=\"summary\" aria-labelledby=\"summary-h\">\n<h2 id=\"summary-h\">Summary</h2>\n<dl class=\"summary\">\n");
+    let mut row = |k: &str, v: String| {
+        let _ = writeln!(m, "<dt>{k}</dt><dd>{v}</dd>");
+    };
+    row("Plan", format!("<code>{}</code>", escape(&s.plan)));
+    row("Status", badge(status_word(&s.status, s.live)));
+    if let Some(w) = &s.waiting {
+        let inbox = match links {
+            Some(l) => format!(
+                " (<a href=\"{}#ask-{}-{}\">answer in the inbox</a>)",
+                escape(&l.inbox()),
+                id_part(&s.id),
+                id_part(&w.step)
+            ),
+            None => String::new(),
+        };
+        row(
+            "Waiting on",
+            format!(
+                "step <code>{}</code>{}: {}{inbox}",
+                escape(&w.step),
+                if w.attempts > 1 {
+                    format!(" after {} attempts", w.attempts)
+                } else {
+                    String::new()
+                },
+                escape(&w.reason)
+            ),
+        );
+    }
+    if let Some(r) = &s.reason {
+        row("Why it failed", escape(r));
+    }
+    row("Events", s.events.to_string());
+    row("Last tick", s.tick.to_string());
+    row("Head hash", format!("<code>{}</code>", escape(&s.head)));
+    row(
+        "Program hash",
+        format!("<code>{}</code>", escape(&s.program_hash)),
+    );
+    row("Seed", s.seed.to_string());
+    row(
+        "Grants",
+        if s.grants.is_empty() {
+            "none".to_owned()
+        } else {
+            s.grants
+                .iter()
+                .map(|g| format!("<code>{}</code>", escape(g)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    );
+    row("Inputs", value_html(&s.inputs));
+    if s.at_asked {
+        row(
+            "Shown after",
+            format!(
+                "event {} (state, step colours and beliefs as they were then)",
+                s.at
+            ),
+        );
+    }
+    m.push_str("</dl>\n</section>\n");
+    m
+}
+
+fn dag_html(view: &RunView) -> String {
+    let mut m = String::new();
+    m.push_str("<section id=\"dag\" aria-labelledby=\"dag-h\">\n<h2 id=\"dag-h\">Plan</h2>\n");
+    let Some(dag) = &view.dag else {
+        let _ = writeln!(
+            m,
+            "<p>The step graph cannot be shown: {}</p>\n</section>",
+            escape(view.dag_problem.as_deref().unwrap_or("no plan"))
+        );
+        return m;
+    };
+    let _ = writeln!(
+        m,
+        "<p>Plan <code>{}</code> version {}, {} steps, after event {}.</p>",
+        escape(&dag.graph.plan),
+        dag.graph.version,
+        dag.graph.steps.len(),
+        view.summary.at
+    );
+    m.push_str("<ul class=\"legend\" aria-label=\"Colours\">");
+    for st in StepStatus::ALL {
+        let (fill, stroke) = dag::colours(st);
+        let _ = write!(
+            m,
+            "<li><span class=\"swatch\" style=\"background:{fill};border-color:{stroke}\"></span>{}</li>",
+            st.label()
+        );
+    }
+    m.push_str("</ul>\n");
+    let _ = writeln!(
+        m,
+        "<figure class=\"dag\"><div class=\"scroll\">{}</div></figure>",
+        dag::svg(dag)
+    );
+    m.push_str("<div class=\"scroll\"><table id=\"dag-steps\">\n<caption>Steps by level</caption>\n<thead><tr><th scope=\"col\">Step</th><th scope=\"col\" class=\"num\">Level</th><th scope=\"col\">Runs</th><th scope=\"col\">Waits for</th><th scope=\"col\">Status</th><th scope=\"col\">Detail</th></tr></thead>\n<tbody>\n");
+    for level in &dag.graph.levels {
+        for &i in level {
+            let Some(step) = dag.graph.steps.get(i) else {
+                continue;
+            };
+            let (status, detail) = dag
+                .status
+                .get(i)
+                .cloned()
+                .unwrap_or((StepStatus::NotStarted, None));
+            let mut runs = escape(&step.what);
+            if let Some(b) = &step.body {
+                let inner: Vec<String> = b
+                    .graph
+                    .steps
+                    .iter()
+                    .map(|t| format!("<code>{}</code>", escape(&b.shown(&step.name, &t.name))))
+                    .collect();
+                let _ = write!(runs, "; body: {}", inner.join(", "));
+            }
+            let _ = writeln!(
+                m,
+                "<tr id=\"step-{}\"><th scope=\"row\"><code>{}</code></th><td class=\"num\">{}</td><td>{runs}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                id_part(&step.name),
+                escape(&step.name),
+                step.level,
+                step.deps
+                    .iter()
+                    .map(|d| format!("<code>{}</code>", escape(d)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                badge(status.as_str()),
+                escape(&detail.unwrap_or_default()),
+            );
+        }
+    }
+    m.push_str("</tbody></table></div>\n</section>\n");
+    m
+}
+
+fn state_html(view: &RunView, links: Option<&Links>) -> String {
+    let st = &view.state;
+    let s = &view.summary;
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "<section id=\"state\" aria-labelledby=\"state-h\">\n<h2 id=\"state-h\">State after event {} (tick {}, {})</h2>",
+        st.seq,
+        st.time,
+        escape(&st.kind)
+    );
+    if let Some(l) = links {
+        // A plain GET form: choosing another event works without a script.
+        let _ = writeln!(
+            m,
+            "<form id=\"at-form\" method=\"get\" action=\"{}\"><div class=\"row\"><label for=\"at\">Show the run as it was after event</label><input type=\"number\" id=\"at\" name=\"at\" min=\"0\" max=\"{}\" step=\"1\" value=\"{}\" inputmode=\"numeric\"></div><input type=\"hidden\" name=\"from\" value=\"{}\"><input type=\"hidden\" name=\"limit\" value=\"{}\"><button type=\"submit\">Show</button> <a href=\"{}\">latest</a></form>",
+            escape(&l.run(&s.id)),
+            s.events.saturating_sub(1),
+            st.seq,
+            view.timeline.page.from,
+            view.timeline.page.limit,
+            escape(&l.run(&s.id)),
+        );
+    }
+    let _ = writeln!(
+        m,
+        "<p>State hash <code>{}</code>{}; {} keys.</p>",
+        escape(&st.hash),
+        st.from_snapshot.map_or(String::new(), |s| format!(
+            ", rebuilt from the snapshot at event {s}"
+        )),
+        st.entries.len()
+    );
+    if st.entries.is_empty() {
+        m.push_str("<p>The state is empty.</p>\n</section>\n");
+        return m;
+    }
+    m.push_str("<div class=\"scroll\"><table id=\"state-entries\">\n<caption>Keys and values</caption>\n<thead><tr><th scope=\"col\">Key</th><th scope=\"col\">Value</th></tr></thead>\n<tbody>\n");
+    for (k, v) in &st.entries {
+        let _ = writeln!(
+            m,
+            "<tr><th scope=\"row\"><code>{}</code></th><td>{}</td></tr>",
+            escape(k),
+            value_html(v)
+        );
+    }
+    m.push_str("</tbody></table></div>\n</section>\n");
+    m
+}
+
+fn claim_cells(c: &ClaimRow) -> String {
+    let by = if c.tool == oracle_memory::external::ORIGIN_TOOL {
+        "from outside (<code>oracle claim</code>)".to_owned()
+    } else {
+        format!(
+            "step <code>{}</code> (<code>{}</code>)",
+            escape(&c.step),
+            escape(&c.tool)
+        )
+    };
+    format!(
+        "<td><code title=\"{}\">{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} / {}</td><td>{by}</td><td>{}</td><td>{}</td>",
+        escape(&c.id),
+        escape(&shorten_id(&c.id)),
+        value_html(&c.value),
+        escape(&c.provenance),
+        c.disposition.as_deref().map_or_else(String::new, badge),
+        escape(&c.criticality),
+        c.seq,
+        c.time,
+        escape(c.valid.as_deref().unwrap_or("always")),
+        escape(&c.reason),
+    )
+}
+
+fn shorten_id(id: &str) -> String {
+    id.chars().take(12).collect()
+}
+
+const CLAIM_HEADERS: &str = "<th scope=\"col\">Claim</th><th scope=\"col\">Value</th><th scope=\"col\">Provenance</th><th scope=\"col\">Disposition</th><th scope=\"col\">Criticality</th><th scope=\"col\" class=\"num\">Event / tick</th><th scope=\"col\">Recorded by</th><th scope=\"col\">Valid</th><th scope=\"col\">Gate's reason</th>";
+
+fn memory_html(mv: &MemoryView, run: &str, links: Option<&Links>) -> String {
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "<section id=\"beliefs\" aria-labelledby=\"beliefs-h\">\n<h2 id=\"beliefs-h\">Beliefs{}</h2>",
+        mv.as_of
+            .map_or(String::new(), |t| format!(" as of tick {t}"))
+    );
+    if mv.lines.is_empty() && mv.requests.is_empty() {
+        m.push_str("<p>No claims recorded.</p>\n</section>\n");
+        return m;
+    }
+    for (n, line) in mv.lines.iter().enumerate() {
+        let values = line
+            .values
+            .iter()
+            .map(|v| format!("<code>{}</code>", escape(&json_text(v, 200))))
+            .collect::<Vec<_>>()
+            .join(" | ");
+        let _ = writeln!(
+            m,
+            "<h3 id=\"line-{n}\">{} / {} {}</h3>\n<p>{}{}</p>",
+            escape(&line.subject),
+            escape(&line.predicate),
+            badge(&line.belief),
+            if values.is_empty() {
+                "No value is believed.".to_owned()
+            } else {
+                format!("Believed: {values}")
+            },
+            if line.pending.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (pending adjudication: {})",
+                    escape(&line.pending.join(", "))
+                )
+            }
+        );
+        let _ = writeln!(
+            m,
+            "<div class=\"scroll\"><table class=\"claims\">\n<caption>Claims of {} / {}, in retrieval order</caption>\n<thead><tr>{CLAIM_HEADERS}</tr></thead>\n<tbody>",
+            escape(&line.subject),
+            escape(&line.predicate)
+        );
+        for c in &line.claims {
+            let _ = writeln!(m, "<tr>{}</tr>", claim_cells(c));
+        }
+        m.push_str("</tbody></table></div>\n");
+    }
+    if !mv.requests.is_empty() {
+        m.push_str("<h3 id=\"requests-h\">Adjudications</h3>\n<div class=\"scroll\"><table id=\"requests\">\n<caption>Conflicts sent to the oracle, in the order opened</caption>\n<thead><tr><th scope=\"col\">Handle</th><th scope=\"col\">Status</th><th scope=\"col\">Line</th><th scope=\"col\">Incumbent</th><th scope=\"col\">Challenger</th><th scope=\"col\">Criticality</th><th scope=\"col\">Expires</th><th scope=\"col\">Outcome</th></tr></thead>\n<tbody>\n");
+        for r in &mv.requests {
+            let side = |c: &Option<ClaimRow>| {
+                c.as_ref().map_or("?".to_owned(), |c| {
+                    format!(
+                        "<code>{}</code> ({}, step <code>{}</code>)",
+                        escape(&json_text(&c.value, 200)),
+                        escape(&c.provenance),
+                        escape(&c.step)
+                    )
+                })
+            };
+            let outcome = match (&r.outcome, links, r.status.as_str()) {
+                (Some(o), _, _) => escape(o),
+                (None, Some(l), "pending") => format!(
+                    "<a href=\"{}#verdict-{}-{}\">give a verdict in the inbox</a>",
+                    escape(&l.inbox()),
+                    id_part(run),
+                    id_part(&r.handle)
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                m,
+                "<tr id=\"request-{}\"><th scope=\"row\"><code>{}</code></th><td>{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{outcome}</td></tr>",
+                id_part(&r.handle),
+                escape(&r.handle),
+                badge(&r.status),
+                escape(&r.subject),
+                escape(&r.predicate),
+                side(&r.incumbent),
+                side(&r.challenger),
+                escape(&r.criticality),
+                r.expires_at
+                    .map_or("never".to_owned(), |t| format!("tick {t}")),
+            );
+        }
+        m.push_str("</tbody></table></div>\n");
+    }
+    m.push_str("</section>\n");
+    m
+}
+
+fn timeline_html(t: &Timeline, view: &RunView, links: Option<&Links>) -> String {
+    let s = &view.summary;
+    let mut m = String::new();
+    m.push_str("<section id=\"timeline\" aria-labelledby=\"timeline-h\">\n<h2 id=\"timeline-h\">Events</h2>\n");
+    let shown = match (t.events.first(), t.events.last()) {
+        (Some(a), Some(b)) => format!("Events {} to {} of {}", a.seq, b.seq, t.total),
+        _ => format!("No events on this page ({} in the log)", t.total),
+    };
+    let pager = links.map(|l| pager_html(l, s.id.as_str(), t, s.at_asked.then_some(s.at)));
+    if let Some(p) = &pager {
+        m.push_str(p);
+    }
+    let _ = writeln!(
+        m,
+        "<div class=\"scroll\"><table id=\"events\">\n<caption>{shown}</caption>\n<thead><tr><th scope=\"col\" class=\"num\">Seq</th><th scope=\"col\" class=\"num\">Tick</th><th scope=\"col\">Kind</th><th scope=\"col\">Step</th><th scope=\"col\">Summary</th><th scope=\"col\">Parents</th><th scope=\"col\">Hash</th></tr></thead>\n<tbody>"
+    );
+    for e in &t.events {
+        let seq = match links {
+            Some(l) => format!(
+                "<a href=\"{}\" title=\"Show the run after event {}\">{}</a>",
+                escape(&l.run_with(&s.id, Some(e.seq), t.page)),
+                e.seq,
+                e.seq
+            ),
+            None => e.seq.to_string(),
+        };
+        let _ = writeln!(
+            m,
+            "<tr id=\"event-{}\"><th scope=\"row\" class=\"num\">{seq}</th><td class=\"num\">{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td><code title=\"{}\">{}</code></td></tr>",
+            e.seq,
+            e.time,
+            escape(&e.kind),
+            e.step
+                .as_deref()
+                .map_or(String::new(), |st| format!("<code>{}</code>", escape(st))),
+            escape(&e.summary),
+            e.parents
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            escape(&e.hash),
+            escape(&shorten_id(&e.hash)),
+        );
+    }
+    m.push_str("</tbody></table></div>\n");
+    if let Some(p) = &pager {
+        m.push_str(p);
+    }
+    let end = t.page.from.saturating_add(t.events.len() as u64);
+    if links.is_none() && (t.page.from > 0 || end < t.total) {
+        let _ = writeln!(
+            m,
+            "<p>This report shows events {} to {} only: <code>oracle log {}</code> lists them all.</p>",
+            t.page.from,
+            end.saturating_sub(1),
+            escape(&s.id)
+        );
+    }
+    m.push_str("</section>\n");
+    m
+}
+
+fn pager_html(l: &Links, id: &str, t: &Timeline, at: Option<u64>) -> String {
+    let limit = t.page.limit.max(1);
+    let last_from = t.total.saturating_sub(1) / limit * limit;
+    let mut items = Vec::new();
+    let link = |from: u64, text: &str| {
+        format!(
+            "<li><a href=\"{}\">{text}</a></li>",
+            escape(&l.run_with(id, at, Page { from, limit }))
+        )
+    };
+    if t.page.from > 0 {
+        items.push(link(0, "First"));
+        items.push(link(t.page.from.saturating_sub(limit), "Previous"));
+    }
+    if t.page.from.saturating_add(limit) < t.total {
+        items.push(link(t.page.from.saturating_add(limit), "Next"));
+        items.push(link(last_from, "Last"));
+    }
+    if items.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<nav class=\"pager\" aria-label=\"Event pages\"><ul>{}</ul></nav>\n",
+        items.join("")
+    )
+}
+
+fn divergence_html(d: &DivergenceView) -> String {
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "<section id=\"divergence\" aria-labelledby=\"divergence-h\">\n<h2 id=\"divergence-h\">Divergence of <code>{}</code> (A) and <code>{}</code> (B)</h2>",
+        escape(&d.a),
+        escape(&d.b)
+    );
+    match &d.outcome {
+        DiffOutcome::Identical { events } => {
+            let _ = writeln!(m, "<p>Identical: the same {events} events.</p>");
+        }
+        DiffOutcome::Prefix {
+            shorter,
+            common,
+            extra,
+        } => {
+            let _ = writeln!(
+                m,
+                "<p>Log {} is a prefix of the other: {common} events in common, then {extra} more.</p>",
+                escape(shorter)
+            );
+        }
+        DiffOutcome::Diverged {
+            seq,
+            class,
+            kind_a,
+            kind_b,
+            step,
+            fields,
+            fields_omitted,
+        } => {
+            let _ = writeln!(
+                m,
+                "<p>First difference at event {seq}: <strong>{}</strong> (A: <code>{}</code>, B: <code>{}</code>){}.</p>",
+                escape(class),
+                escape(kind_a),
+                escape(kind_b),
+                step.as_deref().map_or(String::new(), |s| format!(
+                    ", step <code>{}</code>",
+                    escape(s)
+                ))
+            );
+            m.push_str("<div class=\"scroll\"><table id=\"divergence-fields\">\n<caption>Fields that differ</caption>\n<thead><tr><th scope=\"col\">Field</th><th scope=\"col\">A</th><th scope=\"col\">B</th></tr></thead>\n<tbody>\n");
+            let cell = |v: &Option<Value>| v.as_ref().map_or("(absent)".to_owned(), value_html);
+            for (path, a, b) in fields {
+                let _ = writeln!(
+                    m,
+                    "<tr><th scope=\"row\"><code>{}</code></th><td>{}</td><td>{}</td></tr>",
+                    escape(path),
+                    cell(a),
+                    cell(b)
+                );
+            }
+            m.push_str("</tbody></table></div>\n");
+            if *fields_omitted > 0 {
+                let _ = writeln!(m, "<p>{fields_omitted} more fields differ.</p>");
+            }
+        }
+    }
+    m.push_str("</section>\n");
+    m
+}
+
+/// Everything waiting on a person: a form per suspended step (its control chosen by the
+/// step's answer schema) and verdict buttons per pending adjudication. Forms post to `forms`
+/// with its CSRF token; they work without a script.
+pub fn inbox_page(inbox: &Inbox, links: &Links, forms: &Forms) -> String {
+    let mut m = String::new();
+    m.push_str("<h1>Inbox</h1>\n<section id=\"inbox\" aria-label=\"Waiting on a person\">\n");
+    let _ = writeln!(
+        m,
+        "<p>{} question{} and {} adjudication{} waiting.</p>",
+        inbox.asks.len(),
+        if inbox.asks.len() == 1 { "" } else { "s" },
+        inbox.adjudications.len(),
+        if inbox.adjudications.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+    );
+    m.push_str("<section id=\"questions\" aria-labelledby=\"questions-h\">\n<h2 id=\"questions-h\">Questions</h2>\n");
+    if inbox.asks.is_empty() {
+        m.push_str("<p>No step is waiting for an answer.</p>\n");
+    }
+    for a in &inbox.asks {
+        m.push_str(&ask_html(a, links, forms));
+    }
+    m.push_str("</section>\n<section id=\"adjudications\" aria-labelledby=\"adjudications-h\">\n<h2 id=\"adjudications-h\">Adjudications</h2>\n");
+    if inbox.adjudications.is_empty() {
+        m.push_str("<p>No conflict is waiting for a verdict.</p>\n");
+    }
+    for r in &inbox.adjudications {
+        m.push_str(&verdict_html(r, links, forms));
+    }
+    m.push_str("</section>\n");
+    if !inbox.problems.is_empty() {
+        m.push_str("<section id=\"problems\" aria-labelledby=\"problems-h\">\n<h2 id=\"problems-h\">Runs that could not be read</h2>\n<ul>\n");
+        for (run, why) in &inbox.problems {
+            let _ = writeln!(
+                m,
+                "<li><a href=\"{}\">{}</a>: {}</li>",
+                escape(&links.run(run)),
+                escape(run),
+                escape(why)
+            );
+        }
+        m.push_str("</ul>\n</section>\n");
+    }
+    m.push_str("</section>\n");
+    document("Inbox", Some((links, Current::Inbox)), &m, false)
+}
+
+fn hidden(name: &str, value: &str) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"{name}\" value=\"{}\">",
+        escape(value)
+    )
+}
+
+fn ask_html(a: &Ask, links: &Links, forms: &Forms) -> String {
+    let base = format!("answer-{}-{}", id_part(&a.run), id_part(&a.step));
+    let field = Field::for_schema(a.schema.as_ref());
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "<article class=\"item\" id=\"ask-{}-{}\">\n<h3>Run <a href=\"{}\">{}</a> (plan <code>{}</code>), step <code>{}</code></h3>",
+        id_part(&a.run),
+        id_part(&a.step),
+        escape(&links.run(&a.run)),
+        escape(&a.run),
+        escape(&a.plan),
+        escape(&a.step),
+    );
+    let _ = writeln!(
+        m,
+        "<p class=\"question\" id=\"{base}-question\">{}</p>",
+        escape(a.question.as_deref().unwrap_or(&a.reason))
+    );
+    let mut context = Vec::new();
+    if a.question.is_none() {
+        context.push(
+            "The step gave up and waits for its output from a person; the answer stands in for what its tool would have returned."
+                .to_owned(),
+        );
+    }
+    if a.attempts > 1 {
+        context.push(format!("It made {} attempts.", a.attempts));
+    }
+    if let Some(t) = &a.tool {
+        context.push(format!("It called <code>{}</code>.", escape(t)));
+    }
+    if !context.is_empty() {
+        let _ = writeln!(m, "<p class=\"help\">{}</p>", context.join(" "));
+    }
+    let _ = writeln!(
+        m,
+        "<form id=\"{base}\" method=\"post\" action=\"{}\">\n{}{}{}",
+        escape(&forms.answer_action(&a.run)),
+        hidden(form::CSRF_FIELD, &forms.csrf),
+        hidden(form::STEP_FIELD, &a.step),
+        hidden(form::VALUE_TYPE_FIELD, field.value_type()),
+    );
+    m.push_str(&control_html(&field, &base));
+    if let Some(schema) = &a.schema {
+        // For a step that gave up, the schema is its tool's output schema: say whose.
+        let whose = match a.tool.as_deref() {
+            Some(t) if t != oracle_plan::agent::ASK_TOOL && t != oracle_plan::agent::CHAT_TOOL => {
+                format!(
+                    "JSON Schema of what <code>{}</code> returns, which the answer stands in for",
+                    escape(t)
+                )
+            }
+            _ => "The answer's JSON Schema".to_owned(),
+        };
+        let _ = writeln!(
+            m,
+            "<details><summary>{whose}</summary>{}</details>",
+            value_html(schema)
+        );
+    }
+    let _ = writeln!(
+        m,
+        "<button type=\"submit\" id=\"{base}-submit\">Send the answer</button>\n</form>\n</article>"
+    );
+    m
+}
+
+/// The control for an answer, labelled, described by the question and a help line.
+fn control_html(field: &Field, base: &str) -> String {
+    let id = format!("{base}-value");
+    let described = format!("{base}-question {base}-help");
+    let name = form::VALUE_FIELD;
+    let mut m = String::from("<div class=\"row\">");
+    let help = match field {
+        Field::Text {
+            min_length,
+            max_length,
+        } => {
+            let mut attrs = String::new();
+            if let Some(n) = min_length {
+                let _ = write!(attrs, " minlength=\"{n}\"");
+            }
+            if let Some(n) = max_length {
+                let _ = write!(attrs, " maxlength=\"{n}\"");
+            }
+            let _ = write!(
+                m,
+                "<label for=\"{id}\">Answer</label><input type=\"text\" id=\"{id}\" name=\"{name}\" required{attrs} aria-describedby=\"{described}\">"
+            );
+            "Text, sent as a JSON string."
+        }
+        Field::Integer { minimum, maximum } => {
+            let mut attrs = String::new();
+            if let Some(n) = minimum {
+                let _ = write!(attrs, " min=\"{n}\"");
+            }
+            if let Some(n) = maximum {
+                let _ = write!(attrs, " max=\"{n}\"");
+            }
+            let _ = write!(
+                m,
+                "<label for=\"{id}\">Answer</label><input type=\"number\" id=\"{id}\" name=\"{name}\" step=\"1\" inputmode=\"numeric\" required{attrs} aria-describedby=\"{described}\">"
+            );
+            "A whole number."
+        }
+        Field::Boolean => {
+            let _ = write!(
+                m,
+                "<fieldset aria-describedby=\"{described}\"><legend>Answer</legend><input type=\"radio\" id=\"{id}-true\" name=\"{name}\" value=\"true\" required><label for=\"{id}-true\">Yes (true)</label> <input type=\"radio\" id=\"{id}-false\" name=\"{name}\" value=\"false\"><label for=\"{id}-false\">No (false)</label></fieldset>"
+            );
+            "Yes or no."
+        }
+        Field::Choice(members) => {
+            let _ = write!(
+                m,
+                "<label for=\"{id}\">Answer</label><select id=\"{id}\" name=\"{name}\" required aria-describedby=\"{described}\"><option value=\"\">Choose one…</option>"
+            );
+            for v in members {
+                let shown = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let _ = write!(
+                    m,
+                    "<option value=\"{}\">{}</option>",
+                    escape(&v.to_string()),
+                    escape(&shorten(&shown, 200))
+                );
+            }
+            m.push_str("</select>");
+            "One of the values the step allows."
+        }
+        Field::Json => {
+            let _ = write!(
+                m,
+                "<label for=\"{id}\">Answer (JSON)</label><textarea id=\"{id}\" name=\"{name}\" rows=\"6\" required spellcheck=\"false\" aria-describedby=\"{described}\"></textarea>"
+            );
+            "JSON: text in double quotes (\"approved\"), a number, true or false, a list [...] or an object {...}."
+        }
+    };
+    let _ = writeln!(
+        m,
+        "<p class=\"help\" id=\"{base}-help\">{}</p></div>",
+        escape(help)
+    );
+    m
+}
+
+fn verdict_text(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Affirm => "Affirm: the challenger is right",
+        Verdict::Deny => "Deny: the incumbent stands",
+        Verdict::Unknown => "Unknown: cannot tell (both become contested)",
+    }
+}
+
+fn evidence_text(p: Provenance) -> &'static str {
+    match p {
+        Provenance::ExternalFirstHand => "First-hand evidence from outside the run",
+        Provenance::UserAsserted => "Asserted by a user",
+        Provenance::ModelDerived => "Derived by a model",
+        Provenance::RecallReentry => "Recalled from memory",
+    }
+}
+
+fn verdict_html(r: &RequestView, links: &Links, forms: &Forms) -> String {
+    let base = format!("verdict-{}-{}", id_part(&r.run), id_part(&r.handle));
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "<article class=\"item\" id=\"adj-{}-{}\">\n<h3>Run <a href=\"{}\">{}</a>: <code>{}</code> on {} / {} {}</h3>",
+        id_part(&r.run),
+        id_part(&r.handle),
+        escape(&links.run(&r.run)),
+        escape(&r.run),
+        escape(&r.handle),
+        escape(&r.subject),
+        escape(&r.predicate),
+        badge(&r.criticality),
+    );
+    let _ = writeln!(
+        m,
+        "<p id=\"{base}-reason\">{}</p><p class=\"help\">Opened by event {} (step <code>{}</code>); {}.</p>",
+        escape(&r.reason),
+        r.seq,
+        escape(&r.step),
+        r.expires_at
+            .map_or("it never expires".to_owned(), |t| format!(
+                "it expires at tick {t}"
+            ))
+    );
+    let _ = writeln!(
+        m,
+        "<div class=\"scroll\"><table class=\"claims\" id=\"{base}-claims\">\n<caption>The two claims</caption>\n<thead><tr><th scope=\"col\">Side</th>{CLAIM_HEADERS}</tr></thead>\n<tbody>"
+    );
+    for (side, c) in [("Incumbent", &r.incumbent), ("Challenger", &r.challenger)] {
+        match c {
+            Some(c) => {
+                let _ = writeln!(
+                    m,
+                    "<tr><th scope=\"row\">{side}</th>{}</tr>",
+                    claim_cells(c)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    m,
+                    "<tr><th scope=\"row\">{side}</th><td colspan=\"9\">not found in the run's memory</td></tr>"
+                );
+            }
+        }
+    }
+    m.push_str("</tbody></table></div>\n");
+    let _ = write!(
+        m,
+        "<form id=\"{base}\" method=\"post\" action=\"{}\">\n{}{}\n<div class=\"row\"><label for=\"{base}-evidence\">Evidence behind the verdict</label><select id=\"{base}-evidence\" name=\"{}\" required aria-describedby=\"{base}-evidence-help\"><option value=\"\">Choose the evidence…</option>",
+        escape(&forms.verdict_action(&r.run)),
+        hidden(form::CSRF_FIELD, &forms.csrf),
+        hidden(form::HANDLE_FIELD, &r.handle),
+        form::EVIDENCE_FIELD,
+    );
+    for p in EVIDENCE_ACCEPTED {
+        let _ = write!(
+            m,
+            "<option value=\"{}\">{} ({})</option>",
+            p.as_str(),
+            evidence_text(p),
+            p.as_str()
+        );
+    }
+    let _ = writeln!(
+        m,
+        "</select><p class=\"help\" id=\"{base}-evidence-help\">Only first-hand evidence from outside the run can overturn or uphold a belief from an external source.</p></div>"
+    );
+    let _ = writeln!(
+        m,
+        "<div class=\"row\"><label for=\"{base}-note\">Note (optional, recorded with the verdict)</label><textarea id=\"{base}-note\" name=\"{}\" rows=\"3\" maxlength=\"{}\"></textarea></div>",
+        form::NOTE_FIELD,
+        oracle_runtime::adjudication::NOTE_BYTES_MAX
+    );
+    let _ = writeln!(
+        m,
+        "<div class=\"row\"><input type=\"checkbox\" id=\"{base}-resume\" name=\"{}\" value=\"1\" checked> <label for=\"{base}-resume\" style=\"display:inline;font-weight:normal\">Then resume the run</label></div>",
+        form::RESUME_FIELD
+    );
+    m.push_str("<fieldset class=\"verdicts\"><legend>Verdict</legend>");
+    for v in Verdict::ALL {
+        let _ = write!(
+            m,
+            "<button type=\"submit\" id=\"{base}-{}\" name=\"{}\" value=\"{}\">{}</button>",
+            v.as_str(),
+            form::VERDICT_FIELD,
+            v.as_str(),
+            verdict_text(v)
+        );
+    }
+    m.push_str("</fieldset>\n</form>\n</article>\n");
+    m
+}
+
+#[cfg(test)]
+mod tests;
