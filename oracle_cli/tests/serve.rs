@@ -234,6 +234,11 @@ fn tokens_are_stored_as_hashes_and_shown_once() {
     assert_eq!(code, 2, "a second `alice` is refused: {err}");
     let (code, _, err) = sb.oracle(&["serve", "token", "add", "a:b"]);
     assert_eq!(code, 2, "{err}");
+    // token_name_bytes_max: 64 bytes are taken, 65 are not.
+    let (code, _, err) = sb.oracle(&["serve", "token", "add", &"n".repeat(65)]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = sb.oracle(&["serve", "token", "add", &"n".repeat(64)]);
+    assert_eq!(code, 0, "{err}");
 }
 
 #[test]

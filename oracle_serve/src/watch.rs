@@ -40,7 +40,7 @@ use crate::runid::ValidRun;
 pub const ANNOUNCE_BUFFER_MAX: usize = 1024;
 
 /// What the watcher knows of one run.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct RunWatch {
     /// Log bytes when last read.
     len: u64,
@@ -185,32 +185,44 @@ impl Watch {
                 }
             }
         }
+        // The runs that changed, read without holding the lock (the inbox stays readable
+        // meanwhile); only this thread writes the runs' entries.
+        let changed: Vec<(String, u64, RunWatch)> = {
+            let st = self.lock();
+            seen.iter()
+                .filter_map(|(id, len)| {
+                    let w = st.runs.get(id).cloned().unwrap_or_default();
+                    (w.len != *len || w.next_seq == 0).then(|| (id.clone(), *len, w))
+                })
+                .collect()
+        };
+        let mut updated = Vec::new();
+        for (id, len, mut w) in changed {
+            let run = ValidRun {
+                id: id.clone(),
+                dir: runs_dir.join(&id),
+                home: self.home.clone(),
+            };
+            match read_run(&run, &mut w) {
+                Ok(()) => {
+                    w.len = len;
+                    w.error = None;
+                }
+                Err(e) => {
+                    if w.error.as_deref() != Some(e.as_str()) {
+                        eprintln!("warning: oracle serve: run {id}: {e}");
+                        w.error = Some(e);
+                    }
+                }
+            }
+            updated.push((id, w));
+        }
         let mut fresh = Vec::new();
         {
             let mut st = self.lock();
             st.runs.retain(|id, _| seen.contains_key(id));
-            for (id, len) in &seen {
-                let w = st.runs.entry(id.clone()).or_default();
-                if w.len == *len && w.next_seq > 0 {
-                    continue;
-                }
-                let run = ValidRun {
-                    id: id.clone(),
-                    dir: runs_dir.join(id),
-                    home: self.home.clone(),
-                };
-                match read_run(&run, w) {
-                    Ok(()) => {
-                        w.len = *len;
-                        w.error = None;
-                    }
-                    Err(e) => {
-                        if w.error.as_deref() != Some(e.as_str()) {
-                            eprintln!("warning: oracle serve: run {id}: {e}");
-                            w.error = Some(e);
-                        }
-                    }
-                }
+            for (id, w) in updated {
+                st.runs.insert(id, w);
             }
             // New items, in run order.
             let mut ids: Vec<String> = st.runs.keys().cloned().collect();
