@@ -20,6 +20,7 @@ mod memory;
 mod plan;
 mod report;
 mod run;
+mod serve;
 mod show;
 mod tools;
 mod verify;
@@ -140,6 +141,12 @@ enum Command {
     /// Declared tools (exec programs, WebAssembly modules, MCP servers; docs/TOOLS.md): list
     /// them, check a directory of manifests, call one outside a run, audit a run's pure calls.
     Tools(tools::ToolsArgs),
+    /// Serve the HTTP JSON API over the home (docs/API.md): runs, events (paged, or live as
+    /// Server-Sent Events), state, beliefs, the inbox of suspended steps and pending
+    /// adjudications, and answers, verdicts and claims sent back (each recorded with the name of
+    /// the token that sent it). `oracle serve token add NAME` makes a token. Stops on SIGTERM or
+    /// SIGINT.
+    Serve(serve::ServeArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
     Synth(maintain::SynthArgs),
     /// Print a shell completion script: `oracle completions bash > ~/.local/share/bash-completion/completions/oracle`
@@ -220,6 +227,7 @@ fn main() -> ExitCode {
         Command::Repair(a) => maintain::repair(&home, a),
         Command::Snapshot(a) => maintain::snapshot(&home, a),
         Command::Synth(a) => maintain::synth(&home, a),
+        Command::Serve(a) => serve::run(&home, a),
         Command::Plan(a) => plan::run(a),
         Command::Tools(a) => tools::run(&home, a),
         Command::Memory(a) => memory::memory(&home, a),

@@ -586,6 +586,7 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
         evidence,
         note: a.note.clone(),
         now: a.now,
+        by: None,
     };
     move_torn_tail_aside(home, &a.run);
     let applied = adjudication::adjudicate(home, &a.run, &sub, a.durability.into())
@@ -754,6 +755,7 @@ pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
         claim,
         note: a.note.clone(),
         now: a.now,
+        by: None,
     };
     let applied = match adjudication::claim(home, &a.run, &outside, a.durability.into()) {
         Ok(v) => v,

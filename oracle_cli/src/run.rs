@@ -509,6 +509,9 @@ fn status_code(ending: &Ending) -> u8 {
         Ending::Finished { .. } => exit::FAILED,
         Ending::Suspended { .. } => exit::SUSPENDED,
         Ending::EndOfRecord => exit::OK,
+        // Not from a command: `session::answer` (oracle serve) is the only caller that stops
+        // after an answer, and a suspended run waits on the next step.
+        Ending::Answered { .. } => exit::SUSPENDED,
     }
 }
 

@@ -8,7 +8,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-const CRATES: [&str; 8] = [
+const CRATES: [&str; 9] = [
     "oracle_core",
     "oracle_plan",
     "oracle_runtime",
@@ -17,6 +17,7 @@ const CRATES: [&str; 8] = [
     "oracle_html",
     "oracle_llm_stub",
     "oracle_mcp_example",
+    "oracle_serve",
 ];
 const PURE: [&str; 3] = ["oracle_core", "oracle_plan", "oracle_memory"];
 
@@ -123,6 +124,22 @@ fn crate_edges_follow_the_architecture() {
     }
     assert!(
         normal_deps("oracle_runtime").contains("ed25519-dalek"),
+        "the check above reads dependency names as Cargo.toml spells them"
+    );
+    // The async runtime and the web framework stay at the edge: the HTTP API (oracle_serve)
+    // and the MCP example server. The engine, the CLI and the pure crates are synchronous.
+    for k in CRATES {
+        if k != "oracle_serve" && k != "oracle_mcp_example" {
+            let deps = normal_deps(k);
+            assert!(
+                !deps.contains("tokio") && !deps.contains("axum"),
+                "only oracle_serve and oracle_mcp_example use tokio or axum; {k} does: {deps:?}"
+            );
+        }
+    }
+    assert!(
+        normal_deps("oracle_serve").contains("axum")
+            && normal_deps("oracle_serve").contains("tokio"),
         "the check above reads dependency names as Cargo.toml spells them"
     );
 }

@@ -335,6 +335,8 @@ mod shape {
         Status,
         /// An optional u64 (`Option<u64>` skipped when `None`): present means a u64.
         OptU64,
+        /// An optional string (`Option<String>` skipped when `None`): present means a string.
+        OptStr,
     }
 
     use Field::*;
@@ -375,9 +377,10 @@ mod shape {
             ],
             EventKind::StateChanged => &[("delete", SortedStrings), ("set", Map)],
             EventKind::Suspended => &[("attempts", U64), ("reason", Str), ("step", Str)],
-            EventKind::Resumed => &[("step", Str), ("value", Any)],
+            EventKind::Resumed => &[("by", OptStr), ("step", Str), ("value", Any)],
             EventKind::RunFinished => &[("reason", Str), ("status", Status)],
             EventKind::Adjudicated => &[
+                ("by", OptStr),
                 ("effects", Any),
                 ("evidence", Str),
                 ("handle", Str),
@@ -385,7 +388,7 @@ mod shape {
                 ("verdict", Str),
             ],
             EventKind::AdjudicationsExpired => &[("expired", Any), ("now", U64)],
-            EventKind::ClaimRecorded => &[("assertion", Any), ("note", Str)],
+            EventKind::ClaimRecorded => &[("assertion", Any), ("by", OptStr), ("note", Str)],
             EventKind::Reinstated => &[
                 ("claim", Str),
                 ("effects", Any),
@@ -458,14 +461,17 @@ mod shape {
         (r.byte()? == tag::MAP).then_some(())?;
         let fields = spec(kind);
         let entries = r.u64()?;
-        let required = fields.iter().filter(|(_, f)| !matches!(f, OptU64)).count() as u64;
+        let required = fields
+            .iter()
+            .filter(|(_, f)| !matches!(f, OptU64 | OptStr))
+            .count() as u64;
         (entries >= required && entries <= fields.len() as u64).then_some(())?;
         let mut seen = 0u64;
         // For state_changed: where `delete` and `set` start, to check they share no key.
         let mut delete_at = None;
         let mut set_at = None;
         for (name, field) in fields {
-            if matches!(field, OptU64) {
+            if matches!(field, OptU64 | OptStr) {
                 // Present only if the next key is this one (keys come sorted).
                 let mut peek = R { b: r.b, i: r.i };
                 if seen == entries || peek.bytes()? != name.as_bytes() {
@@ -508,6 +514,9 @@ mod shape {
                 OptU64 => {
                     (r.byte()? == tag::INT_NON_NEGATIVE).then_some(())?;
                     r.u64()?;
+                }
+                OptStr => {
+                    r.string()?;
                 }
             }
             match *name {

@@ -278,6 +278,11 @@ pub struct Resumed {
     pub step: String,
     /// The injected answer, used as the step's output.
     pub value: Value,
+    /// Who gave the answer: the name of the token it came with (`oracle serve`). Absent when
+    /// not known (the command line, a belief's answer), so logs written before it keep their
+    /// bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// How a run ended.
@@ -309,6 +314,10 @@ pub struct Adjudicated {
     pub evidence: String,
     pub note: String,
     pub effects: Value,
+    /// Who gave the verdict: the name of the token it came with (`oracle serve`); absent when
+    /// not known, so earlier logs keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// Queued adjudications that expired at logical time `now`, appended by `oracle sweep`.
@@ -328,6 +337,10 @@ pub struct AdjudicationsExpired {
 pub struct ClaimRecorded {
     pub assertion: Value,
     pub note: String,
+    /// Who recorded the claim: the name of the token it came with (`oracle serve`); absent
+    /// when not known, so earlier logs keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A superseded claim made live again by a verdict that names it, appended by

@@ -564,6 +564,7 @@ fn build(ops: Vec<(Op, Vec<u16>)>) -> Vec<Event> {
             Op::Resume(s, seqs) => Payload::Resumed(Resumed {
                 step: step(s),
                 value: answer(&seqs, t),
+                by: None,
             }),
         };
         let parents: BTreeSet<u64> = parents.iter().map(|p| t - 1 - u64::from(*p) % t).collect();

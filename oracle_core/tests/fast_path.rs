@@ -79,14 +79,16 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             prop::sample::select(vec!["affirm", "deny", "unknown"]),
             ".{0,6}",
             effects(),
+            by(),
         )
-            .prop_map(|(handle, verdict, note, effects)| Payload::Adjudicated(
+            .prop_map(|(handle, verdict, note, effects, by)| Payload::Adjudicated(
                 Adjudicated {
                     handle,
                     verdict: verdict.into(),
                     evidence: "external_first_hand".into(),
                     note,
                     effects,
+                    by,
                 }
             )),
         (any::<u64>(), prop::collection::vec(expired(), 1..3)).prop_map(|(now, expired)| {
@@ -96,10 +98,13 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             })
         }),
         // A claim from outside the plan (`oracle claim`): the assertion as recorded.
-        (value(), ".{0,6}").prop_map(|(assertion, note)| Payload::ClaimRecorded(ClaimRecorded {
-            assertion,
-            note,
-        })),
+        (value(), ".{0,6}", by()).prop_map(|(assertion, note, by)| Payload::ClaimRecorded(
+            ClaimRecorded {
+                assertion,
+                note,
+                by,
+            }
+        )),
         // A reinstatement (`oracle reinstate`): the claim named and the effects as recorded.
         ("[0-9a-f]{0,64}", "[a-z_]{0,8}", ".{0,6}", value()).prop_map(
             |(claim, evidence, note, effects)| Payload::Reinstated(Reinstated {

@@ -773,6 +773,7 @@ impl Memory {
                 note,
                 effects,
                 handle,
+                by: _,
             }) => {
                 let verdict: Verdict = verdict.parse().map_err(bad)?;
                 let evidence: Provenance = evidence.parse().map_err(bad)?;

@@ -540,6 +540,9 @@ impl Agent for PlanAgent {
     /// An answer for a step whose last attempt called a tool (not `human.ask`) stands in for
     /// that tool's output, so it must pass the step's `expect` as an output would; otherwise
     /// it would be accepted and the run would fail for good at the next step that reads it.
+    /// An answer to a question becomes the step's output `{"answer": value}`, and a step's
+    /// `expect` holds of that output too (`expect q.answer != ""`), so it is refused here,
+    /// before it is recorded, rather than recorded as an output the plan rejects.
     fn check_answer(&self, step: &str, value: &Value) -> Result<Vec<String>, String> {
         let Some(&idx) = self.by_name.get(step) else {
             return Ok(Vec::new());
@@ -548,19 +551,27 @@ impl Agent for PlanAgent {
             Status::Waiting { attempts, .. } => *attempts,
             _ => return Ok(Vec::new()),
         };
-        if self.tool_of(idx, attempts.max(1)) == ASK_TOOL {
-            return Ok(Vec::new());
-        }
+        let asked = self.tool_of(idx, attempts.max(1)) == ASK_TOOL;
         let def = &self.plan.steps[idx as usize];
         // Any tier's output will do: the answer replaces whichever tier would have succeeded.
-        let tools: Vec<String> = std::iter::once(&def.call)
-            .chain(def.fallback.as_ref())
-            .map(|c| c.tool.clone())
-            .collect();
+        // A question's answer is checked against the question's schema (by the caller).
+        let tools: Vec<String> = if asked {
+            Vec::new()
+        } else {
+            std::iter::once(&def.call)
+                .chain(def.fallback.as_ref())
+                .map(|c| c.tool.clone())
+                .collect()
+        };
+        let output = if asked {
+            json!({ "answer": value })
+        } else {
+            value.clone()
+        };
         if let Some(expect) = &def.expect {
             let env = StepEnv {
                 agent: self,
-                own: Some((&def.name, value)),
+                own: Some((&def.name, &output)),
             };
             match eval::eval(expect, &env) {
                 Ok(Value::Bool(true)) => {}

@@ -174,7 +174,7 @@ fn begin_outside_append(
     durability: Durability,
 ) -> Result<(LogWriter, RunMemory, u64)> {
     let found = session::find(home, run)?;
-    let writer = open_waiting(&found, durability)?;
+    let writer = open_waiting(&found.paths, durability)?;
     let events = Recorded::read(&found.paths.log)?;
     check_at_rest(&found, &events)?;
     let rm = load_from(found, &events)?;
@@ -183,10 +183,10 @@ fn begin_outside_append(
 }
 
 /// Opens the run's log for appending, waiting a bounded time for a writer that holds it.
-fn open_waiting(run: &RunDir, durability: Durability) -> Result<LogWriter> {
+pub(crate) fn open_waiting(paths: &crate::LogPaths, durability: Durability) -> Result<LogWriter> {
     let mut tries = 0;
     loop {
-        match LogWriter::open(&run.paths, durability) {
+        match LogWriter::open(paths, durability) {
             Err(StoreError::Locked { .. }) if tries + 1 < LOCK_WAIT_ATTEMPTS_MAX => {
                 tries += 1;
                 thread::sleep(Duration::from_millis(LOCK_WAIT_STEP_MS));
@@ -234,6 +234,8 @@ pub struct Submission {
     /// The logical time the verdict is given at (default, and earliest: one after the log's
     /// last time).
     pub now: Option<u64>,
+    /// Who gives it (a token's name under `oracle serve`), recorded in the event.
+    pub by: Option<String>,
 }
 
 /// `oracle adjudicate`: checks the verdict against the run's pending adjudications and
@@ -273,6 +275,7 @@ pub fn adjudicate(
         evidence: sub.evidence.as_str().to_owned(),
         note: sub.note.clone(),
         effects: effects.to_value(),
+        by: sub.by.clone(),
     });
     let parents = vec![state.origin.seq];
     let (ev, belief) = append_outside(
@@ -470,6 +473,8 @@ pub struct OutsideClaim {
     /// The logical time the claim is recorded at (default, and earliest: one after the log's
     /// last time).
     pub now: Option<u64>,
+    /// Who records it (a token's name under `oracle serve`), recorded in the event.
+    pub by: Option<String>,
 }
 
 /// What an outside claim did.
@@ -519,6 +524,7 @@ pub fn claim(
         // Invariant: an assertion is plain data with string keys.
         assertion: serde_json::to_value(&assertion).expect("assertions always convert to JSON"),
         note: c.note.clone(),
+        by: c.by.clone(),
     });
     let (ev, belief) = append_outside(
         writer,

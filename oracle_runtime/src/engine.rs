@@ -81,6 +81,13 @@ pub enum Ending {
     },
     /// Replay only: the record ends here and the run had not finished (it was interrupted).
     EndOfRecord,
+    /// Answer only ([`Engine::stop_after_answer`]): the answer for `step` was recorded as the
+    /// `resumed` event `seq` and the drive stopped there, before the program went on; a later
+    /// resume continues from it.
+    Answered {
+        step: String,
+        seq: u64,
+    },
 }
 
 /// What a drive did.
@@ -315,6 +322,10 @@ pub struct Engine<'r, A: Agent> {
     writer: Option<LogWriter>,
     /// For `resume --step S --value V`.
     answer: Option<(String, Value)>,
+    /// Who gave [`Engine::answer`] (recorded as `resumed.by`).
+    answer_by: Option<String>,
+    /// Stop right after the answer is recorded ([`Ending::Answered`]).
+    stop_after_answer: bool,
     /// `replay --plan`: the first event may differ in its program fields.
     program_may_differ: bool,
     tick: u64,
@@ -392,6 +403,8 @@ impl<'r, A: Agent> Engine<'r, A> {
             produced: Recorder::new(),
             writer,
             answer: None,
+            answer_by: None,
+            stop_after_answer: false,
             program_may_differ: false,
             tick: 0,
             calls: 0,
@@ -426,6 +439,21 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// Supplies the answer for a suspended step (`oracle resume --step --value`).
     pub fn with_answer(mut self, step: String, value: Value) -> Self {
         self.answer = Some((step, value));
+        self
+    }
+
+    /// Names who gave the answer of [`Engine::with_answer`]: recorded in the `resumed` event.
+    pub fn answered_by(mut self, by: Option<String>) -> Self {
+        self.answer_by = by;
+        self
+    }
+
+    /// Records the answer of [`Engine::with_answer`] and stops there ([`Ending::Answered`])
+    /// instead of driving the program on: the answer is checked exactly as for a resume, and
+    /// whoever resumes the run later continues from it (`oracle serve` answers this way and
+    /// resumes in the background).
+    pub fn stop_after_answer(mut self) -> Self {
+        self.stop_after_answer = true;
         self
     }
 
@@ -708,6 +736,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                     )?;
                     self.absorb_external()?;
                     let next = self.next_seq();
+                    // Who answered (from the record, or the answer given now); whether the
+                    // value is an answer given now.
+                    let mut by = None;
+                    let mut fresh = false;
                     let value = if let Some((index, input)) = self.waits.get(&step).cloned() {
                         // A domain's wait (a belief): the domain, not a person, supplies the
                         // value.
@@ -747,7 +779,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }
                     } else if let Some(rec) = self.recorded_at(next) {
                         match rec.typed() {
-                            Ok(Payload::Resumed(r)) if r.step == step => r.value,
+                            Ok(Payload::Resumed(r)) if r.step == step => {
+                                by = r.by;
+                                r.value
+                            }
                             _ => {
                                 return Err(EngineError::Unexpected {
                                     seq: next,
@@ -804,6 +839,8 @@ impl<'r, A: Agent> Engine<'r, A> {
                                 why.join("; ")
                             )));
                         }
+                        by = self.answer_by.take();
+                        fresh = true;
                         value
                     } else {
                         // Nothing to inject: the run waits (a replay of a suspended run ends
@@ -819,8 +856,12 @@ impl<'r, A: Agent> Engine<'r, A> {
                         Payload::Resumed(payload::Resumed {
                             step: step.clone(),
                             value: value.clone(),
+                            by,
                         }),
                     )?;
+                    if fresh && self.stop_after_answer {
+                        return Ok(Ending::Answered { step, seq: resumed });
+                    }
                     self.causes.answered(&step, resumed);
                     // An answer given from outside is acknowledged to whoever gave it: durable
                     // before the run goes on (under `Effect`, the sync of the answer).

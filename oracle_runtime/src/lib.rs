@@ -16,6 +16,7 @@ pub mod declared;
 pub mod domain;
 pub mod engine;
 pub mod error;
+pub mod exit;
 pub mod fsread;
 pub mod http;
 pub mod index;

@@ -97,6 +97,15 @@ pub enum SessionError {
         "{run}: the run is not suspended (it was interrupted); resume it without --step/--value"
     )]
     NotSuspended { run: String },
+    #[error(
+        "{run}: step `{step}` was answered already{} and the run has not gone on since; resume it without --step/--value",
+        by.as_ref().map_or(String::new(), |b| format!(" (by {b})"))
+    )]
+    AlreadyAnswered {
+        run: String,
+        step: String,
+        by: Option<String>,
+    },
     #[error("{run}: the run waits on step `{waiting}`, not `{given}`")]
     WrongStep {
         run: String,
@@ -738,7 +747,7 @@ pub fn recorded_pins(run: &RunDir) -> Result<Vec<oracle_core::payload::ToolPin>>
 pub const META_BYTES_MAX: u64 = 64 << 10;
 
 /// The working directory `run.json` names, if it can be read: a hint, never an authority.
-fn stored_root(dir: &Path) -> Option<PathBuf> {
+pub fn stored_root(dir: &Path) -> Option<PathBuf> {
     stored_meta(dir)?
         .get("root")
         .and_then(Value::as_str)
@@ -974,6 +983,130 @@ pub fn recorded_plan(run: &RunDir) -> Result<CompiledPlan> {
     stored_plan(run, &started, &registry)
 }
 
+/// The checks every resume makes before the log is touched, under the run's writer lock
+/// (taken at once, or waited for a bounded time when `wait`): a torn tail left by a crash is
+/// moved aside, the log is read under the lock, and the run must be resumable with `answer`
+/// (suspended on that step, the answer within its schema and the limits; or interrupted, with
+/// no answer). Returns the writer, the log, its first event and any repair.
+fn prepare_resume(
+    found: &RunDir,
+    answer: Option<&(String, Value)>,
+    durability: Durability,
+    wait: bool,
+) -> Result<(LogWriter, Recorded, RunStarted, Option<Repair>)> {
+    let paths = &found.paths;
+    // A crash can leave a torn last record: move it aside (saved, never deleted) first.
+    let mut repaired = None;
+    let open = |paths: &LogPaths| {
+        if wait {
+            crate::adjudication::open_waiting(paths, durability)
+        } else {
+            LogWriter::open(paths, durability).map_err(SessionError::from)
+        }
+    };
+    let writer = match open(paths) {
+        Ok(w) => w,
+        Err(SessionError::Store(StoreError::Log {
+            error: LogBytesError::TornTail { .. },
+            ..
+        })) => {
+            repaired = Some(repair::repair(paths)?);
+            open(paths)?
+        }
+        Err(e) => return Err(e),
+    };
+    let events = Recorded::read(&paths.log)?;
+    // A start killed between creating the log and its first commit leaves it empty. Nothing
+    // impure runs before that commit, so nothing happened; but the seed, inputs and grants
+    // were never recorded, so the run cannot be continued.
+    if events.is_empty() {
+        return Err(SessionError::NothingRecorded {
+            run: found.id.clone(),
+        });
+    }
+    let started = run_started(&paths.log, &events)?;
+    match last_program_event(&events).as_ref().map(Event::typed) {
+        Some(Ok(Payload::RunFinished(f))) => {
+            return Err(SessionError::Finished {
+                run: found.id.clone(),
+                status: match f.status {
+                    RunStatus::Completed => "completed".into(),
+                    RunStatus::Failed => "failed".into(),
+                },
+            });
+        }
+        // A step waiting on a belief takes a verdict, never a value.
+        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) && answer.is_some() => {
+            return Err(SessionError::BeliefWait {
+                run: found.id.clone(),
+                step: s.step,
+                reason: s.reason,
+            });
+        }
+        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) => {}
+        Some(Ok(Payload::Suspended(s))) => match answer {
+            None => {
+                return Err(SessionError::NeedsAnswer {
+                    run: found.id.clone(),
+                    step: s.step,
+                    reason: s.reason,
+                });
+            }
+            Some((given, _)) if given != &s.step => {
+                return Err(SessionError::WrongStep {
+                    run: found.id.clone(),
+                    given: given.clone(),
+                    waiting: s.step,
+                });
+            }
+            Some((_, value)) => {
+                if let Some(schema) = answer_schema(&events, &s.step) {
+                    let schema =
+                        Schema::compile(&schema).map_err(|reason| SessionError::BadAnswer {
+                            run: found.id.clone(),
+                            step: s.step.clone(),
+                            reason,
+                        })?;
+                    schema
+                        .check(value)
+                        .map_err(|reason| SessionError::BadAnswer {
+                            run: found.id.clone(),
+                            step: s.step.clone(),
+                            reason,
+                        })?;
+                }
+                oracle_core::canon::check(value).map_err(|e| SessionError::BadAnswer {
+                    run: found.id.clone(),
+                    step: s.step.clone(),
+                    reason: e.to_string(),
+                })?;
+                check_outside_value(value, "the answer").map_err(|reason| {
+                    SessionError::BadAnswer {
+                        run: found.id.clone(),
+                        step: s.step.clone(),
+                        reason,
+                    }
+                })?;
+            }
+        },
+        // Answered (`oracle serve` records an answer alone) but not yet resumed.
+        Some(Ok(Payload::Resumed(r))) if answer.is_some() => {
+            return Err(SessionError::AlreadyAnswered {
+                run: found.id.clone(),
+                step: r.step,
+                by: r.by,
+            });
+        }
+        _ if answer.is_some() => {
+            return Err(SessionError::NotSuspended {
+                run: found.id.clone(),
+            });
+        }
+        _ => {}
+    }
+    Ok((writer, events, started, repaired))
+}
+
 /// `oracle resume`: continues a suspended run with an answer, or an interrupted one without.
 /// Every check happens before the log is touched.
 pub fn resume(
@@ -1010,95 +1143,8 @@ pub fn resume_observed(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     let found = find(home, run)?;
-    let paths = &found.paths;
-    // A crash can leave a torn last record: move it aside (saved, never deleted) first.
-    let mut repaired = None;
-    let writer = match LogWriter::open(paths, durability) {
-        Ok(w) => w,
-        Err(StoreError::Log {
-            error: LogBytesError::TornTail { .. },
-            ..
-        }) => {
-            repaired = Some(repair::repair(paths)?);
-            LogWriter::open(paths, durability)?
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let events = Recorded::read(&paths.log)?;
-    // A start killed between creating the log and its first commit leaves it empty. Nothing
-    // impure runs before that commit, so nothing happened; but the seed, inputs and grants
-    // were never recorded, so the run cannot be continued.
-    if events.is_empty() {
-        return Err(SessionError::NothingRecorded { run: found.id });
-    }
-    let started = run_started(&paths.log, &events)?;
-    match last_program_event(&events).as_ref().map(Event::typed) {
-        Some(Ok(Payload::RunFinished(f))) => {
-            return Err(SessionError::Finished {
-                run: found.id,
-                status: match f.status {
-                    RunStatus::Completed => "completed".into(),
-                    RunStatus::Failed => "failed".into(),
-                },
-            });
-        }
-        // A step waiting on a belief takes a verdict, never a value.
-        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) && answer.is_some() => {
-            return Err(SessionError::BeliefWait {
-                run: found.id,
-                step: s.step,
-                reason: s.reason,
-            });
-        }
-        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) => {}
-        Some(Ok(Payload::Suspended(s))) => match &answer {
-            None => {
-                return Err(SessionError::NeedsAnswer {
-                    run: found.id,
-                    step: s.step,
-                    reason: s.reason,
-                });
-            }
-            Some((given, _)) if given != &s.step => {
-                return Err(SessionError::WrongStep {
-                    run: found.id,
-                    given: given.clone(),
-                    waiting: s.step,
-                });
-            }
-            Some((_, value)) => {
-                if let Some(schema) = answer_schema(&events, &s.step) {
-                    let schema =
-                        Schema::compile(&schema).map_err(|reason| SessionError::BadAnswer {
-                            run: found.id.clone(),
-                            step: s.step.clone(),
-                            reason,
-                        })?;
-                    schema
-                        .check(value)
-                        .map_err(|reason| SessionError::BadAnswer {
-                            run: found.id.clone(),
-                            step: s.step.clone(),
-                            reason,
-                        })?;
-                }
-                oracle_core::canon::check(value).map_err(|e| SessionError::BadAnswer {
-                    run: found.id.clone(),
-                    step: s.step.clone(),
-                    reason: e.to_string(),
-                })?;
-                check_outside_value(value, "the answer").map_err(|reason| {
-                    SessionError::BadAnswer {
-                        run: found.id.clone(),
-                        step: s.step.clone(),
-                        reason,
-                    }
-                })?;
-            }
-        },
-        _ if answer.is_some() => return Err(SessionError::NotSuspended { run: found.id }),
-        _ => {}
-    }
+    let (writer, events, started, repaired) =
+        prepare_resume(&found, answer.as_ref(), durability, false)?;
     let plan = stored_plan(&found, &started, registry)?;
     let root = resume_root(&found)?;
     let mut config = config_of(&started, root, store_of(home, &found.dir), jobs)?;
@@ -1120,6 +1166,75 @@ pub fn resume_observed(
         repaired,
         warnings: Vec::new(),
     })
+}
+
+/// What [`answer`] recorded.
+#[derive(Clone, Debug)]
+pub struct Answered {
+    pub id: String,
+    pub dir: PathBuf,
+    pub step: String,
+    /// The `resumed` event that holds the answer.
+    pub seq: u64,
+    /// Events in the log now.
+    pub events: u64,
+    pub head: Hash,
+    /// Set when a torn tail left by a crash was moved aside first.
+    pub repaired: Option<Repair>,
+}
+
+/// Records the answer for the step a suspended run waits on, and drives nothing further: one
+/// `resumed` event (naming `by`, who answered), appended under the run's writer lock (waited
+/// for a bounded time, as a verdict waits). The answer goes through every check `resume` makes
+/// before anything is written (the step, its question's schema, the limits, the step's
+/// `expect`, its tools' output schemas): the run is re-derived up to its suspension, so this
+/// costs what a resume's catch-up costs. A later `resume` (`oracle resume RUN`, no value) takes
+/// the answer from the log and goes on. `oracle serve` answers this way, then resumes the run
+/// in the background when asked.
+pub fn answer(
+    home: &Path,
+    run: &str,
+    answer: (String, Value),
+    by: Option<String>,
+    durability: Durability,
+    registry: &Registry,
+) -> Result<Answered> {
+    let found = find(home, run)?;
+    let (writer, events, started, repaired) =
+        prepare_resume(&found, Some(&answer), durability, true)?;
+    let plan = stored_plan(&found, &started, registry)?;
+    // Nothing past the answer runs, and outcomes of impure calls come from the log: the
+    // directory matters only to pure tools run again while catching up, so the run's own one
+    // is used when it exists (run.json is a hint; a wrong one only makes a pure call diverge).
+    let root = match stored_root(&found.dir).filter(|p| p.is_dir()) {
+        Some(p) => p,
+        None => canonical_root(Path::new("."))?,
+    };
+    let config = config_of(&started, root, store_of(home, &found.dir), 1)?;
+    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let (step, value) = answer;
+    let mut engine = Engine::new(agent, registry, config, events, Some(writer))
+        .with_answer(step.clone(), value)
+        .answered_by(by)
+        .stop_after_answer();
+    let report = engine.drive()?;
+    if let Some(w) = engine.into_writer() {
+        w.close()?;
+    }
+    match report.ending {
+        Ending::Answered { step, seq } => Ok(Answered {
+            id: found.id,
+            dir: found.dir,
+            step,
+            seq,
+            events: report.events,
+            head: report.head,
+            repaired,
+        }),
+        // Invariant: `prepare_resume` found the run suspended on `step`, so the engine reaches
+        // the suspension and records the answer there.
+        _ => Err(SessionError::NotSuspended { run: found.id }),
+    }
 }
 
 /// What a replay found.
@@ -1399,20 +1514,26 @@ pub fn list(home: &Path) -> Result<Vec<RunInfo>> {
     }
     dirs.sort_by(|a, b| natural_order(&a.to_string_lossy(), &b.to_string_lossy()));
     for dir in dirs {
-        let id = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut info = info_of(&id, &dir.join(LOG_FILE));
-        if info.status != "damaged" {
-            info.models = model_usage(&dir.join(LOG_FILE), None);
-        }
-        if info.status == "running" {
-            info.live = crate::writer::lock_held(&LogPaths::of_run(&dir));
-        }
-        out.push(info);
+        out.push(run_info(&dir));
     }
     Ok(out)
+}
+
+/// One run's line of [`list`], from its directory: reads the first and last events of its log
+/// through the index (and the whole log only for a run whose plan calls a model).
+pub fn run_info(dir: &Path) -> RunInfo {
+    let id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut info = info_of(&id, &dir.join(LOG_FILE));
+    if info.status != "damaged" {
+        info.models = model_usage(&dir.join(LOG_FILE), None);
+    }
+    if info.status == "running" {
+        info.live = crate::writer::lock_held(&LogPaths::of_run(dir));
+    }
+    info
 }
 
 fn info_of(id: &str, log: &Path) -> RunInfo {
@@ -1516,6 +1637,7 @@ pub fn ending_word(e: &Ending) -> &'static str {
         } => "failed",
         Ending::Suspended { .. } => "suspended",
         Ending::EndOfRecord => "interrupted",
+        Ending::Answered { .. } => "answered",
     }
 }
 

@@ -147,6 +147,7 @@ fn apply(home: &std::path::Path, run: &str, rm: &RunMemory, op: &Op) -> bool {
                 },
                 note: String::new(),
                 now: Some(earliest + later),
+                by: None,
             };
             adjudication::claim(home, run, &c, Durability::None).is_ok()
         }
@@ -170,6 +171,7 @@ fn apply(home: &std::path::Path, run: &str, rm: &RunMemory, op: &Op) -> bool {
                 evidence: Provenance::ExternalFirstHand,
                 note: String::new(),
                 now: Some(earliest + later),
+                by: None,
             };
             match adjudication::adjudicate(home, run, &sub, Durability::None) {
                 Ok(_) => true,

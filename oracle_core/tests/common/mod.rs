@@ -63,8 +63,18 @@ pub fn payload() -> impl Strategy<Value = Payload> {
                 set: set.into_iter().collect(),
                 delete: delete.into_iter().collect()
             })),
-        (name, value()).prop_map(|(step, value)| Payload::Resumed(Resumed { step, value })),
+        (name, value(), by()).prop_map(|(step, value, by)| Payload::Resumed(Resumed {
+            step,
+            value,
+            by
+        })),
     ]
+}
+
+/// Who gave an answer, verdict or outside claim (`oracle serve` records the token's name);
+/// mostly absent, as in logs the command line writes.
+pub fn by() -> impl Strategy<Value = Option<String>> {
+    prop::option::weighted(0.3, "[a-z0-9._-]{1,8}")
 }
 
 pub fn run_started(seed: u64) -> Payload {

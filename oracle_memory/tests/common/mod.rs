@@ -146,6 +146,7 @@ impl Log {
             evidence: evidence.as_str().into(),
             note: note.into(),
             effects: fx.to_value(),
+            by: None,
         }));
         Ok(fx)
     }

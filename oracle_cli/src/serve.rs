@@ -1,0 +1,96 @@
+//! `oracle serve`: the HTTP JSON API over the home (oracle_serve, docs/API.md), and
+//! `oracle serve token add NAME`, which makes the bearer tokens it accepts.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use oracle_serve::config::{Config, LISTEN_DEFAULT, TOKEN_FILE_DEFAULT};
+
+use crate::exit::{self, CliError};
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ServeArgs {
+    #[command(subcommand)]
+    command: Option<ServeCommand>,
+    /// The address to listen on. Port 0 picks a free port; the server prints `listening
+    /// http://ADDR` on stdout once it accepts requests. A non-loopback address needs
+    /// --allow-remote.
+    #[arg(long, value_name = "ADDR", default_value = LISTEN_DEFAULT)]
+    listen: SocketAddr,
+    /// The tokens accepted: `name:<blake3 hex of secret>` lines (default: <home>/serve-tokens;
+    /// `oracle serve token add NAME` adds one).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Reads need no token (only on a loopback address). Writes always do.
+    #[arg(long)]
+    read_open: bool,
+    /// Allow a listen address other than loopback (tokens then cross the network in clear
+    /// text: put a TLS proxy in front).
+    #[arg(long)]
+    allow_remote: bool,
+    /// Run PROGRAM once per new suspension, adjudication request and failed run, with one JSON
+    /// object on stdin (exit 0 = delivered). Failed deliveries are retried with a bounded
+    /// backoff; delivered ids are kept in <home>/serve-delivered.
+    #[arg(long, value_name = "PROGRAM")]
+    notify_cmd: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum ServeCommand {
+    /// Manage the bearer tokens the server accepts.
+    Token(TokenArgs),
+}
+
+#[derive(Args, Debug)]
+struct TokenArgs {
+    #[command(subcommand)]
+    command: TokenCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum TokenCommand {
+    /// Make a token named NAME (recorded as `by` in what it writes) and print its secret once;
+    /// the file keeps only its hash. The file is created with mode 0600.
+    Add {
+        /// Letters, digits, `.`, `_` and `-`, at most 64.
+        name: String,
+        /// The token file (default: <home>/serve-tokens).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+    },
+}
+
+pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
+    match a.command {
+        Some(ServeCommand::Token(TokenArgs {
+            command: TokenCommand::Add { name, token_file },
+        })) => {
+            let file = token_file.unwrap_or_else(|| home.join(TOKEN_FILE_DEFAULT));
+            let secret = oracle_serve::tokens::add(&file, &name)
+                .map_err(|e| CliError::input(e.to_string()))?;
+            outln!("{secret}")?;
+            eprintln!(
+                "token `{name}` added to {}; the secret above is shown only now (send it as `Authorization: Bearer SECRET`)",
+                file.display()
+            );
+            Ok(exit::OK)
+        }
+        None => {
+            let mut config = Config::new(home);
+            config.listen = a.listen;
+            if let Some(f) = a.token_file {
+                config.token_file = f;
+            }
+            config.read_open = a.read_open;
+            config.allow_remote = a.allow_remote;
+            config.notify_cmd = a.notify_cmd;
+            // Background resumes run this same program, so they bind models, secrets and
+            // declared tools exactly as `oracle resume` does.
+            config.resume_program = std::env::current_exe().ok();
+            oracle_serve::serve::run(config, None).map_err(|e| CliError::input(e.to_string()))?;
+            Ok(exit::OK)
+        }
+    }
+}

@@ -1,0 +1,1345 @@
+//! End-to-end tests of `oracle serve` (docs/API.md), with the real binary listening on
+//! 127.0.0.1:0 and plain HTTP from `ureq` (and a raw socket where a client would tidy the
+//! request: odd paths, event streams). Runs are made by the command line in a sandbox, which is
+//! also the server's working directory, so background resumes find the runs' directory.
+//!
+//! Every request loop here is bounded in count and time, and every server is stopped with
+//! SIGTERM when its test ends.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Longest wait for anything a test expects to happen (a background resume, a delivery).
+const WAIT_MS_MAX: u64 = 60_000;
+
+/// A running `oracle serve`.
+struct Server {
+    child: Child,
+    base: String,
+    addr: String,
+}
+
+impl Server {
+    /// Starts `oracle serve --listen 127.0.0.1:0 ARGS` in `dir` and waits for its `listening`
+    /// line.
+    fn start(dir: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("no listening line: {line:?}"))
+            .to_owned();
+        let addr = base.trim_start_matches("http://").to_owned();
+        Server { child, base, addr }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM, then the exit status (killed if it does not stop within ten seconds).
+    fn stop(&mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .proxy(None)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+/// One request: status and the body parsed as JSON (`Value::Null` when it is not JSON).
+fn call(method: &str, url: &str, token: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+    let text = body.map(Value::to_string);
+    call_raw(method, url, token, text.as_deref(), "application/json", &[])
+}
+
+fn call_raw(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+    content_type: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut b = ureq::http::Request::builder().method(method).uri(url);
+    if let Some(t) = token {
+        b = b.header("Authorization", format!("Bearer {t}"));
+    }
+    if body.is_some() {
+        b = b.header("Content-Type", content_type);
+    }
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let a = agent();
+    let sent = match body {
+        Some(text) => a.run(b.body(text.as_bytes().to_vec()).unwrap()),
+        None => a.run(b.body(()).unwrap()),
+    };
+    let mut r = sent.unwrap();
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn get(s: &Server, path: &str, token: &str) -> Value {
+    let (status, v) = call("GET", &s.url(path), Some(token), None);
+    assert_eq!(status, 200, "GET {path}: {v}");
+    v
+}
+
+/// Asserts the one error shape: `ok` false, `error.code` as given, `exit` and `message`.
+fn assert_error(status: u16, v: &Value, want_status: u16, code: &str) {
+    assert_eq!(status, want_status, "{v}");
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert!(v["error"]["exit"].is_u64(), "{v}");
+    assert!(v["error"]["message"].is_string(), "{v}");
+}
+
+/// A raw HTTP/1.1 request on a socket (the path exactly as given): the status and the body.
+fn raw(s: &Server, method: &str, path: &str, headers: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{headers}\r\n",
+        s.addr
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+/// Waits (bounded) until `f` gives a value.
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_millis(WAIT_MS_MAX),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A sandbox with a token `alice` (and `bob`); their secrets.
+fn setup() -> (common::Sandbox, String, String) {
+    let sb = common::Sandbox::new();
+    let add = |name: &str| {
+        let (code, out, err) = sb.oracle(&["serve", "token", "add", name]);
+        assert_eq!(code, 0, "{err}");
+        out.trim().to_owned()
+    };
+    let alice = add("alice");
+    let bob = add("bob");
+    (sb, alice, bob)
+}
+
+fn run(sb: &common::Sandbox, args: &[&str], want: i32) {
+    let (code, out, err) = sb.oracle(args);
+    assert_eq!(code, want, "{args:?}: {out}{err}");
+}
+
+fn log_bytes(sb: &common::Sandbox, run: &str) -> Vec<u8> {
+    std::fs::read(sb.log(".oracle", run)).unwrap()
+}
+
+fn run_status(s: &Server, token: &str, id: &str) -> Value {
+    get(s, &format!("/api/v1/runs/{id}"), token)
+}
+
+/// Waits until run `id` is no longer `running` and the watcher has seen it; its summary.
+fn settled(s: &Server, token: &str, id: &str, status: &str) -> Value {
+    wait_for(&format!("{id} to be {status}"), || {
+        let v = run_status(s, token, id);
+        (v["status"] == status).then_some(v)
+    })
+}
+
+#[test]
+fn tokens_are_stored_as_hashes_and_shown_once() {
+    let (sb, alice, _) = setup();
+    let file = std::fs::read_to_string(sb.path().join(".oracle/serve-tokens")).unwrap();
+    assert!(!file.contains(&alice), "the secret is not stored");
+    assert!(file.starts_with("alice:"), "{file}");
+    assert_eq!(alice.len(), 64);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(sb.path().join(".oracle/serve-tokens"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let (code, _, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 2, "a second `alice` is refused: {err}");
+    let (code, _, err) = sb.oracle(&["serve", "token", "add", "a:b"]);
+    assert_eq!(code, 2, "{err}");
+    // token_name_bytes_max: 64 bytes are taken, 65 are not.
+    let (code, _, err) = sb.oracle(&["serve", "token", "add", &"n".repeat(65)]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = sb.oracle(&["serve", "token", "add", &"n".repeat(64)]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn every_read_endpoint_answers_in_the_documented_shape() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/quickstart.plan"], 0);
+    run(&sb, &["run", "fixtures/plans/quickstart.plan"], 0);
+    run(
+        &sb,
+        &[
+            "run",
+            "fixtures/plans/quickstart.plan",
+            "--input",
+            "min_words=99",
+        ],
+        0,
+    );
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+
+    let v = get(&s, "/api/v1/whoami", &alice);
+    assert_eq!(v["name"], "alice");
+
+    // Runs: all, filtered, paged.
+    let v = get(&s, "/api/v1/runs", &alice);
+    let ids: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "adjudication-1",
+            "escalation-1",
+            "quickstart-1",
+            "quickstart-2",
+            "quickstart-3"
+        ]
+    );
+    assert_eq!(v["next"], Value::Null);
+    let v = get(&s, "/api/v1/runs?status=suspended", &alice);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    let v = get(&s, "/api/v1/runs?plan=quickstart&limit=2", &alice);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(v["next"], "quickstart-2");
+    let v = get(
+        &s,
+        "/api/v1/runs?plan=quickstart&limit=2&after=quickstart-2",
+        &alice,
+    );
+    assert_eq!(v["runs"][0]["run"], "quickstart-3");
+    assert_eq!(v["next"], Value::Null);
+
+    // One run: what it waits on.
+    let v = get(&s, "/api/v1/runs/escalation-1", &alice);
+    assert_eq!(v["status"], "suspended");
+    assert_eq!(v["waiting_on"]["step"], "total");
+    assert_eq!(v["waiting_on"]["kind"], "yield");
+    assert_eq!(v["events"], 31);
+    assert_eq!(v["head"].as_str().unwrap().len(), 64);
+    let v = get(&s, "/api/v1/runs/adjudication-1", &alice);
+    assert_eq!(v["waiting_on"]["kind"], "belief");
+    assert_eq!(v["waiting_on"]["subject"], "patient-17");
+
+    // Events: paged by seq, one by seq.
+    let v = get(
+        &s,
+        "/api/v1/runs/quickstart-1/events?from=3&limit=4",
+        &alice,
+    );
+    let seqs: Vec<u64> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [3, 4, 5, 6]);
+    assert_eq!(v["next"], 7);
+    let total = v["total"].as_u64().unwrap();
+    let v = get(
+        &s,
+        &format!("/api/v1/runs/quickstart-1/events?from={}", total - 1),
+        &alice,
+    );
+    assert_eq!(v["next"], Value::Null);
+    assert_eq!(v["events"][0]["kind"], "run_finished");
+    let v = get(&s, "/api/v1/runs/quickstart-1/events/0", &alice);
+    assert_eq!(v["kind"], "run_started");
+    assert_eq!(v["payload"]["program"], "quickstart");
+    let (status, v) = call(
+        "GET",
+        &s.url("/api/v1/runs/quickstart-1/events/100000"),
+        Some(&alice),
+        None,
+    );
+    assert_error(status, &v, 404, "seq_out_of_range");
+
+    // State at a seq, and at the end.
+    let v = get(&s, "/api/v1/runs/quickstart-1/state", &alice);
+    assert_eq!(v["seq"], total - 1);
+    assert!(
+        v["entries"]["step/stats"]["output"]["words"].is_u64(),
+        "{v}"
+    );
+    let v = get(&s, "/api/v1/runs/quickstart-1/state?seq=0", &alice);
+    assert_eq!(v["keys"], 0);
+    let v = get(
+        &s,
+        "/api/v1/runs/quickstart-1/state?prefix=step/read",
+        &alice,
+    );
+    assert_eq!(v["entries"].as_object().unwrap().len(), 1);
+
+    // Verify: the chain, as `oracle verify` reports it.
+    let v = get(&s, "/api/v1/runs/quickstart-1/verify", &alice);
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["events"], total);
+    let (_, out, _) = sb.oracle(&["verify", "quickstart-1", "--json"]);
+    let cli: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["head"], cli["head"]);
+
+    // Diff: identical, then the first divergence.
+    let v = get(&s, "/api/v1/diff?a=quickstart-1&b=quickstart-2", &alice);
+    assert_eq!(v["result"], "identical", "{v}");
+    let v = get(&s, "/api/v1/diff?a=quickstart-1&b=quickstart-3", &alice);
+    assert_eq!(v["result"], "diverged", "{v}");
+    assert_eq!(v["seq"], 0);
+    assert_eq!(v["class"], "inputs");
+    let v = get(
+        &s,
+        "/api/v1/diff?a=quickstart-1&b=quickstart-3&verify=false",
+        &alice,
+    );
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["seq"], 0);
+
+    // Beliefs and adjudications.
+    let v = get(&s, "/api/v1/runs/adjudication-1/beliefs", &alice);
+    assert_eq!(v["lines"][0]["subject"], "patient-17");
+    assert_eq!(v["lines"][0]["belief"]["status"], "contested", "{v}");
+    let v = get(&s, "/api/v1/runs/adjudication-1/adjudications", &alice);
+    let a = &v["adjudications"][0];
+    assert_eq!(a["handle"], "adj-15");
+    assert_eq!(a["status"], "pending");
+    assert_eq!(a["incumbent"]["value"], "penicillin");
+    assert_eq!(a["incumbent"]["provenance"], "external_first_hand");
+    assert_eq!(a["challenger"]["value"], "none");
+    let v = get(
+        &s,
+        "/api/v1/runs/adjudication-1/adjudications?status=resolved",
+        &alice,
+    );
+    assert_eq!(v["adjudications"].as_array().unwrap().len(), 0);
+
+    // The inbox: both suspended steps, the pending adjudication with both claims.
+    let v = get(&s, "/api/v1/inbox", &alice);
+    let steps: Vec<(&str, &str)> = v["suspended"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["run"].as_str().unwrap(), i["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        steps,
+        [("adjudication-1", "belief"), ("escalation-1", "yield")]
+    );
+    assert_eq!(v["adjudications"][0]["handle"], "adj-15");
+    assert_eq!(
+        v["adjudications"][0]["challenger"]["provenance"],
+        "external_first_hand"
+    );
+    assert!(
+        v["adjudications"][0]["link"]
+            .as_str()
+            .unwrap()
+            .ends_with("/runs/adjudication-1")
+    );
+
+    // Unknown routes and methods: the same error shape.
+    let (status, v) = call("GET", &s.url("/api/v1/nothing"), Some(&alice), None);
+    assert_error(status, &v, 404, "no_route");
+    let (status, v) = call("DELETE", &s.url("/api/v1/runs"), Some(&alice), None);
+    assert_error(status, &v, 405, "method");
+    let (status, v) = call("GET", &s.url("/api/v1/runs/nope-1"), Some(&alice), None);
+    assert_error(status, &v, 404, "not_found");
+}
+
+#[test]
+fn reads_and_writes_need_a_token_and_open_reads_are_loopback_only() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let before = log_bytes(&sb, "escalation-1");
+    let answer = json!({"step": "total", "value": {"value": {"total": 1250}}});
+    {
+        let s = Server::start(sb.path(), &[]);
+        let (status, v) = call("GET", &s.url("/api/v1/runs"), None, None);
+        assert_error(status, &v, 401, "unauthorized");
+        let (status, v) = call("GET", &s.url("/api/v1/runs"), Some("0123abcd"), None);
+        assert_error(status, &v, 401, "bad_token");
+        // A malformed Authorization header is refused, not ignored.
+        let (status, v) = call_raw(
+            "GET",
+            &s.url("/api/v1/runs"),
+            None,
+            None,
+            "",
+            &[("Authorization", "Basic YWxpY2U6eA==")],
+        );
+        assert_error(status, &v, 401, "bad_token");
+        let url = s.url("/api/v1/runs/escalation-1/answer");
+        let (status, v) = call("POST", &url, None, Some(&answer));
+        assert_error(status, &v, 401, "unauthorized");
+        let (status, v) = call("POST", &url, Some("wrong"), Some(&answer));
+        assert_error(status, &v, 401, "bad_token");
+        assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing written");
+        // The SSE streams need a token too.
+        let (status, _) = raw(&s, "GET", "/api/v1/inbox/stream", "");
+        assert_eq!(status, 401);
+    }
+    {
+        let s = Server::start(sb.path(), &["--read-open"]);
+        let (status, v) = call("GET", &s.url("/api/v1/runs"), None, None);
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["runs"][0]["run"], "escalation-1");
+        // A page on another site that rebinds its name to 127.0.0.1 reads nothing.
+        let mut stream = TcpStream::connect(&s.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "GET /api/v1/runs HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        let _ = stream.read_to_string(&mut text);
+        assert!(text.starts_with("HTTP/1.1 403"), "{text}");
+        assert!(text.contains("\"code\":\"host\""), "{text}");
+        // Writes still need a token.
+        let url = s.url("/api/v1/runs/escalation-1/answer");
+        let (status, v) = call("POST", &url, None, Some(&answer));
+        assert_error(status, &v, 401, "unauthorized");
+        assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing written");
+        let (status, _) = call("GET", &s.url("/api/v1/whoami"), Some(&alice), None);
+        assert_eq!(status, 200);
+    }
+    // Refused before listening: a remote address without --allow-remote, open reads on it.
+    for args in [
+        vec!["serve", "--listen", "0.0.0.0:0"],
+        vec![
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--allow-remote",
+            "--read-open",
+        ],
+    ] {
+        let (code, out, err) = sb.oracle(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(!out.contains("listening"), "{out}");
+        assert!(err.contains("--listen"), "{err}");
+    }
+}
+
+#[test]
+fn oversized_and_malformed_requests_are_refused_in_the_error_shape() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let before = log_bytes(&sb, "escalation-1");
+    let s = Server::start(sb.path(), &[]);
+    let url = s.url("/api/v1/runs/escalation-1/answer");
+    // One byte over body_bytes_max (16 MiB).
+    let big = format!(
+        "{{\"step\": \"total\", \"value\": \"{}\"}}",
+        "x".repeat(16 << 20)
+    );
+    let (status, v) = call_raw(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(&big),
+        "application/json",
+        &[],
+    );
+    assert_error(status, &v, 413, "too_large");
+    assert_eq!(v["error"]["limit"], 16 << 20);
+    let (status, v) = call_raw(
+        "POST",
+        &url,
+        Some(&alice),
+        Some("{\"step\": \"total\""),
+        "application/json",
+        &[],
+    );
+    assert_error(status, &v, 400, "usage");
+    let (status, v) = call_raw(
+        "POST",
+        &url,
+        Some(&alice),
+        Some("step=total"),
+        "text/plain",
+        &[],
+    );
+    assert_error(status, &v, 415, "media_type");
+    let (status, v) = call(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(&json!({"step": "total", "value": 1, "extra": true})),
+    );
+    assert_error(status, &v, 400, "usage");
+    // A float has no canonical form: refused by name, nothing written.
+    let (status, v) = call(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(&json!({"step": "total", "value": {"value": {"total": 1.5}}})),
+    );
+    assert_error(status, &v, 422, "bad_answer");
+    // JSON nested past serde's depth limit: a 400, no crash.
+    let deep = format!(
+        "{{\"step\": \"total\", \"value\": {}{}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let (status, v) = call_raw(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(&deep),
+        "application/json",
+        &[],
+    );
+    assert_error(status, &v, 400, "usage");
+    for q in [
+        "/api/v1/runs?limit=abc",
+        "/api/v1/runs?limit=0",
+        "/api/v1/runs?limit=1001",
+        "/api/v1/runs?status=sleeping",
+        "/api/v1/runs?bogus=1",
+        "/api/v1/runs/escalation-1/events?from=-1",
+        "/api/v1/runs/escalation-1/events/x",
+        "/api/v1/runs/escalation-1/adjudications?status=open",
+    ] {
+        let (status, v) = call("GET", &s.url(q), Some(&alice), None);
+        assert_error(status, &v, 400, "usage");
+    }
+    assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing written");
+    // The server is still there.
+    let (status, _) = call("GET", &s.url("/api/v1/runs"), Some(&alice), None);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn run_ids_that_would_leave_the_runs_directory_are_refused() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/quickstart.plan"], 0);
+    // A run-like directory outside the home, and a symlink to it under runs/.
+    let outside = sb.path().join("elsewhere/secret-1");
+    common::copy_dir(&sb.path().join(".oracle/runs/quickstart-1"), &outside);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&outside, sb.path().join(".oracle/runs/linked-1")).unwrap();
+    let s = Server::start(sb.path(), &[]);
+    let auth = format!("Authorization: Bearer {alice}\r\n");
+    for path in [
+        "/api/v1/runs/..%2F..%2Felsewhere%2Fsecret-1",
+        "/api/v1/runs/..%2F..%2Felsewhere%2Fsecret-1/events",
+        "/api/v1/runs/%2E%2E/events",
+        "/api/v1/runs/..",
+        "/api/v1/runs/%2Fetc%2Fpasswd",
+        "/api/v1/runs/%2Fetc/verify",
+        "/api/v1/runs/quickstart-1%2F..%2F..%2F..%2Felsewhere%2Fsecret-1",
+        "/api/v1/runs/a%5C..%5Cb",
+        "/api/v1/runs/quickstart-1%00",
+        "/api/v1/runs/../../elsewhere/secret-1/events",
+        "/api/v1/runs/linked-1",
+        "/api/v1/runs/linked-1/events",
+        "/api/v1/diff?a=quickstart-1&b=..%2F..%2Felsewhere%2Fsecret-1",
+    ] {
+        let (status, body) = raw(&s, "GET", path, &auth);
+        assert!(status == 400 || status == 404, "{path}: {status} {body}");
+        assert!(!body.contains("run_started"), "{path}: {body}");
+    }
+    let (status, body) = raw(
+        &s,
+        "POST",
+        "/api/v1/runs/..%2F..%2Felsewhere%2Fsecret-1/resume",
+        &auth,
+    );
+    assert!(status == 400 || status == 404, "{status} {body}");
+    // The run itself is there.
+    let (status, _) = raw(&s, "GET", "/api/v1/runs/quickstart-1", &auth);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn an_answer_that_breaks_its_schema_or_expect_writes_nothing() {
+    let (sb, alice, _) = setup();
+    sb.write(
+        "fixtures/plans/ship.plan",
+        "plan ship version 1\n\
+         ok = human.ask { question: \"Ship it?\", schema: { \"type\": \"string\", \"enum\": [\"yes\", \"no\", \"maybe\"] } }\n  expect ok.answer != \"maybe\"\n",
+    );
+    run(&sb, &["run", "fixtures/plans/ship.plan"], 3);
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let v = get(&s, "/api/v1/runs/ship-1", &alice);
+    assert_eq!(v["waiting_on"]["kind"], "question");
+    assert_eq!(v["waiting_on"]["question"], "Ship it?");
+    assert_eq!(v["waiting_on"]["schema"]["enum"][0], "yes");
+    let cases = [
+        // (run, body, status, code)
+        (
+            "ship-1",
+            json!({"step": "ok", "value": "perhaps"}),
+            422,
+            "bad_answer",
+        ),
+        (
+            "ship-1",
+            json!({"step": "ok", "value": "maybe"}),
+            422,
+            "bad_answer",
+        ),
+        (
+            "ship-1",
+            json!({"step": "nope", "value": "yes"}),
+            409,
+            "wrong_step",
+        ),
+        (
+            "escalation-1",
+            json!({"step": "total", "value": {"value": {"total": 0}}}),
+            422,
+            "bad_answer",
+        ),
+        (
+            "escalation-1",
+            json!({"step": "total", "value": {"value": "lots"}}),
+            422,
+            "bad_answer",
+        ),
+        (
+            "adjudication-1",
+            json!({"step": "allergy", "value": "none"}),
+            409,
+            "belief_wait",
+        ),
+    ];
+    for (id, body, want, code) in cases {
+        let before = log_bytes(&sb, id);
+        let url = s.url(&format!("/api/v1/runs/{id}/answer"));
+        let (status, v) = call("POST", &url, Some(&alice), Some(&body));
+        assert_error(status, &v, want, code);
+        assert_eq!(log_bytes(&sb, id), before, "{id} {body}: nothing written");
+    }
+    // The expect's message names it.
+    let (_, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/ship-1/answer"),
+        Some(&alice),
+        Some(&json!({"step": "ok", "value": "maybe"})),
+    );
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("expect"),
+        "{v}"
+    );
+    // A good one is recorded, by alice, and a second is a conflict.
+    let url = s.url("/api/v1/runs/ship-1/answer");
+    let (status, v) = call(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(&json!({"step": "ok", "value": "yes"})),
+    );
+    assert_eq!(status, 200, "{v}");
+    let before = log_bytes(&sb, "ship-1");
+    let (status, v) = call(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(&json!({"step": "ok", "value": "no"})),
+    );
+    assert_error(status, &v, 409, "already_answered");
+    assert_eq!(v["error"]["by"], "alice");
+    assert_eq!(log_bytes(&sb, "ship-1"), before);
+}
+
+/// An answer recorded through the API (without resuming), then `oracle resume` from the
+/// command line: the run goes on from the recorded answer, and its log verifies and replays.
+#[test]
+fn an_answer_alone_is_taken_up_by_a_later_resume_and_the_log_verifies_and_replays() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/escalation-1/answer"),
+        Some(&alice),
+        Some(&json!({"step": "total", "value": {"value": {"total": 1250}}})),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["seq"], 31);
+    assert_eq!(v["by"], "alice");
+    let v = get(&s, "/api/v1/runs/escalation-1", &alice);
+    assert_eq!(v["answered"]["step"], "total");
+    assert_eq!(v["answered"]["by"], "alice");
+    // The recorded event: `by` is in the payload; the log verifies as it is.
+    let events = sb.events(".oracle", "escalation-1");
+    assert_eq!(events.len(), 32);
+    assert_eq!(events[31].kind.as_str(), "resumed");
+    assert_eq!(events[31].payload["by"], "alice");
+    run(&sb, &["verify", "escalation-1"], 0);
+    run(&sb, &["resume", "escalation-1"], 3);
+    let (code, out, err) = sb.oracle(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "confirm",
+        "--value",
+        "\"approved\"",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    run(&sb, &["verify", "escalation-1"], 0);
+    run(&sb, &["replay", "escalation-1"], 0);
+    // The answer taken from the log is the one alice gave.
+    let events = sb.events(".oracle", "escalation-1");
+    let resumed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind.as_str() == "resumed")
+        .map(|e| &e.payload)
+        .collect();
+    assert_eq!(resumed[0]["by"], "alice");
+    assert!(
+        resumed[1].get("by").is_none(),
+        "the command line names nobody"
+    );
+}
+
+#[test]
+fn a_question_answered_through_the_api_resumes_in_the_background_and_replays() {
+    let (sb, alice, bob) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/escalation-1/answer"),
+        Some(&alice),
+        Some(&json!({"step": "total", "value": {"value": {"total": 1250}}, "resume": true})),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["resume"]["started"], true);
+    // The resume runs on to the next question (human.ask).
+    let v = wait_for("the run to ask for approval", || {
+        let v = run_status(&s, &alice, "escalation-1");
+        (v["waiting_on"]["step"] == "confirm").then_some(v)
+    });
+    assert_eq!(v["waiting_on"]["kind"], "question");
+    assert!(
+        v["waiting_on"]["question"]
+            .as_str()
+            .unwrap()
+            .contains("1250")
+    );
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/escalation-1/answer"),
+        Some(&bob),
+        Some(&json!({"step": "confirm", "value": "approved", "resume": true})),
+    );
+    assert_eq!(status, 200, "{v}");
+    settled(&s, &alice, "escalation-1", "completed");
+    run(&sb, &["verify", "escalation-1"], 0);
+    run(&sb, &["replay", "escalation-1"], 0);
+    let by: Vec<Value> = sb
+        .events(".oracle", "escalation-1")
+        .iter()
+        .filter(|e| e.kind.as_str() == "resumed")
+        .map(|e| e.payload["by"].clone())
+        .collect();
+    assert_eq!(by, [json!("alice"), json!("bob")]);
+    let v = get(&s, "/api/v1/runs/escalation-1/state", &alice);
+    assert_eq!(v["entries"]["step/confirm"]["output"]["answer"], "approved");
+}
+
+#[test]
+fn a_conflict_adjudicated_and_claims_recorded_through_the_api_resume_and_replay() {
+    let (sb, alice, bob) = setup();
+    run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    run(
+        &sb,
+        &[
+            "run",
+            "fixtures/plans/adjudication.plan",
+            "--adjudication-expiry",
+            "10",
+        ],
+        3,
+    );
+    let s = Server::start(sb.path(), &[]);
+    // Refusals write nothing: bad evidence, an unknown handle, a bad verdict word.
+    let before = log_bytes(&sb, "adjudication-1");
+    let url = s.url("/api/v1/runs/adjudication-1/adjudications/adj-15");
+    let (status, v) = call(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(&json!({"verdict": "affirm", "evidence": "user_asserted"})),
+    );
+    assert_error(status, &v, 422, "refused");
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/adjudication-1/adjudications/adj-99"),
+        Some(&alice),
+        Some(&json!({"verdict": "affirm", "evidence": "external_first_hand"})),
+    );
+    assert_error(status, &v, 404, "unknown_handle");
+    assert_eq!(v["error"]["exit"], 5);
+    let (status, v) = call(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(&json!({"verdict": "maybe", "evidence": "external_first_hand"})),
+    );
+    assert_error(status, &v, 400, "usage");
+    assert_eq!(log_bytes(&sb, "adjudication-1"), before);
+
+    let (status, v) = call(
+        "POST",
+        &url,
+        Some(&alice),
+        Some(
+            &json!({"verdict": "affirm", "evidence": "external_first_hand",
+                     "note": "referral confirmed by phone", "resume": true}),
+        ),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["outcome"], "applied");
+    assert_eq!(v["by"], "alice");
+    assert_eq!(v["belief"]["status"], "resolved");
+    settled(&s, &alice, "adjudication-1", "completed");
+    run(&sb, &["verify", "adjudication-1"], 0);
+    run(&sb, &["replay", "adjudication-1"], 0);
+    let events = sb.events(".oracle", "adjudication-1");
+    let adjudicated: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind.as_str() == "adjudicated")
+        .map(|e| &e.payload)
+        .collect();
+    assert_eq!(adjudicated.len(), 1);
+    assert_eq!(adjudicated[0]["by"], "alice");
+    assert_eq!(adjudicated[0]["note"], "referral confirmed by phone");
+    // A second verdict on the same handle: already resolved (exit 6), with the original.
+    let (status, v) = call(
+        "POST",
+        &url,
+        Some(&bob),
+        Some(&json!({"verdict": "deny", "evidence": "external_first_hand"})),
+    );
+    assert_error(status, &v, 409, "already_resolved");
+    assert_eq!(v["error"]["exit"], 6);
+    assert_eq!(v["original"]["verdict"], "affirm");
+
+    // The second run: its request expires, a sweep makes the line contested, and new
+    // evidence through the API opens a new request, which a verdict settles.
+    run(&sb, &["sweep", "adjudication-2", "--now", "20"], 0);
+    let curl = s.url("/api/v1/runs/adjudication-2/claims");
+    let before = log_bytes(&sb, "adjudication-2");
+    let (status, v) = call(
+        "POST",
+        &curl,
+        Some(&bob),
+        Some(
+            &json!({"subject": "patient-17", "predicate": "allergy", "value": "none",
+                     "provenance": "model_derived"}),
+        ),
+    );
+    assert_error(status, &v, 422, "refused");
+    assert_eq!(log_bytes(&sb, "adjudication-2"), before);
+    let (status, v) = call(
+        "POST",
+        &curl,
+        Some(&bob),
+        Some(
+            &json!({"subject": "patient-17", "predicate": "allergy", "value": "none",
+                     "provenance": "external_first_hand", "note": "allergy test negative"}),
+        ),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["by"], "bob");
+    let handle = v["adjudication"]["handle"].as_str().unwrap().to_owned();
+    assert_eq!(handle, "adj-22");
+    let claimed = &sb.events(".oracle", "adjudication-2")[22];
+    assert_eq!(claimed.kind.as_str(), "claim_recorded");
+    assert_eq!(claimed.payload["by"], "bob");
+    let (status, v) = call(
+        "POST",
+        &s.url(&format!(
+            "/api/v1/runs/adjudication-2/adjudications/{handle}"
+        )),
+        Some(&alice),
+        Some(&json!({"verdict": "affirm", "evidence": "external_first_hand", "resume": true})),
+    );
+    assert_eq!(status, 200, "{v}");
+    settled(&s, &alice, "adjudication-2", "completed");
+    run(&sb, &["verify", "adjudication-2"], 0);
+    run(&sb, &["replay", "adjudication-2"], 0);
+}
+
+#[test]
+fn two_adjudicators_racing_on_one_handle_apply_exactly_once() {
+    let (sb, alice, bob) = setup();
+    run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let url = s.url("/api/v1/runs/adjudication-1/adjudications/adj-15");
+    let racers: Vec<_> = [(alice.clone(), "affirm"), (bob.clone(), "deny")]
+        .into_iter()
+        .map(|(token, verdict)| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                call(
+                    "POST",
+                    &url,
+                    Some(&token),
+                    Some(&json!({"verdict": verdict, "evidence": "external_first_hand"})),
+                )
+            })
+        })
+        .collect();
+    let results: Vec<(u16, Value)> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+    let applied: Vec<&(u16, Value)> = results.iter().filter(|(s, _)| *s == 200).collect();
+    let refused: Vec<&(u16, Value)> = results.iter().filter(|(s, _)| *s != 200).collect();
+    assert_eq!(applied.len(), 1, "{results:?}");
+    assert_eq!(refused.len(), 1, "{results:?}");
+    assert_error(refused[0].0, &refused[0].1, 409, "already_resolved");
+    let winner = applied[0].1["by"].clone();
+    assert_eq!(refused[0].1["original"]["verdict"], applied[0].1["verdict"]);
+    let adjudicated: Vec<Value> = sb
+        .events(".oracle", "adjudication-1")
+        .iter()
+        .filter(|e| e.kind.as_str() == "adjudicated")
+        .map(|e| e.payload.clone())
+        .collect();
+    assert_eq!(adjudicated.len(), 1);
+    assert_eq!(adjudicated[0]["by"], winner);
+    run(&sb, &["verify", "adjudication-1"], 0);
+}
+
+/// The lines a notify program appended, parsed.
+fn delivered(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn script(sb: &common::Sandbox, name: &str, text: &str) -> PathBuf {
+    let p = sb.write(name, text);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    p
+}
+
+#[test]
+fn the_beacon_announces_each_item_once_and_retries_a_failing_program_without_losing_it() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    run(&sb, &["run", "fixtures/plans/denied.plan"], 1);
+    let got = sb.path().join("got.jsonl");
+    let count = sb.path().join("count");
+    // Fails its first three calls, then takes everything.
+    let flaky = script(
+        &sb,
+        "flaky.sh",
+        &format!(
+            "#!/bin/sh\nn=$(cat {c} 2>/dev/null || echo 0)\nn=$((n + 1))\necho $n > {c}\nif [ $n -le 3 ]; then cat > /dev/null; echo no >&2; exit 1; fi\ncat >> {g}\n",
+            c = count.display(),
+            g = got.display()
+        ),
+    );
+    let ids = |v: &[Value]| -> Vec<String> {
+        let mut ids: Vec<String> = v
+            .iter()
+            .map(|x| x["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let want = [
+        "adjudication-1/adj-15",
+        "adjudication-1/suspended/20",
+        "denied-1/failed/4",
+        "escalation-1/suspended/30",
+    ];
+    {
+        let flaky_arg = flaky.to_string_lossy().into_owned();
+        let _s = Server::start(sb.path(), &["--notify-cmd", &flaky_arg]);
+        let all = wait_for("every item delivered", || {
+            let d = delivered(&got);
+            (d.len() >= want.len()).then_some(d)
+        });
+        assert_eq!(ids(&all), want, "each once: {all:?}");
+        let calls: u64 = std::fs::read_to_string(&count)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(calls, want.len() as u64 + 3, "three failures, each retried");
+        let adj = all.iter().find(|v| v["kind"] == "adjudication").unwrap();
+        assert_eq!(adj["run"], "adjudication-1");
+        assert_eq!(adj["handle"], "adj-15");
+        assert!(
+            adj["link"]
+                .as_str()
+                .unwrap()
+                .ends_with("/runs/adjudication-1")
+        );
+        let failed = all.iter().find(|v| v["kind"] == "failed").unwrap();
+        assert!(
+            failed["reason"].as_str().unwrap().contains("denied"),
+            "{failed}"
+        );
+    }
+    // A restart announces nothing delivered before; a new suspension is announced once.
+    let ok = script(
+        &sb,
+        "ok.sh",
+        &format!("#!/bin/sh\ncat >> {g}\n", g = got.display()),
+    );
+    let ok_arg = ok.to_string_lossy().into_owned();
+    let s = Server::start(sb.path(), &["--notify-cmd", &ok_arg]);
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let all = wait_for("the new suspension delivered", || {
+        let d = delivered(&got);
+        (d.len() > want.len()).then_some(d)
+    });
+    // One more poll interval: nothing else arrives.
+    std::thread::sleep(Duration::from_millis(600));
+    let all2 = delivered(&got);
+    assert_eq!(all2.len(), all.len(), "{all2:?}");
+    assert_eq!(all2.len(), want.len() + 1, "{all2:?}");
+    assert_eq!(all2.last().unwrap()["id"], "escalation-2/suspended/30");
+    // The same items are in the inbox.
+    let v = get(&s, "/api/v1/inbox", &alice);
+    assert_eq!(v["suspended"].as_array().unwrap().len(), 3);
+    assert_eq!(v["adjudications"].as_array().unwrap().len(), 1);
+}
+
+/// Reads SSE events (`event`, `id`, `data`) from a stream until `n` have come, bounded.
+fn sse_events(reader: &mut impl BufRead, n: usize) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let (mut event, mut id, mut data) = (String::new(), String::new(), String::new());
+    let start = Instant::now();
+    while out.len() < n {
+        assert!(
+            start.elapsed() < Duration::from_millis(WAIT_MS_MAX),
+            "{out:?}"
+        );
+        let mut line = String::new();
+        match reader.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+            Err(e) => panic!("{e}"),
+        }
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            if !data.is_empty() {
+                out.push((event.clone(), id.clone(), data.clone()));
+            }
+            event.clear();
+            id.clear();
+            data.clear();
+        } else if let Some(v) = line.strip_prefix("event: ") {
+            event = v.to_owned();
+        } else if let Some(v) = line.strip_prefix("id: ") {
+            id = v.to_owned();
+        } else if let Some(v) = line.strip_prefix("data: ") {
+            data = v.to_owned();
+        }
+    }
+    out
+}
+
+/// Opens an SSE stream on a socket; the reader is past the response headers (chunked
+/// encoding's size lines are skipped by `sse_events`, as they hold no `:`-prefixed field).
+fn open_stream(s: &Server, path: &str, token: &str) -> BufReader<TcpStream> {
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n",
+        s.addr
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(30));
+        let mut line = String::new();
+        match reader.read_line(&mut line) {
+            Ok(0) => panic!("closed before the headers ended"),
+            Ok(_) if line == "\r\n" => return reader,
+            Ok(_) => assert!(!line.starts_with("HTTP/1.1 4"), "{line}"),
+            Err(_) => {}
+        }
+    }
+}
+
+#[test]
+fn event_streams_deliver_the_tail_and_announcements_and_end_on_sigterm() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let mut s = Server::start(sb.path(), &[]);
+    let mut tail = open_stream(
+        &s,
+        "/api/v1/runs/escalation-1/events/stream?from=28",
+        &alice,
+    );
+    let mut inbox = open_stream(&s, "/api/v1/inbox/stream", &alice);
+    let first = sse_events(&mut tail, 3);
+    let seqs: Vec<&str> = first.iter().map(|(_, id, _)| id.as_str()).collect();
+    assert_eq!(seqs, ["28", "29", "30"]);
+    let record: Value = serde_json::from_str(&first[2].2).unwrap();
+    assert_eq!(record["kind"], "suspended");
+    // The record is sent exactly as stored.
+    let stored = std::fs::read_to_string(sb.log(".oracle", "escalation-1")).unwrap();
+    assert_eq!(stored.lines().nth(30).unwrap(), first[2].2);
+    // A new event (an answer through the API) reaches the tail.
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/escalation-1/answer"),
+        Some(&alice),
+        Some(&json!({"step": "total", "value": {"value": {"total": 1250}}})),
+    );
+    assert_eq!(status, 200, "{v}");
+    let next = sse_events(&mut tail, 1);
+    assert_eq!(next[0].0, "event");
+    assert_eq!(next[0].1, "31");
+    assert!(next[0].2.contains("\"kind\":\"resumed\""), "{next:?}");
+    // A run that suspends after the stream opened is announced on the inbox stream.
+    run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    let mut got = sse_events(&mut inbox, 2);
+    got.sort_by(|a, b| a.1.cmp(&b.1));
+    let ids: Vec<&str> = got.iter().map(|(_, id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["adjudication-1/adj-15", "adjudication-1/suspended/20"]
+    );
+    assert!(got.iter().all(|(e, _, _)| e == "announcement"));
+    // SIGTERM ends the open streams and the server exits 0.
+    assert_eq!(s.stop(), Some(0));
+    let rest = sse_events(&mut tail, 1);
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+#[test]
+fn browsers_log_in_for_a_cookie_and_their_writes_need_the_csrf_token() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    // A JSON login: the cookie and the CSRF token.
+    let a = agent();
+    let r = a
+        .run(
+            ureq::http::Request::builder()
+                .method("POST")
+                .uri(s.url("/login"))
+                .header("Content-Type", "application/json")
+                .body(json!({"token": alice}).to_string().into_bytes())
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let cookie = r
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let mut r = r;
+    let body: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    let csrf = body["csrf"].as_str().unwrap().to_owned();
+    assert_eq!(body["name"], "alice");
+    // Reads with the cookie.
+    let (status, v) = call_raw(
+        "GET",
+        &s.url("/api/v1/whoami"),
+        None,
+        None,
+        "",
+        &[("Cookie", &pair)],
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["name"], "alice");
+    // A write with the cookie alone is refused; with the token it is taken, recorded as alice.
+    let url = s.url("/api/v1/runs/escalation-1/answer");
+    let body = json!({"step": "total", "value": {"value": {"total": 1250}}}).to_string();
+    let before = log_bytes(&sb, "escalation-1");
+    let (status, v) = call_raw(
+        "POST",
+        &url,
+        None,
+        Some(&body),
+        "application/json",
+        &[("Cookie", &pair)],
+    );
+    assert_error(status, &v, 403, "csrf");
+    let (status, v) = call_raw(
+        "POST",
+        &url,
+        None,
+        Some(&body),
+        "application/json",
+        &[("Cookie", &pair), ("X-CSRF-Token", "0000")],
+    );
+    assert_error(status, &v, 403, "csrf");
+    assert_eq!(log_bytes(&sb, "escalation-1"), before);
+    let (status, v) = call_raw(
+        "POST",
+        &url,
+        None,
+        Some(&body),
+        "application/json",
+        &[("Cookie", &pair), ("X-CSRF-Token", &csrf)],
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["by"], "alice");
+    // A form login redirects to a local `next` only.
+    for (next, want) in [
+        ("/inbox", "/inbox"),
+        ("//evil.example/x", "/"),
+        ("https://evil.example", "/"),
+    ] {
+        let form = format!(
+            "token={alice}&next={}",
+            next.replace('/', "%2F").replace(':', "%3A")
+        );
+        let r = a
+            .run(
+                ureq::http::Request::builder()
+                    .method("POST")
+                    .uri(s.url("/login"))
+                    .header("Content-Type", "application/x-www-form-urlencoded")
+                    .body(form.into_bytes())
+                    .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 303);
+        assert_eq!(r.headers().get("location").unwrap().to_str().unwrap(), want);
+    }
+    // A wrong token logs nobody in; logout needs the CSRF token, then the cookie is dead.
+    let (status, v) = call(
+        "POST",
+        &s.url("/login"),
+        None,
+        Some(&json!({"token": "nope"})),
+    );
+    assert_error(status, &v, 401, "bad_token");
+    let (status, _) = call_raw(
+        "POST",
+        &s.url("/logout"),
+        None,
+        Some("{}"),
+        "application/json",
+        &[("Cookie", &pair)],
+    );
+    assert_eq!(status, 403);
+    let (status, _) = call_raw(
+        "POST",
+        &s.url("/logout"),
+        None,
+        None,
+        "",
+        &[("Cookie", &pair), ("X-CSRF-Token", &csrf)],
+    );
+    assert_eq!(status, 200);
+    let (status, _) = call_raw(
+        "GET",
+        &s.url("/api/v1/whoami"),
+        None,
+        None,
+        "",
+        &[("Cookie", &pair)],
+    );
+    assert_eq!(status, 401);
+}

@@ -1,0 +1,664 @@
+//! The routes of `/api/v1` (docs/API.md), `POST /login` and `POST /logout`, and the extractors
+//! that turn every malformed request into the one error shape.
+//!
+//! Handlers are thin: they check who asks ([`Reader`], [`Writer`]), validate the run id, and
+//! run the blocking function of [`crate::data`] or [`crate::signals`] on the blocking pool
+//! (whole-log work holding one of `heavy_jobs_max` permits). Server-Sent Event streams poll the
+//! log's size every `poll_interval_ms` and end when the server shuts down.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{
+    DefaultBodyLimit, Form, FromRequest, FromRequestParts, Path, Query, Request, State,
+};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use oracle_core::Event;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::auth::{self, CSRF_HEADER, Reader, Writer};
+use crate::config::{BODY_BYTES_MAX, EVENTS_PAGE_LIMIT_MAX, STREAMS_MAX};
+use crate::data;
+use crate::error::ApiError;
+use crate::runid::ValidRun;
+use crate::signals;
+use crate::state::AppState;
+
+/// A JSON answer with `status`.
+pub fn json_response(status: StatusCode, v: &Value) -> Response {
+    let mut r = (status, v.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn ok(v: Value) -> Response {
+    json_response(StatusCode::OK, &v)
+}
+
+/// Query parameters; a malformed query is a 400 in the error shape.
+pub struct Q<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, ApiError> {
+        Query::<T>::try_from_uri(&parts.uri)
+            .map(|Query(t)| Q(t))
+            .map_err(|e| ApiError::BadRequest(format!("the query string: {}", e.body_text())))
+    }
+}
+
+/// Path parameters (percent-decoded); a malformed one is a 400 in the error shape.
+pub struct P<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for P<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(t)| P(t))
+            .map_err(|e| ApiError::BadRequest(format!("the path: {}", e.body_text())))
+    }
+}
+
+/// A JSON request body: `Content-Type: application/json`, at most `body_bytes_max` bytes.
+pub struct JsonBody<T>(pub T);
+
+fn is_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = given.split(';').next().unwrap_or("").trim();
+    if mime.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        Err(ApiError::MediaType {
+            given: given.chars().take(80).collect(),
+        })
+    }
+}
+
+async fn body_bytes(req: Request, state: &AppState) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge {
+                limit: BODY_BYTES_MAX as u64,
+            }
+        } else {
+            ApiError::BadRequest(format!("the body: {}", e.body_text()))
+        }
+    })
+}
+
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        is_json(req.headers())?;
+        let bytes = body_bytes(req, state).await?;
+        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
+            ApiError::BadRequest(format!("the body is not the JSON this endpoint takes: {e}"))
+        })
+    }
+}
+
+/// Runs blocking work on the blocking pool; `heavy` work first takes one of the
+/// `heavy_jobs_max` permits. A panic in it is a 500, never a crash.
+async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    heavy: bool,
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let _permit = if heavy {
+        Some(
+            state
+                .heavy
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| ApiError::Unavailable("the server is shutting down".into()))?,
+        )
+    } else {
+        None
+    };
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::Internal(format!("the request's worker failed: {e}")))?
+}
+
+/// The routes of the API, then the UI's (if any), on `state`. Anything else is a 404 in the
+/// error shape. See the crate docs for mounting a UI.
+pub fn router(state: AppState, ui: Option<Router<AppState>>) -> Router {
+    let api = Router::new()
+        .route("/api/v1/whoami", get(whoami))
+        .route("/api/v1/runs", get(runs))
+        .route("/api/v1/runs/{id}", get(run_summary))
+        .route("/api/v1/runs/{id}/events", get(events))
+        .route("/api/v1/runs/{id}/events/stream", get(events_stream))
+        .route("/api/v1/runs/{id}/events/{seq}", get(event))
+        .route("/api/v1/runs/{id}/state", get(state_at))
+        .route("/api/v1/runs/{id}/verify", get(verify))
+        .route("/api/v1/runs/{id}/beliefs", get(beliefs))
+        .route("/api/v1/runs/{id}/adjudications", get(adjudications))
+        .route("/api/v1/runs/{id}/adjudications/{handle}", post(adjudicate))
+        .route("/api/v1/runs/{id}/answer", post(answer))
+        .route("/api/v1/runs/{id}/claims", post(claim))
+        .route("/api/v1/runs/{id}/resume", post(resume))
+        .route("/api/v1/diff", get(diff))
+        .route("/api/v1/inbox", get(inbox))
+        .route("/api/v1/inbox/stream", get(inbox_stream))
+        .route("/login", post(login))
+        .route("/logout", post(logout));
+    let all = match ui {
+        Some(ui) => api.merge(ui),
+        None => api,
+    };
+    all.fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(axum::middleware::map_response(harden))
+        .with_state(state)
+}
+
+/// Headers on every answer: nothing is cached (answers name live runs and may carry secrets
+/// of the tokens' owners' work), and nothing is sniffed as another type.
+async fn harden(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::NoRoute {
+        method: method.to_string(),
+        path: uri.path().chars().take(200).collect(),
+    }
+}
+
+async fn method_not_allowed(method: Method) -> ApiError {
+    ApiError::Method {
+        method: method.to_string(),
+    }
+}
+
+async fn whoami(Reader(who): Reader) -> Response {
+    ok(json!({"ok": true, "name": who.map(|p| p.name)}))
+}
+
+async fn runs(
+    State(state): State<AppState>,
+    _: Reader,
+    Q(q): Q<data::RunsQuery>,
+) -> Result<Response, ApiError> {
+    let home = state.home.clone();
+    blocking(&state, false, move || data::runs(&home, &q))
+        .await
+        .map(ok)
+}
+
+async fn run_summary(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    blocking(&state, false, move || data::run_summary(&run))
+        .await
+        .map(ok)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    from: Option<u64>,
+    limit: Option<u64>,
+}
+
+async fn events(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+    Q(q): Q<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    blocking(&state, false, move || {
+        data::events_page(&run, q.from.unwrap_or(0), q.limit)
+    })
+    .await
+    .map(ok)
+}
+
+async fn event(
+    State(state): State<AppState>,
+    _: Reader,
+    P((id, seq)): P<(String, u64)>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    blocking(&state, false, move || data::event(&run, seq))
+        .await
+        .map(ok)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateQuery {
+    seq: Option<u64>,
+    prefix: Option<String>,
+}
+
+async fn state_at(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+    Q(q): Q<StateQuery>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    blocking(&state, true, move || {
+        data::state_at(&run, q.seq, q.prefix.as_deref())
+    })
+    .await
+    .map(ok)
+}
+
+async fn verify(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    blocking(&state, true, move || data::verify(&run))
+        .await
+        .map(ok)
+}
+
+async fn beliefs(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+    Q(q): Q<data::BeliefsQuery>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    blocking(&state, true, move || data::beliefs(&run, &q))
+        .await
+        .map(ok)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AdjudicationsQuery {
+    status: Option<String>,
+}
+
+async fn adjudications(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+    Q(q): Q<AdjudicationsQuery>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    blocking(&state, true, move || {
+        data::adjudications(&run, q.status.as_deref())
+    })
+    .await
+    .map(ok)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiffQuery {
+    a: String,
+    b: String,
+    verify: Option<bool>,
+}
+
+async fn diff(
+    State(state): State<AppState>,
+    _: Reader,
+    Q(q): Q<DiffQuery>,
+) -> Result<Response, ApiError> {
+    let (a, b) = (state.run(&q.a)?, state.run(&q.b)?);
+    let verify = q.verify.unwrap_or(true);
+    blocking(&state, true, move || data::diff(&a, &b, verify))
+        .await
+        .map(ok)
+}
+
+async fn inbox(State(state): State<AppState>, _: Reader) -> Response {
+    ok(state.watch.inbox())
+}
+
+async fn answer(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P(id): P<String>,
+    JsonBody(body): JsonBody<signals::AnswerBody>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let st = state.clone();
+    let v = blocking(&state, true, move || {
+        signals::answer(&st, &run, &who.name, body)
+    })
+    .await?;
+    state.watch.refresh_soon();
+    Ok(ok(v))
+}
+
+async fn adjudicate(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P((id, handle)): P<(String, String)>,
+    JsonBody(body): JsonBody<signals::VerdictBody>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let st = state.clone();
+    let v = blocking(&state, true, move || {
+        signals::adjudicate(&st, &run, &handle, &who.name, body)
+    })
+    .await?;
+    state.watch.refresh_soon();
+    Ok(ok(v))
+}
+
+async fn claim(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P(id): P<String>,
+    JsonBody(body): JsonBody<signals::ClaimBody>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let st = state.clone();
+    let v = blocking(&state, true, move || {
+        signals::claim(&st, &run, &who.name, body)
+    })
+    .await?;
+    state.watch.refresh_soon();
+    Ok(ok(v))
+}
+
+async fn resume(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P(id): P<String>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let st = state.clone();
+    let v = blocking(&state, false, move || {
+        signals::resume_in_background(&st, &run, &who.name)
+    })
+    .await?;
+    Ok(ok(json!({"ok": true, "run": id, "resume": v})))
+}
+
+/// Holds one of the `streams_max` places of an open SSE stream; gives it back when the stream
+/// ends (the client went away or the server shuts down).
+struct StreamGuard(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl StreamGuard {
+    fn take(state: &AppState) -> Result<StreamGuard, ApiError> {
+        let n = state.streams.fetch_add(1, Ordering::SeqCst);
+        let guard = StreamGuard(state.streams.clone());
+        if n >= STREAMS_MAX {
+            return Err(ApiError::Busy {
+                what: "event streams",
+                limit: STREAMS_MAX as u64,
+            });
+        }
+        Ok(guard)
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamQuery {
+    from: Option<u64>,
+}
+
+/// What one run's tail stream holds between polls.
+struct Tail {
+    _guard: StreamGuard,
+    run: ValidRun,
+    next: u64,
+    /// Log bytes when last read (`u64::MAX`: read again now).
+    len: u64,
+    buf: VecDeque<Event>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    interval: Duration,
+    ended: bool,
+}
+
+fn record_event(e: &Event) -> SseEvent {
+    let line = oracle_core::record::encode(e);
+    let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned();
+    SseEvent::default()
+        .event("event")
+        .id(e.seq.to_string())
+        .data(text)
+}
+
+/// `GET /api/v1/runs/{id}/events/stream?from=SEQ`: every event from `from` (or after the
+/// `Last-Event-ID` a reconnecting client sends), then each new one as it is appended; one
+/// SSE event per record (`event: event`, `id: SEQ`, `data:` the record).
+async fn events_stream(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+    Q(q): Q<StreamQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let resumed_after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|s| s.saturating_add(1));
+    let tail = Tail {
+        _guard: StreamGuard::take(&state)?,
+        run,
+        next: resumed_after.or(q.from).unwrap_or(0),
+        len: u64::MAX,
+        buf: VecDeque::new(),
+        shutdown: state.shutdown.clone(),
+        interval: Duration::from_millis(state.config.poll_interval_ms.max(1)),
+        ended: false,
+    };
+    let stream = futures_util::stream::unfold(tail, |mut t| async move {
+        loop {
+            if let Some(e) = t.buf.pop_front() {
+                return Some((Ok::<_, Infallible>(record_event(&e)), t));
+            }
+            if t.ended || *t.shutdown.borrow() {
+                return None;
+            }
+            let len = std::fs::metadata(t.run.log()).map_or(0, |m| m.len());
+            if len != t.len {
+                let (log, from) = (t.run.log(), t.next);
+                let read = tokio::task::spawn_blocking(move || {
+                    data::events_from(&log, from, EVENTS_PAGE_LIMIT_MAX)
+                })
+                .await;
+                match read {
+                    Ok(Ok(events)) => {
+                        // A full batch may have more behind it: read again at once.
+                        t.len = if events.len() as u64 == EVENTS_PAGE_LIMIT_MAX {
+                            u64::MAX
+                        } else {
+                            len
+                        };
+                        t.next += events.len() as u64;
+                        t.buf.extend(events);
+                        continue;
+                    }
+                    Ok(Err(e)) => {
+                        t.ended = true;
+                        let ev = SseEvent::default()
+                            .event("error")
+                            .data(e.body().to_string());
+                        return Some((Ok(ev), t));
+                    }
+                    Err(_) => return None,
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(t.interval) => {}
+                _ = t.shutdown.changed() => return None,
+            }
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// `GET /api/v1/inbox/stream`: every announcement from now on (`event: announcement`, `id:`
+/// the announcement's id, `data:` the announcement).
+async fn inbox_stream(State(state): State<AppState>, _: Reader) -> Result<Response, ApiError> {
+    let guard = StreamGuard::take(&state)?;
+    let rx = state.watch.announce.subscribe();
+    let shutdown = state.shutdown.clone();
+    let stream = futures_util::stream::unfold(
+        (rx, shutdown, guard),
+        |(mut rx, mut shutdown, guard)| async move {
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                if *shutdown.borrow() {
+                    return None;
+                }
+                tokio::select! {
+                    got = rx.recv() => match got {
+                        Ok(v) => {
+                            let ev = SseEvent::default()
+                                .event("announcement")
+                                .id(v["id"].as_str().unwrap_or_default())
+                                .data(v.to_string());
+                            return Some((Ok::<_, Infallible>(ev), (rx, shutdown, guard)));
+                        }
+                        // A client that fell behind misses the oldest; GET /api/v1/inbox has
+                        // the current items.
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return None,
+                    },
+                    _ = shutdown.changed() => return None,
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoginBody {
+    token: String,
+    /// Where a form login goes next (a path on this server).
+    next: Option<String>,
+}
+
+/// A path on this server to go to after a form login (`/` for anything else, so a login link
+/// cannot send the browser elsewhere).
+fn local_path(next: Option<&str>) -> &str {
+    match next {
+        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p,
+        _ => "/",
+    }
+}
+
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
+}
+
+/// `POST /login`: a token (form field or JSON `token`) for a session cookie. A form is
+/// answered with a redirect to `next`; JSON with `{"ok": true, "name", "csrf"}`.
+async fn login(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let form = is_form(req.headers());
+    let body: LoginBody = if form {
+        Form::<LoginBody>::from_request(req, &state)
+            .await
+            .map(|Form(b)| b)
+            .map_err(|e| ApiError::BadRequest(format!("the form: {}", e.body_text())))?
+    } else {
+        JsonBody::<LoginBody>::from_request(req, &state).await?.0
+    };
+    let name = state.tokens.check(&body.token).ok_or(ApiError::BadToken)?;
+    let session = state.sessions.create(&name)?;
+    let cookie = HeaderValue::from_str(&auth::session_cookie(&session))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut r = if form {
+        let to = local_path(body.next.as_deref());
+        let mut r = StatusCode::SEE_OTHER.into_response();
+        let location = HeaderValue::from_str(to).unwrap_or_else(|_| HeaderValue::from_static("/"));
+        r.headers_mut().insert(header::LOCATION, location);
+        r
+    } else {
+        ok(json!({"ok": true, "name": name, "csrf": auth::csrf_token(&session)}))
+    };
+    r.headers_mut().insert(header::SET_COOKIE, cookie);
+    Ok(r)
+}
+
+#[derive(serde::Deserialize)]
+struct LogoutForm {
+    csrf: Option<String>,
+}
+
+/// `POST /logout`: ends the browser's session (needs its CSRF token, as header or form field).
+async fn logout(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let session = auth::session_of(&state, req.headers()).ok_or(ApiError::NoToken)?;
+    let header_token = req
+        .headers()
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let given = match header_token {
+        Some(t) => t,
+        None if is_form(req.headers()) => Form::<LogoutForm>::from_request(req, &state)
+            .await
+            .ok()
+            .and_then(|Form(f)| f.csrf)
+            .ok_or(ApiError::Csrf)?,
+        None => return Err(ApiError::Csrf),
+    };
+    auth::check_form_csrf(&session, &given)?;
+    state.sessions.remove(&session.id);
+    let mut r = ok(json!({"ok": true}));
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&auth::cleared_cookie())
+            .unwrap_or_else(|_| HeaderValue::from_static("")),
+    );
+    Ok(r)
+}

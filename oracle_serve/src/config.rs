@@ -1,0 +1,129 @@
+//! What a server is asked to do (`oracle serve` flags), and every limit it keeps, by name.
+//!
+//! Limits are constants named after what they bound, units last (`body_bytes_max` is
+//! [`BODY_BYTES_MAX`]); docs/API.md and docs/SECURITY.md list them with the tests that reach
+//! them.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Where `oracle serve` listens unless told otherwise.
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:7420";
+/// The token file under the home unless `--token-file` names another.
+pub const TOKEN_FILE_DEFAULT: &str = "serve-tokens";
+/// The ids of announcements the beacon delivered, under the home (so a restart announces
+/// nothing twice).
+pub const DELIVERED_FILE: &str = "serve-delivered";
+/// What background resumes print, under the home.
+pub const RESUME_LOG_FILE: &str = "serve-resume.log";
+
+/// Largest request body: an answer may be `input_bytes_max` (8 MiB) of canonical bytes, which
+/// is at most about twice that as JSON text. Past it: 413, nothing read further.
+pub const BODY_BYTES_MAX: usize = 16 << 20;
+/// How often the runs' log sizes are polled for new events (writers are other processes).
+pub const POLL_INTERVAL_MS: u64 = 200;
+/// Events in one page of `/events` (and read per poll by one SSE stream).
+pub const EVENTS_PAGE_LIMIT_MAX: u64 = 1000;
+pub const EVENTS_PAGE_LIMIT_DEFAULT: u64 = 100;
+/// Runs in one page of `/runs`.
+pub const RUNS_PAGE_LIMIT_MAX: u64 = 1000;
+pub const RUNS_PAGE_LIMIT_DEFAULT: u64 = 100;
+/// State entries in one answer of `/state` (the rest are counted, not sent).
+pub const STATE_ENTRIES_MAX: u64 = 10_000;
+/// Server-Sent Event streams open at once (each polls a log): past it, 503.
+pub const STREAMS_MAX: usize = 64;
+/// Browser sessions at once: the oldest is dropped past it.
+pub const SESSIONS_MAX: usize = 1024;
+/// How long a browser session lives (wall time; never recorded).
+pub const SESSION_TTL_S: u64 = 12 * 60 * 60;
+/// Requests that read or re-derive whole logs (verify, diff, state, answers, signals) at once:
+/// past it they wait, so two cores are not buried under full reads.
+pub const HEAVY_JOBS_MAX: usize = 2;
+/// The beacon's wait before trying a failed delivery again: doubled per attempt from the
+/// first to the last value, then kept there. Deliveries are tried until one succeeds.
+pub const NOTIFY_BACKOFF_MS_MIN: u64 = 250;
+pub const NOTIFY_BACKOFF_MS_MAX: u64 = 30_000;
+/// New events read one by one per run and poll before the watcher reads the log whole.
+pub const WATCH_READS_MAX: u64 = 10_000;
+/// Events a waiting step's question is looked for before its suspension (format 1 logs,
+/// which record no causal parents).
+pub const WAIT_SCAN_EVENTS_MAX: u64 = 1024;
+
+/// How `oracle serve` was asked to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The oracle home (made absolute when the server starts).
+    pub home: PathBuf,
+    pub listen: SocketAddr,
+    /// `name:<blake3 hex of secret>` lines ([`crate::tokens`]).
+    pub token_file: PathBuf,
+    /// Reads need no token (loopback only).
+    pub read_open: bool,
+    /// A listen address other than loopback is allowed.
+    pub allow_remote: bool,
+    /// The beacon: gets every announcement as one JSON object on stdin (exit 0 = delivered).
+    pub notify_cmd: Option<PathBuf>,
+    /// The `oracle` program a background resume runs (`PROGRAM --home H resume RUN`); `None`:
+    /// resumes are refused (a library user without the binary).
+    pub resume_program: Option<PathBuf>,
+    pub poll_interval_ms: u64,
+}
+
+/// Why a configuration is refused before anything listens.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "--listen {0}: not a loopback address; the API would be reachable from other machines, where tokens cross the network in clear text (no TLS): pass --allow-remote to mean it"
+    )]
+    Remote(SocketAddr),
+    #[error(
+        "--read-open with --listen {0}: open reads are only allowed on a loopback address (anyone who can reach the port could read every run)"
+    )]
+    OpenRemote(SocketAddr),
+    #[error("--notify-cmd {}: {reason}", path.display())]
+    Program { path: PathBuf, reason: String },
+}
+
+impl Config {
+    /// A configuration with every option at its default, for `home`.
+    pub fn new(home: &Path) -> Config {
+        Config {
+            home: home.to_path_buf(),
+            // Invariant: the default is a literal socket address.
+            listen: LISTEN_DEFAULT
+                .parse()
+                .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 7420))),
+            token_file: home.join(TOKEN_FILE_DEFAULT),
+            read_open: false,
+            allow_remote: false,
+            notify_cmd: None,
+            resume_program: None,
+            poll_interval_ms: POLL_INTERVAL_MS,
+        }
+    }
+
+    /// Refuses what would expose the runs: a non-loopback address without `allow_remote`, open
+    /// reads anywhere but loopback, a beacon program that cannot be run.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let ip = self.listen.ip();
+        if !ip.is_loopback() && !self.allow_remote {
+            return Err(ConfigError::Remote(self.listen));
+        }
+        if self.read_open && !ip.is_loopback() {
+            return Err(ConfigError::OpenRemote(self.listen));
+        }
+        if let Some(p) = &self.notify_cmd {
+            let meta = std::fs::metadata(p).map_err(|e| ConfigError::Program {
+                path: p.clone(),
+                reason: e.to_string(),
+            })?;
+            if !meta.is_file() {
+                return Err(ConfigError::Program {
+                    path: p.clone(),
+                    reason: "not a file".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,517 @@
+//! What the API (and the HTML pages mounted beside it) read: runs, events, state, beliefs,
+//! adjudications, the inbox, verification and diffs, each as one JSON value whose shape
+//! docs/API.md defines.
+//!
+//! These are plain blocking functions over the home, so a page renders exactly what the API
+//! returns. Events are read through the run's index (`IndexedLog`): a page of events, one event,
+//! a waiting step's question cost a few reads, never the whole log. What needs the whole log
+//! says so: `state_at` (replays up to the seq, from a snapshot when one matches), `verify`,
+//! `beliefs`/`adjudications` (the memory projection), `diff` unless told not to verify.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use oracle_core::diff::{Class, Outcome, Reader, Side, first_divergence};
+use oracle_core::payload::{Payload, ToolCalled};
+use oracle_core::{Event, EventKind};
+use oracle_memory::memory::RequestState;
+use oracle_memory::{Query, RequestStatus};
+use oracle_runtime::adjudication::{self, RunMemory};
+use oracle_runtime::index::IndexedLog;
+use oracle_runtime::session::{self, RunInfo};
+use oracle_runtime::tool::Registry;
+use serde_json::{Value, json};
+
+use crate::config::{
+    EVENTS_PAGE_LIMIT_DEFAULT, EVENTS_PAGE_LIMIT_MAX, RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX,
+    STATE_ENTRIES_MAX, WAIT_SCAN_EVENTS_MAX,
+};
+use crate::error::ApiError;
+use crate::runid::ValidRun;
+
+/// The tool of a question to a person (`oracle_plan::agent::ASK_TOOL`).
+const ASK_TOOL: &str = "human.ask";
+
+/// The built-in tools' declarations (output schemas of yielded steps), built once.
+fn builtin() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(oracle_runtime::tools::builtin)
+}
+
+/// Filters and paging of the runs list.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    /// `running`, `suspended`, `completed`, `failed` or `damaged`.
+    pub status: Option<String>,
+    /// The plan's name (`run_started.program`).
+    pub plan: Option<String>,
+    /// Runs after this id (in `oracle runs` order: natural order of ids).
+    pub after: Option<String>,
+    pub limit: Option<u64>,
+}
+
+/// A run as `oracle runs --json` shows it (same keys).
+pub fn run_json(r: &RunInfo) -> Value {
+    json!({
+        "run": r.id,
+        "plan": r.program,
+        "status": r.status,
+        "events": r.events,
+        "last_time": r.last_time,
+        "live": r.live,
+        "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why, "attempts": r.attempts})),
+        "reason": r.reason,
+        "models": r.models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
+    })
+}
+
+const STATUSES: [&str; 5] = ["running", "suspended", "completed", "failed", "damaged"];
+
+/// `GET /api/v1/runs`: `{"runs": [run], "next": id | null}`.
+pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, ApiError> {
+    if let Some(s) = &q.status
+        && !STATUSES.contains(&s.as_str())
+    {
+        return Err(ApiError::BadRequest(format!(
+            "status `{s}`: one of {}",
+            STATUSES.join(", ")
+        )));
+    }
+    let limit = page_limit(q.limit, RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX)?;
+    let all = session::list(home)?;
+    let mut out = Vec::new();
+    let mut next = None;
+    let after = q.after.as_deref();
+    for r in all
+        .iter()
+        .filter(|r| after.is_none_or(|a| session::natural_order(&r.id, a).is_gt()))
+        .filter(|r| q.status.as_ref().is_none_or(|s| *s == r.status))
+        .filter(|r| q.plan.as_ref().is_none_or(|p| *p == r.program))
+    {
+        if out.len() as u64 == limit {
+            next = out
+                .last()
+                .and_then(|v: &Value| v["run"].as_str().map(str::to_owned));
+            break;
+        }
+        out.push(run_json(r));
+    }
+    Ok(json!({"runs": out, "next": next}))
+}
+
+fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, ApiError> {
+    match given {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::BadRequest(format!(
+            "limit {n}: from 1 to {max} (the page limit)"
+        ))),
+    }
+}
+
+/// `GET /api/v1/runs/{id}`: the run as listed, plus its head hash, what it waits on
+/// ([`waiting`]) and, when an answer was recorded but the run has not gone on yet, `answered`.
+pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
+    let info = session::run_info(&run.dir);
+    let mut v = run_json(&info);
+    let mut ix = IndexedLog::open(&run.log())?;
+    let n = ix.len();
+    v["head"] = match n.checked_sub(1) {
+        Some(last) => json!(ix.read(last)?.hash),
+        None => Value::Null,
+    };
+    v["waiting_on"] = waiting_in(&mut ix)?.unwrap_or(Value::Null);
+    v["answered"] = Value::Null;
+    if let Some(e) = last_program_event(&mut ix)?
+        && let Ok(Payload::Resumed(r)) = e.typed()
+    {
+        v["answered"] = json!({"step": r.step, "seq": e.seq, "by": r.by});
+    }
+    Ok(v)
+}
+
+/// The last event the program produced (external events after it skipped).
+fn last_program_event(ix: &mut IndexedLog) -> Result<Option<Event>, ApiError> {
+    let mut seq = match ix.len().checked_sub(1) {
+        Some(s) => s,
+        None => return Ok(None),
+    };
+    loop {
+        let e = ix.read(seq)?;
+        if !e.kind.is_external() {
+            return Ok(Some(e));
+        }
+        match seq.checked_sub(1) {
+            Some(s) => seq = s,
+            None => return Ok(None),
+        }
+    }
+}
+
+/// What a suspended run waits on: `{"step", "reason", "attempts", "seq", "kind", ...}` where
+/// `kind` is `question` (a `human.ask`: `question`, `schema`), `belief` (a `memory.query` that
+/// needs a resolved belief: `subject`, `predicate`; it takes a verdict, not an answer) or
+/// `yield` (a step that gave up and asks a person for its output: `tool`, `schema`, the
+/// output schema an answer must meet). `null` when the run is not suspended.
+pub fn waiting(run: &ValidRun) -> Result<Option<Value>, ApiError> {
+    waiting_in(&mut IndexedLog::open(&run.log())?)
+}
+
+fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, ApiError> {
+    let Some(ev) = last_program_event(ix)? else {
+        return Ok(None);
+    };
+    let Ok(Payload::Suspended(s)) = ev.typed() else {
+        return Ok(None);
+    };
+    // The step's latest call, just before its suspension, and the tools its earlier attempts
+    // called (a step with a fallback has two): a bounded look back.
+    let mut call: Option<ToolCalled> = None;
+    let mut tools: Vec<String> = Vec::new();
+    let lowest = ev.seq.saturating_sub(WAIT_SCAN_EVENTS_MAX);
+    let mut seq = ev.seq;
+    while seq > lowest {
+        seq -= 1;
+        let e = ix.read(seq)?;
+        if e.kind == EventKind::Resumed || e.kind == EventKind::RunStarted {
+            break;
+        }
+        if e.kind != EventKind::ToolCalled {
+            continue;
+        }
+        if let Ok(Payload::ToolCalled(c)) = e.typed()
+            && c.step == s.step
+        {
+            if !tools.contains(&c.tool) {
+                tools.push(c.tool.clone());
+            }
+            if call.is_none() {
+                call = Some(c);
+            }
+        }
+    }
+    let mut v = json!({
+        "step": s.step,
+        "reason": s.reason,
+        "attempts": s.attempts,
+        "seq": ev.seq,
+    });
+    match call {
+        Some(c) if c.tool == ASK_TOOL => {
+            v["kind"] = json!("question");
+            v["question"] = c.input.get("question").cloned().unwrap_or(Value::Null);
+            v["schema"] = c.input.get("schema").cloned().unwrap_or(Value::Null);
+        }
+        Some(c) if c.tool == oracle_memory::tools::QUERY => {
+            v["kind"] = json!("belief");
+            v["subject"] = c.input.get("subject").cloned().unwrap_or(Value::Null);
+            v["predicate"] = c.input.get("predicate").cloned().unwrap_or(Value::Null);
+        }
+        Some(c) => {
+            v["kind"] = json!("yield");
+            // The answer stands in for the output of any of the step's tools: a model step's
+            // is checked against its call's schema, any other tool's against its output
+            // schema (declared tools' schemas are not known here: `null`, any value).
+            let schema_of = |tool: &str| {
+                if tool == "llm.chat" {
+                    c.input.get("schema").cloned().unwrap_or(Value::Null)
+                } else {
+                    builtin()
+                        .get(tool)
+                        .map_or(Value::Null, |r| r.decl.output_schema.clone())
+                }
+            };
+            let schemas: Vec<Value> = tools.iter().map(|t| schema_of(t)).collect();
+            v["schema"] = match schemas.as_slice() {
+                [one] => one.clone(),
+                many if many.iter().any(Value::is_null) => Value::Null,
+                many => json!({"anyOf": many}),
+            };
+            v["tool"] = json!(c.tool);
+            v["tools"] = json!(tools);
+        }
+        None => v["kind"] = json!("yield"),
+    }
+    Ok(Some(v))
+}
+
+/// `GET /api/v1/runs/{id}/events`: `{"run", "from", "events": [record], "next": seq | null,
+/// "total"}`, at most `limit` events from seq `from`, read through the index.
+pub fn events_page(run: &ValidRun, from: u64, limit: Option<u64>) -> Result<Value, ApiError> {
+    let limit = page_limit(limit, EVENTS_PAGE_LIMIT_DEFAULT, EVENTS_PAGE_LIMIT_MAX)?;
+    let mut ix = IndexedLog::open(&run.log())?;
+    let total = ix.len();
+    let end = from.saturating_add(limit).min(total);
+    let mut events = Vec::new();
+    for seq in from..end {
+        events.push(event_json(&ix.read(seq)?));
+    }
+    Ok(json!({
+        "run": run.id,
+        "from": from,
+        "events": events,
+        "next": (end < total).then_some(end),
+        "total": total,
+    }))
+}
+
+/// Events `from..` of a log as they are now, at most `limit` (for the SSE tail).
+pub fn events_from(log: &Path, from: u64, limit: u64) -> Result<Vec<Event>, ApiError> {
+    let mut ix = IndexedLog::open(log)?;
+    let end = from.saturating_add(limit).min(ix.len());
+    (from..end)
+        .map(|s| ix.read(s).map_err(ApiError::from))
+        .collect()
+}
+
+/// An event as stored (the record's fields).
+pub fn event_json(e: &Event) -> Value {
+    serde_json::to_value(e).unwrap_or(Value::Null)
+}
+
+/// `GET /api/v1/runs/{id}/events/{seq}`: the record.
+pub fn event(run: &ValidRun, seq: u64) -> Result<Value, ApiError> {
+    Ok(event_json(&IndexedLog::open(&run.log())?.read(seq)?))
+}
+
+/// `GET /api/v1/runs/{id}/state`: the state after event `seq` (default: the last), rebuilt
+/// from the newest snapshot that matches the log: `{"run", "seq", "time", "state", "keys",
+/// "entries": {key: value}, "omitted", "from_snapshot"}`; entries whose key starts with
+/// `prefix`, at most `state_entries_max`, the rest counted in `omitted`.
+pub fn state_at(run: &ValidRun, seq: Option<u64>, prefix: Option<&str>) -> Result<Value, ApiError> {
+    let rebuilt = oracle_runtime::snapshots::state_at(&run.paths(), seq, true)?;
+    let mut entries = serde_json::Map::new();
+    let mut omitted = 0u64;
+    for (k, v) in rebuilt.state.iter() {
+        if prefix.is_some_and(|p| !k.starts_with(p)) {
+            continue;
+        }
+        if entries.len() as u64 >= STATE_ENTRIES_MAX {
+            omitted += 1;
+            continue;
+        }
+        entries.insert(k.clone(), v.clone());
+    }
+    Ok(json!({
+        "run": run.id,
+        "seq": rebuilt.seq,
+        "time": rebuilt.event.time,
+        "state": rebuilt.state.hash(),
+        "keys": rebuilt.state.iter().count(),
+        "entries": entries,
+        "omitted": omitted,
+        "from_snapshot": rebuilt.from_snapshot,
+    }))
+}
+
+/// `GET /api/v1/runs/{id}/verify`: the whole chain checked, as `oracle verify --json` does:
+/// `{"run", "valid": true, "events", "bytes", "head", "state", "last_time"}`, or
+/// `{"run", "valid": false, "error": {...}}` for a damaged log (a finding, not a failed request).
+pub fn verify(run: &ValidRun) -> Result<Value, ApiError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let opts = oracle_runtime::VerifyOptions {
+        threads,
+        expected_head: None,
+    };
+    match oracle_runtime::verify_file(&run.log(), opts) {
+        Ok(s) => Ok(json!({
+            "run": run.id,
+            "valid": true,
+            "events": s.events,
+            "bytes": s.bytes,
+            "head": s.head.hash,
+            "state": s.head.state,
+            "last_time": s.head.time,
+        })),
+        Err(e @ oracle_runtime::StoreError::Log { .. }) => Ok(json!({
+            "run": run.id,
+            "valid": false,
+            "error": ApiError::from(e).error_value(),
+        })),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `GET /api/v1/diff?a=RUN&b=RUN`: the first divergence of two runs, as `oracle diff --json`
+/// reports it (without `parents`, `context` and `state`). With `verify` both logs are verified
+/// first (an invalid log is an error, never a difference); without, only the O(log n) events
+/// the search needs are read.
+pub fn diff(a: &ValidRun, b: &ValidRun, verify_first: bool) -> Result<Value, ApiError> {
+    if verify_first {
+        for r in [a, b] {
+            let v = verify(r)?;
+            if v["valid"] == json!(false) {
+                return Err(ApiError::BadRequest(format!(
+                    "cannot compare: {} does not verify: {}",
+                    r.id, v["error"]["message"]
+                )));
+            }
+        }
+    }
+    let (mut la, mut lb) = (IndexedLog::open(&a.log())?, IndexedLog::open(&b.log())?);
+    let (na, nb) = (la.len(), lb.len());
+    let mut reader = Reader::new(&mut la, &mut lb);
+    let outcome = first_divergence(&mut reader).map_err(|e| ApiError::from(e.error))?;
+    let reads = reader.reads();
+    let mut v = json!({
+        "a": {"run": a.id, "events": na},
+        "b": {"run": b.id, "events": nb},
+        "reads": {"a": reads.0, "b": reads.1},
+        "verified": verify_first,
+    });
+    let summary = |e: &Event| {
+        json!({"seq": e.seq, "kind": e.kind.as_str(), "time": e.time, "hash": e.hash,
+               "parents": e.parents,
+               "summary": e.typed().map(|p| p.summary()).unwrap_or_else(|err| err.to_string())})
+    };
+    let fields = match outcome {
+        Outcome::Identical { events, head } => {
+            json!({"result": "identical", "common": events, "head": head})
+        }
+        Outcome::Prefix {
+            shorter,
+            common,
+            extra,
+        } => json!({
+            "result": "prefix",
+            "common": common,
+            "shorter": if shorter == Side::A { "a" } else { "b" },
+            "extra": extra,
+        }),
+        Outcome::Diverged(d) => json!({
+            "result": "diverged",
+            "common": d.seq,
+            "seq": d.seq,
+            "class": d.class.name(),
+            "detail": class_json(&d.class),
+            "last_common": d.last_common.as_ref().map(summary),
+            "events": {"a": summary(&d.a), "b": summary(&d.b)},
+            "fields": d.fields.iter().map(|f| json!({"path": f.path, "a": f.a, "b": f.b})).collect::<Vec<_>>(),
+            "fields_omitted": d.fields_omitted,
+        }),
+    };
+    if let (Value::Object(m), Value::Object(f)) = (&mut v, fields) {
+        m.extend(f);
+    }
+    Ok(v)
+}
+
+fn class_json(c: &Class) -> Value {
+    match c {
+        Class::Inputs { fields } => json!({"fields": fields}),
+        Class::Payload {
+            kind,
+            step,
+            tool,
+            attempt,
+        } => json!({"kind": kind.as_str(), "step": step, "tool": tool, "attempt": attempt}),
+        Class::State { kind } => json!({"kind": kind.as_str()}),
+        Class::Structure { a, b } => json!({"a_kind": a.as_str(), "b_kind": b.as_str()}),
+    }
+}
+
+/// Filters of `beliefs`.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BeliefsQuery {
+    pub subject: Option<String>,
+    pub predicate: Option<String>,
+    /// What was believed at this tick (claims and verdicts recorded later left out).
+    pub as_of: Option<u64>,
+}
+
+/// `GET /api/v1/runs/{id}/beliefs`: `{"run", "time", "lines": [{"subject", "predicate",
+/// "belief", "claims"}]}`, as `oracle memory --json` prints each line.
+pub fn beliefs(run: &ValidRun, q: &BeliefsQuery) -> Result<Value, ApiError> {
+    let rm = adjudication::load(&run.home, &run.arg())?;
+    let m = &rm.memory;
+    let as_of = q.as_of.unwrap_or(u64::MAX);
+    let mut lines = Vec::new();
+    for (subject, predicate) in m.lines() {
+        if q.subject.as_ref().is_some_and(|s| s != subject)
+            || q.predicate.as_ref().is_some_and(|p| p != predicate)
+        {
+            continue;
+        }
+        let query = Query {
+            subject: subject.clone(),
+            predicate: predicate.clone(),
+            as_of: q.as_of,
+            valid_at: q.as_of.or(Some(rm.time)),
+        };
+        let belief = oracle_memory::belief::query(m, &query, rm.settings.confidence_min_pct);
+        let claims: Vec<Value> =
+            oracle_memory::tools::history_entries(m, subject, Some(predicate), as_of)
+                .iter()
+                .map(|e| oracle_memory::tools::claim_view(m, e, as_of))
+                .collect();
+        lines.push(json!({
+            "subject": subject,
+            "predicate": predicate,
+            "belief": belief.to_value(),
+            "claims": claims,
+        }));
+    }
+    Ok(json!({"run": run.id, "time": rm.time, "lines": lines}))
+}
+
+/// Whether a request is listed as pending, resolved, expired, or past its expiry but not
+/// swept (`expired_not_swept`: a verdict now would be refused).
+fn request_status(rm: &RunMemory, r: &RequestState) -> &'static str {
+    if rm.expired_unswept(r) {
+        "expired_not_swept"
+    } else {
+        r.status.name()
+    }
+}
+
+/// An adjudication request with both claims and their provenance (the shape the oracle
+/// program gets, `oracle_runtime::oracle::request_json`), its status and, once settled, its
+/// outcome.
+pub fn request_json(rm: &RunMemory, r: &RequestState) -> Value {
+    let mut v = oracle_runtime::oracle::request_json(&rm.run.id, &rm.memory, r);
+    v["status"] = json!(request_status(rm, r));
+    v["outcome"] = match &r.status {
+        RequestStatus::Pending => Value::Null,
+        other => serde_json::to_value(other).unwrap_or(Value::Null),
+    };
+    v
+}
+
+/// `GET /api/v1/runs/{id}/adjudications`: `{"run", "adjudications": [request]}` in the order
+/// they were opened; `status` keeps `pending`, `resolved` or `expired` (with
+/// `expired_not_swept`) only.
+pub fn adjudications(run: &ValidRun, status: Option<&str>) -> Result<Value, ApiError> {
+    if let Some(s) = status
+        && !["pending", "resolved", "expired"].contains(&s)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "status `{s}`: one of pending, resolved, expired"
+        )));
+    }
+    let rm = adjudication::load(&run.home, &run.arg())?;
+    let mut all: Vec<&RequestState> = rm.memory.requests().collect();
+    all.sort_by_key(|r| r.origin.seq);
+    let list: Vec<Value> = all
+        .into_iter()
+        .filter(|r| {
+            let st = request_status(&rm, r);
+            status.is_none_or(|want| st == want || (want == "expired" && st == "expired_not_swept"))
+        })
+        .map(|r| request_json(&rm, r))
+        .collect();
+    Ok(json!({"run": run.id, "adjudications": list}))
+}
+
+/// The pending adjudications of a run (for the inbox): the requests that can take a verdict
+/// now.
+pub fn pending_adjudications(rm: &RunMemory) -> Vec<Value> {
+    let mut all: Vec<&RequestState> = rm
+        .memory
+        .requests()
+        .filter(|r| r.status == RequestStatus::Pending && !rm.expired_unswept(r))
+        .collect();
+    all.sort_by_key(|r| r.origin.seq);
+    all.into_iter().map(|r| request_json(rm, r)).collect()
+}

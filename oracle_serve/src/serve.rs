@@ -1,0 +1,141 @@
+//! Running a server: bind, announce the address, start the watcher (and the beacon), serve
+//! until SIGTERM or SIGINT, then stop accepting, end the event streams and let requests in
+//! flight finish.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+
+use crate::config::{Config, ConfigError, DELIVERED_FILE};
+use crate::state::{AppState, StateError};
+
+/// Worker threads of the runtime: handlers only wait on the blocking pool, so two suffice on
+/// the two-core machines this runs on.
+pub const WORKER_THREADS: usize = 2;
+/// Threads for blocking work (file reads, re-deriving runs); whole-log work is further held to
+/// `heavy_jobs_max`.
+pub const BLOCKING_THREADS_MAX: usize = 16;
+
+/// Why a server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("--listen {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves `config` until SIGTERM or SIGINT, on a runtime of its own (the caller needs none).
+/// `ui`: HTML routes to mount beside the API (see the crate docs).
+pub fn run(
+    config: Config,
+    ui: Option<fn(&AppState) -> Router<AppState>>,
+) -> Result<(), ServeError> {
+    config.check()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .max_blocking_threads(BLOCKING_THREADS_MAX)
+        .enable_all()
+        .build()?;
+    rt.block_on(serve(config, ui))
+}
+
+/// [`run`] on the caller's runtime.
+pub async fn serve(
+    config: Config,
+    ui: Option<fn(&AppState) -> Router<AppState>>,
+) -> Result<(), ServeError> {
+    config.check()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let state = AppState::new(config, stop_rx)?;
+    let listen = state.config.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: listen,
+            source,
+        })?;
+    let addr = listener.local_addr()?;
+    let base = format!("http://{addr}");
+    state.watch.set_base_url(&base);
+
+    // The beacon first, so the first poll's announcements reach it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    if let Some(program) = state.config.notify_cmd.clone() {
+        let delivered_path = state.home.join(DELIVERED_FILE);
+        let delivered = crate::watch::read_delivered(&delivered_path);
+        let (tx, rx) = std::sync::mpsc::channel();
+        state.watch.attach_beacon(tx, delivered);
+        let stop = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            crate::watch::beacon(program, delivered_path, rx, stop)
+        }));
+    }
+    // The inbox is complete before the address is announced: a client that reads it next
+    // sees every pending item.
+    let watch = state.watch.clone();
+    tokio::task::spawn_blocking(move || watch.refresh())
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    {
+        let watch = state.watch.clone();
+        let stop = stop.clone();
+        let interval = state.config.poll_interval_ms.max(1);
+        threads.push(std::thread::spawn(move || watch.poll(interval, &stop)));
+    }
+
+    let app = crate::api::router(state.clone(), ui.map(|f| f(&state)));
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening {base}")?;
+        out.flush()?;
+    }
+    let shutdown = async move {
+        wait_for_signal().await;
+        // Streams end, the watcher and the beacon stop; requests in flight finish.
+        let _ = stop_tx.send(true);
+    };
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    served.map_err(ServeError::Io)
+}
+
+/// SIGTERM or SIGINT (Ctrl-C).
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            // No handler could be installed: the default actions stay (the process ends).
+            _ => std::future::pending::<()>().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

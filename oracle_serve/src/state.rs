@@ -1,0 +1,77 @@
+//! The state every handler shares: the home, the tokens, the browser sessions, the
+//! configuration, and the watcher's inbox.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use crate::auth::Sessions;
+use crate::config::{Config, HEAVY_JOBS_MAX};
+use crate::error::ApiError;
+use crate::runid::{self, ValidRun};
+use crate::tokens::{TokenError, TokenStore};
+use crate::watch::Watch;
+
+/// What a server (and the UI routes mounted in it) share. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    /// The oracle home, absolute.
+    pub home: Arc<PathBuf>,
+    pub tokens: Arc<TokenStore>,
+    pub sessions: Arc<Sessions>,
+    /// The inbox, kept up to date by the poll thread `serve` starts.
+    pub watch: Arc<Watch>,
+    /// Requests that read or re-derive whole logs hold one of these.
+    pub(crate) heavy: Arc<tokio::sync::Semaphore>,
+    /// SSE streams open now.
+    pub(crate) streams: Arc<AtomicUsize>,
+    /// Becomes `true` when the server shuts down (SSE streams end on it).
+    pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Why a server's state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("{}: {source}", path.display())]
+    Home {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tokens(#[from] TokenError),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+impl AppState {
+    /// The state for `config`: the home made absolute (and created), the token file read.
+    /// `shutdown` ends the SSE streams when it turns `true`.
+    pub fn new(
+        config: Config,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<AppState, StateError> {
+        let home_err = |source| StateError::Home {
+            path: config.home.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&config.home).map_err(home_err)?;
+        let home = config.home.canonicalize().map_err(home_err)?;
+        let tokens = TokenStore::open(&config.token_file)?;
+        Ok(AppState {
+            watch: Arc::new(Watch::new(&home)),
+            home: Arc::new(home),
+            tokens: Arc::new(tokens),
+            sessions: Arc::new(Sessions::new()?),
+            config: Arc::new(config),
+            heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_JOBS_MAX)),
+            streams: Arc::new(AtomicUsize::new(0)),
+            shutdown,
+        })
+    }
+
+    /// The run a request names, checked ([`runid::validate`]).
+    pub fn run(&self, id: &str) -> Result<ValidRun, ApiError> {
+        runid::validate(&self.home, id)
+    }
+}
