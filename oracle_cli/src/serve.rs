@@ -89,7 +89,8 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
             // Background resumes run this same program, so they bind models, secrets and
             // declared tools exactly as `oracle resume` does.
             config.resume_program = std::env::current_exe().ok();
-            oracle_serve::serve::run(config, None).map_err(|e| CliError::input(e.to_string()))?;
+            oracle_serve::serve::run(config, Some(oracle_serve::ui::routes))
+                .map_err(|e| CliError::input(e.to_string()))?;
             Ok(exit::OK)
         }
     }

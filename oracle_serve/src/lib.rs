@@ -45,6 +45,7 @@ pub mod serve;
 pub mod signals;
 pub mod state;
 pub mod tokens;
+pub mod ui;
 pub mod watch;
 
 pub use api::router;

@@ -1052,3 +1052,39 @@ fn verdict_html(r: &RequestView, links: &Links, forms: &Forms) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The sign-in page of a served site: one field for a token (`id="token"`), posted with `next`
+/// (where to go after) to `login` (the server's `POST /login`). `error` is shown above the form
+/// when the last attempt failed.
+pub fn signin_page(links: &Links, login: &str, next: &str, error: Option<&str>) -> String {
+    let mut m = String::from("<h1>Sign in</h1>\n");
+    if let Some(e) = error {
+        let _ = writeln!(m, "<p class=\"error\" role=\"alert\">{}</p>", escape(e));
+    }
+    let _ = write!(
+        m,
+        "<form id=\"signin\" method=\"post\" action=\"{}\">\n\
+         <p>Writes are recorded with the name of the token that made them.</p>\n\
+         <label for=\"token\">Token</label>\n\
+         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\n\
+         <input type=\"hidden\" name=\"next\" value=\"{}\">\n\
+         <button id=\"signin-submit\" type=\"submit\">Sign in</button>\n</form>\n",
+        escape(login),
+        escape(next)
+    );
+    document("Sign in", Some((links, Current::Runs)), &m, false)
+}
+
+/// A short page saying what happened (a form that was refused, say), with a link back. `role`
+/// is `alert` for an error, `status` otherwise.
+pub fn message_page(links: &Links, title: &str, text: &str, error: bool, back: &str) -> String {
+    let m = format!(
+        "<h1>{}</h1>\n<p id=\"message\" class=\"{}\" role=\"{}\">{}</p>\n<p><a id=\"back\" href=\"{}\">Back</a></p>\n",
+        escape(title),
+        if error { "error" } else { "ok" },
+        if error { "alert" } else { "status" },
+        escape(text),
+        escape(back)
+    );
+    document(title, Some((links, Current::Inbox)), &m, false)
+}

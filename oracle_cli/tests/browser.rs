@@ -1,0 +1,324 @@
+//! `oracle serve` in a real browser: Chromium driven over WebDriver (fantoccini and the
+//! distribution's `chromedriver`), on 127.0.0.1 only. A person signs in with a token, answers a
+//! `human.ask` through the inbox's form and adjudicates a memory conflict with the verdict
+//! buttons (evidence required); both runs resume in the background, complete, verify and replay,
+//! and the token's name is recorded as `by`. Screenshots of every page are written under
+//! `target/tmp/screenshots/` for review (README's images come from them).
+//!
+//! Where Chromium or its driver is not installed the test says so loudly and passes, unless
+//! `ORACLE_REQUIRE_BROWSER` is set, as `.ci/run` sets it (and installs both).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Sandbox;
+use fantoccini::{ClientBuilder, Locator};
+use oracle_core::EventKind;
+use serde_json::{Value, json};
+
+/// Longest wait for the driver, the server or a run to get where a step needs it.
+const WAIT_MS_MAX: u64 = 30_000;
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Chromium and chromedriver, or `None` (after saying so) where they are missing.
+fn browser() -> Option<(PathBuf, PathBuf)> {
+    let chromium = on_path("chromium").or_else(|| on_path("chromium-browser"));
+    let driver = on_path("chromedriver");
+    match (chromium, driver) {
+        (Some(c), Some(d)) => Some((c, d)),
+        _ if std::env::var_os("ORACLE_REQUIRE_BROWSER").is_some() => {
+            panic!("ORACLE_REQUIRE_BROWSER is set but chromium or chromedriver is not on PATH")
+        }
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED: the browser tests need `chromium` and `chromedriver` on PATH \
+                 (apt-get install chromium chromium-driver); .ci/run installs them ***\n"
+            );
+            None
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_millis(WAIT_MS_MAX),
+            "gave up waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn screenshots() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A run's status as `oracle runs --json` (one object per line) gives it.
+fn status(sb: &Sandbox, run: &str) -> String {
+    let (_, out, _) = sb.oracle(&["runs", "--json"]);
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["run"] == run)
+        .and_then(|r| r["status"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_replay() {
+    let Some((chromium, driver)) = browser() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    sb.write(
+        "ask.plan",
+        "plan ask version 1\nq = human.ask { question: \"Ship release 2.4 today?\", schema: { type: \"string\" } }\n",
+    );
+    let (code, _, err) = sb.oracle(&["run", "ask.plan"]);
+    assert_eq!(code, 3, "{err}");
+    let (code, _, err) = sb.oracle(&["run", "fixtures/plans/adjudication.plan"]);
+    assert_eq!(code, 3, "{err}");
+    let (code, out, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    let secret = out.lines().next().unwrap().trim().to_owned();
+
+    let mut server = sb
+        .command(&["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Killed(server);
+    let base = line.trim().strip_prefix("listening ").unwrap().to_owned();
+
+    let port = free_port();
+    let _driver = Killed(
+        Command::new(&driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let webdriver = format!("http://127.0.0.1:{port}");
+    wait_until("chromedriver", || {
+        ureq::get(&format!("{webdriver}/status")).call().is_ok()
+    });
+
+    let shots = screenshots();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1280,1000"],
+            }),
+        );
+        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&webdriver)
+            .await
+            .expect("a Chromium session");
+        let shot = |name: &'static str| {
+            let c = c.clone();
+            let path = shots.join(name);
+            async move {
+                let png = c.screenshot().await.unwrap();
+                std::fs::write(&path, png).unwrap();
+            }
+        };
+
+        // Not signed in: the inbox sends the browser to the sign-in page.
+        c.goto(&format!("{base}/inbox")).await.unwrap();
+        assert!(c.current_url().await.unwrap().path().starts_with("/signin"));
+        shot("signin.png").await;
+        // Keyboard first: the first Tab reaches the skip link.
+        c.find(Locator::Css("body"))
+            .await
+            .unwrap()
+            .send_keys("\u{E004}")
+            .await
+            .unwrap();
+        let active = c.active_element().await.unwrap();
+        assert_eq!(active.attr("class").await.unwrap().as_deref(), Some("skip"));
+        c.find(Locator::Id("token"))
+            .await
+            .unwrap()
+            .send_keys(&secret)
+            .await
+            .unwrap();
+        c.find(Locator::Id("signin-submit"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        // Submitting navigates: wait for the page it leads to.
+        c.wait().for_element(Locator::Id("inbox")).await.unwrap();
+        assert_eq!(c.current_url().await.unwrap().path(), "/inbox");
+        shot("inbox.png").await;
+
+        // The question, answered through its form.
+        c.find(Locator::Id("answer-ask-1-q-value"))
+            .await
+            .unwrap()
+            .send_keys("ship")
+            .await
+            .unwrap();
+        c.find(Locator::Id("answer-ask-1-q-submit"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let message = c
+            .wait()
+            .for_element(Locator::Id("message"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(message.contains("recorded as event"), "{message}");
+        assert!(message.contains("by alice"), "{message}");
+
+        // The conflict: a verdict needs its evidence; resume afterwards.
+        c.goto(&format!("{base}/inbox")).await.unwrap();
+        c.wait().for_element(Locator::Id("inbox")).await.unwrap();
+        let form = "verdict-adjudication-1-adj-15";
+        c.find(Locator::Id(&format!("{form}-evidence")))
+            .await
+            .unwrap()
+            .select_by_value("external_first_hand")
+            .await
+            .unwrap();
+        let resume = c
+            .find(Locator::Id(&format!("{form}-resume")))
+            .await
+            .unwrap();
+        if resume.prop("checked").await.unwrap().as_deref() != Some("true") {
+            resume.click().await.unwrap();
+        }
+        c.find(Locator::Id(&format!("{form}-affirm")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let message = c
+            .wait()
+            .for_element(Locator::Id("message"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(message.contains("Verdict `affirm` on adj-15"), "{message}");
+        shot("verdict.png").await;
+    });
+
+    // Both runs resume in the background and complete.
+    wait_until("ask-1 to complete", || status(&sb, "ask-1") == "completed");
+    wait_until("adjudication-1 to complete", || {
+        status(&sb, "adjudication-1") == "completed"
+    });
+
+    rt.block_on(async {
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": chromium, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                   "--disable-dev-shm-usage", "--window-size=1280,1000"]}),
+        );
+        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&webdriver)
+            .await
+            .unwrap();
+        // A new browser: sign in again, then the run pages.
+        c.goto(&format!("{base}/signin?next=/runs")).await.unwrap();
+        c.find(Locator::Id("token"))
+            .await
+            .unwrap()
+            .send_keys(&secret)
+            .await
+            .unwrap();
+        c.find(Locator::Id("signin-submit"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.wait().for_element(Locator::Id("runs")).await.unwrap();
+        assert_eq!(c.current_url().await.unwrap().path(), "/runs");
+        let png = c.screenshot().await.unwrap();
+        std::fs::write(shots.join("runs.png"), png).unwrap();
+        c.goto(&format!("{base}/runs/adjudication-1"))
+            .await
+            .unwrap();
+        let dag = c.find(Locator::Id("dag")).await.unwrap();
+        assert!(dag.html(false).await.unwrap().contains("node done"));
+        c.find(Locator::Id("beliefs")).await.unwrap();
+        c.find(Locator::Id("timeline")).await.unwrap();
+        let png = c.screenshot().await.unwrap();
+        std::fs::write(shots.join("run.png"), png).unwrap();
+        c.close().await.unwrap();
+    });
+
+    for run in ["ask-1", "adjudication-1"] {
+        let (code, out, err) = sb.oracle(&["verify", run]);
+        assert_eq!(code, 0, "{run}: {out}{err}");
+        let (code, v) = sb.json(&["replay", run, "--json"]);
+        assert_eq!(code, 0, "{run}: {v}");
+    }
+    let by = |run: &str, kind: EventKind| -> Value {
+        sb.events(".oracle", run)
+            .into_iter()
+            .find(|e| e.kind == kind)
+            .map(|e| e.payload["by"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(by("ask-1", EventKind::Resumed), "alice");
+    assert_eq!(by("adjudication-1", EventKind::Adjudicated), "alice");
+}

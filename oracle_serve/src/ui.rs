@@ -1,0 +1,303 @@
+//! The web UI: the pages of `oracle_html` (runs, a run, the inbox) served beside the API, and
+//! the inbox's forms, which call the same signal functions as the API with the signed-in
+//! token's name as `by`.
+//!
+//! Reading needs a browser session (`/signin` posts a token to `POST /login`, which sets the
+//! session cookie) unless the server runs `--read-open`. Every form carries the session's CSRF
+//! token and is checked with [`auth::check_form_csrf`] before anything is written. The pages
+//! need no JavaScript; a form's result is a short page saying what was recorded, with a link
+//! back (so reloading it does not post again silently: browsers ask first).
+
+use axum::Router;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use oracle_html::page::{self, Forms, Links};
+use oracle_html::view::{self, Page, ViewError};
+use serde::Deserialize;
+
+use crate::auth::{self, Session};
+use crate::error::ApiError;
+use crate::signals::{self, AnswerBody, VerdictBody};
+use crate::state::AppState;
+
+/// The routes of the pages and forms, for [`crate::router`]`(state, Some(ui))`.
+pub fn routes(_state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/runs") }))
+        .route("/runs", get(runs))
+        .route("/runs/{id}", get(run))
+        .route("/inbox", get(inbox))
+        .route("/signin", get(signin))
+        .route("/runs/{id}/answer", post(answer))
+        .route("/runs/{id}/verdict", post(verdict))
+}
+
+fn links() -> Links {
+    Links::new("")
+}
+
+/// Whether a page may be read: with a session, or by anyone under `--read-open`. `Err` is the
+/// redirect to the sign-in page, coming back to `here`.
+fn may_read(
+    state: &AppState,
+    headers: &HeaderMap,
+    here: &str,
+) -> Result<Option<Session>, Response> {
+    match auth::session_of(state, headers) {
+        Some(s) => Ok(Some(s)),
+        None if state.config.read_open => Ok(None),
+        None => Err(Redirect::to(&format!(
+            "/signin?next={}",
+            oracle_html::escape::url_part(here)
+        ))
+        .into_response()),
+    }
+}
+
+/// A page saying what went wrong, with the error's HTTP status.
+fn refused(status: StatusCode, text: &str, back: &str) -> Response {
+    (
+        status,
+        Html(page::message_page(&links(), "Not done", text, true, back)),
+    )
+        .into_response()
+}
+
+fn view_error(e: ViewError) -> Response {
+    let status = if e.is_not_found() {
+        StatusCode::NOT_FOUND
+    } else if e.is_integrity() {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    refused(status, &e.to_string(), "/runs")
+}
+
+fn api_error(e: &ApiError, back: &str) -> Response {
+    refused(e.status(), &e.to_string(), back)
+}
+
+/// Runs a blocking read off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), "/runs"))
+}
+
+async fn runs(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = may_read(&state, &headers, "/runs") {
+        return r;
+    }
+    let home = state.home.clone();
+    match blocking(move || view::runs(&home)).await {
+        Ok(Ok(rows)) => Html(page::runs_page(&rows, &links())).into_response(),
+        Ok(Err(e)) => view_error(e),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+struct RunQuery {
+    from: Option<u64>,
+    limit: Option<u64>,
+    at: Option<u64>,
+}
+
+async fn run(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<RunQuery>,
+) -> Response {
+    if let Err(r) = may_read(&state, &headers, &links().run(&id)) {
+        return r;
+    }
+    if let Err(e) = state.run(&id) {
+        return api_error(&e, "/runs");
+    }
+    let home = state.home.clone();
+    let mut page_of = Page::default();
+    if let Some(f) = q.from {
+        page_of.from = f;
+    }
+    if let Some(l) = q.limit {
+        page_of.limit = l;
+    }
+    match blocking(move || view::run(&home, &id, q.at, page_of)).await {
+        Ok(Ok(v)) => Html(page::run_page(&v, &links())).into_response(),
+        Ok(Err(e)) => view_error(e),
+        Err(r) => r,
+    }
+}
+
+async fn inbox(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let session = match may_read(&state, &headers, "/inbox") {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    // Without a session (`--read-open`) the forms carry no CSRF token: posting them leads to
+    // the sign-in page.
+    let csrf = session.as_ref().map(auth::csrf_token).unwrap_or_default();
+    let home = state.home.clone();
+    match blocking(move || view::inbox(&home)).await {
+        Ok(Ok(i)) => Html(page::inbox_page(&i, &links(), &Forms::under("", &csrf))).into_response(),
+        Ok(Err(e)) => view_error(e),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+struct SigninQuery {
+    next: Option<String>,
+}
+
+async fn signin(Query(q): Query<SigninQuery>) -> Response {
+    let next = q.next.unwrap_or_else(|| "/inbox".to_owned());
+    Html(page::signin_page(&links(), "/login", &next, None)).into_response()
+}
+
+/// The session a form post comes from, its CSRF field checked; `Err`: the page to answer with.
+fn form_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    csrf: &str,
+    back: &str,
+) -> Result<Session, Response> {
+    let Some(s) = auth::session_of(state, headers) else {
+        return Err(Redirect::to(&format!(
+            "/signin?next={}",
+            oracle_html::escape::url_part(back)
+        ))
+        .into_response());
+    };
+    auth::check_form_csrf(&s, csrf).map_err(|e| api_error(&e, back))?;
+    Ok(s)
+}
+
+#[derive(Deserialize)]
+struct AnswerForm {
+    #[serde(default)]
+    csrf: String,
+    step: String,
+    #[serde(default)]
+    value: String,
+    value_type: String,
+}
+
+async fn answer(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(f): Form<AnswerForm>,
+) -> Response {
+    let session = match form_session(&state, &headers, &f.csrf, "/inbox") {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let value = match oracle_html::form::answer_value(&f.value_type, &f.value) {
+        Ok(v) => v,
+        Err(e) => return refused(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string(), "/inbox"),
+    };
+    let run = match state.run(&id) {
+        Ok(r) => r,
+        Err(e) => return api_error(&e, "/inbox"),
+    };
+    let body = AnswerBody {
+        step: f.step.clone(),
+        value,
+        resume: true,
+    };
+    let st = state.clone();
+    let by = session.name.clone();
+    match blocking(move || signals::answer(&st, &run, &by, body)).await {
+        Ok(Ok(v)) => {
+            let text = format!(
+                "The answer to `{}` of run {id} was recorded as event {} by {}; the run resumes in the background.",
+                f.step, v["seq"], session.name
+            );
+            Html(page::message_page(
+                &links(),
+                "Answer recorded",
+                &text,
+                false,
+                &links().run(&id),
+            ))
+            .into_response()
+        }
+        Ok(Err(e)) => api_error(&e, "/inbox"),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+struct VerdictForm {
+    #[serde(default)]
+    csrf: String,
+    handle: String,
+    verdict: String,
+    #[serde(default)]
+    evidence: String,
+    #[serde(default)]
+    note: String,
+    resume: Option<String>,
+}
+
+async fn verdict(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(f): Form<VerdictForm>,
+) -> Response {
+    let session = match form_session(&state, &headers, &f.csrf, "/inbox") {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if let Err(e) = oracle_html::form::verdict(&f.verdict, &f.evidence, &f.note) {
+        return refused(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string(), "/inbox");
+    }
+    let run = match state.run(&id) {
+        Ok(r) => r,
+        Err(e) => return api_error(&e, "/inbox"),
+    };
+    let body = VerdictBody {
+        verdict: f.verdict.clone(),
+        evidence: f.evidence.clone(),
+        note: f.note.clone(),
+        now: None,
+        resume: f.resume.is_some(),
+    };
+    let st = state.clone();
+    let by = session.name.clone();
+    let handle = f.handle.clone();
+    match blocking(move || signals::adjudicate(&st, &run, &handle, &by, body)).await {
+        Ok(Ok(v)) => {
+            let text = format!(
+                "Verdict `{}` on {} of run {id} was recorded as event {} by {}{}.",
+                f.verdict,
+                f.handle,
+                v["seq"],
+                session.name,
+                if f.resume.is_some() {
+                    "; the run resumes in the background"
+                } else {
+                    ""
+                }
+            );
+            Html(page::message_page(
+                &links(),
+                "Verdict recorded",
+                &text,
+                false,
+                &links().run(&id),
+            ))
+            .into_response()
+        }
+        Ok(Err(e)) => api_error(&e, "/inbox"),
+        Err(r) => r,
+    }
+}
