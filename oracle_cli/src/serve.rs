@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// backoff; delivered ids are kept in <home>/serve-delivered.
     #[arg(long, value_name = "PROGRAM")]
     notify_cmd: Option<PathBuf>,
+    /// Server-Sent Event streams open at once (live tails and the inbox stream); past it a
+    /// new stream gets 503 `busy`.
+    #[arg(long, value_name = "N", default_value_t = oracle_serve::config::STREAMS_MAX as u64,
+          value_parser = clap::value_parser!(u64).range(1..=oracle_serve::config::STREAMS_MAX_MAX as u64))]
+    streams_max: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,6 +91,7 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
             config.read_open = a.read_open;
             config.allow_remote = a.allow_remote;
             config.notify_cmd = a.notify_cmd;
+            config.streams_max = usize::try_from(a.streams_max).unwrap_or(1);
             // Background resumes run this same program, so they bind models, secrets and
             // declared tools exactly as `oracle resume` does.
             config.resume_program = std::env::current_exe().ok();

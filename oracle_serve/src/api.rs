@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::auth::{self, CSRF_HEADER, Reader, Writer};
-use crate::config::{BODY_BYTES_MAX, EVENTS_PAGE_LIMIT_MAX, STREAMS_MAX};
+use crate::config::{BODY_BYTES_MAX, EVENTS_PAGE_LIMIT_MAX};
 use crate::data;
 use crate::error::ApiError;
 use crate::runid::ValidRun;
@@ -421,10 +421,11 @@ impl StreamGuard {
     fn take(state: &AppState) -> Result<StreamGuard, ApiError> {
         let n = state.streams.fetch_add(1, Ordering::SeqCst);
         let guard = StreamGuard(state.streams.clone());
-        if n >= STREAMS_MAX {
+        let max = state.config.streams_max;
+        if n >= max {
             return Err(ApiError::Busy {
                 what: "event streams",
-                limit: STREAMS_MAX as u64,
+                limit: max as u64,
             });
         }
         Ok(guard)

@@ -30,8 +30,11 @@ pub const RUNS_PAGE_LIMIT_MAX: u64 = 1000;
 pub const RUNS_PAGE_LIMIT_DEFAULT: u64 = 100;
 /// State entries in one answer of `/state` (the rest are counted, not sent).
 pub const STATE_ENTRIES_MAX: u64 = 10_000;
-/// Server-Sent Event streams open at once (each polls a log): past it, 503.
+/// Server-Sent Event streams open at once (each polls a log) unless `--streams-max` says:
+/// past it, 503.
 pub const STREAMS_MAX: usize = 64;
+/// The most `--streams-max` may allow (each stream holds a connection and polls its log).
+pub const STREAMS_MAX_MAX: usize = 16_384;
 /// Browser sessions at once: the oldest is dropped past it.
 pub const SESSIONS_MAX: usize = 1024;
 /// How long a browser session lives (wall time; never recorded).
@@ -67,6 +70,8 @@ pub struct Config {
     /// resumes are refused (a library user without the binary).
     pub resume_program: Option<PathBuf>,
     pub poll_interval_ms: u64,
+    /// SSE streams open at once ([`STREAMS_MAX`] by default, at most [`STREAMS_MAX_MAX`]).
+    pub streams_max: usize,
 }
 
 /// Why a configuration is refused before anything listens.
@@ -99,6 +104,7 @@ impl Config {
             notify_cmd: None,
             resume_program: None,
             poll_interval_ms: POLL_INTERVAL_MS,
+            streams_max: STREAMS_MAX,
         }
     }
 
