@@ -9,7 +9,7 @@
 //!
 //! `cargo bench -p oracle_cli --bench serve`. Prints its figures; asserts nothing about time.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -83,8 +83,22 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().canonicalize().unwrap();
     let t = Instant::now();
-    oracle(&home, &["synth", "--events", &EVENTS.to_string(), "--run", "big", "--durability", "none"]);
-    println!("synth: {EVENTS} events in {:.1} s", t.elapsed().as_secs_f64());
+    oracle(
+        &home,
+        &[
+            "synth",
+            "--events",
+            &EVENTS.to_string(),
+            "--run",
+            "big",
+            "--durability",
+            "none",
+        ],
+    );
+    println!(
+        "synth: {EVENTS} events in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     std::fs::write(
         home.join("ask.plan"),
         "plan ask version 1\nq = human.ask { question: \"go?\" }\nn = text.count { text: \"done\" }\n  after q\n",
@@ -96,20 +110,33 @@ fn main() {
     let mut child = Command::new(ORACLE)
         .arg("--home")
         .arg(&home)
-        .args(["serve", "--listen", "127.0.0.1:0", "--read-open", "--streams-max", "2000"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--read-open",
+            "--streams-max",
+            "2000",
+        ])
         .current_dir(&home)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let pid = child.id();
     let _server = Killed(child);
     let base = line.trim().strip_prefix("listening ").unwrap().to_owned();
     // The first answer waits for the watcher's first look at every run.
     ureq::get(format!("{base}/api/v1/runs")).call().unwrap();
-    println!("server ready in {:.1} s, {} MiB resident", t.elapsed().as_secs_f64(), rss_kib(pid) / 1024);
+    println!(
+        "server ready in {:.1} s, {} MiB resident",
+        t.elapsed().as_secs_f64(),
+        rss_kib(pid) / 1024
+    );
 
     let runs = rate(&base, |_| "/api/v1/runs".to_owned());
     println!("GET /api/v1/runs: {runs:.0} requests/s ({CLIENT_THREADS} clients)");
@@ -118,7 +145,10 @@ fn main() {
         let from = i.wrapping_mul(2_654_435_761) % (EVENTS - 100);
         format!("/api/v1/runs/big/events?from={from}&limit=100")
     });
-    println!("GET /api/v1/runs/big/events?limit=100 at spread offsets: {pages:.0} requests/s ({CLIENT_THREADS} clients), {:.0} events/s", pages * 100.0);
+    println!(
+        "GET /api/v1/runs/big/events?limit=100 at spread offsets: {pages:.0} requests/s ({CLIENT_THREADS} clients), {:.0} events/s",
+        pages * 100.0
+    );
     println!("after paging: {} MiB resident", rss_kib(pid) / 1024);
 
     // SSE fan-out.
@@ -152,9 +182,15 @@ fn main() {
         .collect();
     ready.wait();
     std::thread::sleep(Duration::from_millis(500));
-    println!("{SSE_CLIENTS} SSE clients connected: {} MiB resident", rss_kib(pid) / 1024);
+    println!(
+        "{SSE_CLIENTS} SSE clients connected: {} MiB resident",
+        rss_kib(pid) / 1024
+    );
     let start = Instant::now();
-    oracle(&home, &["resume", "ask-1", "--step", "q", "--value", "\"yes\""]);
+    oracle(
+        &home,
+        &["resume", "ask-1", "--step", "q", "--value", "\"yes\""],
+    );
     let appended = start.elapsed();
     let mut last = start;
     let mut got = 0;
@@ -170,5 +206,4 @@ fn main() {
         appended.as_secs_f64() * 1000.0
     );
     let _ = std::io::stdout().flush();
-    let _ = Read::by_ref(&mut std::io::empty());
 }

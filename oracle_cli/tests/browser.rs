@@ -95,6 +95,43 @@ fn status(sb: &Sandbox, run: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A headless Chromium session on the driver at `webdriver`.
+async fn chromium_session(webdriver: &str, chromium: &Path) -> fantoccini::Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1280,1000"],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(webdriver)
+        .await
+        .expect("a Chromium session")
+}
+
+/// Types `secret` into the sign-in page the browser is on and submits it; waits for the page
+/// with element `lands_on` (where `next` leads).
+async fn sign_in(c: &fantoccini::Client, secret: &str, lands_on: &str) {
+    c.find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(secret)
+        .await
+        .unwrap();
+    c.find(Locator::Id("signin-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // Submitting navigates: wait for the page it leads to.
+    c.wait().for_element(Locator::Id(lands_on)).await.unwrap();
+}
+
 #[test]
 fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_replay() {
     let Some((chromium, driver)) = browser() else {
@@ -146,20 +183,7 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
         .build()
         .unwrap();
     rt.block_on(async {
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,1000"],
-            }),
-        );
-        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&webdriver)
-            .await
-            .expect("a Chromium session");
+        let c = chromium_session(&webdriver, &chromium).await;
         let shot = |name: &'static str| {
             let c = c.clone();
             let path = shots.join(name);
@@ -182,20 +206,7 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
             .unwrap();
         let active = c.active_element().await.unwrap();
         assert_eq!(active.attr("class").await.unwrap().as_deref(), Some("skip"));
-        c.find(Locator::Id("token"))
-            .await
-            .unwrap()
-            .send_keys(&secret)
-            .await
-            .unwrap();
-        c.find(Locator::Id("signin-submit"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        // Submitting navigates: wait for the page it leads to.
-        c.wait().for_element(Locator::Id("inbox")).await.unwrap();
+        sign_in(&c, &secret, "inbox").await;
         assert_eq!(c.current_url().await.unwrap().path(), "/inbox");
         shot("inbox.png").await;
 
@@ -265,32 +276,10 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
     });
 
     rt.block_on(async {
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"binary": chromium, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                   "--disable-dev-shm-usage", "--window-size=1280,1000"]}),
-        );
-        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&webdriver)
-            .await
-            .unwrap();
+        let c = chromium_session(&webdriver, &chromium).await;
         // A new browser: sign in again, then the run pages.
         c.goto(&format!("{base}/signin?next=/runs")).await.unwrap();
-        c.find(Locator::Id("token"))
-            .await
-            .unwrap()
-            .send_keys(&secret)
-            .await
-            .unwrap();
-        c.find(Locator::Id("signin-submit"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        c.wait().for_element(Locator::Id("runs")).await.unwrap();
+        sign_in(&c, &secret, "runs").await;
         assert_eq!(c.current_url().await.unwrap().path(), "/runs");
         let png = c.screenshot().await.unwrap();
         std::fs::write(shots.join("runs.png"), png).unwrap();
