@@ -292,6 +292,21 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
         c.find(Locator::Id("timeline")).await.unwrap();
         let png = c.screenshot().await.unwrap();
         std::fs::write(shots.join("run.png"), png).unwrap();
+        // The divergence view: two runs compared, as `oracle diff` reports it.
+        c.goto(&format!("{base}/runs/ask-1?diff=adjudication-1"))
+            .await
+            .unwrap();
+        let d = c
+            .wait()
+            .for_element(Locator::Id("divergence"))
+            .await
+            .unwrap();
+        assert!(d.text().await.unwrap().contains("ask-1"));
+        // A path instead of a run id is refused, never read.
+        c.goto(&format!("{base}/runs/ask-1?diff=..%2F..%2Fetc"))
+            .await
+            .unwrap();
+        assert!(c.find(Locator::Id("divergence")).await.is_err());
         c.close().await.unwrap();
     });
 

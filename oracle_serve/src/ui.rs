@@ -106,6 +106,9 @@ struct RunQuery {
     from: Option<u64>,
     limit: Option<u64>,
     at: Option<u64>,
+    /// Another run to compare with: the page then shows where the two diverge first (as
+    /// `oracle diff` does).
+    diff: Option<String>,
 }
 
 async fn run(
@@ -120,6 +123,11 @@ async fn run(
     if let Err(e) = state.run(&id) {
         return api_error(&e, "/runs");
     }
+    // The other run is validated like any run id from a URL: a name under `<home>/runs`,
+    // never a path.
+    if let Some(Err(e)) = q.diff.as_deref().map(|o| state.run(o)) {
+        return api_error(&e, "/runs");
+    }
     let home = state.home.clone();
     let mut page_of = Page::default();
     if let Some(f) = q.from {
@@ -128,7 +136,15 @@ async fn run(
     if let Some(l) = q.limit {
         page_of.limit = l;
     }
-    match blocking(move || view::run(&home, &id, q.at, page_of)).await {
+    let other = q.diff.clone();
+    let load = move || {
+        let mut v = view::run(&home, &id, q.at, page_of)?;
+        if let Some(o) = &other {
+            v.divergence = Some(view::divergence(&home, &id, o)?);
+        }
+        Ok::<_, ViewError>(v)
+    };
+    match blocking(load).await {
         Ok(Ok(v)) => Html(page::run_page(&v, &links())).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
