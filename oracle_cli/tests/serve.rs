@@ -1343,3 +1343,50 @@ fn browsers_log_in_for_a_cookie_and_their_writes_need_the_csrf_token() {
     );
     assert_eq!(status, 401);
 }
+
+#[test]
+fn streams_past_streams_max_are_refused_busy_and_a_closed_one_frees_its_place() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let s = Server::start(sb.path(), &["--streams-max", "2"]);
+    let path = "/api/v1/runs/escalation-1/events/stream?from=0";
+    let first = open_stream(&s, path, &alice);
+    let _second = open_stream(&s, "/api/v1/inbox/stream", &alice);
+    // At the limit: the third stream is refused in the error shape, with the limit named.
+    let (status, v) = call("GET", &s.url(path), Some(&alice), None);
+    assert_error(status, &v, 503, "busy");
+    assert!(v["error"]["message"].as_str().unwrap().contains('2'), "{v}");
+    // One closes: its place is given back (the server notices at its next write or poll).
+    drop(first);
+    let start = Instant::now();
+    loop {
+        let (status, _) = call_stream_status(&s, path, &alice);
+        if status == 200 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the place never came back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The status of a stream request, read from its first line only (a stream never ends).
+fn call_stream_status(s: &Server, path: &str, token: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(&s.addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\r\n",
+        s.addr
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, line)
+}
