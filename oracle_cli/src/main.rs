@@ -23,6 +23,7 @@ mod run;
 mod serve;
 mod show;
 mod tools;
+mod transfer;
 mod verify;
 
 use std::path::PathBuf;
@@ -141,6 +142,11 @@ enum Command {
     /// Declared tools (exec programs, WebAssembly modules, MCP servers; docs/TOOLS.md): list
     /// them, check a directory of manifests, call one outside a run, audit a run's pure calls.
     Tools(tools::ToolsArgs),
+    /// Write a run's log as one JSONL file, byte-identical to the run's and verified.
+    Export(transfer::ExportArgs),
+    /// Make a new run of a log file, after verifying it (no plan copy: verify, log, inspect,
+    /// diff and memory read it; replay and resume need its plan).
+    Import(transfer::ImportArgs),
     /// Serve the HTTP JSON API over the home (docs/API.md): runs, events (paged, or live as
     /// Server-Sent Events), state, beliefs, the inbox of suspended steps and pending
     /// adjudications, and answers, verdicts and claims sent back (each recorded with the name of
@@ -230,6 +236,8 @@ fn main() -> ExitCode {
         Command::Serve(a) => serve::run(&home, a),
         Command::Plan(a) => plan::run(a),
         Command::Tools(a) => tools::run(&home, a),
+        Command::Export(a) => transfer::export(&home, a),
+        Command::Import(a) => transfer::import(&home, a),
         Command::Memory(a) => memory::memory(&home, a),
         Command::Adjudications(a) => memory::adjudications(&home, a),
         Command::Adjudicate(a) => memory::adjudicate(&home, a),

@@ -34,6 +34,7 @@ pub mod snapshots;
 pub mod storage;
 pub mod tool;
 pub mod tools;
+pub mod transfer;
 pub mod writer;
 
 pub use error::{Result, StoreError};

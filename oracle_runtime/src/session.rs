@@ -72,6 +72,8 @@ pub enum SessionError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
+    Transfer(#[from] crate::transfer::TransferError),
+    #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(
         "{run}: no such run: not a run id under {}, a run directory or a run's log file{hint}",
@@ -190,7 +192,7 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SessionError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SessionError {
         let path = path.into();
         move |source| SessionError::Io { path, source }
     }
@@ -451,7 +453,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Creates `<home>/runs/<name>-<n>` with the first free `n`.
-fn new_run_dir(home: &Path, name: &str) -> Result<(String, PathBuf)> {
+pub(crate) fn new_run_dir(home: &Path, name: &str) -> Result<(String, PathBuf)> {
     let runs = home.join("runs");
     fs::create_dir_all(&runs).map_err(SessionError::io(&runs))?;
     let prefix = format!("{name}-");
