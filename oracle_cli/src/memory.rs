@@ -592,18 +592,7 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
     let applied = adjudication::adjudicate(home, &a.run, &sub, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
-        crate::out::json(&json!({
-            "ok": true,
-            "outcome": "applied",
-            "run": applied.run,
-            "handle": applied.handle,
-            "verdict": applied.verdict,
-            "seq": applied.seq,
-            "effects": applied.effects.to_value(),
-            "subject": applied.subject,
-            "predicate": applied.predicate,
-            "belief": applied.belief.to_value(),
-        }))?;
+        crate::out::json(&applied.to_json())?;
     } else if !a.json {
         outln!(
             "verdict  {} on {} recorded as event {}",
@@ -782,21 +771,7 @@ pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
     };
     let x = &applied.assertion;
     if a.json && !a.resume {
-        crate::out::json(&json!({
-            "ok": true,
-            "outcome": "recorded",
-            "run": applied.run,
-            "seq": applied.seq,
-            "time": applied.time,
-            "claim": x.id,
-            "disposition": x.disposition,
-            "reason": x.reason,
-            "conflicts_with": x.conflicts_with,
-            "adjudication": x.adjudication,
-            "subject": x.claim.subject,
-            "predicate": x.claim.predicate,
-            "belief": applied.belief.to_value(),
-        }))?;
+        crate::out::json(&applied.to_json())?;
     } else if !a.json {
         outln!(
             "claim    {} / {} = {} recorded as event {} at tick {}: {}",

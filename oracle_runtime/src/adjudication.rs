@@ -224,6 +224,25 @@ pub struct VerdictApplied {
     pub belief: Belief,
 }
 
+impl VerdictApplied {
+    /// The one JSON form of an applied verdict: what `oracle adjudicate --json` prints and the
+    /// HTTP API answers (which adds `by` and `resume`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ok": true,
+            "outcome": "applied",
+            "run": self.run,
+            "handle": self.handle,
+            "verdict": self.verdict,
+            "seq": self.seq,
+            "effects": self.effects.to_value(),
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "belief": self.belief.to_value(),
+        })
+    }
+}
+
 /// A verdict to submit.
 #[derive(Clone, Debug)]
 pub struct Submission {
@@ -488,6 +507,29 @@ pub struct ClaimApplied {
     pub assertion: Assertion,
     /// The line's belief after the claim.
     pub belief: Belief,
+}
+
+impl ClaimApplied {
+    /// The one JSON form of a recorded outside claim: what `oracle claim --json` prints and the
+    /// HTTP API answers (which adds `by` and `resume`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let x = &self.assertion;
+        serde_json::json!({
+            "ok": true,
+            "outcome": "recorded",
+            "run": self.run,
+            "seq": self.seq,
+            "time": self.time,
+            "claim": x.id,
+            "disposition": x.disposition,
+            "reason": x.reason,
+            "conflicts_with": x.conflicts_with,
+            "adjudication": x.adjudication,
+            "subject": x.claim.subject,
+            "predicate": x.claim.predicate,
+            "belief": self.belief.to_value(),
+        })
+    }
 }
 
 /// `oracle claim`: runs the claim through the same gate as `memory.assert` and appends one

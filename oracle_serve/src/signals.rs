@@ -200,20 +200,10 @@ pub fn adjudicate(
         .resume
         .then(|| resume_in_background(state, run, by))
         .transpose()?;
-    Ok(json!({
-        "ok": true,
-        "outcome": "applied",
-        "run": applied.run,
-        "handle": applied.handle,
-        "verdict": applied.verdict,
-        "seq": applied.seq,
-        "effects": applied.effects.to_value(),
-        "subject": applied.subject,
-        "predicate": applied.predicate,
-        "belief": applied.belief.to_value(),
-        "by": by,
-        "resume": resume,
-    }))
+    let mut v = applied.to_json();
+    v["by"] = json!(by);
+    v["resume"] = json!(resume);
+    Ok(v)
 }
 
 fn check_now(now: Option<u64>) -> Result<(), ApiError> {
@@ -284,24 +274,10 @@ pub fn claim(
         .resume
         .then(|| resume_in_background(state, run, by))
         .transpose()?;
-    let x = &applied.assertion;
-    Ok(json!({
-        "ok": true,
-        "outcome": "recorded",
-        "run": applied.run,
-        "seq": applied.seq,
-        "time": applied.time,
-        "claim": x.id,
-        "disposition": x.disposition,
-        "reason": x.reason,
-        "conflicts_with": x.conflicts_with,
-        "adjudication": x.adjudication,
-        "subject": x.claim.subject,
-        "predicate": x.claim.predicate,
-        "belief": applied.belief.to_value(),
-        "by": by,
-        "resume": resume,
-    }))
+    let mut v = applied.to_json();
+    v["by"] = json!(by);
+    v["resume"] = json!(resume);
+    Ok(v)
 }
 
 /// Starts `oracle --home H resume RUN` for `run` in the background, in the working directory
