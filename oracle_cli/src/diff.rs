@@ -234,9 +234,7 @@ pub(crate) fn summary(e: &Event) -> String {
         .unwrap_or_else(|err| err.to_string())
 }
 
-fn event_json(e: &Event) -> Value {
-    json!({"seq": e.seq, "kind": e.kind.as_str(), "time": e.time, "hash": e.hash, "parents": e.parents, "summary": summary(e)})
-}
+use oracle_core::diff::event_summary_json as event_json;
 
 pub(crate) fn class_text(c: &Class) -> String {
     match c {
@@ -267,22 +265,6 @@ pub(crate) fn class_text(c: &Class) -> String {
         Class::Structure { a, .. } => {
             format!("`{a}` events with different parents or time: the runs took different paths")
         }
-    }
-}
-
-pub(crate) fn class_json(c: &Class) -> Value {
-    match c {
-        Class::Inputs { fields } => json!({"fields": fields}),
-        Class::Payload {
-            kind,
-            step,
-            tool,
-            attempt,
-        } => {
-            json!({"kind": kind.as_str(), "step": step, "tool": tool, "attempt": attempt})
-        }
-        Class::State { kind } => json!({"kind": kind.as_str()}),
-        Class::Structure { a, b } => json!({"a_kind": a.as_str(), "b_kind": b.as_str()}),
     }
 }
 
@@ -498,16 +480,8 @@ impl Report<'_> {
 
     /// The divergence part of the JSON report (also `oracle replay --json`'s).
     fn divergence_json(&self, d: &Divergence) -> Value {
-        json!({
-            "result": "diverged",
-            "common": d.seq,
-            "seq": d.seq,
-            "class": d.class.name(),
-            "detail": class_json(&d.class),
-            "last_common": d.last_common.as_ref().map(event_json),
-            "events": {"a": event_json(&d.a), "b": event_json(&d.b)},
-            "fields": d.fields.iter().map(|f| json!({"path": f.path, "a": f.a, "b": f.b})).collect::<Vec<_>>(),
-            "fields_omitted": d.fields_omitted,
+        let mut v = Outcome::Diverged(Box::new(d.clone())).to_json();
+        let more = json!({
             "parents": {
                 "a": self.parents[0].iter().map(event_json).collect::<Vec<_>>(),
                 "b": self.parents[1].iter().map(event_json).collect::<Vec<_>>(),
@@ -521,7 +495,11 @@ impl Report<'_> {
                     .collect::<Vec<_>>(),
                 "recorded_matches_replay": {"a": sa.recorded_matches, "b": sb.recorded_matches},
             })),
-        })
+        });
+        if let (Value::Object(m), Value::Object(f)) = (&mut v, more) {
+            m.extend(f);
+        }
+        v
     }
 
     fn json(&self, outcome: &Outcome, reads: (u64, u64)) -> Value {
@@ -531,20 +509,8 @@ impl Report<'_> {
             "reads": {"a": reads.0, "b": reads.1},
         });
         let fields = match outcome {
-            Outcome::Identical { events, head } => {
-                json!({"result": "identical", "common": events, "head": head})
-            }
-            Outcome::Prefix {
-                shorter,
-                common,
-                extra,
-            } => json!({
-                "result": "prefix",
-                "common": common,
-                "shorter": if *shorter == Side::A { "a" } else { "b" },
-                "extra": extra,
-            }),
             Outcome::Diverged(d) => self.divergence_json(d),
+            other => other.to_json(),
         };
         if let (Value::Object(m), Value::Object(f)) = (&mut v, fields) {
             m.extend(f);

@@ -354,3 +354,69 @@ fn diff_values(
         _ => {}
     }
 }
+
+/// An event as a comparison report shows it (`oracle diff --json`, the API's `diff`): seq,
+/// kind, time, hash, parents and the one-line summary.
+pub fn event_summary_json(e: &Event) -> Value {
+    serde_json::json!({
+        "seq": e.seq,
+        "kind": e.kind.as_str(),
+        "time": e.time,
+        "hash": e.hash,
+        "parents": e.parents,
+        "summary": e.typed().map(|p| p.summary()).unwrap_or_else(|err| err.to_string()),
+    })
+}
+
+impl Class {
+    /// The class's details as JSON (the `detail` of a divergence report).
+    pub fn to_json(&self) -> Value {
+        use serde_json::json;
+        match self {
+            Class::Inputs { fields } => json!({"fields": fields}),
+            Class::Payload {
+                kind,
+                step,
+                tool,
+                attempt,
+            } => json!({"kind": kind.as_str(), "step": step, "tool": tool, "attempt": attempt}),
+            Class::State { kind } => json!({"kind": kind.as_str()}),
+            Class::Structure { a, b } => json!({"a_kind": a.as_str(), "b_kind": b.as_str()}),
+        }
+    }
+}
+
+impl Outcome {
+    /// The outcome's fields in a comparison report (`result`, `common` and what goes with
+    /// them): the one JSON form `oracle diff --json` and the API's `diff` share, which each
+    /// extend (the CLI adds the divergence's parents, context and state).
+    pub fn to_json(&self) -> Value {
+        use serde_json::json;
+        match self {
+            Outcome::Identical { events, head } => {
+                json!({"result": "identical", "common": events, "head": head})
+            }
+            Outcome::Prefix {
+                shorter,
+                common,
+                extra,
+            } => json!({
+                "result": "prefix",
+                "common": common,
+                "shorter": if *shorter == Side::A { "a" } else { "b" },
+                "extra": extra,
+            }),
+            Outcome::Diverged(d) => json!({
+                "result": "diverged",
+                "common": d.seq,
+                "seq": d.seq,
+                "class": d.class.name(),
+                "detail": d.class.to_json(),
+                "last_common": d.last_common.as_ref().map(event_summary_json),
+                "events": {"a": event_summary_json(&d.a), "b": event_summary_json(&d.b)},
+                "fields": d.fields.iter().map(|f| json!({"path": f.path, "a": f.a, "b": f.b})).collect::<Vec<_>>(),
+                "fields_omitted": d.fields_omitted,
+            }),
+        }
+    }
+}

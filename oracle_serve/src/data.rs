@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use oracle_core::diff::{Class, Outcome, Reader, Side, first_divergence};
+use oracle_core::diff::{Reader, first_divergence};
 use oracle_core::payload::{Payload, ToolCalled};
 use oracle_core::{Event, EventKind};
 use oracle_memory::memory::RequestState;
@@ -360,55 +360,11 @@ pub fn diff(a: &ValidRun, b: &ValidRun, verify_first: bool) -> Result<Value, Api
         "reads": {"a": reads.0, "b": reads.1},
         "verified": verify_first,
     });
-    let summary = |e: &Event| {
-        json!({"seq": e.seq, "kind": e.kind.as_str(), "time": e.time, "hash": e.hash,
-               "parents": e.parents,
-               "summary": e.typed().map(|p| p.summary()).unwrap_or_else(|err| err.to_string())})
-    };
-    let fields = match outcome {
-        Outcome::Identical { events, head } => {
-            json!({"result": "identical", "common": events, "head": head})
-        }
-        Outcome::Prefix {
-            shorter,
-            common,
-            extra,
-        } => json!({
-            "result": "prefix",
-            "common": common,
-            "shorter": if shorter == Side::A { "a" } else { "b" },
-            "extra": extra,
-        }),
-        Outcome::Diverged(d) => json!({
-            "result": "diverged",
-            "common": d.seq,
-            "seq": d.seq,
-            "class": d.class.name(),
-            "detail": class_json(&d.class),
-            "last_common": d.last_common.as_ref().map(summary),
-            "events": {"a": summary(&d.a), "b": summary(&d.b)},
-            "fields": d.fields.iter().map(|f| json!({"path": f.path, "a": f.a, "b": f.b})).collect::<Vec<_>>(),
-            "fields_omitted": d.fields_omitted,
-        }),
-    };
+    let fields = outcome.to_json();
     if let (Value::Object(m), Value::Object(f)) = (&mut v, fields) {
         m.extend(f);
     }
     Ok(v)
-}
-
-fn class_json(c: &Class) -> Value {
-    match c {
-        Class::Inputs { fields } => json!({"fields": fields}),
-        Class::Payload {
-            kind,
-            step,
-            tool,
-            attempt,
-        } => json!({"kind": kind.as_str(), "step": step, "tool": tool, "attempt": attempt}),
-        Class::State { kind } => json!({"kind": kind.as_str()}),
-        Class::Structure { a, b } => json!({"a_kind": a.as_str(), "b_kind": b.as_str()}),
-    }
 }
 
 /// Filters of `beliefs`.

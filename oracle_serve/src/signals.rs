@@ -196,11 +196,21 @@ pub fn adjudicate(
         by: Some(by.to_owned()),
     };
     let applied = adjudication::adjudicate(&run.home, &run.arg(), &sub, Durability::DEFAULT)?;
-    let resume = body
-        .resume
+    signed(state, run, by, body.resume, applied.to_json())
+}
+
+/// A signal's answer: `v` with who sent it (`by`) and, when asked, the background resume
+/// started after it.
+fn signed(
+    state: &AppState,
+    run: &ValidRun,
+    by: &str,
+    resume: bool,
+    mut v: Value,
+) -> Result<Value, ApiError> {
+    let resume = resume
         .then(|| resume_in_background(state, run, by))
         .transpose()?;
-    let mut v = applied.to_json();
     v["by"] = json!(by);
     v["resume"] = json!(resume);
     Ok(v)
@@ -270,14 +280,7 @@ pub fn claim(
         by: Some(by.to_owned()),
     };
     let applied = adjudication::claim(&run.home, &run.arg(), &outside, Durability::DEFAULT)?;
-    let resume = body
-        .resume
-        .then(|| resume_in_background(state, run, by))
-        .transpose()?;
-    let mut v = applied.to_json();
-    v["by"] = json!(by);
-    v["resume"] = json!(resume);
-    Ok(v)
+    signed(state, run, by, body.resume, applied.to_json())
 }
 
 /// Starts `oracle --home H resume RUN` for `run` in the background, in the working directory
