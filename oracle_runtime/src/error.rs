@@ -46,6 +46,12 @@ pub enum StoreError {
         "{path}: an earlier write failed, so this writer stopped; check the log with `oracle verify` and `oracle repair` before appending again"
     )]
     Poisoned { path: PathBuf },
+    #[error("{path}: the store refused the records of this commit, so this writer stopped: {source}")]
+    Replica {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path}: the log is empty")]
     Empty { path: PathBuf },
     #[error(

@@ -26,6 +26,7 @@ pub mod paths;
 pub mod reader;
 pub mod recorded;
 pub mod repair;
+pub mod replica;
 pub mod schema;
 pub mod scorer;
 pub mod secrets;

@@ -503,6 +503,83 @@ pub fn start_observed(
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
+    let prepared = prepare(opts, registry, false)?;
+    let paths = LogPaths::of_run(&prepared.dir);
+    let writer = LogWriter::create(&paths, opts.durability)?;
+    let config = prepared.submission.config(&opts.home, &prepared.dir, None)?;
+    let agent = PlanAgent::new(prepared.plan, config.inputs.clone());
+    let mut engine =
+        Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
+    let report = engine.drive()?;
+    if let Some(w) = engine.into_writer() {
+        w.close()?;
+    }
+    Ok(Session {
+        id: prepared.id,
+        dir: prepared.dir,
+        report,
+        repaired: None,
+        warnings: prepared.warnings,
+    })
+}
+
+/// The file beside a submitted run's plan (`oracle submit`): what its start needs that the
+/// run directory does not already hold. A worker starts the run from it.
+pub const SUBMISSION_FILE: &str = "submitted.json";
+
+/// Everything a run's start needs beyond its directory: bound inputs, merged grants, seed.
+/// Written as [`SUBMISSION_FILE`] by [`prepare`] for a submitted run; never hashed (the run's
+/// first event records all of it).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Submission {
+    pub seed: u64,
+    /// Merged and sorted, as written.
+    pub grants: Vec<String>,
+    pub inputs: Map<String, Value>,
+    pub root: PathBuf,
+    pub jobs: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<oracle_core::payload::MemorySettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<oracle_core::payload::Budget>,
+}
+
+impl Submission {
+    fn config(
+        &self,
+        home: &Path,
+        dir: &Path,
+        scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
+    ) -> Result<RunConfig> {
+        Ok(RunConfig {
+            seed: self.seed,
+            grants: parse_grants(&self.grants)?,
+            inputs: self.inputs.clone(),
+            root: self.root.clone(),
+            store: store_of(home, dir),
+            jobs: self.jobs,
+            calls_max: CALLS_MAX_DEFAULT,
+            memory: self.memory.clone(),
+            budget: self.budget.clone(),
+            scorer,
+        })
+    }
+}
+
+/// A run directory made ready to start: its plan compiled, its files written.
+pub struct Prepared {
+    pub id: String,
+    pub dir: PathBuf,
+    pub plan: CompiledPlan,
+    pub submission: Submission,
+    pub warnings: Vec<String>,
+}
+
+/// Everything `oracle run` does before the first event: compiles, binds inputs, checks grants,
+/// creates the run directory with the plan, its sub-plans, settings and kept tool files. With
+/// `submit`, also writes [`SUBMISSION_FILE`] so that a worker can start the run elsewhere
+/// ([`start_prepared`]). A bad plan, input or grant is reported before anything is created.
+pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result<Prepared> {
     let source = read_text(&opts.plan)?;
     let plan = compile(&opts.plan, &source, registry)?;
     let inputs = bind_inputs(&plan, &opts.inputs)?;
@@ -550,20 +627,58 @@ pub fn start_observed(
         write_atomic(&kept.join(name), bytes)?;
     }
     write_atomic(&dir.join(META_FILE), format!("{meta:#}\n").as_bytes())?;
-    let paths = LogPaths::of_run(&dir);
-    let writer = LogWriter::create(&paths, opts.durability)?;
-    let config = RunConfig {
+    let submission = Submission {
         seed: opts.seed,
-        grants,
+        grants: grants.iter().map(ToString::to_string).collect(),
         inputs,
         root,
-        store: store_of(&opts.home, &dir),
         jobs: opts.jobs,
-        calls_max: CALLS_MAX_DEFAULT,
         memory: opts.memory.clone(),
         budget: opts.budget.clone(),
-        scorer: opts.scorer.clone(),
     };
+    if submit {
+        let text = serde_json::to_string_pretty(&submission).unwrap_or_default();
+        write_atomic(&dir.join(SUBMISSION_FILE), format!("{text}\n").as_bytes())?;
+    }
+    Ok(Prepared {
+        id,
+        dir,
+        plan,
+        submission,
+        warnings,
+    })
+}
+
+/// Starts a run [`prepare`]d with `submit` (a worker's first drive of a submitted run): the
+/// stored plan is compiled again from the run directory, as `resume` does, and driven from
+/// its first event. The run's log must not exist yet.
+pub fn start_prepared(
+    home: &Path,
+    run: &str,
+    durability: Durability,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Session> {
+    // Not `find`: a submitted run has no log yet, which is what `find` looks for.
+    let dir = home.join("runs").join(run);
+    let found = RunDir {
+        id: run.to_owned(),
+        paths: LogPaths::of_run(&dir),
+        dir,
+    };
+    let path = found.dir.join(SUBMISSION_FILE);
+    let text = read_text(&path)?;
+    let submission: Submission =
+        serde_json::from_str(&text).map_err(|e| SessionError::Io {
+            path: path.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })?;
+    let plan_path = found.dir.join(PLAN_FILE);
+    let source = read_text(&plan_path)?;
+    let sources = plan_sources(&found.dir.join(USES_DIR), &source);
+    let plan = compile_with_uses(&plan_path, &source, registry, &sources)?;
+    let writer = LogWriter::create(&found.paths, durability)?;
+    let config = submission.config(home, &found.dir, None)?;
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let mut engine =
         Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
@@ -572,11 +687,11 @@ pub fn start_observed(
         w.close()?;
     }
     Ok(Session {
-        id,
-        dir,
+        id: found.id,
+        dir: found.dir,
         report,
         repaired: None,
-        warnings,
+        warnings: Vec::new(),
     })
 }
 

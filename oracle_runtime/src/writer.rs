@@ -19,6 +19,7 @@ use crate::error::{Result, StoreError};
 use crate::index::IndexAppender;
 use crate::paths::LogPaths;
 use crate::reader;
+use crate::replica::{self, Replica};
 use crate::storage::{FsFile, FsStorage, LogFile, Storage};
 
 /// When appended records are forced to stable storage.
@@ -86,6 +87,9 @@ pub struct LogWriter {
     /// Set when a write or sync failed: the file may end in a partial record, so this writer
     /// refuses all further work (reopen after `oracle repair`).
     poisoned: bool,
+    /// The store this log is replicated to (a worker's run, [`crate::replica`]), with the
+    /// records written since its last commit.
+    replica: Option<(Box<dyn Replica>, Vec<u8>)>,
 }
 
 fn take_lock(paths: &LogPaths) -> Result<File> {
@@ -202,6 +206,7 @@ impl LogWriter {
             index,
             index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
+            replica: replica::take(&paths.log).map(|r| (r, Vec::new())),
         })
     }
 
@@ -235,6 +240,7 @@ impl LogWriter {
             index,
             index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
+            replica: replica::take(&paths.log).map(|r| (r, Vec::new())),
         })
     }
 
@@ -317,6 +323,12 @@ impl LogWriter {
             .queue(&event)
             .and_then(|()| self.flush(true))
             .map(|()| event);
+        // The replica is told after the local file is settled either way: a refusal there
+        // leaves the local log one record ahead of the store, and the writer stopped.
+        let appended = match appended {
+            Ok(event) => self.commit_replica().map(|()| event),
+            Err(e) => Err(e),
+        };
         match appended {
             Ok(event) => Ok(event),
             // Refused before any byte reached the file (the event could not be recorded).
@@ -382,7 +394,29 @@ impl LogWriter {
     /// `Effect`, and is handed to the OS under `None`.
     pub fn commit(&mut self) -> Result<()> {
         let sync = !matches!(self.durability, Durability::None);
-        self.flush(sync)
+        self.flush(sync)?;
+        self.commit_replica()
+    }
+
+    /// Hands the records written since the last commit to the replica, if there is one. A
+    /// refusal (a lost lease, a broken connection) stops this writer: what the store holds is
+    /// the truth, and the engine must not go on from records it does not hold.
+    fn commit_replica(&mut self) -> Result<()> {
+        let Some((replica, pending)) = &mut self.replica else {
+            return Ok(());
+        };
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = replica.commit(pending) {
+            self.poisoned = true;
+            return Err(StoreError::Replica {
+                path: self.paths.log.clone(),
+                source: e,
+            });
+        }
+        pending.clear();
+        Ok(())
     }
 
     fn check_usable(&self) -> Result<()> {
@@ -407,6 +441,9 @@ impl LogWriter {
                 });
             }
             self.written += self.buf.len() as u64;
+            if let Some((_, pending)) = &mut self.replica {
+                pending.extend_from_slice(&self.buf);
+            }
             self.buf.clear();
             self.flush_index();
         }

@@ -1,0 +1,804 @@
+//! Runs stored in PostgreSQL: the shared store behind `oracle submit`, `oracle worker` and
+//! every command given `--store postgres://...` (docs/STORE.md).
+//!
+//! What this crate deliberately does not do:
+//! - It never computes a hash or an event. Events are made by the runtime's writer in a
+//!   worker's scratch file home and reach the database as their canonical records, the same
+//!   bytes as a file home's log line ([`oracle_runtime::replica`]).
+//! - It never lets two writers extend a run. Every append compares and sets the run's
+//!   `(events, head)` under the run's fencing token in the transaction that inserts the events;
+//!   a worker whose lease was taken over finds its next commit refused.
+//! - It never trusts the database's clock with anything hashed: lease expiry is the only use.
+
+pub mod cluster;
+pub mod schema;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use oracle_core::record;
+use postgres::{Client, NoTls};
+
+/// Longest run-directory file the store keeps (a plan, its settings, a kept tool file).
+pub const RUN_FILE_BYTES_MAX: u64 = 32 << 20;
+/// Most files one run directory may hold in the store.
+pub const RUN_FILES_MAX: usize = 1024;
+/// The channel workers listen on; a submit, a signal or a released run notifies it.
+pub const CHANNEL: &str = "oracle_runs";
+/// The environment variable that names the store when `--store` is not given.
+pub const STORE_ENV: &str = "ORACLE_STORE";
+
+/// What went wrong talking to the store.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("cannot connect to the store {url}: {}", detail(source))]
+    Connect {
+        url: String,
+        #[source]
+        source: postgres::Error,
+    },
+    #[error("the store: {what}: {}", detail(source))]
+    Db {
+        what: &'static str,
+        #[source]
+        source: postgres::Error,
+    },
+    #[error(
+        "the store has no oracle schema: run `oracle store init --store URL` once to create it"
+    )]
+    NotInitialised,
+    #[error(
+        "the store's schema is version {found}, newer than this oracle knows ({known}): upgrade oracle before using this store"
+    )]
+    Newer { found: i32, known: i32 },
+    #[error(
+        "the store's schema is version {found}, older than this oracle's ({known}): run `oracle store init --store URL` to migrate it"
+    )]
+    Older { found: i32, known: i32 },
+    #[error("no run `{run}` in the store (`oracle runs --store URL` lists them)")]
+    NoRun { run: String },
+    #[error(
+        "run {run}: lease lost: fence {fence} was superseded (another worker took the run over); nothing of this commit was kept"
+    )]
+    Fenced { run: String, fence: i64 },
+    #[error(
+        "run {run}: the store holds {events} events, but this commit starts at seq {seq} (or links to another head); nothing was kept"
+    )]
+    NotNext { run: String, events: i64, seq: u64 },
+    #[error("run {run}: record at byte {offset} of a commit: {reason}")]
+    BadRecord {
+        run: String,
+        offset: u64,
+        reason: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: {reason}")]
+    RunFiles { path: PathBuf, reason: String },
+}
+
+pub type Result<T> = std::result::Result<T, PgError>;
+
+/// What PostgreSQL said: the server's message (and its detail), or the client's error with
+/// its cause (`postgres::Error` alone displays as "db error").
+pub fn detail(e: &postgres::Error) -> String {
+    if let Some(d) = e.as_db_error() {
+        return match d.detail() {
+            Some(more) => format!("{} ({more})", d.message()),
+            None => d.message().to_owned(),
+        };
+    }
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
+fn db(what: &'static str) -> impl FnOnce(postgres::Error) -> PgError {
+    move |source| PgError::Db { what, source }
+}
+
+/// The URL with any password replaced, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &userinfo[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Whether `text` names a PostgreSQL store (a `postgres://` or `postgresql://` URL).
+pub fn is_store_url(text: &str) -> bool {
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// A run's row, as `oracle runs --store` lists it.
+#[derive(Clone, Debug)]
+pub struct RunRow {
+    pub id: String,
+    pub program: String,
+    pub state: String,
+    pub events: i64,
+    pub head: Option<Vec<u8>>,
+    pub fence: i64,
+    pub worker: Option<String>,
+    /// Milliseconds left on the lease (negative: expired), if one is held.
+    pub lease_ms: Option<i64>,
+    pub claims: i64,
+    pub detail: Option<String>,
+    pub pending_signals: i64,
+}
+
+/// A run a worker now holds.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    pub id: String,
+    pub fence: i64,
+    pub events: i64,
+    /// The state it was claimed from (`submitted`, `runnable`, `running` after a lease expired,
+    /// `suspended`, `completed` or `failed` with signals pending).
+    pub from: String,
+}
+
+/// An outside event waiting for the worker that next holds its run.
+#[derive(Clone, Debug)]
+pub struct Signal {
+    pub id: i64,
+    pub kind: String,
+    pub body: serde_json::Value,
+}
+
+/// A connection to the store. Cheap to clone (one connection, shared); not for two threads
+/// at once (each worker thread connects its own).
+#[derive(Clone)]
+pub struct Store {
+    client: Arc<Mutex<Client>>,
+    url: String,
+}
+
+impl Store {
+    /// Connects and checks the schema version.
+    pub fn connect(url: &str) -> Result<Store> {
+        let store = Store::connect_unchecked(url)?;
+        let found = store.version()?;
+        match found {
+            None => Err(PgError::NotInitialised),
+            Some(v) if v > schema::VERSION => Err(PgError::Newer {
+                found: v,
+                known: schema::VERSION,
+            }),
+            Some(v) if v < schema::VERSION => Err(PgError::Older {
+                found: v,
+                known: schema::VERSION,
+            }),
+            Some(_) => Ok(store),
+        }
+    }
+
+    /// Connects without looking at the schema (for `oracle store init`).
+    pub fn connect_unchecked(url: &str) -> Result<Store> {
+        let client = Client::connect(url, NoTls).map_err(|source| PgError::Connect {
+            url: redact(url),
+            source,
+        })?;
+        Ok(Store {
+            client: Arc::new(Mutex::new(client)),
+            url: url.to_owned(),
+        })
+    }
+
+    /// The URL this store was opened with (password included: never print it; see [`redact`]).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn client(&self) -> std::sync::MutexGuard<'_, Client> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The schema version, or `None` for a database never initialised.
+    pub fn version(&self) -> Result<Option<i32>> {
+        let mut c = self.client();
+        let exists = c
+            .query_one("SELECT to_regclass('oracle_schema') IS NOT NULL", &[])
+            .map_err(db("reading the schema version"))?
+            .get::<_, bool>(0);
+        if !exists {
+            return Ok(None);
+        }
+        let row = c
+            .query_one("SELECT version FROM oracle_schema", &[])
+            .map_err(db("reading the schema version"))?;
+        Ok(Some(row.get(0)))
+    }
+
+    /// Applies the migrations the database lacks, each in its own transaction, under an
+    /// advisory lock so that two `init`s cannot race. Returns the versions before and after.
+    pub fn init(&self) -> Result<(i32, i32)> {
+        let before = self.version()?.unwrap_or(0);
+        if before > schema::VERSION {
+            return Err(PgError::Newer {
+                found: before,
+                known: schema::VERSION,
+            });
+        }
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("starting a migration"))?;
+        // One key for "oracle schema migration"; held to the end of the transaction.
+        tx.execute("SELECT pg_advisory_xact_lock(7242390318)", &[])
+            .map_err(db("locking for a migration"))?;
+        let exists: bool = tx
+            .query_one("SELECT to_regclass('oracle_schema') IS NOT NULL", &[])
+            .map_err(db("reading the schema version"))?
+            .get(0);
+        let mut version: i32 = if exists {
+            tx.query_one("SELECT version FROM oracle_schema", &[])
+                .map_err(db("reading the schema version"))?
+                .get(0)
+        } else {
+            0
+        };
+        while (version as usize) < schema::MIGRATIONS.len() {
+            tx.batch_execute(schema::MIGRATIONS[version as usize])
+                .map_err(db("applying a migration"))?;
+            version += 1;
+            tx.execute("UPDATE oracle_schema SET version = $1", &[&version])
+                .map_err(db("recording the schema version"))?;
+        }
+        tx.commit().map_err(db("committing a migration"))?;
+        Ok((before, version))
+    }
+
+    /// Stores a prepared run directory (no log yet) as a new submitted run of `program`, and
+    /// wakes the workers. Returns its id, `<program>-<n>` with `n` from the store's sequence.
+    pub fn submit(&self, program: &str, dir: &Path) -> Result<String> {
+        let files = read_run_files(dir)?;
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("submitting a run"))?;
+        let number: i64 = tx
+            .query_one("SELECT nextval('run_numbers')", &[])
+            .map_err(db("numbering a run"))?
+            .get(0);
+        let id = format!("{program}-{number}");
+        tx.execute(
+            "INSERT INTO runs (id, number, program, state) VALUES ($1, $2, $3, 'submitted')",
+            &[&id, &number, &program],
+        )
+        .map_err(db("submitting a run"))?;
+        for (path, bytes) in &files {
+            tx.execute(
+                "INSERT INTO run_files (run, path, bytes) VALUES ($1, $2, $3)",
+                &[&id, path, bytes],
+            )
+            .map_err(db("storing a run's files"))?;
+        }
+        tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
+            .map_err(db("waking workers"))?;
+        tx.commit().map_err(db("submitting a run"))?;
+        Ok(id)
+    }
+
+    /// Takes the next runnable run: submitted, released, suspended or at rest with a signal
+    /// pending, or running under an expired lease (its worker died). `FOR UPDATE SKIP LOCKED`:
+    /// workers claiming at once take different runs, and none waits on another.
+    pub fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>> {
+        let mut c = self.client();
+        let row = c
+            .query_opt(
+                "WITH next AS (
+                   SELECT id, state FROM runs
+                   WHERE state IN ('submitted', 'runnable')
+                      OR (state = 'running' AND lease_until < now())
+                      OR (state IN ('suspended', 'completed', 'failed') AND EXISTS
+                           (SELECT 1 FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL))
+                   ORDER BY number
+                   FOR UPDATE SKIP LOCKED
+                   LIMIT 1)
+                 UPDATE runs r SET state = 'running', worker = $1, fence = r.fence + 1,
+                   lease_until = now() + $2 * interval '1 millisecond', claims = r.claims + 1,
+                   updated_at = now()
+                 FROM next WHERE r.id = next.id
+                 RETURNING r.id, r.fence, r.events, next.state",
+                &[&worker, &(lease_ms as f64)],
+            )
+            .map_err(db("claiming a run"))?;
+        Ok(row.map(|r| Claim {
+            id: r.get(0),
+            fence: r.get(1),
+            events: r.get(2),
+            from: r.get(3),
+        }))
+    }
+
+    /// Extends the lease on a held run. `false`: the lease is no longer this worker's.
+    pub fn renew(&self, run: &str, fence: i64, lease_ms: i64) -> Result<bool> {
+        let n = self
+            .client()
+            .execute(
+                "UPDATE runs SET lease_until = now() + $3 * interval '1 millisecond'
+                 WHERE id = $1 AND fence = $2 AND state = 'running'",
+                &[&run, &fence, &(lease_ms as f64)],
+            )
+            .map_err(db("renewing a lease"))?;
+        Ok(n == 1)
+    }
+
+    /// Lets go of a held run, leaving it in `state` (with `detail`), and wakes the workers if
+    /// it can be taken again. `false`: the lease was no longer this worker's (nothing changed).
+    pub fn release(&self, run: &str, fence: i64, state: &str, detail: Option<&str>) -> Result<bool> {
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("releasing a run"))?;
+        let n = tx
+            .execute(
+                "UPDATE runs SET state = $3, detail = $4, worker = NULL, lease_until = NULL,
+                   updated_at = now()
+                 WHERE id = $1 AND fence = $2 AND state = 'running'",
+                &[&run, &fence, &state, &detail],
+            )
+            .map_err(db("releasing a run"))?;
+        if n == 1 && state == "runnable" {
+            tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
+                .map_err(db("waking workers"))?;
+        }
+        tx.commit().map_err(db("releasing a run"))?;
+        Ok(n == 1)
+    }
+
+    /// Writes run `run` into `home` as a file home would hold it: `<home>/runs/<run>/` with its
+    /// files and its log (`events.jsonl`, the records in seq order). Returns the directory.
+    pub fn hydrate(&self, run: &str, home: &Path) -> Result<PathBuf> {
+        let mut c = self.client();
+        let mut tx = c
+            .build_transaction()
+            .read_only(true)
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .start()
+            .map_err(db("reading a run"))?;
+        let exists = tx
+            .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&run])
+            .map_err(db("reading a run"))?
+            .is_some();
+        if !exists {
+            return Err(PgError::NoRun {
+                run: run.to_owned(),
+            });
+        }
+        let dir = home.join("runs").join(run);
+        std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+        for row in tx
+            .query(
+                "SELECT path, bytes FROM run_files WHERE run = $1 ORDER BY path",
+                &[&run],
+            )
+            .map_err(db("reading a run's files"))?
+        {
+            let path: String = row.get(0);
+            let bytes: Vec<u8> = row.get(1);
+            let target = safe_join(&dir, &path)?;
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(io_at(parent))?;
+            }
+            std::fs::write(&target, bytes).map_err(io_at(&target))?;
+        }
+        let mut log = Vec::new();
+        for row in tx
+            .query(
+                "SELECT record FROM events WHERE run = $1 ORDER BY seq",
+                &[&run],
+            )
+            .map_err(db("reading a run's events"))?
+        {
+            log.extend_from_slice(row.get::<_, &[u8]>(0));
+        }
+        tx.commit().map_err(db("reading a run"))?;
+        if !log.is_empty() {
+            let path = dir.join(oracle_runtime::paths::LOG_FILE);
+            std::fs::write(&path, log).map_err(io_at(&path))?;
+        }
+        Ok(dir)
+    }
+
+    /// Adds the files a drive left in a run's directory that the store lacks (a kept MCP
+    /// listing, say). Files already stored are never replaced.
+    pub fn upload_files(&self, run: &str, fence: i64, dir: &Path) -> Result<()> {
+        let files = read_run_files(dir)?;
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("storing a run's files"))?;
+        let held = tx
+            .query_opt(
+                "SELECT 1 FROM runs WHERE id = $1 AND fence = $2 FOR UPDATE",
+                &[&run, &fence],
+            )
+            .map_err(db("storing a run's files"))?
+            .is_some();
+        if !held {
+            return Err(PgError::Fenced {
+                run: run.to_owned(),
+                fence,
+            });
+        }
+        for (path, bytes) in &files {
+            tx.execute(
+                "INSERT INTO run_files (run, path, bytes) VALUES ($1, $2, $3)
+                 ON CONFLICT (run, path) DO NOTHING",
+                &[&run, path, bytes],
+            )
+            .map_err(db("storing a run's files"))?;
+        }
+        tx.commit().map_err(db("storing a run's files"))?;
+        Ok(())
+    }
+
+    /// Appends whole records to `run` under lease `fence`: all of them in one transaction, or
+    /// none. Refused unless the lease is still `fence` and the records continue the stored log
+    /// exactly (their first seq is the stored count, their first `prev` the stored head, and
+    /// each links to the one before). With `consume`, that pending signal is marked applied,
+    /// recorded at the first of these events, in the same transaction.
+    pub fn append(&self, run: &str, fence: i64, records: &[u8], consume: Option<i64>) -> Result<()> {
+        let parsed = parse_records(run, records)?;
+        let Some(first) = parsed.first() else {
+            return Ok(());
+        };
+        let last = parsed.last().unwrap_or(first);
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("appending events"))?;
+        let row = tx
+            .query_opt(
+                "SELECT fence, events, head FROM runs WHERE id = $1 FOR UPDATE",
+                &[&run],
+            )
+            .map_err(db("appending events"))?
+            .ok_or_else(|| PgError::NoRun {
+                run: run.to_owned(),
+            })?;
+        let (held, events, head): (i64, i64, Option<Vec<u8>>) = (row.get(0), row.get(1), row.get(2));
+        if held != fence {
+            return Err(PgError::Fenced {
+                run: run.to_owned(),
+                fence,
+            });
+        }
+        let head = head.unwrap_or_else(|| vec![0; 32]);
+        if first.seq != events as u64 || first.prev.as_slice() != head.as_slice() {
+            return Err(PgError::NotNext {
+                run: run.to_owned(),
+                events,
+                seq: first.seq,
+            });
+        }
+        let insert = tx
+            .prepare(
+                "INSERT INTO events (run, seq, hash, prev, record, fence) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .map_err(db("appending events"))?;
+        for r in &parsed {
+            let seq = r.seq as i64;
+            tx.execute(
+                &insert,
+                &[&run, &seq, &r.hash.as_slice(), &r.prev.as_slice(), &&records[r.range.clone()], &fence],
+            )
+            .map_err(db("appending events"))?;
+        }
+        let count = last.seq as i64 + 1;
+        tx.execute(
+            "UPDATE runs SET events = $2, head = $3, updated_at = now() WHERE id = $1",
+            &[&run, &count, &last.hash.as_slice()],
+        )
+        .map_err(db("appending events"))?;
+        if let Some(signal) = consume {
+            let seq = first.seq as i64;
+            tx.execute(
+                "UPDATE signals SET outcome = 'applied', seq = $2 WHERE id = $1 AND outcome IS NULL",
+                &[&signal, &seq],
+            )
+            .map_err(db("marking a signal applied"))?;
+        }
+        tx.commit().map_err(db("committing appended events"))?;
+        Ok(())
+    }
+
+    /// A replica for the log of `run` held under `fence` ([`oracle_runtime::replica`]): its
+    /// commits are [`Store::append`]s; the first one also consumes signal `consume`.
+    pub fn replica(&self, run: &str, fence: i64, consume: Option<i64>) -> PgReplica {
+        PgReplica {
+            store: self.clone(),
+            run: run.to_owned(),
+            fence,
+            consume,
+            consumed: Arc::new(Mutex::new(false)),
+        }
+    }
+
+    /// Queues an outside event for `run` and wakes the workers. Returns the signal's id.
+    pub fn send(&self, run: &str, kind: &str, body: &serde_json::Value) -> Result<i64> {
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("sending a signal"))?;
+        let exists = tx
+            .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&run])
+            .map_err(db("sending a signal"))?
+            .is_some();
+        if !exists {
+            return Err(PgError::NoRun {
+                run: run.to_owned(),
+            });
+        }
+        let id: i64 = tx
+            .query_one(
+                "INSERT INTO signals (run, kind, body) VALUES ($1, $2, $3) RETURNING id",
+                &[&run, &kind, &body.to_string()],
+            )
+            .map_err(db("sending a signal"))?
+            .get(0);
+        tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
+            .map_err(db("waking workers"))?;
+        tx.commit().map_err(db("sending a signal"))?;
+        Ok(id)
+    }
+
+    /// The signals of `run` still pending, oldest first.
+    pub fn pending(&self, run: &str) -> Result<Vec<Signal>> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT id, kind, body FROM signals WHERE run = $1 AND outcome IS NULL ORDER BY id",
+                &[&run],
+            )
+            .map_err(db("reading signals"))?;
+        Ok(rows
+            .iter()
+            .map(|r| Signal {
+                id: r.get(0),
+                kind: r.get(1),
+                body: serde_json::from_str(r.get::<_, &str>(2)).unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Settles a pending signal that recorded no event: refused (`outcome` says why) or with
+    /// nothing to do. Only while `fence` holds the run.
+    pub fn settle(&self, run: &str, fence: i64, signal: i64, outcome: &str) -> Result<bool> {
+        let n = self
+            .client()
+            .execute(
+                "UPDATE signals SET outcome = $4 WHERE id = $3 AND run = $1 AND outcome IS NULL
+                   AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND fence = $2)",
+                &[&run, &fence, &signal, &outcome],
+            )
+            .map_err(db("settling a signal"))?;
+        Ok(n == 1)
+    }
+
+    /// The outcome of signal `id` (`None` while pending) and the seq it was recorded at.
+    pub fn signal_outcome(&self, id: i64) -> Result<Option<(String, Option<i64>)>> {
+        let row = self
+            .client()
+            .query_opt("SELECT outcome, seq FROM signals WHERE id = $1", &[&id])
+            .map_err(db("reading a signal"))?;
+        Ok(row.and_then(|r| r.get::<_, Option<String>>(0).map(|o| (o, r.get(1)))))
+    }
+
+    /// Every run, in submission order.
+    pub fn runs(&self) -> Result<Vec<RunRow>> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT id, program, state, events, head, fence, worker,
+                   (extract(epoch FROM lease_until - now()) * 1000)::bigint, claims, detail,
+                   (SELECT count(*) FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL)
+                 FROM runs ORDER BY number",
+                &[],
+            )
+            .map_err(db("listing runs"))?;
+        Ok(rows
+            .iter()
+            .map(|r| RunRow {
+                id: r.get(0),
+                program: r.get(1),
+                state: r.get(2),
+                events: r.get(3),
+                head: r.get(4),
+                fence: r.get(5),
+                worker: r.get(6),
+                lease_ms: r.get(7),
+                claims: r.get(8),
+                detail: r.get(9),
+                pending_signals: r.get(10),
+            })
+            .collect())
+    }
+
+    /// Blocks until a notification on [`CHANNEL`] arrives or `timeout_ms` passes (the
+    /// fallback poll). `LISTEN` is issued on first use.
+    pub fn wait(&self, timeout_ms: u64) -> Result<()> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut c = self.client();
+        c.batch_execute(&format!("LISTEN {CHANNEL}"))
+            .map_err(db("listening for work"))?;
+        let mut n = c.notifications();
+        {
+            let mut it = n.timeout_iter(std::time::Duration::from_millis(timeout_ms));
+            let _ = it.next().map_err(db("listening for work"))?;
+        }
+        // Drain the rest: one wake-up is enough for any number of notifications.
+        let mut rest = n.iter();
+        while rest.next().map_err(db("listening for work"))?.is_some() {}
+        Ok(())
+    }
+}
+
+/// Commits a worker's records to the store ([`oracle_runtime::replica::Replica`]).
+pub struct PgReplica {
+    store: Store,
+    run: String,
+    fence: i64,
+    consume: Option<i64>,
+    consumed: Arc<Mutex<bool>>,
+}
+
+impl PgReplica {
+    /// Whether the signal this replica was to consume has been (its event committed).
+    pub fn consumed_flag(&self) -> Arc<Mutex<bool>> {
+        self.consumed.clone()
+    }
+}
+
+impl oracle_runtime::replica::Replica for PgReplica {
+    fn commit(&mut self, records: &[u8]) -> io::Result<()> {
+        let consume = self.consume;
+        self.store
+            .append(&self.run, self.fence, records, consume)
+            .map_err(io::Error::other)?;
+        if consume.is_some() {
+            self.consume = None;
+            *self.consumed.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        }
+        Ok(())
+    }
+}
+
+struct Parsed {
+    seq: u64,
+    hash: Vec<u8>,
+    prev: Vec<u8>,
+    range: std::ops::Range<usize>,
+}
+
+/// Splits a commit into its records and checks that they link: seqs consecutive, each `prev`
+/// the hash before it. The store keeps the bytes as they are.
+fn parse_records(run: &str, records: &[u8]) -> Result<Vec<Parsed>> {
+    let mut out: Vec<Parsed> = Vec::new();
+    let mut scratch = Vec::new();
+    let mut start = 0usize;
+    while start < records.len() {
+        let bad = |reason: String| PgError::BadRecord {
+            run: run.to_owned(),
+            offset: start as u64,
+            reason,
+        };
+        let end = records[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| start + i)
+            .ok_or_else(|| bad("no newline at the end of the record".into()))?;
+        let event = record::decode(&records[start..end], &mut scratch)
+            .map_err(|e| bad(e.to_string()))?;
+        if let Some(before) = out.last()
+            && (event.seq != before.seq + 1 || event.prev.as_bytes().as_slice() != before.hash)
+        {
+            return Err(bad(format!(
+                "seq {} does not follow seq {} of the same commit",
+                event.seq, before.seq
+            )));
+        }
+        out.push(Parsed {
+            seq: event.seq,
+            hash: event.hash.as_bytes().to_vec(),
+            prev: event.prev.as_bytes().to_vec(),
+            range: start..end + 1,
+        });
+        start = end + 1;
+    }
+    Ok(out)
+}
+
+fn io_at(path: &Path) -> impl FnOnce(io::Error) -> PgError + '_ {
+    move |source| PgError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Whether a run-directory file belongs in the store: not the log, its index, its lock,
+/// snapshots, or files of a repair (all derived or local).
+fn kept(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    !(rel == oracle_runtime::paths::LOG_FILE
+        || name.ends_with(".idx")
+        || name.ends_with(".lock")
+        || rel.starts_with("snapshots")
+        || rel.starts_with("torn"))
+}
+
+/// The files of a run directory the store keeps, as (relative path, bytes), sorted. Symlinks
+/// and special files are refused: a run directory holds plain files.
+pub fn read_run_files(dir: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let here = dir.join(&rel);
+        let entries = std::fs::read_dir(&here).map_err(io_at(&here))?;
+        for entry in entries {
+            let entry = entry.map_err(io_at(&here))?;
+            let kind = entry.file_type().map_err(io_at(&entry.path()))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                return Err(PgError::RunFiles {
+                    path: entry.path(),
+                    reason: "a file name that is not UTF-8".into(),
+                });
+            };
+            let child = rel.join(name);
+            let text = child.to_string_lossy().into_owned();
+            if kind.is_dir() {
+                stack.push(child);
+            } else if kind.is_file() {
+                if !kept(&text) {
+                    continue;
+                }
+                let path = entry.path();
+                let len = entry.metadata().map_err(io_at(&path))?.len();
+                if len > RUN_FILE_BYTES_MAX {
+                    return Err(PgError::RunFiles {
+                        path,
+                        reason: format!("{len} bytes, more than {RUN_FILE_BYTES_MAX}"),
+                    });
+                }
+                out.push((text, std::fs::read(&path).map_err(io_at(&path))?));
+            } else {
+                return Err(PgError::RunFiles {
+                    path: entry.path(),
+                    reason: "not a plain file or directory".into(),
+                });
+            }
+            if out.len() > RUN_FILES_MAX {
+                return Err(PgError::RunFiles {
+                    path: dir.to_path_buf(),
+                    reason: format!("more than {RUN_FILES_MAX} files"),
+                });
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// `dir/rel` for a stored relative path, refusing anything that would leave `dir`.
+fn safe_join(dir: &Path, rel: &str) -> Result<PathBuf> {
+    let path = Path::new(rel);
+    let ok = !rel.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !ok {
+        return Err(PgError::RunFiles {
+            path: dir.join(rel),
+            reason: "a stored file path that leaves the run directory".into(),
+        });
+    }
+    Ok(dir.join(path))
+}

@@ -1,0 +1,80 @@
+//! The schema, as numbered migrations embedded in the binary and applied in order.
+//!
+//! `oracle store init` applies what a database lacks; every other command checks the version
+//! first and refuses a database whose schema is newer than this binary knows (it would not
+//! know what the newer columns mean), or one that was never initialised.
+//!
+//! A migration is never edited once released: a change is a new migration. The bytes of events
+//! are stored as their canonical records (the same bytes as a file home's log line), so no
+//! migration ever rewrites one.
+
+/// Migrations, in order; `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: runs, their files, their events, signals.
+    r#"
+CREATE TABLE oracle_schema (
+    version integer NOT NULL
+);
+INSERT INTO oracle_schema (version) VALUES (0);
+
+-- One row per run. `events` and `head` are the log's length and last chain hash: every append
+-- compares and sets them, under the run's fencing token, in the transaction that inserts the
+-- events (docs/STORE.md). Time columns are the database's clock and never reach an event.
+CREATE TABLE runs (
+    id          text PRIMARY KEY,
+    number      bigint NOT NULL UNIQUE,
+    program     text NOT NULL,
+    state       text NOT NULL CHECK (state IN
+                  ('submitted', 'runnable', 'running', 'suspended', 'completed', 'failed', 'broken')),
+    events      bigint NOT NULL DEFAULT 0,
+    head        bytea,
+    fence       bigint NOT NULL DEFAULT 0,
+    worker      text,
+    lease_until timestamptz,
+    claims      bigint NOT NULL DEFAULT 0,
+    detail      text,
+    submitted_at timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE SEQUENCE run_numbers;
+CREATE INDEX runs_claimable ON runs (number) WHERE state IN ('submitted', 'runnable', 'running');
+
+-- The run directory's files other than its log: the plan, its sub-plans, settings, kept tool
+-- files and the submission. A worker writes them into its scratch home before a drive.
+CREATE TABLE run_files (
+    run   text NOT NULL REFERENCES runs (id),
+    path  text NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (run, path)
+);
+
+-- The log: one row per event, its canonical record (a file home's line, newline included).
+-- `fence` is the token of the lease it was appended under.
+CREATE TABLE events (
+    run    text NOT NULL REFERENCES runs (id),
+    seq    bigint NOT NULL,
+    hash   bytea NOT NULL,
+    prev   bytea NOT NULL,
+    record bytea NOT NULL,
+    fence  bigint NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+
+-- Outside events sent to a run (answers, verdicts, claims, sweeps), appended by the worker
+-- that next holds the run, in id order. `outcome` is null while pending; `seq` is the event
+-- that recorded it, set in the same transaction as that event's append.
+CREATE TABLE signals (
+    id      bigserial PRIMARY KEY,
+    run     text NOT NULL REFERENCES runs (id),
+    kind    text NOT NULL,
+    body    text NOT NULL,
+    sent_at timestamptz NOT NULL DEFAULT now(),
+    outcome text,
+    seq     bigint
+);
+CREATE INDEX signals_pending ON signals (run, id) WHERE outcome IS NULL;
+"#,
+];
+
+/// The schema version this binary writes and reads.
+pub const VERSION: i32 = MIGRATIONS.len() as i32;
