@@ -12,6 +12,10 @@ use signal_hook::iterator::Signals;
 /// Installs the hint for a drive of run `run` (or of whatever run the command starts, when it
 /// is not known yet). Best effort: without it, Ctrl-C ends the process as before.
 pub fn on_ctrl_c(run: Option<&str>) {
+    // A worker handles SIGINT itself (stop claiming, finish the runs in hand), for every run.
+    if WORKER.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     let hint = match run {
         Some(id) => format!(
             "\ninterrupted: run {id} stopped where it was; `oracle resume {id}` continues it"
@@ -28,4 +32,12 @@ pub fn on_ctrl_c(run: Option<&str>) {
             std::process::exit(130);
         }
     });
+}
+
+/// Set by `oracle worker`: drives in this process install no Ctrl-C hint of their own.
+static WORKER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks this process as a worker (see [`on_ctrl_c`]).
+pub fn set_worker() {
+    WORKER.store(true, std::sync::atomic::Ordering::SeqCst);
 }

@@ -22,6 +22,7 @@ mod report;
 mod run;
 mod serve;
 mod show;
+mod store;
 mod tools;
 mod transfer;
 mod verify;
@@ -46,10 +47,16 @@ use crate::exit::CliError;
     propagate_version = true,
     max_term_width = 100
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// Where runs live (default: $ORACLE_HOME, else ./.oracle). Runs are `<home>/runs/<id>/`.
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// Keep runs in PostgreSQL instead (default: $ORACLE_STORE): `postgres://USER@HOST/DB`.
+    /// `oracle submit` queues runs, `oracle worker` drives them; resume, adjudicate, claim,
+    /// sweep and reinstate are sent to the run as signals; read-only commands read the store.
+    /// See docs/STORE.md.
+    #[arg(long, global = true, value_name = "URL")]
+    store: Option<String>,
     /// Colour output: `auto` (a terminal, unless NO_COLOR is set), `always` or `never`.
     #[arg(long, global = true, value_enum, default_value_t = out::ColorChoice::Auto)]
     color: out::ColorChoice,
@@ -58,7 +65,7 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-enum Command {
+pub(crate) enum Command {
     /// Run a plan: every capability check, tool call and state change is recorded in a new
     /// run under `<home>/runs/<id>/`. Exit 0 completed, 1 a step failed under `stop`, 3
     /// suspended (waiting for `oracle resume`), 2 bad plan or arguments (nothing is started).
@@ -153,6 +160,17 @@ enum Command {
     /// the token that sent it). `oracle serve token add NAME` makes a token. Stops on SIGTERM or
     /// SIGINT.
     Serve(serve::ServeArgs),
+    /// Create or migrate a PostgreSQL store's schema (`init`), or summarise it (`status`).
+    /// Needs --store URL or $ORACLE_STORE.
+    Store(store::StoreArgs),
+    /// Queue a run of a plan in the store (same flags as `run`): every check `run` makes
+    /// happens here, the run's id is printed at once, and a worker drives it. Exit 0 queued, 2
+    /// bad plan or input (nothing queued).
+    Submit(run::RunArgs),
+    /// Drive the store's runs: claim submitted runs, suspended runs whose signal arrived, and
+    /// runs whose worker died (lease expired), with `FOR UPDATE SKIP LOCKED`; wake on
+    /// LISTEN/NOTIFY, else poll. SIGTERM: no new claims, finish the runs in hand, release.
+    Worker(store::WorkerArgs),
     /// Write a synthetic log of any size (deterministic in --seed) for benchmarks and tests.
     Synth(maintain::SynthArgs),
     /// Print a shell completion script: `oracle completions bash > ~/.local/share/bash-completion/completions/oracle`
@@ -220,8 +238,54 @@ fn main() -> ExitCode {
         cli.home.as_deref(),
         std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),
     );
-    let result = match cli.command {
+    let result = match store::url(cli.store) {
+        Err(e) => Err(e),
+        Ok(Some(url)) => match store::dispatch(&url, cli.command) {
+            Ok(result) => result,
+            Err(command) => run_command(&home, command),
+        },
+        Ok(None) => run_command(&home, cli.command),
+    };
+    // Output still buffered goes out before the exit code is decided: failing to write it is
+    // an error like any other write.
+    let result = result.and_then(|code| out::flush().map(|()| code));
+    match result {
+        Ok(code) => ExitCode::from(code),
+        // The reader of stdout went away (`oracle runs | head -1`): stop quietly, like `git log`.
+        Err(e) if e.quiet => ExitCode::from(exit::OK),
+        Err(err) => {
+            // Under --json every failure prints one JSON document: the command's own report if
+            // it printed one (it carries the same `error` object), else this one.
+            if json_mode && !out::printed_json() {
+                let doc = serde_json::json!({"ok": false, "error": err.error_value()});
+                if let Err(e) = out::json(&doc)
+                    && e.quiet
+                {
+                    return ExitCode::from(exit::OK);
+                }
+            }
+            let CliError { code, message, .. } = err;
+            match out::flush() {
+                // What the command printed before failing (its `--json` report) goes out first.
+                // If stdout turns out to be closed, the same quiet exit as above.
+                Err(e) if e.quiet => ExitCode::from(exit::OK),
+                _ => {
+                    eprintln!("error: {message}");
+                    ExitCode::from(code)
+                }
+            }
+        }
+    }
+}
+
+/// Runs one command against the file home `home`.
+pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8, CliError> {
+    let home = home.to_path_buf();
+    match command {
         Command::Run(a) => run::run(&home, a),
+        Command::Store(_) | Command::Submit(_) | Command::Worker(_) => Err(CliError::input(
+            "this command needs a PostgreSQL store: give --store postgres://USER@HOST/DB or set ORACLE_STORE (docs/STORE.md)",
+        )),
         Command::Resume(a) => run::resume(&home, a),
         Command::Replay(a) => run::replay(&home, a),
         Command::Runs(a) => run::runs(&home, a),
@@ -261,36 +325,6 @@ fn main() -> ExitCode {
         Command::Demand(a) => demand::run(&home, a),
         Command::Auction(a) => auction::run(&home, a),
         Command::Report(a) => report::run(&home, a),
-    };
-    // Output still buffered goes out before the exit code is decided: failing to write it is
-    // an error like any other write.
-    let result = result.and_then(|code| out::flush().map(|()| code));
-    match result {
-        Ok(code) => ExitCode::from(code),
-        // The reader of stdout went away (`oracle runs | head -1`): stop quietly, like `git log`.
-        Err(e) if e.quiet => ExitCode::from(exit::OK),
-        Err(err) => {
-            // Under --json every failure prints one JSON document: the command's own report if
-            // it printed one (it carries the same `error` object), else this one.
-            if json_mode && !out::printed_json() {
-                let doc = serde_json::json!({"ok": false, "error": err.error_value()});
-                if let Err(e) = out::json(&doc)
-                    && e.quiet
-                {
-                    return ExitCode::from(exit::OK);
-                }
-            }
-            let CliError { code, message, .. } = err;
-            match out::flush() {
-                // What the command printed before failing (its `--json` report) goes out first.
-                // If stdout turns out to be closed, the same quiet exit as above.
-                Err(e) if e.quiet => ExitCode::from(exit::OK),
-                _ => {
-                    eprintln!("error: {message}");
-                    ExitCode::from(code)
-                }
-            }
-        }
     }
 }
 

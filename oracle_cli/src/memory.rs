@@ -802,3 +802,15 @@ pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
     }
     Ok(exit::OK)
 }
+
+macro_rules! run_name {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// The run this command names (for sending it to a store's run as a signal).
+            pub(crate) fn run_name(&self) -> &str {
+                &self.run
+            }
+        }
+    )*};
+}
+run_name!(AdjudicateArgs, SweepArgs, ClaimArgs, ReinstateArgs);

@@ -685,7 +685,9 @@ pub(crate) fn print_session(
     Ok(())
 }
 
-pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+/// The start of a run as `oracle run` and `oracle submit` make it: every flag checked, the
+/// registry with the run's models, secrets and declared tools.
+fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Registry), CliError> {
     if let Some(ticks) = a.adjudication_expiry {
         oracle_core::event::check_time("--adjudication-expiry", ticks)
             .map_err(|e| CliError::input(e.to_string()))?;
@@ -694,7 +696,6 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
     let mut models = a.drive.models(Models::default())?;
     let (secrets, secret_vars) = a.drive.secrets(BTreeMap::new(), &mut models)?;
-    crate::interrupt::on_ctrl_c(None);
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
         expiry_ticks: a.adjudication_expiry,
@@ -730,6 +731,12 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
             },
         ),
     };
+    Ok((opts, registry))
+}
+
+pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    let (opts, registry) = start_options(home, &a)?;
+    crate::interrupt::on_ctrl_c(None);
     let mut display = Display::new("running");
     let s = session::start_observed(&opts, &registry, &mut |p| display.update(p));
     display.finish();
@@ -739,6 +746,64 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     }
     let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
     print_session(&s, a.drive.json, "recorded", notified)?;
+    Ok(status_code(&s.report.ending))
+}
+
+/// `oracle submit`: everything `oracle run` checks and writes before the first event, made in
+/// `scratch` (a temporary home) and handed to `store`; nothing runs here. Returns the run id.
+pub(crate) fn submit(
+    scratch: &Path,
+    a: &RunArgs,
+    store: &oracle_pg::Store,
+) -> Result<(String, bool), CliError> {
+    let (opts, registry) = start_options(scratch, a)?;
+    let prepared = session::prepare(&opts, &registry, true)
+        .map_err(|e| session_error(e, a.drive.json, None))?;
+    for w in &prepared.warnings {
+        eprintln!("warning: {w}");
+    }
+    let id = store
+        .submit(&prepared.plan.name, &prepared.dir)
+        .map_err(|e| CliError::input(e.to_string()))?;
+    Ok((id, a.drive.json))
+}
+
+/// The registry a run's drive needs, from what its run directory keeps: its models, its
+/// secrets (read from this process's environment) and its declared tools.
+fn stored_registry(home: &Path, run: &str, start: bool) -> Result<Registry, CliError> {
+    let (models, vars) = stored_bindings(home, run);
+    let values: Vec<(String, String)> = vars
+        .iter()
+        .filter_map(|(n, var)| Some((n.clone(), std::env::var(var).ok()?)))
+        .collect();
+    let secrets = Arc::new(Secrets::new(values).unwrap_or_default());
+    let mut registry = registry_with(&models, secrets.clone());
+    if start {
+        let dirs = session::stored_tools(&home.join("runs").join(run));
+        crate::tools::declare(
+            &mut registry,
+            &dirs,
+            &secrets,
+            oracle_runtime::declared::McpMode::Start,
+        )?;
+    } else {
+        crate::tools::for_run(home, run, &[], &mut registry, &secrets, true, false)?;
+    }
+    Ok(registry)
+}
+
+/// A worker's first drive of a submitted run (its directory is in `home`, without a log).
+pub(crate) fn start_submitted(home: &Path, run: &str) -> Result<u8, CliError> {
+    let registry = stored_registry(home, run, true)?;
+    let s = session::start_prepared(
+        home,
+        run,
+        oracle_runtime::Durability::DEFAULT,
+        &registry,
+        &mut |_| {},
+    )
+    .map_err(|e| session_error(e, false, None))?;
+    print_session(&s, false, "recorded", None)?;
     Ok(status_code(&s.report.ending))
 }
 
@@ -756,17 +821,7 @@ pub(crate) fn resume_after_verdict(
         None,
         JOBS_DEFAULT,
         oracle_runtime::Durability::DEFAULT,
-        &{
-            let (models, vars) = stored_bindings(home, run);
-            let values: Vec<(String, String)> = vars
-                .iter()
-                .filter_map(|(n, var)| Some((n.clone(), std::env::var(var).ok()?)))
-                .collect();
-            let secrets = Arc::new(Secrets::new(values).unwrap_or_default());
-            let mut registry = registry_with(&models, secrets.clone());
-            crate::tools::for_run(home, run, &[], &mut registry, &secrets, true, false)?;
-            registry
-        },
+        &stored_registry(home, run, false)?,
     );
     let log = session::find(home, run).ok().map(|r| r.paths.log);
     let s = match s {
@@ -1104,4 +1159,17 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         )?;
     }
     Ok(exit::OK)
+}
+
+impl ResumeArgs {
+    /// The run this command names (for sending it to a store's run as a signal).
+    pub(crate) fn run_name(&self) -> &str {
+        &self.run
+    }
+}
+
+impl RunsArgs {
+    pub(crate) fn json_flag(&self) -> bool {
+        self.json
+    }
 }

@@ -174,7 +174,11 @@ impl Cluster {
                 data.display()
             )
         } else {
-            format!("{} -D {} -m immediate stop", pg_ctl.display(), data.display())
+            format!(
+                "{} -D {} -m immediate stop",
+                pg_ctl.display(),
+                data.display()
+            )
         };
         let script = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} >/dev/null 2>&1; rm -rf {dir}",

@@ -340,7 +340,13 @@ impl Store {
 
     /// Lets go of a held run, leaving it in `state` (with `detail`), and wakes the workers if
     /// it can be taken again. `false`: the lease was no longer this worker's (nothing changed).
-    pub fn release(&self, run: &str, fence: i64, state: &str, detail: Option<&str>) -> Result<bool> {
+    pub fn release(
+        &self,
+        run: &str,
+        fence: i64,
+        state: &str,
+        detail: Option<&str>,
+    ) -> Result<bool> {
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("releasing a run"))?;
         let n = tx
@@ -449,7 +455,13 @@ impl Store {
     /// exactly (their first seq is the stored count, their first `prev` the stored head, and
     /// each links to the one before). With `consume`, that pending signal is marked applied,
     /// recorded at the first of these events, in the same transaction.
-    pub fn append(&self, run: &str, fence: i64, records: &[u8], consume: Option<i64>) -> Result<()> {
+    pub fn append(
+        &self,
+        run: &str,
+        fence: i64,
+        records: &[u8],
+        consume: Option<i64>,
+    ) -> Result<()> {
         let parsed = parse_records(run, records)?;
         let Some(first) = parsed.first() else {
             return Ok(());
@@ -466,7 +478,8 @@ impl Store {
             .ok_or_else(|| PgError::NoRun {
                 run: run.to_owned(),
             })?;
-        let (held, events, head): (i64, i64, Option<Vec<u8>>) = (row.get(0), row.get(1), row.get(2));
+        let (held, events, head): (i64, i64, Option<Vec<u8>>) =
+            (row.get(0), row.get(1), row.get(2));
         if held != fence {
             return Err(PgError::Fenced {
                 run: run.to_owned(),
@@ -490,7 +503,14 @@ impl Store {
             let seq = r.seq as i64;
             tx.execute(
                 &insert,
-                &[&run, &seq, &r.hash.as_slice(), &r.prev.as_slice(), &&records[r.range.clone()], &fence],
+                &[
+                    &run,
+                    &seq,
+                    &r.hash.as_slice(),
+                    &r.prev.as_slice(),
+                    &&records[r.range.clone()],
+                    &fence,
+                ],
             )
             .map_err(db("appending events"))?;
         }
@@ -520,7 +540,7 @@ impl Store {
             run: run.to_owned(),
             fence,
             consume,
-            consumed: Arc::new(Mutex::new(false)),
+            consumed: None,
         }
     }
 
@@ -647,13 +667,19 @@ pub struct PgReplica {
     run: String,
     fence: i64,
     consume: Option<i64>,
-    consumed: Arc<Mutex<bool>>,
+    consumed: Option<i64>,
 }
 
 impl PgReplica {
-    /// Whether the signal this replica was to consume has been (its event committed).
-    pub fn consumed_flag(&self) -> Arc<Mutex<bool>> {
-        self.consumed.clone()
+    /// The signal the next non-empty commit marks applied (the one being applied now).
+    pub fn consume_next(&mut self, signal: Option<i64>) {
+        self.consume = signal;
+        self.consumed = None;
+    }
+
+    /// The signal the last commit consumed, if it consumed one since [`PgReplica::consume_next`].
+    pub fn consumed(&self) -> Option<i64> {
+        self.consumed
     }
 }
 
@@ -665,7 +691,7 @@ impl oracle_runtime::replica::Replica for PgReplica {
             .map_err(io::Error::other)?;
         if consume.is_some() {
             self.consume = None;
-            *self.consumed.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            self.consumed = consume;
         }
         Ok(())
     }
@@ -695,8 +721,8 @@ fn parse_records(run: &str, records: &[u8]) -> Result<Vec<Parsed>> {
             .position(|&b| b == b'\n')
             .map(|i| start + i)
             .ok_or_else(|| bad("no newline at the end of the record".into()))?;
-        let event = record::decode(&records[start..end], &mut scratch)
-            .map_err(|e| bad(e.to_string()))?;
+        let event =
+            record::decode(&records[start..end], &mut scratch).map_err(|e| bad(e.to_string()))?;
         if let Some(before) = out.last()
             && (event.seq != before.seq + 1 || event.prev.as_bytes().as_slice() != before.hash)
         {

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use oracle_core::payload::{RunStarted, StepScheduled};
 use oracle_core::{Hash, Payload};
@@ -62,7 +63,8 @@ fn init_is_idempotent_and_a_newer_schema_is_refused() {
     let url = s.url().to_owned();
     drop(s);
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    c.execute("UPDATE oracle_schema SET version = 99", &[]).unwrap();
+    c.execute("UPDATE oracle_schema SET version = 99", &[])
+        .unwrap();
     match Store::connect(&url) {
         Err(PgError::Newer { found: 99, .. }) => {}
         Err(e) => panic!("wrong error: {e}"),
@@ -83,7 +85,10 @@ fn a_writer_whose_lease_was_taken_over_cannot_extend_the_run() {
     let tmp = tempfile::tempdir().unwrap();
     let id = submit(&s, tmp.path());
     let first = s.claim("w1", 60_000).unwrap().unwrap();
-    assert_eq!((first.id.as_str(), first.fence, first.from.as_str()), (id.as_str(), 1, "submitted"));
+    assert_eq!(
+        (first.id.as_str(), first.fence, first.from.as_str()),
+        (id.as_str(), 1, "submitted")
+    );
     // Nothing else is claimable while the lease holds.
     assert!(s.claim("w2", 60_000).unwrap().is_none());
 
@@ -91,7 +96,10 @@ fn a_writer_whose_lease_was_taken_over_cannot_extend_the_run() {
     let dir = s.hydrate(&id, &home1).unwrap();
     assert_eq!(std::fs::read(dir.join("uses/sub.plan")).unwrap(), b"sub\n");
     let paths = LogPaths::of_run(&dir);
-    replica::attach(&paths.log, Box::new(s.replica(&id, first.fence, None)));
+    replica::attach(
+        &paths.log,
+        Arc::new(Mutex::new(s.replica(&id, first.fence, None))),
+    );
     let mut w = LogWriter::create(&paths, Durability::Effect).unwrap();
     w.append(0, vec![], started()).unwrap();
     w.append(1, vec![0], step(1)).unwrap();
@@ -99,23 +107,35 @@ fn a_writer_whose_lease_was_taken_over_cannot_extend_the_run() {
 
     // The lease runs out (the worker stalled); another worker takes the run over.
     let mut c = postgres::Client::connect(s.url(), postgres::NoTls).unwrap();
-    c.execute("UPDATE runs SET lease_until = now() - interval '1 second'", &[])
-        .unwrap();
+    c.execute(
+        "UPDATE runs SET lease_until = now() - interval '1 second'",
+        &[],
+    )
+    .unwrap();
     let second = s.claim("w2", 60_000).unwrap().unwrap();
-    assert_eq!((second.fence, second.from.as_str(), second.events), (2, "running", 2));
+    assert_eq!(
+        (second.fence, second.from.as_str(), second.events),
+        (2, "running", 2)
+    );
 
     // The stalled writer wakes up and commits: refused, and it stops.
     w.append(2, vec![1], step(2)).unwrap();
     let err = w.commit().unwrap_err();
     assert!(err.to_string().contains("lease lost"), "{err}");
-    assert!(w.append(3, vec![1], step(3)).is_err(), "a refused writer must stop");
+    assert!(
+        w.append(3, vec![1], step(3)).is_err(),
+        "a refused writer must stop"
+    );
     drop(w);
 
     // The new holder continues from what the store holds.
     let home2 = tmp.path().join("w2");
     let dir2 = s.hydrate(&id, &home2).unwrap();
     let paths2 = LogPaths::of_run(&dir2);
-    replica::attach(&paths2.log, Box::new(s.replica(&id, second.fence, None)));
+    replica::attach(
+        &paths2.log,
+        Arc::new(Mutex::new(s.replica(&id, second.fence, None))),
+    );
     let mut w2 = LogWriter::open(&paths2, Durability::Effect).unwrap();
     w2.append(2, vec![1], step(7)).unwrap();
     w2.close().unwrap();
@@ -142,19 +162,34 @@ fn an_append_that_does_not_continue_the_log_is_refused_whole() {
         let paths = LogPaths::of_file(&tmp.path().join(format!("{name}.jsonl")));
         let mut w = LogWriter::create(&paths, Durability::None).unwrap();
         w.append(0, vec![], started()).unwrap();
-        w.append(1, vec![0], step(if name == "a" { 1 } else { 2 })).unwrap();
+        w.append(1, vec![0], step(if name == "a" { 1 } else { 2 }))
+            .unwrap();
         w.close().unwrap();
         records.push(std::fs::read(&paths.log).unwrap());
     }
     s.append(&id, claim.fence, &records[0], None).unwrap();
     let err = s.append(&id, claim.fence, &records[1], None).unwrap_err();
-    assert!(matches!(err, PgError::NotNext { events: 2, seq: 0, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            PgError::NotNext {
+                events: 2,
+                seq: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
     // A commit that skips ahead or repeats the last event is refused too.
     let second_line = records[1].iter().position(|&b| b == b'\n').unwrap() + 1;
-    let err = s.append(&id, claim.fence, &records[1][second_line..], None).unwrap_err();
+    let err = s
+        .append(&id, claim.fence, &records[1][second_line..], None)
+        .unwrap_err();
     assert!(matches!(err, PgError::NotNext { .. }), "{err}");
     // Garbage is refused before the database is asked.
-    let err = s.append(&id, claim.fence, b"{\"not\": \"a record\"}\n", None).unwrap_err();
+    let err = s
+        .append(&id, claim.fence, b"{\"not\": \"a record\"}\n", None)
+        .unwrap_err();
     assert!(matches!(err, PgError::BadRecord { .. }), "{err}");
     let dir = s.hydrate(&id, &tmp.path().join("h")).unwrap();
     assert_eq!(std::fs::read(dir.join("events.jsonl")).unwrap(), records[0]);
@@ -179,7 +214,10 @@ fn concurrent_claims_take_different_runs() {
             })
         })
         .collect();
-    let mut all: Vec<String> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let mut all: Vec<String> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
     all.sort();
     let mut expected = ids.clone();
     expected.sort();
@@ -191,27 +229,37 @@ fn a_signal_is_consumed_in_the_transaction_of_its_event() {
     let Some(s) = store() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let id = submit(&s, tmp.path());
-    let sig = s.send(&id, "resume", &serde_json::json!({"step": "ask"})).unwrap();
+    let sig = s
+        .send(&id, "resume", &serde_json::json!({"step": "ask"}))
+        .unwrap();
     assert_eq!(s.signal_outcome(sig).unwrap(), None);
     let claim = s.claim("w1", 60_000).unwrap().unwrap();
     assert_eq!(s.pending(&id).unwrap().len(), 1);
     let dir = s.hydrate(&id, &tmp.path().join("h")).unwrap();
     let paths = LogPaths::of_run(&dir);
-    let r = s.replica(&id, claim.fence, Some(sig));
-    let consumed = r.consumed_flag();
-    replica::attach(&paths.log, Box::new(r));
+    let r = Arc::new(Mutex::new(s.replica(&id, claim.fence, Some(sig))));
+    replica::attach(&paths.log, r.clone());
     let mut w = LogWriter::create(&paths, Durability::Effect).unwrap();
     w.append(0, vec![], started()).unwrap();
     w.close().unwrap();
-    assert!(*consumed.lock().unwrap());
-    assert_eq!(s.signal_outcome(sig).unwrap(), Some(("applied".into(), Some(0))));
+    assert_eq!(r.lock().unwrap().consumed(), Some(sig));
+    assert_eq!(
+        s.signal_outcome(sig).unwrap(),
+        Some(("applied".into(), Some(0)))
+    );
     assert!(s.pending(&id).unwrap().is_empty());
     // A second signal, refused: settled with the reason, no event.
     let sig2 = s.send(&id, "resume", &serde_json::json!({})).unwrap();
-    assert!(s.settle(&id, claim.fence, sig2, "refused: not suspended").unwrap());
+    assert!(
+        s.settle(&id, claim.fence, sig2, "refused: not suspended")
+            .unwrap()
+    );
     assert_eq!(
         s.signal_outcome(sig2).unwrap(),
         Some(("refused: not suspended".into(), None))
     );
-    assert!(matches!(s.send("nope-1", "resume", &serde_json::json!({})), Err(PgError::NoRun { .. })));
+    assert!(matches!(
+        s.send("nope-1", "resume", &serde_json::json!({})),
+        Err(PgError::NoRun { .. })
+    ));
 }

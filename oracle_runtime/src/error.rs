@@ -46,7 +46,9 @@ pub enum StoreError {
         "{path}: an earlier write failed, so this writer stopped; check the log with `oracle verify` and `oracle repair` before appending again"
     )]
     Poisoned { path: PathBuf },
-    #[error("{path}: the store refused the records of this commit, so this writer stopped: {source}")]
+    #[error(
+        "{path}: the store refused the records of this commit, so this writer stopped: {source}"
+    )]
     Replica {
         path: PathBuf,
         #[source]

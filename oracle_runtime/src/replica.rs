@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Where a log's records go besides its file, at each commit point.
 pub trait Replica: Send {
@@ -25,23 +25,28 @@ pub trait Replica: Send {
     fn commit(&mut self, records: &[u8]) -> io::Result<()>;
 }
 
-/// Replicas attached to logs no writer has opened yet.
-static ATTACHED: Mutex<BTreeMap<PathBuf, Box<dyn Replica>>> = Mutex::new(BTreeMap::new());
+/// A replica as writers hold it: every writer of the log while it is attached commits to the
+/// same one (a verdict and the resume after it are two writers of one log).
+pub type Shared = Arc<Mutex<dyn Replica>>;
 
-/// Attaches `replica` to the log at `log`: the next writer to create or open that log commits
-/// to it. Replaces a replica attached earlier and not yet taken.
-pub fn attach(log: &Path, replica: Box<dyn Replica>) {
+/// Replicas attached to logs, by log path.
+static ATTACHED: Mutex<BTreeMap<PathBuf, Shared>> = Mutex::new(BTreeMap::new());
+
+/// Attaches `replica` to the log at `log`: every writer that creates or opens that log from
+/// now until [`detach`] commits to it. Replaces a replica attached earlier.
+pub fn attach(log: &Path, replica: Shared) {
     let mut attached = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
     attached.insert(log.to_path_buf(), replica);
 }
 
-/// Removes a replica attached to `log` that no writer took (a run that stopped before writing).
-pub fn detach(log: &Path) -> Option<Box<dyn Replica>> {
+/// Detaches the replica of `log`; writers already open keep committing to it.
+pub fn detach(log: &Path) -> Option<Shared> {
     let mut attached = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
     attached.remove(log)
 }
 
-/// Taken by a writer as it opens `log`.
-pub(crate) fn take(log: &Path) -> Option<Box<dyn Replica>> {
-    detach(log)
+/// The replica a writer opening `log` commits to, if one is attached.
+pub(crate) fn of(log: &Path) -> Option<Shared> {
+    let attached = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
+    attached.get(log).cloned()
 }

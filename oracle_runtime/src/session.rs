@@ -506,7 +506,9 @@ pub fn start_observed(
     let prepared = prepare(opts, registry, false)?;
     let paths = LogPaths::of_run(&prepared.dir);
     let writer = LogWriter::create(&paths, opts.durability)?;
-    let config = prepared.submission.config(&opts.home, &prepared.dir, None)?;
+    let config = prepared
+        .submission
+        .config(&opts.home, &prepared.dir, None)?;
     let agent = PlanAgent::new(prepared.plan, config.inputs.clone());
     let mut engine =
         Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
@@ -668,11 +670,10 @@ pub fn start_prepared(
     };
     let path = found.dir.join(SUBMISSION_FILE);
     let text = read_text(&path)?;
-    let submission: Submission =
-        serde_json::from_str(&text).map_err(|e| SessionError::Io {
-            path: path.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        })?;
+    let submission: Submission = serde_json::from_str(&text).map_err(|e| SessionError::Io {
+        path: path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })?;
     let plan_path = found.dir.join(PLAN_FILE);
     let source = read_text(&plan_path)?;
     let sources = plan_sources(&found.dir.join(USES_DIR), &source);

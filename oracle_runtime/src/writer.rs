@@ -19,7 +19,7 @@ use crate::error::{Result, StoreError};
 use crate::index::IndexAppender;
 use crate::paths::LogPaths;
 use crate::reader;
-use crate::replica::{self, Replica};
+use crate::replica;
 use crate::storage::{FsFile, FsStorage, LogFile, Storage};
 
 /// When appended records are forced to stable storage.
@@ -89,7 +89,7 @@ pub struct LogWriter {
     poisoned: bool,
     /// The store this log is replicated to (a worker's run, [`crate::replica`]), with the
     /// records written since its last commit.
-    replica: Option<(Box<dyn Replica>, Vec<u8>)>,
+    replica: Option<(replica::Shared, Vec<u8>)>,
 }
 
 fn take_lock(paths: &LogPaths) -> Result<File> {
@@ -206,7 +206,7 @@ impl LogWriter {
             index,
             index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
-            replica: replica::take(&paths.log).map(|r| (r, Vec::new())),
+            replica: replica::of(&paths.log).map(|r| (r, Vec::new())),
         })
     }
 
@@ -240,7 +240,7 @@ impl LogWriter {
             index,
             index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
-            replica: replica::take(&paths.log).map(|r| (r, Vec::new())),
+            replica: replica::of(&paths.log).map(|r| (r, Vec::new())),
         })
     }
 
@@ -408,7 +408,11 @@ impl LogWriter {
         if pending.is_empty() {
             return Ok(());
         }
-        if let Err(e) = replica.commit(pending) {
+        let committed = replica
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .commit(pending);
+        if let Err(e) = committed {
             self.poisoned = true;
             return Err(StoreError::Replica {
                 path: self.paths.log.clone(),
