@@ -468,7 +468,7 @@ fn drive_claim(store: &Store, claim: &Claim, scratch: &Path) -> Result<String, S
     let result = drive_in(store, claim, &home);
     let _ = std::fs::remove_dir_all(&home);
     let (state, detail) = match &result {
-        Ok(state) => (state.clone(), None),
+        Ok((state, notes)) => (state.clone(), notes.clone()),
         // The store refused a commit: the run is another worker's now. Leave it alone.
         Err(Stop::Fenced(e)) => return Err(format!("lease lost, run left to its new holder: {e}")),
         Err(Stop::Broken(e)) => ("broken".to_owned(), Some(e.clone())),
@@ -487,7 +487,7 @@ enum Stop {
     Broken(String),
 }
 
-fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<String, Stop> {
+fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<(String, Option<String>), Stop> {
     let broken = |e: String| Stop::Broken(e);
     let dir = store
         .hydrate(&claim.id, home)
@@ -495,6 +495,7 @@ fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<String, Stop> {
     let paths = oracle_runtime::LogPaths::of_run(&dir);
     let replica = Arc::new(Mutex::new(store.replica(&claim.id, claim.fence, None)));
     oracle_runtime::replica::attach(&paths.log, replica.clone());
+    let mut notes: Vec<String> = Vec::new();
     let outcome = (|| {
         let fenced = |e: &CliError| e.message.contains("lease lost");
         for signal in store
@@ -521,6 +522,9 @@ fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<String, Stop> {
                     Ok(_) => "applied: nothing to record".to_owned(),
                     Err(e) => format!("refused (exit {}): {}", e.code, e.message),
                 };
+                if result.is_err() {
+                    notes.push(format!("signal {} {outcome}", signal.id));
+                }
                 store
                     .settle(&claim.id, claim.fence, signal.id, &outcome)
                     .map_err(|e| Stop::Fenced(e.to_string()))?;
@@ -531,8 +535,14 @@ fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<String, Stop> {
         let state = state_of(&dir);
         let drive = match (log_exists, state.as_deref()) {
             (false, _) => Some(crate::run::start_submitted(home, &claim.id)),
-            (true, Some("completed" | "failed" | "suspended")) => None,
-            (true, _) => Some(crate::run::resume_after_verdict(
+            // A verdict recorded after the run suspended on a belief, whose resume did not
+            // happen (its worker died in between, or it was sent without --resume): go on, as
+            // `oracle resume RUN` would.
+            (true, Some("suspended")) if verdict_after_belief_wait(&dir) => Some(
+                crate::run::resume_after_verdict(home, &claim.id, false, None),
+            ),
+            (true, Some(_)) => None,
+            (true, None) => Some(crate::run::resume_after_verdict(
                 home, &claim.id, false, None,
             )),
         };
@@ -548,7 +558,29 @@ fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<String, Stop> {
         Ok(state_of(&dir).unwrap_or_else(|| "runnable".to_owned()))
     })();
     oracle_runtime::replica::detach(&paths.log);
-    outcome
+    outcome.map(|state| (state, (!notes.is_empty()).then(|| notes.join("; "))))
+}
+
+/// Whether the log ends in an outside event (a verdict, a claim) recorded after the program
+/// suspended waiting on a belief: a resume may now find the belief resolved.
+fn verdict_after_belief_wait(dir: &Path) -> bool {
+    let paths = oracle_runtime::LogPaths::of_run(dir);
+    let Ok(events) = oracle_runtime::recorded::Recorded::read(&paths.log) else {
+        return false;
+    };
+    let last_external = events
+        .len()
+        .checked_sub(1)
+        .and_then(|seq| events.kind(seq))
+        .is_some_and(|k| k.is_external());
+    let belief_wait = match session::last_program_event(&events)
+        .as_ref()
+        .map(|e| e.typed())
+    {
+        Some(Ok(oracle_core::Payload::Suspended(s))) => session::is_belief_wait(&events, &s.step),
+        _ => false,
+    };
+    last_external && belief_wait
 }
 
 /// The state a run's log ends in: `completed`, `failed`, `suspended`, or `None` (it can go on).

@@ -8,7 +8,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-const CRATES: [&str; 9] = [
+const CRATES: [&str; 10] = [
     "oracle_core",
     "oracle_plan",
     "oracle_runtime",
@@ -18,6 +18,7 @@ const CRATES: [&str; 9] = [
     "oracle_llm_stub",
     "oracle_mcp_example",
     "oracle_serve",
+    "oracle_pg",
 ];
 const PURE: [&str; 3] = ["oracle_core", "oracle_plan", "oracle_memory"];
 
@@ -142,6 +143,32 @@ fn crate_edges_follow_the_architecture() {
             && normal_deps("oracle_serve").contains("tokio"),
         "the check above reads dependency names as Cargo.toml spells them"
     );
+    // PostgreSQL is one backend of the store, in its own crate: the runtime knows only the
+    // replica seam, and only the CLI (which offers `--store`) uses the backend.
+    for k in CRATES {
+        let deps = normal_deps(k);
+        if k != "oracle_pg" {
+            assert!(
+                !deps.contains("postgres"),
+                "only oracle_pg talks to PostgreSQL; {k} does too"
+            );
+        }
+        if k != "oracle_cli" {
+            assert!(
+                !deps.contains("oracle_pg"),
+                "only oracle_cli uses the PostgreSQL store; {k} does too"
+            );
+        }
+    }
+    assert_eq!(
+        internal("oracle_pg"),
+        ["oracle_core", "oracle_runtime"]
+            .into_iter()
+            .map(String::from)
+            .collect::<BTreeSet<_>>(),
+        "oracle_pg stores what the runtime records, and nothing else"
+    );
+    assert!(normal_deps("oracle_pg").contains("postgres"));
 }
 
 /// Every `std::` path a grouped `use std::{...}` names, flattened (`use std::{env, sync::{Arc,
