@@ -105,6 +105,17 @@ struct Row {
     commits: u64,
 }
 
+/// Keeps a case's figures and prints them at once (the table follows at the end).
+fn push(rows: &mut Vec<Row>, row: Row) {
+    println!(
+        "{}: {:.2} s, {:.0} events/s",
+        row.what,
+        row.seconds,
+        EVENTS as f64 / row.seconds
+    );
+    rows.push(row);
+}
+
 fn check(store: &Store, run: &str, log: &Path) {
     let row = store
         .runs()
@@ -161,11 +172,14 @@ fn main() {
     {
         let paths = LogPaths::of_run(&scratch.join("runs").join(format!("file-{n}")));
         let (seconds, syncs) = record(&paths, durability, every);
-        rows.push(Row {
-            what: what.to_owned(),
-            seconds,
-            commits: syncs,
-        });
+        push(
+            &mut rows,
+            Row {
+                what: what.to_owned(),
+                seconds,
+                commits: syncs,
+            },
+        );
     }
 
     // A log to append as it is: the same events, built once.
@@ -192,15 +206,18 @@ fn main() {
         }
         let seconds = t.elapsed().as_secs_f64();
         check(&store, &run, &source.log);
-        rows.push(Row {
-            what: if batch == 1 {
-                "Store::append, 1 record per transaction (batching off)".to_owned()
-            } else {
-                format!("Store::append, {batch} records per transaction")
+        push(
+            &mut rows,
+            Row {
+                what: if batch == 1 {
+                    "Store::append, 1 record per transaction (batching off)".to_owned()
+                } else {
+                    format!("Store::append, {batch} records per transaction")
+                },
+                seconds,
+                commits,
             },
-            seconds,
-            commits,
-        });
+        );
     }
 
     // The worker's path: the writer syncs its file, then commits to the store, at each commit.
@@ -212,19 +229,22 @@ fn main() {
         let (seconds, _) = record(&paths, Durability::Effect, every);
         replica::detach(&paths.log);
         check(&store, &run, &paths.log);
-        rows.push(Row {
-            what: format!(
-                "LogWriter + PgReplica, commit every {} event{}",
-                if every == 1000 {
-                    "1,000".to_owned()
-                } else {
-                    every.to_string()
-                },
-                if every == 1 { "" } else { "s" }
-            ),
-            seconds,
-            commits: EVENTS.div_ceil(every),
-        });
+        push(
+            &mut rows,
+            Row {
+                what: format!(
+                    "LogWriter + PgReplica, commit every {} event{}",
+                    if every == 1000 {
+                        "1,000".to_owned()
+                    } else {
+                        every.to_string()
+                    },
+                    if every == 1 { "" } else { "s" }
+                ),
+                seconds,
+                commits: EVENTS.div_ceil(every),
+            },
+        );
     }
 
     println!();
