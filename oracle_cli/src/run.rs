@@ -778,8 +778,13 @@ fn stored_registry(home: &Path, run: &str, start: bool) -> Result<Registry, CliE
         .collect();
     let secrets = Arc::new(Secrets::new(values).unwrap_or_default());
     let mut registry = registry_with(&models, secrets.clone());
+    // A worker's `--tools` replace the directories the run recorded (as `resume --tools`).
+    let extra = crate::store::worker_tools();
     if start {
-        let dirs = session::stored_tools(&home.join("runs").join(run));
+        let mut dirs = session::stored_tools(&home.join("runs").join(run));
+        if !extra.is_empty() {
+            dirs = extra.to_vec();
+        }
         crate::tools::declare(
             &mut registry,
             &dirs,
@@ -787,7 +792,7 @@ fn stored_registry(home: &Path, run: &str, start: bool) -> Result<Registry, CliE
             oracle_runtime::declared::McpMode::Start,
         )?;
     } else {
-        crate::tools::for_run(home, run, &[], &mut registry, &secrets, true, false)?;
+        crate::tools::for_run(home, run, extra, &mut registry, &secrets, true, false)?;
     }
     Ok(registry)
 }

@@ -68,10 +68,22 @@ pub struct WorkerArgs {
     /// Name recorded as the holder of the runs this worker drives (default: host-pid).
     #[arg(long)]
     name: Option<String>,
+    /// A directory of tool manifests (docs/TOOLS.md) for the runs this worker drives,
+    /// replacing the directories each run recorded (repeatable), as `oracle resume --tools`.
+    #[arg(long = "tools", value_name = "DIR")]
+    tools: Vec<PathBuf>,
     /// Where runs are driven (a scratch home per run, removed after each drive). Default: the
     /// system's temporary directory.
     #[arg(long, value_name = "DIR")]
     scratch: Option<PathBuf>,
+}
+
+/// `oracle worker --tools`: set once when a worker starts.
+static WORKER_TOOLS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+
+/// The tool directories of this worker (empty outside a worker, or without `--tools`).
+pub fn worker_tools() -> &'static [PathBuf] {
+    WORKER_TOOLS.get().map_or(&[], Vec::as_slice)
 }
 
 /// The store named by `--store` or `$ORACLE_STORE`.
@@ -329,6 +341,12 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
     // Fail early on a bad store; each thread opens its own connection.
     connect(url)?;
     crate::interrupt::set_worker();
+    let tools: Vec<PathBuf> = a
+        .tools
+        .iter()
+        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+        .collect();
+    let _ = WORKER_TOOLS.set(tools);
     let name = a.name.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())

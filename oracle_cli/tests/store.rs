@@ -667,3 +667,50 @@ fn the_readme_walkthrough_two_workers_and_one_killed() {
     assert!(status.success());
     assert!(b.wait().unwrap().success());
 }
+
+/// A plan with declared tools (an exec program, a WebAssembly module, an MCP server) runs in a
+/// worker given `--tools`, with the head it has in a file home.
+#[test]
+fn a_worker_drives_declared_tools() {
+    let Some(url) = store_url() else { return };
+    let sb = common::Sandbox::new();
+    let dir = sb.path();
+    common::copy_dir(
+        &common::root().join("fixtures/tools"),
+        &dir.join("fixtures/tools"),
+    );
+    // The example MCP server is built beside `oracle` by `cargo test --workspace`.
+    let bin = Path::new(env!("CARGO_BIN_EXE_oracle")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        let out = common::command_in(dir, args)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}{err}");
+        text
+    };
+    let id = run(&["submit", "fixtures/tools/demo.plan", "--store", &url]);
+    let id = id.trim();
+    run(&[
+        "worker",
+        "--store",
+        &url,
+        "--until-idle",
+        "--poll-ms",
+        "50",
+        "--tools",
+        "fixtures/tools",
+    ]);
+    let r = runs(dir, &url);
+    assert_eq!(r[id]["state"], "completed", "{}", r[id]);
+    let out = run(&["run", "fixtures/tools/demo.plan", "--home", "fh", "--json"]);
+    let v: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(r[id]["head"], v["head"]);
+}

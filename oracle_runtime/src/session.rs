@@ -508,7 +508,7 @@ pub fn start_observed(
     let writer = LogWriter::create(&paths, opts.durability)?;
     let config = prepared
         .submission
-        .config(&opts.home, &prepared.dir, None)?;
+        .config(&opts.home, &prepared.dir, opts.scorer.clone())?;
     let agent = PlanAgent::new(prepared.plan, config.inputs.clone());
     let mut engine =
         Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
