@@ -237,3 +237,10 @@ pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
     }
     Ok(exit::OK)
 }
+
+impl CheckpointArgs {
+    /// The run this command names (a store's run id, with `--store`).
+    pub(crate) fn run_name(&self) -> String {
+        self.target.to_string_lossy().into_owned()
+    }
+}

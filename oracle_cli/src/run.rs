@@ -1177,4 +1177,9 @@ impl RunsArgs {
     pub(crate) fn json_flag(&self) -> bool {
         self.json
     }
+
+    /// `--status`, as the word a store's run state is compared with.
+    pub(crate) fn status_word(&self) -> Option<&'static str> {
+        self.status.map(StatusArg::as_str)
+    }
 }

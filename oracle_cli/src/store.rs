@@ -117,7 +117,7 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         Command::Store(a) => store_command(url, a),
         Command::Submit(a) => submit(url, a),
         Command::Worker(a) => worker(url, a),
-        Command::Runs(a) => runs(url, a.json_flag()),
+        Command::Runs(a) => runs(url, a.json_flag(), a.status_word()),
         Command::Resume(_)
         | Command::Adjudicate(_)
         | Command::Claim(_)
@@ -137,9 +137,9 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         Command::Run(_) => Err(CliError::input(
             "oracle run records in a file home; with --store, `oracle submit PLAN` queues the run and a worker (`oracle worker`) drives it",
         )),
+        Command::Checkpoint(_) => checkpoint(url, command),
         Command::Repair(_)
         | Command::Snapshot(_)
-        | Command::Checkpoint(_)
         | Command::Import(_)
         | Command::Serve(_)
         | Command::Synth(_) => Err(CliError::input(
@@ -205,9 +205,17 @@ fn submit(url: &str, a: crate::run::RunArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
-fn runs(url: &str, json_out: bool) -> Result<u8, CliError> {
+fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError> {
     let store = connect(url)?;
-    let rows = store.runs().map_err(pg)?;
+    let mut rows = store.runs().map_err(pg)?;
+    // `--status running`: not finished and not suspended (queued, held, or released); a broken
+    // run matches no status but is listed without one.
+    if let Some(want) = status {
+        rows.retain(|r| match want {
+            "running" => matches!(r.state.as_str(), "submitted" | "runnable" | "running"),
+            other => r.state == other,
+        });
+    }
     if json_out {
         for r in &rows {
             crate::out::json(&json!({
@@ -334,6 +342,28 @@ fn read_only(url: &str, command: Command) -> Result<u8, CliError> {
     crate::run_command(tmp.path(), command)
 }
 
+/// `oracle checkpoint RUN --key K --store URL`: the run is written into a temporary home with
+/// its checkpoints, the command signs its head there (after verifying the log), and the new
+/// line is added to the store. `verify --pubkey` on the store's run then checks it.
+fn checkpoint(url: &str, command: Command) -> Result<u8, CliError> {
+    let store = connect(url)?;
+    let tmp =
+        tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
+    let Command::Checkpoint(a) = &command else {
+        return Err(CliError::input("not a checkpoint command"));
+    };
+    let run = a.run_name();
+    let dir = store.hydrate(&run, tmp.path()).map_err(pg)?;
+    let before = store.checkpoints(&run).map_err(pg)?.len();
+    let code = crate::run_command(tmp.path(), command)?;
+    let path = dir.join(oracle_runtime::paths::CHECKPOINTS_FILE);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+    let new: Vec<String> = text.lines().skip(before).map(str::to_owned).collect();
+    store.add_checkpoints(&run, &new).map_err(pg)?;
+    Ok(code)
+}
+
 /// `oracle worker`: claims runs and drives them until stopped (SIGTERM or SIGINT: no new
 /// claims; the runs being driven are finished or suspended, then their leases released; a
 /// second signal exits at once, and their leases expire).
@@ -341,6 +371,7 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
     // Fail early on a bad store; each thread opens its own connection.
     connect(url)?;
     crate::interrupt::set_worker();
+    session::use_recorded_roots();
     let tools: Vec<PathBuf> = a
         .tools
         .iter()

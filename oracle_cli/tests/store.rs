@@ -213,6 +213,19 @@ fn a_run_in_the_store_has_the_head_of_the_same_run_in_a_file_home() {
     );
     assert_eq!(runs(&st, &url)[id]["head"], head.as_str());
 
+    // A signed checkpoint of the store's run, kept in the store, checked by verify --pubkey;
+    // `--status` filters the store's runs.
+    ok(&st, &["keygen", "--out", "k"]);
+    ok(&st, &["checkpoint", id, "--key", "k", "--store", &url]);
+    ok(&st, &["checkpoint", id, "--key", "k", "--store", &url]);
+    let out = ok(&st, &["verify", id, "--pubkey", "k.pub", "--store", &url]);
+    assert!(out.contains("checkpoint"), "{out}");
+    let (code, out, err) = oracle_in(&st, &["verify", id, "--pubkey", "k.pub"]);
+    assert_eq!(code, 2, "no such run in the file home: {out}{err}");
+    let out = ok(&st, &["runs", "--status", "completed", "--store", &url]);
+    assert!(out.contains(id), "{out}");
+    let out = ok(&st, &["runs", "--status", "suspended", "--store", &url]);
+    assert!(!out.contains(id), "{out}");
     // Read-only commands read the store's run.
     let out = ok(&st, &["log", id, "--store", &url]);
     assert!(out.contains("run_finished"), "{out}");
@@ -334,8 +347,11 @@ fn chaos_workers_killed_while_driving_200_runs() {
         })
         .collect();
 
-    let mut workers: Vec<Child> = (0..3)
-        .map(|_| worker(&st, &url, &["--concurrency", "2"]))
+    // The third worker runs elsewhere: it works in each run's recorded directory all the same.
+    let cwds = [st.clone(), st.clone(), tmp.path().to_path_buf()];
+    let mut workers: Vec<Child> = cwds
+        .iter()
+        .map(|cwd| worker(cwd, &url, &["--concurrency", "2"]))
         .collect();
     // Submitted in waves of ten while workers are killed: run i of the store is
     // `<plan>-<i+1>`.
@@ -403,7 +419,7 @@ fn chaos_workers_killed_while_driving_200_runs() {
             };
             workers[victim].kill().unwrap(); // SIGKILL
             workers[victim].wait().unwrap();
-            workers[victim] = worker(&st, &url, &["--concurrency", "2"]);
+            workers[victim] = worker(&cwds[victim], &url, &["--concurrency", "2"]);
             kills += 1;
             next_kill = Instant::now() + Duration::from_millis(400 + rng.below(600));
         }

@@ -10,6 +10,10 @@
 //! - the file home alone: `LogWriter` syncing every event (`Durability::Event`), and committing
 //!   every 100 or 1,000 events (`Durability::Effect`).
 //!
+//! Batched cases write 20,000 events; the cases of one sync or one transaction per event
+//! write 5,000, one right after the other. A plain `write` + `fdatasync` loop (no oracle code)
+//! is timed before, between and after, since this VM's sync latency swings with other I/O.
+//!
 //! `cargo bench -p oracle_pg --bench append`. Prints a table; asserts nothing about time.
 
 mod common;
@@ -24,8 +28,11 @@ use oracle_pg::Store;
 use oracle_runtime::{Durability, LogPaths, LogWriter, replica};
 use serde_json::{Map, json};
 
-/// Events per case.
+/// Events per batched case.
 const EVENTS: u64 = 20_000;
+/// Events per case of one event per sync or per transaction (each costs a sync: a few
+/// seconds on a quiet disk, more while other I/O shares it).
+const EVENTS_SINGLE: u64 = 5_000;
 
 fn run_started() -> Payload {
     Payload::RunStarted(RunStarted {
@@ -76,13 +83,13 @@ fn event(i: u64) -> Payload {
     }
 }
 
-/// Records `EVENTS` events at `paths` with `durability`, committing every `commit_every`
+/// Records `events` events at `paths` with `durability`, committing every `commit_every`
 /// events. Returns the seconds taken (creating the log included) and the syncs made.
-fn record(paths: &LogPaths, durability: Durability, commit_every: u64) -> (f64, u64) {
+fn record(paths: &LogPaths, durability: Durability, events: u64, commit_every: u64) -> (f64, u64) {
     let t = Instant::now();
     let mut w = LogWriter::create(paths, durability).unwrap();
     w.append(0, vec![], run_started()).unwrap();
-    for i in 1..EVENTS {
+    for i in 1..events {
         w.append((i - 1) / 4 + 1, vec![i - 1], event(i)).unwrap();
         if (i + 1) % commit_every == 0 {
             w.commit().unwrap();
@@ -101,29 +108,27 @@ fn records(log: &[u8]) -> Vec<&[u8]> {
 
 struct Row {
     what: String,
+    events: u64,
     seconds: f64,
+    /// Syncs of the file, transactions in the store, or commits of the writer (each one sync
+    /// and one transaction).
     commits: u64,
 }
 
 /// Keeps a case's figures and prints them at once (the table follows at the end).
 fn push(rows: &mut Vec<Row>, row: Row) {
     println!(
-        "{}: {:.2} s, {:.0} events/s",
+        "{}: {} events in {:.2} s, {:.0} events/s",
         row.what,
+        row.events,
         row.seconds,
-        EVENTS as f64 / row.seconds
+        row.events as f64 / row.seconds
     );
     rows.push(row);
 }
 
+/// Checks that the store holds exactly the log at `log`, byte for byte.
 fn check(store: &Store, run: &str, log: &Path) {
-    let row = store
-        .runs()
-        .unwrap()
-        .into_iter()
-        .find(|r| r.id == run)
-        .unwrap();
-    assert_eq!(row.events as u64, EVENTS, "{run}: every event stored");
     let dir = tempfile::tempdir().unwrap();
     let hydrated = store.hydrate(run, dir.path()).unwrap();
     let stored = std::fs::read(hydrated.join("events.jsonl")).unwrap();
@@ -133,11 +138,104 @@ fn check(store: &Store, run: &str, log: &Path) {
     );
 }
 
+/// Appends `all` to a new run in `store`, `batch` records per transaction.
+fn direct(
+    rows: &mut Vec<Row>,
+    store: &Store,
+    scratch: &Path,
+    all: &[&[u8]],
+    batch: usize,
+    source: &Path,
+) {
+    let (run, fence) = common::held_run(store, scratch);
+    let t = Instant::now();
+    let mut commits = 0;
+    for chunk in all.chunks(batch) {
+        let bytes: Vec<u8> = chunk.concat();
+        store.append(&run, fence, &bytes, None).unwrap();
+        commits += 1;
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    check(store, &run, source);
+    push(
+        rows,
+        Row {
+            what: if batch == 1 {
+                "Store::append, 1 record per transaction (batching off)".to_owned()
+            } else {
+                format!(
+                    "Store::append, {} records per transaction",
+                    thousands(batch as u64)
+                )
+            },
+            events: all.len() as u64,
+            seconds,
+            commits,
+        },
+    );
+}
+
+/// The worker's path: a writer (`Durability::Effect`) committing every `every` events, each
+/// commit syncing its file and then appending its records to the store in one transaction.
+fn through_writer(rows: &mut Vec<Row>, store: &Store, scratch: &Path, events: u64, every: u64) {
+    let (run, fence) = common::held_run(store, scratch);
+    let paths = LogPaths::of_run(&scratch.join("runs").join(format!("replica-{every}")));
+    let replica = Arc::new(Mutex::new(store.replica(&run, fence, None)));
+    replica::attach(&paths.log, replica);
+    let (seconds, _) = record(&paths, Durability::Effect, events, every);
+    replica::detach(&paths.log);
+    check(store, &run, &paths.log);
+    push(
+        rows,
+        Row {
+            what: format!(
+                "LogWriter + PgReplica, commit every {} event{}",
+                thousands(every),
+                if every == 1 { "" } else { "s" }
+            ),
+            events,
+            seconds,
+            commits: events.div_ceil(every),
+        },
+    );
+}
+
+/// The file home alone: a writer with `durability` committing every `every` events.
+fn file_home(
+    rows: &mut Vec<Row>,
+    scratch: &Path,
+    what: &str,
+    durability: Durability,
+    events: u64,
+    every: u64,
+) {
+    let paths = LogPaths::of_run(&scratch.join("runs").join(format!("file-{}", rows.len())));
+    let (seconds, syncs) = record(&paths, durability, events, every);
+    push(
+        rows,
+        Row {
+            what: what.to_owned(),
+            events,
+            seconds,
+            commits: syncs,
+        },
+    );
+}
+
+fn thousands(n: u64) -> String {
+    if n >= 1000 && n.is_multiple_of(1000) {
+        format!("{},000", n / 1000)
+    } else {
+        n.to_string()
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
     let tmp = tempfile::tempdir().unwrap();
     let scratch = tmp.path();
     let cluster = common::cluster();
+    println!("load average at the start: {}", common::load());
     let url = common::database(&cluster, "append");
     let store = Store::connect(&url).unwrap();
     let version: String = postgres::Client::connect(&url, postgres::NoTls)
@@ -145,120 +243,90 @@ fn main() {
         .query_one("SHOW server_version", &[])
         .unwrap()
         .get(0);
-    println!("PostgreSQL {version}, fsync on, Unix socket; {EVENTS} events per case");
+    println!(
+        "PostgreSQL {version}, fsync on, Unix socket; {} events per case ({} one event per sync or transaction)",
+        thousands(EVENTS),
+        thousands(EVENTS_SINGLE)
+    );
 
-    let mut rows: Vec<Row> = Vec::new();
-
-    // The file home alone.
-    for (n, (what, durability, every)) in [
-        (
-            "file home: Durability::Event (sync every event)",
-            Durability::Event,
-            EVENTS,
-        ),
-        (
-            "file home: commit every 100 events",
-            Durability::Effect,
-            100,
-        ),
-        (
-            "file home: commit every 1,000 events",
-            Durability::Effect,
-            1000,
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let paths = LogPaths::of_run(&scratch.join("runs").join(format!("file-{n}")));
-        let (seconds, syncs) = record(&paths, durability, every);
-        push(
-            &mut rows,
-            Row {
-                what: what.to_owned(),
-                seconds,
-                commits: syncs,
-            },
-        );
-    }
-
-    // A log to append as it is: the same events, built once.
+    // The same events for every case, built once; the first EVENTS_SINGLE of them are a log of
+    // their own (the records of a prefix are the prefix of the records).
     let source = LogPaths::of_file(&scratch.join("source.jsonl"));
-    record(&source, Durability::None, EVENTS);
+    record(&source, Durability::None, EVENTS, EVENTS);
     let log = std::fs::read(&source.log).unwrap();
     let all = records(&log);
     assert_eq!(all.len() as u64, EVENTS);
+    let single = &all[..EVENTS_SINGLE as usize];
+    let single_source = scratch.join("single.jsonl");
+    std::fs::write(&single_source, single.concat()).unwrap();
     println!(
         "records: {} bytes, {:.0} bytes per record on average",
         log.len(),
         log.len() as f64 / EVENTS as f64
     );
 
-    // Store::append of ready records, batching off and on.
-    for batch in [1usize, 100, 1000] {
-        let (run, fence) = common::held_run(&store, scratch);
-        let t = Instant::now();
-        let mut commits = 0;
-        for chunk in all.chunks(batch) {
-            let bytes: Vec<u8> = chunk.concat();
-            store.append(&run, fence, &bytes, None).unwrap();
-            commits += 1;
-        }
-        let seconds = t.elapsed().as_secs_f64();
-        check(&store, &run, &source.log);
-        push(
+    let mut rows: Vec<Row> = Vec::new();
+    let mut probes = vec![common::disk_probe(scratch)];
+    // One event per sync or per transaction, one case right after the other: they depend on
+    // the disk's sync latency, which drifts.
+    file_home(
+        &mut rows,
+        scratch,
+        "file home: Durability::Event (sync every event)",
+        Durability::Event,
+        EVENTS_SINGLE,
+        EVENTS_SINGLE,
+    );
+    direct(&mut rows, &store, scratch, single, 1, &single_source);
+    through_writer(&mut rows, &store, scratch, EVENTS_SINGLE, 1);
+    probes.push(common::disk_probe(scratch));
+    // Batched.
+    for every in [100u64, 1000] {
+        file_home(
             &mut rows,
-            Row {
-                what: if batch == 1 {
-                    "Store::append, 1 record per transaction (batching off)".to_owned()
-                } else {
-                    format!("Store::append, {batch} records per transaction")
-                },
-                seconds,
-                commits,
-            },
+            scratch,
+            &format!("file home: commit every {} events", thousands(every)),
+            Durability::Effect,
+            EVENTS,
+            every,
         );
-    }
-
-    // The worker's path: the writer syncs its file, then commits to the store, at each commit.
-    for every in [1u64, 100, 1000] {
-        let (run, fence) = common::held_run(&store, scratch);
-        let paths = LogPaths::of_run(&scratch.join("runs").join(format!("replica-{every}")));
-        let replica = Arc::new(Mutex::new(store.replica(&run, fence, None)));
-        replica::attach(&paths.log, replica);
-        let (seconds, _) = record(&paths, Durability::Effect, every);
-        replica::detach(&paths.log);
-        check(&store, &run, &paths.log);
-        push(
+        direct(
             &mut rows,
-            Row {
-                what: format!(
-                    "LogWriter + PgReplica, commit every {} event{}",
-                    if every == 1000 {
-                        "1,000".to_owned()
-                    } else {
-                        every.to_string()
-                    },
-                    if every == 1 { "" } else { "s" }
-                ),
-                seconds,
-                commits: EVENTS.div_ceil(every),
-            },
+            &store,
+            scratch,
+            &all,
+            every as usize,
+            &source.log,
         );
+        through_writer(&mut rows, &store, scratch, EVENTS, every);
     }
+    probes.push(common::disk_probe(scratch));
 
     println!();
     println!(
-        "| {:<58} | {:>8} | {:>10} | {:>12} |",
-        "case", "seconds", "events/s", "syncs/txns"
+        "disk probe (write + fdatasync of 545 bytes, plain loop) before, between and after: {}",
+        probes
+            .iter()
+            .map(|p| format!("{p:.0}/s"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    println!("| {:-<58} | {:->8} | {:->10} | {:->12} |", "", "", "", "");
+    println!();
+    println!(
+        "| {:<58} | {:>6} | {:>8} | {:>8} | {:>10} |",
+        "case", "events", "seconds", "events/s", "syncs/txns"
+    );
+    println!(
+        "| {:-<58} | {:->6} | {:->8} | {:->8} | {:->10} |",
+        "", "", "", "", ""
+    );
     for r in &rows {
         println!(
-            "| {:<58} | {:>8.2} | {:>10.0} | {:>12} |",
+            "| {:<58} | {:>6} | {:>8.2} | {:>8.0} | {:>10} |",
             r.what,
+            r.events,
             r.seconds,
-            EVENTS as f64 / r.seconds,
+            r.events as f64 / r.seconds,
             r.commits
         );
     }

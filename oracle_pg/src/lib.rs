@@ -411,7 +411,22 @@ impl Store {
         {
             log.extend_from_slice(row.get::<_, &[u8]>(0));
         }
+        let mut checkpoints = String::new();
+        for row in tx
+            .query(
+                "SELECT line FROM checkpoints WHERE run = $1 ORDER BY id",
+                &[&run],
+            )
+            .map_err(db("reading a run's checkpoints"))?
+        {
+            checkpoints.push_str(row.get::<_, &str>(0));
+            checkpoints.push('\n');
+        }
         tx.commit().map_err(db("reading a run"))?;
+        if !checkpoints.is_empty() {
+            let path = dir.join(oracle_runtime::paths::CHECKPOINTS_FILE);
+            std::fs::write(&path, checkpoints).map_err(io_at(&path))?;
+        }
         if !log.is_empty() {
             let path = dir.join(oracle_runtime::paths::LOG_FILE);
             std::fs::write(&path, log).map_err(io_at(&path))?;
@@ -447,6 +462,34 @@ impl Store {
             .map_err(db("storing a run's files"))?;
         }
         tx.commit().map_err(db("storing a run's files"))?;
+        Ok(())
+    }
+
+    /// The signed checkpoint lines of `run`, oldest first.
+    pub fn checkpoints(&self, run: &str) -> Result<Vec<String>> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT line FROM checkpoints WHERE run = $1 ORDER BY id",
+                &[&run],
+            )
+            .map_err(db("reading a run's checkpoints"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Adds signed checkpoint lines to `run` (made and checked by `oracle checkpoint` against
+    /// the run's log as the store holds it).
+    pub fn add_checkpoints(&self, run: &str, lines: &[String]) -> Result<()> {
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("adding checkpoints"))?;
+        for line in lines {
+            tx.execute(
+                "INSERT INTO checkpoints (run, line) VALUES ($1, $2)",
+                &[&run, line],
+            )
+            .map_err(db("adding checkpoints"))?;
+        }
+        tx.commit().map_err(db("adding checkpoints"))?;
         Ok(())
     }
 
@@ -494,26 +537,19 @@ impl Store {
                 seq: first.seq,
             });
         }
-        let insert = tx
-            .prepare(
-                "INSERT INTO events (run, seq, hash, prev, record, fence) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .map_err(db("appending events"))?;
-        for r in &parsed {
-            let seq = r.seq as i64;
-            tx.execute(
-                &insert,
-                &[
-                    &run,
-                    &seq,
-                    &r.hash.as_slice(),
-                    &r.prev.as_slice(),
-                    &&records[r.range.clone()],
-                    &fence,
-                ],
-            )
-            .map_err(db("appending events"))?;
-        }
+        // One statement for the whole commit (arrays unnested server-side): a round trip per
+        // record would cost more than the commit itself (BENCHMARKS.md, "PostgreSQL store").
+        let seqs: Vec<i64> = parsed.iter().map(|r| r.seq as i64).collect();
+        let hashes: Vec<&[u8]> = parsed.iter().map(|r| r.hash.as_slice()).collect();
+        let prevs: Vec<&[u8]> = parsed.iter().map(|r| r.prev.as_slice()).collect();
+        let bytes: Vec<&[u8]> = parsed.iter().map(|r| &records[r.range.clone()]).collect();
+        tx.execute(
+            "INSERT INTO events (run, seq, hash, prev, record, fence)
+             SELECT $1, s, h, p, r, $6
+             FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[]) AS t(s, h, p, r)",
+            &[&run, &seqs, &hashes, &prevs, &bytes, &fence],
+        )
+        .map_err(db("appending events"))?;
         let count = last.seq as i64 + 1;
         tx.execute(
             "UPDATE runs SET events = $2, head = $3, updated_at = now() WHERE id = $1",
@@ -750,10 +786,11 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> PgError + '_ {
 }
 
 /// Whether a run-directory file belongs in the store: not the log, its index, its lock,
-/// snapshots, or files of a repair (all derived or local).
+/// snapshots, files of a repair (all derived or local), or checkpoints (their own table).
 fn kept(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
     !(rel == oracle_runtime::paths::LOG_FILE
+        || rel == oracle_runtime::paths::CHECKPOINTS_FILE
         || name.ends_with(".idx")
         || name.ends_with(".lock")
         || rel.starts_with("snapshots")

@@ -74,6 +74,16 @@ CREATE TABLE signals (
 );
 CREATE INDEX signals_pending ON signals (run, id) WHERE outcome IS NULL;
 "#,
+    // 2: signed checkpoints of runs' heads (`oracle checkpoint --store`), outside the chain as
+    // in a file home's `checkpoints.jsonl`: one row per line, in the order they were added.
+    r#"
+CREATE TABLE checkpoints (
+    id   bigserial PRIMARY KEY,
+    run  text NOT NULL REFERENCES runs (id),
+    line text NOT NULL
+);
+CREATE INDEX checkpoints_by_run ON checkpoints (run, id);
+"#,
 ];
 
 /// The schema version this binary writes and reads.

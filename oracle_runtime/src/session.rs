@@ -877,6 +877,13 @@ pub fn stored_root(dir: &Path) -> Option<PathBuf> {
 /// it only serves to refuse a resume from another directory, where relative paths would mean
 /// other files.
 fn resume_root(found: &RunDir) -> Result<PathBuf> {
+    // A store's worker drives runs submitted from anywhere: it works in the directory each
+    // run recorded (as it does for the run's start), not in its own.
+    if RECORDED_ROOT.load(std::sync::atomic::Ordering::SeqCst)
+        && let Some(recorded) = stored_root(&found.dir)
+    {
+        return Ok(recorded);
+    }
     let here = canonical_root(Path::new("."))?;
     match stored_root(&found.dir) {
         Some(recorded) if recorded != here => Err(SessionError::WorkdirMismatch {
@@ -886,6 +893,17 @@ fn resume_root(found: &RunDir) -> Result<PathBuf> {
         }),
         _ => Ok(here),
     }
+}
+
+/// Set by a store's worker ([`use_recorded_roots`]).
+static RECORDED_ROOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every resume in this process work in the directory its run recorded, instead of
+/// refusing one that differs from the current directory. For `oracle worker`, whose runs were
+/// submitted from other directories (and machines): relative paths in a plan then name the
+/// same files they named at submission, wherever the worker was started.
+pub fn use_recorded_roots() {
+    RECORDED_ROOT.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// The directories of the run store no tool may touch: the home and the run's directory (which

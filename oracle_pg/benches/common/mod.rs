@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use oracle_pg::Store;
 use oracle_pg::cluster::Cluster;
@@ -78,18 +79,45 @@ pub fn oracle(bin: &Path, dir: &Path, args: &[&str]) {
     );
 }
 
-/// Starts `oracle worker` on `url` (stdout and stderr discarded).
-pub fn worker(bin: &Path, dir: &Path, url: &str, extra: &[&str]) -> std::process::Child {
+/// Starts `oracle worker` on `url` in `cwd` (the directory the runs were submitted from: a
+/// resume refuses a run whose `run.json` names another working directory), its scratch homes
+/// under `scratch`; stdout is discarded and stderr (a line per run driven) goes to
+/// `scratch/worker-<n>.log`.
+pub fn worker(
+    bin: &Path,
+    cwd: &Path,
+    scratch: &Path,
+    url: &str,
+    extra: &[&str],
+) -> std::process::Child {
+    let n = DB.fetch_add(1, Ordering::Relaxed);
+    let log = std::fs::File::create(scratch.join(format!("worker-{n}.log"))).unwrap();
     Command::new(bin)
         .args(["worker", "--store", url, "--scratch"])
-        .arg(dir)
+        .arg(scratch)
         .args(extra)
-        .current_dir(dir)
+        .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap()
+}
+
+/// The stderr of every worker started under `dir`, for a failure's message.
+pub fn worker_logs(dir: &Path) -> String {
+    let mut out = String::new();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default();
+    names.sort();
+    for path in names {
+        if path.extension().is_some_and(|e| e == "log") {
+            out.push_str(&format!("--- {}\n", path.display()));
+            out.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    out
 }
 
 /// Runs in the store by state, e.g. `completed 200`.
@@ -102,4 +130,58 @@ pub fn states(store: &Store) -> String {
         .map(|(s, n)| format!("{s} {n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// This disk's rate of plain `write` + `fdatasync` of a 545-byte record (no oracle code), for
+/// reading the other figures: on this VM it swings widely with other I/O on the machine.
+pub fn disk_probe(dir: &Path) -> f64 {
+    use std::io::Write;
+    let path = dir.join("probe");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let record = [b'x'; 545];
+    let n = 300;
+    let t = Instant::now();
+    for _ in 0..n {
+        f.write_all(&record).unwrap();
+        f.sync_data().unwrap();
+    }
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    std::fs::remove_file(&path).unwrap();
+    rate
+}
+
+/// The machine's load averages (1, 5, 15 minutes): other work shares the two cores.
+pub fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// The machine's CPU time so far, busy and in all, in clock ticks (`/proc/stat`), for the share
+/// of both cores that was busy over an interval: [`busy_percent`].
+pub fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let total: u64 = ticks.iter().sum();
+    // idle and iowait
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// The share of the machine's CPU time that was busy between two [`cpu_ticks`] readings
+/// (all processes, other work on the machine included), in percent.
+pub fn busy_percent(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let total = after.1.saturating_sub(before.1).max(1);
+    100.0 * after.0.saturating_sub(before.0) as f64 / total as f64
 }
