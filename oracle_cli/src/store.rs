@@ -138,13 +138,12 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
             "oracle run records in a file home; with --store, `oracle submit PLAN` queues the run and a worker (`oracle worker`) drives it",
         )),
         Command::Checkpoint(_) => checkpoint(url, command),
-        Command::Repair(_)
-        | Command::Snapshot(_)
-        | Command::Import(_)
-        | Command::Serve(_)
-        | Command::Synth(_) => Err(CliError::input(
-            "this command works on a file home only, not with --store (docs/STORE.md lists what a store supports)",
-        )),
+        Command::Import(a) => import(url, a),
+        Command::Repair(_) | Command::Snapshot(_) | Command::Serve(_) | Command::Synth(_) => {
+            Err(CliError::input(
+                "this command works on a file home only, not with --store (docs/STORE.md lists what a store supports)",
+            ))
+        }
         other => return Err(other),
     })
 }
@@ -362,6 +361,47 @@ fn checkpoint(url: &str, command: Command) -> Result<u8, CliError> {
     let new: Vec<String> = text.lines().skip(before).map(str::to_owned).collect();
     store.add_checkpoints(&run, &new).map_err(pg)?;
     Ok(code)
+}
+
+/// `oracle import LOG --store URL`: the log is verified and made a run in a temporary home, as
+/// a file home's import does, then stored whole. Like a file home's imported run, it has no
+/// plan copy: read-only commands read it; a run that had not finished is `broken` (nothing
+/// could drive it on).
+fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
+    let store = connect(url)?;
+    let tmp =
+        tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
+    let t = oracle_runtime::transfer::import(tmp.path(), a.log_path())
+        .map_err(|e| crate::run::session_error(e, a.json_flag(), Some(a.log_path())))?;
+    let dir = t.path.parent().unwrap_or(tmp.path()).to_path_buf();
+    let records = std::fs::read(&t.path)
+        .map_err(|e| CliError::input(format!("{}: {e}", t.path.display())))?;
+    let (state, detail) = match state_of(&dir).as_deref() {
+        Some(s @ ("completed" | "failed")) => (s.to_owned(), None),
+        _ => (
+            "broken".to_owned(),
+            Some("imported before it finished, without its plan: nothing can drive it on"),
+        ),
+    };
+    // The id's prefix is the local one's (`<program>-N`): a log is outside data, and its
+    // program name was already reduced to a plain name there.
+    let prefix = t.run.rsplit_once('-').map_or(t.run.as_str(), |(p, _)| p);
+    let id = store
+        .import(prefix, &dir, &records, &state, detail)
+        .map_err(pg)?;
+    if a.json_flag() {
+        crate::out::json(&json!({
+            "ok": true,
+            "run": id,
+            "state": state,
+            "events": t.events,
+            "head": t.head.to_hex(),
+        }))?;
+    } else {
+        outln!("import   {id} ({} events, verified), {state}", t.events)?;
+        outln!("head     {}", t.head.to_hex())?;
+    }
+    Ok(exit::OK)
 }
 
 /// `oracle worker`: claims runs and drives them until stopped (SIGTERM or SIGINT: no new

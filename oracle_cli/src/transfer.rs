@@ -70,3 +70,13 @@ pub fn import(home: &Path, a: ImportArgs) -> Result<u8, CliError> {
     print(&t, "import", a.json)?;
     Ok(exit::OK)
 }
+
+impl ImportArgs {
+    pub(crate) fn log_path(&self) -> &std::path::Path {
+        &self.log
+    }
+
+    pub(crate) fn json_flag(&self) -> bool {
+        self.json
+    }
+}

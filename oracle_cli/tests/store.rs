@@ -226,6 +226,35 @@ fn a_run_in_the_store_has_the_head_of_the_same_run_in_a_file_home() {
     assert!(out.contains(id), "{out}");
     let out = ok(&st, &["runs", "--status", "suspended", "--store", &url]);
     assert!(!out.contains(id), "{out}");
+    // A file home's log imported into the store: verified, the same bytes; a damaged one is
+    // refused (exit 4) and nothing is stored.
+    let home_log = fh.join(".oracle/runs/ask-1/events.jsonl");
+    let (code, v) = json_in(
+        &st,
+        &[
+            "import",
+            home_log.to_str().unwrap(),
+            "--store",
+            &url,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (v["run"].as_str(), v["state"].as_str()),
+        (Some("ask-2"), Some("completed"))
+    );
+    assert_eq!(
+        exported_head(&st, &url, "ask-2").1,
+        fs::read(&home_log).unwrap()
+    );
+    let mut damaged = fs::read(&home_log).unwrap();
+    let at = damaged.len() / 2;
+    damaged[at] ^= 1;
+    fs::write(st.join("damaged.jsonl"), damaged).unwrap();
+    let (code, _, err) = oracle_in(&st, &["import", "damaged.jsonl", "--store", &url]);
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(runs(&st, &url).len(), 2);
     // Read-only commands read the store's run.
     let out = ok(&st, &["log", id, "--store", &url]);
     assert!(out.contains("run_finished"), "{out}");
@@ -251,7 +280,7 @@ fn a_run_in_the_store_has_the_head_of_the_same_run_in_a_file_home() {
     .unwrap();
     let (code, _, _) = oracle_in(&st, &["submit", "bad.plan", "--store", &url]);
     assert_eq!(code, 2);
-    assert_eq!(runs(&st, &url).len(), 1);
+    assert_eq!(runs(&st, &url).len(), 2);
 }
 
 #[test]

@@ -293,6 +293,66 @@ impl Store {
         Ok(id)
     }
 
+    /// Stores a verified log (`oracle import LOG --store`) as a new run of `program` at rest in
+    /// `state` (with `detail`), with the files of `dir` (none but the log, for an import).
+    /// Returns its id. One transaction: the run appears whole or not at all.
+    pub fn import(
+        &self,
+        program: &str,
+        dir: &Path,
+        records: &[u8],
+        state: &str,
+        detail: Option<&str>,
+    ) -> Result<String> {
+        let files = read_run_files(dir)?;
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("importing a run"))?;
+        let number: i64 = tx
+            .query_one("SELECT nextval('run_numbers')", &[])
+            .map_err(db("numbering a run"))?
+            .get(0);
+        let id = format!("{program}-{number}");
+        let parsed = parse_records(&id, records)?;
+        let ok = parsed
+            .first()
+            .is_some_and(|r| r.seq == 0 && r.prev == [0; 32]);
+        if !ok {
+            return Err(PgError::BadRecord {
+                run: id,
+                offset: 0,
+                reason: "an import must start at seq 0".into(),
+            });
+        }
+        let head: Option<&[u8]> = parsed.last().map(|r| r.hash.as_slice());
+        let events = parsed.len() as i64;
+        tx.execute(
+            "INSERT INTO runs (id, number, program, state, events, head, detail)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[&id, &number, &program, &state, &events, &head, &detail],
+        )
+        .map_err(db("importing a run"))?;
+        for (path, bytes) in &files {
+            tx.execute(
+                "INSERT INTO run_files (run, path, bytes) VALUES ($1, $2, $3)",
+                &[&id, path, bytes],
+            )
+            .map_err(db("storing a run's files"))?;
+        }
+        let seqs: Vec<i64> = parsed.iter().map(|r| r.seq as i64).collect();
+        let hashes: Vec<&[u8]> = parsed.iter().map(|r| r.hash.as_slice()).collect();
+        let prevs: Vec<&[u8]> = parsed.iter().map(|r| r.prev.as_slice()).collect();
+        let bytes: Vec<&[u8]> = parsed.iter().map(|r| &records[r.range.clone()]).collect();
+        tx.execute(
+            "INSERT INTO events (run, seq, hash, prev, record, fence)
+             SELECT $1, s, h, p, r, 0
+             FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[]) AS t(s, h, p, r)",
+            &[&id, &seqs, &hashes, &prevs, &bytes],
+        )
+        .map_err(db("importing events"))?;
+        tx.commit().map_err(db("importing a run"))?;
+        Ok(id)
+    }
+
     /// Takes the next runnable run: submitted, released, suspended or at rest with a signal
     /// pending, or running under an expired lease (its worker died). `FOR UPDATE SKIP LOCKED`:
     /// workers claiming at once take different runs, and none waits on another.
