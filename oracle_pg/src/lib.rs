@@ -461,15 +461,35 @@ impl Store {
             }
             std::fs::write(&target, bytes).map_err(io_at(&target))?;
         }
-        let mut log = Vec::new();
-        for row in tx
-            .query(
-                "SELECT record FROM events WHERE run = $1 ORDER BY seq",
-                &[&run],
-            )
-            .map_err(db("reading a run's events"))?
+        // Streamed row by row into the file: a long run's log never sits in memory whole.
+        let path = dir.join(oracle_runtime::paths::LOG_FILE);
+        let mut written = 0u64;
         {
-            log.extend_from_slice(row.get::<_, &[u8]>(0));
+            use postgres::fallible_iterator::FallibleIterator;
+            use std::io::Write;
+            let mut rows = tx
+                .query_raw(
+                    "SELECT record FROM events WHERE run = $1 ORDER BY seq",
+                    [&run as &(dyn postgres::types::ToSql + Sync)],
+                )
+                .map_err(db("reading a run's events"))?;
+            let mut out: Option<std::io::BufWriter<std::fs::File>> = None;
+            while let Some(row) = rows.next().map_err(db("reading a run's events"))? {
+                let w = match &mut out {
+                    Some(w) => w,
+                    None => out.insert(std::io::BufWriter::with_capacity(
+                        1 << 20,
+                        std::fs::File::create(&path).map_err(io_at(&path))?,
+                    )),
+                };
+                let record: &[u8] = row.get(0);
+                w.write_all(record).map_err(io_at(&path))?;
+                written += record.len() as u64;
+            }
+            // Not synced: a scratch copy, rewritten from the store after any crash.
+            if let Some(mut w) = out {
+                w.flush().map_err(io_at(&path))?;
+            }
         }
         let mut checkpoints = String::new();
         for row in tx
@@ -487,10 +507,7 @@ impl Store {
             let path = dir.join(oracle_runtime::paths::CHECKPOINTS_FILE);
             std::fs::write(&path, checkpoints).map_err(io_at(&path))?;
         }
-        if !log.is_empty() {
-            let path = dir.join(oracle_runtime::paths::LOG_FILE);
-            std::fs::write(&path, log).map_err(io_at(&path))?;
-        }
+        debug_assert!(written > 0 || !path.exists());
         Ok(dir)
     }
 
