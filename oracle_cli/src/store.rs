@@ -25,6 +25,10 @@ use crate::exit::{self, CliError};
 pub const LEASE_MS_DEFAULT: u64 = 10_000;
 /// Default wait for a notification before a worker polls the store anyway.
 pub const POLL_MS_DEFAULT: u64 = 1_000;
+/// First wait before reconnecting to a store that went away; doubled up to the max.
+pub const RECONNECT_MS_MIN: u64 = 100;
+/// Longest wait between two attempts to reach the store.
+pub const RECONNECT_MS_MAX: u64 = 5_000;
 /// Most runs one worker process drives at once.
 pub const CONCURRENCY_MAX: u32 = 64;
 
@@ -329,14 +333,8 @@ fn read_only(url: &str, command: Command) -> Result<u8, CliError> {
     let tmp =
         tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
     let named: Vec<String> = std::env::args().skip(1).collect();
-    let known: Vec<String> = store
-        .runs()
-        .map_err(pg)?
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
-    for name in named.iter().filter(|n| known.contains(n)) {
-        store.hydrate(name, tmp.path()).map_err(pg)?;
+    for name in store.existing(&named).map_err(pg)? {
+        store.hydrate(&name, tmp.path()).map_err(pg)?;
     }
     crate::run_command(tmp.path(), command)
 }
@@ -460,9 +458,9 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
         let url = url.to_owned();
         let lease_ms = a.lease_ms as i64;
         std::thread::spawn(move || {
-            let Ok(store) = Store::connect(&url) else {
-                return;
-            };
+            // A connection that fails is opened again at the next round: a lease that is not
+            // renewed in time is taken over, and this worker's next commit is then refused.
+            let mut store: Option<Store> = None;
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(a.lease_ms / 3));
                 let now: Vec<(String, i64)> = held
@@ -471,8 +469,18 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
                     .iter()
                     .map(|(k, v)| (k.clone(), *v))
                     .collect();
+                if now.is_empty() {
+                    continue;
+                }
+                if store.is_none() {
+                    store = Store::connect(&url).ok();
+                }
+                let Some(s) = &store else { continue };
                 for (run, fence) in now {
-                    let _ = store.renew(&run, fence, lease_ms);
+                    if s.renew(&run, fence, lease_ms).is_err() {
+                        store = None;
+                        break;
+                    }
                 }
             }
         });
@@ -493,39 +501,35 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
             let lease_ms = a.lease_ms as i64;
             let (poll_ms, until_idle) = (a.poll_ms, a.until_idle);
             std::thread::spawn(move || -> Result<(), String> {
-                let store = Store::connect(&url).map_err(|e| e.to_string())?;
+                let mut backoff_ms = RECONNECT_MS_MIN;
                 while !stop.load(Ordering::SeqCst) {
-                    busy.fetch_add(1, Ordering::SeqCst);
-                    let claim = store.claim(&name, lease_ms).map_err(|e| e.to_string());
-                    let claim = match claim {
-                        Ok(c) => c,
+                    let store = match Store::connect(&url) {
+                        Ok(s) => s,
+                        // No retry fixes a schema this oracle cannot use.
+                        Err(
+                            e @ (oracle_pg::PgError::NotInitialised
+                            | oracle_pg::PgError::Newer { .. }
+                            | oracle_pg::PgError::Older { .. }),
+                        ) => return Err(e.to_string()),
                         Err(e) => {
-                            busy.fetch_sub(1, Ordering::SeqCst);
-                            return Err(e);
+                            eprintln!(
+                                "worker   the store is unreachable ({e}); trying again in {backoff_ms} ms"
+                            );
+                            std::thread::sleep(std::time::Duration::from_millis(backoff_ms));
+                            backoff_ms = (backoff_ms * 2).min(RECONNECT_MS_MAX);
+                            continue;
                         }
                     };
-                    let Some(claim) = claim else {
-                        let idle = busy.fetch_sub(1, Ordering::SeqCst) == 1;
-                        if until_idle && idle {
-                            return Ok(());
+                    let lost = serve_claims(
+                        &store, &name, lease_ms, poll_ms, until_idle, &scratch, &stop, &held, &busy,
+                    );
+                    match lost {
+                        Ok(()) => return Ok(()),
+                        Err(e) => {
+                            eprintln!("worker   lost the store ({e}); reconnecting");
+                            backoff_ms = RECONNECT_MS_MIN;
+                            std::thread::sleep(std::time::Duration::from_millis(backoff_ms));
                         }
-                        store.wait(poll_ms).map_err(|e| e.to_string())?;
-                        continue;
-                    };
-                    held.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(claim.id.clone(), claim.fence);
-                    let outcome = drive_claim(&store, &claim, &scratch);
-                    held.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&claim.id);
-                    busy.fetch_sub(1, Ordering::SeqCst);
-                    match outcome {
-                        Ok(state) => eprintln!(
-                            "worker   {} (fence {}, from {}): {state}",
-                            claim.id, claim.fence, claim.from
-                        ),
-                        Err(e) => eprintln!("worker   {}: {e}", claim.id),
                     }
                 }
                 Ok(())
@@ -545,6 +549,56 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
         Some(e) => Err(CliError::input(format!("worker {name}: {e}"))),
         None => Ok(exit::OK),
     }
+}
+
+/// One worker thread's loop over one connection: claim, drive, release, wait for work.
+/// Returns when stopping (or idle, with `until_idle`); an error means the connection is gone.
+#[allow(clippy::too_many_arguments)]
+fn serve_claims(
+    store: &Store,
+    name: &str,
+    lease_ms: i64,
+    poll_ms: u64,
+    until_idle: bool,
+    scratch: &Path,
+    stop: &AtomicBool,
+    held: &Mutex<BTreeMap<String, i64>>,
+    busy: &std::sync::atomic::AtomicU32,
+) -> Result<(), String> {
+    while !stop.load(Ordering::SeqCst) {
+        busy.fetch_add(1, Ordering::SeqCst);
+        let claim = match store.claim(name, lease_ms) {
+            Ok(c) => c,
+            Err(e) => {
+                busy.fetch_sub(1, Ordering::SeqCst);
+                return Err(e.to_string());
+            }
+        };
+        let Some(claim) = claim else {
+            let idle = busy.fetch_sub(1, Ordering::SeqCst) == 1;
+            if until_idle && idle {
+                return Ok(());
+            }
+            store.wait(poll_ms).map_err(|e| e.to_string())?;
+            continue;
+        };
+        held.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(claim.id.clone(), claim.fence);
+        let outcome = drive_claim(store, &claim, scratch);
+        held.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&claim.id);
+        busy.fetch_sub(1, Ordering::SeqCst);
+        match outcome {
+            Ok(state) => eprintln!(
+                "worker   {} (fence {}, from {}): {state}",
+                claim.id, claim.fence, claim.from
+            ),
+            Err(e) => eprintln!("worker   {}: {e}", claim.id),
+        }
+    }
+    Ok(())
 }
 
 /// Drives one claimed run: writes it into a scratch home, carries out its pending signals in

@@ -759,3 +759,48 @@ fn a_worker_drives_declared_tools() {
     let v: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(r[id]["head"], v["head"]);
 }
+
+/// A worker whose connections are cut (a database restart, a network blip) reconnects and goes
+/// on claiming; it is not a crash of the worker.
+#[test]
+fn a_worker_reconnects_after_its_connections_are_cut() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("store");
+    plans_dir(&st);
+    let mut w = worker(&st, &url, &[]);
+    let id = ok(&st, &["submit", "pure.plan", "--store", &url]);
+    let wait_completed = |id: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while runs(&st, &url)[id]["state"] != "completed" {
+            assert!(Instant::now() < deadline, "{id} not completed");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_completed(id.trim());
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let cut = c
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .len();
+    assert!(cut >= 1, "the worker's claiming connection at least: {cut}");
+    let id = ok(
+        &st,
+        &["submit", "pure.plan", "--input", "n=2", "--store", &url],
+    );
+    wait_completed(id.trim());
+    assert!(
+        w.try_wait().unwrap().is_none(),
+        "the worker is still running"
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &w.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(w.wait().unwrap().success());
+}

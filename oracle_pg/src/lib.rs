@@ -725,6 +725,18 @@ impl Store {
         Ok(row.and_then(|r| r.get::<_, Option<String>>(0).map(|o| (o, r.get(1)))))
     }
 
+    /// Which of `names` are runs in the store.
+    pub fn existing(&self, names: &[String]) -> Result<Vec<String>> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT id FROM runs WHERE id = ANY($1) ORDER BY id",
+                &[&names],
+            )
+            .map_err(db("looking up runs"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     /// Every run, in submission order.
     pub fn runs(&self) -> Result<Vec<RunRow>> {
         let rows = self
