@@ -270,23 +270,7 @@ impl Store {
         let files = read_run_files(dir)?;
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("submitting a run"))?;
-        let number: i64 = tx
-            .query_one("SELECT nextval('run_numbers')", &[])
-            .map_err(db("numbering a run"))?
-            .get(0);
-        let id = format!("{program}-{number}");
-        tx.execute(
-            "INSERT INTO runs (id, number, program, state) VALUES ($1, $2, $3, 'submitted')",
-            &[&id, &number, &program],
-        )
-        .map_err(db("submitting a run"))?;
-        for (path, bytes) in &files {
-            tx.execute(
-                "INSERT INTO run_files (run, path, bytes) VALUES ($1, $2, $3)",
-                &[&id, path, bytes],
-            )
-            .map_err(db("storing a run's files"))?;
-        }
+        let id = new_run(&mut tx, program, "submitted", &files)?;
         tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
             .map_err(db("waking workers"))?;
         tx.commit().map_err(db("submitting a run"))?;
@@ -305,50 +289,28 @@ impl Store {
         detail: Option<&str>,
     ) -> Result<String> {
         let files = read_run_files(dir)?;
-        let mut c = self.client();
-        let mut tx = c.transaction().map_err(db("importing a run"))?;
-        let number: i64 = tx
-            .query_one("SELECT nextval('run_numbers')", &[])
-            .map_err(db("numbering a run"))?
-            .get(0);
-        let id = format!("{program}-{number}");
-        let parsed = parse_records(&id, records)?;
+        let parsed = parse_records(program, records)?;
         let ok = parsed
             .first()
             .is_some_and(|r| r.seq == 0 && r.prev == [0; 32]);
         if !ok {
             return Err(PgError::BadRecord {
-                run: id,
+                run: program.to_owned(),
                 offset: 0,
                 reason: "an import must start at seq 0".into(),
             });
         }
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("importing a run"))?;
+        let id = new_run(&mut tx, program, state, &files)?;
+        insert_events(&mut tx, &id, &parsed, records, 0)?;
         let head: Option<&[u8]> = parsed.last().map(|r| r.hash.as_slice());
         let events = parsed.len() as i64;
         tx.execute(
-            "INSERT INTO runs (id, number, program, state, events, head, detail)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[&id, &number, &program, &state, &events, &head, &detail],
+            "UPDATE runs SET events = $2, head = $3, detail = $4 WHERE id = $1",
+            &[&id, &events, &head, &detail],
         )
         .map_err(db("importing a run"))?;
-        for (path, bytes) in &files {
-            tx.execute(
-                "INSERT INTO run_files (run, path, bytes) VALUES ($1, $2, $3)",
-                &[&id, path, bytes],
-            )
-            .map_err(db("storing a run's files"))?;
-        }
-        let seqs: Vec<i64> = parsed.iter().map(|r| r.seq as i64).collect();
-        let hashes: Vec<&[u8]> = parsed.iter().map(|r| r.hash.as_slice()).collect();
-        let prevs: Vec<&[u8]> = parsed.iter().map(|r| r.prev.as_slice()).collect();
-        let bytes: Vec<&[u8]> = parsed.iter().map(|r| &records[r.range.clone()]).collect();
-        tx.execute(
-            "INSERT INTO events (run, seq, hash, prev, record, fence)
-             SELECT $1, s, h, p, r, 0
-             FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[]) AS t(s, h, p, r)",
-            &[&id, &seqs, &hashes, &prevs, &bytes],
-        )
-        .map_err(db("importing events"))?;
         tx.commit().map_err(db("importing a run"))?;
         Ok(id)
     }
@@ -614,19 +576,7 @@ impl Store {
                 seq: first.seq,
             });
         }
-        // One statement for the whole commit (arrays unnested server-side): a round trip per
-        // record would cost more than the commit itself (BENCHMARKS.md, "PostgreSQL store").
-        let seqs: Vec<i64> = parsed.iter().map(|r| r.seq as i64).collect();
-        let hashes: Vec<&[u8]> = parsed.iter().map(|r| r.hash.as_slice()).collect();
-        let prevs: Vec<&[u8]> = parsed.iter().map(|r| r.prev.as_slice()).collect();
-        let bytes: Vec<&[u8]> = parsed.iter().map(|r| &records[r.range.clone()]).collect();
-        tx.execute(
-            "INSERT INTO events (run, seq, hash, prev, record, fence)
-             SELECT $1, s, h, p, r, $6
-             FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[]) AS t(s, h, p, r)",
-            &[&run, &seqs, &hashes, &prevs, &bytes, &fence],
-        )
-        .map_err(db("appending events"))?;
+        insert_events(&mut tx, run, &parsed, records, fence)?;
         let count = last.seq as i64 + 1;
         tx.execute(
             "UPDATE runs SET events = $2, head = $3, updated_at = now() WHERE id = $1",
@@ -820,6 +770,56 @@ impl oracle_runtime::replica::Replica for PgReplica {
         }
         Ok(())
     }
+}
+
+/// A new run's row, numbered from the store's sequence (`<program>-<n>`), and its files.
+fn new_run(
+    tx: &mut postgres::Transaction<'_>,
+    program: &str,
+    state: &str,
+    files: &[(String, Vec<u8>)],
+) -> Result<String> {
+    let number: i64 = tx
+        .query_one("SELECT nextval('run_numbers')", &[])
+        .map_err(db("numbering a run"))?
+        .get(0);
+    let id = format!("{program}-{number}");
+    tx.execute(
+        "INSERT INTO runs (id, number, program, state) VALUES ($1, $2, $3, $4)",
+        &[&id, &number, &program, &state],
+    )
+    .map_err(db("storing a run"))?;
+    for (path, bytes) in files {
+        tx.execute(
+            "INSERT INTO run_files (run, path, bytes) VALUES ($1, $2, $3)",
+            &[&id, path, bytes],
+        )
+        .map_err(db("storing a run's files"))?;
+    }
+    Ok(id)
+}
+
+/// Inserts parsed records in one statement (arrays unnested server-side): a round trip per
+/// record would cost more than the commit itself (BENCHMARKS.md, "PostgreSQL store").
+fn insert_events(
+    tx: &mut postgres::Transaction<'_>,
+    run: &str,
+    parsed: &[Parsed],
+    records: &[u8],
+    fence: i64,
+) -> Result<()> {
+    let seqs: Vec<i64> = parsed.iter().map(|r| r.seq as i64).collect();
+    let hashes: Vec<&[u8]> = parsed.iter().map(|r| r.hash.as_slice()).collect();
+    let prevs: Vec<&[u8]> = parsed.iter().map(|r| r.prev.as_slice()).collect();
+    let bytes: Vec<&[u8]> = parsed.iter().map(|r| &records[r.range.clone()]).collect();
+    tx.execute(
+        "INSERT INTO events (run, seq, hash, prev, record, fence)
+         SELECT $1, s, h, p, r, $6
+         FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[]) AS t(s, h, p, r)",
+        &[&run, &seqs, &hashes, &prevs, &bytes, &fence],
+    )
+    .map_err(db("appending events"))?;
+    Ok(())
 }
 
 struct Parsed {
