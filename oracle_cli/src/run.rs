@@ -34,6 +34,11 @@ pub struct DriveArgs {
     /// When appends are synced to disk.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]
     durability: DurabilityArg,
+    /// Write a resume point (the engine's state, beside the log in `snapshots/`) after every
+    /// EVENTS appended events, or as many as the state has keys if more: `resume` then
+    /// re-derives only the events after the newest one. 0: none. Never changes the log.
+    #[arg(long, value_name = "EVENTS", default_value_t = oracle_runtime::resume_point::EVERY_EVENTS_DEFAULT)]
+    snapshot_every: u64,
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
@@ -217,6 +222,12 @@ impl DriveArgs {
         check_program("--scorer-cmd", self.scorer_cmd.as_deref())
     }
 
+    fn points(&self) -> oracle_runtime::resume_point::Policy {
+        oracle_runtime::resume_point::Policy {
+            every_events: self.snapshot_every,
+        }
+    }
+
     fn scorer(&self) -> Option<std::sync::Arc<dyn oracle_runtime::scorer::Scorer>> {
         use oracle_runtime::scorer::{CommandScorer, SCORER_TIMEOUT_MS_DEFAULT};
         self.scorer_cmd.as_ref().map(|program| {
@@ -280,6 +291,10 @@ pub struct ResumeArgs {
     /// program or MCP tool list): the run continues with the tool as it is now.
     #[arg(long)]
     allow_tool_change: bool,
+    /// Re-derive the run from its first event, ignoring resume points (by default the resume
+    /// starts from the newest one the log accepts and re-derives only the events after it).
+    #[arg(long)]
+    no_snapshots: bool,
     #[command(flatten)]
     drive: DriveArgs,
 }
@@ -303,6 +318,11 @@ pub struct ReplayArgs {
     /// change alters.
     #[arg(long)]
     allow_tool_change: bool,
+    /// Check only the events after the newest resume point the log accepts (a quick check of a
+    /// long run's tail). Without it, the run is re-derived from its first event: the audit,
+    /// which never uses resume points.
+    #[arg(long, conflicts_with = "plan")]
+    from_snapshot: bool,
     #[command(flatten)]
     tools: crate::tools::ToolDirs,
 }
@@ -606,6 +626,9 @@ pub(crate) fn print_session(
             "state": r.state.hash(),
             "executed": r.executed,
             "reused": r.reused,
+            "rederived": r.matched,
+            "from_snapshot": r.from_point,
+            "warnings": s.warnings,
         });
         if let (Value::Object(m), Value::Object(extra)) = (&mut v, ending_json(&r.ending)) {
             m.extend(extra);
@@ -632,6 +655,15 @@ pub(crate) fn print_session(
     )?;
     outln!("head     {}", r.head)?;
     outln!("state    {}", r.state.hash())?;
+    if let Some(seq) = r.from_point {
+        outln!(
+            "from     the resume point after event {seq} ({} re-derived)",
+            count(r.matched, "recorded event", "recorded events")
+        )?;
+    }
+    if let Some(why) = &r.point_error {
+        eprintln!("warning: no resume point written: {why}");
+    }
     match &r.ending {
         Ending::Finished { reason, .. } if !reason.is_empty() => outln!("reason   {reason}")?,
         Ending::Suspended {
@@ -719,6 +751,7 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Registry), C
         grants: a.grants.clone(),
         jobs: a.drive.jobs,
         durability: a.drive.durability.into(),
+        resume_points: a.drive.points(),
         root: PathBuf::from("."),
         memory,
         scorer: a.drive.scorer(),
@@ -903,12 +936,19 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         a.drive.jobs,
         a.drive.durability.into(),
         a.drive.scorer(),
+        session::Points {
+            start_from: !a.no_snapshots,
+            policy: a.drive.points(),
+        },
         &registry,
         &mut |p| display.update(p),
     );
     display.finish();
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
     let s = s.map_err(|e| session_error(e, a.drive.json, log.as_deref()))?;
+    for w in &s.warnings {
+        eprintln!("warning: {w}");
+    }
     let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
     print_session(&s, a.drive.json, "appended", notified)?;
     Ok(status_code(&s.report.ending))
@@ -947,6 +987,7 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
         &a.run,
         a.plan.as_deref(),
         a.jobs,
+        a.from_snapshot,
         &registry,
         &mut |p| display.update(p),
     );
@@ -972,6 +1013,8 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
             "executed": rep.executed,
             "reused": rep.reused,
             "plan_changes": r.program_changes,
+            "from_snapshot": rep.from_point,
+            "warnings": r.warnings,
         });
         if let (Value::Object(m), Value::Object(extra)) = (&mut v, ending_json(&rep.ending)) {
             m.extend(extra);
@@ -981,13 +1024,25 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
         for c in &r.program_changes {
             outln!("plan     {c}")?;
         }
-        outln!(
-            "replay   {}: all {} recorded events reproduced ({} re-executed and compared, {} taken from the log)",
-            r.id,
-            rep.matched,
-            count(rep.executed, "pure tool call", "pure tool calls"),
-            count(rep.reused, "output", "outputs")
-        )?;
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
+        match rep.from_point {
+            None => outln!(
+                "replay   {}: all {} recorded events reproduced ({} re-executed and compared, {} taken from the log)",
+                r.id,
+                rep.matched,
+                count(rep.executed, "pure tool call", "pure tool calls"),
+                count(rep.reused, "output", "outputs")
+            )?,
+            Some(seq) => outln!(
+                "replay   {}: the {} recorded after the resume point at event {seq} reproduced ({} re-executed and compared, {} taken from the log; events 0..={seq} not checked: `oracle replay` without --from-snapshot checks all)",
+                r.id,
+                count(rep.matched, "event", "events"),
+                count(rep.executed, "pure tool call", "pure tool calls"),
+                count(rep.reused, "output", "outputs")
+            )?,
+        }
         outln!("ending   {ending}")?;
         outln!("state    {}", rep.state.hash())?;
     }

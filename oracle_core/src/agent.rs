@@ -6,6 +6,7 @@
 //! arguments alone, the runtime can rebuild a run from its log and ask the agent again, and get
 //! the same decisions: that is what makes resume and replay by re-execution work.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::hash::Hash;
@@ -13,7 +14,7 @@ use crate::payload::{RunStatus, StateChanged};
 use crate::state::State;
 
 /// One tool call an agent asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
     /// The step the call belongs to: names it in every event and in the agent's observations.
     pub step: String,
@@ -30,7 +31,7 @@ pub struct Call {
 }
 
 /// What became of a call, as the agent sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// The tool returned this output (already checked against the tool's output schema).
     Returned(Value),
@@ -45,7 +46,7 @@ pub enum Outcome {
 }
 
 /// A call's outcome, tagged with the call it belongs to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Observation {
     pub step: String,
     pub tool: String,
@@ -110,5 +111,25 @@ pub trait Agent {
     /// anything.
     fn check_answer(&self, _step: &str, _value: &serde_json::Value) -> Result<Vec<String>, String> {
         Ok(Vec::new())
+    }
+
+    /// What the agent has derived so far, between two decisions, as a value a fresh agent of
+    /// the same program can [`Agent::restore`]: a resume point stores it so a long run is
+    /// resumed from there instead of being asked every earlier decision again. `None` (the
+    /// default) means the agent cannot save itself, and its runs are always re-derived from the
+    /// start. A saved value is a cache, never recorded and never hashed into the log.
+    fn save(&self) -> Option<Value> {
+        None
+    }
+
+    /// Makes a fresh agent (as built for the run's program and inputs, no decision asked yet)
+    /// continue from a value [`Agent::save`] returned: the next `decide` must be what it would
+    /// have been. A value this agent could not have saved is refused, never half applied.
+    fn restore(&mut self, saved: &Value) -> Result<(), AgentError> {
+        let _ = saved;
+        Err(AgentError(format!(
+            "program `{}` cannot continue from a saved state",
+            self.program()
+        )))
     }
 }

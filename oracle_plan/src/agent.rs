@@ -51,24 +51,24 @@ pub const TOOL_CALLS_PER_TURN_MAX: usize = 16;
 
 /// An agent step in progress: its settings, the conversation so far, and the turn's calls.
 #[derive(Clone, Debug)]
-struct Loop {
-    model: Value,
-    tools: Vec<String>,
-    schema: Option<Value>,
-    max_turns: u64,
-    messages: Vec<Value>,
+pub(crate) struct Loop {
+    pub(crate) model: Value,
+    pub(crate) tools: Vec<String>,
+    pub(crate) schema: Option<Value>,
+    pub(crate) max_turns: u64,
+    pub(crate) messages: Vec<Value>,
     /// The turn in progress, from 1.
-    turn: u64,
+    pub(crate) turn: u64,
     /// `llm.chat` calls made so far (each one's attempt number; failed turns included).
-    chats: u64,
+    pub(crate) chats: u64,
     /// Failed `llm.chat` attempts of this turn.
-    failures: u64,
+    pub(crate) failures: u64,
     /// This turn's tool calls: their ids and, once known, what each came to.
-    results: Vec<(String, Option<String>)>,
+    pub(crate) results: Vec<(String, Option<String>)>,
     /// How many tool calls the previous turn asked for (what the next turn reads).
-    previous: usize,
+    pub(crate) previous: usize,
     /// 1 for the step's own agent, 2 for its `fallback agent { ... }`.
-    tier: u64,
+    pub(crate) tier: u64,
 }
 
 /// State key of a step.
@@ -77,7 +77,7 @@ pub fn step_key(name: &str) -> String {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Status {
+pub(crate) enum Status {
     Pending,
     Running,
     Retrying { attempts: u64 },
@@ -90,19 +90,19 @@ enum Status {
 /// A loop step in progress: one child agent per iteration (a `for` starts them all; a
 /// `repeat` one after another), each running the loop's body plan.
 #[derive(Clone, Debug)]
-struct Iterations {
-    children: Vec<Child>,
+pub(crate) struct Iterations {
+    pub(crate) children: Vec<Child>,
     /// The outer values the body reads, bound as the body's inputs (the loop variable added).
-    inputs: Map<String, Value>,
+    pub(crate) inputs: Map<String, Value>,
     /// Iterations still running.
-    running: u64,
+    pub(crate) running: u64,
 }
 
 #[derive(Clone, Debug)]
-struct Child {
-    agent: PlanAgent,
+pub(crate) struct Child {
+    pub(crate) agent: PlanAgent,
     /// How it ended: its steps' outputs, or why it failed.
-    ended: Option<Result<Value, String>>,
+    pub(crate) ended: Option<Result<Value, String>>,
 }
 
 /// Runs a compiled plan.
@@ -115,26 +115,26 @@ pub struct PlanAgent {
     position: Vec<u32>,
     dependents: Vec<Vec<u32>>,
     /// Dependencies of each step not yet completed, skipped or failed.
-    unsettled: Vec<u32>,
+    pub(crate) unsettled: Vec<u32>,
     /// Positions of steps to look at in the next decision.
-    ready: BTreeSet<u32>,
-    status: Vec<Status>,
+    pub(crate) ready: BTreeSet<u32>,
+    pub(crate) status: Vec<Status>,
     /// Outputs of completed steps (also in the state, but a decision's own changes are only
     /// recorded after it, and later steps of the same decision must see them).
-    outputs: Vec<Option<Value>>,
-    in_flight: u64,
+    pub(crate) outputs: Vec<Option<Value>>,
+    pub(crate) in_flight: u64,
     /// Agent steps in progress, by step index.
-    loops: BTreeMap<u32, Loop>,
+    pub(crate) loops: BTreeMap<u32, Loop>,
     /// Loop steps in progress, by step index.
-    iterations: BTreeMap<u32, Iterations>,
+    pub(crate) iterations: BTreeMap<u32, Iterations>,
     /// Which loop step each body step belongs to (body step names are unique plan-wide).
     owners: BTreeMap<String, u32>,
     /// Calls an agent step decided on while observing (its next turn, its tool calls), issued
     /// at the next decision before any other step starts.
-    queued: Vec<Call>,
+    pub(crate) queued: Vec<Call>,
     /// Set when a step failed under `stop`: no new calls start.
-    stopping: Option<String>,
-    started: bool,
+    pub(crate) stopping: Option<String>,
+    pub(crate) started: bool,
 }
 
 impl PlanAgent {
@@ -601,6 +601,18 @@ impl Agent for PlanAgent {
 
     fn program_hash(&self) -> Hash {
         self.plan.hash
+    }
+
+    /// The agent's progress, without the plan (the fresh agent that restores it has the
+    /// plan already): see `saved.rs` for the shape.
+    fn save(&self) -> Option<Value> {
+        crate::saved::save(self)
+    }
+
+    /// Checks the whole value against this agent's plan before taking any of it, so a value
+    /// this agent could not have saved is refused and leaves the agent as it was.
+    fn restore(&mut self, saved: &Value) -> Result<(), AgentError> {
+        crate::saved::restore(self, saved)
     }
 
     fn decide(

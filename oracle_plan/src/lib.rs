@@ -12,6 +12,7 @@ pub mod graph;
 pub mod lexer;
 pub mod parser;
 pub mod print;
+mod saved;
 
 pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSpec};
 pub use compile::{

@@ -84,6 +84,7 @@ fn config(jobs: u32) -> RunConfig {
         memory: None,
         budget: None,
         scorer: None,
+        resume_points: Default::default(),
     }
 }
 

@@ -126,6 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         memory: None,
         budget: None,
         scorer: None,
+        resume_points: Default::default(),
     };
     let registry = tools::builtin();
     let agent = || WordCounter {

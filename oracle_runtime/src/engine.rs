@@ -23,12 +23,14 @@ use oracle_core::capability::Capability;
 use oracle_core::diff::{self, Divergence};
 use oracle_core::payload::{self, MemorySettings, RunStatus, StateChanged};
 use oracle_core::{Event, EventKind, Hash, Payload, Recorder, RecordingError, State, limits};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::access::{self, Verdict};
 use crate::domain::{self, Domain, Handled, Resolved, Site};
 use crate::error::StoreError;
 use crate::recorded::Recorded;
+use crate::resume_point::{self, ResumePoint};
 use crate::scorer::Scorer;
 use crate::tool::{
     Access, Effect, Registered, Registry, ToolContext, ToolError, needed_capability,
@@ -65,6 +67,9 @@ pub struct RunConfig {
     /// Scores auction winners (`auction.advance`) past the record; `None` is the built-in
     /// rubric. Never recorded itself: its answers are.
     pub scorer: Option<std::sync::Arc<dyn Scorer>>,
+    /// When the drive writes resume points (`crate::resume_point`). Never recorded: the log is
+    /// the same with or without them.
+    pub resume_points: resume_point::Policy,
 }
 
 /// How a drive ended.
@@ -108,6 +113,14 @@ pub struct Report {
     pub reused: u64,
     /// Syncs of the log this drive made (0 without a writer).
     pub syncs: u64,
+    /// The resume point the drive started from (the seq of its last event), if any: events up
+    /// to it were not produced again (`matched` counts the ones after it).
+    pub from_point: Option<u64>,
+    /// Resume points this drive wrote.
+    pub points_written: u64,
+    /// Why the last resume point could not be written, if one could not (the run went on:
+    /// a resume point is a cache).
+    pub point_error: Option<String>,
 }
 
 /// Why a drive stopped without an ending.
@@ -203,7 +216,8 @@ enum Answered {
 /// what the engine needs to name the parents of decisions, scheduled calls, key-value writes,
 /// suspensions and the run's end. Within a call (verdict, call, outcome) the links are the same
 /// in both formats.
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Causes {
     /// Format 2 links; off when continuing or replaying a format 1 log.
     on: bool,
@@ -352,6 +366,44 @@ pub struct Engine<'r, A: Agent> {
     last_called: BTreeMap<String, (String, Value)>,
     /// What later events depend on (format 2 causal links).
     causes: Causes,
+    /// Every event a domain folded so far, in order: what a resume point rebuilds the domains
+    /// from.
+    folded: Vec<Event>,
+    /// When to write resume points (never, unless the caller asks).
+    points: resume_point::Policy,
+    /// `appended` when the last resume point was written.
+    point_appended: u64,
+    points_written: u64,
+    point_error: Option<String>,
+    /// Set by [`Engine::from_point`]: the resume point's seq and the observations of the
+    /// decision it stopped before.
+    start: Option<(u64, Vec<Observation>)>,
+    /// The resume point this drive started from.
+    start_seq: Option<u64>,
+}
+
+/// Version of [`Saved`]'s layout.
+const SAVED_FORMAT: u64 = 1;
+
+/// The engine's derived state between two rounds: a resume point's `engine`. Together with the
+/// point's key-value state and chain position it is everything the next round depends on.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Saved {
+    format: u64,
+    tick: u64,
+    calls: u64,
+    causes: Causes,
+    /// What the next decision observes.
+    observations: Vec<Observation>,
+    /// Steps waiting on a domain: the domain's index and the call's input.
+    waits: BTreeMap<String, (u64, Value)>,
+    failures: BTreeMap<String, Vec<(String, Value, String)>>,
+    last_called: BTreeMap<String, (String, Value)>,
+    /// [`Agent::save`].
+    agent: Value,
+    /// Every event the domains folded, in order.
+    folded: Vec<Event>,
 }
 
 /// Where a drive is, reported after every round (for progress displays; never recorded).
@@ -386,6 +438,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             })
             .flatten();
         let domains = domain::for_run(&config);
+        let points = config.resume_points;
         // Canonical paths, so a symlinked working directory or home does not look like an
         // escape (or hide the store).
         let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -419,7 +472,166 @@ impl<'r, A: Agent> Engine<'r, A> {
             failures: BTreeMap::new(),
             last_called: BTreeMap::new(),
             causes: Causes::default(),
+            folded: Vec::new(),
+            points,
+            point_appended: 0,
+            points_written: 0,
+            point_error: None,
+            start: None,
+            start_seq: None,
         }
+    }
+
+    /// Writes resume points as the drive appends, under `policy` (see [`crate::resume_point`]).
+    /// Needs an agent that can [`Agent::save`]; otherwise nothing is written.
+    pub fn with_resume_points(mut self, policy: resume_point::Policy) -> Self {
+        self.points = policy;
+        self
+    }
+
+    /// Starts the drive from `point` instead of the start of the run: the record given to
+    /// [`Engine::new`] must be the log's tail after the point's event
+    /// ([`Recorded::read_tail`] of [`ResumePoint::anchor`]). The point's key-value state is
+    /// checked against the state the log recorded there, its folded events against their own
+    /// hashes; what the log cannot check is checked by the drive, which produces every event
+    /// of the tail again and compares it with the record. `Err` says why the point is refused
+    /// (the engine is consumed; build a new one to start from elsewhere).
+    pub fn from_point(mut self, point: &ResumePoint) -> std::result::Result<Self, String> {
+        let anchor = self
+            .recorded
+            .anchor()
+            .filter(|a| a.seq == point.seq && a.hash == point.hash)
+            .copied()
+            .ok_or("the record given is not the log's tail after the point's event")?;
+        let saved: Saved = serde_json::from_value(point.engine.clone())
+            .map_err(|e| format!("its engine state does not read: {e}"))?;
+        if saved.format != SAVED_FORMAT {
+            return Err(format!(
+                "its engine state has format {} (expected {SAVED_FORMAT})",
+                saved.format
+            ));
+        }
+        let state = point
+            .state
+            .restore(anchor.state_after)
+            .map_err(|e| e.to_string())?;
+        let head = oracle_core::Head {
+            next_seq: anchor.seq + 1,
+            hash: anchor.hash,
+            time: anchor.time,
+            state: anchor.state_after,
+        };
+        self.produced = Recorder::resume(head, state).map_err(|e| e.to_string())?;
+        self.agent
+            .restore(&saved.agent)
+            .map_err(|e| e.to_string())?;
+        let mut last = None;
+        for e in &saved.folded {
+            if e.seq > anchor.seq || last.is_some_and(|l| e.seq <= l) {
+                return Err(format!(
+                    "its folded events are not in order before its event (event {})",
+                    e.seq
+                ));
+            }
+            last = Some(e.seq);
+            oracle_core::verify::check_record(e)
+                .map_err(|why| format!("its folded event {} is damaged: {why}", e.seq))?;
+            let payload = e.typed().map_err(|why| format!("event {}: {why}", e.seq))?;
+            self.fold(e.seq, e.time, &payload)
+                .map_err(|why| format!("folding event {}: {why}", e.seq))?;
+        }
+        let domains = self.domains.len() as u64;
+        let mut waits = BTreeMap::new();
+        for (step, (index, input)) in saved.waits {
+            if index >= domains {
+                return Err(format!(
+                    "step `{step}` waits on domain {index}, which does not exist"
+                ));
+            }
+            waits.insert(step, (index as usize, input));
+        }
+        self.waits = waits;
+        self.folded = saved.folded;
+        self.tick = saved.tick;
+        self.calls = saved.calls;
+        self.causes = saved.causes;
+        self.failures = saved.failures;
+        self.last_called = saved.last_called;
+        self.start = Some((anchor.seq, saved.observations));
+        Ok(self)
+    }
+
+    /// Whether a resume point is due: past the record, with a writer, after enough appended
+    /// events (at least as many as the state has keys, so points stay a bounded share of the
+    /// work).
+    fn point_due(&self) -> bool {
+        let every = self.points.every_events;
+        every > 0
+            && self.catching_up_done()
+            && self
+                .writer
+                .as_ref()
+                .is_some_and(|w| self.appended - self.point_appended >= every.max(w.state().len()))
+    }
+
+    /// Writes a resume point after the last event, before the round that decides on
+    /// `observations`. The log is committed first, so the point names only events the log
+    /// holds. A point that cannot be written is reported, never fatal.
+    fn write_point(&mut self, observations: &[Observation]) -> Result<()> {
+        self.point_appended = self.appended;
+        let Some(agent) = self.agent.save() else {
+            // This agent cannot be resumed from a point: stop trying.
+            self.points.every_events = 0;
+            return Ok(());
+        };
+        let Some(w) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        w.commit()?;
+        let head = w.head();
+        let Some(seq) = head.next_seq.checked_sub(1) else {
+            return Ok(());
+        };
+        let saved = Saved {
+            format: SAVED_FORMAT,
+            tick: self.tick,
+            calls: self.calls,
+            causes: std::mem::take(&mut self.causes),
+            observations: observations.to_vec(),
+            waits: self
+                .waits
+                .iter()
+                .map(|(k, (i, v))| (k.clone(), (*i as u64, v.clone())))
+                .collect(),
+            failures: self.failures.clone(),
+            last_called: self.last_called.clone(),
+            agent,
+            folded: std::mem::take(&mut self.folded),
+        };
+        let engine = serde_json::to_value(&saved);
+        // Taken for the serialisation (no clone of possibly large maps), given back here.
+        self.causes = saved.causes;
+        self.folded = saved.folded;
+        let engine = match engine {
+            Ok(v) => v,
+            Err(e) => {
+                self.point_error = Some(e.to_string());
+                return Ok(());
+            }
+        };
+        let point = ResumePoint {
+            format: resume_point::RESUME_POINT_FORMAT,
+            seq,
+            offset: w.last_offset(),
+            hash: head.hash,
+            state: oracle_core::Snapshot::capture(seq, w.state()),
+            engine,
+        };
+        match resume_point::save(w.paths(), &point) {
+            Ok(_) => self.points_written += 1,
+            Err(e) => self.point_error = Some(e.to_string()),
+        }
+        Ok(())
     }
 
     /// The run's domain of type `T` as far as the drive got (the belief memory:
@@ -518,22 +730,26 @@ impl<'r, A: Agent> Engine<'r, A> {
             .iter()
             .any(|d| d.folds(&payload))
             .then(|| payload.clone());
-        if self.is_recorded(seq) {
+        let ev = if self.is_recorded(seq) {
             let ev = self
                 .produced
                 .record(self.tick, parents, payload)
                 .map_err(|source| EngineError::Record { seq, source })?;
+            let kept = folded.is_some().then(|| ev.clone());
             self.compare(seq, ev)?;
             self.matched += 1;
+            kept
         } else {
             let Some(writer) = self.writer.as_mut() else {
                 return Err(EngineError::EndOfRecord { seq });
             };
-            writer.append(self.tick, parents, payload)?;
+            let ev = writer.append(self.tick, parents, payload)?;
             self.appended += 1;
-        }
-        if let Some(p) = folded {
+            folded.is_some().then_some(ev)
+        };
+        if let (Some(p), Some(ev)) = (folded, ev) {
             self.fold(seq, self.tick, &p)?;
+            self.folded.push(ev);
         }
         Ok(seq)
     }
@@ -569,7 +785,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                 .map_err(|source| EngineError::Record { seq, source })?;
             self.compare(seq, produced)?;
             self.matched += 1;
-            self.fold(seq, ev.time, &payload)?;
+            if self.domains.iter().any(|d| d.folds(&payload)) {
+                self.fold(seq, ev.time, &payload)?;
+                self.folded.push(ev);
+            }
         }
     }
 
@@ -643,10 +862,14 @@ impl<'r, A: Agent> Engine<'r, A> {
             executed: self.executed,
             reused: self.reused,
             syncs: self.writer.as_ref().map_or(0, LogWriter::syncs),
+            from_point: self.start_seq,
+            points_written: self.points_written,
+            point_error: self.point_error.clone(),
         })
     }
 
-    fn drive_inner(&mut self) -> Result<Ending> {
+    /// Produces the run's first event (compared with the record's, or appended).
+    fn start_run(&mut self) -> Result<()> {
         let mut grants: Vec<String> = self.config.grants.iter().map(|g| g.to_string()).collect();
         grants.sort();
         grants.dedup();
@@ -676,7 +899,20 @@ impl<'r, A: Agent> Engine<'r, A> {
                 memory: self.config.memory.clone(),
             }),
         )?;
-        let mut observations = Vec::new();
+        Ok(())
+    }
+
+    fn drive_inner(&mut self) -> Result<Ending> {
+        let mut observations = match self.start.take() {
+            Some((seq, observations)) => {
+                self.start_seq = Some(seq);
+                observations
+            }
+            None => {
+                self.start_run()?;
+                Vec::new()
+            }
+        };
         loop {
             let p = Progress {
                 events: self.next_seq(),
@@ -687,6 +923,9 @@ impl<'r, A: Agent> Engine<'r, A> {
                 f(&p);
             }
             self.absorb_external()?;
+            if self.point_due() {
+                self.write_point(&observations)?;
+            }
             // Times from outside are at most TIME_MAX (2^53), so a round can always follow;
             // a record that reached u64::MAX anyway stops here rather than wrapping.
             self.tick = self.tick.checked_add(1).ok_or(EngineError::Unexpected {

@@ -36,6 +36,15 @@ pub enum StoreError {
     },
     #[error("{path}: snapshot file is not valid: {reason}")]
     SnapshotFile { path: PathBuf, reason: String },
+    #[error(
+        "{path}: the log does not hold event {seq} at byte {offset} as a resume point says: {why}"
+    )]
+    Anchor {
+        path: PathBuf,
+        seq: u64,
+        offset: u64,
+        why: String,
+    },
     #[error("{path}: seq {seq} is past the end of the log ({events} events)")]
     SeqOutOfRange {
         path: PathBuf,

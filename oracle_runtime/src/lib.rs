@@ -27,6 +27,7 @@ pub mod reader;
 pub mod recorded;
 pub mod repair;
 pub mod replica;
+pub mod resume_point;
 pub mod schema;
 pub mod scorer;
 pub mod secrets;

@@ -25,6 +25,7 @@ use crate::error::StoreError;
 use crate::paths::{LOG_FILE, LogPaths};
 use crate::recorded::Recorded;
 use crate::repair::{self, Repair};
+use crate::resume_point::{self, ResumePoint};
 use crate::schema::Schema;
 use crate::tool::Registry;
 use crate::writer::{Durability, LogWriter};
@@ -227,6 +228,8 @@ pub struct StartOptions {
     pub grants: Vec<String>,
     pub jobs: u32,
     pub durability: Durability,
+    /// When the run writes resume points (never recorded).
+    pub resume_points: resume_point::Policy,
     /// Where relative paths resolve (canonicalised here).
     pub root: PathBuf,
     /// Belief-memory settings; `None`: the defaults (oracle queue, no expiry).
@@ -262,6 +265,7 @@ impl StartOptions {
             grants: Vec::new(),
             jobs: 1,
             durability: Durability::DEFAULT,
+            resume_points: resume_point::Policy::default(),
             root: PathBuf::from("."),
             memory: None,
             scorer: None,
@@ -506,9 +510,10 @@ pub fn start_observed(
     let prepared = prepare(opts, registry, false)?;
     let paths = LogPaths::of_run(&prepared.dir);
     let writer = LogWriter::create(&paths, opts.durability)?;
-    let config = prepared
+    let mut config = prepared
         .submission
         .config(&opts.home, &prepared.dir, opts.scorer.clone())?;
+    config.resume_points = opts.resume_points;
     let agent = PlanAgent::new(prepared.plan, config.inputs.clone());
     let mut engine =
         Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
@@ -564,6 +569,7 @@ impl Submission {
             memory: self.memory.clone(),
             budget: self.budget.clone(),
             scorer,
+            resume_points: resume_point::Policy::default(),
         })
     }
 }
@@ -953,6 +959,7 @@ fn config_of(
         memory: started.memory.clone(),
         budget: started.budget.clone(),
         scorer: None,
+        resume_points: resume_point::Policy::default(),
     })
 }
 
@@ -968,17 +975,7 @@ pub fn last_program_kind(events: &Recorded) -> Option<oracle_core::EventKind> {
 /// Whether `step` suspended on a belief (`memory.query` with `require: "resolved"`): the last
 /// call of the step was a memory query.
 pub fn is_belief_wait(events: &Recorded, step: &str) -> bool {
-    (0..events.len()).rev().find_map(|seq| {
-        if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
-            return None;
-        }
-        match events.event(seq)?.typed() {
-            Ok(Payload::ToolCalled(c)) if c.step == step => {
-                Some(c.tool == oracle_memory::tools::QUERY)
-            }
-            _ => None,
-        }
-    }) == Some(true)
+    latest_call(events, step).is_some_and(|(tool, _)| tool == oracle_memory::tools::QUERY)
 }
 
 /// The last event the program produced, parsed (verdicts and sweeps appended after it are
@@ -992,19 +989,9 @@ pub fn last_program_event(events: &Recorded) -> Option<Event> {
 
 /// The JSON Schema a `human.ask` call of `step` asked its answer to follow, if any.
 pub fn answer_schema(events: &Recorded, step: &str) -> Option<Value> {
-    (0..events.len()).rev().find_map(|seq| {
-        if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
-            return None;
-        }
-        match events.event(seq)?.typed() {
-            Ok(Payload::ToolCalled(c)) if c.step == step => Some(
-                (c.tool == oracle_plan::agent::ASK_TOOL)
-                    .then(|| c.input.get("schema").cloned())
-                    .flatten(),
-            ),
-            _ => None,
-        }
-    })?
+    latest_call(events, step)
+        .filter(|(tool, _)| tool == oracle_plan::agent::ASK_TOOL)
+        .and_then(|(_, input)| input.get("schema").cloned())
 }
 
 /// The step a suspended run waits on, and what an answer for it should look like: what
@@ -1119,18 +1106,75 @@ pub fn recorded_plan(run: &RunDir) -> Result<CompiledPlan> {
     stored_plan(run, &started, &registry)
 }
 
+/// How a resume uses resume points (`crate::resume_point`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Points {
+    /// Start from the newest resume point the log accepts; `false` re-derives the run from its
+    /// first event (`oracle resume --no-snapshots`).
+    pub start_from: bool,
+    /// When the drive writes new ones.
+    pub policy: resume_point::Policy,
+}
+
+impl Default for Points {
+    fn default() -> Self {
+        Points {
+            start_from: true,
+            policy: resume_point::Policy::default(),
+        }
+    }
+}
+
+/// What a resume starts from: the writer at the log's end, the record to catch up with (the
+/// whole log, or its tail after `point`), the first event, and what was refused or repaired.
+struct ResumeStart {
+    writer: LogWriter,
+    events: Recorded,
+    started: RunStarted,
+    repaired: Option<Repair>,
+    point: Option<ResumePoint>,
+    /// Resume points refused, newest first, with why.
+    refused: Vec<(u64, String)>,
+}
+
 /// The checks every resume makes before the log is touched, under the run's writer lock
 /// (taken at once, or waited for a bounded time when `wait`): a torn tail left by a crash is
 /// moved aside, the log is read under the lock, and the run must be resumable with `answer`
 /// (suspended on that step, the answer within its schema and the limits; or interrupted, with
-/// no answer). Returns the writer, the log, its first event and any repair.
+/// no answer). With `points`, the log is read from the newest resume point it accepts
+/// (verified from there on) instead of from its start.
 fn prepare_resume(
     found: &RunDir,
     answer: Option<&(String, Value)>,
     durability: Durability,
     wait: bool,
-) -> Result<(LogWriter, Recorded, RunStarted, Option<Repair>)> {
+    points: bool,
+) -> Result<ResumeStart> {
     let paths = &found.paths;
+    let mut refused = Vec::new();
+    if points && !wait {
+        let (start, why) = open_at_point(paths, durability)?;
+        refused = why;
+        if let Some((point, writer, events)) = start {
+            match first_event(&paths.log)? {
+                Some(started) if tail_knows_enough(&events) => {
+                    check_resumable(found, answer, &events, Some(&point))?;
+                    return Ok(ResumeStart {
+                        writer,
+                        events,
+                        started,
+                        repaired: None,
+                        point: Some(point),
+                        refused,
+                    });
+                }
+                _ => refused.push((
+                    point.seq,
+                    "the run's last decision is before it: read from the start".into(),
+                )),
+            }
+        }
+    }
     // A crash can leave a torn last record: move it aside (saved, never deleted) first.
     let mut repaired = None;
     let open = |paths: &LogPaths| {
@@ -1161,7 +1205,138 @@ fn prepare_resume(
         });
     }
     let started = run_started(&paths.log, &events)?;
-    match last_program_event(&events).as_ref().map(Event::typed) {
+    check_resumable(found, answer, &events, None)?;
+    Ok(ResumeStart {
+        writer,
+        events,
+        started,
+        repaired,
+        point: None,
+        refused,
+    })
+}
+
+/// The newest resume point the log accepts, with a writer opened at the log's end and the
+/// log's tail after the point; and the points refused on the way, with why. Everything is read
+/// under the writer lock, taken once. `None` when no point is usable (or the lock is held:
+/// the caller's own open reports that).
+#[allow(clippy::type_complexity)]
+pub fn open_at_point(
+    paths: &LogPaths,
+    durability: Durability,
+) -> Result<(
+    Option<(ResumePoint, LogWriter, Recorded)>,
+    Vec<(u64, String)>,
+)> {
+    let mut refused = Vec::new();
+    let seqs = match resume_point::list(paths) {
+        Ok(s) if !s.is_empty() => s,
+        _ => return Ok((None, refused)),
+    };
+    let Ok(lock) = LogWriter::lock(paths) else {
+        return Ok((None, refused));
+    };
+    for &seq in seqs.iter().rev() {
+        match read_from_point(paths, seq) {
+            Ok((point, tail, head, state)) => {
+                let writer = LogWriter::open_tail(paths, durability, lock, head, state)?;
+                return Ok((Some((point, writer, tail)), refused));
+            }
+            Err(why) => refused.push((seq, why)),
+        }
+    }
+    Ok((None, refused))
+}
+
+/// Loads resume point `seq`, reads and verifies the log's tail after it, and replays the
+/// tail's state changes from the point's checked state: the log's head and state at its end.
+fn read_from_point(
+    paths: &LogPaths,
+    seq: u64,
+) -> std::result::Result<(ResumePoint, Recorded, oracle_core::Head, oracle_core::State), String> {
+    let point = resume_point::load(paths, seq).map_err(|e| e.to_string())?;
+    let tail = Recorded::read_tail(&paths.log, &point.anchor()).map_err(|e| e.to_string())?;
+    let anchor = *tail
+        .anchor()
+        .ok_or("the tail was read without its anchor")?;
+    let mut replayer = oracle_core::Replayer::from_snapshot(&point.state, anchor.state_after)
+        .map_err(|e| e.to_string())?;
+    let mut head = oracle_core::Head {
+        next_seq: anchor.seq + 1,
+        hash: anchor.hash,
+        time: anchor.time,
+        state: anchor.state_after,
+    };
+    for s in tail.base()..tail.len() {
+        let e = tail
+            .event(s)
+            .ok_or_else(|| format!("event {s} of the tail does not read back"))?;
+        replayer.step(&e).map_err(|e| e.to_string())?;
+        head = oracle_core::Head {
+            next_seq: s + 1,
+            hash: e.hash,
+            time: e.time,
+            state: e.state_after,
+        };
+    }
+    Ok((point, tail, head, replayer.into_state()))
+}
+
+/// The log's first event (`run_started`), read and checked on its own.
+fn first_event(log: &Path) -> Result<Option<RunStarted>> {
+    let mut first = None;
+    crate::reader::scan(log, false, |e| {
+        first = Some(e);
+        Ok(false)
+    })?;
+    Ok(first.and_then(|e| match e.typed() {
+        Ok(Payload::RunStarted(p)) => Some(p),
+        _ => None,
+    }))
+}
+
+/// Whether a tail holds what the resume checks read: the run's last decision.
+fn tail_knows_enough(events: &Recorded) -> bool {
+    last_program_event(events).is_some()
+}
+
+/// The latest recorded call of `step`: its tool and input.
+fn latest_call(events: &Recorded, step: &str) -> Option<(String, Value)> {
+    (events.base()..events.len()).rev().find_map(|seq| {
+        if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
+            return None;
+        }
+        match events.event(seq)?.typed() {
+            Ok(Payload::ToolCalled(c)) if c.step == step => Some((c.tool, c.input)),
+            _ => None,
+        }
+    })
+}
+
+/// Whether the run can be resumed with `answer`, from what its log says.
+fn check_resumable(
+    found: &RunDir,
+    answer: Option<&(String, Value)>,
+    events: &Recorded,
+    point: Option<&ResumePoint>,
+) -> Result<()> {
+    // The step's latest call: in the record, or (when it was made before a resume point's
+    // event) as the point's engine state holds it, which the drive relies on alike.
+    let call_of = |step: &str| {
+        latest_call(events, step).or_else(|| {
+            let saved = point?.engine.get("last_called")?.get(step)?;
+            let (tool, input): (String, Value) = serde_json::from_value(saved.clone()).ok()?;
+            Some((tool, input))
+        })
+    };
+    let is_belief_wait =
+        |step: &str| call_of(step).is_some_and(|(tool, _)| tool == oracle_memory::tools::QUERY);
+    let answer_schema = |step: &str| {
+        call_of(step)
+            .filter(|(tool, _)| tool == oracle_plan::agent::ASK_TOOL)
+            .and_then(|(_, input)| input.get("schema").cloned())
+    };
+    match last_program_event(events).as_ref().map(Event::typed) {
         Some(Ok(Payload::RunFinished(f))) => {
             return Err(SessionError::Finished {
                 run: found.id.clone(),
@@ -1172,14 +1347,14 @@ fn prepare_resume(
             });
         }
         // A step waiting on a belief takes a verdict, never a value.
-        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) && answer.is_some() => {
+        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&s.step) && answer.is_some() => {
             return Err(SessionError::BeliefWait {
                 run: found.id.clone(),
                 step: s.step,
                 reason: s.reason,
             });
         }
-        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&events, &s.step) => {}
+        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&s.step) => {}
         Some(Ok(Payload::Suspended(s))) => match answer {
             None => {
                 return Err(SessionError::NeedsAnswer {
@@ -1196,7 +1371,7 @@ fn prepare_resume(
                 });
             }
             Some((_, value)) => {
-                if let Some(schema) = answer_schema(&events, &s.step) {
+                if let Some(schema) = answer_schema(&s.step) {
                     let schema =
                         Schema::compile(&schema).map_err(|reason| SessionError::BadAnswer {
                             run: found.id.clone(),
@@ -1240,7 +1415,7 @@ fn prepare_resume(
         }
         _ => {}
     }
-    Ok((writer, events, started, repaired))
+    Ok(())
 }
 
 /// `oracle resume`: continues a suspended run with an answer, or an interrupted one without.
@@ -1260,6 +1435,7 @@ pub fn resume(
         jobs,
         durability,
         None,
+        Points::default(),
         registry,
         &mut |_| {},
     )
@@ -1275,33 +1451,76 @@ pub fn resume_observed(
     jobs: u32,
     durability: Durability,
     scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
+    points: Points,
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     let found = find(home, run)?;
-    let (writer, events, started, repaired) =
-        prepare_resume(&found, answer.as_ref(), durability, false)?;
-    let plan = stored_plan(&found, &started, registry)?;
-    let root = resume_root(&found)?;
-    let mut config = config_of(&started, root, store_of(home, &found.dir), jobs)?;
-    config.scorer = scorer;
-    let agent = PlanAgent::new(plan, config.inputs.clone());
-    let mut engine =
-        Engine::new(agent, registry, config, events, Some(writer)).with_progress(progress);
-    if let Some((step, value)) = answer {
-        engine = engine.with_answer(step, value);
-    }
-    let report = engine.drive()?;
-    if let Some(w) = engine.into_writer() {
-        w.close()?;
-    }
+    let mut start_from = points.start_from;
+    let mut refused = Vec::new();
+    // At most twice: from a resume point, then (if the point is refused by the drive) from
+    // the start. Nothing is appended while the drive catches up with the record, so the
+    // second pass starts from exactly the log the first one read.
+    let (report, repaired) = loop {
+        let start = prepare_resume(&found, answer.as_ref(), durability, false, start_from)?;
+        refused.extend(start.refused);
+        let plan = stored_plan(&found, &start.started, registry)?;
+        let root = resume_root(&found)?;
+        let mut config = config_of(&start.started, root, store_of(home, &found.dir), jobs)?;
+        config.scorer = scorer.clone();
+        config.resume_points = points.policy;
+        let agent = PlanAgent::new(plan, config.inputs.clone());
+        let recorded = start.events.len();
+        let mut engine = Engine::new(agent, registry, config, start.events, Some(start.writer))
+            .with_progress(progress);
+        if let Some(point) = &start.point {
+            engine = match engine.from_point(point) {
+                Ok(e) => e,
+                Err(why) => {
+                    refused.push((point.seq, why));
+                    start_from = false;
+                    continue;
+                }
+            };
+        }
+        if let Some((step, value)) = answer.clone() {
+            engine = engine.with_answer(step, value);
+        }
+        match engine.drive() {
+            // Refused while catching up with the record: the point does not reproduce it.
+            Err(e) if start.point.is_some() && e.seq().is_some_and(|s| s < recorded) => {
+                let seq = start.point.as_ref().map_or(0, |p| p.seq);
+                refused.push((
+                    seq,
+                    format!("the run from it does not reproduce the record: {e}"),
+                ));
+                start_from = false;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+            Ok(report) => {
+                if let Some(w) = engine.into_writer() {
+                    w.close()?;
+                }
+                break (report, start.repaired);
+            }
+        }
+    };
     Ok(Session {
         id: found.id,
         dir: found.dir,
         report,
         repaired,
-        warnings: Vec::new(),
+        warnings: refused_warnings(&refused),
     })
+}
+
+/// What a person should know about resume points that were not used.
+fn refused_warnings(refused: &[(u64, String)]) -> Vec<String> {
+    refused
+        .iter()
+        .map(|(seq, why)| format!("resume point after event {seq} not used: {why}"))
+        .collect()
 }
 
 /// What [`answer`] recorded.
@@ -1336,8 +1555,13 @@ pub fn answer(
     registry: &Registry,
 ) -> Result<Answered> {
     let found = find(home, run)?;
-    let (writer, events, started, repaired) =
-        prepare_resume(&found, Some(&answer), durability, true)?;
+    let ResumeStart {
+        writer,
+        events,
+        started,
+        repaired,
+        ..
+    } = prepare_resume(&found, Some(&answer), durability, true, false)?;
     let plan = stored_plan(&found, &started, registry)?;
     // Nothing past the answer runs, and outcomes of impure calls come from the log: the
     // directory matters only to pure tools run again while catching up, so the run's own one
@@ -1381,6 +1605,8 @@ pub struct Replayed {
     /// Differences in the first event accepted because a different plan was given.
     pub program_changes: Vec<String>,
     pub recorded_events: u64,
+    /// Resume points `--from-snapshot` could not use, and why.
+    pub warnings: Vec<String>,
 }
 
 /// `oracle replay`: re-executes the run against its record; pure tools run again, impure
@@ -1392,19 +1618,68 @@ pub fn replay(
     jobs: u32,
     registry: &Registry,
 ) -> Result<Replayed> {
-    replay_observed(home, run, plan_override, jobs, registry, &mut |_| {})
+    replay_observed(home, run, plan_override, jobs, false, registry, &mut |_| {})
 }
 
 /// [`replay`], reporting progress after every round.
+///
+/// With `from_point` (`oracle replay --from-snapshot`), the replay starts from the newest
+/// resume point the log accepts and checks only the events after it: a quick check of a long
+/// run's tail. Without it (the default), the run is re-derived from its first event: the
+/// audit, which never trusts a resume point.
 pub fn replay_observed(
     home: &Path,
     run: &str,
     plan_override: Option<&Path>,
     jobs: u32,
+    from_point: bool,
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Replayed> {
     let found = find(home, run)?;
+    let mut refused = Vec::new();
+    if from_point && plan_override.is_none() {
+        for seq in resume_point::list(&found.paths)?.into_iter().rev() {
+            let tail = resume_point::load(&found.paths, seq).and_then(|point| {
+                Recorded::read_tail(&found.paths.log, &point.anchor()).map(|t| (point, t))
+            });
+            let (point, tail) = match tail {
+                Ok(x) => x,
+                Err(e) => {
+                    refused.push((seq, e.to_string()));
+                    continue;
+                }
+            };
+            let Some(started) = first_event(&found.paths.log)? else {
+                break;
+            };
+            let root = canonical_root(Path::new("."))?;
+            let config = config_of(&started, root, store_of(home, &found.dir), jobs)?;
+            let plan = stored_plan(&found, &started, registry)?;
+            let agent = PlanAgent::new(plan, config.inputs.clone());
+            let recorded_events = tail.len();
+            let engine = Engine::new(agent, registry, config, tail, None).with_progress(progress);
+            let mut engine = match engine.from_point(&point) {
+                Ok(e) => e,
+                Err(why) => {
+                    refused.push((seq, why));
+                    continue;
+                }
+            };
+            let report = engine.drive()?;
+            return Ok(Replayed {
+                id: found.id,
+                report,
+                program_changes: Vec::new(),
+                recorded_events,
+                warnings: refused_warnings(&refused),
+            });
+        }
+    }
+    let mut warnings = refused_warnings(&refused);
+    if from_point {
+        warnings.push("no resume point was usable: replayed from the run's first event".into());
+    }
     let events = Recorded::read(&found.paths.log)?;
     let started = run_started(&found.paths.log, &events)?;
     // Replay executes nothing impure: it runs where it is asked, and never takes a directory
@@ -1460,6 +1735,7 @@ pub fn replay_observed(
         report,
         program_changes: changes,
         recorded_events,
+        warnings,
     })
 }
 

@@ -35,24 +35,28 @@ pub fn save(paths: &LogPaths, snapshot: &Snapshot) -> Result<PathBuf> {
 
 /// Seqs of the snapshots on disk, ascending. Files that do not look like snapshots are ignored.
 pub fn list(paths: &LogPaths) -> Result<Vec<u64>> {
-    let dir = paths.snapshots();
-    let entries = match fs::read_dir(&dir) {
+    seqs_named(&paths.snapshots(), ".json")
+}
+
+/// Seqs of the files in `dir` named `<seq>SUFFIX`, ascending (none when `dir` does not exist).
+pub(crate) fn seqs_named(dir: &std::path::Path, suffix: &str) -> Result<Vec<u64>> {
+    let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
+        Err(source) => {
             return Err(StoreError::Io {
-                path: dir,
-                source: e,
+                path: dir.to_path_buf(),
+                source,
             });
         }
     };
     let mut seqs = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(StoreError::io(&dir))?;
-        let name = entry.file_name();
-        if let Some(seq) = name
+        let entry = entry.map_err(StoreError::io(dir))?;
+        if let Some(seq) = entry
+            .file_name()
             .to_str()
-            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|n| n.strip_suffix(suffix))
             .and_then(|n| n.parse::<u64>().ok())
         {
             seqs.push(seq);

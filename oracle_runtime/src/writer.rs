@@ -22,6 +22,10 @@ use crate::reader;
 use crate::replica;
 use crate::storage::{FsFile, FsStorage, LogFile, Storage};
 
+/// The writer lock of a log, taken before a writer is opened from a tail
+/// ([`LogWriter::open_tail`]), so the tail is read under it.
+pub struct WriterLock(File);
+
 /// When appended records are forced to stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
@@ -78,6 +82,8 @@ pub struct LogWriter {
     syncs: u64,
     /// Bytes of the log handed to the file: the offset of the first buffered record.
     written: u64,
+    /// Byte offset of the last record queued (where a resume point's anchor is).
+    last_offset: u64,
     /// The index file, or `None` once maintaining it failed. Nothing is written to it after a
     /// failure, so it stays a correct prefix (readers extend it; the next `open` completes it)
     /// rather than gaining a gap.
@@ -203,6 +209,7 @@ impl LogWriter {
             unsynced: 0,
             syncs: 0,
             written: 0,
+            last_offset: 0,
             index,
             index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
@@ -215,6 +222,35 @@ impl LogWriter {
     pub fn open(paths: &LogPaths, durability: Durability) -> Result<LogWriter> {
         let lock = take_lock(paths)?;
         let (head, state) = reader::verify_and_replay(paths)?;
+        LogWriter::opened(paths, durability, lock, head, state)
+    }
+
+    /// Opens an existing log from a verified tail (a resume point's): `recorded` was read by
+    /// [`crate::recorded::Recorded::read_tail`] *under this writer's lock* (`lock`, from
+    /// [`LogWriter::lock`]), and `state` is the state after its last event, replayed from the
+    /// resume point's checked state. The records before the anchor are not read again.
+    pub fn open_tail(
+        paths: &LogPaths,
+        durability: Durability,
+        lock: WriterLock,
+        head: Head,
+        state: State,
+    ) -> Result<LogWriter> {
+        LogWriter::opened(paths, durability, lock.0, head, state)
+    }
+
+    /// Takes the writer lock of `paths` (refused at once if another writer holds it).
+    pub fn lock(paths: &LogPaths) -> Result<WriterLock> {
+        take_lock(paths).map(WriterLock)
+    }
+
+    fn opened(
+        paths: &LogPaths,
+        durability: Durability,
+        lock: File,
+        head: Head,
+        state: State,
+    ) -> Result<LogWriter> {
         let file = OpenOptions::new()
             .append(true)
             .open(&paths.log)
@@ -237,6 +273,7 @@ impl LogWriter {
             unsynced: 0,
             syncs: 0,
             written,
+            last_offset: 0,
             index,
             index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
@@ -250,6 +287,11 @@ impl LogWriter {
 
     pub fn head(&self) -> Head {
         self.recorder.head()
+    }
+
+    /// Byte offset of the last record appended by this writer (0 before any).
+    pub fn last_offset(&self) -> u64 {
+        self.last_offset
     }
 
     pub fn state(&self) -> &State {
@@ -376,8 +418,9 @@ impl LogWriter {
     }
 
     fn queue(&mut self, event: &Event) -> Result<()> {
+        let offset = self.written + self.buf.len() as u64;
+        self.last_offset = offset;
         if self.index.is_some() {
-            let offset = self.written + self.buf.len() as u64;
             self.index_buf.extend_from_slice(&offset.to_le_bytes());
         }
         record::encode_into(event, &mut self.buf);

@@ -22,6 +22,7 @@ fn run(plan: &str, home: &Path) -> (session::Session, Vec<Event>) {
         grants: vec![],
         jobs: 1,
         durability: Durability::None,
+        resume_points: Default::default(),
         root: root(),
         memory: None,
         scorer: None,

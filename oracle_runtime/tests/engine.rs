@@ -120,6 +120,7 @@ fn start(plan: &Path, home: &Path, jobs: u32) -> session::Session {
         grants: vec![],
         jobs,
         durability: Durability::None,
+        resume_points: Default::default(),
         root: PathBuf::from("."),
         memory: None,
         scorer: None,
@@ -226,6 +227,7 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
         memory: None,
         budget: None,
         scorer: None,
+        resume_points: Default::default(),
     };
     let paths = LogPaths::of_file(&dir.path().join("bound.jsonl"));
     let writer = LogWriter::create(&paths, Durability::None).unwrap();
@@ -274,6 +276,7 @@ fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
         grants: vec![],
         jobs: 1,
         durability: Durability::None,
+        resume_points: Default::default(),
         root: dir.path().to_path_buf(),
         memory: None,
         scorer: None,

@@ -47,6 +47,7 @@ fn run_shipped_plan(name: &str) -> Vec<Event> {
         grants: vec![],
         jobs: 1,
         durability: oracle_runtime::Durability::None,
+        resume_points: Default::default(),
         root: root.canonicalize().unwrap(),
         memory: None,
         scorer: None,

@@ -45,6 +45,7 @@ fn conflicted_run() -> (tempfile::TempDir, session::Session) {
         grants: vec![],
         jobs: 1,
         durability: Durability::None,
+        resume_points: Default::default(),
         root: PathBuf::from("."),
         memory: None,
         scorer: None,

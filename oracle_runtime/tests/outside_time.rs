@@ -79,6 +79,7 @@ fn start(expiry: Option<u64>) -> (tempfile::TempDir, PathBuf, String) {
         grants: vec![],
         jobs: 1,
         durability: Durability::None,
+        resume_points: Default::default(),
         root: PathBuf::from("."),
         memory: Some(oracle_memory::MemorySettings {
             oracle: true,

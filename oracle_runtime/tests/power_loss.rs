@@ -422,6 +422,7 @@ fn engine_on_sim(
         memory: None,
         budget: None,
         scorer: None,
+        resume_points: Default::default(),
     };
     let Ok(writer) = LogWriter::with_storage(&LogPaths::of_run(run_dir), &mut sim.clone(), d)
     else {
@@ -471,6 +472,7 @@ fn power_loss_in_an_engine_run_resumes_to_the_uninterrupted_log() {
             grants: vec![],
             jobs: 1,
             durability: Durability::DEFAULT,
+            resume_points: Default::default(),
             root: std::path::PathBuf::from("."),
             memory: None,
             scorer: None,

@@ -127,6 +127,7 @@ fn start(dir: &std::path::Path, plan: &str, registry: &Registry) -> session::Ses
         grants: vec![],
         jobs: 2,
         durability: Durability::None,
+        resume_points: Default::default(),
         root: PathBuf::from("."),
         memory: None,
         scorer: None,

@@ -1,0 +1,574 @@
+//! A plan agent's progress between two decisions, as a value a fresh agent of the same plan and
+//! inputs continues from (`Agent::save`, `Agent::restore`): a resume point keeps it so a long
+//! run is not asked every earlier decision again.
+//!
+//! Only what the agent derived from its decisions so far is saved: each step's status (with a
+//! completed step's output), the counts and queues the next decision reads, the conversations
+//! of agent steps in progress, and the iterations of loop steps in progress, each a nested
+//! agent saved the same way with its own inputs. The plan, and everything `PlanAgent::new`
+//! derives from it, is not: the agent that restores already has it. The shape has no floats,
+//! no `usize` and no hash maps, so the same agent gives the same value on every machine.
+//!
+//! A restore checks the whole value against the agent's plan and builds the restored agent
+//! aside before it replaces anything: a value this agent could not have saved (another format,
+//! another plan, lengths or step indexes that do not fit the plan, a conversation or iterations
+//! for a step that cannot have them) is refused with what is wrong, and leaves the agent as it
+//! was.
+
+use std::collections::BTreeMap;
+
+use oracle_core::Hash;
+use oracle_core::agent::{AgentError, Call};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+use crate::agent::{AGENT_TOOL, Child, Iterations, Loop, PlanAgent, Status, TURNS_MAX};
+use crate::ast::LoopKind;
+use crate::compile::{CompiledPlan, CompiledStep};
+
+/// Version of the saved shape. Any change to the shape or to what a field means takes a new
+/// number: a value of another format is refused, and the run is derived again from its start.
+const SAVED_FORMAT: u64 = 1;
+
+/// Most calls a saved agent may have in flight: far more than a run holds (each is a call the
+/// runtime keeps until its outcome comes), and low enough that counting on from it cannot
+/// overflow.
+const IN_FLIGHT_MAX: u64 = u32::MAX as u64;
+
+/// What [`save`] returns.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Saved {
+    format: u64,
+    /// The hash of the plan it was saved under: progress through one plan means nothing for
+    /// another, even one with as many steps.
+    plan: Hash,
+    agent: SavedAgent,
+}
+
+/// One agent's progress: the run's, or one iteration's of a loop step (which runs the loop's
+/// body as a plan of its own).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedAgent {
+    /// Whether the first decision was asked (it marks the steps without dependencies ready).
+    started: bool,
+    /// Each step's status, in the plan's declaration order.
+    status: Vec<SavedStatus>,
+    /// Each step's dependencies not yet settled, in declaration order.
+    unsettled: Vec<u32>,
+    /// Positions (in the plan's order) of the steps the next decision looks at, ascending.
+    ready: Vec<u32>,
+    /// Calls issued or queued whose outcomes have not been observed.
+    in_flight: u64,
+    /// Agent steps in progress, by ascending step index.
+    loops: Vec<SavedLoop>,
+    /// Loop steps in progress, by ascending step index.
+    iterations: Vec<SavedIterations>,
+    /// Calls decided on and not yet issued (one decision issues a bounded number), in order.
+    queued: Vec<SavedCall>,
+    /// Why the run stops, once a step failed under `on failure stop`.
+    stopping: Option<String>,
+}
+
+/// A step's status. A completed step carries its output, so an output can only be saved for
+/// a completed step, and a `null` output is told apart from none.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum SavedStatus {
+    Pending,
+    Running,
+    Retrying { attempts: u64 },
+    Completed { output: Value },
+    Skipped,
+    Failed,
+    Waiting { attempts: u64, reason: String },
+}
+
+/// An agent step's conversation in progress (see `Loop` in `agent.rs`).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedLoop {
+    step: u32,
+    tier: u64,
+    model: Value,
+    tools: Vec<String>,
+    /// Absent when the step gives no `output` schema. Present, even as `null`, when it gives
+    /// one: the schema goes into every turn's input as given.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    schema: Option<Value>,
+    max_turns: u64,
+    messages: Vec<Value>,
+    turn: u64,
+    chats: u64,
+    failures: u64,
+    results: Vec<SavedResult>,
+    previous: u64,
+}
+
+/// One tool call of the turn in progress: its id, and what it came to once known.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedResult {
+    id: String,
+    result: Option<String>,
+}
+
+/// A loop step in progress (see `Iterations` in `agent.rs`).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedIterations {
+    step: u32,
+    /// The outer values the body reads (what each new iteration's inputs start from).
+    inputs: Map<String, Value>,
+    running: u64,
+    children: Vec<SavedChild>,
+}
+
+/// One iteration: the inputs its agent was built with, how it ended, and its progress.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedChild {
+    inputs: Map<String, Value>,
+    ended: Option<SavedEnded>,
+    agent: SavedAgent,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum SavedEnded {
+    /// Its steps' outputs, by name.
+    Completed {
+        outputs: Value,
+    },
+    Failed {
+        reason: String,
+    },
+}
+
+/// A call not yet issued. A shape of its own rather than `Call`'s, so the saved format only
+/// changes with [`SAVED_FORMAT`], and unknown fields are refused here too.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedCall {
+    step: String,
+    tool: String,
+    attempt: u64,
+    input: Value,
+    timeout_ms: Option<u64>,
+    reads: Vec<String>,
+}
+
+/// Reads a field that is there as `Some`, even when it is `null` (an absent one is `None`
+/// through `#[serde(default)]`).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// The agent's progress, as [`restore`] reads it.
+pub(crate) fn save(agent: &PlanAgent) -> Option<Value> {
+    let saved = Saved {
+        format: SAVED_FORMAT,
+        plan: agent.plan().hash,
+        agent: save_agent(agent),
+    };
+    // Fails only for a map whose keys are not strings, which this shape has none of.
+    serde_json::to_value(saved).ok()
+}
+
+fn save_agent(a: &PlanAgent) -> SavedAgent {
+    SavedAgent {
+        started: a.started,
+        status: a
+            .status
+            .iter()
+            .zip(&a.outputs)
+            .map(|(s, output)| save_status(s, output))
+            .collect(),
+        unsettled: a.unsettled.clone(),
+        ready: a.ready.iter().copied().collect(),
+        in_flight: a.in_flight,
+        loops: a
+            .loops
+            .iter()
+            .map(|(&step, l)| save_loop(step, l))
+            .collect(),
+        iterations: a
+            .iterations
+            .iter()
+            .map(|(&step, it)| SavedIterations {
+                step,
+                inputs: it.inputs.clone(),
+                running: it.running,
+                children: it
+                    .children
+                    .iter()
+                    .map(|c| SavedChild {
+                        inputs: c.agent.inputs().clone(),
+                        ended: c.ended.clone().map(|e| match e {
+                            Ok(outputs) => SavedEnded::Completed { outputs },
+                            Err(reason) => SavedEnded::Failed { reason },
+                        }),
+                        agent: save_agent(&c.agent),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        queued: a
+            .queued
+            .iter()
+            .map(|c| SavedCall {
+                step: c.step.clone(),
+                tool: c.tool.clone(),
+                attempt: c.attempt,
+                input: c.input.clone(),
+                timeout_ms: c.timeout_ms,
+                reads: c.reads.clone(),
+            })
+            .collect(),
+        stopping: a.stopping.clone(),
+    }
+}
+
+fn save_status(s: &Status, output: &Option<Value>) -> SavedStatus {
+    match s {
+        Status::Pending => SavedStatus::Pending,
+        Status::Running => SavedStatus::Running,
+        Status::Retrying { attempts } => SavedStatus::Retrying {
+            attempts: *attempts,
+        },
+        // A completed step always has its output (both are set together).
+        Status::Completed => SavedStatus::Completed {
+            output: output.clone().unwrap_or(Value::Null),
+        },
+        Status::Skipped => SavedStatus::Skipped,
+        Status::Failed => SavedStatus::Failed,
+        Status::Waiting { attempts, reason } => SavedStatus::Waiting {
+            attempts: *attempts,
+            reason: reason.clone(),
+        },
+    }
+}
+
+fn save_loop(step: u32, l: &Loop) -> SavedLoop {
+    SavedLoop {
+        step,
+        tier: l.tier,
+        model: l.model.clone(),
+        tools: l.tools.clone(),
+        schema: l.schema.clone(),
+        max_turns: l.max_turns,
+        messages: l.messages.clone(),
+        turn: l.turn,
+        chats: l.chats,
+        failures: l.failures,
+        results: l
+            .results
+            .iter()
+            .map(|(id, result)| SavedResult {
+                id: id.clone(),
+                result: result.clone(),
+            })
+            .collect(),
+        // A count of tool calls held in memory fits in a u64.
+        previous: l.previous as u64,
+    }
+}
+
+/// Makes `agent`, which has not decided yet, continue from `value`; see the module's doc.
+pub(crate) fn restore(agent: &mut PlanAgent, value: &Value) -> Result<(), AgentError> {
+    let refuse = |why: String| AgentError(format!("cannot restore the plan agent: {why}"));
+    if agent.started {
+        return Err(refuse(
+            "it has already decided; only a fresh agent continues from a saved state".into(),
+        ));
+    }
+    // The format first: a value of another format may have another shape, and saying so is
+    // more use than naming the first field that does not fit.
+    match value.get("format") {
+        Some(f) if f.as_u64() == Some(SAVED_FORMAT) => {}
+        Some(f) => {
+            return Err(refuse(format!(
+                "the saved state has format {f}; this agent reads format {SAVED_FORMAT}"
+            )));
+        }
+        None => {
+            return Err(refuse(
+                "the value is not a saved plan agent (it has no `format`)".into(),
+            ));
+        }
+    }
+    let saved = Saved::deserialize(value).map_err(|e| refuse(e.to_string()))?;
+    if saved.plan != agent.plan().hash {
+        return Err(refuse(format!(
+            "it was saved for plan {}, and this agent runs plan {}",
+            saved.plan,
+            agent.plan().hash
+        )));
+    }
+    let restored =
+        restore_agent(agent.plan().clone(), agent.inputs().clone(), saved.agent).map_err(refuse)?;
+    *agent = restored;
+    Ok(())
+}
+
+/// A new agent for `plan` and `inputs` with the progress `saved`, or what does not fit.
+fn restore_agent(
+    plan: CompiledPlan,
+    inputs: Map<String, Value>,
+    saved: SavedAgent,
+) -> Result<PlanAgent, String> {
+    let mut agent = PlanAgent::new(plan, inputs);
+    let plan = agent.plan();
+    let n = plan.steps.len();
+    for (what, len) in [
+        ("status", saved.status.len()),
+        ("unsettled", saved.unsettled.len()),
+    ] {
+        if len != n {
+            return Err(format!(
+                "`{what}` has {len} entries, and the plan has {n} steps"
+            ));
+        }
+    }
+    let mut status = Vec::with_capacity(n);
+    let mut outputs = Vec::with_capacity(n);
+    for (step, s) in plan.steps.iter().zip(saved.status) {
+        let (s, output) = restore_status(step, s)?;
+        status.push(s);
+        outputs.push(output);
+    }
+    for (step, &left) in plan.steps.iter().zip(&saved.unsettled) {
+        if left as usize > step.deps.len() {
+            return Err(format!(
+                "step `{}` has {left} unsettled dependencies, and only {} dependencies",
+                step.name,
+                step.deps.len()
+            ));
+        }
+    }
+    ascending("ready", "position", &saved.ready, n)?;
+    if saved.in_flight > IN_FLIGHT_MAX {
+        return Err(format!(
+            "{} calls in flight, more than any run holds ({IN_FLIGHT_MAX})",
+            saved.in_flight
+        ));
+    }
+
+    let keys: Vec<u32> = saved.loops.iter().map(|l| l.step).collect();
+    ascending("loops", "step", &keys, n)?;
+    let mut loops = BTreeMap::new();
+    for l in saved.loops {
+        let step = &plan.steps[l.step as usize];
+        let tools = [Some(&step.call), step.fallback.as_ref()];
+        if step.body.is_some() || !tools.iter().flatten().any(|c| c.tool == AGENT_TOOL) {
+            return Err(format!(
+                "`loops` holds a conversation for step `{}`, which is not an agent step",
+                step.name
+            ));
+        }
+        running(&status, l.step, step, "a conversation")?;
+        loops.insert(l.step, restore_loop(step, l)?);
+    }
+
+    let keys: Vec<u32> = saved.iterations.iter().map(|it| it.step).collect();
+    ascending("iterations", "step", &keys, n)?;
+    let mut iterations = BTreeMap::new();
+    for it in saved.iterations {
+        let step = &plan.steps[it.step as usize];
+        let Some(body) = &step.body else {
+            return Err(format!(
+                "`iterations` holds iterations for step `{}`, which is not a loop step",
+                step.name
+            ));
+        };
+        running(&status, it.step, step, "iterations")?;
+        let most = if body.kind == LoopKind::Use {
+            1
+        } else {
+            body.max
+        };
+        let count = it.children.len() as u64;
+        if count == 0 || count > most {
+            return Err(format!(
+                "loop step `{}` has {count} iterations, and it runs from 1 to {most}",
+                step.name
+            ));
+        }
+        let unended = it.children.iter().filter(|c| c.ended.is_none()).count() as u64;
+        if it.running != unended {
+            return Err(format!(
+                "loop step `{}` counts {} iterations running, and {unended} have not ended",
+                step.name, it.running
+            ));
+        }
+        let mut children = Vec::with_capacity(it.children.len());
+        for (i, c) in it.children.into_iter().enumerate() {
+            let child = restore_agent(body.plan.clone(), c.inputs, c.agent)
+                .map_err(|e| format!("iteration {i} of step `{}`: {e}", step.name))?;
+            children.push(Child {
+                agent: child,
+                ended: c.ended.map(|e| match e {
+                    SavedEnded::Completed { outputs } => Ok(outputs),
+                    SavedEnded::Failed { reason } => Err(reason),
+                }),
+            });
+        }
+        iterations.insert(
+            it.step,
+            Iterations {
+                children,
+                inputs: it.inputs,
+                running: it.running,
+            },
+        );
+    }
+
+    let queued = saved
+        .queued
+        .into_iter()
+        .map(|c| Call {
+            step: c.step,
+            tool: c.tool,
+            attempt: c.attempt,
+            input: c.input,
+            timeout_ms: c.timeout_ms,
+            reads: c.reads,
+        })
+        .collect();
+
+    agent.started = saved.started;
+    agent.status = status;
+    agent.outputs = outputs;
+    agent.unsettled = saved.unsettled;
+    agent.ready = saved.ready.into_iter().collect();
+    agent.in_flight = saved.in_flight;
+    agent.loops = loops;
+    agent.iterations = iterations;
+    agent.queued = queued;
+    agent.stopping = saved.stopping;
+    Ok(agent)
+}
+
+/// A step's status and output, refusing a retry the step has no attempts left for (its next
+/// attempt would be past its last).
+fn restore_status(step: &CompiledStep, s: SavedStatus) -> Result<(Status, Option<Value>), String> {
+    Ok(match s {
+        SavedStatus::Pending => (Status::Pending, None),
+        SavedStatus::Running => (Status::Running, None),
+        SavedStatus::Retrying { attempts } => {
+            let tiers = if step.fallback.is_some() { 2 } else { 1 };
+            let most = step.retry.saturating_mul(tiers);
+            if attempts >= most {
+                return Err(format!(
+                    "step `{}` is to retry after attempt {attempts}, and it has {most} attempts",
+                    step.name
+                ));
+            }
+            (Status::Retrying { attempts }, None)
+        }
+        SavedStatus::Completed { output } => (Status::Completed, Some(output)),
+        SavedStatus::Skipped => (Status::Skipped, None),
+        SavedStatus::Failed => (Status::Failed, None),
+        SavedStatus::Waiting { attempts, reason } => (Status::Waiting { attempts, reason }, None),
+    })
+}
+
+/// An agent step's conversation, refusing counts its settings rule out: a tier other than the
+/// step's own agent or its fallback, a turn past `max_turns`, more model calls or failed turns
+/// than the step's attempts allow, or a previous turn with more tool calls than the
+/// conversation holds. Within these bounds no later count can overflow.
+fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, String> {
+    let name = &step.name;
+    if !(1..=2).contains(&l.tier) {
+        return Err(format!(
+            "agent step `{name}` is in tier {}, not 1 or 2",
+            l.tier
+        ));
+    }
+    if !(1..=TURNS_MAX).contains(&l.max_turns) {
+        return Err(format!(
+            "agent step `{name}` has max_turns {}, not from 1 to {TURNS_MAX}",
+            l.max_turns
+        ));
+    }
+    if !(1..=l.max_turns).contains(&l.turn) {
+        return Err(format!(
+            "agent step `{name}` is at turn {}, not from 1 to its max_turns {}",
+            l.turn, l.max_turns
+        ));
+    }
+    // Each turn of each tier makes at most `retry` model calls.
+    let chats_max = TURNS_MAX.saturating_mul(2).saturating_mul(step.retry);
+    if !(1..=chats_max).contains(&l.chats) {
+        return Err(format!(
+            "agent step `{name}` has made {} model calls, not from 1 to the {chats_max} its turns and attempts allow",
+            l.chats
+        ));
+    }
+    if l.failures >= step.retry {
+        return Err(format!(
+            "agent step `{name}` has {} failed turns, and it has {} attempts per turn",
+            l.failures, step.retry
+        ));
+    }
+    // Each of the previous turn's tool calls left a message: the bound keeps the next turn's
+    // list of what it reads as long as the conversation at most.
+    let previous = match usize::try_from(l.previous) {
+        Ok(p) if p <= l.messages.len() => p,
+        _ => {
+            return Err(format!(
+                "agent step `{name}` says its previous turn made {} tool calls, more than its {} messages",
+                l.previous,
+                l.messages.len()
+            ));
+        }
+    };
+    Ok(Loop {
+        model: l.model,
+        tools: l.tools,
+        schema: l.schema,
+        max_turns: l.max_turns,
+        messages: l.messages,
+        turn: l.turn,
+        chats: l.chats,
+        failures: l.failures,
+        results: l.results.into_iter().map(|r| (r.id, r.result)).collect(),
+        previous,
+        tier: l.tier,
+    })
+}
+
+/// Refuses `keys` unless each is below `n` and they strictly ascend (as a map's or set's keys
+/// are listed): a value out of range or repeated is not one this agent saved.
+fn ascending(field: &str, what: &str, keys: &[u32], n: usize) -> Result<(), String> {
+    let mut last: Option<u32> = None;
+    for &k in keys {
+        if k as usize >= n {
+            return Err(format!(
+                "`{field}` names {what} {k}, and the plan has {n} steps"
+            ));
+        }
+        if last.is_some_and(|l| l >= k) {
+            return Err(format!("`{field}` lists {what} {k} out of order or twice"));
+        }
+        last = Some(k);
+    }
+    Ok(())
+}
+
+/// Refuses progress (`what`) for a step that is not running: a conversation or iterations
+/// exist only while their step runs.
+fn running(status: &[Status], idx: u32, step: &CompiledStep, what: &str) -> Result<(), String> {
+    match status.get(idx as usize) {
+        Some(Status::Running) => Ok(()),
+        _ => Err(format!(
+            "step `{}` has {what} in progress, and is not running",
+            step.name
+        )),
+    }
+}

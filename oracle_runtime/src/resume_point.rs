@@ -1,0 +1,191 @@
+//! Resume points: the engine's whole derived state at a decision boundary, so a resume
+//! re-derives only the events after it instead of the run's whole history.
+//!
+//! A resume point is a cache beside the log, never part of it: deleting one costs time, never
+//! data, and the record's bytes are the same with or without them. What it holds is checked
+//! before use as far as the log allows:
+//!
+//! - the file's content hash (a torn or damaged file is refused);
+//! - its anchor: the record at the byte offset it names must be the event it names, with the
+//!   hash it names, and the tail after it must verify as a chain continuing that event;
+//! - its key-value state must hash to that event's recorded `state_after`.
+//!
+//! What the log cannot check (the agent's progress, the causal links the engine will name, the
+//! projections' inputs) is checked by what follows: every event between the point and the end
+//! of the record is produced again and compared with the record, so a point that would produce
+//! a different run is refused there, and the resume starts from an older point or from the
+//! start. `oracle replay` (the audit) never uses resume points.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use oracle_core::hash::hash_in;
+use oracle_core::{Hash, Snapshot};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Result, StoreError};
+use crate::paths::LogPaths;
+use crate::recorded::Anchor;
+
+/// Version of the resume point file layout.
+pub const RESUME_POINT_FORMAT: u64 = 1;
+
+/// Default spacing of automatic resume points: one after at least this many appended events.
+/// Also at least as many events as the state has keys, so writing points stays a bounded share
+/// of the run's work however large the state grows.
+pub const EVERY_EVENTS_DEFAULT: u64 = 65_536;
+
+/// Resume points kept per run: the newest, and one older in case the newest is refused.
+pub const KEPT_MAX: usize = 2;
+
+/// Largest resume point file read (a bound on what a damaged or hostile file can make us load).
+pub const FILE_BYTES_MAX: u64 = 1 << 30;
+
+/// BLAKE3 derive-key context of a resume point's content hash.
+const CONTENT_CONTEXT: &str = "oracle v1 resume point";
+
+/// When a run writes resume points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Appended events between two points (at least; see [`EVERY_EVENTS_DEFAULT`]). 0: never.
+    pub every_events: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            every_events: EVERY_EVENTS_DEFAULT,
+        }
+    }
+}
+
+/// The engine's state after event `seq`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumePoint {
+    pub format: u64,
+    /// The last event the point covers.
+    pub seq: u64,
+    /// Byte offset of that event's record in the log.
+    pub offset: u64,
+    /// That event's hash.
+    pub hash: Hash,
+    /// The key-value state after it.
+    pub state: Snapshot,
+    /// Everything else the engine derived (see `engine::Saved`).
+    pub engine: Value,
+}
+
+impl ResumePoint {
+    /// Where the log's tail starts for this point.
+    pub fn anchor(&self) -> Anchor {
+        Anchor {
+            seq: self.seq,
+            offset: self.offset,
+            hash: self.hash,
+        }
+    }
+}
+
+fn file_name(seq: u64) -> String {
+    format!("{seq:020}.resume.json")
+}
+
+/// Seqs of the resume points of a log, ascending.
+pub fn list(paths: &LogPaths) -> Result<Vec<u64>> {
+    crate::snapshots::seqs_named(&paths.snapshots(), ".resume.json")
+}
+
+/// The path of the resume point after event `seq`.
+pub fn path_of(paths: &LogPaths, seq: u64) -> PathBuf {
+    paths.snapshots().join(file_name(seq))
+}
+
+/// Writes `point` atomically (temporary file, sync, rename, sync directory), then removes all
+/// but the newest [`KEPT_MAX`] points. The file is a header line holding the content hash of
+/// the rest, then the point as JSON.
+pub fn save(paths: &LogPaths, point: &ResumePoint) -> Result<PathBuf> {
+    let dir = paths.snapshots();
+    fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
+    let path = path_of(paths, point.seq);
+    let tmp = dir.join(format!(".{}.tmp", file_name(point.seq)));
+    // Invariant: string keys and JSON values only; serialisation cannot fail.
+    let body = serde_json::to_vec(point).expect("resume points always serialise");
+    let header = serde_json::json!({
+        "format": RESUME_POINT_FORMAT,
+        "content": hash_in(CONTENT_CONTEXT, &body),
+    });
+    let mut f = File::create(&tmp).map_err(StoreError::io(&tmp))?;
+    f.write_all(header.to_string().as_bytes())
+        .and_then(|_| f.write_all(b"\n"))
+        .and_then(|_| f.write_all(&body))
+        .and_then(|_| f.sync_all())
+        .map_err(StoreError::io(&tmp))?;
+    fs::rename(&tmp, &path).map_err(StoreError::io(&path))?;
+    File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(StoreError::io(&dir))?;
+    let seqs = list(paths)?;
+    for old in seqs.iter().rev().skip(KEPT_MAX) {
+        let p = path_of(paths, *old);
+        fs::remove_file(&p).map_err(StoreError::io(&p))?;
+    }
+    Ok(path)
+}
+
+/// Reads the resume point after event `seq`, refusing a file whose content does not hash to
+/// its header, of another format, or not for `seq`.
+pub fn load(paths: &LogPaths, seq: u64) -> Result<ResumePoint> {
+    let path = path_of(paths, seq);
+    read(&path, seq)
+}
+
+fn read(path: &Path, seq: u64) -> Result<ResumePoint> {
+    let bad = |reason: String| StoreError::SnapshotFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|f| f.take(FILE_BYTES_MAX + 1).read_to_end(&mut bytes))
+        .map_err(StoreError::io(path))?;
+    if bytes.len() as u64 > FILE_BYTES_MAX {
+        return Err(bad(format!(
+            "larger than file_bytes_max = {FILE_BYTES_MAX} bytes"
+        )));
+    }
+    let nl = memchr::memchr(b'\n', &bytes).ok_or_else(|| bad("no header line".into()))?;
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Header {
+        format: u64,
+        content: Hash,
+    }
+    let header: Header =
+        serde_json::from_slice(&bytes[..nl]).map_err(|e| bad(format!("header: {e}")))?;
+    if header.format != RESUME_POINT_FORMAT {
+        return Err(bad(format!(
+            "format {} is not supported (expected {RESUME_POINT_FORMAT})",
+            header.format
+        )));
+    }
+    let body = &bytes[nl + 1..];
+    let content = hash_in(CONTENT_CONTEXT, body);
+    if content != header.content {
+        return Err(bad(format!(
+            "its content hashes to {}, the header says {}: the file is damaged",
+            content.short(),
+            header.content.short()
+        )));
+    }
+    let point: ResumePoint = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+    if point.format != RESUME_POINT_FORMAT || point.seq != seq || point.state.seq != seq {
+        return Err(bad(format!(
+            "the file is named for event {seq} but holds a point after event {} (state {})",
+            point.seq, point.state.seq
+        )));
+    }
+    Ok(point)
+}
