@@ -373,6 +373,9 @@ pub struct Engine<'r, A: Agent> {
     points: resume_point::Policy,
     /// `appended` when the last resume point was written.
     point_appended: u64,
+    /// Where the log ended when the last point was written, and that point's size in bytes.
+    point_log_bytes: u64,
+    point_bytes: u64,
     points_written: u64,
     point_error: Option<String>,
     /// Set by [`Engine::from_point`]: the resume point's seq and the observations of the
@@ -385,9 +388,24 @@ pub struct Engine<'r, A: Agent> {
 /// Version of [`Saved`]'s layout.
 const SAVED_FORMAT: u64 = 1;
 
+/// [`Saved`] as written: the engine's own fields borrowed, with the same names.
+#[derive(Serialize)]
+struct SavedRef<'a> {
+    format: u64,
+    tick: u64,
+    calls: u64,
+    causes: &'a Causes,
+    observations: &'a [Observation],
+    waits: BTreeMap<&'a str, (u64, &'a Value)>,
+    failures: &'a BTreeMap<String, Vec<(String, Value, String)>>,
+    last_called: &'a BTreeMap<String, (String, Value)>,
+    agent: &'a Value,
+    folded: &'a [Event],
+}
+
 /// The engine's derived state between two rounds: a resume point's `engine`. Together with the
 /// point's key-value state and chain position it is everything the next round depends on.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Saved {
     format: u64,
@@ -475,6 +493,8 @@ impl<'r, A: Agent> Engine<'r, A> {
             folded: Vec::new(),
             points,
             point_appended: 0,
+            point_log_bytes: 0,
+            point_bytes: 0,
             points_written: 0,
             point_error: None,
             start: None,
@@ -496,14 +516,31 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// hashes; what the log cannot check is checked by the drive, which produces every event
     /// of the tail again and compares it with the record. `Err` says why the point is refused
     /// (the engine is consumed; build a new one to start from elsewhere).
-    pub fn from_point(mut self, point: &ResumePoint) -> std::result::Result<Self, String> {
+    pub fn from_point(self, point: &ResumePoint) -> std::result::Result<Self, String> {
+        let recorded = self
+            .recorded
+            .anchor()
+            .map(|a| a.state_after)
+            .ok_or("the record given is not the log's tail after the point's event")?;
+        let state = point.state.restore(recorded).map_err(|e| e.to_string())?;
+        self.from_point_at(point, state)
+    }
+
+    /// [`Engine::from_point`] with the point's state already restored and checked
+    /// ([`crate::session::open_at_point`] does, to replay the tail): `state` must hash to the
+    /// `state_after` the log recorded at the point's event.
+    pub fn from_point_at(
+        mut self,
+        point: &ResumePoint,
+        state: State,
+    ) -> std::result::Result<Self, String> {
         let anchor = self
             .recorded
             .anchor()
             .filter(|a| a.seq == point.seq && a.hash == point.hash)
             .copied()
             .ok_or("the record given is not the log's tail after the point's event")?;
-        let saved: Saved = serde_json::from_value(point.engine.clone())
+        let saved: Saved = serde_json::from_str(point.engine.get())
             .map_err(|e| format!("its engine state does not read: {e}"))?;
         if saved.format != SAVED_FORMAT {
             return Err(format!(
@@ -511,10 +548,14 @@ impl<'r, A: Agent> Engine<'r, A> {
                 saved.format
             ));
         }
-        let state = point
-            .state
-            .restore(anchor.state_after)
-            .map_err(|e| e.to_string())?;
+        if state.hash() != anchor.state_after {
+            return Err(format!(
+                "its state hashes to {}, the log recorded {} after event {}",
+                state.hash().short(),
+                anchor.state_after.short(),
+                anchor.seq
+            ));
+        }
         let head = oracle_core::Head {
             next_seq: anchor.seq + 1,
             hash: anchor.hash,
@@ -568,10 +609,13 @@ impl<'r, A: Agent> Engine<'r, A> {
         let every = self.points.every_events;
         every > 0
             && self.catching_up_done()
-            && self
-                .writer
-                .as_ref()
-                .is_some_and(|w| self.appended - self.point_appended >= every.max(w.state().len()))
+            && self.writer.as_ref().is_some_and(|w| {
+                self.appended - self.point_appended >= every.max(w.state().len())
+                    && w.last_offset().saturating_sub(self.point_log_bytes)
+                        >= self
+                            .point_bytes
+                            .saturating_mul(resume_point::LOG_BYTES_PER_POINT_BYTE)
+            })
     }
 
     /// Writes a resume point after the last event, before the round that decides on
@@ -592,43 +636,40 @@ impl<'r, A: Agent> Engine<'r, A> {
         let Some(seq) = head.next_seq.checked_sub(1) else {
             return Ok(());
         };
-        let saved = Saved {
+        let waits: BTreeMap<&str, (u64, &Value)> = self
+            .waits
+            .iter()
+            .map(|(k, (i, v))| (k.as_str(), (*i as u64, v)))
+            .collect();
+        let saved = SavedRef {
             format: SAVED_FORMAT,
             tick: self.tick,
             calls: self.calls,
-            causes: std::mem::take(&mut self.causes),
-            observations: observations.to_vec(),
-            waits: self
-                .waits
-                .iter()
-                .map(|(k, (i, v))| (k.clone(), (*i as u64, v.clone())))
-                .collect(),
-            failures: self.failures.clone(),
-            last_called: self.last_called.clone(),
-            agent,
-            folded: std::mem::take(&mut self.folded),
+            causes: &self.causes,
+            observations,
+            waits,
+            failures: &self.failures,
+            last_called: &self.last_called,
+            agent: &agent,
+            folded: &self.folded,
         };
-        let engine = serde_json::to_value(&saved);
-        // Taken for the serialisation (no clone of possibly large maps), given back here.
-        self.causes = saved.causes;
-        self.folded = saved.folded;
-        let engine = match engine {
-            Ok(v) => v,
-            Err(e) => {
-                self.point_error = Some(e.to_string());
-                return Ok(());
-            }
-        };
-        let point = ResumePoint {
+        let point = resume_point::PointRef {
             format: resume_point::RESUME_POINT_FORMAT,
             seq,
             offset: w.last_offset(),
             hash: head.hash,
-            state: oracle_core::Snapshot::capture(seq, w.state()),
-            engine,
+            state: resume_point::StateRef {
+                seq,
+                state: w.state(),
+            },
+            engine: &saved,
         };
-        match resume_point::save(w.paths(), &point) {
-            Ok(_) => self.points_written += 1,
+        self.point_log_bytes = w.last_offset();
+        match resume_point::save(w.paths(), seq, &point) {
+            Ok((_, bytes)) => {
+                self.points_written += 1;
+                self.point_bytes = bytes;
+            }
             Err(e) => self.point_error = Some(e.to_string()),
         }
         Ok(())

@@ -440,12 +440,16 @@ impl IndexAppender {
 
     /// Brings the index of an existing log (whose complete records end at `log_len`) up to date
     /// before appending: keeps the longest prefix of the file that matches the log's records and
-    /// writes the rest. The writer has just read the whole log to replay it, so a full newline
-    /// scan here costs little next to that and checks every entry, not a sample.
-    pub(crate) fn open(log: &Path, log_len: u64) -> Result<IndexAppender> {
-        let log_file = File::open(log).map_err(StoreError::io(log))?;
-        let mut starts = Vec::new();
-        scan_starts(&log_file, log, 0, log_len, &mut starts)?;
+    /// writes the rest. A writer that read the whole log to replay it passes `from = None`: a
+    /// full newline scan costs little next to that and checks every entry, not a sample. A
+    /// writer opened from a resume point's tail passes the anchor (its seq and its record's
+    /// offset): when the index names that offset for that seq, the entries before it are kept
+    /// as they are and only the log from there is scanned (the rest was not read either).
+    pub(crate) fn open_from(
+        log: &Path,
+        log_len: u64,
+        from: Option<(u64, u64)>,
+    ) -> Result<IndexAppender> {
         let path = index_path(log);
         let mut file = OpenOptions::new()
             .read(true)
@@ -457,16 +461,36 @@ impl IndexAppender {
         let mut existing = Vec::new();
         file.read_to_end(&mut existing)
             .map_err(StoreError::io(&path))?;
-        let kept = existing.strip_prefix(MAGIC.as_slice()).map(|body| {
-            let (entries, _) = body.as_chunks::<8>();
-            entries
+        let entries: &[[u8; 8]] = existing
+            .strip_prefix(MAGIC.as_slice())
+            .map_or(&[], |body| body.as_chunks::<8>().0);
+        let entry = |seq: u64| {
+            usize::try_from(seq)
+                .ok()
+                .and_then(|i| entries.get(i))
+                .map(|e| u64::from_le_bytes(*e))
+        };
+        // Where the scan starts: the anchor, when the index agrees about it.
+        let (first_seq, first_offset) = match from {
+            Some((seq, offset)) if entry(seq) == Some(offset) => (seq, offset),
+            _ => (0, 0),
+        };
+        let log_file = File::open(log).map_err(StoreError::io(log))?;
+        let mut starts = Vec::new();
+        scan_starts(&log_file, log, first_offset, log_len, &mut starts)?;
+        let kept = existing.strip_prefix(MAGIC.as_slice()).map(|_| {
+            let same = starts
                 .iter()
-                .zip(&starts)
-                .take_while(|(e, s)| u64::from_le_bytes(**e) == **s)
-                .count()
+                .zip(first_seq..)
+                .take_while(|(s, seq)| entry(*seq) == Some(**s))
+                .count();
+            first_seq as usize + same
         });
         let (keep_bytes, missing) = match kept {
-            Some(k) => (MAGIC.len() + 8 * k, starts.get(k..).unwrap_or_default()),
+            Some(k) => (
+                MAGIC.len() + 8 * k,
+                starts.get(k - first_seq as usize..).unwrap_or_default(),
+            ),
             None => (0, starts.as_slice()),
         };
         let mut out = Vec::with_capacity(MAGIC.len() + 8 * missing.len());

@@ -21,9 +21,11 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use oracle_core::hash::hash_in;
-use oracle_core::{Hash, Snapshot};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use oracle_core::snapshot::SNAPSHOT_FORMAT;
+use oracle_core::{Hash, Snapshot, State};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 use crate::error::{Result, StoreError};
 use crate::paths::LogPaths;
@@ -33,9 +35,15 @@ use crate::recorded::Anchor;
 pub const RESUME_POINT_FORMAT: u64 = 1;
 
 /// Default spacing of automatic resume points: one after at least this many appended events.
-/// Also at least as many events as the state has keys, so writing points stays a bounded share
-/// of the run's work however large the state grows.
+/// Also at least as many events as the state has keys, and at least [`LOG_BYTES_PER_POINT_BYTE`]
+/// log bytes per byte of the last point, so writing points stays a bounded share of the run's
+/// work however large its state and its agent's progress grow.
 pub const EVERY_EVENTS_DEFAULT: u64 = 65_536;
+
+/// Log bytes appended between two points, per byte of the last point written (a point of 10 MB
+/// waits for 80 MB of log). A point's byte costs about half a log byte to write (BENCHMARKS.md,
+/// "Resume points"), so points add at most about 6% to a long run.
+pub const LOG_BYTES_PER_POINT_BYTE: u64 = 8;
 
 /// Resume points kept per run: the newest, and one older in case the newest is refused.
 pub const KEPT_MAX: usize = 2;
@@ -62,7 +70,7 @@ impl Default for Policy {
 }
 
 /// The engine's state after event `seq`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResumePoint {
     pub format: u64,
@@ -74,8 +82,9 @@ pub struct ResumePoint {
     pub hash: Hash,
     /// The key-value state after it.
     pub state: Snapshot,
-    /// Everything else the engine derived (see `engine::Saved`).
-    pub engine: Value,
+    /// Everything else the engine derived (see `engine::Saved`), kept as its JSON text until
+    /// the engine reads it (a long run's is tens of megabytes: never built as a JSON tree).
+    pub engine: Box<RawValue>,
 }
 
 impl ResumePoint {
@@ -86,6 +95,42 @@ impl ResumePoint {
             offset: self.offset,
             hash: self.hash,
         }
+    }
+}
+
+/// A resume point as the engine writes it: the same fields as [`ResumePoint`], borrowed and
+/// serialised straight into the file's bytes (a long run's point is tens of megabytes; building
+/// it as a JSON tree first doubled the memory and the time it took).
+#[derive(Serialize)]
+pub struct PointRef<'a, E: Serialize> {
+    pub format: u64,
+    pub seq: u64,
+    pub offset: u64,
+    pub hash: Hash,
+    pub state: StateRef<'a>,
+    pub engine: &'a E,
+}
+
+/// The state after event `seq`, serialised as a [`Snapshot`] of it.
+pub struct StateRef<'a> {
+    pub seq: u64,
+    pub state: &'a State,
+}
+
+impl Serialize for StateRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        struct Entries<'a>(&'a State);
+        impl Serialize for Entries<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                s.collect_map(self.0.iter())
+            }
+        }
+        let mut st = s.serialize_struct("Snapshot", 4)?;
+        st.serialize_field("format", &SNAPSHOT_FORMAT)?;
+        st.serialize_field("seq", &self.seq)?;
+        st.serialize_field("state_hash", &self.state.hash())?;
+        st.serialize_field("entries", &Entries(self.state))?;
+        st.end()
     }
 }
 
@@ -106,13 +151,17 @@ pub fn path_of(paths: &LogPaths, seq: u64) -> PathBuf {
 /// Writes `point` atomically (temporary file, sync, rename, sync directory), then removes all
 /// but the newest [`KEPT_MAX`] points. The file is a header line holding the content hash of
 /// the rest, then the point as JSON.
-pub fn save(paths: &LogPaths, point: &ResumePoint) -> Result<PathBuf> {
+/// `point` is a [`ResumePoint`] or a [`PointRef`] after event `seq`. Returns the file's path and
+/// the size of its body.
+pub fn save(paths: &LogPaths, seq: u64, point: &impl Serialize) -> Result<(PathBuf, u64)> {
     let dir = paths.snapshots();
     fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
-    let path = path_of(paths, point.seq);
-    let tmp = dir.join(format!(".{}.tmp", file_name(point.seq)));
-    // Invariant: string keys and JSON values only; serialisation cannot fail.
-    let body = serde_json::to_vec(point).expect("resume points always serialise");
+    let path = path_of(paths, seq);
+    let tmp = dir.join(format!(".{}.tmp", file_name(seq)));
+    let body = serde_json::to_vec(point).map_err(|e| StoreError::SnapshotFile {
+        path: path.clone(),
+        reason: format!("cannot be written: {e}"),
+    })?;
     let header = serde_json::json!({
         "format": RESUME_POINT_FORMAT,
         "content": hash_in(CONTENT_CONTEXT, &body),
@@ -132,7 +181,7 @@ pub fn save(paths: &LogPaths, point: &ResumePoint) -> Result<PathBuf> {
         let p = path_of(paths, *old);
         fs::remove_file(&p).map_err(StoreError::io(&p))?;
     }
-    Ok(path)
+    Ok((path, body.len() as u64))
 }
 
 /// Reads the resume point after event `seq`, refusing a file whose content does not hash to

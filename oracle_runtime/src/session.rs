@@ -1132,7 +1132,8 @@ struct ResumeStart {
     events: Recorded,
     started: RunStarted,
     repaired: Option<Repair>,
-    point: Option<ResumePoint>,
+    /// The point, and the state after its event (checked).
+    point: Option<(ResumePoint, oracle_core::State)>,
     /// Resume points refused, newest first, with why.
     refused: Vec<(u64, String)>,
 }
@@ -1155,7 +1156,13 @@ fn prepare_resume(
     if points && !wait {
         let (start, why) = open_at_point(paths, durability)?;
         refused = why;
-        if let Some((point, writer, events)) = start {
+        if let Some(PointStart {
+            point,
+            writer,
+            tail: events,
+            state,
+        }) = start
+        {
             match first_event(&paths.log)? {
                 Some(started) if tail_knows_enough(&events) => {
                     check_resumable(found, answer, &events, Some(&point))?;
@@ -1164,7 +1171,7 @@ fn prepare_resume(
                         events,
                         started,
                         repaired: None,
-                        point: Some(point),
+                        point: Some((point, state)),
                         refused,
                     });
                 }
@@ -1216,18 +1223,27 @@ fn prepare_resume(
     })
 }
 
+/// A resume point the log accepts, ready to drive from ([`open_at_point`]).
+pub struct PointStart {
+    pub point: ResumePoint,
+    /// Opened at the log's end, under the lock the tail was read with.
+    pub writer: LogWriter,
+    /// The log after the point's event, verified.
+    pub tail: Recorded,
+    /// The state after the point's event, checked against the log
+    /// ([`Engine::from_point_at`]).
+    pub state: oracle_core::State,
+}
+
 /// The newest resume point the log accepts, with a writer opened at the log's end and the
-/// log's tail after the point; and the points refused on the way, with why. Everything is read
-/// under the writer lock, taken once. `None` when no point is usable (or the lock is held:
-/// the caller's own open reports that).
+/// log's tail after the point; and the points refused on the way, newest first, with why.
+/// Everything is read under the writer lock, taken once. `None` when no point is usable (or
+/// the lock is held: the caller's own open reports that).
 #[allow(clippy::type_complexity)]
 pub fn open_at_point(
     paths: &LogPaths,
     durability: Durability,
-) -> Result<(
-    Option<(ResumePoint, LogWriter, Recorded)>,
-    Vec<(u64, String)>,
-)> {
+) -> Result<(Option<PointStart>, Vec<(u64, String)>)> {
     let mut refused = Vec::new();
     let seqs = match resume_point::list(paths) {
         Ok(s) if !s.is_empty() => s,
@@ -1238,9 +1254,16 @@ pub fn open_at_point(
     };
     for &seq in seqs.iter().rev() {
         match read_from_point(paths, seq) {
-            Ok((point, tail, head, state)) => {
-                let writer = LogWriter::open_tail(paths, durability, lock, head, state)?;
-                return Ok((Some((point, writer, tail)), refused));
+            Ok((point, tail, state, head, end)) => {
+                let writer =
+                    LogWriter::open_tail(paths, durability, lock, &point.anchor(), head, end)?;
+                let start = PointStart {
+                    point,
+                    writer,
+                    tail,
+                    state,
+                };
+                return Ok((Some(start), refused));
             }
             Err(why) => refused.push((seq, why)),
         }
@@ -1249,18 +1272,35 @@ pub fn open_at_point(
 }
 
 /// Loads resume point `seq`, reads and verifies the log's tail after it, and replays the
-/// tail's state changes from the point's checked state: the log's head and state at its end.
+/// tail's state changes from the point's checked state: the state at the point, and the log's
+/// head and state at its end.
+#[allow(clippy::type_complexity)]
 fn read_from_point(
     paths: &LogPaths,
     seq: u64,
-) -> std::result::Result<(ResumePoint, Recorded, oracle_core::Head, oracle_core::State), String> {
+) -> std::result::Result<
+    (
+        ResumePoint,
+        Recorded,
+        oracle_core::State,
+        oracle_core::Head,
+        oracle_core::State,
+    ),
+    String,
+> {
     let point = resume_point::load(paths, seq).map_err(|e| e.to_string())?;
     let tail = Recorded::read_tail(&paths.log, &point.anchor()).map_err(|e| e.to_string())?;
     let anchor = *tail
         .anchor()
         .ok_or("the tail was read without its anchor")?;
-    let mut replayer = oracle_core::Replayer::from_snapshot(&point.state, anchor.state_after)
+    let at_point = point
+        .state
+        .restore(anchor.state_after)
         .map_err(|e| e.to_string())?;
+    // Only `state_changed` events change the state: they are parsed and applied; every other
+    // event's state hashes are checked from its verified link (a persistent map: the clone
+    // shares every node with `at_point`).
+    let mut state = at_point.clone();
     let mut head = oracle_core::Head {
         next_seq: anchor.seq + 1,
         hash: anchor.hash,
@@ -1268,18 +1308,31 @@ fn read_from_point(
         state: anchor.state_after,
     };
     for s in tail.base()..tail.len() {
-        let e = tail
-            .event(s)
-            .ok_or_else(|| format!("event {s} of the tail does not read back"))?;
-        replayer.step(&e).map_err(|e| e.to_string())?;
+        let link = *tail
+            .link(s)
+            .ok_or_else(|| format!("event {s} of the tail has no link"))?;
+        if link.kind == oracle_core::EventKind::StateChanged {
+            let e = tail
+                .event(s)
+                .ok_or_else(|| format!("event {s} of the tail does not read back"))?;
+            oracle_core::reduce::apply_in_place(&mut state, &e)
+                .map_err(|e| format!("event {s}: {e}"))?;
+        }
+        if link.state_before != head.state || link.state_after != state.hash() {
+            return Err(format!(
+                "event {s}: the state it records ({}) is not the state replayed from the point ({})",
+                link.state_after.short(),
+                state.hash().short()
+            ));
+        }
         head = oracle_core::Head {
             next_seq: s + 1,
-            hash: e.hash,
-            time: e.time,
-            state: e.state_after,
+            hash: link.hash,
+            time: link.time,
+            state: link.state_after,
         };
     }
-    Ok((point, tail, head, replayer.into_state()))
+    Ok((point, tail, at_point, head, state))
 }
 
 /// The log's first event (`run_started`), read and checked on its own.
@@ -1324,9 +1377,12 @@ fn check_resumable(
     // event) as the point's engine state holds it, which the drive relies on alike.
     let call_of = |step: &str| {
         latest_call(events, step).or_else(|| {
-            let saved = point?.engine.get("last_called")?.get(step)?;
-            let (tool, input): (String, Value) = serde_json::from_value(saved.clone()).ok()?;
-            Some((tool, input))
+            #[derive(serde::Deserialize)]
+            struct Calls {
+                last_called: std::collections::BTreeMap<String, (String, Value)>,
+            }
+            let calls: Calls = serde_json::from_str(point?.engine.get()).ok()?;
+            calls.last_called.get(step).cloned()
         })
     };
     let is_belief_wait =
@@ -1473,8 +1529,8 @@ pub fn resume_observed(
         let recorded = start.events.len();
         let mut engine = Engine::new(agent, registry, config, start.events, Some(start.writer))
             .with_progress(progress);
-        if let Some(point) = &start.point {
-            engine = match engine.from_point(point) {
+        if let Some((point, state)) = &start.point {
+            engine = match engine.from_point_at(point, state.clone()) {
                 Ok(e) => e,
                 Err(why) => {
                     refused.push((point.seq, why));
@@ -1489,7 +1545,7 @@ pub fn resume_observed(
         match engine.drive() {
             // Refused while catching up with the record: the point does not reproduce it.
             Err(e) if start.point.is_some() && e.seq().is_some_and(|s| s < recorded) => {
-                let seq = start.point.as_ref().map_or(0, |p| p.seq);
+                let seq = start.point.as_ref().map_or(0, |(p, _)| p.seq);
                 refused.push((
                     seq,
                     format!("the run from it does not reproduce the record: {e}"),

@@ -222,7 +222,7 @@ impl LogWriter {
     pub fn open(paths: &LogPaths, durability: Durability) -> Result<LogWriter> {
         let lock = take_lock(paths)?;
         let (head, state) = reader::verify_and_replay(paths)?;
-        LogWriter::opened(paths, durability, lock, head, state)
+        LogWriter::opened(paths, durability, lock, head, state, None)
     }
 
     /// Opens an existing log from a verified tail (a resume point's): `recorded` was read by
@@ -233,10 +233,12 @@ impl LogWriter {
         paths: &LogPaths,
         durability: Durability,
         lock: WriterLock,
+        anchor: &crate::recorded::Anchor,
         head: Head,
         state: State,
     ) -> Result<LogWriter> {
-        LogWriter::opened(paths, durability, lock.0, head, state)
+        let from = Some((anchor.seq, anchor.offset));
+        LogWriter::opened(paths, durability, lock.0, head, state, from)
     }
 
     /// Takes the writer lock of `paths` (refused at once if another writer holds it).
@@ -244,12 +246,15 @@ impl LogWriter {
         take_lock(paths).map(WriterLock)
     }
 
+    /// `index_from`: the anchor a tail was read from (the index is brought up to date from
+    /// there).
     fn opened(
         paths: &LogPaths,
         durability: Durability,
         lock: File,
         head: Head,
         state: State,
+        index_from: Option<(u64, u64)>,
     ) -> Result<LogWriter> {
         let file = OpenOptions::new()
             .append(true)
@@ -262,7 +267,7 @@ impl LogWriter {
         // Verified above with the lock held: the log ends on a complete record, here.
         let file: Box<dyn LogFile> = Box::new(FsFile::new(file));
         let written = file.size().map_err(StoreError::io(&paths.log))?;
-        let index = IndexAppender::open(&paths.log, written).ok();
+        let index = IndexAppender::open_from(&paths.log, written, index_from).ok();
         Ok(LogWriter {
             paths: paths.clone(),
             file,
