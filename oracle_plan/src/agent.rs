@@ -103,6 +103,13 @@ pub(crate) struct Child {
     pub(crate) agent: PlanAgent,
     /// How it ended: its steps' outputs, or why it failed.
     pub(crate) ended: Option<Result<Value, String>>,
+    /// Calls of its last decision still without an outcome.
+    pub(crate) waiting: u64,
+    /// The outcomes of that decision received so far, in the order they came: the child sees
+    /// them together once the last one is in, as a run's agent sees a round's outcomes (its
+    /// calls may come back in different rounds of the run, and it decides once per round of
+    /// its own).
+    pub(crate) received: Vec<Observation>,
 }
 
 /// Runs a compiled plan.
@@ -865,6 +872,8 @@ impl PlanAgent {
         it.children.push(Child {
             agent: PlanAgent::new(body.plan.clone(), inputs),
             ended: None,
+            waiting: 0,
+            received: Vec::new(),
         });
         it.running += 1;
     }
@@ -939,6 +948,7 @@ impl PlanAgent {
                         c
                     })
                     .collect();
+                child.waiting = renamed.len() as u64;
                 self.in_flight += renamed.len() as u64;
                 self.queued.extend(renamed);
             }
@@ -1107,7 +1117,15 @@ impl PlanAgent {
             step: inner.to_owned(),
             ..obs.clone()
         };
-        self.drive_child(idx, i, &[renamed], out);
+        let Some(child) = self.child_mut(idx, i) else {
+            return Ok(());
+        };
+        child.received.push(renamed);
+        child.waiting = child.waiting.saturating_sub(1);
+        if child.waiting == 0 {
+            let seen = std::mem::take(&mut child.received);
+            self.drive_child(idx, i, &seen, out);
+        }
         Ok(())
     }
 

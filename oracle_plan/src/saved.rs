@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use oracle_core::Hash;
-use oracle_core::agent::{AgentError, Call};
+use oracle_core::agent::{AgentError, Call, Observation, Outcome};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
@@ -135,7 +135,20 @@ struct SavedIterations {
 struct SavedChild {
     inputs: Map<String, Value>,
     ended: Option<SavedEnded>,
+    /// Calls of its last decision still without an outcome, and the outcomes received.
+    waiting: u64,
+    received: Vec<SavedObservation>,
     agent: SavedAgent,
+}
+
+/// An outcome held for a child until its decision's last one is in.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedObservation {
+    step: String,
+    tool: String,
+    attempt: u64,
+    outcome: Outcome,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -213,6 +226,17 @@ fn save_agent(a: &PlanAgent) -> SavedAgent {
                             Ok(outputs) => SavedEnded::Completed { outputs },
                             Err(reason) => SavedEnded::Failed { reason },
                         }),
+                        waiting: c.waiting,
+                        received: c
+                            .received
+                            .iter()
+                            .map(|o| SavedObservation {
+                                step: o.step.clone(),
+                                tool: o.tool.clone(),
+                                attempt: o.attempt,
+                                outcome: o.outcome.clone(),
+                            })
+                            .collect(),
                         agent: save_agent(&c.agent),
                     })
                     .collect(),
@@ -410,12 +434,35 @@ fn restore_agent(
         for (i, c) in it.children.into_iter().enumerate() {
             let child = restore_agent(body.plan.clone(), c.inputs, c.agent)
                 .map_err(|e| format!("iteration {i} of step `{}`: {e}", step.name))?;
+            if c.ended.is_some() && (c.waiting > 0 || !c.received.is_empty()) {
+                return Err(format!(
+                    "iteration {i} of step `{}` has ended but waits for outcomes",
+                    step.name
+                ));
+            }
+            if c.waiting > child.in_flight {
+                return Err(format!(
+                    "iteration {i} of step `{}` waits for {} outcomes, more than its {} calls running",
+                    step.name, c.waiting, child.in_flight
+                ));
+            }
             children.push(Child {
                 agent: child,
                 ended: c.ended.map(|e| match e {
                     SavedEnded::Completed { outputs } => Ok(outputs),
                     SavedEnded::Failed { reason } => Err(reason),
                 }),
+                waiting: c.waiting,
+                received: c
+                    .received
+                    .into_iter()
+                    .map(|o| Observation {
+                        step: o.step,
+                        tool: o.tool,
+                        attempt: o.attempt,
+                        outcome: o.outcome,
+                    })
+                    .collect(),
             });
         }
         iterations.insert(

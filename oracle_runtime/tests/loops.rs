@@ -124,3 +124,74 @@ proptest! {
         prop_assert_eq!(replayed.report.state.hash(), one.report.state.hash());
     }
 }
+
+/// An iteration whose steps run at once (two independent steps in a `for` body, and in a
+/// `repeat` body) sees both outcomes together, as a run's agent sees a round's: the loop
+/// completes with every iteration's outputs, any `--jobs` gives the same bytes, and the run
+/// replays. (Before, the iteration was given its first outcome alone and the run failed with
+/// "an outcome for `b[0]`, which has no call running".)
+#[test]
+fn iterations_with_calls_running_at_once_see_their_outcomes_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("two.plan");
+    fs::write(
+        &plan,
+        r#"plan two version 1
+grant kv:get:c
+grant kv:set:c
+input items: list
+
+each = for i in items max 10 {
+  a = json.get { value: {n: i}, path: "n" }
+  b = text.count { text: "one two" }
+}
+
+count = repeat {
+  seen = kv.get { key: "c" }
+  other = text.count { text: "x" }
+  next = kv.set { key: "c", value: seen.value + 1 }
+    when seen.found
+  first = kv.set { key: "c", value: 1 }
+    when not seen.found
+} until seen.found and seen.value >= 2 max 5
+"#,
+    )
+    .unwrap();
+    let one = start(&plan, &dir.path().join("one"), 1, &[4, 5, 6]);
+    let four = start(&plan, &dir.path().join("four"), 4, &[4, 5, 6]);
+    assert!(
+        matches!(
+            one.report.ending,
+            Ending::Finished {
+                status: oracle_core::payload::RunStatus::Completed,
+                ..
+            }
+        ),
+        "{:?}",
+        one.report.ending
+    );
+    let log = one.dir.join("events.jsonl");
+    assert_eq!(
+        fs::read(&log).unwrap(),
+        fs::read(four.dir.join("events.jsonl")).unwrap()
+    );
+    let events = oracle_runtime::reader::read_all(&log).unwrap();
+    let each = output_of(&events, "each").unwrap();
+    let each = each.as_array().unwrap();
+    assert_eq!(each.len(), 3);
+    for (it, n) in each.iter().zip([4, 5, 6]) {
+        assert_eq!(it["a"]["value"], n, "{it}");
+        assert_eq!(it["b"]["words"], 2, "{it}");
+    }
+    assert_eq!(
+        output_of(&events, "count")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let replayed =
+        session::replay(&dir.path().join("one"), &one.id, None, 2, &tools::builtin()).unwrap();
+    assert_eq!(replayed.report.matched, one.report.events);
+}
