@@ -161,3 +161,57 @@ fn no_points_are_written_with_snapshot_every_zero() {
     assert_eq!(v["from_snapshot"], serde_json::Value::Null);
     assert_eq!(v["warnings"], serde_json::json!([]));
 }
+
+/// The auction economy is built by its calls, which a resume point does not hold: while one is
+/// open no point is written, and a resume re-derives the run from its first event, so auction
+/// calls after the resume see the economy the run built.
+#[test]
+fn no_point_is_written_while_an_auction_economy_is_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut text = String::from(
+        "plan market version 1\n\nmarket = auction.open { accounts: { a: 1000, b: 1000 }, period: 4, bidding_window: 2, first_auction_tick: 0 }\ns0 = json.get { value: {n: 0}, path: \"n\" }\n  after market\n",
+    );
+    for i in 1..1_500 {
+        text.push_str(&format!(
+            "s{i} = json.get {{ value: {{n: s{}.value + 1}}, path: \"n\" }}\n",
+            i - 1
+        ));
+    }
+    text.push_str("ask = human.ask { question: \"go on?\" }\n  after s1499\n");
+    text.push_str("work = auction.submit { agent: \"a\", artifact: \"w\", content: \"fn main() {}\" }\n  after ask\n");
+    std::fs::write(dir.join("market.plan"), text).unwrap();
+    let (code, v) = json_in(
+        dir,
+        &[
+            "--home",
+            "a",
+            "run",
+            "market.plan",
+            "--snapshot-every",
+            "500",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 3, "{v}");
+    let snapshots = dir.join("a/runs/market-1/snapshots");
+    assert!(
+        !snapshots.exists() || std::fs::read_dir(&snapshots).unwrap().next().is_none(),
+        "no resume point while the economy is open"
+    );
+    common::copy_dir(&dir.join("a"), &dir.join("b"));
+    let answer = [
+        "resume", "market-1", "--step", "ask", "--value", "\"yes\"", "--json",
+    ];
+    let (code, a) = json_in(dir, &[&["--home", "a"][..], &answer].concat());
+    assert_eq!(code, 0, "{a}");
+    assert_eq!(a["from_snapshot"], serde_json::Value::Null);
+    let (code, b) = json_in(
+        dir,
+        &[&["--home", "b"][..], &answer, &["--no-snapshots"]].concat(),
+    );
+    assert_eq!(code, 0, "{b}");
+    assert_eq!(a["head"], b["head"]);
+    let log = |h: &str| std::fs::read(dir.join(h).join("runs/market-1/events.jsonl")).unwrap();
+    assert_eq!(log("a"), log("b"));
+}

@@ -623,6 +623,10 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// holds. A point that cannot be written is reported, never fatal.
     fn write_point(&mut self, observations: &[Observation]) -> Result<()> {
         self.point_appended = self.appended;
+        // A projection a point cannot rebuild: try again after the next spacing.
+        if self.domains.iter().any(|d| d.resumable().is_err()) {
+            return Ok(());
+        }
         let Some(agent) = self.agent.save() else {
             // This agent cannot be resumed from a point: stop trying.
             self.points.every_events = 0;

@@ -98,6 +98,15 @@ impl Domain for EconomyDomain {
         )))
     }
 
+    /// The economy is built by its calls, which a resume point does not hold: no point is
+    /// written while one is open (a resume then re-derives the run from its first event).
+    fn resumable(&self) -> Result<(), String> {
+        match self.economy {
+            None => Ok(()),
+            Some(_) => Err("an auction economy is open".into()),
+        }
+    }
+
     fn resolve_wait(&self, _: &Value, _: u64) -> Result<Resolved, String> {
         Err("auction tools never wait".into())
     }

@@ -83,6 +83,14 @@ pub trait Domain: Any {
         Ok(())
     }
 
+    /// Whether a resume point can stand for the projection as it is: `Ok(())` when folding
+    /// again the events it folded ([`Domain::apply`]) rebuilds it, which is the default;
+    /// `Err(why)` when it holds what no folded event records (state its calls built), and then
+    /// the engine writes no resume point until it can.
+    fn resumable(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// A step that waits on this domain (`input` is the call's input): resolved now?
     fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, String>;
 
