@@ -263,3 +263,55 @@ fn an_integer_below_i64_min_is_refused_even_with_a_forged_payload_hash() {
     let forged = text.replacen("-5", "-9223372036854775809", 1);
     both_refuse(forged.as_bytes(), "an integer below i64::MIN, hash forged");
 }
+
+/// A payload nested past the canonical depth limit (`DEPTH_MAX`) has no canonical encoding;
+/// a forger can still hash the bytes a lax encoder would give it. The fast path hands deep
+/// payloads to the reference path, which refuses them: it must not follow them itself.
+#[test]
+fn a_payload_nested_past_the_depth_limit_is_refused_even_with_a_forged_payload_hash() {
+    use oracle_core::canon::{self, tag};
+    use oracle_core::hash::{domain, hash_in};
+    let nest = |depth: usize| {
+        let mut v = json!([]);
+        for _ in 1..depth {
+            v = json!([v]);
+        }
+        v
+    };
+    let (deep, deeper) = (100usize, 140usize);
+    let mut r = Recorder::new();
+    let e = r.record(0, vec![], started()).unwrap();
+    let mut payload = e.payload.clone();
+    payload["inputs"] = json!({"n": nest(deep)});
+    let mut canonical = canon::encode(&payload).unwrap();
+    // `deep` nested lists are `deep - 1` groups (LIST, 1) then (LIST, 0): add more groups.
+    let mut group = vec![tag::LIST];
+    group.extend_from_slice(&1u64.to_be_bytes());
+    let at = canonical
+        .windows(9)
+        .position(|w| w == group.as_slice())
+        .unwrap();
+    for _ in deep..deeper {
+        canonical.splice(at..at, group.iter().copied());
+    }
+    let forged_hash = hash_in(domain::PAYLOAD, &canonical);
+    let body = EventBody {
+        seq: 0,
+        time: 0,
+        kind: EventKind::RunStarted,
+        parents: vec![],
+        payload,
+        state_before: e.state_before,
+        state_after: e.state_after,
+    };
+    let mut line = record::encode(&Event::seal_hashed(body, forged_hash, Hash::ZERO));
+    line.pop();
+    let text = String::from_utf8(line).unwrap();
+    let (shallow, deep_text) = (nest(deep).to_string(), nest(deeper).to_string());
+    assert!(text.contains(&shallow));
+    let forged = text.replacen(&shallow, &deep_text, 1);
+    both_refuse(
+        forged.as_bytes(),
+        "a payload nested 140 levels, hash forged",
+    );
+}
