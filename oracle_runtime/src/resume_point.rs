@@ -17,7 +17,7 @@
 //! start. `oracle replay` (the audit) never uses resume points.
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use oracle_core::hash::hash_in;
@@ -148,34 +148,22 @@ pub fn path_of(paths: &LogPaths, seq: u64) -> PathBuf {
     paths.snapshots().join(file_name(seq))
 }
 
-/// Writes `point` atomically (temporary file, sync, rename, sync directory), then removes all
-/// but the newest [`KEPT_MAX`] points. The file is a header line holding the content hash of
-/// the rest, then the point as JSON.
-/// `point` is a [`ResumePoint`] or a [`PointRef`] after event `seq`. Returns the file's path and
-/// the size of its body.
+/// Writes `point` (a [`ResumePoint`] or a [`PointRef`] after event `seq`) atomically, then
+/// removes all but the newest [`KEPT_MAX`] points. The file is a header line holding the
+/// content hash of the rest, then the point as JSON. Returns the file's path and the size of
+/// its body.
 pub fn save(paths: &LogPaths, seq: u64, point: &impl Serialize) -> Result<(PathBuf, u64)> {
-    let dir = paths.snapshots();
-    fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
-    let path = path_of(paths, seq);
-    let tmp = dir.join(format!(".{}.tmp", file_name(seq)));
     let body = serde_json::to_vec(point).map_err(|e| StoreError::SnapshotFile {
-        path: path.clone(),
+        path: path_of(paths, seq),
         reason: format!("cannot be written: {e}"),
     })?;
     let header = serde_json::json!({
         "format": RESUME_POINT_FORMAT,
         "content": hash_in(CONTENT_CONTEXT, &body),
-    });
-    let mut f = File::create(&tmp).map_err(StoreError::io(&tmp))?;
-    f.write_all(header.to_string().as_bytes())
-        .and_then(|_| f.write_all(b"\n"))
-        .and_then(|_| f.write_all(&body))
-        .and_then(|_| f.sync_all())
-        .map_err(StoreError::io(&tmp))?;
-    fs::rename(&tmp, &path).map_err(StoreError::io(&path))?;
-    File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(StoreError::io(&dir))?;
+    })
+    .to_string();
+    let path =
+        crate::snapshots::write_atomic(paths, &file_name(seq), &[header.as_bytes(), b"\n", &body])?;
     let seqs = list(paths)?;
     for old in seqs.iter().rev().skip(KEPT_MAX) {
         let p = path_of(paths, *old);

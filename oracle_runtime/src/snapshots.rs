@@ -16,14 +16,23 @@ fn file_name(seq: u64) -> String {
 
 /// Writes `snapshot` atomically (temporary file, sync, rename, sync directory).
 pub fn save(paths: &LogPaths, snapshot: &Snapshot) -> Result<PathBuf> {
-    let dir = paths.snapshots();
-    fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
-    let path = dir.join(file_name(snapshot.seq));
-    let tmp = dir.join(format!(".{}.tmp", file_name(snapshot.seq)));
     // Invariant: a snapshot is string keys and JSON values; serialisation cannot fail.
     let bytes = serde_json::to_vec(snapshot).expect("snapshots always serialise");
+    write_atomic(paths, &file_name(snapshot.seq), &[&bytes])
+}
+
+/// Writes `parts` as the file `name` in the snapshots directory, atomically: a temporary file,
+/// synced, renamed into place, the directory synced. Readers see the old file or the whole new
+/// one, and a crash leaves at most a `.NAME.tmp` that no listing takes.
+pub(crate) fn write_atomic(paths: &LogPaths, name: &str, parts: &[&[u8]]) -> Result<PathBuf> {
+    let dir = paths.snapshots();
+    fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
     let mut f = File::create(&tmp).map_err(StoreError::io(&tmp))?;
-    f.write_all(&bytes)
+    parts
+        .iter()
+        .try_for_each(|p| f.write_all(p))
         .and_then(|_| f.sync_all())
         .map_err(StoreError::io(&tmp))?;
     fs::rename(&tmp, &path).map_err(StoreError::io(&path))?;
