@@ -225,28 +225,18 @@ fn records_are_split_at_their_offsets_and_a_torn_tail_is_reported_where_it_start
     }
 }
 
-/// An integer below i64::MIN has no canonical encoding, but a forger can hash the bytes a lax
-/// encoder would give it (`INT_NEGATIVE` and 2^63): the fast path must still refuse the text
-/// (`m > 2^63` is not an integer), as the reference does.
-#[test]
-fn an_integer_below_i64_min_is_refused_even_with_a_forged_payload_hash() {
-    use oracle_core::canon::{self, tag};
+/// A forged `run_started` line: its `inputs` are `{"n": shown}` in the canonical bytes that
+/// `edit` derives from the honest encoding, under a payload hash of those bytes; then `from` in
+/// the line's text is replaced by `to` (text a lax encoder would map to the edited bytes).
+fn forged_line(shown: Value, edit: impl FnOnce(&mut Vec<u8>), from: &str, to: &str) -> String {
+    use oracle_core::canon;
     use oracle_core::hash::{domain, hash_in};
     let mut r = Recorder::new();
     let e = r.record(0, vec![], started()).unwrap();
     let mut payload = e.payload.clone();
-    payload["inputs"] = json!({"n": -5});
+    payload["inputs"] = json!({ "n": shown });
     let mut canonical = canon::encode(&payload).unwrap();
-    // -5 is INT_NEGATIVE then 4 (big-endian u64): make it 2^63, the lax encoding of
-    // -9223372036854775809.
-    let mut four = vec![tag::INT_NEGATIVE];
-    four.extend_from_slice(&4u64.to_be_bytes());
-    let at = canonical
-        .windows(9)
-        .position(|w| w == four.as_slice())
-        .unwrap();
-    canonical[at + 1..at + 9].copy_from_slice(&(1u64 << 63).to_be_bytes());
-    let forged_hash = hash_in(domain::PAYLOAD, &canonical);
+    edit(&mut canonical);
     let body = EventBody {
         seq: 0,
         time: 0,
@@ -256,11 +246,36 @@ fn an_integer_below_i64_min_is_refused_even_with_a_forged_payload_hash() {
         state_before: e.state_before,
         state_after: e.state_after,
     };
-    let sealed = Event::seal_hashed(body, forged_hash, Hash::ZERO);
+    let sealed = Event::seal_hashed(body, hash_in(domain::PAYLOAD, &canonical), Hash::ZERO);
     let mut line = record::encode(&sealed);
     line.pop();
     let text = String::from_utf8(line).unwrap();
-    let forged = text.replacen("-5", "-9223372036854775809", 1);
+    assert!(text.contains(from));
+    text.replacen(from, to, 1)
+}
+
+/// An integer below i64::MIN has no canonical encoding, but a forger can hash the bytes a lax
+/// encoder would give it (`INT_NEGATIVE` and 2^63): the fast path must still refuse the text
+/// (`m > 2^63` is not an integer), as the reference does.
+#[test]
+fn an_integer_below_i64_min_is_refused_even_with_a_forged_payload_hash() {
+    use oracle_core::canon::tag;
+    // -5 is INT_NEGATIVE then 4 (big-endian u64): make it 2^63, the lax encoding of
+    // -9223372036854775809.
+    let forged = forged_line(
+        json!(-5),
+        |canonical| {
+            let mut four = vec![tag::INT_NEGATIVE];
+            four.extend_from_slice(&4u64.to_be_bytes());
+            let at = canonical
+                .windows(9)
+                .position(|w| w == four.as_slice())
+                .unwrap();
+            canonical[at + 1..at + 9].copy_from_slice(&(1u64 << 63).to_be_bytes());
+        },
+        "-5",
+        "-9223372036854775809",
+    );
     both_refuse(forged.as_bytes(), "an integer below i64::MIN, hash forged");
 }
 
@@ -269,8 +284,7 @@ fn an_integer_below_i64_min_is_refused_even_with_a_forged_payload_hash() {
 /// payloads to the reference path, which refuses them: it must not follow them itself.
 #[test]
 fn a_payload_nested_past_the_depth_limit_is_refused_even_with_a_forged_payload_hash() {
-    use oracle_core::canon::{self, tag};
-    use oracle_core::hash::{domain, hash_in};
+    use oracle_core::canon::tag;
     let nest = |depth: usize| {
         let mut v = json!([]);
         for _ in 1..depth {
@@ -279,37 +293,23 @@ fn a_payload_nested_past_the_depth_limit_is_refused_even_with_a_forged_payload_h
         v
     };
     let (deep, deeper) = (100usize, 140usize);
-    let mut r = Recorder::new();
-    let e = r.record(0, vec![], started()).unwrap();
-    let mut payload = e.payload.clone();
-    payload["inputs"] = json!({"n": nest(deep)});
-    let mut canonical = canon::encode(&payload).unwrap();
-    // `deep` nested lists are `deep - 1` groups (LIST, 1) then (LIST, 0): add more groups.
-    let mut group = vec![tag::LIST];
-    group.extend_from_slice(&1u64.to_be_bytes());
-    let at = canonical
-        .windows(9)
-        .position(|w| w == group.as_slice())
-        .unwrap();
-    for _ in deep..deeper {
-        canonical.splice(at..at, group.iter().copied());
-    }
-    let forged_hash = hash_in(domain::PAYLOAD, &canonical);
-    let body = EventBody {
-        seq: 0,
-        time: 0,
-        kind: EventKind::RunStarted,
-        parents: vec![],
-        payload,
-        state_before: e.state_before,
-        state_after: e.state_after,
-    };
-    let mut line = record::encode(&Event::seal_hashed(body, forged_hash, Hash::ZERO));
-    line.pop();
-    let text = String::from_utf8(line).unwrap();
-    let (shallow, deep_text) = (nest(deep).to_string(), nest(deeper).to_string());
-    assert!(text.contains(&shallow));
-    let forged = text.replacen(&shallow, &deep_text, 1);
+    let forged = forged_line(
+        nest(deep),
+        |canonical| {
+            // `deep` nested lists are `deep - 1` groups (LIST, 1) then (LIST, 0): add more.
+            let mut group = vec![tag::LIST];
+            group.extend_from_slice(&1u64.to_be_bytes());
+            let at = canonical
+                .windows(9)
+                .position(|w| w == group.as_slice())
+                .unwrap();
+            for _ in deep..deeper {
+                canonical.splice(at..at, group.iter().copied());
+            }
+        },
+        &nest(deep).to_string(),
+        &nest(deeper).to_string(),
+    );
     both_refuse(
         forged.as_bytes(),
         "a payload nested 140 levels, hash forged",
