@@ -198,19 +198,26 @@ fn encode_at(value: &Value, out: &mut Vec<u8>, depth: u32) -> Result<(), CanonEr
                 .zip(map.keys().skip(1))
                 .all(|(a, b)| a.as_bytes() < b.as_bytes());
             if sorted {
-                for (k, v) in map {
-                    put_bytes(out, k.as_bytes());
-                    encode_at(v, out, depth + 1).map_err(|e| e.prefixed(&key_segment(k)))?;
-                }
+                encode_entries(map.iter(), out, depth)?;
             } else {
                 let mut entries: Vec<(&String, &Value)> = map.iter().collect();
                 entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                for (k, v) in entries {
-                    put_bytes(out, k.as_bytes());
-                    encode_at(v, out, depth + 1).map_err(|e| e.prefixed(&key_segment(k)))?;
-                }
+                encode_entries(entries.into_iter(), out, depth)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The entries of a map at `depth`, in the order given (ascending key bytes).
+fn encode_entries<'a>(
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+    out: &mut Vec<u8>,
+    depth: u32,
+) -> Result<(), CanonError> {
+    for (k, v) in entries {
+        put_bytes(out, k.as_bytes());
+        encode_at(v, out, depth + 1).map_err(|e| e.prefixed(&key_segment(k)))?;
     }
     Ok(())
 }

@@ -37,6 +37,22 @@ pub mod domain {
     /// What defines a declared tool, for its pin in `run_started`: the manifest's bytes, then
     /// the module's, the program's or the MCP server's tool list, each length-prefixed.
     pub const TOOL_PIN: &str = "oracle v1 tool pin";
+
+    /// Every context above, once.
+    pub const ALL: [&str; 12] = [
+        PAYLOAD,
+        EVENT_BODY,
+        CHAIN,
+        STATE_ENTRY,
+        STATE,
+        VALUE,
+        PLAN,
+        RANDOM,
+        CLAIM,
+        ARTIFACT,
+        AUCTION_TIE,
+        TOOL_PIN,
+    ];
 }
 
 /// A 32-byte digest. Written as 64 lowercase hex characters; parsing accepts nothing else, so a
@@ -180,26 +196,9 @@ impl<'de> Deserialize<'de> for Hash {
 /// known domains are derived once and cloned, which gives the same output for less work.
 pub fn hasher(context: &str) -> blake3::Hasher {
     use std::sync::LazyLock;
-    static KNOWN: LazyLock<[(&str, blake3::Hasher); 11]> = LazyLock::new(|| {
-        [
-            domain::PAYLOAD,
-            domain::EVENT_BODY,
-            domain::CHAIN,
-            domain::STATE_ENTRY,
-            domain::STATE,
-            domain::VALUE,
-            domain::PLAN,
-            domain::RANDOM,
-            domain::CLAIM,
-            domain::ARTIFACT,
-            domain::AUCTION_TIE,
-        ]
-        .map(|c| (c, blake3::Hasher::new_derive_key(c)))
-    });
-    match KNOWN
-        .iter()
-        .find(|(c, _)| std::ptr::eq(*c, context) || *c == context)
-    {
+    static KNOWN: LazyLock<[(&str, blake3::Hasher); domain::ALL.len()]> =
+        LazyLock::new(|| domain::ALL.map(|c| (c, blake3::Hasher::new_derive_key(c))));
+    match KNOWN.iter().find(|(c, _)| *c == context) {
         Some((_, h)) => h.clone(),
         None => blake3::Hasher::new_derive_key(context),
     }

@@ -353,4 +353,240 @@ mod tests {
             Ok("fs:*:**".to_owned())
         );
     }
+
+    fn denied(v: Verdict) -> String {
+        match v {
+            Verdict::Denied { reason } => reason,
+            other => panic!("allowed: {other:?}"),
+        }
+    }
+
+    /// A working directory with `data/a.txt`, a store directory `home/`, and symlinks: one into
+    /// the store, one out of the working directory, one dangling, one loop.
+    fn sandbox() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let top = fs::canonicalize(dir.path()).unwrap();
+        let root = top.join("work");
+        let outside = top.join("outside");
+        let store = root.join("home");
+        for d in [&root.join("data"), &outside, &store] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::write(root.join("data/a.txt"), b"a").unwrap();
+        fs::write(outside.join("secret"), b"s").unwrap();
+        fs::write(store.join("events.jsonl"), b"").unwrap();
+        symlink(store.join("events.jsonl"), root.join("data/log")).unwrap();
+        symlink(&outside, root.join("data/out")).unwrap();
+        symlink(root.join("data/a.txt"), root.join("data/alias")).unwrap();
+        symlink(root.join("nothing"), root.join("data/dangling")).unwrap();
+        symlink(root.join("data/loop2"), root.join("data/loop1")).unwrap();
+        symlink(root.join("data/loop1"), root.join("data/loop2")).unwrap();
+        (dir, root, store, outside)
+    }
+
+    /// The store rule holds whatever the grants say, for a file named directly or through a
+    /// symlink, and for a program named by a path; a bare program name is looked up in `PATH`
+    /// and is not a file here.
+    #[test]
+    fn the_store_is_out_of_reach_whatever_the_grants() {
+        let (_dir, root, store, _) = sandbox();
+        let guard = Guard {
+            grants: vec![cap("fs:*:**"), cap("proc:exec:**")],
+            root: root.clone(),
+            store: vec![store.clone()],
+        };
+        for needed in [
+            "fs:read:home/events.jsonl",
+            "fs:write:home/new.txt",
+            "fs:read:home",
+            "fs:read:data/log",
+            "proc:exec:./home/events.jsonl",
+        ] {
+            let reason = denied(guard.check(&cap(needed)));
+            assert!(
+                reason.contains("inside the run store"),
+                "{needed}: {reason}"
+            );
+            assert!(!reason.contains(root.to_str().unwrap()), "{reason}");
+        }
+        assert!(guard.in_store(&store));
+        assert!(guard.in_store(&store.join("x/y")));
+        assert!(!guard.in_store(&root));
+        assert!(!guard.in_store(&root.join("homework")));
+        match guard.check(&cap("fs:read:data/a.txt")) {
+            Verdict::Allowed { grant, resolved } => {
+                assert_eq!(grant, "fs:*:**");
+                assert_eq!(resolved, Some(root.join("data/a.txt")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            guard.check(&cap("proc:exec:home")),
+            Verdict::Allowed {
+                grant: "proc:exec:**".into(),
+                resolved: None
+            },
+            "a bare name is a program in PATH, not the directory"
+        );
+        let no_store = Guard {
+            store: vec![],
+            ..guard
+        };
+        assert!(matches!(
+            no_store.check(&cap("fs:read:home/events.jsonl")),
+            Verdict::Allowed { .. }
+        ));
+    }
+
+    /// Symlinks are resolved before a file call is allowed: out of the working directory is
+    /// denied without naming the target, dangling and looping links are denied, and a link to
+    /// a file a grant covers is allowed, resolved to that file.
+    #[test]
+    fn file_calls_are_checked_on_the_real_path() {
+        let (_dir, root, _, outside) = sandbox();
+        let grants = [cap("fs:read:data/**")];
+        let reason = denied(check(&grants, &cap("fs:read:data/out/secret"), &root));
+        assert!(reason.contains("outside the working directory"), "{reason}");
+        assert!(!reason.contains(outside.to_str().unwrap()), "{reason}");
+        let reason = denied(check(&grants, &cap("fs:read:data/dangling"), &root));
+        assert!(reason.contains("does not exist"), "{reason}");
+        let reason = denied(check(&grants, &cap("fs:read:data/loop1"), &root));
+        assert!(reason.contains("symlink loop"), "{reason}");
+        assert_eq!(
+            check(&grants, &cap("fs:read:data/alias"), &root),
+            Verdict::Allowed {
+                grant: "fs:read:data/**".into(),
+                resolved: Some(root.join("data/a.txt"))
+            }
+        );
+        // A file not yet written resolves to where it will be.
+        assert_eq!(
+            check(&grants, &cap("fs:read:data/new/b.txt"), &root),
+            Verdict::Allowed {
+                grant: "fs:read:data/**".into(),
+                resolved: Some(root.join("data/new/b.txt"))
+            }
+        );
+        // A link inside the working directory to a file no grant covers names where it leads.
+        fs::write(root.join("private.txt"), b"p").unwrap();
+        std::os::unix::fs::symlink(root.join("private.txt"), root.join("data/private")).unwrap();
+        let reason = denied(check(&grants, &cap("fs:read:data/private"), &root));
+        assert!(
+            reason.contains("to `private.txt`, which no grant covers"),
+            "{reason}"
+        );
+        // Named by its absolute path outside, through a symlink a grant does not cover: the
+        // target is not revealed.
+        std::os::unix::fs::symlink(outside.join("secret"), outside.join("link")).unwrap();
+        let abs = format!("fs:read:{}", outside.join("link").display());
+        let grants = [cap(&abs)];
+        let reason = denied(check(&grants, &cap(&abs), &root));
+        assert!(reason.contains("a place no grant covers"), "{reason}");
+        // Only an absolute grant covers a path outside; `**` is everything here, not there.
+        let abs = format!("fs:read:{}", outside.join("secret").display());
+        assert!(matches!(
+            check(&[cap("fs:read:**")], &cap(&abs), &root),
+            Verdict::Denied { .. }
+        ));
+        assert!(matches!(
+            check(&[cap("fs:read:/**")], &cap(&abs), &root),
+            Verdict::Allowed { .. }
+        ));
+        assert_eq!(
+            real_path_for_use(&root.join("data/alias")),
+            Some(root.join("data/a.txt"))
+        );
+        assert_eq!(real_path_for_use(&root.join("data/dangling")), None);
+    }
+
+    #[test]
+    fn paths_that_cannot_name_a_file_are_denied_with_the_reason() {
+        let root = Path::new("/work/run");
+        let grants = [cap("fs:*:**"), cap("fs:read:/**")];
+        let nul = Capability {
+            domain: "fs".into(),
+            action: "read".into(),
+            scope: "a\0b".into(),
+        };
+        assert_eq!(
+            lexical(&grants, &nul, root),
+            Err("`a\\0b` contains a NUL byte, which no path may hold".to_owned())
+        );
+        assert_eq!(
+            lexical(&grants, &cap("fs:read:/../etc"), root),
+            Err("`/../etc` climbs above the root directory".to_owned())
+        );
+        assert!(lexical(&grants, &cap("net:get:https://a.test"), root).is_err());
+        assert_eq!(
+            lexical(
+                &[cap("net:get:https://a.test:443")],
+                &cap("net:get:https://a.test/x"),
+                root
+            ),
+            Ok("net:get:https://a.test:443".to_owned())
+        );
+    }
+
+    /// Set (to a working directory) in the child process of the permission test below.
+    const UNREADABLE_CHILD_ENV: &str = "ORACLE_TEST_ACCESS_UNREADABLE_CHILD";
+
+    /// The check the permission test makes, as a user the directory refuses.
+    fn unreadable_reason(root: &Path) -> String {
+        denied(check(
+            &[cap("fs:read:**")],
+            &cap("fs:read:locked/x.txt"),
+            root,
+        ))
+    }
+
+    #[test]
+    #[ignore = "run in a child process, as `nobody`, by the permission test"]
+    fn unreadable_child() {
+        let Some(root) = std::env::var_os(UNREADABLE_CHILD_ENV) else {
+            return;
+        };
+        println!("child: {}", unreadable_reason(Path::new(&root)));
+    }
+
+    /// A directory the run may not search is denied as "permission denied", not as a loop.
+    /// Root searches any directory, so as root (as in CI) the check runs in a child process
+    /// that `setpriv` has made `nobody`.
+    #[test]
+    fn an_unsearchable_directory_is_denied_as_such() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::create_dir(root.join("locked")).unwrap();
+        fs::write(root.join("locked/x.txt"), b"x").unwrap();
+        fs::set_permissions(root.join("locked"), fs::Permissions::from_mode(0o000)).unwrap();
+        let reason = if rustix::process::geteuid().is_root() {
+            // The test binary may sit where `nobody` cannot reach it: run a copy.
+            let exe = root.join("child");
+            fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+            let out = std::process::Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&exe)
+                .args(["--ignored", "--exact", "access::tests::unreadable_child"])
+                .args(["--nocapture", "--test-threads=1"])
+                .env(UNREADABLE_CHILD_ENV, &root)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "{stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            stdout
+        } else {
+            unreadable_reason(&root)
+        };
+        assert!(
+            reason.contains("`locked/x.txt` cannot be resolved: permission denied"),
+            "{reason}"
+        );
+        fs::set_permissions(root.join("locked"), fs::Permissions::from_mode(0o755)).unwrap();
+    }
 }

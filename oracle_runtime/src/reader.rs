@@ -495,6 +495,93 @@ fn completed_since(path: &Path, offset: u64) -> bool {
 mod tests {
     use super::*;
 
+    /// A log of one good record followed by a line of `len` NUL bytes (sparse, so no disk is
+    /// used) and its newline.
+    fn log_with_long_line(dir: &Path, len: u64) -> (std::path::PathBuf, u64) {
+        use std::io::Write;
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/logs/quickstart.jsonl");
+        let text = std::fs::read(fixture).unwrap();
+        let first = &text[..=memchr::memchr(b'\n', &text).unwrap()];
+        std::fs::create_dir_all(dir).unwrap();
+        let log = dir.join("events.jsonl");
+        let mut f = File::create(&log).unwrap();
+        f.write_all(first).unwrap();
+        f.set_len(first.len() as u64 + len).unwrap();
+        drop(f);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap()
+            .write_all(b"\n")
+            .unwrap();
+        (log, first.len() as u64)
+    }
+
+    fn integrity(e: StoreError) -> (u64, verify::Reason, u64) {
+        match e {
+            StoreError::Log {
+                error: LogBytesError::Integrity { error, offset },
+                ..
+            } => (error.seq, error.reason, offset),
+            other => panic!("{other}"),
+        }
+    }
+
+    /// A line one MiB over the record limit (less than a block over it) is refused at its offset
+    /// as "over the limit" after reading one byte past the limit, never read to its end: the
+    /// reported length is the limit plus one, whatever the line's real length.
+    #[test]
+    fn a_line_over_the_record_limit_is_refused_without_being_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, offset) = log_with_long_line(dir.path(), RECORD_BYTES_MAX + (1 << 20));
+        let too_large = verify::Reason::Malformed(record::RecordError::TooLarge {
+            len: RECORD_BYTES_MAX + 1,
+        });
+        for threads in [1, 2] {
+            let opts = VerifyOptions {
+                threads,
+                expected_head: None,
+            };
+            let got = integrity(verify_file(&log, opts).unwrap_err());
+            assert_eq!(got, (1, too_large.clone(), offset), "{threads} threads");
+        }
+        let got = integrity(read_all(&log).unwrap_err());
+        assert_eq!(got, (1, too_large, offset));
+    }
+
+    /// A record completed since a reader saw it half written is found however long it is, up
+    /// to the record limit: the second look reads one byte past the limit, no more.
+    #[test]
+    fn a_completed_record_is_found_up_to_the_record_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, offset) = log_with_long_line(dir.path(), RECORD_BYTES_MAX);
+        assert!(completed_since(&log, offset), "newline at the limit");
+        let (log, offset) = log_with_long_line(&dir.path().join("x"), RECORD_BYTES_MAX + 1);
+        assert!(!completed_since(&log, offset), "newline past the limit");
+        assert!(!completed_since(&dir.path().join("none.jsonl"), 0));
+    }
+
+    /// A line of exactly the record limit is read whole and judged for what it holds.
+    #[test]
+    fn a_line_at_the_record_limit_is_read_and_judged_for_its_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, offset) = log_with_long_line(dir.path(), RECORD_BYTES_MAX);
+        let opts = VerifyOptions {
+            threads: 1,
+            expected_head: None,
+        };
+        let (seq, reason, at) = integrity(verify_file(&log, opts).unwrap_err());
+        assert_eq!((seq, at), (1, offset));
+        assert!(
+            matches!(
+                reason,
+                verify::Reason::Malformed(record::RecordError::Json(_))
+            ),
+            "{reason:?}"
+        );
+    }
+
     #[test]
     fn a_partial_line_completed_after_it_was_read_is_not_torn_but_one_still_partial_is() {
         let dir = tempfile::tempdir().unwrap();
