@@ -562,6 +562,45 @@ mod tests {
         assert!(!completed_since(&dir.path().join("none.jsonl"), 0));
     }
 
+    /// An expected head is found wherever it sits in the log, with one thread or several, and
+    /// a head the log does not hold (a truncated log) is refused; the hashes asked for come
+    /// back in seq order, each once.
+    #[test]
+    fn an_expected_head_must_be_in_the_log() {
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/logs/quickstart.jsonl");
+        let events = read_all(&fixture).unwrap();
+        for threads in [1, 2] {
+            for e in [&events[0], &events[3], events.last().unwrap()] {
+                let opts = VerifyOptions {
+                    threads,
+                    expected_head: Some(e.hash),
+                };
+                assert_eq!(
+                    verify_file(&fixture, opts).unwrap().events,
+                    events.len() as u64
+                );
+            }
+            let opts = VerifyOptions {
+                threads,
+                expected_head: Some(Hash([7; 32])),
+            };
+            match verify_file(&fixture, opts).unwrap_err() {
+                StoreError::Log {
+                    error: LogBytesError::HeadNotFound { found, .. },
+                    ..
+                } => assert_eq!(found.next_seq, events.len() as u64),
+                other => panic!("{other}"),
+            }
+            let opts = VerifyOptions {
+                threads,
+                expected_head: None,
+            };
+            let (_, found) = verify_file_at(&fixture, opts, &[3, 1, 3, 999]).unwrap();
+            assert_eq!(found, [(1, events[1].hash), (3, events[3].hash)]);
+        }
+    }
+
     /// A line of exactly the record limit is read whole and judged for what it holds.
     #[test]
     fn a_line_at_the_record_limit_is_read_and_judged_for_its_content() {

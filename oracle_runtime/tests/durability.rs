@@ -321,3 +321,65 @@ fn a_whole_append_cut_by_a_power_loss_says_it_was_not_undone() {
     let e = w.append_whole(1, vec![0], output_of(10)).unwrap_err();
     assert!(matches!(e, StoreError::AppendNotUndone { .. }), "{e}");
 }
+
+/// A replica that keeps what it is given, and refuses once told to.
+struct Keeper {
+    records: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    refuse: bool,
+}
+
+impl oracle_runtime::replica::Replica for Keeper {
+    fn commit(&mut self, records: &[u8]) -> std::io::Result<()> {
+        if self.refuse {
+            return Err(std::io::Error::other("lease lost"));
+        }
+        self.records.lock().unwrap().push(records.to_vec());
+        Ok(())
+    }
+}
+
+/// At each commit point the replica gets exactly the records written since the last one, once
+/// the file has them (nothing when nothing is new); a refusal stops the writer, and a stopped
+/// writer refuses every later append and commit.
+#[test]
+fn a_replica_gets_each_commits_records_and_a_refusal_stops_the_writer() {
+    use oracle_runtime::{LogPaths, LogWriter, StoreError, replica};
+    let dir = tempfile::tempdir().unwrap();
+    let paths = LogPaths::of_run(&dir.path().join("run"));
+    let records = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keeper = std::sync::Arc::new(std::sync::Mutex::new(Keeper {
+        records: records.clone(),
+        refuse: false,
+    }));
+    replica::attach(&paths.log, keeper.clone());
+    let mut w = LogWriter::create(&paths, Durability::Effect).unwrap();
+    w.append(0, vec![], run_started()).unwrap();
+    w.append(1, vec![0], output_of(3)).unwrap();
+    assert!(
+        records.lock().unwrap().is_empty(),
+        "nothing before a commit"
+    );
+    w.commit().unwrap();
+    assert_eq!(w.syncs(), 1);
+    w.commit().unwrap();
+    assert_eq!(w.syncs(), 1, "nothing new: no second sync");
+    w.append(2, vec![1], output_of(4)).unwrap();
+    w.commit().unwrap();
+    let file = std::fs::read(&paths.log).unwrap();
+    assert_eq!(records.lock().unwrap().concat(), file);
+    assert_eq!(
+        records.lock().unwrap().len(),
+        2,
+        "one call per commit with records"
+    );
+
+    keeper.lock().unwrap().refuse = true;
+    w.append(3, vec![2], output_of(5)).unwrap();
+    let e = w.commit().unwrap_err();
+    assert!(matches!(e, StoreError::Replica { .. }), "{e}");
+    let e = w.append(4, vec![3], output_of(6)).unwrap_err();
+    assert!(matches!(e, StoreError::Poisoned { .. }), "{e}");
+    assert!(matches!(w.commit(), Err(StoreError::Poisoned { .. })));
+    drop(w);
+    replica::detach(&paths.log);
+}
