@@ -604,6 +604,7 @@ mod tests {
     /// A line of exactly the record limit is read whole and judged for what it holds.
     #[test]
     fn a_line_at_the_record_limit_is_read_and_judged_for_its_content() {
+        use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
         let (log, offset) = log_with_long_line(dir.path(), RECORD_BYTES_MAX);
         let opts = VerifyOptions {
@@ -612,6 +613,27 @@ mod tests {
         };
         let (seq, reason, at) = integrity(verify_file(&log, opts).unwrap_err());
         assert_eq!((seq, at), (1, offset));
+        assert!(
+            matches!(
+                reason,
+                verify::Reason::Malformed(record::RecordError::Json(_))
+            ),
+            "{reason:?}"
+        );
+        // The same line first in the file: blocks then end exactly at the limit, with the
+        // newline the next byte to read.
+        let first = dir.path().join("first.jsonl");
+        let file = File::create(&first).unwrap();
+        file.set_len(RECORD_BYTES_MAX).unwrap();
+        drop(file);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&first)
+            .unwrap()
+            .write_all(b"\n")
+            .unwrap();
+        let (seq, reason, at) = integrity(verify_file(&first, opts).unwrap_err());
+        assert_eq!((seq, at), (0, 0));
         assert!(
             matches!(
                 reason,

@@ -376,10 +376,11 @@ impl LogWriter {
             Ok(event) => self.commit_replica().map(|()| event),
             Err(e) => Err(e),
         };
+        // Every failure past this point has poisoned the writer (a failed write, sync or replica
+        // commit); one that had not would find the log at `before` already, and undoing it
+        // is then a no-op that reports the truth.
         match appended {
             Ok(event) => Ok(event),
-            // Refused before any byte reached the file (the event could not be recorded).
-            Err(e) if !self.poisoned => Err(e),
             Err(e) => {
                 let source = match e {
                     StoreError::Io { source, .. } => source,
