@@ -495,7 +495,11 @@ fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
 }
 
 /// `oracle reinstate`: a verdict that names a superseded claim and makes it live again.
-pub fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
+pub(crate) fn reinstate(
+    home: &Path,
+    drives: &crate::run::Drives,
+    a: ReinstateArgs,
+) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     check_now(a.now, a.json)?;
     let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
@@ -545,7 +549,13 @@ pub fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
         )?;
     }
     if a.resume {
-        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
+        return crate::run::resume_after_verdict(
+            home,
+            drives,
+            &a.run,
+            a.json,
+            a.oracle_cmd.as_deref(),
+        );
     }
     Ok(exit::OK)
 }
@@ -571,7 +581,11 @@ fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
         })
 }
 
-pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
+pub(crate) fn adjudicate(
+    home: &Path,
+    drives: &crate::run::Drives,
+    a: AdjudicateArgs,
+) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     check_now(a.now, a.json)?;
     let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
@@ -618,7 +632,13 @@ pub fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
         }
     }
     if a.resume {
-        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
+        return crate::run::resume_after_verdict(
+            home,
+            drives,
+            &a.run,
+            a.json,
+            a.oracle_cmd.as_deref(),
+        );
     }
     Ok(exit::OK)
 }
@@ -707,7 +727,11 @@ fn parse_valid(text: &str) -> Result<ValidTime, CliError> {
     })
 }
 
-pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
+pub(crate) fn claim(
+    home: &Path,
+    drives: &crate::run::Drives,
+    a: ClaimArgs,
+) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     check_now(a.now, a.json)?;
     let provenance: Provenance = a.provenance.parse().map_err(CliError::input)?;
@@ -798,7 +822,13 @@ pub fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
         }
     }
     if a.resume {
-        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
+        return crate::run::resume_after_verdict(
+            home,
+            drives,
+            &a.run,
+            a.json,
+            a.oracle_cmd.as_deref(),
+        );
     }
     Ok(exit::OK)
 }

@@ -6,14 +6,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use oracle_core::diff::Divergence;
+use oracle_host::{Given, Home, HostError, Resume, ToolChange};
 use oracle_runtime::engine::{Ending, EngineError, Progress, Report};
 use oracle_runtime::index::IndexedLog;
-use oracle_runtime::secrets::Secrets;
 use oracle_runtime::session::{self, Session, SessionError, StartOptions};
 use oracle_runtime::tool::Registry;
-use oracle_runtime::tools::llm::{ModelBinding, Models};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::diff::class_text;
@@ -117,103 +115,17 @@ pub(crate) fn check_program(flag: &str, program: Option<&Path>) -> Result<(), Cl
     )))
 }
 
-/// `NAME=VALUE` of a repeatable flag.
-fn pair<'a>(flag: &str, text: &'a str, what: &str) -> Result<(&'a str, &'a str), CliError> {
-    match text.split_once('=') {
-        Some((n, v)) if !n.is_empty() && !v.is_empty() => Ok((n, v)),
-        _ => Err(CliError::input(format!(
-            "{flag} `{text}`: expected NAME={what}"
-        ))),
-    }
-}
-
 impl DriveArgs {
-    /// The run's secrets: `stored` (a resumed run's NAME=ENV_VAR, from run.json) with this
-    /// command's `--secret` over them, and every model key's variable, read from the
-    /// environment now. A variable that is not set is refused before anything runs.
-    fn secrets(
-        &self,
-        stored: BTreeMap<String, String>,
-        models: &mut Models,
-    ) -> Result<(Arc<Secrets>, BTreeMap<String, String>), CliError> {
-        let mut vars = stored;
-        for text in &self.secrets {
-            let (name, var) = pair("--secret", text, "ENV_VAR")?;
-            vars.insert(name.to_owned(), var.to_owned());
+    /// The bindings this command gives (`--model`, `--model-id`, `--model-key`, `--secret`,
+    /// `--tools`), for the host to put over what a run keeps.
+    fn given(&self) -> Given {
+        Given {
+            models: self.models.clone(),
+            model_ids: self.model_ids.clone(),
+            model_keys: self.model_keys.clone(),
+            secrets: self.secrets.clone(),
+            tools: self.tools.dirs.clone(),
         }
-        // `--model-key fast=TOKEN` where TOKEN is a secret: the key is that secret's variable.
-        for b in models.models.values_mut() {
-            if let Some(var) = b.key_env.as_ref().and_then(|k| vars.get(k)) {
-                b.key_env = Some(var.clone());
-            }
-        }
-        let mut values = Vec::new();
-        for (name, var) in &vars {
-            match std::env::var(var) {
-                Ok(v) if !v.is_empty() => values.push((name.clone(), v)),
-                _ => {
-                    return Err(CliError::input(format!(
-                        "--secret {name}={var}: environment variable {var} is not set; nothing was run"
-                    )));
-                }
-            }
-        }
-        // Model keys are secrets too: kept out of every record by the same check.
-        for b in models.models.values() {
-            if let Some(var) = &b.key_env
-                && let Ok(v) = std::env::var(var)
-                && v.len() >= oracle_runtime::secrets::SECRET_BYTES_MIN
-            {
-                values.push((format!("model key {var}"), v));
-            }
-        }
-        let secrets = Secrets::new(values).map_err(CliError::input)?;
-        Ok((Arc::new(secrets), vars))
-    }
-
-    /// The run's model bindings: `stored` (a resumed run's, from run.json) with this
-    /// command's `--model`, `--model-id` and `--model-key` over them.
-    fn models(&self, stored: Models) -> Result<Models, CliError> {
-        let mut models = stored;
-        for text in &self.models {
-            let (name, url) = pair("--model", text, "URL")?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(CliError::input(format!(
-                    "--model `{text}`: the URL must start with http:// or https:// (an OpenAI-compatible base URL such as http://127.0.0.1:8080/v1)"
-                )));
-            }
-            let old = models.models.remove(name);
-            models.models.insert(
-                name.to_owned(),
-                ModelBinding {
-                    url: url.to_owned(),
-                    model: old.as_ref().map_or(name.to_owned(), |o| o.model.clone()),
-                    key_env: old.and_then(|o| o.key_env),
-                },
-            );
-        }
-        let unbound = |flag: &str, name: &str| {
-            CliError::input(format!(
-                "{flag}: model `{name}` is not bound; give --model {name}=URL too"
-            ))
-        };
-        for text in &self.model_ids {
-            let (name, id) = pair("--model-id", text, "ID")?;
-            let b = models
-                .models
-                .get_mut(name)
-                .ok_or_else(|| unbound("--model-id", name))?;
-            b.model = id.to_owned();
-        }
-        for text in &self.model_keys {
-            let (name, var) = pair("--model-key", text, "ENV_VAR")?;
-            let b = models
-                .models
-                .get_mut(name)
-                .ok_or_else(|| unbound("--model-key", name))?;
-            b.key_env = Some(var.to_owned());
-        }
-        Ok(models)
     }
 
     /// Checks the programs this drive would call (see [`check_program`]).
@@ -225,6 +137,7 @@ impl DriveArgs {
     fn points(&self) -> oracle_runtime::resume_point::Policy {
         oracle_runtime::resume_point::Policy {
             every_events: self.snapshot_every,
+            ..Default::default()
         }
     }
 
@@ -412,25 +325,6 @@ fn registry() -> Registry {
     oracle_runtime::tools::builtin()
 }
 
-/// The built-in tools, `llm.chat` calling `models`, and `secrets` for the tools that use them
-/// and for the engine to keep out of the record.
-fn registry_with(models: &Models, secrets: Arc<Secrets>) -> Registry {
-    oracle_runtime::tools::builtin_with(Arc::new(models.clone()), secrets)
-}
-
-/// The model bindings and secret variables a resumed run keeps in its run.json (none if it
-/// cannot be found).
-fn stored_bindings(home: &Path, run: &str) -> (Models, BTreeMap<String, String>) {
-    session::find(home, run)
-        .map(|r| {
-            (
-                session::stored_models(&r.dir),
-                session::stored_secret_vars(&r.dir),
-            )
-        })
-        .unwrap_or_default()
-}
-
 /// `--seed`: an unsigned 64-bit integer, with a message that says so for `-1` or `1.5` (clap's
 /// own advice for a negative number, `-- -1`, is wrong here).
 fn parse_seed(text: &str) -> Result<u64, String> {
@@ -492,15 +386,19 @@ pub(crate) fn session_error(e: SessionError, json_out: bool, log: Option<&Path>)
     if let SessionError::Engine(EngineError::Diverged(d)) = &e {
         return divergence_error(d, json_out, log);
     }
-    let code = if e.is_integrity() {
-        exit::INTEGRITY
-    } else {
-        exit::INPUT
-    };
+    // The host names the failure (the API names it the same way).
+    let class = oracle_host::error::session_class(&e);
+    let code = class.exit;
     let message = e.to_string();
+    let mut details = match class.details {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    details.insert("kind".into(), json!(class.code));
+    details.entry("seq").or_insert(json!(engine_seq(&e)));
     if json_out
         && let Err(closed) = crate::out::json(
-            &json!({"ok": false, "error": exit::error_json(Some(json!({"seq": engine_seq(&e)})), code, &message)}),
+            &json!({"ok": false, "error": exit::error_json(Some(Value::Object(details)), code, &message)}),
         )
     {
         return closed;
@@ -726,23 +624,23 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Registry), C
     }
     crate::files::check_plan(&a.plan, a.drive.json)?;
     a.drive.check_programs()?;
-    let mut models = a.drive.models(Models::default())?;
-    let (secrets, secret_vars) = a.drive.secrets(BTreeMap::new(), &mut models)?;
+    let tool_dirs = crate::tools::plan_dirs(&a.plan, &a.drive.tools.dirs);
+    let bound = Given {
+        tools: Vec::new(),
+        ..a.drive.given()
+    }
+    .for_new_run(tool_dirs)
+    .map_err(|e| host_error(e, a.drive.json))?;
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
         expiry_ticks: a.adjudication_expiry,
         ..MemorySettings::default()
     });
-    let tool_dirs = crate::tools::plan_dirs(&a.plan, &a.drive.tools.dirs);
-    let mut registry = registry_with(&models, secrets.clone());
-    let tool_files = crate::tools::declare(
-        &mut registry,
-        &tool_dirs,
-        &secrets,
-        oracle_runtime::declared::McpMode::Start,
-    )?;
+    let (registry, tool_files) = bound
+        .registry(oracle_runtime::declared::McpMode::Start)
+        .map_err(|e| host_error(e, a.drive.json))?;
     let opts = StartOptions {
-        tools: tool_dirs,
+        tools: bound.tools.clone(),
         tool_files,
         home: home.to_path_buf(),
         plan: a.plan.clone(),
@@ -755,8 +653,8 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Registry), C
         root: PathBuf::from("."),
         memory,
         scorer: a.drive.scorer(),
-        models: models.clone(),
-        secret_vars,
+        models: bound.models.clone(),
+        secret_vars: bound.secret_vars.clone(),
         budget: (a.max_model_calls.is_some() || a.max_tokens_total.is_some()).then_some(
             oracle_core::payload::Budget {
                 model_calls_max: a.max_model_calls,
@@ -801,38 +699,69 @@ pub(crate) fn submit(
     Ok((id, a.drive.json))
 }
 
-/// The registry a run's drive needs, from what its run directory keeps: its models, its
-/// secrets (read from this process's environment) and its declared tools.
-fn stored_registry(home: &Path, run: &str, start: bool) -> Result<Registry, CliError> {
-    let (models, vars) = stored_bindings(home, run);
-    let values: Vec<(String, String)> = vars
-        .iter()
-        .filter_map(|(n, var)| Some((n.clone(), std::env::var(var).ok()?)))
-        .collect();
-    let secrets = Arc::new(Secrets::new(values).unwrap_or_default());
-    let mut registry = registry_with(&models, secrets.clone());
-    // A worker's `--tools` replace the directories the run recorded (as `resume --tools`).
-    let extra = crate::store::worker_tools();
-    if start {
-        let mut dirs = session::stored_tools(&home.join("runs").join(run));
-        if !extra.is_empty() {
-            dirs = extra.to_vec();
-        }
-        crate::tools::declare(
-            &mut registry,
-            &dirs,
-            &secrets,
-            oracle_runtime::declared::McpMode::Start,
-        )?;
-    } else {
-        crate::tools::for_run(home, run, extra, &mut registry, &secrets, true, false)?;
+/// How this process drives stored runs: as the command line does (in the caller's directory,
+/// with the tool directories each run keeps), or as a store's worker does (in the directory
+/// each run recorded, with the worker's `--tools`). A value passed down, never a global.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Drives {
+    pub recorded_roots: bool,
+    pub tools: Vec<PathBuf>,
+}
+
+impl Drives {
+    /// The host's handle on `home`, driving runs this way.
+    pub(crate) fn home(&self, home: &Path, json_out: bool) -> Result<Home, CliError> {
+        let h = Home::open(home).map_err(|e| host_error(e, json_out))?;
+        let h = h.with_tools(self.tools.clone());
+        Ok(if self.recorded_roots {
+            h.in_recorded_roots()
+        } else {
+            h
+        })
     }
-    Ok(registry)
+}
+
+/// A host error on its way to the user: plan diagnostics and divergence reports as
+/// [`session_error`] prints them, every other failure with the host's code and exit status.
+pub(crate) fn host_error(e: HostError, json_out: bool) -> CliError {
+    host_error_in(e, json_out, None)
+}
+
+fn host_error_in(e: HostError, json_out: bool, log: Option<&Path>) -> CliError {
+    match e {
+        HostError::Session(s) => session_error(s, json_out, log),
+        e => {
+            let json = e.error_value();
+            if json_out && let Err(closed) = crate::out::json(&json!({"ok": false, "error": json}))
+            {
+                return closed;
+            }
+            CliError {
+                code: e.exit(),
+                message: e.to_string(),
+                json: None,
+                quiet: false,
+            }
+        }
+    }
 }
 
 /// A worker's first drive of a submitted run (its directory is in `home`, without a log).
-pub(crate) fn start_submitted(home: &Path, run: &str) -> Result<u8, CliError> {
-    let registry = stored_registry(home, run, true)?;
+pub(crate) fn start_submitted(host: &Home, run: &str) -> Result<u8, CliError> {
+    let home = host.dir();
+    // Not `find`: a submitted run has no log yet, which is what `find` looks for.
+    let dir = home.join("runs").join(run);
+    let found = session::RunDir {
+        id: run.to_owned(),
+        paths: oracle_runtime::LogPaths::of_run(&dir),
+        dir,
+    };
+    let bound = host
+        .bindings(&found, &Given::default(), true)
+        .map_err(|e| host_error(e, false))?;
+    let (registry, _) = bound
+        .registry(oracle_runtime::declared::McpMode::Start)
+        .map_err(|e| host_error(e, false))?;
     let s = session::start_prepared(
         home,
         run,
@@ -848,24 +777,19 @@ pub(crate) fn start_submitted(home: &Path, run: &str) -> Result<u8, CliError> {
 /// Resumes a run without an answer (after a verdict), printing as `oracle resume` does.
 pub(crate) fn resume_after_verdict(
     home: &Path,
+    drives: &Drives,
     run: &str,
     json_out: bool,
     oracle_cmd: Option<&Path>,
 ) -> Result<u8, CliError> {
     crate::files::check_stored_plan(home, run, json_out)?;
-    let s = session::resume(
-        home,
-        run,
-        None,
-        JOBS_DEFAULT,
-        oracle_runtime::Durability::DEFAULT,
-        &stored_registry(home, run, false)?,
-    );
+    let host = drives.home(home, json_out)?;
+    let s = host.resume(run, Resume::default()).map(|r| r.session);
     let log = session::find(home, run).ok().map(|r| r.paths.log);
     let s = match s {
         // The outside event was applied; a finished run has nothing to go on with, which is
         // not an error of this command.
-        Err(SessionError::Finished { run, status }) => {
+        Err(HostError::Session(SessionError::Finished { run, status })) => {
             if json_out {
                 crate::out::json(&json!({
                     "ok": true,
@@ -879,18 +803,16 @@ pub(crate) fn resume_after_verdict(
             }
             return Ok(exit::OK);
         }
-        other => other.map_err(|e| session_error(e, json_out, log.as_deref()))?,
+        other => other.map_err(|e| host_error_in(e, json_out, log.as_deref()))?,
     };
     let notified = notify(&s.id, &s.dir, home, oracle_cmd);
     print_session(&s, json_out, "appended", notified)?;
     Ok(status_code(&s.report.ending))
 }
 
-pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
+pub(crate) fn resume(home: &Path, drives: &Drives, a: ResumeArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
-    let (stored_models, stored_vars) = stored_bindings(home, &a.run);
-    let mut models = a.drive.models(stored_models)?;
-    let (secrets, _) = a.drive.secrets(stored_vars, &mut models)?;
+    let host = drives.home(home, a.drive.json)?;
     crate::interrupt::on_ctrl_c(Some(&a.run));
     let value = match (&a.value, &a.value_file) {
         (Some(text), _) => Some(parse_value(text, "--value")?),
@@ -918,34 +840,40 @@ pub fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         (None, None) => None,
     };
     crate::files::check_stored_plan(home, &a.run, a.drive.json)?;
-    let mut registry = registry_with(&models, secrets.clone());
-    crate::tools::for_run(
-        home,
-        &a.run,
-        &a.drive.tools.dirs,
-        &mut registry,
-        &secrets,
-        true,
-        a.allow_tool_change,
-    )?;
     let mut display = Display::new("resuming");
-    let s = session::resume_observed(
-        home,
+    let mut progress = |p: &Progress| display.update(p);
+    let resumed = host.resume(
         &a.run,
-        answer,
-        a.drive.jobs,
-        a.drive.durability.into(),
-        a.drive.scorer(),
-        session::Points {
-            start_from: !a.no_snapshots,
-            policy: a.drive.points(),
+        Resume {
+            answer,
+            given: a.drive.given(),
+            drive: session::Drive {
+                jobs: a.drive.jobs,
+                durability: a.drive.durability.into(),
+                scorer: a.drive.scorer(),
+                points: session::Points {
+                    start_from: !a.no_snapshots,
+                    policy: a.drive.points(),
+                },
+                ..session::Drive::default()
+            },
+            tool_change: if a.allow_tool_change {
+                ToolChange::Allow
+            } else {
+                ToolChange::Refuse
+            },
+            progress: Some(&mut progress),
         },
-        &registry,
-        &mut |p| display.update(p),
     );
     display.finish();
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
-    let s = s.map_err(|e| session_error(e, a.drive.json, log.as_deref()))?;
+    let resumed = resumed.map_err(|e| host_error_in(e, a.drive.json, log.as_deref()))?;
+    if let Some(changed) = &resumed.tool_changed {
+        eprintln!(
+            "warning: {changed}; going on (--allow-tool-change): the run diverges at the first output that changed, if any"
+        );
+    }
+    let s = resumed.session;
     for w in &s.warnings {
         eprintln!("warning: {w}");
     }

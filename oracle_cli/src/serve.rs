@@ -92,9 +92,6 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
             config.allow_remote = a.allow_remote;
             config.notify_cmd = a.notify_cmd;
             config.streams_max = usize::try_from(a.streams_max).unwrap_or(1);
-            // Background resumes run this same program, so they bind models, secrets and
-            // declared tools exactly as `oracle resume` does.
-            config.resume_program = std::env::current_exe().ok();
             oracle_serve::serve::run(config, Some(oracle_serve::ui::routes))
                 .map_err(|e| CliError::input(e.to_string()))?;
             Ok(exit::OK)

@@ -82,14 +82,6 @@ pub struct WorkerArgs {
     scratch: Option<PathBuf>,
 }
 
-/// `oracle worker --tools`: set once when a worker starts.
-static WORKER_TOOLS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-
-/// The tool directories of this worker (empty outside a worker, or without `--tools`).
-pub fn worker_tools() -> &'static [PathBuf] {
-    WORKER_TOOLS.get().map_or(&[], Vec::as_slice)
-}
-
 /// The store named by `--store` or `$ORACLE_STORE`.
 pub fn url(flag: Option<String>) -> Result<Option<String>, CliError> {
     let url = flag.or_else(|| {
@@ -409,13 +401,16 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
     // Fail early on a bad store; each thread opens its own connection.
     connect(url)?;
     crate::interrupt::set_worker();
-    session::use_recorded_roots();
-    let tools: Vec<PathBuf> = a
-        .tools
-        .iter()
-        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
-        .collect();
-    let _ = WORKER_TOOLS.set(tools);
+    // A worker drives runs submitted from other directories (and machines): each works in
+    // the directory it recorded, with this worker's tools when given.
+    let drives = crate::run::Drives {
+        recorded_roots: true,
+        tools: a
+            .tools
+            .iter()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+            .collect(),
+    };
     let name = a.name.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
@@ -498,6 +493,7 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
             let stop = stop.clone();
             let held = held.clone();
             let busy = busy.clone();
+            let drives = drives.clone();
             let lease_ms = a.lease_ms as i64;
             let (poll_ms, until_idle) = (a.poll_ms, a.until_idle);
             std::thread::spawn(move || -> Result<(), String> {
@@ -521,7 +517,8 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
                         }
                     };
                     let lost = serve_claims(
-                        &store, &name, lease_ms, poll_ms, until_idle, &scratch, &stop, &held, &busy,
+                        &store, &name, lease_ms, poll_ms, until_idle, &scratch, &drives, &stop,
+                        &held, &busy,
                     );
                     match lost {
                         Ok(()) => return Ok(()),
@@ -561,6 +558,7 @@ fn serve_claims(
     poll_ms: u64,
     until_idle: bool,
     scratch: &Path,
+    drives: &crate::run::Drives,
     stop: &AtomicBool,
     held: &Mutex<BTreeMap<String, i64>>,
     busy: &std::sync::atomic::AtomicU32,
@@ -585,7 +583,7 @@ fn serve_claims(
         held.lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(claim.id.clone(), claim.fence);
-        let outcome = drive_claim(store, &claim, scratch);
+        let outcome = drive_claim(store, &claim, scratch, drives);
         held.lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&claim.id);
@@ -605,10 +603,15 @@ fn serve_claims(
 /// order (each one's events committed with the signal marked applied, in one transaction),
 /// drives it on if it can go on, then releases it in the state its log ends in. Returns that
 /// state.
-fn drive_claim(store: &Store, claim: &Claim, scratch: &Path) -> Result<String, String> {
+fn drive_claim(
+    store: &Store,
+    claim: &Claim,
+    scratch: &Path,
+    drives: &crate::run::Drives,
+) -> Result<String, String> {
     let home = scratch.join(format!("{}-{}", claim.id, claim.fence));
     let _ = std::fs::remove_dir_all(&home);
-    let result = drive_in(store, claim, &home);
+    let result = drive_in(store, claim, &home, drives);
     let _ = std::fs::remove_dir_all(&home);
     let (state, detail) = match &result {
         Ok((state, notes)) => (state.clone(), notes.clone()),
@@ -630,10 +633,25 @@ enum Stop {
     Broken(String),
 }
 
-fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<(String, Option<String>), Stop> {
+fn drive_in(
+    store: &Store,
+    claim: &Claim,
+    home: &Path,
+    drives: &crate::run::Drives,
+) -> Result<(String, Option<String>), Stop> {
     let broken = |e: String| Stop::Broken(e);
     let dir = store
         .hydrate(&claim.id, home)
+        .map_err(|e| broken(e.to_string()))?;
+    // The run's bindings come from the store's rows, written by an operator of the store
+    // (`oracle submit`): this scratch home vouches for them as they are (docs/SECURITY.md).
+    let host = drives.home(home, false).map_err(|e| broken(e.message))?;
+    let found = oracle_runtime::session::RunDir {
+        id: claim.id.clone(),
+        paths: oracle_runtime::LogPaths::of_run(&dir),
+        dir: dir.clone(),
+    };
+    host.adopt_bindings(&found)
         .map_err(|e| broken(e.to_string()))?;
     let paths = oracle_runtime::LogPaths::of_run(&dir);
     let replica = Arc::new(Mutex::new(store.replica(&claim.id, claim.fence, None)));
@@ -649,7 +667,7 @@ fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<(String, Option
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .consume_next(Some(signal.id));
-            let result = apply_signal(home, &claim.id, &signal.body);
+            let result = apply_signal(home, drives, &claim.id, &signal.body);
             let consumed = replica.lock().unwrap_or_else(|p| p.into_inner()).consumed();
             replica
                 .lock()
@@ -677,16 +695,16 @@ fn drive_in(store: &Store, claim: &Claim, home: &Path) -> Result<(String, Option
         let log_exists = paths.log.is_file();
         let state = state_of(&dir);
         let drive = match (log_exists, state.as_deref()) {
-            (false, _) => Some(crate::run::start_submitted(home, &claim.id)),
+            (false, _) => Some(crate::run::start_submitted(&host, &claim.id)),
             // A verdict recorded after the run suspended on a belief, whose resume did not
             // happen (its worker died in between, or it was sent without --resume): go on, as
             // `oracle resume RUN` would.
             (true, Some("suspended")) if verdict_after_belief_wait(&dir) => Some(
-                crate::run::resume_after_verdict(home, &claim.id, false, None),
+                crate::run::resume_after_verdict(home, drives, &claim.id, false, None),
             ),
             (true, Some(_)) => None,
             (true, None) => Some(crate::run::resume_after_verdict(
-                home, &claim.id, false, None,
+                home, drives, &claim.id, false, None,
             )),
         };
         if let Some(Err(e)) = drive {
@@ -748,7 +766,12 @@ fn state_of(dir: &Path) -> Option<String> {
 
 /// Carries out a signal: the command it was sent as, parsed again and run against the scratch
 /// home, so that it records exactly what it would have recorded in a file home.
-fn apply_signal(home: &Path, run: &str, body: &Value) -> Result<u8, CliError> {
+fn apply_signal(
+    home: &Path,
+    drives: &crate::run::Drives,
+    run: &str,
+    body: &Value,
+) -> Result<u8, CliError> {
     let argv: Vec<String> = body
         .get("argv")
         .and_then(Value::as_array)
@@ -767,5 +790,5 @@ fn apply_signal(home: &Path, run: &str, body: &Value) -> Result<u8, CliError> {
             "a signal for another run than {run}"
         )));
     }
-    crate::run_command(home, parsed.command)
+    crate::run_command_as(home, parsed.command, drives)
 }

@@ -182,11 +182,17 @@ pub fn for_run(
     let Ok(found) = session::find(home, run) else {
         return Ok(());
     };
-    let dirs = if extra.is_empty() {
-        session::stored_tools(&found.dir)
-    } else {
-        absolute(extra)
+    // The run's own directories only where the home's key vouches for them (run.json is not
+    // hashed): otherwise they are given again with --tools.
+    let host = oracle_host::Home::open(home).map_err(|e| crate::run::host_error(e, false))?;
+    let given = oracle_host::Given {
+        tools: extra.to_vec(),
+        ..Default::default()
     };
+    let dirs = host
+        .bindings(&found, &given, false)
+        .map_err(|e| crate::run::host_error(e, false))?
+        .tools;
     let mode = if start_servers {
         McpMode::Start
     } else {

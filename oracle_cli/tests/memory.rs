@@ -878,7 +878,8 @@ fn a_belief_wait_takes_a_verdict_not_a_value() {
     let v: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(v["ok"], false);
     assert_eq!(v["error"]["exit"], 2);
-    assert_eq!(v["error"]["code"], "input");
+    // The same code as the API gives (oracle_host::error).
+    assert_eq!(v["error"]["code"], "belief_wait");
     // A resume before any verdict: suspended again, nothing appended.
     let (out, _) = h.refused(RUN, &["resume", RUN, "--json"], 3);
     let v: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();

@@ -30,7 +30,12 @@ impl Server {
     /// Starts `oracle serve --listen 127.0.0.1:0 ARGS` in `dir` and waits for its `listening`
     /// line.
     fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        Server::start_program(Path::new(env!("CARGO_BIN_EXE_oracle")), dir, args)
+    }
+
+    /// [`Server::start`] with another copy of the binary.
+    fn start_program(program: &Path, dir: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(program)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .current_dir(dir)
@@ -826,6 +831,142 @@ fn a_question_answered_through_the_api_resumes_in_the_background_and_replays() {
     assert_eq!(by, [json!("alice"), json!("bob")]);
     let v = get(&s, "/api/v1/runs/escalation-1/state", &alice);
     assert_eq!(v["entries"]["step/confirm"]["output"]["answer"], "approved");
+}
+
+/// The children of process `pid` (all its threads'), from /proc.
+fn children(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = task.unwrap().path().join("children");
+        out.extend(
+            std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned),
+        );
+    }
+    out
+}
+
+/// Issue 33: the server resumes a run in its own process, through the host's one resume path.
+/// It is started from a copy of the binary that is then deleted: a server that started
+/// `oracle resume` as a child (as it used to) could not resume at all; this one goes on to the
+/// next question, and has no child process afterwards.
+#[test]
+fn the_server_resumes_in_process_without_starting_a_program() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let copy = sb.path().join("oracle-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_oracle"), &copy).unwrap();
+    let s = Server::start_program(&copy, sb.path(), &[]);
+    std::fs::remove_file(&copy).unwrap();
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/escalation-1/answer"),
+        Some(&alice),
+        Some(&json!({"step": "total", "value": {"value": {"total": 1250}}, "resume": true})),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["resume"]["started"], true);
+    wait_for("the run to ask for approval", || {
+        let v = run_status(&s, &alice, "escalation-1");
+        (v["waiting_on"]["step"] == "confirm").then_some(v)
+    });
+    let line = wait_for("the resume's line", || {
+        std::fs::read_to_string(sb.path().join(".oracle/serve-resume.log"))
+            .ok()
+            .filter(|t| t.contains("resume escalation-1"))
+    });
+    assert!(line.contains("(asked by alice): suspended"), "{line}");
+    assert_eq!(children(s.child.id()), Vec::<String>::new());
+}
+
+/// Issue 33: one error taxonomy. The same failures, driven through the command line (`--json`)
+/// and through the API, carry the same `code` and `exit` (the host classifies both).
+#[test]
+fn the_command_line_and_the_api_name_a_failure_alike() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    run(&sb, &["run", "fixtures/plans/quickstart.plan"], 0);
+    let s = Server::start(sb.path(), &[]);
+    let cases: [(&str, &str, Value); 4] = [
+        ("escalation-1", "confirm", json!("approved")),
+        ("escalation-1", "total", json!("not an object")),
+        ("quickstart-1", "summary", json!("x")),
+        ("nosuchrun-1", "total", json!(1)),
+    ];
+    for (run_id, step, value) in cases {
+        let (_, api) = call(
+            "POST",
+            &s.url(&format!("/api/v1/runs/{run_id}/answer")),
+            Some(&alice),
+            Some(&json!({"step": step, "value": value})),
+        );
+        let (code, cli) = sb.json(&[
+            "resume",
+            run_id,
+            "--step",
+            step,
+            "--value",
+            &value.to_string(),
+            "--json",
+        ]);
+        assert_eq!(
+            cli["error"]["code"], api["error"]["code"],
+            "{run_id} {step}: cli {cli} api {api}"
+        );
+        assert_eq!(cli["error"]["exit"], api["error"]["exit"], "{cli} {api}");
+        assert_eq!(Some(code), cli["error"]["exit"].as_i64().map(|c| c as i32));
+    }
+}
+
+/// Issue 32, item 2: a background resume once worked in the directory `run.json` names, so a
+/// plan's `fs:write:**` could write into any directory an edit named. The root is sealed with
+/// the home's key now: an edited one refuses the resume with the command line's code, before
+/// anything runs, and nothing is written there.
+#[test]
+fn the_server_refuses_to_resume_in_an_edited_working_directory() {
+    let (sb, alice, _) = setup();
+    sb.write(
+        "write.plan",
+        "plan write version 1\ngrant fs:write:**\n\
+         go = human.ask { question: \"write?\" }\n\
+         out = fs.write { path: \"harm.txt\", content: \"written\" }\n  after go\n",
+    );
+    run(&sb, &["run", "write.plan"], 3);
+    let victim = tempfile::tempdir().unwrap();
+    let meta_path = sb.path().join(".oracle/runs/write-1/run.json");
+    let mut meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    meta["root"] = json!(victim.path().canonicalize().unwrap());
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+    let s = Server::start(sb.path(), &[]);
+    let before = log_bytes(&sb, "write-1");
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/write-1/resume"),
+        Some(&alice),
+        Some(&json!({})),
+    );
+    // Nothing to resume yet (it waits on `go`), or the binding: either way, refused.
+    assert_ne!(status, 200, "{v}");
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/write-1/answer"),
+        Some(&alice),
+        Some(&json!({"step": "go", "value": "yes", "resume": true})),
+    );
+    assert_error(status, &v, 409, "binding_unsealed");
+    assert_eq!(v["error"]["binding"], "root", "{v}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!victim.path().join("harm.txt").exists());
+    assert!(!sb.path().join("harm.txt").exists());
+    // Refused before the answer was recorded: nothing is half done.
+    assert_eq!(log_bytes(&sb, "write-1"), before);
+    // The command line refuses it too, from the run's own directory.
+    let (code, out, err) = sb.oracle(&["resume", "write-1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(!victim.path().join("harm.txt").exists());
 }
 
 #[test]

@@ -13,6 +13,10 @@ use oracle_core::{Hash, State};
 use oracle_runtime::engine::{CALLS_MAX_DEFAULT, Ending, Engine, RunConfig};
 use oracle_runtime::recorded::Recorded;
 use oracle_runtime::resume_point::Policy;
+use oracle_runtime::seal::SealKey;
+
+/// The key the bench's points are sealed with.
+const KEY: SealKey = SealKey::from_bytes([3; 32]);
 use oracle_runtime::{Durability, LogPaths, LogWriter, session, tools};
 use serde_json::{Map, Value, json};
 
@@ -86,7 +90,10 @@ fn config() -> RunConfig {
         memory: None,
         budget: None,
         scorer: None,
-        resume_points: Policy::default(),
+        resume_points: Policy {
+            key: Some(KEY),
+            ..Policy::default()
+        },
     }
 }
 
@@ -111,7 +118,7 @@ fn bench(c: &mut Criterion) {
     {
         // One resume by phases (printed, for BENCHMARKS.md; the timing below is the whole).
         let t = std::time::Instant::now();
-        let (start, _) = session::open_at_point(&paths, Durability::None).unwrap();
+        let (start, _) = session::open_at_point(&paths, Durability::None, &KEY).unwrap();
         let s = start.unwrap();
         let opened = t.elapsed();
         println!(
@@ -144,7 +151,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("from_point_1m", |b| {
         b.iter(|| {
-            let (start, refused) = session::open_at_point(&paths, Durability::None).unwrap();
+            let (start, refused) = session::open_at_point(&paths, Durability::None, &KEY).unwrap();
             assert!(refused.is_empty());
             let s = start.unwrap();
             let mut engine = Engine::new(

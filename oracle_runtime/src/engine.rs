@@ -608,6 +608,7 @@ impl<'r, A: Agent> Engine<'r, A> {
     fn point_due(&self) -> bool {
         let every = self.points.every_events;
         every > 0
+            && self.points.key.is_some()
             && self.catching_up_done()
             && self.writer.as_ref().is_some_and(|w| {
                 self.appended - self.point_appended >= every.max(w.state().len())
@@ -669,7 +670,11 @@ impl<'r, A: Agent> Engine<'r, A> {
             engine: &saved,
         };
         self.point_log_bytes = w.last_offset();
-        match resume_point::save(w.paths(), seq, &point) {
+        // `point_due` says no without a key; this keeps that true for any other caller.
+        let Some(key) = self.points.key else {
+            return Ok(());
+        };
+        match resume_point::save(w.paths(), seq, &point, &key) {
             Ok((_, bytes)) => {
                 self.points_written += 1;
                 self.point_bytes = bytes;

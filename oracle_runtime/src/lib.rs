@@ -9,6 +9,7 @@
 
 pub mod access;
 pub mod adjudication;
+pub mod bindings;
 pub mod catalogue;
 pub mod checkpoint;
 pub mod confine;
@@ -30,6 +31,7 @@ pub mod replica;
 pub mod resume_point;
 pub mod schema;
 pub mod scorer;
+pub mod seal;
 pub mod secrets;
 pub mod session;
 pub mod snapshots;

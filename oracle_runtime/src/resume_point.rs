@@ -2,10 +2,13 @@
 //! re-derives only the events after it instead of the run's whole history.
 //!
 //! A resume point is a cache beside the log, never part of it: deleting one costs time, never
-//! data, and the record's bytes are the same with or without them. What it holds is checked
-//! before use as far as the log allows:
+//! data, and the record's bytes are the same with or without them. A point may make a resume
+//! faster, never different, so it is trusted only as far as it is checked:
 //!
-//! - the file's content hash (a torn or damaged file is refused);
+//! - the file's MAC under the home's sealing key (`crate::seal`): the agent's progress it holds
+//!   (a step's saved output, say) is not in the log's hashes, so a point anyone but the home's
+//!   owner could have written is refused, with a warning, and the resume starts further back.
+//!   A plain content hash would not do: whoever can write the run directory can recompute one;
 //! - its anchor: the record at the byte offset it names must be the event it names, with the
 //!   hash it names, and the tail after it must verify as a chain continuing that event;
 //! - its key-value state must hash to that event's recorded `state_after`.
@@ -20,7 +23,6 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use oracle_core::hash::hash_in;
 use oracle_core::snapshot::SNAPSHOT_FORMAT;
 use oracle_core::{Hash, Snapshot, State};
 use serde::ser::SerializeStruct;
@@ -30,9 +32,11 @@ use serde_json::value::RawValue;
 use crate::error::{Result, StoreError};
 use crate::paths::LogPaths;
 use crate::recorded::Anchor;
+use crate::seal::SealKey;
 
-/// Version of the resume point file layout.
-pub const RESUME_POINT_FORMAT: u64 = 1;
+/// Version of the resume point file layout: 2 carries a keyed MAC where 1 had a plain content
+/// hash (a point of format 1 is refused: nothing vouches for it).
+pub const RESUME_POINT_FORMAT: u64 = 2;
 
 /// Default spacing of automatic resume points: one after at least this many appended events.
 /// Also at least as many events as the state has keys, and at least [`LOG_BYTES_PER_POINT_BYTE`]
@@ -51,20 +55,24 @@ pub const KEPT_MAX: usize = 2;
 /// Largest resume point file read (a bound on what a damaged or hostile file can make us load).
 pub const FILE_BYTES_MAX: u64 = 1 << 30;
 
-/// BLAKE3 derive-key context of a resume point's content hash.
-const CONTENT_CONTEXT: &str = "oracle v1 resume point";
+/// The MAC purpose of a resume point's body (`SealKey::mac`).
+const MAC_PURPOSE: &str = "oracle v1 resume point";
 
 /// When a run writes resume points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
     /// Appended events between two points (at least; see [`EVERY_EVENTS_DEFAULT`]). 0: never.
     pub every_events: u64,
+    /// The home's sealing key, which every point is sealed with. `None`: no points are written
+    /// (one nothing vouches for would never be used).
+    pub key: Option<SealKey>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
         Policy {
             every_events: EVERY_EVENTS_DEFAULT,
+            key: None,
         }
     }
 }
@@ -150,16 +158,21 @@ pub fn path_of(paths: &LogPaths, seq: u64) -> PathBuf {
 
 /// Writes `point` (a [`ResumePoint`] or a [`PointRef`] after event `seq`) atomically, then
 /// removes all but the newest [`KEPT_MAX`] points. The file is a header line holding the
-/// content hash of the rest, then the point as JSON. Returns the file's path and the size of
-/// its body.
-pub fn save(paths: &LogPaths, seq: u64, point: &impl Serialize) -> Result<(PathBuf, u64)> {
+/// MAC of the rest under `key`, then the point as JSON. Returns the file's path and the size
+/// of its body.
+pub fn save(
+    paths: &LogPaths,
+    seq: u64,
+    point: &impl Serialize,
+    key: &SealKey,
+) -> Result<(PathBuf, u64)> {
     let body = serde_json::to_vec(point).map_err(|e| StoreError::SnapshotFile {
         path: path_of(paths, seq),
         reason: format!("cannot be written: {e}"),
     })?;
     let header = serde_json::json!({
         "format": RESUME_POINT_FORMAT,
-        "content": hash_in(CONTENT_CONTEXT, &body),
+        "mac": key.mac(MAC_PURPOSE, &body),
     })
     .to_string();
     let path =
@@ -172,14 +185,14 @@ pub fn save(paths: &LogPaths, seq: u64, point: &impl Serialize) -> Result<(PathB
     Ok((path, body.len() as u64))
 }
 
-/// Reads the resume point after event `seq`, refusing a file whose content does not hash to
-/// its header, of another format, or not for `seq`.
-pub fn load(paths: &LogPaths, seq: u64) -> Result<ResumePoint> {
+/// Reads the resume point after event `seq`, refusing a file whose MAC under `key` is not the
+/// one in its header, of another format, or not for `seq`.
+pub fn load(paths: &LogPaths, seq: u64, key: &SealKey) -> Result<ResumePoint> {
     let path = path_of(paths, seq);
-    read(&path, seq)
+    read(&path, seq, key)
 }
 
-fn read(path: &Path, seq: u64) -> Result<ResumePoint> {
+fn read(path: &Path, seq: u64, key: &SealKey) -> Result<ResumePoint> {
     let bad = |reason: String| StoreError::SnapshotFile {
         path: path.to_path_buf(),
         reason,
@@ -195,27 +208,31 @@ fn read(path: &Path, seq: u64) -> Result<ResumePoint> {
     }
     let nl = memchr::memchr(b'\n', &bytes).ok_or_else(|| bad("no header line".into()))?;
     #[derive(Deserialize)]
+    struct Format {
+        format: u64,
+    }
+    let format: Format =
+        serde_json::from_slice(&bytes[..nl]).map_err(|e| bad(format!("header: {e}")))?;
+    if format.format != RESUME_POINT_FORMAT {
+        return Err(bad(format!(
+            "format {} is not supported (expected {RESUME_POINT_FORMAT}, which is sealed with the home's key)",
+            format.format
+        )));
+    }
+    #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Header {
+        #[allow(dead_code)]
         format: u64,
-        content: Hash,
+        mac: Hash,
     }
     let header: Header =
         serde_json::from_slice(&bytes[..nl]).map_err(|e| bad(format!("header: {e}")))?;
-    if header.format != RESUME_POINT_FORMAT {
-        return Err(bad(format!(
-            "format {} is not supported (expected {RESUME_POINT_FORMAT})",
-            header.format
-        )));
-    }
     let body = &bytes[nl + 1..];
-    let content = hash_in(CONTENT_CONTEXT, body);
-    if content != header.content {
-        return Err(bad(format!(
-            "its content hashes to {}, the header says {}: the file is damaged",
-            content.short(),
-            header.content.short()
-        )));
+    if !key.verify(MAC_PURPOSE, body, &header.mac) {
+        return Err(bad(
+            "its MAC does not hold under this home's sealing key: it was damaged, edited, or written by another home".into(),
+        ));
     }
     let point: ResumePoint = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
     if point.format != RESUME_POINT_FORMAT || point.seq != seq || point.state.seq != seq {

@@ -2,9 +2,9 @@
 //! replay a run by re-execution, list runs.
 //!
 //! A run lives in `<home>/runs/<id>/`: `events.jsonl` (the log), `plan.plan` (the plan source
-//! the run was started from, checked against the hash `run_started` recorded) and `run.json` (an
-//! unhashed sidecar naming the working directory: a hint that refuses a resume from elsewhere,
-//! never a source of anything the run acts on).
+//! the run was started from, checked against the hash `run_started` recorded) and `run.json` (the
+//! run's bindings: working directory, models, secret variables, tool directories; unhashed, so
+//! sealed with the home's key, `crate::bindings`, and never acted on unless the seal holds).
 
 use std::fs;
 use std::io::Write;
@@ -32,8 +32,7 @@ use crate::writer::{Durability, LogWriter};
 
 /// File name of the plan copy in a run directory.
 pub const PLAN_FILE: &str = "plan.plan";
-/// File name of the unhashed sidecar.
-pub const META_FILE: &str = "run.json";
+pub use crate::bindings::META_FILE;
 /// Most run ids tried for one plan name before giving up (another process may be creating runs
 /// at the same time).
 pub const RUN_ID_ATTEMPTS_MAX: u64 = 10_000;
@@ -190,6 +189,17 @@ pub enum SessionError {
         recorded: PathBuf,
         here: PathBuf,
     },
+    #[error(
+        "{run}: {unsealed}: oracle acts on no binding the home's key does not vouch for; {hint}"
+    )]
+    Unsealed {
+        run: String,
+        unsealed: crate::bindings::Unsealed,
+        /// How to give the binding again.
+        hint: String,
+    },
+    #[error(transparent)]
+    Seal(#[from] crate::seal::SealError),
 }
 
 impl SessionError {
@@ -513,7 +523,10 @@ pub fn start_observed(
     let mut config = prepared
         .submission
         .config(&opts.home, &prepared.dir, opts.scorer.clone())?;
-    config.resume_points = opts.resume_points;
+    config.resume_points = resume_point::Policy {
+        key: Some(crate::seal::SealKey::open_or_create(&opts.home)?),
+        ..opts.resume_points
+    };
     let agent = PlanAgent::new(prepared.plan, config.inputs.clone());
     let mut engine =
         Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
@@ -619,16 +632,13 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         }
         write_atomic(&target, text.as_bytes())?;
     }
-    let mut meta = json!({"format": 1, "root": root.to_string_lossy()});
-    if !opts.models.models.is_empty() {
-        meta["models"] = serde_json::to_value(&opts.models.models).unwrap_or_default();
-    }
-    if !opts.secret_vars.is_empty() {
-        meta["secrets"] = serde_json::to_value(&opts.secret_vars).unwrap_or_default();
-    }
-    if !opts.tools.is_empty() {
-        meta["tools"] = serde_json::to_value(&opts.tools).unwrap_or_default();
-    }
+    let bindings = crate::bindings::Bindings {
+        root: Some(root.clone()),
+        models: opts.models.models.clone(),
+        secrets: opts.secret_vars.clone(),
+        tools: opts.tools.clone(),
+    };
+    let meta = bindings.to_json(&id, &crate::seal::SealKey::open_or_create(&opts.home)?);
     for (name, bytes) in &opts.tool_files {
         let kept = dir.join(crate::declared::KEPT_DIR);
         fs::create_dir_all(&kept).map_err(SessionError::io(&kept))?;
@@ -685,7 +695,8 @@ pub fn start_prepared(
     let sources = plan_sources(&found.dir.join(USES_DIR), &source);
     let plan = compile_with_uses(&plan_path, &source, registry, &sources)?;
     let writer = LogWriter::create(&found.paths, durability)?;
-    let config = submission.config(home, &found.dir, None)?;
+    let mut config = submission.config(home, &found.dir, None)?;
+    config.resume_points.key = Some(crate::seal::SealKey::open_or_create(home)?);
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let mut engine =
         Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
@@ -814,48 +825,6 @@ pub fn check_outside_value(value: &Value, what: &str) -> std::result::Result<(),
     Ok(())
 }
 
-/// The model bindings `run.json` keeps (`--model` when the run started), if any: a
-/// convenience for `oracle resume`, which may override them. Unhashed, so never an authority on
-/// what was called: the log records each call's model name and the reply's model id.
-pub fn stored_models(dir: &Path) -> crate::tools::llm::Models {
-    stored_meta(dir)
-        .and_then(|v| v.get("models").cloned())
-        .and_then(|m| serde_json::from_value(m).ok())
-        .map(|models| crate::tools::llm::Models { models })
-        .unwrap_or_default()
-}
-
-/// `run.json` as JSON, read no further than [`META_BYTES_MAX`]; `None` if it cannot be read.
-fn stored_meta(dir: &Path) -> Option<Value> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    fs::File::open(dir.join(META_FILE))
-        .ok()?
-        .take(META_BYTES_MAX)
-        .read_to_string(&mut text)
-        .ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-/// The `--secret NAME=ENV_VAR` pairs `run.json` keeps (names and variables, never values).
-pub fn stored_secret_vars(dir: &Path) -> std::collections::BTreeMap<String, String> {
-    stored_meta(dir)
-        .and_then(|v| v.get("secrets").cloned())
-        .and_then(|m| serde_json::from_value(m).ok())
-        .unwrap_or_default()
-}
-
-/// The tools directories `run.json` keeps (`--tools` and the plan's `tools` lines when the run
-/// started, absolute): where `resume` and `replay` load declared tools from unless given
-/// others. Unhashed, so never an authority: the tools found there are checked against the pins
-/// in `run_started`.
-pub fn stored_tools(dir: &Path) -> Vec<PathBuf> {
-    stored_meta(dir)
-        .and_then(|v| v.get("tools").cloned())
-        .and_then(|m| serde_json::from_value(m).ok())
-        .unwrap_or_default()
-}
-
 /// The declared tools a run pinned in its first event (none for a run without them).
 pub fn recorded_pins(run: &RunDir) -> Result<Vec<oracle_core::payload::ToolPin>> {
     let first = crate::index::IndexedLog::open(&run.paths.log)?.read(0)?;
@@ -867,49 +836,59 @@ pub fn recorded_pins(run: &RunDir) -> Result<Vec<oracle_core::payload::ToolPin>>
     }
 }
 
-/// Most bytes of `run.json` read (it holds one path and the model bindings).
-pub const META_BYTES_MAX: u64 = 64 << 10;
-
-/// The working directory `run.json` names, if it can be read: a hint, never an authority.
-pub fn stored_root(dir: &Path) -> Option<PathBuf> {
-    stored_meta(dir)?
-        .get("root")
-        .and_then(Value::as_str)
-        .map(PathBuf::from)
+/// Where a resumed run works.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workdir {
+    /// The directory oracle is run from, as for `oracle run`; a resume from another directory
+    /// than the one the run recorded is refused (relative paths would mean other files).
+    Here,
+    /// The directory the run recorded, sealed in `run.json` (`oracle serve` and a store's
+    /// worker, which drive runs started elsewhere). An unsealed one is refused.
+    Recorded,
 }
 
-/// The working directory a resumed run continues in: the directory oracle is run from, as for
-/// `oracle run`. `run.json` is unhashed (a plan or anyone with disk access could rewrite it), so
-/// it only serves to refuse a resume from another directory, where relative paths would mean
-/// other files.
-fn resume_root(found: &RunDir) -> Result<PathBuf> {
-    // A store's worker drives runs submitted from anywhere: it works in the directory each
-    // run recorded (as it does for the run's start), not in its own.
-    if RECORDED_ROOT.load(std::sync::atomic::Ordering::SeqCst)
-        && let Some(recorded) = stored_root(&found.dir)
-    {
-        return Ok(recorded);
+/// The working directory a resumed run continues in (see [`Workdir`]).
+pub fn resume_root(
+    found: &RunDir,
+    workdir: Workdir,
+    key: Option<&crate::seal::SealKey>,
+) -> Result<PathBuf> {
+    let stored = crate::bindings::Bindings::read(&found.dir);
+    match workdir {
+        Workdir::Recorded => {
+            let (sealed, problems) = stored.sealed(key);
+            match sealed.root {
+                Some(root) => Ok(root),
+                None => Err(SessionError::Unsealed {
+                    run: found.id.clone(),
+                    unsealed: problems
+                        .into_iter()
+                        .find(|u| u.binding == "root")
+                        .unwrap_or(crate::bindings::Unsealed {
+                            binding: "root".into(),
+                            why: crate::bindings::UnsealedWhy::Removed,
+                        }),
+                    hint: format!(
+                        "resume it with `oracle resume {}` from its working directory",
+                        found.id
+                    ),
+                }),
+            }
+        }
+        Workdir::Here => {
+            // Only ever a reason to refuse: the directory used is this one, whatever the file
+            // says, so an edited root cannot send a write anywhere.
+            let here = canonical_root(Path::new("."))?;
+            match stored.unchecked().root.clone() {
+                Some(recorded) if recorded != here => Err(SessionError::WorkdirMismatch {
+                    run: found.id.clone(),
+                    recorded,
+                    here,
+                }),
+                _ => Ok(here),
+            }
+        }
     }
-    let here = canonical_root(Path::new("."))?;
-    match stored_root(&found.dir) {
-        Some(recorded) if recorded != here => Err(SessionError::WorkdirMismatch {
-            run: found.id.clone(),
-            recorded,
-            here,
-        }),
-        _ => Ok(here),
-    }
-}
-
-/// Set by a store's worker ([`use_recorded_roots`]).
-static RECORDED_ROOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Makes every resume in this process work in the directory its run recorded, instead of
-/// refusing one that differs from the current directory. For `oracle worker`, whose runs were
-/// submitted from other directories (and machines): relative paths in a plan then name the
-/// same files they named at submission, wherever the worker was started.
-pub fn use_recorded_roots() {
-    RECORDED_ROOT.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// The directories of the run store no tool may touch: the home and the run's directory (which
@@ -1085,7 +1064,12 @@ pub fn recorded_plan(run: &RunDir) -> Result<CompiledPlan> {
         }
     };
     let mut registry = crate::tools::builtin();
-    let dirs = stored_tools(&run.dir);
+    // To compile the plan for showing it: no tool is called and no MCP server started, so the
+    // directories are taken as the file says (the pins of the run's first event still apply).
+    let dirs = crate::bindings::Bindings::read(&run.dir)
+        .unchecked()
+        .tools
+        .clone();
     if !dirs.is_empty() {
         let problems = |p: Vec<crate::declared::Problem>| SessionError::Tools {
             run: run.id.clone(),
@@ -1125,6 +1109,30 @@ impl Default for Points {
     }
 }
 
+/// How a resume drives the run, beyond what it resumes with.
+#[derive(Clone)]
+pub struct Drive {
+    /// Tools of one round that may run at once.
+    pub jobs: u32,
+    pub durability: Durability,
+    /// Scores auctions that close from here on; `None`: the built-in rubric.
+    pub scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
+    pub points: Points,
+    pub workdir: Workdir,
+}
+
+impl Default for Drive {
+    fn default() -> Self {
+        Drive {
+            jobs: 1,
+            durability: Durability::DEFAULT,
+            scorer: None,
+            points: Points::default(),
+            workdir: Workdir::Here,
+        }
+    }
+}
+
 /// What a resume starts from: the writer at the log's end, the record to catch up with (the
 /// whole log, or its tail after `point`), the first event, and what was refused or repaired.
 struct ResumeStart {
@@ -1149,12 +1157,12 @@ fn prepare_resume(
     answer: Option<&(String, Value)>,
     durability: Durability,
     wait: bool,
-    points: bool,
+    points: Option<&crate::seal::SealKey>,
 ) -> Result<ResumeStart> {
     let paths = &found.paths;
     let mut refused = Vec::new();
-    if points && !wait {
-        let (start, why) = open_at_point(paths, durability)?;
+    if let Some(key) = points.filter(|_| !wait) {
+        let (start, why) = open_at_point(paths, durability, key)?;
         refused = why;
         if let Some(PointStart {
             point,
@@ -1243,6 +1251,7 @@ pub struct PointStart {
 pub fn open_at_point(
     paths: &LogPaths,
     durability: Durability,
+    key: &crate::seal::SealKey,
 ) -> Result<(Option<PointStart>, Vec<(u64, String)>)> {
     let mut refused = Vec::new();
     let seqs = match resume_point::list(paths) {
@@ -1253,7 +1262,7 @@ pub fn open_at_point(
         return Ok((None, refused));
     };
     for &seq in seqs.iter().rev() {
-        match read_from_point(paths, seq) {
+        match read_from_point(paths, seq, key) {
             Ok((point, tail, state, head, end)) => {
                 let writer =
                     LogWriter::open_tail(paths, durability, lock, &point.anchor(), head, end)?;
@@ -1278,6 +1287,7 @@ pub fn open_at_point(
 fn read_from_point(
     paths: &LogPaths,
     seq: u64,
+    key: &crate::seal::SealKey,
 ) -> std::result::Result<
     (
         ResumePoint,
@@ -1288,7 +1298,7 @@ fn read_from_point(
     ),
     String,
 > {
-    let point = resume_point::load(paths, seq).map_err(|e| e.to_string())?;
+    let point = resume_point::load(paths, seq, key).map_err(|e| e.to_string())?;
     let tail = Recorded::read_tail(&paths.log, &point.anchor()).map_err(|e| e.to_string())?;
     let anchor = *tail
         .anchor()
@@ -1484,47 +1494,47 @@ pub fn resume(
     durability: Durability,
     registry: &Registry,
 ) -> Result<Session> {
-    resume_observed(
-        home,
-        run,
-        answer,
+    let drive = Drive {
         jobs,
         durability,
-        None,
-        Points::default(),
-        registry,
-        &mut |_| {},
-    )
+        ..Drive::default()
+    };
+    resume_observed(home, run, answer, &drive, registry, &mut |_| {})
 }
 
-/// [`resume`] with a scorer for auctions that close from here on (`None`: the rubric),
+/// [`resume`] as `drive` says (jobs, durability, scorer, resume points, working directory),
 /// reporting progress after every round.
-#[allow(clippy::too_many_arguments)]
 pub fn resume_observed(
     home: &Path,
     run: &str,
     answer: Option<(String, Value)>,
-    jobs: u32,
-    durability: Durability,
-    scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
-    points: Points,
+    drive: &Drive,
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     let found = find(home, run)?;
+    // Resume points are read and written under the home's key: a point it did not seal is
+    // never used (`crate::seal`).
+    let key = crate::seal::SealKey::open_or_create(home)?;
+    let points = drive.points;
+    let (jobs, durability) = (drive.jobs, drive.durability);
     let mut start_from = points.start_from;
     let mut refused = Vec::new();
     // At most twice: from a resume point, then (if the point is refused by the drive) from
     // the start. Nothing is appended while the drive catches up with the record, so the
     // second pass starts from exactly the log the first one read.
     let (report, repaired) = loop {
-        let start = prepare_resume(&found, answer.as_ref(), durability, false, start_from)?;
+        let from = start_from.then_some(&key);
+        let start = prepare_resume(&found, answer.as_ref(), durability, false, from)?;
         refused.extend(start.refused);
         let plan = stored_plan(&found, &start.started, registry)?;
-        let root = resume_root(&found)?;
+        let root = resume_root(&found, drive.workdir, Some(&key))?;
         let mut config = config_of(&start.started, root, store_of(home, &found.dir), jobs)?;
-        config.scorer = scorer.clone();
-        config.resume_points = points.policy;
+        config.scorer = drive.scorer.clone();
+        config.resume_points = resume_point::Policy {
+            key: Some(key),
+            ..points.policy
+        };
         let agent = PlanAgent::new(plan, config.inputs.clone());
         let recorded = start.events.len();
         let mut engine = Engine::new(agent, registry, config, start.events, Some(start.writer))
@@ -1617,12 +1627,16 @@ pub fn answer(
         started,
         repaired,
         ..
-    } = prepare_resume(&found, Some(&answer), durability, true, false)?;
+    } = prepare_resume(&found, Some(&answer), durability, true, None)?;
     let plan = stored_plan(&found, &started, registry)?;
     // Nothing past the answer runs, and outcomes of impure calls come from the log: the
     // directory matters only to pure tools run again while catching up, so the run's own one
-    // is used when it exists (run.json is a hint; a wrong one only makes a pure call diverge).
-    let root = match stored_root(&found.dir).filter(|p| p.is_dir()) {
+    // is used when the home's key vouches for it and it exists.
+    let key = crate::seal::SealKey::open(home)?;
+    let sealed = crate::bindings::Bindings::read(&found.dir)
+        .sealed(key.as_ref())
+        .0;
+    let root = match sealed.root.filter(|p| p.is_dir()) {
         Some(p) => p,
         None => canonical_root(Path::new("."))?,
     };
@@ -1695,8 +1709,10 @@ pub fn replay_observed(
     let found = find(home, run)?;
     let mut refused = Vec::new();
     if from_point && plan_override.is_none() {
+        // Only a point this home sealed is trusted to stand for the events before it.
+        let key = crate::seal::SealKey::open_or_create(home)?;
         for seq in resume_point::list(&found.paths)?.into_iter().rev() {
-            let tail = resume_point::load(&found.paths, seq).and_then(|point| {
+            let tail = resume_point::load(&found.paths, seq, &key).and_then(|point| {
                 Recorded::read_tail(&found.paths.log, &point.anchor()).map(|t| (point, t))
             });
             let (point, tail) = match tail {
@@ -2106,24 +2122,5 @@ pub fn ending_word(e: &Ending) -> &'static str {
         Ending::Suspended { .. } => "suspended",
         Ending::EndOfRecord => "interrupted",
         Ending::Answered { .. } => "answered",
-    }
-}
-
-#[cfg(test)]
-mod meta_tests {
-    use super::*;
-
-    /// `run.json` is read no further than `META_BYTES_MAX`: a larger one (a plan or anyone
-    /// could pad it) is not parsed at all, so it names no directory.
-    #[test]
-    fn a_run_json_over_meta_bytes_max_is_read_no_further() {
-        let dir = tempfile::tempdir().unwrap();
-        let small = json!({"format": 1, "root": "/somewhere"});
-        fs::write(dir.path().join(META_FILE), small.to_string()).unwrap();
-        assert_eq!(stored_root(dir.path()), Some(PathBuf::from("/somewhere")));
-        let pad = "x".repeat(META_BYTES_MAX as usize);
-        let big = json!({"format": 1, "pad": pad, "root": "/somewhere"});
-        fs::write(dir.path().join(META_FILE), big.to_string()).unwrap();
-        assert_eq!(stored_root(dir.path()), None);
     }
 }

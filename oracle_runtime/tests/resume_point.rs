@@ -11,6 +11,7 @@ use oracle_core::{Hash, State};
 use oracle_runtime::engine::{CALLS_MAX_DEFAULT, Ending, Engine, Report, RunConfig};
 use oracle_runtime::recorded::Recorded;
 use oracle_runtime::resume_point::{self, Policy};
+use oracle_runtime::seal::SealKey;
 use oracle_runtime::tool::Registry;
 use oracle_runtime::{Durability, LogPaths, LogWriter, session, tools};
 use serde_json::{Map, Value, json};
@@ -82,6 +83,9 @@ impl Agent for Counter {
     }
 }
 
+/// The home's key these runs' points are sealed with.
+const KEY: SealKey = SealKey::from_bytes([9; 32]);
+
 fn config(every_events: u64) -> RunConfig {
     RunConfig {
         store: vec![],
@@ -94,7 +98,10 @@ fn config(every_events: u64) -> RunConfig {
         memory: None,
         budget: None,
         scorer: None,
-        resume_points: Policy { every_events },
+        resume_points: Policy {
+            every_events,
+            key: Some(KEY),
+        },
     }
 }
 
@@ -115,7 +122,7 @@ fn resume(paths: &LogPaths, steps: u64, from_start: bool, registry: &Registry) -
     let (start, _refused) = if from_start {
         (None, Vec::new())
     } else {
-        session::open_at_point(paths, Durability::None).unwrap()
+        session::open_at_point(paths, Durability::None, &KEY).unwrap()
     };
     let mut engine = match start {
         Some(s) => Engine::new(agent, registry, config(0), s.tail, Some(s.writer))
@@ -214,26 +221,26 @@ fn a_bad_point_is_refused_and_an_older_one_used() {
     assert_eq!(points.len(), 2);
     let (older, newest) = (points[0], points[1]);
 
-    // One byte of the newest point's body changed: its content hash no longer matches.
+    // One byte of the newest point's body changed: its MAC no longer holds.
     let file = resume_point::path_of(&paths, newest);
     let mut bytes = std::fs::read(&file).unwrap();
     let at = bytes.len() - 10;
     bytes[at] ^= 1;
     std::fs::write(&file, &bytes).unwrap();
-    let (start, refused) = session::open_at_point(&paths, Durability::None).unwrap();
+    let (start, refused) = session::open_at_point(&paths, Durability::None, &KEY).unwrap();
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0].0, newest);
-    assert!(refused[0].1.contains("damaged"), "{refused:?}");
+    assert!(refused[0].1.contains("MAC does not hold"), "{refused:?}");
     let start = start.unwrap();
     assert_eq!(start.point.seq, older);
     assert_eq!(start.tail.base(), older + 1);
     drop(start);
 
     // A well-formed point whose anchor is not in this log (another run's hash).
-    let mut foreign = resume_point::load(&paths, older).unwrap();
+    let mut foreign = resume_point::load(&paths, older, &KEY).unwrap();
     foreign.hash = hash_in(domain::VALUE, b"another run");
-    resume_point::save(&paths, foreign.seq, &foreign).unwrap();
-    let (start, refused) = session::open_at_point(&paths, Durability::None).unwrap();
+    resume_point::save(&paths, foreign.seq, &foreign, &KEY).unwrap();
+    let (start, refused) = session::open_at_point(&paths, Durability::None, &KEY).unwrap();
     assert!(start.is_none());
     assert!(
         refused
@@ -257,12 +264,12 @@ fn a_point_that_does_not_reproduce_the_record_is_refused_by_the_drive() {
     let steps = 3_000;
     let (paths, _) = record(&tmp.path().join("a"), steps, 1_000, &registry);
     let newest = *resume_point::list(&paths).unwrap().last().unwrap();
-    let mut point = resume_point::load(&paths, newest).unwrap();
+    let mut point = resume_point::load(&paths, newest, &KEY).unwrap();
     let mut engine: Value = serde_json::from_str(point.engine.get()).unwrap();
     engine["agent"]["done"] = json!(engine["agent"]["done"].as_u64().unwrap() - 1);
     point.engine = serde_json::value::to_raw_value(&engine).unwrap();
-    resume_point::save(&paths, point.seq, &point).unwrap();
-    let (start, _) = session::open_at_point(&paths, Durability::None).unwrap();
+    resume_point::save(&paths, point.seq, &point, &KEY).unwrap();
+    let (start, _) = session::open_at_point(&paths, Durability::None, &KEY).unwrap();
     let start = start.unwrap();
     let agent = Counter { steps, done: 0 };
     let mut engine = Engine::new(agent, &registry, config(0), start.tail, Some(start.writer))
@@ -273,4 +280,52 @@ fn a_point_that_does_not_reproduce_the_record_is_refused_by_the_drive() {
         err.seq().is_some_and(|s| s > newest),
         "refused while catching up: {err}"
     );
+}
+
+/// A point forged without the home's key: the agent's progress edited and the file written
+/// again whole, as anyone who can write the run directory could (before points were sealed, a
+/// recomputed content hash made it pass). Refused, and the resume starts further back.
+#[test]
+fn a_point_sealed_with_another_key_is_refused() {
+    let registry = tools::builtin();
+    let tmp = tempfile::tempdir().unwrap();
+    let steps = 3_000;
+    let (paths, recorded) = record(&tmp.path().join("a"), steps, 1_000, &registry);
+    let points = resume_point::list(&paths).unwrap();
+    let (older, newest) = (points[0], points[1]);
+    let mut point = resume_point::load(&paths, newest, &KEY).unwrap();
+    let mut engine: Value = serde_json::from_str(point.engine.get()).unwrap();
+    engine["agent"]["done"] = json!(0);
+    point.engine = serde_json::value::to_raw_value(&engine).unwrap();
+    let forger = SealKey::from_bytes([1; 32]);
+    resume_point::save(&paths, point.seq, &point, &forger).unwrap();
+    let (start, refused) = session::open_at_point(&paths, Durability::None, &KEY).unwrap();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, newest);
+    assert!(refused[0].1.contains("MAC does not hold"), "{refused:?}");
+    assert_eq!(start.unwrap().point.seq, older);
+    let report = resume(&paths, steps, false, &registry);
+    assert_eq!(report.from_point, Some(older));
+    assert_eq!(report.matched, recorded.events - older - 1);
+}
+
+/// A well-formed, sealed point whose key-value state differs from the state the log records
+/// at its event: refused by the state check before anything is driven.
+#[test]
+fn a_sealed_point_whose_state_differs_from_the_log_is_refused() {
+    let registry = tools::builtin();
+    let tmp = tempfile::tempdir().unwrap();
+    let (paths, _) = record(&tmp.path().join("a"), 3_000, 1_000, &registry);
+    let points = resume_point::list(&paths).unwrap();
+    let (older, newest) = (points[0], points[1]);
+    let mut point = resume_point::load(&paths, newest, &KEY).unwrap();
+    point
+        .state
+        .entries
+        .insert("forged".into(), json!("not in the log"));
+    resume_point::save(&paths, point.seq, &point, &KEY).unwrap();
+    let (start, refused) = session::open_at_point(&paths, Durability::None, &KEY).unwrap();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, newest);
+    assert_eq!(start.unwrap().point.seq, older);
 }

@@ -66,9 +66,6 @@ pub struct Config {
     pub allow_remote: bool,
     /// The beacon: gets every announcement as one JSON object on stdin (exit 0 = delivered).
     pub notify_cmd: Option<PathBuf>,
-    /// The `oracle` program a background resume runs (`PROGRAM --home H resume RUN`); `None`:
-    /// resumes are refused (a library user without the binary).
-    pub resume_program: Option<PathBuf>,
     pub poll_interval_ms: u64,
     /// SSE streams open at once ([`STREAMS_MAX`] by default, at most [`STREAMS_MAX_MAX`]).
     pub streams_max: usize,
@@ -102,7 +99,6 @@ impl Config {
             read_open: false,
             allow_remote: false,
             notify_cmd: None,
-            resume_program: None,
             poll_interval_ms: POLL_INTERVAL_MS,
             streams_max: STREAMS_MAX,
         }

@@ -6,7 +6,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use oracle_memory::AdjudicateError;
 use oracle_runtime::StoreError;
-use oracle_runtime::engine::EngineError;
 use oracle_runtime::exit;
 use oracle_runtime::session::SessionError;
 use serde_json::{Value, json};
@@ -48,6 +47,8 @@ pub enum ApiError {
     Session(#[from] SessionError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Host(oracle_host::HostError),
     #[error("{0}")]
     Internal(String),
 }
@@ -84,8 +85,9 @@ impl ApiError {
                 json!({"limit": limit}),
             ),
             ApiError::Unavailable(_) => simple(S::SERVICE_UNAVAILABLE, exit::INPUT, "unavailable"),
-            ApiError::Store(e) => store_parts(e),
-            ApiError::Session(e) => session_parts(e),
+            ApiError::Store(e) => class_parts(oracle_host::error::store_class(e)),
+            ApiError::Session(e) => class_parts(oracle_host::error::session_class(e)),
+            ApiError::Host(e) => class_parts(e.class()),
             ApiError::Internal(_) => simple(S::INTERNAL_SERVER_ERROR, exit::INPUT, "internal"),
         }
     }
@@ -126,154 +128,30 @@ impl ApiError {
     }
 }
 
+impl From<oracle_host::HostError> for ApiError {
+    fn from(e: oracle_host::HostError) -> ApiError {
+        // A session's or store's failure stays one, so `body` finds what it reports beside it.
+        match e {
+            oracle_host::HostError::Session(s) => ApiError::Session(s),
+            oracle_host::HostError::Store(s) => ApiError::Store(s),
+            e => ApiError::Host(e),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         crate::api::json_response(self.status(), &self.body())
     }
 }
 
-fn store_parts(e: &StoreError) -> (StatusCode, u8, String, Value) {
-    use StatusCode as S;
-    match e {
-        StoreError::Locked { .. } => (S::CONFLICT, exit::INPUT, "locked".into(), json!({})),
-        StoreError::SeqOutOfRange { seq, events, .. } => (
-            S::NOT_FOUND,
-            exit::INPUT,
-            "seq_out_of_range".into(),
-            json!({"seq": seq, "events": events}),
-        ),
-        StoreError::Log { error, .. } => {
-            use oracle_core::verify::LogBytesError;
-            let code = match error {
-                LogBytesError::Integrity { .. } => "integrity",
-                LogBytesError::TornTail { .. } => "torn_tail",
-                LogBytesError::HeadNotFound { .. } => "head_not_found",
-            };
-            (
-                S::INTERNAL_SERVER_ERROR,
-                exit::INTEGRITY,
-                code.into(),
-                json!({"seq": error.seq()}),
-            )
-        }
-        e if e.is_integrity() => (
-            S::INTERNAL_SERVER_ERROR,
-            exit::INTEGRITY,
-            "integrity".into(),
-            json!({}),
-        ),
-        _ => (
-            S::INTERNAL_SERVER_ERROR,
-            exit::INPUT,
-            "input".into(),
-            json!({}),
-        ),
-    }
-}
-
-fn session_parts(e: &SessionError) -> (StatusCode, u8, String, Value) {
-    use StatusCode as S;
-    let conflict = |code: &str| (S::CONFLICT, exit::INPUT, code.to_owned(), json!({}));
-    let refused = |code: &str| {
-        (
-            S::UNPROCESSABLE_ENTITY,
-            exit::INPUT,
-            code.to_owned(),
-            json!({}),
-        )
-    };
-    match e {
-        SessionError::Store(s) => store_parts(s),
-        SessionError::Engine(EngineError::Store(s)) => store_parts(s),
-        SessionError::NotFound { .. } => (S::NOT_FOUND, exit::INPUT, "not_found".into(), json!({})),
-        SessionError::Adjudicate { source, .. } => match source {
-            AdjudicateError::UnknownHandle { handle } => (
-                S::NOT_FOUND,
-                exit::UNKNOWN_HANDLE,
-                "unknown_handle".into(),
-                json!({"handle": handle}),
-            ),
-            AdjudicateError::AlreadyResolved { handle, seq, .. } => (
-                S::CONFLICT,
-                exit::ALREADY_RESOLVED,
-                "already_resolved".into(),
-                json!({"handle": handle, "seq": seq}),
-            ),
-            AdjudicateError::Expired {
-                handle,
-                expires_at,
-                swept_at,
-            } => (
-                S::CONFLICT,
-                exit::EXPIRED,
-                "expired".into(),
-                json!({"handle": handle, "expires_at": expires_at, "swept_at": swept_at}),
-            ),
-            AdjudicateError::UnknownClaim { .. } => (
-                S::NOT_FOUND,
-                exit::UNKNOWN_HANDLE,
-                "unknown_claim".into(),
-                json!({}),
-            ),
-            _ => refused("refused"),
-        },
-        SessionError::BadAnswer { step, .. }
-        | SessionError::Engine(EngineError::BadAnswer { step, .. }) => (
-            S::UNPROCESSABLE_ENTITY,
-            exit::INPUT,
-            "bad_answer".into(),
-            json!({"step": step}),
-        ),
-        SessionError::WrongStep { given, waiting, .. }
-        | SessionError::Engine(EngineError::WrongStep { given, waiting }) => (
-            S::CONFLICT,
-            exit::INPUT,
-            "wrong_step".into(),
-            json!({"step": given, "waiting": waiting}),
-        ),
-        SessionError::BeliefWait { step, .. }
-        | SessionError::Engine(EngineError::BeliefWait { step }) => (
-            S::CONFLICT,
-            exit::INPUT,
-            "belief_wait".into(),
-            json!({"step": step}),
-        ),
-        SessionError::AlreadyAnswered { step, by, .. } => (
-            S::CONFLICT,
-            exit::INPUT,
-            "already_answered".into(),
-            json!({"step": step, "by": by}),
-        ),
-        SessionError::Finished { status, .. } => (
-            S::CONFLICT,
-            exit::INPUT,
-            "finished".into(),
-            json!({"status": status}),
-        ),
-        SessionError::NeedsAnswer { step, .. } => (
-            S::CONFLICT,
-            exit::INPUT,
-            "needs_answer".into(),
-            json!({"step": step}),
-        ),
-        SessionError::NotSuspended { .. } => conflict("not_suspended"),
-        SessionError::Interrupted { .. } => conflict("interrupted"),
-        SessionError::NothingRecorded { .. } => conflict("nothing_recorded"),
-        SessionError::ClaimRefused { .. } => refused("refused"),
-        SessionError::BadNote { .. } => refused("bad_note"),
-        SessionError::TooEarly { .. } | SessionError::OutsideTime { .. } => refused("time"),
-        SessionError::BadInputs(_) => refused("input"),
-        e if e.is_integrity() => (
-            S::INTERNAL_SERVER_ERROR,
-            exit::INTEGRITY,
-            "integrity".into(),
-            json!({}),
-        ),
-        _ => (
-            S::INTERNAL_SERVER_ERROR,
-            exit::INPUT,
-            "input".into(),
-            json!({}),
-        ),
-    }
+/// A failure of the host's as the host names it: the one taxonomy (`oracle_host::error`), so the
+/// API and the command line give the same `code` for the same failure.
+fn class_parts(c: oracle_host::Class) -> (StatusCode, u8, String, Value) {
+    (
+        StatusCode::from_u16(c.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        c.exit,
+        c.code.to_owned(),
+        c.details,
+    )
 }

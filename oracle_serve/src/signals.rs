@@ -12,22 +12,18 @@
 //!   appends the `resumed` event alone. A later `oracle resume RUN` goes on from it.
 //! - **Verdict** and **claim**: `oracle_runtime::adjudication::{adjudicate, claim}`, as
 //!   `oracle adjudicate` and `oracle claim`.
-//! - **Resume** (`"resume": true`, or `POST .../resume`): the `oracle` binary itself is started
-//!   as `oracle --home H resume RUN` in the run's working directory (what `run.json` names), so
-//!   a background resume binds models, secrets and declared tools exactly as the command line
-//!   does. Its output goes to `<home>/serve-resume.log`; its outcome is in the log, which the
-//!   API and the beacon read like any other.
+//! - **Resume** (`"resume": true`, or `POST .../resume`): in this process, on a thread of its
+//!   own, through the one resume path every front end uses (`oracle_host::Home::resume`): the
+//!   run's models, secrets and declared tools are bound from what the home's key sealed in its
+//!   `run.json`, and it works in the directory sealed there; a binding that changed refuses the
+//!   resume, naming it. One line per resume goes to `<home>/serve-resume.log`; its outcome is in
+//!   the log, which the API and the beacon read like any other.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::Arc;
 
 use oracle_memory::{Cardinality, Claim, Criticality, Provenance, ValidTime, Verdict};
 use oracle_runtime::adjudication::{self, OutsideClaim, Submission};
-use oracle_runtime::declared::{self, McpMode};
-use oracle_runtime::secrets::Secrets;
 use oracle_runtime::session;
-use oracle_runtime::tool::Registry;
 use oracle_runtime::writer::Durability;
 use serde_json::{Value, json};
 
@@ -94,45 +90,20 @@ pub struct ClaimBody {
     pub resume: bool,
 }
 
-/// The tools a recorded run needs to be re-derived up to its suspension: the built-ins with
-/// the models `run.json` binds and the secrets it names (read from this server's environment,
-/// so an answer holding one is refused), and the declared tools of the directories the run
-/// keeps, checked against the pins of its first event. MCP servers are not started: their
-/// answers come from the log.
-pub fn registry_for(run: &ValidRun) -> Result<Registry, ApiError> {
-    let models = session::stored_models(&run.dir);
-    let vars = session::stored_secret_vars(&run.dir);
-    let values: Vec<(String, String)> = vars
-        .iter()
-        .filter_map(|(name, var)| Some((name.clone(), std::env::var(var).ok()?)))
-        .collect();
-    let secrets = Arc::new(Secrets::new(values).unwrap_or_default());
-    let mut registry = oracle_runtime::tools::builtin_with(Arc::new(models), secrets.clone());
-    let dirs = session::stored_tools(&run.dir);
-    if dirs.is_empty() {
-        return Ok(registry);
+/// The host's handle on this server's home: resumed runs work in the directory each one
+/// recorded (sealed in its run.json), as the server drives runs started elsewhere.
+fn host(state: &AppState) -> Result<oracle_host::Home, ApiError> {
+    Ok(oracle_host::Home::open(&state.home)?.in_recorded_roots())
+}
+
+/// When a signal asks for a resume after it, the resume's checks (bindings, working
+/// directory) are made before the signal is recorded: a refusal then leaves nothing half done.
+fn resumable_first(state: &AppState, run: &ValidRun, resume: bool) -> Result<(), ApiError> {
+    if resume {
+        let host = host(state)?;
+        host.check_resumable(&host.find(&run.arg())?)?;
     }
-    let problems = |p: Vec<declared::Problem>| {
-        ApiError::Unavailable(format!(
-            "{}: the run's declared tools cannot be loaded: {}",
-            run.id,
-            p.iter()
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        ))
-    };
-    let loaded = declared::load(&dirs, &secrets, McpMode::Recorded(&run.dir)).map_err(problems)?;
-    declared::declare(&mut registry, loaded).map_err(problems)?;
-    let recorded = session::recorded_pins(&run.run_dir())?;
-    let current = registry.pins().unwrap_or_default();
-    declared::compare(&recorded, &current).map_err(|changed| {
-        ApiError::Unavailable(format!(
-            "{}: {changed}; answer with `oracle resume --tools DIR` instead",
-            run.id
-        ))
-    })?;
-    Ok(registry)
+    Ok(())
 }
 
 /// Records the answer for the step `run` waits on, by `by`; then, if asked, resumes the run in
@@ -143,14 +114,12 @@ pub fn answer(
     by: &str,
     body: AnswerBody,
 ) -> Result<Value, ApiError> {
-    let registry = registry_for(run)?;
-    let answered = session::answer(
-        &run.home,
+    resumable_first(state, run, body.resume)?;
+    let answered = host(state)?.answer(
         &run.arg(),
         (body.step, body.value),
         Some(by.to_owned()),
         Durability::DEFAULT,
-        &registry,
     )?;
     let resume = body
         .resume
@@ -187,6 +156,7 @@ pub fn adjudicate(
         .parse()
         .map_err(|e: String| ApiError::BadRequest(format!("evidence: {e}")))?;
     check_now(body.now)?;
+    resumable_first(state, run, body.resume)?;
     let sub = Submission {
         handle: handle.to_owned(),
         verdict,
@@ -258,6 +228,7 @@ pub fn claim(
             })
         }
     };
+    resumable_first(state, run, body.resume)?;
     // A claim joins its line with the line's cardinality (fixed by the line's first claim).
     let rm = adjudication::load(&run.home, &run.arg())?;
     let cardinality = rm
@@ -283,50 +254,39 @@ pub fn claim(
     signed(state, run, by, body.resume, applied.to_json())
 }
 
-/// Starts `oracle --home H resume RUN` for `run` in the background, in the working directory
-/// its `run.json` names (where `oracle resume` must run), and returns `{"started": true}` once
-/// the program started. Its output is appended to `<home>/serve-resume.log`; the server reaps
-/// it when it exits. Whether the resume got anywhere is in the run's log.
+/// Resumes `run` in the background, in this process, and returns `{"started": true}` once its
+/// bindings are checked (a binding the home's key does not vouch for is refused here, before
+/// anything runs). The drive's outcome is in the run's log; one line per resume, with who asked
+/// and how it ended, is appended to `<home>/serve-resume.log`.
 pub fn resume_in_background(state: &AppState, run: &ValidRun, by: &str) -> Result<Value, ApiError> {
-    let program = state.config.resume_program.as_ref().ok_or_else(|| {
-        ApiError::Unavailable(
-            "this server resumes no runs (it was started without the oracle program); run `oracle resume RUN`".into(),
-        )
-    })?;
-    let root = session::stored_root(&run.dir)
-        .filter(|p| p.is_dir())
-        .ok_or_else(|| {
-            ApiError::Unavailable(format!(
-                "{}: run.json names no working directory that exists here, and `oracle resume` must run where the run started; resume it by hand",
-                run.id
-            ))
-        })?;
+    let host = host(state)?;
+    let found = host.find(&run.arg())?;
+    // Checked now, so the caller hears of a refused binding or directory; the drive checks
+    // again.
+    host.check_resumable(&found)?;
     let log_path = state.home.join(RESUME_LOG_FILE);
-    let log = open_log(&log_path)
-        .map_err(|e| ApiError::Internal(format!("{}: {e}", log_path.display())))?;
-    {
-        use std::io::Write as _;
-        let mut l = &log;
-        let _ = writeln!(l, "--- resume {} (asked by {by})", run.id);
-    }
-    let err_log = log
-        .try_clone()
-        .map_err(|e| ApiError::Internal(format!("{}: {e}", log_path.display())))?;
-    let mut child = Command::new(program)
-        .arg("--home")
-        .arg(state.home.as_path())
-        .arg("resume")
-        .arg(&run.dir)
-        .current_dir(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(err_log))
-        .spawn()
-        .map_err(|e| ApiError::Internal(format!("{}: cannot start: {e}", program.display())))?;
-    // Reaped when it exits, so no zombie outlives it.
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
+    let (id, arg, by) = (run.id.clone(), run.arg(), by.to_owned());
+    std::thread::Builder::new()
+        .name(format!("resume {id}"))
+        .spawn(move || {
+            let outcome = match host.resume(&arg, oracle_host::Resume::default()) {
+                Ok(r) => format!(
+                    "{} ({} events, {} appended)",
+                    session::ending_word(&r.session.report.ending),
+                    r.session.report.events,
+                    r.session.report.appended
+                ),
+                Err(e) => format!("refused: {} ({})", e, e.code()),
+            };
+            if let Ok(log) = open_log(&log_path) {
+                use std::io::Write as _;
+                let mut l = &log;
+                let _ = writeln!(l, "resume {id} (asked by {by}): {outcome}");
+            }
+        })
+        .map_err(|e| {
+            ApiError::Internal(format!("cannot start a thread to resume {}: {e}", run.id))
+        })?;
     Ok(json!({"started": true}))
 }
 

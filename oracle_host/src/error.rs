@@ -1,0 +1,241 @@
+//! One error taxonomy for every front end: each failure of a host call has one stable `code`,
+//! one exit status (the command line's) and one HTTP status (the API's), decided here and
+//! nowhere else, so `oracle ... --json` and `oracle serve` name a failure alike
+//! (docs/API.md, "Error codes", lists them).
+
+use oracle_memory::AdjudicateError;
+use oracle_runtime::StoreError;
+use oracle_runtime::declared::{Problem, ToolChanged};
+use oracle_runtime::engine::EngineError;
+use oracle_runtime::exit;
+use oracle_runtime::seal::SealError;
+use oracle_runtime::session::SessionError;
+use serde_json::{Value, json};
+
+/// Why a host call did not do what was asked. Every variant leaves recorded data as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A binding given again (a flag, a worker's setting) is malformed.
+    #[error("{flag} `{given}`: {why}")]
+    Given {
+        flag: &'static str,
+        given: String,
+        why: String,
+    },
+    /// A secret's environment variable is not set where the run is driven.
+    #[error("--secret {name}={var}: environment variable {var} is not set; nothing was run")]
+    SecretUnset { name: String, var: String },
+    /// Declared tools that cannot be loaded.
+    #[error("{}", problems_text(.0))]
+    Tools(Vec<Problem>),
+    /// A declared tool differs from the one the run pinned.
+    #[error(
+        "{0}: nothing was run; give the run's tools (--tools DIR), or pass --allow-tool-change to check the run against the changed tool"
+    )]
+    ToolChanged(ToolChanged),
+    #[error(transparent)]
+    Seal(#[from] SealError),
+}
+
+fn problems_text(problems: &[Problem]) -> String {
+    let mut message = match problems.len() {
+        1 => "1 problem with the declared tools:".to_owned(),
+        n => format!("{n} problems with the declared tools:"),
+    };
+    for p in problems {
+        message.push_str(&format!("\n  {p}"));
+    }
+    message.push_str("\nnothing was run (docs/TOOLS.md describes manifests)");
+    message
+}
+
+/// How a failure is named: its stable `code`, the command line's exit status, the API's HTTP
+/// status, and details beside them in the error object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Class {
+    pub code: &'static str,
+    pub exit: u8,
+    pub http: u16,
+    pub details: Value,
+}
+
+impl Class {
+    fn of(code: &'static str, exit: u8, http: u16) -> Class {
+        Class {
+            code,
+            exit,
+            http,
+            details: json!({}),
+        }
+    }
+
+    fn with(mut self, details: Value) -> Class {
+        self.details = details;
+        self
+    }
+}
+
+/// HTTP statuses used (named, so the table reads as the API documents it).
+mod http {
+    pub const BAD_REQUEST: u16 = 400;
+    pub const NOT_FOUND: u16 = 404;
+    pub const CONFLICT: u16 = 409;
+    pub const UNPROCESSABLE: u16 = 422;
+    pub const INTERNAL: u16 = 500;
+    pub const UNAVAILABLE: u16 = 503;
+}
+
+impl HostError {
+    /// This error's class.
+    pub fn class(&self) -> Class {
+        match self {
+            HostError::Session(e) => session_class(e),
+            HostError::Store(e) => store_class(e),
+            HostError::Given { .. } => Class::of("usage", exit::INPUT, http::BAD_REQUEST),
+            HostError::SecretUnset { name, var } => {
+                Class::of("secret_unset", exit::INPUT, http::UNAVAILABLE)
+                    .with(json!({"secret": name, "var": var}))
+            }
+            HostError::Tools(problems) => Class::of("tools", exit::INPUT, http::UNAVAILABLE)
+                .with(json!({"problems": problems.iter().map(problem_json).collect::<Vec<_>>()})),
+            HostError::ToolChanged(c) => {
+                Class::of("tool_changed", exit::INPUT, http::CONFLICT).with(json!({"tool": c.tool}))
+            }
+            HostError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
+        }
+    }
+
+    /// The stable name of this failure.
+    pub fn code(&self) -> &'static str {
+        self.class().code
+    }
+
+    /// The command line's exit status for it.
+    pub fn exit(&self) -> u8 {
+        self.class().exit
+    }
+
+    /// The API's HTTP status for it.
+    pub fn http_status(&self) -> u16 {
+        self.class().http
+    }
+
+    /// The one error object (`code`, `exit`, `message` and details; docs/FORMAT.md, "Errors").
+    pub fn error_value(&self) -> Value {
+        let class = self.class();
+        let mut details = match class.details {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        details.insert("kind".into(), Value::from(class.code));
+        let mut v = exit::error_json(Some(Value::Object(details)), class.exit, &self.to_string());
+        // `kind` only named the code for error_json.
+        if let Value::Object(m) = &mut v {
+            m.remove("kind");
+        }
+        v
+    }
+}
+
+/// A declared tool's problem as the error object lists it.
+pub fn problem_json(p: &Problem) -> Value {
+    json!({"path": p.path, "line": p.at.map(|a| a.0), "col": p.at.map(|a| a.1), "message": p.message})
+}
+
+/// The class of a store error.
+pub fn store_class(e: &StoreError) -> Class {
+    match e {
+        StoreError::Locked { .. } => Class::of("locked", exit::INPUT, http::CONFLICT),
+        StoreError::SeqOutOfRange { seq, events, .. } => {
+            Class::of("seq_out_of_range", exit::INPUT, http::NOT_FOUND)
+                .with(json!({"seq": seq, "events": events}))
+        }
+        StoreError::Log { error, .. } => {
+            use oracle_core::verify::LogBytesError;
+            let code = match error {
+                LogBytesError::Integrity { .. } => "integrity",
+                LogBytesError::TornTail { .. } => "torn_tail",
+                LogBytesError::HeadNotFound { .. } => "head_not_found",
+            };
+            Class::of(code, exit::INTEGRITY, http::INTERNAL).with(json!({"seq": error.seq()}))
+        }
+        e if e.is_integrity() => Class::of("integrity", exit::INTEGRITY, http::INTERNAL),
+        _ => Class::of("input", exit::INPUT, http::INTERNAL),
+    }
+}
+
+/// The class of a session error.
+pub fn session_class(e: &SessionError) -> Class {
+    let conflict = |code| Class::of(code, exit::INPUT, http::CONFLICT);
+    let refused = |code| Class::of(code, exit::INPUT, http::UNPROCESSABLE);
+    match e {
+        SessionError::Store(s) | SessionError::Engine(EngineError::Store(s)) => store_class(s),
+        SessionError::NotFound { .. } => Class::of("not_found", exit::INPUT, http::NOT_FOUND),
+        SessionError::Adjudicate { source, .. } => adjudicate_class(source),
+        SessionError::BadAnswer { step, .. }
+        | SessionError::Engine(EngineError::BadAnswer { step, .. }) => {
+            refused("bad_answer").with(json!({"step": step}))
+        }
+        SessionError::WrongStep { given, waiting, .. }
+        | SessionError::Engine(EngineError::WrongStep { given, waiting }) => {
+            conflict("wrong_step").with(json!({"step": given, "waiting": waiting}))
+        }
+        SessionError::BeliefWait { step, .. }
+        | SessionError::Engine(EngineError::BeliefWait { step }) => {
+            conflict("belief_wait").with(json!({"step": step}))
+        }
+        SessionError::AlreadyAnswered { step, by, .. } => {
+            conflict("already_answered").with(json!({"step": step, "by": by}))
+        }
+        SessionError::Finished { status, .. } => {
+            conflict("finished").with(json!({"status": status}))
+        }
+        SessionError::NeedsAnswer { step, .. } => {
+            conflict("needs_answer").with(json!({"step": step}))
+        }
+        SessionError::NotSuspended { .. } => conflict("not_suspended"),
+        SessionError::Interrupted { .. } => conflict("interrupted"),
+        SessionError::NothingRecorded { .. } => conflict("nothing_recorded"),
+        SessionError::ClaimRefused { .. } => refused("refused"),
+        SessionError::BadNote { .. } => refused("bad_note"),
+        SessionError::TooEarly { .. } | SessionError::OutsideTime { .. } => refused("time"),
+        SessionError::BadInputs(_) => refused("input"),
+        SessionError::Unsealed { unsealed, .. } => {
+            conflict("binding_unsealed").with(json!({"binding": unsealed.binding}))
+        }
+        SessionError::WorkdirMismatch { recorded, here, .. } => {
+            conflict("workdir_mismatch").with(json!({"recorded": recorded, "here": here}))
+        }
+        SessionError::Tools { .. } => Class::of("tools", exit::INPUT, http::UNAVAILABLE),
+        SessionError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
+        e if e.is_integrity() => Class::of("integrity", exit::INTEGRITY, http::INTERNAL),
+        _ => Class::of("input", exit::INPUT, http::INTERNAL),
+    }
+}
+
+fn adjudicate_class(e: &AdjudicateError) -> Class {
+    match e {
+        AdjudicateError::UnknownHandle { handle } => {
+            Class::of("unknown_handle", exit::UNKNOWN_HANDLE, http::NOT_FOUND)
+                .with(json!({"handle": handle}))
+        }
+        AdjudicateError::AlreadyResolved { handle, seq, .. } => {
+            Class::of("already_resolved", exit::ALREADY_RESOLVED, http::CONFLICT)
+                .with(json!({"handle": handle, "seq": seq}))
+        }
+        AdjudicateError::Expired {
+            handle,
+            expires_at,
+            swept_at,
+        } => Class::of("expired", exit::EXPIRED, http::CONFLICT)
+            .with(json!({"handle": handle, "expires_at": expires_at, "swept_at": swept_at})),
+        AdjudicateError::UnknownClaim { .. } => {
+            Class::of("unknown_claim", exit::UNKNOWN_HANDLE, http::NOT_FOUND)
+        }
+        _ => Class::of("refused", exit::INPUT, http::UNPROCESSABLE),
+    }
+}

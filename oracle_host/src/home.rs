@@ -1,0 +1,203 @@
+//! [`Home`]: the explicit handle every host call takes (the home's directory, its sealing key,
+//! where resumed runs work, and a worker's tool directories), and the calls that drive a stored
+//! run through it: [`Home::resume`] and [`Home::answer`].
+
+use std::path::{Path, PathBuf};
+
+use oracle_runtime::bindings::Bindings;
+use oracle_runtime::declared::McpMode;
+use oracle_runtime::engine::Progress;
+use oracle_runtime::seal::SealKey;
+use oracle_runtime::session::{self, Answered, Drive, RunDir, Session, Workdir};
+use oracle_runtime::tool::Registry;
+use oracle_runtime::writer::Durability;
+use serde_json::Value;
+
+use crate::bind::{Bound, Given, ToolChange, check_pins};
+use crate::error::HostError;
+
+/// A home: where runs live, the key that seals what beside their logs steers a resume, and how
+/// this caller drives them. Cheap to clone; holds no run state.
+#[derive(Clone, Debug)]
+pub struct Home {
+    dir: PathBuf,
+    key: SealKey,
+    workdir: Workdir,
+    /// Tool directories that replace every run's (a worker's `--tools`).
+    tools: Vec<PathBuf>,
+}
+
+/// What a resume is given beyond the run.
+pub struct Resume<'p> {
+    /// The output of the step a suspended run waits on (`--step S --value V`).
+    pub answer: Option<(String, Value)>,
+    /// Bindings given again.
+    pub given: Given,
+    /// Jobs, durability, scorer and resume points (the working directory is the home's).
+    pub drive: Drive,
+    pub tool_change: ToolChange,
+    /// Told after every round.
+    pub progress: Option<&'p mut dyn FnMut(&Progress)>,
+}
+
+impl Default for Resume<'_> {
+    fn default() -> Self {
+        Resume {
+            answer: None,
+            given: Given::default(),
+            drive: Drive::default(),
+            tool_change: ToolChange::Refuse,
+            progress: None,
+        }
+    }
+}
+
+/// A resume's outcome, and what the caller should be told.
+pub struct Resumed {
+    pub session: Session,
+    /// A declared tool that changed, gone on with under [`ToolChange::Allow`].
+    pub tool_changed: Option<String>,
+}
+
+impl Home {
+    /// The home at `dir` (created if missing), with its sealing key (made the first time).
+    /// Resumed runs work in the caller's directory ([`Workdir::Here`]).
+    pub fn open(dir: &Path) -> Result<Home, HostError> {
+        let key = SealKey::open_or_create(dir)?;
+        Ok(Home {
+            dir: dir.to_path_buf(),
+            key,
+            workdir: Workdir::Here,
+            tools: Vec::new(),
+        })
+    }
+
+    /// Resumed runs work in the directory each one recorded, sealed in its `run.json`
+    /// (`oracle serve` and a store's worker, which drive runs started elsewhere).
+    pub fn in_recorded_roots(mut self) -> Home {
+        self.workdir = Workdir::Recorded;
+        self
+    }
+
+    /// Every run's declared tools come from `dirs` instead of the directories it keeps (a
+    /// worker's `--tools`).
+    pub fn with_tools(mut self, dirs: Vec<PathBuf>) -> Home {
+        self.tools = dirs;
+        self
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn key(&self) -> &SealKey {
+        &self.key
+    }
+
+    /// Finds a run by id (under `<home>/runs`), directory or log file.
+    pub fn find(&self, run: &str) -> Result<RunDir, HostError> {
+        Ok(session::find(&self.dir, run)?)
+    }
+
+    /// What a drive of `run` is bound to: the bindings the home's key vouches for, with
+    /// `given` (and this home's tool directories) over them. `strict`: see
+    /// [`Given::for_stored_run`].
+    pub fn bindings(&self, run: &RunDir, given: &Given, strict: bool) -> Result<Bound, HostError> {
+        let (sealed, unsealed) = Bindings::read(&run.dir).sealed(Some(&self.key));
+        let mut given = given.clone();
+        if given.tools.is_empty() {
+            given.tools = self.tools.clone();
+        }
+        given.for_stored_run(run, sealed, unsealed, strict)
+    }
+
+    /// The registry a drive of `run` calls, bound as [`Home::bindings`] says, its declared
+    /// tools checked against the run's pins.
+    fn registry(
+        &self,
+        run: &RunDir,
+        given: &Given,
+        strict: bool,
+        mcp: McpMode<'_>,
+        change: ToolChange,
+    ) -> Result<(Registry, Option<String>), HostError> {
+        let bound = self.bindings(run, given, strict)?;
+        let (mut registry, _) = bound.registry(mcp)?;
+        let changed = check_pins(run, &mut registry, change)?;
+        Ok((registry, changed))
+    }
+
+    /// The directory a resume of `run` would work in, or why it may not be resumed here (an
+    /// unsealed root, under [`Home::in_recorded_roots`]; another directory than the one
+    /// recorded, otherwise).
+    pub fn workdir(&self, run: &RunDir) -> Result<PathBuf, HostError> {
+        Ok(session::resume_root(run, self.workdir, Some(&self.key))?)
+    }
+
+    /// Everything a resume of `run` checks before it runs (its bindings and its working
+    /// directory), so a caller can refuse before it records anything else (the server checks
+    /// this before recording an answer it was asked to resume after).
+    pub fn check_resumable(&self, run: &RunDir) -> Result<(), HostError> {
+        self.bindings(run, &Given::default(), true)?;
+        self.workdir(run)?;
+        Ok(())
+    }
+
+    /// Resumes `run`: an interrupted one goes on, a suspended one with `r.answer`. The one
+    /// resume path of the command line, the server and the worker.
+    pub fn resume(&self, run: &str, r: Resume<'_>) -> Result<Resumed, HostError> {
+        let found = self.find(run)?;
+        let (registry, tool_changed) =
+            self.registry(&found, &r.given, true, McpMode::Start, r.tool_change)?;
+        let drive = Drive {
+            workdir: self.workdir,
+            ..r.drive
+        };
+        let mut nothing = |_: &Progress| {};
+        let progress = match r.progress {
+            Some(p) => p,
+            None => &mut nothing,
+        };
+        let session =
+            session::resume_observed(&self.dir, run, r.answer, &drive, &registry, progress)?;
+        Ok(Resumed {
+            session,
+            tool_changed,
+        })
+    }
+
+    /// Records the answer for the step `run` waits on, by `by`, and drives nothing further
+    /// (`session::answer`). Secrets the run names are read from this process's environment
+    /// where set, so an answer holding one is refused; MCP servers are not started (their
+    /// answers come from the log).
+    pub fn answer(
+        &self,
+        run: &str,
+        answer: (String, Value),
+        by: Option<String>,
+        durability: Durability,
+    ) -> Result<Answered, HostError> {
+        let found = self.find(run)?;
+        let (registry, _) = self.registry(
+            &found,
+            &Given::default(),
+            false,
+            McpMode::Recorded(&found.dir),
+            ToolChange::Refuse,
+        )?;
+        Ok(session::answer(
+            &self.dir, run, answer, by, durability, &registry,
+        )?)
+    }
+
+    /// Seals the bindings of a run this home did not start, as its `run.json` says: for a
+    /// store's worker, whose run directories are written from the store's rows (and whoever can
+    /// write those is an operator of the store, docs/STORE.md), never for a file home.
+    pub fn adopt_bindings(&self, run: &RunDir) -> Result<(), HostError> {
+        let stored = Bindings::read(&run.dir);
+        let meta = stored.unchecked().to_json(&run.id, &self.key);
+        let path = run.dir.join(oracle_runtime::bindings::META_FILE);
+        std::fs::write(&path, format!("{meta:#}\n"))
+            .map_err(|source| HostError::Session(session::SessionError::Io { path, source }))
+    }
+}

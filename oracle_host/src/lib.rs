@@ -1,0 +1,21 @@
+//! The one API every front end drives stored runs through (the command line, `oracle serve`, a
+//! store's worker): find a run, bind what it needs (models, secrets, declared tools, working
+//! directory) from what the home's key vouches for and what the caller gives again, resume it,
+//! record an answer, and name every failure one way ([`HostError`]).
+//!
+//! What is absent, by design: no process-wide state (every call takes a [`Home`]); no binding
+//! taken from a file beside the log unless the home's key sealed it (`oracle_runtime::bindings`);
+//! no second way to resume a run (the CLI, the server and the worker all call [`Home::resume`]).
+
+// Errors carry the runtime's session errors whole (seq, offset, both hashes), which are large
+// on purpose (see oracle_runtime/src/lib.rs).
+#![allow(clippy::result_large_err)]
+
+pub mod bind;
+pub mod error;
+mod home;
+
+pub use bind::ToolChange;
+pub use bind::{Bound, Given};
+pub use error::{Class, HostError};
+pub use home::{Home, Resume, Resumed};
