@@ -615,9 +615,9 @@ pub(crate) fn print_session(
     Ok(())
 }
 
-/// The start of a run as `oracle run` and `oracle submit` make it: every flag checked, the
-/// registry with the run's models, secrets and declared tools.
-fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Registry), CliError> {
+/// The start of a run as `oracle run` and `oracle submit` ask it, every flag checked, and the
+/// declared tool directories (the plan's `tools` lines and `--tools`); the host binds it.
+fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>), CliError> {
     if let Some(ticks) = a.adjudication_expiry {
         oracle_core::event::check_time("--adjudication-expiry", ticks)
             .map_err(|e| CliError::input(e.to_string()))?;
@@ -625,53 +625,49 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Registry), C
     crate::files::check_plan(&a.plan, a.drive.json)?;
     a.drive.check_programs()?;
     let tool_dirs = crate::tools::plan_dirs(&a.plan, &a.drive.tools.dirs);
-    let bound = Given {
-        tools: Vec::new(),
-        ..a.drive.given()
-    }
-    .for_new_run(tool_dirs)
-    .map_err(|e| host_error(e, a.drive.json))?;
     let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
         oracle: !a.no_oracle,
         expiry_ticks: a.adjudication_expiry,
         ..MemorySettings::default()
     });
-    let (registry, tool_files) = bound
-        .registry(oracle_runtime::declared::McpMode::Start)
-        .map_err(|e| host_error(e, a.drive.json))?;
     let opts = StartOptions {
-        tools: bound.tools.clone(),
-        tool_files,
-        home: home.to_path_buf(),
-        plan: a.plan.clone(),
         inputs: parse_inputs(&a.inputs)?,
         seed: a.seed,
         grants: a.grants.clone(),
         jobs: a.drive.jobs,
         durability: a.drive.durability.into(),
         resume_points: a.drive.points(),
-        root: PathBuf::from("."),
         memory,
         scorer: a.drive.scorer(),
-        models: bound.models.clone(),
-        secret_vars: bound.secret_vars.clone(),
         budget: (a.max_model_calls.is_some() || a.max_tokens_total.is_some()).then_some(
             oracle_core::payload::Budget {
                 model_calls_max: a.max_model_calls,
                 tokens_max: a.max_tokens_total,
             },
         ),
+        ..StartOptions::new(home, &a.plan)
     };
-    Ok((opts, registry))
+    Ok((opts, tool_dirs))
+}
+
+/// The bindings `oracle run` and `oracle submit` give a new run (the tool directories come
+/// from the plan and `--tools`, in `start_options`).
+fn new_run_given(a: &RunArgs) -> Given {
+    Given {
+        tools: Vec::new(),
+        ..a.drive.given()
+    }
 }
 
 pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
-    let (opts, registry) = start_options(home, &a)?;
+    let (opts, tool_dirs) = start_options(home, &a)?;
+    let host = Drives::default().home(home, a.drive.json)?;
     crate::interrupt::on_ctrl_c(None);
     let mut display = Display::new("running");
-    let s = session::start_observed(&opts, &registry, &mut |p| display.update(p));
+    let mut progress = |p: &Progress| display.update(p);
+    let s = host.start(opts, &new_run_given(&a), tool_dirs, Some(&mut progress));
     display.finish();
-    let s = s.map_err(|e| session_error(e, a.drive.json, None))?;
+    let s = s.map_err(|e| host_error(e, a.drive.json))?;
     for w in &s.warnings {
         eprintln!("warning: {w}");
     }
@@ -687,9 +683,11 @@ pub(crate) fn submit(
     a: &RunArgs,
     store: &oracle_pg::Store,
 ) -> Result<(String, bool), CliError> {
-    let (opts, registry) = start_options(scratch, a)?;
-    let prepared = session::prepare(&opts, &registry, true)
-        .map_err(|e| session_error(e, a.drive.json, None))?;
+    let (opts, tool_dirs) = start_options(scratch, a)?;
+    let host = Drives::default().home(scratch, a.drive.json)?;
+    let prepared = host
+        .prepare_submission(opts, &new_run_given(a), tool_dirs)
+        .map_err(|e| host_error(e, a.drive.json))?;
     for w in &prepared.warnings {
         eprintln!("warning: {w}");
     }

@@ -658,7 +658,14 @@ fn drive_in(
     oracle_runtime::replica::attach(&paths.log, replica.clone());
     let mut notes: Vec<String> = Vec::new();
     let outcome = (|| {
-        let fenced = |e: &CliError| e.message.contains("lease lost");
+        // Whether the store refused a commit for a superseded fence: the replica says so, typed.
+        let fenced = |_: &CliError| {
+            replica
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .fenced()
+                .is_some()
+        };
         for signal in store
             .pending(&claim.id)
             .map_err(|e| broken(e.to_string()))?

@@ -585,7 +585,7 @@ fn front_ends_drive_runs_through_the_host() {
             ] {
                 assert!(
                     !line.contains(banned),
-                    "{}:{}: `{banned}` in oracle_cli; resume through oracle_host::Home::resume",
+                    "{}:{}: `{banned}` in oracle_cli; drive runs through oracle_host::Home",
                     path.display(),
                     n
                 );

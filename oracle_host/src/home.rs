@@ -8,7 +8,9 @@ use oracle_runtime::bindings::Bindings;
 use oracle_runtime::declared::McpMode;
 use oracle_runtime::engine::Progress;
 use oracle_runtime::seal::SealKey;
-use oracle_runtime::session::{self, Answered, Drive, RunDir, Session, Workdir};
+use oracle_runtime::session::{
+    self, Answered, Drive, Prepared, RunDir, Session, StartOptions, Workdir,
+};
 use oracle_runtime::tool::Registry;
 use oracle_runtime::writer::Durability;
 use serde_json::Value;
@@ -188,6 +190,57 @@ impl Home {
         Ok(session::answer(
             &self.dir, run, answer, by, durability, &registry,
         )?)
+    }
+
+    /// Binds a new run's options as `given` says (declared tools from `tool_dirs`): its models,
+    /// secrets and tool directories go into `opts` (and so, sealed, into its `run.json`), and
+    /// the registry its drive calls is returned.
+    fn bind_new(
+        &self,
+        opts: &mut StartOptions,
+        given: &Given,
+        tool_dirs: Vec<PathBuf>,
+    ) -> Result<Registry, HostError> {
+        let bound = given.for_new_run(tool_dirs)?;
+        let (registry, kept) = bound.registry(McpMode::Start)?;
+        opts.home = self.dir.clone();
+        opts.models = bound.models;
+        opts.secret_vars = bound.secret_vars;
+        opts.tools = bound.tools;
+        opts.tool_files = kept;
+        Ok(registry)
+    }
+
+    /// Starts a run (`oracle run`): binds it, creates its directory and drives it until it
+    /// finishes or suspends. A bad plan, input, grant or binding is refused before anything is
+    /// created.
+    pub fn start(
+        &self,
+        mut opts: StartOptions,
+        given: &Given,
+        tool_dirs: Vec<PathBuf>,
+        progress: Option<&mut dyn FnMut(&Progress)>,
+    ) -> Result<Session, HostError> {
+        let registry = self.bind_new(&mut opts, given, tool_dirs)?;
+        let mut nothing = |_: &Progress| {};
+        let progress = match progress {
+            Some(p) => p,
+            None => &mut nothing,
+        };
+        Ok(session::start_observed(&opts, &registry, progress)?)
+    }
+
+    /// Everything [`Home::start`] does before the first event, for a run a worker will start
+    /// elsewhere (`oracle submit`): the run directory with its plan, sealed bindings and
+    /// submission.
+    pub fn prepare_submission(
+        &self,
+        mut opts: StartOptions,
+        given: &Given,
+        tool_dirs: Vec<PathBuf>,
+    ) -> Result<Prepared, HostError> {
+        let registry = self.bind_new(&mut opts, given, tool_dirs)?;
+        Ok(session::prepare(&opts, &registry, true)?)
     }
 
     /// Seals the bindings of a run this home did not start, as its `run.json` says: for a

@@ -604,6 +604,7 @@ impl Store {
             fence,
             consume,
             consumed: None,
+            fenced: None,
         }
     }
 
@@ -743,9 +744,18 @@ pub struct PgReplica {
     fence: i64,
     consume: Option<i64>,
     consumed: Option<i64>,
+    /// A commit was refused because the lease's fence was superseded.
+    fenced: Option<PgError>,
 }
 
 impl PgReplica {
+    /// Why the store refused a commit of this replica's because its lease was taken over, if it
+    /// did: the worker then leaves the run to its new holder. Typed, so no caller reads it out
+    /// of an error message.
+    pub fn fenced(&self) -> Option<&PgError> {
+        self.fenced.as_ref()
+    }
+
     /// The signal the next non-empty commit marks applied (the one being applied now).
     pub fn consume_next(&mut self, signal: Option<i64>) {
         self.consume = signal;
@@ -761,9 +771,15 @@ impl PgReplica {
 impl oracle_runtime::replica::Replica for PgReplica {
     fn commit(&mut self, records: &[u8]) -> io::Result<()> {
         let consume = self.consume;
-        self.store
-            .append(&self.run, self.fence, records, consume)
-            .map_err(io::Error::other)?;
+        match self.store.append(&self.run, self.fence, records, consume) {
+            Ok(_) => {}
+            Err(e @ PgError::Fenced { .. }) => {
+                let message = e.to_string();
+                self.fenced = Some(e);
+                return Err(io::Error::other(message));
+            }
+            Err(e) => return Err(io::Error::other(e)),
+        }
         if consume.is_some() {
             self.consume = None;
             self.consumed = consume;
