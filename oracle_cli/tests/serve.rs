@@ -1390,3 +1390,46 @@ fn call_stream_status(s: &Server, path: &str, token: &str) -> (u16, String) {
         .unwrap_or(0);
     (status, line)
 }
+
+/// A form login goes on to a path on this server only: every spelling of another origin, as a
+/// browser's form would send it (percent-encoded in the body), is answered with `/`.
+#[test]
+fn a_form_login_redirects_to_a_path_on_this_server_only() {
+    let (sb, alice, _) = setup();
+    let s = Server::start(sb.path(), &[]);
+    let a = agent();
+    // The `next` field as it stands in the form body (one decoding by the form parser).
+    for (next, want) in [
+        ("%2Finbox", "/inbox"),
+        ("%2Fruns%3Ffrom%3D5", "/runs?from=5"),
+        ("%2F%09%2Fevil.example", "/"),
+        ("/%09/evil.example", "/"),
+        ("/%0A/evil.example", "/"),
+        ("/%0D%0A/evil.example", "/"),
+        ("/+/evil.example", "/"),
+        ("/%2509/evil.example", "/"),
+        ("%2F%2Fevil.example", "/"),
+        ("%2F%5Cevil.example", "/"),
+        ("%5C%5Cevil.example", "/"),
+        ("/%252F%252Fevil.example", "/"),
+        ("/%25252F%25252Fevil.example", "/"),
+        ("https%3A%2F%2Fevil.example", "/"),
+        ("javascript%3Aalert(1)", "/"),
+        ("/%E2%80%A8/evil.example", "/"),
+    ] {
+        let form = format!("token={alice}&next={next}");
+        let r = a
+            .run(
+                ureq::http::Request::builder()
+                    .method("POST")
+                    .uri(s.url("/login"))
+                    .header("Content-Type", "application/x-www-form-urlencoded")
+                    .body(form.into_bytes())
+                    .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 303, "next={next}");
+        let location = r.headers().get("location").unwrap().as_bytes();
+        assert_eq!(location, want.as_bytes(), "next={next}");
+    }
+}

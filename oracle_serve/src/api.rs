@@ -588,11 +588,68 @@ struct LoginBody {
 
 /// A path on this server to go to after a form login (`/` for anything else, so a login link
 /// cannot send the browser elsewhere).
-fn local_path(next: Option<&str>) -> &str {
+///
+/// Browsers forgive a `Location` a lot: they drop tabs and newlines anywhere in it (`/\t/evil`
+/// is `//evil`, another host), read `\` as `/`, and a server or proxy behind may decode
+/// `%2F`. So the value must be visible ASCII only, start with exactly one `/`, hold no `\`,
+/// and the same must hold of every form that percent-decoding it gives (decoded until nothing
+/// changes, at most [`LOCAL_PATH_DECODES_MAX`] times), where no whitespace or control character
+/// may appear either.
+pub fn local_path(next: Option<&str>) -> &str {
     match next {
-        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p,
+        Some(p) if is_local_path(p) => p,
         _ => "/",
     }
+}
+
+/// Percent-decodings of a `next` path checked before it is given up on as too deeply encoded
+/// (each one shrinks the text, so a path that still changes after this many is refused).
+pub const LOCAL_PATH_DECODES_MAX: usize = 4;
+
+fn is_local_path(p: &str) -> bool {
+    let shape = |t: &str| t.starts_with('/') && !t.starts_with("//") && !t.contains('\\');
+    if !p.bytes().all(|b| b.is_ascii_graphic()) || !shape(p) {
+        return false;
+    }
+    let mut text = p.to_owned();
+    for _ in 0..LOCAL_PATH_DECODES_MAX {
+        let Some(decoded) = percent_decode(&text) else {
+            return false;
+        };
+        if decoded.chars().any(|c| c.is_control() || c.is_whitespace()) || !shape(&decoded) {
+            return false;
+        }
+        if decoded == text {
+            return true;
+        }
+        text = decoded;
+    }
+    false
+}
+
+/// `%XX` decoded (anything else kept as it is); `None` when the bytes are not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn is_form(headers: &HeaderMap) -> bool {
@@ -662,4 +719,91 @@ async fn logout(State(state): State<AppState>, req: Request) -> Result<Response,
             .unwrap_or_else(|_| HeaderValue::from_static("")),
     );
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Where a form login may send the browser: the tricky spellings of another origin, each
+    /// as the form parser hands it over (percent-decoded once), all become `/`.
+    #[test]
+    fn login_redirects_only_to_a_path_on_this_server() {
+        for (next, want) in [
+            ("/inbox", "/inbox"),
+            (
+                "/runs/escalation-1?from=10&limit=5",
+                "/runs/escalation-1?from=10&limit=5",
+            ),
+            ("/runs/caf%C3%A9-1", "/runs/caf%C3%A9-1"),
+            ("/", "/"),
+            ("", "/"),
+            ("//evil.example", "/"),
+            ("//evil.example/x", "/"),
+            ("///evil.example", "/"),
+            ("/\\evil.example", "/"),
+            ("\\\\evil.example", "/"),
+            ("/\t/evil.example", "/"),
+            ("/\n/evil.example", "/"),
+            ("/\r\n/evil.example", "/"),
+            ("/ /evil.example", "/"),
+            ("/\u{a0}/evil.example", "/"),
+            ("/\u{2028}/evil.example", "/"),
+            ("/\u{0}/evil.example", "/"),
+            ("/%09/evil.example", "/"),
+            ("/%0a/evil.example", "/"),
+            ("/%20/evil.example", "/"),
+            ("/%2F%2Fevil.example", "/"),
+            ("/%2f/evil.example", "/"),
+            ("/%5Cevil.example", "/"),
+            ("/%252F%252Fevil.example", "/"),
+            ("/%25252F%25252Fevil.example", "/"),
+            ("/%2525252525252F", "/"),
+            ("/%C3%28", "/"),
+            ("https://evil.example", "/"),
+            ("http:evil.example", "/"),
+            ("javascript:alert(1)", "/"),
+            ("JaVaScRiPt:alert(1)", "/"),
+            ("evil.example", "/"),
+            ("inbox", "/"),
+            (" /inbox", "/"),
+            ("/inbox ", "/"),
+        ] {
+            assert_eq!(local_path(Some(next)), want, "next = {next:?}");
+        }
+        assert_eq!(local_path(None), "/");
+    }
+
+    proptest! {
+        /// Whatever `next` is, the redirect is a valid header value naming a path on this
+        /// server: one leading `/`, visible ASCII, no backslash, and no decoding of it says otherwise.
+        #[test]
+        fn any_next_redirects_to_a_local_path(next in any::<String>()) {
+            let to = local_path(Some(&next));
+            prop_assert!(HeaderValue::from_str(to).is_ok());
+            prop_assert!(to == "/" || to == next);
+            prop_assert!(to.starts_with('/') && !to.starts_with("//") && !to.contains('\\'));
+            prop_assert!(to.bytes().all(|b| b.is_ascii_graphic()));
+            let mut t = to.to_owned();
+            for _ in 0..LOCAL_PATH_DECODES_MAX {
+                let d = percent_decode(&t).unwrap_or_default();
+                prop_assert!(!d.starts_with("//") && !d.contains('\\'));
+                prop_assert!(!d.chars().any(|c| c.is_control() || c.is_whitespace()));
+                t = d;
+            }
+        }
+
+        /// The same for strings built from the characters that matter here.
+        #[test]
+        fn tricky_next_redirects_to_a_local_path(
+            next in "[/\\\\%0-9a-fA-F\t\n :.e]{0,12}"
+        ) {
+            let to = local_path(Some(&next));
+            prop_assert!(to == "/" || (to.starts_with('/') && !to.starts_with("//")));
+            let once = percent_decode(to).unwrap_or_default();
+            prop_assert!(!once.starts_with("//") && !once.contains('\\'));
+            prop_assert!(!once.chars().any(char::is_whitespace));
+        }
+    }
 }
