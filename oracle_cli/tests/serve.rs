@@ -1433,3 +1433,114 @@ fn a_form_login_redirects_to_a_path_on_this_server_only() {
         assert_eq!(location, want.as_bytes(), "next={next}");
     }
 }
+
+/// A raw request with the given `Host`, read to its end (the server closes after it): the
+/// status and the whole response text.
+fn with_host(s: &Server, method: &str, path: &str, host: &str, headers: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let body = if method == "POST" { "{}" } else { "" };
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// The status of a request with the given `Host`, from its first line only (an event stream
+/// never ends).
+fn status_with_host(s: &Server, method: &str, path: &str, host: &str) -> u16 {
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+    )
+    .unwrap();
+    let mut line = String::new();
+    let _ = BufReader::new(stream).read_line(&mut line);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Under `--read-open` every route the server has (its own list: API, pages, sign-in, login,
+/// logout, forms) and the fallback refuse a foreign `Host` with 403 `host`, with or without
+/// credentials, while a loopback `Host` gets past the check on each: a page whose DNS name is
+/// rebound to 127.0.0.1 reads nothing, and writes nothing.
+#[test]
+fn under_read_open_every_route_refuses_a_foreign_host() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let before = log_bytes(&sb, "escalation-1");
+    let s = Server::start(sb.path(), &["--read-open"]);
+    let routes = oracle_serve::api::route_list();
+    for must in [
+        "/api/v1/runs",
+        "/runs",
+        "/runs/{id}",
+        "/inbox",
+        "/login",
+        "/logout",
+    ] {
+        assert!(
+            routes.iter().any(|(_, p)| *p == must),
+            "{must} is not in the route list: {routes:?}"
+        );
+    }
+    let mut paths: Vec<(String, String)> = routes
+        .iter()
+        .map(|(m, p)| {
+            let path = p
+                .replace("{id}", "escalation-1")
+                .replace("{seq}", "0")
+                .replace("{handle}", "adj-1");
+            let path = if path == "/api/v1/diff" {
+                "/api/v1/diff?a=escalation-1&b=escalation-1".to_owned()
+            } else {
+                path
+            };
+            (m.to_string(), path)
+        })
+        .collect();
+    // Paths no route has, and a static-looking one: the fallback is checked too.
+    for p in ["/no/such/route", "/static/app.css", "/favicon.ico"] {
+        paths.push(("GET".to_owned(), p.to_owned()));
+    }
+    let creds = [String::new(), format!("Authorization: Bearer {alice}\r\n")];
+    for (method, path) in &paths {
+        for host in ["evil.example", "evil.example:80", "127.0.0.1.evil.example"] {
+            for cred in &creds {
+                let (status, text) = with_host(&s, method, path, host, cred);
+                assert_eq!(status, 403, "{method} {path} Host: {host}: {text}");
+                assert!(
+                    text.contains("\"code\":\"host\""),
+                    "{method} {path} Host: {host}: {text}"
+                );
+            }
+        }
+        // The same request naming this server gets past the check (whatever it then says).
+        for host in [s.addr.as_str(), "localhost", "[::1]:7420"] {
+            let status = status_with_host(&s, method, path, host);
+            assert!(
+                status != 0 && status != 403,
+                "{method} {path} Host: {host}: {status}"
+            );
+        }
+    }
+    assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing written");
+}

@@ -16,10 +16,11 @@ use axum::body::Bytes;
 use axum::extract::{
     DefaultBodyLimit, Form, FromRequest, FromRequestParts, Path, Query, Request, State,
 };
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use oracle_core::Event;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -145,29 +146,98 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::Internal(format!("the request's worker failed: {e}")))?
 }
 
+/// Routes, and the list of what they route: every method and path a server answers can be
+/// listed ([`route_list`]), so a check meant for every route (the `Host` check of
+/// `--read-open`) is tested on each of them, and a route added later is tested too.
+pub struct Routes {
+    router: Router<AppState>,
+    list: Vec<(Method, &'static str)>,
+}
+
+impl Default for Routes {
+    fn default() -> Routes {
+        Routes {
+            router: Router::new(),
+            list: Vec::new(),
+        }
+    }
+}
+
+impl Routes {
+    pub fn new() -> Routes {
+        Routes::default()
+    }
+
+    pub fn get<H, T>(self, path: &'static str, handler: H) -> Routes
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        self.add(Method::GET, path, get(handler))
+    }
+
+    pub fn post<H, T>(self, path: &'static str, handler: H) -> Routes
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        self.add(Method::POST, path, post(handler))
+    }
+
+    fn add(mut self, method: Method, path: &'static str, r: MethodRouter<AppState>) -> Routes {
+        self.router = self.router.route(path, r);
+        self.list.push((method, path));
+        self
+    }
+
+    /// Every method and path routed, in the order they were added.
+    pub fn list(&self) -> &[(Method, &'static str)] {
+        &self.list
+    }
+
+    pub fn into_router(self) -> Router<AppState> {
+        self.router
+    }
+}
+
+/// The routes of the API, `POST /login` and `POST /logout`.
+pub fn api_routes() -> Routes {
+    Routes::new()
+        .get("/api/v1/whoami", whoami)
+        .get("/api/v1/runs", runs)
+        .get("/api/v1/runs/{id}", run_summary)
+        .get("/api/v1/runs/{id}/events", events)
+        .get("/api/v1/runs/{id}/events/stream", events_stream)
+        .get("/api/v1/runs/{id}/events/{seq}", event)
+        .get("/api/v1/runs/{id}/state", state_at)
+        .get("/api/v1/runs/{id}/verify", verify)
+        .get("/api/v1/runs/{id}/beliefs", beliefs)
+        .get("/api/v1/runs/{id}/adjudications", adjudications)
+        .post("/api/v1/runs/{id}/adjudications/{handle}", adjudicate)
+        .post("/api/v1/runs/{id}/answer", answer)
+        .post("/api/v1/runs/{id}/claims", claim)
+        .post("/api/v1/runs/{id}/resume", resume)
+        .get("/api/v1/diff", diff)
+        .get("/api/v1/inbox", inbox)
+        .get("/api/v1/inbox/stream", inbox_stream)
+        .post("/login", login)
+        .post("/logout", logout)
+}
+
+/// Every method and path `oracle serve` routes: the API's and the web UI's
+/// ([`crate::ui::table`]). Anything else reaches the fallback (404 `no_route`).
+pub fn route_list() -> Vec<(Method, &'static str)> {
+    let mut all = api_routes().list;
+    all.extend(crate::ui::table().list);
+    all
+}
+
 /// The routes of the API, then the UI's (if any), on `state`. Anything else is a 404 in the
 /// error shape. See the crate docs for mounting a UI.
+///
+/// Every request, whatever its route (the fallback included), first passes [`host_guard`].
 pub fn router(state: AppState, ui: Option<Router<AppState>>) -> Router {
-    let api = Router::new()
-        .route("/api/v1/whoami", get(whoami))
-        .route("/api/v1/runs", get(runs))
-        .route("/api/v1/runs/{id}", get(run_summary))
-        .route("/api/v1/runs/{id}/events", get(events))
-        .route("/api/v1/runs/{id}/events/stream", get(events_stream))
-        .route("/api/v1/runs/{id}/events/{seq}", get(event))
-        .route("/api/v1/runs/{id}/state", get(state_at))
-        .route("/api/v1/runs/{id}/verify", get(verify))
-        .route("/api/v1/runs/{id}/beliefs", get(beliefs))
-        .route("/api/v1/runs/{id}/adjudications", get(adjudications))
-        .route("/api/v1/runs/{id}/adjudications/{handle}", post(adjudicate))
-        .route("/api/v1/runs/{id}/answer", post(answer))
-        .route("/api/v1/runs/{id}/claims", post(claim))
-        .route("/api/v1/runs/{id}/resume", post(resume))
-        .route("/api/v1/diff", get(diff))
-        .route("/api/v1/inbox", get(inbox))
-        .route("/api/v1/inbox/stream", get(inbox_stream))
-        .route("/login", post(login))
-        .route("/logout", post(logout));
+    let api = api_routes().into_router();
     let all = match ui {
         Some(ui) => api.merge(ui),
         None => api,
@@ -175,8 +245,34 @@ pub fn router(state: AppState, ui: Option<Router<AppState>>) -> Router {
     all.fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            host_guard,
+        ))
         .layer(axum::middleware::map_response(harden))
         .with_state(state)
+}
+
+/// Under `--read-open`, a request whose `Host` header does not name a loopback address is
+/// refused (403 `host`) before any route sees it: API, pages, sign-in, login and logout, the
+/// fallback, with or without credentials. A web page whose DNS name is rebound to 127.0.0.1
+/// sends its own name as `Host`, so it reads nothing through a visitor's browser, even where
+/// reads need no token.
+///
+/// Without `--read-open` the `Host` is not checked: every read needs a token or a session
+/// cookie, which a rebinding page does not have (the browser keeps the cookie for the name it
+/// was set under), and a TLS proxy on the same machine may forward its own `Host`.
+async fn host_guard(
+    State(state): State<AppState>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if state.config.read_open
+        && let Err(e) = auth::loopback_host(req.headers())
+    {
+        return e.into_response();
+    }
+    next.run(req).await
 }
 
 /// Headers on every answer: nothing is cached (answers name live runs and may carry secrets

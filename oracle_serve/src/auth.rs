@@ -200,7 +200,7 @@ pub fn session_of(state: &AppState, headers: &HeaderMap) -> Option<Session> {
 }
 
 /// Whether the `Host` header names a loopback address (or names none: HTTP/1.0).
-fn loopback_host(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn loopback_host(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(host) = headers.get(axum::http::header::HOST) else {
         return Ok(());
     };

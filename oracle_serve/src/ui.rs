@@ -12,11 +12,11 @@ use axum::Router;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
 use oracle_html::page::{self, Forms, Links};
 use oracle_html::view::{self, Page, ViewError};
 use serde::Deserialize;
 
+use crate::api::Routes;
 use crate::auth::{self, Session};
 use crate::error::ApiError;
 use crate::signals::{self, AnswerBody, VerdictBody};
@@ -24,14 +24,19 @@ use crate::state::AppState;
 
 /// The routes of the pages and forms, for [`crate::router`]`(state, Some(ui))`.
 pub fn routes(_state: &AppState) -> Router<AppState> {
-    Router::new()
-        .route("/", get(|| async { Redirect::to("/runs") }))
-        .route("/runs", get(runs))
-        .route("/runs/{id}", get(run))
-        .route("/inbox", get(inbox))
-        .route("/signin", get(signin))
-        .route("/runs/{id}/answer", post(answer))
-        .route("/runs/{id}/verdict", post(verdict))
+    table().into_router()
+}
+
+/// The pages and forms, listed ([`crate::api::route_list`] names them to the tests).
+pub fn table() -> Routes {
+    Routes::new()
+        .get("/", || async { Redirect::to("/runs") })
+        .get("/runs", runs)
+        .get("/runs/{id}", run)
+        .get("/inbox", inbox)
+        .get("/signin", signin)
+        .post("/runs/{id}/answer", answer)
+        .post("/runs/{id}/verdict", verdict)
 }
 
 fn links() -> Links {
