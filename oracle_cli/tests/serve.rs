@@ -1544,3 +1544,115 @@ fn under_read_open_every_route_refuses_a_foreign_host() {
     }
     assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing written");
 }
+
+/// `POST /login` with JSON: the session's `Cookie` pair and its CSRF token.
+fn json_login(s: &Server, secret: &str) -> (String, String) {
+    let mut r = agent()
+        .run(
+            ureq::http::Request::builder()
+                .method("POST")
+                .uri(s.url("/login"))
+                .header("Content-Type", "application/json")
+                .body(json!({"token": secret}).to_string().into_bytes())
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let cookie = r.headers().get("set-cookie").unwrap().to_str().unwrap();
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let body: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    (pair, body["csrf"].as_str().unwrap().to_owned())
+}
+
+/// A form post with a session cookie: the status (redirects not followed) and the body.
+fn form_post(s: &Server, path: &str, cookie: &str, form: &str) -> (u16, String) {
+    let mut r = agent()
+        .run(
+            ureq::http::Request::builder()
+                .method("POST")
+                .uri(s.url(path))
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .header("Cookie", cookie)
+                .body(form.as_bytes().to_vec())
+                .unwrap(),
+        )
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.body_mut().read_to_string().unwrap_or_default())
+}
+
+/// Removes the line of token `name` from the sandbox's token file.
+fn remove_token(sb: &common::Sandbox, name: &str) {
+    let file = sb.path().join(".oracle/serve-tokens");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.starts_with(&format!("{name}:")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(kept, text, "{name} was in the token file");
+    std::fs::write(&file, kept).unwrap();
+}
+
+/// A browser session lives only as long as the token it was made with: once the token's line
+/// is removed from the token file (or replaced by a new token of the same name), the session's
+/// next request is refused, by the API (401) and by the pages and forms (sent to sign in), and
+/// nothing is recorded with it.
+#[test]
+fn a_removed_token_ends_the_browser_sessions_made_with_it() {
+    let (sb, alice, bob) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let (pair, csrf) = json_login(&s, &alice);
+    let whoami = |pair: &str| {
+        call_raw(
+            "GET",
+            &s.url("/api/v1/whoami"),
+            None,
+            None,
+            "",
+            &[("Cookie", pair)],
+        )
+    };
+    let (status, v) = whoami(&pair);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["name"], "alice");
+
+    remove_token(&sb, "alice");
+    let before = log_bytes(&sb, "escalation-1");
+    let (status, v) = whoami(&pair);
+    assert_error(status, &v, 401, "unauthorized");
+    let body = json!({"step": "total", "value": {"value": {"total": 1250}}}).to_string();
+    let (status, v) = call_raw(
+        "POST",
+        &s.url("/api/v1/runs/escalation-1/answer"),
+        None,
+        Some(&body),
+        "application/json",
+        &[("Cookie", &pair), ("X-CSRF-Token", &csrf)],
+    );
+    assert_error(status, &v, 401, "unauthorized");
+    let form = format!(
+        "csrf={csrf}&step=total&value_type=json&value=%7B%22value%22%3A%7B%22total%22%3A1250%7D%7D"
+    );
+    let (status, text) = form_post(&s, "/runs/escalation-1/answer", &pair, &form);
+    assert_eq!(status, 303, "sent to sign in: {text}");
+    let (status, _) = call_raw("GET", &s.url("/runs"), None, None, "", &[("Cookie", &pair)]);
+    assert_eq!(status, 303, "the pages send it to sign in");
+    assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing recorded");
+    // The other token is untouched.
+    let (status, v) = call("GET", &s.url("/api/v1/whoami"), Some(&bob), None);
+    assert_eq!((status, &v["name"]), (200, &json!("bob")), "{v}");
+
+    // A token replaced by a new one of the same name ends the old one's sessions too.
+    let (bob_pair, _) = json_login(&s, &bob);
+    assert_eq!(whoami(&bob_pair).0, 200);
+    remove_token(&sb, "bob");
+    let (code, out, err) = sb.oracle(&["serve", "token", "add", "bob"]);
+    assert_eq!(code, 0, "{err}");
+    let (status, v) = whoami(&bob_pair);
+    assert_error(status, &v, 401, "unauthorized");
+    let (new_pair, _) = json_login(&s, out.trim());
+    assert_eq!(whoami(&new_pair).1["name"], "bob");
+    assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing recorded");
+}

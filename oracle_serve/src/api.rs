@@ -768,7 +768,9 @@ async fn login(State(state): State<AppState>, req: Request) -> Result<Response, 
         JsonBody::<LoginBody>::from_request(req, &state).await?.0
     };
     let name = state.tokens.check(&body.token).ok_or(ApiError::BadToken)?;
-    let session = state.sessions.create(&name)?;
+    let session = state
+        .sessions
+        .create(&name, blake3::hash(body.token.as_bytes()))?;
     let cookie = HeaderValue::from_str(&auth::session_cookie(&session))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let mut r = if form {

@@ -56,6 +56,9 @@ pub struct Session {
     pub id: String,
     /// The token that logged in.
     pub name: String,
+    /// The BLAKE3 hash of its secret (the token file's line): the session is refused once the
+    /// file no longer holds that line.
+    token: blake3::Hash,
     csrf: String,
     created: Instant,
 }
@@ -106,8 +109,9 @@ impl Sessions {
         }
     }
 
-    /// A new session for the token `name`. Past [`SESSIONS_MAX`] the oldest is dropped.
-    pub fn create(&self, name: &str) -> Result<Session, ApiError> {
+    /// A new session for the token `name` whose secret hashes to `token`. Past
+    /// [`SESSIONS_MAX`] the oldest is dropped.
+    pub fn create(&self, name: &str, token: blake3::Hash) -> Result<Session, ApiError> {
         let id = random_hex(32)?;
         let csrf = blake3::keyed_hash(&self.key, id.as_bytes())
             .to_hex()
@@ -115,6 +119,7 @@ impl Sessions {
         let session = Session {
             id: id.clone(),
             name: name.to_owned(),
+            token,
             csrf,
             created: Instant::now(),
         };
@@ -194,9 +199,18 @@ fn bearer(state: &AppState, headers: &HeaderMap) -> Result<Option<Principal>, Ap
     }
 }
 
-/// The browser session named by the request's cookie, if any and live.
+/// The browser session named by the request's cookie, if any and live: not expired, and made
+/// with a token the token file still holds (read again when it changed). A session whose token
+/// was removed or replaced is dropped here, at its next request, so nothing more is read or
+/// recorded with it.
 pub fn session_of(state: &AppState, headers: &HeaderMap) -> Option<Session> {
-    cookie(headers, SESSION_COOKIE).and_then(|id| state.sessions.get(&id))
+    let s = cookie(headers, SESSION_COOKIE).and_then(|id| state.sessions.get(&id))?;
+    if state.tokens.holds(&s.name, &s.token) {
+        Some(s)
+    } else {
+        state.sessions.remove(&s.id);
+        None
+    }
 }
 
 /// Whether the `Host` header names a loopback address (or names none: HTTP/1.0).
