@@ -1656,3 +1656,44 @@ fn a_removed_token_ends_the_browser_sessions_made_with_it() {
     assert_eq!(whoami(&new_pair).1["name"], "bob");
     assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing recorded");
 }
+
+/// A run directory under `<home>/runs` that is a symlink (here to a run outside the home) is
+/// skipped everywhere: not listed by the API or the pages, not in either inbox, not readable by
+/// its id. The runs beside it are.
+#[test]
+fn a_symlinked_run_directory_is_neither_listed_nor_read() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let outside = sb.path().join("elsewhere/secret-1");
+    common::copy_dir(&sb.path().join(".oracle/runs/escalation-1"), &outside);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&outside, sb.path().join(".oracle/runs/linked-1")).unwrap();
+    let s = Server::start(sb.path(), &["--read-open"]);
+    let v = get(&s, "/api/v1/runs", &alice);
+    let ids: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["escalation-1"], "{v}");
+    for path in [
+        "/api/v1/runs/linked-1",
+        "/api/v1/runs/linked-1/events",
+        "/api/v1/runs/linked-1/events/0",
+    ] {
+        let (status, v) = call("GET", &s.url(path), Some(&alice), None);
+        assert_error(status, &v, 404, "not_found");
+    }
+    let inbox = get(&s, "/api/v1/inbox", &alice);
+    assert!(inbox.to_string().contains("escalation-1"), "{inbox}");
+    assert!(!inbox.to_string().contains("linked-1"), "{inbox}");
+    for page in ["/runs", "/inbox"] {
+        let (status, body) = raw(&s, "GET", page, "");
+        assert_eq!(status, 200, "{page}: {body}");
+        assert!(body.contains("escalation-1"), "{page}: {body}");
+        assert!(!body.contains("linked-1"), "{page}: {body}");
+    }
+    let (status, _) = raw(&s, "GET", "/runs/linked-1", "");
+    assert_eq!(status, 404);
+}

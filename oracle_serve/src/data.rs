@@ -18,6 +18,7 @@ use oracle_memory::memory::RequestState;
 use oracle_memory::{Query, RequestStatus};
 use oracle_runtime::adjudication::{self, RunMemory};
 use oracle_runtime::index::IndexedLog;
+use oracle_runtime::paths::LOG_FILE;
 use oracle_runtime::session::{self, RunInfo};
 use oracle_runtime::tool::Registry;
 use serde_json::{Value, json};
@@ -68,6 +69,47 @@ pub fn run_json(r: &RunInfo) -> Value {
 
 const STATUSES: [&str; 5] = ["running", "suspended", "completed", "failed", "damaged"];
 
+/// The runs under `<home>/runs` as `oracle runs` lists them (natural order of ids), but only
+/// those a request could name ([`crate::runid::validate`]): an entry must be a real directory,
+/// not a symlink, holding a regular `events.jsonl`, under a name that is a run id. Anything
+/// else is skipped before any of its files is opened, so a symlink out of the home is neither
+/// read nor listed.
+pub fn run_infos(home: &Path) -> Result<Vec<RunInfo>, session::SessionError> {
+    let runs = home.join("runs");
+    let entries = match std::fs::read_dir(&runs) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(session::SessionError::Io { path: runs, source }),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| session::SessionError::Io {
+            path: runs.clone(),
+            source,
+        })?;
+        let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        // `DirEntry::file_type` does not follow a symlink: a link to a directory is a link.
+        let real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let log = std::fs::symlink_metadata(entry.path().join(LOG_FILE));
+        if crate::runid::malformed(&id).is_none() && real_dir && log.is_ok_and(|m| m.is_file()) {
+            ids.push(id);
+        }
+    }
+    ids.sort_by(|a, b| session::natural_order(a, b));
+    Ok(ids
+        .into_iter()
+        .map(|id| session::run_info(&runs.join(id)))
+        .collect())
+}
+
+/// Whether `<home>/runs/ID` is a run [`run_infos`] lists (for pages built from a listing that
+/// follows symlinks).
+pub fn is_listed(home: &Path, id: &str) -> bool {
+    crate::runid::validate(home, id).is_ok()
+}
+
 /// `GET /api/v1/runs`: `{"runs": [run], "next": id | null}`.
 pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, ApiError> {
     if let Some(s) = &q.status
@@ -79,7 +121,7 @@ pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, ApiError> {
         )));
     }
     let limit = page_limit(q.limit, RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX)?;
-    let all = session::list(home)?;
+    let all = run_infos(home)?;
     let mut out = Vec::new();
     let mut next = None;
     let after = q.after.as_deref();

@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use crate::api::Routes;
 use crate::auth::{self, Session};
+use crate::data;
 use crate::error::ApiError;
 use crate::signals::{self, AnswerBody, VerdictBody};
 use crate::state::AppState;
@@ -99,11 +100,33 @@ async fn runs(State(state): State<AppState>, headers: HeaderMap) -> Response {
         return r;
     }
     let home = state.home.clone();
-    match blocking(move || view::runs(&home)).await {
+    match blocking(move || run_rows(&home)).await {
         Ok(Ok(rows)) => Html(page::runs_page(&rows, &links())).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
     }
+}
+
+/// The rows of the run list, from [`data::run_infos`] (as `view::runs` builds them from
+/// `session::list`, which would follow a symlink out of `<home>/runs`).
+fn run_rows(home: &std::path::Path) -> Result<Vec<view::RunRow>, ViewError> {
+    Ok(data::run_infos(home)?
+        .into_iter()
+        .map(|r| view::RunRow {
+            waiting: r.waiting.map(|(step, reason)| view::WaitingOn {
+                step,
+                reason,
+                attempts: r.attempts,
+            }),
+            id: r.id,
+            plan: r.program,
+            status: r.status,
+            live: r.live,
+            events: r.events,
+            tick: r.last_time,
+            reason: r.reason,
+        })
+        .collect())
 }
 
 #[derive(Deserialize)]
@@ -165,7 +188,17 @@ async fn inbox(State(state): State<AppState>, headers: HeaderMap) -> Response {
     // the sign-in page.
     let csrf = session.as_ref().map(auth::csrf_token).unwrap_or_default();
     let home = state.home.clone();
-    match blocking(move || view::inbox(&home)).await {
+    let load = move || {
+        view::inbox(&home).map(|mut i| {
+            // Only runs a request could name: the listing behind `view::inbox` follows
+            // symlinks under `<home>/runs`.
+            i.asks.retain(|a| data::is_listed(&home, &a.run));
+            i.adjudications.retain(|r| data::is_listed(&home, &r.run));
+            i.problems.retain(|(run, _)| data::is_listed(&home, run));
+            i
+        })
+    };
+    match blocking(load).await {
         Ok(Ok(i)) => Html(page::inbox_page(&i, &links(), &Forms::under("", &csrf))).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
