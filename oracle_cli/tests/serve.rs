@@ -1697,3 +1697,87 @@ fn a_symlinked_run_directory_is_neither_listed_nor_read() {
     let (status, _) = raw(&s, "GET", "/runs/linked-1", "");
     assert_eq!(status, 404);
 }
+
+/// Every form route of the web UI (every `POST` outside `/api/v1` but `/login`) refuses a post
+/// whose `csrf` field is missing, empty, garbage or another session's, with 403 and nothing
+/// recorded (the session stays signed in); the same post with the right field is taken, so
+/// the refusals are the CSRF check's and nothing else's.
+#[test]
+fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
+    let (sb, alice, bob) = setup();
+    sb.write(
+        "ask.plan",
+        "plan ask version 1\nq = human.ask { question: \"Ship release 2.4 today?\", schema: { type: \"string\" } }\n",
+    );
+    run(&sb, &["run", "ask.plan"], 3);
+    run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let (pair, csrf) = json_login(&s, &alice);
+    let (_, bobs_csrf) = json_login(&s, &bob);
+    // Each form route: its path, the run whose log it would write, and its fields but `csrf`.
+    let forms = [
+        (
+            "/runs/{id}/answer",
+            "ask-1",
+            "step=q&value_type=string&value=yes",
+        ),
+        (
+            "/runs/{id}/verdict",
+            "adjudication-1",
+            "handle=adj-15&verdict=affirm&evidence=external_first_hand&note=checked",
+        ),
+        ("/logout", "ask-1", ""),
+    ];
+    let routes: std::collections::BTreeSet<&str> = oracle_serve::api::route_list()
+        .into_iter()
+        .filter(|(m, p)| *m == "POST" && !p.starts_with("/api/") && *p != "/login")
+        .map(|(_, p)| p)
+        .collect();
+    let tested: std::collections::BTreeSet<&str> = forms.iter().map(|(p, _, _)| *p).collect();
+    assert_eq!(routes, tested, "every form route has its CSRF cases here");
+    let whoami = || {
+        call_raw(
+            "GET",
+            &s.url("/api/v1/whoami"),
+            None,
+            None,
+            "",
+            &[("Cookie", &pair)],
+        )
+        .0
+    };
+    for (route, run_id, fields) in forms {
+        let path = route.replace("{id}", run_id);
+        let before = log_bytes(&sb, run_id);
+        let sep = if fields.is_empty() { "" } else { "&" };
+        for bad in [
+            fields.to_owned(),
+            format!("csrf={sep}{fields}"),
+            format!("csrf=0000{sep}{fields}"),
+            format!("csrf={}{sep}{fields}", "f".repeat(64)),
+            format!("csrf={bobs_csrf}{sep}{fields}"),
+            format!("{fields}{sep}csrf={}", &csrf[..csrf.len() - 1]),
+        ] {
+            let (status, body) = form_post(&s, &path, &pair, &bad);
+            assert_eq!(status, 403, "{path} with `{bad}`: {body}");
+            assert_eq!(log_bytes(&sb, run_id), before, "{path} with `{bad}` wrote");
+            assert_eq!(whoami(), 200, "{path} with `{bad}`: still signed in");
+        }
+    }
+    // The right token: each is taken.
+    for (route, run_id, fields) in forms {
+        let path = route.replace("{id}", run_id);
+        let before = log_bytes(&sb, run_id);
+        let sep = if fields.is_empty() { "" } else { "&" };
+        let (status, body) = form_post(&s, &path, &pair, &format!("csrf={csrf}{sep}{fields}"));
+        assert_eq!(status, 200, "{path}: {body}");
+        if route == "/logout" {
+            assert_eq!(whoami(), 401, "signed out");
+        } else {
+            assert!(
+                log_bytes(&sb, run_id).len() > before.len(),
+                "{path} recorded"
+            );
+        }
+    }
+}
