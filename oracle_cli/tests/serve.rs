@@ -1781,3 +1781,69 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
         }
     }
 }
+
+/// The real server's defaults against clients that send half a request: each is closed within
+/// `header_read_timeout_ms` (10 s), and while `connections_max` of them (320 by default) are
+/// open, a further connection is not served; once they are closed it is.
+#[test]
+fn half_sent_requests_are_closed_and_connections_past_the_limit_wait() {
+    use oracle_serve::config::{
+        CONNECTIONS_BESIDE_STREAMS_MAX, HEADER_READ_TIMEOUT_MS, STREAMS_MAX,
+    };
+    let (sb, alice, _) = setup();
+    let s = Server::start(sb.path(), &[]);
+    let limit = STREAMS_MAX + CONNECTIONS_BESIDE_STREAMS_MAX;
+    let start = Instant::now();
+    let mut half: Vec<TcpStream> = (0..limit)
+        .map(|_| {
+            let mut c = TcpStream::connect(&s.addr).unwrap();
+            c.write_all(b"GET /api/v1/whoami HT").unwrap();
+            c
+        })
+        .collect();
+    // One more, whole: it waits (unaccepted) while the half-sent ones hold every place.
+    let mut extra = TcpStream::connect(&s.addr).unwrap();
+    write!(
+        extra,
+        "GET /api/v1/whoami HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {alice}\r\nConnection: close\r\n\r\n",
+        s.addr
+    )
+    .unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_millis(1000)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    match extra.read(&mut buf) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) => {}
+        other => panic!("served past the connection limit: {other:?}"),
+    }
+    // Every half-sent request is closed by the server, within its clock (and a margin).
+    let bound = Duration::from_millis(HEADER_READ_TIMEOUT_MS) + Duration::from_secs(20);
+    for c in &mut half {
+        let left = bound
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(1));
+        c.set_read_timeout(Some(left)).unwrap();
+        let mut sink = Vec::new();
+        match c.read_to_end(&mut sink) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!(
+                "a half-sent request still open after {:?}: {e}",
+                start.elapsed()
+            ),
+        }
+    }
+    assert!(start.elapsed() < bound);
+    // The waiting connection is served.
+    extra
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut text = String::new();
+    let _ = extra.read_to_string(&mut text);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+}

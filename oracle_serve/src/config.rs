@@ -35,6 +35,32 @@ pub const STATE_ENTRIES_MAX: u64 = 10_000;
 pub const STREAMS_MAX: usize = 64;
 /// The most `--streams-max` may allow (each stream holds a connection and polls its log).
 pub const STREAMS_MAX_MAX: usize = 16_384;
+/// Connections served at once besides the SSE streams: the server holds at most
+/// `streams_max` + this many connections (320 by default). Past it a new connection waits in
+/// the kernel's listen backlog, unaccepted, until one closes: file descriptors stay bounded
+/// whatever clients open.
+pub const CONNECTIONS_BESIDE_STREAMS_MAX: usize = 256;
+/// Longest wait for a request's line and headers, from when the server starts waiting for
+/// them (the connection's opening, or the end of the previous response); past it the
+/// connection is closed. A client that sends half a request holds its slot this long at most.
+pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// Longest a connection may answer no request and read nothing before it is closed (browsers
+/// open a new one when they need it).
+pub const KEEP_ALIVE_IDLE_MS: u64 = 5_000;
+/// Longest gap between the pieces of a request body: past it the request fails (400) and the
+/// connection is closed, so a client that announces a body and sends none does not hold its
+/// slot while the request waits for it.
+pub const BODY_READ_TIMEOUT_MS: u64 = 10_000;
+/// hyper's buffer per connection: the most it reads of a request head (past it: 431), and the
+/// most of a response it holds before it stops asking for more (plus the one piece being
+/// written) while the client does not read.
+pub const CONNECTION_BUFFER_BYTES_MAX: usize = 400 << 10;
+/// How long accepting pauses after an error that is not one connection's (out of file
+/// descriptors, say), rather than spinning on it.
+pub const ACCEPT_ERROR_PAUSE_MS: u64 = 1000;
+/// How often, per `keep_alive_idle_ms`, a connection's watchdog looks whether it is idle (so an
+/// idle connection is closed at most a quarter of the limit late).
+pub const IDLE_CHECKS_PER_LIMIT: u32 = 4;
 /// Browser sessions at once: the oldest is dropped past it.
 pub const SESSIONS_MAX: usize = 1024;
 /// How long a browser session lives (wall time; never recorded).
@@ -72,6 +98,14 @@ pub struct Config {
     pub poll_interval_ms: u64,
     /// SSE streams open at once ([`STREAMS_MAX`] by default, at most [`STREAMS_MAX_MAX`]).
     pub streams_max: usize,
+    /// Connections served at once; `None`: `streams_max` + [`CONNECTIONS_BESIDE_STREAMS_MAX`].
+    pub connections_max: Option<usize>,
+    /// [`HEADER_READ_TIMEOUT_MS`] unless a test wants a shorter one.
+    pub header_read_timeout_ms: u64,
+    /// [`KEEP_ALIVE_IDLE_MS`] unless a test wants a shorter one.
+    pub keep_alive_idle_ms: u64,
+    /// [`BODY_READ_TIMEOUT_MS`] unless a test wants a shorter one.
+    pub body_read_timeout_ms: u64,
 }
 
 /// Why a configuration is refused before anything listens.
@@ -105,6 +139,31 @@ impl Config {
             resume_program: None,
             poll_interval_ms: POLL_INTERVAL_MS,
             streams_max: STREAMS_MAX,
+            connections_max: None,
+            header_read_timeout_ms: HEADER_READ_TIMEOUT_MS,
+            keep_alive_idle_ms: KEEP_ALIVE_IDLE_MS,
+            body_read_timeout_ms: BODY_READ_TIMEOUT_MS,
+        }
+    }
+
+    /// The connections served at once.
+    pub fn connections_max(&self) -> usize {
+        self.connections_max
+            .unwrap_or_else(|| {
+                self.streams_max
+                    .saturating_add(CONNECTIONS_BESIDE_STREAMS_MAX)
+            })
+            .max(1)
+    }
+
+    /// The clocks and the slot count of the server's connections.
+    pub fn conn_limits(&self) -> crate::conn::ConnLimits {
+        let ms = |v: u64| std::time::Duration::from_millis(v.max(1));
+        crate::conn::ConnLimits {
+            connections_max: self.connections_max(),
+            header_read_timeout: ms(self.header_read_timeout_ms),
+            keep_alive_idle: ms(self.keep_alive_idle_ms),
+            body_read_timeout: ms(self.body_read_timeout_ms),
         }
     }
 
