@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::auth::{self, CSRF_HEADER, Reader, Writer};
-use crate::config::{BODY_BYTES_MAX, EVENTS_PAGE_LIMIT_MAX};
+use crate::config::{BODY_BYTES_MAX, EVENTS_PAGE_LIMIT_MAX, STREAM_BUFFER_BYTES_MAX};
 use crate::data;
 use crate::error::ApiError;
 use crate::runid::ValidRun;
@@ -540,17 +540,96 @@ struct StreamQuery {
     from: Option<u64>,
 }
 
-/// What one run's tail stream holds between polls.
-struct Tail {
-    _guard: StreamGuard,
+/// What one run's tail stream holds between polls: at most one batch of events read ahead of
+/// its client, and a batch holds at most `stream_buffer_bytes_max` bytes of records (or one
+/// record). The next batch is read only once the client has taken every event of this one, so
+/// a client that reads slowly, or never, holds that much and no more.
+pub(crate) struct Tail {
     run: ValidRun,
     next: u64,
     /// Log bytes when last read (`u64::MAX`: read again now).
     len: u64,
-    buf: VecDeque<Event>,
+    /// Events read and not yet sent, with the bytes of their records.
+    buf: VecDeque<(Event, u64)>,
+    /// The bytes of the records in `buf`.
+    buffered: u64,
+    bytes_max: u64,
     shutdown: tokio::sync::watch::Receiver<bool>,
     interval: Duration,
     ended: bool,
+}
+
+impl Tail {
+    pub(crate) fn new(
+        run: ValidRun,
+        from: u64,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+        interval: Duration,
+        bytes_max: u64,
+    ) -> Tail {
+        Tail {
+            run,
+            next: from,
+            len: u64::MAX,
+            buf: VecDeque::new(),
+            buffered: 0,
+            bytes_max,
+            shutdown,
+            interval,
+            ended: false,
+        }
+    }
+
+    /// The bytes of the records read ahead of the client.
+    #[cfg(test)]
+    pub(crate) fn buffered(&self) -> u64 {
+        self.buffered
+    }
+
+    /// The next SSE event for the client: a buffered event, or (once the buffer is empty) the
+    /// first of a new batch read when the log grew; `None` when the stream ends.
+    pub(crate) async fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some((e, n)) = self.buf.pop_front() {
+                self.buffered -= n;
+                return Some(record_event(&e));
+            }
+            if self.ended || *self.shutdown.borrow() {
+                return None;
+            }
+            let len = std::fs::metadata(self.run.log()).map_or(0, |m| m.len());
+            if len != self.len {
+                let (log, from, max) = (self.run.log(), self.next, self.bytes_max);
+                let read = tokio::task::spawn_blocking(move || {
+                    data::events_from(&log, from, EVENTS_PAGE_LIMIT_MAX, max)
+                })
+                .await;
+                match read {
+                    Ok(Ok(batch)) => {
+                        // More behind the batch: read again as soon as it is taken.
+                        self.len = if batch.more { u64::MAX } else { len };
+                        self.next += batch.events.len() as u64;
+                        self.buffered += batch.bytes;
+                        self.buf.extend(batch.events.into_iter().zip(batch.sizes));
+                        continue;
+                    }
+                    Ok(Err(e)) => {
+                        self.ended = true;
+                        return Some(
+                            SseEvent::default()
+                                .event("error")
+                                .data(e.body().to_string()),
+                        );
+                    }
+                    Err(_) => return None,
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {}
+                _ = self.shutdown.changed() => return None,
+            }
+        }
+    }
 }
 
 fn record_event(e: &Event) -> SseEvent {
@@ -578,58 +657,17 @@ async fn events_stream(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
         .map(|s| s.saturating_add(1));
-    let tail = Tail {
-        _guard: StreamGuard::take(&state)?,
+    let guard = StreamGuard::take(&state)?;
+    let tail = Tail::new(
         run,
-        next: resumed_after.or(q.from).unwrap_or(0),
-        len: u64::MAX,
-        buf: VecDeque::new(),
-        shutdown: state.shutdown.clone(),
-        interval: Duration::from_millis(state.config.poll_interval_ms.max(1)),
-        ended: false,
-    };
-    let stream = futures_util::stream::unfold(tail, |mut t| async move {
-        loop {
-            if let Some(e) = t.buf.pop_front() {
-                return Some((Ok::<_, Infallible>(record_event(&e)), t));
-            }
-            if t.ended || *t.shutdown.borrow() {
-                return None;
-            }
-            let len = std::fs::metadata(t.run.log()).map_or(0, |m| m.len());
-            if len != t.len {
-                let (log, from) = (t.run.log(), t.next);
-                let read = tokio::task::spawn_blocking(move || {
-                    data::events_from(&log, from, EVENTS_PAGE_LIMIT_MAX)
-                })
-                .await;
-                match read {
-                    Ok(Ok(events)) => {
-                        // A full batch may have more behind it: read again at once.
-                        t.len = if events.len() as u64 == EVENTS_PAGE_LIMIT_MAX {
-                            u64::MAX
-                        } else {
-                            len
-                        };
-                        t.next += events.len() as u64;
-                        t.buf.extend(events);
-                        continue;
-                    }
-                    Ok(Err(e)) => {
-                        t.ended = true;
-                        let ev = SseEvent::default()
-                            .event("error")
-                            .data(e.body().to_string());
-                        return Some((Ok(ev), t));
-                    }
-                    Err(_) => return None,
-                }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(t.interval) => {}
-                _ = t.shutdown.changed() => return None,
-            }
-        }
+        resumed_after.or(q.from).unwrap_or(0),
+        state.shutdown.clone(),
+        Duration::from_millis(state.config.poll_interval_ms.max(1)),
+        STREAM_BUFFER_BYTES_MAX,
+    );
+    let stream = futures_util::stream::unfold((tail, guard), |(mut t, guard)| async move {
+        let ev = t.next_event().await?;
+        Some((Ok::<_, Infallible>(ev), (t, guard)))
     });
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
@@ -902,6 +940,48 @@ mod tests {
             let once = percent_decode(to).unwrap_or_default();
             prop_assert!(!once.starts_with("//") && !once.contains('\\'));
             prop_assert!(!once.chars().any(char::is_whitespace));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tail_tests {
+    use super::*;
+
+    /// A tail stream reads ahead of its client at most `stream_buffer_bytes_max` bytes of
+    /// records (or one record): taken one event at a time, as a slow client takes them, its
+    /// buffer never holds more, and every event still arrives once, in order.
+    #[test]
+    fn a_tail_reads_ahead_of_its_client_at_most_its_byte_limit() {
+        let home = tempfile::tempdir().unwrap();
+        let record = 100usize << 10;
+        let run = crate::data::testing::big_run(home.path(), 60, record);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        for bytes_max in [256u64 << 10, STREAM_BUFFER_BYTES_MAX] {
+            let mut t = Tail::new(
+                run.clone(),
+                0,
+                shutdown.clone(),
+                Duration::from_millis(10),
+                bytes_max,
+            );
+            let mut most = 0;
+            rt.block_on(async {
+                for _ in 0..60 {
+                    let ev = t.next_event().await;
+                    assert!(ev.is_some());
+                    most = most.max(t.buffered());
+                    assert!(t.buffered() <= bytes_max, "{} buffered", t.buffered());
+                }
+            });
+            // It did read ahead (a batch at a time), by no more than the limit.
+            assert!(most > 2 * record as u64, "{most}");
+            assert_eq!(t.next, 60);
+            assert_eq!(t.buffered(), 0);
         }
     }
 }

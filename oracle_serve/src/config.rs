@@ -25,6 +25,17 @@ pub const POLL_INTERVAL_MS: u64 = 200;
 /// Events in one page of `/events` (and read per poll by one SSE stream).
 pub const EVENTS_PAGE_LIMIT_MAX: u64 = 1000;
 pub const EVENTS_PAGE_LIMIT_DEFAULT: u64 = 100;
+/// Bytes of records in one page of `/events`: a page ends early, before the event that would
+/// take it past this, and its `next` says where to go on (a page always holds at least one
+/// event, so one record of up to `record_bytes_max` can still make a page alone). A page's
+/// memory follows its bytes, not its count: four pages of 1000 events of about 440 KB each
+/// held the server at 5.2 GB before this limit.
+pub const EVENTS_PAGE_BYTES_MAX: u64 = 4 << 20;
+/// Bytes of records an SSE stream reads ahead of its client: the next batch is read from the
+/// log only when the client has taken the last (at least one event per batch). A client that
+/// never reads holds this much, plus what hyper and the kernel buffer for its connection
+/// ([`CONNECTION_BUFFER_BYTES_MAX`]), never the log.
+pub const STREAM_BUFFER_BYTES_MAX: u64 = 1 << 20;
 /// Runs in one page of `/runs`.
 pub const RUNS_PAGE_LIMIT_MAX: u64 = 1000;
 pub const RUNS_PAGE_LIMIT_DEFAULT: u64 = 100;

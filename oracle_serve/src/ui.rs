@@ -86,10 +86,25 @@ fn api_error(e: &ApiError, back: &str) -> Response {
     refused(e.status(), &e.to_string(), back)
 }
 
-/// Runs a blocking read off the async workers.
+/// Runs blocking work off the async workers; `heavy` work (a run's page and the inbox read
+/// whole logs, and the signals re-derive runs) first takes one of the `heavy_jobs_max` permits
+/// the API's whole-log requests share, so pages cannot pile up whole logs in memory at once.
 async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    heavy: bool,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Response> {
+    let _permit = if heavy {
+        Some(state.heavy.clone().acquire_owned().await.map_err(|_| {
+            refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server is shutting down",
+                "/runs",
+            )
+        })?)
+    } else {
+        None
+    };
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), "/runs"))
@@ -100,7 +115,7 @@ async fn runs(State(state): State<AppState>, headers: HeaderMap) -> Response {
         return r;
     }
     let home = state.home.clone();
-    match blocking(move || run_rows(&home)).await {
+    match blocking(&state, false, move || run_rows(&home)).await {
         Ok(Ok(rows)) => Html(page::runs_page(&rows, &links())).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
@@ -172,7 +187,7 @@ async fn run(
         }
         Ok::<_, ViewError>(v)
     };
-    match blocking(load).await {
+    match blocking(&state, true, load).await {
         Ok(Ok(v)) => Html(page::run_page(&v, &links())).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
@@ -198,7 +213,7 @@ async fn inbox(State(state): State<AppState>, headers: HeaderMap) -> Response {
             i
         })
     };
-    match blocking(load).await {
+    match blocking(&state, true, load).await {
         Ok(Ok(i)) => Html(page::inbox_page(&i, &links(), &Forms::under("", &csrf))).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
@@ -268,7 +283,7 @@ async fn answer(
     };
     let st = state.clone();
     let by = session.name.clone();
-    match blocking(move || signals::answer(&st, &run, &by, body)).await {
+    match blocking(&state, true, move || signals::answer(&st, &run, &by, body)).await {
         Ok(Ok(v)) => {
             let text = format!(
                 "The answer to `{}` of run {id} was recorded as event {} by {}; the run resumes in the background.",
@@ -328,7 +343,11 @@ async fn verdict(
     let st = state.clone();
     let by = session.name.clone();
     let handle = f.handle.clone();
-    match blocking(move || signals::adjudicate(&st, &run, &handle, &by, body)).await {
+    match blocking(&state, true, move || {
+        signals::adjudicate(&st, &run, &handle, &by, body)
+    })
+    .await
+    {
         Ok(Ok(v)) => {
             let text = format!(
                 "Verdict `{}` on {} of run {id} was recorded as event {} by {}{}.",
