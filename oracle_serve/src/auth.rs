@@ -10,9 +10,11 @@
 //!   drawn when the server started, sent as the form field `csrf` (HTML forms: see
 //!   [`check_form_csrf`]) or the header `X-CSRF-Token`. `SameSite=Strict` already keeps the
 //!   cookie off cross-site requests; the token is the second lock, for browsers that ignore it.
-//! - **Open reads** (`--read-open`, loopback only): reads need nothing, but the `Host` header
-//!   must name a loopback address, so a web page that rebinds its DNS name to 127.0.0.1
-//!   cannot read the API through the victim's browser.
+//!   A session lives only as long as its token's line in the token file ([`session_of`]).
+//! - **Open reads** (`--read-open`, loopback only): reads need nothing, but every request,
+//!   whatever its route, must name a loopback address in its `Host` header (checked for the
+//!   whole router by `api::host_guard`, and again here for reads), so a web page that rebinds
+//!   its DNS name to 127.0.0.1 cannot read through the victim's browser.
 //!
 //! Session ids and the CSRF key come from the OS's randomness; they are never hashed into a
 //! log or printed.

@@ -6,7 +6,7 @@
 //! tell which name matched. A token's NAME is what the log records as `by` for the answers,
 //! verdicts and claims sent with it, so names are restricted to characters that read the same
 //! everywhere. The server reads the file again when it changes, so a token added while it runs
-//! works at once, and one removed stops working.
+//! works at once, and one removed stops working, with the browser sessions made with it.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
