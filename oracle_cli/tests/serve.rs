@@ -1531,3 +1531,460 @@ fn call_stream_status(s: &Server, path: &str, token: &str) -> (u16, String) {
         .unwrap_or(0);
     (status, line)
 }
+
+/// A form login goes on to a path on this server only: every spelling of another origin, as a
+/// browser's form would send it (percent-encoded in the body), is answered with `/`.
+#[test]
+fn a_form_login_redirects_to_a_path_on_this_server_only() {
+    let (sb, alice, _) = setup();
+    let s = Server::start(sb.path(), &[]);
+    let a = agent();
+    // The `next` field as it stands in the form body (one decoding by the form parser).
+    for (next, want) in [
+        ("%2Finbox", "/inbox"),
+        ("%2Fruns%3Ffrom%3D5", "/runs?from=5"),
+        ("%2F%09%2Fevil.example", "/"),
+        ("/%09/evil.example", "/"),
+        ("/%0A/evil.example", "/"),
+        ("/%0D%0A/evil.example", "/"),
+        ("/+/evil.example", "/"),
+        ("/%2509/evil.example", "/"),
+        ("%2F%2Fevil.example", "/"),
+        ("%2F%5Cevil.example", "/"),
+        ("%5C%5Cevil.example", "/"),
+        ("/%252F%252Fevil.example", "/"),
+        ("/%25252F%25252Fevil.example", "/"),
+        ("https%3A%2F%2Fevil.example", "/"),
+        ("javascript%3Aalert(1)", "/"),
+        ("/%E2%80%A8/evil.example", "/"),
+    ] {
+        let form = format!("token={alice}&next={next}");
+        let r = a
+            .run(
+                ureq::http::Request::builder()
+                    .method("POST")
+                    .uri(s.url("/login"))
+                    .header("Content-Type", "application/x-www-form-urlencoded")
+                    .body(form.into_bytes())
+                    .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 303, "next={next}");
+        let location = r.headers().get("location").unwrap().as_bytes();
+        assert_eq!(location, want.as_bytes(), "next={next}");
+    }
+}
+
+/// A raw request with the given `Host`, read to its end (the server closes after it): the
+/// status and the whole response text.
+fn with_host(s: &Server, method: &str, path: &str, host: &str, headers: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let body = if method == "POST" { "{}" } else { "" };
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// The status of a request with the given `Host`, from its first line only (an event stream
+/// never ends).
+fn status_with_host(s: &Server, method: &str, path: &str, host: &str) -> u16 {
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+    )
+    .unwrap();
+    let mut line = String::new();
+    let _ = BufReader::new(stream).read_line(&mut line);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Under `--read-open` every route the server has (its own list: API, pages, sign-in, login,
+/// logout, forms) and the fallback refuse a foreign `Host` with 403 `host`, with or without
+/// credentials, while a loopback `Host` gets past the check on each: a page whose DNS name is
+/// rebound to 127.0.0.1 reads nothing, and writes nothing.
+#[test]
+fn under_read_open_every_route_refuses_a_foreign_host() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let before = log_bytes(&sb, "escalation-1");
+    let s = Server::start(sb.path(), &["--read-open"]);
+    let routes = oracle_serve::api::route_list();
+    for must in [
+        "/api/v1/runs",
+        "/runs",
+        "/runs/{id}",
+        "/inbox",
+        "/login",
+        "/logout",
+    ] {
+        assert!(
+            routes.iter().any(|(_, p)| *p == must),
+            "{must} is not in the route list: {routes:?}"
+        );
+    }
+    let mut paths: Vec<(String, String)> = routes
+        .iter()
+        .map(|(m, p)| {
+            let path = p
+                .replace("{id}", "escalation-1")
+                .replace("{seq}", "0")
+                .replace("{handle}", "adj-1");
+            let path = if path == "/api/v1/diff" {
+                "/api/v1/diff?a=escalation-1&b=escalation-1".to_owned()
+            } else {
+                path
+            };
+            (m.to_string(), path)
+        })
+        .collect();
+    // Paths no route has, and a static-looking one: the fallback is checked too.
+    for p in ["/no/such/route", "/static/app.css", "/favicon.ico"] {
+        paths.push(("GET".to_owned(), p.to_owned()));
+    }
+    let creds = [String::new(), format!("Authorization: Bearer {alice}\r\n")];
+    for (method, path) in &paths {
+        for host in ["evil.example", "evil.example:80", "127.0.0.1.evil.example"] {
+            for cred in &creds {
+                let (status, text) = with_host(&s, method, path, host, cred);
+                assert_eq!(status, 403, "{method} {path} Host: {host}: {text}");
+                assert!(
+                    text.contains("\"code\":\"host\""),
+                    "{method} {path} Host: {host}: {text}"
+                );
+            }
+        }
+        // The same request naming this server gets past the check (whatever it then says).
+        for host in [s.addr.as_str(), "localhost", "[::1]:7420"] {
+            let status = status_with_host(&s, method, path, host);
+            assert!(
+                status != 0 && status != 403,
+                "{method} {path} Host: {host}: {status}"
+            );
+        }
+    }
+    assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing written");
+}
+
+/// `POST /login` with JSON: the session's `Cookie` pair and its CSRF token.
+fn json_login(s: &Server, secret: &str) -> (String, String) {
+    let mut r = agent()
+        .run(
+            ureq::http::Request::builder()
+                .method("POST")
+                .uri(s.url("/login"))
+                .header("Content-Type", "application/json")
+                .body(json!({"token": secret}).to_string().into_bytes())
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let cookie = r.headers().get("set-cookie").unwrap().to_str().unwrap();
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let body: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    (pair, body["csrf"].as_str().unwrap().to_owned())
+}
+
+/// A form post with a session cookie: the status (redirects not followed) and the body.
+fn form_post(s: &Server, path: &str, cookie: &str, form: &str) -> (u16, String) {
+    let mut r = agent()
+        .run(
+            ureq::http::Request::builder()
+                .method("POST")
+                .uri(s.url(path))
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .header("Cookie", cookie)
+                .body(form.as_bytes().to_vec())
+                .unwrap(),
+        )
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.body_mut().read_to_string().unwrap_or_default())
+}
+
+/// Removes the line of token `name` from the sandbox's token file.
+fn remove_token(sb: &common::Sandbox, name: &str) {
+    let file = sb.path().join(".oracle/serve-tokens");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.starts_with(&format!("{name}:")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(kept, text, "{name} was in the token file");
+    std::fs::write(&file, kept).unwrap();
+}
+
+/// A browser session lives only as long as the token it was made with: once the token's line
+/// is removed from the token file (or replaced by a new token of the same name), the session's
+/// next request is refused, by the API (401) and by the pages and forms (sent to sign in), and
+/// nothing is recorded with it.
+#[test]
+fn a_removed_token_ends_the_browser_sessions_made_with_it() {
+    let (sb, alice, bob) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let (pair, csrf) = json_login(&s, &alice);
+    let whoami = |pair: &str| {
+        call_raw(
+            "GET",
+            &s.url("/api/v1/whoami"),
+            None,
+            None,
+            "",
+            &[("Cookie", pair)],
+        )
+    };
+    let (status, v) = whoami(&pair);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["name"], "alice");
+
+    remove_token(&sb, "alice");
+    let before = log_bytes(&sb, "escalation-1");
+    let (status, v) = whoami(&pair);
+    assert_error(status, &v, 401, "unauthorized");
+    let body = json!({"step": "total", "value": {"value": {"total": 1250}}}).to_string();
+    let (status, v) = call_raw(
+        "POST",
+        &s.url("/api/v1/runs/escalation-1/answer"),
+        None,
+        Some(&body),
+        "application/json",
+        &[("Cookie", &pair), ("X-CSRF-Token", &csrf)],
+    );
+    assert_error(status, &v, 401, "unauthorized");
+    let form = format!(
+        "csrf={csrf}&step=total&value_type=json&value=%7B%22value%22%3A%7B%22total%22%3A1250%7D%7D"
+    );
+    let (status, text) = form_post(&s, "/runs/escalation-1/answer", &pair, &form);
+    assert_eq!(status, 303, "sent to sign in: {text}");
+    let (status, _) = call_raw("GET", &s.url("/runs"), None, None, "", &[("Cookie", &pair)]);
+    assert_eq!(status, 303, "the pages send it to sign in");
+    assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing recorded");
+    // The other token is untouched.
+    let (status, v) = call("GET", &s.url("/api/v1/whoami"), Some(&bob), None);
+    assert_eq!((status, &v["name"]), (200, &json!("bob")), "{v}");
+
+    // A token replaced by a new one of the same name ends the old one's sessions too.
+    let (bob_pair, _) = json_login(&s, &bob);
+    assert_eq!(whoami(&bob_pair).0, 200);
+    remove_token(&sb, "bob");
+    let (code, out, err) = sb.oracle(&["serve", "token", "add", "bob"]);
+    assert_eq!(code, 0, "{err}");
+    let (status, v) = whoami(&bob_pair);
+    assert_error(status, &v, 401, "unauthorized");
+    let (new_pair, _) = json_login(&s, out.trim());
+    assert_eq!(whoami(&new_pair).1["name"], "bob");
+    assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing recorded");
+}
+
+/// A run directory under `<home>/runs` that is a symlink (here to a run outside the home) is
+/// skipped everywhere: not listed by the API or the pages, not in either inbox, not readable by
+/// its id. The runs beside it are.
+#[test]
+fn a_symlinked_run_directory_is_neither_listed_nor_read() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let outside = sb.path().join("elsewhere/secret-1");
+    common::copy_dir(&sb.path().join(".oracle/runs/escalation-1"), &outside);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&outside, sb.path().join(".oracle/runs/linked-1")).unwrap();
+    let s = Server::start(sb.path(), &["--read-open"]);
+    let v = get(&s, "/api/v1/runs", &alice);
+    let ids: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["escalation-1"], "{v}");
+    for path in [
+        "/api/v1/runs/linked-1",
+        "/api/v1/runs/linked-1/events",
+        "/api/v1/runs/linked-1/events/0",
+    ] {
+        let (status, v) = call("GET", &s.url(path), Some(&alice), None);
+        assert_error(status, &v, 404, "not_found");
+    }
+    let inbox = get(&s, "/api/v1/inbox", &alice);
+    assert!(inbox.to_string().contains("escalation-1"), "{inbox}");
+    assert!(!inbox.to_string().contains("linked-1"), "{inbox}");
+    for page in ["/runs", "/inbox"] {
+        let (status, body) = raw(&s, "GET", page, "");
+        assert_eq!(status, 200, "{page}: {body}");
+        assert!(body.contains("escalation-1"), "{page}: {body}");
+        assert!(!body.contains("linked-1"), "{page}: {body}");
+    }
+    let (status, _) = raw(&s, "GET", "/runs/linked-1", "");
+    assert_eq!(status, 404);
+}
+
+/// Every form route of the web UI (every `POST` outside `/api/v1` but `/login`) refuses a post
+/// whose `csrf` field is missing, empty, garbage or another session's, with 403 and nothing
+/// recorded (the session stays signed in); the same post with the right field is taken, so
+/// the refusals are the CSRF check's and nothing else's.
+#[test]
+fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
+    let (sb, alice, bob) = setup();
+    sb.write(
+        "ask.plan",
+        "plan ask version 1\nq = human.ask { question: \"Ship release 2.4 today?\", schema: { type: \"string\" } }\n",
+    );
+    run(&sb, &["run", "ask.plan"], 3);
+    run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let (pair, csrf) = json_login(&s, &alice);
+    let (_, bobs_csrf) = json_login(&s, &bob);
+    // Each form route: its path, the run whose log it would write, and its fields but `csrf`.
+    let forms = [
+        (
+            "/runs/{id}/answer",
+            "ask-1",
+            "step=q&value_type=string&value=yes",
+        ),
+        (
+            "/runs/{id}/verdict",
+            "adjudication-1",
+            "handle=adj-15&verdict=affirm&evidence=external_first_hand&note=checked",
+        ),
+        ("/logout", "ask-1", ""),
+    ];
+    let routes: std::collections::BTreeSet<&str> = oracle_serve::api::route_list()
+        .into_iter()
+        .filter(|(m, p)| *m == "POST" && !p.starts_with("/api/") && *p != "/login")
+        .map(|(_, p)| p)
+        .collect();
+    let tested: std::collections::BTreeSet<&str> = forms.iter().map(|(p, _, _)| *p).collect();
+    assert_eq!(routes, tested, "every form route has its CSRF cases here");
+    let whoami = || {
+        call_raw(
+            "GET",
+            &s.url("/api/v1/whoami"),
+            None,
+            None,
+            "",
+            &[("Cookie", &pair)],
+        )
+        .0
+    };
+    for (route, run_id, fields) in forms {
+        let path = route.replace("{id}", run_id);
+        let before = log_bytes(&sb, run_id);
+        let sep = if fields.is_empty() { "" } else { "&" };
+        for bad in [
+            fields.to_owned(),
+            format!("csrf={sep}{fields}"),
+            format!("csrf=0000{sep}{fields}"),
+            format!("csrf={}{sep}{fields}", "f".repeat(64)),
+            format!("csrf={bobs_csrf}{sep}{fields}"),
+            format!("{fields}{sep}csrf={}", &csrf[..csrf.len() - 1]),
+        ] {
+            let (status, body) = form_post(&s, &path, &pair, &bad);
+            assert_eq!(status, 403, "{path} with `{bad}`: {body}");
+            assert_eq!(log_bytes(&sb, run_id), before, "{path} with `{bad}` wrote");
+            assert_eq!(whoami(), 200, "{path} with `{bad}`: still signed in");
+        }
+    }
+    // The right token: each is taken.
+    for (route, run_id, fields) in forms {
+        let path = route.replace("{id}", run_id);
+        let before = log_bytes(&sb, run_id);
+        let sep = if fields.is_empty() { "" } else { "&" };
+        let (status, body) = form_post(&s, &path, &pair, &format!("csrf={csrf}{sep}{fields}"));
+        assert_eq!(status, 200, "{path}: {body}");
+        if route == "/logout" {
+            assert_eq!(whoami(), 401, "signed out");
+        } else {
+            assert!(
+                log_bytes(&sb, run_id).len() > before.len(),
+                "{path} recorded"
+            );
+        }
+    }
+}
+
+/// The real server's defaults against clients that send half a request: each is closed within
+/// `header_read_timeout_ms` (10 s), and while `connections_max` of them (320 by default) are
+/// open, a further connection is not served; once they are closed it is.
+#[test]
+fn half_sent_requests_are_closed_and_connections_past_the_limit_wait() {
+    use oracle_serve::config::{
+        CONNECTIONS_BESIDE_STREAMS_MAX, HEADER_READ_TIMEOUT_MS, STREAMS_MAX,
+    };
+    let (sb, alice, _) = setup();
+    let s = Server::start(sb.path(), &[]);
+    let limit = STREAMS_MAX + CONNECTIONS_BESIDE_STREAMS_MAX;
+    let start = Instant::now();
+    let mut half: Vec<TcpStream> = (0..limit)
+        .map(|_| {
+            let mut c = TcpStream::connect(&s.addr).unwrap();
+            c.write_all(b"GET /api/v1/whoami HT").unwrap();
+            c
+        })
+        .collect();
+    // One more, whole: it waits (unaccepted) while the half-sent ones hold every place.
+    let mut extra = TcpStream::connect(&s.addr).unwrap();
+    write!(
+        extra,
+        "GET /api/v1/whoami HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {alice}\r\nConnection: close\r\n\r\n",
+        s.addr
+    )
+    .unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_millis(1000)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    match extra.read(&mut buf) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) => {}
+        other => panic!("served past the connection limit: {other:?}"),
+    }
+    // Every half-sent request is closed by the server, within its clock (and a margin).
+    let bound = Duration::from_millis(HEADER_READ_TIMEOUT_MS) + Duration::from_secs(20);
+    for c in &mut half {
+        let left = bound
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(1));
+        c.set_read_timeout(Some(left)).unwrap();
+        let mut sink = Vec::new();
+        match c.read_to_end(&mut sink) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!(
+                "a half-sent request still open after {:?}: {e}",
+                start.elapsed()
+            ),
+        }
+    }
+    assert!(start.elapsed() < bound);
+    // The waiting connection is served.
+    extra
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut text = String::new();
+    let _ = extra.read_to_string(&mut text);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+}

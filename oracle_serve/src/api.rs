@@ -16,16 +16,17 @@ use axum::body::Bytes;
 use axum::extract::{
     DefaultBodyLimit, Form, FromRequest, FromRequestParts, Path, Query, Request, State,
 };
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use oracle_core::Event;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::auth::{self, CSRF_HEADER, Reader, Writer};
-use crate::config::{BODY_BYTES_MAX, EVENTS_PAGE_LIMIT_MAX};
+use crate::config::{BODY_BYTES_MAX, EVENTS_PAGE_LIMIT_MAX, STREAM_BUFFER_BYTES_MAX};
 use crate::data;
 use crate::error::ApiError;
 use crate::runid::ValidRun;
@@ -145,29 +146,98 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::Internal(format!("the request's worker failed: {e}")))?
 }
 
+/// Routes, and the list of what they route: every method and path a server answers can be
+/// listed ([`route_list`]), so a check meant for every route (the `Host` check of
+/// `--read-open`) is tested on each of them, and a route added later is tested too.
+pub struct Routes {
+    router: Router<AppState>,
+    list: Vec<(Method, &'static str)>,
+}
+
+impl Default for Routes {
+    fn default() -> Routes {
+        Routes {
+            router: Router::new(),
+            list: Vec::new(),
+        }
+    }
+}
+
+impl Routes {
+    pub fn new() -> Routes {
+        Routes::default()
+    }
+
+    pub fn get<H, T>(self, path: &'static str, handler: H) -> Routes
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        self.add(Method::GET, path, get(handler))
+    }
+
+    pub fn post<H, T>(self, path: &'static str, handler: H) -> Routes
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        self.add(Method::POST, path, post(handler))
+    }
+
+    fn add(mut self, method: Method, path: &'static str, r: MethodRouter<AppState>) -> Routes {
+        self.router = self.router.route(path, r);
+        self.list.push((method, path));
+        self
+    }
+
+    /// Every method and path routed, in the order they were added.
+    pub fn list(&self) -> &[(Method, &'static str)] {
+        &self.list
+    }
+
+    pub fn into_router(self) -> Router<AppState> {
+        self.router
+    }
+}
+
+/// The routes of the API, `POST /login` and `POST /logout`.
+pub fn api_routes() -> Routes {
+    Routes::new()
+        .get("/api/v1/whoami", whoami)
+        .get("/api/v1/runs", runs)
+        .get("/api/v1/runs/{id}", run_summary)
+        .get("/api/v1/runs/{id}/events", events)
+        .get("/api/v1/runs/{id}/events/stream", events_stream)
+        .get("/api/v1/runs/{id}/events/{seq}", event)
+        .get("/api/v1/runs/{id}/state", state_at)
+        .get("/api/v1/runs/{id}/verify", verify)
+        .get("/api/v1/runs/{id}/beliefs", beliefs)
+        .get("/api/v1/runs/{id}/adjudications", adjudications)
+        .post("/api/v1/runs/{id}/adjudications/{handle}", adjudicate)
+        .post("/api/v1/runs/{id}/answer", answer)
+        .post("/api/v1/runs/{id}/claims", claim)
+        .post("/api/v1/runs/{id}/resume", resume)
+        .get("/api/v1/diff", diff)
+        .get("/api/v1/inbox", inbox)
+        .get("/api/v1/inbox/stream", inbox_stream)
+        .post("/login", login)
+        .post("/logout", logout)
+}
+
+/// Every method and path `oracle serve` routes: the API's and the web UI's
+/// ([`crate::ui::table`]). Anything else reaches the fallback (404 `no_route`).
+pub fn route_list() -> Vec<(Method, &'static str)> {
+    let mut all = api_routes().list;
+    all.extend(crate::ui::table().list);
+    all
+}
+
 /// The routes of the API, then the UI's (if any), on `state`. Anything else is a 404 in the
 /// error shape. See the crate docs for mounting a UI.
+///
+/// Every request, whatever its route (the fallback included), first passes [`host_guard`].
 pub fn router(state: AppState, ui: Option<Router<AppState>>) -> Router {
-    let api = Router::new()
-        .route("/api/v1/whoami", get(whoami))
-        .route("/api/v1/runs", get(runs))
-        .route("/api/v1/runs/{id}", get(run_summary))
-        .route("/api/v1/runs/{id}/events", get(events))
-        .route("/api/v1/runs/{id}/events/stream", get(events_stream))
-        .route("/api/v1/runs/{id}/events/{seq}", get(event))
-        .route("/api/v1/runs/{id}/state", get(state_at))
-        .route("/api/v1/runs/{id}/verify", get(verify))
-        .route("/api/v1/runs/{id}/beliefs", get(beliefs))
-        .route("/api/v1/runs/{id}/adjudications", get(adjudications))
-        .route("/api/v1/runs/{id}/adjudications/{handle}", post(adjudicate))
-        .route("/api/v1/runs/{id}/answer", post(answer))
-        .route("/api/v1/runs/{id}/claims", post(claim))
-        .route("/api/v1/runs/{id}/resume", post(resume))
-        .route("/api/v1/diff", get(diff))
-        .route("/api/v1/inbox", get(inbox))
-        .route("/api/v1/inbox/stream", get(inbox_stream))
-        .route("/login", post(login))
-        .route("/logout", post(logout));
+    let api = api_routes().into_router();
     let all = match ui {
         Some(ui) => api.merge(ui),
         None => api,
@@ -175,8 +245,34 @@ pub fn router(state: AppState, ui: Option<Router<AppState>>) -> Router {
     all.fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            host_guard,
+        ))
         .layer(axum::middleware::map_response(harden))
         .with_state(state)
+}
+
+/// Under `--read-open`, a request whose `Host` header does not name a loopback address is
+/// refused (403 `host`) before any route sees it: API, pages, sign-in, login and logout, the
+/// fallback, with or without credentials. A web page whose DNS name is rebound to 127.0.0.1
+/// sends its own name as `Host`, so it reads nothing through a visitor's browser, even where
+/// reads need no token.
+///
+/// Without `--read-open` the `Host` is not checked: every read needs a token or a session
+/// cookie, which a rebinding page does not have (the browser keeps the cookie for the name it
+/// was set under), and a TLS proxy on the same machine may forward its own `Host`.
+async fn host_guard(
+    State(state): State<AppState>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if state.config.read_open
+        && let Err(e) = auth::loopback_host(req.headers())
+    {
+        return e.into_response();
+    }
+    next.run(req).await
 }
 
 /// Headers on every answer: nothing is cached (answers name live runs and may carry secrets
@@ -444,17 +540,96 @@ struct StreamQuery {
     from: Option<u64>,
 }
 
-/// What one run's tail stream holds between polls.
-struct Tail {
-    _guard: StreamGuard,
+/// What one run's tail stream holds between polls: at most one batch of events read ahead of
+/// its client, and a batch holds at most `stream_buffer_bytes_max` bytes of records (or one
+/// record). The next batch is read only once the client has taken every event of this one, so
+/// a client that reads slowly, or never, holds that much and no more.
+pub(crate) struct Tail {
     run: ValidRun,
     next: u64,
     /// Log bytes when last read (`u64::MAX`: read again now).
     len: u64,
-    buf: VecDeque<Event>,
+    /// Events read and not yet sent, with the bytes of their records.
+    buf: VecDeque<(Event, u64)>,
+    /// The bytes of the records in `buf`.
+    buffered: u64,
+    bytes_max: u64,
     shutdown: tokio::sync::watch::Receiver<bool>,
     interval: Duration,
     ended: bool,
+}
+
+impl Tail {
+    pub(crate) fn new(
+        run: ValidRun,
+        from: u64,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+        interval: Duration,
+        bytes_max: u64,
+    ) -> Tail {
+        Tail {
+            run,
+            next: from,
+            len: u64::MAX,
+            buf: VecDeque::new(),
+            buffered: 0,
+            bytes_max,
+            shutdown,
+            interval,
+            ended: false,
+        }
+    }
+
+    /// The bytes of the records read ahead of the client.
+    #[cfg(test)]
+    pub(crate) fn buffered(&self) -> u64 {
+        self.buffered
+    }
+
+    /// The next SSE event for the client: a buffered event, or (once the buffer is empty) the
+    /// first of a new batch read when the log grew; `None` when the stream ends.
+    pub(crate) async fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some((e, n)) = self.buf.pop_front() {
+                self.buffered -= n;
+                return Some(record_event(&e));
+            }
+            if self.ended || *self.shutdown.borrow() {
+                return None;
+            }
+            let len = std::fs::metadata(self.run.log()).map_or(0, |m| m.len());
+            if len != self.len {
+                let (log, from, max) = (self.run.log(), self.next, self.bytes_max);
+                let read = tokio::task::spawn_blocking(move || {
+                    data::events_from(&log, from, EVENTS_PAGE_LIMIT_MAX, max)
+                })
+                .await;
+                match read {
+                    Ok(Ok(batch)) => {
+                        // More behind the batch: read again as soon as it is taken.
+                        self.len = if batch.more { u64::MAX } else { len };
+                        self.next += batch.events.len() as u64;
+                        self.buffered += batch.bytes;
+                        self.buf.extend(batch.events.into_iter().zip(batch.sizes));
+                        continue;
+                    }
+                    Ok(Err(e)) => {
+                        self.ended = true;
+                        return Some(
+                            SseEvent::default()
+                                .event("error")
+                                .data(e.body().to_string()),
+                        );
+                    }
+                    Err(_) => return None,
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {}
+                _ = self.shutdown.changed() => return None,
+            }
+        }
+    }
 }
 
 fn record_event(e: &Event) -> SseEvent {
@@ -482,58 +657,17 @@ async fn events_stream(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
         .map(|s| s.saturating_add(1));
-    let tail = Tail {
-        _guard: StreamGuard::take(&state)?,
+    let guard = StreamGuard::take(&state)?;
+    let tail = Tail::new(
         run,
-        next: resumed_after.or(q.from).unwrap_or(0),
-        len: u64::MAX,
-        buf: VecDeque::new(),
-        shutdown: state.shutdown.clone(),
-        interval: Duration::from_millis(state.config.poll_interval_ms.max(1)),
-        ended: false,
-    };
-    let stream = futures_util::stream::unfold(tail, |mut t| async move {
-        loop {
-            if let Some(e) = t.buf.pop_front() {
-                return Some((Ok::<_, Infallible>(record_event(&e)), t));
-            }
-            if t.ended || *t.shutdown.borrow() {
-                return None;
-            }
-            let len = std::fs::metadata(t.run.log()).map_or(0, |m| m.len());
-            if len != t.len {
-                let (log, from) = (t.run.log(), t.next);
-                let read = tokio::task::spawn_blocking(move || {
-                    data::events_from(&log, from, EVENTS_PAGE_LIMIT_MAX)
-                })
-                .await;
-                match read {
-                    Ok(Ok(events)) => {
-                        // A full batch may have more behind it: read again at once.
-                        t.len = if events.len() as u64 == EVENTS_PAGE_LIMIT_MAX {
-                            u64::MAX
-                        } else {
-                            len
-                        };
-                        t.next += events.len() as u64;
-                        t.buf.extend(events);
-                        continue;
-                    }
-                    Ok(Err(e)) => {
-                        t.ended = true;
-                        let ev = SseEvent::default()
-                            .event("error")
-                            .data(e.body().to_string());
-                        return Some((Ok(ev), t));
-                    }
-                    Err(_) => return None,
-                }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(t.interval) => {}
-                _ = t.shutdown.changed() => return None,
-            }
-        }
+        resumed_after.or(q.from).unwrap_or(0),
+        state.shutdown.clone(),
+        Duration::from_millis(state.config.poll_interval_ms.max(1)),
+        STREAM_BUFFER_BYTES_MAX,
+    );
+    let stream = futures_util::stream::unfold((tail, guard), |(mut t, guard)| async move {
+        let ev = t.next_event().await?;
+        Some((Ok::<_, Infallible>(ev), (t, guard)))
     });
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
@@ -588,11 +722,68 @@ struct LoginBody {
 
 /// A path on this server to go to after a form login (`/` for anything else, so a login link
 /// cannot send the browser elsewhere).
-fn local_path(next: Option<&str>) -> &str {
+///
+/// Browsers forgive a `Location` a lot: they drop tabs and newlines anywhere in it (`/\t/evil`
+/// is `//evil`, another host), read `\` as `/`, and a server or proxy behind may decode
+/// `%2F`. So the value must be visible ASCII only, start with exactly one `/`, hold no `\`,
+/// and the same must hold of every form that percent-decoding it gives (decoded until nothing
+/// changes, at most [`LOCAL_PATH_DECODES_MAX`] times), where no whitespace or control character
+/// may appear either.
+pub fn local_path(next: Option<&str>) -> &str {
     match next {
-        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p,
+        Some(p) if is_local_path(p) => p,
         _ => "/",
     }
+}
+
+/// Percent-decodings of a `next` path checked before it is given up on as too deeply encoded
+/// (each one shrinks the text, so a path that still changes after this many is refused).
+pub const LOCAL_PATH_DECODES_MAX: usize = 4;
+
+fn is_local_path(p: &str) -> bool {
+    let shape = |t: &str| t.starts_with('/') && !t.starts_with("//") && !t.contains('\\');
+    if !p.bytes().all(|b| b.is_ascii_graphic()) || !shape(p) {
+        return false;
+    }
+    let mut text = p.to_owned();
+    for _ in 0..LOCAL_PATH_DECODES_MAX {
+        let Some(decoded) = percent_decode(&text) else {
+            return false;
+        };
+        if decoded.chars().any(|c| c.is_control() || c.is_whitespace()) || !shape(&decoded) {
+            return false;
+        }
+        if decoded == text {
+            return true;
+        }
+        text = decoded;
+    }
+    false
+}
+
+/// `%XX` decoded (anything else kept as it is); `None` when the bytes are not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn is_form(headers: &HeaderMap) -> bool {
@@ -615,7 +806,9 @@ async fn login(State(state): State<AppState>, req: Request) -> Result<Response, 
         JsonBody::<LoginBody>::from_request(req, &state).await?.0
     };
     let name = state.tokens.check(&body.token).ok_or(ApiError::BadToken)?;
-    let session = state.sessions.create(&name)?;
+    let session = state
+        .sessions
+        .create(&name, blake3::hash(body.token.as_bytes()))?;
     let cookie = HeaderValue::from_str(&auth::session_cookie(&session))
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let mut r = if form {
@@ -662,4 +855,133 @@ async fn logout(State(state): State<AppState>, req: Request) -> Result<Response,
             .unwrap_or_else(|_| HeaderValue::from_static("")),
     );
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Where a form login may send the browser: the tricky spellings of another origin, each
+    /// as the form parser hands it over (percent-decoded once), all become `/`.
+    #[test]
+    fn login_redirects_only_to_a_path_on_this_server() {
+        for (next, want) in [
+            ("/inbox", "/inbox"),
+            (
+                "/runs/escalation-1?from=10&limit=5",
+                "/runs/escalation-1?from=10&limit=5",
+            ),
+            ("/runs/caf%C3%A9-1", "/runs/caf%C3%A9-1"),
+            ("/", "/"),
+            ("", "/"),
+            ("//evil.example", "/"),
+            ("//evil.example/x", "/"),
+            ("///evil.example", "/"),
+            ("/\\evil.example", "/"),
+            ("\\\\evil.example", "/"),
+            ("/\t/evil.example", "/"),
+            ("/\n/evil.example", "/"),
+            ("/\r\n/evil.example", "/"),
+            ("/ /evil.example", "/"),
+            ("/\u{a0}/evil.example", "/"),
+            ("/\u{2028}/evil.example", "/"),
+            ("/\u{0}/evil.example", "/"),
+            ("/%09/evil.example", "/"),
+            ("/%0a/evil.example", "/"),
+            ("/%20/evil.example", "/"),
+            ("/%2F%2Fevil.example", "/"),
+            ("/%2f/evil.example", "/"),
+            ("/%5Cevil.example", "/"),
+            ("/%252F%252Fevil.example", "/"),
+            ("/%25252F%25252Fevil.example", "/"),
+            ("/%2525252525252F", "/"),
+            ("/%C3%28", "/"),
+            ("https://evil.example", "/"),
+            ("http:evil.example", "/"),
+            ("javascript:alert(1)", "/"),
+            ("JaVaScRiPt:alert(1)", "/"),
+            ("evil.example", "/"),
+            ("inbox", "/"),
+            (" /inbox", "/"),
+            ("/inbox ", "/"),
+        ] {
+            assert_eq!(local_path(Some(next)), want, "next = {next:?}");
+        }
+        assert_eq!(local_path(None), "/");
+    }
+
+    proptest! {
+        /// Whatever `next` is, the redirect is a valid header value naming a path on this
+        /// server: one leading `/`, visible ASCII, no backslash, and no decoding of it says otherwise.
+        #[test]
+        fn any_next_redirects_to_a_local_path(next in any::<String>()) {
+            let to = local_path(Some(&next));
+            prop_assert!(HeaderValue::from_str(to).is_ok());
+            prop_assert!(to == "/" || to == next);
+            prop_assert!(to.starts_with('/') && !to.starts_with("//") && !to.contains('\\'));
+            prop_assert!(to.bytes().all(|b| b.is_ascii_graphic()));
+            let mut t = to.to_owned();
+            for _ in 0..LOCAL_PATH_DECODES_MAX {
+                let d = percent_decode(&t).unwrap_or_default();
+                prop_assert!(!d.starts_with("//") && !d.contains('\\'));
+                prop_assert!(!d.chars().any(|c| c.is_control() || c.is_whitespace()));
+                t = d;
+            }
+        }
+
+        /// The same for strings built from the characters that matter here.
+        #[test]
+        fn tricky_next_redirects_to_a_local_path(
+            next in "[/\\\\%0-9a-fA-F\t\n :.e]{0,12}"
+        ) {
+            let to = local_path(Some(&next));
+            prop_assert!(to == "/" || (to.starts_with('/') && !to.starts_with("//")));
+            let once = percent_decode(to).unwrap_or_default();
+            prop_assert!(!once.starts_with("//") && !once.contains('\\'));
+            prop_assert!(!once.chars().any(char::is_whitespace));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tail_tests {
+    use super::*;
+
+    /// A tail stream reads ahead of its client at most `stream_buffer_bytes_max` bytes of
+    /// records (or one record): taken one event at a time, as a slow client takes them, its
+    /// buffer never holds more, and every event still arrives once, in order.
+    #[test]
+    fn a_tail_reads_ahead_of_its_client_at_most_its_byte_limit() {
+        let home = tempfile::tempdir().unwrap();
+        let record = 100usize << 10;
+        let run = crate::data::testing::big_run(home.path(), 60, record);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        for bytes_max in [256u64 << 10, STREAM_BUFFER_BYTES_MAX] {
+            let mut t = Tail::new(
+                run.clone(),
+                0,
+                shutdown.clone(),
+                Duration::from_millis(10),
+                bytes_max,
+            );
+            let mut most = 0;
+            rt.block_on(async {
+                for _ in 0..60 {
+                    let ev = t.next_event().await;
+                    assert!(ev.is_some());
+                    most = most.max(t.buffered());
+                    assert!(t.buffered() <= bytes_max, "{} buffered", t.buffered());
+                }
+            });
+            // It did read ahead (a batch at a time), by no more than the limit.
+            assert!(most > 2 * record as u64, "{most}");
+            assert_eq!(t.next, 60);
+            assert_eq!(t.buffered(), 0);
+        }
+    }
 }

@@ -10,9 +10,11 @@
 //!   drawn when the server started, sent as the form field `csrf` (HTML forms: see
 //!   [`check_form_csrf`]) or the header `X-CSRF-Token`. `SameSite=Strict` already keeps the
 //!   cookie off cross-site requests; the token is the second lock, for browsers that ignore it.
-//! - **Open reads** (`--read-open`, loopback only): reads need nothing, but the `Host` header
-//!   must name a loopback address, so a web page that rebinds its DNS name to 127.0.0.1
-//!   cannot read the API through the victim's browser.
+//!   A session lives only as long as its token's line in the token file ([`session_of`]).
+//! - **Open reads** (`--read-open`, loopback only): reads need nothing, but every request,
+//!   whatever its route, must name a loopback address in its `Host` header (checked for the
+//!   whole router by `api::host_guard`, and again here for reads), so a web page that rebinds
+//!   its DNS name to 127.0.0.1 cannot read through the victim's browser.
 //!
 //! Session ids and the CSRF key come from the OS's randomness; they are never hashed into a
 //! log or printed.
@@ -56,6 +58,9 @@ pub struct Session {
     pub id: String,
     /// The token that logged in.
     pub name: String,
+    /// The BLAKE3 hash of its secret (the token file's line): the session is refused once the
+    /// file no longer holds that line.
+    token: blake3::Hash,
     csrf: String,
     created: Instant,
 }
@@ -106,8 +111,9 @@ impl Sessions {
         }
     }
 
-    /// A new session for the token `name`. Past [`SESSIONS_MAX`] the oldest is dropped.
-    pub fn create(&self, name: &str) -> Result<Session, ApiError> {
+    /// A new session for the token `name` whose secret hashes to `token`. Past
+    /// [`SESSIONS_MAX`] the oldest is dropped.
+    pub fn create(&self, name: &str, token: blake3::Hash) -> Result<Session, ApiError> {
         let id = random_hex(32)?;
         let csrf = blake3::keyed_hash(&self.key, id.as_bytes())
             .to_hex()
@@ -115,6 +121,7 @@ impl Sessions {
         let session = Session {
             id: id.clone(),
             name: name.to_owned(),
+            token,
             csrf,
             created: Instant::now(),
         };
@@ -194,13 +201,22 @@ fn bearer(state: &AppState, headers: &HeaderMap) -> Result<Option<Principal>, Ap
     }
 }
 
-/// The browser session named by the request's cookie, if any and live.
+/// The browser session named by the request's cookie, if any and live: not expired, and made
+/// with a token the token file still holds (read again when it changed). A session whose token
+/// was removed or replaced is dropped here, at its next request, so nothing more is read or
+/// recorded with it.
 pub fn session_of(state: &AppState, headers: &HeaderMap) -> Option<Session> {
-    cookie(headers, SESSION_COOKIE).and_then(|id| state.sessions.get(&id))
+    let s = cookie(headers, SESSION_COOKIE).and_then(|id| state.sessions.get(&id))?;
+    if state.tokens.holds(&s.name, &s.token) {
+        Some(s)
+    } else {
+        state.sessions.remove(&s.id);
+        None
+    }
 }
 
 /// Whether the `Host` header names a loopback address (or names none: HTTP/1.0).
-fn loopback_host(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn loopback_host(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(host) = headers.get(axum::http::header::HOST) else {
         return Ok(());
     };

@@ -25,6 +25,17 @@ pub const POLL_INTERVAL_MS: u64 = 200;
 /// Events in one page of `/events` (and read per poll by one SSE stream).
 pub const EVENTS_PAGE_LIMIT_MAX: u64 = 1000;
 pub const EVENTS_PAGE_LIMIT_DEFAULT: u64 = 100;
+/// Bytes of records in one page of `/events`: a page ends early, before the event that would
+/// take it past this, and its `next` says where to go on (a page always holds at least one
+/// event, so one record of up to `record_bytes_max` can still make a page alone). A page's
+/// memory follows its bytes, not its count: four pages of 1000 events of about 440 KB each
+/// held the server at 5.2 GB before this limit.
+pub const EVENTS_PAGE_BYTES_MAX: u64 = 4 << 20;
+/// Bytes of records an SSE stream reads ahead of its client: the next batch is read from the
+/// log only when the client has taken the last (at least one event per batch). A client that
+/// never reads holds this much, plus what hyper and the kernel buffer for its connection
+/// ([`CONNECTION_BUFFER_BYTES_MAX`]), never the log.
+pub const STREAM_BUFFER_BYTES_MAX: u64 = 1 << 20;
 /// Runs in one page of `/runs`.
 pub const RUNS_PAGE_LIMIT_MAX: u64 = 1000;
 pub const RUNS_PAGE_LIMIT_DEFAULT: u64 = 100;
@@ -35,6 +46,32 @@ pub const STATE_ENTRIES_MAX: u64 = 10_000;
 pub const STREAMS_MAX: usize = 64;
 /// The most `--streams-max` may allow (each stream holds a connection and polls its log).
 pub const STREAMS_MAX_MAX: usize = 16_384;
+/// Connections served at once besides the SSE streams: the server holds at most
+/// `streams_max` + this many connections (320 by default). Past it a new connection waits in
+/// the kernel's listen backlog, unaccepted, until one closes: file descriptors stay bounded
+/// whatever clients open.
+pub const CONNECTIONS_BESIDE_STREAMS_MAX: usize = 256;
+/// Longest wait for a request's line and headers, from when the server starts waiting for
+/// them (the connection's opening, or the end of the previous response); past it the
+/// connection is closed. A client that sends half a request holds its slot this long at most.
+pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// Longest a connection may answer no request and read nothing before it is closed (browsers
+/// open a new one when they need it).
+pub const KEEP_ALIVE_IDLE_MS: u64 = 5_000;
+/// Longest gap between the pieces of a request body: past it the request fails (400) and the
+/// connection is closed, so a client that announces a body and sends none does not hold its
+/// slot while the request waits for it.
+pub const BODY_READ_TIMEOUT_MS: u64 = 10_000;
+/// hyper's buffer per connection: the most it reads of a request head (past it: 431), and the
+/// most of a response it holds before it stops asking for more (plus the one piece being
+/// written) while the client does not read.
+pub const CONNECTION_BUFFER_BYTES_MAX: usize = 400 << 10;
+/// How long accepting pauses after an error that is not one connection's (out of file
+/// descriptors, say), rather than spinning on it.
+pub const ACCEPT_ERROR_PAUSE_MS: u64 = 1000;
+/// How often, per `keep_alive_idle_ms`, a connection's watchdog looks whether it is idle (so an
+/// idle connection is closed at most a quarter of the limit late).
+pub const IDLE_CHECKS_PER_LIMIT: u32 = 4;
 /// Browser sessions at once: the oldest is dropped past it.
 pub const SESSIONS_MAX: usize = 1024;
 /// How long a browser session lives (wall time; never recorded).
@@ -69,6 +106,14 @@ pub struct Config {
     pub poll_interval_ms: u64,
     /// SSE streams open at once ([`STREAMS_MAX`] by default, at most [`STREAMS_MAX_MAX`]).
     pub streams_max: usize,
+    /// Connections served at once; `None`: `streams_max` + [`CONNECTIONS_BESIDE_STREAMS_MAX`].
+    pub connections_max: Option<usize>,
+    /// [`HEADER_READ_TIMEOUT_MS`] unless a test wants a shorter one.
+    pub header_read_timeout_ms: u64,
+    /// [`KEEP_ALIVE_IDLE_MS`] unless a test wants a shorter one.
+    pub keep_alive_idle_ms: u64,
+    /// [`BODY_READ_TIMEOUT_MS`] unless a test wants a shorter one.
+    pub body_read_timeout_ms: u64,
 }
 
 /// Why a configuration is refused before anything listens.
@@ -101,6 +146,31 @@ impl Config {
             notify_cmd: None,
             poll_interval_ms: POLL_INTERVAL_MS,
             streams_max: STREAMS_MAX,
+            connections_max: None,
+            header_read_timeout_ms: HEADER_READ_TIMEOUT_MS,
+            keep_alive_idle_ms: KEEP_ALIVE_IDLE_MS,
+            body_read_timeout_ms: BODY_READ_TIMEOUT_MS,
+        }
+    }
+
+    /// The connections served at once.
+    pub fn connections_max(&self) -> usize {
+        self.connections_max
+            .unwrap_or_else(|| {
+                self.streams_max
+                    .saturating_add(CONNECTIONS_BESIDE_STREAMS_MAX)
+            })
+            .max(1)
+    }
+
+    /// The clocks and the slot count of the server's connections.
+    pub fn conn_limits(&self) -> crate::conn::ConnLimits {
+        let ms = |v: u64| std::time::Duration::from_millis(v.max(1));
+        crate::conn::ConnLimits {
+            connections_max: self.connections_max(),
+            header_read_timeout: ms(self.header_read_timeout_ms),
+            keep_alive_idle: ms(self.keep_alive_idle_ms),
+            body_read_timeout: ms(self.body_read_timeout_ms),
         }
     }
 

@@ -18,13 +18,14 @@ use oracle_memory::memory::RequestState;
 use oracle_memory::{Query, RequestStatus};
 use oracle_runtime::adjudication::{self, RunMemory};
 use oracle_runtime::index::IndexedLog;
+use oracle_runtime::paths::LOG_FILE;
 use oracle_runtime::session::{self, RunInfo};
 use oracle_runtime::tool::Registry;
 use serde_json::{Value, json};
 
 use crate::config::{
-    EVENTS_PAGE_LIMIT_DEFAULT, EVENTS_PAGE_LIMIT_MAX, RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX,
-    STATE_ENTRIES_MAX, WAIT_SCAN_EVENTS_MAX,
+    EVENTS_PAGE_BYTES_MAX, EVENTS_PAGE_LIMIT_DEFAULT, EVENTS_PAGE_LIMIT_MAX,
+    RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX, STATE_ENTRIES_MAX, WAIT_SCAN_EVENTS_MAX,
 };
 use crate::error::ApiError;
 use crate::runid::ValidRun;
@@ -68,6 +69,47 @@ pub fn run_json(r: &RunInfo) -> Value {
 
 const STATUSES: [&str; 5] = ["running", "suspended", "completed", "failed", "damaged"];
 
+/// The runs under `<home>/runs` as `oracle runs` lists them (natural order of ids), but only
+/// those a request could name ([`crate::runid::validate`]): an entry must be a real directory,
+/// not a symlink, holding a regular `events.jsonl`, under a name that is a run id. Anything
+/// else is skipped before any of its files is opened, so a symlink out of the home is neither
+/// read nor listed.
+pub fn run_infos(home: &Path) -> Result<Vec<RunInfo>, session::SessionError> {
+    let runs = home.join("runs");
+    let entries = match std::fs::read_dir(&runs) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(session::SessionError::Io { path: runs, source }),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| session::SessionError::Io {
+            path: runs.clone(),
+            source,
+        })?;
+        let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        // `DirEntry::file_type` does not follow a symlink: a link to a directory is a link.
+        let real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let log = std::fs::symlink_metadata(entry.path().join(LOG_FILE));
+        if crate::runid::malformed(&id).is_none() && real_dir && log.is_ok_and(|m| m.is_file()) {
+            ids.push(id);
+        }
+    }
+    ids.sort_by(|a, b| session::natural_order(a, b));
+    Ok(ids
+        .into_iter()
+        .map(|id| session::run_info(&runs.join(id)))
+        .collect())
+}
+
+/// Whether `<home>/runs/ID` is a run [`run_infos`] lists (for pages built from a listing that
+/// follows symlinks).
+pub fn is_listed(home: &Path, id: &str) -> bool {
+    crate::runid::validate(home, id).is_ok()
+}
+
 /// `GET /api/v1/runs`: `{"runs": [run], "next": id | null}`.
 pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, ApiError> {
     if let Some(s) = &q.status
@@ -79,7 +121,7 @@ pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, ApiError> {
         )));
     }
     let limit = page_limit(q.limit, RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX)?;
-    let all = session::list(home)?;
+    let all = run_infos(home)?;
     let mut out = Vec::new();
     let mut next = None;
     let after = q.after.as_deref();
@@ -237,16 +279,26 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, ApiError> {
 }
 
 /// `GET /api/v1/runs/{id}/events`: `{"run", "from", "events": [record], "next": seq | null,
-/// "total"}`, at most `limit` events from seq `from`, read through the index.
+/// "total"}`, at most `limit` events from seq `from`, read through the index, and at most
+/// `events_page_bytes_max` bytes of records (at least one event): `next` is the first event
+/// not sent.
 pub fn events_page(run: &ValidRun, from: u64, limit: Option<u64>) -> Result<Value, ApiError> {
+    events_page_within(run, from, limit, EVENTS_PAGE_BYTES_MAX)
+}
+
+/// [`events_page`] with the bytes limit given (tests use a small one).
+pub fn events_page_within(
+    run: &ValidRun,
+    from: u64,
+    limit: Option<u64>,
+    bytes_max: u64,
+) -> Result<Value, ApiError> {
     let limit = page_limit(limit, EVENTS_PAGE_LIMIT_DEFAULT, EVENTS_PAGE_LIMIT_MAX)?;
     let mut ix = IndexedLog::open(&run.log())?;
     let total = ix.len();
-    let end = from.saturating_add(limit).min(total);
-    let mut events = Vec::new();
-    for seq in from..end {
-        events.push(event_json(&ix.read(seq)?));
-    }
+    let batch = read_batch(&mut ix, from, limit, bytes_max)?;
+    let end = from + batch.events.len() as u64;
+    let events: Vec<Value> = batch.events.iter().map(event_json).collect();
     Ok(json!({
         "run": run.id,
         "from": from,
@@ -256,13 +308,66 @@ pub fn events_page(run: &ValidRun, from: u64, limit: Option<u64>) -> Result<Valu
     }))
 }
 
-/// Events `from..` of a log as they are now, at most `limit` (for the SSE tail).
-pub fn events_from(log: &Path, from: u64, limit: u64) -> Result<Vec<Event>, ApiError> {
-    let mut ix = IndexedLog::open(log)?;
+/// Events read in one go, and the bytes of their records.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub events: Vec<Event>,
+    /// The bytes of each event's record (with its newline), in order.
+    pub sizes: Vec<u64>,
+    /// Their sum.
+    pub bytes: u64,
+    /// Whether the log had more events after these when it was read.
+    pub more: bool,
+}
+
+/// The bytes of event `seq`'s record (with its newline), from the index's offsets when it
+/// knows the next record's, else by encoding the event read.
+fn record_bytes(ix: &IndexedLog, seq: u64, e: Option<&Event>) -> Option<u64> {
+    match (ix.offset(seq), ix.offset(seq.saturating_add(1))) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => e.map(|e| oracle_core::record::encode(e).len() as u64),
+    }
+}
+
+/// Events `from..` of an open log, at most `limit` of them and at most `bytes_max` bytes of
+/// records, but at least one when there is one: an event whose record would take the batch
+/// past `bytes_max` is left for the next batch (its size is known from the index before it is
+/// read, except for the last event of the log).
+pub fn read_batch(
+    ix: &mut IndexedLog,
+    from: u64,
+    limit: u64,
+    bytes_max: u64,
+) -> Result<Batch, ApiError> {
     let end = from.saturating_add(limit).min(ix.len());
-    (from..end)
-        .map(|s| ix.read(s).map_err(ApiError::from))
-        .collect()
+    let mut batch = Batch::default();
+    for seq in from..end {
+        let known = record_bytes(ix, seq, None);
+        if !batch.events.is_empty() && known.is_some_and(|n| batch.bytes + n > bytes_max) {
+            break;
+        }
+        let e = ix.read(seq)?;
+        let n = known
+            .or_else(|| record_bytes(ix, seq, Some(&e)))
+            .unwrap_or(0);
+        if !batch.events.is_empty() && batch.bytes + n > bytes_max {
+            break;
+        }
+        batch.bytes += n;
+        batch.sizes.push(n);
+        batch.events.push(e);
+        if batch.bytes >= bytes_max {
+            break;
+        }
+    }
+    batch.more = from + (batch.events.len() as u64) < ix.len();
+    Ok(batch)
+}
+
+/// Events `from..` of a log as they are now, at most `limit` and at most `bytes_max` bytes of
+/// records (at least one): what an SSE tail reads ahead of its client.
+pub fn events_from(log: &Path, from: u64, limit: u64, bytes_max: u64) -> Result<Batch, ApiError> {
+    read_batch(&mut IndexedLog::open(log)?, from, limit, bytes_max)
 }
 
 /// An event as stored (the record's fields).
@@ -470,4 +575,132 @@ pub fn pending_adjudications(rm: &RunMemory) -> Vec<Value> {
         .collect();
     all.sort_by_key(|r| r.origin.seq);
     all.into_iter().map(|r| request_json(rm, r)).collect()
+}
+
+/// Runs for the tests of this crate: a log whose events carry large payloads.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::Path;
+
+    use oracle_core::payload::{Payload, StateChanged};
+    use oracle_core::synth::{Synth, SynthConfig};
+    use oracle_runtime::paths::LogPaths;
+    use oracle_runtime::{Durability, LogWriter};
+    use serde_json::json;
+
+    use crate::runid::ValidRun;
+
+    /// `<home>/runs/big`: `run_started`, then `events - 1` state writes of a string of
+    /// `bytes_each` bytes each (so each record is a little larger than that).
+    pub(crate) fn big_run(home: &Path, events: u64, bytes_each: usize) -> ValidRun {
+        let dir = home.join("runs").join("big");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut w = LogWriter::create(&LogPaths::of_run(&dir), Durability::None).unwrap();
+        let first = Synth::new(SynthConfig::steps(2, 7))
+            .next()
+            .unwrap()
+            .unwrap();
+        w.append_sealed(&first).unwrap();
+        for seq in 1..events {
+            let mut set = serde_json::Map::new();
+            set.insert(
+                "blob".into(),
+                json!(format!("{seq}:{}", "x".repeat(bytes_each))),
+            );
+            let payload = Payload::StateChanged(StateChanged {
+                set,
+                delete: vec![],
+            });
+            w.append(seq, vec![seq - 1], payload).unwrap();
+        }
+        w.close().unwrap();
+        crate::runid::validate(home, "big").unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: u64 = 1 << 10;
+
+    /// Pages of large events stop at the bytes limit, before the event that would pass it, and
+    /// their `next` goes on from there: following `next` reads every event exactly once.
+    #[test]
+    fn a_page_of_large_events_is_cut_at_the_byte_limit_and_next_goes_on() {
+        let home = tempfile::tempdir().unwrap();
+        let run = testing::big_run(home.path(), 60, 100 * KIB as usize);
+        let bytes_max = 1 << 20;
+        let mut from = 0;
+        let mut seen = Vec::new();
+        let mut pages = 0;
+        while pages < 100 {
+            pages += 1;
+            let page = events_page_within(&run, from, Some(1000), bytes_max).unwrap();
+            let events = page["events"].as_array().unwrap();
+            assert!(!events.is_empty(), "{from}");
+            // Each page fits the limit, and stops only where the next event would not.
+            let size = |e: &Value| e.to_string().len() as u64 + 1;
+            let bytes: u64 = events.iter().map(size).sum();
+            assert!(bytes <= bytes_max, "page from {from}: {bytes} bytes");
+            if let Some(n) = page["next"].as_u64() {
+                let next = event(&run, n).unwrap();
+                assert!(
+                    bytes + size(&next) > bytes_max,
+                    "page from {from} stopped early"
+                );
+            }
+            seen.extend(events.iter().map(|e| e["seq"].as_u64().unwrap()));
+            assert_eq!(page["total"], 60);
+            match page["next"].as_u64() {
+                Some(n) => {
+                    assert_eq!(n, from + events.len() as u64);
+                    from = n;
+                }
+                None => break,
+            }
+        }
+        assert_eq!(seen, (0..60).collect::<Vec<u64>>());
+        assert!(pages >= 6, "{pages} pages");
+
+        // The server's own limit: 60 records of ~100 KiB (6 MiB) do not fit one page.
+        let page = events_page(&run, 0, Some(1000)).unwrap();
+        let n = page["events"].as_array().unwrap().len() as u64;
+        assert!(
+            n < 60 && page["next"] == n,
+            "{n} events, next {}",
+            page["next"]
+        );
+        let bytes: usize = page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.to_string().len())
+            .sum();
+        assert!(bytes as u64 <= EVENTS_PAGE_BYTES_MAX);
+        // The count limit still holds where the bytes do not reach theirs.
+        let page = events_page(&run, 0, Some(3)).unwrap();
+        assert_eq!(page["events"].as_array().unwrap().len(), 3);
+        assert_eq!(page["next"], 3);
+    }
+
+    /// An event larger than the bytes limit makes a page alone (a page is never empty while
+    /// events remain), and the one after it starts the next page.
+    #[test]
+    fn an_event_larger_than_the_page_limit_is_a_page_alone() {
+        let home = tempfile::tempdir().unwrap();
+        let run = testing::big_run(home.path(), 4, 300 * KIB as usize);
+        for from in 1..4 {
+            let page = events_page_within(&run, from, Some(1000), 100 * KIB).unwrap();
+            assert_eq!(page["events"].as_array().unwrap().len(), 1, "{from}");
+            assert_eq!(
+                page["next"],
+                if from < 3 {
+                    json!(from + 1)
+                } else {
+                    json!(null)
+                }
+            );
+        }
+    }
 }

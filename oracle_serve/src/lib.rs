@@ -38,6 +38,7 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod conn;
 pub mod data;
 pub mod error;
 pub mod runid;

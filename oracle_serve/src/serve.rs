@@ -55,15 +55,28 @@ pub async fn serve(
     ui: Option<fn(&AppState) -> Router<AppState>>,
 ) -> Result<(), ServeError> {
     config.check()?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let state = AppState::new(config, stop_rx)?;
-    let listen = state.config.listen;
+    let listen = config.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|source| ServeError::Bind {
             addr: listen,
             source,
         })?;
+    serve_on(listener, config, ui, wait_for_signal()).await
+}
+
+/// Serves `config` on `listener` until `shutdown` resolves (what [`serve`] does after binding,
+/// with SIGTERM or SIGINT as `shutdown`): prints `listening http://ADDR` once requests are
+/// taken, then stops accepting, ends the event streams and lets requests in flight finish.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    ui: Option<fn(&AppState) -> Router<AppState>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    config.check()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let state = AppState::new(config, stop_rx.clone())?;
     let addr = listener.local_addr()?;
     let base = format!("http://{addr}");
     state.watch.set_base_url(&base);
@@ -94,25 +107,24 @@ pub async fn serve(
         threads.push(std::thread::spawn(move || watch.poll(interval, &stop)));
     }
 
+    let limits = state.config.conn_limits();
     let app = crate::api::router(state.clone(), ui.map(|f| f(&state)));
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening {base}")?;
         out.flush()?;
     }
-    let shutdown = async move {
-        wait_for_signal().await;
+    tokio::spawn(async move {
+        shutdown.await;
         // Streams end, the watcher and the beacon stop; requests in flight finish.
         let _ = stop_tx.send(true);
-    };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    });
+    crate::conn::serve_connections(listener, app, limits, stop_rx).await;
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         let _ = t.join();
     }
-    served.map_err(ServeError::Io)
+    Ok(())
 }
 
 /// SIGTERM or SIGINT (Ctrl-C).

@@ -6,7 +6,7 @@
 //! tell which name matched. A token's NAME is what the log records as `by` for the answers,
 //! verdicts and claims sent with it, so names are restricted to characters that read the same
 //! everywhere. The server reads the file again when it changes, so a token added while it runs
-//! works at once, and one removed stops working.
+//! works at once, and one removed stops working, with the browser sessions made with it.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -174,7 +174,7 @@ pub fn add(path: &Path, name: &str) -> Result<String, TokenError> {
 #[derive(Debug)]
 pub struct TokenStore {
     path: PathBuf,
-    cache: Mutex<(Option<(u64, std::time::SystemTime)>, Tokens)>,
+    cache: Mutex<(Option<Stamp>, Tokens)>,
 }
 
 impl TokenStore {
@@ -191,9 +191,10 @@ impl TokenStore {
         &self.path
     }
 
-    /// The name of the token whose secret is `secret`. A file that became unreadable or
-    /// malformed since keeps the tokens last read (and says so on stderr once per change).
-    pub fn check(&self, secret: &str) -> Option<String> {
+    /// The tokens as the file holds them now: read again when its stamp changed since the last
+    /// look. A file that became unreadable or malformed since keeps the tokens last read (and
+    /// says so on stderr once per change).
+    fn current(&self) -> std::sync::MutexGuard<'_, (Option<Stamp>, Tokens)> {
         let mut cache = match self.cache.lock() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
@@ -208,11 +209,42 @@ impl TokenStore {
             }
             cache.0 = now;
         }
-        cache.1.check(secret).map(str::to_owned)
+        cache
+    }
+
+    /// The name of the token whose secret is `secret`, as the file holds it now.
+    pub fn check(&self, secret: &str) -> Option<String> {
+        self.current().1.check(secret).map(str::to_owned)
+    }
+
+    /// Whether the file still holds the token `name` with the secret whose hash is `hash`
+    /// (a browser session made with a token lives only as long as that token's line).
+    pub fn holds(&self, name: &str, hash: &blake3::Hash) -> bool {
+        let cache = self.current();
+        let mut found = false;
+        for (n, h) in &cache.1.entries {
+            // Every line compared (constant-time hash comparison), as `check` does.
+            if h == hash && n == name {
+                found = true;
+            }
+        }
+        found
     }
 }
 
-fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
+/// What tells a changed token file from the one read before: its length, modification time,
+/// and (on Unix) inode and change time, so a rewrite of equal length within one tick of the
+/// clock, or a file renamed over it, is still read again.
+type Stamp = (u64, std::time::SystemTime, u64, i64, i64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
     let m = std::fs::metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()?))
+    #[cfg(unix)]
+    let (ino, ctime, ctime_ns) = {
+        use std::os::unix::fs::MetadataExt as _;
+        (m.ino(), m.ctime(), m.ctime_nsec())
+    };
+    #[cfg(not(unix))]
+    let (ino, ctime, ctime_ns) = (0, 0, 0);
+    Some((m.len(), m.modified().ok()?, ino, ctime, ctime_ns))
 }

@@ -12,26 +12,32 @@ use axum::Router;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
 use oracle_html::page::{self, Forms, Links};
 use oracle_html::view::{self, Page, ViewError};
 use serde::Deserialize;
 
+use crate::api::Routes;
 use crate::auth::{self, Session};
+use crate::data;
 use crate::error::ApiError;
 use crate::signals::{self, AnswerBody, VerdictBody};
 use crate::state::AppState;
 
 /// The routes of the pages and forms, for [`crate::router`]`(state, Some(ui))`.
 pub fn routes(_state: &AppState) -> Router<AppState> {
-    Router::new()
-        .route("/", get(|| async { Redirect::to("/runs") }))
-        .route("/runs", get(runs))
-        .route("/runs/{id}", get(run))
-        .route("/inbox", get(inbox))
-        .route("/signin", get(signin))
-        .route("/runs/{id}/answer", post(answer))
-        .route("/runs/{id}/verdict", post(verdict))
+    table().into_router()
+}
+
+/// The pages and forms, listed ([`crate::api::route_list`] names them to the tests).
+pub fn table() -> Routes {
+    Routes::new()
+        .get("/", || async { Redirect::to("/runs") })
+        .get("/runs", runs)
+        .get("/runs/{id}", run)
+        .get("/inbox", inbox)
+        .get("/signin", signin)
+        .post("/runs/{id}/answer", answer)
+        .post("/runs/{id}/verdict", verdict)
 }
 
 fn links() -> Links {
@@ -80,10 +86,25 @@ fn api_error(e: &ApiError, back: &str) -> Response {
     refused(e.status(), &e.to_string(), back)
 }
 
-/// Runs a blocking read off the async workers.
+/// Runs blocking work off the async workers; `heavy` work (a run's page and the inbox read
+/// whole logs, and the signals re-derive runs) first takes one of the `heavy_jobs_max` permits
+/// the API's whole-log requests share, so pages cannot pile up whole logs in memory at once.
 async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    heavy: bool,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Response> {
+    let _permit = if heavy {
+        Some(state.heavy.clone().acquire_owned().await.map_err(|_| {
+            refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server is shutting down",
+                "/runs",
+            )
+        })?)
+    } else {
+        None
+    };
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), "/runs"))
@@ -94,11 +115,33 @@ async fn runs(State(state): State<AppState>, headers: HeaderMap) -> Response {
         return r;
     }
     let home = state.home.clone();
-    match blocking(move || view::runs(&home)).await {
+    match blocking(&state, false, move || run_rows(&home)).await {
         Ok(Ok(rows)) => Html(page::runs_page(&rows, &links())).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
     }
+}
+
+/// The rows of the run list, from [`data::run_infos`] (as `view::runs` builds them from
+/// `session::list`, which would follow a symlink out of `<home>/runs`).
+fn run_rows(home: &std::path::Path) -> Result<Vec<view::RunRow>, ViewError> {
+    Ok(data::run_infos(home)?
+        .into_iter()
+        .map(|r| view::RunRow {
+            waiting: r.waiting.map(|(step, reason)| view::WaitingOn {
+                step,
+                reason,
+                attempts: r.attempts,
+            }),
+            id: r.id,
+            plan: r.program,
+            status: r.status,
+            live: r.live,
+            events: r.events,
+            tick: r.last_time,
+            reason: r.reason,
+        })
+        .collect())
 }
 
 #[derive(Deserialize)]
@@ -144,7 +187,7 @@ async fn run(
         }
         Ok::<_, ViewError>(v)
     };
-    match blocking(load).await {
+    match blocking(&state, true, load).await {
         Ok(Ok(v)) => Html(page::run_page(&v, &links())).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
@@ -160,7 +203,17 @@ async fn inbox(State(state): State<AppState>, headers: HeaderMap) -> Response {
     // the sign-in page.
     let csrf = session.as_ref().map(auth::csrf_token).unwrap_or_default();
     let home = state.home.clone();
-    match blocking(move || view::inbox(&home)).await {
+    let load = move || {
+        view::inbox(&home).map(|mut i| {
+            // Only runs a request could name: the listing behind `view::inbox` follows
+            // symlinks under `<home>/runs`.
+            i.asks.retain(|a| data::is_listed(&home, &a.run));
+            i.adjudications.retain(|r| data::is_listed(&home, &r.run));
+            i.problems.retain(|(run, _)| data::is_listed(&home, run));
+            i
+        })
+    };
+    match blocking(&state, true, load).await {
         Ok(Ok(i)) => Html(page::inbox_page(&i, &links(), &Forms::under("", &csrf))).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
@@ -230,7 +283,7 @@ async fn answer(
     };
     let st = state.clone();
     let by = session.name.clone();
-    match blocking(move || signals::answer(&st, &run, &by, body)).await {
+    match blocking(&state, true, move || signals::answer(&st, &run, &by, body)).await {
         Ok(Ok(v)) => {
             let text = format!(
                 "The answer to `{}` of run {id} was recorded as event {} by {}; the run resumes in the background.",
@@ -290,7 +343,11 @@ async fn verdict(
     let st = state.clone();
     let by = session.name.clone();
     let handle = f.handle.clone();
-    match blocking(move || signals::adjudicate(&st, &run, &handle, &by, body)).await {
+    match blocking(&state, true, move || {
+        signals::adjudicate(&st, &run, &handle, &by, body)
+    })
+    .await
+    {
         Ok(Ok(v)) => {
             let text = format!(
                 "Verdict `{}` on {} of run {id} was recorded as event {} by {}{}.",
