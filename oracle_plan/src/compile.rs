@@ -12,7 +12,8 @@
 //! E0219 an agent step's tools or clauses it cannot have · E0220 a loop it cannot be (a bound
 //! out of range, a clause loops do not take, a nested loop, a body step named like an outer name) ·
 //! E0221 a sub-plan that cannot be used (unreadable, not compiling, too deep, granting more
-//! than the caller, inputs that do not fit).
+//! than the caller, inputs that do not fit) · E0222 a constant too large to build
+//! (`eval::BUILD_BYTES_MAX`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,7 +24,7 @@ use serde_json::{Map, Value};
 use crate::ast::{self, Expr, ExprKind, FailurePolicy, InputType, Segment, Span, Spanned};
 use crate::catalogue::{ArgType, Catalogue, ScopeFrom, ToolSpec};
 use crate::diagnostic::{Diagnostic, closest};
-use crate::eval;
+use crate::eval::{self, EvalErrorKind};
 
 /// Attempts per tier when a step says nothing.
 pub const RETRY_DEFAULT: u64 = 3;
@@ -284,6 +285,10 @@ pub fn compile_in(
                         ),
                         "wrong type",
                     ));
+                    None
+                }
+                Err(err) if matches!(err.kind, EvalErrorKind::TooLarge { .. }) => {
+                    d.push(too_large(e.span, &err));
                     None
                 }
                 Err(err) => {
@@ -557,6 +562,27 @@ pub fn compile_in(
             .chain(s.expect.iter())
         {
             duplicate_keys(e, &mut d);
+        }
+        let more = s
+            .fallback
+            .iter()
+            .flat_map(|f| &f.args)
+            .map(|a| &a.value)
+            .chain(
+                s.body
+                    .iter()
+                    .flat_map(|b| b.items.iter().chain(b.until.iter())),
+            );
+        for e in s
+            .call
+            .args
+            .iter()
+            .map(|a| &a.value)
+            .chain(s.when.iter())
+            .chain(s.expect.iter())
+            .chain(more)
+        {
+            constants_too_large(e, &mut d);
         }
         steps.push(CompiledStep {
             name: s.name.node.clone(),
@@ -1157,6 +1183,46 @@ fn agent_step(s: &ast::Step, catalogue: &Catalogue, d: &mut Vec<Diagnostic>) {
             }
             d.push(diag);
         }
+    }
+}
+
+/// E0222 for the constant at `span`, whose value is larger than [`eval::BUILD_BYTES_MAX`]
+/// (`err` says where building it passed the bound).
+fn too_large(span: Span, err: &eval::EvalError) -> Diagnostic {
+    let mut diag = Diagnostic::error(
+        "E0222",
+        span,
+        format!("this constant is too large: {err}"),
+        "too large",
+    )
+    .with_hint("values are built under this bound when the plan runs too, so this one never could be; read large data with a tool instead");
+    if err.span != span {
+        diag = diag.with_related(err.span, "the bound is passed here");
+    }
+    diag
+}
+
+/// E0222 for every constant part of `e` (the largest parts that name nothing) whose value is
+/// larger than [`eval::BUILD_BYTES_MAX`]: it could never be built when its step runs. Building
+/// it here is bounded by the same limit.
+fn constants_too_large(e: &Expr, d: &mut Vec<Diagnostic>) {
+    if eval::is_constant(e) {
+        if let Err(err) = eval::eval(e, &Map::new())
+            && matches!(err.kind, EvalErrorKind::TooLarge { .. })
+        {
+            d.push(too_large(e.span, &err));
+        }
+        return;
+    }
+    match &e.kind {
+        ExprKind::List(items) => items.iter().for_each(|i| constants_too_large(i, d)),
+        ExprKind::Map(entries) => entries.iter().for_each(|(_, v)| constants_too_large(v, d)),
+        ExprKind::Unary(_, x) => constants_too_large(x, d),
+        ExprKind::Binary(_, l, r) => {
+            constants_too_large(l, d);
+            constants_too_large(r, d);
+        }
+        _ => {}
     }
 }
 

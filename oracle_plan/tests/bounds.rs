@@ -1,7 +1,7 @@
 //! What evaluating a plan's expressions may build (issue 32, item 9): an expression naming one
 //! large value many times is refused once it would hold `BUILD_BYTES_MAX` bytes, before it
-//! builds more, instead of building every copy first; a call's arguments share one budget.
-//! Sizes are counted, never timed.
+//! builds more, instead of building every copy first; a call's arguments share one budget; a
+//! constant too large to ever build is a compile error (E0222). Sizes are counted, never timed.
 
 use oracle_core::State;
 use oracle_core::agent::{Action, Agent, Observation};
@@ -133,6 +133,44 @@ fn an_input_the_runtime_refuses_by_name_still_reaches_it() {
         }
         other => panic!("expected the call, got {other:?}"),
     }
+}
+
+/// A constant that could never be built when its step runs is a compile error, E0222, and
+/// building it at compile time stops at the same bound.
+#[test]
+fn a_constant_larger_than_the_build_bound_is_e0222() {
+    let chunk = "y".repeat(1 << 20);
+    let list = format!("[{}]", vec![format!("\"{chunk}\""); 17].join(", "));
+    for src in [
+        format!("plan p version 1\ninput big: list = {list}\ns = t.take {{ x: big }}\n"),
+        format!("plan p version 1\ns = t.take {{ x: {list} }}\n"),
+        format!("plan p version 1\ninput n: int\ns = t.take {{ x: [n, {list}] }}\n"),
+    ] {
+        let (plan, diags) = oracle_plan::check(&src, &catalogue());
+        assert!(plan.is_none());
+        let codes: Vec<&str> = diags.iter().map(|d| d.code).collect();
+        assert_eq!(
+            codes,
+            ["E0222"],
+            "{:?}",
+            diags.iter().map(|d| &d.message).collect::<Vec<_>>()
+        );
+        // It points at the whole constant, and at where building it passed the bound.
+        assert_eq!(diags[0].span.start as usize, src.find("[\"").unwrap());
+        assert_eq!(diags[0].related.len(), 1);
+        assert!(
+            diags[0].message.contains("build_bytes_max"),
+            "{}",
+            diags[0].message
+        );
+    }
+    // Fifteen chunks and their list fit.
+    let fits = format!("[{}]", vec![format!("\"{chunk}\""); 15].join(", "));
+    let (plan, diags) = oracle_plan::check(
+        &format!("plan p version 1\ninput big: list = {fits}\ns = t.take {{ x: big }}\n"),
+        &catalogue(),
+    );
+    assert!(plan.is_some(), "{diags:?}");
 }
 
 /// `build_cost` is the canonical length, with nulls and bools counted as integers (9 bytes),
