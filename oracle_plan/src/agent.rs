@@ -16,6 +16,7 @@
 //! never change, so retrying cannot help). Messages quote expressions in canonical form, never
 //! source positions, so editing a plan's layout does not change what its runs record.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use oracle_core::agent::{Action, Agent, AgentError, Call, Decision, Observation, Outcome};
@@ -350,19 +351,17 @@ impl PlanAgent {
                         agent: self,
                         own: Some((&step.name, output)),
                     };
-                    match eval::eval(expect, &env) {
-                        Ok(Value::Bool(true)) => {
-                            self.complete(idx, obs.attempt, output.clone(), out)
-                        }
-                        Ok(Value::Bool(false)) => {
+                    match condition(expect, &env) {
+                        Ok(Ok(true)) => self.complete(idx, obs.attempt, output.clone(), out),
+                        Ok(Ok(false)) => {
                             let e = format!("output rejected: expect `{}` is false", quote(expect));
                             self.attempt_failed(idx, obs.attempt, e, out)
                         }
-                        Ok(v) => {
+                        Ok(Err(ty)) => {
                             let e = format!(
                                 "output rejected: expect `{}` gave {}, not a bool",
                                 quote(expect),
-                                eval::type_name(&v)
+                                ty
                             );
                             self.attempt_failed(idx, obs.attempt, e, out)
                         }
@@ -431,19 +430,15 @@ impl PlanAgent {
         if attempts == 0
             && let Some(when) = &step.when
         {
-            match eval::eval(when, &env) {
-                Ok(Value::Bool(true)) => {}
-                Ok(Value::Bool(false)) => {
+            match condition(when, &env) {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => {
                     let reason = format!("when `{}` is false", quote(when));
                     self.skip(idx, reason, out);
                     return None;
                 }
-                Ok(v) => {
-                    let e = format!(
-                        "when `{}` gave {}, not a bool",
-                        quote(when),
-                        eval::type_name(&v)
-                    );
+                Ok(Err(ty)) => {
+                    let e = format!("when `{}` gave {}, not a bool", quote(when), ty);
                     self.give_up(idx, 0, e, out);
                     return None;
                 }
@@ -457,8 +452,10 @@ impl PlanAgent {
         let attempt = attempts + 1;
         let call = self.call_of(idx, attempt);
         let mut input = Map::new();
+        // The arguments together are the call's input: one budget bounds all of them.
+        let mut budget = eval::Budget::default();
         for (name, expr) in &call.args {
-            match eval::eval(expr, &env) {
+            match eval::eval_with(expr, &env, &mut budget) {
                 Ok(v) => {
                     input.insert(name.clone(), v);
                 }
@@ -524,6 +521,15 @@ struct StepEnv<'a> {
     own: Option<(&'a str, &'a Value)>,
 }
 
+/// What a condition (`when`, `expect`, `until`) gave: a bool, or the name of the type it gave
+/// instead. It is looked at where it is, never copied.
+fn condition(expr: &Expr, env: &impl Env) -> Result<Result<bool, &'static str>, eval::EvalError> {
+    eval::eval_ref(expr, env).map(|v| match *v {
+        Value::Bool(b) => Ok(b),
+        ref other => Err(eval::type_name(other)),
+    })
+}
+
 impl Env for StepEnv<'_> {
     fn lookup(&self, name: &str) -> Option<&Value> {
         if let Some((own, v)) = self.own
@@ -580,19 +586,19 @@ impl Agent for PlanAgent {
                 agent: self,
                 own: Some((&def.name, &output)),
             };
-            match eval::eval(expect, &env) {
-                Ok(Value::Bool(true)) => {}
-                Ok(Value::Bool(false)) => {
+            match condition(expect, &env) {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => {
                     return Err(format!(
                         "the step's `expect {}` is false for this value",
                         quote(expect)
                     ));
                 }
-                Ok(v) => {
+                Ok(Err(ty)) => {
                     return Err(format!(
                         "the step's `expect {}` gives {} for this value, not a bool",
                         quote(expect),
-                        eval::type_name(&v)
+                        ty
                     ));
                 }
                 Err(err) => {
@@ -802,14 +808,14 @@ impl PlanAgent {
         }
         let items = match &body.items {
             None => None,
-            Some(e) => match eval::eval(e, &env) {
-                Ok(Value::Array(items)) => Some(items),
-                Ok(v) => {
-                    let e = format!(
-                        "for: `{}` gave {}, not a list",
-                        quote(e),
-                        eval::type_name(&v)
-                    );
+            Some(e) => match eval::eval_ref(e, &env).map(|v| match v {
+                Cow::Owned(Value::Array(items)) => Ok(items),
+                Cow::Borrowed(Value::Array(items)) => Ok(items.clone()),
+                other => Err(eval::type_name(&other)),
+            }) {
+                Ok(Ok(items)) => Some(items),
+                Ok(Err(ty)) => {
+                    let e = format!("for: `{}` gave {ty}, not a list", quote(e));
                     self.give_up(idx, 0, e, out);
                     return None;
                 }
@@ -992,15 +998,15 @@ impl PlanAgent {
                 env.extend(m.clone());
             }
             let until = body.until.as_ref();
-            let verdict = until.map(|u| eval::eval(u, &env));
+            let verdict = until.map(|u| condition(u, &env));
             match verdict {
-                Some(Ok(Value::Bool(true))) | None => {}
-                Some(Ok(Value::Bool(false))) if n < body.max => {
+                Some(Ok(Ok(true))) | None => {}
+                Some(Ok(Ok(false))) if n < body.max => {
                     self.spawn(idx, &body, None);
                     self.drive_child(idx, n as usize, &[], out);
                     return;
                 }
-                Some(Ok(Value::Bool(false))) => {
+                Some(Ok(Ok(false))) => {
                     let e = format!(
                         "repeat: `until {}` still false after its max {} iterations",
                         until.map(quote).unwrap_or_default(),
@@ -1010,11 +1016,11 @@ impl PlanAgent {
                     self.give_up(idx, n, e, out);
                     return;
                 }
-                Some(Ok(v)) => {
+                Some(Ok(Err(ty))) => {
                     let e = format!(
                         "repeat: `until {}` gave {}, not a bool",
                         until.map(quote).unwrap_or_default(),
-                        eval::type_name(&v)
+                        ty
                     );
                     self.iterations.remove(&idx);
                     self.give_up(idx, n, e, out);
@@ -1214,15 +1220,15 @@ impl PlanAgent {
                                 agent: self,
                                 own: Some((&name, output)),
                             };
-                            match eval::eval(e, &env) {
-                                Ok(Value::Bool(true)) => Ok(()),
-                                Ok(Value::Bool(false)) => {
+                            match condition(e, &env) {
+                                Ok(Ok(true)) => Ok(()),
+                                Ok(Ok(false)) => {
                                     Err(format!("output rejected: expect `{}` is false", quote(e)))
                                 }
-                                Ok(v) => Err(format!(
+                                Ok(Err(ty)) => Err(format!(
                                     "output rejected: expect `{}` gave {}, not a bool",
                                     quote(e),
-                                    eval::type_name(&v)
+                                    ty
                                 )),
                                 Err(err) => {
                                     Err(format!("output rejected: expect `{}`: {err}", quote(e)))
@@ -1335,8 +1341,9 @@ impl PlanAgent {
             own: None,
         };
         let mut input = Map::new();
+        let mut budget = eval::Budget::default();
         for (name, expr) in &f.args {
-            match eval::eval(expr, &env) {
+            match eval::eval_with(expr, &env, &mut budget) {
                 Ok(v) => {
                     input.insert(name.clone(), v);
                 }

@@ -12,7 +12,8 @@
 //! E0219 an agent step's tools or clauses it cannot have · E0220 a loop it cannot be (a bound
 //! out of range, a clause loops do not take, a nested loop, a body step named like an outer name) ·
 //! E0221 a sub-plan that cannot be used (unreadable, not compiling, too deep, granting more
-//! than the caller, inputs that do not fit).
+//! than the caller, inputs that do not fit) · E0222 a constant too large to build
+//! (`eval::BUILD_BYTES_MAX`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,7 +24,7 @@ use serde_json::{Map, Value};
 use crate::ast::{self, Expr, ExprKind, FailurePolicy, InputType, Segment, Span, Spanned};
 use crate::catalogue::{ArgType, Catalogue, ScopeFrom, ToolSpec};
 use crate::diagnostic::{Diagnostic, closest};
-use crate::eval;
+use crate::eval::{self, EvalErrorKind};
 
 /// Attempts per tier when a step says nothing.
 pub const RETRY_DEFAULT: u64 = 3;
@@ -34,6 +35,10 @@ pub const TIMEOUT_MS_MAX: u64 = 24 * 60 * 60 * 1000;
 /// Most steps one plan may declare. A 100,000-step plan compiles in well under a second; ten
 /// times more takes seconds and a gigabyte of memory before a single step runs.
 pub const STEPS_MAX: u64 = 200_000;
+/// Most steps of a cycle an E0209 diagnostic names, in its message and as related places; the
+/// rest are counted (`... and N more`). A cycle can run through every step of a plan, and
+/// 200,000 names, each shown again with its source line, are megabytes no one reads.
+pub const CYCLE_STEPS_SHOWN_MAX: u64 = 32;
 /// Format version of the canonical compiled form (part of the plan hash).
 pub const COMPILED_FORMAT: u64 = 1;
 
@@ -280,6 +285,10 @@ pub fn compile_in(
                         ),
                         "wrong type",
                     ));
+                    None
+                }
+                Err(err) if matches!(err.kind, EvalErrorKind::TooLarge { .. }) => {
+                    d.push(too_large(e.span, &err));
                     None
                 }
                 Err(err) => {
@@ -554,6 +563,27 @@ pub fn compile_in(
         {
             duplicate_keys(e, &mut d);
         }
+        let more = s
+            .fallback
+            .iter()
+            .flat_map(|f| &f.args)
+            .map(|a| &a.value)
+            .chain(
+                s.body
+                    .iter()
+                    .flat_map(|b| b.items.iter().chain(b.until.iter())),
+            );
+        for e in s
+            .call
+            .args
+            .iter()
+            .map(|a| &a.value)
+            .chain(s.when.iter())
+            .chain(s.expect.iter())
+            .chain(more)
+        {
+            constants_too_large(e, &mut d);
+        }
         steps.push(CompiledStep {
             name: s.name.node.clone(),
             call,
@@ -576,22 +606,7 @@ pub fn compile_in(
     let (order, levels) = match topo(&steps) {
         Ok(x) => x,
         Err(cycle) => {
-            let path: Vec<&str> = cycle
-                .iter()
-                .map(|&i| steps[i as usize].name.as_str())
-                .collect();
-            let first = cycle[0] as usize;
-            let mut diag = Diagnostic::error(
-                "E0209",
-                plan.steps[first].name.span,
-                format!("steps depend on each other in a cycle: {}", path.join(" -> ")),
-                "the cycle starts here",
-            )
-            .with_hint("each step uses the next one's output or runs `after` it; remove one of these dependencies");
-            for &i in &cycle[1..cycle.len() - 1] {
-                diag = diag.with_related(plan.steps[i as usize].name.span, "part of the cycle");
-            }
-            d.push(diag);
+            d.push(cycle_diagnostic(plan, &steps, &cycle));
             (Vec::new(), Vec::new())
         }
     };
@@ -611,6 +626,36 @@ pub fn compile_in(
     };
     compiled.hash = plan_hash(&compiled);
     Ok(compiled)
+}
+
+/// E0209 for `cycle` (`a, b, ..., a`: each step uses the next): the first
+/// [`CYCLE_STEPS_SHOWN_MAX`] steps named, the rest counted.
+fn cycle_diagnostic(plan: &ast::Plan, steps: &[CompiledStep], cycle: &[u32]) -> Diagnostic {
+    let name = |i: u32| steps[i as usize].name.as_str();
+    let members = &cycle[..cycle.len().saturating_sub(1)];
+    let first = members.first().copied().unwrap_or(0);
+    let shown = &members[..members.len().min(CYCLE_STEPS_SHOWN_MAX as usize)];
+    let mut path: Vec<String> = shown.iter().map(|&i| name(i).to_owned()).collect();
+    if members.len() > shown.len() {
+        path.push(format!("... and {} more", members.len() - shown.len()));
+    }
+    path.push(name(first).to_owned());
+    let mut diag = Diagnostic::error(
+        "E0209",
+        plan.steps[first as usize].name.span,
+        format!(
+            "steps depend on each other in a cycle: {}",
+            path.join(" -> ")
+        ),
+        "the cycle starts here",
+    )
+    .with_hint(
+        "each step uses the next one's output or runs `after` it; remove one of these dependencies",
+    );
+    for &i in shown.iter().skip(1) {
+        diag = diag.with_related(plan.steps[i as usize].name.span, "part of the cycle");
+    }
+    diag
 }
 
 /// `attempts`, `fallback` and `timeout` on a step that runs other steps (a loop, a sub-plan):
@@ -1141,6 +1186,46 @@ fn agent_step(s: &ast::Step, catalogue: &Catalogue, d: &mut Vec<Diagnostic>) {
     }
 }
 
+/// E0222 for the constant at `span`, whose value is larger than [`eval::BUILD_BYTES_MAX`]
+/// (`err` says where building it passed the bound).
+fn too_large(span: Span, err: &eval::EvalError) -> Diagnostic {
+    let mut diag = Diagnostic::error(
+        "E0222",
+        span,
+        format!("this constant is too large: {err}"),
+        "too large",
+    )
+    .with_hint("values are built under this bound when the plan runs too, so this one never could be; read large data with a tool instead");
+    if err.span != span {
+        diag = diag.with_related(err.span, "the bound is passed here");
+    }
+    diag
+}
+
+/// E0222 for every constant part of `e` (the largest parts that name nothing) whose value is
+/// larger than [`eval::BUILD_BYTES_MAX`]: it could never be built when its step runs. Building
+/// it here is bounded by the same limit.
+fn constants_too_large(e: &Expr, d: &mut Vec<Diagnostic>) {
+    if eval::is_constant(e) {
+        if let Err(err) = eval::eval(e, &Map::new())
+            && matches!(err.kind, EvalErrorKind::TooLarge { .. })
+        {
+            d.push(too_large(e.span, &err));
+        }
+        return;
+    }
+    match &e.kind {
+        ExprKind::List(items) => items.iter().for_each(|i| constants_too_large(i, d)),
+        ExprKind::Map(entries) => entries.iter().for_each(|(_, v)| constants_too_large(v, d)),
+        ExprKind::Unary(_, x) => constants_too_large(x, d),
+        ExprKind::Binary(_, l, r) => {
+            constants_too_large(l, d);
+            constants_too_large(r, d);
+        }
+        _ => {}
+    }
+}
+
 fn duplicate_keys(e: &Expr, d: &mut Vec<Diagnostic>) {
     match &e.kind {
         ExprKind::Map(entries) => {
@@ -1209,24 +1294,32 @@ fn topo(steps: &[CompiledStep]) -> Result<(Vec<u32>, Vec<Vec<u32>>), Vec<u32>> {
 }
 
 /// A cycle among the steps Kahn's algorithm could not order: walk dependencies from the first
-/// such step until one repeats.
+/// such step until one repeats. Linear in the steps and their dependencies: each step is entered
+/// at most once, and where it sits on the path is looked up, not searched for (a search made a
+/// 200,000-step cycle quadratic).
 fn find_cycle(steps: &[CompiledStep], waiting: &[u64]) -> Vec<u32> {
     let stuck = |i: u32| waiting[i as usize] > 0;
     let Some(start) = (0..steps.len() as u32).find(|&i| stuck(i)) else {
         return Vec::new();
     };
+    // Position of each step on the path, or `NOT_ON_PATH`.
+    const NOT_ON_PATH: u32 = u32::MAX;
+    let mut on_path = vec![NOT_ON_PATH; steps.len()];
     let mut path = vec![start];
+    on_path[start as usize] = 0;
     let mut at = start;
     loop {
         // Every stuck step waits on at least one stuck dependency.
         let Some(&next) = steps[at as usize].deps.iter().find(|&&d| stuck(d)) else {
             return path;
         };
-        if let Some(pos) = path.iter().position(|&p| p == next) {
-            let mut cycle = path.split_off(pos);
+        let pos = on_path[next as usize];
+        if pos != NOT_ON_PATH {
+            let mut cycle = path.split_off(pos as usize);
             cycle.push(next);
             return cycle;
         }
+        on_path[next as usize] = path.len() as u32;
         path.push(next);
         at = next;
     }

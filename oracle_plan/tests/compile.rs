@@ -285,3 +285,69 @@ fn retry_and_timeout_are_bounded_at_both_ends() {
         );
     }
 }
+
+/// A cycle through 100,000 steps (half of `STEPS_MAX`) is found in one walk and named in
+/// bounded space: its first `CYCLE_STEPS_SHOWN_MAX` steps, then how many more. The search for a
+/// repeat was quadratic (this test took 41 s in a debug build, 148 s at 200,000 steps) and the
+/// diagnostic named every step, which the CLI printed as megabytes (32 MB at 200,000).
+#[test]
+fn a_cycle_through_100000_steps_is_found_in_one_walk_and_named_in_bounded_space() {
+    use oracle_plan::compile::CYCLE_STEPS_SHOWN_MAX;
+    use std::fmt::Write;
+    let shown = CYCLE_STEPS_SHOWN_MAX as usize;
+    let ring = |n: usize| {
+        let mut text = String::from("plan ring version 1\n");
+        for i in 0..n {
+            let next = (i + 1) % n;
+            writeln!(
+                text,
+                "s{i} = json.get {{ value: s{next}.out, path: \"x\" }}"
+            )
+            .unwrap();
+        }
+        let (compiled, diags) = check(&text, &catalogue());
+        assert!(compiled.is_none());
+        assert_eq!(
+            diags.len(),
+            1,
+            "{:?}",
+            diags.iter().map(|d| d.code).collect::<Vec<_>>()
+        );
+        diags.into_iter().next().unwrap()
+    };
+    let names = |n: usize| {
+        (0..n)
+            .map(|i| format!("s{i}"))
+            .collect::<Vec<_>>()
+            .join(" -> ")
+    };
+
+    let all = 100_000;
+    let d = ring(all);
+    assert_eq!(d.code, "E0209");
+    assert_eq!(
+        d.message,
+        format!(
+            "steps depend on each other in a cycle: {} -> ... and {} more -> s0",
+            names(shown),
+            all - shown
+        )
+    );
+    assert_eq!(d.related.len(), shown - 1);
+
+    // At the limit every step is named; one more is counted instead.
+    let d = ring(shown);
+    assert!(
+        d.message.ends_with(&format!(": {} -> s0", names(shown))),
+        "{}",
+        d.message
+    );
+    assert_eq!(d.related.len(), shown - 1);
+    let d = ring(shown + 1);
+    assert!(
+        d.message
+            .ends_with(&format!(": {} -> ... and 1 more -> s0", names(shown))),
+        "{}",
+        d.message
+    );
+}
