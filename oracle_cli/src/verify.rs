@@ -45,6 +45,36 @@ pub struct VerifyArgs {
 /// Fewest hex characters of a head hash `--head` takes.
 pub const HASH_PREFIX_HEX_MIN: usize = 8;
 
+/// The stable `--json` code of a log with no events.
+pub const NO_EVENTS: &str = "no_events";
+
+/// A log that holds no event: exit 4 ([`exit::INTEGRITY`]), code [`NO_EVENTS`]. Every run's log
+/// begins with its `run_started`, so an empty one proves nothing about any run, and a log cut
+/// to zero bytes looks exactly the same: like a missing checkpoint (`no_checkpoint`), it is a
+/// failure, never a pass.
+fn no_events(log: &Path) -> CliError {
+    let message = format!(
+        "{}: no events: the log is empty, so it proves nothing (every run's log begins with run_started; a log cut to zero bytes looks the same)",
+        log.display()
+    );
+    CliError {
+        code: exit::INTEGRITY,
+        json: Some(exit::error_json(
+            Some(json!({"kind": NO_EVENTS, "path": log, "seq": null, "reason": message})),
+            exit::INTEGRITY,
+            &message,
+        )),
+        message,
+        quiet: false,
+    }
+}
+
+/// Whether the file at `log` exists and holds no byte (anything else, a missing file included,
+/// is left to the verification to report).
+fn is_empty_file(log: &Path) -> bool {
+    std::fs::metadata(log).is_ok_and(|m| m.is_file() && m.len() == 0)
+}
+
 /// The full hash `--head` names: 64 hex characters as given, or the one event hash of `log`
 /// starting with a prefix of at least [`HASH_PREFIX_HEX_MIN`]. A prefix no event has is exit 4
 /// (the head you kept is not in the log); one several events share is exit 2 (give more).
@@ -117,6 +147,15 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         },
         None => None,
     };
+    // Before `--head` is looked for, so an empty log is named as such rather than as a log
+    // lacking the head.
+    if is_empty_file(&paths.log) {
+        let err = no_events(&paths.log);
+        if a.json {
+            crate::out::json(&json!({"ok": false, "path": paths.log, "error": err.error_value()}))?;
+        }
+        return Err(err);
+    }
     let head = match a
         .head
         .as_deref()
@@ -145,7 +184,17 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
             .map_err(CliError::from),
         Some(key) => checkpoint::verify(&paths, key, a.witness.as_deref(), opts)
             .map(|v| (v.summary, Some(v)))
-            .map_err(crate::checkpoint::cli_error),
+            .map_err(|e| match e {
+                checkpoint::CheckpointError::Store(oracle_runtime::StoreError::Empty { path }) => {
+                    no_events(&path)
+                }
+                other => crate::checkpoint::cli_error(other),
+            }),
+    };
+    // Emptied between the check above and the verification.
+    let result = match result {
+        Ok((s, _)) if s.events == 0 => Err(no_events(&paths.log)),
+        other => other,
     };
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     match result {
