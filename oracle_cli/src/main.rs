@@ -90,8 +90,9 @@ pub(crate) enum Command {
     Keygen(checkpoint::KeygenArgs),
     /// Sign the log's head as it is now (after verifying the log): the last event's seq and
     /// chain hash, signed with `--key`, appended to `checkpoints.jsonl` beside the log (not part
-    /// of the chain). `oracle verify --pubkey` then catches a log rewritten or cut short after
-    /// it. Exit 0 signed, 4 the log is damaged, 2 bad key file or input.
+    /// of the chain) and to the run's witness beside the key (KEY.witnesses/). `oracle verify
+    /// --pubkey` then catches a log rewritten or cut short after it, and checkpoints cut off.
+    /// Exit 0 signed, 4 the log is damaged, 2 bad key file or input.
     Checkpoint(checkpoint::CheckpointArgs),
     /// List events as a table (seq, time, kind, short hash, summary) or as JSON lines.
     Log(show::LogArgs),

@@ -1,5 +1,6 @@
 //! `oracle verify`: integrity of a log, streaming, on every core; with `--pubkey`, also the
-//! signed checkpoints of one key, and with `--witness`, what a witness holds.
+//! signed checkpoints of one key and what a witness holds (the run's witness beside the key
+//! pair unless `--witness FILE` or `--no-witness`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -34,12 +35,24 @@ pub struct VerifyArgs {
     /// exit 4 naming it, and so does finding no checkpoint by that key.
     #[arg(long, value_name = "FILE")]
     pubkey: Option<PathBuf>,
-    /// With --pubkey: a witness file (`oracle checkpoint --witness`). Every statement in it
+    /// With --pubkey: the witness file to check instead of the default, which is the run's
+    /// witness beside the key pair, KEY.witnesses/<run>.jsonl (KEY the public key's path
+    /// without `.pub`, where `oracle checkpoint --key KEY` writes it). Every statement in it
     /// must be signed by the key, be of this log's run, match the log at its seq, and still be
     /// in checkpoints.jsonl; otherwise exit 4 naming it. This is what finds the newest
-    /// checkpoints cut off, with the log relinked after the ones that remain.
-    #[arg(long, value_name = "FILE", requires = "pubkey")]
+    /// checkpoints cut off, with the log relinked after the ones that remain; so a default
+    /// witness that is missing is exit 4 too.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "pubkey",
+        conflicts_with = "no_witness"
+    )]
     witness: Option<PathBuf>,
+    /// With --pubkey: check checkpoints.jsonl alone, without a witness. Its newest checkpoints
+    /// cut off (with the log cut or relinked after the ones that remain) then go unseen.
+    #[arg(long, requires = "pubkey")]
+    no_witness: bool,
 }
 
 /// Fewest hex characters of a head hash `--head` takes.
@@ -178,11 +191,17 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
     };
     // Wall-clock time is only printed, never recorded or hashed.
     let started = Instant::now();
+    let dir = a.pubkey.as_deref().map(checkpoint::witness_dir_of_public);
+    let witness = match (&a.witness, a.no_witness, &dir) {
+        (Some(w), _, _) => checkpoint::Witness::File(w),
+        (None, false, Some(dir)) => checkpoint::Witness::Beside(dir),
+        (None, _, _) => checkpoint::Witness::None,
+    };
     let result = match &pubkey {
         None => verify_file(&paths.log, opts)
             .map(|s| (s, None))
             .map_err(CliError::from),
-        Some(key) => checkpoint::verify(&paths, key, a.witness.as_deref(), opts)
+        Some(key) => checkpoint::verify(&paths, key, witness, opts)
             .map(|v| (v.summary, Some(v)))
             .map_err(|e| match e {
                 checkpoint::CheckpointError::Store(oracle_runtime::StoreError::Empty { path }) => {
@@ -257,13 +276,18 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                         v.file.display()
                     )?;
                     outln!("  key      {}", v.public_key.to_hex())?;
-                    if let Some(w) = &v.witness {
-                        outln!(
+                    match &v.witness {
+                        Some(w) => outln!(
                             "  witness  {} statement(s) hold, latest at seq {} ({})",
                             w.statements,
                             w.latest_seq,
                             w.file.display()
-                        )?;
+                        )?,
+                        // Said, because it is the one thing --no-witness gives up.
+                        None => outln!(
+                            "  witness  none (--no-witness): checkpoints cut off the end of {} would go unseen",
+                            v.file.display()
+                        )?,
                     }
                 }
                 outln!("  elapsed  {elapsed_ms:.1} ms ({threads} threads, {rate:.0} events/s)")?;
