@@ -82,8 +82,8 @@ pub(crate) enum Command {
     /// List runs with their status; `--status suspended` shows pending human work.
     Runs(run::RunsArgs),
     /// Check the integrity of a log: every hash, link, seq, time and state link, streaming on all
-    /// cores. Exit 0 valid, 4 integrity failure (first bad seq and why) or no events, 2
-    /// unreadable input.
+    /// cores. Exit 0 valid, 4 integrity failure (first bad seq and why), 2 unreadable input or
+    /// a log with no events.
     Verify(verify::VerifyArgs),
     /// Make an Ed25519 key pair for signing checkpoints: the secret key to `--out FILE` (mode
     /// 0600) and the public key to FILE.pub. Never overwrites a file (exit 2).

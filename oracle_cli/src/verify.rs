@@ -61,20 +61,22 @@ pub const HASH_PREFIX_HEX_MIN: usize = 8;
 /// The stable `--json` code of a log with no events.
 pub const NO_EVENTS: &str = "no_events";
 
-/// A log that holds no event: exit 4 ([`exit::INTEGRITY`]), code [`NO_EVENTS`]. Every run's log
-/// begins with its `run_started`, so an empty one proves nothing about any run, and a log cut
-/// to zero bytes looks exactly the same: like a missing checkpoint (`no_checkpoint`), it is a
-/// failure, never a pass.
+/// A log that holds no event: exit 2 ([`exit::INPUT`]), code [`NO_EVENTS`]. Every run's log
+/// begins with its `run_started`, so an empty one proves nothing about any run (and a log cut
+/// to zero bytes looks the same): a failure, never a pass. Exit 2 rather than 4, as every
+/// other refusal of an empty log is (`resume` of a run that "recorded nothing", `checkpoint`):
+/// an empty log is a log that was never written to, like a missing one (exit 2), and what
+/// a run shows between creating its log and its first commit.
 fn no_events(log: &Path) -> CliError {
     let message = format!(
         "{}: no events: the log is empty, so it proves nothing (every run's log begins with run_started; a log cut to zero bytes looks the same)",
         log.display()
     );
     CliError {
-        code: exit::INTEGRITY,
+        code: exit::INPUT,
         json: Some(exit::error_json(
             Some(json!({"kind": NO_EVENTS, "path": log, "seq": null, "reason": message})),
-            exit::INTEGRITY,
+            exit::INPUT,
             &message,
         )),
         message,

@@ -269,7 +269,7 @@ fn a_missing_log_is_an_input_error() {
 }
 
 /// A zero-byte log is not a valid one: every run's log begins with `run_started`, and a log cut
-/// to nothing looks the same. `verify` says "no events" with exit 4 and the stable code
+/// to nothing looks the same. `verify` says "no events" with exit 2 and the stable code
 /// `no_events`, with or without `--head`, and as a run named by id (red team, issue 32, item 10).
 #[test]
 fn an_empty_log_is_refused_as_having_no_events() {
@@ -286,17 +286,17 @@ fn an_empty_log_is_refused_as_having_no_events() {
         vec!["verify", "empty.jsonl", "--head", &head[..12]],
     ] {
         let (code, stdout, stderr) = s.oracle(&args);
-        assert_eq!(code, 4, "{args:?}: {stdout}{stderr}");
+        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
         assert!(stdout.is_empty(), "{args:?}: {stdout}");
         assert!(stderr.contains("no events"), "{args:?}: {stderr}");
         let mut json = args.clone();
         json.push("--json");
         let (code, v) = s.json(&json);
-        assert_eq!(code, 4, "{args:?}");
+        assert_eq!(code, 2, "{args:?}");
         assert_eq!(v["ok"], false, "{v}");
         assert_eq!(v["error"]["code"], "no_events", "{v}");
         assert_eq!(v["error"]["kind"], "no_events", "{v}");
-        assert_eq!(v["error"]["exit"], 4, "{v}");
+        assert_eq!(v["error"]["exit"], 2, "{v}");
         assert!(
             v["error"]["message"]
                 .as_str()
