@@ -4,8 +4,9 @@
 //! system), every line as a grant against every line as a needed capability.
 //!
 //! Properties checked, beyond "never panics":
-//! - a line parses exactly when it has the documented shape, and parse → to_string → parse is
-//!   the identity;
+//! - a line parses exactly when it has the documented shape and, for a grant that reaches
+//!   paths (domain `fs`, `proc` or `*`), no `..` component; parse → to_string → parse is the
+//!   identity;
 //! - normalisation is idempotent, leaves no `.`, `..` or empty component, and refuses exactly
 //!   the paths whose `..` climbs above their start;
 //! - `glob_match` agrees with an independent matcher written from the documented rules;
@@ -35,7 +36,10 @@ pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    // Grants are what parses; needed capabilities are every line of the documented shape,
+    // built field by field as a call builds them (they may hold `..`, which grants may not).
     let mut caps = Vec::new();
+    let mut needed = Vec::new();
     for line in text.split('\n') {
         check_normalize(line);
         match line.parse::<Capability>() {
@@ -46,15 +50,16 @@ pub fn check(data: &[u8]) {
             }
             Err(e) => check_refused(line, &e),
         }
+        if let Some(n) = shaped(line) {
+            needed.push(n);
+        }
     }
-    let caps: Vec<Capability> = caps
-        .into_iter()
-        .filter(|c| c.scope.chars().count() <= PAIR_SCOPE_CHARS)
-        .take(PAIR_LINES)
-        .collect();
+    let small = |c: &Capability| c.scope.chars().count() <= PAIR_SCOPE_CHARS;
+    let caps: Vec<Capability> = caps.into_iter().filter(small).take(PAIR_LINES).collect();
+    let needed: Vec<Capability> = needed.into_iter().filter(small).take(PAIR_LINES).collect();
     for g in &caps {
         check_grant(g);
-        for n in &caps {
+        for n in &needed {
             check_pair(g, n);
             let escape = Capability {
                 domain: n.domain.clone(),
@@ -64,9 +69,34 @@ pub fn check(data: &[u8]) {
             check_pair(g, &escape);
         }
     }
-    for n in &caps {
+    for n in &needed {
         check_lexical(&caps, n);
     }
+}
+
+/// `line` as a needed capability when it has the documented shape, split field by field.
+fn shaped(line: &str) -> Option<Capability> {
+    if !grammar_accepts(line) {
+        return None;
+    }
+    let (domain, rest) = line.split_once(':')?;
+    let (action, scope) = rest.split_once(':')?;
+    Some(Capability {
+        domain: domain.to_owned(),
+        action: action.to_owned(),
+        scope: scope.to_owned(),
+    })
+}
+
+/// The documented rule for grants beyond the shape: one that reaches paths (domain `fs`,
+/// `proc` or `*`) has no `..` component in its scope.
+fn grant_rule_accepts(s: &str) -> bool {
+    let mut parts = s.splitn(3, ':');
+    let (Some(domain), Some(_), Some(scope)) = (parts.next(), parts.next(), parts.next()) else {
+        return true;
+    };
+    let paths = domain == "*" || PATH_DOMAINS.contains(&domain);
+    !(paths && scope.split('/').any(|c| c == ".."))
 }
 
 /// The documented grammar: `domain:action:scope`, domain and action `*` or lowercase letters,
@@ -92,7 +122,7 @@ fn grammar_accepts(s: &str) -> bool {
 
 fn check_parsed(line: &str, c: &Capability) {
     assert!(
-        grammar_accepts(line),
+        grammar_accepts(line) && grant_rule_accepts(line),
         "`{line:?}` parsed, against the grammar"
     );
     assert_eq!(c.to_string(), line, "to_string gives back the text");
@@ -101,8 +131,13 @@ fn check_parsed(line: &str, c: &Capability) {
 
 fn check_refused(line: &str, e: &CapabilityError) {
     assert!(
-        !grammar_accepts(line),
+        !(grammar_accepts(line) && grant_rule_accepts(line)),
         "`{line:?}` refused ({e}), against the grammar"
+    );
+    assert_eq!(
+        matches!(e, CapabilityError::DotDot(_)),
+        grammar_accepts(line),
+        "`{line:?}`: refused for a `..` exactly when it has the shape ({e})"
     );
     assert!(!e.to_string().is_empty());
 }

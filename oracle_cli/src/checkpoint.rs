@@ -1,12 +1,12 @@
 //! `oracle keygen` and `oracle checkpoint`: Ed25519 key pairs, and signed checkpoints of a
-//! log's head kept beside it as a chain, optionally copied to a witness file (`oracle verify
-//! --pubkey [--witness]` checks them). The formats are in docs/FORMAT.md; the work is done by
+//! log's head kept beside it as a chain, copied to a witness file (by default the run's in
+//! the key's witness directory; `oracle verify --pubkey` checks both). The formats are in docs/FORMAT.md; the work is done by
 //! `oracle_runtime::checkpoint`.
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use oracle_runtime::checkpoint::{self, CheckpointError, SecretKey};
+use oracle_runtime::checkpoint::{self, CheckpointError, SecretKey, Witness};
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -34,13 +34,17 @@ pub struct CheckpointArgs {
     /// if the checkpoint must hold against someone who can rewrite the log there.
     #[arg(long, value_name = "FILE")]
     key: PathBuf,
-    /// Also append the signed checkpoint line to FILE (created if missing), a witness kept
-    /// where the writer of the log cannot change it (another machine, an append-only store).
-    /// `oracle verify --pubkey K --witness FILE` then fails if the log or checkpoints.jsonl no
-    /// longer reaches what the witness holds: the one thing that finds the newest checkpoints
-    /// cut off.
-    #[arg(long, value_name = "FILE")]
+    /// Append the signed checkpoint line to FILE (created if missing) instead of the default
+    /// witness, which is KEY.witnesses/<run>.jsonl beside the key: a witness kept where the
+    /// writer of the log cannot change it (with the key, another machine, an append-only
+    /// store). `oracle verify --pubkey` then fails if the log or checkpoints.jsonl no longer
+    /// reaches what the witness holds: the one thing that finds the newest checkpoints cut off.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_witness")]
     witness: Option<PathBuf>,
+    /// Copy the checkpoint to no witness (then `verify --pubkey` needs --no-witness or another
+    /// witness of the run, and cannot find the newest checkpoints cut off).
+    #[arg(long)]
+    no_witness: bool,
     /// Print one JSON object instead of text (with the signed line as `statement`).
     #[arg(long)]
     json: bool,
@@ -130,6 +134,10 @@ pub fn cli_error(e: CheckpointError) -> CliError {
         CheckpointError::WitnessTooLarge { path, .. } => {
             json!({"kind": "input", "path": path, "reason": reason})
         }
+        CheckpointError::WitnessMissing { path, file } => json!({
+            "kind": "witness_missing", "path": path, "line": null, "seq": null,
+            "file": file, "reason": reason,
+        }),
     };
     CliError {
         code,
@@ -180,7 +188,13 @@ pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target).map_err(|e| fail(a.json, &a.target, e))?;
     let key =
         checkpoint::read_secret_key(&a.key).map_err(|e| fail(a.json, &paths.log, cli_error(e)))?;
-    let created = checkpoint::create(&paths, &key, a.witness.as_deref(), a.threads)
+    let dir = checkpoint::witness_dir(&a.key);
+    let witness = match (&a.witness, a.no_witness) {
+        (Some(w), _) => Witness::File(w),
+        (None, true) => Witness::None,
+        (None, false) => Witness::Beside(&dir),
+    };
+    let created = checkpoint::create(&paths, &key, witness, a.threads)
         .map_err(|e| fail(a.json, &paths.log, cli_error(e)))?;
     let c = created.checkpoint;
     let chained = c.chained;

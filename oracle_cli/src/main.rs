@@ -82,15 +82,17 @@ pub(crate) enum Command {
     /// List runs with their status; `--status suspended` shows pending human work.
     Runs(run::RunsArgs),
     /// Check the integrity of a log: every hash, link, seq, time and state link, streaming on all
-    /// cores. Exit 0 valid, 4 integrity failure (first bad seq and why), 2 unreadable input.
+    /// cores. Exit 0 valid, 4 integrity failure (first bad seq and why), 2 unreadable input or
+    /// a log with no events.
     Verify(verify::VerifyArgs),
     /// Make an Ed25519 key pair for signing checkpoints: the secret key to `--out FILE` (mode
     /// 0600) and the public key to FILE.pub. Never overwrites a file (exit 2).
     Keygen(checkpoint::KeygenArgs),
     /// Sign the log's head as it is now (after verifying the log): the last event's seq and
     /// chain hash, signed with `--key`, appended to `checkpoints.jsonl` beside the log (not part
-    /// of the chain). `oracle verify --pubkey` then catches a log rewritten or cut short after
-    /// it. Exit 0 signed, 4 the log is damaged, 2 bad key file or input.
+    /// of the chain) and to the run's witness beside the key (KEY.witnesses/). `oracle verify
+    /// --pubkey` then catches a log rewritten or cut short after it, and checkpoints cut off.
+    /// Exit 0 signed, 4 the log is damaged, 2 bad key file or input.
     Checkpoint(checkpoint::CheckpointArgs),
     /// List events as a table (seq, time, kind, short hash, summary) or as JSON lines.
     Log(show::LogArgs),

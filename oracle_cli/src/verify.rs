@@ -1,5 +1,6 @@
 //! `oracle verify`: integrity of a log, streaming, on every core; with `--pubkey`, also the
-//! signed checkpoints of one key, and with `--witness`, what a witness holds.
+//! signed checkpoints of one key and what a witness holds (the run's witness beside the key
+//! pair unless `--witness FILE` or `--no-witness`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -34,16 +35,60 @@ pub struct VerifyArgs {
     /// exit 4 naming it, and so does finding no checkpoint by that key.
     #[arg(long, value_name = "FILE")]
     pubkey: Option<PathBuf>,
-    /// With --pubkey: a witness file (`oracle checkpoint --witness`). Every statement in it
+    /// With --pubkey: the witness file to check instead of the default, which is the run's
+    /// witness beside the key pair, KEY.witnesses/<run>.jsonl (KEY the public key's path
+    /// without `.pub`, where `oracle checkpoint --key KEY` writes it). Every statement in it
     /// must be signed by the key, be of this log's run, match the log at its seq, and still be
     /// in checkpoints.jsonl; otherwise exit 4 naming it. This is what finds the newest
-    /// checkpoints cut off, with the log relinked after the ones that remain.
-    #[arg(long, value_name = "FILE", requires = "pubkey")]
+    /// checkpoints cut off, with the log relinked after the ones that remain; so a default
+    /// witness that is missing is exit 4 too.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "pubkey",
+        conflicts_with = "no_witness"
+    )]
     witness: Option<PathBuf>,
+    /// With --pubkey: check checkpoints.jsonl alone, without a witness. Its newest checkpoints
+    /// cut off (with the log cut or relinked after the ones that remain) then go unseen.
+    #[arg(long, requires = "pubkey")]
+    no_witness: bool,
 }
 
 /// Fewest hex characters of a head hash `--head` takes.
 pub const HASH_PREFIX_HEX_MIN: usize = 8;
+
+/// The stable `--json` code of a log with no events.
+pub const NO_EVENTS: &str = "no_events";
+
+/// A log that holds no event: exit 2 ([`exit::INPUT`]), code [`NO_EVENTS`]. Every run's log
+/// begins with its `run_started`, so an empty one proves nothing about any run (and a log cut
+/// to zero bytes looks the same): a failure, never a pass. Exit 2 rather than 4, as every
+/// other refusal of an empty log is (`resume` of a run that "recorded nothing", `checkpoint`):
+/// an empty log is a log that was never written to, like a missing one (exit 2), and what
+/// a run shows between creating its log and its first commit.
+fn no_events(log: &Path) -> CliError {
+    let message = format!(
+        "{}: no events: the log is empty, so it proves nothing (every run's log begins with run_started; a log cut to zero bytes looks the same)",
+        log.display()
+    );
+    CliError {
+        code: exit::INPUT,
+        json: Some(exit::error_json(
+            Some(json!({"kind": NO_EVENTS, "path": log, "seq": null, "reason": message})),
+            exit::INPUT,
+            &message,
+        )),
+        message,
+        quiet: false,
+    }
+}
+
+/// Whether the file at `log` exists and holds no byte (anything else, a missing file included,
+/// is left to the verification to report).
+fn is_empty_file(log: &Path) -> bool {
+    std::fs::metadata(log).is_ok_and(|m| m.is_file() && m.len() == 0)
+}
 
 /// The full hash `--head` names: 64 hex characters as given, or the one event hash of `log`
 /// starting with a prefix of at least [`HASH_PREFIX_HEX_MIN`]. A prefix no event has is exit 4
@@ -117,6 +162,15 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         },
         None => None,
     };
+    // Before `--head` is looked for, so an empty log is named as such rather than as a log
+    // lacking the head.
+    if is_empty_file(&paths.log) {
+        let err = no_events(&paths.log);
+        if a.json {
+            crate::out::json(&json!({"ok": false, "path": paths.log, "error": err.error_value()}))?;
+        }
+        return Err(err);
+    }
     let head = match a
         .head
         .as_deref()
@@ -139,13 +193,29 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
     };
     // Wall-clock time is only printed, never recorded or hashed.
     let started = Instant::now();
+    let dir = a.pubkey.as_deref().map(checkpoint::witness_dir_of_public);
+    let witness = match (&a.witness, a.no_witness, &dir) {
+        (Some(w), _, _) => checkpoint::Witness::File(w),
+        (None, false, Some(dir)) => checkpoint::Witness::Beside(dir),
+        (None, _, _) => checkpoint::Witness::None,
+    };
     let result = match &pubkey {
         None => verify_file(&paths.log, opts)
             .map(|s| (s, None))
             .map_err(CliError::from),
-        Some(key) => checkpoint::verify(&paths, key, a.witness.as_deref(), opts)
+        Some(key) => checkpoint::verify(&paths, key, witness, opts)
             .map(|v| (v.summary, Some(v)))
-            .map_err(crate::checkpoint::cli_error),
+            .map_err(|e| match e {
+                checkpoint::CheckpointError::Store(oracle_runtime::StoreError::Empty { path }) => {
+                    no_events(&path)
+                }
+                other => crate::checkpoint::cli_error(other),
+            }),
+    };
+    // Emptied between the check above and the verification.
+    let result = match result {
+        Ok((s, _)) if s.events == 0 => Err(no_events(&paths.log)),
+        other => other,
     };
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     match result {
@@ -208,13 +278,18 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                         v.file.display()
                     )?;
                     outln!("  key      {}", v.public_key.to_hex())?;
-                    if let Some(w) = &v.witness {
-                        outln!(
+                    match &v.witness {
+                        Some(w) => outln!(
                             "  witness  {} statement(s) hold, latest at seq {} ({})",
                             w.statements,
                             w.latest_seq,
                             w.file.display()
-                        )?;
+                        )?,
+                        // Said, because it is the one thing --no-witness gives up.
+                        None => outln!(
+                            "  witness  none (--no-witness): checkpoints cut off the end of {} would go unseen",
+                            v.file.display()
+                        )?,
                     }
                 }
                 outln!("  elapsed  {elapsed_ms:.1} ms ({threads} threads, {rate:.0} events/s)")?;

@@ -1,8 +1,9 @@
 //! End-to-end tests of signed checkpoints with the real binary: `oracle keygen`, `oracle
 //! checkpoint [--witness]`, and `oracle verify --pubkey [--witness]` against logs rewritten,
 //! relinked, cut short, with forged signatures, other keys, malformed key files, runs that go
-//! on after a checkpoint, checkpoints cut off the end of the file, another run's checkpoints,
-//! torn checkpoint files (`oracle repair`), old format-1 files and FIFOs given as key files.
+//! on after a checkpoint, checkpoints cut off the end of the file (found by default through
+//! the witness beside the key, or a witness given), another run's checkpoints, torn checkpoint
+//! files (`oracle repair`), old format-1 files and FIFOs given as key files.
 
 mod common;
 
@@ -39,6 +40,15 @@ fn checkpoints_file(sb: &Sandbox) -> std::path::PathBuf {
 /// `verify RUN --pubkey KEY --json`: the exit code and the object.
 fn verify_json(sb: &Sandbox, key: &str) -> (i32, Value) {
     sb.json(&["verify", RUN, "--pubkey", key, "--json"])
+}
+
+/// Where `checkpoint --key KEY` keeps the witness of `run` by default, relative to the
+/// sandbox: `KEY.witnesses/<run identity>.jsonl`.
+fn default_witness(sb: &Sandbox, key: &str, run: &str) -> String {
+    format!(
+        "{key}.witnesses/{}.jsonl",
+        sb.events(".oracle", run)[0].hash.to_hex()
+    )
 }
 
 #[test]
@@ -137,7 +147,13 @@ fn a_checkpoint_verifies_by_run_id_directory_and_log_file() {
         line.trim_end(),
         "--json prints it"
     );
-    assert_eq!(c["witness"], Value::Null);
+    // Copied to the run's witness beside the key, by default.
+    let witness = default_witness(&sb, "k", RUN);
+    assert_eq!(
+        c["witness"],
+        json!({"file": witness, "line": 1, "written": true})
+    );
+    assert_eq!(fs::read_to_string(sb.path().join(&witness)).unwrap(), line);
 
     // The same log named by directory or by file is the same checkpoint file; signing the same
     // head again writes nothing (Ed25519 signatures are deterministic).
@@ -172,7 +188,10 @@ fn a_checkpoint_verifies_by_run_id_directory_and_log_file() {
         json!([{"line": 1, "seq": last, "head": head.to_hex(), "format": 2}])
     );
     assert_eq!(v["checkpoints"]["run"], run.to_hex());
-    assert_eq!(v["checkpoints"]["witness"], Value::Null);
+    assert_eq!(
+        v["checkpoints"]["witness"],
+        json!({"file": witness, "statements": 1, "latest_seq": last})
+    );
     assert_eq!(v["checkpoints"]["other_keys"], 0);
     // Without --pubkey the field is there, and null.
     let (code, v) = sb.json(&["verify", RUN, "--json"]);
@@ -454,11 +473,23 @@ fn the_new_commands_explain_themselves() {
         ),
         (
             vec!["checkpoint", "--help"],
-            vec!["--key <FILE>", "checkpoints.jsonl", "--witness <FILE>"],
+            vec![
+                "--key <FILE>",
+                "checkpoints.jsonl",
+                "--witness <FILE>",
+                "--no-witness",
+                "KEY.witnesses",
+            ],
         ),
         (
             vec!["verify", "--help"],
-            vec!["--pubkey <FILE>", "relinked", "--witness <FILE>"],
+            vec![
+                "--pubkey <FILE>",
+                "relinked",
+                "--witness <FILE>",
+                "--no-witness",
+                "KEY.witnesses",
+            ],
         ),
     ] {
         let (code, out, _) = sb.oracle(&args);
@@ -573,10 +604,17 @@ fn cutting_the_newest_checkpoint_and_relinking_is_caught_by_the_witness() {
     assert_eq!(events[answer].payload["value"], "approved");
     forge(&log, answer, |p| p["value"] = json!("rejected"));
 
-    // Without a witness this cannot be told (documented in docs/SECURITY.md).
-    let (code, out, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub"]);
+    // Without a witness this cannot be told (documented in docs/SECURITY.md), which is why
+    // checking without one must be asked for, and says what it gives up.
+    let (code, out, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub", "--no-witness"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("signed   1 checkpoint(s)"), "{out}");
+    assert!(out.contains("witness  none (--no-witness)"), "{out}");
+    // Not asked for: the default witness (beside the key) is looked for, and this run has none
+    // there (its checkpoints went to w.jsonl).
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "k.pub", "--json"]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["code"], "witness_missing", "{v}");
 
     // With it, the checkpoint that was cut is named: the log no longer has its head.
     let seq = second["seq"].as_u64().unwrap();
@@ -614,7 +652,11 @@ fn cutting_the_newest_checkpoint_alone_is_caught_by_the_witness() {
     let text = fs::read_to_string(&cfile).unwrap();
     let kept: String = text.split_inclusive('\n').take(1).collect();
     fs::write(&cfile, kept).unwrap();
-    assert_eq!(sb.oracle(&["verify", run, "--pubkey", "k.pub"]).0, 0);
+    assert_eq!(
+        sb.oracle(&["verify", run, "--pubkey", "k.pub", "--no-witness"])
+            .0,
+        0
+    );
     let seq = second["seq"].as_u64().unwrap();
     let (code, _, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub", "--witness", "w.jsonl"]);
     assert_eq!(code, 4, "{err}");
@@ -664,9 +706,138 @@ fn cutting_the_newest_checkpoint_alone_is_caught_by_the_witness() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("missing.jsonl"), "{err}");
-    // --witness needs --pubkey.
+    // --witness and --no-witness need --pubkey, and exclude each other.
     let (code, _, _) = sb.oracle(&["verify", run, "--witness", "w.jsonl"]);
     assert_eq!(code, 2);
+    let (code, _, _) = sb.oracle(&["verify", run, "--no-witness"]);
+    assert_eq!(code, 2);
+    let (code, _, _) = sb.oracle(&[
+        "verify",
+        run,
+        "--pubkey",
+        "k.pub",
+        "--witness",
+        "w.jsonl",
+        "--no-witness",
+    ]);
+    assert_eq!(code, 2);
+}
+
+/// The escalation run, checkpointed with the defaults while it waits for approval and again
+/// once a person approved: the sandbox, the run id, the default witness's path and both
+/// `checkpoint --json` objects.
+fn approved_by_default() -> (Sandbox, &'static str, String, Value, Value) {
+    let sb = Sandbox::new();
+    assert_eq!(sb.oracle(&["keygen", "--out", "k"]).0, 0);
+    let run = "escalation-1";
+    let (code, out, err) = sb.oracle(&["run", "fixtures/plans/escalation.plan"]);
+    assert_eq!(code, 3, "suspended: {out}{err}");
+    let total = r#"{"value":{"total":1250}}"#;
+    let (code, out, err) = sb.oracle(&["resume", run, "--step", "total", "--value", total]);
+    assert_eq!(code, 3, "{out}{err}");
+    let (code, first) = sb.json(&["checkpoint", run, "--key", "k", "--json"]);
+    assert_eq!(code, 0, "{first}");
+    let approve = [
+        "resume",
+        run,
+        "--step",
+        "confirm",
+        "--value",
+        "\"approved\"",
+    ];
+    let (code, out, err) = sb.oracle(&approve);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, second) = sb.json(&["checkpoint", run, "--key", "k", "--json"]);
+    assert_eq!(code, 0, "{second}");
+    let witness = default_witness(&sb, "k", run);
+    assert_eq!(second["witness"]["file"], witness.as_str());
+    assert_eq!(second["witness"]["line"], 2);
+    (sb, run, witness, first, second)
+}
+
+/// Red team, issue 32, item 10: cutting the newest checkpoint lines used to pass `verify
+/// --pubkey` unless a witness was asked for. The witness is now the default (the run's file in
+/// the key's witness directory), so the cut is found with no option given, naming the
+/// checkpoint; with the log relinked after the checkpoint that remains, too.
+#[test]
+fn cutting_the_newest_checkpoint_fails_verify_pubkey_by_default() {
+    let (sb, run, witness, _, second) = approved_by_default();
+    let (code, out, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("signed   2 checkpoint(s)"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "witness  2 statement(s) hold, latest at seq {}",
+            second["seq"]
+        )),
+        "{out}"
+    );
+
+    let cfile = sb
+        .path()
+        .join(".oracle/runs")
+        .join(run)
+        .join("checkpoints.jsonl");
+    let whole = fs::read_to_string(&cfile).unwrap();
+    let kept: String = whole.split_inclusive('\n').take(1).collect();
+    fs::write(&cfile, &kept).unwrap();
+    let seq = second["seq"].as_u64().unwrap();
+    let (code, out, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub"]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "{witness}: line 2: the witnessed checkpoint of seq {seq}"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("is not in"), "{err}");
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "k.pub", "--json"]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["code"], "witness_not_in_file");
+    assert_eq!(v["error"]["exit"], 4);
+    assert_eq!(v["error"]["path"], witness.as_str());
+    assert_eq!(v["error"]["seq"], seq);
+
+    // Both lines cut, and the approval turned into a rejection with every hash after it
+    // relinked: the witness names the first statement the log no longer has.
+    fs::remove_file(&cfile).unwrap();
+    let log = sb.log(".oracle", run);
+    let events = sb.events(".oracle", run);
+    let answer = events
+        .iter()
+        .rposition(|e| e.kind == oracle_core::EventKind::Resumed)
+        .unwrap();
+    forge(&log, answer, |p| p["value"] = json!("rejected"));
+    // With no checkpoint file at all, that is said first (exit 4) ...
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "k.pub", "--json"]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["code"], "no_checkpoint");
+    // ... and with the first line put back, the witness's second statement is rewritten.
+    fs::write(&cfile, &kept).unwrap();
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "k.pub", "--json"]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["code"], "checkpoint_rewritten", "{v}");
+    assert_eq!(v["error"]["path"], witness.as_str());
+    assert_eq!(v["error"]["line"], 2);
+
+    // A default witness that is missing fails as well (removing it is another way to cut).
+    fs::remove_file(sb.path().join(&witness)).unwrap();
+    let (code, out, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub"]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(err.contains("no witness of this run by this key"), "{err}");
+    assert!(err.contains("--no-witness"), "{err}");
+    let (code, v) = sb.json(&["verify", run, "--pubkey", "k.pub", "--json"]);
+    assert_eq!(code, 4);
+    assert_eq!(v["error"]["code"], "witness_missing");
+    assert_eq!(v["error"]["path"], witness.as_str());
+    // Asked for, the checkpoint file alone is checked, and passes: the limit of no witness.
+    let (code, out, err) = sb.oracle(&["verify", run, "--pubkey", "k.pub", "--no-witness"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // `checkpoint --no-witness` writes no witness.
+    let (code, c) = sb.json(&["checkpoint", run, "--key", "k", "--no-witness", "--json"]);
+    assert_eq!(code, 0, "{c}");
+    assert_eq!(c["witness"], Value::Null);
+    assert!(!sb.path().join(&witness).exists());
 }
 
 #[test]
@@ -787,7 +958,15 @@ fn an_old_format_1_checkpoint_file_still_verifies_and_is_extended() {
     fs::write(&cfile, old.to_line()).unwrap();
     assert!(old.to_line().starts_with(r#"{"format":1,"#));
 
-    let (code, v) = sb.json(&["verify", run, "--pubkey", "old.pub", "--json"]);
+    // Signed by hand: no witness was written, so it is checked without one.
+    let (code, v) = sb.json(&[
+        "verify",
+        run,
+        "--pubkey",
+        "old.pub",
+        "--no-witness",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["checkpoints"]["verified"][0]["format"], 1);
 

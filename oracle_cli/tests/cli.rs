@@ -268,6 +268,51 @@ fn a_missing_log_is_an_input_error() {
     assert!(stderr.contains("no-such-log.jsonl"), "{stderr}");
 }
 
+/// A zero-byte log is not a valid one: every run's log begins with `run_started`, and a log cut
+/// to nothing looks the same. `verify` says "no events" with exit 2 and the stable code
+/// `no_events`, with or without `--head`, and as a run named by id (red team, issue 32, item 10).
+#[test]
+fn an_empty_log_is_refused_as_having_no_events() {
+    let s = Sandbox::new();
+    fs::write(s.path("empty.jsonl"), b"").unwrap();
+    let run = s.home().join("runs/empty-1");
+    fs::create_dir_all(&run).unwrap();
+    fs::write(run.join("events.jsonl"), b"").unwrap();
+    let head = quickstart_head();
+    for args in [
+        vec!["verify", "empty.jsonl"],
+        vec!["verify", "empty-1"],
+        vec!["verify", "empty.jsonl", "--head", &head],
+        vec!["verify", "empty.jsonl", "--head", &head[..12]],
+    ] {
+        let (code, stdout, stderr) = s.oracle(&args);
+        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert!(stderr.contains("no events"), "{args:?}: {stderr}");
+        let mut json = args.clone();
+        json.push("--json");
+        let (code, v) = s.json(&json);
+        assert_eq!(code, 2, "{args:?}");
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["error"]["code"], "no_events", "{v}");
+        assert_eq!(v["error"]["kind"], "no_events", "{v}");
+        assert_eq!(v["error"]["exit"], 2, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no events"),
+            "{v}"
+        );
+    }
+    // One record is enough to be a log again; a missing file stays an input error.
+    let first = fs::read_to_string(s.path("logs/quickstart.jsonl")).unwrap();
+    let first = first.split_inclusive('\n').next().unwrap();
+    fs::write(s.path("one.jsonl"), first).unwrap();
+    assert_eq!(s.oracle(&["verify", "one.jsonl"]).0, 0);
+    assert_eq!(s.oracle(&["verify", "none.jsonl"]).0, 2);
+}
+
 #[test]
 fn a_second_writer_is_refused_by_the_lock() {
     let s = Sandbox::new();

@@ -237,8 +237,21 @@ fn check_killed(dir: &Path, r: &Reference, stats: &mut Stats, what: &str) -> (La
         return (Landed::Before, Vec::new());
     };
     // (a) The log verifies, after a torn tail (a record whose write was cut short) is moved aside.
-    let verify = ["--home", HOME, "verify", RUN, "--json"];
-    let (code, mut v) = json_in(dir, &verify);
+    // A log still empty (killed between creating it and its first commit, or empty once its
+    // torn first record is moved aside) is `no_events` (exit 2): it holds none of the run.
+    let verify = |bytes: &[u8]| {
+        let (code, v) = json_in(dir, &["--home", HOME, "verify", RUN, "--json"]);
+        if bytes.is_empty() {
+            assert_eq!(
+                (code, &v["error"]["code"]),
+                (2, &Value::from("no_events")),
+                "{what}: an empty log: {v}"
+            );
+            return (0, serde_json::json!({"events": 0}));
+        }
+        (code, v)
+    };
+    let (code, mut v) = verify(&bytes);
     if code != 0 {
         assert_eq!(code, 4, "{what}: {v}");
         assert_eq!(
@@ -265,7 +278,7 @@ fn check_killed(dir: &Path, r: &Reference, stats: &mut Stats, what: &str) -> (La
         );
         bytes.truncate(offset);
         stats.torn_repaired += 1;
-        let (code, repaired) = json_in(dir, &verify);
+        let (code, repaired) = verify(&bytes);
         assert_eq!(code, 0, "{what}: after repair: {repaired}");
         v = repaired;
     }
@@ -537,8 +550,13 @@ fn a_run_killed_before_its_first_commit_says_it_recorded_nothing_and_can_be_star
     let log = log_of(&dir, RUN);
     fs::write(&log, b"").unwrap();
     fs::remove_file(dir.join("effects.txt")).unwrap();
+    // An empty log proves nothing: `verify` says so (exit 2, `no_events`), as `resume` does.
     let (code, v) = json_in(&dir, &["--home", HOME, "verify", RUN, "--json"]);
-    assert_eq!((code, &v["events"]), (0, &Value::from(0)), "{v}");
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (2, &Value::from("no_events")),
+        "{v}"
+    );
     let (code, out, err) = oracle_in(&dir, &["--home", HOME, "resume", RUN]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("recorded nothing"), "{err}");

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{oracle, root};
+use common::{Sandbox, oracle, root};
 
 use std::path::{Path, PathBuf};
 
@@ -255,4 +255,58 @@ fn plan_md_examples_behave_as_documented() {
         checked >= 8,
         "docs/PLAN.md has its examples ({checked} found)"
     );
+}
+
+/// A grant whose path pattern has a `..` component is refused, naming it: in a plan's `grant`
+/// line (E0210, through the capability parser the compiler uses) and in `--grant`, before
+/// anything runs (red team, issue 32, item 10).
+#[test]
+fn a_grant_with_a_dot_dot_component_is_refused_by_plan_and_flag() {
+    let sb = Sandbox::new();
+    for grant in [
+        "fs:read:../**",
+        "fs:read:./../x",
+        "fs:write:a/../../b",
+        "*:*:a/../b",
+    ] {
+        sb.write(
+            "p.plan",
+            &format!("plan p version 1\ngrant {grant}\n\ncount = text.count {{ text: \"x\" }}\n"),
+        );
+        let (code, v) = sb.json(&["plan", "check", "p.plan", "--json"]);
+        assert_eq!(code, 2, "{grant}: {v}");
+        let d = &v["diagnostics"][0];
+        assert_eq!(d["code"], "E0210", "{grant}: {v}");
+        let message = d["message"].as_str().unwrap();
+        assert!(message.contains(&format!("`{grant}`")), "{message}");
+        assert!(message.contains("`..` component"), "{message}");
+        let (code, _, err) = sb.oracle(&["run", "p.plan"]);
+        assert_eq!(code, 2, "{grant}: {err}");
+        assert!(err.contains("`..` component"), "{err}");
+    }
+    // On the command line, beside a plan that is fine.
+    let (code, _, err) = sb.oracle(&[
+        "run",
+        "fixtures/plans/quickstart.plan",
+        "--grant",
+        "fs:read:../**",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`fs:read:../**`"), "{err}");
+    assert!(err.contains("`..` component"), "{err}");
+    assert!(
+        !sb.path().join(".oracle/runs").exists()
+            || std::fs::read_dir(sb.path().join(".oracle/runs"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "nothing was run"
+    );
+    // A name with dots in it is not a `..` component.
+    sb.write(
+        "ok.plan",
+        "plan ok version 1\ngrant fs:read:..data/**\n\ncount = text.count { text: \"x\" }\n",
+    );
+    let (code, _, err) = sb.oracle(&["plan", "check", "ok.plan"]);
+    assert_eq!(code, 0, "{err}");
 }

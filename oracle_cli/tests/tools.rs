@@ -152,6 +152,100 @@ fn a_changed_module_is_refused_by_name_by_replay_and_resume_unless_allowed() {
     );
 }
 
+/// An exec tool whose program is an interpreter and whose code is a script named in `args`,
+/// beside the manifest: the script is pinned with the program (`run_started.tools[].files`),
+/// the program is given the script beside the manifest (not a file of the run's working
+/// directory), and a script changed after the run started is refused by `replay` and `resume`,
+/// naming the tool and the file, as a changed module is (red team, issue 32, item 10).
+#[test]
+fn a_changed_script_named_in_args_is_refused_by_name_by_replay_and_resume_unless_allowed() {
+    let sb = sandbox();
+    sb.write("tools/script.sh", "cat > /dev/null\nprintf '{\"v\":1}'\n");
+    sb.write(
+        "tools/script.toml",
+        r#"name = "text.script"
+version = "1.0.0"
+description = "a shell script run by the system's shell"
+effect = "pure"
+input_schema = { type = "object", properties = { text = { type = "string" } }, required = ["text"] }
+output_schema = { type = "object", properties = { v = { type = "integer" } }, required = ["v"] }
+
+[exec]
+program = "/bin/sh"
+args = ["script.sh", "--not-a-file"]
+env = { PATH = "/usr/bin:/bin" }
+"#,
+    );
+    let p = plan(
+        &sb,
+        "script",
+        &["tool:exec:text.script"],
+        "s = text.script { text: \"x\" }\nq = human.ask { question: \"go on?\" }\n  after s\n",
+    );
+    let (code, v) = sb.json(&["run", &p, "--json"]);
+    assert_eq!(code, 3, "suspended: {v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    let events = sb.events(".oracle", &run);
+    let out = events
+        .iter()
+        .find(|e| e.kind == EventKind::ToolReturned && e.payload["step"] == "s")
+        .unwrap_or_else(|| panic!("the script ran: {:?}", failure(&sb, &run)));
+    assert_eq!(out.payload["output"], serde_json::json!({"v": 1}));
+    let pin = events[0].payload["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "text.script")
+        .unwrap()
+        .clone();
+    let files = pin["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "only the argument naming a file: {pin}");
+    assert_eq!(files[0]["path"], "script.sh");
+    let script = fs::read(sb.path().join("tools/script.sh")).unwrap();
+    assert_eq!(
+        files[0]["hash"],
+        oracle_runtime::declared::file_hash(&script).to_hex()
+    );
+    // The tools without such arguments pin as before: no `files`.
+    for other in events[0].payload["tools"].as_array().unwrap() {
+        if other["name"] != "text.script" {
+            assert!(other.get("files").is_none(), "{other}");
+        }
+    }
+    let before = sb.events(".oracle", &run).len();
+    fs::write(
+        sb.path().join("tools/script.sh"),
+        String::from_utf8(script).unwrap() + "# edited\n",
+    )
+    .unwrap();
+    let (code, _, err) = sb.oracle(&["replay", &run]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("declared tool `text.script` changed"), "{err}");
+    assert!(
+        err.contains("`script.sh`, a file its args name, differs"),
+        "{err}"
+    );
+    let (code, _, err) = sb.oracle(&["resume", &run, "--step", "q", "--value", "\"yes\""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("declared tool `text.script` changed"), "{err}");
+    assert!(err.contains("`script.sh`"), "{err}");
+    assert_eq!(sb.events(".oracle", &run).len(), before, "nothing appended");
+    let (code, v) = sb.json(&["replay", &run, "--allow-tool-change", "--json"]);
+    assert_eq!(code, 0, "a comment changes no output: {v}");
+    let (code, v) = sb.json(&[
+        "resume",
+        &run,
+        "--step",
+        "q",
+        "--value",
+        "\"yes\"",
+        "--allow-tool-change",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    verify_ok(&sb, &run);
+}
+
 #[test]
 fn an_exec_tool_declared_pure_that_counts_is_named_by_replay_and_audit() {
     let sb = sandbox();

@@ -7,6 +7,11 @@
 //! `..` climbs above its start can never be covered. A `proc` program named by a path that
 //! normalises to a bare name stays a path (`./sh`), as at run time. Network scopes (domain
 //! `net`) are URL origins, `scheme://host:port` ([`url_origin`]), on both sides.
+//!
+//! Parsing ([`FromStr`]) is how grants enter (a plan's `grant` line, `--grant`, a recorded
+//! `run_started.grants`), so it refuses a grant whose path pattern has a `..` component
+//! ([`CapabilityError::DotDot`]). A needed capability is built from a call's arguments
+//! ([`Capability`]'s fields), never parsed, and may hold `..`: normalising it decides.
 
 use std::fmt;
 use std::str::FromStr;
@@ -32,6 +37,36 @@ pub enum CapabilityError {
         part: &'static str,
         value: String,
     },
+    /// A grant that could reach a path domain (`fs`, `proc` or `*`) whose scope has a `..`
+    /// component (`../**`, `./../x`, `a/../../b`, `a/../b`). Needed scopes are matched after
+    /// `.` and `..` are resolved, so such a pattern never matches anything; accepting it would
+    /// only let a grant read as wider (or as escaping the working directory) than it is.
+    #[error(
+        "`{0}`: a grant's path may not contain a `..` component (paths are matched after `..` is resolved, so it would cover nothing); name the directory itself, e.g. an absolute path"
+    )]
+    DotDot(String),
+}
+
+impl CapabilityError {
+    /// The stable code of this error (one per kind of failure).
+    pub fn code(&self) -> &'static str {
+        match self {
+            CapabilityError::Shape(_) => "capability_shape",
+            CapabilityError::Part { .. } => "capability_part",
+            CapabilityError::DotDot(_) => "capability_dot_dot",
+        }
+    }
+}
+
+/// Whether a grant with this domain is matched against path scopes: a path domain, or `*`
+/// (which covers them).
+fn grants_paths(domain: &str) -> bool {
+    domain == "*" || PATH_DOMAINS.contains(&domain)
+}
+
+/// Whether `scope`, read as a `/`-separated path pattern, has a component that is exactly `..`.
+pub fn has_dot_dot(scope: &str) -> bool {
+    scope.split('/').any(|c| c == "..")
 }
 
 fn valid_word(w: &str) -> bool {
@@ -61,6 +96,9 @@ impl FromStr for Capability {
                     value: value.to_owned(),
                 });
             }
+        }
+        if grants_paths(domain) && has_dot_dot(scope) {
+            return Err(CapabilityError::DotDot(s.to_owned()));
         }
         Ok(Capability {
             domain: domain.to_owned(),
@@ -270,6 +308,17 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// A needed capability, built as a call builds one (never parsed: it may hold `..`).
+    fn needed(s: &str) -> Capability {
+        let mut parts = s.splitn(3, ':');
+        let mut next = || parts.next().unwrap().to_owned();
+        Capability {
+            domain: next(),
+            action: next(),
+            scope: next(),
+        }
+    }
+
     #[test]
     fn grants_cover_what_they_say() {
         let g = cap("fs:read:fixtures/data/**");
@@ -290,7 +339,7 @@ mod tests {
     fn a_program_named_by_a_path_is_not_a_bare_name() {
         // As at run time: `./sh` is the file in the working directory, `sh` the one in `PATH`.
         assert!(cap("proc:exec:./sh").covers(&cap("proc:exec:./sh")));
-        assert!(cap("proc:exec:./sh").covers(&cap("proc:exec:bin/../sh")));
+        assert!(cap("proc:exec:./sh").covers(&needed("proc:exec:bin/../sh")));
         assert!(!cap("proc:exec:sh").covers(&cap("proc:exec:./sh")));
         assert!(!cap("proc:exec:./sh").covers(&cap("proc:exec:sh")));
         assert!(cap("proc:exec:sh").covers(&cap("proc:exec:sh")));
@@ -301,10 +350,39 @@ mod tests {
     #[test]
     fn dot_dot_cannot_escape_a_grant() {
         let g = cap("fs:read:fixtures/data/**");
-        assert!(!g.covers(&cap("fs:read:fixtures/data/../../etc/passwd")));
-        assert!(g.covers(&cap("fs:read:fixtures/data/x/../notes.txt")));
-        assert!(!g.covers(&cap("fs:read:../fixtures/data/notes.txt")));
+        assert!(!g.covers(&needed("fs:read:fixtures/data/../../etc/passwd")));
+        assert!(g.covers(&needed("fs:read:fixtures/data/x/../notes.txt")));
+        assert!(!g.covers(&needed("fs:read:../fixtures/data/notes.txt")));
         assert_eq!(normalize_path("/../etc"), None);
+    }
+
+    #[test]
+    fn a_grant_with_a_dot_dot_component_is_refused_naming_it() {
+        for bad in [
+            "fs:read:../**",
+            "fs:read:./../x",
+            "fs:write:a/../../b",
+            "fs:read:a/../b",
+            "fs:read:/a/..",
+            "proc:exec:../bin/sh",
+            "*:*:../**",
+            "*:read:..",
+        ] {
+            let e = bad.parse::<Capability>().unwrap_err();
+            assert_eq!(e, CapabilityError::DotDot(bad.to_owned()), "{bad}");
+            assert_eq!(e.code(), "capability_dot_dot");
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+        // `..` inside a component is a name, and other domains' scopes are not paths.
+        for ok in [
+            "fs:read:..data/**",
+            "fs:read:a../b",
+            "fs:read:a/...",
+            "net:http:https://x.org/../a",
+            "tool:exec:..",
+        ] {
+            assert!(ok.parse::<Capability>().is_ok(), "{ok}");
+        }
     }
 
     #[test]

@@ -37,9 +37,12 @@ pub mod domain {
     /// What defines a declared tool, for its pin in `run_started`: the manifest's bytes, then
     /// the module's, the program's or the MCP server's tool list, each length-prefixed.
     pub const TOOL_PIN: &str = "oracle v1 tool pin";
+    /// One file an exec tool's `args` name inside its manifest's directory, for the per-file
+    /// hash beside its pin (`ToolPin::files`): the file's bytes.
+    pub const TOOL_FILE: &str = "oracle v1 tool file";
 
     /// Every context above, once.
-    pub const ALL: [&str; 12] = [
+    pub const ALL: [&str; 13] = [
         PAYLOAD,
         EVENT_BODY,
         CHAIN,
@@ -52,6 +55,7 @@ pub mod domain {
         ARTIFACT,
         AUCTION_TIE,
         TOOL_PIN,
+        TOOL_FILE,
     ];
 }
 

@@ -146,8 +146,25 @@ pub struct ToolPin {
     /// `pure` or `impure`: what decides whether replay executes the tool again.
     pub effect: String,
     /// BLAKE3 over the manifest's bytes and what it names: the module's bytes (wasm), the
-    /// program's bytes when it is a file beside the manifest (exec), the server's reported
-    /// name, version and tool list (mcp). docs/TOOLS.md, "What a run pins".
+    /// program's bytes when it is a file beside the manifest, then the bytes of each file its
+    /// `args` name inside the manifest's directory (exec), the server's reported name, version
+    /// and tool list (mcp). docs/TOOLS.md, "What a run pins".
+    pub hash: Hash,
+    /// The files an exec tool's `args` name inside its manifest's directory, in the order
+    /// written, each with its own hash, so a refusal can name the file that changed (their
+    /// bytes are in `hash` too). Absent when there are none, which keeps the encoding of every
+    /// pin that predates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<PinnedFile>>,
+}
+
+/// One file a declared tool's manifest names in `args`, as pinned in `run_started`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedFile {
+    /// The argument as the manifest writes it: a path relative to the manifest's directory.
+    pub path: String,
+    /// BLAKE3 (context `oracle v1 tool file`) over the file's bytes.
     pub hash: Hash,
 }
 
@@ -703,6 +720,32 @@ impl crate::state::Change for StateChangedRef<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A pin written before `files` existed decodes with `files` absent and encodes to the
+    /// same canonical bytes, so the payload hash of every earlier `run_started` is unchanged;
+    /// a pin with files keeps them.
+    #[test]
+    fn a_tool_pin_without_files_encodes_as_before() {
+        let hash = "11".repeat(32);
+        let old = json!({
+            "program": "p", "program_hash": "22".repeat(32), "seed": 1, "grants": [],
+            "inputs": {}, "format": 2,
+            "tools": [{"name": "t", "kind": "exec", "version": "1", "effect": "pure", "hash": hash}],
+        });
+        let decoded = Payload::decode(EventKind::RunStarted, &old).unwrap();
+        let Payload::RunStarted(r) = &decoded else {
+            panic!("{decoded:?}")
+        };
+        assert_eq!(r.tools.as_ref().unwrap()[0].files, None);
+        let canon = |v: &Value| crate::canon::encode(v).unwrap();
+        assert_eq!(canon(&decoded.to_value()), canon(&old));
+        let mut new = old.clone();
+        new["tools"][0]["files"] = json!([{"path": "script.py", "hash": "33".repeat(32)}]);
+        let decoded = Payload::decode(EventKind::RunStarted, &new).unwrap();
+        assert_eq!(canon(&decoded.to_value()), canon(&new));
+        new["tools"][0]["files"][0]["mode"] = json!(1);
+        assert!(Payload::decode(EventKind::RunStarted, &new).is_err());
+    }
 
     #[test]
     fn kind_names_round_trip() {

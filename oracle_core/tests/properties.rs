@@ -231,3 +231,84 @@ proptest! {
         prop_assert_eq!(r.clone().into_value(), r.to_value());
     }
 }
+
+/// The shape a capability had to have before grants were checked for `..` (docs/PLAN.md,
+/// "Capabilities"): domain and action `*` or lowercase letters, digits, `_`, `-`, `.`; a scope
+/// that is not empty and holds no whitespace or control character. Written here independently
+/// of the parser.
+fn shaped(domain: &str, action: &str, scope: &str) -> bool {
+    let word = |w: &str| {
+        w == "*"
+            || (!w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-.".contains(&b)))
+    };
+    word(domain)
+        && word(action)
+        && !scope.is_empty()
+        && !scope.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Path patterns built from components that include `..`, `.`, names with dots in them and
+/// globs, absolute or not, with doubled or trailing slashes.
+fn path_pattern() -> impl Strategy<Value = String> {
+    let component = prop_oneof![
+        Just("..".to_owned()),
+        Just(".".to_owned()),
+        Just("...".to_owned()),
+        Just("..a".to_owned()),
+        Just("a..".to_owned()),
+        Just("*".to_owned()),
+        Just("**".to_owned()),
+        Just(String::new()),
+        "[a-z.]{1,4}",
+    ];
+    (
+        any::<bool>(),
+        prop::collection::vec(component, 1..6),
+        any::<bool>(),
+    )
+        .prop_map(|(absolute, parts, trailing)| {
+            let mut p = parts.join("/");
+            if absolute {
+                p.insert(0, '/');
+            }
+            if trailing {
+                p.push('/');
+            }
+            p
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A grant that reaches paths (`fs`, `proc`, `*`) is refused exactly when its pattern has a
+    /// `..` component, naming the grant; every other grant of the old shape still parses, to
+    /// the same capability. Other domains' scopes are not paths: `..` in them is left alone.
+    #[test]
+    fn a_grant_is_refused_exactly_when_its_path_pattern_has_a_dot_dot_component(
+        domain in prop_oneof![Just("fs"), Just("proc"), Just("*"), Just("net"), Just("tool"), Just("kv")],
+        action in prop_oneof![Just("read"), Just("write"), Just("exec"), Just("*")],
+        scope in path_pattern(),
+    ) {
+        use oracle_core::capability::{Capability, CapabilityError};
+        let text = format!("{domain}:{action}:{scope}");
+        let dot_dot = scope.split('/').any(|c| c == "..");
+        let paths = matches!(domain, "fs" | "proc" | "*");
+        match text.parse::<Capability>() {
+            Ok(c) => {
+                prop_assert!(shaped(domain, action, &scope), "{}", text);
+                prop_assert!(!(paths && dot_dot), "`{}` has a `..` component, yet parsed", text);
+                prop_assert_eq!(c.to_string(), text);
+            }
+            Err(CapabilityError::DotDot(named)) => {
+                prop_assert!(paths && dot_dot, "`{}` refused for a `..` it does not have", text);
+                prop_assert_eq!(&named, &text, "the error names the grant");
+            }
+            Err(other) => {
+                prop_assert!(!shaped(domain, action, &scope), "`{}` refused: {}", text, other);
+            }
+        }
+    }
+}

@@ -14,7 +14,12 @@
 //! (format 2): each line signs the hash of the line before it and the run's identity (the
 //! chain hash of event 0), so a line cannot be removed from the middle, moved to another run
 //! or reordered. What one file cannot show is its own newest lines cut off; a *witness* (the
-//! same lines appended to a file the writer does not control, `checkpoint --witness`) does.
+//! same lines appended to a file the writer does not control) does. A witness is the default:
+//! each key pair has a witness directory beside its key files ([`witness_dir`]), holding one
+//! witness per run, which `checkpoint` appends to and `verify --pubkey` requires, unless told
+//! another file (`--witness`) or none (`--no-witness`). Nothing on the log's disk alone can
+//! show its newest signed statements cut (what remains is exactly an earlier, valid state), so
+//! the one default that finds it is a record kept where the key is.
 //! Formats (docs/FORMAT.md, "Signed checkpoints"):
 //!
 //! - key files: one line, `oracle-ed25519-secret-v1:` or `oracle-ed25519-public-v1:` then 64
@@ -66,6 +71,50 @@ pub const LINE_HASH_CONTEXT: &str = "oracle v2 checkpoint line";
 pub const WITNESS_BYTES_MAX: u64 = 64 << 20;
 /// Key files are one short line; anything longer is refused before it is read whole.
 pub const KEY_FILE_BYTES_MAX: u64 = 1024;
+/// What a key pair's witness directory is named after its secret key file: `FILE.witnesses`.
+pub const WITNESS_DIR_SUFFIX: &str = ".witnesses";
+/// What `keygen` appends to the secret key file's name for its public key: `FILE.pub`.
+pub const PUBLIC_KEY_SUFFIX: &str = ".pub";
+
+/// Which witness a checkpoint is copied to ([`create`]) or checked against ([`verify`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Witness<'a> {
+    /// None (`--no-witness`): checkpoints cut off the end of `checkpoints.jsonl` go unseen.
+    None,
+    /// A file given (`--witness W`).
+    File(&'a Path),
+    /// The default: the run's witness in a key pair's witness directory
+    /// ([`witness_dir`], [`witness_dir_of_public`]), `DIR/<run, 64 hex>.jsonl`. [`create`]
+    /// makes the directory when missing; for [`verify`] a missing witness is
+    /// [`CheckpointError::WitnessMissing`].
+    Beside(&'a Path),
+}
+
+/// The witness directory of the key pair whose secret key file is `secret`:
+/// `<secret>.witnesses`, beside the key (kept where the key is kept, away from the log).
+pub fn witness_dir(secret: &Path) -> PathBuf {
+    let mut name = secret.as_os_str().to_owned();
+    name.push(WITNESS_DIR_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// The witness directory of the key pair whose public key file is `public`: the secret key's
+/// path (`public` without its `.pub`, as `keygen` names the pair) plus `.witnesses`; for a
+/// public key file named otherwise, `<public>.witnesses`.
+pub fn witness_dir_of_public(public: &Path) -> PathBuf {
+    let text = public.as_os_str().to_string_lossy();
+    match text.strip_suffix(PUBLIC_KEY_SUFFIX) {
+        Some(secret) if !secret.is_empty() && public.to_str().is_some() => {
+            witness_dir(Path::new(secret))
+        }
+        _ => witness_dir(public),
+    }
+}
+
+/// The default witness of `run` in the witness directory `dir`: `dir/<run, 64 hex>.jsonl`.
+pub fn default_witness(dir: &Path, run: &Hash) -> PathBuf {
+    dir.join(format!("{}.jsonl", run.to_hex()))
+}
 
 /// Why a key file's text is not a key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -191,6 +240,15 @@ pub enum CheckpointError {
     #[error("{path}: larger than WITNESS_BYTES_MAX = {limit} bytes")]
     WitnessTooLarge { path: PathBuf, limit: u64 },
     #[error(
+        "{path}: no witness of this run by this key: without one, checkpoints cut off the end of {file} cannot be found (what remains still verifies); give the witness with --witness W, or --no-witness to check {file} alone"
+    )]
+    WitnessMissing {
+        /// Where the default witness was looked for.
+        path: PathBuf,
+        /// The checkpoint file.
+        file: PathBuf,
+    },
+    #[error(
         "{path}: no checkpoint signed by key {key} ({others} by other keys): nothing proves this log; a deleted checkpoint file looks the same"
     )]
     NoCheckpoint {
@@ -220,7 +278,8 @@ impl CheckpointError {
             | CheckpointError::Chain { .. }
             | CheckpointError::OtherRun { .. }
             | CheckpointError::NotInFile { .. }
-            | CheckpointError::WitnessEmpty { .. } => true,
+            | CheckpointError::WitnessEmpty { .. }
+            | CheckpointError::WitnessMissing { .. } => true,
             CheckpointError::Io { .. }
             | CheckpointError::WitnessTooLarge { .. }
             | CheckpointError::KeyFile { .. }
@@ -701,7 +760,7 @@ pub fn read_public_key(path: &Path) -> Result<PublicKey, CheckpointError> {
 /// Where the public key of the secret key file `secret` goes: `<secret>.pub`.
 pub fn public_key_path(secret: &Path) -> PathBuf {
     let mut name = secret.as_os_str().to_owned();
-    name.push(".pub");
+    name.push(PUBLIC_KEY_SUFFIX);
     PathBuf::from(name)
 }
 
@@ -1055,21 +1114,22 @@ pub struct Created {
     pub checkpoint: Checkpoint,
     pub file: PathBuf,
     pub appended: Appended,
-    /// The witness file and what was done to it, when one was given.
+    /// The witness file and what was done to it, unless [`Witness::None`].
     pub witness: Option<(PathBuf, Appended)>,
     pub summary: VerifySummary,
 }
 
 /// Verifies the log of `paths` and signs its head (the last event's seq and chain hash, with
 /// the run's identity, the chain hash of event 0) with `key`, appending the checkpoint to
-/// [`LogPaths::checkpoints`] as the next link of its chain, then, with `witness`, the same line
-/// to that file. Takes no lock on the log: a writer may go on appending (what was verified and
+/// [`LogPaths::checkpoints`] as the next link of its chain, then the same line to the witness
+/// (the file given, or the run's witness in a key pair's witness directory, which is made when
+/// missing). Takes no lock on the log: a writer may go on appending (what was verified and
 /// signed is a prefix it cannot change), though a record it is writing at that moment is a
 /// torn tail and fails the verification.
 pub fn create(
     paths: &LogPaths,
     key: &SecretKey,
-    witness: Option<&Path>,
+    witness: Witness<'_>,
     threads: usize,
 ) -> Result<Created, CheckpointError> {
     let (summary, hashes) = reader::verify_file_at(
@@ -1090,8 +1150,14 @@ pub fn create(
     let (checkpoint, appended) =
         append_signed(&file, key, run, seq, summary.head.hash, &paths.log)?;
     let witness = match witness {
-        Some(w) => Some((w.to_path_buf(), append_witness(w, &checkpoint)?)),
-        None => None,
+        Witness::None => None,
+        Witness::File(w) => Some((w.to_path_buf(), append_witness(w, &checkpoint)?)),
+        Witness::Beside(dir) => {
+            make_witness_dir(dir)?;
+            let w = default_witness(dir, &run);
+            let appended = append_witness(&w, &checkpoint)?;
+            Some((w, appended))
+        }
     };
     Ok(Created {
         checkpoint,
@@ -1100,6 +1166,42 @@ pub fn create(
         witness,
         summary,
     })
+}
+
+/// Makes a key pair's witness directory when it is missing (mode 0700 on Unix: it says which
+/// runs the key vouched for). One level only: its parent is the key's own directory.
+fn make_witness_dir(dir: &Path) -> Result<(), CheckpointError> {
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    match builder.create(dir) {
+        Ok(()) => {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent)?;
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(CheckpointError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+/// The run identity (chain hash of event 0) as the log's first record states it, read without
+/// verifying the rest; `None` when it cannot be read (the verification then says why).
+fn first_hash(log: &Path) -> Option<Hash> {
+    let mut first = None;
+    reader::scan(log, true, |e| {
+        first = Some(e.hash);
+        Ok(false)
+    })
+    .ok()?;
+    first
 }
 
 /// One checkpoint that held.
@@ -1173,18 +1275,21 @@ pub fn read_witness(path: &Path) -> Result<Vec<(u64, Checkpoint)>, CheckpointErr
 /// The file's chain is checked as it is parsed ([`parse_file`]). The hashes are taken in the
 /// same pass that verifies the log.
 ///
-/// With `witness`, then every statement in that file: (a) signed by `key`, validly; (b) of this
-/// log's run; (c) the log has event `seq` with hash `head`; (d) the checkpoint file holds the
-/// identical line. (d) is what finds the newest lines of `checkpoints.jsonl` cut off.
+/// Then, unless [`Witness::None`], every statement in the witness (the file given, or the
+/// run's witness in a key pair's witness directory, which must exist): (a) signed by `key`,
+/// validly; (b) of this log's run; (c) the log has event `seq` with hash `head`; (d) the
+/// checkpoint file holds the identical line. (d) is what finds the newest lines of
+/// `checkpoints.jsonl` cut off.
 ///
 /// Reported in this order: an unreadable checkpoint or witness file; a damaged log; a
 /// malformed checkpoint line or broken chain (any key); then the key's checkpoints in file
-/// order (signature, other run, cut short, rewritten); no checkpoint by `key` at all; then the
-/// witness's statements in its order ((a), (b), (c), (d)).
+/// order (signature, other run, cut short, rewritten); no checkpoint by `key` at all; a
+/// default witness that is missing; then the witness's statements in its order ((a), (b),
+/// (c), (d)).
 pub fn verify(
     paths: &LogPaths,
     key: &PublicKey,
-    witness: Option<&Path>,
+    witness: Witness<'_>,
     opts: VerifyOptions,
 ) -> Result<Verified, CheckpointError> {
     let file = paths.checkpoints();
@@ -1198,9 +1303,23 @@ pub fn verify(
             });
         }
     };
-    let witnessed = match witness {
-        Some(w) => Some((w, read_witness(w)?)),
-        None => None,
+    // The default witness is named by the run, so event 0 is read first (without verifying:
+    // the statements are checked against the verified log below, naming this run or failing).
+    let default = match witness {
+        Witness::Beside(dir) => first_hash(&paths.log).map(|run| default_witness(dir, &run)),
+        _ => None,
+    };
+    let mut missing = None;
+    let witnessed = match (witness, &default) {
+        (Witness::File(w), _) => Some((w.to_path_buf(), read_witness(w)?)),
+        (Witness::Beside(_), Some(w)) => match std::fs::symlink_metadata(w) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing = Some(w.clone());
+                None
+            }
+            _ => Some((w.clone(), read_witness(w)?)),
+        },
+        (Witness::Beside(_), None) | (Witness::None, _) => None,
     };
     let mut seqs: Vec<u64> = vec![0];
     if let Some(Ok(all)) = &parsed {
@@ -1289,19 +1408,25 @@ pub fn verify(
             others,
         });
     }
+    // Event 0 unreadable before the pass yet verified by it (the log was written meanwhile):
+    // the witness was not read, so it fails closed.
+    if let (Witness::Beside(dir), None) = (witness, &default) {
+        missing = Some(default_witness(dir, &run));
+    }
+    if let Some(path) = missing {
+        return Err(CheckpointError::WitnessMissing { path, file });
+    }
     let witness = match witnessed {
         None => None,
         Some((w, lines)) => {
             if lines.is_empty() {
-                return Err(CheckpointError::WitnessEmpty {
-                    path: w.to_path_buf(),
-                });
+                return Err(CheckpointError::WitnessEmpty { path: w });
             }
             for (line, c) in &lines {
-                check(w, *line, c)?;
+                check(&w, *line, c)?;
                 if !all.iter().any(|(_, f)| f == c) {
                     return Err(CheckpointError::NotInFile {
-                        path: w.to_path_buf(),
+                        path: w.clone(),
                         line: *line,
                         seq: c.seq,
                         head: c.head,
@@ -1310,7 +1435,7 @@ pub fn verify(
                 }
             }
             Some(Witnessed {
-                file: w.to_path_buf(),
+                file: w,
                 statements: lines.len() as u64,
                 latest_seq: lines.iter().map(|(_, c)| c.seq).max().unwrap_or_default(),
             })
@@ -1940,7 +2065,7 @@ mod tests {
             expected_head: None,
         };
         assert!(matches!(
-            verify(&paths, &key.public_key(), None, opts),
+            verify(&paths, &key.public_key(), Witness::None, opts),
             Err(CheckpointError::NoCheckpoint { others: 0, .. })
         ));
 
@@ -1953,7 +2078,7 @@ mod tests {
             )
             .unwrap();
         }
-        let created = create(&paths, &key, None, 1).unwrap();
+        let created = create(&paths, &key, Witness::None, 1).unwrap();
         assert_eq!(created.checkpoint.seq, n - 1);
         assert_eq!(created.checkpoint.chained.unwrap().run, run);
         assert_eq!(created.file, dir.path().join("checkpoints.jsonl"));
@@ -1967,7 +2092,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(by_other.line, 4);
-        let v = verify(&paths, &key.public_key(), None, opts).unwrap();
+        let v = verify(&paths, &key.public_key(), Witness::None, opts).unwrap();
         let seqs: Vec<(u64, u64)> = v.proven.iter().map(|p| (p.seq, p.format)).collect();
         assert_eq!(seqs, vec![(0, 1), (20, 1), (n - 1, 2)]);
         assert_eq!(v.others, 1);
@@ -1981,7 +2106,7 @@ mod tests {
             .sum();
         std::fs::write(&paths.log, &bytes[..cut]).unwrap();
         assert!(matches!(
-            verify(&paths, &key.public_key(), None, opts),
+            verify(&paths, &key.public_key(), Witness::None, opts),
             Err(CheckpointError::Truncated {
                 line: 2,
                 seq: 20,
@@ -2010,10 +2135,10 @@ mod tests {
             .collect();
         std::fs::write(&paths_b.log, bytes).unwrap();
         let key = SecretKey::from_seed(&[2; 32]);
-        create(&paths_a, &key, None, 1).unwrap();
+        create(&paths_a, &key, Witness::None, 1).unwrap();
         std::fs::copy(paths_a.checkpoints(), paths_b.checkpoints()).unwrap();
         let opts = VerifyOptions::default();
-        let err = verify(&paths_b, &key.public_key(), None, opts).unwrap_err();
+        let err = verify(&paths_b, &key.public_key(), Witness::None, opts).unwrap_err();
         assert!(
             matches!(err, CheckpointError::OtherRun { line: 1, found, .. } if found == events_b[0].hash),
             "{err:?}"
@@ -2022,7 +2147,7 @@ mod tests {
         assert!(err.is_integrity());
         // And `checkpoint` will not extend another run's chain.
         assert!(matches!(
-            create(&paths_b, &key, None, 1),
+            create(&paths_b, &key, Witness::None, 1),
             Err(CheckpointError::OtherRun { .. })
         ));
     }
@@ -2047,7 +2172,7 @@ mod tests {
             append_witness(&w, &c).unwrap();
         }
         let opts = VerifyOptions::default();
-        let v = verify(&paths, &key.public_key(), Some(&w), opts).unwrap();
+        let v = verify(&paths, &key.public_key(), Witness::File(&w), opts).unwrap();
         let witnessed = v.witness.unwrap();
         assert_eq!((witnessed.statements, witnessed.latest_seq), (2, 25));
 
@@ -2055,9 +2180,9 @@ mod tests {
         let text = std::fs::read_to_string(&file).unwrap();
         let first: String = text.split_inclusive('\n').take(1).collect();
         std::fs::write(&file, first).unwrap();
-        assert!(verify(&paths, &key.public_key(), None, opts).is_ok());
+        assert!(verify(&paths, &key.public_key(), Witness::None, opts).is_ok());
         assert!(matches!(
-            verify(&paths, &key.public_key(), Some(&w), opts),
+            verify(&paths, &key.public_key(), Witness::File(&w), opts),
             Err(CheckpointError::NotInFile {
                 line: 2,
                 seq: 25,
@@ -2067,9 +2192,68 @@ mod tests {
         // An emptied witness proves nothing.
         std::fs::write(&w, "").unwrap();
         assert!(matches!(
-            verify(&paths, &key.public_key(), Some(&w), opts),
+            verify(&paths, &key.public_key(), Witness::File(&w), opts),
             Err(CheckpointError::WitnessEmpty { .. })
         ));
+    }
+
+    #[test]
+    fn the_default_witness_is_the_runs_file_beside_the_key_and_must_exist() {
+        assert_eq!(
+            witness_dir(Path::new("keys/audit")),
+            Path::new("keys/audit.witnesses")
+        );
+        assert_eq!(
+            witness_dir_of_public(Path::new("keys/audit.pub")),
+            Path::new("keys/audit.witnesses")
+        );
+        assert_eq!(
+            witness_dir_of_public(Path::new("keys/audit.key")),
+            Path::new("keys/audit.key.witnesses")
+        );
+        assert_eq!(
+            witness_dir_of_public(Path::new(".pub")),
+            Path::new(".pub.witnesses")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("run")).unwrap();
+        let (paths, events, _) = synth_run(&dir.path().join("run"), 40);
+        let key = SecretKey::from_seed(&[2; 32]);
+        let wdir = witness_dir(&dir.path().join("k"));
+        let opts = VerifyOptions::default();
+        let beside = Witness::Beside(&wdir);
+        let created = create(&paths, &key, beside, 1).unwrap();
+        let (file, appended) = created.witness.unwrap();
+        assert_eq!(file, default_witness(&wdir, &events[0].hash));
+        assert_eq!((appended.line, appended.written), (1, true));
+        let v = verify(&paths, &key.public_key(), beside, opts).unwrap();
+        assert_eq!(v.witness.unwrap().file, file);
+
+        // The newest line cut: found with the default, not without a witness.
+        std::fs::write(paths.checkpoints(), "").unwrap();
+        assert!(matches!(
+            verify(&paths, &key.public_key(), beside, opts),
+            Err(CheckpointError::NoCheckpoint { .. })
+        ));
+        let older = Checkpoint::sign(&key, events[0].hash, 3, events[3].hash, Hash::ZERO);
+        append(&paths.checkpoints(), &older).unwrap();
+        assert!(verify(&paths, &key.public_key(), Witness::None, opts).is_ok());
+        let err = verify(&paths, &key.public_key(), beside, opts).unwrap_err();
+        assert!(
+            matches!(&err, CheckpointError::NotInFile { path, line: 1, .. } if *path == file),
+            "{err:?}"
+        );
+        assert!(err.is_integrity());
+
+        // No witness there at all: a failure, naming where it was looked for.
+        std::fs::remove_file(&file).unwrap();
+        let err = verify(&paths, &key.public_key(), beside, opts).unwrap_err();
+        assert!(
+            matches!(&err, CheckpointError::WitnessMissing { path, .. } if *path == file),
+            "{err:?}"
+        );
+        assert!(err.is_integrity());
+        assert!(err.to_string().contains("--no-witness"), "{err}");
     }
 
     #[test]

@@ -30,6 +30,34 @@ impl ExecTool {
             |n| n.to_string_lossy().into_owned(),
         )
     }
+
+    /// `text` (a failure message, or with `program` false the program's stderr, both recorded)
+    /// with the absolute paths the program was given written as the manifest writes them: a
+    /// file of the tool named in `args` as written there, and with `program` the program by its
+    /// file name. So a recorded failure does not depend on where the tools directory lives.
+    /// (The program's own path in its stderr is left as it always was, so the failures of runs
+    /// recorded before the files of `args` were pinned replay alike.)
+    fn scrub(&self, text: &str, program: bool) -> String {
+        let path = self.exec.program.to_string_lossy();
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        if program {
+            pairs.push((&path, self.shown()));
+        }
+        for f in &self.exec.files {
+            if let Some(abs) = f.path.to_str() {
+                pairs.push((abs, f.written.clone()));
+            }
+        }
+        // Longest first, so a path that begins with another is replaced whole.
+        pairs.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(b.0)));
+        let mut out = text.to_owned();
+        for (from, to) in pairs {
+            if !from.is_empty() {
+                out = out.replace(from, &to);
+            }
+        }
+        out
+    }
 }
 
 impl Tool for ExecTool {
@@ -72,10 +100,10 @@ impl Tool for ExecTool {
         .run()
         .map_err(|e| match e {
             // The runner names the program as given (an absolute path here): name it by file.
-            ToolError::Failed(m) => ToolError::Failed(m.replace(&*program, &self.shown())),
+            ToolError::Failed(m) => ToolError::Failed(self.scrub(&m, true)),
             other => other,
         })?;
-        let stderr = tail(&done.stderr);
+        let stderr = self.scrub(&tail(&done.stderr), false);
         match done.status {
             Some(0) => {}
             Some(code) => {

@@ -33,6 +33,10 @@ pub const MEMORY_BYTES_MAX_DEFAULT: u64 = 16 << 20;
 pub const MEMORY_BYTES_MAX_MAX: u64 = 1 << 30;
 /// Most environment variables an exec tool or MCP server may be given.
 pub const ENV_VARS_MAX: usize = 64;
+/// Most files an exec tool's `args` may name inside its manifest's directory: each is read
+/// whole (up to [`PROGRAM_BYTES_MAX`]) and hashed every time the tools are loaded, so the
+/// number is bounded like everything else read from a manifest.
+pub const ARG_FILES_MAX: usize = 16;
 
 /// One problem with a manifest, located as precisely as known.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -71,10 +75,25 @@ pub struct Exec {
     /// Whether `program` is a file of the tool's own (a path in the manifest, or a name found
     /// beside it), whose bytes are pinned; a name found on `PATH` is the system's, not pinned.
     pub pinned_program: bool,
+    /// The arguments the program is given: as written, except that one naming a file of the
+    /// tool ([`arg_file`]) is that file's absolute path, so the program reads the very file
+    /// that is pinned whatever the run's working directory.
     pub args: Vec<String>,
+    /// The files the arguments name inside the manifest's directory, in the order written:
+    /// pinned with the program (docs/TOOLS.md, "What a run pins").
+    pub files: Vec<ArgFile>,
     /// Fixed variables, then run secrets by name (`secrets = ["TOKEN"]` sets `TOKEN`).
     pub env: BTreeMap<String, String>,
     pub secrets: Vec<String>,
+}
+
+/// A file an exec tool's `args` name inside its manifest's directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgFile {
+    /// The argument as written (what the pin records and messages name).
+    pub written: String,
+    /// Absolute, every symlink resolved (what the program is given and what is hashed).
+    pub path: PathBuf,
 }
 
 /// `[wasm]`: a module run in the interpreter with fuel and memory limits.
@@ -438,10 +457,43 @@ pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<Manifest, Vec<Problem>> {
                 ),
             );
         }
+        let mut args = Vec::with_capacity(e.args.len());
+        let mut files = Vec::new();
+        for arg in &e.args {
+            match arg_file(dir, arg) {
+                None => args.push(arg.clone()),
+                Some(path) => match path.to_str() {
+                    Some(text) => {
+                        args.push(text.to_owned());
+                        files.push(ArgFile {
+                            written: arg.clone(),
+                            path: path.clone(),
+                        });
+                    }
+                    None => bad(
+                        "args",
+                        format!(
+                            "`{}` names a file of the tool whose full path is not UTF-8",
+                            arg.escape_debug()
+                        ),
+                    ),
+                },
+            }
+        }
+        if files.len() > ARG_FILES_MAX {
+            bad(
+                "args",
+                format!(
+                    "{} arguments name files in the tool's directory; at most {ARG_FILES_MAX} may (each is pinned)",
+                    files.len()
+                ),
+            );
+        }
         Some(Kind::Exec(Exec {
             program: program.unwrap_or_default(),
             pinned_program,
-            args: e.args.clone(),
+            args,
+            files,
             env: e.env.clone(),
             secrets: e.secrets.clone(),
         }))
@@ -578,6 +630,26 @@ fn capability_rule(text: &str, input_schema: &Value) -> Result<CapabilityRule, S
     })
 }
 
+/// The file of the tool an exec argument names, if it names one: an argument that is a
+/// relative path with no `..` component (`script.py`, `./lib/run.py`), naming a regular file
+/// (after symlinks) under the manifest's directory. Returned absolute, every symlink resolved.
+///
+/// The rule is lexical on purpose, so a reader of the manifest can tell which arguments are
+/// pinned: an absolute path or one climbing out with `..` names the system's files (like a
+/// program found on `PATH`) and is passed as written, unpinned; so is anything that is not an
+/// existing regular file there (an option such as `--json`, a directory, a name that only the
+/// run's working directory holds).
+pub fn arg_file(dir: &Path, arg: &str) -> Option<PathBuf> {
+    if arg.is_empty() || arg.starts_with('/') || arg.split('/').any(|c| c == "..") {
+        return None;
+    }
+    let path = dir.join(arg);
+    if !path.is_file() {
+        return None;
+    }
+    path.canonicalize().ok()
+}
+
 /// Where a manifest's `program` is: a path (with a `/`) relative to the manifest's directory;
 /// a bare name beside the manifest, else on `PATH`. The flag says whether it is the tool's
 /// own file (pinned) rather than the system's.
@@ -608,6 +680,42 @@ mod tests {
         }
         for bad in ["", ".a", "a.", "a..b", "a-b", "1a", "a.1b", "a b"] {
             assert!(!is_tool_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_argument_names_a_file_of_the_tool_only_inside_its_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let dir = root.join("tools");
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        std::fs::write(dir.join("script.py"), "print(1)").unwrap();
+        std::fs::write(dir.join("lib/run.py"), "").unwrap();
+        std::fs::write(root.join("outside.py"), "").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("script.py", dir.join("link.py")).unwrap();
+        for (arg, file) in [
+            ("script.py", Some("script.py")),
+            ("./script.py", Some("script.py")),
+            ("lib/run.py", Some("lib/run.py")),
+            ("lib//run.py", Some("lib/run.py")),
+            #[cfg(unix)]
+            ("link.py", Some("script.py")),
+        ] {
+            assert_eq!(arg_file(&dir, arg), file.map(|f| dir.join(f)), "{arg}");
+        }
+        let absolute = dir.join("script.py");
+        for arg in [
+            "",
+            "--json",
+            "lib",
+            ".",
+            "missing.py",
+            "../outside.py",
+            "lib/../script.py",
+            absolute.to_str().unwrap(),
+        ] {
+            assert_eq!(arg_file(&dir, arg), None, "{arg}");
         }
     }
 

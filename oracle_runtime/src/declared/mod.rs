@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use oracle_core::hash::{Hash, domain};
-use oracle_core::payload::ToolPin;
+use oracle_core::payload::{PinnedFile, ToolPin};
 
 use crate::secrets::Secrets;
 use crate::tool::{Effect, Registry, RegistryError, Tool, ToolDecl};
@@ -138,6 +138,12 @@ pub fn pin_hash(manifest: &[u8], named: &[&[u8]]) -> Hash {
     Hash(*h.finalize().as_bytes())
 }
 
+/// The hash a pin records beside a file an exec tool's `args` name: BLAKE3 (context
+/// `oracle v1 tool file`) over its bytes.
+pub fn file_hash(bytes: &[u8]) -> Hash {
+    oracle_core::hash::hash_in(domain::TOOL_FILE, bytes)
+}
+
 /// The declaration a manifest makes (exec and wasm tools).
 fn decl_of(m: &Manifest) -> ToolDecl {
     ToolDecl {
@@ -217,12 +223,14 @@ fn load_one(
     mcp_mode: McpMode<'_>,
     out: &mut Declared,
 ) -> Result<(), String> {
-    let pin = |version: &str, effect: &str, hash: Hash| ToolPin {
+    let pin = |version: &str, effect: &str, hash: Hash, files: Vec<PinnedFile>| ToolPin {
         name: pin_name.to_owned(),
         kind: m.kind.name().to_owned(),
         version: version.to_owned(),
         effect: effect.to_owned(),
         hash,
+        // Absent rather than empty: a tool that names no file pins exactly as before.
+        files: (!files.is_empty()).then_some(files),
     };
     let effect = if m.pure { "pure" } else { "impure" };
     match &m.kind {
@@ -233,8 +241,21 @@ fn load_one(
             } else {
                 Vec::new()
             };
+            // The program, then each file the arguments name, in the order written.
+            let mut named = vec![program];
+            let mut files = Vec::with_capacity(e.files.len());
+            for f in &e.files {
+                let bytes = read_bounded(&f.path, manifest::PROGRAM_BYTES_MAX)
+                    .map_err(|why| format!("`{}` (named in args): {why}", f.written))?;
+                files.push(PinnedFile {
+                    path: f.written.clone(),
+                    hash: file_hash(&bytes),
+                });
+                named.push(bytes);
+            }
+            let named: Vec<&[u8]> = named.iter().map(Vec::as_slice).collect();
             out.pins
-                .push(pin(&m.version, effect, pin_hash(&m.bytes, &[&program])));
+                .push(pin(&m.version, effect, pin_hash(&m.bytes, &named), files));
             out.tools.push(Entry {
                 path: m.path.clone(),
                 kind: "exec",
@@ -254,8 +275,12 @@ fn load_one(
                 wasm::WasmTool::new(decl_of(m), &bytes, text, w.clone())
                     .map_err(|why| format!("module `{}`: {why}", file_name(&w.module)))?,
             );
-            out.pins
-                .push(pin(&m.version, effect, pin_hash(&m.bytes, &[&bytes])));
+            out.pins.push(pin(
+                &m.version,
+                effect,
+                pin_hash(&m.bytes, &[&bytes]),
+                Vec::new(),
+            ));
             out.tools.push(Entry {
                 path: m.path.clone(),
                 kind: "wasm",
@@ -317,6 +342,7 @@ fn load_one(
                 &listing.version,
                 "impure",
                 pin_hash(&m.bytes, &[&kept]),
+                Vec::new(),
             ));
             out.kept.push((format!("{pin_name}.json"), kept));
             let command = match mcp_mode {
@@ -417,6 +443,7 @@ pub fn compare(recorded: &[ToolPin], current: &[ToolPin]) -> Result<(), ToolChan
                 a.hash.short(),
                 b.hash.short()
             ),
+            (Some(a), Some(b)) if files_of(a) != files_of(b) => file_changed(a, b),
             (Some(a), Some(b)) => format!(
                 "changed since the run started: its manifest, module or program differs (version {} then, {} now; pin {} then, {} now)",
                 a.version,
@@ -434,4 +461,59 @@ pub fn compare(recorded: &[ToolPin], current: &[ToolPin]) -> Result<(), ToolChan
         });
     }
     Ok(())
+}
+
+/// The files a pin lists (none when it lists none, or predates the list).
+fn files_of(pin: &ToolPin) -> &[PinnedFile] {
+    pin.files.as_deref().unwrap_or_default()
+}
+
+/// How the files two pins of one exec tool name differ (they do), naming the first file that
+/// changed, went or came, in the order the run's pin lists them.
+fn file_changed(was: &ToolPin, now: &ToolPin) -> String {
+    let (then, current) = (files_of(was), files_of(now));
+    for f in then {
+        match current.iter().find(|c| c.path == f.path) {
+            Some(c) if c.hash == f.hash => {}
+            Some(c) => {
+                return format!(
+                    "changed since the run started: `{}`, a file its args name, differs (file {} then, {} now; pin {} then, {} now)",
+                    f.path,
+                    f.hash.short(),
+                    c.hash.short(),
+                    was.hash.short(),
+                    now.hash.short()
+                );
+            }
+            None => {
+                return format!(
+                    "changed since the run started: its args no longer name `{}`, a file they named then (pin {} then, {} now)",
+                    f.path,
+                    was.hash.short(),
+                    now.hash.short()
+                );
+            }
+        }
+    }
+    let Some(added) = current
+        .iter()
+        .find(|c| !then.iter().any(|f| f.path == c.path))
+        .map(|c| c.path.as_str())
+    else {
+        return format!(
+            "changed since the run started: its args name the same files in another order (pin {} then, {} now)",
+            was.hash.short(),
+            now.hash.short()
+        );
+    };
+    let why = if was.files.is_none() {
+        " (or the run predates the pinning of files named in args)"
+    } else {
+        ""
+    };
+    format!(
+        "changed since the run started: its args now name `{added}`, a file the run's pin did not cover{why} (pin {} then, {} now)",
+        was.hash.short(),
+        now.hash.short()
+    )
 }
