@@ -46,6 +46,10 @@ pub const JOBS_MAX: u32 = 256;
 /// the log refusing the event.
 pub const INPUT_BYTES_MAX: u64 = 8 << 20;
 
+// The plan agent builds a call's input under `oracle_plan::eval::BUILD_BYTES_MAX`, twice this
+// bound, so an input past it still reaches the engine and fails by name (its doc says why).
+const _: () = assert!(oracle_plan::eval::BUILD_BYTES_MAX == 2 * INPUT_BYTES_MAX);
+
 /// Everything that determines a run besides its program.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
