@@ -134,7 +134,8 @@ enum ShapeArg {
 }
 
 /// Sync policy for appends.
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DurabilityArg {
     /// Sync exactly where an effect needs it: before an impure tool, model or program starts,
     /// after an outside answer, and when the run stops (default; docs/SECURITY.md).

@@ -61,7 +61,8 @@ pub struct AdjudicationsArgs {
     json: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum VerdictArg {
     /// The challenger is right: it becomes the belief; the incumbent is superseded (bounded in
     /// valid time, never deleted).
@@ -72,7 +73,7 @@ pub enum VerdictArg {
     Unknown,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
 pub struct AdjudicateArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
@@ -104,7 +105,7 @@ pub struct AdjudicateArgs {
     json: bool,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SweepArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
@@ -119,7 +120,8 @@ pub struct SweepArgs {
     json: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CriticalityArg {
     Low,
     Medium,
@@ -127,7 +129,7 @@ pub enum CriticalityArg {
     Critical,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ClaimArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
@@ -170,7 +172,7 @@ pub struct ClaimArgs {
     json: bool,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ReinstateArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,

@@ -24,7 +24,7 @@ use oracle_memory::tools::BELIEF_WAIT_PREFIX;
 const JOBS_DEFAULT: u32 = 1;
 
 /// Options of the commands that drive a run and append to its log (`run`, `resume`).
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
 pub struct DriveArgs {
     /// Tools of one round that may execute at once. The log is the same whatever N is.
     #[arg(long, default_value_t = JOBS_DEFAULT, value_parser = clap::value_parser!(u32).range(1..=256))]
@@ -187,7 +187,7 @@ pub struct RunArgs {
     drive: DriveArgs,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ResumeArgs {
     /// Run id (under `<home>/runs`) or run directory.
     run: String,
@@ -1151,6 +1151,23 @@ impl ResumeArgs {
     /// The run this command names (for sending it to a store's run as a signal).
     pub(crate) fn run_name(&self) -> &str {
         &self.run
+    }
+
+    /// Reads `--value-file` into `--value`, so the command carries its answer with it (a
+    /// store's worker applies it on another machine).
+    pub(crate) fn inline_value_file(&mut self) -> Result<(), CliError> {
+        if let Some(path) = self.value_file.take() {
+            let bytes = crate::files::read_value_file(&path)?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                CliError::input(format!(
+                    "{}: not UTF-8 text (invalid byte at offset {})",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ))
+            })?;
+            self.value = Some(text);
+        }
+        Ok(())
     }
 }
 

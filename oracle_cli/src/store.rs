@@ -118,7 +118,7 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         | Command::Adjudicate(_)
         | Command::Claim(_)
         | Command::Sweep(_)
-        | Command::Reinstate(_) => send(url, &command),
+        | Command::Reinstate(_) => send(url, command),
         Command::Log(_)
         | Command::Inspect(_)
         | Command::Verify(_)
@@ -269,44 +269,99 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The arguments of this invocation after the command's name, without `--store` (whose URL
-/// may hold a password) and `--home` (the worker's scratch home replaces it).
-fn signal_argv() -> Vec<String> {
-    let mut out = Vec::new();
-    let mut args = std::env::args().skip(1).peekable();
-    while let Some(a) = args.next() {
-        if a == "--store" || a == "--home" {
-            args.next();
-        } else if a.starts_with("--store=") || a.starts_with("--home=") {
-        } else {
-            out.push(a);
-        }
-    }
-    out
+/// Version of a queued signal's row ([`Queued`]).
+pub const SIGNAL_FORMAT: u64 = 1;
+
+/// A signal as the store queues it: which command, with its arguments as typed values (the
+/// same structs the command line parses, so the two cannot drift), under a version. Never an
+/// argument list: the worker reads the row, it does not parse a command line again.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", content = "args", rename_all = "snake_case")]
+pub(crate) enum Signal {
+    Resume(crate::run::ResumeArgs),
+    Adjudicate(crate::memory::AdjudicateArgs),
+    Claim(crate::memory::ClaimArgs),
+    Sweep(crate::memory::SweepArgs),
+    Reinstate(crate::memory::ReinstateArgs),
 }
 
-/// The run a signal command names.
-fn run_of(command: &Command) -> Option<&str> {
-    match command {
-        Command::Resume(a) => Some(a.run_name()),
-        Command::Adjudicate(a) => Some(a.run_name()),
-        Command::Claim(a) => Some(a.run_name()),
-        Command::Sweep(a) => Some(a.run_name()),
-        Command::Reinstate(a) => Some(a.run_name()),
-        _ => None,
+/// A queued signal's row: `{"format": 1, "signal": {"kind": ..., "args": {...}}}`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Queued {
+    format: u64,
+    signal: Signal,
+}
+
+impl Signal {
+    /// The signal a command sends, if it is one that can be sent.
+    fn of(command: Command) -> Option<Signal> {
+        Some(match command {
+            Command::Resume(a) => Signal::Resume(a),
+            Command::Adjudicate(a) => Signal::Adjudicate(a),
+            Command::Claim(a) => Signal::Claim(a),
+            Command::Sweep(a) => Signal::Sweep(a),
+            Command::Reinstate(a) => Signal::Reinstate(a),
+            _ => return None,
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Signal::Resume(_) => "resume",
+            Signal::Adjudicate(_) => "adjudicate",
+            Signal::Claim(_) => "claim",
+            Signal::Sweep(_) => "sweep",
+            Signal::Reinstate(_) => "reinstate",
+        }
+    }
+
+    fn run(&self) -> &str {
+        match self {
+            Signal::Resume(a) => a.run_name(),
+            Signal::Adjudicate(a) => a.run_name(),
+            Signal::Claim(a) => a.run_name(),
+            Signal::Sweep(a) => a.run_name(),
+            Signal::Reinstate(a) => a.run_name(),
+        }
+    }
+
+    fn json_flag(&self) -> bool {
+        serde_json::to_value(self).is_ok_and(|v| v["args"]["json"] == json!(true))
+    }
+
+    /// Carries the signal out in `home`, as its command would in a file home.
+    fn apply(self, home: &Path, drives: &crate::run::Drives) -> Result<u8, CliError> {
+        match self {
+            Signal::Resume(a) => crate::run::resume(home, drives, a),
+            Signal::Adjudicate(a) => crate::memory::adjudicate(home, drives, a),
+            Signal::Claim(a) => crate::memory::claim(home, drives, a),
+            Signal::Sweep(a) => crate::memory::sweep(home, a),
+            Signal::Reinstate(a) => crate::memory::reinstate(home, drives, a),
+        }
     }
 }
 
 /// `oracle resume|adjudicate|claim|sweep|reinstate ... --store URL`: the command is queued as
 /// a signal in one transaction; the worker that next holds the run carries it out, exactly as
 /// the command would have in a file home, and appends its events in order, once.
-fn send(url: &str, command: &Command) -> Result<u8, CliError> {
+fn send(url: &str, command: Command) -> Result<u8, CliError> {
     let store = connect(url)?;
-    let run = run_of(command).unwrap_or_default();
-    let argv = signal_argv();
-    let kind = argv.first().cloned().unwrap_or_default();
-    let json_out = argv.iter().any(|a| a == "--json");
-    let id = store.send(run, &kind, &json!({"argv": argv})).map_err(pg)?;
+    let mut signal = Signal::of(command)
+        .ok_or_else(|| CliError::input("this command cannot be sent to a store's run"))?;
+    // A value read from a file here: the worker that applies it runs elsewhere.
+    if let Signal::Resume(a) = &mut signal {
+        a.inline_value_file()?;
+    }
+    let run = signal.run().to_owned();
+    let kind = signal.kind();
+    let json_out = signal.json_flag();
+    let row = serde_json::to_value(Queued {
+        format: SIGNAL_FORMAT,
+        signal,
+    })
+    .map_err(|e| CliError::input(format!("the signal cannot be written: {e}")))?;
+    let id = store.send(&run, kind, &row).map_err(pg)?;
     if json_out {
         crate::out::json(&json!({"ok": true, "run": run, "signal": id, "state": "sent"}))?;
     } else {
@@ -771,31 +826,32 @@ fn state_of(dir: &Path) -> Option<String> {
     }
 }
 
-/// Carries out a signal: the command it was sent as, parsed again and run against the scratch
-/// home, so that it records exactly what it would have recorded in a file home.
+/// Carries out a signal: its row read as the typed command it was sent as (never a command line
+/// parsed again), run against the scratch home, so that it records exactly what it would have
+/// recorded in a file home.
 fn apply_signal(
     home: &Path,
     drives: &crate::run::Drives,
     run: &str,
     body: &Value,
 ) -> Result<u8, CliError> {
-    let argv: Vec<String> = body
-        .get("argv")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let parsed = <crate::Cli as clap::Parser>::try_parse_from(
-        std::iter::once("oracle".to_owned()).chain(argv),
-    )
-    .map_err(|e| CliError::input(format!("a signal that is not a command: {e}")))?;
-    if run_of(&parsed.command) != Some(run) {
+    if body.get("argv").is_some() {
+        return Err(CliError::input(
+            "a signal queued by an older oracle as an argument list: send it again",
+        ));
+    }
+    let queued: Queued = serde_json::from_value(body.clone())
+        .map_err(|e| CliError::input(format!("a signal that is not one: {e}")))?;
+    if queued.format != SIGNAL_FORMAT {
+        return Err(CliError::input(format!(
+            "a signal of format {} (this oracle reads format {SIGNAL_FORMAT}): upgrade the worker",
+            queued.format
+        )));
+    }
+    if queued.signal.run() != run {
         return Err(CliError::input(format!(
             "a signal for another run than {run}"
         )));
     }
-    crate::run_command_as(home, parsed.command, drives)
+    queued.signal.apply(home, drives)
 }

@@ -21,7 +21,7 @@ use crate::exit::{self, CliError};
 pub const AUDIT_TIMES_MAX: u32 = 100;
 
 /// `--tools DIR`, shared by the commands that take declared tools.
-#[derive(Args, Debug, Clone, Default)]
+#[derive(Args, Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ToolDirs {
     /// A directory of tool manifests (docs/TOOLS.md) whose tools the run may call, besides the
     /// plan's own `tools "DIR"` lines (repeatable). `resume` and `replay` load the directories

@@ -550,6 +550,15 @@ fn chaos_workers_killed_while_driving_200_runs() {
             .all(|(o, seq)| o == "applied" && seq.is_some()),
         "{signals:?}"
     );
+    // Issue 33: each signal is a typed, versioned row, never a command line.
+    for row in c.query("SELECT kind, body FROM signals", &[]).unwrap() {
+        let (kind, body): (String, String) = (row.get(0), row.get(1));
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["format"], 1, "{v}");
+        assert_eq!(v["signal"]["kind"], kind.as_str(), "{v}");
+        assert!(v["signal"]["args"]["run"].is_string(), "{v}");
+        assert!(v.get("argv").is_none(), "{v}");
+    }
 }
 
 /// The README's walkthrough: two workers, runs submitted, one worker SIGKILLed while it holds a
