@@ -380,8 +380,17 @@ fn read_only(url: &str, command: Command) -> Result<u8, CliError> {
     let tmp =
         tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
     let named: Vec<String> = std::env::args().skip(1).collect();
+    // The store's rows are the authority on a run's bindings (its declared tools, for a
+    // replay): this temporary home vouches for them as they are, as a worker's does.
+    let host = crate::run::Drives::default().home(tmp.path(), false)?;
     for name in store.existing(&named).map_err(pg)? {
-        store.hydrate(&name, tmp.path()).map_err(pg)?;
+        let dir = store.hydrate(&name, tmp.path()).map_err(pg)?;
+        host.adopt_bindings(&oracle_runtime::session::RunDir {
+            id: name.clone(),
+            paths: oracle_runtime::LogPaths::of_run(&dir),
+            dir,
+        })
+        .map_err(|e| crate::run::host_error(e, false))?;
     }
     crate::run_command(tmp.path(), command)
 }

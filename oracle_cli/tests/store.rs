@@ -767,6 +767,9 @@ fn a_worker_drives_declared_tools() {
     let out = run(&["run", "fixtures/tools/demo.plan", "--home", "fh", "--json"]);
     let v: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(r[id]["head"], v["head"]);
+    // A replay of the store's run loads the tool directories its bindings name: the store's
+    // rows are the authority on them, as for the worker.
+    run(&["replay", id, "--store", &url]);
 }
 
 /// A worker whose connections are cut (a database restart, a network blip) reconnects and goes
