@@ -10,7 +10,7 @@ fn root() -> PathBuf {
 
 mod common;
 
-const CRATES: [&str; 11] = [
+const CRATES: [&str; 12] = [
     "oracle_core",
     "oracle_plan",
     "oracle_runtime",
@@ -22,6 +22,7 @@ const CRATES: [&str; 11] = [
     "oracle_serve",
     "oracle_pg",
     "oracle_host",
+    "oracle_test_support",
 ];
 const PURE: [&str; 3] = ["oracle_core", "oracle_plan", "oracle_memory"];
 
@@ -591,6 +592,13 @@ fn front_ends_drive_runs_through_the_host() {
                 );
             }
         }
+    }
+    // Test helpers stay out of every shipped crate.
+    for k in CRATES {
+        assert!(
+            !normal_deps(k).contains("oracle_test_support"),
+            "{k} depends on oracle_test_support outside its dev-dependencies"
+        );
     }
     let host = normal_deps("oracle_host");
     assert!(

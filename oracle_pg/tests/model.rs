@@ -8,12 +8,11 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use oracle_core::payload::{RunStarted, StepScheduled};
-use oracle_core::{Hash, Payload};
+use oracle_core::Payload;
+use oracle_core::payload::StepScheduled;
 use oracle_pg::{PgError, Store};
 use oracle_runtime::{Durability, LogPaths, LogWriter};
 use proptest::prelude::*;
-use serde_json::Map;
 
 static DB: AtomicU64 = AtomicU64::new(0);
 
@@ -41,17 +40,7 @@ struct Worker {
 }
 
 fn started() -> Payload {
-    Payload::RunStarted(RunStarted {
-        format: None,
-        program: "model".into(),
-        program_hash: Hash::ZERO,
-        seed: 1,
-        grants: vec![],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
-    })
+    oracle_test_support::run_started("model", 1, &[])
 }
 
 proptest! {

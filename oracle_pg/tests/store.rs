@@ -5,11 +5,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use oracle_core::payload::{RunStarted, StepScheduled};
-use oracle_core::{Hash, Payload};
+use oracle_core::Payload;
+use oracle_core::payload::StepScheduled;
 use oracle_pg::{PgError, Store};
 use oracle_runtime::{Durability, LogPaths, LogWriter, replica};
-use serde_json::Map;
 
 static DB: AtomicU64 = AtomicU64::new(0);
 
@@ -26,17 +25,7 @@ fn store() -> Option<Store> {
 }
 
 fn started() -> Payload {
-    Payload::RunStarted(RunStarted {
-        format: None,
-        program: "pg-test".into(),
-        program_hash: Hash::ZERO,
-        seed: 1,
-        grants: vec![],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
-    })
+    oracle_test_support::run_started("pg-test", 1, &[])
 }
 
 fn step(n: u64) -> Payload {

@@ -171,17 +171,7 @@ fn a_held_writer_lock_is_seen_without_taking_it() {
 const FSIZE_CHILD_ENV: &str = "ORACLE_TEST_WRITER_FSIZE_CHILD";
 
 fn run_started() -> oracle_core::Payload {
-    oracle_core::Payload::RunStarted(oracle_core::payload::RunStarted {
-        format: None,
-        program: "p".into(),
-        program_hash: oracle_core::Hash::ZERO,
-        seed: 0,
-        grants: vec![],
-        inputs: Default::default(),
-        budget: None,
-        tools: None,
-        memory: None,
-    })
+    oracle_test_support::run_started("p", 0, &[])
 }
 
 fn output_of(bytes: usize) -> oracle_core::Payload {

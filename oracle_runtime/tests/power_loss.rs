@@ -18,29 +18,16 @@
 use std::fs;
 
 use oracle_core::payload::*;
-use oracle_core::{Event, Hash, Payload, Value};
+use oracle_core::{Event, Payload, Value};
 use oracle_runtime::index::{IndexedLog, index_path};
 use oracle_runtime::repair::{Repair, repair};
 use oracle_runtime::storage::sim::SimStorage;
 use oracle_runtime::{Durability, LogPaths, LogWriter, VerifyOptions, reader, verify_file};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use serde_json::Map;
 
 fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        ".{0,6}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(2, 12, 3, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
-            prop::collection::btree_map("[a-c]{1,2}", inner, 0..3)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    oracle_test_support::small_json()
 }
 
 fn payload() -> impl Strategy<Value = Payload> {
@@ -72,17 +59,7 @@ fn durability() -> impl Strategy<Value = Durability> {
 }
 
 fn start() -> Payload {
-    Payload::RunStarted(RunStarted {
-        format: None,
-        program: "p".into(),
-        program_hash: Hash::ZERO,
-        seed: 1,
-        grants: vec![],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
-    })
+    oracle_test_support::run_started("p", 1, &[])
 }
 
 /// One step of a run: append an event, then commit if asked.

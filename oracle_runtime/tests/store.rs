@@ -21,17 +21,7 @@ fn run_paths(root: &Path) -> LogPaths {
 }
 
 fn run_started() -> Payload {
-    Payload::RunStarted(RunStarted {
-        format: None,
-        program: "store-test".into(),
-        program_hash: Hash::ZERO,
-        seed: 1,
-        grants: vec!["fs:read:data/**".into()],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
-    })
+    oracle_test_support::run_started("store-test", 1, &["fs:read:data/**"])
 }
 
 /// Appends step `n` the way the runtime does (scheduled, called, returned, state written) and

@@ -218,21 +218,7 @@ fn a_payload_the_reader_would_refuse_is_never_sealed() {
     use oracle_core::payload::ToolReturned;
     let mut recorder = oracle_core::Recorder::new();
     recorder
-        .record(
-            0,
-            vec![],
-            Payload::RunStarted(oracle_core::payload::RunStarted {
-                format: None,
-                program: "p".into(),
-                program_hash: oracle_core::Hash([0; 32]),
-                seed: 0,
-                grants: vec![],
-                inputs: Default::default(),
-                budget: None,
-                tools: None,
-                memory: None,
-            }),
-        )
+        .record(0, vec![], oracle_test_support::run_started("p", 0, &[]))
         .unwrap();
     let deep = (0..limits::PAYLOAD_DEPTH_MAX).fold(json!(0), |v, _| Value::Array(vec![v]));
     let head = recorder.head();

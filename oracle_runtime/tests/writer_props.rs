@@ -3,26 +3,12 @@
 //! with the writer's head, and replay to the writer's state.
 
 use oracle_core::payload::*;
-use oracle_core::{Hash, Payload, Value};
+use oracle_core::{Payload, Value};
 use oracle_runtime::{Durability, LogPaths, LogWriter, VerifyOptions, reader, verify_file};
 use proptest::prelude::*;
-use serde_json::Map;
 
 fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        ".{0,6}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(2, 12, 3, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
-            prop::collection::btree_map("[a-c]{1,2}", inner, 0..3)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    oracle_test_support::small_json()
 }
 
 fn payload() -> impl Strategy<Value = Payload> {
@@ -70,17 +56,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let paths = LogPaths::of_run(&dir.path().join("run"));
-        let start = Payload::RunStarted(RunStarted {
-            format: None,
-            program: "p".into(),
-            program_hash: Hash::ZERO,
-            seed: 1,
-            grants: vec![],
-            inputs: Map::new(),
-            budget: None,
-            tools: None,
-            memory: None,
-        });
+        let start = oracle_test_support::run_started("p", 1, &[]);
         let mut w = LogWriter::create(&paths, d).unwrap();
         let mut written = vec![w.append(0, vec![], start).unwrap()];
         let reopen = reopen_at.index(items.len() + 1);
