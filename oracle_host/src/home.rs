@@ -3,6 +3,7 @@
 //! run through it: [`Home::resume`] and [`Home::answer`].
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use oracle_runtime::bindings::Bindings;
 use oracle_runtime::declared::McpMode;
@@ -23,7 +24,8 @@ use crate::error::HostError;
 #[derive(Clone, Debug)]
 pub struct Home {
     dir: PathBuf,
-    key: SealKey,
+    /// Read on first use ([`Home::key`]).
+    key: Arc<OnceLock<SealKey>>,
     workdir: Workdir,
     /// Tool directories that replace every run's (a worker's `--tools`).
     tools: Vec<PathBuf>,
@@ -62,13 +64,13 @@ pub struct Resumed {
 }
 
 impl Home {
-    /// The home at `dir` (created if missing), with its sealing key (made the first time).
-    /// Resumed runs work in the caller's directory ([`Workdir::Here`]).
+    /// The home at `dir`. Nothing is read or created until a call needs it: the home and its
+    /// sealing key are made by the first call that writes a run (a refused plan leaves no
+    /// home behind). Resumed runs work in the caller's directory ([`Workdir::Here`]).
     pub fn open(dir: &Path) -> Result<Home, HostError> {
-        let key = SealKey::open_or_create(dir)?;
         Ok(Home {
             dir: dir.to_path_buf(),
-            key,
+            key: Arc::new(OnceLock::new()),
             workdir: Workdir::Here,
             tools: Vec::new(),
         })
@@ -92,8 +94,14 @@ impl Home {
         &self.dir
     }
 
-    pub fn key(&self) -> &SealKey {
-        &self.key
+    /// The home's sealing key, read (or made, the first time) when first needed.
+    pub fn key(&self) -> Result<SealKey, HostError> {
+        if let Some(k) = self.key.get() {
+            return Ok(*k);
+        }
+        let k = SealKey::open_or_create(&self.dir)?;
+        // Another thread may have set it meanwhile: both read the same file.
+        Ok(*self.key.get_or_init(|| k))
     }
 
     /// Finds a run by id (under `<home>/runs`), directory or log file.
@@ -105,7 +113,7 @@ impl Home {
     /// `given` (and this home's tool directories) over them. `strict`: see
     /// [`Given::for_stored_run`].
     pub fn bindings(&self, run: &RunDir, given: &Given, strict: bool) -> Result<Bound, HostError> {
-        let (sealed, unsealed) = Bindings::read(&run.dir).sealed(Some(&self.key));
+        let (sealed, unsealed) = Bindings::read(&run.dir).sealed(Some(&self.key()?));
         let mut given = given.clone();
         if given.tools.is_empty() {
             given.tools = self.tools.clone();
@@ -133,7 +141,7 @@ impl Home {
     /// unsealed root, under [`Home::in_recorded_roots`]; another directory than the one
     /// recorded, otherwise).
     pub fn workdir(&self, run: &RunDir) -> Result<PathBuf, HostError> {
-        Ok(session::resume_root(run, self.workdir, Some(&self.key))?)
+        Ok(session::resume_root(run, self.workdir, Some(&self.key()?))?)
     }
 
     /// Everything a resume of `run` checks before it runs (its bindings and its working
@@ -248,7 +256,7 @@ impl Home {
     /// write those is an operator of the store, docs/STORE.md), never for a file home.
     pub fn adopt_bindings(&self, run: &RunDir) -> Result<(), HostError> {
         let stored = Bindings::read(&run.dir);
-        let meta = stored.unchecked().to_json(&run.id, &self.key);
+        let meta = stored.unchecked().to_json(&run.id, &self.key()?);
         let path = run.dir.join(oracle_runtime::bindings::META_FILE);
         std::fs::write(&path, format!("{meta:#}\n"))
             .map_err(|source| HostError::Session(session::SessionError::Io { path, source }))
