@@ -317,7 +317,7 @@ pub(crate) fn run_command_as(
         Command::Memory(a) => memory::memory(&home, a),
         Command::Adjudications(a) => memory::adjudications(&home, a),
         Command::Adjudicate(a) => memory::adjudicate(&home, drives, a),
-        Command::Sweep(a) => memory::sweep(&home, a),
+        Command::Sweep(a) => memory::sweep(&home, drives, a),
         Command::Claim(a) => memory::claim(&home, drives, a),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();

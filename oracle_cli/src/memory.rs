@@ -512,7 +512,7 @@ pub(crate) fn reinstate(
         now: a.now,
     };
     move_torn_tail_aside(home, &a.run);
-    let applied = adjudication::reinstate(home, &a.run, &r, a.durability.into())
+    let applied = adjudication::reinstate(home, &a.run, &r, drives.writing(a.durability.into()))
         .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
         crate::out::json(&json!({
@@ -605,7 +605,7 @@ pub(crate) fn adjudicate(
         by: None,
     };
     move_torn_tail_aside(home, &a.run);
-    let applied = adjudication::adjudicate(home, &a.run, &sub, a.durability.into())
+    let applied = adjudication::adjudicate(home, &a.run, &sub, drives.writing(a.durability.into()))
         .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
         crate::out::json(&applied.to_json())?;
@@ -667,10 +667,14 @@ fn move_torn_tail_aside(home: &Path, run: &str) {
     }
 }
 
-pub fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
+pub(crate) fn sweep(
+    home: &Path,
+    drives: &crate::run::Drives,
+    a: SweepArgs,
+) -> Result<u8, CliError> {
     check_now(a.now, a.json)?;
     move_torn_tail_aside(home, &a.run);
-    let swept = adjudication::sweep(home, &a.run, a.now, a.durability.into())
+    let swept = adjudication::sweep(home, &a.run, a.now, drives.writing(a.durability.into()))
         .map_err(|e| session_error(e, a.json, None))?;
     if a.json {
         crate::out::json(&json!({
@@ -772,7 +776,12 @@ pub(crate) fn claim(
         now: a.now,
         by: None,
     };
-    let applied = match adjudication::claim(home, &a.run, &outside, a.durability.into()) {
+    let applied = match adjudication::claim(
+        home,
+        &a.run,
+        &outside,
+        drives.writing(a.durability.into()),
+    ) {
         Ok(v) => v,
         Err(SessionError::ClaimRefused { run, source }) => {
             let message = format!("{run}: the claim is refused: {source}");

@@ -700,17 +700,32 @@ pub(crate) fn submit(
 /// How this process drives stored runs: as the command line does (in the caller's directory,
 /// with the tool directories each run keeps), or as a store's worker does (in the directory
 /// each run recorded, with the worker's `--tools`). A value passed down, never a global.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Drives {
     pub recorded_roots: bool,
     pub tools: Vec<PathBuf>,
+    /// Where every writer's commits go besides the log (a store's worker).
+    pub replica: Option<oracle_runtime::replica::Shared>,
 }
 
 impl Drives {
+    /// How the writers of this process's calls write, at `durability`.
+    pub(crate) fn writing(
+        &self,
+        durability: oracle_runtime::Durability,
+    ) -> oracle_runtime::writer::Writing {
+        oracle_runtime::writer::Writing {
+            durability,
+            replica: self.replica.clone(),
+        }
+    }
+
     /// The host's handle on `home`, driving runs this way.
     pub(crate) fn home(&self, home: &Path, json_out: bool) -> Result<Home, CliError> {
         let h = Home::open(home).map_err(|e| host_error(e, json_out))?;
-        let h = h.with_tools(self.tools.clone());
+        let h = h
+            .with_tools(self.tools.clone())
+            .with_replica(self.replica.clone());
         Ok(if self.recorded_roots {
             h.in_recorded_roots()
         } else {
@@ -763,7 +778,7 @@ pub(crate) fn start_submitted(host: &Home, run: &str) -> Result<u8, CliError> {
     let s = session::start_prepared(
         home,
         run,
-        oracle_runtime::Durability::DEFAULT,
+        host.writing(oracle_runtime::Durability::DEFAULT),
         &registry,
         &mut |_| {},
     )

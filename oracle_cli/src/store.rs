@@ -336,7 +336,7 @@ impl Signal {
             Signal::Resume(a) => crate::run::resume(home, drives, a),
             Signal::Adjudicate(a) => crate::memory::adjudicate(home, drives, a),
             Signal::Claim(a) => crate::memory::claim(home, drives, a),
-            Signal::Sweep(a) => crate::memory::sweep(home, a),
+            Signal::Sweep(a) => crate::memory::sweep(home, drives, a),
             Signal::Reinstate(a) => crate::memory::reinstate(home, drives, a),
         }
     }
@@ -468,6 +468,7 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
     // A worker drives runs submitted from other directories (and machines): each works in
     // the directory it recorded, with this worker's tools when given.
     let drives = crate::run::Drives {
+        replica: None,
         recorded_roots: true,
         tools: a
             .tools
@@ -707,19 +708,24 @@ fn drive_in(
     let dir = store
         .hydrate(&claim.id, home)
         .map_err(|e| broken(e.to_string()))?;
+    let paths = oracle_runtime::LogPaths::of_run(&dir);
+    let replica = Arc::new(Mutex::new(store.replica(&claim.id, claim.fence, None)));
+    // Every writer this drive opens (signals, the start, the resume) commits to the store.
+    let shared: oracle_runtime::replica::Shared = replica.clone();
+    let drives = &crate::run::Drives {
+        replica: Some(shared),
+        ..drives.clone()
+    };
     // The run's bindings come from the store's rows, written by an operator of the store
     // (`oracle submit`): this scratch home vouches for them as they are (docs/SECURITY.md).
     let host = drives.home(home, false).map_err(|e| broken(e.message))?;
     let found = oracle_runtime::session::RunDir {
         id: claim.id.clone(),
-        paths: oracle_runtime::LogPaths::of_run(&dir),
+        paths: paths.clone(),
         dir: dir.clone(),
     };
     host.adopt_bindings(&found)
         .map_err(|e| broken(e.to_string()))?;
-    let paths = oracle_runtime::LogPaths::of_run(&dir);
-    let replica = Arc::new(Mutex::new(store.replica(&claim.id, claim.fence, None)));
-    oracle_runtime::replica::attach(&paths.log, replica.clone());
     let mut notes: Vec<String> = Vec::new();
     let outcome = (|| {
         // Whether the store refused a commit for a superseded fence: the replica says so, typed.
@@ -789,7 +795,6 @@ fn drive_in(
         let _ = store.upload_files(&claim.id, claim.fence, &dir);
         Ok(state_of(&dir).unwrap_or_else(|| "runnable".to_owned()))
     })();
-    oracle_runtime::replica::detach(&paths.log);
     outcome.map(|state| (state, (!notes.is_empty()).then(|| notes.join("; "))))
 }
 

@@ -623,9 +623,6 @@ fn no_static_holds_run_state() {
         // Test clusters of the store's own tests.
         ("oracle_pg/src/cluster.rs", "static COUNTER"),
         ("oracle_pg/src/cluster.rs", "static SHARED"),
-        // Debt (issue 33): the replica a store's worker attaches to a log path. To be passed
-        // to the writer by the host instead.
-        ("oracle_runtime/src/replica.rs", "static ATTACHED"),
     ];
     for k in CRATES.iter().filter(|k| **k != "oracle_cli") {
         for (path, text) in sources(k) {

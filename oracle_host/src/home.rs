@@ -8,12 +8,13 @@ use std::sync::{Arc, OnceLock};
 use oracle_runtime::bindings::Bindings;
 use oracle_runtime::declared::McpMode;
 use oracle_runtime::engine::Progress;
+use oracle_runtime::replica::Shared;
 use oracle_runtime::seal::SealKey;
 use oracle_runtime::session::{
     self, Answered, Drive, Prepared, RunDir, Session, StartOptions, Workdir,
 };
 use oracle_runtime::tool::Registry;
-use oracle_runtime::writer::Durability;
+use oracle_runtime::writer::{Durability, Writing};
 use serde_json::Value;
 
 use crate::bind::{Bound, Given, ToolChange, check_pins};
@@ -21,7 +22,7 @@ use crate::error::HostError;
 
 /// A home: where runs live, the key that seals what beside their logs steers a resume, and how
 /// this caller drives them. Cheap to clone; holds no run state.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Home {
     dir: PathBuf,
     /// Read on first use ([`Home::key`]).
@@ -29,6 +30,19 @@ pub struct Home {
     workdir: Workdir,
     /// Tool directories that replace every run's (a worker's `--tools`).
     tools: Vec<PathBuf>,
+    /// Where the commits of every writer a call opens go besides the log (a store's worker).
+    replica: Option<Shared>,
+}
+
+impl std::fmt::Debug for Home {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Home")
+            .field("dir", &self.dir)
+            .field("workdir", &self.workdir)
+            .field("tools", &self.tools)
+            .field("replica", &self.replica.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a resume is given beyond the run.
@@ -73,7 +87,23 @@ impl Home {
             key: Arc::new(OnceLock::new()),
             workdir: Workdir::Here,
             tools: Vec::new(),
+            replica: None,
         })
+    }
+
+    /// Every writer a call through this home opens commits to `replica` too (a store's worker,
+    /// whose scratch home holds one run).
+    pub fn with_replica(mut self, replica: Option<Shared>) -> Home {
+        self.replica = replica;
+        self
+    }
+
+    /// How the writers of a call through this home write, at `durability`.
+    pub fn writing(&self, durability: Durability) -> Writing {
+        Writing {
+            durability,
+            replica: self.replica.clone(),
+        }
     }
 
     /// Resumed runs work in the directory each one recorded, sealed in its `run.json`
@@ -161,6 +191,7 @@ impl Home {
             self.registry(&found, &r.given, true, McpMode::Start, r.tool_change)?;
         let drive = Drive {
             workdir: self.workdir,
+            replica: self.replica.clone(),
             ..r.drive
         };
         let mut nothing = |_: &Progress| {};

@@ -25,7 +25,8 @@ use std::time::Instant;
 use oracle_core::payload::{RunStarted, StateChanged, StepScheduled, ToolCalled, ToolReturned};
 use oracle_core::{Hash, Payload};
 use oracle_pg::Store;
-use oracle_runtime::{Durability, LogPaths, LogWriter, replica};
+use oracle_runtime::writer::Writing;
+use oracle_runtime::{Durability, LogPaths, LogWriter};
 use serde_json::{Map, json};
 
 /// Events per batched case.
@@ -85,9 +86,17 @@ fn event(i: u64) -> Payload {
 
 /// Records `events` events at `paths` with `durability`, committing every `commit_every`
 /// events. Returns the seconds taken (creating the log included) and the syncs made.
-fn record(paths: &LogPaths, durability: Durability, events: u64, commit_every: u64) -> (f64, u64) {
+fn record(
+    paths: &LogPaths,
+    writing: impl Into<Writing>,
+    events: u64,
+    commit_every: u64,
+) -> (f64, u64) {
+    let writing = writing.into();
     let t = Instant::now();
-    let mut w = LogWriter::create(paths, durability).unwrap();
+    let mut w = LogWriter::create(paths, writing.durability)
+        .unwrap()
+        .with_replica(writing.replica);
     w.append(0, vec![], run_started()).unwrap();
     for i in 1..events {
         w.append((i - 1) / 4 + 1, vec![i - 1], event(i)).unwrap();
@@ -181,9 +190,11 @@ fn through_writer(rows: &mut Vec<Row>, store: &Store, scratch: &Path, events: u6
     let (run, fence) = common::held_run(store, scratch);
     let paths = LogPaths::of_run(&scratch.join("runs").join(format!("replica-{every}")));
     let replica = Arc::new(Mutex::new(store.replica(&run, fence, None)));
-    replica::attach(&paths.log, replica);
-    let (seconds, _) = record(&paths, Durability::Effect, events, every);
-    replica::detach(&paths.log);
+    let writing = Writing {
+        durability: Durability::Effect,
+        replica: Some(replica),
+    };
+    let (seconds, _) = record(&paths, writing, events, every);
     check(store, &run, &paths.log);
     push(
         rows,

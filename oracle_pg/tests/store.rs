@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use oracle_core::Payload;
 use oracle_core::payload::StepScheduled;
 use oracle_pg::{PgError, Store};
-use oracle_runtime::{Durability, LogPaths, LogWriter, replica};
+use oracle_runtime::{Durability, LogPaths, LogWriter};
 
 static DB: AtomicU64 = AtomicU64::new(0);
 
@@ -86,11 +86,13 @@ fn a_writer_whose_lease_was_taken_over_cannot_extend_the_run() {
     let dir = s.hydrate(&id, &home1).unwrap();
     assert_eq!(std::fs::read(dir.join("uses/sub.plan")).unwrap(), b"sub\n");
     let paths = LogPaths::of_run(&dir);
-    replica::attach(
-        &paths.log,
-        Arc::new(Mutex::new(s.replica(&id, first.fence, None))),
-    );
-    let mut w = LogWriter::create(&paths, Durability::Effect).unwrap();
+    let mut w = LogWriter::create(&paths, Durability::Effect)
+        .unwrap()
+        .with_replica(Some(Arc::new(Mutex::new(s.replica(
+            &id,
+            first.fence,
+            None,
+        )))));
     w.append(0, vec![], started()).unwrap();
     w.append(1, vec![0], step(1)).unwrap();
     w.commit().unwrap();
@@ -122,11 +124,13 @@ fn a_writer_whose_lease_was_taken_over_cannot_extend_the_run() {
     let home2 = tmp.path().join("w2");
     let dir2 = s.hydrate(&id, &home2).unwrap();
     let paths2 = LogPaths::of_run(&dir2);
-    replica::attach(
-        &paths2.log,
-        Arc::new(Mutex::new(s.replica(&id, second.fence, None))),
-    );
-    let mut w2 = LogWriter::open(&paths2, Durability::Effect).unwrap();
+    let mut w2 = LogWriter::open(&paths2, Durability::Effect)
+        .unwrap()
+        .with_replica(Some(Arc::new(Mutex::new(s.replica(
+            &id,
+            second.fence,
+            None,
+        )))));
     w2.append(2, vec![1], step(7)).unwrap();
     w2.close().unwrap();
 
@@ -228,8 +232,9 @@ fn a_signal_is_consumed_in_the_transaction_of_its_event() {
     let dir = s.hydrate(&id, &tmp.path().join("h")).unwrap();
     let paths = LogPaths::of_run(&dir);
     let r = Arc::new(Mutex::new(s.replica(&id, claim.fence, Some(sig))));
-    replica::attach(&paths.log, r.clone());
-    let mut w = LogWriter::create(&paths, Durability::Effect).unwrap();
+    let mut w = LogWriter::create(&paths, Durability::Effect)
+        .unwrap()
+        .with_replica(Some(r.clone()));
     w.append(0, vec![], started()).unwrap();
     w.close().unwrap();
     assert_eq!(r.lock().unwrap().consumed(), Some(sig));

@@ -22,7 +22,7 @@ use oracle_memory::{Assertion, Belief, Claim, Memory, Provenance, Query, Verdict
 use crate::error::StoreError;
 use crate::recorded::Recorded;
 use crate::session::{self, Result, RunDir, SessionError};
-use crate::writer::{Durability, LogWriter};
+use crate::writer::{Durability, LogWriter, Writing};
 
 /// Tries to take a busy run's lock before giving up (with [`LOCK_WAIT_STEP_MS`] between
 /// tries: ten seconds in all).
@@ -171,10 +171,10 @@ fn begin_outside_append(
     home: &Path,
     run: &str,
     now: Option<u64>,
-    durability: Durability,
+    writing: Writing,
 ) -> Result<(LogWriter, RunMemory, u64)> {
     let found = session::find(home, run)?;
-    let writer = open_waiting(&found.paths, durability)?;
+    let writer = open_waiting(&found.paths, writing.durability)?.with_replica(writing.replica);
     let events = Recorded::read(&found.paths.log)?;
     check_at_rest(&found, &events)?;
     let rm = load_from(found, &events)?;
@@ -264,14 +264,14 @@ pub fn adjudicate(
     home: &Path,
     run: &str,
     sub: &Submission,
-    durability: Durability,
+    writing: impl Into<Writing>,
 ) -> Result<VerdictApplied> {
     if sub.note.len() as u64 > NOTE_BYTES_MAX {
         return Err(SessionError::BadNote {
             limit: NOTE_BYTES_MAX,
         });
     }
-    let (writer, mut rm, now) = begin_outside_append(home, run, sub.now, durability)?;
+    let (writer, mut rm, now) = begin_outside_append(home, run, sub.now, writing.into())?;
     let refused = |source| SessionError::Adjudicate {
         run: rm.run.id.clone(),
         source,
@@ -351,14 +351,14 @@ pub fn reinstate(
     home: &Path,
     run: &str,
     r: &Reinstate,
-    durability: Durability,
+    writing: impl Into<Writing>,
 ) -> Result<ReinstatementApplied> {
     if r.note.len() as u64 > NOTE_BYTES_MAX {
         return Err(SessionError::BadNote {
             limit: NOTE_BYTES_MAX,
         });
     }
-    let (writer, mut rm, now) = begin_outside_append(home, run, r.now, durability)?;
+    let (writer, mut rm, now) = begin_outside_append(home, run, r.now, writing.into())?;
     let refused = |source| SessionError::Adjudicate {
         run: rm.run.id.clone(),
         source,
@@ -451,8 +451,13 @@ pub struct Swept {
 /// `oracle sweep`: turns the pending adjudications expired at `now` (default, and earliest:
 /// one after the log's last time) into contested claims with one `adjudications_expired`
 /// event. Nothing expired, nothing written: a second sweep reports 0.
-pub fn sweep(home: &Path, run: &str, now: Option<u64>, durability: Durability) -> Result<Swept> {
-    let (mut writer, rm, now) = begin_outside_append(home, run, now, durability)?;
+pub fn sweep(
+    home: &Path,
+    run: &str,
+    now: Option<u64>,
+    writing: impl Into<Writing>,
+) -> Result<Swept> {
+    let (mut writer, rm, now) = begin_outside_append(home, run, now, writing.into())?;
     let expired = rules::sweep(&rm.memory, now);
     if expired.is_empty() {
         writer.close()?;
@@ -539,14 +544,14 @@ pub fn claim(
     home: &Path,
     run: &str,
     c: &OutsideClaim,
-    durability: Durability,
+    writing: impl Into<Writing>,
 ) -> Result<ClaimApplied> {
     if c.note.len() as u64 > NOTE_BYTES_MAX {
         return Err(SessionError::BadNote {
             limit: NOTE_BYTES_MAX,
         });
     }
-    let (writer, mut rm, now) = begin_outside_append(home, run, c.now, durability)?;
+    let (writer, mut rm, now) = begin_outside_append(home, run, c.now, writing.into())?;
     let seq = rm.events;
     let assertion =
         oracle_memory::external::decide(&rm.memory, c.claim.clone(), seq, now, &rm.settings)

@@ -7,14 +7,12 @@
 //! engine does after a failed commit (an impure tool, say) can start. That is what fences a
 //! worker that lost its lease: its next commit is refused and its run stops.
 //!
-//! The engine and the session code open writers in a few places (start, resume, verdicts); a
-//! replica is attached to a log's path before that code runs and taken by the first writer that
-//! opens the path. The registry is keyed by path so that nothing between a worker and its
-//! writer needs a new argument, and so that a writer of any other log never sees it.
+//! A replica is given to the calls that open writers (start, resume, verdicts, claims,
+//! sweeps) as part of their `crate::writer::Writing`, and each writer they open commits to it
+//! (`LogWriter::with_replica`). Nothing process-wide holds one: a writer of any other log, or
+//! of the same log in another call, never sees it.
 
-use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Where a log's records go besides its file, at each commit point.
@@ -28,25 +26,3 @@ pub trait Replica: Send {
 /// A replica as writers hold it: every writer of the log while it is attached commits to the
 /// same one (a verdict and the resume after it are two writers of one log).
 pub type Shared = Arc<Mutex<dyn Replica>>;
-
-/// Replicas attached to logs, by log path.
-static ATTACHED: Mutex<BTreeMap<PathBuf, Shared>> = Mutex::new(BTreeMap::new());
-
-/// Attaches `replica` to the log at `log`: every writer that creates or opens that log from
-/// now until [`detach`] commits to it. Replaces a replica attached earlier.
-pub fn attach(log: &Path, replica: Shared) {
-    let mut attached = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
-    attached.insert(log.to_path_buf(), replica);
-}
-
-/// Detaches the replica of `log`; writers already open keep committing to it.
-pub fn detach(log: &Path) -> Option<Shared> {
-    let mut attached = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
-    attached.remove(log)
-}
-
-/// The replica a writer opening `log` commits to, if one is attached.
-pub(crate) fn of(log: &Path) -> Option<Shared> {
-    let attached = ATTACHED.lock().unwrap_or_else(|p| p.into_inner());
-    attached.get(log).cloned()
-}

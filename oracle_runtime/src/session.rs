@@ -673,7 +673,7 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
 pub fn start_prepared(
     home: &Path,
     run: &str,
-    durability: Durability,
+    writing: impl Into<crate::writer::Writing>,
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
@@ -694,7 +694,8 @@ pub fn start_prepared(
     let source = read_text(&plan_path)?;
     let sources = plan_sources(&found.dir.join(USES_DIR), &source);
     let plan = compile_with_uses(&plan_path, &source, registry, &sources)?;
-    let writer = LogWriter::create(&found.paths, durability)?;
+    let writing = writing.into();
+    let writer = LogWriter::create(&found.paths, writing.durability)?.with_replica(writing.replica);
     let mut config = submission.config(home, &found.dir, None)?;
     config.resume_points.key = Some(crate::seal::SealKey::open_or_create(home)?);
     let agent = PlanAgent::new(plan, config.inputs.clone());
@@ -1119,6 +1120,8 @@ pub struct Drive {
     pub scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
     pub points: Points,
     pub workdir: Workdir,
+    /// Where the drive's commits go besides the log (a store's worker), if anywhere.
+    pub replica: Option<crate::replica::Shared>,
 }
 
 impl Default for Drive {
@@ -1129,6 +1132,7 @@ impl Default for Drive {
             scorer: None,
             points: Points::default(),
             workdir: Workdir::Here,
+            replica: None,
         }
     }
 }
@@ -1537,7 +1541,8 @@ pub fn resume_observed(
         };
         let agent = PlanAgent::new(plan, config.inputs.clone());
         let recorded = start.events.len();
-        let mut engine = Engine::new(agent, registry, config, start.events, Some(start.writer))
+        let writer = start.writer.with_replica(drive.replica.clone());
+        let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
             .with_progress(progress);
         if let Some((point, state)) = &start.point {
             engine = match engine.from_point_at(point, state.clone()) {

@@ -26,6 +26,33 @@ use crate::storage::{FsFile, FsStorage, LogFile, Storage};
 /// ([`LogWriter::open_tail`]), so the tail is read under it.
 pub struct WriterLock(File);
 
+/// How the writers a call opens write: when they sync, and where else their commits go (a
+/// store's replica, `crate::replica`). Passed to every call that opens a writer, so what a
+/// writer does is decided by its caller, never by state another part of the process set.
+#[derive(Clone, Default)]
+pub struct Writing {
+    pub durability: Durability,
+    pub replica: Option<replica::Shared>,
+}
+
+impl From<Durability> for Writing {
+    fn from(durability: Durability) -> Writing {
+        Writing {
+            durability,
+            replica: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Writing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writing")
+            .field("durability", &self.durability)
+            .field("replica", &self.replica.is_some())
+            .finish()
+    }
+}
+
 /// When appended records are forced to stable storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
@@ -213,7 +240,7 @@ impl LogWriter {
             index,
             index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
-            replica: replica::of(&paths.log).map(|r| (r, Vec::new())),
+            replica: None,
         })
     }
 
@@ -282,8 +309,17 @@ impl LogWriter {
             index,
             index_buf: Vec::with_capacity(8 << 10),
             poisoned: false,
-            replica: replica::of(&paths.log).map(|r| (r, Vec::new())),
+            replica: None,
         })
+    }
+
+    /// Hands every commit's records to `replica` too (a store's worker: `crate::replica`). Set
+    /// before the first append, by whoever opened the writer; `None` leaves the writer as is.
+    pub fn with_replica(mut self, replica: Option<replica::Shared>) -> LogWriter {
+        if let Some(r) = replica {
+            self.replica = Some((r, Vec::new()));
+        }
+        self
     }
 
     pub fn paths(&self) -> &LogPaths {

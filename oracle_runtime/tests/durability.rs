@@ -333,7 +333,7 @@ impl oracle_runtime::replica::Replica for Keeper {
 /// writer refuses every later append and commit.
 #[test]
 fn a_replica_gets_each_commits_records_and_a_refusal_stops_the_writer() {
-    use oracle_runtime::{LogPaths, LogWriter, StoreError, replica};
+    use oracle_runtime::{LogPaths, LogWriter, StoreError};
     let dir = tempfile::tempdir().unwrap();
     let paths = LogPaths::of_run(&dir.path().join("run"));
     let records = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -341,8 +341,9 @@ fn a_replica_gets_each_commits_records_and_a_refusal_stops_the_writer() {
         records: records.clone(),
         refuse: false,
     }));
-    replica::attach(&paths.log, keeper.clone());
-    let mut w = LogWriter::create(&paths, Durability::Effect).unwrap();
+    let mut w = LogWriter::create(&paths, Durability::Effect)
+        .unwrap()
+        .with_replica(Some(keeper.clone()));
     w.append(0, vec![], run_started()).unwrap();
     w.append(1, vec![0], output_of(3)).unwrap();
     assert!(
@@ -371,5 +372,4 @@ fn a_replica_gets_each_commits_records_and_a_refusal_stops_the_writer() {
     assert!(matches!(e, StoreError::Poisoned { .. }), "{e}");
     assert!(matches!(w.commit(), Err(StoreError::Poisoned { .. })));
     drop(w);
-    replica::detach(&paths.log);
 }
