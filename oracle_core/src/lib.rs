@@ -3,7 +3,6 @@
 //! here is a function of its arguments, which is what makes a run replayable.
 
 pub mod agent;
-pub mod auction;
 pub mod canon;
 pub mod capability;
 pub mod demand;

@@ -2,10 +2,10 @@
 //! `auction.advance`, `auction.status`, `auction.check`.
 //!
 //! The engine runs these itself against the run's economy ([`crate::domain::economy`]); the logic
-//! lives in `oracle_core::auction::tools`. `call` is never reached through the engine and says
+//! lives in `oracle_auction::tools`. `call` is never reached through the engine and says
 //! so if something else calls it.
 
-use oracle_core::auction::tools::{ADVANCE, BID, CHECK, OPEN, STATUS, SUBMIT};
+use oracle_auction::tools::{ADVANCE, BID, CHECK, OPEN, STATUS, SUBMIT};
 use serde_json::{Value, json};
 
 use super::{boolean, count, decl, object, string};
