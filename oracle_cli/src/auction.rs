@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use oracle_core::auction::tools::project;
-use oracle_core::auction::{Economy, Pricing, Scoring, TieBreak, WinnerRecord};
+use oracle_auction::tools::project;
+use oracle_auction::{Economy, Pricing, Scoring, TieBreak, WinnerRecord};
 use oracle_runtime::reader;
 use serde_json::{Value, json};
 
@@ -116,7 +116,7 @@ fn report_text(shown: &str, e: &Economy) -> String {
     let s = e.status();
     let mut out = String::new();
     let phase = match s.phase {
-        oracle_core::auction::Phase::Bidding => {
+        oracle_auction::Phase::Bidding => {
             format!(
                 "auction {} takes bids until tick {}",
                 s.auction, s.closes_at

@@ -1,12 +1,12 @@
 //! `oracle demand`: the demand trace of a recorded run and the faults of working-set policies
-//! against the oracle, as a table, JSON or an SVG chart (the analysis is `oracle_core::demand`).
+//! against the oracle, as a table, JSON or an SVG chart (the analysis is `oracle_demand`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use oracle_core::demand::{self, Config, DemandTrace, Dependencies, Policy, Report, Sources};
 use oracle_core::{Event, EventKind};
+use oracle_demand::{Config, DemandTrace, Dependencies, Policy, Report, Sources};
 use oracle_runtime::reader;
 use serde_json::{Value, json};
 
@@ -85,10 +85,10 @@ pub fn run(home: &Path, a: DemandArgs) -> Result<u8, CliError> {
         policies: a.policies.clone(),
         budgets,
     };
-    let input = |e: demand::DemandError| CliError::input(e.to_string());
+    let input = |e: oracle_demand::DemandError| CliError::input(e.to_string());
     let deps = Dependencies::extract(&events, config.sources).map_err(input)?;
     let trace = DemandTrace::new(&deps, config.horizon).map_err(input)?;
-    let report = demand::report(&deps, &trace, &config).map_err(input)?;
+    let report = oracle_demand::report(&deps, &trace, &config).map_err(input)?;
     let shown = a.target.display().to_string();
     if a.json {
         let mut v = report.to_value();

@@ -4,7 +4,7 @@
 //! and damaged logs get their exit codes.
 //!
 //! `UPDATE_GOLDEN=1 cargo test -p oracle_cli --test demand` rewrites the fixture logs and the
-//! golden reports (then re-check the hand-checked dependencies in oracle_core/tests/demand.rs).
+//! golden reports (then re-check the hand-checked dependencies in oracle_demand/tests/demand.rs).
 
 mod common;
 

@@ -10,11 +10,13 @@ fn root() -> PathBuf {
 
 mod common;
 
-const CRATES: [&str; 12] = [
+const CRATES: [&str; 14] = [
     "oracle_core",
     "oracle_plan",
     "oracle_runtime",
     "oracle_memory",
+    "oracle_auction",
+    "oracle_demand",
     "oracle_cli",
     "oracle_html",
     "oracle_llm_stub",
@@ -24,7 +26,13 @@ const CRATES: [&str; 12] = [
     "oracle_host",
     "oracle_test_support",
 ];
-const PURE: [&str; 3] = ["oracle_core", "oracle_plan", "oracle_memory"];
+const PURE: [&str; 5] = [
+    "oracle_core",
+    "oracle_plan",
+    "oracle_memory",
+    "oracle_auction",
+    "oracle_demand",
+];
 
 /// Names of the dependencies in `[dependencies]` (not dev- or build-dependencies).
 fn normal_deps(krate: &str) -> BTreeSet<String> {
@@ -88,7 +96,12 @@ fn crate_edges_follow_the_architecture() {
         internal("oracle_core").is_empty(),
         "oracle_core depends on no internal crate"
     );
-    for k in ["oracle_plan", "oracle_memory"] {
+    for k in [
+        "oracle_plan",
+        "oracle_memory",
+        "oracle_auction",
+        "oracle_demand",
+    ] {
         let deps = internal(k);
         assert!(
             deps.iter().all(|d| d == "oracle_core"),
@@ -173,6 +186,36 @@ fn crate_edges_follow_the_architecture() {
         "oracle_pg stores what the runtime records, and nothing else"
     );
     assert!(normal_deps("oracle_pg").contains("postgres"));
+}
+
+/// `oracle_core` is the log format alone (issue 33): the domains over it are crates of their own
+/// (`oracle_auction`, `oracle_demand`, `oracle_memory`), so none of their modules may come back
+/// into it, as a file, a directory or an inline `mod`.
+#[test]
+fn oracle_core_holds_no_domain() {
+    let src = root().join("oracle_core").join("src");
+    for domain in ["auction", "demand", "memory"] {
+        for path in [src.join(domain), src.join(format!("{domain}.rs"))] {
+            assert!(
+                !path.exists(),
+                "{} belongs in oracle_{domain}, not in oracle_core",
+                path.display()
+            );
+        }
+        for (path, text) in sources("oracle_core") {
+            for (n, line) in code_lines(&text) {
+                let words: Vec<&str> = line
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                assert!(
+                    !words.windows(2).any(|w| w == ["mod", domain]),
+                    "{}:{n}: oracle_core declares a `{domain}` module",
+                    path.display()
+                );
+            }
+        }
+    }
 }
 
 /// Every `std::` path a grouped `use std::{...}` names, flattened (`use std::{env, sync::{Arc,

@@ -1,12 +1,12 @@
-//! Pure core of oracle: canonical encoding, hashing, events, chain verification, state,
-//! reducers, snapshots, replay and demand analysis. No IO, no clock, no threads: everything
-//! here is a function of its arguments, which is what makes a run replayable.
+//! Pure core of oracle: the log format. Canonical encoding, hashing, events, chain
+//! verification, state, reducers, snapshots and replay. No IO, no clock, no threads: everything
+//! here is a function of its arguments, which is what makes a run replayable. No domain either:
+//! the auction economy (`oracle_auction`), demand analysis (`oracle_demand`) and the belief
+//! memory (`oracle_memory`) are crates of their own over this one.
 
 pub mod agent;
-pub mod auction;
 pub mod canon;
 pub mod capability;
-pub mod demand;
 pub mod diff;
 pub mod event;
 pub mod fast;

@@ -184,9 +184,12 @@ pub fn session_class(e: &SessionError) -> Class {
         | SessionError::Engine(EngineError::WrongStep { given, waiting }) => {
             conflict("wrong_step").with(json!({"step": given, "waiting": waiting}))
         }
-        SessionError::BeliefWait { step, .. }
-        | SessionError::Engine(EngineError::BeliefWait { step }) => {
+        SessionError::BeliefWait { step, .. } => {
             conflict("belief_wait").with(json!({"step": step}))
+        }
+        // The domain names the code: `belief_wait` for the memory, as above.
+        SessionError::Engine(EngineError::DomainWait { step, words, .. }) => {
+            conflict(words.code).with(json!({"step": step}))
         }
         SessionError::AlreadyAnswered { step, by, .. } => {
             conflict("already_answered").with(json!({"step": step, "by": by}))

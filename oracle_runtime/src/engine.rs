@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::access::{self, Verdict};
-use crate::domain::{self, Domain, Handled, Resolved, Site};
+use crate::domain::{self, Domain, Handled, Resolved, Site, WaitWords};
 use crate::error::StoreError;
 use crate::recorded::Recorded;
 use crate::resume_point::{self, ResumePoint};
@@ -158,11 +158,19 @@ pub enum EngineError {
     /// An answer that the step could not have produced: refused before it is recorded.
     #[error("the answer for step `{step}` is refused (nothing was recorded): {reason}")]
     BadAnswer { step: String, reason: String },
-    /// An answer was given for a step that waits on a belief: only a verdict resolves it.
+    /// An answer was given for a step that waits on a domain (a belief): only the domain
+    /// resolves it, so nothing was recorded. `domain` is its effect name, `words` how it names
+    /// the wait, including the failure's stable code (`belief_wait`).
     #[error(
-        "step `{step}` waits on a belief, not on an answer: adjudicate it (`oracle adjudicate`), then resume without a value"
+        "step `{step}` waits on a {}, not on an answer: {}, then resume without a value",
+        .words.noun,
+        .words.resolve
     )]
-    BeliefWait { step: String },
+    DomainWait {
+        domain: &'static str,
+        step: String,
+        words: WaitWords,
+    },
 }
 
 impl EngineError {
@@ -1036,8 +1044,13 @@ impl<'r, A: Agent> Engine<'r, A> {
                     let value = if let Some((index, input)) = self.waits.get(&step).cloned() {
                         // A domain's wait (a belief): the domain, not a person, supplies the
                         // value.
+                        let words = self.domains[index].wait_words();
                         if self.answer.is_some() {
-                            return Err(EngineError::BeliefWait { step });
+                            return Err(EngineError::DomainWait {
+                                domain: self.domains[index].effect().as_str(),
+                                step,
+                                words,
+                            });
                         }
                         match self.domains[index].resolve_wait(&input, self.tick) {
                             Ok(Resolved::Answer(v))
@@ -1065,7 +1078,8 @@ impl<'r, A: Agent> Engine<'r, A> {
                                 return Err(EngineError::Unexpected {
                                     seq: next,
                                     message: format!(
-                                        "the record goes on after step `{step}` suspended on a belief, but the belief is not resolved here"
+                                        "the record goes on after step `{step}` suspended on a {noun}, but the {noun} is not resolved here",
+                                        noun = words.noun
                                     ),
                                 });
                             }

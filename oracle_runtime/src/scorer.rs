@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
-use oracle_core::auction::{Answer, SCORE_MAX, ScoreRequest, rubric};
+use oracle_auction::{Answer, SCORE_MAX, ScoreRequest, rubric};
 use serde::Deserialize;
 
 use crate::oracle::{Ended, group, wait_or_kill};
@@ -34,7 +34,7 @@ pub trait Scorer: Send + Sync + fmt::Debug {
     fn score(&self, request: &ScoreRequest<'_>) -> Answer;
 }
 
-/// The built-in deterministic rubric (`oracle_core::auction::rubric`).
+/// The built-in deterministic rubric (`oracle_auction::rubric`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Rubric;
 

@@ -246,6 +246,9 @@ pub struct Registered {
 pub enum RegistryError {
     #[error("tool `{0}` is registered twice")]
     Duplicate(String),
+    /// Only a domain's tools run without a body of their own ([`Registry::declare`]).
+    #[error("tool `{0}` has no body to run: only a domain's tools are declared without one")]
+    NoBody(String),
     #[error("tool `{tool}`: {which} schema: {message}")]
     Schema {
         tool: String,
@@ -308,6 +311,17 @@ impl Registry {
         Ok(())
     }
 
+    /// Declares a domain's tool: its catalogue entry (schemas, description, capability) and no
+    /// body, since the engine hands each of its calls to the domain its effect names
+    /// ([`crate::domain`]) and never runs it. So a domain gives data, not a [`Tool`]. Refused
+    /// for any other effect: the engine would run that tool's body, and there is none.
+    pub fn declare(&mut self, decl: ToolDecl) -> Result<(), RegistryError> {
+        match decl.effect {
+            Effect::Domain(_) => self.register(Arc::new(DomainTool(decl))),
+            _ => Err(RegistryError::NoBody(decl.name)),
+        }
+    }
+
     /// Gives the registry the run's secrets: the engine refuses to record any value that
     /// contains one of them.
     pub fn with_secrets(mut self, secrets: Arc<crate::secrets::Secrets>) -> Registry {
@@ -361,6 +375,24 @@ impl Registry {
             .values()
             .filter_map(|r| closed_fields(&r.decl.output_schema).map(|f| (r.decl.name.clone(), f)));
         Catalogue::new(self.tools.values().map(|r| r.decl.spec())).with_outputs(outputs)
+    }
+}
+
+/// What [`Registry::declare`] registers for a domain's tool: the declaration, and a body that
+/// the engine never reaches (it hands the call to the domain) and that refuses anyone else.
+struct DomainTool(ToolDecl);
+
+impl Tool for DomainTool {
+    fn decl(&self) -> ToolDecl {
+        self.0.clone()
+    }
+
+    fn call(&self, _input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::Failed(format!(
+            "`{}` runs against the run's `{}` domain, inside the engine only",
+            self.0.name,
+            self.0.effect.as_str()
+        )))
     }
 }
 

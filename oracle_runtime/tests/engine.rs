@@ -255,6 +255,87 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
     }
 }
 
+/// A step suspended on a belief takes a verdict, not an answer: the engine refuses an answer
+/// given for it with the memory domain's words and code (`belief_wait`, which the API and
+/// `--json` print), before anything is recorded. The engine names no domain: the words are
+/// the domain's (`Domain::wait_words`).
+#[test]
+fn an_answer_to_a_step_waiting_on_a_belief_is_refused_in_the_memory_domains_words() {
+    use oracle_plan::agent::PlanAgent;
+    use oracle_runtime::engine::{Ending, Engine, EngineError, RunConfig};
+    use oracle_runtime::{LogPaths, LogWriter};
+
+    let dir = tempfile::tempdir().unwrap();
+    let registry = tools::builtin();
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/plans/adjudication.plan"),
+    )
+    .unwrap();
+    let plan = session::compile(Path::new("adjudication.plan"), &text, &registry).unwrap();
+    let inputs = || oracle_plan::agent::bind_inputs(&plan, &[]).unwrap();
+    let config = || RunConfig {
+        store: vec![],
+        seed: 0,
+        grants: plan.grants.clone(),
+        inputs: inputs(),
+        root: dir.path().canonicalize().unwrap(),
+        jobs: 1,
+        calls_max: 1_000,
+        memory: None,
+        budget: None,
+        scorer: None,
+        resume_points: Default::default(),
+    };
+    let paths = LogPaths::of_file(&dir.path().join("wait.jsonl"));
+    let writer = LogWriter::create(&paths, Durability::None).unwrap();
+    let mut engine = Engine::new(
+        PlanAgent::new(plan.clone(), inputs()),
+        &registry,
+        config(),
+        Vec::new(),
+        Some(writer),
+    );
+    let ending = engine.drive().unwrap().ending;
+    assert!(
+        matches!(&ending, Ending::Suspended { step, .. } if step == "allergy"),
+        "{ending:?}"
+    );
+    drop(engine);
+    let recorded = oracle_runtime::reader::read_all(&paths.log).unwrap();
+    let before = fs::read(&paths.log).unwrap();
+    let mut engine = Engine::new(
+        PlanAgent::new(plan.clone(), inputs()),
+        &registry,
+        config(),
+        recorded,
+        None,
+    )
+    .with_answer("allergy".into(), serde_json::json!("none"));
+    let err = engine.drive().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "step `allergy` waits on a belief, not on an answer: adjudicate it (`oracle adjudicate`), then resume without a value"
+    );
+    match err {
+        EngineError::DomainWait {
+            domain,
+            step,
+            words,
+        } => {
+            assert_eq!(
+                (domain, step.as_str(), words.code),
+                ("memory", "allergy", "belief_wait")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        fs::read(&paths.log).unwrap(),
+        before,
+        "nothing was recorded"
+    );
+}
+
 #[test]
 fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
     use oracle_core::Payload;

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use oracle_auction::{Answer, ScoreRequest};
 use oracle_core::State;
-use oracle_core::auction::{Answer, ScoreRequest};
 use oracle_core::hash::Hash;
 use oracle_runtime::oracle::{CommandPort, OraclePort};
 use oracle_runtime::scorer::{CommandScorer, SCORER_OUTPUT_BYTES_MAX, Scorer};

@@ -5,10 +5,10 @@
 use std::any::Any;
 use std::sync::Arc;
 
+use oracle_auction::tools::{self as auction_tools, ADVANCE};
+use oracle_auction::{Economy, ScoreRequest};
 use oracle_core::Payload;
 use oracle_core::agent::Call;
-use oracle_core::auction::tools::{self as auction_tools, ADVANCE};
-use oracle_core::auction::{Economy, ScoreRequest};
 use serde_json::Value;
 
 use super::{Domain, Handled, Resolved, Site, outcome};

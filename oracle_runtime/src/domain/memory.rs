@@ -10,7 +10,7 @@ use oracle_memory::tools::{self as memory_tools, QueryOutcome};
 use oracle_memory::{Memory, Origin};
 use serde_json::Value;
 
-use super::{Domain, Handled, Resolved, Site, outcome};
+use super::{Domain, Handled, Resolved, Site, WaitWords, outcome};
 use crate::engine::{EngineError, RunConfig};
 use crate::tool::Effect;
 
@@ -90,6 +90,16 @@ impl Domain for MemoryDomain {
             Ok(QueryOutcome::Answer(v)) => Ok(Resolved::Answer(v)),
             Ok(QueryOutcome::Wait(why)) => Ok(Resolved::Waiting(why)),
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// A belief waits for a verdict, never a value: a person answering it is told to
+    /// adjudicate (`belief_wait`, a code the API and `--json` documented before domains).
+    fn wait_words(&self) -> WaitWords {
+        WaitWords {
+            code: "belief_wait",
+            noun: "belief",
+            resolve: "adjudicate it (`oracle adjudicate`)",
         }
     }
 

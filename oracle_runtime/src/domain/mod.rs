@@ -43,6 +43,20 @@ pub enum Resolved {
     Waiting(String),
 }
 
+/// How a domain names a step that waits on it, for the two ways such a wait can go wrong: an
+/// answer given from outside (only the domain resolves its waits), and a record that goes on
+/// while the domain still waits. Static, so the engine words both without naming the domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitWords {
+    /// The stable code of a refused answer (`oracle ... --json`, the API): `belief_wait`.
+    pub code: &'static str,
+    /// What the step waits on, a noun: `belief`.
+    pub noun: &'static str,
+    /// What resolves the wait, said to the person who tried to answer: `adjudicate it
+    /// (`oracle adjudicate`)`.
+    pub resolve: &'static str,
+}
+
 /// Where a domain call's outcome will be recorded, and what it may use there.
 pub struct Site<'a> {
     /// The seq the outcome will have.
@@ -93,6 +107,16 @@ pub trait Domain: Any {
 
     /// A step that waits on this domain (`input` is the call's input): resolved now?
     fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, String>;
+
+    /// How its waits are named ([`WaitWords`]). Only a domain whose calls can return
+    /// [`Handled::Wait`] is ever asked; the default is for the others.
+    fn wait_words(&self) -> WaitWords {
+        WaitWords {
+            code: "domain_wait",
+            noun: "value from its domain",
+            resolve: "only the domain can resolve it",
+        }
+    }
 
     fn as_any(&self) -> &dyn Any;
 }

@@ -38,7 +38,7 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `llm.chat` calling the models bound in `models`, and
 /// `http.request` and `proc.exec` given the run's `secrets`.
 pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry {
-    let tools: [Arc<dyn Tool>; 20] = [
+    let tools: [Arc<dyn Tool>; 17] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
@@ -56,9 +56,6 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
         Arc::new(clock::Now),
         Arc::new(clock::RandomInt),
         Arc::new(human::Ask),
-        Arc::new(memory::Assert),
-        Arc::new(memory::Query),
-        Arc::new(memory::History),
         Arc::new(agent::Agent),
         Arc::new(net::Request {
             secrets: secrets.clone(),
@@ -70,17 +67,23 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
     let mut registry = Registry::new()
         .with_secrets(secrets)
         .with_offers(offers.clone());
-    let economy = auction::ALL.map(|t| Arc::new(t) as Arc<dyn Tool>);
     let chat: Arc<dyn Tool> = Arc::new(llm::Chat {
         models,
         tools: offers,
     });
-    for tool in tools.into_iter().chain(economy).chain([chat]) {
+    for tool in tools.into_iter().chain([chat]) {
         // Invariant: the built-in names are distinct and every schema compiles; the test
         // `registers_every_builtin_tool` checks both, so this cannot fail at run time.
         registry
             .register(tool)
             .expect("built-in tools have distinct names and valid schemas");
+    }
+    // The domains' tools are declarations: the engine hands their calls to the domains.
+    for decl in memory::decls().into_iter().chain(auction::decls()) {
+        // Invariant: as above, and every one has a domain's effect (the same test).
+        registry
+            .declare(decl)
+            .expect("domain tools have distinct names, valid schemas and a domain's effect");
     }
     registry
 }
@@ -216,6 +219,48 @@ mod tests {
             );
             assert_eq!(t.decl.output_schema["type"], "object", "{}", t.decl.name);
         }
+    }
+
+    /// A domain's tools are declarations: registered with a domain's effect, and a body that
+    /// refuses to run outside the engine; a tool of any other effect cannot be declared, since
+    /// the engine would run its (missing) body.
+    #[test]
+    fn only_a_domains_tools_are_declared_without_a_body() {
+        let r = builtin();
+        let bid = r.get("auction.bid").unwrap();
+        assert_eq!(bid.decl.effect, Effect::Domain("economy"));
+        assert_eq!(
+            r.get("memory.query").unwrap().decl.effect,
+            Effect::Domain("memory")
+        );
+        let state = oracle_core::State::new();
+        let cx = crate::tool::ToolContext {
+            step: "s",
+            attempt: 1,
+            tick: 0,
+            seed: 0,
+            state: &state,
+            root: std::path::Path::new("."),
+            resolved: None,
+            timeout_ms: TIMEOUT_MS_DEFAULT,
+            output_bytes_max: OUTPUT_BYTES_MAX_DEFAULT,
+            access: None,
+            earlier_failures: &[],
+        };
+        assert_eq!(
+            bid.tool.call(&json!({}), &cx),
+            Err(ToolError::Failed(
+                "`auction.bid` runs against the run's `economy` domain, inside the engine only"
+                    .into()
+            ))
+        );
+        let mut fresh = Registry::new();
+        let pure = decl("x.y", "x", Effect::Pure, object(&[], &[]), json!({}), None);
+        assert_eq!(
+            fresh.declare(pure),
+            Err(crate::tool::RegistryError::NoBody("x.y".into()))
+        );
+        assert!(fresh.get("x.y").is_none());
     }
 
     #[test]

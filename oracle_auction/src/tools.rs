@@ -286,9 +286,9 @@ pub enum ProjectError {
 /// auction call is applied again with its recorded input and scorer answers, and must give its
 /// recorded output. The seed is the one `run_started` recorded.
 pub fn project<'a>(
-    events: impl IntoIterator<Item = &'a crate::Event>,
+    events: impl IntoIterator<Item = &'a oracle_core::Event>,
 ) -> Result<Option<Economy>, ProjectError> {
-    use crate::Payload;
+    use oracle_core::Payload;
     let mut seed = 0;
     let mut economy = None;
     // Inputs of auction calls whose outcome has not been read yet, by the seq of `tool_called`.
@@ -297,10 +297,10 @@ pub fn project<'a>(
         let kind = ev.kind;
         let relevant = matches!(
             kind,
-            crate::EventKind::RunStarted
-                | crate::EventKind::ToolCalled
-                | crate::EventKind::ToolReturned
-                | crate::EventKind::ToolFailed
+            oracle_core::EventKind::RunStarted
+                | oracle_core::EventKind::ToolCalled
+                | oracle_core::EventKind::ToolReturned
+                | oracle_core::EventKind::ToolFailed
         );
         if !relevant {
             continue;

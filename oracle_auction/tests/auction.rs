@@ -1,12 +1,12 @@
-//! Tests of the auction oracle (`oracle_core::auction`): second- and first-price settlement,
+//! Tests of the auction oracle (`oracle_auction`): second- and first-price settlement,
 //! tie-breaks, escrow, refusals that change nothing, duplicate content, basic income, scoring
 //! failures, multi-period advances and their bound, replay of recorded tool calls, the rubric
 //! scorer, and a property test of conservation and phase rules over random runs.
 
 use std::collections::BTreeMap;
 
-use oracle_core::auction::tools::{self, ApplyError};
-use oracle_core::auction::{
+use oracle_auction::tools::{self, ApplyError};
+use oracle_auction::{
     Answer, AuctionError, AuctionResult, Config, Economy, Phase, Pricing, ScoreRequest, Scoring,
     TieBreak, WinnerRecord, content_hash, rubric,
 };
@@ -1651,7 +1651,7 @@ proptest! {
 
 #[test]
 fn accounts_artifacts_content_and_slots_are_refused_one_past_their_limits() {
-    use oracle_core::auction::{ACCOUNTS_MAX, ARTIFACT_BYTES_MAX, ARTIFACTS_MAX, SLOTS_MAX};
+    use oracle_auction::{ACCOUNTS_MAX, ARTIFACT_BYTES_MAX, ARTIFACTS_MAX, SLOTS_MAX};
     let limit = |what: &'static str, max: u64| AuctionError::Limit { what, max };
     let many = |n: u64| -> BTreeMap<String, u64> { (0..n).map(|i| (format!("a{i}"), 1)).collect() };
 
@@ -1702,7 +1702,7 @@ fn accounts_artifacts_content_and_slots_are_refused_one_past_their_limits() {
 /// auction with a bid on every artifact (the most there can be) resolves.
 #[test]
 fn an_auction_takes_a_bid_on_every_artifact_the_economy_can_hold() {
-    use oracle_core::auction::{ARTIFACTS_MAX, BIDS_PER_AUCTION_MAX};
+    use oracle_auction::{ARTIFACTS_MAX, BIDS_PER_AUCTION_MAX};
     // Checked when this test is compiled: a lower bids_per_auction_max would refuse bids the
     // economy can hold.
     const { assert!(BIDS_PER_AUCTION_MAX >= ARTIFACTS_MAX) };

@@ -8,7 +8,7 @@ use super::{
     ACCOUNTS_MAX, ARTIFACT_BYTES_MAX, ARTIFACTS_MAX, AUCTIONS_PER_ADVANCE_MAX, AuctionError,
     BIDS_PER_AUCTION_MAX, Config, NAME_BYTES_MAX, Pricing, SCORE_MAX, TieBreak,
 };
-use crate::hash::{Hash, domain, hash_in, hasher};
+use oracle_core::hash::{Hash, domain, hash_in, hasher};
 
 type Result<T> = std::result::Result<T, AuctionError>;
 

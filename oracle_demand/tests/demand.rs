@@ -6,11 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use oracle_core::demand::{
-    self, Config, DemandTrace, Dependencies, Evaluator, Policy, Source, Sources,
-};
 use oracle_core::payload::*;
 use oracle_core::{Event, EventKind, Hash, Recorder, Value};
+use oracle_demand::{Config, DemandTrace, Dependencies, Evaluator, Policy, Source, Sources};
 use proptest::prelude::*;
 use serde_json::{Map, json};
 
@@ -325,7 +323,7 @@ fn sources_parse_and_print() {
     assert_eq!(s.to_string(), "memory,paths");
     assert!(matches!(
         Sources::parse("parents,text"),
-        Err(demand::DemandError::UnknownSource(x)) if x == "text"
+        Err(oracle_demand::DemandError::UnknownSource(x)) if x == "text"
     ));
     assert!(Sources::parse("").is_err());
     assert_eq!("causal".parse::<Policy>(), Ok(Policy::Causal));
@@ -364,7 +362,7 @@ fn policies_on_a_small_graph_worked_by_hand() {
         assert_eq!(faults(p, 6), 6);
         assert_eq!(faults(p, 100), 6);
     }
-    let r = demand::report(
+    let r = oracle_demand::report(
         &d,
         &trace,
         &Config {
@@ -387,7 +385,7 @@ fn bad_configurations_are_refused() {
     let d = Dependencies::from_lists(&[vec![], vec![0]]).unwrap();
     assert_eq!(
         DemandTrace::new(&d, 0),
-        Err(demand::DemandError::ZeroHorizon)
+        Err(oracle_demand::DemandError::ZeroHorizon)
     );
     let trace = DemandTrace::new(&d, 1).unwrap();
     let ev = Evaluator::new(&d, &trace).unwrap();
@@ -397,13 +395,13 @@ fn bad_configurations_are_refused() {
     e.remove(3);
     assert!(matches!(
         Dependencies::extract(&e, Sources::ALL),
-        Err(demand::DemandError::SeqOutOfOrder {
+        Err(oracle_demand::DemandError::SeqOutOfOrder {
             position: 3,
             seq: 4
         })
     ));
     // An empty log has nothing to request.
-    let r = demand::analyse(
+    let r = oracle_demand::analyse(
         &[],
         &Config {
             horizon: 4,

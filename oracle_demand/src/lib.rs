@@ -28,7 +28,7 @@ use std::str::FromStr;
 
 use serde_json::{Value, json};
 
-use crate::event::Event;
+use oracle_core::event::Event;
 
 pub use deps::Dependencies;
 pub use policy::{Evaluator, Outcome, Policy};

@@ -9,10 +9,10 @@
 //! and a call names an earlier step's answer as a parent (its data flow) half the time.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use oracle_core::demand::{self, Config, DemandTrace, Dependencies, Evaluator, Policy, Sources};
 use oracle_core::payload::*;
 use oracle_core::rng::SplitMix64;
 use oracle_core::{Event, Hash, Recorder};
+use oracle_demand::{Config, DemandTrace, Dependencies, Evaluator, Policy, Sources};
 use serde_json::{Map, json};
 use std::hint::black_box;
 
@@ -194,7 +194,7 @@ fn bench(c: &mut Criterion) {
             policies: Policy::ALL.to_vec(),
             budgets: vec![BUDGET],
         };
-        b.iter(|| demand::analyse(black_box(&events), &config).unwrap())
+        b.iter(|| oracle_demand::analyse(black_box(&events), &config).unwrap())
     });
     g.finish();
 }

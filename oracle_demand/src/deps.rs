@@ -29,8 +29,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{DemandError, Source, Sources, ix};
-use crate::event::Event;
-use crate::payload::EventKind;
+use oracle_core::event::Event;
+use oracle_core::payload::EventKind;
 
 /// D(t) for every event t of a log, in compressed rows: sorted, without duplicates, all < t.
 #[derive(Clone, Debug, PartialEq, Eq)]
