@@ -95,9 +95,13 @@ pub struct WaitingOn {
 /// Every run under the home, in natural order of ids (`x-2` before `x-10`). Reads only the
 /// first and last events of each log.
 pub fn runs(home: &Path) -> Result<Vec<RunRow>> {
-    Ok(session::list(home)?
-        .into_iter()
-        .map(|r| RunRow {
+    Ok(session::list(home)?.into_iter().map(RunRow::from).collect())
+}
+
+impl From<session::RunInfo> for RunRow {
+    /// A run as the run list shows it.
+    fn from(r: session::RunInfo) -> RunRow {
+        RunRow {
             waiting: r.waiting.map(|(step, reason)| WaitingOn {
                 step,
                 reason,
@@ -110,8 +114,8 @@ pub fn runs(home: &Path) -> Result<Vec<RunRow>> {
             events: r.events,
             tick: r.last_time,
             reason: r.reason,
-        })
-        .collect())
+        }
+    }
 }
 
 /// Which events a timeline shows: `limit` events from seq `from`.

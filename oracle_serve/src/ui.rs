@@ -127,20 +127,7 @@ async fn runs(State(state): State<AppState>, headers: HeaderMap) -> Response {
 fn run_rows(home: &std::path::Path) -> Result<Vec<view::RunRow>, ViewError> {
     Ok(data::run_infos(home)?
         .into_iter()
-        .map(|r| view::RunRow {
-            waiting: r.waiting.map(|(step, reason)| view::WaitingOn {
-                step,
-                reason,
-                attempts: r.attempts,
-            }),
-            id: r.id,
-            plan: r.program,
-            status: r.status,
-            live: r.live,
-            events: r.events,
-            tick: r.last_time,
-            reason: r.reason,
-        })
+        .map(view::RunRow::from)
         .collect())
 }
 
