@@ -282,23 +282,13 @@ fn main() -> ExitCode {
 
 /// Runs one command against the file home `home`.
 pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8, CliError> {
-    run_command_as(home, command, &run::Drives::default())
-}
-
-/// [`run_command`], driving stored runs as `drives` says (a store's worker drives them in
-/// their recorded directories, with its own tools).
-pub(crate) fn run_command_as(
-    home: &std::path::Path,
-    command: Command,
-    drives: &run::Drives,
-) -> Result<u8, CliError> {
     let home = home.to_path_buf();
     match command {
         Command::Run(a) => run::run(&home, a),
         Command::Store(_) | Command::Submit(_) | Command::Worker(_) => Err(CliError::input(
             "this command needs a PostgreSQL store: give --store postgres://USER@HOST/DB or set ORACLE_STORE (docs/STORE.md)",
         )),
-        Command::Resume(a) => run::resume(&home, drives, a),
+        Command::Resume(a) => run::resume(&home, a),
         Command::Replay(a) => run::replay(&home, a),
         Command::Runs(a) => run::runs(&home, a),
         Command::Verify(a) => verify::run(&home, a),
@@ -316,9 +306,9 @@ pub(crate) fn run_command_as(
         Command::Import(a) => transfer::import(&home, a),
         Command::Memory(a) => memory::memory(&home, a),
         Command::Adjudications(a) => memory::adjudications(&home, a),
-        Command::Adjudicate(a) => memory::adjudicate(&home, drives, a),
-        Command::Sweep(a) => memory::sweep(&home, drives, a),
-        Command::Claim(a) => memory::claim(&home, drives, a),
+        Command::Adjudicate(a) => memory::adjudicate(&home, a),
+        Command::Sweep(a) => memory::sweep(&home, a),
+        Command::Claim(a) => memory::claim(&home, a),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut buf = Vec::new();
@@ -332,7 +322,7 @@ pub(crate) fn run_command_as(
                 .map_err(|e| exit::CliError::input(format!("man page: {e}")))
                 .and_then(|()| out::write_bytes(&buf).map(|()| exit::OK))
         }
-        Command::Reinstate(a) => memory::reinstate(&home, drives, a),
+        Command::Reinstate(a) => memory::reinstate(&home, a),
         Command::Diff(a) => diff::run(&home, a),
         Command::Demand(a) => demand::run(&home, a),
         Command::Auction(a) => auction::run(&home, a),

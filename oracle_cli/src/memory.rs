@@ -4,18 +4,19 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
+use oracle_host::HostError;
+use oracle_host::signal::Signal;
 use oracle_memory::memory::RequestState;
 use oracle_memory::{
     AdjudicateError, Belief, Cardinality, Claim, Criticality, Provenance, Query, RequestStatus,
     ValidTime, Verdict,
 };
-use oracle_runtime::adjudication::{self, OutsideClaim, RunMemory, Submission};
+use oracle_runtime::adjudication::{OutsideClaim, Reinstate, RunMemory, Submission};
 use oracle_runtime::session::SessionError;
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
 use crate::maintain::DurabilityArg;
-use crate::run::session_error;
 
 #[derive(Args, Debug)]
 pub struct MemoryArgs {
@@ -61,8 +62,7 @@ pub struct AdjudicationsArgs {
     json: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum VerdictArg {
     /// The challenger is right: it becomes the belief; the incumbent is superseded (bounded in
     /// valid time, never deleted).
@@ -73,7 +73,7 @@ pub enum VerdictArg {
     Unknown,
 }
 
-#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Args, Debug)]
 pub struct AdjudicateArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
@@ -105,7 +105,7 @@ pub struct AdjudicateArgs {
     json: bool,
 }
 
-#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Args, Debug)]
 pub struct SweepArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
@@ -120,8 +120,7 @@ pub struct SweepArgs {
     json: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CriticalityArg {
     Low,
     Medium,
@@ -129,7 +128,7 @@ pub enum CriticalityArg {
     Critical,
 }
 
-#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Args, Debug)]
 pub struct ClaimArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
@@ -172,7 +171,7 @@ pub struct ClaimArgs {
     json: bool,
 }
 
-#[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Args, Debug)]
 pub struct ReinstateArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
@@ -204,7 +203,9 @@ pub struct ReinstateArgs {
 }
 
 fn load(home: &Path, run: &str, json_out: bool) -> Result<RunMemory, CliError> {
-    adjudication::load(home, run).map_err(|e| session_error(e, json_out, None))
+    oracle_host::Home::open(home)
+        .and_then(|h| h.memory(run))
+        .map_err(|e| crate::run::host_error(e, json_out))
 }
 
 fn short(v: &Value) -> String {
@@ -342,7 +343,7 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
             })
         })
         .collect();
-    let notified = crate::run::notify(&rm.run.id, &rm.run.dir, home, a.oracle_cmd.as_deref());
+    let notified = crate::run::notify(&rm.run.dir, home, a.oracle_cmd.as_deref());
     if a.json {
         for r in &all {
             let mut v = request_json(m, r);
@@ -417,9 +418,9 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
 
 /// The error of a verdict or reinstatement: a refusal gets its own exit code and, with
 /// `--json`, its outcome object; anything else is reported as every session error is.
-fn verdict_error(e: SessionError, json_out: bool) -> CliError {
-    let SessionError::Adjudicate { run, source } = e else {
-        return session_error(e, json_out, None);
+fn verdict_error(e: HostError, json_out: bool) -> CliError {
+    let HostError::Session(SessionError::Adjudicate { run, source }) = e else {
+        return crate::run::host_error(e, json_out);
     };
     let (code, mut v) = refusal(&run, &source);
     let message = format!("{run}: {source}");
@@ -497,22 +498,11 @@ fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
 }
 
 /// `oracle reinstate`: a verdict that names a superseded claim and makes it live again.
-pub(crate) fn reinstate(
-    home: &Path,
-    drives: &crate::run::Drives,
-    a: ReinstateArgs,
-) -> Result<u8, CliError> {
+pub(crate) fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
-    check_now(a.now, a.json)?;
-    let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
-    let r = adjudication::Reinstate {
-        claim: a.claim.to_ascii_lowercase(),
-        evidence,
-        note: a.note.clone(),
-        now: a.now,
-    };
-    move_torn_tail_aside(home, &a.run);
-    let applied = adjudication::reinstate(home, &a.run, &r, drives.writing(a.durability.into()))
+    let r = a.reinstatement()?;
+    let applied = crate::run::host(home, a.json)?
+        .reinstate(&a.run, &r, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
         crate::out::json(&json!({
@@ -551,13 +541,7 @@ pub(crate) fn reinstate(
         )?;
     }
     if a.resume {
-        return crate::run::resume_after_verdict(
-            home,
-            drives,
-            &a.run,
-            a.json,
-            a.oracle_cmd.as_deref(),
-        );
+        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
     }
     Ok(exit::OK)
 }
@@ -583,29 +567,11 @@ fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
         })
 }
 
-pub(crate) fn adjudicate(
-    home: &Path,
-    drives: &crate::run::Drives,
-    a: AdjudicateArgs,
-) -> Result<u8, CliError> {
+pub(crate) fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
-    check_now(a.now, a.json)?;
-    let evidence: Provenance = a.evidence.parse().map_err(CliError::input)?;
-    let verdict = match a.verdict {
-        VerdictArg::Affirm => Verdict::Affirm,
-        VerdictArg::Deny => Verdict::Deny,
-        VerdictArg::Unknown => Verdict::Unknown,
-    };
-    let sub = Submission {
-        handle: a.handle.clone(),
-        verdict,
-        evidence,
-        note: a.note.clone(),
-        now: a.now,
-        by: None,
-    };
-    move_torn_tail_aside(home, &a.run);
-    let applied = adjudication::adjudicate(home, &a.run, &sub, drives.writing(a.durability.into()))
+    let sub = a.submission()?;
+    let applied = crate::run::host(home, a.json)?
+        .adjudicate(&a.run, &sub, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
     if a.json && !a.resume {
         crate::out::json(&applied.to_json())?;
@@ -634,48 +600,16 @@ pub(crate) fn adjudicate(
         }
     }
     if a.resume {
-        return crate::run::resume_after_verdict(
-            home,
-            drives,
-            &a.run,
-            a.json,
-            a.oracle_cmd.as_deref(),
-        );
+        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
     }
     Ok(exit::OK)
 }
 
-/// Before an outside append (a verdict, sweep, claim or reinstatement): a torn final record
-/// left by a writer that was killed mid-write (Linux copies a write page by page and a fatal
-/// signal can stop it between pages) is moved aside into the run's `torn/`, saved, as
-/// `oracle resume` does, so the command can append. Every complete record is verified first;
-/// anything else (a busy run, damage before the tail) is left for the command to report.
-fn move_torn_tail_aside(home: &Path, run: &str) {
-    use oracle_runtime::repair::{Repair, repair};
-    let Ok(found) = oracle_runtime::session::find(home, run) else {
-        return;
-    };
-    let torn = matches!(
-        oracle_runtime::reader::scan(&found.paths.log, true, |_| Ok(true)),
-        Ok(end) if end.torn_tail.is_some()
-    );
-    if torn && let Ok(Repair::MovedTornTail { len, saved_to, .. }) = repair(&found.paths) {
-        eprintln!(
-            "note: a torn final record ({len} bytes, from a write cut short) was moved to {}",
-            saved_to.display()
-        );
-    }
-}
-
-pub(crate) fn sweep(
-    home: &Path,
-    drives: &crate::run::Drives,
-    a: SweepArgs,
-) -> Result<u8, CliError> {
+pub(crate) fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
     check_now(a.now, a.json)?;
-    move_torn_tail_aside(home, &a.run);
-    let swept = adjudication::sweep(home, &a.run, a.now, drives.writing(a.durability.into()))
-        .map_err(|e| session_error(e, a.json, None))?;
+    let swept = crate::run::host(home, a.json)?
+        .sweep(&a.run, a.now, a.durability.into())
+        .map_err(|e| crate::run::host_error(e, a.json))?;
     if a.json {
         crate::out::json(&json!({
             "ok": true,
@@ -733,57 +667,13 @@ fn parse_valid(text: &str) -> Result<ValidTime, CliError> {
     })
 }
 
-pub(crate) fn claim(
-    home: &Path,
-    drives: &crate::run::Drives,
-    a: ClaimArgs,
-) -> Result<u8, CliError> {
+pub(crate) fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
-    check_now(a.now, a.json)?;
-    let provenance: Provenance = a.provenance.parse().map_err(CliError::input)?;
-    let value: Value = serde_json::from_str(&a.value)
-        .map_err(|e| CliError::input(format!("--value is not JSON: {e}")))?;
-    // A float (or another value with no canonical encoding) is named as such first.
-    oracle_core::canon::check(&value).map_err(|e| CliError::input(format!("--value: {e}")))?;
-    oracle_runtime::session::check_outside_value(&value, "--value").map_err(CliError::input)?;
-    let valid = a.valid.as_deref().map(parse_valid).transpose()?;
-    // A claim joins its line with the line's cardinality (fixed by the line's first claim); a
-    // new line is functional. (Read after a record cut mid-write is moved aside.)
-    move_torn_tail_aside(home, &a.run);
-    let rm = load(home, &a.run, a.json)?;
-    let cardinality = rm
-        .memory
-        .line_cardinality(&a.subject, &a.predicate)
-        .unwrap_or(Cardinality::Functional);
-    let claim = Claim {
-        subject: a.subject.clone(),
-        predicate: a.predicate.clone(),
-        value,
-        provenance,
-        cardinality,
-        valid,
-        criticality: match a.criticality {
-            CriticalityArg::Low => Criticality::Low,
-            CriticalityArg::Medium => Criticality::Medium,
-            CriticalityArg::High => Criticality::High,
-            CriticalityArg::Critical => Criticality::Critical,
-        },
-        derived_from: Vec::new(),
-    };
-    let outside = OutsideClaim {
-        claim,
-        note: a.note.clone(),
-        now: a.now,
-        by: None,
-    };
-    let applied = match adjudication::claim(
-        home,
-        &a.run,
-        &outside,
-        drives.writing(a.durability.into()),
-    ) {
+    let outside = a.outside_claim()?;
+    let applied = match crate::run::host(home, a.json)?.claim(&a.run, &outside, a.durability.into())
+    {
         Ok(v) => v,
-        Err(SessionError::ClaimRefused { run, source }) => {
+        Err(HostError::Session(SessionError::ClaimRefused { run, source })) => {
             let message = format!("{run}: the claim is refused: {source}");
             if a.json {
                 crate::out::json(&json!({
@@ -802,7 +692,7 @@ pub(crate) fn claim(
                 quiet: false,
             });
         }
-        Err(e) => return Err(session_error(e, a.json, None)),
+        Err(e) => return Err(crate::run::host_error(e, a.json)),
     };
     let x = &applied.assertion;
     if a.json && !a.resume {
@@ -833,25 +723,125 @@ pub(crate) fn claim(
         }
     }
     if a.resume {
-        return crate::run::resume_after_verdict(
-            home,
-            drives,
-            &a.run,
-            a.json,
-            a.oracle_cmd.as_deref(),
-        );
+        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
     }
     Ok(exit::OK)
 }
 
-macro_rules! run_name {
+impl AdjudicateArgs {
+    /// The verdict these arguments give (checked: the tick, the evidence).
+    fn submission(&self) -> Result<Submission, CliError> {
+        check_now(self.now, self.json)?;
+        Ok(Submission {
+            handle: self.handle.clone(),
+            verdict: match self.verdict {
+                VerdictArg::Affirm => Verdict::Affirm,
+                VerdictArg::Deny => Verdict::Deny,
+                VerdictArg::Unknown => Verdict::Unknown,
+            },
+            evidence: self.evidence.parse().map_err(CliError::input)?,
+            note: self.note.clone(),
+            now: self.now,
+            by: None,
+        })
+    }
+
+    /// This command as a store's signal.
+    pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        Ok(Signal::Adjudicate {
+            run: self.run.clone(),
+            verdict: self.submission()?,
+            durability: self.durability.into(),
+            resume: self.resume,
+        })
+    }
+}
+
+impl ReinstateArgs {
+    fn reinstatement(&self) -> Result<Reinstate, CliError> {
+        check_now(self.now, self.json)?;
+        Ok(Reinstate {
+            claim: self.claim.to_ascii_lowercase(),
+            evidence: self.evidence.parse().map_err(CliError::input)?,
+            note: self.note.clone(),
+            now: self.now,
+        })
+    }
+
+    pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        Ok(Signal::Reinstate {
+            run: self.run.clone(),
+            reinstate: self.reinstatement()?,
+            durability: self.durability.into(),
+            resume: self.resume,
+        })
+    }
+}
+
+impl ClaimArgs {
+    /// The claim these arguments make (checked: the value, the window, the tick). Its
+    /// cardinality is the line's, decided where it is recorded.
+    fn outside_claim(&self) -> Result<OutsideClaim, CliError> {
+        check_now(self.now, self.json)?;
+        let provenance: Provenance = self.provenance.parse().map_err(CliError::input)?;
+        let value: Value = serde_json::from_str(&self.value)
+            .map_err(|e| CliError::input(format!("--value is not JSON: {e}")))?;
+        // A float (or another value with no canonical encoding) is named as such first.
+        oracle_core::canon::check(&value).map_err(|e| CliError::input(format!("--value: {e}")))?;
+        oracle_runtime::session::check_outside_value(&value, "--value").map_err(CliError::input)?;
+        let valid = self.valid.as_deref().map(parse_valid).transpose()?;
+        let claim = Claim {
+            subject: self.subject.clone(),
+            predicate: self.predicate.clone(),
+            value,
+            provenance,
+            cardinality: Cardinality::Functional,
+            valid,
+            criticality: match self.criticality {
+                CriticalityArg::Low => Criticality::Low,
+                CriticalityArg::Medium => Criticality::Medium,
+                CriticalityArg::High => Criticality::High,
+                CriticalityArg::Critical => Criticality::Critical,
+            },
+            derived_from: Vec::new(),
+        };
+        Ok(OutsideClaim {
+            claim,
+            note: self.note.clone(),
+            now: self.now,
+            by: None,
+        })
+    }
+
+    pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        Ok(Signal::Claim {
+            run: self.run.clone(),
+            claim: self.outside_claim()?,
+            durability: self.durability.into(),
+            resume: self.resume,
+        })
+    }
+}
+
+impl SweepArgs {
+    pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        check_now(self.now, self.json)?;
+        Ok(Signal::Sweep {
+            run: self.run.clone(),
+            now: self.now,
+            durability: self.durability.into(),
+        })
+    }
+}
+
+macro_rules! json_flag {
     ($($t:ty),*) => {$(
         impl $t {
-            /// The run this command names (for sending it to a store's run as a signal).
-            pub(crate) fn run_name(&self) -> &str {
-                &self.run
+            /// Whether the outcome is printed as JSON.
+            pub(crate) fn json_flag(&self) -> bool {
+                self.json
             }
         }
     )*};
 }
-run_name!(AdjudicateArgs, SweepArgs, ClaimArgs, ReinstateArgs);
+json_flag!(AdjudicateArgs, SweepArgs, ClaimArgs, ReinstateArgs);

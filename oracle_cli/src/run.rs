@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use oracle_core::diff::Divergence;
+use oracle_host::signal::{Answer, DriveSettings, Signal};
 use oracle_host::{Given, Home, HostError, Resume, ToolChange};
 use oracle_runtime::engine::{Ending, EngineError, Progress, Report};
 use oracle_runtime::index::IndexedLog;
@@ -447,26 +448,17 @@ fn ending_json(e: &Ending) -> Value {
 
 /// Sends the run's undelivered adjudication requests to `--oracle-cmd`, if given. Never fails
 /// the command: a failed delivery is recorded in the outbox and reported.
-pub(crate) fn notify(run: &str, dir: &Path, home: &Path, cmd: Option<&Path>) -> Option<Value> {
+pub(crate) fn notify(dir: &Path, home: &Path, cmd: Option<&Path>) -> Option<Value> {
     let cmd = cmd?;
-    let mut port = oracle_runtime::oracle::CommandPort {
-        program: cmd.to_path_buf(),
-        timeout_ms: oracle_runtime::oracle::NOTIFY_TIMEOUT_MS,
-    };
     // By directory: the run may live outside `<home>/runs` (named by its path).
-    let result = oracle_runtime::adjudication::load(home, &dir.to_string_lossy())
-        .map_err(|e| e.to_string())
-        .and_then(|rm| {
-            oracle_runtime::oracle::notify_pending(dir, run, &rm.memory, &mut port)
-                .map_err(|e| e.to_string())
-        });
+    let result = Home::open(home).and_then(|h| h.notify(&dir.to_string_lossy(), cmd));
     Some(match result {
         Ok(n) => json!({
             "delivered": n.delivered,
             "failed": n.failed.iter().map(|(h, e)| json!({"handle": h, "error": e})).collect::<Vec<_>>(),
             "exhausted": n.exhausted,
         }),
-        Err(e) => json!({"error": e}),
+        Err(e) => json!({"error": e.to_string()}),
     })
 }
 
@@ -661,7 +653,7 @@ fn new_run_given(a: &RunArgs) -> Given {
 
 pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     let (opts, tool_dirs) = start_options(home, &a)?;
-    let host = Drives::default().home(home, a.drive.json)?;
+    let host = host(home, a.drive.json)?;
     crate::interrupt::on_ctrl_c(None);
     let mut display = Display::new("running");
     let mut progress = |p: &Progress| display.update(p);
@@ -671,7 +663,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     for w in &s.warnings {
         eprintln!("warning: {w}");
     }
-    let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
+    let notified = notify(&s.dir, home, a.drive.oracle_cmd.as_deref());
     print_session(&s, a.drive.json, "recorded", notified)?;
     Ok(status_code(&s.report.ending))
 }
@@ -684,7 +676,7 @@ pub(crate) fn submit(
     store: &oracle_pg::Store,
 ) -> Result<(String, bool), CliError> {
     let (opts, tool_dirs) = start_options(scratch, a)?;
-    let host = Drives::default().home(scratch, a.drive.json)?;
+    let host = host(scratch, a.drive.json)?;
     let prepared = host
         .prepare_submission(opts, &new_run_given(a), tool_dirs)
         .map_err(|e| host_error(e, a.drive.json))?;
@@ -697,41 +689,14 @@ pub(crate) fn submit(
     Ok((id, a.drive.json))
 }
 
-/// How this process drives stored runs: as the command line does (in the caller's directory,
-/// with the tool directories each run keeps), or as a store's worker does (in the directory
-/// each run recorded, with the worker's `--tools`). A value passed down, never a global.
-#[derive(Clone, Default)]
-pub(crate) struct Drives {
-    pub recorded_roots: bool,
-    pub tools: Vec<PathBuf>,
-    /// Where every writer's commits go besides the log (a store's worker).
-    pub replica: Option<oracle_runtime::replica::Shared>,
-}
-
-impl Drives {
-    /// How the writers of this process's calls write, at `durability`.
-    pub(crate) fn writing(
-        &self,
-        durability: oracle_runtime::Durability,
-    ) -> oracle_runtime::writer::Writing {
-        oracle_runtime::writer::Writing {
-            durability,
-            replica: self.replica.clone(),
-        }
-    }
-
-    /// The host's handle on `home`, driving runs this way.
-    pub(crate) fn home(&self, home: &Path, json_out: bool) -> Result<Home, CliError> {
-        let h = Home::open(home).map_err(|e| host_error(e, json_out))?;
-        let h = h
-            .with_tools(self.tools.clone())
-            .with_replica(self.replica.clone());
-        Ok(if self.recorded_roots {
-            h.in_recorded_roots()
-        } else {
-            h
-        })
-    }
+/// The host's handle on the file home `home`, as the command line drives runs: in the
+/// caller's directory, with the tool directories each run keeps; what the host does on its own
+/// (a torn tail moved aside) is told on stderr.
+pub(crate) fn host(home: &Path, json_out: bool) -> Result<Home, CliError> {
+    let h = Home::open(home).map_err(|e| host_error(e, json_out))?;
+    Ok(h.with_notes(std::sync::Arc::new(|n: &oracle_host::Note| {
+        eprintln!("note: {n}")
+    })))
 }
 
 /// A host error on its way to the user: plan diagnostics and divergence reports as
@@ -740,7 +705,7 @@ pub(crate) fn host_error(e: HostError, json_out: bool) -> CliError {
     host_error_in(e, json_out, None)
 }
 
-fn host_error_in(e: HostError, json_out: bool, log: Option<&Path>) -> CliError {
+pub(crate) fn host_error_in(e: HostError, json_out: bool, log: Option<&Path>) -> CliError {
     match e {
         HostError::Session(s) => session_error(s, json_out, log),
         e => {
@@ -759,44 +724,15 @@ fn host_error_in(e: HostError, json_out: bool, log: Option<&Path>) -> CliError {
     }
 }
 
-/// A worker's first drive of a submitted run (its directory is in `home`, without a log).
-pub(crate) fn start_submitted(host: &Home, run: &str) -> Result<u8, CliError> {
-    let home = host.dir();
-    // Not `find`: a submitted run has no log yet, which is what `find` looks for.
-    let dir = home.join("runs").join(run);
-    let found = session::RunDir {
-        id: run.to_owned(),
-        paths: oracle_runtime::LogPaths::of_run(&dir),
-        dir,
-    };
-    let bound = host
-        .bindings(&found, &Given::default(), true)
-        .map_err(|e| host_error(e, false))?;
-    let (registry, _) = bound
-        .registry(oracle_runtime::declared::McpMode::Start)
-        .map_err(|e| host_error(e, false))?;
-    let s = session::start_prepared(
-        home,
-        run,
-        host.writing(oracle_runtime::Durability::DEFAULT),
-        &registry,
-        &mut |_| {},
-    )
-    .map_err(|e| session_error(e, false, None))?;
-    print_session(&s, false, "recorded", None)?;
-    Ok(status_code(&s.report.ending))
-}
-
 /// Resumes a run without an answer (after a verdict), printing as `oracle resume` does.
 pub(crate) fn resume_after_verdict(
     home: &Path,
-    drives: &Drives,
     run: &str,
     json_out: bool,
     oracle_cmd: Option<&Path>,
 ) -> Result<u8, CliError> {
     crate::files::check_stored_plan(home, run, json_out)?;
-    let host = drives.home(home, json_out)?;
+    let host = host(home, json_out)?;
     let s = host.resume(run, Resume::default()).map(|r| r.session);
     let log = session::find(home, run).ok().map(|r| r.paths.log);
     let s = match s {
@@ -818,40 +754,16 @@ pub(crate) fn resume_after_verdict(
         }
         other => other.map_err(|e| host_error_in(e, json_out, log.as_deref()))?,
     };
-    let notified = notify(&s.id, &s.dir, home, oracle_cmd);
+    let notified = notify(&s.dir, home, oracle_cmd);
     print_session(&s, json_out, "appended", notified)?;
     Ok(status_code(&s.report.ending))
 }
 
-pub(crate) fn resume(home: &Path, drives: &Drives, a: ResumeArgs) -> Result<u8, CliError> {
+pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
-    let host = drives.home(home, a.drive.json)?;
+    let host = host(home, a.drive.json)?;
     crate::interrupt::on_ctrl_c(Some(&a.run));
-    let value = match (&a.value, &a.value_file) {
-        (Some(text), _) => Some(parse_value(text, "--value")?),
-        (None, Some(path)) => {
-            let bytes = crate::files::read_value_file(path)?;
-            let text = String::from_utf8(bytes).map_err(|e| {
-                CliError::input(format!(
-                    "{}: not UTF-8 text (invalid byte at offset {})",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
-                ))
-            })?;
-            Some(parse_value(&text, &path.display().to_string())?)
-        }
-        (None, None) => None,
-    };
-    let answer = match (a.step.clone(), value) {
-        (Some(step), Some(v)) => Some((step, v)),
-        (None, Some(_)) => {
-            return Err(CliError::input(
-                "--value needs --step: name the step the value is for",
-            ));
-        }
-        (Some(_), None) => return Err(CliError::input("--step needs --value or --value-file")),
-        (None, None) => None,
-    };
+    let answer = a.answer()?;
     crate::files::check_stored_plan(home, &a.run, a.drive.json)?;
     let mut display = Display::new("resuming");
     let mut progress = |p: &Progress| display.update(p);
@@ -860,16 +772,7 @@ pub(crate) fn resume(home: &Path, drives: &Drives, a: ResumeArgs) -> Result<u8, 
         Resume {
             answer,
             given: a.drive.given(),
-            drive: session::Drive {
-                jobs: a.drive.jobs,
-                durability: a.drive.durability.into(),
-                scorer: a.drive.scorer(),
-                points: session::Points {
-                    start_from: !a.no_snapshots,
-                    policy: a.drive.points(),
-                },
-                ..session::Drive::default()
-            },
+            drive: a.drive_settings().drive(),
             tool_change: if a.allow_tool_change {
                 ToolChange::Allow
             } else {
@@ -890,7 +793,7 @@ pub(crate) fn resume(home: &Path, drives: &Drives, a: ResumeArgs) -> Result<u8, 
     for w in &s.warnings {
         eprintln!("warning: {w}");
     }
-    let notified = notify(&s.id, &s.dir, home, a.drive.oracle_cmd.as_deref());
+    let notified = notify(&s.dir, home, a.drive.oracle_cmd.as_deref());
     print_session(&s, a.drive.json, "appended", notified)?;
     Ok(status_code(&s.report.ending))
 }
@@ -1163,26 +1066,60 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
 }
 
 impl ResumeArgs {
-    /// The run this command names (for sending it to a store's run as a signal).
-    pub(crate) fn run_name(&self) -> &str {
-        &self.run
+    /// The answer this command gives the step its run waits on (`--step` with `--value` or
+    /// `--value-file`), if any.
+    fn answer(&self) -> Result<Option<(String, Value)>, CliError> {
+        let value = match (&self.value, &self.value_file) {
+            (Some(text), _) => Some(parse_value(text, "--value")?),
+            (None, Some(path)) => {
+                let bytes = crate::files::read_value_file(path)?;
+                let text = String::from_utf8(bytes).map_err(|e| {
+                    CliError::input(format!(
+                        "{}: not UTF-8 text (invalid byte at offset {})",
+                        path.display(),
+                        e.utf8_error().valid_up_to()
+                    ))
+                })?;
+                Some(parse_value(&text, &path.display().to_string())?)
+            }
+            (None, None) => None,
+        };
+        match (self.step.clone(), value) {
+            (Some(step), Some(v)) => Ok(Some((step, v))),
+            (None, Some(_)) => Err(CliError::input(
+                "--value needs --step: name the step the value is for",
+            )),
+            (Some(_), None) => Err(CliError::input("--step needs --value or --value-file")),
+            (None, None) => Ok(None),
+        }
     }
 
-    /// Reads `--value-file` into `--value`, so the command carries its answer with it (a
-    /// store's worker applies it on another machine).
-    pub(crate) fn inline_value_file(&mut self) -> Result<(), CliError> {
-        if let Some(path) = self.value_file.take() {
-            let bytes = crate::files::read_value_file(&path)?;
-            let text = String::from_utf8(bytes).map_err(|e| {
-                CliError::input(format!(
-                    "{}: not UTF-8 text (invalid byte at offset {})",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
-                ))
-            })?;
-            self.value = Some(text);
+    /// How this command drives the run.
+    fn drive_settings(&self) -> DriveSettings {
+        DriveSettings {
+            jobs: self.drive.jobs,
+            durability: self.drive.durability.into(),
+            snapshot_every: self.drive.snapshot_every,
+            from_snapshots: !self.no_snapshots,
+            scorer_cmd: self.drive.scorer_cmd.clone(),
         }
-        Ok(())
+    }
+
+    /// This command as a store's signal: its answer read here (a `--value-file` too), since
+    /// the worker that applies it runs elsewhere.
+    pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        self.drive.check_programs()?;
+        Ok(Signal::Resume {
+            run: self.run.clone(),
+            answer: self.answer()?.map(|(step, value)| Answer { step, value }),
+            given: self.drive.given(),
+            drive: self.drive_settings(),
+            allow_tool_change: self.allow_tool_change,
+        })
+    }
+
+    pub(crate) fn json_flag(&self) -> bool {
+        self.drive.json
     }
 }
 

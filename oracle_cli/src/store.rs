@@ -2,35 +2,25 @@
 //! `oracle submit`, `oracle worker`, `oracle runs`, outside events sent as signals, and every
 //! read-only command on a store's run.
 //!
-//! A worker drives a run in a scratch file home whose writer commits every commit point's
-//! records to the store (oracle_runtime::replica, oracle_pg): the engine, the reducers and the
-//! record bytes are the file home's own, so a run in the store has the same head as the same
-//! run in a file home. Read-only commands work the same way: the runs they name are written
+//! The worker itself is `oracle_host::worker`: it drives a run in a scratch file home whose
+//! writer commits every commit point's records to the store (oracle_runtime::replica,
+//! oracle_pg): the engine, the reducers and the record bytes are the file home's own, so a run
+//! in the store has the same head as the same run in a file home. Read-only commands work the same way: the runs they name are written
 //! into a temporary home (what `oracle export` would write) and the command runs there.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use clap::{Args, Subcommand};
-use oracle_pg::{Claim, Store};
-use oracle_runtime::session;
-use serde_json::{Value, json};
+use oracle_host::signal::Signal;
+use oracle_host::worker::{self, CONCURRENCY_MAX, LEASE_MS_DEFAULT, POLL_MS_DEFAULT};
+use oracle_pg::Store;
+use serde_json::json;
 
 use crate::Command;
 use crate::exit::{self, CliError};
-
-/// Default lease of a worker on a run it drives (renewed at a third of it).
-pub const LEASE_MS_DEFAULT: u64 = 10_000;
-/// Default wait for a notification before a worker polls the store anyway.
-pub const POLL_MS_DEFAULT: u64 = 1_000;
-/// First wait before reconnecting to a store that went away; doubled up to the max.
-pub const RECONNECT_MS_MIN: u64 = 100;
-/// Longest wait between two attempts to reach the store.
-pub const RECONNECT_MS_MAX: u64 = 5_000;
-/// Most runs one worker process drives at once.
-pub const CONCURRENCY_MAX: u32 = 64;
 
 #[derive(Args, Debug)]
 pub struct StoreArgs {
@@ -269,99 +259,32 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Version of a queued signal's row ([`Queued`]).
-pub const SIGNAL_FORMAT: u64 = 1;
-
-/// A signal as the store queues it: which command, with its arguments as typed values (the
-/// same structs the command line parses, so the two cannot drift), under a version. Never an
-/// argument list: the worker reads the row, it does not parse a command line again.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", content = "args", rename_all = "snake_case")]
-pub(crate) enum Signal {
-    Resume(crate::run::ResumeArgs),
-    Adjudicate(crate::memory::AdjudicateArgs),
-    Claim(crate::memory::ClaimArgs),
-    Sweep(crate::memory::SweepArgs),
-    Reinstate(crate::memory::ReinstateArgs),
-}
-
-/// A queued signal's row: `{"format": 1, "signal": {"kind": ..., "args": {...}}}`.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Queued {
-    format: u64,
-    signal: Signal,
-}
-
-impl Signal {
-    /// The signal a command sends, if it is one that can be sent.
-    fn of(command: Command) -> Option<Signal> {
-        Some(match command {
-            Command::Resume(a) => Signal::Resume(a),
-            Command::Adjudicate(a) => Signal::Adjudicate(a),
-            Command::Claim(a) => Signal::Claim(a),
-            Command::Sweep(a) => Signal::Sweep(a),
-            Command::Reinstate(a) => Signal::Reinstate(a),
-            _ => return None,
-        })
-    }
-
-    fn kind(&self) -> &'static str {
-        match self {
-            Signal::Resume(_) => "resume",
-            Signal::Adjudicate(_) => "adjudicate",
-            Signal::Claim(_) => "claim",
-            Signal::Sweep(_) => "sweep",
-            Signal::Reinstate(_) => "reinstate",
+/// The store's signal for a command that can be sent to a store's run, and whether it asks
+/// for JSON.
+fn signal_of(command: &Command) -> Result<(Signal, bool), CliError> {
+    Ok(match command {
+        Command::Resume(a) => (a.signal()?, a.json_flag()),
+        Command::Adjudicate(a) => (a.signal()?, a.json_flag()),
+        Command::Claim(a) => (a.signal()?, a.json_flag()),
+        Command::Sweep(a) => (a.signal()?, a.json_flag()),
+        Command::Reinstate(a) => (a.signal()?, a.json_flag()),
+        _ => {
+            return Err(CliError::input(
+                "this command cannot be sent to a store's run",
+            ));
         }
-    }
-
-    fn run(&self) -> &str {
-        match self {
-            Signal::Resume(a) => a.run_name(),
-            Signal::Adjudicate(a) => a.run_name(),
-            Signal::Claim(a) => a.run_name(),
-            Signal::Sweep(a) => a.run_name(),
-            Signal::Reinstate(a) => a.run_name(),
-        }
-    }
-
-    fn json_flag(&self) -> bool {
-        serde_json::to_value(self).is_ok_and(|v| v["args"]["json"] == json!(true))
-    }
-
-    /// Carries the signal out in `home`, as its command would in a file home.
-    fn apply(self, home: &Path, drives: &crate::run::Drives) -> Result<u8, CliError> {
-        match self {
-            Signal::Resume(a) => crate::run::resume(home, drives, a),
-            Signal::Adjudicate(a) => crate::memory::adjudicate(home, drives, a),
-            Signal::Claim(a) => crate::memory::claim(home, drives, a),
-            Signal::Sweep(a) => crate::memory::sweep(home, drives, a),
-            Signal::Reinstate(a) => crate::memory::reinstate(home, drives, a),
-        }
-    }
-}
-
-/// `oracle resume|adjudicate|claim|sweep|reinstate ... --store URL`: the command is queued as
-/// a signal in one transaction; the worker that next holds the run carries it out, exactly as
-/// the command would have in a file home, and appends its events in order, once.
-fn send(url: &str, command: Command) -> Result<u8, CliError> {
-    let store = connect(url)?;
-    let mut signal = Signal::of(command)
-        .ok_or_else(|| CliError::input("this command cannot be sent to a store's run"))?;
-    // A value read from a file here: the worker that applies it runs elsewhere.
-    if let Signal::Resume(a) = &mut signal {
-        a.inline_value_file()?;
-    }
-    let run = signal.run().to_owned();
-    let kind = signal.kind();
-    let json_out = signal.json_flag();
-    let row = serde_json::to_value(Queued {
-        format: SIGNAL_FORMAT,
-        signal,
     })
-    .map_err(|e| CliError::input(format!("the signal cannot be written: {e}")))?;
-    let id = store.send(&run, kind, &row).map_err(pg)?;
+}
+
+/// `oracle resume|adjudicate|claim|sweep|reinstate ... --store URL`: the command is checked
+/// here and queued as a typed signal (`oracle_host::signal`) in one transaction; the worker
+/// that next holds the run carries it out, exactly as the command would have in a file home,
+/// and appends its events in order, once.
+fn send(url: &str, command: Command) -> Result<u8, CliError> {
+    let (signal, json_out) = signal_of(&command)?;
+    let store = connect(url)?;
+    let (run, kind) = (signal.run().to_owned(), signal.kind());
+    let id = store.send(&run, kind, &signal.to_row()).map_err(pg)?;
     if json_out {
         crate::out::json(&json!({"ok": true, "run": run, "signal": id, "state": "sent"}))?;
     } else {
@@ -382,7 +305,7 @@ fn read_only(url: &str, command: Command) -> Result<u8, CliError> {
     let named: Vec<String> = std::env::args().skip(1).collect();
     // The store's rows are the authority on a run's bindings (its declared tools, for a
     // replay): this temporary home vouches for them as they are, as a worker's does.
-    let host = crate::run::Drives::default().home(tmp.path(), false)?;
+    let host = crate::run::host(tmp.path(), false)?;
     for name in store.existing(&named).map_err(pg)? {
         let dir = store.hydrate(&name, tmp.path()).map_err(pg)?;
         host.adopt_bindings(&oracle_runtime::session::RunDir {
@@ -425,12 +348,13 @@ fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
     let store = connect(url)?;
     let tmp =
         tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
-    let t = oracle_runtime::transfer::import(tmp.path(), a.log_path())
-        .map_err(|e| crate::run::session_error(e, a.json_flag(), Some(a.log_path())))?;
+    let t = crate::run::host(tmp.path(), a.json_flag())?
+        .import(a.log_path())
+        .map_err(|e| crate::run::host_error_in(e, a.json_flag(), Some(a.log_path())))?;
     let dir = t.path.parent().unwrap_or(tmp.path()).to_path_buf();
     let records = std::fs::read(&t.path)
         .map_err(|e| CliError::input(format!("{}: {e}", t.path.display())))?;
-    let (state, detail) = match state_of(&dir).as_deref() {
+    let (state, detail) = match worker::state_of(&dir).as_deref() {
         Some(s @ ("completed" | "failed")) => (s.to_owned(), None),
         _ => (
             "broken".to_owned(),
@@ -458,24 +382,11 @@ fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
-/// `oracle worker`: claims runs and drives them until stopped (SIGTERM or SIGINT: no new
-/// claims; the runs being driven are finished or suspended, then their leases released; a
-/// second signal exits at once, and their leases expire).
+/// `oracle worker`: claims runs and drives them (`oracle_host::worker`) until stopped
+/// (SIGTERM or SIGINT: no new claims; the runs being driven are finished or suspended, then
+/// their leases released; a second signal exits at once, and their leases expire).
 fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
-    // Fail early on a bad store; each thread opens its own connection.
-    connect(url)?;
     crate::interrupt::set_worker();
-    // A worker drives runs submitted from other directories (and machines): each works in
-    // the directory it recorded, with this worker's tools when given.
-    let drives = crate::run::Drives {
-        replica: None,
-        recorded_roots: true,
-        tools: a
-            .tools
-            .iter()
-            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
-            .collect(),
-    };
     let name = a.name.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
@@ -487,385 +398,75 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
         .clone()
         .unwrap_or_else(std::env::temp_dir)
         .join(format!("oracle-worker-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)
-        .map_err(|e| CliError::input(format!("{}: {e}", scratch.display())))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let held: Arc<Mutex<BTreeMap<String, i64>>> = Arc::default();
-    {
-        let stop = stop.clone();
-        if let Ok(mut signals) = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-        ]) {
-            std::thread::spawn(move || {
-                let mut it = signals.forever();
-                if it.next().is_some() {
-                    eprintln!("worker   stopping: no new claims; finishing the runs in hand");
-                    stop.store(true, Ordering::SeqCst);
-                }
-                if it.next().is_some() {
-                    eprintln!(
-                        "worker   stopped at once; the runs in hand go to another worker when their leases expire"
-                    );
-                    std::process::exit(130);
-                }
-            });
-        }
-    }
-    // Lease renewal for every run in hand, on its own connection.
-    {
-        let held = held.clone();
-        let url = url.to_owned();
-        let lease_ms = a.lease_ms as i64;
-        std::thread::spawn(move || {
-            // A connection that fails is opened again at the next round: a lease that is not
-            // renewed in time is taken over, and this worker's next commit is then refused.
-            let mut store: Option<Store> = None;
-            loop {
-                std::thread::sleep(std::time::Duration::from_millis(a.lease_ms / 3));
-                let now: Vec<(String, i64)> = held
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    .map(|(k, v)| (k.clone(), *v))
-                    .collect();
-                if now.is_empty() {
-                    continue;
-                }
-                if store.is_none() {
-                    store = Store::connect(&url).ok();
-                }
-                let Some(s) = &store else { continue };
-                for (run, fence) in now {
-                    if s.renew(&run, fence, lease_ms).is_err() {
-                        store = None;
-                        break;
-                    }
-                }
-            }
-        });
-    }
-    eprintln!(
-        "worker   {name}: {} at a time, lease {} ms",
-        a.concurrency, a.lease_ms
-    );
-    let busy = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let threads: Vec<_> = (0..a.concurrency)
-        .map(|i| {
-            let url = url.to_owned();
-            let name = name.clone();
-            let scratch = scratch.join(format!("t{i}"));
-            let stop = stop.clone();
-            let held = held.clone();
-            let busy = busy.clone();
-            let drives = drives.clone();
-            let lease_ms = a.lease_ms as i64;
-            let (poll_ms, until_idle) = (a.poll_ms, a.until_idle);
-            std::thread::spawn(move || -> Result<(), String> {
-                let mut backoff_ms = RECONNECT_MS_MIN;
-                while !stop.load(Ordering::SeqCst) {
-                    let store = match Store::connect(&url) {
-                        Ok(s) => s,
-                        // No retry fixes a schema this oracle cannot use.
-                        Err(
-                            e @ (oracle_pg::PgError::NotInitialised
-                            | oracle_pg::PgError::Newer { .. }
-                            | oracle_pg::PgError::Older { .. }),
-                        ) => return Err(e.to_string()),
-                        Err(e) => {
-                            eprintln!(
-                                "worker   the store is unreachable ({e}); trying again in {backoff_ms} ms"
-                            );
-                            std::thread::sleep(std::time::Duration::from_millis(backoff_ms));
-                            backoff_ms = (backoff_ms * 2).min(RECONNECT_MS_MAX);
-                            continue;
-                        }
-                    };
-                    let lost = serve_claims(
-                        &store, &name, lease_ms, poll_ms, until_idle, &scratch, &drives, &stop,
-                        &held, &busy,
-                    );
-                    match lost {
-                        Ok(()) => return Ok(()),
-                        Err(e) => {
-                            eprintln!("worker   lost the store ({e}); reconnecting");
-                            backoff_ms = RECONNECT_MS_MIN;
-                            std::thread::sleep(std::time::Duration::from_millis(backoff_ms));
-                        }
-                    }
-                }
-                Ok(())
-            })
-        })
-        .collect();
-    let mut failed = None;
-    for t in threads {
-        match t.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failed = Some(e),
-            Err(_) => failed = Some("a worker thread panicked".into()),
-        }
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
-    match failed {
-        Some(e) => Err(CliError::input(format!("worker {name}: {e}"))),
-        None => Ok(exit::OK),
-    }
-}
-
-/// One worker thread's loop over one connection: claim, drive, release, wait for work.
-/// Returns when stopping (or idle, with `until_idle`); an error means the connection is gone.
-#[allow(clippy::too_many_arguments)]
-fn serve_claims(
-    store: &Store,
-    name: &str,
-    lease_ms: i64,
-    poll_ms: u64,
-    until_idle: bool,
-    scratch: &Path,
-    drives: &crate::run::Drives,
-    stop: &AtomicBool,
-    held: &Mutex<BTreeMap<String, i64>>,
-    busy: &std::sync::atomic::AtomicU32,
-) -> Result<(), String> {
-    while !stop.load(Ordering::SeqCst) {
-        busy.fetch_add(1, Ordering::SeqCst);
-        let claim = match store.claim(name, lease_ms) {
-            Ok(c) => c,
-            Err(e) => {
-                busy.fetch_sub(1, Ordering::SeqCst);
-                return Err(e.to_string());
-            }
-        };
-        let Some(claim) = claim else {
-            let idle = busy.fetch_sub(1, Ordering::SeqCst) == 1;
-            if until_idle && idle {
-                return Ok(());
-            }
-            store.wait(poll_ms).map_err(|e| e.to_string())?;
-            continue;
-        };
-        held.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(claim.id.clone(), claim.fence);
-        let outcome = drive_claim(store, &claim, scratch, drives);
-        held.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&claim.id);
-        busy.fetch_sub(1, Ordering::SeqCst);
-        match outcome {
-            Ok(state) => eprintln!(
-                "worker   {} (fence {}, from {}): {state}",
-                claim.id, claim.fence, claim.from
-            ),
-            Err(e) => eprintln!("worker   {}: {e}", claim.id),
-        }
-    }
-    Ok(())
-}
-
-/// Drives one claimed run: writes it into a scratch home, carries out its pending signals in
-/// order (each one's events committed with the signal marked applied, in one transaction),
-/// drives it on if it can go on, then releases it in the state its log ends in. Returns that
-/// state.
-fn drive_claim(
-    store: &Store,
-    claim: &Claim,
-    scratch: &Path,
-    drives: &crate::run::Drives,
-) -> Result<String, String> {
-    let home = scratch.join(format!("{}-{}", claim.id, claim.fence));
-    let _ = std::fs::remove_dir_all(&home);
-    let result = drive_in(store, claim, &home, drives);
-    let _ = std::fs::remove_dir_all(&home);
-    let (state, detail) = match &result {
-        Ok((state, notes)) => (state.clone(), notes.clone()),
-        // The store refused a commit: the run is another worker's now. Leave it alone.
-        Err(Stop::Fenced(e)) => return Err(format!("lease lost, run left to its new holder: {e}")),
-        Err(Stop::Broken(e)) => ("broken".to_owned(), Some(e.clone())),
+    stop_on_signals(stop.clone());
+    let settings = worker::Settings {
+        url: url.to_owned(),
+        name: name.clone(),
+        concurrency: a.concurrency,
+        lease_ms: a.lease_ms,
+        poll_ms: a.poll_ms,
+        until_idle: a.until_idle,
+        scratch,
+        tools: oracle_host::bind::absolute(&a.tools),
     };
-    match store.release(&claim.id, claim.fence, &state, detail.as_deref()) {
-        Ok(true) => Ok(detail.map_or(state.clone(), |d| format!("{state}: {d}"))),
-        Ok(false) => Err("lease lost before release; the run is another worker's".into()),
-        Err(e) => Err(e.to_string()),
-    }
+    worker::run(
+        settings,
+        stop,
+        Arc::new(|line: &str| eprintln!("{} {line}", utc_now())),
+    )
+    .map_err(|e| CliError::input(format!("worker {name}: {e}")))?;
+    Ok(exit::OK)
 }
 
-enum Stop {
-    /// The store refused a commit or the release: the lease is gone.
-    Fenced(String),
-    /// The run cannot be driven here (a plan that no longer compiles, a damaged log).
-    Broken(String),
-}
-
-fn drive_in(
-    store: &Store,
-    claim: &Claim,
-    home: &Path,
-    drives: &crate::run::Drives,
-) -> Result<(String, Option<String>), Stop> {
-    let broken = |e: String| Stop::Broken(e);
-    let dir = store
-        .hydrate(&claim.id, home)
-        .map_err(|e| broken(e.to_string()))?;
-    let paths = oracle_runtime::LogPaths::of_run(&dir);
-    let replica = Arc::new(Mutex::new(store.replica(&claim.id, claim.fence, None)));
-    // Every writer this drive opens (signals, the start, the resume) commits to the store.
-    let shared: oracle_runtime::replica::Shared = replica.clone();
-    let drives = &crate::run::Drives {
-        replica: Some(shared),
-        ..drives.clone()
+/// The first SIGTERM or SIGINT sets `stop` (no new claims; the runs in hand are finished);
+/// a second exits at once.
+fn stop_on_signals(stop: Arc<AtomicBool>) {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ]) else {
+        return;
     };
-    // The run's bindings come from the store's rows, written by an operator of the store
-    // (`oracle submit`): this scratch home vouches for them as they are (docs/SECURITY.md).
-    let host = drives.home(home, false).map_err(|e| broken(e.message))?;
-    let found = oracle_runtime::session::RunDir {
-        id: claim.id.clone(),
-        paths: paths.clone(),
-        dir: dir.clone(),
-    };
-    host.adopt_bindings(&found)
-        .map_err(|e| broken(e.to_string()))?;
-    let mut notes: Vec<String> = Vec::new();
-    let outcome = (|| {
-        // Whether the store refused a commit for a superseded fence: the replica says so, typed.
-        let fenced = |_: &CliError| {
-            replica
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .fenced()
-                .is_some()
-        };
-        for signal in store
-            .pending(&claim.id)
-            .map_err(|e| broken(e.to_string()))?
-        {
-            replica
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .consume_next(Some(signal.id));
-            let result = apply_signal(home, drives, &claim.id, &signal.body);
-            let consumed = replica.lock().unwrap_or_else(|p| p.into_inner()).consumed();
-            replica
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .consume_next(None);
-            if let Err(e) = &result
-                && fenced(e)
-            {
-                return Err(Stop::Fenced(e.message.clone()));
-            }
-            if consumed.is_none() {
-                let outcome = match &result {
-                    Ok(_) => "applied: nothing to record".to_owned(),
-                    Err(e) => format!("refused (exit {}): {}", e.code, e.message),
-                };
-                if result.is_err() {
-                    notes.push(format!("signal {} {outcome}", signal.id));
-                }
-                store
-                    .settle(&claim.id, claim.fence, signal.id, &outcome)
-                    .map_err(|e| Stop::Fenced(e.to_string()))?;
-            }
+    std::thread::spawn(move || {
+        let mut it = signals.forever();
+        if it.next().is_some() {
+            eprintln!(
+                "{} worker   stopping: no new claims; finishing the runs in hand",
+                utc_now()
+            );
+            stop.store(true, Ordering::SeqCst);
         }
-        // Go on where the log leaves off: from the start, or after a crash or a release.
-        let log_exists = paths.log.is_file();
-        let state = state_of(&dir);
-        let drive = match (log_exists, state.as_deref()) {
-            (false, _) => Some(crate::run::start_submitted(&host, &claim.id)),
-            // A verdict recorded after the run suspended on a belief, whose resume did not
-            // happen (its worker died in between, or it was sent without --resume): go on, as
-            // `oracle resume RUN` would.
-            (true, Some("suspended")) if verdict_after_belief_wait(&dir) => Some(
-                crate::run::resume_after_verdict(home, drives, &claim.id, false, None),
-            ),
-            (true, Some(_)) => None,
-            (true, None) => Some(crate::run::resume_after_verdict(
-                home, drives, &claim.id, false, None,
-            )),
-        };
-        if let Some(Err(e)) = drive {
-            if fenced(&e) {
-                return Err(Stop::Fenced(e.message));
-            }
-            // A run that stops with an error of its own (a step failing is not one) is left
-            // for a person: its log is what the store holds.
-            return Err(broken(e.message));
+        if it.next().is_some() {
+            eprintln!(
+                "{} worker   stopped at once; the runs in hand go to another worker when their leases expire",
+                utc_now()
+            );
+            std::process::exit(130);
         }
-        let _ = store.upload_files(&claim.id, claim.fence, &dir);
-        Ok(state_of(&dir).unwrap_or_else(|| "runnable".to_owned()))
-    })();
-    outcome.map(|state| (state, (!notes.is_empty()).then(|| notes.join("; "))))
+    });
 }
 
-/// Whether the log ends in an outside event (a verdict, a claim) recorded after the program
-/// suspended waiting on a belief: a resume may now find the belief resolved.
-fn verdict_after_belief_wait(dir: &Path) -> bool {
-    let paths = oracle_runtime::LogPaths::of_run(dir);
-    let Ok(events) = oracle_runtime::recorded::Recorded::read(&paths.log) else {
-        return false;
-    };
-    let last_external = events
-        .len()
-        .checked_sub(1)
-        .and_then(|seq| events.kind(seq))
-        .is_some_and(|k| k.is_external());
-    let belief_wait = match session::last_program_event(&events)
-        .as_ref()
-        .map(|e| e.typed())
-    {
-        Some(Ok(oracle_core::Payload::Suspended(s))) => session::is_belief_wait(&events, &s.step),
-        _ => false,
-    };
-    last_external && belief_wait
-}
-
-/// The state a run's log ends in: `completed`, `failed`, `suspended`, or `None` (it can go on).
-fn state_of(dir: &Path) -> Option<String> {
-    let paths = oracle_runtime::LogPaths::of_run(dir);
-    let events = oracle_runtime::recorded::Recorded::read(&paths.log).ok()?;
-    match session::last_program_event(&events)
-        .as_ref()
-        .map(|e| e.typed())
-    {
-        Some(Ok(oracle_core::Payload::RunFinished(f))) => Some(
-            match f.status {
-                oracle_core::payload::RunStatus::Completed => "completed",
-                oracle_core::payload::RunStatus::Failed => "failed",
-            }
-            .to_owned(),
-        ),
-        Some(Ok(oracle_core::Payload::Suspended(_))) => Some("suspended".to_owned()),
-        _ => None,
-    }
-}
-
-/// Carries out a signal: its row read as the typed command it was sent as (never a command line
-/// parsed again), run against the scratch home, so that it records exactly what it would have
-/// recorded in a file home.
-fn apply_signal(
-    home: &Path,
-    drives: &crate::run::Drives,
-    run: &str,
-    body: &Value,
-) -> Result<u8, CliError> {
-    if body.get("argv").is_some() {
-        return Err(CliError::input(
-            "a signal queued by an older oracle as an argument list: send it again",
-        ));
-    }
-    let queued: Queued = serde_json::from_value(body.clone())
-        .map_err(|e| CliError::input(format!("a signal that is not one: {e}")))?;
-    if queued.format != SIGNAL_FORMAT {
-        return Err(CliError::input(format!(
-            "a signal of format {} (this oracle reads format {SIGNAL_FORMAT}): upgrade the worker",
-            queued.format
-        )));
-    }
-    if queued.signal.run() != run {
-        return Err(CliError::input(format!(
-            "a signal for another run than {run}"
-        )));
-    }
-    queued.signal.apply(home, drives)
+/// The wall-clock time now, as `YYYY-MM-DDTHH:MM:SSZ`, for log lines (never recorded).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }

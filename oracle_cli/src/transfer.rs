@@ -3,11 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use oracle_runtime::transfer::{self, Transferred};
+use oracle_runtime::transfer::Transferred;
 use serde_json::json;
 
 use crate::exit::{self, CliError};
-use crate::run::session_error;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -59,14 +58,17 @@ fn print(t: &Transferred, verb: &str, json_out: bool) -> Result<(), CliError> {
 }
 
 pub fn export(home: &Path, a: ExportArgs) -> Result<u8, CliError> {
-    let t = transfer::export(home, &a.run, &a.out, a.force)
-        .map_err(|e| session_error(e, a.json, None))?;
+    let t = crate::run::host(home, a.json)?
+        .export(&a.run, &a.out, a.force)
+        .map_err(|e| crate::run::host_error(e, a.json))?;
     print(&t, "export", a.json)?;
     Ok(exit::OK)
 }
 
 pub fn import(home: &Path, a: ImportArgs) -> Result<u8, CliError> {
-    let t = transfer::import(home, &a.log).map_err(|e| session_error(e, a.json, Some(&a.log)))?;
+    let t = crate::run::host(home, a.json)?
+        .import(&a.log)
+        .map_err(|e| crate::run::host_error_in(e, a.json, Some(&a.log)))?;
     print(&t, "import", a.json)?;
     Ok(exit::OK)
 }

@@ -550,13 +550,18 @@ fn chaos_workers_killed_while_driving_200_runs() {
             .all(|(o, seq)| o == "applied" && seq.is_some()),
         "{signals:?}"
     );
-    // Issue 33: each signal is a typed, versioned row, never a command line.
+    // Issue 33: each signal is a typed, versioned row (`oracle_host::signal`), never a command
+    // line nor a command's arguments.
     for row in c.query("SELECT kind, body FROM signals", &[]).unwrap() {
         let (kind, body): (String, String) = (row.get(0), row.get(1));
         let v: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v["format"], 1, "{v}");
+        assert_eq!(v["format"], 2, "{v}");
         assert_eq!(v["signal"]["kind"], kind.as_str(), "{v}");
-        assert!(v["signal"]["args"]["run"].is_string(), "{v}");
+        assert!(v["signal"]["run"].is_string(), "{v}");
+        assert!(
+            v["signal"].get("args").is_none(),
+            "a host call, not a command's arguments: {v}"
+        );
         assert!(v.get("argv").is_none(), "{v}");
     }
 }

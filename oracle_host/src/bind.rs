@@ -22,7 +22,8 @@ use crate::error::HostError;
 /// Bindings given for this drive (`--model`, `--model-id`, `--model-key`, `--secret`,
 /// `--tools`, or a worker's settings), as written: `NAME=VALUE` pairs and directories. They
 /// win over what the run keeps.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Given {
     /// `NAME=URL`.
     pub models: Vec<String>,

@@ -39,6 +39,15 @@ pub enum HostError {
     ToolChanged(ToolChanged),
     #[error(transparent)]
     Seal(#[from] SealError),
+    /// A store's signal row this oracle cannot carry out (another format, another run).
+    #[error("{why}")]
+    Signal { why: String },
+    /// The PostgreSQL store refused or could not be reached.
+    #[error(transparent)]
+    Pg(#[from] oracle_pg::PgError),
+    /// A worker could not go on (a thread of it died).
+    #[error("worker: {0}")]
+    Worker(String),
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -79,6 +88,23 @@ impl Class {
     }
 }
 
+/// A store's failure: a superseded lease is `fenced`; a schema this oracle cannot use,
+/// `store_schema`; anything else, `store` (the database refused or is unreachable).
+fn pg_class(e: &oracle_pg::PgError) -> Class {
+    use oracle_pg::PgError as P;
+    match e {
+        P::Fenced { run, fence } => Class::of("fenced", exit::INPUT, http::CONFLICT)
+            .with(json!({"run": run, "fence": fence})),
+        P::NoRun { run } => {
+            Class::of("not_found", exit::INPUT, http::NOT_FOUND).with(json!({"run": run}))
+        }
+        P::NotInitialised | P::Newer { .. } | P::Older { .. } => {
+            Class::of("store_schema", exit::INPUT, http::UNAVAILABLE)
+        }
+        _ => Class::of("store", exit::INPUT, http::UNAVAILABLE),
+    }
+}
+
 /// HTTP statuses used (named, so the table reads as the API documents it).
 mod http {
     pub const BAD_REQUEST: u16 = 400;
@@ -106,6 +132,9 @@ impl HostError {
                 Class::of("tool_changed", exit::INPUT, http::CONFLICT).with(json!({"tool": c.tool}))
             }
             HostError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
+            HostError::Signal { .. } => Class::of("bad_signal", exit::INPUT, http::BAD_REQUEST),
+            HostError::Pg(e) => pg_class(e),
+            HostError::Worker(_) => Class::of("internal", exit::INPUT, http::INTERNAL),
         }
     }
 
@@ -184,11 +213,9 @@ pub fn session_class(e: &SessionError) -> Class {
         | SessionError::Engine(EngineError::WrongStep { given, waiting }) => {
             conflict("wrong_step").with(json!({"step": given, "waiting": waiting}))
         }
-        SessionError::BeliefWait { step, .. } => {
-            conflict("belief_wait").with(json!({"step": step}))
-        }
-        // The domain names the code: `belief_wait` for the memory, as above.
-        SessionError::Engine(EngineError::DomainWait { step, words, .. }) => {
+        // The domain names the code: `belief_wait` for the memory.
+        SessionError::DomainWait { step, words, .. }
+        | SessionError::Engine(EngineError::DomainWait { step, words, .. }) => {
             conflict(words.code).with(json!({"step": step}))
         }
         SessionError::AlreadyAnswered { step, by, .. } => {

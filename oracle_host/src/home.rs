@@ -32,7 +32,31 @@ pub struct Home {
     tools: Vec<PathBuf>,
     /// Where the commits of every writer a call opens go besides the log (a store's worker).
     replica: Option<Shared>,
+    /// Told what a call did on its own that its caller should pass on (a front end prints it).
+    notes: Option<Notes>,
 }
+
+/// Something a host call did on its own, for its caller to pass on to whoever drives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// A torn final record (a write cut short) was moved aside before an append.
+    MovedTornTail { len: u64, saved_to: PathBuf },
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Note::MovedTornTail { len, saved_to } => write!(
+                f,
+                "a torn final record ({len} bytes, from a write cut short) was moved to {}",
+                saved_to.display()
+            ),
+        }
+    }
+}
+
+/// Where a home's [`Note`]s go.
+pub type Notes = Arc<dyn Fn(&Note) + Send + Sync>;
 
 impl std::fmt::Debug for Home {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -88,6 +112,7 @@ impl Home {
             workdir: Workdir::Here,
             tools: Vec::new(),
             replica: None,
+            notes: None,
         })
     }
 
@@ -96,6 +121,18 @@ impl Home {
     pub fn with_replica(mut self, replica: Option<Shared>) -> Home {
         self.replica = replica;
         self
+    }
+
+    /// The home tells `notes` what its calls did on their own (a torn tail moved aside).
+    pub fn with_notes(mut self, notes: Notes) -> Home {
+        self.notes = Some(notes);
+        self
+    }
+
+    pub(crate) fn note(&self, note: Note) {
+        if let Some(n) = &self.notes {
+            n(&note);
+        }
     }
 
     /// How the writers of a call through this home write, at `durability`.

@@ -14,8 +14,12 @@
 pub mod bind;
 pub mod error;
 mod home;
+mod outside;
+pub mod signal;
+mod transfer;
+pub mod worker;
 
 pub use bind::ToolChange;
 pub use bind::{Bound, Given};
 pub use error::{Class, HostError};
-pub use home::{Home, Resume, Resumed};
+pub use home::{Home, Note, Notes, Resume, Resumed};

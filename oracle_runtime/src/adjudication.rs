@@ -244,7 +244,8 @@ impl VerdictApplied {
 }
 
 /// A verdict to submit.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Submission {
     pub handle: String,
     pub verdict: Verdict,
@@ -318,7 +319,8 @@ pub fn adjudicate(
 }
 
 /// A reinstatement to submit: a verdict naming a superseded claim.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Reinstate {
     /// The claim's id, or a prefix of it (at least 8 hex characters).
     pub claim: String,
@@ -490,7 +492,8 @@ pub fn sweep(
 }
 
 /// A claim from outside the plan, to record with `oracle claim`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OutsideClaim {
     pub claim: Claim,
     pub note: String,

@@ -134,13 +134,17 @@ pub enum SessionError {
         "{run}: the run recorded nothing before it stopped (it was interrupted while starting, before any effect could happen), so there is nothing to resume; start it again with `oracle run`"
     )]
     NothingRecorded { run: String },
+    /// An answer given to a step that waits on a domain (a belief waits on a verdict).
     #[error(
-        "{run}: step `{step}` waits on a belief ({reason}); it takes a verdict (`oracle adjudicate`), not a value: resume without --step/--value"
+        "{run}: step `{step}` waits on a {} ({reason}), not on an answer: {}, then resume without --step/--value",
+        .words.noun,
+        .words.resolve
     )]
-    BeliefWait {
+    DomainWait {
         run: String,
         step: String,
         reason: String,
+        words: crate::domain::WaitWords,
     },
     #[error("{run}: {source}")]
     Adjudicate {
@@ -952,10 +956,10 @@ pub fn last_program_kind(events: &Recorded) -> Option<oracle_core::EventKind> {
         .find(|k| !k.is_external())
 }
 
-/// Whether `step` suspended on a belief (`memory.query` with `require: "resolved"`): the last
-/// call of the step was a memory query.
-pub fn is_belief_wait(events: &Recorded, step: &str) -> bool {
-    latest_call(events, step).is_some_and(|(tool, _)| tool == oracle_memory::tools::QUERY)
+/// How the domain `step` waits on names its wait, when the step's last call was one that
+/// waits on a domain (`memory.query` with `require: "resolved"` waits on a belief).
+pub fn domain_wait(events: &Recorded, step: &str) -> Option<crate::domain::WaitWords> {
+    latest_call(events, step).and_then(|(tool, _)| crate::domain::wait_of(&tool))
 }
 
 /// The last event the program produced, parsed (verdicts and sweeps appended after it are
@@ -1399,8 +1403,8 @@ fn check_resumable(
             calls.last_called.get(step).cloned()
         })
     };
-    let is_belief_wait =
-        |step: &str| call_of(step).is_some_and(|(tool, _)| tool == oracle_memory::tools::QUERY);
+    let domain_wait =
+        |step: &str| call_of(step).and_then(|(tool, _)| crate::domain::wait_of(&tool));
     let answer_schema = |step: &str| {
         call_of(step)
             .filter(|(tool, _)| tool == oracle_plan::agent::ASK_TOOL)
@@ -1416,15 +1420,16 @@ fn check_resumable(
                 },
             });
         }
-        // A step waiting on a belief takes a verdict, never a value.
-        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&s.step) && answer.is_some() => {
-            return Err(SessionError::BeliefWait {
+        // A step waiting on a domain (a belief) is resolved by the domain, never by a value.
+        Some(Ok(Payload::Suspended(s))) if answer.is_some() && domain_wait(&s.step).is_some() => {
+            return Err(SessionError::DomainWait {
                 run: found.id.clone(),
+                words: domain_wait(&s.step).expect("checked just above"),
                 step: s.step,
                 reason: s.reason,
             });
         }
-        Some(Ok(Payload::Suspended(s))) if is_belief_wait(&s.step) => {}
+        Some(Ok(Payload::Suspended(s))) if domain_wait(&s.step).is_some() => {}
         Some(Ok(Payload::Suspended(s))) => match answer {
             None => {
                 return Err(SessionError::NeedsAnswer {

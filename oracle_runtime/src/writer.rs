@@ -54,7 +54,8 @@ impl std::fmt::Debug for Writing {
 }
 
 /// When appended records are forced to stable storage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Durability {
     /// `fdatasync` after every event: nothing acknowledged is ever lost; slowest.
     Event,

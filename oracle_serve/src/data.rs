@@ -16,7 +16,7 @@ use oracle_core::payload::{Payload, ToolCalled};
 use oracle_core::{Event, EventKind};
 use oracle_memory::memory::RequestState;
 use oracle_memory::{Query, RequestStatus};
-use oracle_runtime::adjudication::{self, RunMemory};
+use oracle_runtime::adjudication::RunMemory;
 use oracle_runtime::index::IndexedLog;
 use oracle_runtime::paths::LOG_FILE;
 use oracle_runtime::session::{self, RunInfo};
@@ -485,7 +485,7 @@ pub struct BeliefsQuery {
 /// `GET /api/v1/runs/{id}/beliefs`: `{"run", "time", "lines": [{"subject", "predicate",
 /// "belief", "claims"}]}`, as `oracle memory --json` prints each line.
 pub fn beliefs(run: &ValidRun, q: &BeliefsQuery) -> Result<Value, ApiError> {
-    let rm = adjudication::load(&run.home, &run.arg())?;
+    let rm = oracle_host::Home::open(&run.home)?.memory(&run.arg())?;
     let m = &rm.memory;
     let as_of = q.as_of.unwrap_or(u64::MAX);
     let mut lines = Vec::new();
@@ -551,7 +551,7 @@ pub fn adjudications(run: &ValidRun, status: Option<&str>) -> Result<Value, ApiE
             "status `{s}`: one of pending, resolved, expired"
         )));
     }
-    let rm = adjudication::load(&run.home, &run.arg())?;
+    let rm = oracle_host::Home::open(&run.home)?.memory(&run.arg())?;
     let mut all: Vec<&RequestState> = rm.memory.requests().collect();
     all.sort_by_key(|r| r.origin.seq);
     let list: Vec<Value> = all

@@ -10,8 +10,8 @@
 //!   checks the answer exactly as `oracle resume --step S --value V` does (the step, the
 //!   question's schema, the step's `expect`, its tools' output schemas, the limits), then
 //!   appends the `resumed` event alone. A later `oracle resume RUN` goes on from it.
-//! - **Verdict** and **claim**: `oracle_runtime::adjudication::{adjudicate, claim}`, as
-//!   `oracle adjudicate` and `oracle claim`.
+//! - **Verdict** and **claim**: `oracle_host::Home::{adjudicate, claim}`, as `oracle
+//!   adjudicate` and `oracle claim` (and a store's worker) record them.
 //! - **Resume** (`"resume": true`, or `POST .../resume`): in this process, on a thread of its
 //!   own, through the one resume path every front end uses (`oracle_host::Home::resume`): the
 //!   run's models, secrets and declared tools are bound from what the home's key sealed in its
@@ -22,7 +22,7 @@
 use std::path::Path;
 
 use oracle_memory::{Cardinality, Claim, Criticality, Provenance, ValidTime, Verdict};
-use oracle_runtime::adjudication::{self, OutsideClaim, Submission};
+use oracle_runtime::adjudication::{OutsideClaim, Submission};
 use oracle_runtime::session;
 use oracle_runtime::writer::Durability;
 use serde_json::{Value, json};
@@ -165,7 +165,7 @@ pub fn adjudicate(
         now: body.now,
         by: Some(by.to_owned()),
     };
-    let applied = adjudication::adjudicate(&run.home, &run.arg(), &sub, Durability::DEFAULT)?;
+    let applied = host(state)?.adjudicate(&run.arg(), &sub, Durability::DEFAULT)?;
     signed(state, run, by, body.resume, applied.to_json())
 }
 
@@ -229,19 +229,14 @@ pub fn claim(
         }
     };
     resumable_first(state, run, body.resume)?;
-    // A claim joins its line with the line's cardinality (fixed by the line's first claim).
-    let rm = adjudication::load(&run.home, &run.arg())?;
-    let cardinality = rm
-        .memory
-        .line_cardinality(&body.subject, &body.predicate)
-        .unwrap_or(Cardinality::Functional);
     let outside = OutsideClaim {
         claim: Claim {
             subject: body.subject,
             predicate: body.predicate,
             value: body.value,
             provenance,
-            cardinality,
+            // The line's, decided where the claim is recorded (`Home::claim`).
+            cardinality: Cardinality::Functional,
             valid,
             criticality: body.criticality.unwrap_or_default(),
             derived_from: Vec::new(),
@@ -250,7 +245,7 @@ pub fn claim(
         now: body.now,
         by: Some(by.to_owned()),
     };
-    let applied = adjudication::claim(&run.home, &run.arg(), &outside, Durability::DEFAULT)?;
+    let applied = host(state)?.claim(&run.arg(), &outside, Durability::DEFAULT)?;
     signed(state, run, by, body.resume, applied.to_json())
 }
 

@@ -329,8 +329,9 @@ fn read_run(run: &ValidRun, w: &mut RunWatch) -> Result<(), String> {
         break;
     }
     if memory {
-        let rm =
-            oracle_runtime::adjudication::load(&run.home, &run.arg()).map_err(|e| e.to_string())?;
+        let rm = oracle_host::Home::open(&run.home)
+            .and_then(|h| h.memory(&run.arg()))
+            .map_err(|e| e.to_string())?;
         w.pending = crate::data::pending_adjudications(&rm);
     }
     Ok(())

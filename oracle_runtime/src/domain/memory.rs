@@ -11,6 +11,17 @@ use oracle_memory::{Memory, Origin};
 use serde_json::Value;
 
 use super::{Domain, Handled, Resolved, Site, WaitWords, outcome};
+
+/// A belief waits for a verdict, never a value: a person answering it is told to adjudicate
+/// (`belief_wait`, a code the API and `--json` documented before domains).
+pub const WAIT_WORDS: WaitWords = WaitWords {
+    code: "belief_wait",
+    noun: "belief",
+    resolve: "adjudicate it (`oracle adjudicate`)",
+};
+
+/// The memory's tools whose calls can wait (`memory.query` with `require: "resolved"`).
+pub const WAITS: &[(&str, WaitWords)] = &[(memory_tools::QUERY, WAIT_WORDS)];
 use crate::engine::{EngineError, RunConfig};
 use crate::tool::Effect;
 
@@ -93,14 +104,8 @@ impl Domain for MemoryDomain {
         }
     }
 
-    /// A belief waits for a verdict, never a value: a person answering it is told to
-    /// adjudicate (`belief_wait`, a code the API and `--json` documented before domains).
     fn wait_words(&self) -> WaitWords {
-        WaitWords {
-            code: "belief_wait",
-            noun: "belief",
-            resolve: "adjudicate it (`oracle adjudicate`)",
-        }
+        WAIT_WORDS
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -121,6 +121,15 @@ pub trait Domain: Any {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// How the domain a call of `tool` waits on names its waits, if a call of `tool` can wait on
+/// a domain: what a resume checks an answer against before it re-derives anything.
+pub fn wait_of(tool: &str) -> Option<WaitWords> {
+    memory::WAITS
+        .iter()
+        .find(|(t, _)| *t == tool)
+        .map(|(_, words)| *words)
+}
+
 /// The domains of a run, in a fixed order: the one registration point.
 pub fn for_run(config: &RunConfig) -> Vec<Box<dyn Domain>> {
     vec![

@@ -1,0 +1,138 @@
+//! Outside events on a run's memory, recorded through the host: a verdict on a pending
+//! adjudication, a claim, a reinstatement and a sweep of expired requests. The command line,
+//! the server and a store's worker all record them here, so a torn final record is handled,
+//! and a writer set up, one way.
+
+use oracle_runtime::adjudication::{
+    self, ClaimApplied, OutsideClaim, Reinstate, ReinstatementApplied, RunMemory, Submission,
+    Swept, VerdictApplied,
+};
+use std::path::Path;
+
+use oracle_memory::Cardinality;
+use oracle_runtime::oracle::{CommandPort, NOTIFY_TIMEOUT_MS, Notified};
+use oracle_runtime::repair::{Repair, repair};
+use oracle_runtime::writer::Durability;
+
+use crate::error::HostError;
+use crate::home::{Home, Note};
+
+impl Home {
+    /// A run's memory as its log leaves it: beliefs, claims and pending adjudications.
+    pub fn memory(&self, run: &str) -> Result<RunMemory, HostError> {
+        Ok(adjudication::load(self.dir(), run)?)
+    }
+
+    /// Records a verdict on one of `run`'s pending adjudications (one `adjudicated` event);
+    /// a refusal (unknown handle, resolved, expired, bad evidence) writes nothing.
+    pub fn adjudicate(
+        &self,
+        run: &str,
+        verdict: &Submission,
+        durability: Durability,
+    ) -> Result<VerdictApplied, HostError> {
+        self.move_torn_tail_aside(run);
+        Ok(adjudication::adjudicate(
+            self.dir(),
+            run,
+            verdict,
+            self.writing(durability),
+        )?)
+    }
+
+    /// Records a claim from outside the plan, through the same gate as `memory.assert`. The
+    /// claim joins its line with the line's cardinality (fixed by the line's first claim); a
+    /// new line is functional: the cardinality `claim` carries is not asked of its sender.
+    pub fn claim(
+        &self,
+        run: &str,
+        claim: &OutsideClaim,
+        durability: Durability,
+    ) -> Result<ClaimApplied, HostError> {
+        self.move_torn_tail_aside(run);
+        let mut claim = claim.clone();
+        let line = &claim.claim;
+        claim.claim.cardinality = self
+            .memory(run)?
+            .memory
+            .line_cardinality(&line.subject, &line.predicate)
+            .unwrap_or(Cardinality::Functional);
+        Ok(adjudication::claim(
+            self.dir(),
+            run,
+            &claim,
+            self.writing(durability),
+        )?)
+    }
+
+    /// Makes a superseded claim live again by a verdict naming it.
+    pub fn reinstate(
+        &self,
+        run: &str,
+        r: &Reinstate,
+        durability: Durability,
+    ) -> Result<ReinstatementApplied, HostError> {
+        self.move_torn_tail_aside(run);
+        Ok(adjudication::reinstate(
+            self.dir(),
+            run,
+            r,
+            self.writing(durability),
+        )?)
+    }
+
+    /// Turns the adjudications expired at `now` into contested claims; nothing expired,
+    /// nothing written.
+    pub fn sweep(
+        &self,
+        run: &str,
+        now: Option<u64>,
+        durability: Durability,
+    ) -> Result<Swept, HostError> {
+        self.move_torn_tail_aside(run);
+        Ok(adjudication::sweep(
+            self.dir(),
+            run,
+            now,
+            self.writing(durability),
+        )?)
+    }
+
+    /// Sends `run`'s undelivered adjudication requests to `program` (JSON on its stdin; exit 0
+    /// delivered). A failed delivery is kept in the run's outbox and tried again later; the
+    /// request itself is in the log and never lost. `run` may be a directory outside the home.
+    pub fn notify(&self, run: &str, program: &Path) -> Result<Notified, HostError> {
+        let rm = self.memory(run)?;
+        let mut port = CommandPort {
+            program: program.to_path_buf(),
+            timeout_ms: NOTIFY_TIMEOUT_MS,
+        };
+        let dir = rm.run.dir.clone();
+        oracle_runtime::oracle::notify_pending(&dir, &rm.run.id, &rm.memory, &mut port).map_err(
+            |source| {
+                HostError::Session(oracle_runtime::session::SessionError::Io {
+                    path: dir.join(oracle_runtime::oracle::OUTBOX_FILE),
+                    source,
+                })
+            },
+        )
+    }
+
+    /// Before an outside append: a torn final record left by a writer killed mid-write (Linux
+    /// copies a write page by page, and a fatal signal can stop it between pages) is moved
+    /// aside into the run's `torn/`, saved, as a resume does, so the append can go on. Every
+    /// complete record is verified first; anything else (a busy run, damage before the tail)
+    /// is left for the append to report.
+    fn move_torn_tail_aside(&self, run: &str) {
+        let Ok(found) = self.find(run) else {
+            return;
+        };
+        let torn = matches!(
+            oracle_runtime::reader::scan(&found.paths.log, true, |_| Ok(true)),
+            Ok(end) if end.torn_tail.is_some()
+        );
+        if torn && let Ok(Repair::MovedTornTail { len, saved_to, .. }) = repair(&found.paths) {
+            self.note(Note::MovedTornTail { len, saved_to });
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! A store's worker: claims runs from a PostgreSQL store (`oracle_pg`), drives each in a
+//! scratch home through the same [`Home`] calls a file home uses (its queued signals first,
+//! each one's events committed with the signal marked applied, in one transaction; then the
+//! run itself), and releases it in the state its log ends in.
+//!
+//! What is absent: no lease judged by an error's text (a superseded fence is the replica's
+//! typed [`PgReplica::fenced`](oracle_pg::PgReplica::fenced)); no process-wide state (the
+//! caller owns the stop flag and where log lines go).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use oracle_core::Payload;
+use oracle_core::payload::RunStatus;
+use oracle_pg::{Claim, PgError, PgReplica, Store};
+use oracle_runtime::LogPaths;
+use oracle_runtime::declared::McpMode;
+use oracle_runtime::recorded::Recorded;
+use oracle_runtime::session::{self, RunDir};
+
+use crate::bind::Given;
+use crate::error::HostError;
+use crate::home::Home;
+use crate::signal::Signal;
+
+/// How long a claimed run's lease lasts unless renewed (renewed every third of it).
+pub const LEASE_MS_DEFAULT: u64 = 10_000;
+/// How long an idle worker waits for a notification before looking for work again.
+pub const POLL_MS_DEFAULT: u64 = 1_000;
+/// The first wait before reconnecting to an unreachable store; doubled up to the next.
+pub const RECONNECT_MS_MIN: u64 = 100;
+/// The longest wait between two attempts to reach the store.
+pub const RECONNECT_MS_MAX: u64 = 5_000;
+/// Most runs one worker drives at once (one thread and one connection each).
+pub const CONCURRENCY_MAX: u32 = 64;
+
+/// Where a worker's log lines go (the command line prints them to stderr, timestamped).
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A worker's settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub url: String,
+    /// The name the store records as each run's holder.
+    pub name: String,
+    /// Runs driven at once (at most [`CONCURRENCY_MAX`]).
+    pub concurrency: u32,
+    pub lease_ms: u64,
+    pub poll_ms: u64,
+    /// Return once no run is left to claim and none is being driven.
+    pub until_idle: bool,
+    /// Where the runs in hand are written while driven (removed after each).
+    pub scratch: PathBuf,
+    /// Declared tool directories that replace every run's; empty: each run's own.
+    pub tools: Vec<PathBuf>,
+}
+
+/// What every thread of a worker shares.
+struct Shared {
+    settings: Settings,
+    stop: Arc<AtomicBool>,
+    log: Log,
+    /// Runs in hand and their fences, for the lease renewer.
+    held: Mutex<BTreeMap<String, i64>>,
+    /// Threads claiming or driving, for `until_idle`.
+    busy: AtomicU32,
+}
+
+/// Claims and drives runs until `stop` is set (the runs in hand are finished or suspended,
+/// then released) or, with `until_idle`, until there is nothing left to do. Fails at once on a
+/// store this oracle cannot use; an unreachable store is tried again with backoff.
+pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), HostError> {
+    if settings.concurrency == 0 || settings.concurrency > CONCURRENCY_MAX {
+        return Err(HostError::Given {
+            flag: "--concurrency",
+            given: settings.concurrency.to_string(),
+            why: format!("expected 1 to {CONCURRENCY_MAX}"),
+        });
+    }
+    // Fail early on a bad store; each thread opens its own connection.
+    Store::connect(&settings.url)?;
+    std::fs::create_dir_all(&settings.scratch).map_err(|source| {
+        HostError::Session(session::SessionError::Io {
+            path: settings.scratch.clone(),
+            source,
+        })
+    })?;
+    log(&format!(
+        "worker   {}: {} at a time, lease {} ms",
+        settings.name, settings.concurrency, settings.lease_ms
+    ));
+    let shared = Arc::new(Shared {
+        settings,
+        stop,
+        log,
+        held: Mutex::default(),
+        busy: AtomicU32::new(0),
+    });
+    spawn_renewer(shared.clone());
+    let threads: Vec<_> = (0..shared.settings.concurrency)
+        .map(|i| {
+            let shared = shared.clone();
+            std::thread::spawn(move || claim_loop(&shared, i))
+        })
+        .collect();
+    let mut failed = None;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed = Some(e),
+            Err(_) => failed = Some(HostError::Worker("a worker thread panicked".into())),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&shared.settings.scratch);
+    failed.map_or(Ok(()), Err)
+}
+
+/// Renews the lease of every run in hand every third of the lease, on its own connection. A
+/// connection that fails is opened again at the next round: a lease not renewed in time is
+/// taken over, and this worker's next commit is then refused.
+fn spawn_renewer(shared: Arc<Shared>) {
+    std::thread::spawn(move || {
+        let mut store: Option<Store> = None;
+        let lease_ms = shared.settings.lease_ms;
+        loop {
+            std::thread::sleep(Duration::from_millis(lease_ms / 3));
+            let now: Vec<(String, i64)> = lock(&shared.held)
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            if now.is_empty() {
+                continue;
+            }
+            if store.is_none() {
+                store = Store::connect(&shared.settings.url).ok();
+            }
+            let Some(s) = &store else { continue };
+            for (run, fence) in now {
+                if s.renew(&run, fence, lease_ms as i64).is_err() {
+                    store = None;
+                    break;
+                }
+            }
+        }
+    });
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A thread that panicked holding it left plain data (a map, a replica) usable as it is.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One thread: connect (with backoff), serve claims until stopping, reconnect when the
+/// connection is lost.
+fn claim_loop(shared: &Shared, thread: u32) -> Result<(), HostError> {
+    let scratch = shared.settings.scratch.join(format!("t{thread}"));
+    let mut backoff_ms = RECONNECT_MS_MIN;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let store = match Store::connect(&shared.settings.url) {
+            Ok(s) => s,
+            // No retry fixes a schema this oracle cannot use.
+            Err(e @ (PgError::NotInitialised | PgError::Newer { .. } | PgError::Older { .. })) => {
+                return Err(e.into());
+            }
+            Err(e) => {
+                (shared.log)(&format!(
+                    "worker   the store is unreachable ({e}); trying again in {backoff_ms} ms"
+                ));
+                std::thread::sleep(Duration::from_millis(backoff_ms));
+                backoff_ms = (backoff_ms * 2).min(RECONNECT_MS_MAX);
+                continue;
+            }
+        };
+        match serve_claims(shared, &store, &scratch) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                (shared.log)(&format!("worker   lost the store ({e}); reconnecting"));
+                backoff_ms = RECONNECT_MS_MIN;
+                std::thread::sleep(Duration::from_millis(backoff_ms));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One connection's loop: claim, drive, release, wait for work. Returns when stopping (or
+/// idle, with `until_idle`); an error means the connection is gone.
+fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), PgError> {
+    let s = &shared.settings;
+    while !shared.stop.load(Ordering::SeqCst) {
+        shared.busy.fetch_add(1, Ordering::SeqCst);
+        let claim = store.claim(&s.name, s.lease_ms as i64).inspect_err(|_| {
+            shared.busy.fetch_sub(1, Ordering::SeqCst);
+        })?;
+        let Some(claim) = claim else {
+            let idle = shared.busy.fetch_sub(1, Ordering::SeqCst) == 1;
+            if s.until_idle && idle {
+                return Ok(());
+            }
+            store.wait(s.poll_ms)?;
+            continue;
+        };
+        (shared.log)(&format!(
+            "worker   {} claimed (fence {}, {})",
+            claim.id, claim.fence, claim.from
+        ));
+        lock(&shared.held).insert(claim.id.clone(), claim.fence);
+        let outcome = drive_claim(shared, store, &claim, scratch);
+        lock(&shared.held).remove(&claim.id);
+        shared.busy.fetch_sub(1, Ordering::SeqCst);
+        match outcome {
+            Ok(state) => (shared.log)(&format!(
+                "worker   {} (fence {}, from {}): {state}",
+                claim.id, claim.fence, claim.from
+            )),
+            Err(e) => (shared.log)(&format!("worker   {}: {e}", claim.id)),
+        }
+    }
+    Ok(())
+}
+
+/// Why a claimed run's drive stopped short.
+enum Stop {
+    /// The store refused a commit or the release: the lease is gone.
+    Fenced(String),
+    /// The run cannot be driven here (a plan that no longer compiles, a damaged log).
+    Broken(String),
+}
+
+/// Drives one claimed run in a scratch home of its own, then releases it in the state its
+/// log ends in. Returns that state.
+fn drive_claim(
+    shared: &Shared,
+    store: &Store,
+    claim: &Claim,
+    scratch: &Path,
+) -> Result<String, String> {
+    let home = scratch.join(format!("{}-{}", claim.id, claim.fence));
+    let _ = std::fs::remove_dir_all(&home);
+    let result = drive_in(shared, store, claim, &home);
+    let _ = std::fs::remove_dir_all(&home);
+    let (state, detail) = match result {
+        Ok(done) => done,
+        // The store refused a commit: the run is another worker's now. Leave it alone.
+        Err(Stop::Fenced(e)) => return Err(format!("lease lost, run left to its new holder: {e}")),
+        Err(Stop::Broken(e)) => ("broken".to_owned(), Some(e)),
+    };
+    match store.release(&claim.id, claim.fence, &state, detail.as_deref()) {
+        Ok(true) => Ok(detail.map_or(state.clone(), |d| format!("{state}: {d}"))),
+        Ok(false) => Err("lease lost before release; the run is another worker's".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The claimed run written into `home` from the store's rows, with a host whose every writer
+/// commits to the store under the claim's fence.
+fn hydrate(
+    shared: &Shared,
+    store: &Store,
+    claim: &Claim,
+    home: &Path,
+) -> Result<(Home, RunDir, Arc<Mutex<PgReplica>>), Stop> {
+    let broken = |e: &dyn std::fmt::Display| Stop::Broken(e.to_string());
+    let dir = store.hydrate(&claim.id, home).map_err(|e| broken(&e))?;
+    let replica = Arc::new(Mutex::new(store.replica(&claim.id, claim.fence, None)));
+    let shared_replica: oracle_runtime::replica::Shared = replica.clone();
+    // A worker drives runs submitted from other directories (and machines): each works in
+    // the directory it recorded, with this worker's tools when given.
+    let host = Home::open(home)
+        .map_err(|e| broken(&e))?
+        .with_tools(shared.settings.tools.clone())
+        .with_replica(Some(shared_replica))
+        .in_recorded_roots();
+    let found = RunDir {
+        id: claim.id.clone(),
+        paths: LogPaths::of_run(&dir),
+        dir,
+    };
+    // The run's bindings come from the store's rows, written by an operator of the store
+    // (`oracle submit`): this scratch home vouches for them as they are (docs/SECURITY.md).
+    host.adopt_bindings(&found).map_err(|e| broken(&e))?;
+    Ok((host, found, replica))
+}
+
+fn drive_in(
+    shared: &Shared,
+    store: &Store,
+    claim: &Claim,
+    home: &Path,
+) -> Result<(String, Option<String>), Stop> {
+    let (host, found, replica) = hydrate(shared, store, claim, home)?;
+    let fenced = || lock(&replica).fenced().map(ToString::to_string);
+    let notes = apply_signals(store, claim, &host, &replica)?;
+    // Go on where the log leaves off: from the start, or after a crash or a release.
+    let drive = match (found.paths.log.is_file(), state_of(&found.dir).as_deref()) {
+        (false, _) => Some(host.start_submitted(&claim.id).map(|_| ())),
+        // A verdict recorded after the run suspended on a belief, whose resume did not happen
+        // (its worker died in between, or it was sent without `resume`): go on.
+        (true, Some("suspended")) if verdict_after_domain_wait(&found.dir) => {
+            Some(host.resume_after_outside(&claim.id, true).map(|_| ()))
+        }
+        (true, Some(_)) => None,
+        (true, None) => Some(host.resume_after_outside(&claim.id, true).map(|_| ())),
+    };
+    if let Some(Err(e)) = drive {
+        if let Some(f) = fenced() {
+            return Err(Stop::Fenced(f));
+        }
+        // A run that stops with an error of its own (a step failing is not one) is left for
+        // a person: its log is what the store holds.
+        return Err(Stop::Broken(e.to_string()));
+    }
+    let _ = store.upload_files(&claim.id, claim.fence, &found.dir);
+    let state = state_of(&found.dir).unwrap_or_else(|| "runnable".to_owned());
+    Ok((state, (!notes.is_empty()).then(|| notes.join("; "))))
+}
+
+/// Carries out the run's pending signals in order. A signal whose call records events is
+/// marked applied in the transaction of its last commit; one that records nothing (refused,
+/// or nothing to do) is settled here with its outcome. Returns the refusals, for the release.
+fn apply_signals(
+    store: &Store,
+    claim: &Claim,
+    host: &Home,
+    replica: &Mutex<PgReplica>,
+) -> Result<Vec<String>, Stop> {
+    let pending = store
+        .pending(&claim.id)
+        .map_err(|e| Stop::Broken(e.to_string()))?;
+    let mut notes = Vec::new();
+    for signal in pending {
+        lock(replica).consume_next(Some(signal.id));
+        let result = Signal::from_row(&claim.id, &signal.body).and_then(|s| host.apply(s));
+        let consumed = lock(replica).consumed();
+        lock(replica).consume_next(None);
+        if result.is_err()
+            && let Some(f) = lock(replica).fenced()
+        {
+            return Err(Stop::Fenced(f.to_string()));
+        }
+        if consumed.is_some() {
+            continue;
+        }
+        let outcome = match &result {
+            Ok(_) => "applied: nothing to record".to_owned(),
+            Err(e) => format!("refused ({}, exit {}): {e}", e.code(), e.exit()),
+        };
+        if result.is_err() {
+            notes.push(format!("signal {} {outcome}", signal.id));
+        }
+        store
+            .settle(&claim.id, claim.fence, signal.id, &outcome)
+            .map_err(|e| Stop::Fenced(e.to_string()))?;
+    }
+    Ok(notes)
+}
+
+/// Whether the log ends in an outside event (a verdict, a claim) recorded after the program
+/// suspended waiting on a domain (a belief): a resume may now find the wait resolved.
+fn verdict_after_domain_wait(dir: &Path) -> bool {
+    let Ok(events) = Recorded::read(&LogPaths::of_run(dir).log) else {
+        return false;
+    };
+    let last_external = events
+        .len()
+        .checked_sub(1)
+        .and_then(|seq| events.kind(seq))
+        .is_some_and(|k| k.is_external());
+    let belief_wait = match session::last_program_event(&events)
+        .as_ref()
+        .map(|e| e.typed())
+    {
+        Some(Ok(Payload::Suspended(s))) => session::domain_wait(&events, &s.step).is_some(),
+        _ => false,
+    };
+    last_external && belief_wait
+}
+
+/// The state a run's log ends in: `completed`, `failed`, `suspended`, or `None` (it can go on).
+pub fn state_of(dir: &Path) -> Option<String> {
+    let events = Recorded::read(&LogPaths::of_run(dir).log).ok()?;
+    let state = match session::last_program_event(&events)
+        .as_ref()
+        .map(|e| e.typed())
+    {
+        Some(Ok(Payload::RunFinished(f))) => match f.status {
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+        },
+        Some(Ok(Payload::Suspended(_))) => "suspended",
+        _ => return None,
+    };
+    Some(state.to_owned())
+}
+
+impl Home {
+    /// A worker's first drive of a submitted run (its directory is in this home, without a
+    /// log: [`Home::prepare_submission`] made it elsewhere).
+    pub fn start_submitted(&self, run: &str) -> Result<session::Session, HostError> {
+        // Not `find`: a submitted run has no log yet, which is what `find` looks for.
+        let dir = self.dir().join("runs").join(run);
+        let found = RunDir {
+            id: run.to_owned(),
+            paths: LogPaths::of_run(&dir),
+            dir,
+        };
+        let bound = self.bindings(&found, &Given::default(), true)?;
+        let (registry, _) = bound.registry(McpMode::Start)?;
+        Ok(session::start_prepared(
+            self.dir(),
+            run,
+            self.writing(oracle_runtime::Durability::DEFAULT),
+            &registry,
+            &mut |_| {},
+        )?)
+    }
+}
