@@ -1,5 +1,7 @@
 //! `oracle demand`: the demand trace of a recorded run and the faults of working-set policies
 //! against the oracle, as a table, JSON or an SVG chart (the analysis is `oracle_demand`).
+//! The chart is drawn with `plotters`, SVG backend and line series only: the one place in the
+//! workspace that draws.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

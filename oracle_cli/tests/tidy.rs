@@ -855,3 +855,89 @@ fn table_paths_match_as_documented() {
     assert!(path_matches("runs/<run>/torn/*", "runs/a-1/torn/t"));
     assert!(!path_matches("seal.key", "runs/seal.key"));
 }
+
+/// The most words docs/ARCHITECTURE.md may hold: about ten minutes of reading for a newcomer
+/// (issue 33). Detail belongs in the crates' `lib.rs` docs and the topical docs it links to.
+const ARCHITECTURE_WORDS_MAX: usize = 2_500;
+
+fn architecture() -> String {
+    std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap()
+}
+
+/// The cells of one markdown table row, trimmed.
+fn row_cells(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+    inner.split('|').map(|c| c.trim().to_owned()).collect()
+}
+
+/// The backticked spans of `text`.
+fn backticked(text: &str) -> impl Iterator<Item = &str> {
+    text.split('`').skip(1).step_by(2)
+}
+
+#[test]
+fn the_architecture_stays_a_ten_minute_read() {
+    let words = architecture().split_whitespace().count();
+    assert!(
+        words <= ARCHITECTURE_WORDS_MAX,
+        "docs/ARCHITECTURE.md has {words} words, over {ARCHITECTURE_WORDS_MAX}: move the detail \
+         to the crate's lib.rs docs or a topical doc and link to it"
+    );
+}
+
+/// docs/ARCHITECTURE.md's table of crates (header `crate | owns | may depend on`) has one row
+/// per workspace crate, naming what it owns, and its last cell names every internal crate the
+/// crate's `[dependencies]` hold, so the table cannot drift from Cargo.toml.
+#[test]
+fn the_architecture_names_what_each_crate_owns_and_may_depend_on() {
+    let doc = architecture();
+    let mut lines = doc.lines();
+    lines
+        .find(|l| row_cells(l) == ["crate", "owns", "may depend on"])
+        .expect("docs/ARCHITECTURE.md has the table `| crate | owns | may depend on |`");
+    lines.next(); // the `| --- |` line
+    let mut rows = std::collections::BTreeMap::new();
+    for line in lines.take_while(|l| l.starts_with('|')) {
+        let cells = row_cells(line);
+        assert_eq!(cells.len(), 3, "a row with the wrong cell count: {line}");
+        let krate = cells[0].trim_matches('`').to_owned();
+        assert!(
+            CRATES.contains(&krate.as_str()),
+            "a row for no crate: {line}"
+        );
+        assert!(!cells[1].is_empty(), "{krate}'s row names nothing it owns");
+        let allowed: BTreeSet<String> = backticked(&cells[2]).map(str::to_owned).collect();
+        assert!(
+            rows.insert(krate.clone(), allowed).is_none(),
+            "two rows for {krate}"
+        );
+    }
+    for k in CRATES {
+        let allowed = rows
+            .get(k)
+            .unwrap_or_else(|| panic!("docs/ARCHITECTURE.md's table of crates has no row for {k}"));
+        let undocumented: Vec<String> = normal_deps(k)
+            .into_iter()
+            .filter(|d| d.starts_with("oracle_") && !allowed.contains(d))
+            .collect();
+        assert!(
+            undocumented.is_empty(),
+            "{k} depends on {undocumented:?}, which its row in docs/ARCHITECTURE.md does not allow"
+        );
+    }
+}
+
+/// Every repository path docs/ARCHITECTURE.md names in backticks (`oracle_runtime/src/engine.rs`,
+/// `oracle_runtime/src/tools/`) exists, so the code map stays current as files move.
+#[test]
+fn the_architecture_code_map_names_files_that_exist() {
+    let doc = architecture();
+    let missing: BTreeSet<&str> = backticked(&doc)
+        .filter(|t| t.starts_with("oracle_") && t.contains('/'))
+        .filter(|t| !root().join(t).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md names paths that do not exist: {missing:?}"
+    );
+}
