@@ -15,9 +15,11 @@ mod diff;
 mod exit;
 mod files;
 mod interrupt;
+mod lsp;
 mod maintain;
 mod memory;
 mod plan;
+mod plan_fmt;
 mod report;
 mod run;
 mod serve;
@@ -148,6 +150,11 @@ pub(crate) enum Command {
     Report(report::ReportArgs),
     /// Check, draw and hash plans (the text programs agents run).
     Plan(plan::PlanArgs),
+    /// Serve the language server for plans on stdin and stdout (docs/PLAN.md, "Editor
+    /// support"): diagnostics as you type (the codes of `plan check`), hover, go to definition
+    /// and completion. Started by an editor. Exit 0 after the client's shutdown and exit, 1 if
+    /// it exits without shutdown or the connection breaks.
+    Lsp,
     /// Declared tools (exec programs, WebAssembly modules, MCP servers; docs/TOOLS.md): list
     /// them, check a directory of manifests, call one outside a run, audit a run's pure calls.
     Tools(tools::ToolsArgs),
@@ -301,6 +308,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         Command::Synth(a) => maintain::synth(&home, a),
         Command::Serve(a) => serve::run(&home, a),
         Command::Plan(a) => plan::run(a),
+        Command::Lsp => lsp::run(),
         Command::Tools(a) => tools::run(&home, a),
         Command::Export(a) => transfer::export(&home, a),
         Command::Import(a) => transfer::import(&home, a),

@@ -1,4 +1,4 @@
-//! `oracle plan check | graph | hash | tools`: the plan language from the command line.
+//! `oracle plan check | graph | hash | fmt | tools`: the plan language from the command line.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,24 @@ enum PlanCommand {
     /// any change to what the plan does.
     Hash {
         plan: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a plan in canonical layout, comments kept (docs/PLAN.md, "Editor support"); the
+    /// plan hash never changes. `--write` rewrites the files in place (atomically), `--check`
+    /// only names those not canonical. Exit 0 canonical (or written), 1 with `--check` when a
+    /// file is not canonical, 2 when one does not parse: its diagnostics are printed as `plan
+    /// check` prints them and it is left as it is.
+    Fmt {
+        #[arg(required = true)]
+        plans: Vec<PathBuf>,
+        /// Change nothing: exit 1 and name each plan that is not canonical.
+        #[arg(long, conflicts_with = "write")]
+        check: bool,
+        /// Rewrite the plans that are not canonical, in place.
+        #[arg(long)]
+        write: bool,
+        /// One JSON object on stdout: each file, whether it was canonical or written.
         #[arg(long)]
         json: bool,
     },
@@ -133,6 +151,19 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
             }
             Ok(exit::OK)
         }
+        PlanCommand::Fmt {
+            plans,
+            check,
+            write,
+            json,
+        } => {
+            let mode = match (check, write) {
+                (true, _) => crate::plan_fmt::Mode::Check,
+                (false, true) => crate::plan_fmt::Mode::Write,
+                (false, false) => crate::plan_fmt::Mode::Print,
+            };
+            crate::plan_fmt::run(&plans, mode, json)
+        }
         PlanCommand::Tools { json } => {
             let catalogue = oracle_runtime::catalogue::builtin();
             if json {
@@ -175,7 +206,9 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
     }
 }
 
-fn load(path: &Path) -> Result<(String, Option<CompiledPlan>, Vec<Diagnostic>), CliError> {
+pub(crate) fn load(
+    path: &Path,
+) -> Result<(String, Option<CompiledPlan>, Vec<Diagnostic>), CliError> {
     crate::files::check_plan(path, false)?;
     let src =
         oracle_runtime::session::read_text(path).map_err(|e| CliError::input(e.to_string()))?;

@@ -10,7 +10,7 @@ fn root() -> PathBuf {
 
 mod common;
 
-const CRATES: [&str; 14] = [
+const CRATES: [&str; 15] = [
     "oracle_core",
     "oracle_plan",
     "oracle_runtime",
@@ -25,6 +25,7 @@ const CRATES: [&str; 14] = [
     "oracle_pg",
     "oracle_host",
     "oracle_test_support",
+    "oracle_lsp",
 ];
 const PURE: [&str; 5] = [
     "oracle_core",
@@ -187,6 +188,13 @@ fn crate_edges_follow_the_architecture() {
         "oracle_pg stores what the runtime records, and nothing else"
     );
     assert!(normal_deps("oracle_pg").contains("postgres"));
+    // The language server is a front end over the plan language: it reads no run, store or
+    // tool itself (the CLI hands it the catalogue), so it depends on oracle_plan alone.
+    assert_eq!(
+        internal("oracle_lsp"),
+        BTreeSet::from(["oracle_plan".to_owned()]),
+        "oracle_lsp depends on oracle_plan only, never on oracle_runtime or oracle_host"
+    );
 }
 
 /// `oracle_core` is the log format alone (issue 33): the domains over it are crates of their own

@@ -96,6 +96,14 @@ impl ToolSpec {
     }
 }
 
+/// The JSON Schemas of a tool's input and output, as its declaration gives them: for showing
+/// (hover in `oracle lsp`); the compiler checks arguments against [`ToolSpec::args`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolSchemas {
+    pub input: Value,
+    pub output: Value,
+}
+
 /// Tools by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Catalogue {
@@ -103,6 +111,8 @@ pub struct Catalogue {
     /// Per tool, the fields of its output object when its output schema lists all of them
     /// (a closed object); a tool not here may return anything, and is not checked.
     outputs: BTreeMap<String, Vec<String>>,
+    /// Per tool, its schemas, when the caller gave them (`with_schemas`).
+    schemas: BTreeMap<String, ToolSchemas>,
 }
 
 impl Catalogue {
@@ -114,6 +124,20 @@ impl Catalogue {
     ) -> Catalogue {
         self.outputs.extend(outputs);
         self
+    }
+
+    /// The same catalogue, with the schemas of these tools (for showing them).
+    pub fn with_schemas(
+        mut self,
+        schemas: impl IntoIterator<Item = (String, ToolSchemas)>,
+    ) -> Catalogue {
+        self.schemas.extend(schemas);
+        self
+    }
+
+    /// The schemas of `tool`, when given.
+    pub fn schemas(&self, tool: &str) -> Option<&ToolSchemas> {
+        self.schemas.get(tool)
     }
 
     /// The output fields of `tool`, when they are known and closed.
@@ -143,6 +167,7 @@ impl Catalogue {
         Catalogue {
             tools: tools.into_iter().map(|t| (t.name.clone(), t)).collect(),
             outputs: BTreeMap::new(),
+            schemas: BTreeMap::new(),
         }
     }
 

@@ -35,13 +35,19 @@ pub mod catalogue;
 pub mod compile;
 pub mod diagnostic;
 pub mod eval;
+pub mod fmt;
 pub mod graph;
 pub mod lexer;
 pub mod parser;
 pub mod print;
 mod saved;
 
-pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSpec};
+pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSchemas, ToolSpec};
+
+/// Largest plan text read, in bytes (a file by the runtime, an open document by `oracle lsp`).
+/// A plan this large already holds about a million steps; bigger ones are refused before any
+/// is read into memory or parsed.
+pub const PLAN_BYTES_MAX: u64 = 32 << 20;
 pub use compile::{
     CompiledPlan, CompiledStep, Sources, check, check_with, compile, tools_of, uses_of,
 };

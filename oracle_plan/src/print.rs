@@ -169,7 +169,8 @@ fn body(out: &mut String, b: &Body) {
     }
 }
 
-fn call(out: &mut String, c: &Call) {
+/// A call on one line: `tool {}` or `tool { a: x, b: y }`.
+pub(crate) fn call(out: &mut String, c: &Call) {
     out.push_str(&c.tool.node);
     if c.args.is_empty() {
         out.push_str(" {}");
@@ -242,7 +243,12 @@ fn expr(out: &mut String, e: &Expr, min: u8) {
             out.push(']');
         }
         ExprKind::Map(entries) => {
-            if entries.is_empty() {
+            // `secret("NAME")` is sugar for this map (parser.rs): printed as it was written.
+            if let Some(name) = secret_name(entries) {
+                out.push_str("secret(");
+                string(out, name);
+                out.push(')');
+            } else if entries.is_empty() {
                 out.push_str("{}");
             } else {
                 out.push_str("{ ");
@@ -286,6 +292,22 @@ fn expr(out: &mut String, e: &Expr, min: u8) {
     }
 }
 
+/// The name in `{"$secret": "NAME"}`, the map `secret("NAME")` stands for.
+pub(crate) fn secret_name(entries: &[(Spanned<String>, Expr)]) -> Option<&str> {
+    match entries {
+        [
+            (
+                k,
+                Expr {
+                    kind: ExprKind::Str(name),
+                    ..
+                },
+            ),
+        ] if k.node == "$secret" => Some(name),
+        _ => None,
+    }
+}
+
 fn path(out: &mut String, p: &Path) {
     out.push_str(&p.root.node);
     for s in &p.segments {
@@ -300,7 +322,7 @@ fn path(out: &mut String, p: &Path) {
 }
 
 /// A string literal: quotes, the five escapes, and `\u{..}` for other control characters.
-fn string(out: &mut String, s: &str) {
+pub(crate) fn string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -407,9 +407,9 @@ pub fn compile_with_uses(
     }
 }
 
-/// Largest plan file read, in bytes. A plan this large already holds about a million steps;
-/// bigger ones are refused before any is read into memory.
-pub const PLAN_BYTES_MAX: u64 = 32 << 20;
+/// Largest plan file read, in bytes: the plan language's own bound (`oracle_plan`), which
+/// `oracle lsp` applies to open documents too.
+pub const PLAN_BYTES_MAX: u64 = oracle_plan::PLAN_BYTES_MAX;
 
 /// Reads a plan file: at most [`PLAN_BYTES_MAX`] bytes of UTF-8 text (the error names the line
 /// of the first invalid byte).

@@ -1,0 +1,48 @@
+//! `oracle lsp`: a language server for plans, a front end over `oracle_plan` (no run, no
+//! store, no runtime). Diagnostics as you type (the codes and messages of `oracle plan check`),
+//! hover (a tool's signature, capability and schemas; a step's tool), go to definition of a
+//! step, input or loop variable, and completion of tool names, argument names and a step's
+//! output fields. Over stdio, with rust-analyzer's synchronous `lsp-server`.
+//!
+//! What only the runtime knows (the tool catalogue, with declared tools, and the sub-plans a
+//! plan uses, read from disk) comes from the caller through [`Context`], so the server depends
+//! on nothing that touches the world.
+
+pub mod analysis;
+pub mod server;
+pub mod symbols;
+pub mod text;
+
+use std::path::Path;
+
+use lsp_server::Connection;
+use oracle_plan::{Catalogue, Sources};
+
+/// The most documents the server keeps open at once. Each may hold up to `PLAN_BYTES_MAX`
+/// (32 MiB) of text and its tree, so this bounds the server's memory near a gigabyte even
+/// against a client that opens every file it sees; editors open a handful of plans. Past it a
+/// new document is not checked, and the client is told so (`window/showMessage`).
+pub const DOCUMENTS_MAX: usize = 32;
+
+/// What the server needs from outside for one plan: the catalogue to check it against and the
+/// text of the sub-plans it uses. `path` is the plan's file, when its URI is a local file.
+pub trait Context {
+    fn catalogue(&self, path: Option<&Path>, src: &str) -> (Catalogue, Sources);
+}
+
+/// Serves one client over `conn` until it asks to shut down and exit (Ok) or goes away (Err).
+pub fn serve(conn: &Connection, context: &dyn Context) -> Result<(), String> {
+    let caps = serde_json::to_value(server::capabilities()).map_err(|e| e.to_string())?;
+    conn.initialize(caps).map_err(|e| e.to_string())?;
+    server::Server::new(conn, context).run()
+}
+
+/// Serves the client on stdin and stdout (`oracle lsp`).
+pub fn run_stdio(context: &dyn Context) -> Result<(), String> {
+    let (conn, io) = Connection::stdio();
+    let served = serve(&conn, context);
+    // The writer thread ends when the connection's sender is dropped.
+    drop(conn);
+    let joined = io.join().map_err(|e| e.to_string());
+    served.and(joined)
+}
