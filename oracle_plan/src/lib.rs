@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod ast;
+pub mod bindings;
 pub mod catalogue;
 pub mod compile;
 pub mod diagnostic;
@@ -13,6 +14,7 @@ pub mod lexer;
 pub mod parser;
 pub mod print;
 mod saved;
+pub mod types;
 
 pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSpec};
 pub use compile::{
