@@ -396,18 +396,14 @@ fn a_slow_reply_times_out_and_a_refused_connection_fails_clearly() {
 }
 
 #[test]
-fn an_unbound_model_fails_naming_the_flag_and_bad_bindings_are_refused_before_running() {
+fn an_unbound_model_is_refused_naming_the_flag_and_so_are_bad_bindings() {
     let sb = Sandbox::new();
     let plan = one_call(&sb, "attempts 1", false);
-    let (code, v) = sb.json(&["run", &plan, "--json"]);
-    assert_eq!(code, 1, "{v}");
-    let run = v["run"].as_str().unwrap();
-    assert_eq!(
-        failures(&sb, run),
-        vec![
-            "model `m` is not bound in this run: pass --model m=URL (an OpenAI-compatible base URL)"
-                .to_owned()
-        ]
+    let (code, _, err) = sb.oracle(&["run", &plan]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the plan's model `m` is not bound: pass --model m=URL (an OpenAI-compatible base URL); nothing was created"),
+        "{err}"
     );
     for (args, expected) in [
         (vec!["--model", "m"], "expected NAME=URL"),
@@ -421,10 +417,7 @@ fn an_unbound_model_fails_naming_the_flag_and_bad_bindings_are_refused_before_ru
         assert!(err.contains(expected), "{err}");
     }
     // Nothing was started by the refused commands.
-    let runs = fs::read_dir(sb.path().join(".oracle/runs"))
-        .unwrap()
-        .count();
-    assert_eq!(runs, 1);
+    assert_eq!(run_dirs(&sb), Vec::<String>::new());
 }
 
 #[test]
@@ -579,4 +572,89 @@ fn a_token_budget_refuses_the_call_after_it_is_spent_and_the_run_fails() {
     let (code, v) = sb.json(&["runs", "--json"]);
     assert_eq!(code, 0);
     assert_eq!(v["models"], json!({"calls": 1, "tokens": 15}));
+}
+
+/// The run directories of the sandbox's home (none when it was never created).
+fn run_dirs(sb: &Sandbox) -> Vec<String> {
+    match fs::read_dir(sb.path().join(".oracle/runs")) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn an_unbound_model_or_secret_refuses_the_run_before_anything_is_written() {
+    let sb = Sandbox::new();
+    // Neither model bound: both named, with the flags that bind them, and no run directory.
+    let (code, _, err) = sb.oracle(&["run", "fixtures/plans/triage.plan"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "error: the plan's models `fast`, `strong` are not bound: pass --model fast=URL --model strong=URL (an OpenAI-compatible base URL); nothing was created"
+    );
+    assert_eq!(run_dirs(&sb), Vec::<String>::new());
+    // One bound: the other (the fallback's) is named; `--json` gives the stable code.
+    let (code, v) = sb.json(&[
+        "run",
+        "fixtures/plans/triage.plan",
+        "--model",
+        "fast=http://127.0.0.1:9/v1",
+        "--json",
+    ]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "unbound", "{v}");
+    assert_eq!(v["error"]["models"], json!(["strong"]), "{v}");
+    // A model named by an input is the input's value at start; a secret is named too.
+    sb.write(
+        "pick.plan",
+        "plan pick version 1\ngrant llm:chat:*\ninput which: string = \"fast\"\n\
+         a = llm.chat { model: which, messages: [{ role: \"user\", content: \"hi\" }] }\n\
+         b = json.get { value: { token: secret(\"TOKEN\") }, path: \"token\" }\n",
+    );
+    let (code, _, err) = sb.oracle(&[
+        "run",
+        "pick.plan",
+        "--model",
+        "fast=http://127.0.0.1:9/v1",
+        "--input",
+        "which=big",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "error: the plan's model `big` is not bound: pass --model big=URL (an OpenAI-compatible base URL); the plan's secret `TOKEN` is not bound: pass --secret TOKEN=ENV_VAR; nothing was created"
+    );
+    assert_eq!(run_dirs(&sb), Vec::<String>::new());
+}
+
+#[test]
+fn a_schema_given_by_an_input_types_the_reply_before_the_run_starts() {
+    let sb = Sandbox::new();
+    sb.write(
+        "brief.plan",
+        "plan brief version 1\ngrant llm:chat:fast\ninput shape: map\n\
+         analyst = llm.chat { model: \"fast\", messages: [{ role: \"user\", content: \"hi\" }], schema: shape }\n\
+         count = text.count { text: analyst.parsed.hedline }\n",
+    );
+    let (code, _, err) = sb.oracle(&[
+        "run",
+        "brief.plan",
+        "--model",
+        "fast=http://127.0.0.1:9/v1",
+        "--input",
+        r#"shape={"type": "object", "properties": {"headline": {"type": "string"}}}"#,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("[E0223] Error: `analyst.parsed` has no field `hedline`"),
+        "{err}"
+    );
+    assert!(err.contains("brief.plan:5:43"), "{err}");
+    assert!(
+        err.contains("did you mean `analyst.parsed.headline`?"),
+        "{err}"
+    );
+    assert_eq!(run_dirs(&sb), Vec::<String>::new());
 }

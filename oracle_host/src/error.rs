@@ -234,6 +234,9 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::BadNote { .. } => refused("bad_note"),
         SessionError::TooEarly { .. } | SessionError::OutsideTime { .. } => refused("time"),
         SessionError::BadInputs(_) => refused("input"),
+        SessionError::Unbound { models, secrets } => {
+            refused("unbound").with(json!({"models": models, "secrets": secrets}))
+        }
         SessionError::Unsealed { unsealed, .. } => {
             conflict("binding_unsealed").with(json!({"binding": unsealed.binding}))
         }

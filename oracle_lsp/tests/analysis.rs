@@ -25,9 +25,13 @@ fn catalogue() -> Catalogue {
             .collect(),
         capability: None,
     };
-    Catalogue::new([tool("fs.read", &["path"]), tool("text.count", &["text"])]).with_outputs([(
+    Catalogue::new([tool("fs.read", &["path"]), tool("text.count", &["text"])]).with_output_schemas([(
         "fs.read".to_owned(),
-        vec!["bytes".to_owned(), "text".to_owned()],
+        serde_json::json!({
+            "type": "object",
+            "properties": {"bytes": {"type": "integer"}, "text": {"type": "string"}},
+            "additionalProperties": false
+        }),
     )])
 }
 

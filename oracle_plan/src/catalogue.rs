@@ -111,18 +111,26 @@ pub struct Catalogue {
     /// Per tool, the fields of its output object when its output schema lists all of them
     /// (a closed object); a tool not here may return anything, and is not checked.
     outputs: BTreeMap<String, Vec<String>>,
-    /// Per tool, its schemas, when the caller gave them (`with_schemas`).
+    /// Per tool, its schemas, when the caller gave them (`with_schemas`), for showing them.
     schemas: BTreeMap<String, ToolSchemas>,
+    /// Per tool, its whole output schema, which `crate::types` reads deeper than `outputs`.
+    output_schemas: BTreeMap<String, Value>,
 }
 
 impl Catalogue {
-    /// The same catalogue, knowing the output fields of these tools (from their output
-    /// schemas): `plan check` then types every `step.field` against them.
-    pub fn with_outputs(
+    /// The same catalogue, knowing these tools' output schemas: `plan check` then types every
+    /// `step.field` against the fields of a closed one (`additionalProperties: false`), and
+    /// paths deeper into any of them (`crate::types`).
+    pub fn with_output_schemas(
         mut self,
-        outputs: impl IntoIterator<Item = (String, Vec<String>)>,
+        schemas: impl IntoIterator<Item = (String, Value)>,
     ) -> Catalogue {
-        self.outputs.extend(outputs);
+        for (tool, schema) in schemas {
+            if let Some(fields) = closed_fields(&schema) {
+                self.outputs.insert(tool.clone(), fields);
+            }
+            self.output_schemas.insert(tool, schema);
+        }
         self
     }
 
@@ -138,6 +146,11 @@ impl Catalogue {
     /// The schemas of `tool`, when given.
     pub fn schemas(&self, tool: &str) -> Option<&ToolSchemas> {
         self.schemas.get(tool)
+    }
+
+    /// The output schema of `tool`, when the catalogue was given it.
+    pub fn output_schema(&self, tool: &str) -> Option<&Value> {
+        self.output_schemas.get(tool)
     }
 
     /// The output fields of `tool`, when they are known and closed.
@@ -168,6 +181,7 @@ impl Catalogue {
             tools: tools.into_iter().map(|t| (t.name.clone(), t)).collect(),
             outputs: BTreeMap::new(),
             schemas: BTreeMap::new(),
+            output_schemas: BTreeMap::new(),
         }
     }
 
@@ -183,4 +197,14 @@ impl Catalogue {
     pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
         self.tools.values()
     }
+}
+
+/// The property names of an object schema that allows no others (`additionalProperties:
+/// false`): the only fields an output can have. `None` for any other schema.
+fn closed_fields(schema: &Value) -> Option<Vec<String>> {
+    if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return None;
+    }
+    let props = schema.get("properties")?.as_object()?;
+    Some(props.keys().cloned().collect())
 }

@@ -13,7 +13,8 @@
 //! out of range, a clause loops do not take, a nested loop, a body step named like an outer name) ·
 //! E0221 a sub-plan that cannot be used (unreadable, not compiling, too deep, granting more
 //! than the caller, inputs that do not fit) · E0222 a constant too large to build
-//! (`eval::BUILD_BYTES_MAX`).
+//! (`eval::BUILD_BYTES_MAX`) · E0223 a field or index a value's type does not have · E0224
+//! operands an operator cannot combine (E0223 and E0224 come from `crate::types`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -625,6 +626,11 @@ pub fn compile_in(
         hash: Hash::ZERO,
     };
     compiled.hash = plan_hash(&compiled);
+    // Types last: they are read from a plan that otherwise compiles (E0223, E0224).
+    let d = crate::types::check(&compiled, catalogue, None);
+    if !d.is_empty() {
+        return Err(d);
+    }
     Ok(compiled)
 }
 

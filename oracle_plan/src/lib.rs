@@ -31,6 +31,7 @@
 
 pub mod agent;
 pub mod ast;
+pub mod bindings;
 pub mod catalogue;
 pub mod compile;
 pub mod diagnostic;
@@ -41,6 +42,7 @@ pub mod lexer;
 pub mod parser;
 pub mod print;
 mod saved;
+pub mod types;
 
 pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSchemas, ToolSpec};
 

@@ -63,6 +63,13 @@ pub enum SessionError {
     Input(#[from] InputError),
     #[error("--grant {0}")]
     Grant(CapabilityError),
+    /// Models or secrets the plan references that the new run does not bind
+    /// (`oracle_plan::bindings`): refused before anything is created.
+    #[error("{}; nothing was created", unbound_text(models, secrets))]
+    Unbound {
+        models: Vec<String>,
+        secrets: Vec<String>,
+    },
     #[error("--grant {grant}: no tool needs `{kind}`, so it would allow nothing; grants name one of: {}", known.join(", "))]
     UnknownGrant {
         grant: String,
@@ -610,8 +617,18 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
     let inputs = bind_inputs(&plan, &opts.inputs)?;
     check_outside_value(&Value::Object(inputs.clone()), "the run's inputs")
         .map_err(SessionError::BadInputs)?;
-    let extra = parse_grants(&opts.grants)?;
+    check_bound(&plan, &inputs, opts)?;
     let catalogue = registry.catalogue();
+    // A `schema` (or an agent's `output`) given by an input is known now: type what reads it.
+    let typed = oracle_plan::types::check(&plan, &catalogue, Some(&inputs));
+    if !typed.is_empty() {
+        return Err(SessionError::Plan {
+            path: opts.plan.clone(),
+            text: source,
+            diagnostics: typed,
+        });
+    }
+    let extra = parse_grants(&opts.grants)?;
     if let Some(g) = extra
         .iter()
         .find(|g| !catalogue.grants_something(&g.domain, &g.action))
@@ -669,6 +686,66 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         submission,
         warnings,
     })
+}
+
+/// Refuses a new run that does not bind every model and secret its plan references (with
+/// these inputs): a run that started would fail at the first call of an unbound model, after
+/// events (and perhaps a person's approval) were recorded.
+fn check_bound(
+    plan: &CompiledPlan,
+    inputs: &Map<String, Value>,
+    opts: &StartOptions,
+) -> Result<()> {
+    let wanted = oracle_plan::bindings::referenced(plan, inputs);
+    let models: Vec<String> = wanted
+        .models
+        .into_iter()
+        .filter(|m| !opts.models.models.contains_key(m))
+        .collect();
+    let secrets: Vec<String> = wanted
+        .secrets
+        .into_iter()
+        .filter(|s| !opts.secret_vars.contains_key(s))
+        .collect();
+    if models.is_empty() && secrets.is_empty() {
+        return Ok(());
+    }
+    Err(SessionError::Unbound { models, secrets })
+}
+
+/// `model `fast` is not bound: pass --model fast=URL ...`, for every unbound model and secret.
+fn unbound_text(models: &[String], secrets: &[String]) -> String {
+    let one = |kind: &str, names: &[String], flag: &dyn Fn(&str) -> String, why: &str| {
+        let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        let flags: Vec<String> = names.iter().map(|n| flag(n)).collect();
+        let (noun, verb) = match names.len() {
+            1 => (kind.to_owned(), "is"),
+            _ => (format!("{kind}s"), "are"),
+        };
+        format!(
+            "the plan's {noun} {} {verb} not bound: pass {}{why}",
+            quoted.join(", "),
+            flags.join(" ")
+        )
+    };
+    let mut parts = Vec::new();
+    if !models.is_empty() {
+        parts.push(one(
+            "model",
+            models,
+            &|m| format!("--model {m}=URL"),
+            " (an OpenAI-compatible base URL)",
+        ));
+    }
+    if !secrets.is_empty() {
+        parts.push(one(
+            "secret",
+            secrets,
+            &|s| format!("--secret {s}=ENV_VAR"),
+            "",
+        ));
+    }
+    parts.join("; ")
 }
 
 /// Starts a run [`prepare`]d with `submit` (a worker's first drive of a submitted run): the

@@ -370,11 +370,11 @@ impl Registry {
 
     /// What the plan compiler checks plans against.
     pub fn catalogue(&self) -> Catalogue {
-        let outputs = self
+        let schemas = self
             .tools
             .values()
-            .filter_map(|r| closed_fields(&r.decl.output_schema).map(|f| (r.decl.name.clone(), f)));
-        Catalogue::new(self.tools.values().map(|r| r.decl.spec())).with_outputs(outputs)
+            .map(|r| (r.decl.name.clone(), r.decl.output_schema.clone()));
+        Catalogue::new(self.tools.values().map(|r| r.decl.spec())).with_output_schemas(schemas)
     }
 }
 
@@ -394,16 +394,6 @@ impl Tool for DomainTool {
             self.0.effect.as_str()
         )))
     }
-}
-
-/// The property names of an object schema that allows no others (`additionalProperties:
-/// false`): the only fields an output can have. `None` for any other schema.
-fn closed_fields(schema: &Value) -> Option<Vec<String>> {
-    if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
-        return None;
-    }
-    let props = schema.get("properties")?.as_object()?;
-    Some(props.keys().cloned().collect())
 }
 
 /// The capability a call with `input` needs, if the tool needs one. `Err` names the argument
