@@ -567,17 +567,14 @@ fn expired_requests_refuse_verdicts_and_one_sweep_contests_them() {
         assert_eq!(v["expires_at"], 7);
         assert_eq!(v["swept_at"], Value::Null);
     }
-    // Anything from outside takes a tick after the log's last (6): a sweep at 6 is refused,
-    // naming the earliest tick (7), and writes nothing. At 7 the request is past its expiry,
-    // and listed so before any sweep.
+    // Anything from outside takes a tick after the log's last (6); a sweep at 6, where nothing
+    // has expired, would write nothing, so it reports 0 (issue 34) and writes nothing. At 7
+    // the request is past its expiry, and listed so before any sweep.
     let before = h.snapshot(RUN);
     let (code, v) = h.json(&["sweep", RUN, "--now", "6", "--json"]);
-    assert_eq!(code, 2, "{v}");
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("earliest tick an outside event can take is 7"),
-        "{v}"
-    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["expired"], 0, "{v}");
+    assert_eq!(v["seq"], Value::Null, "{v}");
     assert!(h.snapshot(RUN) == before);
     let listed = h.adjudications(RUN, &[]);
     assert_eq!(listed[0]["status"], "expired_not_swept", "{listed:?}");
@@ -598,8 +595,10 @@ fn expired_requests_refuse_verdicts_and_one_sweep_contests_them() {
         "appended only"
     );
 
-    // A second sweep: 0, byte-identical (JSON and text).
+    // A second sweep: 0, byte-identical (JSON and text), at the same tick too.
     let before = h.snapshot(RUN);
+    let (code, v) = h.json(&["sweep", RUN, "--now", "8", "--json"]);
+    assert_eq!((code, &v["expired"]), (0, &serde_json::json!(0)), "{v}");
     let (code, v) = h.json(&["sweep", RUN, "--now", "9", "--json"]);
     assert_eq!(code, 0);
     assert_eq!(v["expired"], 0);

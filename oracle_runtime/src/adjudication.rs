@@ -452,14 +452,28 @@ pub struct Swept {
 
 /// `oracle sweep`: turns the pending adjudications expired at `now` (default, and earliest:
 /// one after the log's last time) into contested claims with one `adjudications_expired`
-/// event. Nothing expired, nothing written: a second sweep reports 0.
+/// event. Nothing expired, nothing written: a second sweep reports 0, at the same tick too
+/// (a tick already past is refused only when something would expire at it).
 pub fn sweep(
     home: &Path,
     run: &str,
     now: Option<u64>,
     writing: impl Into<Writing>,
 ) -> Result<Swept> {
-    let (mut writer, rm, now) = begin_outside_append(home, run, now, writing.into())?;
+    let writing = writing.into();
+    let found = session::find(home, run)?;
+    let mut writer = open_waiting(&found.paths, writing.durability)?.with_replica(writing.replica);
+    let events = Recorded::read(&found.paths.log)?;
+    check_at_rest(&found, &events)?;
+    let rm = load_from(found, &events)?;
+    let now = match rm.outside_tick(now) {
+        // A tick already past where nothing is expired (a sweep repeated at the same tick):
+        // nothing would be written, which is no refusal (0 expired), as at a later tick.
+        Err(SessionError::TooEarly { given, .. }) if rules::sweep(&rm.memory, given).is_empty() => {
+            given
+        }
+        other => other?,
+    };
     let expired = rules::sweep(&rm.memory, now);
     if expired.is_empty() {
         writer.close()?;
