@@ -346,7 +346,7 @@ fn round(sb: &Sandbox, rng: &mut SplitMix64, n: u64, plan: &str, expiry: bool) -
         ]);
     }
     roles.push(Role::Sweep);
-    rng.shuffle(&mut roles);
+    oracle_test_support::shuffle(rng, &mut roles);
     // With an expiry, the sweep is far in the future: it races the verdicts for every handle.
     let sweep_now = expiry.then_some("1000");
     let done = race(sb, &roles, &home, &run, sweep_now);
@@ -520,7 +520,7 @@ fn round(sb: &Sandbox, rng: &mut SplitMix64, n: u64, plan: &str, expiry: bool) -
 fn verdicts_resumes_sweeps_and_readers_at_once_resolve_each_handle_once_and_lose_nothing() {
     let sb = Sandbox::new();
     sb.write("conflicts.plan", THREE_CONFLICTS);
-    let mut rng = SplitMix64(0xc0c0_2024);
+    let mut rng = SplitMix64::new(0xc0c0_2024);
     let plans = ["fixtures/plans/adjudication.plan", "conflicts.plan"];
     let rounds: u64 = std::env::var(ROUNDS_ENV)
         .ok()

@@ -383,7 +383,7 @@ fn a_run_killed_at_any_moment_verifies_keeps_every_committed_effect_and_resumes_
     let started = Instant::now();
     let base = tempfile::tempdir().unwrap();
     let r = reference(base.path());
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut stats = Stats::default();
     for i in 0..iterations {
         stats.iterations += 1;

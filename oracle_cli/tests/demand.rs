@@ -10,26 +10,11 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{oracle, root};
+use common::{oracle, oracle_in, root};
 
 fn update() -> bool {
     std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
-}
-
-/// Runs `oracle ARGS` in `dir`: exit code, stdout, stderr.
-fn oracle_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Compares `actual` with the golden file, or rewrites it under `UPDATE_GOLDEN=1`.

@@ -207,14 +207,7 @@ fn read_only_commands_leave_no_files_beside_the_logs_they_read() {
     for f in ["quickstart.jsonl", "denied.jsonl"] {
         std::fs::copy(root().join("fixtures/logs").join(f), dir.path().join(f)).unwrap();
     }
-    let listing = || {
-        let mut names: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
+    let listing = || oracle_test_support::file_names(dir.path());
     let before = listing();
     for args in [
         &["verify", "quickstart.jsonl"][..],

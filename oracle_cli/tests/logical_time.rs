@@ -5,51 +5,17 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::fs;
-use std::path::Path;
-
+use common::Home;
 use oracle_core::event::TIME_MAX;
-use serde_json::Value;
 
-const PLAN: &str = "fixtures/plans/adjudication.plan";
+const PLAN: &str = common::ADJUDICATION_PLAN;
 const RUN: &str = "adjudication-1";
 const HANDLE: &str = "adj-15";
 
-/// `oracle --home HOME ARGS` from the workspace root: exit code, stdout, stderr.
-fn oracle(home: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut all = vec!["--home", home.to_str().unwrap()];
-    all.extend_from_slice(args);
-    common::oracle(&all)
-}
-
-fn json(home: &Path, args: &[&str]) -> (i32, Value) {
-    let (code, out, err) = oracle(home, args);
-    let line = out
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("{args:?}: no output; stderr: {err}"));
-    (code, serde_json::from_str(line).unwrap())
-}
-
-/// Every file of the run's directory with its bytes.
-fn files(home: &Path) -> BTreeMap<String, Vec<u8>> {
-    fs::read_dir(home.join("runs").join(RUN))
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                fs::read(e.path()).unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
-fn start(home: &Path, extra: &[&str]) {
+fn start(home: &Home, extra: &[&str]) {
     let mut args = vec!["run", PLAN];
     args.extend_from_slice(extra);
-    let (code, out, err) = oracle(home, &args);
+    let (code, out, err) = home.oracle(&args);
     assert_eq!(code, 3, "the run suspends on its belief: {out}{err}");
 }
 
@@ -69,15 +35,14 @@ fn verdict(now: &str) -> Vec<&str> {
 
 #[test]
 fn a_now_past_time_max_is_refused_and_writes_nothing() {
-    let home = tempfile::tempdir().unwrap();
-    let home = home.path();
-    start(home, &["--adjudication-expiry", "3"]);
-    let before = files(home);
+    let home = Home::new();
+    start(&home, &["--adjudication-expiry", "3"]);
+    let before = home.snapshot(RUN);
     let past = (TIME_MAX + 1).to_string();
     let max = u64::MAX.to_string();
     for now in [max.as_str(), past.as_str()] {
         for args in [verdict(now), vec!["sweep", RUN, "--now", now]] {
-            let (code, out, err) = oracle(home, &args);
+            let (code, out, err) = home.oracle(&args);
             assert_eq!(code, 2, "{args:?}: {out}{err}");
             assert!(
                 err.contains(&format!(
@@ -85,20 +50,23 @@ fn a_now_past_time_max_is_refused_and_writes_nothing() {
                 )),
                 "{err}"
             );
-            assert!(files(home) == before, "{args:?} changed the run's files");
+            assert!(
+                home.snapshot(RUN) == before,
+                "{args:?} changed the run's files"
+            );
         }
     }
     let mut args = verdict(&max);
     args.push("--json");
-    let (code, v) = json(home, &args);
+    let (code, v) = home.json(&args);
     assert_eq!(code, 2);
     assert_eq!(v["ok"], false);
     assert_eq!(v["error"]["time_max"], TIME_MAX);
-    assert!(files(home) == before);
+    assert!(home.snapshot(RUN) == before);
 
     // An expiry past it is refused before anything is started.
-    let other = tempfile::tempdir().unwrap();
-    let (code, _, err) = oracle(other.path(), &["run", PLAN, "--adjudication-expiry", &past]);
+    let other = Home::new();
+    let (code, _, err) = other.oracle(&["run", PLAN, "--adjudication-expiry", &past]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--adjudication-expiry"), "{err}");
     assert!(!other.path().join("runs").join(RUN).exists());
@@ -106,19 +74,18 @@ fn a_now_past_time_max_is_refused_and_writes_nothing() {
 
 #[test]
 fn a_verdict_at_exactly_time_max_is_taken_and_the_run_resumes() {
-    let home = tempfile::tempdir().unwrap();
-    let home = home.path();
-    start(home, &[]);
+    let home = Home::new();
+    start(&home, &[]);
     let max = TIME_MAX.to_string();
-    let (code, out, err) = oracle(home, &verdict(&max));
+    let (code, out, err) = home.oracle(&verdict(&max));
     assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = oracle(home, &["resume", RUN]);
+    let (code, out, err) = home.oracle(&["resume", RUN]);
     assert_eq!(code, 0, "the run goes on past TIME_MAX: {out}{err}");
 
-    let (code, v) = json(home, &["verify", RUN, "--json"]);
+    let (code, v) = home.json(&["verify", RUN, "--json"]);
     assert_eq!(code, 0, "{v}");
     assert!(v["last_time"].as_u64().unwrap() > TIME_MAX, "{v}");
-    let (code, r) = json(home, &["replay", RUN, "--json"]);
+    let (code, r) = home.json(&["replay", RUN, "--json"]);
     assert_eq!(code, 0, "{r}");
     assert_eq!(r["result"], "reproduced");
     assert_eq!(r["ending"], "completed");
@@ -126,20 +93,19 @@ fn a_verdict_at_exactly_time_max_is_taken_and_the_run_resumes() {
 
 #[test]
 fn a_sweep_at_exactly_time_max_is_taken_and_the_run_still_resumes() {
-    let home = tempfile::tempdir().unwrap();
-    let home = home.path();
-    start(home, &["--adjudication-expiry", &TIME_MAX.to_string()]);
+    let home = Home::new();
+    start(&home, &["--adjudication-expiry", &TIME_MAX.to_string()]);
     let max = TIME_MAX.to_string();
     // Recorded at tick 4, the request expires at 4 + TIME_MAX: a sweep at TIME_MAX finds
     // nothing, and the sum did not wrap.
-    let (code, v) = json(home, &["sweep", RUN, "--now", &max, "--json"]);
+    let (code, v) = home.json(&["sweep", RUN, "--now", &max, "--json"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["expired"], 0);
     assert_eq!(v["now"], TIME_MAX);
-    let (code, out, err) = oracle(home, &verdict(&max));
+    let (code, out, err) = home.oracle(&verdict(&max));
     assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = oracle(home, &["resume", RUN]);
+    let (code, out, err) = home.oracle(&["resume", RUN]);
     assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = oracle(home, &["verify", RUN]);
+    let (code, out, err) = home.oracle(&["verify", RUN]);
     assert_eq!(code, 0, "{out}{err}");
 }

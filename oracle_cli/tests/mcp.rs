@@ -39,12 +39,7 @@ fn path_with_server() -> String {
 
 /// `oracle ARGS` in the sandbox with `path` as `PATH`: exit code, stdout, stderr.
 fn oracle(sb: &Sandbox, path: &str, args: &[&str]) -> (i32, String, String) {
-    let out: std::process::Output = sb.command(args).env("PATH", path).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::outcome(sb.command(args).env("PATH", path).output().unwrap())
 }
 
 /// [`oracle`] with `--json`: exit code and the last line parsed.

@@ -10,113 +10,19 @@ mod common;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
+use common::Home;
 use serde_json::Value;
 
-const PLAN: &str = "fixtures/plans/adjudication.plan";
+const PLAN: &str = common::ADJUDICATION_PLAN;
 const RUN: &str = "adjudication-1";
 /// The fixture's conflict is recorded by event 15 (`referral`), so its handle is `adj-15`.
 const HANDLE: &str = "adj-15";
 const EFH: &str = "external_first_hand";
 
-/// A temporary `--home` for runs.
-struct Home {
-    dir: tempfile::TempDir,
-}
-
+/// What these tests ask of a home beyond the shared helpers of [`common::Home`].
 impl Home {
-    fn new() -> Home {
-        Home {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// `oracle --home HOME ARGS`, from the workspace root, not yet started.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
-        c.arg("--home")
-            .arg(self.path())
-            .args(args)
-            .current_dir(common::root());
-        c
-    }
-
-    /// Runs `oracle ARGS`: exit code, stdout, stderr.
-    fn oracle(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.command(args).output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    /// Runs a `--json` command and parses its last stdout line.
-    fn json(&self, args: &[&str]) -> (i32, Value) {
-        let (code, out, err) = self.oracle(args);
-        let line = out
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("{args:?}: no output; stderr: {err}"));
-        let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
-        (code, v)
-    }
-
-    /// Runs a command printing one JSON object per line; every line parsed.
-    fn json_lines(&self, args: &[&str]) -> (i32, Vec<Value>) {
-        let (code, out, err) = self.oracle(args);
-        let rows = out
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{err}")))
-            .collect();
-        (code, rows)
-    }
-
-    fn run_dir(&self, run: &str) -> PathBuf {
-        self.path().join("runs").join(run)
-    }
-
-    fn log(&self, run: &str) -> PathBuf {
-        self.run_dir(run).join("events.jsonl")
-    }
-
-    /// Every file of the run's directory with its bytes.
-    fn snapshot(&self, run: &str) -> BTreeMap<String, Vec<u8>> {
-        fs::read_dir(self.run_dir(run))
-            .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    fs::read(e.path()).unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    /// Starts the fixture with `extra` options: it must suspend on the allergy belief.
-    fn start(&self, extra: &[&str]) -> Value {
-        let mut args = vec!["run", PLAN, "--json"];
-        args.extend_from_slice(extra);
-        let (code, out) = self.json(&args);
-        assert_eq!(code, 3, "the run suspends: {out}");
-        assert_eq!(out["status"], "suspended");
-        assert_eq!(out["waiting"]["step"], "allergy");
-        out
-    }
-
-    /// The events of a run as `oracle log --json` shows them.
-    fn events(&self, run: &str) -> Vec<Value> {
-        let (code, rows) = self.json_lines(&["log", run, "--json"]);
-        assert_eq!(code, 0);
-        rows
-    }
-
     fn kinds(&self, run: &str) -> Vec<String> {
         self.events(run)
             .iter()
@@ -129,33 +35,6 @@ impl Home {
         let (code, v) = self.json(&["inspect", run, "--json"]);
         assert_eq!(code, 0, "{v}");
         v["entries"].clone()
-    }
-
-    /// The allergy line as `oracle memory --json` shows it (with `extra` options).
-    fn allergy(&self, run: &str, extra: &[&str]) -> Value {
-        let mut args = vec![
-            "memory",
-            run,
-            "--subject",
-            "patient-17",
-            "--predicate",
-            "allergy",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        let (code, rows) = self.json_lines(&args);
-        assert_eq!(code, 0);
-        assert_eq!(rows.len(), 1, "one line: {rows:?}");
-        rows.into_iter().next().unwrap()
-    }
-
-    /// The run's adjudications (`--status` and the like in `extra`).
-    fn adjudications(&self, run: &str, extra: &[&str]) -> Vec<Value> {
-        let mut args = vec!["adjudications", run, "--json"];
-        args.extend_from_slice(extra);
-        let (code, rows) = self.json_lines(&args);
-        assert_eq!(code, 0, "{rows:?}");
-        rows
     }
 
     /// Runs a command that must be refused with `code` and leave the run's directory (log,
@@ -182,15 +61,6 @@ impl Home {
             "{args:?} changed the log"
         );
         (out, err)
-    }
-
-    fn replays_and_verifies(&self, run: &str, ending: &str) {
-        let (code, r) = self.json(&["replay", run, "--json"]);
-        assert_eq!(code, 0, "{r}");
-        assert_eq!(r["result"], "reproduced");
-        assert_eq!(r["ending"], ending);
-        let (code, out, err) = self.oracle(&["verify", run]);
-        assert_eq!(code, 0, "{out}{err}");
     }
 }
 

@@ -9,135 +9,25 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::Home;
 use serde_json::Value;
 
-const PLAN: &str = "fixtures/plans/adjudication.plan";
 const RUN: &str = "adjudication-1";
 /// The fixture's conflict is recorded by event 15 (`referral`).
 const HANDLE: &str = "adj-15";
 const EFH: &str = "external_first_hand";
 
-struct Home {
-    dir: tempfile::TempDir,
-}
-
+/// What these tests ask of a home beyond the shared helpers of [`common::Home`].
 impl Home {
-    fn new() -> Home {
-        Home {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
-        c.arg("--home")
-            .arg(self.path())
-            .args(args)
-            .current_dir(common::root());
-        c
-    }
-
-    fn oracle(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.command(args).output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn json(&self, args: &[&str]) -> (i32, Value) {
-        let (code, out, err) = self.oracle(args);
-        let line = out
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("{args:?}: no output; stderr: {err}"));
-        let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
-        (code, v)
-    }
-
-    fn json_lines(&self, args: &[&str]) -> (i32, Vec<Value>) {
-        let (code, out, err) = self.oracle(args);
-        let rows = out
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{err}")))
-            .collect();
-        (code, rows)
-    }
-
-    fn run_dir(&self) -> PathBuf {
-        self.path().join("runs").join(RUN)
-    }
-
-    fn log(&self) -> PathBuf {
-        self.run_dir().join("events.jsonl")
-    }
-
-    fn start(&self, extra: &[&str]) -> Value {
-        let mut args = vec!["run", PLAN, "--json"];
-        args.extend_from_slice(extra);
-        let (code, out) = self.json(&args);
-        assert_eq!(code, 3, "the run suspends: {out}");
-        assert_eq!(out["waiting"]["step"], "allergy");
-        out
-    }
-
-    fn events(&self) -> Vec<Value> {
-        let (code, rows) = self.json_lines(&["log", RUN, "--json"]);
-        assert_eq!(code, 0);
-        rows
-    }
-
-    fn allergy(&self, extra: &[&str]) -> Value {
-        let mut args = vec![
-            "memory",
-            RUN,
-            "--subject",
-            "patient-17",
-            "--predicate",
-            "allergy",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        let (code, rows) = self.json_lines(&args);
-        assert_eq!(code, 0, "{rows:?}");
-        rows.into_iter().next().unwrap()
-    }
-
-    fn adjudications(&self, extra: &[&str]) -> Vec<Value> {
-        let mut args = vec!["adjudications", RUN, "--json"];
-        args.extend_from_slice(extra);
-        let (code, rows) = self.json_lines(&args);
-        assert_eq!(code, 0, "{rows:?}");
-        rows
-    }
-
+    /// The status of adjudication `handle` of the run (empty if it is not listed).
     fn status(&self, handle: &str) -> String {
-        self.adjudications(&[])
+        self.adjudications(RUN, &[])
             .iter()
             .find(|r| r["handle"] == handle)
             .map(|r| r["status"].as_str().unwrap().to_owned())
             .unwrap_or_default()
-    }
-
-    fn verifies(&self) {
-        let (code, out, err) = self.oracle(&["verify", RUN]);
-        assert_eq!(code, 0, "verify without repair: {out}{err}");
-    }
-
-    fn replays(&self, ending: &str) {
-        let (code, r) = self.json(&["replay", RUN, "--json"]);
-        assert_eq!(code, 0, "{r}");
-        assert_eq!(r["result"], "reproduced");
-        assert_eq!(r["ending"], ending);
-        self.verifies();
     }
 }
 
@@ -188,9 +78,9 @@ fn unknown_claim_expiry_sweep_claim_affirm_completes_and_replays() {
         text.contains("oracle claim adjudication-1 --subject patient-17 --predicate allergy"),
         "the hint names the command: {text}"
     );
-    let contested = h.allergy(&[]);
+    let contested = h.allergy(RUN, &[]);
     assert_eq!(contested["belief"]["status"], "contested");
-    let as_of_contested = h.allergy(&["--as-of", "7"]);
+    let as_of_contested = h.allergy(RUN, &["--as-of", "7"]);
 
     // New evidence: it opens a new request (the gate decides, as for memory.assert).
     let (code, v) = h.json(&claim_args(
@@ -203,7 +93,7 @@ fn unknown_claim_expiry_sweep_claim_affirm_completes_and_replays() {
     let first = v["adjudication"]["handle"].as_str().unwrap().to_owned();
     let claim_seq = v["seq"].as_u64().unwrap();
     assert_eq!(first, format!("adj-{claim_seq}"));
-    let ev = &h.events()[claim_seq as usize];
+    let ev = &h.events(RUN)[claim_seq as usize];
     assert_eq!(ev["kind"], "claim_recorded");
     assert!(!ev["parents"].as_array().unwrap().is_empty(), "{ev}");
 
@@ -223,12 +113,12 @@ fn unknown_claim_expiry_sweep_claim_affirm_completes_and_replays() {
     let (code, out, err) = h.oracle(&verdict_args(&second, "affirm", &["--resume"]));
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("status   completed"), "{out}");
-    let line = h.allergy(&[]);
+    let line = h.allergy(RUN, &[]);
     assert_eq!(line["belief"]["status"], "resolved", "{line}");
     assert_eq!(line["belief"]["value"], "none");
     // What was believed at tick 7 is what was believed then.
-    assert_eq!(h.allergy(&["--as-of", "7"]), as_of_contested);
-    h.replays("completed");
+    assert_eq!(h.allergy(RUN, &["--as-of", "7"]), as_of_contested);
+    h.replays_and_verifies(RUN, "completed");
 }
 
 /// A claim that commits on a new line, a window and a criticality; a refused claim (the
@@ -258,7 +148,7 @@ fn claims_commit_or_are_refused_with_the_gates_reason_and_write_nothing() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["disposition"], "committed");
     assert_eq!(v["belief"]["status"], "resolved");
-    let log = fs::read(h.log()).unwrap();
+    let log = fs::read(h.log(RUN)).unwrap();
     for (value, prov, why) in [
         ("1.5", EFH, "float"),
         (
@@ -275,7 +165,7 @@ fn claims_commit_or_are_refused_with_the_gates_reason_and_write_nothing() {
             err.contains(why) || err.contains("cannot be used multiple times"),
             "{why}: {err}"
         );
-        assert_eq!(fs::read(h.log()).unwrap(), log, "nothing written");
+        assert_eq!(fs::read(h.log(RUN)).unwrap(), log, "nothing written");
     }
     let empty = [
         "claim",
@@ -300,8 +190,8 @@ fn claims_commit_or_are_refused_with_the_gates_reason_and_write_nothing() {
     let (code, out, err) = h.oracle(&claim_args("1.5", &[]));
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("float"), "{err}");
-    assert_eq!(fs::read(h.log()).unwrap(), log, "nothing written");
-    h.verifies();
+    assert_eq!(fs::read(h.log(RUN)).unwrap(), log, "nothing written");
+    h.verifies(RUN);
 }
 
 /// Time that stays put: a verdict is stamped after the log's last tick, so `--as-of` that tick
@@ -310,11 +200,11 @@ fn claims_commit_or_are_refused_with_the_gates_reason_and_write_nothing() {
 fn as_of_answers_do_not_change_and_an_early_now_is_refused() {
     let h = Home::new();
     h.start(&[]);
-    let last = h.events().last().unwrap()["time"].as_u64().unwrap();
+    let last = h.events(RUN).last().unwrap()["time"].as_u64().unwrap();
     let before: Vec<Value> = (0..=last)
-        .map(|t| h.allergy(&["--as-of", &t.to_string()]))
+        .map(|t| h.allergy(RUN, &["--as-of", &t.to_string()]))
         .collect();
-    let log = fs::read(h.log()).unwrap();
+    let log = fs::read(h.log(RUN)).unwrap();
     for now in [0, last] {
         let (code, v) = h.json(&verdict_args(
             HANDLE,
@@ -330,18 +220,18 @@ fn as_of_answers_do_not_change_and_an_early_now_is_refused() {
             )),
             "{m}"
         );
-        assert_eq!(fs::read(h.log()).unwrap(), log);
+        assert_eq!(fs::read(h.log(RUN)).unwrap(), log);
     }
     let (code, v) = h.json(&verdict_args(HANDLE, "affirm", &["--json"]));
     assert_eq!(code, 0, "{v}");
-    let ev = &h.events()[v["seq"].as_u64().unwrap() as usize];
+    let ev = &h.events(RUN)[v["seq"].as_u64().unwrap() as usize];
     assert_eq!(ev["time"].as_u64().unwrap(), last + 1);
     let after: Vec<Value> = (0..=last)
-        .map(|t| h.allergy(&["--as-of", &t.to_string()]))
+        .map(|t| h.allergy(RUN, &["--as-of", &t.to_string()]))
         .collect();
     assert_eq!(before, after);
     assert_eq!(
-        h.allergy(&["--as-of", &(last + 1).to_string()])["belief"]["status"],
+        h.allergy(RUN, &["--as-of", &(last + 1).to_string()])["belief"]["status"],
         "resolved"
     );
 }
@@ -373,7 +263,7 @@ fn limited(h: &Home, blocks: u64, trap: bool, args: &[&str]) -> (i32, String, St
 /// boundary is `gap` bytes away, so a limit there cuts the next record partway.
 fn pad_to_gap(h: &Home, gap: u64) {
     for round in 0..6 {
-        let len = fs::metadata(h.log()).unwrap().len();
+        let len = fs::metadata(h.log(RUN)).unwrap().len();
         let to_boundary = 1024 - len % 1024;
         if to_boundary == gap {
             return;
@@ -394,7 +284,7 @@ fn pad_to_gap(h: &Home, gap: u64) {
             EFH,
         ]);
         assert_eq!(code, 0, "{err}");
-        let len = fs::metadata(h.log()).unwrap().len();
+        let len = fs::metadata(h.log(RUN)).unwrap().len();
         let record = len - before;
         // The next record: one more byte of subject, plus the note.
         let target = 1024 - gap as i64;
@@ -417,7 +307,7 @@ fn pad_to_gap(h: &Home, gap: u64) {
         ]);
         assert_eq!(code, 0, "{err}");
     }
-    let len = fs::metadata(h.log()).unwrap().len();
+    let len = fs::metadata(h.log(RUN)).unwrap().len();
     assert_eq!(1024 - len % 1024, gap, "padding did not land");
 }
 
@@ -448,14 +338,18 @@ fn a_file_size_limit_is_refused_before_writing_and_a_retry_applies() {
     ];
     for ((what, args), trap) in cases.iter().zip([true, false]) {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let before = fs::read(h.log()).unwrap();
+        let before = fs::read(h.log(RUN)).unwrap();
         let blocks = before.len() as u64 / 1024 + 1;
         let (code, out, err) = limited(&h, blocks, trap, &args);
         assert_eq!(code, 2, "{what}: {out}{err}");
         assert!(err.contains("file-size limit"), "{what}: {err}");
         assert!(err.contains("nothing was changed"), "{what}: {err}");
-        assert_eq!(fs::read(h.log()).unwrap(), before, "{what}: byte-identical");
-        h.verifies();
+        assert_eq!(
+            fs::read(h.log(RUN)).unwrap(),
+            before,
+            "{what}: byte-identical"
+        );
+        h.verifies(RUN);
         if *what == "verdict" {
             assert_eq!(h.status(HANDLE), "pending", "{what}");
         }
@@ -468,24 +362,24 @@ fn a_file_size_limit_is_refused_before_writing_and_a_retry_applies() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["disposition"], "queued_for_adjudication", "{v}");
     let expiring = h
-        .adjudications(&["--status", "pending"])
+        .adjudications(RUN, &["--status", "pending"])
         .iter()
         .map(|r| r["expires_at"].as_u64().unwrap())
         .max()
         .unwrap();
     pad_to_gap(&h, 16);
-    let before = fs::read(h.log()).unwrap();
+    let before = fs::read(h.log(RUN)).unwrap();
     let now = expiring.to_string();
     let blocks = before.len() as u64 / 1024 + 1;
     let (code, out, err) = limited(&h, blocks, false, &["sweep", RUN, "--now", &now]);
     assert_eq!(code, 2, "sweep: {out}{err}");
     assert!(err.contains("nothing was changed"), "sweep: {err}");
-    assert_eq!(fs::read(h.log()).unwrap(), before);
-    h.verifies();
+    assert_eq!(fs::read(h.log(RUN)).unwrap(), before);
+    h.verifies(RUN);
     let (code, v) = h.json(&["sweep", RUN, "--now", &now, "--json"]);
     assert_eq!(code, 0, "{v}");
     assert!(v["expired"].as_u64().unwrap() >= 1, "{v}");
-    h.replays("suspended");
+    h.replays_and_verifies(RUN, "suspended");
 }
 
 /// A tmpfs mount that unmounts when dropped.
@@ -524,11 +418,9 @@ fn a_write_cut_short_by_a_full_filesystem_is_truncated_back_and_a_retry_applies(
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");
         return;
     };
-    let h = Home {
-        dir: tempfile::tempdir_in(fs_.dir.path()).unwrap(),
-    };
+    let h = Home::new_in(fs_.dir.path());
     h.start(&[]);
-    let before = fs::read(h.log()).unwrap();
+    let before = fs::read(h.log(RUN)).unwrap();
     assert!(
         !before.len().is_multiple_of(4096),
         "the last page has room for part of a record"
@@ -547,14 +439,14 @@ fn a_write_cut_short_by_a_full_filesystem_is_truncated_back_and_a_retry_applies(
     let (code, out, err) = h.oracle(&args);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("was undone"), "{err}");
-    assert_eq!(fs::read(h.log()).unwrap(), before, "byte-identical");
-    h.verifies();
+    assert_eq!(fs::read(h.log(RUN)).unwrap(), before, "byte-identical");
+    h.verifies(RUN);
     assert_eq!(h.status(HANDLE), "pending");
     fs::remove_file(&filler).unwrap();
     let (code, out, err) = h.oracle(&args);
     assert_eq!(code, 0, "retry: {out}{err}");
     assert_eq!(h.status(HANDLE), "resolved");
-    h.verifies();
+    h.verifies(RUN);
     drop(h);
 }
 
@@ -566,7 +458,7 @@ fn a_write_cut_short_by_a_full_filesystem_is_truncated_back_and_a_retry_applies(
 fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
     let h = Home::new();
     h.start(&[]);
-    let mut rng = common::SplitMix64(0x5eed_c1a1);
+    let mut rng = common::SplitMix64::new(0x5eed_c1a1);
     let trials = 40u64;
     let mut killed = 0u64;
     let mut landed_killed = 0u64;
@@ -583,7 +475,7 @@ fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
     let span_us = span_us * 3 / 2;
     for i in 0..trials {
         let subject = format!("kill-{i}");
-        let events_before = h.events().len();
+        let events_before = h.events(RUN).len();
         let args = [
             "claim",
             RUN,
@@ -622,9 +514,9 @@ fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
             );
             torn_tails += 1;
         }
-        let landed = !torn && h.events().len() == events_before + 1;
+        let landed = !torn && h.events(RUN).len() == events_before + 1;
         if !torn {
-            let n = h.events().len();
+            let n = h.events(RUN).len();
             assert!(
                 n == events_before || landed,
                 "whole or nothing: {events_before} -> {n}"
@@ -639,7 +531,7 @@ fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
             assert_eq!(code, 0, "retry after a kill: {out}{err}");
             assert_eq!(torn, err.contains("torn final record"), "{err}");
         }
-        h.verifies();
+        h.verifies(RUN);
         let (code, rows) = h.json_lines(&["memory", RUN, "--subject", &subject, "--json"]);
         assert_eq!(code, 0);
         assert_eq!(rows.len(), 1, "{subject}: exactly one line");
@@ -665,8 +557,8 @@ fn sigkill_at_random_points_leaves_a_whole_log_and_a_retry_applies() {
 fn a_finished_run_a_run_named_three_ways_and_a_misspelt_one() {
     let h = Home::new();
     h.start(&[]);
-    let dir = h.run_dir();
-    let log = h.log();
+    let dir = h.run_dir(RUN);
+    let log = h.log(RUN);
     for target in [
         RUN.to_owned(),
         dir.display().to_string(),
@@ -724,7 +616,7 @@ fn a_finished_run_a_run_named_three_ways_and_a_misspelt_one() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("nothing to resume"), "{out}");
     let handle = h
-        .adjudications(&["--status", "pending"])
+        .adjudications(RUN, &["--status", "pending"])
         .first()
         .map(|r| r["handle"].as_str().unwrap().to_owned());
     if let Some(handle) = handle {
@@ -732,7 +624,7 @@ fn a_finished_run_a_run_named_three_ways_and_a_misspelt_one() {
         assert_eq!(code, 0, "{v}");
         assert_eq!(v["resumed"], false);
     }
-    h.replays("completed");
+    h.replays_and_verifies(RUN, "completed");
 }
 
 /// `adjudications` lists a request past its expiry as `expired (not swept)`.
@@ -744,13 +636,13 @@ fn a_request_past_its_expiry_is_listed_as_expired_not_swept() {
     assert_eq!(code, 0);
     assert!(out.contains("expired (not swept)"), "{out}");
     assert_eq!(h.status(HANDLE), "expired_not_swept");
-    assert_eq!(h.adjudications(&["--status", "expired"]).len(), 1);
-    assert!(h.adjudications(&["--status", "pending"]).is_empty());
+    assert_eq!(h.adjudications(RUN, &["--status", "expired"]).len(), 1);
+    assert!(h.adjudications(RUN, &["--status", "pending"]).is_empty());
 }
 
 /// The id of the claim of `value` on the allergy line (from `oracle memory --json`).
 fn claim_of(h: &Home, value: &str) -> String {
-    let line = h.allergy(&[]);
+    let line = h.allergy(RUN, &[]);
     line["claims"]
         .as_array()
         .unwrap()
@@ -770,8 +662,8 @@ fn a_denied_claim_is_reinstated_by_name_and_the_run_completes_and_replays() {
     let (code, v) = h.json(&verdict_args(HANDLE, "deny", &["--json"]));
     assert_eq!(code, 0, "{v}");
     let referral = claim_of(&h, "none");
-    let before = h.allergy(&["--as-of", "5"]);
-    let log = fs::read(h.log()).unwrap();
+    let before = h.allergy(RUN, &["--as-of", "5"]);
+    let log = fs::read(h.log(RUN)).unwrap();
     for (args, want) in [
         (vec![referral[..7].to_owned(), EFH.to_owned()], 2), // prefix too short
         (vec!["0123456789abcdef".to_owned(), EFH.to_owned()], 5), // no such claim
@@ -784,7 +676,7 @@ fn a_denied_claim_is_reinstated_by_name_and_the_run_completes_and_replays() {
         let (code, v) = h.json(&["reinstate", RUN, &args[0], "--evidence", &args[1], "--json"]);
         assert_eq!(code, want, "{args:?}: {v}");
         assert_eq!(v["ok"], false, "{v}");
-        assert_eq!(fs::read(h.log()).unwrap(), log, "{args:?} wrote nothing");
+        assert_eq!(fs::read(h.log(RUN)).unwrap(), log, "{args:?} wrote nothing");
     }
     let (code, out, err) = h.oracle(&[
         "reinstate",
@@ -800,17 +692,17 @@ fn a_denied_claim_is_reinstated_by_name_and_the_run_completes_and_replays() {
     assert!(out.contains("reinstated claim"), "{out}");
     assert!(out.contains("status   completed"), "{out}");
     let ev = h
-        .events()
+        .events(RUN)
         .into_iter()
         .find(|e| e["kind"] == "reinstated")
         .expect("a reinstated event");
     assert_eq!(ev["payload"]["claim"], referral.as_str());
     assert!(!ev["parents"].as_array().unwrap().is_empty(), "{ev}");
-    let line = h.allergy(&[]);
+    let line = h.allergy(RUN, &[]);
     assert_eq!(line["belief"]["status"], "resolved", "{line}");
     assert_eq!(line["belief"]["value"], "none");
-    assert_eq!(h.allergy(&["--as-of", "5"]), before);
-    h.replays("completed");
+    assert_eq!(h.allergy(RUN, &["--as-of", "5"]), before);
+    h.replays_and_verifies(RUN, "completed");
 }
 
 /// A run without an oracle: the contested line's way out is a verdict naming the claim to
@@ -841,9 +733,9 @@ fn without_an_oracle_reinstating_a_contested_claim_settles_the_line() {
         "--json",
     ]);
     assert_eq!(code, 0, "{v}");
-    let line = h.allergy(&[]);
+    let line = h.allergy(RUN, &[]);
     assert_eq!(line["belief"]["value"], "penicillin", "{line}");
-    h.replays("completed");
+    h.replays_and_verifies(RUN, "completed");
 }
 
 /// "Why", several challengers: affirm B, which also commits its sibling C (same value) as
@@ -869,7 +761,7 @@ fn several_challengers_a_later_affirm_settles_the_whole_line() {
     let (code, out, err) = h.oracle(&verdict_args(&d, "affirm", &["--resume"]));
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("status   completed"), "{out}");
-    let line = h.allergy(&[]);
+    let line = h.allergy(RUN, &[]);
     assert_eq!(line["belief"]["status"], "resolved", "{line}");
     assert_eq!(line["belief"]["value"], "latex");
     for claim in line["claims"].as_array().unwrap() {
@@ -878,12 +770,12 @@ fn several_challengers_a_later_affirm_settles_the_whole_line() {
         }
     }
     assert!(
-        h.adjudications(&[])
+        h.adjudications(RUN, &[])
             .iter()
             .all(|r| r["status"] != "pending"),
         "nothing is left pending"
     );
-    h.replays("completed");
+    h.replays_and_verifies(RUN, "completed");
 }
 
 /// "Why", deny: a request whose incumbent is denied away is never re-pointed onto a claim of
@@ -902,12 +794,12 @@ fn a_deny_never_leaves_a_request_pairing_equal_values() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["effects"]["agreed"], serde_json::json!([x]), "{v}");
     assert_eq!(h.status(&x), "resolved");
-    let line = h.allergy(&[]);
+    let line = h.allergy(RUN, &[]);
     assert_eq!(line["belief"]["status"], "resolved", "{line}");
     assert_eq!(line["belief"]["value"], "penicillin");
     let (code, out, err) = h.oracle(&["resume", RUN]);
     assert_eq!(code, 0, "{out}{err}");
-    h.replays("completed");
+    h.replays_and_verifies(RUN, "completed");
 }
 
 /// A record cut mid-write (as SIGKILL between two pages of one write leaves it) is a torn
@@ -917,22 +809,22 @@ fn a_deny_never_leaves_a_request_pairing_equal_values() {
 fn the_next_outside_command_moves_a_record_cut_mid_write_aside_and_applies() {
     let h = Home::new();
     h.start(&[]);
-    let before = std::fs::read(h.log()).unwrap();
+    let before = std::fs::read(h.log(RUN)).unwrap();
     let mut torn = before.clone();
     torn.extend_from_slice(br#"{"seq":99,"kind":"claim_recor"#);
-    std::fs::write(h.log(), &torn).unwrap();
+    std::fs::write(h.log(RUN), &torn).unwrap();
     let (code, _, err) = h.oracle(&["verify", RUN]);
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("torn tail"), "{err}");
     let (code, out, err) = h.oracle(&claim_args("\"none\"", &[]));
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("note: a torn final record (29 bytes"), "{err}");
-    let saved: Vec<_> = std::fs::read_dir(h.run_dir().join("torn"))
+    let saved: Vec<_> = std::fs::read_dir(h.run_dir(RUN).join("torn"))
         .unwrap()
         .map(|e| std::fs::read(e.unwrap().path()).unwrap())
         .collect();
     assert_eq!(saved, vec![br#"{"seq":99,"kind":"claim_recor"#.to_vec()]);
-    h.verifies();
-    let after = std::fs::read(h.log()).unwrap();
+    h.verifies(RUN);
+    let after = std::fs::read(h.log(RUN)).unwrap();
     assert!(after.starts_with(&before) && after.len() > before.len());
 }

@@ -362,7 +362,7 @@ fn chaos_workers_killed_while_driving_200_runs() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x0c4a_0521_u64);
     eprintln!("chaos seed {seed} (ORACLE_CHAOS_SEED={seed} reproduces the kill schedule)");
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     let tmp = tempfile::tempdir().unwrap();
     let (st, fh) = (tmp.path().join("store"), tmp.path().join("home"));
     plans_dir(&st);

@@ -152,15 +152,8 @@ fn inputs_name_the_input_that_differs() {
         inputs.insert("path".into(), json!(path));
         inputs.insert("min_words".into(), json!(5));
         Payload::RunStarted(RunStarted {
-            format: None,
-            program: "q".into(),
-            program_hash: Hash::ZERO,
-            seed: 1,
-            grants: vec![],
             inputs,
-            budget: None,
-            tools: None,
-            memory: None,
+            ..oracle_test_support::minimal_run_started("q", 1, &[])
         })
     };
     let one = |p| {

@@ -12,14 +12,7 @@ fn log() -> Vec<Event> {
     let mut r = Recorder::new();
     let started = Payload::RunStarted(RunStarted {
         format: Some(2),
-        program: "p".into(),
-        program_hash: oracle_core::Hash::ZERO,
-        seed: 0,
-        grants: vec![],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
+        ..oracle_test_support::minimal_run_started("p", 0, &[])
     });
     let mut set = Map::new();
     set.insert("a".into(), json!(1));

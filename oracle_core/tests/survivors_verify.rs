@@ -11,14 +11,7 @@ use serde_json::{Map, Value, json};
 fn started() -> Payload {
     Payload::RunStarted(RunStarted {
         format: Some(2),
-        program: "p".into(),
-        program_hash: Hash::ZERO,
-        seed: 0,
-        grants: vec!["fs:read:a".into(), "fs:read:b".into()],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
+        ..oracle_test_support::minimal_run_started("p", 0, &["fs:read:a", "fs:read:b"])
     })
 }
 

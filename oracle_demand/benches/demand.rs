@@ -11,7 +11,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use oracle_core::payload::*;
 use oracle_core::rng::SplitMix64;
-use oracle_core::{Event, Hash, Recorder};
+use oracle_core::{Event, Recorder};
 use oracle_demand::{Config, DemandTrace, Dependencies, Evaluator, Policy, Sources};
 use serde_json::{Map, json};
 use std::hint::black_box;
@@ -23,17 +23,7 @@ const BUDGET: u64 = 256;
 fn synthetic_run(events: u64) -> Vec<Event> {
     let mut r = Recorder::new();
     let mut rng = SplitMix64::new(16);
-    let start = Payload::RunStarted(RunStarted {
-        format: None,
-        program: "demand-bench".into(),
-        program_hash: Hash::ZERO,
-        seed: 16,
-        grants: vec!["fs:read:**".into(), "kv:*:*".into()],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
-    });
+    let start = oracle_test_support::run_started("demand-bench", 16, &["fs:read:**", "kv:*:*"]);
     let mut out = vec![r.record(0, vec![], start).unwrap()];
     let mut answers: Vec<u64> = Vec::new();
     let mut claims: Vec<(u64, String)> = Vec::new();

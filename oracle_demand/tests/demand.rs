@@ -7,10 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use oracle_core::payload::*;
-use oracle_core::{Event, EventKind, Hash, Recorder, Value};
+use oracle_core::{Event, EventKind, Recorder, Value};
 use oracle_demand::{Config, DemandTrace, Dependencies, Evaluator, Policy, Source, Sources};
 use proptest::prelude::*;
-use serde_json::{Map, json};
+use serde_json::json;
 
 // ---------------------------------------------------------------------------------------------
 // Fixture runs
@@ -471,17 +471,7 @@ fn answer(seqs: &[u16], t: u64) -> Value {
 
 fn build(ops: Vec<(Op, Vec<u16>)>) -> Vec<Event> {
     let mut r = Recorder::new();
-    let start = Payload::RunStarted(RunStarted {
-        format: None,
-        program: "demand".into(),
-        program_hash: Hash::ZERO,
-        seed: 0,
-        grants: vec![],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
-    });
+    let start = oracle_test_support::run_started("demand", 0, &[]);
     let mut out = vec![r.record(0, vec![], start).unwrap()];
     for (op, parents) in ops {
         let t = out.len() as u64;

@@ -5,8 +5,10 @@
 mod common;
 
 use common::*;
+use oracle_core::rng::SplitMix64;
 use oracle_memory::Memory;
 use oracle_memory::belief::{self, Belief, Query};
+use oracle_test_support::shuffle;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -63,7 +65,7 @@ proptest! {
         let expected = beliefs(&log.mem, &ls, &ts, min);
         for seed in perms {
             let mut shuffled = log.records.clone();
-            shuffle(&mut shuffled, seed);
+            shuffle(&mut SplitMix64::new(seed), &mut shuffled);
             let m = replay(&shuffled);
             prop_assert_eq!(beliefs(&m, &ls, &ts, min), expected.clone());
             prop_assert_eq!(&m, &log.mem);
@@ -220,20 +222,5 @@ proptest! {
         prop_assert_eq!(all_beliefs(&merged, &ts, min), all_beliefs(&all, &ts, min));
         let full = replay(&log.records);
         prop_assert_eq!(&full.merge(&a), &full);
-    }
-}
-
-/// A deterministic Fisher-Yates shuffle (splitmix64), so a failure reproduces from the seed.
-fn shuffle<T>(v: &mut [T], mut seed: u64) {
-    let mut next = || {
-        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    for i in (1..v.len()).rev() {
-        let j = (next() % (i as u64 + 1)) as usize;
-        v.swap(i, j);
     }
 }

@@ -22,8 +22,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use oracle_core::payload::{RunStarted, StateChanged, StepScheduled, ToolCalled, ToolReturned};
-use oracle_core::{Hash, Payload};
+use oracle_core::Payload;
+use oracle_core::payload::{StateChanged, StepScheduled, ToolCalled, ToolReturned};
 use oracle_pg::Store;
 use oracle_runtime::writer::Writing;
 use oracle_runtime::{Durability, LogPaths, LogWriter};
@@ -36,17 +36,7 @@ const EVENTS: u64 = 20_000;
 const EVENTS_SINGLE: u64 = 5_000;
 
 fn run_started() -> Payload {
-    Payload::RunStarted(RunStarted {
-        format: None,
-        program: "bench".into(),
-        program_hash: Hash::ZERO,
-        seed: 1,
-        grants: vec![],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
-    })
+    oracle_test_support::run_started("bench", 1, &[])
 }
 
 /// Event `i` (from 1) of a run of steps of four events each, as the runtime records a pure

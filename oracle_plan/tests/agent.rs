@@ -1,36 +1,17 @@
 //! The plan agent's decisions, driven by hand: retries, fallback, failure policies, skips,
 //! answers, and input binding. No runtime: outcomes are made up by the test.
 
+mod common;
+
 use oracle_core::State;
 use oracle_core::agent::{Action, Agent, Call, Decision, Observation, Outcome};
 use oracle_core::payload::RunStatus;
 use oracle_plan::agent::{InputError, PlanAgent, bind_inputs};
-use oracle_plan::catalogue::{ArgSpec, ArgType, Catalogue, ToolSpec};
+use oracle_plan::catalogue::Catalogue;
 use serde_json::{Value, json};
 
-fn tool(name: &str, args: &[(&str, ArgType, bool)]) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        version: "1".into(),
-        description: "test".into(),
-        args: args
-            .iter()
-            .map(|(n, ty, required)| ArgSpec {
-                name: (*n).into(),
-                ty: *ty,
-                required: *required,
-            })
-            .collect(),
-        capability: None,
-    }
-}
-
 fn catalogue() -> Catalogue {
-    Catalogue::new([
-        tool("t.a", &[("x", ArgType::Any, false)]),
-        tool("t.b", &[("x", ArgType::Any, false)]),
-        tool("human.ask", &[("question", ArgType::String, true)]),
-    ])
+    Catalogue::new(common::agent_tools())
 }
 
 fn agent(src: &str) -> PlanAgent {

@@ -3,28 +3,21 @@
 //! builds more, instead of building every copy first; a call's arguments share one budget; a
 //! constant too large to ever build is a compile error (E0222). Sizes are counted, never timed.
 
+mod common;
+
+use common::tool;
 use oracle_core::State;
 use oracle_core::agent::{Action, Agent, Observation};
 use oracle_plan::agent::PlanAgent;
 use oracle_plan::ast::Expr;
-use oracle_plan::catalogue::{ArgSpec, ArgType, Catalogue, ToolSpec};
+use oracle_plan::catalogue::{ArgType, Catalogue};
 use oracle_plan::eval::{self, BUILD_BYTES_MAX, Budget, EvalErrorKind, build_cost};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 fn catalogue() -> Catalogue {
-    let any = |name: &str| ArgSpec {
-        name: name.into(),
-        ty: ArgType::Any,
-        required: false,
-    };
-    Catalogue::new([ToolSpec {
-        name: "t.take".into(),
-        version: "1".into(),
-        description: "test".into(),
-        args: vec![any("x"), any("y"), any("z")],
-        capability: None,
-    }])
+    let any = |name| (name, ArgType::Any, false);
+    Catalogue::new([tool("t.take", &[any("x"), any("y"), any("z")])])
 }
 
 fn parse_expr(src: &str) -> Expr {

@@ -2,25 +2,23 @@
 //! correct levels; cycles are reported as real paths; the plan hash ignores formatting and
 //! argument order but not meaning; expressions evaluate as documented.
 
-use oracle_plan::catalogue::{ArgSpec, ArgType, Catalogue, ToolSpec};
+mod common;
+
+use common::tool;
+use oracle_plan::catalogue::{ArgType, Catalogue};
 use oracle_plan::compile::check;
 use oracle_plan::eval::{self, eval};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 fn catalogue() -> Catalogue {
-    let arg = |name: &str, ty| ArgSpec {
-        name: name.into(),
-        ty,
-        required: true,
-    };
-    Catalogue::new([ToolSpec {
-        name: "json.get".into(),
-        version: "1".into(),
-        description: "test".into(),
-        args: vec![arg("value", ArgType::Any), arg("path", ArgType::String)],
-        capability: None,
-    }])
+    Catalogue::new([tool(
+        "json.get",
+        &[
+            ("value", ArgType::Any, true),
+            ("path", ArgType::String, true),
+        ],
+    )])
 }
 
 /// A plan of `n` steps where step `k` (in hidden order) uses the outputs of `deps[k]` (all

@@ -3,10 +3,13 @@
 //! value it could not have saved is refused without changing it. No runtime: outcomes are
 //! made up by the test from a list of choices.
 
+mod common;
+
+use common::tool;
 use oracle_core::State;
 use oracle_core::agent::{Action, Agent, AgentError, Call, Decision, Observation, Outcome};
 use oracle_plan::agent::{ASK_TOOL, CHAT_TOOL, PlanAgent, bind_inputs};
-use oracle_plan::catalogue::{ArgSpec, ArgType, Catalogue, ToolSpec};
+use oracle_plan::catalogue::{ArgType, Catalogue};
 use oracle_plan::{CompiledPlan, Sources};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -133,40 +136,20 @@ stats = t.b { x: read.n }
 /// Decisions one run may take at most (every plan above ends well within it).
 const DECISIONS_MAX: usize = 400;
 
-fn tool(name: &str, args: &[(&str, ArgType, bool)]) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        version: "1".into(),
-        description: "test".into(),
-        args: args
-            .iter()
-            .map(|(n, ty, required)| ArgSpec {
-                name: (*n).into(),
-                ty: *ty,
-                required: *required,
-            })
-            .collect(),
-        capability: None,
-    }
-}
-
 fn catalogue() -> Catalogue {
-    Catalogue::new([
-        tool("t.a", &[("x", ArgType::Any, false)]),
-        tool("t.b", &[("x", ArgType::Any, false)]),
-        tool("human.ask", &[("question", ArgType::String, true)]),
-        tool(
-            "agent",
-            &[
-                ("model", ArgType::String, true),
-                ("instructions", ArgType::String, true),
-                ("task", ArgType::Any, false),
-                ("tools", ArgType::List, true),
-                ("max_turns", ArgType::Int, false),
-                ("output", ArgType::Map, false),
-            ],
-        ),
-    ])
+    let mut tools = common::agent_tools();
+    tools.push(tool(
+        "agent",
+        &[
+            ("model", ArgType::String, true),
+            ("instructions", ArgType::String, true),
+            ("task", ArgType::Any, false),
+            ("tools", ArgType::List, true),
+            ("max_turns", ArgType::Int, false),
+            ("output", ArgType::Map, false),
+        ],
+    ));
+    Catalogue::new(tools)
 }
 
 fn compile(src: &str) -> CompiledPlan {

@@ -15,22 +15,9 @@ fn root() -> PathBuf {
 
 fn run(plan: &str, home: &Path) -> (session::Session, Vec<Event>) {
     let opts = StartOptions {
-        home: home.to_path_buf(),
-        plan: root().join(plan),
-        inputs: vec![],
-        seed: 0,
-        grants: vec![],
-        jobs: 1,
         durability: Durability::None,
-        resume_points: Default::default(),
         root: root(),
-        memory: None,
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
-        tools: Vec::new(),
-        tool_files: Vec::new(),
+        ..StartOptions::new(home, &root().join(plan))
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap();

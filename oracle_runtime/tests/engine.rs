@@ -113,22 +113,10 @@ fn plan_text(steps: &[StepGen]) -> String {
 
 fn start(plan: &Path, home: &Path, jobs: u32) -> session::Session {
     let opts = StartOptions {
-        home: home.to_path_buf(),
-        plan: plan.to_path_buf(),
-        inputs: vec![],
         seed: 7,
-        grants: vec![],
         jobs,
         durability: Durability::None,
-        resume_points: Default::default(),
-        root: PathBuf::from("."),
-        memory: None,
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
-        tools: Vec::new(),
-        tool_files: Vec::new(),
+        ..StartOptions::new(home, plan)
     };
     session::start(&opts, &tools::builtin()).unwrap()
 }
@@ -350,22 +338,9 @@ fn an_input_over_its_bound_fails_the_call_with_a_recorded_reason() {
     )
     .unwrap();
     let opts = StartOptions {
-        home: dir.path().join("home"),
-        plan,
-        inputs: vec![],
-        seed: 0,
-        grants: vec![],
-        jobs: 1,
         durability: Durability::None,
-        resume_points: Default::default(),
         root: dir.path().to_path_buf(),
-        memory: None,
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
-        tools: Vec::new(),
-        tool_files: Vec::new(),
+        ..StartOptions::new(&dir.path().join("home"), &plan)
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     let events = oracle_runtime::reader::read_all(&log_of(&s)).unwrap();

@@ -40,22 +40,12 @@ fn run_shipped_plan(name: &str) -> Vec<Event> {
         std::fs::copy(entry.path(), data.join(entry.file_name())).unwrap();
     }
     let opts = oracle_runtime::session::StartOptions {
-        home: dir.path().join("home"),
-        plan: fixtures_dir().join(format!("plans/{name}.plan")),
-        inputs: vec![],
-        seed: 0,
-        grants: vec![],
-        jobs: 1,
         durability: oracle_runtime::Durability::None,
-        resume_points: Default::default(),
         root: root.canonicalize().unwrap(),
-        memory: None,
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
-        tools: Vec::new(),
-        tool_files: Vec::new(),
+        ..oracle_runtime::session::StartOptions::new(
+            &dir.path().join("home"),
+            &fixtures_dir().join(format!("plans/{name}.plan")),
+        )
     };
     let s = oracle_runtime::session::start(&opts, &oracle_runtime::tools::builtin()).unwrap();
     oracle_runtime::reader::read_all(&s.dir.join("events.jsonl")).unwrap()

@@ -703,14 +703,7 @@ fn an_index_refused_by_the_file_size_limit_is_kept_in_memory_and_leaves_no_temp_
     let evs = events(120, 13);
     let log = write_log(dir.path(), &evs);
     fs::remove_file(index_path(&log)).unwrap();
-    let listing = || {
-        let mut names: Vec<String> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
+    let listing = || oracle_test_support::file_names(dir.path());
     let before = listing();
     let out = std::process::Command::new("sh")
         .arg("-c")

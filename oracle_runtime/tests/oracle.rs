@@ -2,7 +2,6 @@
 //! recorded and retried a bounded number of times, and the pending request is never lost.
 
 use std::fs;
-use std::path::PathBuf;
 
 use oracle_runtime::adjudication;
 use oracle_runtime::oracle::{NOTIFY_ATTEMPTS_MAX, OUTBOX_FILE, OraclePort, notify_pending};
@@ -38,22 +37,8 @@ fn conflicted_run() -> (tempfile::TempDir, session::Session) {
     let plan = dir.path().join("conflict.plan");
     fs::write(&plan, PLAN).unwrap();
     let opts = StartOptions {
-        home: dir.path().join("home"),
-        plan,
-        inputs: vec![],
-        seed: 0,
-        grants: vec![],
-        jobs: 1,
         durability: Durability::None,
-        resume_points: Default::default(),
-        root: PathBuf::from("."),
-        memory: None,
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
-        tools: Vec::new(),
-        tool_files: Vec::new(),
+        ..StartOptions::new(&dir.path().join("home"), &plan)
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, s)

@@ -72,26 +72,13 @@ fn start(expiry: Option<u64>) -> (tempfile::TempDir, PathBuf, String) {
     fs::write(&plan, PLAN).unwrap();
     let home = dir.path().join("home");
     let opts = StartOptions {
-        home: home.clone(),
-        plan,
-        inputs: vec![],
-        seed: 0,
-        grants: vec![],
-        jobs: 1,
         durability: Durability::None,
-        resume_points: Default::default(),
-        root: PathBuf::from("."),
         memory: Some(oracle_memory::MemorySettings {
             oracle: true,
             expiry_ticks: expiry,
             ..Default::default()
         }),
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
-        tools: Vec::new(),
-        tool_files: Vec::new(),
+        ..StartOptions::new(&home, &plan)
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();
     (dir, home, s.id)

@@ -23,31 +23,9 @@ use oracle_runtime::index::{IndexedLog, index_path};
 use oracle_runtime::repair::{Repair, repair};
 use oracle_runtime::storage::sim::SimStorage;
 use oracle_runtime::{Durability, LogPaths, LogWriter, VerifyOptions, reader, verify_file};
+use oracle_test_support::{copy_dir, small_payload};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-
-fn value() -> impl Strategy<Value = Value> {
-    oracle_test_support::small_json()
-}
-
-fn payload() -> impl Strategy<Value = Payload> {
-    prop_oneof![
-        ("[a-z]{1,4}", value()).prop_map(|(step, output)| Payload::ToolReturned(ToolReturned {
-            step,
-            tool: "t".into(),
-            attempt: 1,
-            output
-        })),
-        (
-            prop::collection::btree_map("[a-d]", value(), 0..3),
-            prop::collection::btree_set("[e-f]", 0..2)
-        )
-            .prop_map(|(set, delete)| Payload::StateChanged(StateChanged {
-                set: set.into_iter().collect(),
-                delete: delete.into_iter().collect()
-            })),
-    ]
-}
 
 fn durability() -> impl Strategy<Value = Durability> {
     prop_oneof![
@@ -285,7 +263,7 @@ proptest! {
     /// tear of what was not synced.
     #[test]
     fn power_loss_never_loses_an_acknowledged_event(
-        items in prop::collection::vec((payload(), any::<bool>()), 0..16),
+        items in prop::collection::vec((small_payload(), any::<bool>()), 0..16),
         d in durability(),
         loss in any::<prop::sample::Index>(),
         tear in any::<u64>(),
@@ -414,19 +392,6 @@ fn engine_on_sim(
     }
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// The engine's run of a plan on simulated storage, the power lost before every storage
 /// operation in turn, recovered, and continued with `session::resume` (which repairs a torn
 /// tail itself): it ends with exactly the bytes of the uninterrupted run, in every mode. A log
@@ -442,22 +407,8 @@ fn power_loss_in_an_engine_run_resumes_to_the_uninterrupted_log() {
     let home = dir.path().join("home");
     let whole = session::start(
         &StartOptions {
-            home: home.clone(),
-            plan: plan_path.clone(),
-            inputs: vec![],
             seed: 7,
-            grants: vec![],
-            jobs: 1,
-            durability: Durability::DEFAULT,
-            resume_points: Default::default(),
-            root: std::path::PathBuf::from("."),
-            memory: None,
-            scorer: None,
-            models: Default::default(),
-            budget: None,
-            secret_vars: Default::default(),
-            tools: Vec::new(),
-            tool_files: Vec::new(),
+            ..StartOptions::new(&home, &plan_path)
         },
         &registry,
     )

@@ -5,7 +5,6 @@
 //! limit ends in a recorded failure, never in a record the reader refuses.
 
 use std::fs;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use oracle_core::limits::{PAYLOAD_JSON_BYTES_MAX, VALUE_DEPTH_MAX};
@@ -120,22 +119,10 @@ fn start(dir: &std::path::Path, plan: &str, registry: &Registry) -> session::Ses
     let path = dir.join("limits.plan");
     fs::write(&path, plan).unwrap();
     let opts = StartOptions {
-        home: dir.join("home"),
-        plan: path,
-        inputs: vec![],
         seed: 1,
-        grants: vec![],
         jobs: 2,
         durability: Durability::None,
-        resume_points: Default::default(),
-        root: PathBuf::from("."),
-        memory: None,
-        scorer: None,
-        models: Default::default(),
-        budget: None,
-        secret_vars: Default::default(),
-        tools: Vec::new(),
-        tool_files: Vec::new(),
+        ..StartOptions::new(&dir.join("home"), &path)
     };
     session::start(&opts, registry).unwrap_or_else(|e| panic!("{e}"))
 }

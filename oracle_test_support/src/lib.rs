@@ -1,44 +1,27 @@
 //! Helpers the workspace's tests share, so each is written once: the smallest `run_started` a
-//! log can begin with, and a strategy for JSON values without floats. A dev-dependency only:
-//! no library crate depends on it (tidy keeps it so).
+//! log can begin with, strategies for JSON values without floats and for small payloads, and
+//! a few file and shuffling chores. A dev-dependency only: no library crate depends on it
+//! (tidy keeps it so). Helpers that run the `oracle` binary live in `oracle_cli/tests/common`,
+//! the one place where `CARGO_BIN_EXE_oracle` is known.
 
-use oracle_core::payload::{Payload, RunStarted};
-use oracle_core::{Hash, Value};
-use proptest::prelude::*;
+mod events;
+mod files;
+mod json;
 
-/// The first event of a test log: a run of `program` with `seed` and `grants`, no inputs,
-/// budget, tools or memory settings, and the zero program hash.
-pub fn run_started(program: &str, seed: u64, grants: &[&str]) -> Payload {
-    Payload::RunStarted(RunStarted {
-        format: None,
-        program: program.into(),
-        program_hash: Hash::ZERO,
-        seed,
-        grants: grants.iter().map(|g| (*g).to_owned()).collect(),
-        inputs: Default::default(),
-        budget: None,
-        tools: None,
-        memory: None,
-    })
-}
+pub use events::{minimal_run_started, run_started, small_payload};
+pub use files::{copy_dir, file_names};
+pub use json::{JsonShape, json, small_json};
 
-/// Any small JSON value without floats (what a record may hold): nested at most two levels,
-/// at most three entries an array or object, strings of at most six characters of any kind.
-pub fn small_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        ".{0,6}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(2, 12, 3, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
-            prop::collection::btree_map("[a-c]{1,2}", inner, 0..3)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+use oracle_core::rng::SplitMix64;
+
+/// Shuffles `items` in place (Fisher–Yates) with draws from `rng`: the same generator state
+/// gives the same order on every machine, so a test that varies an order reproduces from its
+/// seed.
+pub fn shuffle<T>(rng: &mut SplitMix64, items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        items.swap(i, j);
+    }
 }
 
 #[cfg(test)]
@@ -46,9 +29,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_run_started_is_a_valid_first_event() {
-        let mut r = oracle_core::Recorder::new();
-        r.record(0, vec![], run_started("p", 1, &["fs:read:data/**"]))
-            .unwrap();
+    fn a_shuffle_is_a_permutation_fixed_by_the_seed() {
+        let order = |seed| {
+            let mut v: Vec<u32> = (0..50).collect();
+            shuffle(&mut SplitMix64::new(seed), &mut v);
+            v
+        };
+        let mut sorted = order(7);
+        assert_eq!(order(7), sorted);
+        assert_ne!(order(7), order(8));
+        sorted.sort();
+        assert_eq!(sorted, (0..50).collect::<Vec<_>>());
     }
 }

@@ -2,25 +2,33 @@
 //! root (so fixture paths in its output are relative and stable).
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use oracle_core::Event;
 use serde_json::Value;
+
+// Helpers of other crates the end-to-end tests use, under the one module they name for
+// helpers; not every test binary uses each.
+#[allow(unused_imports)]
+pub use oracle_core::rng::SplitMix64;
+#[allow(unused_imports)]
+pub use oracle_test_support::copy_dir;
+
+/// The shipped plan that suspends on a conflicting belief: its run is `adjudication-1`, its
+/// request `adj-15` (recorded by event 15).
+pub const ADJUDICATION_PLAN: &str = "fixtures/plans/adjudication.plan";
 
 /// The workspace root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Runs `oracle ARGS` from the workspace root: exit code, stdout, stderr.
-pub fn oracle(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap();
+/// What a finished command printed: its exit code (-1 if a signal ended it), stdout and stderr
+/// (invalid UTF-8 replaced, never refused).
+pub fn outcome(out: Output) -> (i32, String, String) {
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -28,18 +36,19 @@ pub fn oracle(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// Copies a directory tree (test fixtures into a sandbox).
-pub fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
+/// The last line of `out` parsed as JSON (a `--json` command prints its document last).
+/// Panics, naming `args` and showing stdout and stderr, if there is no line or it is not JSON.
+pub fn last_json(args: &[&str], out: &str, err: &str) -> Value {
+    let line = out
+        .lines()
+        .last()
+        .unwrap_or_else(|| panic!("{args:?}: no output; stderr: {err}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}\n{err}"))
+}
+
+/// Runs `oracle ARGS` from the workspace root: exit code, stdout, stderr.
+pub fn oracle(args: &[&str]) -> (i32, String, String) {
+    outcome(command_in(&root(), args).output().unwrap())
 }
 
 /// A temporary directory holding a copy of the fixture plans and data, which is the working
@@ -72,30 +81,18 @@ impl Sandbox {
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
-        c.args(args).current_dir(self.path());
-        c
+        command_in(self.path(), args)
     }
 
     /// Runs `oracle ARGS` in the sandbox: exit code, stdout, stderr.
     pub fn oracle(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.command(args).output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        outcome(self.command(args).output().unwrap())
     }
 
     /// Runs a command with `--json` output and parses its last stdout line.
     pub fn json(&self, args: &[&str]) -> (i32, Value) {
         let (code, out, err) = self.oracle(args);
-        let line = out
-            .lines()
-            .last()
-            .unwrap_or_else(|| panic!("no output; stderr: {err}"));
-        let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
-        (code, v)
+        (code, last_json(args, &out, &err))
     }
 
     pub fn log(&self, home: &str, run: &str) -> PathBuf {
@@ -141,23 +138,13 @@ pub fn command_in(dir: &Path, args: &[&str]) -> Command {
 
 /// Runs `oracle ARGS` in `dir`: exit code, stdout, stderr.
 pub fn oracle_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = command_in(dir, args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outcome(command_in(dir, args).output().unwrap())
 }
 
 /// Runs a `--json` command in `dir` and parses its last stdout line: exit code and value.
 pub fn json_in(dir: &Path, args: &[&str]) -> (i32, Value) {
     let (code, out, err) = oracle_in(dir, args);
-    let line = out
-        .lines()
-        .last()
-        .unwrap_or_else(|| panic!("{args:?}: no output; stderr: {err}"));
-    let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}\n{err}"));
-    (code, v)
+    (code, last_json(args, &out, &err))
 }
 
 /// The events of a log's complete records (a torn last line, if any, is left out).
@@ -170,29 +157,146 @@ pub fn parse_events(bytes: &[u8]) -> Vec<Event> {
         .collect()
 }
 
-/// SplitMix64: a tiny seeded generator, so that tests which vary timings or orders do so the
-/// same way on every run (no unseeded randomness in tests).
-pub struct SplitMix64(pub u64);
+/// A temporary `--home` for runs, removed when dropped. Every command runs as `oracle --home
+/// HOME ARGS` from the workspace root, so the shipped fixtures' relative paths resolve and
+/// nothing is written outside the home.
+pub struct Home {
+    dir: tempfile::TempDir,
+}
 
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// Shuffles `items` in place (Fisher–Yates).
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
-            items.swap(i, j);
+impl Home {
+    pub fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
         }
+    }
+
+    /// A temporary home inside `parent` (a filesystem the test chose), removed when dropped.
+    pub fn new_in(parent: &Path) -> Home {
+        Home {
+            dir: tempfile::tempdir_in(parent).unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `oracle --home HOME ARGS`, from the workspace root, not yet started.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = command_in(&root(), &[]);
+        c.arg("--home").arg(self.path()).args(args);
+        c
+    }
+
+    /// Runs `oracle ARGS`: exit code, stdout, stderr.
+    pub fn oracle(&self, args: &[&str]) -> (i32, String, String) {
+        outcome(self.command(args).output().unwrap())
+    }
+
+    /// Runs a `--json` command and parses its last stdout line.
+    pub fn json(&self, args: &[&str]) -> (i32, Value) {
+        let (code, out, err) = self.oracle(args);
+        (code, last_json(args, &out, &err))
+    }
+
+    /// Runs a command printing one JSON object per line; every line parsed (panics on one
+    /// that is not JSON).
+    pub fn json_lines(&self, args: &[&str]) -> (i32, Vec<Value>) {
+        let (code, out, err) = self.oracle(args);
+        let rows = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{err}")))
+            .collect();
+        (code, rows)
+    }
+
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.path().join("runs").join(run)
+    }
+
+    pub fn log(&self, run: &str) -> PathBuf {
+        self.run_dir(run).join("events.jsonl")
+    }
+
+    /// Every entry of the run's directory with its bytes (a directory with none: its files
+    /// are not read), so two snapshots are equal exactly when no file there changed.
+    pub fn snapshot(&self, run: &str) -> BTreeMap<String, Vec<u8>> {
+        fs::read_dir(self.run_dir(run))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let bytes = if e.file_type().unwrap().is_dir() {
+                    Vec::new()
+                } else {
+                    fs::read(e.path()).unwrap()
+                };
+                (e.file_name().to_string_lossy().into_owned(), bytes)
+            })
+            .collect()
+    }
+
+    /// The events of a run as `oracle log --json` shows them.
+    pub fn events(&self, run: &str) -> Vec<Value> {
+        let (code, rows) = self.json_lines(&["log", run, "--json"]);
+        assert_eq!(code, 0);
+        rows
+    }
+
+    /// `oracle verify RUN` succeeds, without repairing anything.
+    pub fn verifies(&self, run: &str) {
+        let (code, out, err) = self.oracle(&["verify", run]);
+        assert_eq!(code, 0, "verify without repair: {out}{err}");
+    }
+
+    /// `oracle replay RUN` reproduces the run, ending `ending`, and the run verifies.
+    pub fn replays_and_verifies(&self, run: &str, ending: &str) {
+        let (code, r) = self.json(&["replay", run, "--json"]);
+        assert_eq!(code, 0, "{r}");
+        assert_eq!(r["result"], "reproduced");
+        assert_eq!(r["ending"], ending);
+        self.verifies(run);
+    }
+}
+
+/// The adjudication fixture ([`ADJUDICATION_PLAN`]) in a [`Home`].
+impl Home {
+    /// Starts the fixture with `extra` options: it must suspend on the allergy belief. Its
+    /// `--json` report.
+    pub fn start(&self, extra: &[&str]) -> Value {
+        let mut args = vec!["run", ADJUDICATION_PLAN, "--json"];
+        args.extend_from_slice(extra);
+        let (code, out) = self.json(&args);
+        assert_eq!(code, 3, "the run suspends: {out}");
+        assert_eq!(out["status"], "suspended");
+        assert_eq!(out["waiting"]["step"], "allergy");
+        out
+    }
+
+    /// The allergy line as `oracle memory --json` shows it (with `extra` options): exactly one.
+    pub fn allergy(&self, run: &str, extra: &[&str]) -> Value {
+        let mut args = vec![
+            "memory",
+            run,
+            "--subject",
+            "patient-17",
+            "--predicate",
+            "allergy",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, rows) = self.json_lines(&args);
+        assert_eq!(code, 0, "{rows:?}");
+        assert_eq!(rows.len(), 1, "one line: {rows:?}");
+        rows.into_iter().next().unwrap()
+    }
+
+    /// The run's adjudications (`--status` and the like in `extra`).
+    pub fn adjudications(&self, run: &str, extra: &[&str]) -> Vec<Value> {
+        let mut args = vec!["adjudications", run, "--json"];
+        args.extend_from_slice(extra);
+        let (code, rows) = self.json_lines(&args);
+        assert_eq!(code, 0, "{rows:?}");
+        rows
     }
 }

@@ -2,26 +2,24 @@
 #![allow(dead_code)]
 
 use oracle_core::payload::*;
-use oracle_core::{Event, Hash, Recorder, Value};
+use oracle_core::{Event, Recorder, Value};
+use oracle_test_support::JsonShape;
 use proptest::prelude::*;
-use serde_json::Map;
+
+/// Values of hashed data: deeper and wider than `JsonShape::SMALL`, with strings that need
+/// escaping (a quote, a backslash, a control character, a non-ASCII letter), so the canonical
+/// encoding is exercised where it differs from the plain text.
+const VALUE: JsonShape = JsonShape {
+    depth: 3,
+    nodes: 24,
+    width: 4,
+    text: "[a-z\u{e9}\u{1f}\"\\\\ ]{0,8}",
+    keys: "[a-d]{1,2}",
+};
 
 /// Any JSON value without floats: what hashed data may hold.
 pub fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        "[a-z\u{e9}\u{1f}\"\\\\ ]{0,8}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(3, 24, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map("[a-d]{1,2}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
-        ]
-    })
+    oracle_test_support::json(VALUE)
 }
 
 /// One payload of any kind but `run_started`.
@@ -78,17 +76,7 @@ pub fn by() -> impl Strategy<Value = Option<String>> {
 }
 
 pub fn run_started(seed: u64) -> Payload {
-    Payload::RunStarted(RunStarted {
-        format: None,
-        program: "prop".into(),
-        program_hash: Hash::ZERO,
-        seed,
-        grants: vec!["fs:read:**".into()],
-        inputs: Map::new(),
-        budget: None,
-        tools: None,
-        memory: None,
-    })
+    oracle_test_support::run_started("prop", seed, &["fs:read:**"])
 }
 
 /// A valid log: `run_started` then the given payloads, with random time steps and parents.
