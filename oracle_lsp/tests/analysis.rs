@@ -25,14 +25,16 @@ fn catalogue() -> Catalogue {
             .collect(),
         capability: None,
     };
-    Catalogue::new([tool("fs.read", &["path"]), tool("text.count", &["text"])]).with_output_schemas([(
-        "fs.read".to_owned(),
-        serde_json::json!({
-            "type": "object",
-            "properties": {"bytes": {"type": "integer"}, "text": {"type": "string"}},
-            "additionalProperties": false
-        }),
-    )])
+    Catalogue::new([tool("fs.read", &["path"]), tool("text.count", &["text"])]).with_output_schemas(
+        [(
+            "fs.read".to_owned(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {"bytes": {"type": "integer"}, "text": {"type": "string"}},
+                "additionalProperties": false
+            }),
+        )],
+    )
 }
 
 fn run_all(src: &str, line: u32, character: u32) {
