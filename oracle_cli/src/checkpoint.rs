@@ -221,7 +221,8 @@ pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
     } else {
         outln!("checkpoint  {}", paths.log.display())?;
         if let Some(ch) = chained {
-            outln!("  run       {}", ch.run)?;
+            // The run's identity is a hash (event 0's chain hash), not its id: say so.
+            outln!("  identity  {} (event 0's chain hash)", ch.run)?;
         }
         outln!("  seq       {}", c.seq)?;
         outln!("  head      {}", c.head)?;

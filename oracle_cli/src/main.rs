@@ -192,6 +192,36 @@ pub(crate) enum Command {
     Man,
 }
 
+/// An unknown subcommand's error, with the closest subcommand by edit distance named first
+/// when clap's own tip misses it (clap compares by Jaro similarity, which never offers `run`
+/// for `rn`): `None` when there is nothing to add.
+fn with_closest_subcommand(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    let Some(ContextValue::String(given)) = e.get(ContextKind::InvalidSubcommand) else {
+        return None;
+    };
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+    let closest = oracle_plan::diagnostic::closest(given, names.iter().copied())?;
+    let text = e.to_string();
+    if text.contains(&format!("'{closest}'")) {
+        return None;
+    }
+    let tip = format!("  tip: a similar subcommand exists: '{closest}'");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    match lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("tip:"))
+    {
+        Some(i) => lines.insert(i, tip),
+        None => lines.splice(1..1, [String::new(), tip]).for_each(drop),
+    }
+    Some(lines.join("\n") + "\n")
+}
+
 fn main() -> ExitCode {
     // `--json` anywhere among the arguments (every command that has it takes it as a flag).
     let json_mode = std::env::args_os().any(|a| a == "--json");
@@ -221,6 +251,10 @@ fn main() -> ExitCode {
                     let _ = out::json(&doc).and_then(|()| out::flush());
                 }
                 eprintln!("error: {message}");
+                return ExitCode::from(exit::INPUT);
+            }
+            if !json_mode && let Some(text) = with_closest_subcommand(&e) {
+                eprint!("{text}");
                 return ExitCode::from(exit::INPUT);
             }
             // A usage error under --json is one JSON document too (help and --version are not

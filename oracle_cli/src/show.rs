@@ -25,6 +25,16 @@ pub struct LogArgs {
     /// Only the last N events (of those --from, --to and --kind select).
     #[arg(long, short = 'n', value_name = "N", alias = "last")]
     tail: Option<u64>,
+    /// Only events of this step (their payload's `step`), e.g. `--step analyst`.
+    #[arg(long, value_name = "STEP")]
+    step: Option<String>,
+    /// Summaries with every value whole instead of cut at about 60 characters.
+    #[arg(long)]
+    full: bool,
+    /// One event in full: every field, its payload as indented JSON (with `--json`, the exact
+    /// record).
+    #[arg(long, value_name = "SEQ", conflicts_with_all = ["from", "to", "kind", "tail", "step"])]
+    seq: Option<u64>,
     /// One JSON event per line (the exact recorded events) instead of a table.
     #[arg(long)]
     json: bool,
@@ -51,6 +61,9 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
     if from > to {
         return Err(CliError::input(format!("--from {from} is after --to {to}")));
     }
+    if let Some(seq) = a.seq {
+        return one_event(&paths, seq, a.json);
+    }
     let kinds: Vec<EventKind> = a.kind.iter().map(|k| k.0).collect();
     if !a.json {
         outln!(
@@ -64,8 +77,16 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
     // A failed write (the reader of stdout went away) ends the scan at once: nothing more is
     // read from the log, and the error is reported after the scan returns.
     let mut write_failed = None;
-    let selected =
-        |e: &oracle_core::Event| e.seq >= from && (kinds.is_empty() || kinds.contains(&e.kind));
+    let step = a.step.as_deref();
+    let selected = |e: &oracle_core::Event| {
+        e.seq >= from
+            && (kinds.is_empty() || kinds.contains(&e.kind))
+            && step.is_none_or(|s| e.payload.get("step").and_then(|v| v.as_str()) == Some(s))
+    };
+    let show = Show {
+        json: a.json,
+        full: a.full,
+    };
     if let Some(n) = a.tail {
         // The last N selected events: a window of at most N, kept while the log streams by.
         let mut last: std::collections::VecDeque<oracle_core::Event> =
@@ -83,7 +104,7 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
             Ok(true)
         })?;
         for e in last {
-            print_event(&e, a.json)?;
+            print_event(&e, show)?;
         }
         return Ok(exit::OK);
     }
@@ -94,7 +115,7 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
         if !selected(&e) {
             return Ok(true);
         }
-        let written = print_event(&e, a.json);
+        let written = print_event(&e, show);
         match written {
             Ok(()) => Ok(true),
             Err(err) => {
@@ -109,15 +130,69 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
     }
 }
 
-/// One event as `oracle log` shows it: the exact record (`--json`) or a table row.
-fn print_event(e: &oracle_core::Event, json: bool) -> Result<(), CliError> {
+/// How `oracle log` shows each event.
+#[derive(Clone, Copy)]
+struct Show {
+    /// The exact record.
+    json: bool,
+    /// Summaries with values whole.
+    full: bool,
+}
+
+/// `oracle log --seq N`: one event, every field (or its exact record, `--json`).
+fn one_event(paths: &oracle_runtime::LogPaths, seq: u64, json: bool) -> Result<u8, CliError> {
+    let mut found = None;
+    reader::scan(&paths.log, false, |e| {
+        if e.seq == seq {
+            found = Some(e);
+            return Ok(false);
+        }
+        Ok(true)
+    })?;
+    let Some(e) = found else {
+        return Err(CliError::input(format!(
+            "{}: no event {seq} (`oracle log` lists them)",
+            paths.log.display()
+        )));
+    };
     if json {
+        crate::out::write_bytes(&oracle_core::record::encode(&e))?;
+        return Ok(exit::OK);
+    }
+    let parents: Vec<String> = e.parents.iter().map(u64::to_string).collect();
+    outln!("seq           {}", e.seq)?;
+    outln!("time          {}", e.time)?;
+    outln!("kind          {}", e.kind.as_str())?;
+    outln!("parents       [{}]", parents.join(", "))?;
+    outln!("hash          {}", e.hash.to_hex())?;
+    outln!("prev          {}", e.prev.to_hex())?;
+    outln!("payload hash  {}", e.payload_hash.to_hex())?;
+    outln!("state before  {}", e.state_before.to_hex())?;
+    outln!("state after   {}", e.state_after.to_hex())?;
+    let pretty = serde_json::to_string_pretty(&e.payload)
+        .map_err(|err| CliError::input(format!("event {seq}: {err}")))?;
+    outln!("payload")?;
+    for line in pretty.lines() {
+        outln!("  {line}")?;
+    }
+    Ok(exit::OK)
+}
+
+/// One event as `oracle log` shows it: the exact record (`--json`) or a table row.
+fn print_event(e: &oracle_core::Event, show: Show) -> Result<(), CliError> {
+    if show.json {
         // The exact record, as stored.
         return crate::out::write_bytes(&oracle_core::record::encode(e));
     }
     let summary = e
         .typed()
-        .map(|p| p.summary())
+        .map(|p| {
+            if show.full {
+                p.summary_full()
+            } else {
+                p.summary()
+            }
+        })
         .unwrap_or_else(|err| err.to_string());
     outln!(
         "{:>6}  {:>6}  {:<18}  {:<12}  {}",

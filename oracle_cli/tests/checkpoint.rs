@@ -154,6 +154,17 @@ fn a_checkpoint_verifies_by_run_id_directory_and_log_file() {
         json!({"file": witness, "line": 1, "written": true})
     );
     assert_eq!(fs::read_to_string(sb.path().join(&witness)).unwrap(), line);
+    // In text, the identity hash is labelled as what it is, not as the run (issue 34).
+    let (code, text, _) = sb.oracle(&["checkpoint", RUN, "--key", "k"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!(
+            "identity  {} (event 0's chain hash)",
+            run.to_hex()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("  run  "), "{text}");
 
     // The same log named by directory or by file is the same checkpoint file; signing the same
     // head again writes nothing (Ed25519 signatures are deterministic).

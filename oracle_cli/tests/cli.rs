@@ -385,6 +385,52 @@ fn log_lists_every_event_and_filters_by_kind() {
     );
 }
 
+/// `log --step`, `--full` and `--seq` (issue 34): one step's events, summaries uncut, and one
+/// event in full.
+#[test]
+fn log_filters_by_step_shows_values_whole_and_one_event_in_full() {
+    let s = Sandbox::new();
+    let (code, stdout, _) = s.oracle(&["log", "--step", "stats", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0);
+    assert_eq!(table_seqs(&stdout), [6, 7, 8]);
+
+    let (_, cut, _) = s.oracle(&["log", "--from", "4", "--to", "4", "logs/quickstart.jsonl"]);
+    let (code, full, _) = s.oracle(&[
+        "log",
+        "--full",
+        "--from",
+        "4",
+        "--to",
+        "4",
+        "logs/quickstart.jsonl",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        cut.contains('…'),
+        "the fixture's output is long enough to be cut: {cut}"
+    );
+    assert!(!full.contains('…') && full.len() > cut.len(), "{full}");
+
+    let (code, one, _) = s.oracle(&["log", "--seq", "4", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 0, "{one}");
+    for field in [
+        "seq           4",
+        "kind          tool_returned",
+        "state after",
+        "payload",
+        "  \"step\": \"read\"",
+    ] {
+        assert!(one.contains(field), "{field}: {one}");
+    }
+    let out = s.run(&["log", "--seq", "4", "--json", "logs/quickstart.jsonl"]);
+    let record = fs::read(s.path("logs/quickstart.jsonl")).unwrap();
+    let line4 = record.split_inclusive(|&b| b == b'\n').nth(4).unwrap();
+    assert_eq!(out.stdout, line4, "--json prints the exact record");
+    let (code, _, err) = s.oracle(&["log", "--seq", "99", "logs/quickstart.jsonl"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no event 99"), "{err}");
+}
+
 #[test]
 fn log_json_prints_the_records_exactly_as_stored() {
     let s = Sandbox::new();
@@ -526,4 +572,25 @@ fn every_subcommand_has_help() {
     let (code, stdout, _) = s.oracle(&["--help"]);
     assert_eq!(code, 0);
     assert!(stdout.contains("Exit codes"), "{stdout}");
+}
+
+/// A mistyped command is answered with the closest one (issue 34: `oracle rn` named
+/// `reinstate` and `runs`, never `run`), and exits 2 like every usage error.
+#[test]
+fn a_mistyped_command_names_the_closest_one() {
+    let s = Sandbox::new();
+    for (typed, meant) in [
+        ("rn", "'run'"),
+        ("verfy", "'verify'"),
+        ("rsume", "'resume'"),
+    ] {
+        let (code, stdout, stderr) = s.oracle(&[typed]);
+        assert_eq!(code, 2, "{typed}: {stderr}");
+        assert!(stdout.is_empty(), "{typed}: {stdout}");
+        assert!(stderr.contains(meant), "{typed}: {stderr}");
+        assert!(
+            stderr.contains("unrecognized subcommand"),
+            "{typed}: {stderr}"
+        );
+    }
 }

@@ -561,6 +561,22 @@ impl Payload {
 
     /// One line for people: what happened, without the bulk of inputs and outputs.
     pub fn summary(&self) -> String {
+        self.summary_clipped(true)
+    }
+
+    /// [`Payload::summary`] with every value whole (`oracle log --full`).
+    pub fn summary_full(&self) -> String {
+        self.summary_clipped(false)
+    }
+
+    fn summary_clipped(&self, clipped: bool) -> String {
+        let c = |s: &str, max_chars: usize| {
+            if clipped {
+                clip(s, max_chars)
+            } else {
+                s.to_owned()
+            }
+        };
         match self {
             Payload::RunStarted(p) => {
                 let tools = p.tools.as_ref().map_or(String::new(), |t| {
@@ -591,7 +607,7 @@ impl Payload {
                     p.step,
                     p.tool,
                     p.tool_version,
-                    clip(&p.input.to_string(), 60)
+                    c(&p.input.to_string(), 60)
                 )
             }
             Payload::ToolReturned(p) => {
@@ -599,16 +615,16 @@ impl Payload {
                     "step {}: {} output {}",
                     p.step,
                     p.tool,
-                    clip(&p.output.to_string(), 60)
+                    c(&p.output.to_string(), 60)
                 )
             }
             Payload::ToolFailed(p) => {
-                format!("step {}: {} failed: {}", p.step, p.tool, clip(&p.error, 60))
+                format!("step {}: {} failed: {}", p.step, p.tool, c(&p.error, 60))
             }
             Payload::StateChanged(p) => {
                 let mut keys: Vec<String> = p.set.keys().map(|k| format!("+{k}")).collect();
                 keys.extend(p.delete.iter().map(|k| format!("-{k}")));
-                format!("state {}", clip(&keys.join(" "), 70))
+                format!("state {}", c(&keys.join(" "), 70))
             }
             Payload::Suspended(p) => format!(
                 "suspended at step {} after {} attempts: {}",
@@ -617,7 +633,7 @@ impl Payload {
             Payload::Resumed(p) => format!(
                 "resumed step {} with {}",
                 p.step,
-                clip(&p.value.to_string(), 60)
+                c(&p.value.to_string(), 60)
             ),
             Payload::RunFinished(p) => match p.status {
                 RunStatus::Completed => "run completed".to_owned(),
@@ -631,7 +647,7 @@ impl Payload {
                 if p.note.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", clip(&p.note, 40))
+                    format!(" ({})", c(&p.note, 40))
                 }
             ),
             Payload::AdjudicationsExpired(p) => format!(
@@ -646,23 +662,23 @@ impl Payload {
                     "claim from outside: {}/{} = {} ({}){}",
                     claim["subject"].as_str().unwrap_or("?"),
                     claim["predicate"].as_str().unwrap_or("?"),
-                    clip(&claim["value"].to_string(), 40),
+                    c(&claim["value"].to_string(), 40),
                     a["disposition"].as_str().unwrap_or("?"),
                     if p.note.is_empty() {
                         String::new()
                     } else {
-                        format!(" ({})", clip(&p.note, 40))
+                        format!(" ({})", c(&p.note, 40))
                     }
                 )
             }
             Payload::Reinstated(p) => format!(
                 "reinstated claim {} on {} evidence{}",
-                clip(&p.claim, 12),
+                c(&p.claim, 12),
                 p.evidence,
                 if p.note.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", clip(&p.note, 40))
+                    format!(" ({})", c(&p.note, 40))
                 }
             ),
         }

@@ -241,14 +241,23 @@ proptest! {
     }
 }
 
-/// A `now` before the earliest outside tick is refused naming it, and nothing is written.
+/// A `now` before the earliest outside tick is refused naming it, and nothing is written; a
+/// sweep at such a tick, where nothing has expired, would write nothing, and reports 0.
 #[test]
 fn a_now_before_the_log_is_refused_naming_the_earliest_tick() {
     let (_dir, home, run) = start(None);
     let rm = adjudication::load(&home, &run).unwrap();
     let log = fs::read(&rm.run.paths.log).unwrap();
     for now in [0, rm.time] {
-        let err = adjudication::sweep(&home, &run, Some(now), Durability::None).unwrap_err();
+        let swept = adjudication::sweep(&home, &run, Some(now), Durability::None).unwrap();
+        assert_eq!((swept.expired.len(), swept.seq), (0, None));
+        let reinstate = adjudication::Reinstate {
+            claim: "0123456789abcdef".into(),
+            evidence: Provenance::ExternalFirstHand,
+            note: String::new(),
+            now: Some(now),
+        };
+        let err = adjudication::reinstate(&home, &run, &reinstate, Durability::None).unwrap_err();
         match &err {
             SessionError::TooEarly { earliest, .. } => assert_eq!(*earliest, rm.time + 1),
             other => panic!("{other}"),
