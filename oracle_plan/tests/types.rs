@@ -2,31 +2,17 @@
 //! (`oracle_plan::bindings`): the typo and the wrong type are caught with their line, column and
 //! suggestion, and nothing a run could evaluate is refused (the property tests).
 
+mod common;
+
+use common::tool;
 use oracle_plan::bindings::referenced;
-use oracle_plan::catalogue::{ArgSpec, ArgType, Catalogue, ToolSpec};
+use oracle_plan::catalogue::{ArgType, Catalogue};
 use oracle_plan::compile::{Sources, check, check_with};
 use oracle_plan::diagnostic::line_col;
 use oracle_plan::eval::{self, EvalErrorKind};
 use oracle_plan::{Diagnostic, parse};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-
-fn tool(name: &str, args: &[(&str, ArgType, bool)]) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        version: "1".into(),
-        description: "test".into(),
-        args: args
-            .iter()
-            .map(|(n, ty, required)| ArgSpec {
-                name: (*n).into(),
-                ty: *ty,
-                required: *required,
-            })
-            .collect(),
-        capability: None,
-    }
-}
 
 fn closed(props: Value) -> Value {
     json!({"type": "object", "properties": props, "additionalProperties": false})
