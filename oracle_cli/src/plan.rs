@@ -173,18 +173,6 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
                 )?;
             } else {
                 for t in catalogue.tools() {
-                    let args: Vec<String> = t
-                        .args
-                        .iter()
-                        .map(|a| {
-                            format!(
-                                "{}{}: {}",
-                                a.name,
-                                if a.required { "" } else { "?" },
-                                a.ty.as_str()
-                            )
-                        })
-                        .collect();
                     let needs = t.capability.as_ref().map_or(String::new(), |c| {
                         let scope = match &c.scope {
                             oracle_plan::ScopeFrom::Arg(a) => format!("<{a}>"),
@@ -195,7 +183,7 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
                     outln!(
                         "{:<14} {{ {} }}{needs}\n{:<14} {}",
                         t.name,
-                        args.join(", "),
+                        t.args_text(),
                         "",
                         t.description
                     )?;

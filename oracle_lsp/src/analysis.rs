@@ -128,22 +128,10 @@ pub fn tool_text(a: &Analysis, catalogue: &Catalogue, tool: &str) -> String {
 
 /// `fs.write { path: string, content: string, mode?: int }`
 fn signature(t: &ToolSpec) -> String {
-    let args: Vec<String> = t
-        .args
-        .iter()
-        .map(|a| {
-            format!(
-                "{}{}: {}",
-                a.name,
-                if a.required { "" } else { "?" },
-                a.ty.as_str()
-            )
-        })
-        .collect();
     format!(
         "{} {{ {} }}  (version {})",
         t.name,
-        args.join(", "),
+        t.args_text(),
         t.version
     )
 }

@@ -91,6 +91,20 @@ pub struct ToolSpec {
 }
 
 impl ToolSpec {
+    /// Its arguments as people read them: `path: string, mode?: int` (`?`: optional), as
+    /// `oracle plan tools` and the language server's hover show them.
+    pub fn args_text(&self) -> String {
+        let args: Vec<String> = self
+            .args
+            .iter()
+            .map(|a| {
+                let optional = if a.required { "" } else { "?" };
+                format!("{}{optional}: {}", a.name, a.ty.as_str())
+            })
+            .collect();
+        args.join(", ")
+    }
+
     pub fn arg(&self, name: &str) -> Option<&ArgSpec> {
         self.args.iter().find(|a| a.name == name)
     }
