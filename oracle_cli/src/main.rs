@@ -77,6 +77,11 @@ pub(crate) enum Command {
     /// checked against the log; impure tools are not executed again (pure ones are, and must
     /// match), except an impure call in flight at a crash (at-least-once). Same exit codes as `run`.
     Resume(run::ResumeArgs),
+    /// End a run that has not finished with a recorded `cancelled` outcome (who and why), as
+    /// its last event: a suspended or interrupted run at once; a run another process drives
+    /// at its next decision boundary (never inside a round). A cancelled run verifies and
+    /// replays like any other. Exit 0 cancelled or requested, 2 finished already or unknown.
+    Cancel(run::CancelArgs),
     /// Re-execute a run against its log: pure tools run again and must give the recorded
     /// output; impure outputs and human answers come from the log; every event and state hash
     /// must match. Exit 0 reproduced, 4 with a report of the first divergence.
@@ -330,6 +335,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
             "this command needs a PostgreSQL store: give --store postgres://USER@HOST/DB or set ORACLE_STORE (docs/STORE.md)",
         )),
         Command::Resume(a) => run::resume(&home, a),
+        Command::Cancel(a) => run::cancel(&home, a),
         Command::Replay(a) => run::replay(&home, a),
         Command::Runs(a) => run::runs(&home, a),
         Command::Verify(a) => verify::run(&home, a),

@@ -214,6 +214,25 @@ pub struct ResumeArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct CancelArgs {
+    /// Run id (under `<home>/runs`) or run directory.
+    run: String,
+    /// Why it is cancelled: recorded in the run's last event.
+    #[arg(long, default_value = "no reason given")]
+    reason: String,
+    /// Who cancels it, recorded beside the reason (default: the `USER` environment variable,
+    /// else nobody is named).
+    #[arg(long)]
+    by: Option<String>,
+    /// How the cancel is written (`effect`, the default, syncs it before the command returns).
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]
+    durability: DurabilityArg,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct ReplayArgs {
     /// Run id (under `<home>/runs`) or run directory.
     run: String,
@@ -249,6 +268,8 @@ pub enum StatusArg {
     Suspended,
     Completed,
     Failed,
+    /// Ended from outside (`oracle cancel`, the API).
+    Cancelled,
 }
 
 impl StatusArg {
@@ -258,6 +279,7 @@ impl StatusArg {
             StatusArg::Suspended => "suspended",
             StatusArg::Completed => "completed",
             StatusArg::Failed => "failed",
+            StatusArg::Cancelled => "cancelled",
         }
     }
 }
@@ -796,6 +818,90 @@ pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     let notified = notify(&s.dir, home, a.drive.oracle_cmd.as_deref());
     print_session(&s, a.drive.json, "appended", notified)?;
     Ok(status_code(&s.report.ending))
+}
+
+impl CancelArgs {
+    /// Who cancels: `--by`, else the `USER` environment variable, else nobody named.
+    fn by(&self) -> Option<String> {
+        self.by
+            .clone()
+            .or_else(|| std::env::var("USER").ok())
+            .filter(|b| !b.is_empty())
+    }
+
+    pub(crate) fn json_flag(&self) -> bool {
+        self.json
+    }
+
+    /// The signal a store queues for the worker that next holds the run.
+    pub(crate) fn signal(&self) -> oracle_host::signal::Signal {
+        oracle_host::signal::Signal::Cancel {
+            run: self.run.clone(),
+            by: self.by(),
+            reason: self.reason.clone(),
+            durability: self.durability.into(),
+        }
+    }
+}
+
+/// `oracle cancel`: ends a run that has not finished with a recorded `cancelled` outcome.
+pub(crate) fn cancel(home: &Path, a: CancelArgs) -> Result<u8, CliError> {
+    let host = host(home, a.json)?;
+    let cancel = oracle_runtime::engine::Cancel {
+        by: a.by(),
+        reason: a.reason.clone(),
+    };
+    let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
+    let done = host
+        .cancel(&a.run, cancel.clone(), a.durability.into())
+        .map_err(|e| host_error_in(e, a.json, log.as_deref()))?;
+    match done {
+        session::Cancelled::Recorded {
+            id,
+            seq,
+            head,
+            repaired,
+            ..
+        } => {
+            if a.json {
+                crate::out::json(&json!({
+                    "ok": true, "run": id, "status": "cancelled", "seq": seq, "head": head,
+                    "by": cancel.by, "reason": cancel.reason,
+                }))?;
+                return Ok(exit::OK);
+            }
+            if let Some(oracle_runtime::repair::Repair::MovedTornTail { len, saved_to, .. }) =
+                &repaired
+            {
+                eprintln!(
+                    "note: a torn final record ({len} bytes, from the crash) was moved to {}",
+                    saved_to.display()
+                );
+            }
+            outln!("run      {id}")?;
+            outln!("status   cancelled (event {seq})")?;
+            match &cancel.by {
+                Some(by) => outln!("by       {by}")?,
+                None => outln!("by       (not named)")?,
+            }
+            outln!("reason   {}", cancel.reason)?;
+            outln!("head     {head}")?;
+        }
+        session::Cancelled::Requested { id, .. } => {
+            if a.json {
+                crate::out::json(&json!({
+                    "ok": true, "run": id, "status": "cancel_requested",
+                    "by": cancel.by, "reason": cancel.reason,
+                }))?;
+                return Ok(exit::OK);
+            }
+            outln!("run      {id}")?;
+            outln!(
+                "status   cancel requested: another process drives the run and records the cancel when its current round ends (`oracle runs` shows it)"
+            )?;
+        }
+    }
+    Ok(exit::OK)
 }
 
 fn parse_value(text: &str, what: &str) -> Result<Value, CliError> {

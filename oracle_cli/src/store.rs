@@ -108,7 +108,8 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         | Command::Adjudicate(_)
         | Command::Claim(_)
         | Command::Sweep(_)
-        | Command::Reinstate(_) => send(url, command),
+        | Command::Reinstate(_)
+        | Command::Cancel(_) => send(url, command),
         Command::Log(_)
         | Command::Inspect(_)
         | Command::Verify(_)
@@ -268,6 +269,7 @@ fn signal_of(command: &Command) -> Result<(Signal, bool), CliError> {
         Command::Claim(a) => (a.signal()?, a.json_flag()),
         Command::Sweep(a) => (a.signal()?, a.json_flag()),
         Command::Reinstate(a) => (a.signal()?, a.json_flag()),
+        Command::Cancel(a) => (a.signal(), a.json_flag()),
         _ => {
             return Err(CliError::input(
                 "this command cannot be sent to a store's run",
@@ -276,7 +278,7 @@ fn signal_of(command: &Command) -> Result<(Signal, bool), CliError> {
     })
 }
 
-/// `oracle resume|adjudicate|claim|sweep|reinstate ... --store URL`: the command is checked
+/// `oracle resume|adjudicate|claim|sweep|reinstate|cancel ... --store URL`: the command is checked
 /// here and queued as a typed signal (`oracle_host::signal`) in one transaction; the worker
 /// that next holds the run carries it out, exactly as the command would have in a file home,
 /// and appends its events in order, once.
@@ -355,7 +357,7 @@ fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
     let records = std::fs::read(&t.path)
         .map_err(|e| CliError::input(format!("{}: {e}", t.path.display())))?;
     let (state, detail) = match worker::state_of(&dir).as_deref() {
-        Some(s @ ("completed" | "failed")) => (s.to_owned(), None),
+        Some(s @ ("completed" | "failed" | "cancelled")) => (s.to_owned(), None),
         _ => (
             "broken".to_owned(),
             Some("imported before it finished, without its plan: nothing can drive it on"),

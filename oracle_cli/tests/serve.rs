@@ -739,6 +739,36 @@ fn an_answer_that_breaks_its_schema_or_expect_writes_nothing() {
 /// An answer recorded through the API (without resuming), then `oracle resume` from the
 /// command line: the run goes on from the recorded answer, and its log verifies and replays.
 #[test]
+fn a_cancel_through_the_api_records_the_token_as_who_and_a_second_is_refused() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let url = s.url("/api/v1/runs/escalation-1/cancel");
+    let body = json!({"reason": "superseded"});
+    let (status, v) = call("POST", &url, None, Some(&body));
+    assert_error(status, &v, 401, "unauthorized");
+    let (status, v) = call("POST", &url, Some(&alice), Some(&body));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["status"], "cancelled");
+    assert_eq!(v["seq"], 31);
+    assert_eq!(v["by"], "alice");
+    let v = settled(&s, &alice, "escalation-1", "cancelled");
+    assert_eq!(v["status"], "cancelled");
+    let events = sb.events(".oracle", "escalation-1");
+    assert_eq!(events[31].kind.as_str(), "run_finished");
+    assert_eq!(events[31].payload["status"], "cancelled");
+    assert_eq!(events[31].payload["by"], "alice");
+    assert_eq!(events[31].payload["reason"], "superseded");
+    // Finished: refused with the command line's code, nothing written.
+    let before = log_bytes(&sb, "escalation-1");
+    let (status, v) = call("POST", &url, Some(&alice), Some(&json!({})));
+    assert_error(status, &v, 409, "finished");
+    assert_eq!(log_bytes(&sb, "escalation-1"), before);
+    run(&sb, &["verify", "escalation-1"], 0);
+    run(&sb, &["replay", "escalation-1"], 0);
+}
+
+#[test]
 fn an_answer_alone_is_taken_up_by_a_later_resume_and_the_log_verifies_and_replays() {
     let (sb, alice, _) = setup();
     run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);

@@ -284,6 +284,49 @@ fn a_run_in_the_store_has_the_head_of_the_same_run_in_a_file_home() {
 }
 
 #[test]
+fn a_cancel_sent_to_a_suspended_store_run_is_recorded_by_a_worker_as_in_a_file_home() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (st, fh) = (tmp.path().join("store"), tmp.path().join("home"));
+    plans_dir(&st);
+    plans_dir(&fh);
+    let id = ok(&st, &["submit", "ask.plan", "--store", &url]);
+    let id = id.trim();
+    let mut w = worker(&st, &url, &["--until-idle"]);
+    assert!(w.wait().unwrap().success());
+    assert_eq!(runs(&st, &url)[id]["state"], "suspended");
+
+    let cancel = [
+        "cancel", id, "--reason", "stop", "--by", "ops", "--store", &url,
+    ];
+    ok(&st, &cancel);
+    let mut w = worker(&st, &url, &["--until-idle"]);
+    assert!(w.wait().unwrap().success());
+    let r = runs(&st, &url);
+    assert_eq!(r[id]["state"], "cancelled", "{}", r[id]);
+    let out = ok(&st, &["runs", "--status", "cancelled", "--store", &url]);
+    assert!(out.contains(id), "{out}");
+    ok(&st, &["replay", id, "--store", &url]);
+
+    // The same cancel in a file home: the same bytes.
+    let (code, out, err) = oracle_in(&fh, &["run", "ask.plan"]);
+    assert_eq!(code, 3, "{out}{err}");
+    ok(&fh, &["cancel", "ask-1", "--reason", "stop", "--by", "ops"]);
+    let home_log = fs::read(fh.join(".oracle/runs/ask-1/events.jsonl")).unwrap();
+    assert_eq!(exported_head(&st, &url, id).1, home_log);
+
+    // A second cancel: settled as refused (the run has finished), nothing recorded.
+    ok(&st, &cancel);
+    let mut w = worker(&st, &url, &["--until-idle"]);
+    assert!(w.wait().unwrap().success());
+    let r = runs(&st, &url);
+    assert_eq!(r[id]["state"], "cancelled");
+    let detail = r[id]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("finished"), "{detail}");
+    assert_eq!(exported_head(&st, &url, id).1, home_log);
+}
+
+#[test]
 fn a_store_with_a_newer_schema_is_refused() {
     let Some(url) = store_url() else { return };
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();

@@ -331,7 +331,7 @@ mod shape {
         Map,
         /// A list of strings in strictly increasing order.
         SortedStrings,
-        /// `"completed"` or `"failed"`.
+        /// `"completed"`, `"failed"` or `"cancelled"`.
         Status,
         /// An optional u64 (`Option<u64>` skipped when `None`): present means a u64.
         OptU64,
@@ -378,7 +378,7 @@ mod shape {
             EventKind::StateChanged => &[("delete", SortedStrings), ("set", Map)],
             EventKind::Suspended => &[("attempts", U64), ("reason", Str), ("step", Str)],
             EventKind::Resumed => &[("by", OptStr), ("step", Str), ("value", Any)],
-            EventKind::RunFinished => &[("reason", Str), ("status", Status)],
+            EventKind::RunFinished => &[("by", OptStr), ("reason", Str), ("status", Status)],
             EventKind::Adjudicated => &[
                 ("by", OptStr),
                 ("effects", Any),
@@ -509,7 +509,7 @@ mod shape {
                 }
                 Status => {
                     let s = r.string()?;
-                    (s == b"completed" || s == b"failed").then_some(())?;
+                    matches!(s, b"completed" | b"failed" | b"cancelled").then_some(())?;
                 }
                 OptU64 => {
                     (r.byte()? == tag::INT_NON_NEGATIVE).then_some(())?;

@@ -308,14 +308,32 @@ pub struct Resumed {
 pub enum RunStatus {
     Completed,
     Failed,
+    /// Stopped from outside (`oracle cancel`, the API) at a decision boundary or while it
+    /// waited; never chosen by the program.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The status's name in the log and in every listing (`completed`, `failed`, `cancelled`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunFinished {
     pub status: RunStatus,
-    /// Why it failed; empty when it completed.
+    /// Why it failed or was cancelled; empty when it completed.
     pub reason: String,
+    /// Who cancelled it (the API token's name, or `--by`); absent otherwise and when not known,
+    /// so logs written before it keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A verdict on a queued adjudication, appended by `oracle adjudicate` (never by the program).
@@ -638,6 +656,10 @@ impl Payload {
             Payload::RunFinished(p) => match p.status {
                 RunStatus::Completed => "run completed".to_owned(),
                 RunStatus::Failed => format!("run failed: {}", p.reason),
+                RunStatus::Cancelled => match &p.by {
+                    Some(by) => format!("run cancelled by {by}: {}", p.reason),
+                    None => format!("run cancelled: {}", p.reason),
+                },
             },
             Payload::Adjudicated(p) => format!(
                 "adjudicated {}: {} on {} evidence{}",

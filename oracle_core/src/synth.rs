@@ -90,6 +90,7 @@ impl Synth {
                 Payload::RunFinished(RunFinished {
                     status: RunStatus::Completed,
                     reason: String::new(),
+                    by: None,
                 }),
             );
         }

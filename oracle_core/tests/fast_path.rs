@@ -114,14 +114,17 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                 effects,
             })
         ),
-        (any::<bool>(), ".{0,6}").prop_map(|(ok, reason)| Payload::RunFinished(RunFinished {
-            status: if ok {
-                RunStatus::Completed
-            } else {
-                RunStatus::Failed
-            },
-            reason
-        })),
+        (0..3u8, ".{0,6}", proptest::option::of(".{0,6}")).prop_map(|(status, reason, by)| {
+            Payload::RunFinished(RunFinished {
+                status: match status {
+                    0 => RunStatus::Completed,
+                    1 => RunStatus::Failed,
+                    _ => RunStatus::Cancelled,
+                },
+                reason,
+                by,
+            })
+        }),
     ]
 }
 

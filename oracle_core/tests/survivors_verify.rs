@@ -65,6 +65,7 @@ fn payload_shapes_the_typed_payload_refuses_are_refused_by_the_fast_path_too() {
         Payload::RunFinished(RunFinished {
             status: RunStatus::Failed,
             reason: "r".into(),
+            by: None,
         }),
     ] {
         let line = line_with(p, |_| {});
@@ -86,6 +87,7 @@ fn payload_shapes_the_typed_payload_refuses_are_refused_by_the_fast_path_too() {
     let finished = Payload::RunFinished(RunFinished {
         status: RunStatus::Completed,
         reason: String::new(),
+        by: None,
     });
     both_refuse(
         &line_with(finished.clone(), |p| p["status"] = json!("paused")),
@@ -193,6 +195,7 @@ fn records_are_split_at_their_offsets_and_a_torn_tail_is_reported_where_it_start
         Payload::RunFinished(RunFinished {
             status: RunStatus::Completed,
             reason: "done".into(),
+            by: None,
         }),
     ]
     .into_iter()

@@ -221,7 +221,7 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::AlreadyAnswered { step, by, .. } => {
             conflict("already_answered").with(json!({"step": step, "by": by}))
         }
-        SessionError::Finished { status, .. } => {
+        SessionError::Finished { status, .. } | SessionError::CannotCancel { status, .. } => {
             conflict("finished").with(json!({"status": status}))
         }
         SessionError::NeedsAnswer { step, .. } => {

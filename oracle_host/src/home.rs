@@ -7,11 +7,13 @@ use std::sync::{Arc, OnceLock};
 
 use oracle_runtime::bindings::Bindings;
 use oracle_runtime::declared::McpMode;
+use oracle_runtime::engine::Cancel;
 use oracle_runtime::engine::Progress;
 use oracle_runtime::replica::Shared;
 use oracle_runtime::seal::SealKey;
 use oracle_runtime::session::{
-    self, Answered, Drive, Prepared, RunDir, Session, StartOptions, Workdir,
+    self, Answered, Cancelled, Drive, Prepared, RunDir, Session, SessionError, StartOptions,
+    Workdir,
 };
 use oracle_runtime::tool::Registry;
 use oracle_runtime::writer::{Durability, Writing};
@@ -67,6 +69,48 @@ impl std::fmt::Debug for Home {
             .field("replica", &self.replica.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// How long [`Home::cancel`] waits for a drive in another process to record the cancel it was
+/// asked for: it looks between rounds every `oracle_runtime::cancel::POLL_MS`, so only a round
+/// running longer than this (a slow tool, a model call) outlasts the wait, and the cancel is
+/// still recorded when that round ends.
+pub const CANCEL_WAIT_MS: u64 = 10_000;
+
+/// How often [`Home::cancel`] looks at the run while it waits.
+const CANCEL_LOOK_MS: u64 = 50;
+
+/// Waits for the drive that was asked to cancel the run in `dir` to record it.
+fn wait_cancelled(id: String, dir: PathBuf) -> Result<Cancelled, HostError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(CANCEL_WAIT_MS);
+    while std::time::Instant::now() < deadline {
+        let info = session::run_info(&dir);
+        match info.status.as_str() {
+            "cancelled" => {
+                let log = oracle_runtime::paths::LogPaths::of_run(&dir).log;
+                let seq = info.events.saturating_sub(1);
+                let head = oracle_runtime::index::IndexedLog::open(&log)
+                    .and_then(|mut l| l.read(seq))
+                    .map(|e| e.hash)
+                    .map_err(|e| HostError::Session(SessionError::from(e)))?;
+                return Ok(Cancelled::Recorded {
+                    id,
+                    dir,
+                    seq,
+                    head,
+                    repaired: None,
+                });
+            }
+            "completed" | "failed" => {
+                return Err(HostError::Session(SessionError::CannotCancel {
+                    run: id,
+                    status: info.status,
+                }));
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(CANCEL_LOOK_MS)),
+        }
+    }
+    Ok(Cancelled::Requested { id, dir })
 }
 
 /// What a resume is given beyond the run.
@@ -244,6 +288,21 @@ impl Home {
         })
     }
 
+    /// The registry of a drive that records one outside event and runs nothing past it (an
+    /// answer, a cancel): MCP servers are not started (their answers come from the log), and
+    /// bindings the home's key does not vouch for are not needed.
+    fn quiet_registry(&self, run: &str) -> Result<Registry, HostError> {
+        let found = self.find(run)?;
+        let (registry, _) = self.registry(
+            &found,
+            &Given::default(),
+            false,
+            McpMode::Recorded(&found.dir),
+            ToolChange::Refuse,
+        )?;
+        Ok(registry)
+    }
+
     /// Records the answer for the step `run` waits on, by `by`, and drives nothing further
     /// (`session::answer`). Secrets the run names are read from this process's environment
     /// where set, so an answer holding one is refused; MCP servers are not started (their
@@ -255,17 +314,27 @@ impl Home {
         by: Option<String>,
         durability: Durability,
     ) -> Result<Answered, HostError> {
-        let found = self.find(run)?;
-        let (registry, _) = self.registry(
-            &found,
-            &Given::default(),
-            false,
-            McpMode::Recorded(&found.dir),
-            ToolChange::Refuse,
-        )?;
+        let registry = self.quiet_registry(run)?;
         Ok(session::answer(
             &self.dir, run, answer, by, durability, &registry,
         )?)
+    }
+
+    /// Cancels `run` (`oracle cancel`, `POST /api/v1/runs/ID/cancel`): recorded at once when
+    /// nothing drives it (`session::cancel`); when another process drives it, that drive is
+    /// asked to stop at its next decision boundary and this call waits up to
+    /// [`CANCEL_WAIT_MS`] for the cancel to be recorded. A finished run is refused.
+    pub fn cancel(
+        &self,
+        run: &str,
+        cancel: Cancel,
+        durability: Durability,
+    ) -> Result<Cancelled, HostError> {
+        let registry = self.quiet_registry(run)?;
+        match session::cancel(&self.dir, run, cancel, self.writing(durability), &registry)? {
+            Cancelled::Requested { id, dir } => wait_cancelled(id, dir),
+            recorded => Ok(recorded),
+        }
     }
 
     /// Binds a new run's options as `given` says (declared tools from `tool_dirs`): its models,

@@ -22,4 +22,4 @@ pub mod worker;
 pub use bind::ToolChange;
 pub use bind::{Bound, Given};
 pub use error::{Class, HostError};
-pub use home::{Home, Note, Notes, Resume, Resumed};
+pub use home::{CANCEL_WAIT_MS, Home, Note, Notes, Resume, Resumed};

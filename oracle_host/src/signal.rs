@@ -74,6 +74,13 @@ pub enum Signal {
         now: Option<u64>,
         durability: Durability,
     },
+    /// [`Home::cancel`]: the run ends `cancelled`, by `by`, for `reason`.
+    Cancel {
+        run: String,
+        by: Option<String>,
+        reason: String,
+        durability: Durability,
+    },
 }
 
 /// The output of the step a suspended run waits on.
@@ -143,7 +150,8 @@ impl Signal {
             | Signal::Adjudicate { run, .. }
             | Signal::Claim { run, .. }
             | Signal::Reinstate { run, .. }
-            | Signal::Sweep { run, .. } => run,
+            | Signal::Sweep { run, .. }
+            | Signal::Cancel { run, .. } => run,
         }
     }
 
@@ -155,6 +163,7 @@ impl Signal {
             Signal::Claim { .. } => "claim",
             Signal::Reinstate { .. } => "reinstate",
             Signal::Sweep { .. } => "sweep",
+            Signal::Cancel { .. } => "cancel",
         }
     }
 
@@ -201,6 +210,7 @@ pub enum Applied {
     Claim(ClaimApplied, AfterOutside),
     Reinstated(ReinstatementApplied, AfterOutside),
     Swept(Swept),
+    Cancelled(session::Cancelled),
 }
 
 /// The resume after an outside event, when one was asked for.
@@ -270,6 +280,16 @@ impl Home {
                 now,
                 durability,
             } => Applied::Swept(self.sweep(&run, now, durability)?),
+            Signal::Cancel {
+                run,
+                by,
+                reason,
+                durability,
+            } => Applied::Cancelled(self.cancel(
+                &run,
+                oracle_runtime::engine::Cancel { by, reason },
+                durability,
+            )?),
         })
     }
 

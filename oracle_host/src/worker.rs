@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use oracle_core::Payload;
-use oracle_core::payload::RunStatus;
 use oracle_pg::{Claim, PgError, PgReplica, Store};
 use oracle_runtime::LogPaths;
 use oracle_runtime::declared::McpMode;
@@ -379,17 +378,14 @@ fn verdict_after_domain_wait(dir: &Path) -> bool {
     last_external && belief_wait
 }
 
-/// The state a run's log ends in: `completed`, `failed`, `suspended`, or `None` (it can go on).
+/// The state a run's log ends in: `completed`, `failed`, `cancelled`, `suspended`, or `None` (it can go on).
 pub fn state_of(dir: &Path) -> Option<String> {
     let events = Recorded::read(&LogPaths::of_run(dir).log).ok()?;
     let state = match session::last_program_event(&events)
         .as_ref()
         .map(|e| e.typed())
     {
-        Some(Ok(Payload::RunFinished(f))) => match f.status {
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-        },
+        Some(Ok(Payload::RunFinished(f))) => f.status.as_str(),
         Some(Ok(Payload::Suspended(_))) => "suspended",
         _ => return None,
     };

@@ -326,7 +326,7 @@ impl Store {
                    SELECT id, state FROM runs
                    WHERE state IN ('submitted', 'runnable')
                       OR (state = 'running' AND lease_until < now())
-                      OR (state IN ('suspended', 'completed', 'failed') AND EXISTS
+                      OR (state IN ('suspended', 'completed', 'failed', 'cancelled') AND EXISTS
                            (SELECT 1 FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL))
                    ORDER BY number
                    FOR UPDATE SKIP LOCKED

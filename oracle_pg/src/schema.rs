@@ -84,6 +84,12 @@ CREATE TABLE checkpoints (
 );
 CREATE INDEX checkpoints_by_run ON checkpoints (run, id);
 "#,
+    // 3: a run can end `cancelled` (`oracle cancel --store`, a `cancel` signal).
+    r#"
+ALTER TABLE runs DROP CONSTRAINT runs_state_check;
+ALTER TABLE runs ADD CONSTRAINT runs_state_check CHECK (state IN
+    ('submitted', 'runnable', 'running', 'suspended', 'completed', 'failed', 'cancelled', 'broken'));
+"#,
 ];
 
 /// The schema version this binary writes and reads.

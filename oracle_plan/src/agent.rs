@@ -961,7 +961,9 @@ impl PlanAgent {
             Action::Finish { status, reason } => {
                 child.ended = Some(match status {
                     RunStatus::Completed => Ok(child.agent.outputs_by_name()),
-                    RunStatus::Failed => Err(reason),
+                    // A child plan never ends cancelled (only a cancel from outside the whole
+                    // run records that); were one to, its iteration fails.
+                    RunStatus::Failed | RunStatus::Cancelled => Err(reason),
                 });
                 self.iteration_ended(idx, out);
             }

@@ -99,6 +99,17 @@ pub enum Ending {
     },
 }
 
+/// A request from outside the program (`oracle cancel`, the API) to end a run `cancelled`:
+/// recorded as its `run_finished`, with who asked and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cancel {
+    pub by: Option<String>,
+    pub reason: String,
+}
+
+/// Asked at every decision boundary of a live drive whether to end the run cancelled there.
+pub type CancelProbe<'r> = &'r mut dyn FnMut() -> Option<Cancel>;
+
 /// What a drive did.
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -362,6 +373,8 @@ pub struct Engine<'r, A: Agent> {
     reused: u64,
     pool: Option<rayon::ThreadPool>,
     progress: Option<&'r mut dyn FnMut(&Progress)>,
+    /// Asked whether to end the run cancelled ([`Engine::with_cancel`]).
+    cancel: Option<CancelProbe<'r>>,
     /// The run's domains (`domain::for_run`): projections of every event produced or taken so
     /// far, and the tools that feed them.
     domains: Vec<Box<dyn Domain>>,
@@ -497,6 +510,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             reused: 0,
             pool,
             progress: None,
+            cancel: None,
             domains,
             waits: BTreeMap::new(),
             failures: BTreeMap::new(),
@@ -710,6 +724,14 @@ impl<'r, A: Agent> Engine<'r, A> {
         self
     }
 
+    /// Asks `probe`, at every decision boundary past the end of the record (and where a
+    /// suspended run waits), whether to end the run cancelled there. Never asked while the
+    /// drive catches up with the record: a recorded cancel is taken from the record.
+    pub fn with_cancel(mut self, probe: CancelProbe<'r>) -> Self {
+        self.cancel = Some(probe);
+        self
+    }
+
     /// Supplies the answer for a suspended step (`oracle resume --step --value`).
     pub fn with_answer(mut self, step: String, value: Value) -> Self {
         self.answer = Some((step, value));
@@ -829,6 +851,41 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// were appended from outside while the run was at rest, so the program does not produce
     /// them; they enter the chain and the domains where they stand, and the clock moves to
     /// their time.
+    /// Ends the run cancelled here if the record says it was (catching up), or, live, if the
+    /// cancel probe asks for it. Checked only between rounds and where a suspended run waits,
+    /// so a cancel never lands inside a round's records.
+    fn cancelled_here(&mut self) -> Result<Option<Ending>> {
+        let seq = self.next_seq();
+        let cancel = if self.is_recorded(seq) {
+            match self.recorded_at(seq).map(|e| e.typed()) {
+                Some(Ok(Payload::RunFinished(f))) if f.status == RunStatus::Cancelled => Cancel {
+                    by: f.by,
+                    reason: f.reason,
+                },
+                _ => return Ok(None),
+            }
+        } else if self.writer.is_some() {
+            match self.cancel.as_mut().and_then(|probe| probe()) {
+                Some(c) => c,
+                None => return Ok(None),
+            }
+        } else {
+            return Ok(None);
+        };
+        self.emit(
+            self.causes.finished(),
+            Payload::RunFinished(payload::RunFinished {
+                status: RunStatus::Cancelled,
+                reason: cancel.reason.clone(),
+                by: cancel.by,
+            }),
+        )?;
+        Ok(Some(Ending::Finished {
+            status: RunStatus::Cancelled,
+            reason: cancel.reason,
+        }))
+    }
+
     fn absorb_external(&mut self) -> Result<()> {
         loop {
             let seq = self.next_seq();
@@ -985,6 +1042,9 @@ impl<'r, A: Agent> Engine<'r, A> {
                 f(&p);
             }
             self.absorb_external()?;
+            if let Some(ending) = self.cancelled_here()? {
+                return Ok(ending);
+            }
             if self.point_due() {
                 self.write_point(&observations)?;
             }
@@ -1013,11 +1073,18 @@ impl<'r, A: Agent> Engine<'r, A> {
             }
             match decision.action {
                 Action::Finish { status, reason } => {
+                    if status == RunStatus::Cancelled {
+                        return Err(EngineError::Unexpected {
+                            seq,
+                            message: "the program ended the run `cancelled`, which only a cancel from outside it records".into(),
+                        });
+                    }
                     self.emit(
                         self.causes.finished(),
                         Payload::RunFinished(payload::RunFinished {
                             status,
                             reason: reason.clone(),
+                            by: None,
                         }),
                     )?;
                     return Ok(Ending::Finished { status, reason });
@@ -1036,6 +1103,9 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }),
                     )?;
                     self.absorb_external()?;
+                    if let Some(ending) = self.cancelled_here()? {
+                        return Ok(ending);
+                    }
                     let next = self.next_seq();
                     // Who answered (from the record, or the answer given now); whether the
                     // value is an answer given now.
@@ -1198,6 +1268,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                             Payload::RunFinished(payload::RunFinished {
                                 status: RunStatus::Failed,
                                 reason: reason.clone(),
+                                by: None,
                             }),
                         )?;
                         return Ok(Ending::Finished {
@@ -1852,10 +1923,7 @@ fn execute(
 /// The kinds that make up a finished, suspended or interrupted run, for status listings.
 pub fn status_of(last: Option<&Event>) -> &'static str {
     match last.map(|e| (e.kind, e.typed())) {
-        Some((EventKind::RunFinished, Ok(Payload::RunFinished(f)))) => match f.status {
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-        },
+        Some((EventKind::RunFinished, Ok(Payload::RunFinished(f)))) => f.status.as_str(),
         Some((EventKind::Suspended, _)) => "suspended",
         _ => "running",
     }

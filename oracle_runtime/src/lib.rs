@@ -64,6 +64,7 @@
 pub mod access;
 pub mod adjudication;
 pub mod bindings;
+pub mod cancel;
 pub mod catalogue;
 pub mod checkpoint;
 pub mod confine;

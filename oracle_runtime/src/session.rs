@@ -19,7 +19,8 @@ use oracle_plan::{CompiledPlan, Diagnostic, Severity};
 use serde_json::{Map, Value, json};
 
 use crate::engine::{
-    CALLS_MAX_DEFAULT, Ending, Engine, EngineError, INPUT_BYTES_MAX, Progress, Report, RunConfig,
+    CALLS_MAX_DEFAULT, Cancel, Ending, Engine, EngineError, INPUT_BYTES_MAX, Progress, Report,
+    RunConfig,
 };
 use crate::error::StoreError;
 use crate::paths::{LOG_FILE, LogPaths};
@@ -94,6 +95,8 @@ pub enum SessionError {
     },
     #[error("{run}: the run has finished ({status}); there is nothing to resume")]
     Finished { run: String, status: String },
+    #[error("{run}: the run has already finished ({status}); there is nothing to cancel")]
+    CannotCancel { run: String, status: String },
     #[error(
         "{run}: the run waits on step `{step}` ({reason}); give its output with `--step {step} --value JSON`"
     )]
@@ -539,12 +542,16 @@ pub fn start_observed(
         ..opts.resume_points
     };
     let agent = PlanAgent::new(prepared.plan, config.inputs.clone());
-    let mut engine =
-        Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
+    let mut watch = crate::cancel::Watch::new(&prepared.dir);
+    let mut probe = || watch.probe();
+    let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer))
+        .with_progress(progress)
+        .with_cancel(&mut probe);
     let report = engine.drive()?;
     if let Some(w) = engine.into_writer() {
         w.close()?;
     }
+    finished_drive(&prepared.dir, &report);
     Ok(Session {
         id: prepared.id,
         dir: prepared.dir,
@@ -1239,7 +1246,7 @@ struct ResumeStart {
 /// (verified from there on) instead of from its start.
 fn prepare_resume(
     found: &RunDir,
-    answer: Option<&(String, Value)>,
+    intent: Intent<'_>,
     durability: Durability,
     wait: bool,
     points: Option<&crate::seal::SealKey>,
@@ -1258,7 +1265,7 @@ fn prepare_resume(
         {
             match first_event(&paths.log)? {
                 Some(started) if tail_knows_enough(&events) => {
-                    check_resumable(found, answer, &events, Some(&point))?;
+                    check_resumable(found, intent, &events, Some(&point))?;
                     return Ok(ResumeStart {
                         writer,
                         events,
@@ -1305,7 +1312,7 @@ fn prepare_resume(
         });
     }
     let started = run_started(&paths.log, &events)?;
-    check_resumable(found, answer, &events, None)?;
+    check_resumable(found, intent, &events, None)?;
     Ok(ResumeStart {
         writer,
         events,
@@ -1461,13 +1468,33 @@ fn latest_call(events: &Recorded, step: &str) -> Option<(String, Value)> {
     })
 }
 
+/// What a drive of a stored run is for: going on (with the answer for the step it waits on,
+/// if it waits) or recording a cancel at its first decision boundary.
+#[derive(Clone, Copy)]
+enum Intent<'a> {
+    Go(Option<&'a (String, Value)>),
+    Cancel,
+}
+
 /// Whether the run can be resumed with `answer`, from what its log says.
 fn check_resumable(
     found: &RunDir,
-    answer: Option<&(String, Value)>,
+    intent: Intent<'_>,
     events: &Recorded,
     point: Option<&ResumePoint>,
 ) -> Result<()> {
+    let answer = match intent {
+        Intent::Go(answer) => answer,
+        Intent::Cancel => {
+            return match last_program_event(events).as_ref().map(Event::typed) {
+                Some(Ok(Payload::RunFinished(f))) => Err(SessionError::CannotCancel {
+                    run: found.id.clone(),
+                    status: f.status.as_str().into(),
+                }),
+                _ => Ok(()),
+            };
+        }
+    };
     // The step's latest call: in the record, or (when it was made before a resume point's
     // event) as the point's engine state holds it, which the drive relies on alike.
     let call_of = |step: &str| {
@@ -1491,10 +1518,7 @@ fn check_resumable(
         Some(Ok(Payload::RunFinished(f))) => {
             return Err(SessionError::Finished {
                 run: found.id.clone(),
-                status: match f.status {
-                    RunStatus::Completed => "completed".into(),
-                    RunStatus::Failed => "failed".into(),
-                },
+                status: f.status.as_str().into(),
             });
         }
         // A step waiting on a domain (a belief) is resolved by the domain, never by a value.
@@ -1606,12 +1630,14 @@ pub fn resume_observed(
     let (jobs, durability) = (drive.jobs, drive.durability);
     let mut start_from = points.start_from;
     let mut refused = Vec::new();
+    let mut watch = crate::cancel::Watch::new(&found.dir);
+    let mut probe = || watch.probe();
     // At most twice: from a resume point, then (if the point is refused by the drive) from
     // the start. Nothing is appended while the drive catches up with the record, so the
     // second pass starts from exactly the log the first one read.
     let (report, repaired) = loop {
         let from = start_from.then_some(&key);
-        let start = prepare_resume(&found, answer.as_ref(), durability, false, from)?;
+        let start = prepare_resume(&found, Intent::Go(answer.as_ref()), durability, false, from)?;
         refused.extend(start.refused);
         let plan = stored_plan(&found, &start.started, registry)?;
         let root = resume_root(&found, drive.workdir, Some(&key))?;
@@ -1625,7 +1651,8 @@ pub fn resume_observed(
         let recorded = start.events.len();
         let writer = start.writer.with_replica(drive.replica.clone());
         let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
-            .with_progress(progress);
+            .with_progress(progress)
+            .with_cancel(&mut probe);
         if let Some((point, state)) = &start.point {
             engine = match engine.from_point_at(point, state.clone()) {
                 Ok(e) => e,
@@ -1655,6 +1682,7 @@ pub fn resume_observed(
                 if let Some(w) = engine.into_writer() {
                     w.close()?;
                 }
+                finished_drive(&found.dir, &report);
                 break (report, start.repaired);
             }
         }
@@ -1666,6 +1694,14 @@ pub fn resume_observed(
         repaired,
         warnings: refused_warnings(&refused),
     })
+}
+
+/// After a live drive: a finished run asks nothing more of a cancel request (one that came
+/// after its last boundary was never seen, and is dropped with it).
+fn finished_drive(dir: &Path, report: &Report) {
+    if matches!(report.ending, Ending::Finished { .. }) {
+        crate::cancel::clear(dir);
+    }
 }
 
 /// What a person should know about resume points that were not used.
@@ -1714,20 +1750,14 @@ pub fn answer(
         started,
         repaired,
         ..
-    } = prepare_resume(&found, Some(&answer), durability, true, None)?;
+    } = prepare_resume(&found, Intent::Go(Some(&answer)), durability, true, None)?;
     let plan = stored_plan(&found, &started, registry)?;
-    // Nothing past the answer runs, and outcomes of impure calls come from the log: the
-    // directory matters only to pure tools run again while catching up, so the run's own one
-    // is used when the home's key vouches for it and it exists.
-    let key = crate::seal::SealKey::open(home)?;
-    let sealed = crate::bindings::Bindings::read(&found.dir)
-        .sealed(key.as_ref())
-        .0;
-    let root = match sealed.root.filter(|p| p.is_dir()) {
-        Some(p) => p,
-        None => canonical_root(Path::new("."))?,
-    };
-    let config = config_of(&started, root, store_of(home, &found.dir), 1)?;
+    let config = config_of(
+        &started,
+        quiet_root(home, &found)?,
+        store_of(home, &found.dir),
+        1,
+    )?;
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let (step, value) = answer;
     let mut engine = Engine::new(agent, registry, config, events, Some(writer))
@@ -1751,6 +1781,102 @@ pub fn answer(
         // Invariant: `prepare_resume` found the run suspended on `step`, so the engine reaches
         // the suspension and records the answer there.
         _ => Err(SessionError::NotSuspended { run: found.id }),
+    }
+}
+
+/// The working directory of a drive that records one outside event and runs nothing past it
+/// (an answer, a cancel): outcomes of impure calls come from the log, so the directory matters
+/// only to pure tools run again while catching up, and the run's own one is used when the
+/// home's key vouches for it and it exists.
+fn quiet_root(home: &Path, found: &RunDir) -> Result<PathBuf> {
+    let key = crate::seal::SealKey::open(home)?;
+    let sealed = crate::bindings::Bindings::read(&found.dir)
+        .sealed(key.as_ref())
+        .0;
+    match sealed.root.filter(|p| p.is_dir()) {
+        Some(p) => Ok(p),
+        None => canonical_root(Path::new(".")),
+    }
+}
+
+/// What [`cancel`] did.
+#[derive(Clone, Debug)]
+pub enum Cancelled {
+    /// Nothing was driving the run: the cancel is recorded as event `seq`, the last.
+    Recorded {
+        id: String,
+        dir: PathBuf,
+        seq: u64,
+        head: Hash,
+        /// Set when a torn tail left by a crash was moved aside first.
+        repaired: Option<Repair>,
+    },
+    /// Another process holds the run's writer: the request is in the run's directory
+    /// ([`crate::cancel::REQUEST_FILE`]), and that drive records the cancel at its next
+    /// decision boundary.
+    Requested { id: String, dir: PathBuf },
+}
+
+/// Cancels a run that has not finished. A suspended run, or one nothing drives (interrupted,
+/// or answered and not yet resumed), gets its `run_finished` (`cancelled`, `by`, the reason)
+/// here, under its writer lock, after the record is re-derived up to its end; an interrupted
+/// run inside a round first completes that round, as a resume would, since a cancel lands
+/// only between rounds. A run another process is driving is asked to stop instead
+/// ([`Cancelled::Requested`]). A finished run is refused (`finished`), nothing written.
+pub fn cancel(
+    home: &Path,
+    run: &str,
+    cancel: Cancel,
+    writing: crate::writer::Writing,
+    registry: &Registry,
+) -> Result<Cancelled> {
+    let found = find(home, run)?;
+    let start = match prepare_resume(&found, Intent::Cancel, writing.durability, false, None) {
+        Err(SessionError::Store(StoreError::Locked { .. })) => {
+            let path = found.dir.join(crate::cancel::REQUEST_FILE);
+            crate::cancel::request(&found.dir, &cancel)
+                .map_err(|source| SessionError::Io { path, source })?;
+            return Ok(Cancelled::Requested {
+                id: found.id,
+                dir: found.dir,
+            });
+        }
+        other => other?,
+    };
+    let plan = stored_plan(&found, &start.started, registry)?;
+    let config = config_of(
+        &start.started,
+        quiet_root(home, &found)?,
+        store_of(home, &found.dir),
+        1,
+    )?;
+    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let mut always = || Some(cancel.clone());
+    let writer = start.writer.with_replica(writing.replica);
+    let mut engine =
+        Engine::new(agent, registry, config, start.events, Some(writer)).with_cancel(&mut always);
+    let report = engine.drive()?;
+    if let Some(w) = engine.into_writer() {
+        w.close()?;
+    }
+    crate::cancel::clear(&found.dir);
+    match report.ending {
+        Ending::Finished {
+            status: RunStatus::Cancelled,
+            ..
+        } => Ok(Cancelled::Recorded {
+            id: found.id,
+            dir: found.dir,
+            seq: report.events.saturating_sub(1),
+            head: report.head,
+            repaired: start.repaired,
+        }),
+        // Invariant: the probe asks at the first boundary past the record, before the program
+        // decides anything, so no other ending is reached.
+        other => Err(SessionError::CannotCancel {
+            run: found.id,
+            status: ending_word(&other).into(),
+        }),
     }
 }
 
@@ -2177,6 +2303,10 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
         ),
         Ok(Payload::Suspended(s)) => (Some((s.step, s.reason)), None),
         Ok(Payload::RunFinished(f)) if f.status == RunStatus::Failed => (None, Some(f.reason)),
+        Ok(Payload::RunFinished(f)) if f.status == RunStatus::Cancelled => {
+            let by = f.by.map(|b| format!(" by {b}")).unwrap_or_default();
+            (None, Some(format!("cancelled{by}: {}", f.reason)))
+        }
         _ => (None, None),
     };
     RunInfo {
@@ -2198,14 +2328,7 @@ fn info_of(id: &str, log: &Path) -> RunInfo {
 /// How a drive ended, in one word.
 pub fn ending_word(e: &Ending) -> &'static str {
     match e {
-        Ending::Finished {
-            status: RunStatus::Completed,
-            ..
-        } => "completed",
-        Ending::Finished {
-            status: RunStatus::Failed,
-            ..
-        } => "failed",
+        Ending::Finished { status, .. } => status.as_str(),
         Ending::Suspended { .. } => "suspended",
         Ending::EndOfRecord => "interrupted",
         Ending::Answered { .. } => "answered",

@@ -217,6 +217,7 @@ pub fn api_routes() -> Routes {
         .post("/api/v1/runs/{id}/answer", answer)
         .post("/api/v1/runs/{id}/claims", claim)
         .post("/api/v1/runs/{id}/resume", resume)
+        .post("/api/v1/runs/{id}/cancel", cancel)
         .get("/api/v1/diff", diff)
         .get("/api/v1/inbox", inbox)
         .get("/api/v1/inbox/stream", inbox_stream)
@@ -457,6 +458,22 @@ async fn answer(
     let st = state.clone();
     let v = blocking(&state, true, move || {
         signals::answer(&st, &run, &who.name, body)
+    })
+    .await?;
+    state.watch.refresh_soon();
+    Ok(ok(v))
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P(id): P<String>,
+    JsonBody(body): JsonBody<signals::CancelBody>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let st = state.clone();
+    let v = blocking(&state, true, move || {
+        signals::cancel(&st, &run, &who.name, body)
     })
     .await?;
     state.watch.refresh_soon();

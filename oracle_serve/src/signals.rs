@@ -45,6 +45,15 @@ pub struct AnswerBody {
     pub resume: bool,
 }
 
+/// `POST /api/v1/runs/{id}/cancel`.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBody {
+    /// Why the run is cancelled: recorded in its last event.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
 /// `POST /api/v1/runs/{id}/adjudications/{handle}`.
 #[derive(Clone, Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,6 +144,33 @@ pub fn answer(
         "by": by,
         "resume": resume,
     }))
+}
+
+/// Cancels `run`, by `by` (the token's name), recording why. `{"ok": true, "run", "status":
+/// "cancelled", "seq", "head", "by", "reason"}`, or `"status": "cancel_requested"` (no `seq`)
+/// when the process driving it had not reached a decision boundary within the host's wait.
+pub fn cancel(
+    state: &AppState,
+    run: &ValidRun,
+    by: &str,
+    body: CancelBody,
+) -> Result<Value, ApiError> {
+    let reason = body.reason.unwrap_or_else(|| "no reason given".into());
+    let cancel = oracle_runtime::engine::Cancel {
+        by: Some(by.to_owned()),
+        reason: reason.clone(),
+    };
+    Ok(
+        match host(state)?.cancel(&run.arg(), cancel, Durability::DEFAULT)? {
+            session::Cancelled::Recorded { id, seq, head, .. } => json!({
+                "ok": true, "run": id, "status": "cancelled", "seq": seq, "head": head,
+                "by": by, "reason": reason,
+            }),
+            session::Cancelled::Requested { id, .. } => json!({
+                "ok": true, "run": id, "status": "cancel_requested", "by": by, "reason": reason,
+            }),
+        },
+    )
 }
 
 /// Gives a verdict on adjudication `handle` of `run`, by `by`.
