@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::diff::class_text;
 use crate::exit::{self, CliError};
 use crate::maintain::DurabilityArg;
-use oracle_core::payload::MemorySettings;
+use oracle_memory::MemorySettings;
 use oracle_memory::tools::BELIEF_WAIT_PREFIX;
 
 /// Default for `--jobs`: tools of one round run one at a time unless asked.
@@ -639,11 +639,20 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
     crate::files::check_plan(&a.plan, a.drive.json)?;
     a.drive.check_programs()?;
     let tool_dirs = crate::tools::plan_dirs(&a.plan, &a.drive.tools.dirs);
-    let memory = (a.no_oracle || a.adjudication_expiry.is_some()).then(|| MemorySettings {
-        oracle: !a.no_oracle,
-        expiry_ticks: a.adjudication_expiry,
-        ..MemorySettings::default()
-    });
+    // The memory's settings, recorded under `run_started.domains.memory` when any differs
+    // from the defaults.
+    let mut domains = std::collections::BTreeMap::new();
+    if a.no_oracle || a.adjudication_expiry.is_some() {
+        let memory = MemorySettings {
+            oracle: !a.no_oracle,
+            expiry_ticks: a.adjudication_expiry,
+            ..MemorySettings::default()
+        };
+        domains.insert(
+            oracle_memory::settings::DOMAIN.to_owned(),
+            memory.to_value(),
+        );
+    }
     let opts = StartOptions {
         inputs: parse_inputs(&a.inputs)?,
         seed: a.seed,
@@ -651,7 +660,7 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
         jobs: a.drive.jobs,
         durability: a.drive.durability.into(),
         resume_points: a.drive.points(),
-        memory,
+        domains,
         scorer: a.drive.scorer(),
         budget: (a.max_model_calls.is_some() || a.max_tokens_total.is_some()).then_some(
             oracle_core::payload::Budget {

@@ -109,11 +109,11 @@ fn log_tail_shows_the_last_n_selected_events() {
 
 #[test]
 fn verify_head_says_what_it_proved() {
-    let head = "5614458e7158838a219f693eaaec96bf8229a38fb9bf8a5e8a2c2f04cf153f22";
+    let head = "5ef62b5145e65f44cca78c834003c6c6ea0239473e746b139a9711a1f6e67b36";
     let (code, out, _) = oracle(&["verify", "fixtures/logs/quickstart.jsonl", "--head", head]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("kept     5614458e7158 is in the log: nothing up to it was rewritten or cut"),
+        out.contains("kept     5ef62b5145e6 is in the log: nothing up to it was rewritten or cut"),
         "{out}"
     );
     let (code, out, _) = oracle(&[
@@ -276,16 +276,16 @@ fn color_is_chosen_by_flag_and_never_reaches_a_pipe_by_default() {
 #[test]
 fn verify_head_takes_a_hash_prefix() {
     let log = "fixtures/logs/quickstart.jsonl";
-    for prefix in ["5614458e7158", "5614458e", "5614458E7158838A"] {
+    for prefix in ["5ef62b5145e6", "5ef62b51", "5EF62B5145E65F44"] {
         let (code, out, err) = oracle(&["verify", log, "--head", prefix]);
         assert_eq!(code, 0, "{prefix}: {err}");
-        assert!(out.contains("kept     5614458e7158 is in the log"), "{out}");
+        assert!(out.contains("kept     5ef62b5145e6 is in the log"), "{out}");
     }
     let (code, _, err) = oracle(&[
         "verify",
         "fixtures/logs/broken/relinked.jsonl",
         "--head",
-        "5614458e7158",
+        "5ef62b5145e6",
     ]);
     assert_eq!(code, 4, "the relinked log lost that head: {err}");
     let (code, _, err) = oracle(&["verify", log, "--head", "5614458"]);

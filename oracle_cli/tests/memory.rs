@@ -425,8 +425,8 @@ fn expired_requests_refuse_verdicts_and_one_sweep_contests_them() {
     let pending = h.adjudications(RUN, &[]);
     assert_eq!(pending[0]["expires_at"], 7);
     let events = h.events(RUN);
-    assert_eq!(events[0]["payload"]["memory"]["expiry_ticks"], 3);
-    assert_eq!(events[0]["payload"]["memory"]["oracle"], true);
+    assert_eq!(events[0]["payload"]["domains"]["memory"]["expiry_ticks"], 3);
+    assert_eq!(events[0]["payload"]["domains"]["memory"]["oracle"], true);
 
     // A verdict at or past the expiry: 7, nothing written.
     for now in ["7", "12"] {
@@ -510,7 +510,7 @@ fn without_an_oracle_the_conflict_is_contested_and_nothing_can_be_adjudicated() 
     assert!(reason.starts_with("waits on belief"), "{reason}");
     assert!(!reason.contains("adj-"), "{reason}");
     let events = h.events(RUN);
-    assert_eq!(events[0]["payload"]["memory"]["oracle"], false);
+    assert_eq!(events[0]["payload"]["domains"]["memory"]["oracle"], false);
 
     // The referral is contested, the record on file stays committed; no request.
     let state = h.state(RUN);

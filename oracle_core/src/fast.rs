@@ -344,7 +344,8 @@ mod shape {
     /// Fields of each kind's payload, sorted by name (the order canonical maps have).
     fn spec(kind: EventKind) -> &'static [(&'static str, Field)] {
         match kind {
-            // `memory` is not here: a run with memory settings takes the reference path.
+            // `memory` and `domains` are not here: a run with domain settings takes the
+            // reference path.
             EventKind::RunStarted => &[
                 ("format", OptU64),
                 ("grants", SortedStrings),

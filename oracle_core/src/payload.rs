@@ -6,6 +6,7 @@
 //! later. A new kind is added here: one `EventKind` variant, one payload struct, one arm in
 //! [`Payload::decode`].
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -112,10 +113,11 @@ pub struct RunStarted {
     pub grants: Vec<String>,
     /// Run inputs by name.
     pub inputs: Map<String, Value>,
-    /// How belief memory treats conflicts; absent means [`MemorySettings::default`] (and keeps
-    /// the encoding of runs that predate it).
+    /// Formats 1 and 2 only: the belief memory's settings, recorded here before every domain
+    /// recorded its own under [`RunStarted::domains`]. Opaque to the log format: the memory
+    /// domain reads it (`oracle_memory::settings`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<MemorySettings>,
+    pub memory: Option<Value>,
     /// The log format the run was recorded in ([`LOG_FORMAT`]); absent in format 1, whose
     /// logs link parents only inside one call (docs/FORMAT.md, "Causal links").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,6 +131,11 @@ pub struct RunStarted {
     /// that predate them). `replay` and `resume` refuse when one changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<ToolPin>>,
+    /// Format 3: each domain's settings under the domain's name (`memory`: the belief
+    /// memory's), in the shape the domain declares; absent when no domain was given any.
+    /// Opaque to the log format: each domain reads and checks its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domains: Option<BTreeMap<String, Value>>,
 }
 
 /// What a declared tool was when a run started: `replay` and `resume` compare the tools they
@@ -184,37 +191,15 @@ pub struct Budget {
 }
 
 /// The log format the runtime records new runs in. Format 2 adds causal links between calls,
-/// decisions and the run's end (docs/FORMAT.md, "Causal links"); format 1 logs (no `format` in
-/// `run_started`) still verify, replay and resume with their own links.
-pub const LOG_FORMAT: u64 = 2;
+/// decisions and the run's end (docs/FORMAT.md, "Causal links"); format 3 records each
+/// domain's settings under `run_started.domains` instead of the memory's under `memory`.
+/// Logs of formats 1 and 2 still verify, replay and resume as they were recorded.
+pub const LOG_FORMAT: u64 = 3;
 
 impl RunStarted {
     /// The format this run's log was recorded in.
     pub fn log_format(&self) -> u64 {
         self.format.unwrap_or(1)
-    }
-}
-
-/// The belief-memory settings of a run: recorded because they decide dispositions.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemorySettings {
-    /// Whether an adjudication oracle answers conflicts (they are queued for it); without one
-    /// they become contested at once.
-    pub oracle: bool,
-    /// Logical ticks after which a queued adjudication expires; `None`: it waits indefinitely.
-    pub expiry_ticks: Option<u64>,
-    /// Confidence (percent) at or above which a valid-time window is trusted.
-    pub confidence_min_pct: u64,
-}
-
-impl Default for MemorySettings {
-    fn default() -> Self {
-        MemorySettings {
-            oracle: true,
-            expiry_ticks: None,
-            confidence_min_pct: 50,
-        }
     }
 }
 

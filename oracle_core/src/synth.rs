@@ -81,6 +81,7 @@ impl Synth {
                     budget: None,
                     tools: None,
                     memory: None,
+                    domains: None,
                 }),
             );
         }

@@ -33,10 +33,11 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             prop::collection::btree_set("[a-c:*]{1,4}", 0..3),
             prop::collection::btree_map("[a-c]", value(), 0..3),
             any::<u64>(),
-            prop::option::of((any::<bool>(), prop::option::of(any::<u64>()), 0u64..=100)),
+            prop::option::of(value()),
+            prop::option::of(prop::collection::btree_map("[a-c]", value(), 0..3)),
         )
-            .prop_map(
-                |(program, grants, inputs, seed, memory)| Payload::RunStarted(RunStarted {
+            .prop_map(|(program, grants, inputs, seed, memory, domains)| {
+                Payload::RunStarted(RunStarted {
                     format: None,
                     program,
                     program_hash: Hash([9; 32]),
@@ -45,15 +46,10 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     inputs: inputs.into_iter().collect(),
                     budget: None,
                     tools: None,
-                    memory: memory.map(|(oracle, expiry_ticks, confidence_min_pct)| {
-                        MemorySettings {
-                            oracle,
-                            expiry_ticks,
-                            confidence_min_pct,
-                        }
-                    }),
+                    memory,
+                    domains,
                 })
-            ),
+            }),
         (name, name).prop_map(
             |(step, capability)| Payload::CapabilityAllowed(CapabilityAllowed {
                 step,
@@ -208,10 +204,18 @@ fn sealed_line(kind: EventKind, payload: Value, seq: u64, parents: Vec<u64>) -> 
     line
 }
 
+/// Whether `payload` is a `run_started` carrying domain settings (`memory` or `domains`, even
+/// `null`, which the reference reads as absent), whose record the fast path leaves to the
+/// reference.
+fn settings_in(kind: EventKind, payload: &Value) -> bool {
+    kind == EventKind::RunStarted
+        && (payload.get("memory").is_some() || payload.get("domains").is_some())
+}
+
 /// The fast path and the reference agree on `line`. With `memory` (a `run_started` that
-/// carries memory settings) the fast path may leave the record to the reference: it has no
-/// shape for that optional field (one record per run), which is safe; it must still never
-/// accept what the reference refuses.
+/// carries domain settings, `memory` or `domains`) the fast path may leave the record to the
+/// reference: it has no shape for those optional fields (one record per run), which is safe;
+/// it must still never accept what the reference refuses.
 fn agree(
     f: Option<oracle_core::Link>,
     r: Option<oracle_core::Link>,
@@ -271,9 +275,9 @@ proptest! {
         parents in prop::collection::vec(0u64..12, 0..3),
     ) {
         let payload = mutate(&p.to_value(), how, pick, v.clone());
+        let with_memory = settings_in(p.kind(), &payload);
         let line = sealed_line(p.kind(), payload, 10, parents);
         let (f, r) = (fast(&line), reference(&line));
-        let with_memory = matches!(&p, Payload::RunStarted(s) if s.memory.is_some());
         agree(f, r, with_memory, &line)?;
         // Every field retyped in turn (`v` in its place), so each field of each kind is tried
         // with a wrong type in most cases, not once in a few hundred.
@@ -281,7 +285,9 @@ proptest! {
             for key in map.keys() {
                 let mut retyped = map.clone();
                 retyped.insert(key.clone(), v.clone());
-                let line = sealed_line(p.kind(), Value::Object(retyped), 10, vec![]);
+                let retyped = Value::Object(retyped);
+                let with_memory = settings_in(p.kind(), &retyped);
+                let line = sealed_line(p.kind(), retyped, 10, vec![]);
                 agree(fast(&line), reference(&line), with_memory, &line)?;
             }
         }

@@ -41,6 +41,7 @@ fn vectors() -> Value {
                 budget: None,
                 tools: None,
                 memory: None,
+                domains: None,
             }),
         )
         .unwrap();

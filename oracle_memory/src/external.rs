@@ -7,7 +7,9 @@
 //! and that only external provenances are accepted (outside evidence is first-hand or the
 //! user's own word; a model-derived claim from outside would be a claim nobody can audit).
 
-use oracle_core::payload::{ClaimRecorded, MemorySettings};
+use oracle_core::payload::ClaimRecorded;
+
+use crate::settings::MemorySettings;
 
 use crate::claim::{Claim, Origin};
 use crate::error::{MemoryError, ProjectionError};

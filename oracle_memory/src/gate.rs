@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use oracle_core::payload::MemorySettings;
+use crate::settings::MemorySettings;
 use serde::{Deserialize, Serialize};
 
 use crate::claim::{

@@ -14,6 +14,7 @@ pub mod error;
 pub mod external;
 pub mod gate;
 pub mod memory;
+pub mod settings;
 pub mod tools;
 
 pub use adjudicate::{Effects, Verdict};
@@ -22,4 +23,4 @@ pub use claim::{Cardinality, Claim, ClaimId, Criticality, Origin, Provenance, Va
 pub use error::{AdjudicateError, MemoryError, ProjectionError};
 pub use gate::{Assertion, Disposition, Request};
 pub use memory::{Memory, RequestStatus};
-pub use oracle_core::payload::MemorySettings;
+pub use settings::MemorySettings;

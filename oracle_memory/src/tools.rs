@@ -5,7 +5,7 @@
 //! `memory.query` folds a belief, and with `require: "resolved"` asks the run to wait while the
 //! line is not resolved. `memory.history` lists a line's claims with their dispositions.
 
-use oracle_core::payload::MemorySettings;
+use crate::settings::MemorySettings;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

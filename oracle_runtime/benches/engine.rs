@@ -81,7 +81,7 @@ fn config(jobs: u32) -> RunConfig {
         root: root(),
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
-        memory: None,
+        domains: Default::default(),
         budget: None,
         scorer: None,
         resume_points: Default::default(),

@@ -87,7 +87,7 @@ fn config() -> RunConfig {
         root: std::env::temp_dir(),
         jobs: 1,
         calls_max: CALLS_MAX_DEFAULT,
-        memory: None,
+        domains: Default::default(),
         budget: None,
         scorer: None,
         resume_points: Policy {

@@ -123,7 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .canonicalize()?,
         jobs: 1,
         calls_max: CALLS_MAX_DEFAULT,
-        memory: None,
+        domains: Default::default(),
         budget: None,
         scorer: None,
         resume_points: Default::default(),

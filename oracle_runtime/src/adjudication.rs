@@ -14,8 +14,9 @@ use std::path::Path;
 use std::thread;
 use std::time::Duration;
 
-use oracle_core::payload::{self, MemorySettings};
+use oracle_core::payload;
 use oracle_core::{EventKind, Payload};
+use oracle_memory::MemorySettings;
 use oracle_memory::adjudicate::{self as rules, Effects, Expired};
 use oracle_memory::{Assertion, Belief, Claim, Memory, Provenance, Query, Verdict};
 
@@ -127,11 +128,16 @@ impl RunMemory {
     }
 }
 
-fn settings_of(events: &Recorded, path: &Path) -> Result<MemorySettings> {
+fn settings_of(events: &Recorded, run: &RunDir) -> Result<MemorySettings> {
     match events.event(0).as_ref().map(oracle_core::Event::typed) {
-        Some(Ok(Payload::RunStarted(p))) => Ok(p.memory.unwrap_or_default()),
+        Some(Ok(Payload::RunStarted(p))) => {
+            MemorySettings::of_run(&p).map_err(|reason| SessionError::Projection {
+                run: run.id.clone(),
+                source: oracle_memory::ProjectionError { seq: 0, reason },
+            })
+        }
         _ => Err(SessionError::NoStart {
-            path: path.to_path_buf(),
+            path: run.paths.log.clone(),
         }),
     }
 }
@@ -139,7 +145,7 @@ fn settings_of(events: &Recorded, path: &Path) -> Result<MemorySettings> {
 /// The memory of run `run` from its log, already read and verified (`Recorded::read`): for a
 /// caller that reads the log for more than the memory.
 pub fn load_from(run: RunDir, events: &Recorded) -> Result<RunMemory> {
-    let settings = settings_of(events, &run.paths.log)?;
+    let settings = settings_of(events, &run)?;
     let memory = project(events).map_err(|source| SessionError::Projection {
         run: run.id.clone(),
         source,

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use oracle_core::agent::{Action, Agent, AgentError, Call, Observation, Outcome};
 use oracle_core::capability::Capability;
 use oracle_core::diff::{self, Divergence};
-use oracle_core::payload::{self, MemorySettings, RunStatus, StateChanged};
+use oracle_core::payload::{self, RunStatus, StateChanged};
 use oracle_core::{Event, EventKind, Hash, Payload, Recorder, RecordingError, State, limits};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -64,8 +64,9 @@ pub struct RunConfig {
     pub store: Vec<PathBuf>,
     pub jobs: u32,
     pub calls_max: u64,
-    /// Belief-memory settings (recorded in `run_started`); `None` means the defaults.
-    pub memory: Option<MemorySettings>,
+    /// Each domain's settings by the domain's name, recorded in `run_started` (`domains`, or
+    /// the memory's under `memory` in a run of format 1 or 2). Absent: the domain's defaults.
+    pub domains: BTreeMap<String, Value>,
     /// Limits on model calls (recorded in `run_started`); `None`: no limits.
     pub budget: Option<oracle_core::payload::Budget>,
     /// Scores auction winners (`auction.advance`) past the record; `None` is the built-in
@@ -375,6 +376,9 @@ pub struct Engine<'r, A: Agent> {
     progress: Option<&'r mut dyn FnMut(&Progress)>,
     /// Asked whether to end the run cancelled ([`Engine::with_cancel`]).
     cancel: Option<CancelProbe<'r>>,
+    /// Why a domain refused the run's settings ([`domain::for_run`]): the drive stops before
+    /// its first event.
+    refused_settings: Option<String>,
     /// The run's domains (`domain::for_run`): projections of every event produced or taken so
     /// far, and the tools that feed them.
     domains: Vec<Box<dyn Domain>>,
@@ -480,7 +484,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                     .ok()
             })
             .flatten();
-        let domains = domain::for_run(&config);
+        let (domains, refused_settings) = match domain::for_run(&config) {
+            Ok(d) => (d, None),
+            Err(why) => (Vec::new(), Some(why)),
+        };
         let points = config.resume_points;
         // Canonical paths, so a symlinked working directory or home does not look like an
         // escape (or hide the store).
@@ -511,6 +518,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             pool,
             progress: None,
             cancel: None,
+            refused_settings,
             domains,
             waits: BTreeMap::new(),
             failures: BTreeMap::new(),
@@ -942,6 +950,12 @@ impl<'r, A: Agent> Engine<'r, A> {
 
     /// Runs until the run finishes or suspends (or, for a replay, the record ends).
     pub fn drive(&mut self) -> Result<Report> {
+        if let Some(why) = self.refused_settings.take() {
+            return Err(EngineError::Unexpected {
+                seq: 0,
+                message: format!("the run's domain settings are refused: {why}"),
+            });
+        }
         let ending = match self.drive_inner() {
             Ok(e) => e,
             Err(EngineError::EndOfRecord { .. }) => Ending::EndOfRecord,
@@ -1004,6 +1018,14 @@ impl<'r, A: Agent> Engine<'r, A> {
             }
         };
         self.causes.on = format.is_some_and(|f| f >= 2);
+        // Format 3 records every domain's settings under `domains`; a run recorded before it
+        // keeps the memory's under `memory`, so its first event is produced again byte for byte.
+        let settings = &self.config.domains;
+        let (memory, domains) = if format.is_some_and(|f| f >= 3) {
+            (None, (!settings.is_empty()).then(|| settings.clone()))
+        } else {
+            (settings.get(oracle_memory::settings::DOMAIN).cloned(), None)
+        };
         self.emit(
             vec![],
             Payload::RunStarted(payload::RunStarted {
@@ -1015,7 +1037,8 @@ impl<'r, A: Agent> Engine<'r, A> {
                 inputs: self.config.inputs.clone(),
                 budget: self.config.budget.clone(),
                 tools: self.registry.pins(),
-                memory: self.config.memory.clone(),
+                memory,
+                domains,
             }),
         )?;
         Ok(())

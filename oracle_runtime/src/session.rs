@@ -6,6 +6,7 @@
 //! run's bindings: working directory, models, secret variables, tool directories; unhashed, so
 //! sealed with the home's key, `crate::bindings`, and never acted on unless the seal holds).
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -256,8 +257,9 @@ pub struct StartOptions {
     pub resume_points: resume_point::Policy,
     /// Where relative paths resolve (canonicalised here).
     pub root: PathBuf,
-    /// Belief-memory settings; `None`: the defaults (oracle queue, no expiry).
-    pub memory: Option<oracle_core::payload::MemorySettings>,
+    /// Each domain's settings by the domain's name (`oracle_memory::settings::DOMAIN`), as the
+    /// domain declares them; recorded in `run_started.domains`. Empty: every domain's defaults.
+    pub domains: BTreeMap<String, Value>,
     /// Scores auction winners; `None`: the built-in rubric.
     pub scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
     /// Where the plan's model names point (`--model`): kept in the unhashed `run.json` so a
@@ -291,7 +293,7 @@ impl StartOptions {
             durability: Durability::DEFAULT,
             resume_points: resume_point::Policy::default(),
             root: PathBuf::from("."),
-            memory: None,
+            domains: BTreeMap::new(),
             scorer: None,
             models: Default::default(),
             budget: None,
@@ -576,8 +578,13 @@ pub struct Submission {
     pub inputs: Map<String, Value>,
     pub root: PathBuf,
     pub jobs: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<oracle_core::payload::MemorySettings>,
+    /// Each domain's settings ([`StartOptions::domains`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub domains: BTreeMap<String, Value>,
+    /// The memory's settings as a submission written before `domains` held them; read into
+    /// `domains` and never written.
+    #[serde(default, skip_serializing)]
+    pub memory: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<oracle_core::payload::Budget>,
 }
@@ -597,7 +604,12 @@ impl Submission {
             store: store_of(home, dir),
             jobs: self.jobs,
             calls_max: CALLS_MAX_DEFAULT,
-            memory: self.memory.clone(),
+            domains: match &self.memory {
+                Some(m) if self.domains.is_empty() => {
+                    BTreeMap::from([(oracle_memory::settings::DOMAIN.to_owned(), m.clone())])
+                }
+                _ => self.domains.clone(),
+            },
             budget: self.budget.clone(),
             scorer,
             resume_points: resume_point::Policy::default(),
@@ -679,7 +691,8 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         inputs,
         root,
         jobs: opts.jobs,
-        memory: opts.memory.clone(),
+        domains: opts.domains.clone(),
+        memory: None,
         budget: opts.budget.clone(),
     };
     if submit {
@@ -1010,6 +1023,18 @@ fn stored_plan(run: &RunDir, started: &RunStarted, registry: &Registry) -> Resul
     Ok(plan)
 }
 
+/// The domain settings a run recorded, by domain: `domains` (format 3), or the memory's under
+/// `memory` (formats 1 and 2).
+fn recorded_domains(started: &RunStarted) -> BTreeMap<String, Value> {
+    match (&started.domains, &started.memory) {
+        (Some(d), _) => d.clone(),
+        (None, Some(m)) => {
+            BTreeMap::from([(oracle_memory::settings::DOMAIN.to_owned(), m.clone())])
+        }
+        (None, None) => BTreeMap::new(),
+    }
+}
+
 fn config_of(
     started: &RunStarted,
     root: PathBuf,
@@ -1024,7 +1049,7 @@ fn config_of(
         store,
         jobs,
         calls_max: CALLS_MAX_DEFAULT,
-        memory: started.memory.clone(),
+        domains: recorded_domains(started),
         budget: started.budget.clone(),
         scorer: None,
         resume_points: resume_point::Policy::default(),

@@ -73,11 +73,16 @@ fn start(expiry: Option<u64>) -> (tempfile::TempDir, PathBuf, String) {
     let home = dir.path().join("home");
     let opts = StartOptions {
         durability: Durability::None,
-        memory: Some(oracle_memory::MemorySettings {
-            oracle: true,
-            expiry_ticks: expiry,
-            ..Default::default()
-        }),
+        domains: [(
+            oracle_memory::settings::DOMAIN.to_owned(),
+            oracle_memory::MemorySettings {
+                oracle: true,
+                expiry_ticks: expiry,
+                ..Default::default()
+            }
+            .to_value(),
+        )]
+        .into(),
         ..StartOptions::new(&home, &plan)
     };
     let s = session::start(&opts, &tools::builtin()).unwrap();

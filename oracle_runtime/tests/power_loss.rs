@@ -374,7 +374,7 @@ fn engine_on_sim(
         store: vec![run_dir.to_path_buf()],
         jobs: 1,
         calls_max: CALLS_MAX_DEFAULT,
-        memory: None,
+        domains: Default::default(),
         budget: None,
         scorer: None,
         resume_points: Default::default(),

@@ -95,7 +95,7 @@ fn config(every_events: u64) -> RunConfig {
         root: std::env::temp_dir().canonicalize().unwrap(),
         jobs: 1,
         calls_max: CALLS_MAX_DEFAULT,
-        memory: None,
+        domains: Default::default(),
         budget: None,
         scorer: None,
         resume_points: Policy {

@@ -21,6 +21,7 @@ pub fn minimal_run_started(program: &str, seed: u64, grants: &[&str]) -> RunStar
         budget: None,
         tools: None,
         memory: None,
+        domains: None,
     }
 }
 

@@ -5,7 +5,7 @@ use std::any::Any;
 
 use oracle_core::Payload;
 use oracle_core::agent::Call;
-use oracle_core::payload::MemorySettings;
+use oracle_memory::settings::{DOMAIN, MemorySettings};
 use oracle_memory::tools::{self as memory_tools, QueryOutcome};
 use oracle_memory::{Memory, Origin};
 use serde_json::Value;
@@ -35,11 +35,14 @@ pub struct MemoryDomain {
 }
 
 impl MemoryDomain {
-    pub fn new(config: &RunConfig) -> MemoryDomain {
-        MemoryDomain {
+    /// The memory of a run whose settings are `config`'s (`domains.memory`), or why those are
+    /// not settings.
+    pub fn new(config: &RunConfig) -> Result<MemoryDomain, String> {
+        let settings = MemorySettings::from_recorded(config.domains.get(DOMAIN))?;
+        Ok(MemoryDomain {
             memory: Memory::new(),
-            settings: config.memory.clone().unwrap_or_default(),
-        }
+            settings,
+        })
     }
 
     pub fn memory(&self) -> &Memory {

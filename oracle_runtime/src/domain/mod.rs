@@ -27,6 +27,10 @@ use crate::engine::{EngineError, RunConfig};
 use crate::tool::Effect;
 
 /// What a domain's tool call came to.
+// The outcome is always a `tool_returned` or `tool_failed`; the size is that of `Payload`'s
+// largest variant (`run_started`), and a `Handled` lives only from the call to its record, so
+// boxing it would cost an allocation per domain call for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Handled {
     /// The outcome to record (`tool_returned` or `tool_failed`).
     Outcome(Payload),
@@ -130,13 +134,14 @@ pub fn wait_of(tool: &str) -> Option<WaitWords> {
         .map(|(_, words)| *words)
 }
 
-/// The domains of a run, in a fixed order: the one registration point.
-pub fn for_run(config: &RunConfig) -> Vec<Box<dyn Domain>> {
-    vec![
-        Box::new(memory::MemoryDomain::new(config)),
+/// The domains of a run, in a fixed order: the one registration point. Each reads its own
+/// settings from `config.domains` (under its name) and refuses ones it cannot use.
+pub fn for_run(config: &RunConfig) -> Result<Vec<Box<dyn Domain>>, String> {
+    Ok(vec![
+        Box::new(memory::MemoryDomain::new(config)?),
         Box::new(economy::EconomyDomain::new(config)),
         Box::new(models::ModelsDomain::new(config)),
-    ]
+    ])
 }
 
 /// The outcome payload of a domain call: its output, or its error.

@@ -1,0 +1,60 @@
+//! The belief memory's settings: what a run records under `run_started.domains.memory`
+//! (format 3; `run_started.memory` in formats 1 and 2), because they decide dispositions.
+
+use oracle_core::payload::RunStarted;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The memory's name among a run's domains: the key of its settings in `run_started.domains`.
+pub const DOMAIN: &str = "memory";
+
+/// The belief-memory settings of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySettings {
+    /// Whether an adjudication oracle answers conflicts (they are queued for it); without one
+    /// they become contested at once.
+    pub oracle: bool,
+    /// Logical ticks after which a queued adjudication expires; `None`: it waits indefinitely.
+    pub expiry_ticks: Option<u64>,
+    /// Confidence (percent) at or above which a valid-time window is trusted.
+    pub confidence_min_pct: u64,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        MemorySettings {
+            oracle: true,
+            expiry_ticks: None,
+            confidence_min_pct: 50,
+        }
+    }
+}
+
+impl MemorySettings {
+    /// The settings recorded as `value` (absent: the defaults), or why they are not settings.
+    pub fn from_recorded(value: Option<&Value>) -> Result<MemorySettings, String> {
+        match value {
+            None => Ok(MemorySettings::default()),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| format!("the memory's recorded settings are not settings: {e}")),
+        }
+    }
+
+    /// The settings a run recorded: under `domains.memory` (format 3), else under `memory`
+    /// (formats 1 and 2), else the defaults.
+    pub fn of_run(started: &RunStarted) -> Result<MemorySettings, String> {
+        let recorded = started
+            .domains
+            .as_ref()
+            .and_then(|d| d.get(DOMAIN))
+            .or(started.memory.as_ref());
+        MemorySettings::from_recorded(recorded)
+    }
+
+    /// The settings as recorded.
+    pub fn to_value(&self) -> Value {
+        // Invariant: a struct of a bool and integers always converts.
+        serde_json::to_value(self).expect("memory settings always convert to JSON")
+    }
+}
