@@ -1,5 +1,6 @@
 //! Benchmarks of the pure core: per-record verification, state-hash updates at 1k and 1M keys,
-//! and replay. Targets and results are in BENCHMARKS.md.
+//! LtHash's expansion of one element on each path, and replay. Targets and results are in
+//! BENCHMARKS.md.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use oracle_core::payload::StateChanged;
@@ -95,6 +96,52 @@ fn state_hash_update(c: &mut Criterion) {
     g.finish();
 }
 
+/// One element's expansion (2048 bytes of BLAKE3 XOF) on every path this CPU runs, side by
+/// side: the `blake3` crate's XOF as it runs here, the same crate asked for one 64-byte block
+/// per call (what it does on every CPU without AVX-512, where it has no batched XOF), and each
+/// lane-parallel [`Expander`]. Elements of 40 bytes (a state entry of the replay workload: key
+/// and small value) and of 1000 bytes (16 blocks, the most one chunk holds).
+fn lthash_expand(c: &mut Criterion) {
+    use oracle_core::hash::domain;
+    use oracle_core::lthash::{BYTES, Expander};
+    let mut g = c.benchmark_group("lthash/expand");
+    g.sample_size(20);
+    g.throughput(Throughput::Elements(1));
+    for len in [40usize, 1000] {
+        let element: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+        let mut out = [0u8; BYTES];
+        g.bench_function(format!("{len}B/blake3_xof"), |b| {
+            b.iter(|| {
+                Expander::Blake3.expand(black_box(&element), &mut out);
+                out[0]
+            });
+        });
+        g.bench_function(format!("{len}B/blake3_xof_block_at_a_time"), |b| {
+            b.iter(|| {
+                let mut h = blake3::Hasher::new_derive_key(domain::STATE_ENTRY);
+                h.update(black_box(&element));
+                let mut xof = h.finalize_xof();
+                for block in out.chunks_exact_mut(64) {
+                    xof.fill(block);
+                }
+                out[0]
+            });
+        });
+        for x in Expander::ALL
+            .into_iter()
+            .filter(|x| *x != Expander::Blake3 && x.is_available())
+        {
+            g.bench_function(format!("{len}B/{}", format!("{x:?}").to_lowercase()), |b| {
+                b.iter(|| {
+                    x.expand(black_box(&element), &mut out);
+                    out[0]
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
 fn replay(c: &mut Criterion) {
     let (_, events) = records(Shape::Writes);
     let mut g = c.benchmark_group("replay");
@@ -112,5 +159,11 @@ fn replay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, verify_records, state_hash_update, replay);
+criterion_group!(
+    benches,
+    verify_records,
+    state_hash_update,
+    lthash_expand,
+    replay
+);
 criterion_main!(benches);

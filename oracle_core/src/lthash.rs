@@ -5,6 +5,15 @@
 //! removing subtracts them, so the hash of a state is updated per changed key at a cost that
 //! does not depend on how many keys the state holds. Parameters follow the LtHash construction
 //! of Bellare–Micciancio as deployed by Facebook (n = 1024, d = 16).
+//!
+//! The expansion is BLAKE3's XOF of the element in the state-entry domain, 2048 bytes, exactly
+//! as `docs/FORMAT.md` defines it. The `xof` submodule computes those same bytes with the 32 output blocks
+//! side by side (SIMD lanes) rather than one after another; it is an implementation of the same
+//! function, not a different one, and its tests compare it with the `blake3` crate's XOF.
+
+mod xof;
+
+pub use xof::Expander;
 
 use crate::hash::{Hash, domain, hasher};
 
@@ -34,11 +43,10 @@ impl std::fmt::Debug for LtHash {
     }
 }
 
-/// Expands an element (its canonical bytes) into `out` in the state-entry domain.
+/// Expands an element (its canonical bytes) into `out` in the state-entry domain: the first
+/// [`BYTES`] bytes of BLAKE3's XOF, computed by the fastest [`Expander`] this CPU runs.
 pub fn expand(element: &[u8], out: &mut [u8; BYTES]) {
-    let mut h = hasher(domain::STATE_ENTRY);
-    h.update(element);
-    h.finalize_xof().fill(out);
+    Expander::detected().expand(element, out);
 }
 
 impl LtHash {

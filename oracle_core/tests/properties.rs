@@ -1,5 +1,6 @@
 //! Property tests of the core invariants: the chain catches every tampering at the right seq,
-//! the incremental state hash equals the from-scratch hash, and snapshots replay like genesis.
+//! the incremental state hash equals the from-scratch hash, snapshots replay like genesis, and
+//! every lane expansion of LtHash gives the bytes of BLAKE3's XOF.
 
 mod common;
 
@@ -219,6 +220,29 @@ proptest! {
             e.parents = vec![0, seq / 2, seq];
             prop_assert_eq!(record::encode(&e), [serde_json::to_vec(&e).unwrap(), b"\n".to_vec()].concat());
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Every lane expansion this CPU runs (portable, AVX2, AVX-512), forced, gives the bytes of
+    /// the `blake3` crate's XOF, for lengths across the 64-byte block and 1024-byte chunk
+    /// boundaries (an element over one chunk takes the crate's XOF on every path).
+    #[test]
+    fn every_expander_gives_the_blake3_xof(element in prop::collection::vec(any::<u8>(), 0..=3000)) {
+        use oracle_core::lthash::{BYTES, Expander, expand};
+        let mut h = blake3::Hasher::new_derive_key(oracle_core::hash::domain::STATE_ENTRY);
+        h.update(&element);
+        let mut want = [0u8; BYTES];
+        h.finalize_xof().fill(&mut want);
+        let mut got = [0u8; BYTES];
+        for x in Expander::ALL.into_iter().filter(|x| x.is_available()) {
+            x.expand(&element, &mut got);
+            prop_assert!(got == want, "{:?} differs at length {}", x, element.len());
+        }
+        expand(&element, &mut got);
+        prop_assert!(got == want, "expand ({:?}) differs at length {}", Expander::detected(), element.len());
     }
 }
 
