@@ -14,6 +14,10 @@ use crate::exit::{self, CliError};
 /// input or output may be (8 MiB), since it stands for one.
 pub const VALUE_FILE_BYTES_MAX: u64 = 8 << 20;
 
+/// Largest config file (`oracle.toml`, docs/CONFIG.md), in bytes: a few settings, written by
+/// hand; anything larger is not one.
+pub const CONFIG_FILE_BYTES_MAX: u64 = 1 << 20;
+
 fn refused(e: fsread::ReadFileError, json_out: bool) -> CliError {
     let err = CliError::input(e.to_string());
     if json_out

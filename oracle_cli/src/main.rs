@@ -10,6 +10,7 @@ mod out;
 
 mod auction;
 mod checkpoint;
+mod config;
 mod demand;
 mod diff;
 mod exit;
@@ -195,6 +196,9 @@ pub(crate) enum Command {
     },
     /// Print the man page (roff) of `oracle`: `oracle man > oracle.1; man ./oracle.1`.
     Man,
+    /// The config files (`oracle.toml` here, `~/.config/oracle/config.toml`; docs/CONFIG.md):
+    /// `show` prints every setting in effect and where it came from, `path` the files read.
+    Config(config::ConfigArgs),
 }
 
 /// An unknown subcommand's error, with the closest subcommand by edit distance named first
@@ -230,7 +234,7 @@ fn with_closest_subcommand(e: &clap::Error) -> Option<String> {
 fn main() -> ExitCode {
     // `--json` anywhere among the arguments (every command that has it takes it as a flag).
     let json_mode = std::env::args_os().any(|a| a == "--json");
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             // `--now -5`: clap reads `-5` as a flag and advises `-- -5`, which is wrong here.
@@ -282,11 +286,13 @@ fn main() -> ExitCode {
         }
     };
     out::set_color(cli.color);
+    // The config files go under the flags here; a file that cannot be used is the error.
+    let configured = config::apply(&mut cli);
     let home = oracle_runtime::paths::resolve_home(
         cli.home.as_deref(),
         std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),
     );
-    let result = match store::url(cli.store) {
+    let result = match configured.and_then(|()| store::url(cli.store)) {
         Err(e) => Err(e),
         Ok(Some(url)) => match store::dispatch(&url, cli.command) {
             Ok(result) => result,
@@ -375,6 +381,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         Command::Demand(a) => demand::run(&home, a),
         Command::Auction(a) => auction::run(&home, a),
         Command::Report(a) => report::run(&home, a),
+        Command::Config(a) => config::run(a),
     }
 }
 

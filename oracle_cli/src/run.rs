@@ -75,6 +75,20 @@ pub struct DriveArgs {
     tools: crate::tools::ToolDirs,
 }
 
+impl RunArgs {
+    /// Puts the config file's bindings under this new run's flags (`crate::config`).
+    pub(crate) fn configure(&mut self, settings: &crate::config::Settings) {
+        let d = &mut self.drive;
+        settings.fill_bindings(
+            &mut d.models,
+            &mut d.model_ids,
+            &mut d.model_keys,
+            &mut d.secrets,
+            &mut d.tools.dirs,
+        );
+    }
+}
+
 /// `n` with the singular or plural noun: "1 tool call", "3 tool calls".
 fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })

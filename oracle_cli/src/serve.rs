@@ -14,11 +14,11 @@ use crate::exit::{self, CliError};
 pub struct ServeArgs {
     #[command(subcommand)]
     command: Option<ServeCommand>,
-    /// The address to listen on. Port 0 picks a free port; the server prints `listening
-    /// http://ADDR` on stdout once it accepts requests. A non-loopback address needs
-    /// --allow-remote.
-    #[arg(long, value_name = "ADDR", default_value = LISTEN_DEFAULT)]
-    listen: SocketAddr,
+    /// The address to listen on (default: 127.0.0.1:7420, or `[serve] listen` of oracle.toml).
+    /// Port 0 picks a free port; the server prints `listening http://ADDR` on stdout once it
+    /// accepts requests. A non-loopback address needs --allow-remote.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
     /// The tokens accepted: `name:<blake3 hex of secret>` lines (default: <home>/serve-tokens;
     /// `oracle serve token add NAME` adds one).
     #[arg(long, value_name = "FILE")]
@@ -36,10 +36,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PROGRAM")]
     notify_cmd: Option<PathBuf>,
     /// Server-Sent Event streams open at once (live tails and the inbox stream); past it a
-    /// new stream gets 503 `busy`.
-    #[arg(long, value_name = "N", default_value_t = oracle_serve::config::STREAMS_MAX as u64,
+    /// new stream gets 503 `busy` (default: 64).
+    #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=oracle_serve::config::STREAMS_MAX_MAX as u64))]
-    streams_max: u64,
+    streams_max: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -67,6 +67,30 @@ enum TokenCommand {
     },
 }
 
+impl ServeArgs {
+    /// Fills what the flags leave unsaid from the config file's `[serve]` (`crate::config`).
+    /// `--read-open` and `--allow-remote` are not in the file: they open the server, so they
+    /// are said on the command line each time (and a flag could not turn them off).
+    pub(crate) fn configure(&mut self, file: &crate::config::Serve) {
+        let token_file = match &mut self.command {
+            Some(ServeCommand::Token(TokenArgs {
+                command: TokenCommand::Add { token_file, .. },
+            })) => token_file,
+            None => &mut self.token_file,
+        };
+        if token_file.is_none() {
+            *token_file = file.token_file.as_ref().map(|i| i.value.clone());
+        }
+        self.listen = self.listen.or(file.listen.as_ref().map(|i| i.value));
+        if self.notify_cmd.is_none() {
+            self.notify_cmd = file.notify_cmd.as_ref().map(|i| i.value.clone());
+        }
+        self.streams_max = self
+            .streams_max
+            .or(file.streams_max.as_ref().map(|i| i.value));
+    }
+}
+
 pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
     match a.command {
         Some(ServeCommand::Token(TokenArgs {
@@ -84,14 +108,22 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
         }
         None => {
             let mut config = Config::new(home);
-            config.listen = a.listen;
+            config.listen = match a.listen {
+                Some(addr) => addr,
+                None => LISTEN_DEFAULT.parse().map_err(|e| {
+                    CliError::input(format!("the default address {LISTEN_DEFAULT}: {e}"))
+                })?,
+            };
             if let Some(f) = a.token_file {
                 config.token_file = f;
             }
             config.read_open = a.read_open;
             config.allow_remote = a.allow_remote;
             config.notify_cmd = a.notify_cmd;
-            config.streams_max = usize::try_from(a.streams_max).unwrap_or(1);
+            config.streams_max = match a.streams_max {
+                Some(n) => usize::try_from(n).unwrap_or(1),
+                None => oracle_serve::config::STREAMS_MAX,
+            };
             oracle_serve::serve::run(config, Some(oracle_serve::ui::routes))
                 .map_err(|e| CliError::input(e.to_string()))?;
             Ok(exit::OK)

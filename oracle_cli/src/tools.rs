@@ -98,6 +98,23 @@ struct AuditArgs {
     json: bool,
 }
 
+impl ToolsArgs {
+    /// `tools list` and `tools call` without `--tools` use the config file's directories
+    /// (`crate::config`); `check` names its directory and `audit` a run, which keeps its own.
+    pub(crate) fn configure(&mut self, dirs: Option<&[PathBuf]>) {
+        let (ToolsCommand::List(ListArgs { tools, .. })
+        | ToolsCommand::Call(CallArgs { tools, .. })) = &mut self.command
+        else {
+            return;
+        };
+        if let Some(dirs) = dirs
+            && tools.dirs.is_empty()
+        {
+            tools.dirs = dirs.to_vec();
+        }
+    }
+}
+
 /// Paths as given, made absolute against the working directory (so `run.json` can keep them).
 pub fn absolute(dirs: &[PathBuf]) -> Vec<PathBuf> {
     let cwd = std::env::current_dir().unwrap_or_default();
