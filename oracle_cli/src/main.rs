@@ -11,6 +11,7 @@ mod out;
 mod auction;
 mod checkpoint;
 mod demand;
+mod dev;
 mod diff;
 mod exit;
 mod files;
@@ -190,6 +191,10 @@ pub(crate) enum Command {
     },
     /// Print the man page (roff) of `oracle`: `oracle man > oracle.1; man ./oracle.1`.
     Man,
+    /// Test helpers, not for real work: `dev llm-stub`, a scripted model server, and `dev
+    /// mcp-example`, an example MCP server. Built in so that the README's walkthroughs need
+    /// nothing but this binary.
+    Dev(dev::DevArgs),
 }
 
 /// An unknown subcommand's error, with the closest subcommand by edit distance named first
@@ -277,17 +282,22 @@ fn main() -> ExitCode {
         }
     };
     out::set_color(cli.color);
+    let command = match cli.command {
+        // A helper serves until its client is done, with no home, store or output of ours.
+        Command::Dev(a) => return dev::main(a),
+        other => other,
+    };
     let home = oracle_runtime::paths::resolve_home(
         cli.home.as_deref(),
         std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),
     );
     let result = match store::url(cli.store) {
         Err(e) => Err(e),
-        Ok(Some(url)) => match store::dispatch(&url, cli.command) {
+        Ok(Some(url)) => match store::dispatch(&url, command) {
             Ok(result) => result,
             Err(command) => run_command(&home, command),
         },
-        Ok(None) => run_command(&home, cli.command),
+        Ok(None) => run_command(&home, command),
     };
     // Output still buffered goes out before the exit code is decided: failing to write it is
     // an error like any other write.
@@ -343,6 +353,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         Command::Serve(a) => serve::run(&home, a),
         Command::Plan(a) => plan::run(a),
         Command::Lsp => lsp::run(),
+        Command::Dev(_) => Err(CliError::input("`oracle dev` runs on its own, not here")),
         Command::Tools(a) => tools::run(&home, a),
         Command::Export(a) => transfer::export(&home, a),
         Command::Import(a) => transfer::import(&home, a),
