@@ -302,12 +302,21 @@ env = {{ PATH = "{}:/usr/bin:/bin" }}
 }
 
 #[test]
-fn the_example_server_is_a_separate_program_oracle_never_links() {
-    // The server speaks MCP through rmcp; oracle's own client is in oracle_runtime. The binary
-    // answers --mode with a usage error for an unknown mode, so it can be told apart.
+fn the_example_server_refuses_an_unknown_mode_as_a_program_and_as_oracle_dev() {
+    // The server speaks MCP through rmcp; oracle's own client is in oracle_runtime and does
+    // not use it. The server is both a program of its own (what these tests start by path) and
+    // `oracle dev mcp-example` (what the shipped manifest starts): each refuses a mode it does
+    // not have with a usage error, so it can be told apart.
     let out = Command::new(bin_dir().join("oracle-mcp-example"))
         .args(["--mode", "nonsense"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(["dev", "mcp-example", "--mode", "nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("crash-on-call"), "the modes are listed: {err}");
 }
