@@ -12,6 +12,7 @@ mod auction;
 mod checkpoint;
 mod config;
 mod demand;
+mod dev;
 mod diff;
 mod exit;
 mod files;
@@ -199,6 +200,10 @@ pub(crate) enum Command {
     /// The config files (`oracle.toml` here, `~/.config/oracle/config.toml`; docs/CONFIG.md):
     /// `show` prints every setting in effect and where it came from, `path` the files read.
     Config(config::ConfigArgs),
+    /// Test helpers, not for real work: `dev llm-stub`, a scripted model server, and `dev
+    /// mcp-example`, an example MCP server. Built in so that the README's walkthroughs need
+    /// nothing but this binary.
+    Dev(dev::DevArgs),
 }
 
 /// An unknown subcommand's error, with the closest subcommand by edit distance named first
@@ -234,7 +239,7 @@ fn with_closest_subcommand(e: &clap::Error) -> Option<String> {
 fn main() -> ExitCode {
     // `--json` anywhere among the arguments (every command that has it takes it as a flag).
     let json_mode = std::env::args_os().any(|a| a == "--json");
-    let mut cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             // `--now -5`: clap reads `-5` as a flag and advises `-- -5`, which is wrong here.
@@ -286,19 +291,26 @@ fn main() -> ExitCode {
         }
     };
     out::set_color(cli.color);
+    let mut cli = match cli.command {
+        // A helper serves until its client is done, with no home, store, config file or output
+        // of ours.
+        Command::Dev(a) => return dev::main(a),
+        command => Cli { command, ..cli },
+    };
     // The config files go under the flags here; a file that cannot be used is the error.
     let configured = config::apply(&mut cli);
+    let command = cli.command;
     let home = oracle_runtime::paths::resolve_home(
         cli.home.as_deref(),
         std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),
     );
     let result = match configured.and_then(|()| store::url(cli.store)) {
         Err(e) => Err(e),
-        Ok(Some(url)) => match store::dispatch(&url, cli.command) {
+        Ok(Some(url)) => match store::dispatch(&url, command) {
             Ok(result) => result,
             Err(command) => run_command(&home, command),
         },
-        Ok(None) => run_command(&home, cli.command),
+        Ok(None) => run_command(&home, command),
     };
     // Output still buffered goes out before the exit code is decided: failing to write it is
     // an error like any other write.
@@ -355,6 +367,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         Command::Serve(a) => serve::run(&home, a),
         Command::Plan(a) => plan::run(a),
         Command::Lsp => lsp::run(),
+        Command::Dev(_) => Err(CliError::input("`oracle dev` runs on its own, not here")),
         Command::Tools(a) => tools::run(&home, a),
         Command::Export(a) => transfer::export(&home, a),
         Command::Import(a) => transfer::import(&home, a),

@@ -1,5 +1,6 @@
 //! `oracle log` and `oracle inspect`: reading a run as a person or a program would.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -83,9 +84,11 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
             && (kinds.is_empty() || kinds.contains(&e.kind))
             && step.is_none_or(|s| e.payload.get("step").and_then(|v| v.as_str()) == Some(s))
     };
+    let agents = agent_steps(&paths.log);
     let show = Show {
         json: a.json,
         full: a.full,
+        agents: &agents,
     };
     if let Some(n) = a.tail {
         // The last N selected events: a window of at most N, kept while the log streams by.
@@ -132,11 +135,23 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
 
 /// How `oracle log` shows each event.
 #[derive(Clone, Copy)]
-struct Show {
+struct Show<'a> {
     /// The exact record.
     json: bool,
     /// Summaries with values whole.
     full: bool,
+    /// The run's agent steps, whose model calls are shown as turns.
+    agents: &'a BTreeSet<String>,
+}
+
+/// The agent steps of the plan kept beside `log` (a run's), if any: a bare log file has no
+/// plan, and its agent turns keep the recorded field's name, `attempt`.
+fn agent_steps(log: &Path) -> BTreeSet<String> {
+    log.parent()
+        .map(|dir| dir.join(oracle_runtime::session::PLAN_FILE))
+        .and_then(|plan| std::fs::read_to_string(plan).ok())
+        .map(|src| oracle_plan::agent_steps_of(&src))
+        .unwrap_or_default()
 }
 
 /// `oracle log --seq N`: one event, every field (or its exact record, `--json`).
@@ -179,19 +194,21 @@ fn one_event(paths: &oracle_runtime::LogPaths, seq: u64, json: bool) -> Result<u
 }
 
 /// One event as `oracle log` shows it: the exact record (`--json`) or a table row.
-fn print_event(e: &oracle_core::Event, show: Show) -> Result<(), CliError> {
+fn print_event(e: &oracle_core::Event, show: Show<'_>) -> Result<(), CliError> {
     if show.json {
         // The exact record, as stored.
         return crate::out::write_bytes(&oracle_core::record::encode(e));
     }
     let summary = e
         .typed()
-        .map(|p| {
-            if show.full {
-                p.summary_full()
-            } else {
-                p.summary()
+        .map(|p| match p {
+            // An agent step's model calls are its turns: the recorded field is `attempt`, but
+            // a person reads "turn" (the format is unchanged).
+            oracle_core::payload::Payload::StepScheduled(s) if show.agents.contains(&s.step) => {
+                s.summary_as_turn()
             }
+            p if show.full => p.summary_full(),
+            p => p.summary(),
         })
         .unwrap_or_else(|err| err.to_string());
     outln!(

@@ -317,7 +317,11 @@ fn read_only(url: &str, command: Command) -> Result<u8, CliError> {
         })
         .map_err(|e| crate::run::host_error(e, false))?;
     }
-    crate::run_command(tmp.path(), command)
+    match command {
+        // Names the run, not the temporary file it was written to.
+        Command::Verify(a) => crate::verify::run_in_store(tmp.path(), a),
+        other => crate::run_command(tmp.path(), other),
+    }
 }
 
 /// `oracle checkpoint RUN --key K --store URL`: the run is written into a temporary home with

@@ -274,6 +274,10 @@ fn loaded(dirs: &[PathBuf]) -> Result<Loaded, CliError> {
     if !dirs.is_empty() {
         let loaded = declared::load(&absolute(dirs), &Arc::default(), McpMode::Start)
             .map_err(|p| problems_error(&p))?;
+        // The others are served; the broken ones are named, and refused only if called.
+        for p in loaded.problems() {
+            eprintln!("warning: {p} (its tools are not loaded)");
+        }
         for e in &loaded.tools {
             let name = e.tool.decl().name;
             if let Some(w) = &e.wasm {
@@ -360,9 +364,10 @@ fn check(a: CheckArgs) -> Result<u8, CliError> {
             .iter()
             .map(|e| (e.tool.decl().name, e.kind, e.path.clone()))
             .collect();
-        declared::declare(&mut registry, loaded).map(|()| tools)
+        let broken = loaded.problems();
+        declared::declare(&mut registry, loaded).map(|()| (tools, broken))
     });
-    let tools = match result {
+    let (tools, broken) = match result {
         Ok(t) => t,
         Err(problems) => {
             let err = problems_error(&problems);
@@ -386,7 +391,9 @@ fn check(a: CheckArgs) -> Result<u8, CliError> {
         })
         .collect();
     if a.json {
-        crate::out::json(&json!({"ok": true, "dir": a.dir, "tools": rows}))?;
+        if broken.is_empty() {
+            crate::out::json(&json!({"ok": true, "dir": a.dir, "tools": rows}))?;
+        }
     } else {
         for r in &rows {
             outln!(
@@ -398,6 +405,19 @@ fn check(a: CheckArgs) -> Result<u8, CliError> {
                 r["manifest"].as_str().unwrap_or_default(),
             )?;
         }
+    }
+    // A broken manifest does not keep the others from being served (a plan is refused only
+    // if it uses its tools), but it is a problem of the directory: exit 2, each located.
+    if !broken.is_empty() {
+        let err = problems_error(&broken);
+        if a.json {
+            crate::out::json(
+                &json!({"ok": false, "dir": a.dir, "tools": rows, "error": err.error_value()}),
+            )?;
+        }
+        return Err(err);
+    }
+    if !a.json {
         outln!(
             "check    {}: {} declared, no problems",
             a.dir.display(),
@@ -442,6 +462,12 @@ fn call(a: CallArgs) -> Result<u8, CliError> {
     let loaded = loaded(&dirs)?;
     let registry = &loaded.registry;
     let Some(t) = registry.get(&a.name) else {
+        if let Some(why) = registry.unavailable(&a.name) {
+            return Err(CliError::input(format!(
+                "tool `{}` is declared by a manifest that cannot be loaded: {why}",
+                a.name
+            )));
+        }
         return Err(CliError::input(format!(
             "no tool `{}` (`oracle tools list --tools DIR` lists them)",
             a.name

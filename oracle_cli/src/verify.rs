@@ -131,6 +131,17 @@ fn head_of(log: &Path, text: &str) -> Result<Hash, CliError> {
 }
 
 pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
+    verify(home, a, false)
+}
+
+/// `oracle verify RUN --store URL`: the run was written into a temporary home (`home`), so
+/// what is printed names the run as given, never the temporary file, which is gone once the
+/// command ends.
+pub fn run_in_store(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
+    verify(home, a, true)
+}
+
+fn verify(home: &Path, a: VerifyArgs, by_name: bool) -> Result<u8, CliError> {
     let paths = match crate::resolve(home, &a.target) {
         Ok(p) => p,
         Err(err) => {
@@ -142,6 +153,28 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
             return Err(err);
         }
     };
+    // What the output calls the log: its path, or in a store the run as named.
+    let shown = if by_name {
+        a.target.clone()
+    } else {
+        paths.log.clone()
+    };
+    let result = verify_resolved(&a, &paths, &shown);
+    match result {
+        Err(mut err) if by_name => {
+            let tmp = paths.log.display().to_string();
+            err.message = err.message.replace(&tmp, &shown.display().to_string());
+            Err(err)
+        }
+        other => other,
+    }
+}
+
+fn verify_resolved(
+    a: &VerifyArgs,
+    paths: &oracle_runtime::LogPaths,
+    shown: &Path,
+) -> Result<u8, CliError> {
     let threads = if a.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -154,7 +187,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                 let err = crate::checkpoint::cli_error(e);
                 if a.json {
                     crate::out::json(
-                        &json!({"ok": false, "path": paths.log, "error": err.error_value()}),
+                        &json!({"ok": false, "path": shown, "error": err.error_value()}),
                     )?;
                 }
                 return Err(err);
@@ -165,9 +198,9 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
     // Before `--head` is looked for, so an empty log is named as such rather than as a log
     // lacking the head.
     if is_empty_file(&paths.log) {
-        let err = no_events(&paths.log);
+        let err = no_events(shown);
         if a.json {
-            crate::out::json(&json!({"ok": false, "path": paths.log, "error": err.error_value()}))?;
+            crate::out::json(&json!({"ok": false, "path": shown, "error": err.error_value()}))?;
         }
         return Err(err);
     }
@@ -181,7 +214,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         Err(err) => {
             if a.json {
                 crate::out::json(
-                    &json!({"ok": false, "path": paths.log, "error": exit::error_json(Some(json!({"kind": if err.code == exit::INTEGRITY { "head_not_found" } else { "input" }, "reason": err.message})), err.code, &err.message)}),
+                    &json!({"ok": false, "path": shown, "error": exit::error_json(Some(json!({"kind": if err.code == exit::INTEGRITY { "head_not_found" } else { "input" }, "reason": err.message})), err.code, &err.message)}),
                 )?;
             }
             return Err(err);
@@ -203,7 +236,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         None => verify_file(&paths.log, opts)
             .map(|s| (s, None))
             .map_err(CliError::from),
-        Some(key) => checkpoint::verify(&paths, key, witness, opts)
+        Some(key) => checkpoint::verify(paths, key, witness, opts)
             .map(|v| (v.summary, Some(v)))
             .map_err(|e| match e {
                 checkpoint::CheckpointError::Store(oracle_runtime::StoreError::Empty { path }) => {
@@ -214,7 +247,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
     };
     // Emptied between the check above and the verification.
     let result = match result {
-        Ok((s, _)) if s.events == 0 => Err(no_events(&paths.log)),
+        Ok((s, _)) if s.events == 0 => Err(no_events(shown)),
         other => other,
     };
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -240,7 +273,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
             if a.json {
                 crate::out::json(&json!({
                     "ok": true,
-                    "path": paths.log,
+                    "path": shown,
                     "events": s.events,
                     "bytes": s.bytes,
                     "head": s.head.hash,
@@ -257,7 +290,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                 } else {
                     0.0
                 };
-                outln!("valid  {}", paths.log.display())?;
+                outln!("valid  {}", shown.display())?;
                 outln!("  events   {}", s.events)?;
                 outln!("  head     {}", s.head.hash)?;
                 outln!("  state    {}", s.head.state)?;
@@ -270,12 +303,20 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
                     )?;
                 }
                 if let Some(v) = &checked {
+                    // In a store the checkpoints were written beside the temporary log: named
+                    // as the run's, not by that path.
+                    let file = match (shown != paths.log, paths.log.parent()) {
+                        (true, Some(dir)) => match v.file.strip_prefix(dir) {
+                            Ok(rest) => format!("{} of {}", rest.display(), shown.display()),
+                            Err(_) => v.file.display().to_string(),
+                        },
+                        _ => v.file.display().to_string(),
+                    };
                     // Non-empty: `checkpoint::verify` fails when the key signed none.
                     let last = v.proven.iter().map(|p| p.seq).max().unwrap_or_default();
                     outln!(
-                        "  signed   {} checkpoint(s) hold, latest at seq {last} ({})",
+                        "  signed   {} checkpoint(s) hold, latest at seq {last} ({file})",
                         v.proven.len(),
-                        v.file.display()
                     )?;
                     outln!("  key      {}", v.public_key.to_hex())?;
                     match &v.witness {
@@ -298,9 +339,7 @@ pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
         }
         Err(err) => {
             if a.json {
-                crate::out::json(
-                    &json!({"ok": false, "path": paths.log, "error": err.error_value()}),
-                )?;
+                crate::out::json(&json!({"ok": false, "path": shown, "error": err.error_value()}))?;
             }
             Err(err)
         }

@@ -107,6 +107,23 @@ fn a_scripted_agent_lists_reads_answers_and_replays_offline() {
             "research llm.chat",
         ]
     );
+    // A person reads the agent's model calls as turns (the recorded field stays `attempt`);
+    // the tool calls keep their names.
+    let (code, out, err) = sb.oracle(&["log", &id, "--kind", "step_scheduled"]);
+    assert_eq!(code, 0, "{err}");
+    for turn in 1..=3 {
+        assert!(
+            out.contains(&format!("step research -> llm.chat (turn {turn})")),
+            "{out}"
+        );
+    }
+    assert!(!out.contains("research -> llm.chat (attempt"), "{out}");
+    let scheduled = sb
+        .events(".oracle", &id)
+        .into_iter()
+        .find(|e| e.kind == EventKind::StepScheduled)
+        .unwrap();
+    assert_eq!(scheduled.payload["attempt"], 1, "the format is unchanged");
     // The conversation as it stood at the end, and after the first turn's reply (event 4).
     let (code, out, err) = sb.oracle(&["inspect", &id, "--conversation", "research"]);
     assert_eq!(code, 0, "{err}");

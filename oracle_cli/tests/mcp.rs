@@ -61,8 +61,10 @@ fn sandbox() -> Sandbox {
 #[test]
 fn the_demo_plan_runs_every_kind_of_declared_tool_and_replays_without_the_server() {
     let sb = sandbox();
-    let path = path_with_server();
-    let (code, out, err) = oracle(&sb, &path, &["tools", "check", "tools"]);
+    // The shipped manifest starts the server as `program = "oracle"` (`oracle dev
+    // mcp-example`): the running oracle, so nothing but the system's directories on PATH.
+    let path = "/usr/bin:/bin";
+    let (code, out, err) = oracle(&sb, path, &["tools", "check", "tools"]);
     assert_eq!(code, 0, "{out}{err}");
     for name in [
         "mcp.example.word_count",
@@ -76,9 +78,15 @@ fn the_demo_plan_runs_every_kind_of_declared_tool_and_replays_without_the_server
         out.contains("needs mcp:example:word_count"),
         "MCP tools need mcp:<server>:<tool>: {out}"
     );
-    let (code, v) = json(&sb, &path, &["run", "tools/demo.plan"]);
+    let (code, v) = json(&sb, path, &["run", "tools/demo.plan"]);
     assert_eq!(code, 0, "{v}");
     let run = v["run"].as_str().unwrap().to_owned();
+    // No host path (the tools directory's, the oracle program's) is in a hashed byte: the
+    // same run in another directory has the same head.
+    let elsewhere = sandbox();
+    let (code, again) = json(&elsewhere, path, &["run", "tools/demo.plan"]);
+    assert_eq!(code, 0, "{again}");
+    assert_eq!(again["head"], v["head"], "{again} vs {v}");
     let events = sb.events(".oracle", &run);
     let output = |step: &str| {
         events
@@ -109,7 +117,7 @@ fn the_demo_plan_runs_every_kind_of_declared_tool_and_replays_without_the_server
     let listing: Value = serde_json::from_str(&fs::read_to_string(&kept).unwrap()).unwrap();
     assert_eq!(listing["name"], "oracle-mcp-example");
     assert_eq!(listing["tools"].as_array().unwrap().len(), 2);
-    let (code, out, err) = oracle(&sb, &path, &["verify", &run]);
+    let (code, out, err) = oracle(&sb, path, &["verify", &run]);
     assert_eq!(code, 0, "{out}{err}");
     // Replay never starts the server: without it on PATH, the run still reproduces, with the
     // MCP answers taken from the log and the pure tools run again.
@@ -294,12 +302,21 @@ env = {{ PATH = "{}:/usr/bin:/bin" }}
 }
 
 #[test]
-fn the_example_server_is_a_separate_program_oracle_never_links() {
-    // The server speaks MCP through rmcp; oracle's own client is in oracle_runtime. The binary
-    // answers --mode with a usage error for an unknown mode, so it can be told apart.
+fn the_example_server_refuses_an_unknown_mode_as_a_program_and_as_oracle_dev() {
+    // The server speaks MCP through rmcp; oracle's own client is in oracle_runtime and does
+    // not use it. The server is both a program of its own (what these tests start by path) and
+    // `oracle dev mcp-example` (what the shipped manifest starts): each refuses a mode it does
+    // not have with a usage error, so it can be told apart.
     let out = Command::new(bin_dir().join("oracle-mcp-example"))
         .args(["--mode", "nonsense"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(["dev", "mcp-example", "--mode", "nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("crash-on-call"), "the modes are listed: {err}");
 }

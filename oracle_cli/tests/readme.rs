@@ -1,6 +1,8 @@
 //! README.md is a script a newcomer pastes: every ```sh block runs as written, in order, in a
-//! scratch copy of the repository, with `oracle` on `PATH`, and each command exits with the code
-//! its comment states (`# exit N`; no mention means 0). A block right after a line
+//! scratch copy of the repository, with a `PATH` holding `oracle` (what the set-up builds) and
+//! the system's `/usr/bin:/bin`, nothing else and nothing inherited: a block that needed another
+//! program built or installed would fail here as it would for the newcomer. Each command exits
+//! with the code its comment states (`# exit N`; no mention means 0). A block right after a line
 //! `<!-- readme: not run: WHY -->` is skipped: the set-up commands (this test runs the binary
 //! they build) and the reference block, whose placeholders the README explains. The docs'
 //! shell blocks are held to the same rule.
@@ -112,22 +114,25 @@ fn steps(readme: &str) -> Vec<Step> {
     out
 }
 
+/// The system's directories a newcomer's shell has (`sh`, `cat`, `cp`, ...), after the set-up's
+/// output.
+const SYSTEM_PATH: &str = "/usr/bin:/bin";
+
 /// Runs `command` with `sh -c` in `dir`; exit code, stdout and stderr. A command that runs past
-/// [`COMMAND_MS_MAX`] is killed and reported as exit -1.
+/// [`COMMAND_MS_MAX`] is killed and reported as exit -1. `PATH` is `bin` (holding only
+/// `oracle`) and [`SYSTEM_PATH`]: no cargo directory, nothing from the test's own environment.
 fn run(dir: &Path, bin: &Path, command: &str) -> (i32, String, String) {
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = format!("{}:{SYSTEM_PATH}", bin.display());
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(command)
         .current_dir(dir)
+        // A newcomer's environment, not the test's: no ORACLE_HOME, ORACLE_STORE or cargo
+        // variables leak in.
+        .env_clear()
         .env("PATH", path)
         .env("HOME", dir.join("home"))
         .env("NO_COLOR", "1")
-        .env_remove("ORACLE_HOME")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -242,27 +247,11 @@ fn runs_as_written(doc: &str) -> usize {
     std::fs::write(dir.join(".git/info/exclude"), "/home/\n").unwrap();
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-q", "-m", "scratch"]);
+    // What the set-up builds, and nothing else: the helpers the walkthroughs use are `oracle
+    // dev` subcommands, and a tools manifest names the running oracle as `program = "oracle"`.
     let bin = scratch.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_oracle"), bin.join("oracle")).unwrap();
-    // The model stub's program, built beside `oracle` by `cargo test --workspace` (its own test
-    // runs it). The documents call it by name, as after `cargo install --path oracle_llm_stub`.
-    let stub = std::path::Path::new(env!("CARGO_BIN_EXE_oracle")).with_file_name("oracle-llm-stub");
-    assert!(
-        stub.exists(),
-        "{} is not built: run the tests with `cargo test --workspace`",
-        stub.display()
-    );
-    std::os::unix::fs::symlink(&stub, bin.join("oracle-llm-stub")).unwrap();
-    // The example MCP server, built the same way (its own test runs it).
-    let mcp = stub.with_file_name("oracle-mcp-example");
-    assert!(
-        mcp.exists(),
-        "{} is not built: run the tests with `cargo test --workspace`",
-        mcp.display()
-    );
-    std::os::unix::fs::symlink(&mcp, bin.join("oracle-mcp-example")).unwrap();
-
     for step in &steps {
         let (code, out, err) = run(&dir, &bin, &step.command);
         assert_eq!(

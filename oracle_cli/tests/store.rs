@@ -220,6 +220,12 @@ fn a_run_in_the_store_has_the_head_of_the_same_run_in_a_file_home() {
     ok(&st, &["checkpoint", id, "--key", "k", "--store", &url]);
     let out = ok(&st, &["verify", id, "--pubkey", "k.pub", "--store", &url]);
     assert!(out.contains("checkpoint"), "{out}");
+    // The run is named as given, never by the temporary file it was read into (issue 34).
+    assert!(out.starts_with(&format!("valid  {id}\n")), "{out}");
+    assert!(
+        !out.contains("events.jsonl") && out.contains(&format!("checkpoints.jsonl of {id}")),
+        "no temporary path: {out}"
+    );
     let (code, out, err) = oracle_in(&st, &["verify", id, "--pubkey", "k.pub"]);
     assert_eq!(code, 2, "no such run in the file home: {out}{err}");
     let out = ok(&st, &["runs", "--status", "completed", "--store", &url]);

@@ -126,8 +126,10 @@ fn crate_edges_follow_the_architecture() {
             "{k} must not depend on ed25519-dalek: {deps:?}"
         );
     }
-    // The network is the runtime's alone (`oracle_runtime::http`), and the model stub serves
-    // tests and examples only: no crate depends on it outside its dev-dependencies.
+    // The network is the runtime's alone (`oracle_runtime::http`), and the model stub and the
+    // example MCP server serve tests and the README only: no library depends on them outside
+    // its dev-dependencies; the CLI carries them as `oracle dev`, so the README's walkthroughs
+    // need nothing but the one binary.
     for k in CRATES {
         let deps = normal_deps(k);
         if k != "oracle_runtime" {
@@ -136,10 +138,14 @@ fn crate_edges_follow_the_architecture() {
                 "only oracle_runtime talks HTTP; {k} does too"
             );
         }
-        assert!(
-            !deps.contains("oracle_llm_stub"),
-            "{k} depends on the test stub outside dev-dependencies"
-        );
+        if k != "oracle_cli" {
+            for helper in ["oracle_llm_stub", "oracle_mcp_example"] {
+                assert!(
+                    !deps.contains(helper),
+                    "{k} depends on the test helper {helper} outside dev-dependencies (only `oracle dev` may)"
+                );
+            }
+        }
     }
     assert!(
         normal_deps("oracle_runtime").contains("ed25519-dalek"),

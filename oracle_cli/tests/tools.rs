@@ -15,7 +15,8 @@ use serde_json::Value;
 fn sandbox() -> Sandbox {
     let sb = Sandbox::new();
     copy_dir(&root().join("fixtures/tools"), &sb.path().join("tools"));
-    // The MCP manifest needs the example server on PATH; these tests use exec and wasm only.
+    // These tests use exec and wasm only (tests/mcp.rs runs the MCP example): no server to
+    // start for each command.
     fs::remove_file(sb.path().join("tools/example.toml")).unwrap();
     sb
 }
@@ -402,9 +403,16 @@ fn a_module_with_imports_or_without_the_abi_is_refused_before_anything_runs() {
         "{err}"
     );
     assert!(err.contains("does not export `memory`"), "{err}");
-    let p = plan(&sb, "imports", &[], "x = data.adler32 { text: \"a\" }\n");
+    // A plan that uses a broken module is refused before anything is written, naming it.
+    let p = plan(&sb, "imports", &[], "x = bad.clock { }\n");
     let (code, _, err) = sb.oracle(&["run", &p]);
     assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("tool `bad.clock` is declared by a manifest that cannot be loaded")
+            && err.contains("clock.toml")
+            && err.contains("the module imports wasi.clock_time_get"),
+        "{err}"
+    );
     assert!(
         !sb.path().join(".oracle/runs").exists()
             || fs::read_dir(sb.path().join(".oracle/runs"))
@@ -571,6 +579,136 @@ fn tools_check_reports_every_problem_of_a_directory_located() {
     let (code, _, err) = sb.oracle(&["tools", "check", "bad"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("`fs.read` is already a tool"), "{err}");
+}
+
+/// Issue 34: one broken manifest (a missing MCP program, a wasm module that is not there, a
+/// file that is not TOML) does not disable the directory: its other tools serve plans, `tools
+/// check` names each problem (exit 2), and only a plan that uses a broken tool is refused,
+/// before its first event, naming the tool and the problem.
+#[test]
+fn a_broken_manifest_is_refused_only_by_the_plans_that_use_it() {
+    let sb = sandbox();
+    sb.write(
+        "tools/gone.toml",
+        "name = \"gone\"\nversion = \"1\"\ndescription = \"a server not installed\"\n[mcp]\nprogram = \"no-such-mcp-server\"\n",
+    );
+    sb.write(
+        "tools/lost.toml",
+        "name = \"data.lost\"\nversion = \"1\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\noutput_schema = {}\n[wasm]\nmodule = \"lost.wat\"\n",
+    );
+    sb.write(
+        "tools/mangled.toml",
+        "name = \"data.mangled\"\nversion = [\n",
+    );
+    let (code, out, err) = sb.oracle(&["tools", "check", "tools"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.contains("ok       data.adler32"),
+        "the others are fine: {out}"
+    );
+    assert!(out.contains("ok       text.fingerprint"), "{out}");
+    for expected in [
+        "3 problems",
+        "gone.toml: program `no-such-mcp-server` not found",
+        "lost.toml:7:1: module `lost.wat` not found beside the manifest",
+        "mangled.toml:",
+    ] {
+        assert!(err.contains(expected), "{expected:?} in {err}");
+    }
+    let (code, v) = sb.json(&["tools", "check", "tools", "--json"]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["problems"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["tools"].as_array().unwrap().len(), 2, "{v}");
+
+    // A plan using only the good tools runs, replays and verifies; the broken ones are not pinned.
+    let good = plan(&sb, "good", &[], "sum = data.adler32 { text: \"hi\" }\n");
+    let (code, v) = sb.json(&["run", &good, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    let pins = sb.events(".oracle", &run)[0].payload["tools"].clone();
+    let names: Vec<&str> = pins
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["data.adler32", "text.fingerprint"]);
+    let (code, v) = sb.json(&["replay", &run, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    verify_ok(&sb, &run);
+    let (code, out, err) = sb.oracle(&[
+        "tools",
+        "call",
+        "data.adler32",
+        "--input",
+        r#"{"text":"hi"}"#,
+        "--tools",
+        "tools",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("warning:") && err.contains("gone.toml"),
+        "{err}"
+    );
+
+    // Plans that use a broken tool are refused before anything is written, naming the tool and
+    // why: `plan check` with line and column, `run` with exit 2 and no new run.
+    let runs = || {
+        fs::read_dir(sb.path().join(".oracle/runs"))
+            .unwrap()
+            .count()
+    };
+    let before = runs();
+    for (name, step, tool, why) in [
+        (
+            "mcp",
+            "n = mcp.gone.word_count { text: \"a b\" }\n",
+            "mcp.gone.word_count",
+            "program `no-such-mcp-server` not found",
+        ),
+        (
+            "wasm",
+            "n = data.lost { }\n",
+            "data.lost",
+            "module `lost.wat` not found beside the manifest",
+        ),
+        (
+            "toml",
+            "n = data.mangled { }\n",
+            "data.mangled",
+            "mangled.toml:",
+        ),
+    ] {
+        let p = plan(&sb, name, &["mcp:gone:*"], step);
+        let (code, out, err) = sb.oracle(&["plan", "check", &p]);
+        assert_eq!(code, 2, "{name}: {out}{err}");
+        let said = format!("{out}{err}");
+        assert!(
+            said.contains(&format!(
+                "tool `{tool}` is declared by a manifest that cannot be loaded"
+            )) && said.contains(why)
+                && said.contains("E0205"),
+            "{name}: {said}"
+        );
+        let (code, _, err) = sb.oracle(&["run", &p]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(why), "{name}: {err}");
+        assert_eq!(runs(), before, "{name}: no run was started");
+    }
+    let (code, _, err) = sb.oracle(&[
+        "tools",
+        "call",
+        "mcp.gone.word_count",
+        "--input",
+        "{}",
+        "--tools",
+        "tools",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("program `no-such-mcp-server` not found"),
+        "{err}"
+    );
 }
 
 #[test]

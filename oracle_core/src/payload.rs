@@ -211,6 +211,19 @@ pub struct StepScheduled {
     pub attempt: u64,
 }
 
+impl StepScheduled {
+    /// The summary of a model call of an agent step, which is one of its turns: the field is
+    /// `attempt` as recorded, but a person reads "turn". Whether a step is an agent step is the
+    /// plan's to say, not the event's, so callers that know the plan choose this over
+    /// [`Payload::summary`].
+    pub fn summary_as_turn(&self) -> String {
+        format!(
+            "step {} -> {} (turn {})",
+            self.step, self.tool, self.attempt
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CapabilityAllowed {

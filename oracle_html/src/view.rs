@@ -499,10 +499,14 @@ pub fn timeline(run: &RunDir, page: Page) -> Result<Timeline> {
     let mut log = IndexedLog::open_with(&run.paths.log, false)?;
     let total = log.len();
     let end = page.from.saturating_add(page.limit).min(total);
+    // The plan's agent steps, whose model calls the timeline calls turns.
+    let agents = std::fs::read_to_string(run.dir.join(oracle_runtime::session::PLAN_FILE))
+        .map(|src| oracle_plan::agent_steps_of(&src))
+        .unwrap_or_default();
     let mut rows = Vec::new();
     for seq in page.from..end {
         let e = log.read(seq)?;
-        rows.push(event_row(&e));
+        rows.push(event_row(&e, &agents));
     }
     Ok(Timeline {
         page,
@@ -514,10 +518,15 @@ pub fn timeline(run: &RunDir, page: Page) -> Result<Timeline> {
 /// Characters of an event's summary kept on the timeline.
 pub const SUMMARY_CHARS_MAX: usize = 300;
 
-fn event_row(e: &Event) -> EventRow {
+fn event_row(e: &Event, agents: &std::collections::BTreeSet<String>) -> EventRow {
     let summary = e
         .typed()
-        .map(|p| p.summary())
+        .map(|p| match p {
+            oracle_core::Payload::StepScheduled(s) if agents.contains(&s.step) => {
+                s.summary_as_turn()
+            }
+            p => p.summary(),
+        })
         .unwrap_or_else(|err| err.to_string());
     EventRow {
         seq: e.seq,
@@ -587,8 +596,14 @@ fn dag_of(graph: Graph, state: &[(String, Value)], events: &Recorded, at: u64) -
                 .ok()
                 .and_then(|i| state.get(i))
                 .map(|(_, v)| v);
+            // An agent step's model calls are its turns (the entry's field stays `attempts`).
+            let unit = if s.tool == oracle_plan::agent::AGENT_TOOL {
+                "turns"
+            } else {
+                "attempts"
+            };
             match entry.and_then(|e| StepStatus::of_entry(e).map(|st| (st, e))) {
-                Some((st, e)) => (st, entry_detail(e)),
+                Some((st, e)) => (st, entry_detail(e, unit)),
                 None if scheduled.contains(&s.name) => (StepStatus::Running, None),
                 None => (StepStatus::NotStarted, None),
             }
@@ -597,16 +612,17 @@ fn dag_of(graph: Graph, state: &[(String, Value)], events: &Recorded, at: u64) -
     Dag { graph, status }
 }
 
-/// Attempts, and the error or reason, of a step's state entry.
-fn entry_detail(e: &Value) -> Option<String> {
+/// Attempts (or, `unit`, an agent step's turns), and the error or reason, of a step's state
+/// entry.
+fn entry_detail(e: &Value, unit: &str) -> Option<String> {
     let attempts = e.get("attempts").and_then(Value::as_u64);
     let why = ["error", "reason"]
         .iter()
         .find_map(|k| e.get(*k).and_then(Value::as_str));
     match (attempts, why) {
-        (Some(n), Some(w)) if n > 1 => Some(format!("{n} attempts: {w}")),
+        (Some(n), Some(w)) if n > 1 => Some(format!("{n} {unit}: {w}")),
         (_, Some(w)) => Some(w.to_owned()),
-        (Some(n), None) if n > 1 => Some(format!("{n} attempts")),
+        (Some(n), None) if n > 1 => Some(format!("{n} {unit}")),
         _ => None,
     }
 }
@@ -984,5 +1000,38 @@ mod tests {
         );
         assert_eq!(dag.status[1].1.as_deref(), Some("3 attempts: boom"));
         assert_eq!(dag.status[2].1.as_deref(), Some("Approve?"));
+    }
+
+    /// Issue 34: an agent step's model calls are its turns where a person reads them; the
+    /// recorded field stays `attempts`.
+    #[test]
+    fn an_agent_steps_model_calls_are_shown_as_turns() {
+        use serde_json::json;
+        let mut agent = node("research", None);
+        agent.tool = oracle_plan::agent::AGENT_TOOL.into();
+        let g = graph(vec![agent, node("plain", None)]);
+        let entry = json!({"status": "failed", "attempts": 3, "error": "max_turns = 3 reached"});
+        let state = vec![
+            ("step/plain".to_owned(), entry.clone()),
+            ("step/research".to_owned(), entry),
+        ];
+        let dag = dag_of(g, &state, &Recorded::empty(), 0);
+        assert_eq!(
+            dag.status[0].1.as_deref(),
+            Some("3 turns: max_turns = 3 reached")
+        );
+        assert_eq!(
+            dag.status[1].1.as_deref(),
+            Some("3 attempts: max_turns = 3 reached")
+        );
+        let scheduled = oracle_core::payload::StepScheduled {
+            step: "research".into(),
+            tool: "llm.chat".into(),
+            attempt: 2,
+        };
+        assert_eq!(
+            scheduled.summary_as_turn(),
+            "step research -> llm.chat (turn 2)"
+        );
     }
 }

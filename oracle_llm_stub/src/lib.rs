@@ -26,6 +26,8 @@
 //! Deliberately absent: TLS, keep-alive (every reply says `Connection: close`), chunked
 //! request bodies, and any listening address but loopback.
 
+pub mod program;
+
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

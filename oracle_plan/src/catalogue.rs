@@ -129,9 +129,36 @@ pub struct Catalogue {
     schemas: BTreeMap<String, ToolSchemas>,
     /// Per tool, its whole output schema, which `crate::types` reads deeper than `outputs`.
     output_schemas: BTreeMap<String, Value>,
+    /// Declared tools whose manifest is broken, with why (see [`unavailable_in`]): a plan that
+    /// calls one is told why, not just that the tool is unknown.
+    unavailable: BTreeMap<String, String>,
+}
+
+/// Why `name` cannot be used, looked up in `unavailable`: a key that is the name, or a key
+/// ending in `.` that the name starts with (every tool of an MCP server, `mcp.example.`).
+pub fn unavailable_in<'a>(
+    unavailable: &'a BTreeMap<String, String>,
+    name: &str,
+) -> Option<&'a str> {
+    unavailable
+        .iter()
+        .find(|(k, _)| *k == name || (k.ends_with('.') && name.starts_with(k.as_str())))
+        .map(|(_, why)| why.as_str())
 }
 
 impl Catalogue {
+    /// The same catalogue, knowing these declared tools cannot be used, and why (a broken
+    /// manifest): a plan that calls one is refused with the reason.
+    pub fn with_unavailable(mut self, unavailable: BTreeMap<String, String>) -> Catalogue {
+        self.unavailable.extend(unavailable);
+        self
+    }
+
+    /// Why `name` cannot be used, when it is a declared tool whose manifest is broken.
+    pub fn unavailable(&self, name: &str) -> Option<&str> {
+        unavailable_in(&self.unavailable, name)
+    }
+
     /// The same catalogue, knowing these tools' output schemas: `plan check` then types every
     /// `step.field` against the fields of a closed one (`additionalProperties: false`), and
     /// paths deeper into any of them (`crate::types`).
@@ -196,6 +223,7 @@ impl Catalogue {
             outputs: BTreeMap::new(),
             schemas: BTreeMap::new(),
             output_schemas: BTreeMap::new(),
+            unavailable: BTreeMap::new(),
         }
     }
 

@@ -142,6 +142,21 @@ pub fn tools_of(src: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The names of a plan's agent steps (`s = agent { ... }`), whose model calls are turns rather
+/// than attempts (what `oracle log` calls them); empty if the source does not parse.
+pub fn agent_steps_of(src: &str) -> std::collections::BTreeSet<String> {
+    crate::parser::parse(src)
+        .0
+        .map(|p| {
+            p.steps
+                .into_iter()
+                .filter(|s| s.call.tool.node == crate::agent::AGENT_TOOL)
+                .map(|s| s.name.node)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Parses and compiles: the plan if there are no errors, and every diagnostic found.
 pub fn check(src: &str, catalogue: &Catalogue) -> (Option<CompiledPlan>, Vec<Diagnostic>) {
     check_with(src, catalogue, &Sources::new())
@@ -978,6 +993,10 @@ fn compile_call(
         .collect();
     let tool = call.tool.node.clone();
     let Some(spec) = catalogue.get(&tool) else {
+        if let Some(why) = catalogue.unavailable(&tool) {
+            d.push(unavailable("E0205", call.tool.span, &tool, why));
+            return CompiledCall { tool, args };
+        }
         let mut diag = Diagnostic::error(
             "E0205",
             call.tool.span,
@@ -1177,6 +1196,8 @@ fn agent_step(s: &ast::Step, catalogue: &Catalogue, d: &mut Vec<Diagnostic>) {
                 format!("`{name}` cannot be one of an agent's tools"),
                 "not allowed here",
             ));
+        } else if let (None, Some(why)) = (catalogue.get(name), catalogue.unavailable(name)) {
+            d.push(unavailable("E0219", item.span, name, why));
         } else if catalogue.get(name).is_none() {
             let mut diag = Diagnostic::error(
                 "E0219",
@@ -1190,6 +1211,20 @@ fn agent_step(s: &ast::Step, catalogue: &Catalogue, d: &mut Vec<Diagnostic>) {
             d.push(diag);
         }
     }
+}
+
+/// `code` for a declared tool at `span` whose manifest is broken (`why`): the plan uses it, so
+/// the run cannot start; a plan that does not is not held up by it.
+fn unavailable(code: &'static str, span: Span, tool: &str, why: &str) -> Diagnostic {
+    Diagnostic::error(
+        code,
+        span,
+        format!("tool `{tool}` is declared by a manifest that cannot be loaded: {why}"),
+        "its manifest is broken",
+    )
+    .with_hint(
+        "fix the manifest (`oracle tools check DIR` lists every problem), or use another tool",
+    )
 }
 
 /// E0222 for the constant at `span`, whose value is larger than [`eval::BUILD_BYTES_MAX`]

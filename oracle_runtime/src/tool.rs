@@ -269,6 +269,10 @@ pub struct Registry {
     /// What `llm.chat` may offer a model; every tool registered is added but the agent step
     /// and `llm.chat` itself.
     offers: Option<crate::tools::llm::Offers>,
+    /// Declared tools whose manifest could not be loaded, by the name a plan calls them (a
+    /// name ending in `.` covers every tool under it: an MCP server's), with why: the plan
+    /// compiler refuses a plan that uses one, and no other ([`crate::declared::Broken`]).
+    unavailable: BTreeMap<String, String>,
 }
 
 impl Registry {
@@ -354,6 +358,17 @@ impl Registry {
         self.pins.sort();
     }
 
+    /// Marks `name` (or, ending in `.`, every name under it) as a declared tool that cannot be
+    /// used, for `why`.
+    pub fn mark_unavailable(&mut self, name: String, why: String) {
+        self.unavailable.insert(name, why);
+    }
+
+    /// Why `name` cannot be used, if its manifest was broken.
+    pub fn unavailable(&self, name: &str) -> Option<&str> {
+        oracle_plan::catalogue::unavailable_in(&self.unavailable, name)
+    }
+
     /// The pins of the declared tools, as `run_started` records them: `None` when there are
     /// none.
     pub fn pins(&self) -> Option<Vec<oracle_core::payload::ToolPin>> {
@@ -374,7 +389,9 @@ impl Registry {
             .tools
             .values()
             .map(|r| (r.decl.name.clone(), r.decl.output_schema.clone()));
-        Catalogue::new(self.tools.values().map(|r| r.decl.spec())).with_output_schemas(schemas)
+        Catalogue::new(self.tools.values().map(|r| r.decl.spec()))
+            .with_output_schemas(schemas)
+            .with_unavailable(self.unavailable.clone())
     }
 }
 

@@ -217,6 +217,29 @@ fn key_at(text: &str, key: &str) -> Option<(u64, u64)> {
     None
 }
 
+/// The name a manifest gives, and whether it declares an MCP server (`[mcp]`), read as
+/// leniently as possible: from a manifest that [`parse`] refuses, this is what tells which
+/// tools a plan cannot use. A file that is not even TOML is read line by line (a `name =
+/// "..."` line before the first table, a `[mcp]` line). `None` when no name can be found.
+pub fn declared_name(bytes: &[u8]) -> Option<(String, bool)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    if let Ok(table) = toml::from_str::<toml::Table>(text) {
+        let name = table.get("name")?.as_str()?.to_owned();
+        return Some((name, table.contains_key("mcp")));
+    }
+    let lines = || text.lines().map(str::trim);
+    let name = lines().take_while(|l| !l.starts_with('[')).find_map(|l| {
+        let value = l
+            .strip_prefix("name")?
+            .trim_start()
+            .strip_prefix('=')?
+            .trim();
+        let inner = value.strip_prefix('"')?.split('"').next()?;
+        (!inner.is_empty() && !inner.contains('\\')).then(|| inner.to_owned())
+    })?;
+    Some((name, lines().any(|l| l == "[mcp]")))
+}
+
 /// Parses and checks the manifest `bytes` read from `path` (whose directory relative paths in
 /// it resolve against). Every problem found is returned, not only the first.
 pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<Manifest, Vec<Problem>> {
@@ -452,7 +475,7 @@ pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<Manifest, Vec<Problem>> {
             bad(
                 "program",
                 format!(
-                    "program `{}` not found (a path is relative to the manifest's directory; a bare name is looked for there, then on PATH)",
+                    "program `{}` not found (a path is relative to the manifest's directory; a bare name is looked for there, then on PATH; `oracle` is this oracle program)",
                     e.program.escape_debug()
                 ),
             );
@@ -650,12 +673,23 @@ pub fn arg_file(dir: &Path, arg: &str) -> Option<PathBuf> {
     path.canonicalize().ok()
 }
 
-/// Where a manifest's `program` is: a path (with a `/`) relative to the manifest's directory;
-/// a bare name beside the manifest, else on `PATH`. The flag says whether it is the tool's
-/// own file (pinned) rather than the system's.
+/// The `program` that names the oracle program itself (docs/TOOLS.md): the executable of the
+/// running process, never a file beside the manifest or on `PATH`, so a tools directory can run
+/// `oracle dev mcp-example` (or any `oracle` subcommand) wherever and however oracle was
+/// built, without installing it. Not pinned, like a program found on `PATH`: it is a host
+/// path whose bytes change with every build, and what a pin records must not depend on the
+/// machine. (A program embedding oracle_runtime is itself what `oracle` runs.)
+pub const ORACLE_PROGRAM: &str = "oracle";
+
+/// Where a manifest's `program` is: [`ORACLE_PROGRAM`], the running executable; a path (with a
+/// `/`) relative to the manifest's directory; a bare name beside the manifest, else on `PATH`.
+/// The flag says whether it is the tool's own file (pinned) rather than the system's.
 fn resolve_program(dir: &Path, program: &str) -> (Option<PathBuf>, bool) {
     if program.is_empty() {
         return (None, false);
+    }
+    if program == ORACLE_PROGRAM {
+        return (std::env::current_exe().ok().filter(|p| p.is_file()), false);
     }
     let canonical = |p: PathBuf| p.canonicalize().ok().filter(|p| p.is_file());
     if program.contains('/') {
@@ -717,6 +751,27 @@ mod tests {
         ] {
             assert_eq!(arg_file(&dir, arg), None, "{arg}");
         }
+    }
+
+    #[test]
+    fn the_name_of_a_broken_manifest_is_read_leniently() {
+        let name = |t: &str| declared_name(t.as_bytes());
+        assert_eq!(
+            name("name = \"x.y\"\nversion = 3\n[wasm]\n"),
+            Some(("x.y".to_owned(), false))
+        );
+        assert_eq!(
+            name("name = \"srv\"\n[mcp]\nprogram = \"gone\"\n"),
+            Some(("srv".to_owned(), true))
+        );
+        // Not TOML at all: read line by line.
+        assert_eq!(
+            name("name = \"x.z\"\nversion = [\n[mcp]\n"),
+            Some(("x.z".to_owned(), true))
+        );
+        assert_eq!(name("version = [\n"), None);
+        assert_eq!(name("[exec]\nname = \"late\"\nx = [\n"), None);
+        assert_eq!(name("name = 3\n"), None);
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub fn list(
         .unwrap_or_default();
     if !m.found {
         return Err(format!(
-            "program `{}` not found (a path is relative to the manifest's directory; a bare name is looked for there, then on PATH)",
+            "program `{}` not found (a path is relative to the manifest's directory; a bare name is looked for there, then on PATH; `oracle` is this oracle program)",
             m.program.display()
         ));
     }

@@ -55,10 +55,44 @@ pub struct Declared {
     pub pins: Vec<ToolPin>,
     /// Files a run keeps under [`KEPT_DIR`]: what each MCP server listed.
     pub kept: Vec<(String, Vec<u8>)>,
+    /// Manifests that could not be loaded. They do not hold up the others: `oracle tools
+    /// check` reports them, and a plan is refused only if it uses one of their tools.
+    pub broken: Vec<Broken>,
 }
 
-/// The manifests of `dir`: every `*.toml` file in it (not below), by file name.
-pub fn manifests(dir: &Path) -> Result<Vec<Manifest>, Vec<Problem>> {
+/// A manifest that could not be loaded (it does not parse, names a program that is missing, a
+/// module that does not compile, a server that does not start, ...), and the tools it would
+/// have declared, as far as it says.
+#[derive(Clone, Debug)]
+pub struct Broken {
+    /// What a plan would call: the tool's name, or `mcp.<server>.` (ending in `.`) for every
+    /// tool of an MCP server. `None` when the manifest does not even say its name.
+    pub calls: Option<String>,
+    pub problems: Vec<Problem>,
+}
+
+impl Declared {
+    /// Every problem of the broken manifests, in the order found.
+    pub fn problems(&self) -> Vec<Problem> {
+        self.broken
+            .iter()
+            .flat_map(|b| b.problems.iter().cloned())
+            .collect()
+    }
+}
+
+/// What a plan calls the tools of the manifest named `name` (an MCP server's with `mcp`).
+fn calls(name: &str, mcp: bool) -> String {
+    if mcp {
+        format!("mcp.{name}.")
+    } else {
+        name.to_owned()
+    }
+}
+
+/// The manifests of `dir`: every `*.toml` file in it (not below), by file name, and those
+/// that could not be read or parsed. `Err` when the directory itself cannot be used.
+pub fn manifests(dir: &Path) -> Result<(Vec<Manifest>, Vec<Broken>), Vec<Problem>> {
     let problem = |path: &Path, message: String| Problem {
         path: path.to_path_buf(),
         at: None,
@@ -89,21 +123,26 @@ pub fn manifests(dir: &Path) -> Result<Vec<Manifest>, Vec<Problem>> {
         )]);
     }
     let mut out = Vec::new();
-    let mut problems = Vec::new();
+    let mut broken = Vec::new();
     for path in paths {
         match read_bounded(&path, manifest::MANIFEST_BYTES_MAX) {
-            Ok(bytes) => match manifest::parse(&path, bytes) {
-                Ok(m) => out.push(m),
-                Err(p) => problems.extend(p),
-            },
-            Err(m) => problems.push(problem(&path, m)),
+            Ok(bytes) => {
+                let named = manifest::declared_name(&bytes);
+                match manifest::parse(&path, bytes) {
+                    Ok(m) => out.push(m),
+                    Err(problems) => broken.push(Broken {
+                        calls: named.map(|(name, mcp)| calls(&name, mcp)),
+                        problems,
+                    }),
+                }
+            }
+            Err(m) => broken.push(Broken {
+                calls: None,
+                problems: vec![problem(&path, m)],
+            }),
         }
     }
-    if problems.is_empty() {
-        Ok(out)
-    } else {
-        Err(problems)
-    }
+    Ok((out, broken))
 }
 
 /// The bytes of `path`, refusing a file over `max` bytes.
@@ -160,7 +199,10 @@ fn decl_of(m: &Manifest) -> ToolDecl {
 }
 
 /// Loads every manifest of `dirs` (each directory once, in the order given) into tools, with
-/// their pins. Every problem found is returned, located.
+/// their pins. A manifest that cannot be loaded is set aside in [`Declared::broken`], with
+/// every problem located, and holds up nothing else. `Err` (every problem, located) only for
+/// what makes the whole set unusable: a directory that cannot be read, or a name declared
+/// twice (which tool a plan means would be a guess).
 pub fn load(
     dirs: &[PathBuf],
     secrets: &Arc<Secrets>,
@@ -169,6 +211,7 @@ pub fn load(
     let mut seen = Vec::new();
     let mut all = Vec::new();
     let mut problems = Vec::new();
+    let mut declared = Declared::default();
     for dir in dirs {
         let key = dir.canonicalize().unwrap_or_else(|_| dir.clone());
         if seen.contains(&key) {
@@ -176,11 +219,13 @@ pub fn load(
         }
         seen.push(key);
         match manifests(dir) {
-            Ok(ms) => all.extend(ms),
+            Ok((ms, broken)) => {
+                all.extend(ms);
+                declared.broken.extend(broken);
+            }
             Err(p) => problems.extend(p),
         }
     }
-    let mut declared = Declared::default();
     let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
     for m in all {
         let pin_name = match &m.kind {
@@ -201,10 +246,13 @@ pub fn load(
         }
         names.insert(pin_name.clone(), m.path.clone());
         if let Err(message) = load_one(&m, &pin_name, secrets, mcp_mode, &mut declared) {
-            problems.push(Problem {
-                path: m.path.clone(),
-                at: None,
-                message,
+            declared.broken.push(Broken {
+                calls: Some(calls(&m.name, matches!(m.kind, manifest::Kind::Mcp(_)))),
+                problems: vec![Problem {
+                    path: m.path.clone(),
+                    at: None,
+                    message,
+                }],
             });
         }
     }
@@ -212,6 +260,9 @@ pub fn load(
         declared.pins.sort();
         Ok(declared)
     } else {
+        // The whole set is refused: every problem found is reported, the broken manifests'
+        // too.
+        problems.extend(declared.problems());
         Err(problems)
     }
 }
@@ -381,8 +432,17 @@ fn file_name(p: &Path) -> String {
 }
 
 /// Adds the declared tools to `registry` (a name that is already there, a built-in's say, is
-/// refused) and pins them.
+/// refused) and pins them; the tools of broken manifests are marked unavailable, with why, so
+/// a plan that uses one is refused with the reason.
 pub fn declare(registry: &mut Registry, declared: Declared) -> Result<(), Vec<Problem>> {
+    for b in &declared.broken {
+        if let Some(name) = &b.calls {
+            let why: Vec<String> = b.problems.iter().map(ToString::to_string).collect();
+            registry.mark_unavailable(name.clone(), why.join("; "));
+        }
+    }
+    // Should a collision refuse the set, the broken manifests are reported with it.
+    let broken = declared.problems();
     let mut problems = Vec::new();
     for entry in declared.tools {
         if let Err(e) = registry.register(entry.tool) {
@@ -405,7 +465,7 @@ pub fn declare(registry: &mut Registry, declared: Declared) -> Result<(), Vec<Pr
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems)
+        Err(broken.into_iter().chain(problems).collect())
     }
 }
 
