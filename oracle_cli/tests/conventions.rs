@@ -105,6 +105,15 @@ fn log_tail_shows_the_last_n_selected_events() {
     assert_eq!(seqs(&out), [0, 1, 2]);
     let (_, out, _) = oracle(&["log", log, "--tail", "0"]);
     assert!(seqs(&out).is_empty());
+    let (_, out, _) = oracle(&["log", log, "-n", "2", "--from", "15"]);
+    assert_eq!(seqs(&out), [15]);
+    let (_, out, _) = oracle(&["log", log, "-n", "2", "--from", "16"]);
+    assert!(seqs(&out).is_empty());
+    // Read through the index from the end: two events whose links are cut are refused,
+    // naming the seq (an edit before them is `oracle verify`'s to find).
+    let (code, out, err) = oracle(&["log", "fixtures/logs/broken/swapped.jsonl", "-n", "16"]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(err.contains("event"), "{err}");
 }
 
 #[test]
