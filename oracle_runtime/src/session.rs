@@ -776,6 +776,8 @@ pub fn start_prepared(
     run: &str,
     writing: impl Into<crate::writer::Writing>,
     registry: &Registry,
+    scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
+    points: resume_point::Policy,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     // Not `find`: a submitted run has no log yet, which is what `find` looks for.
@@ -797,8 +799,11 @@ pub fn start_prepared(
     let plan = compile_with_uses(&plan_path, &source, registry, &sources)?;
     let writing = writing.into();
     let writer = LogWriter::create(&found.paths, writing.durability)?.with_replica(writing.replica);
-    let mut config = submission.config(home, &found.dir, None)?;
-    config.resume_points.key = Some(crate::seal::SealKey::open_or_create(home)?);
+    let mut config = submission.config(home, &found.dir, scorer)?;
+    config.resume_points = resume_point::Policy {
+        key: Some(crate::seal::SealKey::open_or_create(home)?),
+        ..points
+    };
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let mut engine =
         Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
