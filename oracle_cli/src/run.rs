@@ -783,10 +783,43 @@ pub(crate) fn submit(
     for w in &prepared.warnings {
         eprintln!("warning: {w}");
     }
+    let programs = oracle_pg::Programs {
+        oracle_cmd: kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
+        scorer_cmd: kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
+    };
     let id = store
-        .submit(&prepared.plan.name, &prepared.dir)
+        .submit(&prepared.plan.name, &prepared.dir, &programs)
         .map_err(|e| CliError::input(e.to_string()))?;
     Ok((id, a.drive.json))
+}
+
+/// A program given to `submit` as the store keeps it for the workers that drive the run: a
+/// path is made absolute (a worker does not run in the submitter's directory); a bare name is
+/// kept as it is, found on each worker's `PATH`. Never hashed or recorded in the log.
+fn kept_program(flag: &str, program: Option<&Path>) -> Result<Option<String>, CliError> {
+    let Some(program) = program else {
+        return Ok(None);
+    };
+    if program.to_str().is_none() {
+        return Err(CliError::input(format!(
+            "{flag} {}: a program path that is not UTF-8 cannot be kept in the store",
+            program.display()
+        )));
+    }
+    Ok(Some(
+        absolute_program(program).to_string_lossy().into_owned(),
+    ))
+}
+
+/// A program as a process working elsewhere (a worker) must name it: a path made absolute, a
+/// bare name (found on `PATH`) as it is.
+pub(crate) fn absolute_program(program: &Path) -> PathBuf {
+    if !program.to_string_lossy().contains('/') {
+        return program.to_path_buf();
+    }
+    oracle_host::bind::absolute(&[program.to_path_buf()])
+        .pop()
+        .unwrap_or_else(|| program.to_path_buf())
 }
 
 /// The host's handle on the file home `home`, as the command line drives runs: in the
@@ -1189,13 +1222,89 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         outln!("no runs in {}", home.join("runs").display())?;
         return Ok(exit::OK);
     }
-    let idw = shown.iter().map(|r| r.id.len()).max().unwrap_or(2).max(3);
-    let pw = shown
+    let lines: Vec<RunLine> = shown
         .iter()
-        .map(|r| r.program.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
+        .map(|r| {
+            // A running run is either live (a process holds its lock) or interrupted.
+            let status = match (r.status.as_str(), r.live) {
+                ("running", Some(true)) => "live",
+                ("running", Some(false)) => "interrupted",
+                (s, _) => s,
+            };
+            let fallback = match status {
+                "interrupted" => format!("oracle resume {}", r.id),
+                "running" => format!("if interrupted: oracle resume {}", r.id),
+                _ => String::new(),
+            };
+            RunLine {
+                id: r.id.clone(),
+                plan: r.program.clone(),
+                status: status.to_owned(),
+                events: r.events,
+                tick: r.last_time,
+                note: runs_note(
+                    r.waiting.as_ref(),
+                    r.attempts,
+                    r.reason.as_deref(),
+                    r.models.as_ref().map(|u| (u.calls, u.tokens)),
+                    fallback,
+                ),
+            }
+        })
+        .collect();
+    print_runs(&lines)?;
+    Ok(exit::OK)
+}
+
+/// One row of `oracle runs`, in a file home or a store (the same columns in both).
+pub(crate) struct RunLine {
+    pub id: String,
+    pub plan: String,
+    /// As shown: `live` or `interrupted` in place of `running` where that is known.
+    pub status: String,
+    pub events: u64,
+    pub tick: u64,
+    pub note: String,
+}
+
+/// The NOTE of a row of `oracle runs`: what a suspended run waits on, why a run ended (else
+/// `fallback`), and its model use.
+pub(crate) fn runs_note(
+    waiting: Option<&(String, String)>,
+    attempts: u64,
+    reason: Option<&str>,
+    models: Option<(u64, u64)>,
+    fallback: String,
+) -> String {
+    let note = match (waiting, reason) {
+        (Some((step, why)), _) if attempts > 1 => {
+            format!("waits on step `{step}` after {attempts} attempts: {why}")
+        }
+        (Some((step, why)), _) => format!("waits on step `{step}`: {why}"),
+        (_, Some(why)) => why.to_owned(),
+        _ => fallback,
+    };
+    match models {
+        Some((calls, tokens)) => {
+            let usage = format!(
+                "{}, {}",
+                count(calls, "model call", "model calls"),
+                count(tokens, "token", "tokens")
+            );
+            if note.is_empty() {
+                usage
+            } else {
+                format!("{usage}; {note}")
+            }
+        }
+        None => note,
+    }
+}
+
+/// The table of `oracle runs`: RUN, PLAN, STATUS, EVENTS, TICK, NOTE.
+pub(crate) fn print_runs(lines: &[RunLine]) -> Result<(), CliError> {
+    let idw = lines.iter().map(|r| r.id.len()).max().unwrap_or(2).max(3);
+    let pw = lines.iter().map(|r| r.plan.len()).max().unwrap_or(4).max(4);
     outln!(
         "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  NOTE",
         "RUN",
@@ -1204,49 +1313,18 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         "EVENTS",
         "TICK"
     )?;
-    for r in &shown {
-        // A running run is either live (a process holds its lock) or interrupted.
-        let status = match (r.status.as_str(), r.live) {
-            ("running", Some(true)) => "live",
-            ("running", Some(false)) => "interrupted",
-            (s, _) => s,
-        };
-        let note = match (&r.waiting, &r.reason, status) {
-            (Some((step, why)), _, _) if r.attempts > 1 => format!(
-                "waits on step `{step}` after {} attempts: {why}",
-                r.attempts
-            ),
-            (Some((step, why)), _, _) => format!("waits on step `{step}`: {why}"),
-            (_, Some(why), _) => why.clone(),
-            (_, _, "interrupted") => format!("oracle resume {}", r.id),
-            (_, _, "running") => format!("if interrupted: oracle resume {}", r.id),
-            _ => String::new(),
-        };
-        let note = match &r.models {
-            Some(u) => {
-                let usage = format!(
-                    "{}, {}",
-                    count(u.calls, "model call", "model calls"),
-                    count(u.tokens, "token", "tokens")
-                );
-                if note.is_empty() {
-                    usage
-                } else {
-                    format!("{usage}; {note}")
-                }
-            }
-            None => note,
-        };
+    for r in lines {
         outln!(
-            "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  {note}",
+            "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  {}",
             r.id,
-            r.program,
-            status,
+            r.plan,
+            r.status,
             r.events,
-            r.last_time
+            r.tick,
+            r.note
         )?;
     }
-    Ok(exit::OK)
+    Ok(())
 }
 
 impl ResumeArgs {
@@ -1285,7 +1363,8 @@ impl ResumeArgs {
             durability: self.drive.durability.into(),
             snapshot_every: self.drive.snapshot_every,
             from_snapshots: !self.no_snapshots,
-            scorer_cmd: self.drive.scorer_cmd.clone(),
+            // A worker elsewhere runs it: a path names the same file from any directory.
+            scorer_cmd: self.drive.scorer_cmd.as_deref().map(absolute_program),
         }
     }
 

@@ -70,6 +70,19 @@ pub struct WorkerArgs {
     /// system's temporary directory.
     #[arg(long, value_name = "DIR")]
     scratch: Option<PathBuf>,
+    /// After each drive, send the run's new adjudication requests to PROGRAM (as `oracle run
+    /// --oracle-cmd` does), in place of the program the run was submitted with.
+    #[arg(long, value_name = "PROGRAM")]
+    oracle_cmd: Option<PathBuf>,
+    /// Score auction winners with PROGRAM (as `oracle run --scorer-cmd`), in place of the
+    /// program the run was submitted with or a resume was sent with.
+    #[arg(long, value_name = "PROGRAM")]
+    scorer_cmd: Option<PathBuf>,
+    /// Write a resume point after every EVENTS appended events (or as many as the state has
+    /// keys, if more), kept in the store at each commit: a worker that takes a run over starts
+    /// from the newest instead of the first event. Default: each drive's own setting.
+    #[arg(long, value_name = "EVENTS")]
+    snapshot_every: Option<u64>,
 }
 
 /// The store named by `--store` or `$ORACLE_STORE`.
@@ -191,24 +204,47 @@ fn submit(url: &str, a: crate::run::RunArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
+/// A store's run's status in a file home's words (`oracle runs`): `running` while it is queued,
+/// held or released (not finished, not suspended), `broken` for a run no worker will drive
+/// again (the store's own word, as `damaged` is a file home's).
+fn status_of(state: &str) -> &str {
+    match state {
+        "submitted" | "runnable" | "running" => "running",
+        other => other,
+    }
+}
+
+/// `oracle runs --store`: the columns and JSON fields of a file home's `oracle runs`, with what
+/// only a store has beside them (`state`, `head`, `fence`, `worker`, `lease_ms`, `claims`,
+/// `signals_pending`, `detail`). What a run's log says (what it waits on, why it ended, its
+/// last tick, its model use) is what the worker kept in its row when it last released it.
 fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError> {
     let store = connect(url)?;
     let mut rows = store.runs().map_err(pg)?;
     // `--status running`: not finished and not suspended (queued, held, or released); a broken
-    // run matches no status but is listed without one.
+    // run matches no status but is listed.
     if let Some(want) = status {
-        rows.retain(|r| match want {
-            "running" => matches!(r.state.as_str(), "submitted" | "runnable" | "running"),
-            other => r.state == other,
-        });
+        rows.retain(|r| status_of(&r.state) == want);
     }
+    // A worker holds it now under a lease that has not expired: a file home's `live`.
+    let live = |r: &oracle_pg::RunRow| {
+        (status_of(&r.state) == "running")
+            .then(|| r.state == "running" && r.lease_ms.is_some_and(|ms| ms >= 0))
+    };
     if json_out {
         for r in &rows {
+            let s = &r.summary;
             crate::out::json(&json!({
                 "run": r.id,
                 "plan": r.program,
-                "state": r.state,
+                "status": status_of(&r.state),
                 "events": r.events,
+                "last_time": s.last_time,
+                "live": live(r),
+                "waiting": s.waiting.as_ref().map(|(step, why)| json!({"step": step, "reason": why, "attempts": s.attempts})),
+                "reason": s.reason,
+                "models": s.models.map(|(calls, tokens)| json!({"calls": calls, "tokens": tokens})),
+                "state": r.state,
                 "head": r.head.as_ref().map(|h| hex(h)),
                 "fence": r.fence,
                 "worker": r.worker,
@@ -224,35 +260,55 @@ fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError>
         outln!("no runs in the store (`oracle submit PLAN --store URL` adds one)")?;
         return Ok(exit::OK);
     }
-    let width = rows.iter().map(|r| r.id.len()).max().unwrap_or(3).max(3);
-    outln!(
-        "{:<width$}  {:<10} {:>7}  {:<24} {:>9}  signals",
-        "run",
-        "state",
-        "events",
-        "worker",
-        "lease"
-    )?;
-    for r in &rows {
-        let lease = match r.lease_ms {
-            Some(ms) if ms >= 0 => format!("{}.{}s", ms / 1000, (ms % 1000) / 100),
-            Some(_) => "expired".to_owned(),
-            None => "-".to_owned(),
-        };
-        outln!(
-            "{:<width$}  {:<10} {:>7}  {:<24} {:>9}  {}{}",
-            r.id,
-            r.state,
-            r.events,
-            r.worker.as_deref().unwrap_or("-"),
-            lease,
-            r.pending_signals,
-            r.detail
-                .as_deref()
-                .map(|d| format!("  ({d})"))
-                .unwrap_or_default()
-        )?;
-    }
+    let lines: Vec<crate::run::RunLine> = rows
+        .iter()
+        .map(|r| {
+            let s = &r.summary;
+            // As a file home shows it: `live` while a worker drives it, `interrupted` when its
+            // worker's lease expired (another takes it over); queued runs by the store's word.
+            let shown = match (r.state.as_str(), live(r)) {
+                ("running", Some(true)) => "live",
+                ("running", _) => "interrupted",
+                (state, _) => state,
+            };
+            let mut store_notes = Vec::new();
+            if let Some(w) = &r.worker {
+                let lease = match r.lease_ms {
+                    Some(ms) if ms >= 0 => format!("lease {}.{}s", ms / 1000, (ms % 1000) / 100),
+                    _ => "lease expired".to_owned(),
+                };
+                store_notes.push(format!("worker {w}, {lease}"));
+            }
+            if r.pending_signals > 0 {
+                store_notes.push(format!("{} signals pending", r.pending_signals));
+            }
+            if let Some(d) = &r.detail {
+                store_notes.push(format!("({d})"));
+            }
+            let note = crate::run::runs_note(
+                s.waiting.as_ref(),
+                s.attempts.max(0) as u64,
+                s.reason.as_deref(),
+                s.models.map(|(c, t)| (c.max(0) as u64, t.max(0) as u64)),
+                String::new(),
+            );
+            let note = [note]
+                .into_iter()
+                .chain(store_notes)
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+            crate::run::RunLine {
+                id: r.id.clone(),
+                plan: r.program.clone(),
+                status: shown.to_owned(),
+                events: r.events.max(0) as u64,
+                tick: s.last_time.max(0) as u64,
+                note,
+            }
+        })
+        .collect();
+    crate::run::print_runs(&lines)?;
     Ok(exit::OK)
 }
 
@@ -360,6 +416,7 @@ fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
     let dir = t.path.parent().unwrap_or(tmp.path()).to_path_buf();
     let records = std::fs::read(&t.path)
         .map_err(|e| CliError::input(format!("{}: {e}", t.path.display())))?;
+    let summary = worker::summary_of(&dir).unwrap_or_default();
     let (state, detail) = match worker::state_of(&dir).as_deref() {
         Some(s @ ("completed" | "failed" | "cancelled")) => (s.to_owned(), None),
         _ => (
@@ -371,7 +428,7 @@ fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
     // program name was already reduced to a plain name there.
     let prefix = t.run.rsplit_once('-').map_or(t.run.as_str(), |(p, _)| p);
     let id = store
-        .import(prefix, &dir, &records, &state, detail)
+        .import(prefix, &dir, &records, &state, detail, &summary)
         .map_err(pg)?;
     if a.json_flag() {
         crate::out::json(&json!({
@@ -392,6 +449,8 @@ fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
 /// (SIGTERM or SIGINT: no new claims; the runs being driven are finished or suspended, then
 /// their leases released; a second signal exits at once, and their leases expire).
 fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
+    crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
+    crate::run::check_program("--scorer-cmd", a.scorer_cmd.as_deref())?;
     crate::interrupt::set_worker();
     let name = a.name.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -415,6 +474,9 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
         until_idle: a.until_idle,
         scratch,
         tools: oracle_host::bind::absolute(&a.tools),
+        oracle_cmd: a.oracle_cmd.as_deref().map(crate::run::absolute_program),
+        scorer_cmd: a.scorer_cmd.as_deref().map(crate::run::absolute_program),
+        snapshot_every: a.snapshot_every,
     };
     worker::run(
         settings,

@@ -870,3 +870,349 @@ fn a_worker_reconnects_after_its_connections_are_cut() {
     assert!(status.success());
     assert!(w.wait().unwrap().success());
 }
+
+/// Runs a worker until nothing is left to claim; returns its log (stderr).
+fn worker_until_idle(dir: &Path, url: &str, extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args([
+            "worker",
+            "--store",
+            url,
+            "--lease-ms",
+            "1000",
+            "--poll-ms",
+            "100",
+            "--until-idle",
+        ])
+        .args(extra)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "worker: {err}");
+    err
+}
+
+/// Writes an executable shell script.
+fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The fields of a store's `oracle runs --json` that a file home's has not: the store's own.
+const STORE_ONLY: [&str; 8] = [
+    "state",
+    "head",
+    "fence",
+    "worker",
+    "lease_ms",
+    "claims",
+    "signals_pending",
+    "detail",
+];
+
+#[test]
+fn runs_shows_a_suspended_store_run_as_a_file_home_does() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (st, fh) = (tmp.path().join("store"), tmp.path().join("home"));
+    plans_dir(&st);
+    plans_dir(&fh);
+    let id = ok(
+        &st,
+        &["submit", "ask.plan", "--input", "n=3", "--store", &url],
+    );
+    let id = id.trim();
+    // Queued: running in a file home's words, no worker holds it.
+    let v = &runs(&st, &url)[id];
+    assert_eq!(
+        (v["status"].as_str(), v["live"].as_bool()),
+        (Some("running"), Some(false))
+    );
+    worker_until_idle(&st, &url, &[]);
+    let (code, out, err) = oracle_in(&fh, &["run", "ask.plan", "--input", "n=3"]);
+    assert_eq!(code, 3, "suspended: {out}{err}");
+
+    let (code, home) = json_in(&fh, &["runs", "--json"]);
+    assert_eq!(code, 0, "{home}");
+    let store = runs(&st, &url)[id].clone();
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    let mut expected = keys(&home);
+    expected.extend(STORE_ONLY.iter().map(|k| k.to_string()));
+    expected.sort();
+    assert_eq!(
+        keys(&store),
+        expected,
+        "the file home's fields, and the store's beside them"
+    );
+    for field in keys(&home) {
+        assert_eq!(store[&field], home[&field], "`{field}`: {store} vs {home}");
+    }
+    assert_eq!(store["status"], "suspended");
+    assert_eq!(store["waiting"]["step"], "ok");
+    let why = store["waiting"]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("Go on with 3?"),
+        "a human.ask's question: {why}"
+    );
+
+    // The table: the same header and the same row.
+    let home_table = ok(&fh, &["runs"]);
+    let store_table = ok(&st, &["runs", "--store", &url]);
+    assert_eq!(store_table, home_table);
+    assert!(store_table.starts_with("RUN "), "{store_table}");
+
+    // The filters behave the same.
+    for (status, listed) in [
+        ("suspended", true),
+        ("running", false),
+        ("cancelled", false),
+    ] {
+        let home = ok(&fh, &["runs", "--status", status]);
+        let store = ok(&st, &["runs", "--status", status, "--store", &url]);
+        assert_eq!(home.contains("ask-1"), listed, "{status}: {home}");
+        assert_eq!(store.contains(id), listed, "{status}: {store}");
+    }
+    // Cancelled in both: the reason, the same.
+    ok(&fh, &["cancel", "ask-1", "--reason", "stop", "--by", "ops"]);
+    ok(
+        &st,
+        &[
+            "cancel", id, "--reason", "stop", "--by", "ops", "--store", &url,
+        ],
+    );
+    worker_until_idle(&st, &url, &[]);
+    let (_, home) = json_in(&fh, &["runs", "--json", "--status", "cancelled"]);
+    let store = runs(&st, &url)[id].clone();
+    for field in keys(&home) {
+        assert_eq!(store[&field], home[&field], "`{field}`: {store} vs {home}");
+    }
+    assert_eq!(store["reason"], "cancelled by ops: stop");
+}
+
+#[test]
+fn programs_given_to_submit_reach_the_worker_and_never_the_log() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (st, fh, elsewhere) = (
+        tmp.path().join("store"),
+        tmp.path().join("home"),
+        tmp.path().join("elsewhere"),
+    );
+    plans_dir(&st);
+    plans_dir(&fh);
+    fs::create_dir_all(&elsewhere).unwrap();
+    for side in [&st, &fh] {
+        let economy = side.join("fixtures/economy");
+        fs::create_dir_all(&economy).unwrap();
+        for f in fs::read_dir(common::root().join("fixtures/economy")).unwrap() {
+            let f = f.unwrap();
+            fs::copy(f.path(), economy.join(f.file_name())).unwrap();
+        }
+        fs::copy(
+            common::root().join("fixtures/plans/economy.plan"),
+            side.join("economy.plan"),
+        )
+        .unwrap();
+    }
+    let asked = tmp.path().join("asked.txt");
+    let got = tmp.path().join("got.jsonl");
+    script(
+        &st.join("score.sh"),
+        &format!(
+            "cat > /dev/null\necho \"$ORACLE_ARTIFACT\" >> '{}'\necho '{{\"score\": 64, \"reason\": \"reviewed\"}}'",
+            asked.display()
+        ),
+    );
+    script(
+        &st.join("notify.sh"),
+        &format!("cat >> '{}'\nexit 0", got.display()),
+    );
+    fs::copy(st.join("score.sh"), fh.join("score.sh")).unwrap();
+
+    // Relative paths, given in the submitter's directory; the worker runs elsewhere.
+    let scored = ok(
+        &st,
+        &[
+            "submit",
+            "economy.plan",
+            "--scorer-cmd",
+            "./score.sh",
+            "--store",
+            &url,
+        ],
+    );
+    let asking = ok(
+        &st,
+        &[
+            "submit",
+            "adjudication.plan",
+            "--oracle-cmd",
+            "./notify.sh",
+            "--store",
+            &url,
+        ],
+    );
+    let (scored, asking) = (scored.trim(), asking.trim());
+    worker_until_idle(&elsewhere, &url, &[]);
+    let r = runs(&st, &url);
+    assert_eq!(r[scored]["status"], "completed", "{}", r[scored]);
+    assert_eq!(r[asking]["status"], "suspended", "{}", r[asking]);
+    // The scorer scored the winners, as in a file home; its answers are recorded, its path
+    // is not.
+    assert_eq!(fs::read_to_string(&asked).unwrap(), "parser\nnotes\n");
+    fs::remove_file(&asked).unwrap();
+    let (code, out, err) = oracle_in(&fh, &["run", "economy.plan", "--scorer-cmd", "./score.sh"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, bytes) = exported_head(&st, &url, scored);
+    assert_eq!(
+        bytes,
+        fs::read(fh.join(".oracle/runs/economy-1/events.jsonl")).unwrap(),
+        "the same record as the file home's run with the same scorer"
+    );
+    assert!(!String::from_utf8_lossy(&bytes).contains("score.sh"));
+    fs::remove_file(&asked).unwrap();
+    // The oracle program got the adjudication request.
+    let text = fs::read_to_string(&got).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let req: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(req["run"], asking);
+    let (_, bytes) = exported_head(&st, &url, asking);
+    assert!(!String::from_utf8_lossy(&bytes).contains("notify.sh"));
+    // The outbox is kept with the run: another worker's drive does not deliver it again.
+    ok(&st, &["sweep", asking, "--store", &url]);
+    worker_until_idle(&elsewhere, &url, &[]);
+    assert_eq!(runs(&st, &url)[asking]["signals_pending"], 0);
+    assert_eq!(fs::read_to_string(&got).unwrap().lines().count(), 1);
+
+    // A worker's own programs replace the run's.
+    let mine = tmp.path().join("mine.txt");
+    script(
+        &elsewhere.join("mine.sh"),
+        &format!(
+            "cat > /dev/null\necho \"$ORACLE_ARTIFACT\" >> '{}'\necho '{{\"score\": 10}}'",
+            mine.display()
+        ),
+    );
+    let again = ok(
+        &st,
+        &[
+            "submit",
+            "economy.plan",
+            "--scorer-cmd",
+            "./score.sh",
+            "--store",
+            &url,
+        ],
+    );
+    worker_until_idle(&elsewhere, &url, &["--scorer-cmd", "./mine.sh"]);
+    assert_eq!(runs(&st, &url)[again.trim()]["status"], "completed");
+    assert_eq!(fs::read_to_string(&mine).unwrap(), "parser\nnotes\n");
+    assert!(!asked.exists(), "the run's own scorer was replaced");
+    // A worker refuses a program it cannot start, before it claims anything.
+    let (code, _, err) = oracle_in(
+        &elsewhere,
+        &[
+            "worker",
+            "--store",
+            &url,
+            "--until-idle",
+            "--oracle-cmd",
+            "./nope.sh",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--oracle-cmd ./nope.sh: cannot be started"),
+        "{err}"
+    );
+}
+
+/// A long chain of pure steps, then an impure one that waits for `go` to exist (touching
+/// `started` first), then one more step.
+fn waiting_plan(dir: &Path) -> String {
+    let mut plan = String::from("plan long version 1\n\ngrant proc:exec:sh\n\n");
+    plan.push_str("s0 = text.count { text: \"zero\" }\n");
+    for i in 1..60 {
+        plan.push_str(&format!(
+            "s{i} = text.count {{ text: \"step {i} \" + s{}.words }}\n",
+            i - 1
+        ));
+    }
+    plan.push_str(&format!(
+        "gate = proc.exec {{ program: \"sh\", args: [\"-c\", \"touch '{0}/started'; while [ ! -f '{0}/go' ]; do sleep 0.05; done; echo go\"] }}\n  after s59\nend = text.count {{ text: \"end \" + s59.words }}\n  after gate\n",
+        dir.display()
+    ));
+    plan
+}
+
+#[test]
+fn a_worker_taking_a_run_over_starts_from_the_resume_point_the_store_kept() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (st, fh) = (tmp.path().join("store"), tmp.path().join("home"));
+    plans_dir(&st);
+    plans_dir(&fh);
+    let gates = tmp.path().join("gates");
+    fs::create_dir_all(&gates).unwrap();
+    fs::write(st.join("long.plan"), waiting_plan(&gates)).unwrap();
+    fs::write(fh.join("long.plan"), waiting_plan(&gates)).unwrap();
+    let store = oracle_pg::Store::connect(&url).unwrap();
+    let id = ok(&st, &["submit", "long.plan", "--store", &url]);
+    let id = id.trim();
+
+    // The first worker drives until the impure step has started (its intent committed, and the
+    // resume points written so far with it), and is killed there.
+    let mut first = worker(&st, &url, &["--snapshot-every", "10"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !gates.join("started").exists() {
+        if Instant::now() >= deadline {
+            first.kill().unwrap();
+            panic!("the impure step never started");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let points = store.points(id).unwrap();
+    assert!(!points.is_empty(), "resume points kept with the commit");
+    assert!(
+        points.len() <= 2,
+        "only the newest are kept: {:?}",
+        points.iter().map(|p| p.0).collect::<Vec<_>>()
+    );
+    let newest = points.last().unwrap().0;
+
+    // Its lease expires; a second worker takes the run over from the newest point.
+    fs::write(gates.join("go"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while runs(&st, &url)[id]["lease_ms"]
+        .as_i64()
+        .is_some_and(|ms| ms >= 0)
+    {
+        assert!(Instant::now() < deadline, "the lease never expired");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = worker_until_idle(&st, &url, &[]);
+    assert!(
+        log.contains(&format!(
+            "{id} (fence 2) resumed from its resume point after event {newest}"
+        )),
+        "{log}"
+    );
+    let r = runs(&st, &url);
+    assert_eq!(
+        (r[id]["status"].as_str(), r[id]["claims"].as_i64()),
+        (Some("completed"), Some(2))
+    );
+
+    // The same record as the run in a file home, which never stopped.
+    let (code, out, err) = oracle_in(&fh, &["run", "long.plan"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        exported_head(&st, &url, id).1,
+        fs::read(fh.join(".oracle/runs/long-1/events.jsonl")).unwrap()
+    );
+}

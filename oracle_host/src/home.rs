@@ -36,6 +36,12 @@ pub struct Home {
     replica: Option<Shared>,
     /// Told what a call did on its own that its caller should pass on (a front end prints it).
     notes: Option<Notes>,
+    /// The program that scores auctions in a drive whose call names none (a store's worker:
+    /// the one its run was submitted with, or the worker's own).
+    scorer_cmd: Option<PathBuf>,
+    /// Appended events between two resume points in every drive, whatever the call says (a
+    /// worker's `--snapshot-every`).
+    points_every: Option<u64>,
 }
 
 /// Something a host call did on its own, for its caller to pass on to whoever drives it.
@@ -181,7 +187,43 @@ impl Home {
             tools: Vec::new(),
             replica: None,
             notes: None,
+            scorer_cmd: None,
+            points_every: None,
         })
+    }
+
+    /// Drives through this home whose call names no scorer score auctions with `program`.
+    pub fn with_scorer(mut self, program: Option<PathBuf>) -> Home {
+        self.scorer_cmd = program;
+        self
+    }
+
+    /// Every drive through this home writes a resume point after every `every` appended
+    /// events (see `resume_point::Policy`), whatever its call says; `None`: as the call says.
+    pub fn with_points_every(mut self, every: Option<u64>) -> Home {
+        self.points_every = every;
+        self
+    }
+
+    /// The scorer a drive through this home uses when its call names none.
+    pub(crate) fn default_scorer(&self) -> Option<Arc<dyn oracle_runtime::scorer::Scorer>> {
+        self.scorer_cmd.as_ref().map(|program| {
+            Arc::new(oracle_runtime::scorer::CommandScorer {
+                program: program.clone(),
+                timeout_ms: oracle_runtime::scorer::SCORER_TIMEOUT_MS_DEFAULT,
+            }) as Arc<dyn oracle_runtime::scorer::Scorer>
+        })
+    }
+
+    /// The resume point policy of a drive through this home whose call asked for `policy`.
+    pub(crate) fn points(
+        &self,
+        policy: oracle_runtime::resume_point::Policy,
+    ) -> oracle_runtime::resume_point::Policy {
+        oracle_runtime::resume_point::Policy {
+            every_events: self.points_every.unwrap_or(policy.every_events),
+            ..policy
+        }
     }
 
     /// Every writer a call through this home opens commits to `replica` too (a store's worker,
@@ -294,11 +336,15 @@ impl Home {
         let found = self.find(run)?;
         let (registry, tool_changed) =
             self.registry(&found, &r.given, true, McpMode::Start, r.tool_change)?;
-        let drive = Drive {
+        let mut drive = Drive {
             workdir: self.workdir,
             replica: self.replica.clone(),
             ..r.drive
         };
+        if drive.scorer.is_none() {
+            drive.scorer = self.default_scorer();
+        }
+        drive.points.policy = self.points(drive.points.policy);
         let mut nothing = |_: &Progress| {};
         let progress = match r.progress {
             Some(p) => p,

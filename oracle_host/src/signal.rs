@@ -213,6 +213,29 @@ pub enum Applied {
     Cancelled(session::Cancelled),
 }
 
+impl Applied {
+    /// The resume point the drive this signal made started from, if it drove and used one.
+    pub fn from_point(&self) -> Option<u64> {
+        match self {
+            Applied::Resumed(r) => r.session.report.from_point,
+            Applied::Verdict(_, a) | Applied::Claim(_, a) | Applied::Reinstated(_, a) => {
+                a.from_point()
+            }
+            Applied::Swept(_) | Applied::Cancelled(_) => None,
+        }
+    }
+}
+
+impl AfterOutside {
+    /// The resume point the resume started from, if it resumed and used one.
+    pub fn from_point(&self) -> Option<u64> {
+        match self {
+            AfterOutside::Resumed(s) => s.report.from_point,
+            _ => None,
+        }
+    }
+}
+
 /// The resume after an outside event, when one was asked for.
 pub enum AfterOutside {
     /// None was asked for.

@@ -23,7 +23,7 @@ use oracle_runtime::session::{self, RunDir};
 use crate::bind::Given;
 use crate::error::HostError;
 use crate::home::Home;
-use crate::signal::Signal;
+use crate::signal::{Applied, Signal};
 
 /// How long a claimed run's lease lasts unless renewed (renewed every third of it).
 pub const LEASE_MS_DEFAULT: u64 = 10_000;
@@ -55,6 +55,15 @@ pub struct Settings {
     pub scratch: PathBuf,
     /// Declared tool directories that replace every run's; empty: each run's own.
     pub tools: Vec<PathBuf>,
+    /// The program told of new adjudication requests after each drive, replacing the one each
+    /// run was submitted with (`submit --oracle-cmd`); `None`: the run's own, if any.
+    pub oracle_cmd: Option<PathBuf>,
+    /// The program that scores auctions, replacing the run's own and a resume's
+    /// (`--scorer-cmd`); `None`: the run's own, else the built-in rubric.
+    pub scorer_cmd: Option<PathBuf>,
+    /// Appended events between two resume points, kept in the store at each commit; `None`:
+    /// what each call says (the default spacing for a first drive).
+    pub snapshot_every: Option<u64>,
 }
 
 /// What every thread of a worker shares.
@@ -240,6 +249,7 @@ fn drive_claim(
     let home = scratch.join(format!("{}-{}", claim.id, claim.fence));
     let _ = std::fs::remove_dir_all(&home);
     let result = drive_in(shared, store, claim, &home);
+    let summary = summary_of(&home.join("runs").join(&claim.id));
     let _ = std::fs::remove_dir_all(&home);
     let (state, detail) = match result {
         Ok(done) => done,
@@ -247,7 +257,13 @@ fn drive_claim(
         Err(Stop::Fenced(e)) => return Err(format!("lease lost, run left to its new holder: {e}")),
         Err(Stop::Broken(e)) => ("broken".to_owned(), Some(e)),
     };
-    match store.release(&claim.id, claim.fence, &state, detail.as_deref()) {
+    match store.release(
+        &claim.id,
+        claim.fence,
+        &state,
+        detail.as_deref(),
+        summary.as_ref(),
+    ) {
         Ok(true) => Ok(detail.map_or(state.clone(), |d| format!("{state}: {d}"))),
         Ok(false) => Err("lease lost before release; the run is another worker's".into()),
         Err(e) => Err(e.to_string()),
@@ -267,11 +283,19 @@ fn hydrate(
     let replica = Arc::new(Mutex::new(store.replica(&claim.id, claim.fence, None)));
     let shared_replica: oracle_runtime::replica::Shared = replica.clone();
     // A worker drives runs submitted from other directories (and machines): each works in
-    // the directory it recorded, with this worker's tools when given.
+    // the directory it recorded, with this worker's tools when given, and scores with this
+    // worker's program, else the one the run was submitted with.
+    let scorer = shared
+        .settings
+        .scorer_cmd
+        .clone()
+        .or_else(|| claim.programs.scorer_cmd.as_ref().map(PathBuf::from));
     let host = Home::open(home)
         .map_err(|e| broken(&e))?
         .with_tools(shared.settings.tools.clone())
         .with_replica(Some(shared_replica))
+        .with_scorer(scorer)
+        .with_points_every(shared.settings.snapshot_every)
         .in_recorded_roots();
     let found = RunDir {
         id: claim.id.clone(),
@@ -281,6 +305,17 @@ fn hydrate(
     // The run's bindings come from the store's rows, written by an operator of the store
     // (`oracle submit`): this scratch home vouches for them as they are (docs/SECURITY.md).
     host.adopt_bindings(&found).map_err(|e| broken(&e))?;
+    // So do its resume points, which the store kept at a worker's commits: sealed with this
+    // home's key, then checked against the log by the resume as any point is. One that cannot
+    // be written costs time, never data: the resume starts further back.
+    let mut restored = Vec::new();
+    let key = host.key().map_err(|e| broken(&e))?;
+    for (seq, body) in store.points(&claim.id).map_err(|e| broken(&e))? {
+        if oracle_runtime::resume_point::adopt(&found.paths, seq, &body, &key).is_ok() {
+            restored.push(seq);
+        }
+    }
+    lock(&replica).keep_points(found.paths.clone(), &restored);
     Ok((host, found, replica))
 }
 
@@ -292,27 +327,36 @@ fn drive_in(
 ) -> Result<(String, Option<String>), Stop> {
     let (host, found, replica) = hydrate(shared, store, claim, home)?;
     let fenced = || lock(&replica).fenced().map(ToString::to_string);
-    let notes = apply_signals(store, claim, &host, &replica)?;
+    let notes = apply_signals(shared, store, claim, &host, &replica)?;
     // Go on where the log leaves off: from the start, or after a crash or a release.
     let drive = match (found.paths.log.is_file(), state_of(&found.dir).as_deref()) {
-        (false, _) => Some(host.start_submitted(&claim.id).map(|_| ())),
+        (false, _) => Some(host.start_submitted(&claim.id).map(|s| s.report.from_point)),
         // A verdict recorded after the run suspended on a belief, whose resume did not happen
         // (its worker died in between, or it was sent without `resume`): go on.
-        (true, Some("suspended")) if verdict_after_domain_wait(&found.dir) => {
-            Some(host.resume_after_outside(&claim.id, true).map(|_| ()))
-        }
+        (true, Some("suspended")) if verdict_after_domain_wait(&found.dir) => Some(
+            host.resume_after_outside(&claim.id, true)
+                .map(|a| a.from_point()),
+        ),
         (true, Some(_)) => None,
-        (true, None) => Some(host.resume_after_outside(&claim.id, true).map(|_| ())),
+        (true, None) => Some(
+            host.resume_after_outside(&claim.id, true)
+                .map(|a| a.from_point()),
+        ),
     };
-    if let Some(Err(e)) = drive {
-        if let Some(f) = fenced() {
-            return Err(Stop::Fenced(f));
+    match drive {
+        Some(Err(e)) => {
+            if let Some(f) = fenced() {
+                return Err(Stop::Fenced(f));
+            }
+            // A run that stops with an error of its own (a step failing is not one) is left
+            // for a person: its log is what the store holds.
+            return Err(Stop::Broken(e.to_string()));
         }
-        // A run that stops with an error of its own (a step failing is not one) is left for
-        // a person: its log is what the store holds.
-        return Err(Stop::Broken(e.to_string()));
+        Some(Ok(Some(seq))) => told_from_point(shared, claim, seq),
+        _ => {}
     }
     let _ = store.upload_files(&claim.id, claim.fence, &found.dir);
+    notify(shared, store, claim, &host, &found.dir);
     let state = state_of(&found.dir).unwrap_or_else(|| "runnable".to_owned());
     Ok((state, (!notes.is_empty()).then(|| notes.join("; "))))
 }
@@ -321,6 +365,7 @@ fn drive_in(
 /// marked applied in the transaction of its last commit; one that records nothing (refused,
 /// or nothing to do) is settled here with its outcome. Returns the refusals, for the release.
 fn apply_signals(
+    shared: &Shared,
     store: &Store,
     claim: &Claim,
     host: &Home,
@@ -332,7 +377,12 @@ fn apply_signals(
     let mut notes = Vec::new();
     for signal in pending {
         lock(replica).consume_next(Some(signal.id));
-        let result = Signal::from_row(&claim.id, &signal.body).and_then(|s| host.apply(s));
+        let result = Signal::from_row(&claim.id, &signal.body)
+            .map(|s| with_worker_scorer(s, &shared.settings))
+            .and_then(|s| host.apply(s));
+        if let Ok(Some(seq)) = result.as_ref().map(Applied::from_point) {
+            told_from_point(shared, claim, seq);
+        }
         let consumed = lock(replica).consumed();
         lock(replica).consume_next(None);
         if result.is_err()
@@ -355,6 +405,102 @@ fn apply_signals(
             .map_err(|e| Stop::Fenced(e.to_string()))?;
     }
     Ok(notes)
+}
+
+/// A resume signal as this worker carries it out: with the worker's `--scorer-cmd`, when it
+/// has one, in place of the sender's (a path on the sender's machine).
+fn with_worker_scorer(signal: Signal, settings: &Settings) -> Signal {
+    match (signal, &settings.scorer_cmd) {
+        (
+            Signal::Resume {
+                run,
+                answer,
+                given,
+                mut drive,
+                allow_tool_change,
+            },
+            Some(program),
+        ) => {
+            drive.scorer_cmd = Some(program.clone());
+            Signal::Resume {
+                run,
+                answer,
+                given,
+                drive,
+                allow_tool_change,
+            }
+        }
+        (other, _) => other,
+    }
+}
+
+/// Says that a drive started from a resume point the store kept, not from the first event.
+fn told_from_point(shared: &Shared, claim: &Claim, seq: u64) {
+    (shared.log)(&format!(
+        "worker   {} (fence {}) resumed from its resume point after event {seq}",
+        claim.id, claim.fence
+    ));
+}
+
+/// Sends the run's new adjudication requests to the worker's `--oracle-cmd`, else to the one
+/// the run was submitted with, and keeps the outbox (what was delivered) in the store. Never
+/// fails the drive: a request is in the log whether or not it was delivered, and one not
+/// delivered is tried again after the run's next drive (a worker that dies between a delivery
+/// and keeping the outbox delivers it again: at least once).
+fn notify(shared: &Shared, store: &Store, claim: &Claim, host: &Home, dir: &Path) {
+    let program = shared
+        .settings
+        .oracle_cmd
+        .clone()
+        .or_else(|| claim.programs.oracle_cmd.as_ref().map(PathBuf::from));
+    let Some(program) = program else { return };
+    let line = match host.notify(&claim.id, &program) {
+        Ok(n) if n.delivered.is_empty() && n.failed.is_empty() => return,
+        Ok(n) => format!(
+            "notified {} of {:?}; failed {:?}",
+            program.display(),
+            n.delivered,
+            n.failed
+        ),
+        Err(e) => format!(
+            "adjudication requests not sent to {}: {e}",
+            program.display()
+        ),
+    };
+    (shared.log)(&format!("worker   {}: {line}", claim.id));
+    let outbox = dir.join(oracle_runtime::oracle::OUTBOX_FILE);
+    if let Ok(bytes) = std::fs::read(&outbox)
+        && let Err(e) = store.put_file(
+            &claim.id,
+            claim.fence,
+            oracle_runtime::oracle::OUTBOX_FILE,
+            &bytes,
+        )
+    {
+        (shared.log)(&format!(
+            "worker   {}: the outbox was not kept: {e}",
+            claim.id
+        ));
+    }
+}
+
+/// What the run's log in `dir` says for `oracle runs` (as a file home lists it), if it has a
+/// readable log.
+pub fn summary_of(dir: &Path) -> Option<oracle_pg::Summary> {
+    if !LogPaths::of_run(dir).log.is_file() {
+        return None;
+    }
+    let info = session::run_info(dir);
+    if info.status == "damaged" {
+        return None;
+    }
+    Some(oracle_pg::Summary {
+        waiting: info.waiting,
+        attempts: info.attempts as i64,
+        reason: info.reason,
+        last_time: info.last_time as i64,
+        models: info.models.map(|u| (u.calls as i64, u.tokens as i64)),
+    })
 }
 
 /// Whether the log ends in an outside event (a verdict, a claim) recorded after the program
@@ -419,6 +565,8 @@ impl Home {
             run,
             self.writing(oracle_runtime::Durability::DEFAULT),
             &registry,
+            self.default_scorer(),
+            self.points(oracle_runtime::resume_point::Policy::default()),
             progress,
         )?)
     }

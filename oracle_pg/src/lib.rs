@@ -142,6 +142,33 @@ pub struct RunRow {
     pub claims: i64,
     pub detail: Option<String>,
     pub pending_signals: i64,
+    /// What its log said when a worker last released it (schema version 4).
+    pub summary: Summary,
+}
+
+/// What a run's log says about it that its row cannot tell otherwise, as a file home's
+/// `oracle runs` reads it from the log (`oracle_runtime::session::run_info`): kept in the row
+/// by the worker each time it releases the run, so listing runs reads no log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// For a suspended run: the step it waits on and why (a `human.ask`'s question).
+    pub waiting: Option<(String, String)>,
+    /// For a suspended run: the attempts its step made before it waited.
+    pub attempts: i64,
+    /// For a failed or cancelled run: why.
+    pub reason: Option<String>,
+    /// The logical time of the last event.
+    pub last_time: i64,
+    /// Model calls and tokens, for a run whose plan calls a model.
+    pub models: Option<(i64, i64)>,
+}
+
+/// Programs a run's drives call, given at submission (`--oracle-cmd`, `--scorer-cmd`): paths
+/// on the workers' machines, kept with the run and never hashed or recorded in its log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Programs {
+    pub oracle_cmd: Option<String>,
+    pub scorer_cmd: Option<String>,
 }
 
 /// A run a worker now holds.
@@ -153,6 +180,8 @@ pub struct Claim {
     /// The state it was claimed from (`submitted`, `runnable`, `running` after a lease expired,
     /// `suspended`, `completed` or `failed` with signals pending).
     pub from: String,
+    /// The programs its submission named.
+    pub programs: Programs,
 }
 
 /// An outside event waiting for the worker that next holds its run.
@@ -266,11 +295,16 @@ impl Store {
 
     /// Stores a prepared run directory (no log yet) as a new submitted run of `program`, and
     /// wakes the workers. Returns its id, `<program>-<n>` with `n` from the store's sequence.
-    pub fn submit(&self, program: &str, dir: &Path) -> Result<String> {
+    pub fn submit(&self, program: &str, dir: &Path, programs: &Programs) -> Result<String> {
         let files = read_run_files(dir)?;
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("submitting a run"))?;
         let id = new_run(&mut tx, program, "submitted", &files)?;
+        tx.execute(
+            "UPDATE runs SET oracle_cmd = $2, scorer_cmd = $3 WHERE id = $1",
+            &[&id, &programs.oracle_cmd, &programs.scorer_cmd],
+        )
+        .map_err(db("submitting a run"))?;
         tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
             .map_err(db("waking workers"))?;
         tx.commit().map_err(db("submitting a run"))?;
@@ -287,6 +321,7 @@ impl Store {
         records: &[u8],
         state: &str,
         detail: Option<&str>,
+        summary: &Summary,
     ) -> Result<String> {
         let files = read_run_files(dir)?;
         let parsed = parse_records(program, records)?;
@@ -311,6 +346,7 @@ impl Store {
             &[&id, &events, &head, &detail],
         )
         .map_err(db("importing a run"))?;
+        set_summary(&mut tx, &id, summary)?;
         tx.commit().map_err(db("importing a run"))?;
         Ok(id)
     }
@@ -335,7 +371,7 @@ impl Store {
                    lease_until = now() + $2 * interval '1 millisecond', claims = r.claims + 1,
                    updated_at = now()
                  FROM next WHERE r.id = next.id
-                 RETURNING r.id, r.fence, r.events, next.state",
+                 RETURNING r.id, r.fence, r.events, next.state, r.oracle_cmd, r.scorer_cmd",
                 &[&worker, &(lease_ms as f64)],
             )
             .map_err(db("claiming a run"))?;
@@ -344,6 +380,10 @@ impl Store {
             fence: r.get(1),
             events: r.get(2),
             from: r.get(3),
+            programs: Programs {
+                oracle_cmd: r.get(4),
+                scorer_cmd: r.get(5),
+            },
         }))
     }
 
@@ -360,14 +400,16 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Lets go of a held run, leaving it in `state` (with `detail`), and wakes the workers if
-    /// it can be taken again. `false`: the lease was no longer this worker's (nothing changed).
+    /// Lets go of a held run, leaving it in `state` (with `detail`, and what its log says,
+    /// `summary`, when it could be read), and wakes the workers if it can be taken again.
+    /// `false`: the lease was no longer this worker's (nothing changed).
     pub fn release(
         &self,
         run: &str,
         fence: i64,
         state: &str,
         detail: Option<&str>,
+        summary: Option<&Summary>,
     ) -> Result<bool> {
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("releasing a run"))?;
@@ -379,6 +421,11 @@ impl Store {
                 &[&run, &fence, &state, &detail],
             )
             .map_err(db("releasing a run"))?;
+        if n == 1
+            && let Some(summary) = summary
+        {
+            set_summary(&mut tx, run, summary)?;
+        }
         if n == 1 && state == "runnable" {
             tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
                 .map_err(db("waking workers"))?;
@@ -544,11 +591,26 @@ impl Store {
         records: &[u8],
         consume: Option<i64>,
     ) -> Result<()> {
+        self.append_with_points(run, fence, records, consume, &[])
+            .map(|_| ())
+    }
+
+    /// [`Store::append`], keeping in the same transaction the resume points `points` (seq and
+    /// body) whose events the store then holds, and only the newest
+    /// [`oracle_runtime::resume_point::KEPT_MAX`] of the run's. Returns the seqs kept (a point
+    /// past the stored log waits for the commit that stores its event).
+    pub fn append_with_points(
+        &self,
+        run: &str,
+        fence: i64,
+        records: &[u8],
+        consume: Option<i64>,
+        points: &[(u64, Vec<u8>)],
+    ) -> Result<Vec<u64>> {
         let parsed = parse_records(run, records)?;
-        let Some(first) = parsed.first() else {
-            return Ok(());
-        };
-        let last = parsed.last().unwrap_or(first);
+        if parsed.is_empty() && points.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("appending events"))?;
         let row = tx
@@ -568,30 +630,103 @@ impl Store {
                 fence,
             });
         }
-        let head = head.unwrap_or_else(|| vec![0; 32]);
-        if first.seq != events as u64 || first.prev.as_slice() != head.as_slice() {
-            return Err(PgError::NotNext {
-                run: run.to_owned(),
-                events,
-                seq: first.seq,
-            });
-        }
-        insert_events(&mut tx, run, &parsed, records, fence)?;
-        let count = last.seq as i64 + 1;
-        tx.execute(
-            "UPDATE runs SET events = $2, head = $3, updated_at = now() WHERE id = $1",
-            &[&run, &count, &last.hash.as_slice()],
-        )
-        .map_err(db("appending events"))?;
-        if let Some(signal) = consume {
-            let seq = first.seq as i64;
+        // The log's length once this commit is kept (a commit of resume points alone, written
+        // after the events they follow were committed, adds none).
+        let mut count = events;
+        if let (Some(first), Some(last)) = (parsed.first(), parsed.last()) {
+            let head = head.unwrap_or_else(|| vec![0; 32]);
+            if first.seq != events as u64 || first.prev.as_slice() != head.as_slice() {
+                return Err(PgError::NotNext {
+                    run: run.to_owned(),
+                    events,
+                    seq: first.seq,
+                });
+            }
+            insert_events(&mut tx, run, &parsed, records, fence)?;
+            count = last.seq as i64 + 1;
             tx.execute(
-                "UPDATE signals SET outcome = 'applied', seq = $2 WHERE id = $1 AND outcome IS NULL",
-                &[&signal, &seq],
+                "UPDATE runs SET events = $2, head = $3, updated_at = now() WHERE id = $1",
+                &[&run, &count, &last.hash.as_slice()],
             )
-            .map_err(db("marking a signal applied"))?;
+            .map_err(db("appending events"))?;
+            if let Some(signal) = consume {
+                let seq = first.seq as i64;
+                tx.execute(
+                    "UPDATE signals SET outcome = 'applied', seq = $2 WHERE id = $1 AND outcome IS NULL",
+                    &[&signal, &seq],
+                )
+                .map_err(db("marking a signal applied"))?;
+            }
+        }
+        let mut kept = Vec::new();
+        for (seq, body) in points.iter().filter(|(seq, _)| (*seq as i64) < count) {
+            // The anchor is the stored event's hash: a point names the event it follows.
+            tx.execute(
+                "INSERT INTO snapshots (run, seq, bytes, hash)
+                 SELECT $1, $2, $3, e.hash FROM events e WHERE e.run = $1 AND e.seq = $2
+                 ON CONFLICT (run, seq) DO NOTHING",
+                &[&run, &(*seq as i64), body],
+            )
+            .map_err(db("keeping a resume point"))?;
+            kept.push(*seq);
+        }
+        if !kept.is_empty() {
+            let newest = oracle_runtime::resume_point::KEPT_MAX as i64;
+            tx.execute(
+                "DELETE FROM snapshots WHERE run = $1 AND seq NOT IN
+                   (SELECT seq FROM snapshots WHERE run = $1 ORDER BY seq DESC LIMIT $2)",
+                &[&run, &newest],
+            )
+            .map_err(db("keeping a resume point"))?;
         }
         tx.commit().map_err(db("committing appended events"))?;
+        Ok(kept)
+    }
+
+    /// The resume points of `run` (seq and body), oldest first: only those whose anchor is
+    /// still the stored event at their seq. What else a point claims is checked by the runtime
+    /// when a resume reads it, as any resume point is.
+    pub fn points(&self, run: &str) -> Result<Vec<(u64, Vec<u8>)>> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT s.seq, s.bytes FROM snapshots s
+                 JOIN events e ON e.run = s.run AND e.seq = s.seq AND e.hash = s.hash
+                 WHERE s.run = $1 ORDER BY s.seq",
+                &[&run],
+            )
+            .map_err(db("reading a run's resume points"))?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, i64>(0) as u64, r.get(1)))
+            .collect())
+    }
+
+    /// Replaces one of a held run's files (a file a drive rewrites, such as the notification
+    /// outbox). Only while `fence` holds the run.
+    pub fn put_file(&self, run: &str, fence: i64, path: &str, bytes: &[u8]) -> Result<()> {
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db("storing a run's file"))?;
+        let held = tx
+            .query_opt(
+                "SELECT 1 FROM runs WHERE id = $1 AND fence = $2 FOR UPDATE",
+                &[&run, &fence],
+            )
+            .map_err(db("storing a run's file"))?
+            .is_some();
+        if !held {
+            return Err(PgError::Fenced {
+                run: run.to_owned(),
+                fence,
+            });
+        }
+        tx.execute(
+            "INSERT INTO run_files (run, path, bytes) VALUES ($1, $2, $3)
+             ON CONFLICT (run, path) DO UPDATE SET bytes = EXCLUDED.bytes",
+            &[&run, &path, &bytes],
+        )
+        .map_err(db("storing a run's file"))?;
+        tx.commit().map_err(db("storing a run's file"))?;
         Ok(())
     }
 
@@ -605,6 +740,8 @@ impl Store {
             consume,
             consumed: None,
             fenced: None,
+            points: None,
+            kept: std::collections::BTreeSet::new(),
         }
     }
 
@@ -695,7 +832,9 @@ impl Store {
             .query(
                 "SELECT id, program, state, events, head, fence, worker,
                    (extract(epoch FROM lease_until - now()) * 1000)::bigint, claims, detail,
-                   (SELECT count(*) FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL)
+                   (SELECT count(*) FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL),
+                   waiting_step, waiting_reason, attempts, reason, last_time, model_calls,
+                   model_tokens
                  FROM runs ORDER BY number",
                 &[],
             )
@@ -714,6 +853,22 @@ impl Store {
                 claims: r.get(8),
                 detail: r.get(9),
                 pending_signals: r.get(10),
+                summary: Summary {
+                    waiting: match (
+                        r.get::<_, Option<String>>(11),
+                        r.get::<_, Option<String>>(12),
+                    ) {
+                        (Some(step), reason) => Some((step, reason.unwrap_or_default())),
+                        (None, _) => None,
+                    },
+                    attempts: r.get(13),
+                    reason: r.get(14),
+                    last_time: r.get(15),
+                    models: match (r.get::<_, Option<i64>>(16), r.get::<_, Option<i64>>(17)) {
+                        (Some(calls), Some(tokens)) => Some((calls, tokens)),
+                        _ => None,
+                    },
+                },
             })
             .collect())
     }
@@ -746,6 +901,10 @@ pub struct PgReplica {
     consumed: Option<i64>,
     /// A commit was refused because the lease's fence was superseded.
     fenced: Option<PgError>,
+    /// The log whose resume points each commit keeps in the store, if any.
+    points: Option<oracle_runtime::LogPaths>,
+    /// Resume points the store holds already.
+    kept: std::collections::BTreeSet<u64>,
 }
 
 impl PgReplica {
@@ -766,13 +925,43 @@ impl PgReplica {
     pub fn consumed(&self) -> Option<i64> {
         self.consumed
     }
+
+    /// Each commit also keeps the resume points written beside `paths`' log since the last
+    /// one (those in `kept` the store holds already): a worker that takes the run over
+    /// starts from the newest.
+    pub fn keep_points(&mut self, paths: oracle_runtime::LogPaths, kept: &[u64]) {
+        self.points = Some(paths);
+        self.kept = kept.iter().copied().collect();
+    }
+
+    /// The resume points written since the last commit, as (seq, body). A point that cannot
+    /// be read is left out: it is a cache, and the log is what the commit is for.
+    fn new_points(&self) -> Vec<(u64, Vec<u8>)> {
+        let Some(paths) = &self.points else {
+            return Vec::new();
+        };
+        let seqs = oracle_runtime::resume_point::list(paths).unwrap_or_default();
+        seqs.into_iter()
+            .filter(|seq| !self.kept.contains(seq))
+            .filter_map(|seq| {
+                let path = oracle_runtime::resume_point::path_of(paths, seq);
+                oracle_runtime::resume_point::body(&path)
+                    .ok()
+                    .map(|b| (seq, b))
+            })
+            .collect()
+    }
 }
 
 impl oracle_runtime::replica::Replica for PgReplica {
     fn commit(&mut self, records: &[u8]) -> io::Result<()> {
         let consume = self.consume;
-        match self.store.append(&self.run, self.fence, records, consume) {
-            Ok(_) => {}
+        let points = self.new_points();
+        match self
+            .store
+            .append_with_points(&self.run, self.fence, records, consume, &points)
+        {
+            Ok(kept) => self.kept.extend(kept),
             Err(e @ PgError::Fenced { .. }) => {
                 let message = e.to_string();
                 self.fenced = Some(e);
@@ -786,6 +975,35 @@ impl oracle_runtime::replica::Replica for PgReplica {
         }
         Ok(())
     }
+}
+
+/// Writes what a run's log says into its row.
+fn set_summary(tx: &mut postgres::Transaction<'_>, run: &str, s: &Summary) -> Result<()> {
+    let (step, why) = match &s.waiting {
+        Some((step, why)) => (Some(step.as_str()), Some(why.as_str())),
+        None => (None, None),
+    };
+    let (calls, tokens) = match s.models {
+        Some((c, t)) => (Some(c), Some(t)),
+        None => (None, None),
+    };
+    tx.execute(
+        "UPDATE runs SET waiting_step = $2, waiting_reason = $3, attempts = $4, reason = $5,
+           last_time = $6, model_calls = $7, model_tokens = $8
+         WHERE id = $1",
+        &[
+            &run,
+            &step,
+            &why,
+            &s.attempts,
+            &s.reason,
+            &s.last_time,
+            &calls,
+            &tokens,
+        ],
+    )
+    .map_err(db("recording what a run's log says"))?;
+    Ok(())
 }
 
 /// A new run's row, numbered from the store's sequence (`<program>-<n>`), and its files.

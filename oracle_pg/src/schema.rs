@@ -90,6 +90,35 @@ ALTER TABLE runs DROP CONSTRAINT runs_state_check;
 ALTER TABLE runs ADD CONSTRAINT runs_state_check CHECK (state IN
     ('submitted', 'runnable', 'running', 'suspended', 'completed', 'failed', 'cancelled', 'broken'));
 "#,
+    // 4: parity with a file home. What `oracle runs` says of a run that only its log knows
+    // (what a suspended run waits on, why it failed, its last logical time, its model use),
+    // written by the worker each time it releases the run; the programs its drives call
+    // (`submit --oracle-cmd/--scorer-cmd`: host paths, never hashed nor in the log); and its
+    // resume points, so a worker that takes a run over starts from the newest one.
+    r#"
+ALTER TABLE runs
+    ADD COLUMN waiting_step   text,
+    ADD COLUMN waiting_reason text,
+    ADD COLUMN attempts       bigint NOT NULL DEFAULT 0,
+    ADD COLUMN reason         text,
+    ADD COLUMN last_time      bigint NOT NULL DEFAULT 0,
+    ADD COLUMN model_calls    bigint,
+    ADD COLUMN model_tokens   bigint,
+    ADD COLUMN oracle_cmd     text,
+    ADD COLUMN scorer_cmd     text;
+
+-- A run's resume points (the body of a file home's `snapshots/*.resume.json`, without its MAC
+-- line, which the home's own key makes): a cache, never part of the log. `hash` is the hash
+-- of the event at `seq`, the point's anchor; a point is restored only where it is still the
+-- stored event's, and the runtime checks it again as it checks any resume point.
+CREATE TABLE snapshots (
+    run   text NOT NULL REFERENCES runs (id),
+    seq   bigint NOT NULL,
+    bytes bytea NOT NULL,
+    hash  bytea NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+"#,
 ];
 
 /// The schema version this binary writes and reads.

@@ -58,7 +58,9 @@ proptest! {
         let prepared = tmp.path().join("prepared");
         std::fs::create_dir_all(&prepared).unwrap();
         std::fs::write(prepared.join("plan.plan"), "plan model version 1\n").unwrap();
-        let run = store.submit("model", &prepared).unwrap();
+        let run = store
+            .submit("model", &prepared, &oracle_pg::Programs::default())
+            .unwrap();
         let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
 
         // The model: the stored log's bytes and the fence that may extend it.

@@ -42,7 +42,9 @@ fn submit(store: &Store, root: &Path) -> String {
     std::fs::create_dir_all(dir.join("uses")).unwrap();
     std::fs::write(dir.join("plan.plan"), "plan \"x\"\n").unwrap();
     std::fs::write(dir.join("uses/sub.plan"), "sub\n").unwrap();
-    store.submit("pg-test", &dir).unwrap()
+    store
+        .submit("pg-test", &dir, &oracle_pg::Programs::default())
+        .unwrap()
 }
 
 #[test]

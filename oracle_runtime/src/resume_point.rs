@@ -185,6 +185,38 @@ pub fn save(
     Ok((path, body.len() as u64))
 }
 
+/// The body of the resume point file at `path` (the point as JSON, without its MAC line),
+/// read but not checked: for a store, which keeps the bodies of a worker's points and hands
+/// them to the next worker's home ([`adopt`]).
+pub fn body(path: &Path) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|f| f.take(FILE_BYTES_MAX + 1).read_to_end(&mut bytes))
+        .map_err(StoreError::io(path))?;
+    let bad = |reason: &str| StoreError::SnapshotFile {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+    if bytes.len() as u64 > FILE_BYTES_MAX {
+        return Err(bad("larger than file_bytes_max"));
+    }
+    let nl = memchr::memchr(b'\n', &bytes).ok_or_else(|| bad("no header line"))?;
+    Ok(bytes.split_off(nl + 1))
+}
+
+/// Writes the point `body` after event `seq` sealed with `key`, as [`save`] would have: a
+/// store's worker vouches for the points the store kept for a run, as it vouches for the
+/// run's bindings (docs/STORE.md). Nothing else is taken on trust: [`load`] and the resume
+/// check the point against the log as they check any point.
+pub fn adopt(paths: &LogPaths, seq: u64, body: &[u8], key: &SealKey) -> Result<PathBuf> {
+    let header = serde_json::json!({
+        "format": RESUME_POINT_FORMAT,
+        "mac": key.mac(MAC_PURPOSE, body),
+    })
+    .to_string();
+    crate::snapshots::write_atomic(paths, &file_name(seq), &[header.as_bytes(), b"\n", body])
+}
+
 /// Reads the resume point after event `seq`, refusing a file whose MAC under `key` is not the
 /// one in its header, of another format, or not for `seq`.
 pub fn load(paths: &LogPaths, seq: u64, key: &SealKey) -> Result<ResumePoint> {

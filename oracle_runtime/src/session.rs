@@ -879,6 +879,8 @@ pub fn start_prepared(
     run: &str,
     writing: impl Into<crate::writer::Writing>,
     registry: &Registry,
+    scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
+    points: resume_point::Policy,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     // Not `find`: a submitted run has no log yet, which is what `find` looks for.
@@ -900,8 +902,11 @@ pub fn start_prepared(
     let plan = compile_with_uses(&plan_path, &source, registry, &sources)?;
     let writing = writing.into();
     let writer = LogWriter::create(&found.paths, writing.durability)?.with_replica(writing.replica);
-    let mut config = submission.config(home, &found.dir, None)?;
-    config.resume_points.key = Some(crate::seal::SealKey::open_or_create(home)?);
+    let mut config = submission.config(home, &found.dir, scorer)?;
+    config.resume_points = resume_point::Policy {
+        key: Some(crate::seal::SealKey::open_or_create(home)?),
+        ..points
+    };
     let agent = PlanAgent::new(plan, config.inputs.clone());
     // A live drive: a cancel asked of it by another process is taken between rounds.
     let mut watch = crate::cancel::Watch::new(&found.dir);

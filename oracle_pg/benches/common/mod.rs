@@ -33,7 +33,9 @@ pub fn held_run(store: &Store, scratch: &Path) -> (String, i64) {
     let dir = scratch.join(format!("prepared-{}", DB.fetch_add(1, Ordering::Relaxed)));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("plan.plan"), "plan bench version 1\n").unwrap();
-    let id = store.submit("bench", &dir).unwrap();
+    let id = store
+        .submit("bench", &dir, &oracle_pg::Programs::default())
+        .unwrap();
     let claim = store.claim("bench", 3_600_000).unwrap().unwrap();
     assert_eq!(claim.id, id, "a fresh database holds only this run");
     (claim.id, claim.fence)
