@@ -76,6 +76,16 @@ pub struct DriveArgs {
 }
 
 impl RunArgs {
+    /// `--json`.
+    pub(crate) fn json(&self) -> bool {
+        self.drive.json
+    }
+
+    /// `--key`.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
     /// Puts the config file's bindings under this new run's flags (`crate::config`).
     pub(crate) fn configure(&mut self, settings: &crate::config::Settings) {
         let d = &mut self.drive;
@@ -757,14 +767,7 @@ pub(crate) fn submit(
     scratch: &Path,
     a: &RunArgs,
     store: &oracle_pg::Store,
-) -> Result<(String, bool), CliError> {
-    if a.key.is_some() {
-        // A store would have to keep its keys in the database, which it does not yet: a key
-        // recorded but never compared would promise what it does not do.
-        return Err(CliError::input(
-            "--key: a PostgreSQL store does not keep idempotency keys yet; submit without --key, or run on a file home (`oracle run --key`)",
-        ));
-    }
+) -> Result<oracle_pg::Submitted, CliError> {
     let (opts, tool_dirs) = start_options(scratch, a)?;
     let host = host(scratch, a.drive.json)?;
     let prepared = match host
@@ -772,7 +775,7 @@ pub(crate) fn submit(
         .map_err(|e| host_error(e, a.drive.json))?
     {
         Start::New(p) => p,
-        // A scratch home holds no keys: a store's keys are the store's (not yet kept there).
+        // A scratch home holds no keys: a store's keys are in the store (below).
         Start::Existing(e) => {
             return Err(CliError::input(format!(
                 "internal: a scratch home found key `{}`",
@@ -787,10 +790,24 @@ pub(crate) fn submit(
         oracle_cmd: kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
         scorer_cmd: kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
     };
-    let id = store
-        .submit(&prepared.plan.name, &prepared.dir, &programs)
+    let key = a.key.as_deref().map(|k| {
+        let s = &prepared.submission;
+        oracle_runtime::keys::KeyClaim::new(k, "", prepared.plan.hash, &s.inputs, s.seed)
+    });
+    let submitted = store
+        .submit_keyed(&prepared.plan.name, &prepared.dir, &programs, key.as_ref())
         .map_err(|e| CliError::input(e.to_string()))?;
-    Ok((id, a.drive.json))
+    match submitted {
+        oracle_pg::Submitted::Existing { run, differs, .. } if !differs.is_empty() => {
+            let e = SessionError::KeyUsed {
+                key: a.key.clone().unwrap_or_default(),
+                run,
+                differs,
+            };
+            Err(host_error(HostError::Session(e), a.drive.json))
+        }
+        s => Ok(s),
+    }
 }
 
 /// A program given to `submit` as the store keeps it for the workers that drive the run: a

@@ -195,11 +195,29 @@ fn submit(url: &str, a: crate::run::RunArgs) -> Result<u8, CliError> {
     let store = connect(url)?;
     let scratch =
         tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
-    let (id, json_out) = crate::run::submit(scratch.path(), &a, &store)?;
-    if json_out {
-        crate::out::json(&json!({"ok": true, "run": id, "state": "submitted"}))?;
-    } else {
-        outln!("{id}")?;
+    let json_out = a.json();
+    match crate::run::submit(scratch.path(), &a, &store)? {
+        oracle_pg::Submitted::New(id) => {
+            if json_out {
+                crate::out::json(&json!({"ok": true, "run": id, "state": "submitted"}))?;
+            } else {
+                outln!("{id}")?;
+            }
+        }
+        // The key's run, the same plan, inputs and seed: nothing was stored.
+        oracle_pg::Submitted::Existing { run, state, .. } => {
+            if json_out {
+                crate::out::json(&json!({
+                    "ok": true, "run": run, "state": state, "existing": true, "key": a.key(),
+                }))?;
+            } else {
+                outln!("{run}")?;
+                eprintln!(
+                    "note: key `{}` submitted run {run} already (now {state}), with the same plan, inputs and seed; nothing was stored",
+                    a.key().unwrap_or_default()
+                );
+            }
+        }
     }
     Ok(exit::OK)
 }

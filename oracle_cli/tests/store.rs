@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{SplitMix64, json_in, oracle_in};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 static DB: AtomicU64 = AtomicU64::new(0);
 
@@ -1215,4 +1215,66 @@ fn a_worker_taking_a_run_over_starts_from_the_resume_point_the_store_kept() {
         exported_head(&st, &url, id).1,
         fs::read(fh.join(".oracle/runs/long-1/events.jsonl")).unwrap()
     );
+}
+
+/// `oracle submit --key` on a store: the key is kept in the store (`run_keys`), so a second
+/// submission of the same plan, inputs and seed under it stores nothing and names the first
+/// run, one that differs is refused with the file home's code, and submissions racing on one
+/// key store one run. The worker records the key in `run_started`, as `oracle run --key` does.
+#[test]
+fn a_key_submits_a_run_once_to_a_store_and_refuses_a_submission_that_differs() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (st, fh) = (tmp.path().join("store"), tmp.path().join("home"));
+    plans_dir(&st);
+    plans_dir(&fh);
+    let submit = |extra: &[&str]| {
+        let mut args = vec!["submit", "ask.plan", "--store", &url, "--json"];
+        args.extend_from_slice(extra);
+        json_in(&st, &args)
+    };
+    let (code, first) = submit(&["--key", "job-1"]);
+    assert_eq!(code, 0, "{first}");
+    let id = first["run"].as_str().unwrap().to_owned();
+    let (code, again) = submit(&["--key", "job-1"]);
+    assert_eq!(code, 0, "{again}");
+    assert_eq!(
+        (&again["run"], &again["existing"]),
+        (&first["run"], &json!(true))
+    );
+    let (code, v) = submit(&["--key", "job-1", "--seed", "5"]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "key_conflict");
+    assert_eq!(v["error"]["differs"], json!(["seed"]));
+    assert_eq!(runs(&st, &url).len(), 1, "nothing else was stored");
+    // Racing submissions under a new key: one run.
+    let racers: Vec<_> = (0..4)
+        .map(|_| {
+            let (st, url) = (st.clone(), url.clone());
+            std::thread::spawn(move || {
+                json_in(
+                    &st,
+                    &[
+                        "submit", "ask.plan", "--store", &url, "--key", "job-2", "--json",
+                    ],
+                )
+            })
+        })
+        .collect();
+    let ids: std::collections::BTreeSet<String> = racers
+        .into_iter()
+        .map(|t| {
+            let (code, v) = t.join().unwrap();
+            assert_eq!(code, 0, "{v}");
+            v["run"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(runs(&st, &url).len(), 2);
+    // The worker records the key; the log is the file home's `oracle run --key`, byte for byte.
+    worker_until_idle(&st, &url, &[]);
+    let (code, out, err) = oracle_in(&fh, &["run", "ask.plan", "--key", "job-1"]);
+    assert_eq!(code, 3, "{out}{err}");
+    let home_log = fs::read(fh.join(".oracle/runs/ask-1/events.jsonl")).unwrap();
+    assert_eq!(exported_head(&st, &url, &id).1, home_log);
 }

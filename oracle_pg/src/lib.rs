@@ -171,6 +171,20 @@ pub struct Programs {
     pub scorer_cmd: Option<String>,
 }
 
+/// What a keyed submission did ([`Store::submit_keyed`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// Stored a new run, this one.
+    New(String),
+    /// The key started `run` already (now in `state`); nothing was stored. `differs` names what
+    /// this submission has that the run's differs in; empty, it is the same run.
+    Existing {
+        run: String,
+        state: String,
+        differs: Vec<String>,
+    },
+}
+
 /// A run a worker now holds.
 #[derive(Clone, Debug)]
 pub struct Claim {
@@ -296,10 +310,84 @@ impl Store {
     /// Stores a prepared run directory (no log yet) as a new submitted run of `program`, and
     /// wakes the workers. Returns its id, `<program>-<n>` with `n` from the store's sequence.
     pub fn submit(&self, program: &str, dir: &Path, programs: &Programs) -> Result<String> {
+        match self.submit_keyed(program, dir, programs, None)? {
+            Submitted::New(id) => Ok(id),
+            // Invariant: without a key, no run is found.
+            Submitted::Existing { run, .. } => Ok(run),
+        }
+    }
+
+    /// [`Store::submit`] with an idempotency key: when `key` started a run already, nothing is
+    /// stored and that run is returned with what differs between the two submissions (`plan`,
+    /// `inputs`, `seed`; nothing: the same run). The key's row is written in the submission's
+    /// transaction under an advisory lock on the key, so submissions racing on one key store
+    /// one run.
+    pub fn submit_keyed(
+        &self,
+        program: &str,
+        dir: &Path,
+        programs: &Programs,
+        key: Option<&oracle_runtime::keys::KeyClaim>,
+    ) -> Result<Submitted> {
         let files = read_run_files(dir)?;
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("submitting a run"))?;
+        if let Some(want) = key {
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                &[&want.key],
+            )
+            .map_err(db("locking an idempotency key"))?;
+            let row = tx
+                .query_opt(
+                    "SELECT k.run, k.plan, k.inputs, k.seed, r.state FROM run_keys k
+                     JOIN runs r ON r.id = k.run WHERE k.key = $1",
+                    &[&want.key],
+                )
+                .map_err(db("reading an idempotency key"))?;
+            if let Some(row) = row {
+                let run: String = row.get(0);
+                let hash = |b: Vec<u8>| <[u8; 32]>::try_from(b.as_slice()).map(oracle_core::Hash);
+                let (plan, inputs) = match (hash(row.get(1)), hash(row.get(2))) {
+                    (Ok(p), Ok(i)) => (p, i),
+                    _ => {
+                        return Err(PgError::BadRecord {
+                            run,
+                            offset: 0,
+                            reason: "an idempotency key's row holds a hash that is not 32 bytes"
+                                .into(),
+                        });
+                    }
+                };
+                let seed: String = row.get(3);
+                let had = oracle_runtime::keys::KeyClaim {
+                    key: want.key.clone(),
+                    run: run.clone(),
+                    plan,
+                    inputs,
+                    seed: seed.parse().unwrap_or(u64::MAX),
+                };
+                return Ok(Submitted::Existing {
+                    differs: had.differs(want),
+                    state: row.get(4),
+                    run,
+                });
+            }
+        }
         let id = new_run(&mut tx, program, "submitted", &files)?;
+        if let Some(k) = key {
+            tx.execute(
+                "INSERT INTO run_keys (key, run, plan, inputs, seed) VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &k.key,
+                    &id,
+                    &k.plan.0.as_slice(),
+                    &k.inputs.0.as_slice(),
+                    &k.seed.to_string(),
+                ],
+            )
+            .map_err(db("storing an idempotency key"))?;
+        }
         tx.execute(
             "UPDATE runs SET oracle_cmd = $2, scorer_cmd = $3 WHERE id = $1",
             &[&id, &programs.oracle_cmd, &programs.scorer_cmd],
@@ -308,7 +396,7 @@ impl Store {
         tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
             .map_err(db("waking workers"))?;
         tx.commit().map_err(db("submitting a run"))?;
-        Ok(id)
+        Ok(Submitted::New(id))
     }
 
     /// Stores a verified log (`oracle import LOG --store`) as a new run of `program` at rest in

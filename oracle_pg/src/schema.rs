@@ -119,6 +119,18 @@ CREATE TABLE snapshots (
     PRIMARY KEY (run, seq)
 );
 "#,
+    // 5: idempotency keys (`oracle submit --key`): the run each key started, with what a second
+    // submission under the key must match to be that run. Written in the submission's
+    // transaction, under the key's advisory lock, so racing submissions start one run.
+    r#"
+CREATE TABLE run_keys (
+    key    text PRIMARY KEY,
+    run    text NOT NULL REFERENCES runs (id),
+    plan   bytea NOT NULL,
+    inputs bytea NOT NULL,
+    seed   text NOT NULL
+);
+"#,
 ];
 
 /// The schema version this binary writes and reads.
