@@ -186,6 +186,8 @@ pub fn check_with(
             let more: Vec<Diagnostic> = more.into_iter().filter(|d| !overlaps(d)).collect();
             diags.extend(more);
         }
+        // In order of position, as a reader goes through the file.
+        diags.sort_by_key(|x| x.span.start);
         return (None, diags);
     }
     match compile(&plan, catalogue) {
@@ -627,9 +629,6 @@ pub fn compile_in(
         }
     };
 
-    if !d.is_empty() {
-        return Err(d);
-    }
     let mut compiled = CompiledPlan {
         name: plan.name.node.clone(),
         version: plan.version.node,
@@ -640,13 +639,35 @@ pub fn compile_in(
         levels,
         hash: Hash::ZERO,
     };
-    compiled.hash = plan_hash(&compiled);
-    // Types last: they are read from a plan that otherwise compiles (E0223, E0224).
-    let d = crate::types::check(&compiled, catalogue, None);
-    if !d.is_empty() {
+    // Types last (E0223, E0224), and also when the plan has other errors, so one `plan check`
+    // shows every mistake: the type check reads steps by name only, and a step the compiler
+    // refused still has its arguments (an unknown tool or name is typed as anything, so it
+    // adds nothing of its own).
+    let typed = crate::types::check(&compiled, catalogue, None);
+    if !d.is_empty() || !typed.is_empty() {
+        merge_by_position(&mut d, typed);
         return Err(d);
     }
+    compiled.hash = plan_hash(&compiled);
     Ok(compiled)
+}
+
+/// Adds `more` to `d`, leaving out one at a place `d` already reports (the same problem found
+/// by both the compiler and the type check, E0218 for a step's first field, is said once),
+/// then orders them all by where they start (stable: at one place, the order found).
+fn merge_by_position(d: &mut Vec<Diagnostic>, more: Vec<Diagnostic>) {
+    for m in more {
+        let said = d.iter().any(|p| {
+            p.span == m.span
+                || (p.code == m.code
+                    && m.span.start < p.span.end.max(p.span.start + 1)
+                    && p.span.start < m.span.end.max(m.span.start + 1))
+        });
+        if !said {
+            d.push(m);
+        }
+    }
+    d.sort_by_key(|x| x.span.start);
 }
 
 /// E0209 for `cycle` (`a, b, ..., a`: each step uses the next): the first
