@@ -197,13 +197,19 @@ struct Show<'a> {
     agents: &'a BTreeSet<String>,
 }
 
-/// The agent steps of the plan kept beside `log` (a run's), if any: a bare log file has no
-/// plan, and its agent turns keep the recorded field's name, `attempt`.
+/// The agent steps of the plan kept beside `log` (a run's), if any, with those of its loop
+/// bodies and of the sub-plans the run kept (`uses/`): a bare log file has no plan, and its
+/// agent turns keep the recorded field's name, `attempt`.
 fn agent_steps(log: &Path) -> BTreeSet<String> {
-    log.parent()
-        .map(|dir| dir.join(oracle_runtime::session::PLAN_FILE))
-        .and_then(|plan| std::fs::read_to_string(plan).ok())
-        .map(|src| oracle_plan::agent_steps_of(&src))
+    let Some(dir) = log.parent() else {
+        return BTreeSet::new();
+    };
+    std::fs::read_to_string(dir.join(oracle_runtime::session::PLAN_FILE))
+        .map(|src| {
+            let uses = dir.join(oracle_runtime::session::USES_DIR);
+            let sources = oracle_runtime::session::plan_sources(&uses, &src);
+            oracle_plan::agent_steps_with(&src, &sources)
+        })
         .unwrap_or_default()
 }
 
@@ -257,7 +263,9 @@ fn print_event(e: &oracle_core::Event, show: Show<'_>) -> Result<(), CliError> {
         .map(|p| match p {
             // An agent step's model calls are its turns: the recorded field is `attempt`, but
             // a person reads "turn" (the format is unchanged).
-            oracle_core::payload::Payload::StepScheduled(s) if show.agents.contains(&s.step) => {
+            oracle_core::payload::Payload::StepScheduled(s)
+                if oracle_plan::is_agent_call(show.agents, &s.step) =>
+            {
                 s.summary_as_turn()
             }
             p if show.full => p.summary_full(),

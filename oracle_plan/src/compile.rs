@@ -145,16 +145,70 @@ pub fn tools_of(src: &str) -> Vec<String> {
 /// The names of a plan's agent steps (`s = agent { ... }`), whose model calls are turns rather
 /// than attempts (what `oracle log` calls them); empty if the source does not parse.
 pub fn agent_steps_of(src: &str) -> std::collections::BTreeSet<String> {
-    crate::parser::parse(src)
-        .0
-        .map(|p| {
-            p.steps
-                .into_iter()
-                .filter(|s| s.call.tool.node == crate::agent::AGENT_TOOL)
-                .map(|s| s.name.node)
-                .collect()
-        })
-        .unwrap_or_default()
+    agent_steps_with(src, &Sources::new())
+}
+
+/// The agent steps of a plan as a run names their calls: a top-level one by its name, one in a
+/// loop's body by its name too (its calls are `name[i]`, which [`is_agent_call`] reads), one in
+/// a sub-plan used by step `notes` as `notes/name` (and so on down, with the sub-plans'
+/// `sources` by the paths the plan wrote; one missing is left out).
+pub fn agent_steps_with(src: &str, sources: &Sources) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    agent_steps_into(src, sources, "", 0, &mut out);
+    out
+}
+
+fn agent_steps_into(
+    src: &str,
+    sources: &Sources,
+    prefix: &str,
+    depth: u32,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    let Some(plan) = crate::parser::parse(src).0 else {
+        return;
+    };
+    for s in &plan.steps {
+        let body = s.body.iter().flat_map(|b| b.steps.iter());
+        for t in std::iter::once(s).chain(body) {
+            if t.call.tool.node == crate::agent::AGENT_TOOL {
+                out.insert(format!("{prefix}{}", t.name.node));
+            }
+            // A step that calls a sub-plan: its calls are named under the step.
+            let used = plan.uses.iter().find(|u| u.alias.node == t.call.tool.node);
+            if let Some(sub) = used.and_then(|u| sources.get(&u.path.node))
+                && depth < USES_DEPTH_MAX
+            {
+                let inner = format!("{prefix}{}/", t.name.node);
+                agent_steps_into(sub, sources, &inner, depth + 1, out);
+            }
+        }
+    }
+}
+
+/// Whether the recorded step name `step` is a call of one of `agents` (from
+/// [`agent_steps_with`]): a loop iteration's `[i]` is not part of the step's name.
+pub fn is_agent_call(agents: &std::collections::BTreeSet<String>, step: &str) -> bool {
+    if agents.contains(step) {
+        return true;
+    }
+    let mut plain = String::with_capacity(step.len());
+    let mut rest = step;
+    while let Some(open) = rest.find('[') {
+        plain.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find(']') {
+            Some(close) if after[..close].bytes().all(|b| b.is_ascii_digit()) => {
+                rest = &after[close + 1..];
+            }
+            _ => {
+                plain.push('[');
+                rest = after;
+            }
+        }
+    }
+    plain.push_str(rest);
+    agents.contains(&plain)
 }
 
 /// Parses and compiles: the plan if there are no errors, and every diagnostic found.
