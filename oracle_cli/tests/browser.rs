@@ -132,6 +132,22 @@ async fn sign_in(c: &fantoccini::Client, secret: &str, lands_on: &str) {
     c.wait().for_element(Locator::Id(lands_on)).await.unwrap();
 }
 
+/// The page the browser shows is no wider than its window: no sideways scrolling.
+async fn assert_fits(c: &fantoccini::Client, what: &str) {
+    let v = c
+        .execute(
+            "const e = document.documentElement; return [e.scrollWidth, e.clientWidth];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (scroll, client) = (v[0].as_u64().unwrap(), v[1].as_u64().unwrap());
+    assert!(
+        client <= 1280 && scroll <= client,
+        "{what} scrolls sideways: {scroll} px wide in a {client} px window"
+    );
+}
+
 #[test]
 fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_replay() {
     let Some((chromium, driver)) = browser() else {
@@ -292,6 +308,9 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
         c.find(Locator::Id("timeline")).await.unwrap();
         let png = c.screenshot().await.unwrap();
         std::fs::write(shots.join("run.png"), png).unwrap();
+        // At 1280 px nothing scrolls sideways: hashes, JSON and tables fit or wrap.
+        c.set_window_size(1280, 800).await.unwrap();
+        assert_fits(&c, "the run page").await;
         // The divergence view: two runs compared, as `oracle diff` reports it.
         c.goto(&format!("{base}/runs/ask-1?diff=adjudication-1"))
             .await
@@ -302,6 +321,20 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
             .await
             .unwrap();
         assert!(d.text().await.unwrap().contains("ask-1"));
+        assert_fits(&c, "the divergence page").await;
+        // The divergence is read first: it comes before the step graph and the events.
+        let before: bool = c
+            .execute(
+                "const d = document.getElementById('divergence'); \
+                 return !!(d.compareDocumentPosition(document.getElementById('timeline')) \
+                 & Node.DOCUMENT_POSITION_FOLLOWING);",
+                vec![],
+            )
+            .await
+            .unwrap()
+            .as_bool()
+            .unwrap();
+        assert!(before, "the divergence section comes before the events");
         // A path instead of a run id is refused, never read.
         c.goto(&format!("{base}/runs/ask-1?diff=..%2F..%2Fetc"))
             .await
