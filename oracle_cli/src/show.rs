@@ -103,9 +103,14 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
         // The last N selected events: a window of at most N, kept while the log streams by.
         let mut last: std::collections::VecDeque<oracle_core::Event> =
             std::collections::VecDeque::new();
+        // Nothing is printed until the whole log has been read: say how far it is.
+        let meter = crate::progress::Meter::spinner("reading", a.json);
         reader::scan(&paths.log, false, |e| {
             if e.seq > to {
                 return Ok(false);
+            }
+            if e.seq.is_multiple_of(SCAN_SHOWN_EVERY) {
+                meter.set_message(|| format!("at event {}", e.seq));
             }
             if selected(&e) && n > 0 {
                 if last.len() as u64 == n {
@@ -115,6 +120,7 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
             }
             Ok(true)
         })?;
+        drop(meter);
         for e in last {
             print_event(&e, show)?;
         }
@@ -141,6 +147,9 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
         None => Ok(exit::OK),
     }
 }
+
+/// Events between two updates of a scan's progress message (a message costs a format).
+const SCAN_SHOWN_EVERY: u64 = 4096;
 
 /// `log -n N` with no filter: the last N events (up to `--to`, from `--from`) read through the
 /// index from the end, so a long log is not read whole. Each record is checked on its own
@@ -216,13 +225,18 @@ fn agent_steps(log: &Path) -> BTreeSet<String> {
 /// `oracle log --seq N`: one event, every field (or its exact record, `--json`).
 fn one_event(paths: &oracle_runtime::LogPaths, seq: u64, json: bool) -> Result<u8, CliError> {
     let mut found = None;
+    let meter = crate::progress::Meter::spinner("reading", json);
     reader::scan(&paths.log, false, |e| {
         if e.seq == seq {
             found = Some(e);
             return Ok(false);
         }
+        if e.seq.is_multiple_of(SCAN_SHOWN_EVERY) {
+            meter.set_message(|| format!("at event {}, looking for {seq}", e.seq));
+        }
         Ok(true)
     })?;
+    drop(meter);
     let Some(e) = found else {
         return Err(CliError::input(format!(
             "{}: no event {seq} (`oracle log` lists them)",
