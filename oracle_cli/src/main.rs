@@ -22,6 +22,7 @@ mod maintain;
 mod memory;
 mod plan;
 mod plan_fmt;
+mod progress;
 mod report;
 mod run;
 mod serve;

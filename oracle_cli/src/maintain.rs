@@ -211,16 +211,25 @@ pub fn synth(home: &Path, a: SynthArgs) -> Result<u8, CliError> {
         ShapeArg::Writes => Shape::Writes,
     };
     let mut w = LogWriter::create(&paths, a.durability.into())?;
-    for event in Synth::new(SynthConfig {
+    let meter =
+        crate::progress::Meter::bar("writing", a.events, crate::progress::Unit::Events, a.json);
+    for (n, event) in Synth::new(SynthConfig {
         events: a.events,
         seed: a.seed,
         keys: a.keys,
         shape,
-    }) {
+    })
+    .enumerate()
+    {
         let event = event.map_err(|e| CliError::input(format!("synthetic log: {e}")))?;
         w.append_sealed(&event)?;
+        // Every 4096 events: the bar is redrawn at most a few times a second anyway.
+        if n.is_multiple_of(4096) {
+            meter.set_position(n as u64);
+        }
     }
     let head = w.close()?;
+    drop(meter);
     if a.json {
         crate::out::json(&json!({"path": paths.log, "events": head.next_seq, "head": head.hash}))?;
     } else {

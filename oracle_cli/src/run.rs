@@ -324,10 +324,10 @@ pub struct RunsArgs {
     json: bool,
 }
 
-/// A progress display on stderr while a drive runs: only when stderr is a terminal (never in
-/// pipes, files or tests), and never recorded anywhere.
+/// A progress display on stderr while a drive runs (`crate::progress`: only on a terminal,
+/// never with `--json`, and only after a second), never recorded anywhere.
 struct Display {
-    bar: Option<indicatif::ProgressBar>,
+    meter: crate::progress::Meter,
     rounds: u64,
 }
 
@@ -335,41 +335,32 @@ impl Display {
     /// Rounds between two updates: a 100k-step run must not spend its time drawing.
     const EVERY: u64 = 64;
 
-    fn new(verb: &'static str) -> Display {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new_spinner();
-            if let Ok(style) =
-                indicatif::ProgressStyle::with_template("{spinner} {prefix} {msg} [{elapsed}]")
-            {
-                bar.set_style(style);
-            }
-            bar.set_prefix(verb);
-            bar.enable_steady_tick(std::time::Duration::from_millis(120));
-            bar
-        });
-        Display { bar, rounds: 0 }
+    fn new(verb: &'static str, json: bool) -> Display {
+        Display {
+            meter: crate::progress::Meter::spinner(verb, json),
+            rounds: 0,
+        }
     }
 
     fn update(&mut self, p: &Progress) {
         self.rounds += 1;
-        let Some(bar) = &self.bar else { return };
         if self.rounds % Self::EVERY != 1 {
             return;
         }
-        if p.events < p.recorded {
-            bar.set_message(format!(
-                "{} of {} recorded events checked, {} calls",
-                p.events, p.recorded, p.calls
-            ));
-        } else {
-            bar.set_message(format!("{} events, {} calls", p.events, p.calls));
-        }
+        self.meter.set_message(|| {
+            if p.events < p.recorded {
+                format!(
+                    "{} of {} recorded events checked, {} calls",
+                    p.events, p.recorded, p.calls
+                )
+            } else {
+                format!("{} events, {} calls", p.events, p.calls)
+            }
+        });
     }
 
     fn finish(self) {
-        if let Some(bar) = self.bar {
-            bar.finish_and_clear();
-        }
+        drop(self.meter);
     }
 }
 
@@ -717,7 +708,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     let (opts, tool_dirs) = start_options(home, &a)?;
     let host = host(home, a.drive.json)?;
     crate::interrupt::on_ctrl_c(None);
-    let mut display = Display::new("running");
+    let mut display = Display::new("running", a.drive.json);
     let mut progress = |p: &Progress| display.update(p);
     let s = host.start(opts, &new_run_given(&a), tool_dirs, Some(&mut progress));
     display.finish();
@@ -915,7 +906,7 @@ pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     crate::interrupt::on_ctrl_c(Some(&a.run));
     let answer = a.answer()?;
     crate::files::check_stored_plan(home, &a.run, a.drive.json)?;
-    let mut display = Display::new("resuming");
+    let mut display = Display::new("resuming", a.drive.json);
     let mut progress = |p: &Progress| display.update(p);
     let resumed = host.resume(
         &a.run,
@@ -1059,7 +1050,7 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
         false,
         a.allow_tool_change,
     )?;
-    let mut display = Display::new("replaying");
+    let mut display = Display::new("replaying", a.json);
     let r = session::replay_observed(
         home,
         &a.run,

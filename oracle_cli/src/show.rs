@@ -103,9 +103,14 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
         // The last N selected events: a window of at most N, kept while the log streams by.
         let mut last: std::collections::VecDeque<oracle_core::Event> =
             std::collections::VecDeque::new();
+        // Nothing is printed until the whole log has been read: say how far it is.
+        let meter = crate::progress::Meter::spinner("reading", a.json);
         reader::scan(&paths.log, false, |e| {
             if e.seq > to {
                 return Ok(false);
+            }
+            if e.seq.is_multiple_of(SCAN_SHOWN_EVERY) {
+                meter.set_message(|| format!("at event {}", e.seq));
             }
             if selected(&e) && n > 0 {
                 if last.len() as u64 == n {
@@ -115,6 +120,7 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
             }
             Ok(true)
         })?;
+        drop(meter);
         for e in last {
             print_event(&e, show)?;
         }
@@ -141,6 +147,9 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
         None => Ok(exit::OK),
     }
 }
+
+/// Events between two updates of a scan's progress message (a message costs a format).
+const SCAN_SHOWN_EVERY: u64 = 4096;
 
 /// `log -n N` with no filter: the last N events (up to `--to`, from `--from`) read through the
 /// index from the end, so a long log is not read whole. Each record is checked on its own
@@ -197,26 +206,37 @@ struct Show<'a> {
     agents: &'a BTreeSet<String>,
 }
 
-/// The agent steps of the plan kept beside `log` (a run's), if any: a bare log file has no
-/// plan, and its agent turns keep the recorded field's name, `attempt`.
+/// The agent steps of the plan kept beside `log` (a run's), if any, with those of its loop
+/// bodies and of the sub-plans the run kept (`uses/`): a bare log file has no plan, and its
+/// agent turns keep the recorded field's name, `attempt`.
 fn agent_steps(log: &Path) -> BTreeSet<String> {
-    log.parent()
-        .map(|dir| dir.join(oracle_runtime::session::PLAN_FILE))
-        .and_then(|plan| std::fs::read_to_string(plan).ok())
-        .map(|src| oracle_plan::agent_steps_of(&src))
+    let Some(dir) = log.parent() else {
+        return BTreeSet::new();
+    };
+    std::fs::read_to_string(dir.join(oracle_runtime::session::PLAN_FILE))
+        .map(|src| {
+            let uses = dir.join(oracle_runtime::session::USES_DIR);
+            let sources = oracle_runtime::session::plan_sources(&uses, &src);
+            oracle_plan::agent_steps_with(&src, &sources)
+        })
         .unwrap_or_default()
 }
 
 /// `oracle log --seq N`: one event, every field (or its exact record, `--json`).
 fn one_event(paths: &oracle_runtime::LogPaths, seq: u64, json: bool) -> Result<u8, CliError> {
     let mut found = None;
+    let meter = crate::progress::Meter::spinner("reading", json);
     reader::scan(&paths.log, false, |e| {
         if e.seq == seq {
             found = Some(e);
             return Ok(false);
         }
+        if e.seq.is_multiple_of(SCAN_SHOWN_EVERY) {
+            meter.set_message(|| format!("at event {}, looking for {seq}", e.seq));
+        }
         Ok(true)
     })?;
+    drop(meter);
     let Some(e) = found else {
         return Err(CliError::input(format!(
             "{}: no event {seq} (`oracle log` lists them)",
@@ -257,7 +277,9 @@ fn print_event(e: &oracle_core::Event, show: Show<'_>) -> Result<(), CliError> {
         .map(|p| match p {
             // An agent step's model calls are its turns: the recorded field is `attempt`, but
             // a person reads "turn" (the format is unchanged).
-            oracle_core::payload::Payload::StepScheduled(s) if show.agents.contains(&s.step) => {
+            oracle_core::payload::Payload::StepScheduled(s)
+                if oracle_plan::is_agent_call(show.agents, &s.step) =>
+            {
                 s.summary_as_turn()
             }
             p if show.full => p.summary_full(),

@@ -535,9 +535,15 @@ fn stop_on_signals(stop: Arc<AtomicBool>) {
 
 /// The wall-clock time now, as `YYYY-MM-DDTHH:MM:SSZ`, for log lines (never recorded).
 fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    utc_text(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    )
+}
+
+/// `secs` since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_text(secs: u64) -> String {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -555,4 +561,19 @@ fn utc_now() -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_log_lines_carry_utc_timestamps() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_text(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_text(1_767_225_599), "2025-12-31T23:59:59Z");
+        assert_eq!(utc_text(4_102_444_800), "2100-01-01T00:00:00Z");
+        let now = utc_now();
+        assert_eq!(now.len(), "2026-01-01T00:00:00Z".len(), "{now}");
+    }
 }

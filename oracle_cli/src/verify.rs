@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use clap::Args;
 use oracle_core::Hash;
+use oracle_runtime::VerifyOptions;
 use oracle_runtime::checkpoint;
-use oracle_runtime::{VerifyOptions, verify_file};
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -232,9 +232,23 @@ fn verify_resolved(
         (None, false, Some(dir)) => checkpoint::Witness::Beside(dir),
         (None, _, _) => checkpoint::Witness::None,
     };
+    // A bar of the bytes checked on a terminal (a big log takes seconds); with --pubkey the
+    // checkpoints' own pass has no counter, so a spinner.
+    let size = std::fs::metadata(&paths.log).map_or(0, |m| m.len());
+    let checked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let meter = match &pubkey {
+        None => crate::progress::Meter::watching(
+            "verifying",
+            size,
+            crate::progress::Unit::Bytes,
+            a.json,
+            checked.clone(),
+        ),
+        Some(_) => crate::progress::Meter::spinner("verifying", a.json),
+    };
     let result = match &pubkey {
-        None => verify_file(&paths.log, opts)
-            .map(|s| (s, None))
+        None => oracle_runtime::reader::verify_file_counted(&paths.log, opts, &[], Some(&checked))
+            .map(|(s, _)| (s, None))
             .map_err(CliError::from),
         Some(key) => checkpoint::verify(paths, key, witness, opts)
             .map(|v| (v.summary, Some(v)))
@@ -250,6 +264,7 @@ fn verify_resolved(
         Ok((s, _)) if s.events == 0 => Err(no_events(shown)),
         other => other,
     };
+    drop(meter);
     let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     match result {
         Ok((s, checked)) => {

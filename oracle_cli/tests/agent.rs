@@ -391,3 +391,43 @@ fn a_fallback_agent_takes_over_when_the_first_runs_out_of_turns() {
     let (code, r) = sb.json(&["replay", &id, "--json"]);
     assert_eq!(code, 0, "{r}");
 }
+
+/// An agent step inside a loop's body (calls `think[0]`, `think[1]`) and one inside a sub-plan
+/// (`nested/ask`): their model calls read as turns in `oracle log` and on the run page, as a
+/// top-level agent step's do (the recorded field stays `attempt`).
+#[test]
+fn agent_steps_in_loops_and_sub_plans_are_shown_with_turns() {
+    let sb = Sandbox::new();
+    let reply = json!({"json": {"answer": "on 1 December"}});
+    let stub = Stub::start(vec![reply.clone(), reply.clone(), reply]).unwrap();
+    let model = format!("fast={}", stub.url());
+    let (code, v) = sb.json(&[
+        "run",
+        "fixtures/plans/agent-loop.plan",
+        "--model",
+        &model,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    let (code, out, err) = sb.oracle(&["log", &id, "--kind", "step_scheduled"]);
+    assert_eq!(code, 0, "{err}");
+    for step in ["think[0]", "think[1]", "nested/ask"] {
+        assert!(
+            out.contains(&format!("step {step} -> llm.chat (turn 1)")),
+            "{step}:\n{out}"
+        );
+    }
+    assert!(!out.contains("-> llm.chat (attempt"), "{out}");
+    // The run page's timeline says the same.
+    let (code, out, err) = sb.oracle(&["report", &id, "--html", "page.html"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let page = fs::read_to_string(sb.path().join("page.html")).unwrap();
+    for step in ["think[0]", "think[1]", "nested/ask"] {
+        assert!(
+            page.contains(&format!("step {step} -&gt; llm.chat (turn 1)")),
+            "{step}"
+        );
+    }
+    assert!(!page.contains("-&gt; llm.chat (attempt"));
+}

@@ -132,6 +132,29 @@ async fn sign_in(c: &fantoccini::Client, secret: &str, lands_on: &str) {
     c.wait().for_element(Locator::Id(lands_on)).await.unwrap();
 }
 
+/// The page the browser shows is no wider than its window, and no table in it scrolls
+/// sideways in its own box either: hashes, JSON and long names wrap. The step graph alone may
+/// scroll in its box (a drawing cannot wrap).
+async fn assert_fits(c: &fantoccini::Client, what: &str) {
+    let v = c
+        .execute(
+            "const e = document.documentElement; \
+             const wide = [...document.querySelectorAll('.scroll')] \
+               .filter(b => !b.closest('figure.dag') && b.scrollWidth > b.clientWidth + 1) \
+               .map(b => (b.firstElementChild || b).id + ' ' + b.scrollWidth + '>' + b.clientWidth); \
+             return [e.scrollWidth, e.clientWidth, wide];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (scroll, client) = (v[0].as_u64().unwrap(), v[1].as_u64().unwrap());
+    assert!(
+        client <= 1280 && scroll <= client,
+        "{what} scrolls sideways: {scroll} px wide in a {client} px window"
+    );
+    assert_eq!(v[2], json!([]), "{what}: tables that scroll sideways");
+}
+
 #[test]
 fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_replay() {
     let Some((chromium, driver)) = browser() else {
@@ -140,7 +163,9 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
     let sb = Sandbox::new();
     sb.write(
         "ask.plan",
-        "plan ask version 1\nq = human.ask { question: \"Ship release 2.4 today?\", schema: { type: \"string\" } }\n",
+        // The release's digest: a long unbroken token, which must wrap rather than widen the
+        // page or a table (assert_fits).
+        "plan ask version 1\nq = human.ask { question: \"Ship release 2.4 today? sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a089f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\", schema: { type: \"string\" } }\n",
     );
     let (code, _, err) = sb.oracle(&["run", "ask.plan"]);
     assert_eq!(code, 3, "{err}");
@@ -292,6 +317,12 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
         c.find(Locator::Id("timeline")).await.unwrap();
         let png = c.screenshot().await.unwrap();
         std::fs::write(shots.join("run.png"), png).unwrap();
+        // At 1280 px nothing scrolls sideways: hashes, JSON and tables fit or wrap.
+        c.set_window_size(1280, 800).await.unwrap();
+        assert_fits(&c, "the run page").await;
+        c.goto(&format!("{base}/runs/ask-1")).await.unwrap();
+        c.find(Locator::Id("timeline")).await.unwrap();
+        assert_fits(&c, "the page of the run with a long token").await;
         // The divergence view: two runs compared, as `oracle diff` reports it.
         c.goto(&format!("{base}/runs/ask-1?diff=adjudication-1"))
             .await
@@ -302,6 +333,20 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
             .await
             .unwrap();
         assert!(d.text().await.unwrap().contains("ask-1"));
+        assert_fits(&c, "the divergence page").await;
+        // The divergence is read first: it comes before the step graph and the events.
+        let before: bool = c
+            .execute(
+                "const d = document.getElementById('divergence'); \
+                 return !!(d.compareDocumentPosition(document.getElementById('timeline')) \
+                 & Node.DOCUMENT_POSITION_FOLLOWING);",
+                vec![],
+            )
+            .await
+            .unwrap()
+            .as_bool()
+            .unwrap();
+        assert!(before, "the divergence section comes before the events");
         // A path instead of a run id is refused, never read.
         c.goto(&format!("{base}/runs/ask-1?diff=..%2F..%2Fetc"))
             .await

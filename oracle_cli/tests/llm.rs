@@ -402,7 +402,7 @@ fn an_unbound_model_is_refused_naming_the_flag_and_so_are_bad_bindings() {
     let (code, _, err) = sb.oracle(&["run", &plan]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("the plan's model `m` is not bound: pass --model m=URL (an OpenAI-compatible base URL); nothing was created"),
+        err.contains("the plan's model `m` is not bound: pass --model m=URL (an OpenAI-compatible base URL) or set [models.m] url in oracle.toml; nothing was created"),
         "{err}"
     );
     for (args, expected) in [
@@ -592,7 +592,7 @@ fn an_unbound_model_or_secret_refuses_the_run_before_anything_is_written() {
     assert_eq!(code, 2, "{err}");
     assert_eq!(
         err.trim_end(),
-        "error: the plan's models `fast`, `strong` are not bound: pass --model fast=URL --model strong=URL (an OpenAI-compatible base URL); nothing was created"
+        "error: the plan's models `fast`, `strong` are not bound: pass --model fast=URL --model strong=URL (an OpenAI-compatible base URL) or set [models.fast] url, [models.strong] url in oracle.toml; nothing was created"
     );
     assert_eq!(run_dirs(&sb), Vec::<String>::new());
     // One bound: the other (the fallback's) is named; `--json` gives the stable code.
@@ -624,7 +624,7 @@ fn an_unbound_model_or_secret_refuses_the_run_before_anything_is_written() {
     assert_eq!(code, 2, "{err}");
     assert_eq!(
         err.trim_end(),
-        "error: the plan's model `big` is not bound: pass --model big=URL (an OpenAI-compatible base URL); the plan's secret `TOKEN` is not bound: pass --secret TOKEN=ENV_VAR; nothing was created"
+        "error: the plan's model `big` is not bound: pass --model big=URL (an OpenAI-compatible base URL) or set [models.big] url in oracle.toml; the plan's secret `TOKEN` is not bound: pass --secret TOKEN=ENV_VAR or set [secrets] TOKEN = { env = \"ENV_VAR\" } in oracle.toml; nothing was created"
     );
     assert_eq!(run_dirs(&sb), Vec::<String>::new());
 }

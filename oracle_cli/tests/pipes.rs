@@ -173,3 +173,40 @@ fn verify_and_inspect_of_a_big_log_with_stdout_closed_exit_0() {
         assert_quiet(&args.join(" "), &ended, &err);
     }
 }
+
+/// Progress is drawn only on a terminal: with stderr a pipe (as here, and in every script),
+/// commands that take seconds on a big log say nothing on stderr, escape codes least of all,
+/// however long they take. On a terminal (util-linux `script`), `--json` keeps it off too.
+#[test]
+fn no_progress_on_a_pipe_or_with_json() {
+    let sb = Sandbox::new();
+    let big = sb.path().join("big.jsonl");
+    let big = big.to_str().unwrap();
+    let quiet = |args: &[&str]| {
+        let started = std::time::Instant::now();
+        let (code, out, err) = sb.oracle(args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        assert!(
+            err.is_empty() && !out.contains('\u{1b}'),
+            "{args:?} ({:?}) wrote progress to a pipe: {err:?}",
+            started.elapsed()
+        );
+        out
+    };
+    // 100k events (54 MB): verifying takes over the one-second delay in a debug build on a
+    // 2-core machine, so the display would be drawn if a pipe were taken for a terminal.
+    quiet(&["synth", "--events", "100000", "--out", big]);
+    quiet(&["verify", big]);
+    quiet(&["log", big, "--kind", "run_started", "-n", "1"]);
+    quiet(&["log", big, "--seq", "99999"]);
+    // A terminal, but `--json`: a program reads it, so no progress either.
+    let on_tty = format!("{} verify {big} --json", env!("CARGO_BIN_EXE_oracle"));
+    let out = Command::new("script")
+        .args(["-qec", &on_tty, "/dev/null"])
+        .current_dir(sb.path())
+        .output()
+        .expect("util-linux `script` gives the test a terminal");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"ok\":true"), "{text}");
+    assert!(!text.contains("verifying"), "{text}");
+}

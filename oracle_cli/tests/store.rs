@@ -642,19 +642,21 @@ fn the_readme_walkthrough_two_workers_and_one_killed() {
         dir,
         &["submit", "fixtures/plans/escalation.plan", "--store", &url],
     );
-    let spawn = || {
+    let spawn = |log: Stdio| {
         Command::new(env!("CARGO_BIN_EXE_oracle"))
             .args(["worker", "--lease-ms", "2000", "--poll-ms", "100"])
             .env("ORACLE_STORE", &url)
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap()
     };
-    let mut a = spawn();
-    let mut b = spawn();
+    let mut a = spawn(Stdio::null());
+    // B's log lines, read at the end: each stamped, and its takeover said as one.
+    let b_log = dir.join("worker-b.log");
+    let mut b = spawn(Stdio::from(fs::File::create(&b_log).unwrap()));
     // Kill A the moment it holds a run.
     let a_name = format!("-{}", a.id());
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -774,6 +776,32 @@ fn the_readme_walkthrough_two_workers_and_one_killed() {
         .unwrap();
     assert!(status.success());
     assert!(b.wait().unwrap().success());
+    let log = fs::read_to_string(&b_log).unwrap();
+    let stamped = |line: &str| {
+        let b = line.as_bytes();
+        b.len() > 21
+            && b[..20].iter().enumerate().all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                10 => *c == b'T',
+                13 | 16 => *c == b':',
+                19 => *c == b'Z',
+                _ => c.is_ascii_digit(),
+            })
+            && b[20] == b' '
+    };
+    assert!(log.lines().all(stamped), "{log}");
+    assert!(
+        log.contains(" worker   escalation-7 claimed (fence "),
+        "{log}"
+    );
+    if held.starts_with("quickstart") {
+        assert!(
+            log.contains(&format!(
+                " worker   {held} taken over: its worker's lease expired (fence "
+            )),
+            "{log}"
+        );
+    }
 }
 
 /// A plan with declared tools (an exec program, a WebAssembly module, an MCP server) runs in a

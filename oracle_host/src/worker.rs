@@ -147,9 +147,18 @@ fn spawn_renewer(shared: Arc<Shared>) {
             }
             let Some(s) = &store else { continue };
             for (run, fence) in now {
-                if s.renew(&run, fence, lease_ms as i64).is_err() {
-                    store = None;
-                    break;
+                match s.renew(&run, fence, lease_ms as i64) {
+                    Ok(true) => {}
+                    // Said once: the run is no longer renewed, and the drive's next commit is
+                    // refused by the store.
+                    Ok(false) => {
+                        lock(&shared.held).remove(&run);
+                        (shared.log)(&lost_line(&run, fence));
+                    }
+                    Err(_) => {
+                        store = None;
+                        break;
+                    }
                 }
             }
         }
@@ -211,10 +220,7 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
             store.wait(s.poll_ms)?;
             continue;
         };
-        (shared.log)(&format!(
-            "worker   {} claimed (fence {}, {})",
-            claim.id, claim.fence, claim.from
-        ));
+        (shared.log)(&claim_line(&claim));
         lock(&shared.held).insert(claim.id.clone(), claim.fence);
         let outcome = drive_claim(shared, store, &claim, scratch);
         lock(&shared.held).remove(&claim.id);
@@ -228,6 +234,29 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
         }
     }
     Ok(())
+}
+
+/// The log line of a claim: a run claimed from `running` had a holder whose lease expired (a
+/// worker that crashed or lost the store), so it is said to be taken over.
+fn claim_line(claim: &Claim) -> String {
+    if claim.from == "running" {
+        format!(
+            "worker   {} taken over: its worker's lease expired (fence {})",
+            claim.id, claim.fence
+        )
+    } else {
+        format!(
+            "worker   {} claimed (fence {}, {})",
+            claim.id, claim.fence, claim.from
+        )
+    }
+}
+
+/// The log line of a lease this worker found taken over when renewing it.
+fn lost_line(run: &str, fence: i64) -> String {
+    format!(
+        "worker   {run} taken over by another worker (our fence {fence}): this worker's next commit of it is refused"
+    )
 }
 
 /// Why a claimed run's drive stopped short.
@@ -569,5 +598,32 @@ impl Home {
             self.points(oracle_runtime::resume_point::Policy::default()),
             progress,
         )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(from: &str) -> Claim {
+        Claim {
+            id: "q-1".into(),
+            fence: 3,
+            events: 12,
+            from: from.into(),
+        }
+    }
+
+    #[test]
+    fn a_claim_from_running_is_a_takeover() {
+        assert_eq!(
+            claim_line(&claim("submitted")),
+            "worker   q-1 claimed (fence 3, submitted)"
+        );
+        assert_eq!(
+            claim_line(&claim("running")),
+            "worker   q-1 taken over: its worker's lease expired (fence 3)"
+        );
+        assert!(lost_line("q-1", 2).starts_with("worker   q-1 taken over by another worker"));
     }
 }

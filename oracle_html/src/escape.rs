@@ -27,6 +27,29 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// Prose (a reason, an error, an event's summary) as HTML text: [`escape`]d, with each
+/// `` `name` `` the messages use to quote a name shown as `<code>name</code>` rather than with
+/// its backticks. An unpaired backtick, or an empty pair, stays as written.
+pub fn prose(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    let mut rest = s;
+    while let Some(open) = rest.find('`') {
+        let after = &rest[open + 1..];
+        match after.find('`') {
+            Some(close) if close > 0 => {
+                out.push_str(&escape(&rest[..open]));
+                out.push_str("<code>");
+                out.push_str(&escape(&after[..close]));
+                out.push_str("</code>");
+                rest = &after[close + 1..];
+            }
+            _ => break,
+        }
+    }
+    out.push_str(&escape(rest));
+    out
+}
+
 /// A part of an element id: ASCII letters, digits, `-` and `_` kept, every other character
 /// `_`. Run ids and step names are identifiers already (`escalation-1`, `confirm`); this only
 /// keeps an odd directory name or a loop step (`ask[0]`) from breaking an id or a CSS
@@ -101,6 +124,24 @@ mod tests {
     fn control_characters_are_replaced_but_whitespace_kept() {
         assert_eq!(escape("a\u{0}b\u{1b}[31mc"), "a\u{fffd}b\u{fffd}[31mc");
         assert_eq!(escape("a\tb\nc\r"), "a\tb\nc\r");
+    }
+
+    #[test]
+    fn quoted_names_in_prose_become_code() {
+        assert_eq!(
+            prose("step `fetch` failed: no field `x.y`"),
+            "step <code>fetch</code> failed: no field <code>x.y</code>"
+        );
+        // Escaped inside and out: a backtick pair is no way in for markup.
+        assert_eq!(
+            prose("a <b> `<i>` & c"),
+            "a &lt;b&gt; <code>&lt;i&gt;</code> &amp; c"
+        );
+        // Unpaired or empty: kept as written.
+        assert_eq!(prose("it's `odd"), "it&#39;s `odd");
+        assert_eq!(prose("`a` and `b"), "<code>a</code> and `b");
+        assert_eq!(prose("``"), "``");
+        assert_eq!(prose("no quotes"), "no quotes");
     }
 
     #[test]

@@ -499,9 +499,14 @@ pub fn timeline(run: &RunDir, page: Page) -> Result<Timeline> {
     let mut log = IndexedLog::open_with(&run.paths.log, false)?;
     let total = log.len();
     let end = page.from.saturating_add(page.limit).min(total);
-    // The plan's agent steps, whose model calls the timeline calls turns.
+    // The plan's agent steps (with its loop bodies' and sub-plans'), whose model calls the
+    // timeline calls turns.
     let agents = std::fs::read_to_string(run.dir.join(oracle_runtime::session::PLAN_FILE))
-        .map(|src| oracle_plan::agent_steps_of(&src))
+        .map(|src| {
+            let uses = run.dir.join(oracle_runtime::session::USES_DIR);
+            let sources = oracle_runtime::session::plan_sources(&uses, &src);
+            oracle_plan::agent_steps_with(&src, &sources)
+        })
         .unwrap_or_default();
     let mut rows = Vec::new();
     for seq in page.from..end {
@@ -522,7 +527,9 @@ fn event_row(e: &Event, agents: &std::collections::BTreeSet<String>) -> EventRow
     let summary = e
         .typed()
         .map(|p| match p {
-            oracle_core::Payload::StepScheduled(s) if agents.contains(&s.step) => {
+            oracle_core::Payload::StepScheduled(s)
+                if oracle_plan::is_agent_call(agents, &s.step) =>
+            {
                 s.summary_as_turn()
             }
             p => p.summary(),

@@ -145,16 +145,70 @@ pub fn tools_of(src: &str) -> Vec<String> {
 /// The names of a plan's agent steps (`s = agent { ... }`), whose model calls are turns rather
 /// than attempts (what `oracle log` calls them); empty if the source does not parse.
 pub fn agent_steps_of(src: &str) -> std::collections::BTreeSet<String> {
-    crate::parser::parse(src)
-        .0
-        .map(|p| {
-            p.steps
-                .into_iter()
-                .filter(|s| s.call.tool.node == crate::agent::AGENT_TOOL)
-                .map(|s| s.name.node)
-                .collect()
-        })
-        .unwrap_or_default()
+    agent_steps_with(src, &Sources::new())
+}
+
+/// The agent steps of a plan as a run names their calls: a top-level one by its name, one in a
+/// loop's body by its name too (its calls are `name[i]`, which [`is_agent_call`] reads), one in
+/// a sub-plan used by step `notes` as `notes/name` (and so on down, with the sub-plans'
+/// `sources` by the paths the plan wrote; one missing is left out).
+pub fn agent_steps_with(src: &str, sources: &Sources) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    agent_steps_into(src, sources, "", 0, &mut out);
+    out
+}
+
+fn agent_steps_into(
+    src: &str,
+    sources: &Sources,
+    prefix: &str,
+    depth: u32,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    let Some(plan) = crate::parser::parse(src).0 else {
+        return;
+    };
+    for s in &plan.steps {
+        let body = s.body.iter().flat_map(|b| b.steps.iter());
+        for t in std::iter::once(s).chain(body) {
+            if t.call.tool.node == crate::agent::AGENT_TOOL {
+                out.insert(format!("{prefix}{}", t.name.node));
+            }
+            // A step that calls a sub-plan: its calls are named under the step.
+            let used = plan.uses.iter().find(|u| u.alias.node == t.call.tool.node);
+            if let Some(sub) = used.and_then(|u| sources.get(&u.path.node))
+                && depth < USES_DEPTH_MAX
+            {
+                let inner = format!("{prefix}{}/", t.name.node);
+                agent_steps_into(sub, sources, &inner, depth + 1, out);
+            }
+        }
+    }
+}
+
+/// Whether the recorded step name `step` is a call of one of `agents` (from
+/// [`agent_steps_with`]): a loop iteration's `[i]` is not part of the step's name.
+pub fn is_agent_call(agents: &std::collections::BTreeSet<String>, step: &str) -> bool {
+    if agents.contains(step) {
+        return true;
+    }
+    let mut plain = String::with_capacity(step.len());
+    let mut rest = step;
+    while let Some(open) = rest.find('[') {
+        plain.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find(']') {
+            Some(close) if after[..close].bytes().all(|b| b.is_ascii_digit()) => {
+                rest = &after[close + 1..];
+            }
+            _ => {
+                plain.push('[');
+                rest = after;
+            }
+        }
+    }
+    plain.push_str(rest);
+    agents.contains(&plain)
 }
 
 /// Parses and compiles: the plan if there are no errors, and every diagnostic found.
@@ -186,6 +240,8 @@ pub fn check_with(
             let more: Vec<Diagnostic> = more.into_iter().filter(|d| !overlaps(d)).collect();
             diags.extend(more);
         }
+        // In order of position, as a reader goes through the file.
+        diags.sort_by_key(|x| x.span.start);
         return (None, diags);
     }
     match compile(&plan, catalogue) {
@@ -627,9 +683,6 @@ pub fn compile_in(
         }
     };
 
-    if !d.is_empty() {
-        return Err(d);
-    }
     let mut compiled = CompiledPlan {
         name: plan.name.node.clone(),
         version: plan.version.node,
@@ -640,13 +693,35 @@ pub fn compile_in(
         levels,
         hash: Hash::ZERO,
     };
-    compiled.hash = plan_hash(&compiled);
-    // Types last: they are read from a plan that otherwise compiles (E0223, E0224).
-    let d = crate::types::check(&compiled, catalogue, None);
-    if !d.is_empty() {
+    // Types last (E0223, E0224), and also when the plan has other errors, so one `plan check`
+    // shows every mistake: the type check reads steps by name only, and a step the compiler
+    // refused still has its arguments (an unknown tool or name is typed as anything, so it
+    // adds nothing of its own).
+    let typed = crate::types::check(&compiled, catalogue, None);
+    if !d.is_empty() || !typed.is_empty() {
+        merge_by_position(&mut d, typed);
         return Err(d);
     }
+    compiled.hash = plan_hash(&compiled);
     Ok(compiled)
+}
+
+/// Adds `more` to `d`, leaving out one at a place `d` already reports (the same problem found
+/// by both the compiler and the type check, E0218 for a step's first field, is said once),
+/// then orders them all by where they start (stable: at one place, the order found).
+fn merge_by_position(d: &mut Vec<Diagnostic>, more: Vec<Diagnostic>) {
+    for m in more {
+        let said = d.iter().any(|p| {
+            p.span == m.span
+                || (p.code == m.code
+                    && m.span.start < p.span.end.max(p.span.start + 1)
+                    && p.span.start < m.span.end.max(m.span.start + 1))
+        });
+        if !said {
+            d.push(m);
+        }
+    }
+    d.sort_by_key(|x| x.span.start);
 }
 
 /// E0209 for `cycle` (`a, b, ..., a`: each step uses the next): the first

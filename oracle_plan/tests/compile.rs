@@ -349,3 +349,41 @@ fn a_cycle_through_100000_steps_is_found_in_one_walk_and_named_in_bounded_space(
         d.message
     );
 }
+
+/// Agent steps are found where a run names their calls: at the top, in a loop's body (calls
+/// `name[i]`) and in sub-plans (`step/name`, with the sub-plan's source); the `[i]` of an
+/// iteration is not part of the name.
+#[test]
+fn agent_steps_are_found_in_loop_bodies_and_sub_plans() {
+    let top = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/plans/agent-loop.plan"),
+    )
+    .unwrap();
+    let sub = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/plans/agent-ask.plan"),
+    )
+    .unwrap();
+    let without = oracle_plan::agent_steps_of(&top);
+    assert_eq!(without.into_iter().collect::<Vec<_>>(), ["think"]);
+    let mut sources = oracle_plan::Sources::new();
+    sources.insert("agent-ask.plan".to_owned(), sub);
+    let agents = oracle_plan::agent_steps_with(&top, &sources);
+    assert_eq!(
+        agents.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["nested/ask", "think"]
+    );
+    for step in ["think", "think[0]", "think[12]", "nested/ask"] {
+        assert!(oracle_plan::is_agent_call(&agents, step), "{step}");
+    }
+    for step in [
+        "each",
+        "think@1.1",
+        "think[x]",
+        "nested",
+        "ask",
+        "thinker[0]",
+        "nested/ask@2.1",
+    ] {
+        assert!(!oracle_plan::is_agent_call(&agents, step), "{step}");
+    }
+}

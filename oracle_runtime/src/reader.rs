@@ -163,6 +163,23 @@ pub fn verify_file_at(
     opts: VerifyOptions,
     seqs: &[u64],
 ) -> Result<(VerifySummary, Vec<(u64, Hash)>)> {
+    verify_file_counted(path, opts, seqs, None)
+}
+
+/// [`verify_file_at`], storing in `checked` how many bytes of the log have been checked so
+/// far (after each block), for a progress display on another thread. The count is only
+/// ever shown, never part of the result.
+pub fn verify_file_counted(
+    path: &Path,
+    opts: VerifyOptions,
+    seqs: &[u64],
+    checked: Option<&std::sync::atomic::AtomicU64>,
+) -> Result<(VerifySummary, Vec<(u64, Hash)>)> {
+    let done = |base: u64, len: usize| {
+        if let Some(c) = checked {
+            c.store(base + len as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
     let mut wanted = seqs.to_vec();
     // Descending, so the next seq wanted is at the end.
     wanted.sort_unstable_by(|a, b| b.cmp(a));
@@ -185,6 +202,7 @@ pub fn verify_file_at(
                     let checks = lines(base, &block)
                         .map(|(offset, line)| (offset, verify::check_line(line, &mut scratch)));
                     state.push_all(checks)?;
+                    done(base, block.len());
                     buf = block;
                 }
                 Next::LineTooLong { base } => return Err(too_long(path, state.chain.head(), base)),
@@ -241,6 +259,7 @@ pub fn verify_file_at(
                     }
                     drop(batch);
                     drop(all);
+                    done(base, buf.len());
                     // The reader may already have finished; then the buffer is simply dropped.
                     let _ = free_tx.send(buf);
                 }

@@ -836,19 +836,27 @@ fn check_bound(
     Err(SessionError::Unbound { models, secrets })
 }
 
-/// `model `fast` is not bound: pass --model fast=URL ...`, for every unbound model and secret.
+/// `model `fast` is not bound: pass --model fast=URL ... or set [models.fast] url in
+/// oracle.toml`, for every unbound model and secret: both ways to bind one are named, the flag
+/// and the config file's key (docs/CONFIG.md).
 fn unbound_text(models: &[String], secrets: &[String]) -> String {
-    let one = |kind: &str, names: &[String], flag: &dyn Fn(&str) -> String, why: &str| {
+    let one = |kind: &str,
+               names: &[String],
+               flag: &dyn Fn(&str) -> String,
+               key: &dyn Fn(&str) -> String,
+               why: &str| {
         let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
         let flags: Vec<String> = names.iter().map(|n| flag(n)).collect();
+        let keys: Vec<String> = names.iter().map(|n| key(n)).collect();
         let (noun, verb) = match names.len() {
             1 => (kind.to_owned(), "is"),
             _ => (format!("{kind}s"), "are"),
         };
         format!(
-            "the plan's {noun} {} {verb} not bound: pass {}{why}",
+            "the plan's {noun} {} {verb} not bound: pass {}{why} or set {} in oracle.toml",
             quoted.join(", "),
-            flags.join(" ")
+            flags.join(" "),
+            keys.join(", ")
         )
     };
     let mut parts = Vec::new();
@@ -857,6 +865,7 @@ fn unbound_text(models: &[String], secrets: &[String]) -> String {
             "model",
             models,
             &|m| format!("--model {m}=URL"),
+            &|m| format!("[models.{}] url", toml_key(m)),
             " (an OpenAI-compatible base URL)",
         ));
     }
@@ -865,10 +874,42 @@ fn unbound_text(models: &[String], secrets: &[String]) -> String {
             "secret",
             secrets,
             &|s| format!("--secret {s}=ENV_VAR"),
+            &|s| format!("[secrets] {} = {{ env = \"ENV_VAR\" }}", toml_key(s)),
             "",
         ));
     }
     parts.join("; ")
+}
+
+/// `name` as a TOML key: bare when it can be (letters, digits, `_`, `-`), otherwise quoted, so
+/// a name with a `.` is one key and not a table path.
+fn toml_key(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        name.to_owned()
+    } else {
+        format!("{name:?}")
+    }
+}
+
+#[cfg(test)]
+mod unbound_tests {
+    use super::*;
+
+    #[test]
+    fn names_the_flag_and_the_config_key() {
+        let t = unbound_text(&["fast".into(), "a.b".into()], &["TOKEN".into()]);
+        assert_eq!(
+            t,
+            "the plan's models `fast`, `a.b` are not bound: pass --model fast=URL --model a.b=URL \
+             (an OpenAI-compatible base URL) or set [models.fast] url, [models.\"a.b\"] url in \
+             oracle.toml; the plan's secret `TOKEN` is not bound: pass --secret TOKEN=ENV_VAR or \
+             set [secrets] TOKEN = { env = \"ENV_VAR\" } in oracle.toml"
+        );
+    }
 }
 
 /// Starts a run [`prepare`]d with `submit` (a worker's first drive of a submitted run): the

@@ -31,12 +31,16 @@ textarea:focus-visible, summary:focus-visible, [tabindex]:focus-visible {
 .skip:focus { left: .5rem; top: .5rem; z-index: 10; }
 header.site { border-bottom: 1px solid var(--line); padding: .5rem 1rem; background: var(--soft); }
 header.site nav ul { list-style: none; margin: 0; padding: 0; display: flex; flex-wrap: wrap; gap: 1rem; }
-main { padding: 1rem; max-width: 80rem; margin: 0 auto; }
+main { padding: 1rem; max-width: 80rem; margin: 0 auto; min-width: 0; }
+article, section { max-width: 100%; min-width: 0; }
 h1 { font-size: 1.6rem; margin: .5rem 0 1rem; overflow-wrap: anywhere; }
 h2 { font-size: 1.3rem; margin: 2rem 0 .75rem; border-bottom: 1px solid var(--line); }
 h3 { font-size: 1.1rem; margin: 1.25rem 0 .5rem; overflow-wrap: anywhere; }
 code, pre, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .9em; }
-pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; }
+pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 100%; overflow-x: auto; }
+/* Hashes, JSON and long names break anywhere rather than widen a table or the page past the
+   window (a 64-character hash is wider than a phone, and than a table column at 1280 px). */
+code, td, th, dd, p, li { overflow-wrap: anywhere; }
 td pre { min-width: 12ch; }
 #runs th[scope=row] { white-space: nowrap; }
 .scroll { overflow-x: auto; max-width: 100%; }

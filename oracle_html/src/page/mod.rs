@@ -14,7 +14,7 @@ use oracle_memory::adjudicate::EVIDENCE_ACCEPTED;
 use oracle_memory::{Provenance, Verdict};
 use serde_json::Value;
 
-use crate::escape::{escape, id_part, json_text, shorten, url_part};
+use crate::escape::{escape, id_part, json_text, prose, shorten, url_part};
 use crate::form::{self, Field};
 use crate::view::{
     Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, MemoryView, Page, RequestView, RunRow,
@@ -181,14 +181,14 @@ pub fn runs_page(rows: &[RunRow], links: &Links) -> String {
                 "step <code>{}</code> after {} attempts: {}",
                 escape(&w.step),
                 w.attempts,
-                escape(&w.reason)
+                prose(&w.reason)
             ),
             (Some(w), _) => format!(
                 "step <code>{}</code>: {}",
                 escape(&w.step),
-                escape(&w.reason)
+                prose(&w.reason)
             ),
-            (None, Some(why)) => escape(why),
+            (None, Some(why)) => prose(why),
             _ => String::new(),
         };
         let _ = writeln!(
@@ -247,13 +247,15 @@ fn run_main(view: &RunView, links: Option<&Links>) -> String {
         escape(&s.id)
     );
     m.push_str(&summary_html(view, links));
+    // Right under the summary: a page opened to compare two runs is read for the difference
+    // first, not after every event of one of them.
+    if let Some(d) = &view.divergence {
+        m.push_str(&divergence_html(d));
+    }
     m.push_str(&dag_html(view));
     m.push_str(&state_html(view, links));
     m.push_str(&memory_html(&view.memory, &s.id, links));
     m.push_str(&timeline_html(&view.timeline, view, links));
-    if let Some(d) = &view.divergence {
-        m.push_str(&divergence_html(d));
-    }
     m.push_str("</article>\n");
     m
 }
@@ -287,12 +289,12 @@ fn summary_html(view: &RunView, links: Option<&Links>) -> String {
                 } else {
                     String::new()
                 },
-                escape(&w.reason)
+                prose(&w.reason)
             ),
         );
     }
     if let Some(r) = &s.reason {
-        row("Why it failed", escape(r));
+        row("Why it failed", prose(r));
     }
     row("Events", s.events.to_string());
     row("Last tick", s.tick.to_string());
@@ -335,7 +337,7 @@ fn dag_html(view: &RunView) -> String {
         let _ = writeln!(
             m,
             "<p>The step graph cannot be shown: {}</p>\n</section>",
-            escape(view.dag_problem.as_deref().unwrap_or("no plan"))
+            prose(view.dag_problem.as_deref().unwrap_or("no plan"))
         );
         return m;
     };
@@ -395,7 +397,7 @@ fn dag_html(view: &RunView) -> String {
                     .collect::<Vec<_>>()
                     .join(", "),
                 badge(status.as_str()),
-                escape(&detail.unwrap_or_default()),
+                prose(&detail.unwrap_or_default()),
             );
         }
     }
@@ -613,7 +615,7 @@ fn timeline_html(t: &Timeline, view: &RunView, links: Option<&Links>) -> String 
             e.step
                 .as_deref()
                 .map_or(String::new(), |st| format!("<code>{}</code>", escape(st))),
-            escape(&e.summary),
+            prose(&e.summary),
             e.parents
                 .iter()
                 .map(u64::to_string)
@@ -773,7 +775,7 @@ pub fn inbox_page(inbox: &Inbox, links: &Links, forms: &Forms) -> String {
                 "<li><a href=\"{}\">{}</a>: {}</li>",
                 escape(&links.run(run)),
                 escape(run),
-                escape(why)
+                prose(why)
             );
         }
         m.push_str("</ul>\n</section>\n");
