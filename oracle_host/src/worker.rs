@@ -611,6 +611,7 @@ mod tests {
             fence: 3,
             events: 12,
             from: from.into(),
+            programs: oracle_pg::Programs::default(),
         }
     }
 
