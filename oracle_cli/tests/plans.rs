@@ -310,3 +310,46 @@ fn a_grant_with_a_dot_dot_component_is_refused_by_plan_and_flag() {
     let (code, _, err) = sb.oracle(&["plan", "check", "ok.plan"]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// Every plan in `fixtures/plans/unbound/` names a model or secret a run would not bind: `oracle
+/// run` refuses it before its first event, exit 2, nothing created, with the message recorded
+/// beside it (`NAME.expected`, refreshed with `UPDATE_EXPECT=1`), which names the flag and the
+/// config key that would bind it.
+#[test]
+fn unbound_plans_are_refused_before_any_event_with_the_recorded_message() {
+    let update = std::env::var_os("UPDATE_EXPECT").is_some();
+    let sb = Sandbox::new();
+    let plans = plans_in(&sb.path().join("fixtures/plans/unbound"));
+    assert!(plans.len() >= 2, "an unbound model and an unbound secret");
+    let mut failures = Vec::new();
+    for plan in plans {
+        let rel = plan
+            .strip_prefix(sb.path())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let (code, stdout, stderr) = sb.oracle(&["run", &rel]);
+        assert_eq!(code, 2, "{rel}: {stdout}{stderr}");
+        assert!(
+            !sb.path().join(".oracle/runs").exists(),
+            "{rel}: nothing created"
+        );
+        let expected_path = root().join(&rel).with_extension("expected");
+        if update {
+            std::fs::write(&expected_path, &stderr).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
+        if expected != stderr {
+            failures.push(format!(
+                "{rel}:\n--- expected\n{expected}--- actual\n{stderr}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "messages changed (UPDATE_EXPECT=1 to accept):\n{}",
+        failures.join("\n")
+    );
+}
