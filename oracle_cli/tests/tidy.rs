@@ -757,6 +757,7 @@ fn the_files_table_lists_every_file_oracle_writes() {
         assert_eq!(code, want, "{args:?}: {out}{err}");
     };
     ok(&["run", "fixtures/plans/quickstart.plan"], 0);
+    ok(&["run", "fixtures/plans/denied.plan", "--key", "k-1"], 1);
     ok(
         &[
             "run",
