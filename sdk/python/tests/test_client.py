@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+import openapi_check
 from conftest import FIXTURES, REPO
 from oracle_client import AsyncClient, Client, InboxItem, OracleError, verify
 
@@ -94,7 +95,9 @@ def server(oracle_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture
 def client(server: Server) -> Iterator[Client]:
-    with Client(server.url, token=server.token) as c:
+    """A client whose every answer is also checked against docs/openapi.json."""
+    http = httpx.Client(timeout=30.0, event_hooks={"response": [openapi_check.check]})
+    with http, Client(server.url, token=server.token, http=http) as c:
         yield c
 
 
@@ -215,7 +218,11 @@ def test_the_async_client_does_the_same(server: Server) -> None:
     run = server.run_plan("escalation.plan")
 
     async def go() -> list[Any]:
-        async with AsyncClient(server.url, token=server.token) as c:
+        hooks = {"response": [openapi_check.acheck]}
+        async with (
+            httpx.AsyncClient(timeout=30.0, event_hooks=hooks) as http,
+            AsyncClient(server.url, token=server.token, http=http) as c,
+        ):
             assert await c.whoami() == "sdk"
             r = await c.wait(run, timeout=10)
             assert r.status == "suspended"
@@ -268,3 +275,15 @@ def test_start_run_is_idempotent_under_a_key(server: Server, client: Client) -> 
         headers={"Authorization": f"Bearer {server.token}"},
     )
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "usage"
+
+
+def test_the_server_serves_its_description(server: Server, client: Client) -> None:
+    """``GET /api/v1/openapi.json`` is docs/openapi.json, byte for byte (compiled in)."""
+    r = httpx.get(
+        server.url + "/api/v1/openapi.json",
+        headers={"Authorization": f"Bearer {server.token}"},
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert r.content == (REPO / "docs" / "openapi.json").read_bytes()
+    assert r.json() == openapi_check.DOC

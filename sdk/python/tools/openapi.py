@@ -106,7 +106,7 @@ schemas: dict[str, Any] = {
             },
             "events": INT,
             "last_time": nullable(INT),
-            "live": BOOL,
+            "live": nullable(BOOL),
             "waiting": nullable(ref("Waiting")),
             "reason": nullable(STR),
             "models": nullable(obj({"calls": INT, "tokens": INT})),

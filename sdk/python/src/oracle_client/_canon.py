@@ -42,9 +42,11 @@ class CanonError(ValueError):
     report points at the value, as ``oracle verify`` does.
     """
 
-    def __init__(self, message: str, path: str) -> None:
+    def __init__(self, message: str, path: str, deep: bool = False) -> None:
         super().__init__(message)
         self.path = path
+        #: Nesting past the bound, rather than a float.
+        self.deep = deep
 
 
 def u64(n: int) -> bytes:
@@ -109,65 +111,76 @@ def _shortest(x: float) -> tuple[str, int]:
     return digits, exp
 
 
-def encode(value: Json) -> bytes:
+def encode(value: Json, depth_max: int = DEPTH_MAX) -> bytes:
     """The canonical encoding of ``value`` (FORMAT.md, "Canonical encoding").
 
-    Raises :class:`CanonError` for a float or for nesting past ``DEPTH_MAX``; the caller decides
-    what that means (for a payload: an integrity failure of its record).
+    Raises :class:`CanonError` for a float or for nesting past ``depth_max`` lists and maps
+    (``DEPTH_MAX``, unless a caller holds values to a tighter bound); the caller decides what
+    that means (for a payload: an integrity failure of its record).
     """
     out = bytearray()
-    _encode(value, out, 0)
+    _encode(value, out, 0, depth_max)
     return bytes(out)
 
 
-def _encode(value: Json, out: bytearray, depth: int) -> None:
-    if value is None:
+_PACK = _U64.pack
+
+
+def _encode(value: Json, out: bytearray, depth: int, depth_max: int) -> None:
+    # Dispatch on the exact type: this is the verifier's inner loop, and `bool` is an `int`.
+    t = type(value)
+    if t is str:
+        b = value.encode("utf-8")  # type: ignore[union-attr]
+        out.append(0x05)
+        out += _PACK(len(b))
+        out += b
+    elif t is int:
+        n: int = value  # type: ignore[assignment]
+        if 0 <= n <= U64_MAX:
+            out.append(0x03)
+            out += _PACK(n)
+        elif I64_MIN <= n < 0:
+            out.append(0x04)
+            out += _PACK(-(n + 1))
+        else:
+            # Outside both ranges a JSON reader holds it as a float: it has no encoding.
+            raise CanonError(_float_message(float(n), "$"), "$")
+    elif t is dict:
+        if depth >= depth_max:
+            raise CanonError(_deep_message("$", depth_max), "$", deep=True)
+        d: dict[str, Json] = value  # type: ignore[assignment]
+        out.append(0x07)
+        out += _PACK(len(d))
+        # Code point order is UTF-8 byte order, so the keys sort as strings.
+        for key in sorted(d):
+            kb = key.encode("utf-8")
+            out += _PACK(len(kb))
+            out += kb
+            try:
+                _encode(d[key], out, depth + 1, depth_max)
+            except CanonError as e:
+                raise _prefixed(e, _key_segment(key)) from None
+    elif t is list:
+        if depth >= depth_max:
+            raise CanonError(_deep_message("$", depth_max), "$", deep=True)
+        items: list[Json] = value  # type: ignore[assignment]
+        out.append(0x06)
+        out += _PACK(len(items))
+        for i, item in enumerate(items):
+            try:
+                _encode(item, out, depth + 1, depth_max)
+            except CanonError as e:
+                raise _prefixed(e, f"[{i}]") from None
+    elif value is None:
         out.append(0x00)
     elif value is False:
         out.append(0x01)
     elif value is True:
         out.append(0x02)
-    elif isinstance(value, int):
-        if 0 <= value <= U64_MAX:
-            out.append(0x03)
-            out += _U64.pack(value)
-        elif I64_MIN <= value < 0:
-            out.append(0x04)
-            out += _U64.pack(-(value + 1))
-        else:
-            # Outside both ranges a JSON reader holds it as a float: it has no encoding.
-            raise CanonError(_float_message(float(value), "$"), "$")
-    elif isinstance(value, float):
-        raise CanonError(_float_message(value, "$"), "$")
-    elif isinstance(value, str):
-        b = value.encode("utf-8")
-        out.append(0x05)
-        out += _U64.pack(len(b))
-        out += b
-    elif isinstance(value, list):
-        if depth >= DEPTH_MAX:
-            raise CanonError(_deep_message("$"), "$")
-        out.append(0x06)
-        out += _U64.pack(len(value))
-        for i, item in enumerate(value):
-            try:
-                _encode(item, out, depth + 1)
-            except CanonError as e:
-                raise _prefixed(e, f"[{i}]") from None
-    elif isinstance(value, dict):
-        if depth >= DEPTH_MAX:
-            raise CanonError(_deep_message("$"), "$")
-        out.append(0x07)
-        out += _U64.pack(len(value))
-        for key, key_bytes in sorted(((k, k.encode("utf-8")) for k in value), key=lambda kb: kb[1]):
-            out += _U64.pack(len(key_bytes))
-            out += key_bytes
-            try:
-                _encode(value[key], out, depth + 1)
-            except CanonError as e:
-                raise _prefixed(e, _key_segment(key)) from None
+    elif t is float:
+        raise CanonError(_float_message(value, "$"), "$")  # type: ignore[arg-type]
     else:  # pragma: no cover - json.loads gives nothing else
-        raise TypeError(f"not a JSON value: {type(value).__name__}")
+        raise TypeError(f"not a JSON value: {t.__name__}")
 
 
 def _float_message(x: float, path: str) -> str:
@@ -177,8 +190,8 @@ def _float_message(x: float, path: str) -> str:
     )
 
 
-def _deep_message(path: str) -> str:
-    return f"value nested deeper than {DEPTH_MAX} levels at {path}"
+def _deep_message(path: str, depth_max: int = DEPTH_MAX) -> str:
+    return f"value nested deeper than {depth_max} levels at {path}"
 
 
 def _prefixed(e: CanonError, segment: str) -> CanonError:
@@ -188,7 +201,7 @@ def _prefixed(e: CanonError, segment: str) -> CanonError:
     at = message.rfind(" at " + e.path)
     if at >= 0:
         message = message[:at] + " at " + path + message[at + 4 + len(e.path) :]
-    return CanonError(message, path)
+    return CanonError(message, path, e.deep)
 
 
 def hash_in(context: str, data: bytes) -> bytes:

@@ -12,12 +12,13 @@ what failed, and the same exit code), in the order of FORMAT.md, "Verification o
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from . import _canon as canon
 from ._canon import Json
@@ -197,8 +198,15 @@ def _u64(value: object) -> int | None:
 
 
 def _hash(value: object) -> bytes | None:
-    if isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value):
-        return bytes.fromhex(value)
+    """A hash field's bytes: 64 lowercase hex characters, nothing else (FORMAT.md, "Hashes")."""
+    if type(value) is str and len(value) == 64:
+        try:
+            b = bytes.fromhex(value)
+        except ValueError:
+            return None
+        # fromhex also takes uppercase and spaces; the one spelling is lowercase.
+        if b.hex() == value:
+            return b
     return None
 
 
@@ -216,11 +224,11 @@ _FIELDS = (
 )
 
 
-def _decode(line: bytes) -> tuple[_Event, bool]:
+def _decode(line: bytes) -> tuple[_Event, bytes | None]:
     """Parses one record (without its ``\\n``) and checks its canonical form.
 
-    Returns the event and whether its payload has a canonical encoding (the caller reports
-    that failure after the link checks, as the order of FORMAT.md requires).
+    Returns the event and its payload's canonical encoding, ``None`` when it has none (the
+    caller reports that after the link checks, as the order of FORMAT.md requires).
     """
     if len(line) > RECORD_BYTES_MAX:
         raise _Bad(
@@ -276,17 +284,18 @@ def _decode(line: bytes) -> tuple[_Event, bool]:
             raise bad(f"hash in `{name}`")
         hashes.append(h)
     payload: Json = raw["payload"]
-    if _depth(payload) > PAYLOAD_DEPTH_MAX:
-        raise _Bad(
-            "malformed record: not a valid event record: recursion limit exceeded",
-            malformed=True,
-        )
+    encoded: bytes | None
     try:
-        canon.encode(payload)
-        encodable = True
+        encoded = canon.encode(payload, PAYLOAD_DEPTH_MAX)
         payload_text = _json_text(payload)
-    except canon.CanonError:
-        encodable = False
+    except canon.CanonError as e:
+        if e.deep or _depth(payload) > PAYLOAD_DEPTH_MAX:
+            # serde_json stops reading past 127 levels (the record's object is one).
+            raise _Bad(
+                "malformed record: not a valid event record: recursion limit exceeded",
+                malformed=True,
+            ) from None
+        encoded = None
         payload_text = _json_text_slow(payload)
     expected = (
         f'{{"seq":{seq},"time":{time},"kind":"{kind}","parents":['
@@ -307,7 +316,7 @@ def _decode(line: bytes) -> tuple[_Event, bool]:
             malformed=True,
         )
     event = _Event(seq, time, kind, parents, payload, *hashes)
-    return event, encodable
+    return event, encoded
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,14 +504,14 @@ def _check_payload(kind: str, payload: Json) -> None:
 # The checks, in the order of FORMAT.md, "Verification order".
 
 
-def _check_record(e: _Event, encodable: bool) -> None:
+def _check_record(e: _Event, encoded: bytes | None) -> None:
     """Everything about one event that does not depend on its neighbours."""
-    if not encodable:
+    if encoded is None:
         try:
-            canon.encode(e.payload)
+            encoded = canon.encode(e.payload)
         except canon.CanonError as err:
             raise _Bad(f"payload has no canonical encoding: {err}") from None
-    computed = canon.payload_hash(e.payload)
+    computed = canon.hash_in(canon.PAYLOAD, encoded)
     if computed != e.payload_hash:
         raise _Bad(
             f"payload hash mismatch: recorded {e.payload_hash.hex()}, "
@@ -522,7 +531,7 @@ def _check_record(e: _Event, encodable: bool) -> None:
             raise _Bad(f"parent {p} is not earlier than the event")
 
 
-def _push(head: _Head, e: _Event, encodable: bool) -> None:
+def _push(head: _Head, e: _Event, encoded: bytes | None) -> None:
     """Links ``e`` to the verified head: link order first, then the record, then the rest."""
     seq = head.next_seq
     if e.seq != seq:
@@ -534,7 +543,7 @@ def _push(head: _Head, e: _Event, encodable: bool) -> None:
             f"prev mismatch: the previous event's hash is {head.hash.hex()}, "
             f"this event says {e.prev.hex()}"
         )
-    _check_record(e, encodable)
+    _check_record(e, encoded)
     if seq == 0 and e.kind != "run_started":
         raise _Bad(f"the first event must be `run_started`, found `{e.kind}`")
     if seq > 0 and e.kind == "run_started":
@@ -588,25 +597,31 @@ class _Reducer:
             )
 
 
-def _records(data: bytes) -> tuple[Iterator[tuple[int, bytes]], int]:
-    """The complete records of a log with their offsets, and where the torn tail starts."""
-    end = data.rfind(b"\n") + 1
-
-    def gen() -> Iterator[tuple[int, bytes]]:
-        start = 0
-        while start < end:
-            nl = data.index(b"\n", start)
-            yield start, data[start:nl]
-            start = nl + 1
-
-    return gen(), end
+def _records(f: BinaryIO) -> Iterator[tuple[int, bytes, bool]]:
+    """Each line of a log with its offset and whether it ended with ``\\n`` (only the last may
+    not: the torn tail). One line is held at a time, so a long log is never read whole."""
+    offset = 0
+    for line in f:
+        whole = line.endswith(b"\n")
+        yield offset, line[:-1] if whole else line, whole
+        offset += len(line)
 
 
 def verify_bytes(
     data: bytes, path: str = "-", head: str | None = None, check_state: bool = False
 ) -> Report:
     """Verifies a log held in memory; see :func:`verify`."""
-    if not data:
+    return _verify_file(io.BytesIO(data), path, head, check_state)
+
+
+def _verify_file(
+    f: BinaryIO, path: str, head: str | None = None, check_state: bool = False
+) -> Report:
+    """The verification of FORMAT.md, "Verification order", over an open log."""
+    first = f.peek(1) if isinstance(f, io.BufferedReader) else f.read(1)
+    if not isinstance(f, io.BufferedReader):
+        f.seek(0)
+    if not first:
         message = (
             f"{path}: no events: the log is empty, so it proves nothing (every run's log "
             "begins with run_started; a log cut to zero bytes looks the same)"
@@ -625,11 +640,16 @@ def verify_bytes(
     seen_expected = expected is None
     chain = _Head()
     reducer = _Reducer() if check_state else None
-    records, tail_offset = _records(data)
-    for offset, line in records:
+    tail_offset = 0
+    tail_len = 0
+    for offset, line, whole in _records(f):
+        if not whole:
+            tail_offset, tail_len = offset, len(line)
+            break
+        tail_offset = offset + len(line) + 1
         try:
-            event, encodable = _decode(line)
-            _push(chain, event, encodable)
+            event, encoded = _decode(line)
+            _push(chain, event, encoded)
             if reducer is not None:
                 reducer.apply(event)
         except _Bad as bad:
@@ -652,7 +672,6 @@ def verify_bytes(
             )
         if not seen_expected and chain.hash == expected:
             seen_expected = True
-    tail_len = len(data) - tail_offset
     if tail_len:
         seq = chain.next_seq
         reason = (
@@ -729,8 +748,7 @@ def verify(
     """
     log = _log_path(path)
     try:
-        with open(log, "rb") as f:
-            data = f.read()
+        f = open(log, "rb")  # noqa: SIM115 - closed below, on every path
     except OSError as e:
         message = f"{log}: {e.strerror or e}"
         return Report(
@@ -743,17 +761,20 @@ def verify(
             message=message,
             exit_code=EXIT_INPUT,
         )
-    if head is not None:
-        head = head.lower()
-        if len(head) != 64 or not _HEX.issuperset(head):
-            found = _find_head_prefix(data, head, log)
-            if isinstance(found, Report):
-                return found
-            head = found
-    return verify_bytes(data, log, head, check_state)
+    with f:
+        # An empty log is named as such before a --head prefix is looked for in it.
+        if head is not None and f.peek(1):
+            head = head.lower()
+            if len(head) != 64 or not _HEX.issuperset(head):
+                found = _find_head_prefix(f, head, log)
+                if isinstance(found, Report):
+                    return found
+                head = found
+                f.seek(0)
+        return _verify_file(f, log, head, check_state)
 
 
-def _find_head_prefix(data: bytes, prefix: str, log: str) -> str | Report:
+def _find_head_prefix(f: BinaryIO, prefix: str, log: str) -> str | Report:
     """The one event hash starting with ``prefix`` (at least 8 hex characters), as ``--head``
     takes it; a prefix no event has is exit 4, an ambiguous or malformed one exit 2."""
     if len(prefix) < 8 or len(prefix) > 64 or not _HEX.issuperset(prefix):
@@ -762,8 +783,9 @@ def _find_head_prefix(data: bytes, prefix: str, log: str) -> str | Report:
             False, log, 0, None, kind="input", reason=message, message=message, exit_code=EXIT_INPUT
         )
     found = []
-    records, _ = _records(data)
-    for _, line in records:
+    for _, line, whole in _records(f):
+        if not whole:
+            break
         try:
             event, _enc = _decode(line)
         except _Bad:
