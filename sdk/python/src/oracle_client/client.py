@@ -26,6 +26,8 @@ from .models import SETTLED, Event, Inbox, InboxItem, Run, StartedRun
 
 #: Kinds after which a run's status may have changed (what ``wait`` looks again at).
 _STATUS_KINDS = frozenset({"suspended", "resumed", "run_finished"})
+#: How long ``start_run`` waits for a run started in the background to be readable.
+_START_VISIBLE_S = 5.0
 #: Consecutive failed reconnections after which ``stream`` gives up.
 _RECONNECTS_MAX = 5
 
@@ -382,8 +384,16 @@ class Client:
         inputs or seed raises ``key_conflict`` (``details["differs"]``).
         """
         started = self.start(plan, inputs, key, seed)
-        run = self.get_run(started.run)
-        return Run.of(run.raw, existing=started.existing)
+        deadline = time.monotonic() + _START_VISIBLE_S
+        while True:
+            try:
+                run = self.get_run(started.run)
+                return Run.of(run.raw, existing=started.existing)
+            except OracleError as e:
+                # Started in the background: its log may appear a moment after the answer.
+                if e.code != "not_found" or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.05)
 
     def start(
         self,
@@ -618,8 +628,15 @@ class AsyncClient:
     ) -> Run:
         """Starts a run of ``plan`` (its source text); see :meth:`Client.start_run`."""
         started = await self.start(plan, inputs, key, seed)
-        run = await self.get_run(started.run)
-        return Run.of(run.raw, existing=started.existing)
+        deadline = time.monotonic() + _START_VISIBLE_S
+        while True:
+            try:
+                run = await self.get_run(started.run)
+                return Run.of(run.raw, existing=started.existing)
+            except OracleError as e:
+                if e.code != "not_found" or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(0.05)
 
     async def start(
         self,
