@@ -131,6 +131,7 @@ def forge(rng: random.Random, data: bytes) -> tuple[str, bytes]:
             "state",
             "careless",
             "deep",
+            "text",
         ]
     )
     skip = None
@@ -163,6 +164,10 @@ def forge(rng: random.Random, data: bytes) -> tuple[str, bytes]:
         for _ in range(rng.choice([124, 125, 126, 127, 130])):
             deep = [deep]
         p["zz_deep"] = deep
+    elif what == "text":
+        # Every kind of character the record's string escaping treats differently.
+        alphabet = ['"', "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "é", "\u2028", "😀", "a", "/"]
+        p["zz_text"] = "".join(rng.choice(alphabet) for _ in range(12))
     else:
         events.insert(0, json.loads(json.dumps(events[rng.randrange(len(events))])))
         for n, ev in enumerate(events):

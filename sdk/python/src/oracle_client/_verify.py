@@ -149,7 +149,9 @@ def _reject_constant(name: str) -> float:
 
 
 def _json_text(value: Json) -> str:
-    """A value as serde_json writes it: sorted keys, no spaces, floats as ryu prints them."""
+    """A value without floats as serde_json writes it: sorted keys, no spaces, and the same
+    escapes (``\\"``, ``\\\\``, ``\\n`` ..., other control characters as lowercase ``\\u00xx``,
+    everything else raw UTF-8)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
