@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import subprocess
 import threading
@@ -287,3 +288,35 @@ def test_the_server_serves_its_description(server: Server, client: Client) -> No
     assert r.headers["content-type"].startswith("application/json")
     assert r.content == (REPO / "docs" / "openapi.json").read_bytes()
     assert r.json() == openapi_check.DOC
+
+
+def test_every_read_answers_as_described(server: Server) -> None:
+    """The endpoints the SDK has no method for, read raw through the description's check:
+    state, verify, beliefs, adjudications, diff (on a copy of a recorded run with a pending
+    adjudication), and a refused write."""
+    src = FIXTURES / "runs-v2" / "runs" / "adjudication-1"
+    dst = server.home / "runs" / "adjudication-1"
+    if not dst.exists():
+        shutil.copytree(src, dst)
+    quick = server.run_plan("quickstart.plan")
+    hooks = {"response": [openapi_check.check]}
+    auth = {"Authorization": f"Bearer {server.token}"}
+    with httpx.Client(base_url=server.url + "/api/v1", headers=auth, event_hooks=hooks) as h:
+        for path in (
+            "/runs/adjudication-1",
+            "/runs/adjudication-1/state",
+            f"/runs/{quick}/state?prefix=step/",
+            "/runs/adjudication-1/verify",
+            "/runs/adjudication-1/beliefs",
+            "/runs/adjudication-1/adjudications",
+            "/runs/adjudication-1/adjudications?status=pending",
+            f"/diff?a={quick}&b={quick}",
+            "/inbox",
+            "/runs?limit=1",
+        ):
+            assert h.get(path).status_code == 200, path
+        assert h.get("/runs?limit=0").status_code == 400
+        r = h.post(f"/runs/{quick}/answer", json={"step": "x", "value": 1, "bogus": True})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "usage"
+        r = h.post(f"/runs/{quick}/answer", content=b"{}", headers={"content-type": "text/plain"})
+        assert r.status_code == 415
