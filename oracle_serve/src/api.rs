@@ -311,7 +311,10 @@ pub const OPENAPI_JSON: &str = include_str!("../../docs/openapi.json");
 /// `GET /api/v1/openapi.json`: a read like any other (a token, or `--read-open`).
 async fn openapi(_: Reader) -> Response {
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         OPENAPI_JSON,
     )
         .into_response()
