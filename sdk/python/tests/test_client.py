@@ -66,8 +66,15 @@ def serve(oracle_bin: Path, home: Path, name: str) -> Iterator[Server]:
     )
     token = add.stdout.strip().split()[-1]
     assert len(token) == 64, add.stdout
+    args = [str(oracle_bin), "--home", str(home), "serve", "--listen", "127.0.0.1:0"]
+    helptext = subprocess.run(
+        [str(oracle_bin), "serve", "--help"], capture_output=True, text=True
+    ).stdout
+    if "--root" in helptext:
+        # Runs started through the API work in the repository, as `oracle run` from its root.
+        args += ["--root", str(REPO)]
     proc = subprocess.Popen(
-        [str(oracle_bin), "--home", str(home), "serve", "--listen", "127.0.0.1:0"],
+        args,
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -23,7 +23,13 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def python_blocks(text: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    """Each Python block, preceded by as many blank lines as come before it in the file, so a
+    failure's traceback names the README's own line."""
+    blocks = []
+    for m in re.finditer(r"^```python\n(.*?)^```", text, flags=re.S | re.M):
+        line = text.count("\n", 0, m.start(1))
+        blocks.append("\n" * line + m.group(1))
+    return blocks
 
 
 @pytest.fixture(scope="module")

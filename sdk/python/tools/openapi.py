@@ -292,6 +292,8 @@ schemas: dict[str, Any] = {
             "status": STR,
             "existing": BOOL,
             "key": nullable(STR),
+            "by": nullable(STR),
+            "warnings": {"type": "array", "items": STR},
         },
         ["ok", "run", "status", "existing"],
     ),
