@@ -612,7 +612,7 @@ pub fn apply(cli: &mut Cli) -> Result<(), CliError> {
     cli.store = settings.store.as_ref().map(|s| s.value.clone());
     match &mut cli.command {
         Command::Run(a) | Command::Submit(a) => a.configure(&settings),
-        Command::Serve(a) => a.configure(&settings.serve),
+        Command::Serve(a) => a.configure(&settings),
         Command::Tools(a) => a.configure(settings.tools.as_ref().map(|t| t.value.as_slice())),
         Command::Config(a) => a.settings = Some(settings),
         _ => {}

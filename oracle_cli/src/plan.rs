@@ -311,21 +311,7 @@ pub fn render(path: &str, src: &str, d: &Diagnostic, color: bool) -> String {
 }
 
 pub(crate) fn diagnostic_json(src: &str, d: &Diagnostic) -> serde_json::Value {
-    let (line, column) = line_col(src, d.span.start);
-    let (end_line, end_column) = line_col(src, d.span.end);
-    let related: Vec<_> = d
-        .related
-        .iter()
-        .map(|(s, label)| {
-            let (l, c) = line_col(src, s.start);
-            json!({"line": l, "column": c, "label": label})
-        })
-        .collect();
-    json!({
-        "severity": d.severity, "code": d.code, "message": d.message,
-        "line": line, "column": column, "end_line": end_line, "end_column": end_column,
-        "label": d.label, "hint": d.hint, "related": related,
-    })
+    d.to_json(src)
 }
 
 fn graph_text(c: &CompiledPlan) -> String {

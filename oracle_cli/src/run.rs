@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use oracle_core::diff::Divergence;
 use oracle_host::signal::{Answer, DriveSettings, Signal};
-use oracle_host::{Given, Home, HostError, Resume, ToolChange};
+use oracle_host::{Given, Home, HostError, Resume, Start, ToolChange};
 use oracle_runtime::engine::{Ending, EngineError, Progress, Report};
 use oracle_runtime::index::IndexedLog;
 use oracle_runtime::session::{self, Session, SessionError, StartOptions};
@@ -198,6 +198,12 @@ pub struct RunArgs {
     /// on models, checked before each call: a call once N are used fails as above.
     #[arg(long, value_name = "N")]
     max_tokens_total: Option<u64>,
+    /// An idempotency key (at most 256 bytes), recorded in the run's first event: a second
+    /// start with the same key, plan, inputs and seed runs nothing and names the run the key
+    /// started (exit status as that run's: 0 completed, 3 suspended, 1 failed); with another
+    /// plan, inputs or seed it is refused (exit 2, `key_conflict`, naming what differs).
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
     #[command(flatten)]
     drive: DriveArgs,
 }
@@ -682,6 +688,7 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
                 tokens_max: a.max_tokens_total,
             },
         ),
+        key: a.key.clone(),
         ..StartOptions::new(home, &a.plan)
     };
     Ok((opts, tool_dirs))
@@ -704,13 +711,44 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     let mut progress = |p: &Progress| display.update(p);
     let s = host.start(opts, &new_run_given(&a), tool_dirs, Some(&mut progress));
     display.finish();
-    let s = s.map_err(|e| host_error(e, a.drive.json))?;
+    let s = match s.map_err(|e| host_error(e, a.drive.json))? {
+        Start::New(s) => s,
+        Start::Existing(e) => return print_existing(&e, a.drive.json),
+    };
     for w in &s.warnings {
         eprintln!("warning: {w}");
     }
     let notified = notify(&s.dir, home, a.drive.oracle_cmd.as_deref());
     print_session(&s, a.drive.json, "recorded", notified)?;
     Ok(status_code(&s.report.ending))
+}
+
+/// A start whose idempotency key started a run already: that run, and nothing run. The exit
+/// status is that run's, as `oracle run` would have ended.
+fn print_existing(e: &oracle_host::Existing, json_out: bool) -> Result<u8, CliError> {
+    if json_out {
+        crate::out::json(&json!({
+            "ok": true,
+            "run": e.id,
+            "dir": e.dir,
+            "status": e.status,
+            "existing": true,
+            "key": e.key,
+        }))?;
+    } else {
+        outln!("run      {}", e.id)?;
+        outln!("status   {}", e.status)?;
+        outln!(
+            "key      {} started this run already, with the same plan, inputs and seed; nothing was run",
+            e.key
+        )?;
+    }
+    Ok(match e.status.as_str() {
+        "completed" => exit::OK,
+        "suspended" => exit::SUSPENDED,
+        "failed" | "cancelled" => exit::FAILED,
+        _ => exit::OK,
+    })
 }
 
 /// `oracle submit`: everything `oracle run` checks and writes before the first event, made in
@@ -720,11 +758,28 @@ pub(crate) fn submit(
     a: &RunArgs,
     store: &oracle_pg::Store,
 ) -> Result<(String, bool), CliError> {
+    if a.key.is_some() {
+        // A store would have to keep its keys in the database, which it does not yet: a key
+        // recorded but never compared would promise what it does not do.
+        return Err(CliError::input(
+            "--key: a PostgreSQL store does not keep idempotency keys yet; submit without --key, or run on a file home (`oracle run --key`)",
+        ));
+    }
     let (opts, tool_dirs) = start_options(scratch, a)?;
     let host = host(scratch, a.drive.json)?;
-    let prepared = host
+    let prepared = match host
         .prepare_submission(opts, &new_run_given(a), tool_dirs)
-        .map_err(|e| host_error(e, a.drive.json))?;
+        .map_err(|e| host_error(e, a.drive.json))?
+    {
+        Start::New(p) => p,
+        // A scratch home holds no keys: a store's keys are the store's (not yet kept there).
+        Start::Existing(e) => {
+            return Err(CliError::input(format!(
+                "internal: a scratch home found key `{}`",
+                e.key
+            )));
+        }
+    };
     for w in &prepared.warnings {
         eprintln!("warning: {w}");
     }

@@ -40,6 +40,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..=oracle_serve::config::STREAMS_MAX_MAX as u64))]
     streams_max: Option<u64>,
+    /// Start runs asked for with `POST /api/v1/runs`, working in DIR: their plan's sub-plans,
+    /// `tools` lines and `fs` grants resolve under it, never a path in the request, and no
+    /// grant may run programs (docs/API.md). Without it the server starts no runs.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Bind a model name for runs started through the API, `NAME=URL` (repeatable; the config
+    /// file's `[models]` and `[secrets]` are used too, as for `oracle run`).
+    #[arg(long = "model", value_name = "NAME=URL")]
+    models: Vec<String>,
+    /// On start, drive on every run a stopped process left behind (`interrupted`, or started
+    /// through the API and never begun), one at a time in the background, as a store's worker
+    /// takes over a run whose lease expired. One line per run goes to <home>/serve-resume.log.
+    #[arg(long)]
+    recover: bool,
+    /// Bindings from the config file, for runs started through the API.
+    #[arg(skip)]
+    file_bindings: oracle_host::Given,
 }
 
 #[derive(Subcommand, Debug)]
@@ -71,7 +88,20 @@ impl ServeArgs {
     /// Fills what the flags leave unsaid from the config file's `[serve]` (`crate::config`).
     /// `--read-open` and `--allow-remote` are not in the file: they open the server, so they
     /// are said on the command line each time (and a flag could not turn them off).
-    pub(crate) fn configure(&mut self, file: &crate::config::Serve) {
+    pub(crate) fn configure(&mut self, settings: &crate::config::Settings) {
+        let mut given = oracle_host::Given {
+            models: std::mem::take(&mut self.models),
+            ..Default::default()
+        };
+        settings.fill_bindings(
+            &mut given.models,
+            &mut given.model_ids,
+            &mut given.model_keys,
+            &mut given.secrets,
+            &mut Vec::new(),
+        );
+        self.file_bindings = given;
+        let file = &settings.serve;
         let token_file = match &mut self.command {
             Some(ServeCommand::Token(TokenArgs {
                 command: TokenCommand::Add { token_file, .. },
@@ -120,6 +150,17 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
             config.read_open = a.read_open;
             config.allow_remote = a.allow_remote;
             config.notify_cmd = a.notify_cmd;
+            config.recover = a.recover;
+            config.root = match a.root {
+                Some(dir) => Some(
+                    dir.canonicalize()
+                        .map_err(|e| CliError::input(format!("--root {}: {e}", dir.display())))?,
+                ),
+                None => None,
+            };
+            // `configure` moved the flags' models into `file_bindings`; any left are kept.
+            config.given = a.file_bindings;
+            config.given.models.extend(a.models);
             config.streams_max = match a.streams_max {
                 Some(n) => usize::try_from(n).unwrap_or(1),
                 None => oracle_serve::config::STREAMS_MAX,

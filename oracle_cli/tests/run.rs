@@ -606,3 +606,66 @@ fn a_human_answer_must_match_the_schema_it_was_asked_with() {
         serde_json::json!({"answer": "yes"})
     );
 }
+
+/// `oracle run --key K`: the key is recorded in the first event; a second start with the same
+/// key, plan, inputs and seed runs nothing and names the first run (with its exit status); one
+/// that differs is refused with `key_conflict`, naming what differs, and creates nothing. A
+/// key file edited to name another run never makes a start claim that run.
+#[test]
+fn a_key_starts_a_run_once_and_refuses_a_start_that_differs() {
+    let sb = Sandbox::new();
+    let plan = "fixtures/plans/escalation.plan";
+    let (code, v) = sb.json(&["run", plan, "--key", "job-9", "--json"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["run"], "escalation-1");
+    assert_eq!(
+        sb.events(".oracle", "escalation-1")[0].payload["key"],
+        "job-9"
+    );
+    let (code, v) = sb.json(&["run", plan, "--key", "job-9", "--json"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["run"], "escalation-1");
+    assert_eq!(v["existing"], true);
+    assert_eq!(v["status"], "suspended");
+    let (code, out, _) = sb.oracle(&["run", plan, "--key", "job-9"]);
+    assert_eq!(code, 3);
+    assert!(out.contains("started this run already"), "{out}");
+    let (code, v) = sb.json(&["run", plan, "--key", "job-9", "--seed", "2", "--json"]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "key_conflict");
+    assert_eq!(v["error"]["differs"], serde_json::json!(["seed"]));
+    let (code, v) = sb.json(&[
+        "run",
+        plan,
+        "--key",
+        "job-9",
+        "--input",
+        "invoice=x",
+        "--json",
+    ]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["differs"], serde_json::json!(["inputs"]));
+    let (code, _, err) = sb.oracle(&["run", plan, "--key", ""]);
+    assert_eq!(code, 2, "{err}");
+    let runs = fs::read_dir(sb.path().join(".oracle/runs"))
+        .unwrap()
+        .count();
+    assert_eq!(runs, 1, "nothing else was created");
+    // Another run, then the key file edited to name it: the record of that run carries no key,
+    // so the key names nothing there and a start under it is a new run.
+    let (code, _) = sb.json(&["run", plan, "--json"]);
+    assert_eq!(code, 3);
+    let keys = sb.path().join(".oracle/keys");
+    let file = fs::read_dir(&keys).unwrap().next().unwrap().unwrap().path();
+    let text = fs::read_to_string(&file).unwrap();
+    fs::write(&file, text.replace("escalation-1", "escalation-2")).unwrap();
+    let (code, v) = sb.json(&["run", plan, "--key", "job-9", "--json"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["run"], "escalation-3");
+    assert_eq!(v.get("existing"), None);
+    let (code, v) = sb.json(&["run", plan, "--key", "job-9", "--json"]);
+    assert_eq!(
+        (code, &v["run"], &v["existing"]),
+        (3, &"escalation-3".into(), &true.into())
+    );
+}

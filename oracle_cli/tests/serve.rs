@@ -2018,3 +2018,218 @@ fn half_sent_requests_are_closed_and_connections_past_the_limit_wait() {
     let _ = extra.read_to_string(&mut text);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
 }
+
+/// The escalation fixture's text: a run of it suspends on a person's answer.
+fn escalation_text(sb: &common::Sandbox) -> String {
+    std::fs::read_to_string(sb.path().join("fixtures/plans/escalation.plan")).unwrap()
+}
+
+fn start_run(s: &Server, token: &str, body: &Value) -> (u16, Value) {
+    call("POST", &s.url("/api/v1/runs"), Some(token), Some(body))
+}
+
+/// `POST /api/v1/runs` (docs/API.md): a run started through the API is the run `oracle run`
+/// starts, byte for byte; a key makes a second start find the first run, and refuses a start
+/// that differs; the run is answered, cancelled, verified and replayed like any other.
+#[test]
+fn a_run_started_through_the_api_is_the_command_lines_run_and_a_key_finds_it_again() {
+    let (sb, alice, _) = setup();
+    let plan = escalation_text(&sb);
+    // docs/API.md's walkthrough sends this file: it is the fixture, as the docs say.
+    let example = common::root().join("examples/api/start-escalation.json");
+    let example: Value = serde_json::from_slice(&std::fs::read(example).unwrap()).unwrap();
+    assert_eq!(example["plan"], plan.as_str());
+    // Without --root, the server starts nothing.
+    let s = Server::start(sb.path(), &[]);
+    let (status, v) = start_run(&s, &alice, &json!({"plan": plan}));
+    assert_error(status, &v, 403, "starts_off");
+    drop(s);
+    let root = sb.path().to_str().unwrap().to_owned();
+    let s = Server::start(sb.path(), &["--root", &root]);
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs"),
+        None,
+        Some(&json!({"plan": plan})),
+    );
+    assert_error(status, &v, 401, "unauthorized");
+    let keyed = json!({"plan": plan, "key": "order-17"});
+    let (status, v) = start_run(&s, &alice, &keyed);
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["run"], "escalation-1");
+    assert_eq!(v["existing"], false);
+    assert_eq!(v["by"], "alice");
+    settled(&s, &alice, "escalation-1", "suspended");
+    // The same key, plan and inputs: the same run, nothing started.
+    let (status, v) = start_run(&s, &alice, &keyed);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["run"], "escalation-1");
+    assert_eq!(v["existing"], true);
+    assert_eq!(v["status"], "suspended");
+    // The same key with anything else: refused, naming what differs, nothing created.
+    let other_seed = json!({"plan": plan, "key": "order-17", "seed": 7});
+    let (status, v) = start_run(&s, &alice, &other_seed);
+    assert_error(status, &v, 409, "key_conflict");
+    assert_eq!(v["error"]["differs"], json!(["seed"]));
+    assert_eq!(v["error"]["run"], "escalation-1");
+    let other_inputs = json!({"plan": plan, "key": "order-17", "inputs": {"invoice": "x.txt"}});
+    let (status, v) = start_run(&s, &alice, &other_inputs);
+    assert_error(status, &v, 409, "key_conflict");
+    assert_eq!(v["error"]["differs"], json!(["inputs"]));
+    // Without a key, a second run; the command line's run of the same plan is the same bytes.
+    let (status, v) = start_run(&s, &alice, &json!({"plan": plan}));
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["run"], "escalation-2");
+    settled(&s, &alice, "escalation-2", "suspended");
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    assert_eq!(
+        log_bytes(&sb, "escalation-2"),
+        log_bytes(&sb, "escalation-3")
+    );
+    // The key is recorded in the keyed run's first event, and only there.
+    assert_eq!(
+        sb.events(".oracle", "escalation-1")[0].payload["key"],
+        "order-17"
+    );
+    assert!(
+        sb.events(".oracle", "escalation-2")[0]
+            .payload
+            .get("key")
+            .is_none()
+    );
+    // Answered and resumed through the API, it completes; the other is cancelled.
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/escalation-1/answer"),
+        Some(&alice),
+        Some(&json!({"step": "total", "value": {"value": {"total": 1250}}, "resume": true})),
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/escalation-2/cancel"),
+        Some(&alice),
+        Some(&json!({"reason": "duplicate order"})),
+    );
+    assert_eq!(status, 200, "{v}");
+    settled(&s, &alice, "escalation-2", "cancelled");
+    wait_for("escalation-1 to wait on its confirmation", || {
+        let v = run_status(&s, &alice, "escalation-1");
+        (v["waiting_on"]["step"] == "confirm").then_some(())
+    });
+    for id in ["escalation-1", "escalation-2"] {
+        run(&sb, &["verify", id], 0);
+        run(&sb, &["replay", id], 0);
+    }
+    // A keyed start of a finished run still finds it.
+    let (status, v) = start_run(&s, &alice, &keyed);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["run"], "escalation-1");
+}
+
+/// A plan in a request names files under the server's `--root` only and runs no programs; a
+/// bad request is refused with the command line's code and creates nothing.
+#[test]
+fn a_requested_plan_stays_under_the_root_and_a_refused_start_creates_nothing() {
+    let (sb, alice, _) = setup();
+    let plan = escalation_text(&sb);
+    let root = sb.path().to_str().unwrap().to_owned();
+    let s = Server::start(sb.path(), &["--root", &root]);
+    let cases = [
+        (
+            json!({"plan": plan.replace("fs:read:fixtures/data/**", "fs:read:/etc/**")}),
+            403,
+            "not_allowed",
+        ),
+        (
+            json!({"plan": plan.replace("fs:read:fixtures/data/**", "fs:read:../**")}),
+            403,
+            "not_allowed",
+        ),
+        (
+            json!({"plan": plan.replace("grant fs:read:fixtures/data/**", "grant proc:exec:sh")}),
+            403,
+            "not_allowed",
+        ),
+        (
+            json!({"plan": plan.replace("input invoice", "tools \"/opt/tools\"\ninput invoice")}),
+            403,
+            "not_allowed",
+        ),
+        (
+            json!({"plan": plan, "inputs": {"invoice": 5}}),
+            422,
+            "input",
+        ),
+        (
+            json!({"plan": plan, "inputs": {"invoce": "x"}}),
+            422,
+            "input",
+        ),
+        (json!({"plan": "plan p version 1\nx = \n"}), 422, "plan"),
+        (json!({"plan": plan, "key": ""}), 400, "usage"),
+        (
+            json!({"plan": plan, "grants": ["proc:exec:*"]}),
+            400,
+            "usage",
+        ),
+        (json!({"plan": plan, "seed": -1}), 400, "usage"),
+    ];
+    for (body, want, code) in cases {
+        let (status, v) = start_run(&s, &alice, &body);
+        assert_error(status, &v, want, code);
+    }
+    let (_, v) = start_run(&s, &alice, &json!({"plan": "plan p version 1\nx = \n"}));
+    assert!(v["error"]["diagnostics"][0]["line"].is_u64(), "{v}");
+    let runs = sb.path().join(".oracle/runs");
+    let made = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(made, 0, "nothing created under {}", runs.display());
+}
+
+/// A plan whose second step waits for a file `marker` in the working directory.
+const SLOW: &str = "plan slow version 1\n\
+grant proc:exec:sh\n\
+a = text.count { text: \"one two three\" }\n\
+wait = proc.exec { program: \"sh\", args: [\"-c\", \"while [ ! -e marker ]; do sleep 0.05; done; echo done\"] }\n  after a\n  timeout 60s\n\
+b = text.count { text: \"four five\" }\n  after wait\n";
+
+/// `oracle serve --recover` drives on a run whose process was killed mid-way (`interrupted`),
+/// through the one resume path: it completes with the log an uninterrupted run records.
+#[test]
+fn serve_recover_drives_on_a_run_a_killed_process_left_behind() {
+    let (sb, alice, _) = setup();
+    sb.write("slow.plan", SLOW);
+    let mut child = sb
+        .command(&["run", "slow.plan"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = sb.log(".oracle", "slow-1");
+    wait_for("the slow call on disk", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        (text.contains("\"tool_called\"") && text.contains("proc.exec")).then_some(())
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (_, list, _) = sb.oracle(&["runs"]);
+    assert!(list.contains("interrupted"), "{list}");
+    // Without --recover the server leaves it; with it, the run is driven on.
+    let s = Server::start(sb.path(), &[]);
+    assert_eq!(run_status(&s, &alice, "slow-1")["status"], "running");
+    drop(s);
+    sb.write("marker", "");
+    let s = Server::start(sb.path(), &["--recover"]);
+    settled(&s, &alice, "slow-1", "completed");
+    let resumes = std::fs::read_to_string(sb.path().join(".oracle/serve-resume.log")).unwrap();
+    assert!(
+        resumes.contains("recover slow-1 (interrupted): completed"),
+        "{resumes}"
+    );
+    run(&sb, &["--home", "clean", "run", "slow.plan"], 0);
+    let clean = std::fs::read(sb.log("clean", "slow-1")).unwrap();
+    let recovered = log_bytes(&sb, "slow-1");
+    let heads = |b: &[u8]| common::parse_events(b).last().map(|e| e.hash);
+    assert_eq!(heads(&recovered), heads(&clean));
+    run(&sb, &["verify", "slow-1"], 0);
+}

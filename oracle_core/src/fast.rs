@@ -344,8 +344,8 @@ mod shape {
     /// Fields of each kind's payload, sorted by name (the order canonical maps have).
     fn spec(kind: EventKind) -> &'static [(&'static str, Field)] {
         match kind {
-            // `memory` and `domains` are not here: a run with domain settings takes the
-            // reference path.
+            // `memory`, `domains` and `key` are not here: a run with domain settings or an
+            // idempotency key takes the reference path (one record per run).
             EventKind::RunStarted => &[
                 ("format", OptU64),
                 ("grants", SortedStrings),

@@ -136,6 +136,11 @@ pub struct RunStarted {
     /// Opaque to the log format: each domain reads and checks its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domains: Option<BTreeMap<String, Value>>,
+    /// Format 3: the idempotency key the run was started with (`oracle run --key`, the API's
+    /// `key`): a second start with the same key, plan and inputs is this run. Absent when none
+    /// was given (and keeps the encoding of runs that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// What a declared tool was when a run started: `replay` and `resume` compare the tools they

@@ -82,6 +82,7 @@ impl Synth {
                     tools: None,
                     memory: None,
                     domains: None,
+                    key: None,
                 }),
             );
         }

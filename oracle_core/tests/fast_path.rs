@@ -35,8 +35,9 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             any::<u64>(),
             prop::option::of(value()),
             prop::option::of(prop::collection::btree_map("[a-c]", value(), 0..3)),
+            prop::option::of(".{0,6}"),
         )
-            .prop_map(|(program, grants, inputs, seed, memory, domains)| {
+            .prop_map(|(program, grants, inputs, seed, memory, domains, key)| {
                 Payload::RunStarted(RunStarted {
                     format: None,
                     program,
@@ -48,6 +49,7 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     tools: None,
                     memory,
                     domains,
+                    key,
                 })
             }),
         (name, name).prop_map(
@@ -204,12 +206,14 @@ fn sealed_line(kind: EventKind, payload: Value, seq: u64, parents: Vec<u64>) -> 
     line
 }
 
-/// Whether `payload` is a `run_started` carrying domain settings (`memory` or `domains`, even
-/// `null`, which the reference reads as absent), whose record the fast path leaves to the
-/// reference.
+/// Whether `payload` is a `run_started` carrying domain settings (`memory` or `domains`) or an
+/// idempotency `key` (even `null`, which the reference reads as absent), whose record the fast
+/// path leaves to the reference.
 fn settings_in(kind: EventKind, payload: &Value) -> bool {
     kind == EventKind::RunStarted
-        && (payload.get("memory").is_some() || payload.get("domains").is_some())
+        && ["memory", "domains", "key"]
+            .iter()
+            .any(|k| payload.get(*k).is_some())
 }
 
 /// The fast path and the reference agree on `line`. With `memory` (a `run_started` that

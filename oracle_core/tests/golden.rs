@@ -42,6 +42,7 @@ fn vectors() -> Value {
                 tools: None,
                 memory: None,
                 domains: None,
+                key: None,
             }),
         )
         .unwrap();

@@ -48,6 +48,9 @@ pub enum HostError {
     /// A worker could not go on (a thread of it died).
     #[error("worker: {0}")]
     Worker(String),
+    /// A run asked for over the network names what such a run may not (`crate::request`).
+    #[error("{what}; nothing was created")]
+    NotAllowed { what: String },
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -108,6 +111,7 @@ fn pg_class(e: &oracle_pg::PgError) -> Class {
 /// HTTP statuses used (named, so the table reads as the API documents it).
 mod http {
     pub const BAD_REQUEST: u16 = 400;
+    pub const FORBIDDEN: u16 = 403;
     pub const NOT_FOUND: u16 = 404;
     pub const CONFLICT: u16 = 409;
     pub const UNPROCESSABLE: u16 = 422;
@@ -135,6 +139,7 @@ impl HostError {
             HostError::Signal { .. } => Class::of("bad_signal", exit::INPUT, http::BAD_REQUEST),
             HostError::Pg(e) => pg_class(e),
             HostError::Worker(_) => Class::of("internal", exit::INPUT, http::INTERNAL),
+            HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
         }
     }
 
@@ -233,7 +238,25 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::ClaimRefused { .. } => refused("refused"),
         SessionError::BadNote { .. } => refused("bad_note"),
         SessionError::TooEarly { .. } | SessionError::OutsideTime { .. } => refused("time"),
-        SessionError::BadInputs(_) => refused("input"),
+        // What the caller gave is refused (the command line has always named these `input`).
+        SessionError::BadInputs(_)
+        | SessionError::Input(_)
+        | SessionError::Grant(_)
+        | SessionError::UnknownGrant { .. }
+        | SessionError::TooLarge { .. }
+        | SessionError::NotText { .. } => refused("input"),
+        SessionError::Plan {
+            path,
+            text,
+            diagnostics,
+        } => refused("plan").with(json!({
+            "path": path,
+            "diagnostics": diagnostics.iter().map(|d| d.to_json(text)).collect::<Vec<_>>(),
+        })),
+        SessionError::BadKey { .. } => Class::of("usage", exit::INPUT, http::BAD_REQUEST),
+        SessionError::KeyUsed { key, run, differs } => {
+            conflict("key_conflict").with(json!({"key": key, "run": run, "differs": differs}))
+        }
         SessionError::Unbound { models, secrets } => {
             refused("unbound").with(json!({"models": models, "secrets": secrets}))
         }

@@ -77,6 +77,11 @@ impl std::fmt::Debug for Home {
 /// still recorded when that round ends.
 pub const CANCEL_WAIT_MS: u64 = 10_000;
 
+/// How long [`Home::launch`] waits for a run it started in the background to write its first
+/// event, so the caller can read the run at once: binding its tools (an MCP server starting)
+/// is what takes long; past this the caller is answered anyway and the run appears later.
+pub const LAUNCH_WAIT_MS: u64 = 5_000;
+
 /// How often [`Home::cancel`] looks at the run while it waits.
 const CANCEL_LOOK_MS: u64 = 50;
 
@@ -111,6 +116,25 @@ fn wait_cancelled(id: String, dir: PathBuf) -> Result<Cancelled, HostError> {
         }
     }
     Ok(Cancelled::Requested { id, dir })
+}
+
+/// What a start did: started (or prepared) a new run, or found the run its idempotency key
+/// started already.
+#[derive(Debug)]
+pub enum Start<T> {
+    New(T),
+    Existing(Existing),
+}
+
+/// The run an idempotency key started, found by a second start with the same plan, inputs and
+/// seed: nothing was created or run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Existing {
+    pub id: String,
+    pub dir: PathBuf,
+    pub key: String,
+    /// Its status now, as `oracle runs` shows it.
+    pub status: String,
 }
 
 /// What a resume is given beyond the run.
@@ -359,33 +383,94 @@ impl Home {
     /// Starts a run (`oracle run`): binds it, creates its directory and drives it until it
     /// finishes or suspends. A bad plan, input, grant or binding is refused before anything is
     /// created.
+    ///
+    /// With an idempotency key ([`StartOptions::key`]) that started a run already with the
+    /// same plan, inputs and seed, nothing is started and that run is returned
+    /// ([`Start::Existing`]); with anything else different, `key_conflict`.
     pub fn start(
         &self,
         mut opts: StartOptions,
         given: &Given,
         tool_dirs: Vec<PathBuf>,
         progress: Option<&mut dyn FnMut(&Progress)>,
-    ) -> Result<Session, HostError> {
+    ) -> Result<Start<Session>, HostError> {
         let registry = self.bind_new(&mut opts, given, tool_dirs)?;
         let mut nothing = |_: &Progress| {};
         let progress = match progress {
             Some(p) => p,
             None => &mut nothing,
         };
-        Ok(session::start_observed(&opts, &registry, progress)?)
+        self.keyed(session::start_observed(&opts, &registry, progress))
     }
 
     /// Everything [`Home::start`] does before the first event, for a run a worker will start
     /// elsewhere (`oracle submit`): the run directory with its plan, sealed bindings and
-    /// submission.
+    /// submission. A key its run holds already is [`Start::Existing`], as for `start`.
     pub fn prepare_submission(
         &self,
         mut opts: StartOptions,
         given: &Given,
         tool_dirs: Vec<PathBuf>,
-    ) -> Result<Prepared, HostError> {
+    ) -> Result<Start<Prepared>, HostError> {
         let registry = self.bind_new(&mut opts, given, tool_dirs)?;
-        Ok(session::prepare(&opts, &registry, true)?)
+        self.keyed(session::prepare(&opts, &registry, true))
+    }
+
+    /// Starts a run in the background (`POST /api/v1/runs` on a file home): everything
+    /// [`Home::prepare_submission`] checks and writes happens before this returns (a bad plan,
+    /// input, grant, binding or key is refused here, nothing created), then a thread of this
+    /// process drives the run as a worker would ([`Home::start_submitted`]) and hands its
+    /// outcome to `ended`.
+    pub fn launch(
+        &self,
+        opts: StartOptions,
+        given: &Given,
+        tool_dirs: Vec<PathBuf>,
+        ended: impl FnOnce(&str, Result<Session, HostError>) + Send + 'static,
+    ) -> Result<Start<Prepared>, HostError> {
+        let prepared = match self.prepare_submission(opts, given, tool_dirs)? {
+            Start::New(p) => p,
+            existing => return Ok(existing),
+        };
+        let (host, id) = (self.clone(), prepared.id.clone());
+        // The drive says when its first event is written, so a caller that reads the run at
+        // once finds it; a drive that fails before that ends the wait too (its sender drops).
+        let (started, first_event) = std::sync::mpsc::sync_channel::<()>(1);
+        std::thread::Builder::new()
+            .name(format!("start {id}"))
+            .spawn(move || {
+                let mut started = Some(started);
+                let mut progress = move |_: &Progress| {
+                    if let Some(s) = started.take() {
+                        let _ = s.send(());
+                    }
+                };
+                let outcome = host.start_submitted_observed(&id, &mut progress);
+                // A drive that ended before its first round ends the caller's wait here.
+                drop(progress);
+                ended(&id, outcome);
+            })
+            .map_err(|e| HostError::Worker(format!("cannot start a thread for the run: {e}")))?;
+        let _ = first_event.recv_timeout(std::time::Duration::from_millis(LAUNCH_WAIT_MS));
+        Ok(Start::New(prepared))
+    }
+
+    /// A start's outcome, with a key its run holds already turned into [`Start::Existing`].
+    fn keyed<T>(&self, started: session::Result<T>) -> Result<Start<T>, HostError> {
+        match started {
+            Ok(t) => Ok(Start::New(t)),
+            Err(SessionError::KeyUsed { key, run, differs }) if differs.is_empty() => {
+                let dir = self.dir.join("runs").join(&run);
+                let status = session::run_info(&dir).status;
+                Ok(Start::Existing(Existing {
+                    id: run,
+                    dir,
+                    key,
+                    status,
+                }))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Seals the bindings of a run this home did not start, as its `run.json` says: for a

@@ -396,6 +396,15 @@ impl Home {
     /// A worker's first drive of a submitted run (its directory is in this home, without a
     /// log: [`Home::prepare_submission`] made it elsewhere).
     pub fn start_submitted(&self, run: &str) -> Result<session::Session, HostError> {
+        self.start_submitted_observed(run, &mut |_| {})
+    }
+
+    /// [`Home::start_submitted`], telling `progress` at each round.
+    pub fn start_submitted_observed(
+        &self,
+        run: &str,
+        progress: &mut dyn FnMut(&oracle_runtime::engine::Progress),
+    ) -> Result<session::Session, HostError> {
         // Not `find`: a submitted run has no log yet, which is what `find` looks for.
         let dir = self.dir().join("runs").join(run);
         let found = RunDir {
@@ -410,7 +419,7 @@ impl Home {
             run,
             self.writing(oracle_runtime::Durability::DEFAULT),
             &registry,
-            &mut |_| {},
+            progress,
         )?)
     }
 }

@@ -1451,12 +1451,43 @@ pub fn bind_inputs(
         if !seen.insert(name.as_str()) {
             return Err(InputError::Duplicate { name: name.clone() });
         }
-        if !plan.inputs.iter().any(|i| &i.name == name) {
-            let names = plan.inputs.iter().map(|i| i.name.as_str());
+    }
+    bind_with(plan, given.iter().map(|(n, _)| n.as_str()), |input| {
+        given
+            .iter()
+            .find(|(n, _)| n == &input.name)
+            .map(|(_, t)| parse_input(&input.name, input.ty, t))
+    })
+}
+
+/// Binds inputs given as JSON values (a request to `oracle serve`): each must already be of
+/// the type the plan declares (a `string` input takes a JSON string, an `int` an integer; no
+/// text is parsed). Inputs not given take their defaults.
+pub fn bind_input_values(
+    plan: &CompiledPlan,
+    given: &Map<String, Value>,
+) -> Result<Map<String, Value>, InputError> {
+    bind_with(plan, given.keys().map(String::as_str), |input| {
+        given
+            .get(&input.name)
+            .map(|v| check_input_value(&input.name, input.ty, v))
+    })
+}
+
+/// Refuses a name the plan has no input for, then binds every input: `value_of` gives a given
+/// input's value (`None`: not given, so its default).
+fn bind_with<'a>(
+    plan: &CompiledPlan,
+    names: impl Iterator<Item = &'a str>,
+    value_of: impl Fn(&crate::compile::CompiledInput) -> Option<Result<Value, InputError>>,
+) -> Result<Map<String, Value>, InputError> {
+    for name in names {
+        if !plan.inputs.iter().any(|i| i.name == name) {
+            let known = plan.inputs.iter().map(|i| i.name.as_str());
             return Err(InputError::Unknown {
                 plan: plan.name.clone(),
-                name: name.clone(),
-                hint: crate::diagnostic::closest(name, names).map(str::to_owned),
+                name: name.to_owned(),
+                hint: crate::diagnostic::closest(name, known).map(str::to_owned),
                 known: plan
                     .inputs
                     .iter()
@@ -1467,9 +1498,8 @@ pub fn bind_inputs(
     }
     let mut out = Map::new();
     for input in &plan.inputs {
-        let text = given.iter().find(|(n, _)| n == &input.name).map(|(_, t)| t);
-        let value = match (text, &input.default) {
-            (Some(t), _) => parse_input(&input.name, input.ty, t)?,
+        let value = match (value_of(input), &input.default) {
+            (Some(v), _) => v?,
             (None, Some(d)) => d.clone(),
             (None, None) => {
                 return Err(InputError::Missing {
@@ -1482,17 +1512,42 @@ pub fn bind_inputs(
     Ok(out)
 }
 
+fn expected_of(ty: InputType) -> &'static str {
+    match ty {
+        InputType::String => "a string",
+        InputType::Int => "an integer",
+        InputType::Bool => "`true` or `false`",
+        InputType::List => "a JSON list",
+        InputType::Map => "a JSON object",
+        InputType::Json => "JSON",
+    }
+}
+
+fn check_input_value(name: &str, ty: InputType, v: &Value) -> Result<Value, InputError> {
+    let ok = match ty {
+        InputType::String => v.is_string(),
+        InputType::Int => v.is_i64(),
+        InputType::Bool => v.is_boolean(),
+        InputType::List => v.is_array(),
+        InputType::Map => v.is_object(),
+        InputType::Json => true,
+    };
+    let fail = |reason: String| InputError::Type {
+        name: name.to_owned(),
+        expected: expected_of(ty),
+        reason,
+    };
+    if !ok {
+        return Err(fail(format!("got {}", eval::type_name(v))));
+    }
+    oracle_core::canon::check(v).map_err(|e| fail(e.to_string()))?;
+    Ok(v.clone())
+}
+
 fn parse_input(name: &str, ty: InputType, text: &str) -> Result<Value, InputError> {
     let fail = |reason: String| InputError::Type {
         name: name.to_owned(),
-        expected: match ty {
-            InputType::String => "a string",
-            InputType::Int => "an integer",
-            InputType::Bool => "`true` or `false`",
-            InputType::List => "a JSON list",
-            InputType::Map => "a JSON object",
-            InputType::Json => "JSON",
-        },
+        expected: expected_of(ty),
         reason,
     };
     match ty {

@@ -48,6 +48,26 @@ impl Diagnostic {
         }
     }
 
+    /// The diagnostic as `plan check --json` and the API print it, positions as line:column of
+    /// `src` (the text it was found in).
+    pub fn to_json(&self, src: &str) -> serde_json::Value {
+        let (line, column) = line_col(src, self.span.start);
+        let (end_line, end_column) = line_col(src, self.span.end);
+        let related: Vec<_> = self
+            .related
+            .iter()
+            .map(|(s, label)| {
+                let (l, c) = line_col(src, s.start);
+                serde_json::json!({"line": l, "column": c, "label": label})
+            })
+            .collect();
+        serde_json::json!({
+            "severity": self.severity, "code": self.code, "message": self.message,
+            "line": line, "column": column, "end_line": end_line, "end_column": end_column,
+            "label": self.label, "hint": self.hint, "related": related,
+        })
+    }
+
     pub fn with_hint(mut self, hint: impl Into<String>) -> Diagnostic {
         self.hint = Some(hint.into());
         self

@@ -83,6 +83,7 @@ fn config(jobs: u32) -> RunConfig {
         calls_max: CALLS_MAX_DEFAULT,
         domains: Default::default(),
         budget: None,
+        key: None,
         scorer: None,
         resume_points: Default::default(),
     }

@@ -89,6 +89,7 @@ fn config() -> RunConfig {
         calls_max: CALLS_MAX_DEFAULT,
         domains: Default::default(),
         budget: None,
+        key: None,
         scorer: None,
         resume_points: Policy {
             key: Some(KEY),

@@ -127,6 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         budget: None,
         scorer: None,
         resume_points: Default::default(),
+        key: None,
     };
     let registry = tools::builtin();
     let agent = || WordCounter {

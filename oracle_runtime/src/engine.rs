@@ -75,6 +75,8 @@ pub struct RunConfig {
     /// When the drive writes resume points (`crate::resume_point`). Never recorded: the log is
     /// the same with or without them.
     pub resume_points: resume_point::Policy,
+    /// The idempotency key the run was started with, recorded in `run_started` (`key`).
+    pub key: Option<String>,
 }
 
 /// How a drive ended.
@@ -1039,6 +1041,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 tools: self.registry.pins(),
                 memory,
                 domains,
+                key: self.config.key.clone(),
             }),
         )?;
         Ok(())

@@ -76,6 +76,7 @@ pub mod exit;
 pub mod fsread;
 pub mod http;
 pub mod index;
+pub mod keys;
 pub mod mcp;
 pub mod oracle;
 pub mod paths;

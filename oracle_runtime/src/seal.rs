@@ -78,7 +78,15 @@ impl SealKey {
         fs::create_dir_all(home).map_err(io(home))?;
         let mut bytes = [0u8; KEY_BYTES];
         getrandom::fill(&mut bytes).map_err(|e| SealError::Random(e.to_string()))?;
-        let tmp = home.join(format!("{KEY_FILE}.{}.tmp", std::process::id()));
+        // A name no other writer uses, thread or process: two threads of one server creating
+        // the key at once must not remove each other's file (the process id alone is shared).
+        let mut nonce = [0u8; 8];
+        getrandom::fill(&mut nonce).map_err(|e| SealError::Random(e.to_string()))?;
+        let tmp = home.join(format!(
+            "{KEY_FILE}.{}.{}.tmp",
+            std::process::id(),
+            u64::from_be_bytes(nonce)
+        ));
         let write = || -> std::io::Result<()> {
             let mut f = fs::OpenOptions::new()
                 .write(true)
@@ -203,6 +211,23 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(format!("{a:?}"), "SealKey(..)");
+    }
+
+    /// Threads of one process (a server starting runs at once on a fresh home) creating the key
+    /// together all get the one key the file keeps.
+    #[test]
+    fn threads_creating_a_key_at_once_agree_on_it() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let keys: Vec<SealKey> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8)
+                    .map(|_| s.spawn(|| SealKey::open_or_create(dir.path()).unwrap()))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let kept = SealKey::open(dir.path()).unwrap().unwrap();
+            assert!(keys.iter().all(|k| *k == kept));
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use oracle_core::capability::{Capability, CapabilityError};
 use oracle_core::payload::{RunStarted, RunStatus};
 use oracle_core::verify::LogBytesError;
 use oracle_core::{Event, Hash, Payload};
-use oracle_plan::agent::{InputError, PlanAgent, bind_inputs};
+use oracle_plan::agent::{InputError, PlanAgent, bind_input_values, bind_inputs};
 use oracle_plan::{CompiledPlan, Diagnostic, Severity};
 use serde_json::{Map, Value, json};
 
@@ -71,6 +71,18 @@ pub enum SessionError {
     Unbound {
         models: Vec<String>,
         secrets: Vec<String>,
+    },
+    /// An idempotency key that cannot be one (`oracle_runtime::keys::check_key`).
+    #[error("--key: {why}; nothing was created")]
+    BadKey { why: String },
+    /// The idempotency key started run `run` already. With nothing in `differs`, this start is
+    /// that run's (the caller answers with it); otherwise it is refused, naming what differs.
+    #[error("{}", key_used_text(key, run, differs))]
+    KeyUsed {
+        key: String,
+        run: String,
+        /// `plan`, `inputs`, `seed`: what this start has that the run's differs in.
+        differs: Vec<String>,
     },
     #[error("--grant {grant}: no tool needs `{kind}`, so it would allow nothing; grants name one of: {}", known.join(", "))]
     UnknownGrant {
@@ -276,6 +288,15 @@ pub struct StartOptions {
     /// Files the run keeps under `tools/` (what each MCP server listed: replay reads it instead
     /// of starting the server), by file name.
     pub tool_files: Vec<(String, Vec<u8>)>,
+    /// The plan's text when it is not read from the file `plan` (a request's body): `plan` then
+    /// names it in messages, and its sub-plans resolve against `plan`'s directory.
+    pub plan_text: Option<String>,
+    /// Inputs given as JSON values (an API request) instead of text (`inputs`), each checked
+    /// against the type the plan declares.
+    pub input_values: Map<String, Value>,
+    /// The idempotency key (`--key`, the API's `key`): recorded in `run_started`; a second
+    /// start with the same key is the first run ([`crate::keys`]).
+    pub key: Option<String>,
 }
 
 impl StartOptions {
@@ -300,6 +321,9 @@ impl StartOptions {
             secret_vars: Default::default(),
             tools: Vec::new(),
             tool_files: Vec::new(),
+            plan_text: None,
+            input_values: Map::new(),
+            key: None,
         }
     }
 }
@@ -587,6 +611,9 @@ pub struct Submission {
     pub memory: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<oracle_core::payload::Budget>,
+    /// The idempotency key ([`StartOptions::key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl Submission {
@@ -611,6 +638,7 @@ impl Submission {
                 _ => self.domains.clone(),
             },
             budget: self.budget.clone(),
+            key: self.key.clone(),
             scorer,
             resume_points: resume_point::Policy::default(),
         })
@@ -631,9 +659,16 @@ pub struct Prepared {
 /// `submit`, also writes [`SUBMISSION_FILE`] so that a worker can start the run elsewhere
 /// ([`start_prepared`]). A bad plan, input or grant is reported before anything is created.
 pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result<Prepared> {
-    let source = read_text(&opts.plan)?;
+    let source = match &opts.plan_text {
+        Some(text) => plan_text_checked(&opts.plan, text)?,
+        None => read_text(&opts.plan)?,
+    };
     let plan = compile(&opts.plan, &source, registry)?;
-    let inputs = bind_inputs(&plan, &opts.inputs)?;
+    let inputs = if opts.input_values.is_empty() {
+        bind_inputs(&plan, &opts.inputs)?
+    } else {
+        bind_input_values(&plan, &opts.input_values)?
+    };
     check_outside_value(&Value::Object(inputs.clone()), "the run's inputs")
         .map_err(SessionError::BadInputs)?;
     check_bound(&plan, &inputs, opts)?;
@@ -661,7 +696,17 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
     let grants = merged_grants(&plan, extra);
     let root = canonical_root(&opts.root)?;
     let warnings = grant_warnings(&grants, &opts.home, &root);
+    let key_claim = |run: &str| {
+        opts.key
+            .as_ref()
+            .map(|k| crate::keys::KeyClaim::new(k, run, plan.hash, &inputs, opts.seed))
+    };
+    if let Some(want) = key_claim("") {
+        crate::keys::check_key(&want.key).map_err(|why| SessionError::BadKey { why })?;
+        key_not_used(&opts.home, &want)?;
+    }
     let (id, dir) = new_run_dir(&opts.home, &plan.name)?;
+    let key_claim = key_claim(&id);
     write_atomic(&dir.join(PLAN_FILE), source.as_bytes())?;
     // The sub-plans, kept beside the plan: `resume` and `replay` compile these copies.
     let plan_dir = opts.plan.parent().unwrap_or(Path::new("."));
@@ -694,10 +739,14 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         domains: opts.domains.clone(),
         memory: None,
         budget: opts.budget.clone(),
+        key: opts.key.clone(),
     };
     if submit {
         let text = serde_json::to_string_pretty(&submission).unwrap_or_default();
         write_atomic(&dir.join(SUBMISSION_FILE), format!("{text}\n").as_bytes())?;
+    }
+    if let Some(claim) = key_claim {
+        claim_key(&opts.home, &claim, &dir)?;
     }
     Ok(Prepared {
         id,
@@ -706,6 +755,60 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         submission,
         warnings,
     })
+}
+
+/// A plan's text given in a request, held to the limit a plan file is.
+fn plan_text_checked(path: &Path, text: &str) -> Result<String> {
+    let len = text.len() as u64;
+    if len > PLAN_BYTES_MAX {
+        return Err(SessionError::TooLarge {
+            path: path.to_path_buf(),
+            len,
+            limit: PLAN_BYTES_MAX,
+        });
+    }
+    Ok(text.to_owned())
+}
+
+/// Refuses a start whose key already started a run: [`SessionError::KeyUsed`], with what
+/// differs (nothing: the start is that run's).
+fn key_not_used(home: &Path, want: &crate::keys::KeyClaim) -> Result<()> {
+    match crate::keys::find(home, want)? {
+        Some((run, differs)) => Err(SessionError::KeyUsed {
+            key: want.key.clone(),
+            run,
+            differs,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Claims the key for the run just prepared in `dir`. Another start that claimed it first
+/// wins: this one's directory (nothing recorded in it) is removed and the winner named.
+fn claim_key(home: &Path, claim: &crate::keys::KeyClaim, dir: &Path) -> Result<()> {
+    if crate::keys::claim(home, claim)? {
+        return Ok(());
+    }
+    fs::remove_dir_all(dir).map_err(SessionError::io(dir))?;
+    key_not_used(home, claim)?;
+    // The winner's run was deleted in between: nothing names the key now.
+    Err(SessionError::Io {
+        path: home.join(crate::keys::KEYS_DIR),
+        source: std::io::Error::other(
+            "the idempotency key's run was deleted while this start claimed it; try again",
+        ),
+    })
+}
+
+fn key_used_text(key: &str, run: &str, differs: &[String]) -> String {
+    if differs.is_empty() {
+        format!("idempotency key `{key}` started run {run} already, with the same plan and inputs")
+    } else {
+        format!(
+            "idempotency key `{key}` started run {run} with another {}; nothing was created (use a new key for a different run)",
+            differs.join(" and ")
+        )
+    }
 }
 
 /// Refuses a new run that does not bind every model and secret its plan references (with
@@ -800,12 +903,17 @@ pub fn start_prepared(
     let mut config = submission.config(home, &found.dir, None)?;
     config.resume_points.key = Some(crate::seal::SealKey::open_or_create(home)?);
     let agent = PlanAgent::new(plan, config.inputs.clone());
-    let mut engine =
-        Engine::new(agent, registry, config, Vec::new(), Some(writer)).with_progress(progress);
+    // A live drive: a cancel asked of it by another process is taken between rounds.
+    let mut watch = crate::cancel::Watch::new(&found.dir);
+    let mut probe = || watch.probe();
+    let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer))
+        .with_progress(progress)
+        .with_cancel(&mut probe);
     let report = engine.drive()?;
     if let Some(w) = engine.into_writer() {
         w.close()?;
     }
+    finished_drive(&found.dir, &report);
     Ok(Session {
         id: found.id,
         dir: found.dir,
@@ -1053,6 +1161,7 @@ fn config_of(
         budget: started.budget.clone(),
         scorer: None,
         resume_points: resume_point::Policy::default(),
+        key: started.key.clone(),
     })
 }
 
@@ -1463,7 +1572,7 @@ fn read_from_point(
 }
 
 /// The log's first event (`run_started`), read and checked on its own.
-fn first_event(log: &Path) -> Result<Option<RunStarted>> {
+pub(crate) fn first_event(log: &Path) -> Result<Option<RunStarted>> {
     let mut first = None;
     crate::reader::scan(log, false, |e| {
         first = Some(e);
@@ -2230,8 +2339,10 @@ pub fn list(home: &Path) -> Result<Vec<RunInfo>> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     for entry in entries {
         let entry = entry.map_err(SessionError::io(&runs))?;
-        if entry.path().join(LOG_FILE).is_file() {
-            dirs.push(entry.path());
+        // A run with a log, or one prepared for a background start that has not written it.
+        let dir = entry.path();
+        if dir.join(LOG_FILE).is_file() || dir.join(SUBMISSION_FILE).is_file() {
+            dirs.push(dir);
         }
     }
     dirs.sort_by(|a, b| natural_order(&a.to_string_lossy(), &b.to_string_lossy()));
@@ -2248,7 +2359,24 @@ pub fn run_info(dir: &Path) -> RunInfo {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut info = info_of(&id, &dir.join(LOG_FILE));
+    let log = dir.join(LOG_FILE);
+    if !log.exists() && dir.join(SUBMISSION_FILE).exists() {
+        // Prepared for a drive that has not written its first event yet (`oracle serve`
+        // starting it in the background, or a store's worker about to).
+        return RunInfo {
+            id,
+            program: String::new(),
+            status: "submitted".into(),
+            events: 0,
+            waiting: None,
+            attempts: 0,
+            reason: Some("not started yet".into()),
+            last_time: 0,
+            live: None,
+            models: None,
+        };
+    }
+    let mut info = info_of(&id, &log);
     if info.status != "damaged" {
         info.models = model_usage(&dir.join(LOG_FILE), None);
     }

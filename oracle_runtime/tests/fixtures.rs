@@ -31,6 +31,11 @@ fn fixtures_dir() -> PathBuf {
 /// default (seed 0, no extra grants or inputs): the plan is run for real, in a scratch copy of
 /// `fixtures/data`, so the fixture log is exactly what the shipped plan records.
 fn run_shipped_plan(name: &str) -> Vec<Event> {
+    run_shipped_plan_keyed(name, None)
+}
+
+/// [`run_shipped_plan`], started with an idempotency key (`oracle run --key KEY`).
+fn run_shipped_plan_keyed(name: &str, key: Option<&str>) -> Vec<Event> {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("repo");
     let data = root.join("fixtures/data");
@@ -42,6 +47,7 @@ fn run_shipped_plan(name: &str) -> Vec<Event> {
     let opts = oracle_runtime::session::StartOptions {
         durability: oracle_runtime::Durability::None,
         root: root.canonicalize().unwrap(),
+        key: key.map(str::to_owned),
         ..oracle_runtime::session::StartOptions::new(
             &dir.path().join("home"),
             &fixtures_dir().join(format!("plans/{name}.plan")),
@@ -75,6 +81,15 @@ fn denied() -> Vec<Event> {
 fn suspended() -> Vec<Event> {
     run_shipped_plan("escalation")
 }
+
+/// `fixtures/plans/denied.plan` started with the idempotency key `invoice-2026-11-0042`
+/// (format 3's `run_started.key`): the key is in the first event and nowhere else.
+fn keyed() -> Vec<Event> {
+    run_shipped_plan_keyed("denied", Some(KEY))
+}
+
+/// The key `keyed.jsonl` was started with.
+const KEY: &str = "invoice-2026-11-0042";
 
 fn jsonl(events: &[Event]) -> Vec<u8> {
     events.iter().flat_map(record::encode).collect()
@@ -131,6 +146,7 @@ fn fixture_files() -> Vec<(&'static str, Vec<u8>)> {
         ("logs/quickstart.jsonl", good_bytes),
         ("logs/denied.jsonl", jsonl(&denied())),
         ("logs/suspended.jsonl", jsonl(&suspended())),
+        ("logs/keyed.jsonl", jsonl(&keyed())),
         ("logs/broken/tampered-middle.jsonl", tampered),
         ("logs/broken/forged-payload.jsonl", forged),
         ("logs/broken/relinked.jsonl", relinked),
@@ -180,6 +196,7 @@ fn each_log_verifies_as_documented() {
     ok("logs/quickstart.jsonl", 16);
     ok("logs/denied.jsonl", 5);
     ok("logs/suspended.jsonl", 31);
+    ok("logs/keyed.jsonl", 5);
     ok("logs/broken/relinked.jsonl", 16);
 
     let err = |name: &str| verify_bytes(&fixture(name), None).expect_err(name);
@@ -225,6 +242,22 @@ fn each_log_verifies_as_documented() {
             );
         }
         other => panic!("torn-tail: expected a torn tail, got {other}"),
+    }
+}
+
+/// A key changes the first event (and so every hash after it) and nothing else: without it, the
+/// keyed log is `denied.jsonl`'s payloads, event for event.
+#[test]
+fn a_key_is_recorded_in_run_started_only() {
+    let keyed = keyed();
+    let plain = denied();
+    assert_eq!(keyed[0].payload["key"], KEY);
+    assert!(plain[0].payload.get("key").is_none());
+    let mut first = keyed[0].payload.clone();
+    first.as_object_mut().unwrap().remove("key");
+    assert_eq!(first, plain[0].payload);
+    for (k, p) in keyed.iter().zip(&plain).skip(1) {
+        assert_eq!((k.kind, &k.payload), (p.kind, &p.payload));
     }
 }
 

@@ -378,6 +378,7 @@ fn engine_on_sim(
         budget: None,
         scorer: None,
         resume_points: Default::default(),
+        key: None,
     };
     let Ok(writer) = LogWriter::with_storage(&LogPaths::of_run(run_dir), &mut sim.clone(), d)
     else {

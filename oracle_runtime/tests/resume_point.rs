@@ -97,6 +97,7 @@ fn config(every_events: u64) -> RunConfig {
         calls_max: CALLS_MAX_DEFAULT,
         domains: Default::default(),
         budget: None,
+        key: None,
         scorer: None,
         resume_points: Policy {
             every_events,

@@ -205,6 +205,7 @@ pub fn api_routes() -> Routes {
     Routes::new()
         .get("/api/v1/whoami", whoami)
         .get("/api/v1/runs", runs)
+        .post("/api/v1/runs", start_run)
         .get("/api/v1/runs/{id}", run_summary)
         .get("/api/v1/runs/{id}/events", events)
         .get("/api/v1/runs/{id}/events/stream", events_stream)
@@ -480,6 +481,17 @@ async fn answer(
     .await?;
     state.watch.refresh_soon();
     Ok(ok(v))
+}
+
+async fn start_run(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    JsonBody(body): JsonBody<signals::StartBody>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    let (status, v) = blocking(&state, true, move || signals::start(&st, &who.name, body)).await?;
+    state.watch.refresh_soon();
+    Ok(json_response(status, &v))
 }
 
 async fn cancel(

@@ -114,6 +114,15 @@ pub struct Config {
     pub keep_alive_idle_ms: u64,
     /// [`BODY_READ_TIMEOUT_MS`] unless a test wants a shorter one.
     pub body_read_timeout_ms: u64,
+    /// Where runs started through the API (`POST /api/v1/runs`) work and resolve their plan's
+    /// files (`--root DIR`); `None`: the server starts no runs (403 `starts_off`).
+    pub root: Option<PathBuf>,
+    /// The models and secrets runs started through the API are bound to (the server's
+    /// `--model` flags and the config file's `[models]` and `[secrets]`).
+    pub given: oracle_host::Given,
+    /// On start, drive on every run a dead process left behind (`--recover`,
+    /// `oracle_host::recover`), one at a time, in the background.
+    pub recover: bool,
 }
 
 /// Why a configuration is refused before anything listens.
@@ -150,6 +159,9 @@ impl Config {
             header_read_timeout_ms: HEADER_READ_TIMEOUT_MS,
             keep_alive_idle_ms: KEEP_ALIVE_IDLE_MS,
             body_read_timeout_ms: BODY_READ_TIMEOUT_MS,
+            root: None,
+            given: oracle_host::Given::default(),
+            recover: false,
         }
     }
 

@@ -107,6 +107,17 @@ pub async fn serve_on(
         threads.push(std::thread::spawn(move || watch.poll(interval, &stop)));
     }
 
+    if state.config.recover {
+        let st = state.clone();
+        let n = tokio::task::spawn_blocking(move || crate::signals::recover_in_background(&st))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        eprintln!(
+            "recover: {n} run(s) left behind by a stopped process, driven on in the background (outcomes in {})",
+            crate::config::RESUME_LOG_FILE
+        );
+    }
     let limits = state.config.conn_limits();
     let app = crate::api::router(state.clone(), ui.map(|f| f(&state)));
     {

@@ -45,6 +45,22 @@ pub struct AnswerBody {
     pub resume: bool,
 }
 
+/// `POST /api/v1/runs`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    /// The plan's text.
+    pub plan: String,
+    /// Its inputs, as JSON values of the types the plan declares.
+    #[serde(default)]
+    pub inputs: serde_json::Map<String, Value>,
+    /// An idempotency key: the same key with the same plan, inputs and seed is the same run.
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub seed: u64,
+}
+
 /// `POST /api/v1/runs/{id}/cancel`.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -144,6 +160,48 @@ pub fn answer(
         "by": by,
         "resume": resume,
     }))
+}
+
+/// Starts the run `body` asks for in the background, in the server's `--root`, asked by `by`.
+/// `201 {"ok": true, "run", "status": "running", "existing": false, "key", "by", "warnings"}`;
+/// for a key that started a run already with the same plan, inputs and seed, `200` with that
+/// run, its current `status` and `"existing": true`. Its outcome is in its log; one line goes to
+/// `<home>/serve-resume.log` when the drive ends.
+pub fn start(
+    state: &AppState,
+    by: &str,
+    body: StartBody,
+) -> Result<(axum::http::StatusCode, Value), ApiError> {
+    use axum::http::StatusCode;
+    let root = state.config.root.as_ref().ok_or(ApiError::StartsOff)?;
+    let request = oracle_host::request::RunRequest {
+        plan: body.plan,
+        inputs: body.inputs,
+        key: body.key,
+        seed: body.seed,
+    };
+    let log_path = state.home.join(RESUME_LOG_FILE);
+    let who = by.to_owned();
+    let ended = move |id: &str, outcome: Result<session::Session, oracle_host::HostError>| {
+        log_outcome(&log_path, &format!("start {id} (asked by {who})"), outcome);
+    };
+    let started = host(state)?.launch_request(request, root, &state.config.given, ended)?;
+    Ok(match started {
+        oracle_host::Start::New(p) => (
+            StatusCode::CREATED,
+            json!({
+                "ok": true, "run": p.id, "status": "running", "existing": false,
+                "key": p.submission.key, "by": by, "warnings": p.warnings,
+            }),
+        ),
+        oracle_host::Start::Existing(e) => (
+            StatusCode::OK,
+            json!({
+                "ok": true, "run": e.id, "status": e.status, "existing": true,
+                "key": e.key, "by": by,
+            }),
+        ),
+    })
 }
 
 /// Cancels `run`, by `by` (the token's name), recording why. `{"ok": true, "run", "status":
@@ -319,6 +377,44 @@ pub fn resume_in_background(state: &AppState, run: &ValidRun, by: &str) -> Resul
             ApiError::Internal(format!("cannot start a thread to resume {}: {e}", run.id))
         })?;
     Ok(json!({"started": true}))
+}
+
+/// Drives on, one at a time on a thread of its own, every run a dead process left behind
+/// (`--recover`): one line per run, `recover RUN (interrupted): completed (16 events)`, goes to
+/// `<home>/serve-resume.log`. Returns how many runs it takes up.
+pub fn recover_in_background(state: &AppState) -> Result<usize, ApiError> {
+    let host = host(state)?;
+    let runs = host.left_behind()?;
+    let count = runs.len();
+    let log_path = state.home.join(RESUME_LOG_FILE);
+    std::thread::Builder::new()
+        .name("recover".into())
+        .spawn(move || {
+            for (run, why) in runs {
+                let what = format!("recover {run} ({})", why.as_str());
+                log_outcome(&log_path, &what, host.recover(&run, why));
+            }
+        })
+        .map_err(|e| ApiError::Internal(format!("cannot start a thread to recover runs: {e}")))?;
+    Ok(count)
+}
+
+/// Appends `WHAT: ENDING (N events)` (or `WHAT: refused: WHY (CODE)`) to the resume log: how
+/// a drive this server started in the background ended.
+fn log_outcome(path: &Path, what: &str, outcome: Result<session::Session, oracle_host::HostError>) {
+    let outcome = match outcome {
+        Ok(s) => format!(
+            "{} ({} events)",
+            session::ending_word(&s.report.ending),
+            s.report.events
+        ),
+        Err(e) => format!("refused: {} ({})", e, e.code()),
+    };
+    if let Ok(log) = open_log(path) {
+        use std::io::Write as _;
+        let mut l = &log;
+        let _ = writeln!(l, "{what}: {outcome}");
+    }
 }
 
 fn open_log(path: &Path) -> std::io::Result<std::fs::File> {

@@ -22,6 +22,7 @@ pub fn minimal_run_started(program: &str, seed: u64, grants: &[&str]) -> RunStar
         tools: None,
         memory: None,
         domains: None,
+        key: None,
     }
 }
 
