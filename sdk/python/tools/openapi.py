@@ -277,8 +277,10 @@ schemas: dict[str, Any] = {
             "inputs": {"type": "object", "description": "Run inputs by name (JSON values)."},
             "key": {
                 "type": "string",
-                "description": "An idempotency key: the same key with the same plan and "
-                "inputs names the run it started.",
+                "maxLength": 256,
+                "description": "An idempotency key (at most 256 bytes, no control "
+                "characters): the same key with the same plan, inputs and seed names the run "
+                "it started.",
             },
             "seed": {"type": "integer", "minimum": 0, "maximum": 18446744073709551615},
         },

@@ -446,6 +446,7 @@ _SHAPES: dict[str, _Check] = {
             "budget": _struct({}, {"model_calls_max": _U, "tokens_max": _U}),
             "tools": _list_of(_PIN),
             "domains": _map,
+            "key": _S,
         },
     ),
     "step_scheduled": _struct({"step": _S, "tool": _S, "attempt": _U}),

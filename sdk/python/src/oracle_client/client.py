@@ -26,7 +26,7 @@ from .models import SETTLED, Event, Inbox, InboxItem, Run, StartedRun
 
 #: Kinds after which a run's status may have changed (what ``wait`` looks again at).
 _STATUS_KINDS = frozenset({"suspended", "resumed", "run_finished"})
-#: How long ``start_run`` waits for a run started in the background to be readable.
+#: How long ``start_run`` waits for a run started in the background to show its first event.
 _START_VISIBLE_S = 5.0
 #: Consecutive failed reconnections after which ``stream`` gives up.
 _RECONNECTS_MAX = 5
@@ -388,9 +388,11 @@ class Client:
         while True:
             try:
                 run = self.get_run(started.run)
-                return Run.of(run.raw, existing=started.existing)
+                # Started in the background: the server answers once the first event is
+                # recorded, or after its own wait when binding the run's tools takes longer.
+                if run.events > 0 or time.monotonic() >= deadline:
+                    return Run.of(run.raw, existing=started.existing)
             except OracleError as e:
-                # Started in the background: its log may appear a moment after the answer.
                 if e.code != "not_found" or time.monotonic() >= deadline:
                     raise
             time.sleep(0.05)
@@ -632,7 +634,8 @@ class AsyncClient:
         while True:
             try:
                 run = await self.get_run(started.run)
-                return Run.of(run.raw, existing=started.existing)
+                if run.events > 0 or time.monotonic() >= deadline:
+                    return Run.of(run.raw, existing=started.existing)
             except OracleError as e:
                 if e.code != "not_found" or time.monotonic() >= deadline:
                     raise
