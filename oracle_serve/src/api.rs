@@ -222,6 +222,7 @@ pub fn api_routes() -> Routes {
         .get("/api/v1/diff", diff)
         .get("/api/v1/inbox", inbox)
         .get("/api/v1/inbox/stream", inbox_stream)
+        .get("/api/v1/openapi.json", openapi)
         .post("/login", login)
         .post("/logout", logout)
 }
@@ -301,6 +302,23 @@ async fn method_not_allowed(method: Method) -> ApiError {
     ApiError::Method {
         method: method.to_string(),
     }
+}
+
+/// The OpenAPI 3.1 description of `/api/v1`, kept in `docs/openapi.json` and compiled in, so
+/// the binary always describes the routes it has (`openapi_describes_every_route` checks that
+/// the two agree).
+pub const OPENAPI_JSON: &str = include_str!("../../docs/openapi.json");
+
+/// `GET /api/v1/openapi.json`: a read like any other (a token, or `--read-open`).
+async fn openapi(_: Reader) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        OPENAPI_JSON,
+    )
+        .into_response()
 }
 
 async fn whoami(Reader(who): Reader) -> Response {
