@@ -698,8 +698,19 @@ fn resolve_program(dir: &Path, program: &str) -> (Option<PathBuf>, bool) {
     if let Some(p) = canonical(dir.join(program)) {
         return (Some(p), true);
     }
-    let found = std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).find_map(|d| canonical(d.join(program))));
+    // Found on `PATH`, the path is kept as found (absolute), not with its symlinks resolved: a
+    // program that reads where it was started from (a virtual environment's `python3`, a
+    // symlink to a multi-call binary) must see its own name. It is the system's, never pinned.
+    let on_path = |d: PathBuf| {
+        let p = d.join(program);
+        if p.is_absolute() {
+            p.is_file().then_some(p)
+        } else {
+            canonical(p)
+        }
+    };
+    let found =
+        std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).find_map(on_path));
     (found, false)
 }
 
