@@ -292,8 +292,8 @@ pub struct ReplayArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StatusArg {
-    /// Not finished and not suspended: still running, or interrupted (`oracle resume` continues
-    /// it).
+    /// Not finished and not suspended: still running, interrupted (`oracle resume` continues
+    /// it), or started through the API and not begun yet (`submitted`).
     Running,
     Suspended,
     Completed,
@@ -1208,7 +1208,13 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
     let all = session::list(home).map_err(|e| session_error(e, a.json, None))?;
     let shown: Vec<_> = all
         .into_iter()
-        .filter(|r| a.status.is_none_or(|s| r.status == s.as_str()))
+        // `running` takes in a run prepared for a background start that has not begun
+        // (`submitted`), as a store's `--status running` takes in its queued runs.
+        .filter(|r| {
+            a.status.is_none_or(|s| {
+                r.status == s.as_str() || (s == StatusArg::Running && r.status == "submitted")
+            })
+        })
         .collect();
     if a.json {
         for r in &shown {
