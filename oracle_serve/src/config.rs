@@ -44,6 +44,10 @@ pub const STATE_ENTRIES_MAX: u64 = 10_000;
 /// Server-Sent Event streams open at once (each polls a log) unless `--streams-max` says:
 /// past it, 503.
 pub const STREAMS_MAX: usize = 64;
+/// Runs this server drives at once in the background (runs started with `POST /runs`,
+/// resumes after a signal): each is a thread and a writer, so past it a request that would
+/// start one more is 503 `busy` and creates nothing; `--recover` drives one at a time besides.
+pub const BACKGROUND_DRIVES_MAX: usize = 32;
 /// The most `--streams-max` may allow (each stream holds a connection and polls its log).
 pub const STREAMS_MAX_MAX: usize = 16_384;
 /// Connections served at once besides the SSE streams: the server holds at most

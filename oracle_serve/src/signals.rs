@@ -45,6 +45,39 @@ pub struct AnswerBody {
     pub resume: bool,
 }
 
+/// One of the `BACKGROUND_DRIVES_MAX` places of a run this server drives in the background,
+/// taken before anything is created and given back when the drive ends (its thread drops it).
+pub(crate) struct Drive(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drive {
+    fn take(state: &AppState) -> Result<Drive, ApiError> {
+        Drive::take_from(&state.drives, crate::config::BACKGROUND_DRIVES_MAX)
+    }
+
+    /// A place among at most `max` counted by `count`, or 503 `busy` naming the limit.
+    fn take_from(
+        count: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        max: usize,
+    ) -> Result<Drive, ApiError> {
+        use std::sync::atomic::Ordering;
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map_err(|_| ApiError::Busy {
+                what: "runs driven in the background",
+                limit: max as u64,
+            })?;
+        Ok(Drive(count.clone()))
+    }
+}
+
+impl Drop for Drive {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// `POST /api/v1/runs`.
 #[derive(Clone, Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -122,13 +155,19 @@ fn host(state: &AppState) -> Result<oracle_host::Home, ApiError> {
 }
 
 /// When a signal asks for a resume after it, the resume's checks (bindings, working
-/// directory) are made before the signal is recorded: a refusal then leaves nothing half done.
-fn resumable_first(state: &AppState, run: &ValidRun, resume: bool) -> Result<(), ApiError> {
-    if resume {
-        let host = host(state)?;
-        host.check_resumable(&host.find(&run.arg())?)?;
+/// directory) are made, and its place among the background drives taken, before the signal is
+/// recorded: a refusal then leaves nothing half done.
+fn resumable_first(
+    state: &AppState,
+    run: &ValidRun,
+    resume: bool,
+) -> Result<Option<Drive>, ApiError> {
+    if !resume {
+        return Ok(None);
     }
-    Ok(())
+    let host = host(state)?;
+    host.check_resumable(&host.find(&run.arg())?)?;
+    Drive::take(state).map(Some)
 }
 
 /// Records the answer for the step `run` waits on, by `by`; then, if asked, resumes the run in
@@ -139,17 +178,14 @@ pub fn answer(
     by: &str,
     body: AnswerBody,
 ) -> Result<Value, ApiError> {
-    resumable_first(state, run, body.resume)?;
+    let drive = resumable_first(state, run, body.resume)?;
     let answered = host(state)?.answer(
         &run.arg(),
         (body.step, body.value),
         Some(by.to_owned()),
         Durability::DEFAULT,
     )?;
-    let resume = body
-        .resume
-        .then(|| resume_in_background(state, run, by))
-        .transpose()?;
+    let resume = drive.map(|d| resume_with(state, run, by, d)).transpose()?;
     Ok(json!({
         "ok": true,
         "run": answered.id,
@@ -182,8 +218,11 @@ pub fn start(
     };
     let log_path = state.home.join(RESUME_LOG_FILE);
     let who = by.to_owned();
+    // Taken before anything is created; a key that finds its run gives it back at once.
+    let drive = Drive::take(state)?;
     let ended = move |id: &str, outcome: Result<session::Session, oracle_host::HostError>| {
         log_outcome(&log_path, &format!("start {id} (asked by {who})"), outcome);
+        drop(drive);
     };
     let started = host(state)?.launch_request(request, root, &state.config.given, ended)?;
     Ok(match started {
@@ -250,7 +289,7 @@ pub fn adjudicate(
         .parse()
         .map_err(|e: String| ApiError::BadRequest(format!("evidence: {e}")))?;
     check_now(body.now)?;
-    resumable_first(state, run, body.resume)?;
+    let drive = resumable_first(state, run, body.resume)?;
     let sub = Submission {
         handle: handle.to_owned(),
         verdict,
@@ -260,7 +299,7 @@ pub fn adjudicate(
         by: Some(by.to_owned()),
     };
     let applied = host(state)?.adjudicate(&run.arg(), &sub, Durability::DEFAULT)?;
-    signed(state, run, by, body.resume, applied.to_json())
+    signed(state, run, by, drive, applied.to_json())
 }
 
 /// A signal's answer: `v` with who sent it (`by`) and, when asked, the background resume
@@ -269,12 +308,10 @@ fn signed(
     state: &AppState,
     run: &ValidRun,
     by: &str,
-    resume: bool,
+    drive: Option<Drive>,
     mut v: Value,
 ) -> Result<Value, ApiError> {
-    let resume = resume
-        .then(|| resume_in_background(state, run, by))
-        .transpose()?;
+    let resume = drive.map(|d| resume_with(state, run, by, d)).transpose()?;
     v["by"] = json!(by);
     v["resume"] = json!(resume);
     Ok(v)
@@ -322,7 +359,7 @@ pub fn claim(
             })
         }
     };
-    resumable_first(state, run, body.resume)?;
+    let drive = resumable_first(state, run, body.resume)?;
     let outside = OutsideClaim {
         claim: Claim {
             subject: body.subject,
@@ -340,7 +377,7 @@ pub fn claim(
         by: Some(by.to_owned()),
     };
     let applied = host(state)?.claim(&run.arg(), &outside, Durability::DEFAULT)?;
-    signed(state, run, by, body.resume, applied.to_json())
+    signed(state, run, by, drive, applied.to_json())
 }
 
 /// Resumes `run` in the background, in this process, and returns `{"started": true}` once its
@@ -348,6 +385,16 @@ pub fn claim(
 /// anything runs). The drive's outcome is in the run's log; one line per resume, with who asked
 /// and how it ended, is appended to `<home>/serve-resume.log`.
 pub fn resume_in_background(state: &AppState, run: &ValidRun, by: &str) -> Result<Value, ApiError> {
+    resume_with(state, run, by, Drive::take(state)?)
+}
+
+/// [`resume_in_background`] in the place `drive` holds among the background drives.
+fn resume_with(
+    state: &AppState,
+    run: &ValidRun,
+    by: &str,
+    drive: Drive,
+) -> Result<Value, ApiError> {
     let host = host(state)?;
     let found = host.find(&run.arg())?;
     // Checked now, so the caller hears of a refused binding or directory; the drive checks
@@ -358,6 +405,7 @@ pub fn resume_in_background(state: &AppState, run: &ValidRun, by: &str) -> Resul
     std::thread::Builder::new()
         .name(format!("resume {id}"))
         .spawn(move || {
+            let _drive = drive;
             let outcome = match host.resume(&arg, oracle_host::Resume::default()) {
                 Ok(r) => format!(
                     "{} ({} events, {} appended)",
@@ -422,4 +470,29 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         .create(true)
         .append(true)
         .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_drives_are_bounded_and_given_back() {
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let max = crate::config::BACKGROUND_DRIVES_MAX;
+        let held: Vec<Drive> = (0..max)
+            .map(|_| Drive::take_from(&count, max).expect("a place below the limit"))
+            .collect();
+        let refused = Drive::take_from(&count, max)
+            .err()
+            .expect("none past the limit");
+        assert_eq!(
+            refused.status(),
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(refused.error_value()["code"], "busy");
+        drop(held);
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert!(Drive::take_from(&count, max).is_ok());
+    }
 }

@@ -26,6 +26,8 @@ pub struct AppState {
     pub(crate) heavy: Arc<tokio::sync::Semaphore>,
     /// SSE streams open now.
     pub(crate) streams: Arc<AtomicUsize>,
+    /// Background drives running now (`crate::signals::Drive`).
+    pub(crate) drives: Arc<AtomicUsize>,
     /// Becomes `true` when the server shuts down (SSE streams end on it).
     pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -66,6 +68,7 @@ impl AppState {
             config: Arc::new(config),
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_JOBS_MAX)),
             streams: Arc::new(AtomicUsize::new(0)),
+            drives: Arc::new(AtomicUsize::new(0)),
             shutdown,
         })
     }
