@@ -344,12 +344,14 @@ mod shape {
     /// Fields of each kind's payload, sorted by name (the order canonical maps have).
     fn spec(kind: EventKind) -> &'static [(&'static str, Field)] {
         match kind {
-            // `memory`, `domains` and `key` are not here: a run with domain settings or an
-            // idempotency key takes the reference path (one record per run).
+            // `memory` and `domains` are not here: a run with domain settings takes the
+            // reference path (one record per run). `key` is a string when present (the
+            // writer never writes it `null`, which the reference reads as absent: declined).
             EventKind::RunStarted => &[
                 ("format", OptU64),
                 ("grants", SortedStrings),
                 ("inputs", Map),
+                ("key", OptStr),
                 ("program", Str),
                 ("program_hash", HashHex),
                 ("seed", U64),
