@@ -27,6 +27,17 @@ fn plans_in(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Compares `actual` with the golden file `expected` (or, with `update`, writes it there):
+/// a description of the difference for `rel`, if any.
+fn golden(expected: &Path, rel: &str, actual: &str, update: bool) -> Option<String> {
+    if update {
+        std::fs::write(expected, actual).unwrap();
+        return None;
+    }
+    let recorded = std::fs::read_to_string(expected).unwrap_or_default();
+    (recorded != actual).then(|| format!("{rel}:\n--- expected\n{recorded}--- actual\n{actual}"))
+}
+
 #[test]
 fn bad_plans_print_the_recorded_diagnostics() {
     let update = std::env::var_os("UPDATE_EXPECT").is_some();
@@ -42,17 +53,12 @@ fn bad_plans_print_the_recorded_diagnostics() {
             stderr.contains("Error"),
             "{rel}: says it is an error:\n{stderr}"
         );
-        let expected_path = plan.with_extension("expected");
-        if update {
-            std::fs::write(&expected_path, &stderr).unwrap();
-            continue;
-        }
-        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
-        if expected != stderr {
-            failures.push(format!(
-                "{rel}:\n--- expected\n{expected}--- actual\n{stderr}"
-            ));
-        }
+        failures.extend(golden(
+            &plan.with_extension("expected"),
+            &rel,
+            &stderr,
+            update,
+        ));
     }
     assert!(
         failures.is_empty(),
@@ -335,17 +341,8 @@ fn unbound_plans_are_refused_before_any_event_with_the_recorded_message() {
             !sb.path().join(".oracle/runs").exists(),
             "{rel}: nothing created"
         );
-        let expected_path = root().join(&rel).with_extension("expected");
-        if update {
-            std::fs::write(&expected_path, &stderr).unwrap();
-            continue;
-        }
-        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
-        if expected != stderr {
-            failures.push(format!(
-                "{rel}:\n--- expected\n{expected}--- actual\n{stderr}"
-            ));
-        }
+        let expected = root().join(&rel).with_extension("expected");
+        failures.extend(golden(&expected, &rel, &stderr, update));
     }
     assert!(
         failures.is_empty(),
