@@ -1388,7 +1388,11 @@ impl ResumeArgs {
         self.drive.check_programs()?;
         Ok(Signal::Resume {
             run: self.run.clone(),
-            answer: self.answer()?.map(|(step, value)| Answer { step, value }),
+            answer: self.answer()?.map(|(step, value)| Answer {
+                step,
+                value,
+                by: None,
+            }),
             given: self.drive.given(),
             drive: self.drive_settings(),
             allow_tool_change: self.allow_tool_change,

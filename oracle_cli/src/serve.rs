@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// Bindings from the config file, for runs started through the API.
     #[arg(skip)]
     file_bindings: oracle_host::Given,
+    /// The store to serve (`--store URL` or $ORACLE_STORE, docs/STORE.md): its runs are
+    /// mirrored under the home, and writes are checked there and queued for its workers.
+    #[arg(skip)]
+    store: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -85,6 +89,11 @@ enum TokenCommand {
 }
 
 impl ServeArgs {
+    /// Serve the store at `url` instead of the home's runs.
+    pub(crate) fn serve_store(&mut self, url: &str) {
+        self.store = Some(url.to_owned());
+    }
+
     /// Fills what the flags leave unsaid from the config file's `[serve]` (`crate::config`).
     /// `--read-open` and `--allow-remote` are not in the file: they open the server, so they
     /// are said on the command line each time (and a flag could not turn them off).
@@ -151,6 +160,7 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
             config.allow_remote = a.allow_remote;
             config.notify_cmd = a.notify_cmd;
             config.recover = a.recover;
+            config.store = a.store;
             config.root = match a.root {
                 Some(dir) => Some(
                     dir.canonicalize()

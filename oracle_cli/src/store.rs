@@ -139,11 +139,14 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         )),
         Command::Checkpoint(_) => checkpoint(url, command),
         Command::Import(a) => import(url, a),
-        Command::Repair(_) | Command::Snapshot(_) | Command::Serve(_) | Command::Synth(_) => {
-            Err(CliError::input(
-                "this command works on a file home only, not with --store (docs/STORE.md lists what a store supports)",
-            ))
+        // The server runs with its home as any command does, serving the store's runs.
+        Command::Serve(mut a) => {
+            a.serve_store(url);
+            return Err(Command::Serve(a));
         }
+        Command::Repair(_) | Command::Snapshot(_) | Command::Synth(_) => Err(CliError::input(
+            "this command works on a file home only, not with --store (docs/STORE.md lists what a store supports)",
+        )),
         other => return Err(other),
     })
 }

@@ -2221,11 +2221,14 @@ fn serve_recover_drives_on_a_run_a_killed_process_left_behind() {
     sb.write("marker", "");
     let s = Server::start(sb.path(), &["--recover"]);
     settled(&s, &alice, "slow-1", "completed");
-    let resumes = std::fs::read_to_string(sb.path().join(".oracle/serve-resume.log")).unwrap();
-    assert!(
-        resumes.contains("recover slow-1 (interrupted): completed"),
-        "{resumes}"
-    );
+    // The line is written when the drive has returned, just after its last event.
+    let resume_log = sb.path().join(".oracle/serve-resume.log");
+    wait_for("the recover line in serve-resume.log", || {
+        let resumes = std::fs::read_to_string(&resume_log).unwrap_or_default();
+        resumes
+            .contains("recover slow-1 (interrupted): completed")
+            .then_some(())
+    });
     run(&sb, &["--home", "clean", "run", "slow.plan"], 0);
     let clean = std::fs::read(sb.log("clean", "slow-1")).unwrap();
     let recovered = log_bytes(&sb, "slow-1");

@@ -89,6 +89,10 @@ pub enum Signal {
 pub struct Answer {
     pub step: String,
     pub value: Value,
+    /// Who answered (recorded as the `resumed` event's `by`); absent in rows queued by the
+    /// command line, which records none, as a file home's `oracle resume --value` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// How a resume drives: the settings of [`session::Drive`] a caller chooses, as plain data.
@@ -260,9 +264,12 @@ impl Home {
             } => Applied::Resumed(self.resume(
                 &run,
                 Resume {
+                    drive: session::Drive {
+                        answered_by: answer.as_ref().and_then(|a| a.by.clone()),
+                        ..drive.drive()
+                    },
                     answer: answer.map(|a| (a.step, a.value)),
                     given,
-                    drive: drive.drive(),
                     tool_change: if allow_tool_change {
                         ToolChange::Allow
                     } else {

@@ -15,6 +15,7 @@ fn signals() -> Vec<Signal> {
             answer: Some(Answer {
                 step: "ask".into(),
                 value: json!({"ok": true}),
+                by: Some("alice".into()),
             }),
             given: Given {
                 models: vec!["fast=http://127.0.0.1:1/v1".into()],
@@ -35,6 +36,17 @@ fn signals() -> Vec<Signal> {
             },
             durability: Durability::Group { events_max: 10 },
             resume: true,
+        },
+        Signal::Resume {
+            run: "r-1".into(),
+            answer: Some(Answer {
+                step: "ask".into(),
+                value: json!("yes"),
+                by: None,
+            }),
+            given: Given::default(),
+            drive: DriveSettings::default(),
+            allow_tool_change: false,
         },
         Signal::Sweep {
             run: "r-1".into(),
@@ -77,4 +89,19 @@ fn rows_of_another_format_another_run_or_shape_are_refused() {
     extra["signal"]["shell"] = json!("rm -rf /");
     refused(&extra, "r-1", "not one");
     refused(&json!({"signal": row["signal"]}), "r-1", "without a format");
+}
+
+#[test]
+fn an_answer_queued_before_answers_named_who_gave_them_still_reads() {
+    // A row written by an oracle whose answers had no `by` (the command line's still have none).
+    let row = json!({"format": SIGNAL_FORMAT, "signal": {
+        "kind": "resume", "run": "r-1",
+        "answer": {"step": "ask", "value": "yes"},
+        "given": Given::default(), "drive": DriveSettings::default(),
+        "allow_tool_change": false,
+    }});
+    let Signal::Resume { answer, .. } = Signal::from_row("r-1", &row).unwrap() else {
+        panic!("a resume");
+    };
+    assert_eq!(answer.unwrap().by, None);
 }

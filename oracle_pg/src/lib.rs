@@ -26,6 +26,13 @@ pub const RUN_FILE_BYTES_MAX: u64 = 32 << 20;
 pub const RUN_FILES_MAX: usize = 1024;
 /// The channel workers listen on; a submit, a signal or a released run notifies it.
 pub const CHANNEL: &str = "oracle_runs";
+/// The channel servers over the store listen on (`oracle serve --store`): a commit that appends
+/// events notifies it, so a server mirrors them at once rather than at its next poll. Workers
+/// do not listen on it (an append is no work for them).
+pub const CHANGES: &str = "oracle_changes";
+/// Most events [`Store::events_from`] returns at once: a server mirroring a long run reads it
+/// in pages of this many, so one read never holds a whole log.
+pub const EVENTS_PAGE_MAX: i64 = 10_000;
 /// The environment variable that names the store when `--store` is not given.
 pub const STORE_ENV: &str = "ORACLE_STORE";
 
@@ -737,6 +744,8 @@ impl Store {
                 &[&run, &count, &last.hash.as_slice()],
             )
             .map_err(db("appending events"))?;
+            tx.execute(&format!("NOTIFY {CHANGES}"), &[])
+                .map_err(db("telling servers of appended events"))?;
             if let Some(signal) = consume {
                 let seq = first.seq as i64;
                 tx.execute(
@@ -964,10 +973,18 @@ impl Store {
     /// Blocks until a notification on [`CHANNEL`] arrives or `timeout_ms` passes (the
     /// fallback poll). `LISTEN` is issued on first use.
     pub fn wait(&self, timeout_ms: u64) -> Result<()> {
+        self.wait_on(&[CHANNEL], timeout_ms)
+    }
+
+    /// Blocks until a notification on one of `channels` arrives or `timeout_ms` passes. Every
+    /// notification waiting is taken: one wake-up is enough for any number of them.
+    pub fn wait_on(&self, channels: &[&str], timeout_ms: u64) -> Result<()> {
         use postgres::fallible_iterator::FallibleIterator;
         let mut c = self.client();
-        c.batch_execute(&format!("LISTEN {CHANNEL}"))
-            .map_err(db("listening for work"))?;
+        for channel in channels {
+            c.batch_execute(&format!("LISTEN {channel}"))
+                .map_err(db("listening for work"))?;
+        }
         let mut n = c.notifications();
         {
             let mut it = n.timeout_iter(std::time::Duration::from_millis(timeout_ms));
@@ -976,6 +993,92 @@ impl Store {
         // Drain the rest: one wake-up is enough for any number of notifications.
         let mut rest = n.iter();
         while rest.next().map_err(db("listening for work"))?.is_some() {}
+        Ok(())
+    }
+
+    /// The records of `run` from seq `from` on, in order, at most [`EVENTS_PAGE_MAX`] (a server
+    /// mirroring the run asks again from where the page ended).
+    pub fn events_from(&self, run: &str, from: u64) -> Result<Vec<Vec<u8>>> {
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let rows = self
+            .client()
+            .query(
+                "SELECT record FROM events WHERE run = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+                &[&run, &from, &EVENTS_PAGE_MAX],
+            )
+            .map_err(db("reading a run's events"))?;
+        Ok(rows.iter().map(|r| r.get::<_, Vec<u8>>(0)).collect())
+    }
+
+    /// The paths of the files the store keeps for `run`'s directory, sorted.
+    pub fn file_paths(&self, run: &str) -> Result<Vec<String>> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT path FROM run_files WHERE run = $1 ORDER BY path",
+                &[&run],
+            )
+            .map_err(db("reading a run's files"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Writes the files of `run` named in `paths` into `dir` (paths the store lacks are
+    /// skipped; each is checked to stay inside `dir`).
+    pub fn write_files(&self, run: &str, paths: &[String], dir: &Path) -> Result<()> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT path, bytes FROM run_files WHERE run = $1 AND path = ANY($2) ORDER BY path",
+                &[&run, &paths],
+            )
+            .map_err(db("reading a run's files"))?;
+        for row in rows {
+            let (path, bytes): (String, Vec<u8>) = (row.get(0), row.get(1));
+            let target = safe_join(dir, &path)?;
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(io_at(parent))?;
+            }
+            std::fs::write(&target, bytes).map_err(io_at(&target))?;
+        }
+        Ok(())
+    }
+
+    /// Takes announcement `id` (of `run`) for delivery by `server` for `lease_ms`: `true` when
+    /// this server may deliver it now (no server has, none holds it, or this one does),
+    /// `false` when another server delivered it or holds it. With many servers over one store,
+    /// each suspension is announced by one of them; one that stops before delivering lets
+    /// another take it when its lease ends.
+    pub fn take_announcement(
+        &self,
+        id: &str,
+        run: &str,
+        server: &str,
+        lease_ms: i64,
+    ) -> Result<bool> {
+        let rows = self
+            .client()
+            .query(
+                "INSERT INTO announcements (id, run, server, until)
+                   VALUES ($1, $2, $3, now() + $4 * interval '1 millisecond')
+                 ON CONFLICT (id) DO UPDATE SET server = $3,
+                   until = now() + $4 * interval '1 millisecond'
+                 WHERE NOT announcements.delivered
+                   AND (announcements.server = $3 OR announcements.until < now())
+                 RETURNING 1",
+                &[&id, &run, &server, &(lease_ms as f64)],
+            )
+            .map_err(db("taking an announcement"))?;
+        Ok(!rows.is_empty())
+    }
+
+    /// Marks announcement `id` delivered: no server announces it again.
+    pub fn announcement_delivered(&self, id: &str) -> Result<()> {
+        self.client()
+            .execute(
+                "UPDATE announcements SET delivered = true WHERE id = $1",
+                &[&id],
+            )
+            .map_err(db("recording a delivered announcement"))?;
         Ok(())
     }
 }

@@ -131,6 +131,18 @@ CREATE TABLE run_keys (
     seed   text NOT NULL
 );
 "#,
+    // 6: announcements of servers over the store (`oracle serve --store --notify-cmd`): which
+    // server delivers each (a suspension, a request, a failed run), so however many servers
+    // run, each is announced once. A server holds one until `until`; delivered, it is done.
+    r#"
+CREATE TABLE announcements (
+    id        text PRIMARY KEY,
+    run       text NOT NULL REFERENCES runs (id),
+    server    text NOT NULL,
+    until     timestamptz NOT NULL,
+    delivered boolean NOT NULL DEFAULT false
+);
+"#,
 ];
 
 /// The schema version this binary writes and reads.

@@ -1390,6 +1390,9 @@ pub struct Drive {
     pub workdir: Workdir,
     /// Where the drive's commits go besides the log (a store's worker), if anywhere.
     pub replica: Option<crate::replica::Shared>,
+    /// Who gave the answer a resume records (the `by` of its `resumed` event): a token's name
+    /// when a server over a store queued the answer for a worker.
+    pub answered_by: Option<String>,
 }
 
 impl Default for Drive {
@@ -1401,6 +1404,7 @@ impl Default for Drive {
             points: Points::default(),
             workdir: Workdir::Here,
             replica: None,
+            answered_by: None,
         }
     }
 }
@@ -1844,7 +1848,9 @@ pub fn resume_observed(
             };
         }
         if let Some((step, value)) = answer.clone() {
-            engine = engine.with_answer(step, value);
+            engine = engine
+                .with_answer(step, value)
+                .answered_by(drive.answered_by.clone());
         }
         match engine.drive() {
             // Refused while catching up with the record: the point does not reproduce it.

@@ -47,6 +47,17 @@ fn ok(v: Value) -> Response {
     json_response(StatusCode::OK, &v)
 }
 
+/// A write's answer: `202 Accepted` when it was checked and queued for a store's workers (its
+/// `queued` names the signal), `200` when it was recorded here.
+fn written(v: Value) -> Response {
+    let status = if v.get("queued").is_some() {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    json_response(status, &v)
+}
+
 /// Query parameters; a malformed query is a 400 in the error shape.
 pub struct Q<T>(pub T);
 
@@ -341,7 +352,7 @@ async fn run_summary(
     _: Reader,
     P(id): P<String>,
 ) -> Result<Response, ApiError> {
-    let run = state.run(&id)?;
+    let run = crate::runid::validate_submitted(&state.home, &id)?;
     blocking(&state, false, move || data::run_summary(&run))
         .await
         .map(ok)
@@ -480,7 +491,7 @@ async fn answer(
     })
     .await?;
     state.watch.refresh_soon();
-    Ok(ok(v))
+    Ok(written(v))
 }
 
 async fn start_run(
@@ -507,7 +518,7 @@ async fn cancel(
     })
     .await?;
     state.watch.refresh_soon();
-    Ok(ok(v))
+    Ok(written(v))
 }
 
 async fn adjudicate(
@@ -523,7 +534,7 @@ async fn adjudicate(
     })
     .await?;
     state.watch.refresh_soon();
-    Ok(ok(v))
+    Ok(written(v))
 }
 
 async fn claim(
@@ -539,7 +550,7 @@ async fn claim(
     })
     .await?;
     state.watch.refresh_soon();
-    Ok(ok(v))
+    Ok(written(v))
 }
 
 async fn resume(
@@ -553,7 +564,12 @@ async fn resume(
         signals::resume_in_background(&st, &run, &who.name)
     })
     .await?;
-    Ok(ok(json!({"ok": true, "run": id, "resume": v})))
+    let queued = v.get("queued").cloned();
+    let mut out = json!({"ok": true, "run": id, "resume": v});
+    if let Some(q) = queued {
+        out["queued"] = q;
+    }
+    Ok(written(out))
 }
 
 /// Holds one of the `streams_max` places of an open SSE stream; gives it back when the stream

@@ -127,7 +127,16 @@ pub struct Config {
     /// On start, drive on every run a dead process left behind (`--recover`,
     /// `oracle_host::recover`), one at a time, in the background.
     pub recover: bool,
+    /// Serve a PostgreSQL store's runs (`--store URL`): they are mirrored under the home
+    /// ([`STORE_MIRROR_DIR`]), and writes are checked there and queued for the store's workers
+    /// (`oracle_host::store_front`).
+    pub store: Option<String>,
 }
+
+/// The server's mirror of a store's runs, under the home (`--store`).
+pub const STORE_MIRROR_DIR: &str = "store-mirror";
+/// How long the mirror waits for the store to say something changed before it looks anyway.
+pub const STORE_POLL_MS: u64 = 1_000;
 
 /// Why a configuration is refused before anything listens.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +151,10 @@ pub enum ConfigError {
     OpenRemote(SocketAddr),
     #[error("--notify-cmd {}: {reason}", path.display())]
     Program { path: PathBuf, reason: String },
+    #[error(
+        "--recover with --store: a store's workers take over the runs a stopped process left behind; the server does not drive them"
+    )]
+    RecoverStore,
 }
 
 impl Config {
@@ -166,6 +179,7 @@ impl Config {
             root: None,
             given: oracle_host::Given::default(),
             recover: false,
+            store: None,
         }
     }
 
@@ -199,6 +213,9 @@ impl Config {
         }
         if self.read_open && !ip.is_loopback() {
             return Err(ConfigError::OpenRemote(self.listen));
+        }
+        if self.recover && self.store.is_some() {
+            return Err(ConfigError::RecoverStore);
         }
         if let Some(p) = &self.notify_cmd {
             let meta = std::fs::metadata(p).map_err(|e| ConfigError::Program {

@@ -157,6 +157,13 @@ fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, ApiErro
 pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
     let info = session::run_info(&run.dir);
     let mut v = run_json(&info);
+    if info.status == "submitted" {
+        // Prepared, no event yet (a background start, or a store's run no worker took yet).
+        v["head"] = Value::Null;
+        v["waiting_on"] = Value::Null;
+        v["answered"] = Value::Null;
+        return Ok(v);
+    }
     let mut ix = IndexedLog::open(&run.log())?;
     let n = ix.len();
     v["head"] = match n.checked_sub(1) {

@@ -70,6 +70,17 @@ pub fn malformed(id: &str) -> Option<&'static str> {
 
 /// Checks `id` and finds its run under `<home>/runs` (`home` absolute).
 pub fn validate(home: &Path, id: &str) -> Result<ValidRun, ApiError> {
+    validate_as(home, id, false)
+}
+
+/// [`validate`], also accepting a run prepared and not yet begun (its directory holds the
+/// submission and no log: a background start, a store's run no worker took yet), for the
+/// reads that describe a run without reading its log (`GET /runs/{id}`).
+pub fn validate_submitted(home: &Path, id: &str) -> Result<ValidRun, ApiError> {
+    validate_as(home, id, true)
+}
+
+fn validate_as(home: &Path, id: &str, submitted: bool) -> Result<ValidRun, ApiError> {
     if let Some(why) = malformed(id) {
         return Err(ApiError::BadRequest(format!(
             "{:?} is not a run id: {why} (a run id is one name under <home>/runs, as `oracle runs` lists)",
@@ -84,9 +95,15 @@ pub fn validate(home: &Path, id: &str) -> Result<ValidRun, ApiError> {
     if !meta.is_dir() {
         return Err(not_found());
     }
-    let log = std::fs::symlink_metadata(dir.join(LOG_FILE)).map_err(|_| not_found())?;
-    if !log.is_file() {
-        return Err(not_found());
+    let log = std::fs::symlink_metadata(dir.join(LOG_FILE));
+    let prepared = || {
+        std::fs::symlink_metadata(dir.join(oracle_runtime::session::SUBMISSION_FILE))
+            .is_ok_and(|m| m.is_file())
+    };
+    match log {
+        Ok(m) if m.is_file() => {}
+        Err(_) if submitted && prepared() => {}
+        _ => return Err(not_found()),
     }
     Ok(ValidRun {
         id: id.to_owned(),

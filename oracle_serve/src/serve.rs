@@ -76,7 +76,11 @@ pub async fn serve_on(
 ) -> Result<(), ServeError> {
     config.check()?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let state = AppState::new(config, stop_rx.clone())?;
+    // Off the async threads: a store's client runs a runtime of its own while it connects.
+    let rx = stop_rx.clone();
+    let state = tokio::task::spawn_blocking(move || AppState::new(config, rx))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
     let addr = listener.local_addr()?;
     let base = format!("http://{addr}");
     state.watch.set_base_url(&base);
@@ -89,10 +93,21 @@ pub async fn serve_on(
         let delivered = crate::watch::read_delivered(&delivered_path);
         let (tx, rx) = std::sync::mpsc::channel();
         state.watch.attach_beacon(tx, delivered);
-        let stop = stop.clone();
+        let (stop, front) = (stop.clone(), state.front.clone());
         threads.push(std::thread::spawn(move || {
-            crate::watch::beacon(program, delivered_path, rx, stop)
+            crate::watch::beacon(program, delivered_path, rx, stop, front)
         }));
+    }
+    // Over a store, the mirror holds every run before the inbox is read, and is kept up to
+    // date by a thread woken by the store's notifications.
+    if let Some(front) = state.front.clone() {
+        let first = front.clone();
+        tokio::task::spawn_blocking(move || first.sync())
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+            .map_err(|e| std::io::Error::other(format!("--store: {e}")))?;
+        let (front, watch, stop) = (front.clone(), state.watch.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || mirror(&front, &watch, &stop)));
     }
     // The inbox is complete before the address is announced: a client that reads it next
     // sees every pending item.
@@ -136,6 +151,43 @@ pub async fn serve_on(
         let _ = t.join();
     }
     Ok(())
+}
+
+/// Keeps the mirror of a store up to date until `stop`: waits for the store to say something
+/// changed (or [`STORE_POLL_MS`](crate::config::STORE_POLL_MS) passes), copies what did, and
+/// has the watcher look at once. A store that cannot be reached is said once per outage on
+/// stderr and tried again; the mirror serves what it holds meanwhile.
+fn mirror(
+    front: &oracle_host::store_front::StoreFront,
+    watch: &crate::watch::Watch,
+    stop: &AtomicBool,
+) {
+    /// The wait after a failure before trying the store again.
+    const RETRY_MS: u64 = 1_000;
+    let mut failing = false;
+    while !stop.load(Ordering::Relaxed) {
+        let outcome = front
+            .wait(crate::config::STORE_POLL_MS)
+            .and_then(|()| front.sync());
+        match outcome {
+            Ok(changed) => {
+                if failing {
+                    eprintln!("oracle serve: the store answers again");
+                }
+                failing = false;
+                if changed > 0 {
+                    watch.refresh_soon();
+                }
+            }
+            Err(e) => {
+                if !failing {
+                    eprintln!("warning: oracle serve: mirroring the store: {e} (trying again)");
+                }
+                failing = true;
+                std::thread::sleep(std::time::Duration::from_millis(RETRY_MS));
+            }
+        }
+    }
 }
 
 /// SIGTERM or SIGINT (Ctrl-C).

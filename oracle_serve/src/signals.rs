@@ -27,6 +27,8 @@ use oracle_runtime::session;
 use oracle_runtime::writer::Durability;
 use serde_json::{Value, json};
 
+use oracle_host::store_front::{self, StoreStart};
+
 use crate::config::RESUME_LOG_FILE;
 use crate::error::ApiError;
 use crate::runid::ValidRun;
@@ -178,6 +180,13 @@ pub fn answer(
     by: &str,
     body: AnswerBody,
 ) -> Result<Value, ApiError> {
+    if let Some(front) = &state.front {
+        let step = body.step.clone();
+        let q = front.answer(&run.id, (body.step, body.value), Some(by.to_owned()))?;
+        return Ok(json!({
+            "ok": true, "run": q.run, "step": step, "by": by, "queued": queued(&q),
+        }));
+    }
     let drive = resumable_first(state, run, body.resume)?;
     let answered = host(state)?.answer(
         &run.arg(),
@@ -216,6 +225,25 @@ pub fn start(
         key: body.key,
         seed: body.seed,
     };
+    if let Some(front) = &state.front {
+        let key = request.key.clone();
+        return Ok(match front.submit(request, root, &state.config.given)? {
+            StoreStart::New { id, warnings } => (
+                StatusCode::CREATED,
+                json!({
+                    "ok": true, "run": id, "status": "submitted", "existing": false,
+                    "key": key, "by": by, "warnings": warnings,
+                }),
+            ),
+            StoreStart::Existing { id, state } => (
+                StatusCode::OK,
+                json!({
+                    "ok": true, "run": id, "status": store_front::status_of(&state),
+                    "existing": true, "key": key, "by": by,
+                }),
+            ),
+        });
+    }
     let log_path = state.home.join(RESUME_LOG_FILE);
     let who = by.to_owned();
     // Taken before anything is created; a key that finds its run gives it back at once.
@@ -257,6 +285,13 @@ pub fn cancel(
         by: Some(by.to_owned()),
         reason: reason.clone(),
     };
+    if let Some(front) = &state.front {
+        let q = front.cancel(&run.id, cancel)?;
+        return Ok(json!({
+            "ok": true, "run": q.run, "status": "cancel_queued", "by": by, "reason": reason,
+            "queued": queued(&q),
+        }));
+    }
     Ok(
         match host(state)?.cancel(&run.arg(), cancel, Durability::DEFAULT)? {
             session::Cancelled::Recorded { id, seq, head, .. } => json!({
@@ -289,7 +324,6 @@ pub fn adjudicate(
         .parse()
         .map_err(|e: String| ApiError::BadRequest(format!("evidence: {e}")))?;
     check_now(body.now)?;
-    let drive = resumable_first(state, run, body.resume)?;
     let sub = Submission {
         handle: handle.to_owned(),
         verdict,
@@ -298,6 +332,11 @@ pub fn adjudicate(
         now: body.now,
         by: Some(by.to_owned()),
     };
+    if let Some(front) = &state.front {
+        let (q, checked) = front.adjudicate(&run.id, &sub)?;
+        return Ok(checked_and_queued(checked, by, &q));
+    }
+    let drive = resumable_first(state, run, body.resume)?;
     let applied = host(state)?.adjudicate(&run.arg(), &sub, Durability::DEFAULT)?;
     signed(state, run, by, drive, applied.to_json())
 }
@@ -315,6 +354,20 @@ fn signed(
     v["by"] = json!(by);
     v["resume"] = json!(resume);
     Ok(v)
+}
+
+/// The `queued` member of a write queued for a store's workers.
+fn queued(q: &store_front::Queued) -> Value {
+    json!({"signal": q.signal, "kind": q.kind})
+}
+
+/// A verdict's or claim's answer over a store: what the check made of it in a copy of the run
+/// (what the worker records, unless the run moved on meanwhile), who sent it, and the signal.
+fn checked_and_queued(checked: Value, by: &str, q: &store_front::Queued) -> Value {
+    json!({
+        "ok": true, "run": q.run, "by": by, "outcome": "queued", "checked": checked,
+        "queued": queued(q),
+    })
 }
 
 fn check_now(now: Option<u64>) -> Result<(), ApiError> {
@@ -359,7 +412,6 @@ pub fn claim(
             })
         }
     };
-    let drive = resumable_first(state, run, body.resume)?;
     let outside = OutsideClaim {
         claim: Claim {
             subject: body.subject,
@@ -376,6 +428,11 @@ pub fn claim(
         now: body.now,
         by: Some(by.to_owned()),
     };
+    if let Some(front) = &state.front {
+        let (q, checked) = front.claim(&run.id, &outside)?;
+        return Ok(checked_and_queued(checked, by, &q));
+    }
+    let drive = resumable_first(state, run, body.resume)?;
     let applied = host(state)?.claim(&run.arg(), &outside, Durability::DEFAULT)?;
     signed(state, run, by, drive, applied.to_json())
 }
@@ -385,6 +442,10 @@ pub fn claim(
 /// anything runs). The drive's outcome is in the run's log; one line per resume, with who asked
 /// and how it ended, is appended to `<home>/serve-resume.log`.
 pub fn resume_in_background(state: &AppState, run: &ValidRun, by: &str) -> Result<Value, ApiError> {
+    if let Some(front) = &state.front {
+        let q = front.resume(&run.id)?;
+        return Ok(json!({"started": false, "queued": queued(&q)}));
+    }
     resume_with(state, run, by, Drive::take(state)?)
 }
 

@@ -28,6 +28,9 @@ pub struct AppState {
     pub(crate) streams: Arc<AtomicUsize>,
     /// Background drives running now (`crate::signals::Drive`).
     pub(crate) drives: Arc<AtomicUsize>,
+    /// The store this server serves (`--store`): its runs are mirrored into `home`, and writes
+    /// are checked there and queued for its workers.
+    pub front: Option<Arc<oracle_host::store_front::StoreFront>>,
     /// Becomes `true` when the server shuts down (SSE streams end on it).
     pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -44,6 +47,8 @@ pub enum StateError {
     Tokens(#[from] TokenError),
     #[error(transparent)]
     Api(#[from] ApiError),
+    #[error("--store: {0}")]
+    Store(#[from] oracle_host::HostError),
 }
 
 impl AppState {
@@ -58,9 +63,21 @@ impl AppState {
             source,
         };
         std::fs::create_dir_all(&config.home).map_err(home_err)?;
-        let home = config.home.canonicalize().map_err(home_err)?;
+        let mut home = config.home.canonicalize().map_err(home_err)?;
         let tokens = TokenStore::open(&config.token_file)?;
+        let front = match &config.store {
+            Some(url) => {
+                let mirror = home.join(crate::config::STORE_MIRROR_DIR);
+                let server = format!("serve-{}-{}", std::process::id(), config.listen);
+                let front = oracle_host::store_front::StoreFront::open(url, &mirror, &server)?;
+                // Reads see the store's runs as a file home's, in the mirror.
+                home = mirror;
+                Some(Arc::new(front))
+            }
+            None => None,
+        };
         Ok(AppState {
+            front,
             watch: Arc::new(Watch::new(&home)),
             home: Arc::new(home),
             tokens: Arc::new(tokens),

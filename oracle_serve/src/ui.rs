@@ -272,10 +272,16 @@ async fn answer(
     let by = session.name.clone();
     match blocking(&state, true, move || signals::answer(&st, &run, &by, body)).await {
         Ok(Ok(v)) => {
-            let text = format!(
-                "The answer to `{}` of run {id} was recorded as event {} by {}; the run resumes in the background.",
-                f.step, v["seq"], session.name
-            );
+            let text = match v.get("queued") {
+                Some(q) => format!(
+                    "The answer to `{}` of run {id} by {} was checked and queued (signal {}); a worker records it and resumes the run.",
+                    f.step, session.name, q["signal"]
+                ),
+                None => format!(
+                    "The answer to `{}` of run {id} was recorded as event {} by {}; the run resumes in the background.",
+                    f.step, v["seq"], session.name
+                ),
+            };
             Html(page::message_page(
                 &links(),
                 "Answer recorded",
@@ -336,18 +342,25 @@ async fn verdict(
     .await
     {
         Ok(Ok(v)) => {
-            let text = format!(
-                "Verdict `{}` on {} of run {id} was recorded as event {} by {}{}.",
-                f.verdict,
-                f.handle,
-                v["seq"],
-                session.name,
-                if f.resume.is_some() {
-                    "; the run resumes in the background"
-                } else {
-                    ""
-                }
-            );
+            let text = if let Some(q) = v.get("queued") {
+                format!(
+                    "Verdict `{}` on {} of run {id} by {} was checked and queued (signal {}); a worker records it and resumes the run.",
+                    f.verdict, f.handle, session.name, q["signal"]
+                )
+            } else {
+                format!(
+                    "Verdict `{}` on {} of run {id} was recorded as event {} by {}{}.",
+                    f.verdict,
+                    f.handle,
+                    v["seq"],
+                    session.name,
+                    if f.resume.is_some() {
+                        "; the run resumes in the background"
+                    } else {
+                        ""
+                    }
+                )
+            };
             Html(page::message_page(
                 &links(),
                 "Verdict recorded",

@@ -373,11 +373,16 @@ pub fn backoff_ms(attempt: u32) -> u64 {
 
 /// The beacon: delivers each announcement `rx` gives to `program`, in order, trying failed
 /// ones again with a bounded backoff until they are delivered or `stop` is set.
+///
+/// Over a store (`front`), an announcement is first taken in the store for this server: one
+/// another server delivered or holds is dropped here, so however many servers serve one store,
+/// each item is delivered by one of them.
 pub fn beacon(
     program: PathBuf,
     delivered: PathBuf,
     rx: mpsc::Receiver<Value>,
     stop: Arc<AtomicBool>,
+    front: Option<Arc<oracle_host::store_front::StoreFront>>,
 ) {
     let mut port = CommandPort {
         program,
@@ -412,8 +417,26 @@ pub fn beacon(
                 continue;
             }
             let id = queue[i].0["id"].as_str().unwrap_or_default().to_owned();
-            match port.notify(&queue[i].0) {
+            let taken = match &front {
+                None => Ok(true),
+                Some(f) => f.take_announcement(&id, queue[i].0["run"].as_str().unwrap_or("")),
+            };
+            let outcome = match taken {
+                Ok(false) => {
+                    // Another server delivers it.
+                    queue.remove(i);
+                    continue;
+                }
+                Ok(true) => port.notify(&queue[i].0).map_err(|e| e.to_string()),
+                Err(e) => Err(format!("taking it in the store: {e}")),
+            };
+            match outcome {
                 Ok(()) => {
+                    if let Some(Err(e)) = front.as_ref().map(|f| f.announcement_delivered(&id)) {
+                        eprintln!(
+                            "warning: oracle serve: {id} was delivered but the store could not record it ({e}); another server may announce it again"
+                        );
+                    }
                     if let Err(e) = record_delivered(&delivered, &id) {
                         eprintln!(
                             "warning: oracle serve: {id} was delivered but {} could not record it ({e}); a restart announces it again",

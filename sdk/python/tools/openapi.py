@@ -102,7 +102,15 @@ schemas: dict[str, Any] = {
             "run": ref("RunId"),
             "plan": STR,
             "status": {
-                "enum": ["running", "suspended", "completed", "failed", "cancelled", "damaged"]
+                "enum": [
+                    "submitted",
+                    "running",
+                    "suspended",
+                    "completed",
+                    "failed",
+                    "cancelled",
+                    "damaged",
+                ]
             },
             "events": INT,
             "last_time": nullable(INT),
@@ -395,7 +403,31 @@ schemas: dict[str, Any] = {
         {"ok": {"const": True}, "run": ref("RunId"), "resume": obj({"started": BOOL})},
         ["ok", "run", "resume"],
     ),
+    "Queued": obj(
+        {
+            "ok": {"const": True},
+            "run": ref("RunId"),
+            "queued": obj(
+                {"signal": INT, "kind": {"enum": ["resume", "adjudicate", "claim", "cancel"]}},
+                ["signal", "kind"],
+            ),
+            "by": STR,
+            "step": STR,
+            "status": {"enum": ["cancel_queued"]},
+            "reason": STR,
+            "outcome": {"enum": ["queued"]},
+            "checked": ANY,
+            "resume": ANY,
+        },
+        ["ok", "run", "queued"],
+        description="A write checked and queued for a store's workers (`oracle serve --store`): "
+        "the signal that carries it; the worker that next holds the run records it.",
+    ),
 }
+
+QUEUED = json_ok(
+    ref("Queued"), "Accepted: checked and queued for the store's workers (`oracle serve --store`)"
+)
 
 SSE = {
     "description": "Server-Sent Events: `event: event`, `id: SEQ`, `data:` the record as "
@@ -540,7 +572,7 @@ paths: dict[str, Any] = {
             "summary": "A verdict on a pending adjudication.",
             "parameters": [ID, HANDLE],
             "requestBody": body(ref("VerdictRequest")),
-            "responses": {"200": json_ok(ref("VerdictResponse")), **WRITE_ERRORS},
+            "responses": {"200": json_ok(ref("VerdictResponse")), "202": QUEUED, **WRITE_ERRORS},
         }
     },
     "/runs/{id}/answer": {
@@ -549,7 +581,7 @@ paths: dict[str, Any] = {
             "summary": "The output of the step a suspended run waits on.",
             "parameters": [ID],
             "requestBody": body(ref("AnswerRequest")),
-            "responses": {"200": json_ok(ref("AnswerResponse")), **WRITE_ERRORS},
+            "responses": {"200": json_ok(ref("AnswerResponse")), "202": QUEUED, **WRITE_ERRORS},
         }
     },
     "/runs/{id}/claims": {
@@ -558,7 +590,7 @@ paths: dict[str, Any] = {
             "summary": "A claim from outside, through the memory's gate.",
             "parameters": [ID],
             "requestBody": body(ref("ClaimRequest")),
-            "responses": {"200": json_ok(ref("ClaimResponse")), **WRITE_ERRORS},
+            "responses": {"200": json_ok(ref("ClaimResponse")), "202": QUEUED, **WRITE_ERRORS},
         }
     },
     "/runs/{id}/resume": {
@@ -566,7 +598,7 @@ paths: dict[str, Any] = {
             "operationId": "resume",
             "summary": "Resumes the run in the server's background.",
             "parameters": [ID],
-            "responses": {"200": json_ok(ref("ResumeResponse")), **WRITE_ERRORS},
+            "responses": {"200": json_ok(ref("ResumeResponse")), "202": QUEUED, **WRITE_ERRORS},
         }
     },
     "/runs/{id}/cancel": {
@@ -578,7 +610,7 @@ paths: dict[str, Any] = {
                 "required": False,
                 "content": {"application/json": {"schema": ref("CancelRequest")}},
             },
-            "responses": {"200": json_ok(ref("CancelResponse")), **WRITE_ERRORS},
+            "responses": {"200": json_ok(ref("CancelResponse")), "202": QUEUED, **WRITE_ERRORS},
         }
     },
     "/diff": {

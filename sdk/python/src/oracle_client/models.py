@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Statuses a run can be listed with (docs/API.md, "GET /runs").
-STATUSES = ("running", "suspended", "completed", "failed", "cancelled", "damaged")
+STATUSES = ("submitted", "running", "suspended", "completed", "failed", "cancelled", "damaged")
 #: Statuses after which a run does nothing until someone acts (the default of ``wait``).
 SETTLED = ("suspended", "completed", "failed", "cancelled")
 

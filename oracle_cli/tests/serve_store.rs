@@ -1,0 +1,503 @@
+//! `oracle serve --store`: the API, the inbox and the beacon over a PostgreSQL store whose
+//! workers drive the runs, end to end with the real binary, a throwaway cluster and (where it
+//! is installed) Chromium. A run started with `POST /api/v1/runs` suspends, a person answers it
+//! in the browser, a worker resumes it, and its log is byte for byte the log of the same
+//! requests made to a server over a file home; bad answers are refused before anything is
+//! queued, with the file home's codes; two servers announce each suspension once.
+//!
+//! Skips loudly where PostgreSQL is not installed (CI sets ORACLE_REQUIRE_POSTGRES); answers
+//! through the API instead of a browser where Chromium is not (CI sets ORACLE_REQUIRE_BROWSER).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{json_in, oracle_in};
+use fantoccini::{ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+/// Longest wait for a worker, a server or a browser to get where a step needs it.
+const WAIT_MS_MAX: u64 = 60_000;
+
+static DB: AtomicU64 = AtomicU64::new(0);
+
+/// A plan that asks a person, then goes on with the answer.
+const ASK: &str = "plan ask version 1
+
+a = text.count { text: \"release notes\" }
+q = human.ask { question: \"Ship the release?\", schema: { type: \"string\" } }
+  after a
+b = text.count { text: \"answered\" }
+  after q
+";
+
+/// A fresh database with the schema, or `None` (skip) without PostgreSQL.
+fn store_url() -> Option<String> {
+    let cluster = oracle_pg::cluster::shared()?;
+    let n = DB.fetch_add(1, Ordering::Relaxed);
+    let url = cluster
+        .database(&format!("serve_{}_{n}", std::process::id()))
+        .unwrap();
+    let (code, out, err) = oracle_in(Path::new("."), &["store", "init", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    Some(url)
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn worker(dir: &Path, url: &str) -> Killed {
+    Killed(
+        Command::new(env!("CARGO_BIN_EXE_oracle"))
+            .args(["worker", "--store", url, "--lease-ms", "2000"])
+            .args(["--poll-ms", "100"])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// A running `oracle serve --listen 127.0.0.1:0 ARGS` in `dir`, and its base URL.
+struct Server {
+    _child: Killed,
+    base: String,
+}
+
+impl Server {
+    fn start(dir: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("no listening line: {line:?}"))
+            .to_owned();
+        Server {
+            _child: Killed(child),
+            base,
+        }
+    }
+
+    /// SIGTERM, then the exit status (`None` if it did not stop within ten seconds).
+    fn stop(&mut self) -> Option<i32> {
+        let child = &mut self._child.0;
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// One request with `token`: status and the body parsed as JSON.
+    fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let b = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("Authorization", format!("Bearer {token}"))
+            .header("Content-Type", "application/json");
+        let sent = match body {
+            Some(v) => agent.run(b.body(v.to_string().into_bytes()).unwrap()),
+            None => agent.run(b.body(()).unwrap()),
+        };
+        let mut r = sent.unwrap();
+        let status = r.status().as_u16();
+        let text = r.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// The run's status as `GET /api/v1/runs/ID` says it (empty while it cannot be read).
+    fn status(&self, run: &str, token: &str) -> String {
+        let (code, v) = self.call("GET", &format!("/api/v1/runs/{run}"), token, None);
+        if code != 200 {
+            return String::new();
+        }
+        v["status"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn wait_status(&self, run: &str, token: &str, want: &str) {
+        wait_until(&format!("run {run} to be {want}"), || {
+            self.status(run, token) == want
+        });
+    }
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_millis(WAIT_MS_MAX),
+            "gave up waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A directory with a home holding token `alice`, and a working root; returns the secret.
+fn side(dir: &Path) -> String {
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    let (code, out, err) = oracle_in(dir, &["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines().next().unwrap().trim().to_owned()
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Chromium and chromedriver, or `None` (after saying so) where they are missing.
+fn browser() -> Option<(PathBuf, PathBuf)> {
+    let chromium = on_path("chromium").or_else(|| on_path("chromium-browser"));
+    match (chromium, on_path("chromedriver")) {
+        (Some(c), Some(d)) => Some((c, d)),
+        _ if std::env::var_os("ORACLE_REQUIRE_BROWSER").is_some() => {
+            panic!("ORACLE_REQUIRE_BROWSER is set but chromium or chromedriver is not on PATH")
+        }
+        _ => {
+            eprintln!(
+                "\n*** the browser step answers through the API instead: `chromium` and \
+                 `chromedriver` are not on PATH (.ci/run installs them) ***\n"
+            );
+            None
+        }
+    }
+}
+
+/// A person signs in at `base` with `secret` and answers step `q` of `run` in the inbox's form
+/// with `value`; returns the message the page shows.
+fn answer_in_browser(base: &str, secret: &str, run: &str, value: &str) -> Option<String> {
+    let (chromium, driver) = browser()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _driver = Killed(
+        Command::new(&driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let webdriver = format!("http://127.0.0.1:{port}");
+    wait_until("chromedriver", || {
+        ureq::get(&format!("{webdriver}/status")).call().is_ok()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    Some(rt.block_on(async {
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1280,1000"],
+            }),
+        );
+        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&webdriver)
+            .await
+            .expect("a Chromium session");
+        c.goto(&format!("{base}/signin?next=/inbox")).await.unwrap();
+        c.find(Locator::Id("token"))
+            .await
+            .unwrap()
+            .send_keys(secret)
+            .await
+            .unwrap();
+        c.find(Locator::Id("signin-submit"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.wait().for_element(Locator::Id("inbox")).await.unwrap();
+        c.find(Locator::Id(&format!("answer-{run}-q-value")))
+            .await
+            .unwrap()
+            .send_keys(value)
+            .await
+            .unwrap();
+        c.find(Locator::Id(&format!("answer-{run}-q-submit")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let message = c
+            .wait()
+            .for_element(Locator::Id("message"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let _ = c.close().await;
+        message
+    }))
+}
+
+fn start_body(key: &str) -> Value {
+    json!({"plan": ASK, "inputs": {}, "key": key})
+}
+
+#[test]
+fn a_run_started_through_a_server_over_a_store_is_answered_in_the_browser_and_matches_a_file_home()
+{
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (st, fh) = (tmp.path().join("store"), tmp.path().join("home"));
+    let (s_token, f_token) = (side(&st), side(&fh));
+    let _workers = [worker(&st, &url), worker(&st, &url)];
+    let s = Server::start(&st, &["--store", &url, "--root", "root"]);
+    let f = Server::start(&fh, &["--root", "root"]);
+
+    // Started through the API on both sides; the store's is submitted for the workers.
+    let (code, v) = s.call("POST", "/api/v1/runs", &s_token, Some(&start_body("k-1")));
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["status"], "submitted", "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    // Readable at once, submitted or taken by a worker already.
+    let path = format!("/api/v1/runs/{id}");
+    let (code, v) = s.call("GET", &path, &s_token, None);
+    assert_eq!(code, 200, "{v}");
+    let (code, v) = f.call("POST", "/api/v1/runs", &f_token, Some(&start_body("k-1")));
+    assert_eq!(code, 201, "{v}");
+    let fid = v["run"].as_str().unwrap().to_owned();
+    s.wait_status(&id, &s_token, "suspended");
+    f.wait_status(&fid, &f_token, "suspended");
+
+    // The same key: the same run; with another plan: refused, naming the difference.
+    let (code, v) = s.call("POST", "/api/v1/runs", &s_token, Some(&start_body("k-1")));
+    assert_eq!(
+        (code, v["run"].as_str(), v["existing"].as_bool()),
+        (200, Some(id.as_str()), Some(true)),
+        "{v}"
+    );
+    let other = json!({"plan": ASK.replace("release notes", "other notes"), "key": "k-1"});
+    let (code, v) = s.call("POST", "/api/v1/runs", &s_token, Some(&other));
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (409, Some("key_conflict")),
+        "{v}"
+    );
+
+    // Bad answers are refused before anything is queued, as a file home refuses them.
+    for bad in [
+        json!({"step": "nope", "value": "ship"}),
+        json!({"step": "q", "value": 42}),
+    ] {
+        let (sc, sv) = s.call(
+            "POST",
+            &format!("/api/v1/runs/{id}/answer"),
+            &s_token,
+            Some(&bad),
+        );
+        let (fc, fv) = f.call(
+            "POST",
+            &format!("/api/v1/runs/{fid}/answer"),
+            &f_token,
+            Some(&bad),
+        );
+        assert_eq!(
+            (sc, &sv["error"]["code"]),
+            (fc, &fv["error"]["code"]),
+            "{sv}\n{fv}"
+        );
+        assert!(sc >= 400 && sv["error"]["code"].is_string(), "{sv}");
+    }
+    let (code, out, err) = oracle_in(&st, &["runs", "--store", &url, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let row: Value = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["run"] == id.as_str())
+        .unwrap();
+    assert_eq!(
+        row["signals_pending"], 0,
+        "nothing queued for a refused answer: {row}"
+    );
+
+    // The inbox over the store shows the question; a person answers it there.
+    let (_, inbox) = s.call("GET", "/api/v1/inbox", &s_token, None);
+    assert!(inbox.to_string().contains(&id), "{inbox}");
+    match answer_in_browser(&s.base, &s_token, &id, "ship") {
+        Some(message) => {
+            assert!(message.contains("checked and queued"), "{message}");
+            assert!(message.contains("by alice"), "{message}");
+        }
+        None => {
+            let body = json!({"step": "q", "value": "ship"});
+            let (code, v) = s.call(
+                "POST",
+                &format!("/api/v1/runs/{id}/answer"),
+                &s_token,
+                Some(&body),
+            );
+            assert_eq!(code, 202, "{v}");
+        }
+    }
+    let body = json!({"step": "q", "value": "ship", "resume": true});
+    let (code, v) = f.call(
+        "POST",
+        &format!("/api/v1/runs/{fid}/answer"),
+        &f_token,
+        Some(&body),
+    );
+    assert_eq!(code, 200, "{v}");
+    s.wait_status(&id, &s_token, "completed");
+    f.wait_status(&fid, &f_token, "completed");
+
+    // The store's run, exported, is the file home's log byte for byte.
+    let out = st.join("exported.jsonl");
+    let (code, v) = json_in(
+        &st,
+        &[
+            "export",
+            &id,
+            "--out",
+            out.to_str().unwrap(),
+            "--store",
+            &url,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    let home_log = std::fs::read(fh.join(format!(".oracle/runs/{fid}/events.jsonl"))).unwrap();
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        home_log,
+        "the store's run differs from the file home's"
+    );
+
+    // A second run, cancelled while it waits: checked, queued, recorded by a worker.
+    let (code, v) = s.call("POST", "/api/v1/runs", &s_token, Some(&start_body("k-2")));
+    assert_eq!(code, 201, "{v}");
+    let second = v["run"].as_str().unwrap().to_owned();
+    s.wait_status(&second, &s_token, "suspended");
+    let body = json!({"reason": "not needed"});
+    let (code, v) = s.call(
+        "POST",
+        &format!("/api/v1/runs/{second}/cancel"),
+        &s_token,
+        Some(&body),
+    );
+    assert_eq!(
+        (code, v["status"].as_str()),
+        (202, Some("cancel_queued")),
+        "{v}"
+    );
+    s.wait_status(&second, &s_token, "cancelled");
+    let (code, out, err) = oracle_in(&st, &["runs", "--status", "cancelled", "--store", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&second), "{out}");
+    // A cancel of a finished run is refused by the check, as in a file home.
+    let (code, v) = s.call(
+        "POST",
+        &format!("/api/v1/runs/{second}/cancel"),
+        &s_token,
+        Some(&body),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (409, Some("finished")),
+        "{v}"
+    );
+}
+
+#[test]
+fn two_servers_over_one_store_announce_each_suspension_once() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("ask.plan"), ASK).unwrap();
+    let announced = dir.join("announced.jsonl");
+    let notify = dir.join("notify.sh");
+    std::fs::write(
+        &notify,
+        format!(
+            "#!/bin/sh\ncat >> {}\necho >> {}\n",
+            announced.display(),
+            announced.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", notify.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    for d in [&a, &b] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let notify = notify.to_str().unwrap();
+    let mut server_a = Server::start(&a, &["--store", &url, "--notify-cmd", notify]);
+    let _b = Server::start(&b, &["--store", &url, "--notify-cmd", notify]);
+    let _worker = worker(dir, &url);
+    for _ in 0..3 {
+        let (code, out, err) = oracle_in(dir, &["submit", "ask.plan", "--store", &url]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let lines = || -> Vec<Value> {
+        std::fs::read_to_string(&announced)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    wait_until("three announcements", || lines().len() >= 3);
+    // Both servers saw the three suspensions; give the slower one time to announce twice.
+    std::thread::sleep(Duration::from_millis(3_000));
+    let got = lines();
+    let ids: std::collections::BTreeSet<&str> =
+        got.iter().map(|v| v["id"].as_str().unwrap()).collect();
+    assert_eq!((got.len(), ids.len()), (3, 3), "{got:?}");
+    // A server over a store stops as one over a file home does.
+    assert_eq!(server_a.stop(), Some(0));
+}
