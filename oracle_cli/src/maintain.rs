@@ -140,7 +140,8 @@ pub enum DurabilityArg {
     /// Sync exactly where an effect needs it: before an impure tool, model or program starts,
     /// after an outside answer, and when the run stops (default; docs/SECURITY.md).
     Effect,
-    /// Sync after every event.
+    /// Every step durable before the next: a sync at every step boundary, besides `effect`'s
+    /// points (one sync per pure step, two per impure one).
     Event,
     /// Sync at the same points as `effect`, and also every 1000 events.
     Group,

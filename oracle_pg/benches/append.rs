@@ -7,7 +7,8 @@
 //! - the worker's path end to end: a `LogWriter` (`Durability::Effect`) with a `PgReplica`
 //!   attached, committing every 1, 100 or 1,000 events (each commit syncs the local file, then
 //!   appends its records to the store in one transaction);
-//! - the file home alone: `LogWriter` syncing every event (`Durability::Event`), and committing
+//! - the file home alone: `LogWriter` syncing every event (`Durability::Group` bounded at one
+//!   event: `Event` syncs at step boundaries, which this writer has none of), and committing
 //!   every 100 or 1,000 events (`Durability::Effect`).
 //!
 //! Batched cases write 20,000 events; the cases of one sync or one transaction per event
@@ -273,8 +274,8 @@ fn main() {
     file_home(
         &mut rows,
         scratch,
-        "file home: Durability::Event (sync every event)",
-        Durability::Event,
+        "file home: sync every event (Durability::Group { events_max: 1 })",
+        Durability::Group { events_max: 1 },
         EVENTS_SINGLE,
         EVENTS_SINGLE,
     );

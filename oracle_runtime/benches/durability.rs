@@ -5,6 +5,11 @@
 //!
 //! Before the groups run, the syncs each configuration makes are printed (BENCHMARKS.md,
 //! "Durability by effect"); they are a property of the engine's commit points, not a timing.
+//!
+//! `event_vs_floor` (issue 42, item 2) sets a chain of [`FLOOR_STEPS`] pure steps under
+//! `event` (every step durable before the next) beside this disk's floor, measured in the same
+//! run: as many records of the chain's average size appended to a file, each followed by one
+//! `fdatasync`, with no oracle code.
 
 use std::path::Path;
 
@@ -15,6 +20,11 @@ use oracle_runtime::tools;
 
 /// Steps per chain.
 const STEPS: u64 = 200;
+/// Steps of the chain set against the disk's floor, and records the floor appends.
+const FLOOR_STEPS: u64 = 1_000;
+/// Bytes of one floor record: a pure step's four records, as the chain writes them (about
+/// 400 bytes each).
+const FLOOR_RECORD_BYTES: usize = 1_600;
 
 /// A plan of `n` steps, each after the previous one.
 fn plan_text(impure: bool, n: u64) -> String {
@@ -81,6 +91,41 @@ fn benches(c: &mut Criterion) {
             });
         }
     }
+    g.finish();
+    event_vs_floor(c, &root);
+}
+
+/// `FLOOR_STEPS` appends of `FLOOR_RECORD_BYTES`, one `fdatasync` after each.
+fn floor(dir: &Path) {
+    use std::io::Write as _;
+    let path = dir.join("floor.log");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let record = vec![b'x'; FLOOR_RECORD_BYTES];
+    for _ in 0..FLOOR_STEPS {
+        f.write_all(&record).unwrap();
+        f.sync_data().unwrap();
+    }
+    drop(f);
+    std::fs::remove_file(&path).unwrap();
+}
+
+fn event_vs_floor(c: &mut Criterion, root: &Path) {
+    let text = plan_text(false, FLOOR_STEPS);
+    let syncs = run(root, &text, Durability::Event);
+    println!("pure chain of {FLOOR_STEPS}, event: {syncs} syncs");
+    let mut g = c.benchmark_group("event_vs_floor");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(FLOOR_STEPS));
+    g.bench_function("pure_chain_1000/event", |b| {
+        b.iter_batched(
+            || (),
+            |()| run(root, &text, Durability::Event),
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("floor/append_and_fdatasync_1000", |b| {
+        b.iter_batched(|| (), |()| floor(root), BatchSize::PerIteration)
+    });
     g.finish();
 }
 

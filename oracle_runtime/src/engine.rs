@@ -1059,6 +1059,11 @@ impl<'r, A: Agent> Engine<'r, A> {
             }
         };
         loop {
+            // A step boundary: under `Durability::Event` the last round's steps become durable
+            // before the next round begins (one sync for the round's records together).
+            if let Some(w) = self.writer.as_mut() {
+                w.step_done()?;
+            }
             let p = Progress {
                 events: self.next_seq(),
                 recorded: self.recorded.len(),

@@ -57,7 +57,11 @@ impl std::fmt::Debug for Writing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Durability {
-    /// `fdatasync` after every event: nothing acknowledged is ever lost; slowest.
+    /// Every step durable before the next: a sync at every step boundary (between the engine's
+    /// rounds, [`LogWriter::step_done`]) as well as at every commit point of `Effect`, so a
+    /// machine crash loses no step that finished, and no intent before its effect. One sync per
+    /// pure step (the step's records together), two per impure one (its intent, then its
+    /// outcome); the slowest mode. A writer used outside the engine syncs at `commit`.
     Event,
     /// Sync at every [`LogWriter::commit`] and at least every `events_max` events.
     Group { events_max: u64 },
@@ -469,7 +473,6 @@ impl LogWriter {
         record::encode_into(event, &mut self.buf);
         self.unsynced += 1;
         match self.durability {
-            Durability::Event => self.flush(true),
             Durability::Group { events_max } if self.unsynced >= events_max => self.flush(true),
             _ if self.buf.len() >= BUFFER_BYTES_MAX => self.flush(false),
             _ => Ok(()),
@@ -482,6 +485,15 @@ impl LogWriter {
         let sync = !matches!(self.durability, Durability::None);
         self.flush(sync)?;
         self.commit_replica()
+    }
+
+    /// A step boundary (the engine calls it between rounds): under [`Durability::Event`], a
+    /// commit point; under every other mode, nothing.
+    pub fn step_done(&mut self) -> Result<()> {
+        match self.durability {
+            Durability::Event => self.commit(),
+            _ => Ok(()),
+        }
     }
 
     /// Hands the records written since the last commit to the replica, if there is one. A

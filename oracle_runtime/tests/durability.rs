@@ -54,8 +54,14 @@ fn effect_syncs_once_for_pure_work_and_before_every_effect() {
     assert!(syncs(&root, &chain(false, 2000), Durability::GROUP) >= 8);
     // 20 impure steps: one sync before each (the write-ahead of its effect), one at the end.
     assert_eq!(syncs(&root, &chain(true, 20), Durability::Effect), 21);
-    // `event` syncs every event; `none` never.
-    assert!(syncs(&root, &chain(true, 20), Durability::Event) >= 80);
+    // `event` makes every step durable before the next: one sync per pure step (its four
+    // records together) and two per impure one (its intent before the effect, its outcome
+    // after), besides the run's first event and its end; `none` never syncs.
+    assert_eq!(syncs(&root, &chain(false, 50), Durability::Event), 50 + 2);
+    assert_eq!(
+        syncs(&root, &chain(true, 20), Durability::Event),
+        2 * 20 + 2
+    );
     assert_eq!(syncs(&root, &chain(true, 20), Durability::None), 0);
 }
 

@@ -5,8 +5,9 @@
 //! `repair`, `verify`, read through the index, then `LogWriter::open` and append the rest.
 //!
 //! What must hold, for every durability mode (docs/TESTING.md, "Power loss, simulated"):
-//! - no event acknowledged as durable is lost. Acknowledged means: `Event`, every event whose
-//!   `append` returned; `Group { events_max }`, every event appended before a `commit` (or
+//! - no event acknowledged as durable is lost. Acknowledged means: `Event`, every event
+//!   appended before a `step_done` (a step boundary, where the engine calls it), `commit` or
+//!   `close` that returned; `Group { events_max }`, every event appended before a `commit` (or
 //!   `close`) that returned, and every event up to the `events_max`-th since the last sync
 //!   once its `append` returned; `Effect`, every event appended before a `commit` (or `close`)
 //!   that returned (the engine commits where an effect needs it); `None`, nothing (it never syncs: a power loss may take every
@@ -36,19 +37,40 @@ fn durability() -> impl Strategy<Value = Durability> {
     ]
 }
 
+fn then() -> impl Strategy<Value = Then> {
+    prop_oneof![Just(Then::Nothing), Just(Then::Step), Just(Then::Commit)]
+}
+
 fn start() -> Payload {
     oracle_test_support::run_started("p", 1, &[])
 }
 
-/// One step of a run: append an event, then commit if asked.
-type Item = (Payload, bool);
+/// What follows an event's append: nothing, a step boundary, or a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Then {
+    Nothing,
+    Step,
+    Commit,
+}
+
+/// One step of a run: append an event, then what the item says.
+type Item = (Payload, Then);
 
 /// Events acknowledged as durable, from the documented contract of each mode (not from the
 /// writer's code): the count after an `append` returned.
 fn acked_after_append(d: Durability, appended: u64, acked: u64) -> u64 {
     match d {
-        Durability::Event => appended,
         Durability::Group { events_max } if appended - acked >= events_max => appended,
+        Durability::Event | Durability::Group { .. } | Durability::Effect | Durability::None => {
+            acked
+        }
+    }
+}
+
+/// The same after a `step_done` returned: a commit under `Event`, nothing under the others.
+fn acked_after_step(d: Durability, appended: u64, acked: u64) -> u64 {
+    match d {
+        Durability::Event => appended,
         Durability::Group { .. } | Durability::Effect | Durability::None => acked,
     }
 }
@@ -76,8 +98,8 @@ fn run(sim: &SimStorage, paths: &LogPaths, d: Durability, items: &[Item]) -> Run
     let Ok(mut w) = LogWriter::with_storage(paths, &mut sim.clone(), d) else {
         return out;
     };
-    let payloads = std::iter::once((start(), false)).chain(items.iter().cloned());
-    for (i, (payload, commit)) in payloads.enumerate() {
+    let payloads = std::iter::once((start(), Then::Nothing)).chain(items.iter().cloned());
+    for (i, (payload, then)) in payloads.enumerate() {
         let parents = out.events.len().checked_sub(1).map(|p| p as u64);
         match w.append(i as u64, parents.into_iter().collect(), payload) {
             Ok(e) => out.events.push(e),
@@ -85,11 +107,20 @@ fn run(sim: &SimStorage, paths: &LogPaths, d: Durability, items: &[Item]) -> Run
         }
         let appended = out.events.len() as u64;
         out.acked = acked_after_append(d, appended, out.acked);
-        if commit {
-            if w.commit().is_err() {
-                return out;
+        match then {
+            Then::Nothing => {}
+            Then::Step => {
+                if w.step_done().is_err() {
+                    return out;
+                }
+                out.acked = acked_after_step(d, appended, out.acked);
             }
-            out.acked = acked_after_commit(d, appended, out.acked);
+            Then::Commit => {
+                if w.commit().is_err() {
+                    return out;
+                }
+                out.acked = acked_after_commit(d, appended, out.acked);
+            }
         }
     }
     if w.close().is_ok() {
@@ -263,7 +294,7 @@ proptest! {
     /// tear of what was not synced.
     #[test]
     fn power_loss_never_loses_an_acknowledged_event(
-        items in prop::collection::vec((small_payload(), any::<bool>()), 0..16),
+        items in prop::collection::vec((small_payload(), then()), 0..16),
         d in durability(),
         loss in any::<prop::sample::Index>(),
         tear in any::<u64>(),
@@ -289,7 +320,12 @@ fn power_loss_at_every_operation_never_loses_an_acknowledged_event() {
                 attempt: 1,
                 output,
             });
-            (p, i % 3 == 2)
+            let then = match i % 3 {
+                2 => Then::Commit,
+                1 => Then::Step,
+                _ => Then::Nothing,
+            };
+            (p, then)
         })
         .collect();
     let mut seen = Seen::default();
