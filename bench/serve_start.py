@@ -184,6 +184,7 @@ def main():
     ap.add_argument("--workers", type=int, default=1, help="`oracle worker` processes (--store)")
     ap.add_argument("--signals", type=int, default=50, help="answers timed one by one (--store)")
     a = ap.parse_args()
+    a.oracle = os.path.abspath(a.oracle)
     signal.signal(signal.SIGALRM, lambda *_: sys.exit("killed after SCRIPT_S_MAX"))
     signal.alarm(SCRIPT_S_MAX)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -182,9 +182,7 @@ impl StoreFront {
     fn sync_one(&self, run: &str) -> Result<(), HostError> {
         let row = self
             .store
-            .runs()?
-            .into_iter()
-            .find(|r| r.id == run)
+            .run(run)?
             .ok_or_else(|| oracle_pg::PgError::NoRun {
                 run: run.to_owned(),
             })?;

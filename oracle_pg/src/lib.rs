@@ -924,16 +924,32 @@ impl Store {
 
     /// Every run, in submission order.
     pub fn runs(&self) -> Result<Vec<RunRow>> {
+        self.rows("TRUE", &[])
+    }
+
+    /// Run `run`'s row, if the store holds it.
+    pub fn run(&self, run: &str) -> Result<Option<RunRow>> {
+        Ok(self.rows("id = $1", &[&run])?.pop())
+    }
+
+    /// The rows `filter` (an SQL condition over `runs`, its parameters `params`) selects.
+    fn rows(
+        &self,
+        filter: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<RunRow>> {
         let rows = self
             .client()
             .query(
-                "SELECT id, program, state, events, head, fence, worker,
+                &format!(
+                    "SELECT id, program, state, events, head, fence, worker,
                    (extract(epoch FROM lease_until - now()) * 1000)::bigint, claims, detail,
                    (SELECT count(*) FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL),
                    waiting_step, waiting_reason, attempts, reason, last_time, model_calls,
                    model_tokens
-                 FROM runs ORDER BY number",
-                &[],
+                 FROM runs WHERE {filter} ORDER BY number"
+                ),
+                params,
             )
             .map_err(db("listing runs"))?;
         Ok(rows
