@@ -9,75 +9,16 @@
 //! `ORACLE_REQUIRE_BROWSER` is set, as `.ci/run` sets it (and installs both).
 
 mod common;
+mod web;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
 use common::Sandbox;
-use fantoccini::{ClientBuilder, Locator};
+use fantoccini::Locator;
 use oracle_core::EventKind;
 use serde_json::{Value, json};
-
-/// Longest wait for the driver, the server or a run to get where a step needs it.
-const WAIT_MS_MAX: u64 = 30_000;
-
-/// A child process killed when the test ends, however it ends.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
-}
-
-/// Chromium and chromedriver, or `None` (after saying so) where they are missing.
-fn browser() -> Option<(PathBuf, PathBuf)> {
-    let chromium = on_path("chromium").or_else(|| on_path("chromium-browser"));
-    let driver = on_path("chromedriver");
-    match (chromium, driver) {
-        (Some(c), Some(d)) => Some((c, d)),
-        _ if std::env::var_os("ORACLE_REQUIRE_BROWSER").is_some() => {
-            panic!("ORACLE_REQUIRE_BROWSER is set but chromium or chromedriver is not on PATH")
-        }
-        _ => {
-            eprintln!(
-                "\n*** SKIPPED: the browser tests need `chromium` and `chromedriver` on PATH \
-                 (apt-get install chromium chromium-driver); .ci/run installs them ***\n"
-            );
-            None
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_millis(WAIT_MS_MAX),
-            "gave up waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use web::{browser, chromium_session, sign_in, wait_until};
 
 fn screenshots() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
@@ -93,43 +34,6 @@ fn status(sb: &Sandbox, run: &str) -> String {
         .find(|r| r["run"] == run)
         .and_then(|r| r["status"].as_str().map(str::to_owned))
         .unwrap_or_default()
-}
-
-/// A headless Chromium session on the driver at `webdriver`.
-async fn chromium_session(webdriver: &str, chromium: &Path) -> fantoccini::Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1280,1000"],
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(webdriver)
-        .await
-        .expect("a Chromium session")
-}
-
-/// Types `secret` into the sign-in page the browser is on and submits it; waits for the page
-/// with element `lands_on` (where `next` leads).
-async fn sign_in(c: &fantoccini::Client, secret: &str, lands_on: &str) {
-    c.find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys(secret)
-        .await
-        .unwrap();
-    c.find(Locator::Id("signin-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    // Submitting navigates: wait for the page it leads to.
-    c.wait().for_element(Locator::Id(lands_on)).await.unwrap();
 }
 
 /// The page the browser shows is no wider than its window, and no table in it scrolls
@@ -157,7 +61,7 @@ async fn assert_fits(c: &fantoccini::Client, what: &str) {
 
 #[test]
 fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_replay() {
-    let Some((chromium, driver)) = browser() else {
+    let Some((chromium, driver)) = browser("SKIPPED: the browser tests need them") else {
         return;
     };
     let sb = Sandbox::new();
@@ -175,32 +79,10 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
     assert_eq!(code, 0, "{err}");
     let secret = out.lines().next().unwrap().trim().to_owned();
 
-    let mut server = sb
-        .command(&["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _server = Killed(server);
-    let base = line.trim().strip_prefix("listening ").unwrap().to_owned();
-
-    let port = free_port();
-    let _driver = Killed(
-        Command::new(&driver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let webdriver = format!("http://127.0.0.1:{port}");
-    wait_until("chromedriver", || {
-        ureq::get(&format!("{webdriver}/status")).call().is_ok()
-    });
+    let mut serve = sb.command(&["serve", "--listen", "127.0.0.1:0"]);
+    serve.stderr(Stdio::null());
+    let (_server, base) = web::listening(serve);
+    let (_driver, webdriver) = web::start_driver(&driver);
 
     let shots = screenshots();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -9,19 +9,17 @@
 //! through the API instead of a browser where Chromium is not (CI sets ORACLE_REQUIRE_BROWSER).
 
 mod common;
+mod web;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{json_in, oracle_in};
-use fantoccini::{ClientBuilder, Locator};
+use fantoccini::Locator;
 use serde_json::{Value, json};
-
-/// Longest wait for a worker, a server or a browser to get where a step needs it.
-const WAIT_MS_MAX: u64 = 60_000;
+use web::{Killed, wait_until};
 
 static DB: AtomicU64 = AtomicU64::new(0);
 
@@ -47,16 +45,6 @@ fn store_url() -> Option<String> {
     Some(url)
 }
 
-/// A child process killed when the test ends, however it ends.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn worker(dir: &Path, url: &str) -> Killed {
     Killed(
         Command::new(env!("CARGO_BIN_EXE_oracle"))
@@ -79,26 +67,14 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_oracle"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("no listening line: {line:?}"))
-            .to_owned();
+            .current_dir(dir);
+        let (child, base) = web::listening(command);
         Server {
-            _child: Killed(child),
+            _child: child,
             base,
         }
     }
@@ -158,17 +134,6 @@ impl Server {
     }
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_millis(WAIT_MS_MAX),
-            "gave up waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// A directory with a home holding token `alice`, and a working root; returns the secret.
 fn side(dir: &Path) -> String {
     std::fs::create_dir_all(dir.join("root")).unwrap();
@@ -177,86 +142,19 @@ fn side(dir: &Path) -> String {
     out.lines().next().unwrap().trim().to_owned()
 }
 
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
-}
-
-/// Chromium and chromedriver, or `None` (after saying so) where they are missing.
-fn browser() -> Option<(PathBuf, PathBuf)> {
-    let chromium = on_path("chromium").or_else(|| on_path("chromium-browser"));
-    match (chromium, on_path("chromedriver")) {
-        (Some(c), Some(d)) => Some((c, d)),
-        _ if std::env::var_os("ORACLE_REQUIRE_BROWSER").is_some() => {
-            panic!("ORACLE_REQUIRE_BROWSER is set but chromium or chromedriver is not on PATH")
-        }
-        _ => {
-            eprintln!(
-                "\n*** the browser step answers through the API instead: `chromium` and \
-                 `chromedriver` are not on PATH (.ci/run installs them) ***\n"
-            );
-            None
-        }
-    }
-}
-
 /// A person signs in at `base` with `secret` and answers step `q` of `run` in the inbox's form
 /// with `value`; returns the message the page shows.
 fn answer_in_browser(base: &str, secret: &str, run: &str, value: &str) -> Option<String> {
-    let (chromium, driver) = browser()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _driver = Killed(
-        Command::new(&driver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let webdriver = format!("http://127.0.0.1:{port}");
-    wait_until("chromedriver", || {
-        ureq::get(&format!("{webdriver}/status")).call().is_ok()
-    });
+    let (chromium, driver) = web::browser("the browser step answers through the API instead")?;
+    let (_driver, webdriver) = web::start_driver(&driver);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     Some(rt.block_on(async {
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,1000"],
-            }),
-        );
-        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&webdriver)
-            .await
-            .expect("a Chromium session");
+        let c = web::chromium_session(&webdriver, &chromium).await;
         c.goto(&format!("{base}/signin?next=/inbox")).await.unwrap();
-        c.find(Locator::Id("token"))
-            .await
-            .unwrap()
-            .send_keys(secret)
-            .await
-            .unwrap();
-        c.find(Locator::Id("signin-submit"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        c.wait().for_element(Locator::Id("inbox")).await.unwrap();
+        web::sign_in(&c, secret, "inbox").await;
         c.find(Locator::Id(&format!("answer-{run}-q-value")))
             .await
             .unwrap()

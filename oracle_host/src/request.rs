@@ -89,15 +89,22 @@ impl Home {
         ended: impl FnOnce(&str, Result<Session, HostError>) + Send + 'static,
     ) -> Result<Start<Prepared>, HostError> {
         let tool_dirs = check_plan(&request.plan, root)?;
-        let opts = StartOptions {
-            plan_text: Some(request.plan),
-            input_values: request.inputs,
-            key: request.key,
-            seed: request.seed,
-            root: root.to_path_buf(),
-            ..StartOptions::new(self.dir(), &root.join(REQUEST_PLAN_NAME))
-        };
+        let opts = request.options(self.dir(), root);
         self.launch(opts, given, tool_dirs, ended)
+    }
+}
+
+impl RunRequest {
+    /// The options of the run this request asks for, in home `home`, working in `root`.
+    pub fn options(self, home: &Path, root: &Path) -> StartOptions {
+        StartOptions {
+            plan_text: Some(self.plan),
+            input_values: self.inputs,
+            key: self.key,
+            seed: self.seed,
+            root: root.to_path_buf(),
+            ..StartOptions::new(home, &root.join(REQUEST_PLAN_NAME))
+        }
     }
 }
 

@@ -19,14 +19,14 @@ use oracle_pg::{RunRow, Store, Submitted};
 use oracle_runtime::adjudication::{OutsideClaim, Submission};
 use oracle_runtime::engine::Cancel;
 use oracle_runtime::paths::{CHECKPOINTS_FILE, LOG_FILE};
-use oracle_runtime::session::{SessionError, StartOptions};
+use oracle_runtime::session::SessionError;
 use oracle_runtime::writer::Durability;
 use serde_json::Value;
 
 use crate::bind::Given;
 use crate::error::HostError;
 use crate::home::{Home, Start};
-use crate::request::{REQUEST_PLAN_NAME, RunRequest, check_plan};
+use crate::request::{RunRequest, check_plan};
 use crate::signal::{Answer, DriveSettings, Signal};
 
 /// The file that marks a directory as a server's mirror of a store: only a directory holding
@@ -242,22 +242,27 @@ impl StoreFront {
         }
     }
 
-    /// A scratch home with a copy of `run` as the store holds it now.
-    fn scratch(&self, run: &str) -> Result<Scratch, HostError> {
-        self.sync_one(run)?;
+    /// A new, empty scratch home under the mirror (removed when dropped).
+    fn new_scratch(&self) -> Result<Scratch, HostError> {
         let n = self.scratch_seq.fetch_add(1, Ordering::Relaxed);
         let dir = self
             .mirror
             .dir()
             .join(SCRATCH_DIR)
             .join(format!("{}-{n}", std::process::id()));
-        let from = self.mirror.dir().join("runs").join(run);
-        let to = dir.join("runs").join(run);
-        copy_dir(&from, &to)?;
         Ok(Scratch {
             home: Home::open(&dir)?,
             dir,
         })
+    }
+
+    /// A scratch home with a copy of `run` as the store holds it now.
+    fn scratch(&self, run: &str) -> Result<Scratch, HostError> {
+        self.sync_one(run)?;
+        let scratch = self.new_scratch()?;
+        let from = self.mirror.dir().join("runs").join(run);
+        copy_dir(&from, &scratch.dir.join("runs").join(run))?;
+        Ok(scratch)
     }
 
     fn queue(&self, signal: Signal) -> Result<Queued, HostError> {
@@ -359,25 +364,9 @@ impl StoreFront {
         given: &Given,
     ) -> Result<StoreStart, HostError> {
         let tool_dirs = check_plan(&request.plan, root)?;
-        let n = self.scratch_seq.fetch_add(1, Ordering::Relaxed);
-        let dir = self
-            .mirror
-            .dir()
-            .join(SCRATCH_DIR)
-            .join(format!("{}-{n}", std::process::id()));
-        let scratch = Scratch {
-            home: Home::open(&dir)?,
-            dir,
-        };
+        let scratch = self.new_scratch()?;
         let key = request.key.clone();
-        let opts = StartOptions {
-            plan_text: Some(request.plan),
-            input_values: request.inputs,
-            key: request.key,
-            seed: request.seed,
-            root: root.to_path_buf(),
-            ..StartOptions::new(&scratch.dir, &root.join(REQUEST_PLAN_NAME))
-        };
+        let opts = request.options(&scratch.dir, root);
         let prepared = match scratch.home.prepare_submission(opts, given, tool_dirs)? {
             Start::New(p) => p,
             // A scratch home holds no keys: the store's are in the store (below).
