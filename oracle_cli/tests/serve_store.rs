@@ -399,3 +399,35 @@ fn two_servers_over_one_store_announce_each_suspension_once() {
     // A server over a store stops as one over a file home does.
     assert_eq!(server_a.stop(), Some(0));
 }
+
+#[test]
+fn a_server_over_a_store_goes_on_after_its_connections_are_cut() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("store");
+    let token = side(&st);
+    let _worker = worker(&st, &url);
+    let s = Server::start(&st, &["--store", &url, "--root", "root"]);
+    let (code, v) = s.call("POST", "/api/v1/runs", &token, Some(&start_body("cut-1")));
+    assert_eq!(code, 201, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    s.wait_status(&id, &token, "suspended");
+    // Every connection to the database is cut: the server's two and the worker's.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let cut = c
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .len();
+    assert!(cut >= 2, "the server's connections at least: {cut}");
+    // The answer's check reads the run again on a new connection, then queues it there.
+    let body = json!({"step": "q", "value": "ship"});
+    let path = format!("/api/v1/runs/{id}/answer");
+    let (code, v) = s.call("POST", &path, &token, Some(&body));
+    assert_eq!(code, 202, "{v}");
+    // The mirror listens again and sees the worker's appends.
+    s.wait_status(&id, &token, "completed");
+}

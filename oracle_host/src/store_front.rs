@@ -65,25 +65,66 @@ pub struct StoreFront {
     scratch_seq: AtomicU64,
 }
 
-/// A store connection closed on a thread of its own when dropped: the synchronous client
-/// closes through a runtime of its own, which cannot run on an async runtime's thread, where a
+/// A connection to the store, made again after it is lost (a database restart, a cut
+/// connection): a call that fails with the database's error drops it, and the next call
+/// connects anew. Closed on a thread of its own when dropped: the synchronous client closes
+/// through a runtime of its own, which cannot run on an async runtime's thread, where a
 /// server's last handle on its front may be dropped.
-struct Conn(Option<Store>);
+struct Conn {
+    url: String,
+    store: Mutex<Option<Store>>,
+}
 
-impl std::ops::Deref for Conn {
-    type Target = Store;
+impl Conn {
+    fn open(url: &str) -> Result<Conn, HostError> {
+        Ok(Conn {
+            url: url.to_owned(),
+            store: Mutex::new(Some(Store::connect(url)?)),
+        })
+    }
 
-    fn deref(&self) -> &Store {
-        // Invariant: only `drop` takes the connection out.
-        self.0
-            .as_ref()
-            .expect("a connection is held until it is dropped")
+    /// [`Conn::call`] for a read, which is made once more on a new connection when the first
+    /// attempt found the connection lost (a read done twice changes nothing; a write is never
+    /// tried again, since a lost connection leaves unknown whether it committed).
+    fn read<T>(&self, f: impl Fn(&Store) -> oracle_pg::Result<T>) -> Result<T, HostError> {
+        match self.call(&f) {
+            Err(HostError::Pg(
+                oracle_pg::PgError::Db { .. } | oracle_pg::PgError::Connect { .. },
+            )) => self.call(&f),
+            other => other,
+        }
+    }
+
+    /// Runs `f` on the connection (connecting first if it was lost); a failure of the
+    /// database itself drops the connection for the next call to make again.
+    fn call<T>(&self, f: impl FnOnce(&Store) -> oracle_pg::Result<T>) -> Result<T, HostError> {
+        let store = {
+            let mut held = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*held {
+                Some(s) => s.clone(),
+                None => held.insert(Store::connect(&self.url)?).clone(),
+            }
+        };
+        let out = f(&store);
+        if let Err(oracle_pg::PgError::Db { .. } | oracle_pg::PgError::Connect { .. }) = &out {
+            let mut held = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+            // Only if no other call made a new one meanwhile.
+            if held.as_ref().is_some_and(|s| s.same(&store)) {
+                *held = None;
+            }
+        }
+        Ok(out?)
     }
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        if let Some(store) = self.0.take() {
+        let held = self
+            .store
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(store) = held {
             let _ = std::thread::spawn(move || drop(store)).join();
         }
     }
@@ -130,8 +171,8 @@ impl StoreFront {
     /// exist, is empty, or was a mirror before (its runs are removed and read again from the
     /// store). Any other directory is refused: a mirror is never made over a file home.
     pub fn open(url: &str, mirror: &Path, server: &str) -> Result<StoreFront, HostError> {
-        let store = Conn(Some(Store::connect(url)?));
-        let listener = Conn(Some(Store::connect(url)?));
+        let store = Conn::open(url)?;
+        let listener = Conn::open(url)?;
         prepare_mirror(mirror)?;
         Ok(StoreFront {
             store,
@@ -152,7 +193,7 @@ impl StoreFront {
     /// Brings the mirror up to the store: every run whose row changed gets its new files and
     /// events. Returns how many runs changed.
     pub fn sync(&self) -> Result<usize, HostError> {
-        let rows = self.store.runs()?;
+        let rows = self.store.read(|s| s.runs())?;
         let mut changed = 0;
         for row in rows {
             let known = self.known(&row.id);
@@ -168,9 +209,8 @@ impl StoreFront {
     /// Blocks until the store says something changed (an append, a submission, a signal, a
     /// release) or `timeout_ms` passes.
     pub fn wait(&self, timeout_ms: u64) -> Result<(), HostError> {
-        Ok(self
-            .listener
-            .wait_on(&[oracle_pg::CHANNEL, oracle_pg::CHANGES], timeout_ms)?)
+        self.listener
+            .read(|s| s.wait_on(&[oracle_pg::CHANNEL, oracle_pg::CHANGES], timeout_ms))
     }
 
     fn known(&self, run: &str) -> Option<Mirrored> {
@@ -182,7 +222,7 @@ impl StoreFront {
     fn sync_one(&self, run: &str) -> Result<(), HostError> {
         let row = self
             .store
-            .run(run)?
+            .read(|s| s.run(run))?
             .ok_or_else(|| oracle_pg::PgError::NoRun {
                 run: run.to_owned(),
             })?;
@@ -195,18 +235,19 @@ impl StoreFront {
         let dir = self.mirror.dir().join("runs").join(&row.id);
         std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         // Files first: a log is read with its run's plan beside it.
-        let paths = self.store.file_paths(&row.id)?;
+        let paths = self.store.read(|s| s.file_paths(&row.id))?;
         let missing: Vec<String> = paths
             .iter()
             .filter(|p| !m.files.contains(*p))
             .cloned()
             .collect();
         if !missing.is_empty() {
-            self.store.write_files(&row.id, &missing, &dir)?;
+            self.store
+                .read(|s| s.write_files(&row.id, &missing, &dir))?;
             m.files.extend(missing);
         }
         m.events = self.append_events(&row.id, &dir, m.events)?;
-        let lines = self.store.checkpoints(&row.id)?;
+        let lines = self.store.read(|s| s.checkpoints(&row.id))?;
         if lines.len() != m.checkpoints {
             let path = dir.join(CHECKPOINTS_FILE);
             let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -224,7 +265,7 @@ impl StoreFront {
     fn append_events(&self, run: &str, dir: &Path, mut from: u64) -> Result<u64, HostError> {
         let path = dir.join(LOG_FILE);
         loop {
-            let page = self.store.events_from(run, from)?;
+            let page = self.store.read(|s| s.events_from(run, from))?;
             if page.is_empty() {
                 return Ok(from);
             }
@@ -267,7 +308,7 @@ impl StoreFront {
 
     fn queue(&self, signal: Signal) -> Result<Queued, HostError> {
         let (run, kind) = (signal.run().to_owned(), signal.kind());
-        let id = self.store.send(&run, kind, &signal.to_row())?;
+        let id = self.store.call(|s| s.send(&run, kind, &signal.to_row()))?;
         Ok(Queued {
             run,
             signal: id,
@@ -382,12 +423,14 @@ impl StoreFront {
             oracle_runtime::keys::KeyClaim::new(k, "", prepared.plan.hash, &s.inputs, s.seed)
         });
         let programs = oracle_pg::Programs::default();
-        match self.store.submit_keyed(
-            &prepared.plan.name,
-            &prepared.dir,
-            &programs,
-            claim.as_ref(),
-        )? {
+        match self.store.call(|s| {
+            s.submit_keyed(
+                &prepared.plan.name,
+                &prepared.dir,
+                &programs,
+                claim.as_ref(),
+            )
+        })? {
             Submitted::New(id) => {
                 // In the mirror before the caller hears of it, so it can read the run at once.
                 self.sync_one(&id)?;
@@ -414,14 +457,13 @@ impl StoreFront {
     /// Takes announcement `id` of `run` for this server's beacon (see
     /// [`Store::take_announcement`]): `false` when another server delivers it.
     pub fn take_announcement(&self, id: &str, run: &str) -> Result<bool, HostError> {
-        Ok(self
-            .store
-            .take_announcement(id, run, &self.server, ANNOUNCE_LEASE_MS)?)
+        self.store
+            .call(|s| s.take_announcement(id, run, &self.server, ANNOUNCE_LEASE_MS))
     }
 
     /// Marks announcement `id` delivered, for every server.
     pub fn announcement_delivered(&self, id: &str) -> Result<(), HostError> {
-        Ok(self.store.announcement_delivered(id)?)
+        self.store.call(|s| s.announcement_delivered(id))
     }
 }
 

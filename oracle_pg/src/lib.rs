@@ -252,6 +252,11 @@ impl Store {
         })
     }
 
+    /// Whether `other` is this very connection (a clone of it), not another to the same store.
+    pub fn same(&self, other: &Store) -> bool {
+        Arc::ptr_eq(&self.client, &other.client)
+    }
+
     /// The URL this store was opened with (password included: never print it; see [`redact`]).
     pub fn url(&self) -> &str {
         &self.url
