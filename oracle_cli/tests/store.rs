@@ -1306,3 +1306,63 @@ fn a_key_submits_a_run_once_to_a_store_and_refuses_a_submission_that_differs() {
     let home_log = fs::read(fh.join(".oracle/runs/ask-1/events.jsonl")).unwrap();
     assert_eq!(exported_head(&st, &url, &id).1, home_log);
 }
+
+/// A cancel sent while a worker drives the run: the worker's renewer finds it and asks the
+/// drive, which records it at its next decision boundary (not when the run next suspends or
+/// finishes), and the signal is settled as applied.
+#[test]
+fn a_cancel_sent_to_a_running_store_run_stops_it_at_its_next_decision_boundary() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("store");
+    plans_dir(&st);
+    fs::create_dir_all(st.join("tools")).unwrap();
+    fs::write(
+        st.join("tools/test.nap.toml"),
+        "name = \"test.nap\"\nversion = \"1.0.0\"\ndescription = \"Sleeps a little\"\neffect = \"impure\"\ntimeout_ms = 5000\noutput_bytes_max = 64\ninput_schema = { type = \"object\" }\noutput_schema = { type = \"object\" }\n\n[exec]\nprogram = \"nap.sh\"\nenv = { PATH = \"/usr/bin:/bin\" }\n",
+    )
+    .unwrap();
+    script(&st.join("tools/nap.sh"), "sleep 0.1\necho '{}'\n");
+    fs::write(
+        st.join("slow.plan"),
+        "plan slow version 1\n\ngrant tool:exec:test.nap\n\ntools \"tools\"\n\nnaps = repeat {\n  nap = test.nap { }\n} until false max 200\n",
+    )
+    .unwrap();
+    let id = ok(&st, &["submit", "slow.plan", "--store", &url]);
+    let id = id.trim();
+    let mut w = worker(&st, &url, &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while runs(&st, &url)[id]["events"].as_i64().unwrap_or(0) < 12 {
+        assert!(Instant::now() < deadline, "the run never got going");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ok(
+        &st,
+        &[
+            "cancel", id, "--reason", "enough", "--by", "ops", "--store", &url,
+        ],
+    );
+    while runs(&st, &url)[id]["state"] != "cancelled" {
+        assert!(
+            Instant::now() < deadline,
+            "the run was not cancelled: {}",
+            runs(&st, &url)[id]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let row = &runs(&st, &url)[id];
+    assert_eq!(row["signals_pending"], 0, "the cancel is settled: {row}");
+    // Far from its 200 rounds: stopped where it was, not run to the end.
+    assert!(row["events"].as_i64().unwrap() < 600, "{row}");
+    let (log, bytes) = exported_head(&st, &url, id);
+    assert!(!log.is_empty());
+    let last = common::parse_events(&bytes).pop().unwrap();
+    let v: Value = serde_json::from_slice(&oracle_core::record::encode(&last)).unwrap();
+    assert_eq!(v["payload"]["status"], "cancelled", "{v}");
+    assert_eq!(v["payload"]["by"], "ops", "{v}");
+    ok(&st, &["replay", id, "--store", &url]);
+    let _ = Command::new("kill")
+        .args(["-TERM", &w.id().to_string()])
+        .status();
+    let _ = w.wait();
+}

@@ -370,11 +370,23 @@ impl StoreFront {
         Ok((queued, checked))
     }
 
-    /// Checks that `run` can be cancelled (it has not finished) as [`Home::cancel`] does, then
-    /// queues the cancel: the worker that next holds the run records it.
+    /// Checks that `run` can be cancelled (it has not finished; refused as [`Home::cancel`]
+    /// refuses it, `finished`), then queues the cancel: the worker that holds the run asks its
+    /// drive to record it at its next decision boundary, or the next one to hold it records it.
+    ///
+    /// Not checked by making the cancel on a scratch copy, as other writes are: a run a worker
+    /// is driving looks interrupted in a copy, and a cancel there would first complete the
+    /// round in flight, calling its tools, in the server.
     pub fn cancel(&self, run: &str, cancel: Cancel) -> Result<Queued, HostError> {
-        let scratch = self.scratch(run)?;
-        scratch.home.cancel(run, cancel.clone(), Durability::None)?;
+        self.sync_one(run)?;
+        let dir = self.mirror.dir().join("runs").join(run);
+        let status = oracle_runtime::session::run_info(&dir).status;
+        if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
+            return Err(HostError::Session(SessionError::CannotCancel {
+                run: run.to_owned(),
+                status,
+            }));
+        }
         self.queue(Signal::Cancel {
             run: run.to_owned(),
             by: cancel.by,

@@ -73,6 +73,9 @@ struct Shared {
     log: Log,
     /// Runs in hand and their fences, for the lease renewer.
     held: Mutex<BTreeMap<String, i64>>,
+    /// Runs being driven now: where each is written, and the cancel signal already asked of
+    /// its drive, for the renewer, which looks for cancels sent meanwhile.
+    driving: Mutex<BTreeMap<String, Driving>>,
     /// Threads claiming or driving, for `until_idle`.
     busy: AtomicU32,
 }
@@ -105,6 +108,7 @@ pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), Ho
         stop,
         log,
         held: Mutex::default(),
+        driving: Mutex::default(),
         busy: AtomicU32::new(0),
     });
     spawn_renewer(shared.clone());
@@ -146,6 +150,7 @@ fn spawn_renewer(shared: Arc<Shared>) {
                 store = Store::connect(&shared.settings.url).ok();
             }
             let Some(s) = &store else { continue };
+            ask_drives_to_cancel(&shared, s);
             for (run, fence) in now {
                 match s.renew(&run, fence, lease_ms as i64) {
                     Ok(true) => {}
@@ -163,6 +168,46 @@ fn spawn_renewer(shared: Arc<Shared>) {
             }
         }
     });
+}
+
+/// A run being driven: its directory in the scratch home, and the cancel signal its drive was
+/// asked to record (`None` until one is sent).
+struct Driving {
+    dir: PathBuf,
+    cancel: Option<i64>,
+}
+
+/// Asks each drive in hand to record a cancel sent for its run since the drive began: the
+/// request is left in the run's directory, where the drive looks between rounds (as a file
+/// home's `oracle cancel` asks a drive in another process), so a running run stops at its next
+/// decision boundary rather than when it next suspends or finishes. A store that cannot be
+/// read is looked at again at the next round.
+fn ask_drives_to_cancel(shared: &Shared, store: &Store) {
+    let asked: Vec<(String, PathBuf)> = lock(&shared.driving)
+        .iter()
+        .filter(|(_, d)| d.cancel.is_none())
+        .map(|(run, d)| (run.clone(), d.dir.clone()))
+        .collect();
+    for (run, dir) in asked {
+        let Ok(pending) = store.pending(&run) else {
+            return;
+        };
+        let cancel = pending
+            .iter()
+            .find_map(|p| match Signal::from_row(&run, &p.body) {
+                Ok(Signal::Cancel { by, reason, .. }) => Some((p.id, by, reason)),
+                _ => None,
+            });
+        let Some((id, by, reason)) = cancel else {
+            continue;
+        };
+        let request = oracle_runtime::engine::Cancel { by, reason };
+        if oracle_runtime::cancel::request(&dir, &request).is_ok()
+            && let Some(d) = lock(&shared.driving).get_mut(&run)
+        {
+            d.cancel = Some(id);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -357,7 +402,47 @@ fn drive_in(
     let (host, found, replica) = hydrate(shared, store, claim, home)?;
     let fenced = || lock(&replica).fenced().map(ToString::to_string);
     let notes = apply_signals(shared, store, claim, &host, &replica)?;
-    // Go on where the log leaves off: from the start, or after a crash or a release.
+    lock(&shared.driving).insert(
+        claim.id.clone(),
+        Driving {
+            dir: found.dir.clone(),
+            cancel: None,
+        },
+    );
+    let drove = drive_on(&host, &found, claim);
+    let asked = lock(&shared.driving)
+        .remove(&claim.id)
+        .and_then(|d| d.cancel);
+    match drove {
+        Err(e) => {
+            if let Some(f) = fenced() {
+                return Err(Stop::Fenced(f));
+            }
+            // A run that stops with an error of its own (a step failing is not one) is left
+            // for a person: its log is what the store holds.
+            return Err(Stop::Broken(e.to_string()));
+        }
+        Ok(Some(seq)) => told_from_point(shared, claim, seq),
+        Ok(None) => {}
+    }
+    let _ = store.upload_files(&claim.id, claim.fence, &found.dir);
+    notify(shared, store, claim, &host, &found.dir);
+    let state = state_of(&found.dir).unwrap_or_else(|| "runnable".to_owned());
+    // The cancel the drive was asked for is recorded: its signal is done. (A run that
+    // finished otherwise first keeps it pending; the next holder refuses it, `finished`.)
+    if let (Some(signal), "cancelled") = (asked, state.as_str()) {
+        let outcome = "applied: recorded by the drive in hand at its next decision boundary";
+        store
+            .settle(&claim.id, claim.fence, signal, outcome)
+            .map_err(|e| Stop::Fenced(e.to_string()))?;
+    }
+    Ok((state, (!notes.is_empty()).then(|| notes.join("; "))))
+}
+
+/// Drives the run on where its log leaves off: from the start, or after a crash or a release.
+/// Returns the resume point the drive started from, if any; `Ok(None)` also for a run left as
+/// it is (at rest, nothing to do).
+fn drive_on(host: &Home, found: &RunDir, claim: &Claim) -> Result<Option<u64>, HostError> {
     let drive = match (found.paths.log.is_file(), state_of(&found.dir).as_deref()) {
         (false, _) => Some(host.start_submitted(&claim.id).map(|s| s.report.from_point)),
         // A verdict recorded after the run suspended on a belief, whose resume did not happen
@@ -372,22 +457,7 @@ fn drive_in(
                 .map(|a| a.from_point()),
         ),
     };
-    match drive {
-        Some(Err(e)) => {
-            if let Some(f) = fenced() {
-                return Err(Stop::Fenced(f));
-            }
-            // A run that stops with an error of its own (a step failing is not one) is left
-            // for a person: its log is what the store holds.
-            return Err(Stop::Broken(e.to_string()));
-        }
-        Some(Ok(Some(seq))) => told_from_point(shared, claim, seq),
-        _ => {}
-    }
-    let _ = store.upload_files(&claim.id, claim.fence, &found.dir);
-    notify(shared, store, claim, &host, &found.dir);
-    let state = state_of(&found.dir).unwrap_or_else(|| "runnable".to_owned());
-    Ok((state, (!notes.is_empty()).then(|| notes.join("; "))))
+    drive.transpose().map(Option::flatten)
 }
 
 /// Carries out the run's pending signals in order. A signal whose call records events is
