@@ -14,6 +14,7 @@
 pub mod bind;
 pub mod error;
 mod home;
+pub mod metrics;
 mod outside;
 pub mod recover;
 pub mod request;

@@ -28,6 +28,8 @@ pub struct AppState {
     pub(crate) streams: Arc<AtomicUsize>,
     /// Background drives running now (`crate::signals::Drive`).
     pub(crate) drives: Arc<AtomicUsize>,
+    /// The runs' metrics, each run's kept until its log grows (`GET /metrics`).
+    pub(crate) metrics: Arc<oracle_host::metrics::Metrics>,
     /// Becomes `true` when the server shuts down (SSE streams end on it).
     pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -69,6 +71,7 @@ impl AppState {
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_JOBS_MAX)),
             streams: Arc::new(AtomicUsize::new(0)),
             drives: Arc::new(AtomicUsize::new(0)),
+            metrics: Arc::new(oracle_host::metrics::Metrics::new()),
             shutdown,
         })
     }
