@@ -15,6 +15,7 @@ pub mod bind;
 pub mod error;
 mod home;
 pub mod metrics;
+pub mod otlp;
 mod outside;
 pub mod recover;
 pub mod request;
