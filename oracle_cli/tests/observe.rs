@@ -172,6 +172,18 @@ fn metrics_parse_as_prometheus_text_and_match_the_runs_log() {
     // A second scrape of an unchanged home says the same (the tallies are kept).
     let (_, _, again) = get(&url, Some(&token));
     assert_eq!(samples(&again), m);
+    // Cost at the given prices (micro-units per 1M tokens), rejected reply included:
+    // 32 * 3,000,000 / 1M + 11 * 15,000,000 / 1M = 96 + 165.
+    let price = ["inspect", &run, "--model-price", "m=3000000/15000000"];
+    let (code, out, err) = sb.oracle(&price);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cost   0.000261 (261 micro-units)"), "{out}");
+    let (code, v) = sb.json(&["inspect", &run, "--model-price", "other=1/1", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["cost"], json!({"micro": 0, "unpriced": ["m"]}));
+    let (code, _, err) = sb.oracle(&["inspect", &run, "--model-price", "m=1.5/2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--model-price"), "{err}");
 }
 
 /// A small OTLP/HTTP receiver on 127.0.0.1: takes `POST /v1/traces`, decodes the protobuf

@@ -56,10 +56,18 @@ fn bump<K: Ord>(map: &mut BTreeMap<K, u64>, key: K, by: u64) {
 impl Tally {
     /// Counts the events of the log at `log` (a torn tail is left out).
     pub fn of_log(log: &Path) -> Result<Tally, String> {
+        Tally::of_log_upto(log, None)
+    }
+
+    /// Counts the events of the log at `log` up to event `upto` (all when `None`).
+    pub fn of_log_upto(log: &Path, upto: Option<u64>) -> Result<Tally, String> {
         let mut t = Tally::default();
         // The model binding of each (step, attempt) of `llm.chat`, for its outcome's tokens.
         let mut models: BTreeMap<(String, u64), String> = BTreeMap::new();
         oracle_runtime::reader::scan(log, true, |e| {
+            if upto.is_some_and(|u| e.seq > u) {
+                return Ok(false);
+            }
             if let Ok(p) = e.typed() {
                 t.add(&p, &mut models);
             }
@@ -482,4 +490,51 @@ fn answer(mut stream: std::net::TcpStream, render: &mut Render) {
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n{body}",
         body.len()
     );
+}
+
+/// A model binding's prices: micro-units (of any currency) per 1M input and output tokens.
+/// Integers, so no float is ever computed; the cost is display only (never recorded).
+pub type Prices = BTreeMap<String, (u64, u64)>;
+
+/// One `--model-price NAME=IN/OUT` (micro-units per 1M tokens).
+pub fn parse_price(text: &str) -> Result<(String, (u64, u64)), HostError> {
+    let bad = |why: &str| HostError::Given {
+        flag: "--model-price",
+        given: text.to_owned(),
+        why: why.to_owned(),
+    };
+    let (name, rest) = text
+        .split_once('=')
+        .ok_or_else(|| bad("expected NAME=IN/OUT"))?;
+    let (input, output) = rest
+        .split_once('/')
+        .ok_or_else(|| bad("expected NAME=IN/OUT"))?;
+    let n = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| bad("IN and OUT are whole micro-units per 1M tokens"))
+    };
+    if name.is_empty() {
+        return Err(bad("the model binding's name is empty"));
+    }
+    Ok((name.to_owned(), (n(input)?, n(output)?)))
+}
+
+/// The cost of `t`'s tokens at `prices`, in micro-units (rounded down), and the model
+/// bindings that used tokens but have no price.
+pub fn cost(t: &Tally, prices: &Prices) -> (u64, Vec<String>) {
+    let mut total: u128 = 0;
+    let mut unpriced = Vec::new();
+    for ((model, ty), n) in &t.tokens {
+        match prices.get(model) {
+            Some((i, o)) => {
+                let per = if ty == "input" { *i } else { *o };
+                total += u128::from(*n) * u128::from(per);
+            }
+            None if *n > 0 && !unpriced.contains(model) => unpriced.push(model.clone()),
+            None => {}
+        }
+    }
+    let micro = u64::try_from(total / 1_000_000).unwrap_or(u64::MAX);
+    (micro, unpriced)
 }
