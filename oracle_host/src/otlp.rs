@@ -29,7 +29,9 @@ use serde_json::Value;
 use crate::error::HostError;
 use crate::home::Home;
 
-/// Longest one batch of spans may take to reach the collector.
+/// Longest one batch of spans may take to reach the collector: after one batch is not taken
+/// the rest are dropped unsent, so a collector that never answers delays an export by at most
+/// about twice this (that batch, then the root span at shutdown).
 pub const EXPORT_TIMEOUT_MS: u64 = 5_000;
 /// Spans ended before the batch is flushed: keeps the SDK's queue (2048 by default) from
 /// dropping spans of a long run.
@@ -363,6 +365,11 @@ fn send(
     let mut dropped = 0u64;
     let mut warning = None;
     for p in planned {
+        if warning.is_some() {
+            // The collector did not take the last batch: drop the rest unsent.
+            dropped += 1 + u64::from(p.child.is_some());
+            continue;
+        }
         pending += emit(&tracer, p, &root_cx, &at);
         if pending >= FLUSH_EVERY_SPANS {
             flush(&provider, pending, &mut dropped, &mut warning);
@@ -370,7 +377,11 @@ fn send(
         }
     }
     root.end_with_timestamp(at(last));
-    flush(&provider, pending + 1, &mut dropped, &mut warning);
+    if warning.is_some() {
+        dropped += pending + 1;
+    } else {
+        flush(&provider, pending + 1, &mut dropped, &mut warning);
+    }
     let _ = provider.shutdown();
     Ok((dropped, warning))
 }
