@@ -313,6 +313,11 @@ pub struct InspectArgs {
     /// state: the messages of its latest model call up to the event, and that call's reply.
     #[arg(long, value_name = "STEP")]
     conversation: Option<String>,
+    /// A model binding's price, to show the run's cost: micro-units (of any currency) per 1M
+    /// input and output tokens, e.g. `fast=150000/600000`. Repeatable. Display only: derived
+    /// from the recorded usage, never recorded (docs/OBSERVABILITY.md, "Cost").
+    #[arg(long = "model-price", value_name = "NAME=IN/OUT")]
+    model_price: Vec<String>,
 }
 
 /// Characters of one message shown in the conversation view (`--json` shows them whole).
@@ -398,6 +403,27 @@ fn conversation(
     Ok(exit::OK)
 }
 
+/// The cost of the run's model tokens up to event `upto` at `prices` (`--model-price`), in
+/// micro-units, with the bindings that have no price; `None` without prices.
+fn run_cost(
+    log: &Path,
+    upto: u64,
+    prices: &[String],
+) -> Result<Option<(u64, Vec<String>)>, CliError> {
+    if prices.is_empty() {
+        return Ok(None);
+    }
+    let mut table = oracle_host::metrics::Prices::new();
+    for p in prices {
+        let (name, price) =
+            oracle_host::metrics::parse_price(p).map_err(|e| CliError::input(e.to_string()))?;
+        table.insert(name, price);
+    }
+    let tally = oracle_host::metrics::Tally::of_log_upto(log, Some(upto))
+        .map_err(|e| CliError::input(format!("the log cannot be read: {e}")))?;
+    Ok(Some(oracle_host::metrics::cost(&tally, &table)))
+}
+
 pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target)?;
     if let Some(step) = a.conversation.clone() {
@@ -408,6 +434,7 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
         eprintln!("warning: snapshot at seq {seq} not used: {why}");
     }
     let models = oracle_runtime::session::model_usage(&paths.log, Some(r.seq));
+    let cost = run_cost(&paths.log, r.seq, &a.model_price)?;
     if a.json {
         let entries: serde_json::Map<String, serde_json::Value> = r
             .state
@@ -428,6 +455,7 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             "from_snapshot": r.from_snapshot,
             "rejected_snapshots": rejected,
             "models": models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
+            "cost": cost.as_ref().map(|(micro, unpriced)| json!({"micro": micro, "unpriced": unpriced})),
         }))?;
     } else {
         outln!(
@@ -449,6 +477,15 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
                 plural(u.calls, "call", "calls"),
                 plural(u.tokens, "token", "tokens")
             )?;
+        }
+        if let Some((micro, unpriced)) = &cost {
+            let whole = format!("{}.{:06}", micro / 1_000_000, micro % 1_000_000);
+            let note = if unpriced.is_empty() {
+                String::new()
+            } else {
+                format!("; no price for {}", unpriced.join(", "))
+            };
+            outln!("  cost   {whole} ({micro} micro-units{note})")?;
         }
         outln!("  keys   {}", r.state.len())?;
         for (k, v) in r.state.iter() {

@@ -83,6 +83,11 @@ pub struct WorkerArgs {
     /// from the newest instead of the first event. Default: each drive's own setting.
     #[arg(long, value_name = "EVENTS")]
     snapshot_every: Option<u64>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (a loopback address, no token; port 0
+    /// picks one, named in the worker's log): the store's runs by state, its queue depth, this
+    /// worker's claims and lease takeovers, and signal latency (docs/OBSERVABILITY.md).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 /// The store named by `--store` or `$ORACLE_STORE`.
@@ -498,6 +503,7 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
         oracle_cmd: a.oracle_cmd.as_deref().map(crate::run::absolute_program),
         scorer_cmd: a.scorer_cmd.as_deref().map(crate::run::absolute_program),
         snapshot_every: a.snapshot_every,
+        metrics: a.metrics,
     };
     worker::run(
         settings,

@@ -526,7 +526,19 @@ fn a_call_budget_stops_model_calls_and_the_step_yields_to_a_person() {
     assert_eq!(started.payload["budget"], json!({"model_calls_max": 2}));
     let (code, out, _) = sb.oracle(&["runs"]);
     assert_eq!(code, 0);
-    assert!(out.contains("2 model calls, 0 tokens"), "{out}");
+    // Both replies that reached the model were rejected; the server's usage still counts.
+    let charged: u64 = sb
+        .events(".oracle", &run)
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolFailed)
+        .filter_map(|e| e.payload.get("usage"))
+        .map(|u| u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap())
+        .sum();
+    assert!(charged > 0);
+    assert!(
+        out.contains(&format!("2 model calls, {charged} tokens")),
+        "{out}"
+    );
     drop(stub);
     let (code, r) = sb.json(&["replay", &run, "--json"]);
     assert_eq!(code, 0, "{r}");
@@ -572,6 +584,63 @@ fn a_token_budget_refuses_the_call_after_it_is_spent_and_the_run_fails() {
     let (code, v) = sb.json(&["runs", "--json"]);
     assert_eq!(code, 0);
     assert_eq!(v["models"], json!({"calls": 1, "tokens": 15}));
+}
+
+#[test]
+fn rejected_replies_tokens_are_counted_in_runs_inspect_the_budget_and_replay() {
+    let sb = Sandbox::new();
+    let usage = json!({"prompt_tokens": 12, "completion_tokens": 6});
+    let prose = json!({"content": "not JSON at all", "usage": usage});
+    let stub = Stub::start(vec![prose.clone(), prose.clone(), prose]).unwrap();
+    let (code, run, errors) = run_one(&sb, &stub.url(), "attempts 2", true);
+    assert_ne!(code, 0);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.starts_with("the reply is not JSON")),
+        "{errors:?}"
+    );
+    let charged: Vec<Value> = sb
+        .events(".oracle", &run)
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolFailed)
+        .map(|e| e.payload["usage"].clone())
+        .collect();
+    assert_eq!(charged, vec![usage.clone(), usage.clone()]);
+    let (code, out, _) = sb.oracle(&["inspect", &run]);
+    assert_eq!(code, 0);
+    assert!(out.contains("models 2 calls, 36 tokens"), "{out}");
+    let (code, v) = sb.json(&["runs", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["models"], json!({"calls": 2, "tokens": 36}), "{v}");
+    // Replay reads the recorded usage back, with no server.
+    drop(stub);
+    let (code, r) = sb.json(&["replay", &run, "--json"]);
+    assert_eq!(code, 0, "{r}");
+    let (code, r) = sb.json(&["verify", &run, "--json"]);
+    assert_eq!(code, 0, "{r}");
+    // The token budget counts a rejected reply: 18 spent, so the second attempt is refused.
+    let stub = Stub::start(vec![json!({"content": "prose", "usage": usage})]).unwrap();
+    let plan = one_call(&sb, "attempts 2", true);
+    let model = format!("m={}", stub.url());
+    let args = [
+        "run",
+        &plan,
+        "--model",
+        &model,
+        "--max-tokens-total",
+        "18",
+        "--json",
+    ];
+    let (_, v) = sb.json(&args);
+    let run = v["run"].as_str().unwrap().to_owned();
+    assert_eq!(stub.requests().len(), 1);
+    let errors = failures(&sb, &run);
+    assert_eq!(
+        errors[1],
+        "budget reached: tokens_max = 18 tokens per run, 18 used (--max-tokens-total); the model was not called"
+    );
 }
 
 /// The run directories of the sandbox's home (none when it was never created).

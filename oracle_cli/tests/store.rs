@@ -1307,6 +1307,127 @@ fn a_key_submits_a_run_once_to_a_store_and_refuses_a_submission_that_differs() {
     assert_eq!(exported_head(&st, &url, &id).1, home_log);
 }
 
+/// GET `http://ADDR/metrics` over a raw socket: the status line and the body.
+fn scrape(addr: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+#[test]
+fn a_workers_metrics_show_the_stores_runs_its_claims_and_signal_latency() {
+    use std::io::BufRead;
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("store");
+    plans_dir(&st);
+    let id = ok(&st, &["submit", "ask.plan", "--store", &url]);
+    let id = id.trim().to_owned();
+    // Not loopback: refused before anything is claimed.
+    let (code, _, err) = oracle_in(
+        &st,
+        &[
+            "worker",
+            "--store",
+            &url,
+            "--metrics",
+            "0.0.0.0:0",
+            "--until-idle",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("loopback"), "{err}");
+    let mut w = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args([
+            "worker",
+            "--store",
+            &url,
+            "--lease-ms",
+            "1000",
+            "--poll-ms",
+            "100",
+        ])
+        .args(["--metrics", "127.0.0.1:0"])
+        .current_dir(&st)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(w.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the worker ended before serving metrics")
+            .unwrap();
+        if let Some(rest) = line.split("metrics on http://").nth(1) {
+            break rest.trim_end_matches("/metrics").to_owned();
+        }
+    };
+    // Drain the rest of the worker's log so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    let settled = |state: &str| {
+        let start = Instant::now();
+        while runs(&st, &url)[&id]["state"] != state {
+            assert!(start.elapsed() < Duration::from_secs(60), "never {state}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    settled("suspended");
+    ok(
+        &st,
+        &[
+            "resume", &id, "--step", "ok", "--value", "true", "--store", &url,
+        ],
+    );
+    settled("completed");
+    let (status, body) = scrape(&addr);
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(status.contains("200"), "{status}\n{body}");
+    let m = common::samples(&body);
+    assert_eq!(
+        common::at(&m, "oracle_runs", &[("status", "completed")]),
+        1,
+        "{body}"
+    );
+    assert_eq!(common::at(&m, "oracle_store_queue_depth", &[]), 0, "{body}");
+    let claims = "oracle_worker_claims_total";
+    assert_eq!(
+        common::at(&m, claims, &[("from", "submitted")]),
+        1,
+        "{body}"
+    );
+    assert_eq!(
+        common::at(&m, claims, &[("from", "suspended")]),
+        1,
+        "{body}"
+    );
+    assert_eq!(
+        common::at(&m, "oracle_worker_lease_takeovers_total", &[]),
+        0,
+        "{body}"
+    );
+    // The resume was one signal, waited for and carried out once.
+    assert_eq!(
+        common::at(&m, "oracle_signal_latency_seconds_count", &[]),
+        1,
+        "{body}"
+    );
+}
+
 /// A cancel sent while a worker drives the run: the worker's renewer finds it and asks the
 /// drive, which records it at its next decision boundary (not when the run next suspends or
 /// finishes), and the signal is settled as applied.

@@ -273,6 +273,19 @@ pub struct ToolFailed {
     pub tool: String,
     pub attempt: u64,
     pub error: String,
+    /// The tokens a model reported for a reply that was then rejected (not JSON, not matching
+    /// the schema, …): the server charged them although nothing was returned. Absent for every
+    /// other failure, so records written before it existed read and hash unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+}
+
+/// Tokens a model server reported for one reply (`usage` of an OpenAI-compatible completion).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 /// Keys written and removed. `delete` is sorted, has no duplicates and shares no key with `set`,

@@ -64,7 +64,8 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                 step,
                 tool: "t".into(),
                 attempt,
-                error
+                error,
+                usage: None,
             }
         )),
         (name, ".{0,6}").prop_map(|(step, reason)| Payload::Suspended(Suspended {

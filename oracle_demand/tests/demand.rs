@@ -531,6 +531,7 @@ fn build(ops: Vec<(Op, Vec<u16>)>) -> Vec<Event> {
                 tool: "text.count".into(),
                 attempt: a.into(),
                 error: "no".into(),
+                usage: None,
             }),
             Op::State(set, delete) => {
                 let set: BTreeSet<String> = set.iter().map(|k| format!("kv/k{}", k % 4)).collect();

@@ -48,6 +48,9 @@ pub enum HostError {
     /// A worker could not go on (a thread of it died).
     #[error("worker: {0}")]
     Worker(String),
+    /// Metrics could not be encoded (`crate::metrics`): a fault of this program.
+    #[error("metrics: {0}")]
+    Metrics(String),
     /// A run asked for over the network names what such a run may not (`crate::request`).
     #[error("{what}; nothing was created")]
     NotAllowed { what: String },
@@ -138,7 +141,9 @@ impl HostError {
             HostError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
             HostError::Signal { .. } => Class::of("bad_signal", exit::INPUT, http::BAD_REQUEST),
             HostError::Pg(e) => pg_class(e),
-            HostError::Worker(_) => Class::of("internal", exit::INPUT, http::INTERNAL),
+            HostError::Worker(_) | HostError::Metrics(_) => {
+                Class::of("internal", exit::INPUT, http::INTERNAL)
+            }
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
         }
     }

@@ -14,6 +14,8 @@
 pub mod bind;
 pub mod error;
 mod home;
+pub mod metrics;
+pub mod otlp;
 mod outside;
 pub mod recover;
 pub mod request;

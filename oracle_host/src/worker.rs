@@ -23,6 +23,7 @@ use oracle_runtime::session::{self, RunDir};
 use crate::bind::Given;
 use crate::error::HostError;
 use crate::home::Home;
+use crate::metrics::WorkerMetrics;
 use crate::signal::{Applied, Signal};
 
 /// How long a claimed run's lease lasts unless renewed (renewed every third of it).
@@ -64,6 +65,8 @@ pub struct Settings {
     /// Appended events between two resume points, kept in the store at each commit; `None`:
     /// what each call says (the default spacing for a first drive).
     pub snapshot_every: Option<u64>,
+    /// Where to serve `GET /metrics` (`--metrics`, loopback only); `None`: nowhere.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// What every thread of a worker shares.
@@ -78,6 +81,8 @@ struct Shared {
     driving: Mutex<BTreeMap<String, Driving>>,
     /// Threads claiming or driving, for `until_idle`.
     busy: AtomicU32,
+    /// Claims, takeovers and signal waits, for `--metrics`.
+    metrics: Arc<WorkerMetrics>,
 }
 
 /// Claims and drives runs until `stop` is set (the runs in hand are finished or suspended,
@@ -103,6 +108,11 @@ pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), Ho
         "worker   {}: {} at a time, lease {} ms",
         settings.name, settings.concurrency, settings.lease_ms
     ));
+    let metrics = Arc::new(WorkerMetrics::default());
+    if let Some(addr) = settings.metrics {
+        let bound = serve_metrics(addr, &settings.url, metrics.clone())?;
+        log(&format!("worker   metrics on http://{bound}/metrics"));
+    }
     let shared = Arc::new(Shared {
         settings,
         stop,
@@ -110,6 +120,7 @@ pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), Ho
         held: Mutex::default(),
         driving: Mutex::default(),
         busy: AtomicU32::new(0),
+        metrics,
     });
     spawn_renewer(shared.clone());
     let threads: Vec<_> = (0..shared.settings.concurrency)
@@ -248,6 +259,33 @@ fn claim_loop(shared: &Shared, thread: u32) -> Result<(), HostError> {
     Ok(())
 }
 
+/// Serves the worker's metrics on `addr`, each scrape reading the store's runs on a
+/// connection of its own (opened again after a failure).
+fn serve_metrics(
+    addr: std::net::SocketAddr,
+    url: &str,
+    metrics: Arc<WorkerMetrics>,
+) -> Result<std::net::SocketAddr, HostError> {
+    let url = url.to_owned();
+    let mut store: Option<Store> = None;
+    crate::metrics::listen(
+        addr,
+        Box::new(move || {
+            let s = match store.take() {
+                Some(s) => s,
+                None => Store::connect(&url)?,
+            };
+            let mut statuses = BTreeMap::new();
+            for row in s.runs()? {
+                *statuses.entry(row.state).or_insert(0u64) += 1;
+            }
+            let depth = u64::try_from(s.queue_depth()?).unwrap_or(0);
+            store = Some(s);
+            metrics.render(&statuses, depth)
+        }),
+    )
+}
+
 /// One connection's loop: claim, drive, release, wait for work. Returns when stopping (or
 /// idle, with `until_idle`); an error means the connection is gone.
 fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), PgError> {
@@ -266,6 +304,7 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
             continue;
         };
         (shared.log)(&claim_line(&claim));
+        shared.metrics.claimed(&claim.from);
         lock(&shared.held).insert(claim.id.clone(), claim.fence);
         let outcome = drive_claim(shared, store, &claim, scratch);
         lock(&shared.held).remove(&claim.id);
@@ -475,6 +514,7 @@ fn apply_signals(
         .map_err(|e| Stop::Broken(e.to_string()))?;
     let mut notes = Vec::new();
     for signal in pending {
+        shared.metrics.signal_waited(signal.waited_ms);
         lock(replica).consume_next(Some(signal.id));
         let result = Signal::from_row(&claim.id, &signal.body)
             .map(|s| with_worker_scorer(s, &shared.settings))

@@ -211,6 +211,9 @@ pub struct Signal {
     pub id: i64,
     pub kind: String,
     pub body: serde_json::Value,
+    /// How long it had waited when read, in ms (the database's clock: `now() - sent_at`), for
+    /// the worker's signal-latency histogram; never recorded in a log.
+    pub waited_ms: i64,
 }
 
 /// A connection to the store. Cheap to clone (one connection, shared); not for two threads
@@ -485,6 +488,23 @@ impl Store {
                 scorer_cmd: r.get(5),
             },
         }))
+    }
+
+    /// How many runs a worker could claim now (the condition of [`Store::claim`]): the queue
+    /// depth `oracle worker --metrics` shows.
+    pub fn queue_depth(&self) -> Result<i64> {
+        let row = self
+            .client()
+            .query_one(
+                "SELECT count(*) FROM runs
+                 WHERE state IN ('submitted', 'runnable')
+                    OR (state = 'running' AND lease_until < now())
+                    OR (state IN ('suspended', 'completed', 'failed', 'cancelled') AND EXISTS
+                         (SELECT 1 FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL))",
+                &[],
+            )
+            .map_err(db("counting runnable runs"))?;
+        Ok(row.get(0))
     }
 
     /// Extends the lease on a held run. `false`: the lease is no longer this worker's.
@@ -878,7 +898,8 @@ impl Store {
         let rows = self
             .client()
             .query(
-                "SELECT id, kind, body FROM signals WHERE run = $1 AND outcome IS NULL ORDER BY id",
+                "SELECT id, kind, body, (extract(epoch FROM now() - sent_at) * 1000)::bigint
+                 FROM signals WHERE run = $1 AND outcome IS NULL ORDER BY id",
                 &[&run],
             )
             .map_err(db("reading signals"))?;
@@ -888,6 +909,7 @@ impl Store {
                 id: r.get(0),
                 kind: r.get(1),
                 body: serde_json::from_str(r.get::<_, &str>(2)).unwrap_or_default(),
+                waited_ms: r.get(3),
             })
             .collect())
     }

@@ -1384,6 +1384,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                         tool: call.tool.clone(),
                         attempt: call.attempt,
                         error: error.clone(),
+                        usage: None,
                     }),
                 )?;
                 this.causes.outcome(&call.step, seq);
@@ -1861,15 +1862,17 @@ fn execute(
     state: &State,
 ) -> Executed {
     let call = &p.call;
-    let failed = |error: String| Executed {
+    let failed_with = |error: String, usage| Executed {
         payload: Payload::ToolFailed(payload::ToolFailed {
             step: call.step.clone(),
             tool: call.tool.clone(),
             attempt: call.attempt,
             error,
+            usage,
         }),
         writes: BTreeMap::new(),
     };
+    let failed = |error: String| failed_with(error, None);
     if let Some(reason) = &p.denied_now {
         return failed(format!("the capability no longer holds: {reason}"));
     }
@@ -1892,12 +1895,19 @@ fn execute(
     let out = match result {
         Ok(Ok(out)) => out,
         Ok(Err(e)) => {
+            let usage = match &e {
+                ToolError::Rejected { usage, .. } => Some(*usage),
+                _ => None,
+            };
             let e = e.to_string();
             return match secrets.found_in(&e) {
-                Some(name) => failed(format!(
-                    "the error message contains the value of secret `{name}`; it is not recorded"
-                )),
-                None => failed(e),
+                Some(name) => failed_with(
+                    format!(
+                        "the error message contains the value of secret `{name}`; it is not recorded"
+                    ),
+                    usage,
+                ),
+                None => failed_with(e, usage),
             };
         }
         Err(_) => return failed(format!("tool `{}` panicked", call.tool)),

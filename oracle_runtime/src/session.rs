@@ -2264,7 +2264,7 @@ pub struct RunInfo {
 /// `None`), when the run's plan copy beside it calls a model (`llm.chat`); `None` otherwise or
 /// when the log cannot be read. Reads the log whole, so only runs that use models pay for it.
 pub fn model_usage(log: &Path, upto: Option<u64>) -> Option<crate::domain::models::Usage> {
-    use crate::domain::models::{CHAT, Usage, tokens_of};
+    use crate::domain::models::{CHAT, Usage, tokens_of_outcome};
     let plan = fs::read_to_string(log.parent()?.join(PLAN_FILE)).ok()?;
     if !plan.contains(CHAT) {
         return None;
@@ -2276,8 +2276,15 @@ pub fn model_usage(log: &Path, upto: Option<u64>) -> Option<crate::domain::model
         }
         match e.typed() {
             Ok(Payload::ToolCalled(c)) if c.tool == CHAT => usage.calls += 1,
-            Ok(Payload::ToolReturned(r)) if r.tool == CHAT => {
-                usage.tokens = usage.tokens.saturating_add(tokens_of(&r.output));
+            Ok(p @ (Payload::ToolReturned(_) | Payload::ToolFailed(_))) => {
+                let chat = match &p {
+                    Payload::ToolReturned(r) => r.tool == CHAT,
+                    Payload::ToolFailed(f) => f.tool == CHAT,
+                    _ => false,
+                };
+                if chat {
+                    usage.tokens = usage.tokens.saturating_add(tokens_of_outcome(&p));
+                }
             }
             _ => {}
         }

@@ -213,6 +213,13 @@ pub enum ToolError {
     Timeout { timeout_ms: u64 },
     #[error("output is larger than the limit of {limit} bytes")]
     OutputTooLarge { limit: u64 },
+    /// A model's reply refused after the server reported its usage (not JSON, not matching
+    /// the schema, …): recorded as a failure that keeps the tokens, so they are counted.
+    #[error("{error}")]
+    Rejected {
+        error: String,
+        usage: oracle_core::payload::TokenUsage,
+    },
     /// Only from tools with [`Effect::Ask`]: the question to suspend with.
     #[error("needs an answer: {0}")]
     Ask(String),

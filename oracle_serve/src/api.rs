@@ -234,6 +234,7 @@ pub fn api_routes() -> Routes {
         .get("/api/v1/inbox", inbox)
         .get("/api/v1/inbox/stream", inbox_stream)
         .get("/api/v1/openapi.json", openapi)
+        .get("/metrics", metrics)
         .post("/login", login)
         .post("/logout", logout)
 }
@@ -345,6 +346,24 @@ async fn runs(
     blocking(&state, false, move || data::runs(&home, &q))
         .await
         .map(ok)
+}
+
+/// Prometheus metrics of the home's runs (docs/OBSERVABILITY.md): a read like any other, so
+/// it needs a token unless the server is `--read-open`. Whole-log work (a run's log is read
+/// again only when it grew): it holds a heavy permit.
+async fn metrics(State(state): State<AppState>, _: Reader) -> Result<Response, ApiError> {
+    let s = state.clone();
+    let text = blocking(&state, true, move || {
+        let runs = data::run_infos(&s.home).map_err(ApiError::Session)?;
+        Ok(s.metrics.scrape(&s.home, &runs)?)
+    })
+    .await?;
+    let mut r = (StatusCode::OK, text).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(oracle_host::metrics::CONTENT_TYPE),
+    );
+    Ok(r)
 }
 
 async fn run_summary(

@@ -31,6 +31,8 @@ pub struct AppState {
     /// The store this server serves (`--store`): its runs are mirrored into `home`, and writes
     /// are checked there and queued for its workers.
     pub front: Option<Arc<oracle_host::store_front::StoreFront>>,
+    /// The runs' metrics, each run's kept until its log grows (`GET /metrics`).
+    pub(crate) metrics: Arc<oracle_host::metrics::Metrics>,
     /// Becomes `true` when the server shuts down (SSE streams end on it).
     pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
 }
@@ -86,6 +88,7 @@ impl AppState {
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_JOBS_MAX)),
             streams: Arc::new(AtomicUsize::new(0)),
             drives: Arc::new(AtomicUsize::new(0)),
+            metrics: Arc::new(oracle_host::metrics::Metrics::new()),
             shutdown,
         })
     }

@@ -300,3 +300,46 @@ impl Home {
         rows
     }
 }
+
+/// A Prometheus scrape's samples by (name, sorted labels).
+pub type Samples = BTreeMap<(String, Vec<(String, String)>), u64>;
+
+/// The samples of a scrape, parsed by `prometheus-parse` (a parser other than the encoder):
+/// counters and gauges as whole numbers, a histogram as its total count.
+pub fn samples(text: &str) -> Samples {
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+    let mut out = BTreeMap::new();
+    for s in scrape.samples {
+        let v = match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            prometheus_parse::Value::Histogram(h) => h
+                .iter()
+                .find(|b| b.less_than.is_infinite())
+                .map_or(0.0, |b| b.count),
+            other => panic!("unexpected sample {other:?}"),
+        };
+        let mut labels: Vec<(String, String)> = s
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        labels.sort();
+        if v.fract() == 0.0 && v >= 0.0 {
+            out.insert((s.metric, labels), v as u64);
+        }
+    }
+    out
+}
+
+/// One sample's value (0 when absent).
+pub fn at(m: &Samples, name: &str, labels: &[(&str, &str)]) -> u64 {
+    let mut l: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    l.sort();
+    m.get(&(name.to_owned(), l)).copied().unwrap_or(0)
+}

@@ -119,6 +119,7 @@ impl Log {
                     tool: origin.tool,
                     attempt: 1,
                     error: e.to_string(),
+                    usage: None,
                 }));
                 Err(e)
             }

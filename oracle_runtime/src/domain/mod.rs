@@ -159,6 +159,7 @@ pub fn outcome(call: &Call, result: Result<Value, String>) -> Payload {
             tool: call.tool.clone(),
             attempt: call.attempt,
             error,
+            usage: None,
         }),
     }
 }

@@ -22,7 +22,8 @@ pub const CHAT: &str = "llm.chat";
 pub struct Usage {
     /// `llm.chat` calls recorded (`tool_called`), failed attempts included.
     pub calls: u64,
-    /// Prompt and completion tokens of the recorded replies.
+    /// Prompt and completion tokens of the recorded replies, rejected ones included (a
+    /// `tool_failed` with `usage`: the server charged for them).
     pub tokens: u64,
 }
 
@@ -41,6 +42,18 @@ impl ModelsDomain {
 
     pub fn usage(&self) -> &Usage {
         &self.usage
+    }
+}
+
+/// The tokens a recorded `llm.chat` outcome used: a reply's `usage`, or a rejected reply's
+/// (0 for anything else).
+pub fn tokens_of_outcome(payload: &Payload) -> u64 {
+    match payload {
+        Payload::ToolReturned(r) => tokens_of(&r.output),
+        Payload::ToolFailed(f) => f
+            .usage
+            .map_or(0, |u| u.prompt_tokens.saturating_add(u.completion_tokens)),
+        _ => 0,
     }
 }
 
@@ -65,6 +78,7 @@ impl Domain for ModelsDomain {
         match payload {
             Payload::ToolCalled(c) => c.tool == CHAT,
             Payload::ToolReturned(r) => r.tool == CHAT,
+            Payload::ToolFailed(f) => f.tool == CHAT,
             _ => false,
         }
     }
@@ -72,10 +86,9 @@ impl Domain for ModelsDomain {
     fn apply(&mut self, _: u64, _: u64, payload: &Payload) -> Result<(), String> {
         match payload {
             Payload::ToolCalled(_) => self.usage.calls = self.usage.calls.saturating_add(1),
-            Payload::ToolReturned(r) => {
-                self.usage.tokens = self.usage.tokens.saturating_add(tokens_of(&r.output));
+            other => {
+                self.usage.tokens = self.usage.tokens.saturating_add(tokens_of_outcome(other));
             }
-            _ => {}
         }
         Ok(())
     }

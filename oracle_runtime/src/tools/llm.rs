@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use oracle_core::payload::TokenUsage;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -250,15 +251,21 @@ impl Tool for Chat {
             .get("tools")
             .and_then(Value::as_array)
             .is_some_and(|t| !t.is_empty());
-        let out = parse_completion(&reply.body, name, &binding.model, may_call)?;
+        // From here a refusal is of a reply the server charged for: keep its tokens.
+        let usage = reported_usage(&reply.body);
+        let out = parse_completion(&reply.body, name, &binding.model, may_call)
+            .map_err(|e| charged(e, usage))?;
         let mut output = out;
         if let Some(k) = &key
             && serde_json::to_string(&output).is_ok_and(|t| t.contains(k.as_str()))
         {
-            return Err(ToolError::Failed(format!(
-                "the endpoint of model `{name}` echoed its API key ({}); the reply is not recorded",
-                binding.key_env.as_deref().unwrap_or("")
-            )));
+            return Err(charged(
+                ToolError::Failed(format!(
+                    "the endpoint of model `{name}` echoed its API key ({}); the reply is not recorded",
+                    binding.key_env.as_deref().unwrap_or("")
+                )),
+                usage,
+            ));
         }
         // The schema is for the answer: a reply that calls tools is not one yet.
         if let Some(schema) = schema
@@ -266,7 +273,7 @@ impl Tool for Chat {
             .filter(|_| output.get("tool_calls").is_none())
         {
             let content = output["content"].as_str().unwrap_or("");
-            let parsed = structured(content, schema)?;
+            let parsed = structured(content, schema).map_err(|e| charged(e, usage))?;
             output["parsed"] = parsed;
         }
         Ok(ToolOutput::of(output))
@@ -473,6 +480,26 @@ fn parse_completion(
         out["tool_calls"] = Value::Array(tool_calls);
     }
     Ok(out)
+}
+
+/// The usage a completion body reports, when it is JSON and has a `usage` object (missing
+/// counts are 0, as in a recorded output).
+fn reported_usage(body: &[u8]) -> Option<TokenUsage> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let u = v.get("usage").filter(|u| u.is_object())?;
+    let n = |f: &str| u.get(f).and_then(Value::as_u64).unwrap_or(0);
+    Some(TokenUsage {
+        prompt_tokens: n("prompt_tokens"),
+        completion_tokens: n("completion_tokens"),
+    })
+}
+
+/// `e` as a rejection that keeps the tokens the server reported for the refused reply.
+fn charged(e: ToolError, usage: Option<TokenUsage>) -> ToolError {
+    match (e, usage) {
+        (ToolError::Failed(error), Some(usage)) => ToolError::Rejected { error, usage },
+        (e, _) => e,
+    }
 }
 
 /// The content parsed as JSON and checked against the step's schema. Each failure is the

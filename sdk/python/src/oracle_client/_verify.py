@@ -456,7 +456,10 @@ _SHAPES: dict[str, _Check] = {
         {"step": _S, "tool": _S, "tool_version": _S, "attempt": _U, "input": _V}
     ),
     "tool_returned": _struct({"step": _S, "tool": _S, "attempt": _U, "output": _V}),
-    "tool_failed": _struct({"step": _S, "tool": _S, "attempt": _U, "error": _S}),
+    "tool_failed": _struct(
+        {"step": _S, "tool": _S, "attempt": _U, "error": _S},
+        {"usage": _struct({"prompt_tokens": _U, "completion_tokens": _U})},
+    ),
     "state_changed": _struct({"set": _map, "delete": _list_of(_S)}),
     "suspended": _struct({"step": _S, "reason": _S, "attempts": _U}),
     "resumed": _struct({"step": _S, "value": _V}, {"by": _S}),

@@ -1,0 +1,377 @@
+//! Observability end to end (docs/OBSERVABILITY.md): `GET /metrics` on the real `oracle serve`
+//! parsed with a Prometheus text parser, its counters compared with what `oracle log --json`
+//! shows of the same run, rejected replies' tokens included.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{at, samples};
+use oracle_llm_stub::Stub;
+use serde_json::{Value, json};
+
+/// A running `oracle serve`, stopped (killed) when dropped.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(dir: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("no listening line: {line:?}"))
+            .to_owned();
+        Server { child, base }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// GET `url` with an optional bearer token: status, content type, body.
+fn get(url: &str, token: Option<&str>) -> (u16, String, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let mut b = ureq::http::Request::builder().method("GET").uri(url);
+    if let Some(t) = token {
+        b = b.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut r = agent.run(b.body(()).unwrap()).unwrap();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let status = r.status().as_u16();
+    (
+        status,
+        ct,
+        r.body_mut().read_to_string().unwrap_or_default(),
+    )
+}
+
+/// The events of `run` as `oracle log RUN --json` prints them.
+fn logged(sb: &common::Sandbox, run: &str) -> Vec<Value> {
+    let (code, out, err) = sb.oracle(&["log", run, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or(Value::Null);
+    match v {
+        Value::Array(events) => events,
+        _ => out
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect(),
+    }
+}
+
+fn payload_sum(events: &[Value], kind: &str, pointer: &str) -> u64 {
+    events
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .filter_map(|e| e["payload"].pointer(pointer).and_then(Value::as_u64))
+        .sum()
+}
+
+fn count(events: &[Value], kind: &str) -> u64 {
+    events.iter().filter(|e| e["kind"] == kind).count() as u64
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_and_match_the_runs_log() {
+    let sb = common::Sandbox::new();
+    let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    let token = token.trim().to_owned();
+    // A rejected reply (prose where JSON was asked) then a good one: both charged.
+    let stub = Stub::start(vec![
+        json!({"content": "prose", "usage": {"prompt_tokens": 12, "completion_tokens": 6}}),
+        json!({"json": {"ok": true}, "usage": {"prompt_tokens": 20, "completion_tokens": 5}}),
+    ])
+    .unwrap();
+    sb.write(
+        "plans/one.plan",
+        "plan one version 1\ngrant llm:chat:m\n\
+         ask = llm.chat { model: \"m\", messages: [{ role: \"user\", content: \"hi\" }], schema: { type: \"object\", required: [\"ok\"] } }\n  attempts 2\n",
+    );
+    let (code, v) = sb.json(&[
+        "run",
+        "plans/one.plan",
+        "--model",
+        &format!("m={}", stub.url()),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    let server = Server::start(sb.path(), &[]);
+    let url = format!("{}/metrics", server.base);
+    // A read like any other: no token, no metrics.
+    let (status, _, _) = get(&url, None);
+    assert_eq!(status, 401);
+    let (status, ct, text) = get(&url, Some(&token));
+    assert_eq!(status, 200, "{text}");
+    assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
+    let m = samples(&text);
+    let events = logged(&sb, &run);
+    let returned = count(&events, "tool_returned");
+    let failed = count(&events, "tool_failed");
+    assert_eq!((returned, failed), (1, 1));
+    assert_eq!(at(&m, "oracle_runs", &[("status", "completed")]), 1);
+    let attempts = "oracle_step_attempts_total";
+    assert_eq!(at(&m, attempts, &[("outcome", "returned")]), returned);
+    assert_eq!(at(&m, attempts, &[("outcome", "failed")]), failed);
+    let tools = "oracle_tool_calls_total";
+    assert_eq!(
+        at(&m, tools, &[("tool", "llm.chat"), ("outcome", "failed")]),
+        failed
+    );
+    let calls = events
+        .iter()
+        .filter(|e| e["kind"] == "tool_called" && e["payload"]["tool"] == "llm.chat")
+        .count() as u64;
+    assert_eq!(at(&m, "oracle_model_calls_total", &[("model", "m")]), calls);
+    let input = payload_sum(&events, "tool_returned", "/output/usage/prompt_tokens")
+        + payload_sum(&events, "tool_failed", "/usage/prompt_tokens");
+    let output = payload_sum(&events, "tool_returned", "/output/usage/completion_tokens")
+        + payload_sum(&events, "tool_failed", "/usage/completion_tokens");
+    assert_eq!((input, output), (32, 11));
+    let tokens = "oracle_model_tokens_total";
+    assert_eq!(at(&m, tokens, &[("model", "m"), ("type", "input")]), input);
+    assert_eq!(
+        at(&m, tokens, &[("model", "m"), ("type", "output")]),
+        output
+    );
+    // A second scrape of an unchanged home says the same (the tallies are kept).
+    let (_, _, again) = get(&url, Some(&token));
+    assert_eq!(samples(&again), m);
+    // Cost at the given prices (micro-units per 1M tokens), rejected reply included:
+    // 32 * 3,000,000 / 1M + 11 * 15,000,000 / 1M = 96 + 165.
+    let price = ["inspect", &run, "--model-price", "m=3000000/15000000"];
+    let (code, out, err) = sb.oracle(&price);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cost   0.000261 (261 micro-units)"), "{out}");
+    let (code, v) = sb.json(&["inspect", &run, "--model-price", "other=1/1", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["cost"], json!({"micro": 0, "unpriced": ["m"]}));
+    let (code, _, err) = sb.oracle(&["inspect", &run, "--model-price", "m=1.5/2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--model-price"), "{err}");
+}
+
+/// A small OTLP/HTTP receiver on 127.0.0.1: takes `POST /v1/traces`, decodes the protobuf
+/// body, answers 200 with an empty export response.
+struct Collector {
+    url: String,
+    got: std::sync::Arc<std::sync::Mutex<Vec<ExportTraceServiceRequest>>>,
+}
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+
+impl Collector {
+    fn start() -> Collector {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = got.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if let Some(req) = receive(stream) {
+                    kept.lock().unwrap().push(req);
+                }
+            }
+        });
+        Collector { url, got }
+    }
+
+    /// Every span received: (trace id hex, name, attributes as text).
+    fn spans(&self) -> Vec<(String, String, BTreeMap<String, String>)> {
+        let mut out = Vec::new();
+        for req in self.got.lock().unwrap().iter() {
+            for rs in &req.resource_spans {
+                for ss in &rs.scope_spans {
+                    for s in &ss.spans {
+                        let attrs = s
+                            .attributes
+                            .iter()
+                            .map(|kv| {
+                                (
+                                    kv.key.clone(),
+                                    any_text(kv.value.as_ref().and_then(|v| v.value.as_ref())),
+                                )
+                            })
+                            .collect();
+                        let trace: String = s.trace_id.iter().map(|b| format!("{b:02x}")).collect();
+                        out.push((trace, s.name.clone(), attrs));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn any_text(v: Option<&Any>) -> String {
+    match v {
+        Some(Any::StringValue(s)) => s.clone(),
+        Some(Any::IntValue(i)) => i.to_string(),
+        Some(Any::BoolValue(b)) => b.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Reads one request; answers it; the decoded body of a `POST /v1/traces`.
+fn receive(mut stream: std::net::TcpStream) -> Option<ExportTraceServiceRequest> {
+    use prost::Message;
+    use std::io::{Read, Write};
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&data[..head_end]).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while data.len() < head_end + len {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        data.extend_from_slice(&buf[..n]);
+    }
+    let ok = head.starts_with("post /v1/traces ") && head.contains("application/x-protobuf");
+    let status = if ok { "200 OK" } else { "404 Not Found" };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    ok.then(|| ExportTraceServiceRequest::decode(&data[head_end..head_end + len]).ok())?
+}
+
+#[test]
+fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
+    let sb = common::Sandbox::new();
+    let stub = Stub::start(vec![
+        json!({"content": "prose", "usage": {"prompt_tokens": 12, "completion_tokens": 6}}),
+        json!({"json": {"ok": true}, "usage": {"prompt_tokens": 20, "completion_tokens": 5}}),
+    ])
+    .unwrap();
+    sb.write(
+        "plans/asks.plan",
+        "plan asks version 1\ngrant llm:chat:m\n\
+         ask = llm.chat { model: \"m\", messages: [{ role: \"user\", content: \"hi\" }], schema: { type: \"object\", required: [\"ok\"] } }\n  attempts 2\n\
+         go = human.ask { question: \"Go on?\" }\n  after ask\n\
+         done = text.count { text: \"all done\" }\n  after go\n",
+    );
+    let (code, v) = sb.json(&[
+        "run",
+        "plans/asks.plan",
+        "--model",
+        &format!("m={}", stub.url()),
+        "--json",
+    ]);
+    assert_eq!(code, 3, "{v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    let first = Collector::start();
+    let (code, v) = sb.json(&["export", &run, "--otlp", &first.url, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["dropped"], 0, "{v}");
+    let spans = first.spans();
+    assert_eq!(
+        spans.len() as u64,
+        v["spans"].as_u64().unwrap(),
+        "{spans:?}"
+    );
+    let trace = v["trace_id"].as_str().unwrap().to_owned();
+    assert!(
+        spans
+            .iter()
+            .all(|(t, _, a)| *t == trace && a["oracle.run.id"] == run)
+    );
+    // Every span names the event that ended it, by seq and hash, as `oracle log` shows it.
+    let events = logged(&sb, &run);
+    for (_, name, a) in &spans {
+        let seq: usize = a["oracle.seq"].parse().unwrap();
+        assert_eq!(
+            a["oracle.head"],
+            events[seq]["hash"].as_str().unwrap(),
+            "{name}"
+        );
+    }
+    let names: Vec<&str> = spans.iter().map(|(_, n, _)| n.as_str()).collect();
+    assert!(
+        names.contains(&"step ask") && names.contains(&"step go"),
+        "{names:?}"
+    );
+    let chats: Vec<_> = spans.iter().filter(|(_, n, _)| n == "chat m").collect();
+    assert_eq!(chats.len(), 2, "{names:?}");
+    for (_, _, a) in &chats {
+        assert_eq!(a["gen_ai.request.model"], "m");
+        assert!(a.contains_key("gen_ai.usage.input_tokens"), "{a:?}");
+    }
+    let input: u64 = chats
+        .iter()
+        .map(|(_, _, a)| a["gen_ai.usage.input_tokens"].parse::<u64>().unwrap())
+        .sum();
+    let output: u64 = chats
+        .iter()
+        .map(|(_, _, a)| a["gen_ai.usage.output_tokens"].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!((input, output), (32, 11));
+    // Resumed, exported again: the same trace, now with the later steps.
+    let (code, out, err) = sb.oracle(&["resume", &run, "--step", "go", "--value", "true"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let second = Collector::start();
+    let (code, v) = sb.json(&["export", &run, "--otlp", &second.url, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["trace_id"], trace.as_str());
+    let spans = second.spans();
+    assert!(spans.iter().all(|(t, _, _)| *t == trace));
+    assert!(spans.iter().any(|(_, n, _)| n == "step done"), "{spans:?}");
+    // An unreachable collector: the spans are dropped and counted, and the command succeeds.
+    let (code, out, err) = sb.oracle(&["export", &run, "--otlp", "http://127.0.0.1:9"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("spans dropped"), "{err}");
+    assert!(out.contains("0 spans sent"), "{out}");
+}
