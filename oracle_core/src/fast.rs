@@ -398,6 +398,19 @@ mod shape {
                 ("evidence", Str),
                 ("note", Str),
             ],
+            // A fork given a step's value (`step`, `value`) takes the reference path.
+            EventKind::Forked => &[
+                ("by", OptStr),
+                ("head", HashHex),
+                ("parent", Str),
+                ("seq", U64),
+            ],
+            EventKind::PlanUpgraded => &[
+                ("by", OptStr),
+                ("from", HashHex),
+                ("program", Str),
+                ("to", HashHex),
+            ],
         }
     }
 

@@ -268,6 +268,7 @@ impl Home {
                     } else {
                         ToolChange::Refuse
                     },
+                    upgrade: None,
                     progress: None,
                 },
             )?),
