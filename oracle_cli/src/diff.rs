@@ -75,12 +75,15 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
     let mut r = Reader::new(&mut la, &mut lb);
     // Runs of two plan versions differ in every chain hash from event 0 on: they are aligned
     // by content instead, and the plans' difference is said on its own.
-    let plans = plans_of(&mut r).map_err(side_error)?;
-    let outcome = match plans {
-        Some(_) => first_content_divergence(&mut r),
-        None => first_divergence(&mut r),
+    // Only a divergence at event 0 can be that: runs of one plan keep the O(log n) search.
+    let mut outcome = first_divergence(&mut r).map_err(side_error)?;
+    let mut plans = None;
+    if matches!(&outcome, Outcome::Diverged(d) if d.seq == 0) {
+        plans = plans_of(&mut r).map_err(side_error)?;
+        if plans.is_some() {
+            outcome = first_content_divergence(&mut r).map_err(side_error)?;
+        }
     }
-    .map_err(side_error)?;
     let mut report = Report {
         a: &pa.log,
         b: &pb.log,
