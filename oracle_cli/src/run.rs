@@ -382,31 +382,24 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
     }
 }
 
-/// A fork's first drive, as `run` prints a drive, with where it left its parent.
+/// A fork's first drive, as `run` prints a drive, with where it left its parent (`parent`,
+/// `shared`) in its JSON object.
 fn print_forked(s: &Session, f: &oracle_host::Forked, json_out: bool) -> Result<(), CliError> {
     if !json_out {
         return print_session(s, false, "appended", None);
     }
-    let extra = json!({"parent": f.parent, "shared": f.shared});
-    // One JSON object: the drive's, with the fork's lineage in it.
-    let mut buf = Vec::new();
-    {
-        let r = &s.report;
-        let mut v = json!({
-            "ok": true, "run": s.id, "dir": s.dir, "status": session::ending_word(&r.ending),
-            "events": r.events, "appended": r.appended, "head": r.head,
-            "state": r.state.hash(), "executed": r.executed, "reused": r.reused,
-            "rederived": r.matched, "from_snapshot": r.from_point, "warnings": s.warnings,
-        });
-        if let (Value::Object(m), Value::Object(e)) = (&mut v, ending_json(&r.ending)) {
-            m.extend(e);
-        }
-        if let (Value::Object(m), Value::Object(e)) = (&mut v, extra) {
-            m.extend(e);
-        }
-        buf.push(v);
+    let r = &s.report;
+    let mut v = json!({
+        "ok": true, "run": s.id, "dir": s.dir, "status": session::ending_word(&r.ending),
+        "events": r.events, "appended": r.appended, "head": r.head,
+        "state": r.state.hash(), "executed": r.executed, "reused": r.reused,
+        "rederived": r.matched, "from_snapshot": r.from_point, "warnings": s.warnings,
+        "parent": f.parent, "shared": f.shared,
+    });
+    if let (Value::Object(m), Value::Object(e)) = (&mut v, ending_json(&r.ending)) {
+        m.extend(e);
     }
-    crate::out::json(&buf[0])
+    crate::out::json(&v)
 }
 
 #[derive(Args, Debug)]
