@@ -195,6 +195,22 @@ fn a_failed_run_forked_at_its_failing_step_with_a_fixed_plan_completes() {
     let (code, out, _) = sb.oracle(&["runs", "--tree"]);
     assert_eq!(code, 0);
     assert!(out.contains("└─ notes-2"), "{out}");
+
+    // A fork of the fork: its own `forked` names notes-2 (notes-1's is in its prefix).
+    let (code, v) = sb.json(&["fork", "notes-2", "--step", "summary", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["parent"], "notes-2");
+    let (code, out, err) = sb.oracle(&["verify", "notes-3", "--parent", "notes-2"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("parent   notes-2 shares events"), "{out}");
+    let (code, out, _) = sb.oracle(&["runs", "--tree"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("   └─ notes-3"),
+        "one level under notes-2: {out}"
+    );
+    let (code, r) = sb.json(&["replay", "notes-3", "--json"]);
+    assert_eq!(code, 0, "{r}");
 }
 
 #[test]

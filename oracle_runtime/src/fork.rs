@@ -227,13 +227,15 @@ pub fn create(
     made
 }
 
-/// The `forked` event of `run`, if it is a fork: the first outside event after its prefix.
+/// The `forked` event of the run whose log is `log`, if it is a fork: the last one (a fork of
+/// a fork shares its parent's `forked` too, inside its prefix).
 pub fn forked_of(log: &Path) -> Option<(u64, payload::Forked)> {
     let mut found = None;
     let _ = crate::reader::scan(log, false, |e| {
-        if let Ok(Payload::Forked(f)) = e.typed() {
+        if e.kind == EventKind::Forked
+            && let Ok(Payload::Forked(f)) = e.typed()
+        {
             found = Some((e.seq, f));
-            return Ok(false);
         }
         Ok(true)
     });
@@ -415,8 +417,9 @@ pub fn lineage(log: &Path) -> Lineage {
     let _ = crate::reader::scan(log, false, |e| {
         match e.kind {
             EventKind::Forked => {
+                // The last one is this run's own (earlier ones are its ancestors').
                 if let Ok(Payload::Forked(f)) = e.typed() {
-                    l.parent.get_or_insert((f.parent, f.seq));
+                    l.parent = Some((f.parent, f.seq));
                 }
             }
             EventKind::PlanUpgraded => {
