@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use oracle_core::Event;
-use oracle_core::diff::{Class, DiffError, Divergence, Outcome, Reader, Side, first_divergence};
+use oracle_core::diff::{
+    Class, DiffError, Divergence, Outcome, Reader, Side, first_content_divergence, first_divergence,
+};
 use oracle_runtime::StoreError;
 use oracle_runtime::index::IndexedLog;
 use serde_json::{Value, json};
@@ -71,7 +73,17 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
     let (mut la, mut lb) = (open(&pa.log)?, open(&pb.log)?);
     let (na, nb) = (la.len(), lb.len());
     let mut r = Reader::new(&mut la, &mut lb);
-    let outcome = first_divergence(&mut r).map_err(side_error)?;
+    // Runs of two plan versions differ in every chain hash from event 0 on: they are aligned
+    // by content instead, and the plans' difference is said on its own.
+    // Only a divergence at event 0 can be that: runs of one plan keep the O(log n) search.
+    let mut outcome = first_divergence(&mut r).map_err(side_error)?;
+    let mut plans = None;
+    if matches!(&outcome, Outcome::Diverged(d) if d.seq == 0) {
+        plans = plans_of(&mut r).map_err(side_error)?;
+        if plans.is_some() {
+            outcome = first_content_divergence(&mut r).map_err(side_error)?;
+        }
+    }
     let mut report = Report {
         a: &pa.log,
         b: &pb.log,
@@ -98,8 +110,19 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
     }
     let reads = r.reads();
     if a.json {
-        crate::out::json(&report.json(&outcome, reads))?;
+        let mut v = report.json(&outcome, reads);
+        if let (Value::Object(m), Some((pa, pb))) = (&mut v, plans) {
+            m.insert("plans_differ".into(), json!({"a": pa, "b": pb}));
+        }
+        crate::out::json(&v)?;
     } else {
+        if let Some((pa, pb)) = plans {
+            outln!(
+                "plans differ: program {} vs {}; events aligned by content (kind, step, tool, input, output, state) from event 1",
+                pa.short(),
+                pb.short()
+            )?;
+        }
         out!(
             "{}",
             report.text(
@@ -110,8 +133,31 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
         )?;
     }
     Ok(match outcome {
-        Outcome::Identical { .. } => exit::OK,
+        Outcome::Identical { .. } if plans.is_none() => exit::OK,
         _ => exit::FAILED,
+    })
+}
+
+/// The two runs' program hashes when their plans differ (both logs start with `run_started`).
+fn plans_of<E, A, B>(
+    r: &mut Reader<'_, A, B>,
+) -> Result<Option<(oracle_core::Hash, oracle_core::Hash)>, DiffError<E>>
+where
+    A: oracle_core::diff::EventSource<Error = E>,
+    B: oracle_core::diff::EventSource<Error = E>,
+{
+    use oracle_core::payload::Payload;
+    if r.len(Side::A) == 0 || r.len(Side::B) == 0 {
+        return Ok(None);
+    }
+    let (a, b) = (r.get(Side::A, 0)?, r.get(Side::B, 0)?);
+    Ok(match (a.typed(), b.typed()) {
+        (Ok(Payload::RunStarted(x)), Ok(Payload::RunStarted(y)))
+            if x.program_hash != y.program_hash =>
+        {
+            Some((x.program_hash, y.program_hash))
+        }
+        _ => None,
     })
 }
 

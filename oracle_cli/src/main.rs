@@ -80,6 +80,13 @@ pub(crate) enum Command {
     /// checked against the log; impure tools are not executed again (pure ones are, and must
     /// match), except an impure call in flight at a crash (at-least-once). Same exit codes as `run`.
     Resume(run::ResumeArgs),
+    /// Fork a run: a new run that holds the parent's events up to the fork point byte for
+    /// byte, then a recorded `forked` event (parent, its head there, who), then goes on: with
+    /// `--value` the step's output is that value, without it the step runs again, with `--plan`
+    /// under a new plan that must re-derive the shared events first. `oracle verify FORK
+    /// --parent PARENT` proves the shared prefix. Same exit codes as `run`; 4 when `--plan`
+    /// does not re-derive the prefix (nothing created).
+    Fork(run::ForkArgs),
     /// End a run that has not finished with a recorded `cancelled` outcome (who and why), as
     /// its last event: a suspended or interrupted run at once; a run another process drives
     /// at its next decision boundary (never inside a round). A cancelled run verifies and
@@ -354,6 +361,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
             "this command needs a PostgreSQL store: give --store postgres://USER@HOST/DB or set ORACLE_STORE (docs/STORE.md)",
         )),
         Command::Resume(a) => run::resume(&home, a),
+        Command::Fork(a) => run::fork(&home, a),
         Command::Cancel(a) => run::cancel(&home, a),
         Command::Replay(a) => run::replay(&home, a),
         Command::Runs(a) => run::runs(&home, a),

@@ -239,8 +239,167 @@ pub struct ResumeArgs {
     /// starts from the newest one the log accepts and re-derives only the events after it).
     #[arg(long)]
     no_snapshots: bool,
+    /// Go on under a new plan (an upgrade in flight): the new plan first re-derives every
+    /// recorded event, and on the first difference the upgrade is refused (exit 4, naming the
+    /// event, step and field; nothing written); otherwise `plan_upgraded` is recorded and the
+    /// run continues under it.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
+    /// Who upgrades the plan, recorded in `plan_upgraded` (default: the `USER` environment
+    /// variable, else nobody is named).
+    #[arg(long, requires = "plan")]
+    by: Option<String>,
     #[command(flatten)]
     drive: DriveArgs,
+}
+
+/// `oracle fork`.
+#[derive(Args, Debug)]
+pub struct ForkArgs {
+    /// The run to fork: id (under `<home>/runs`) or run directory.
+    run: String,
+    /// Share the parent's events 0..SEQ (SEQ must start a round, or follow a `suspended`).
+    #[arg(
+        long,
+        value_name = "SEQ",
+        required_unless_present = "step",
+        conflicts_with = "step"
+    )]
+    at: Option<u64>,
+    /// Fork just before STEP's first call (at the start of the round that made it).
+    #[arg(long, value_name = "STEP")]
+    step: Option<String>,
+    /// The step's output as JSON, given from outside instead of running it again (checked
+    /// against its schema and `expect` as `resume --value` is).
+    #[arg(long, group = "answer", value_name = "JSON")]
+    value: Option<String>,
+    /// Read the step's output from a JSON file.
+    #[arg(long, group = "answer", value_name = "FILE")]
+    value_file: Option<PathBuf>,
+    /// Continue under this plan: it must re-derive the shared events first (exit 4 if not,
+    /// nothing created).
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
+    /// Who forks it, recorded in `forked` (default: the `USER` environment variable).
+    #[arg(long)]
+    by: Option<String>,
+    #[command(flatten)]
+    drive: DriveArgs,
+}
+
+/// Who did it: `--by`, else the `USER` environment variable, else nobody named.
+fn who(by: Option<&String>) -> Option<String> {
+    by.cloned()
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|b| !b.is_empty())
+}
+
+/// Parses a `--value` or reads a `--value-file`.
+fn given_value(value: Option<&str>, file: Option<&Path>) -> Result<Option<Value>, CliError> {
+    match (value, file) {
+        (Some(text), _) => Ok(Some(parse_value(text, "--value")?)),
+        (None, Some(path)) => {
+            let bytes = crate::files::read_value_file(path)?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                CliError::input(format!(
+                    "{}: not UTF-8 text (invalid byte at offset {})",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ))
+            })?;
+            Ok(Some(parse_value(&text, &path.display().to_string())?))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// `oracle fork`: a new run sharing the parent's events up to the fork point, driven on.
+pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
+    a.drive.check_programs()?;
+    let host = host(home, a.drive.json)?;
+    if let Some(p) = &a.plan {
+        crate::files::check_plan(p, a.drive.json)?;
+    }
+    let value = given_value(a.value.as_deref(), a.value_file.as_deref())?;
+    let at = match (&a.at, &a.step) {
+        (Some(seq), _) => oracle_runtime::fork::ForkAt::Seq(*seq),
+        (None, Some(step)) => oracle_runtime::fork::ForkAt::Step(step.clone()),
+        (None, None) => return Err(CliError::input("give --at SEQ or --step STEP")),
+    };
+    let mut display = Display::new("forking", a.drive.json);
+    let mut progress = |p: &Progress| display.update(p);
+    let settings = DriveSettings {
+        jobs: a.drive.jobs,
+        durability: a.drive.durability.into(),
+        snapshot_every: a.drive.snapshot_every,
+        from_snapshots: true,
+        scorer_cmd: a.drive.scorer_cmd.clone(),
+    };
+    let forked = host.fork(
+        &a.run,
+        oracle_host::Fork {
+            at,
+            value,
+            plan: a.plan.clone(),
+            by: who(a.by.as_ref()),
+            given: a.drive.given(),
+            drive: settings.drive(),
+            progress: Some(&mut progress),
+        },
+    );
+    display.finish();
+    let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
+    let forked = forked.map_err(|e| host_error_in(e, a.drive.json, log.as_deref()))?;
+    if !a.drive.json {
+        outln!(
+            "forked   {} from {} at event {}",
+            forked.fork.id,
+            forked.parent,
+            forked.shared
+        )?;
+    }
+    match &forked.session {
+        Some(s) => {
+            for w in &s.warnings {
+                eprintln!("warning: {w}");
+            }
+            print_forked(s, &forked, a.drive.json)?;
+            Ok(status_code(&s.report.ending))
+        }
+        None => {
+            if a.drive.json {
+                crate::out::json(&json!({
+                    "ok": true, "run": forked.fork.id, "dir": forked.fork.dir,
+                    "parent": forked.parent, "shared": forked.shared, "status": "suspended",
+                }))?;
+            } else {
+                outln!(
+                    "status   suspended (it waits on the question it forked at: resume it with --step and --value)"
+                )?;
+            }
+            Ok(exit::SUSPENDED)
+        }
+    }
+}
+
+/// A fork's first drive, as `run` prints a drive, with where it left its parent (`parent`,
+/// `shared`) in its JSON object.
+fn print_forked(s: &Session, f: &oracle_host::Forked, json_out: bool) -> Result<(), CliError> {
+    if !json_out {
+        return print_session(s, false, "appended", None);
+    }
+    let r = &s.report;
+    let mut v = json!({
+        "ok": true, "run": s.id, "dir": s.dir, "status": session::ending_word(&r.ending),
+        "events": r.events, "appended": r.appended, "head": r.head,
+        "state": r.state.hash(), "executed": r.executed, "reused": r.reused,
+        "rederived": r.matched, "from_snapshot": r.from_point, "warnings": s.warnings,
+        "parent": f.parent, "shared": f.shared,
+    });
+    if let (Value::Object(m), Value::Object(e)) = (&mut v, ending_json(&r.ending)) {
+        m.extend(e);
+    }
+    crate::out::json(&v)
 }
 
 #[derive(Args, Debug)]
@@ -322,6 +481,10 @@ pub struct RunsArgs {
     /// One JSON object per run, one per line.
     #[arg(long)]
     json: bool,
+    /// Show lineage: each fork under the run it was forked from (with the events they share),
+    /// and how many times a run's plan was upgraded. Reads every log.
+    #[arg(long)]
+    tree: bool,
 }
 
 /// A progress display on stderr while a drive runs (`crate::progress`: only on a terminal,
@@ -920,6 +1083,10 @@ pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
                 ToolChange::Refuse
             },
             progress: Some(&mut progress),
+            upgrade: a.plan.clone().map(|plan| oracle_host::Upgrade {
+                plan,
+                by: who(a.by.as_ref()),
+            }),
         },
     );
     display.finish();
@@ -1216,9 +1383,20 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
             })
         })
         .collect();
+    let lineage: std::collections::BTreeMap<String, oracle_runtime::fork::Lineage> = if a.tree {
+        shown
+            .iter()
+            .map(|r| {
+                let log = home.join("runs").join(&r.id).join("events.jsonl");
+                (r.id.clone(), oracle_runtime::fork::lineage(&log))
+            })
+            .collect()
+    } else {
+        Default::default()
+    };
     if a.json {
         for r in &shown {
-            crate::out::json(&json!({
+            let mut v = json!({
                 "run": r.id,
                 "plan": r.program,
                 "status": r.status,
@@ -1228,7 +1406,19 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why, "attempts": r.attempts})),
                 "reason": r.reason,
                 "models": r.models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
-            }))?;
+            });
+            if let (Value::Object(m), Some(l)) = (&mut v, lineage.get(&r.id)) {
+                m.insert(
+                    "parent".into(),
+                    json!(
+                        l.parent
+                            .as_ref()
+                            .map(|(p, seq)| json!({"run": p, "shared": seq}))
+                    ),
+                );
+                m.insert("upgrades".into(), json!(l.upgrades));
+            }
+            crate::out::json(&v)?;
         }
         return Ok(exit::OK);
     }
@@ -1266,11 +1456,71 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
             }
         })
         .collect();
-    print_runs(&lines)?;
+    if a.tree {
+        print_runs(&as_tree(lines, &lineage))?;
+    } else {
+        print_runs(&lines)?;
+    }
     Ok(exit::OK)
 }
 
+/// The rows of `oracle runs --tree`: each fork right under the run it was forked from,
+/// indented one level per generation, its note saying where it left its parent.
+fn as_tree(
+    lines: Vec<RunLine>,
+    lineage: &std::collections::BTreeMap<String, oracle_runtime::fork::Lineage>,
+) -> Vec<RunLine> {
+    let parent_of = |id: &str| {
+        lineage
+            .get(id)
+            .and_then(|l| l.parent.as_ref())
+            .map(|(p, _)| p.clone())
+    };
+    let known: std::collections::BTreeSet<String> = lines.iter().map(|l| l.id.clone()).collect();
+    let mut out = Vec::with_capacity(lines.len());
+    // Roots: runs whose parent is not listed; then each run's forks, depth first.
+    let mut stack: Vec<(String, usize)> = lines
+        .iter()
+        .rev()
+        .filter(|l| parent_of(&l.id).is_none_or(|p| !known.contains(&p)))
+        .map(|l| (l.id.clone(), 0))
+        .collect();
+    while let Some((id, depth)) = stack.pop() {
+        let Some(line) = lines.iter().find(|l| l.id == id) else {
+            continue;
+        };
+        let mut line = line.clone();
+        let l = lineage.get(&id).cloned().unwrap_or_default();
+        let mut notes = Vec::new();
+        if let Some((p, seq)) = &l.parent {
+            notes.push(format!("forked from {p} at event {seq}"));
+        }
+        if !l.upgrades.is_empty() {
+            notes.push(count(
+                l.upgrades.len() as u64,
+                "plan upgrade",
+                "plan upgrades",
+            ));
+        }
+        if !line.note.is_empty() {
+            notes.push(line.note.clone());
+        }
+        line.note = notes.join("; ");
+        if depth > 0 {
+            line.id = format!("{}└─ {}", "   ".repeat(depth - 1), line.id);
+        }
+        out.push(line);
+        for child in lines.iter().rev() {
+            if parent_of(&child.id).as_deref() == Some(id.as_str()) {
+                stack.push((child.id.clone(), depth + 1));
+            }
+        }
+    }
+    out
+}
+
 /// One row of `oracle runs`, in a file home or a store (the same columns in both).
+#[derive(Clone)]
 pub(crate) struct RunLine {
     pub id: String,
     pub plan: String,
@@ -1386,6 +1636,11 @@ impl ResumeArgs {
     /// the worker that applies it runs elsewhere.
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
         self.drive.check_programs()?;
+        if self.plan.is_some() {
+            return Err(CliError::input(
+                "resume --plan works in a file home for now: a store's signal carries no plan",
+            ));
+        }
         Ok(Signal::Resume {
             run: self.run.clone(),
             answer: self.answer()?.map(|(step, value)| Answer {

@@ -139,6 +139,9 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         | Command::Auction(_)
         | Command::Report(_)
         | Command::Export(_) => read_only(url, command),
+        Command::Fork(_) => Err(CliError::input(
+            "oracle fork works in a file home for now: export the run (`oracle export`) and fork it there",
+        )),
         Command::Run(_) => Err(CliError::input(
             "oracle run records in a file home; with --store, `oracle submit PLAN` queues the run and a worker (`oracle worker`) drives it",
         )),

@@ -53,6 +53,12 @@ pub struct VerifyArgs {
     /// cut off (with the log cut or relinked after the ones that remain) then go unseen.
     #[arg(long, requires = "pubkey")]
     no_witness: bool,
+    /// The run this one was forked from (id, directory or log): also prove the shared prefix.
+    /// The fork's `forked` event must stand right after the events it shares, and the parent's
+    /// log (verified too) must hold the same hash at the last of them, which commits to every
+    /// event before it. Exit 4 when it does not.
+    #[arg(long, value_name = "RUN")]
+    parent: Option<PathBuf>,
 }
 
 /// Fewest hex characters of a head hash `--head` takes.
@@ -159,7 +165,20 @@ fn verify(home: &Path, a: VerifyArgs, by_name: bool) -> Result<u8, CliError> {
     } else {
         paths.log.clone()
     };
+    let parent = match &a.parent {
+        Some(p) => Some(prove_parent(home, &paths.log, p, a.json)?),
+        None => None,
+    };
     let result = verify_resolved(&a, &paths, &shown);
+    if let (Ok(exit::OK), Some(f), false) = (&result, &parent, a.json) {
+        outln!(
+            "  parent   {} shares events 0..{} (head {} at event {})",
+            f.parent,
+            f.seq,
+            f.head,
+            f.seq.saturating_sub(1)
+        )?;
+    }
     match result {
         Err(mut err) if by_name => {
             let tmp = paths.log.display().to_string();
@@ -168,6 +187,36 @@ fn verify(home: &Path, a: VerifyArgs, by_name: bool) -> Result<u8, CliError> {
         }
         other => other,
     }
+}
+
+/// `--parent`: the fork at `fork_log` shares its prefix with the run `parent` names
+/// (`oracle_runtime::fork::prove_prefix`), or exit 4 saying why not.
+fn prove_parent(
+    home: &Path,
+    fork_log: &Path,
+    parent: &Path,
+    json_out: bool,
+) -> Result<oracle_core::payload::Forked, CliError> {
+    let parent = crate::resolve(home, parent)?;
+    oracle_runtime::fork::prove_prefix(fork_log, &parent.log).map_err(|why| {
+        let message = format!("--parent {}: {why}", parent.log.display());
+        let err = CliError {
+            code: exit::INTEGRITY,
+            json: Some(exit::error_json(
+                Some(json!({"kind": "fork_prefix", "reason": why})),
+                exit::INTEGRITY,
+                &message,
+            )),
+            message,
+            quiet: false,
+        };
+        if json_out {
+            let _ = crate::out::json(
+                &json!({"ok": false, "path": fork_log, "error": err.error_value()}),
+            );
+        }
+        err
+    })
 }
 
 fn verify_resolved(

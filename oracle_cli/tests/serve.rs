@@ -769,6 +769,35 @@ fn a_cancel_through_the_api_records_the_token_as_who_and_a_second_is_refused() {
 }
 
 #[test]
+fn a_fork_through_the_api_records_the_token_as_who_and_shares_its_prefix() {
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let url = s.url("/api/v1/runs/escalation-1/fork");
+    let body = json!({"step": "total", "value": {"value": {"total": 1240}}});
+    let (status, v) = call("POST", &url, Some(&alice), Some(&body));
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["run"], "escalation-2");
+    assert_eq!(v["parent"], "escalation-1");
+    assert_eq!(v["status"], "suspended", "it asks for approval: {v}");
+    assert_eq!(v["by"], "alice");
+    let shared = v["shared"].as_u64().unwrap() as usize;
+    let events = sb.events(".oracle", "escalation-2");
+    assert_eq!(events[shared].kind.as_str(), "forked");
+    assert_eq!(events[shared].payload["by"], "alice");
+    // Not a boundary: refused, nothing created.
+    let (status, v) = call("POST", &url, Some(&alice), Some(&json!({"at": 2})));
+    assert_error(status, &v, 422, "fork_point");
+    assert!(!sb.path().join(".oracle/runs/escalation-3").exists());
+    run(
+        &sb,
+        &["verify", "escalation-2", "--parent", "escalation-1"],
+        0,
+    );
+    run(&sb, &["replay", "escalation-2"], 0);
+}
+
+#[test]
 fn an_answer_alone_is_taken_up_by_a_later_resume_and_the_log_verifies_and_replays() {
     let (sb, alice, _) = setup();
     run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);

@@ -168,6 +168,14 @@ impl<'s, E, A: EventSource<Error = E>, B: EventSource<Error = E>> Reader<'s, A, 
         Ok(e)
     }
 
+    /// Events in one side's log.
+    pub fn len(&self, side: Side) -> u64 {
+        match side {
+            Side::A => self.a.len(),
+            Side::B => self.b.len(),
+        }
+    }
+
     /// Distinct events read from each side so far.
     pub fn reads(&self) -> (u64, u64) {
         (self.cache[0].len() as u64, self.cache[1].len() as u64)
@@ -221,6 +229,43 @@ pub fn first_divergence<E, A: EventSource<Error = E>, B: EventSource<Error = E>>
         Some(r.get(Side::A, seq - 1)?)
     };
     Ok(Outcome::Diverged(Box::new(explain(seq, a, b, last_common))))
+}
+
+/// Finds the first divergence between `a` and `b` by content, for two runs of different plans
+/// (whose chain hashes differ from event 0 on): events are compared in order from event 1 on
+/// their kind, time, causal parents, payload (step, tool, input, output, state change) and
+/// resulting state, never their chain hashes. Reads every event up to the divergence. Logs
+/// that agree in content throughout are `Identical` with no head (their hashes differ).
+pub fn first_content_divergence<E, A: EventSource<Error = E>, B: EventSource<Error = E>>(
+    r: &mut Reader<'_, A, B>,
+) -> Result<Outcome, DiffError<E>> {
+    let (na, nb) = (r.a.len(), r.b.len());
+    let common = na.min(nb);
+    for seq in 1..common {
+        let a = r.get(Side::A, seq)?;
+        let b = r.get(Side::B, seq)?;
+        let same = a.kind == b.kind
+            && a.time == b.time
+            && a.parents == b.parents
+            && a.payload == b.payload
+            && a.state_after == b.state_after;
+        if !same {
+            let last_common = Some(r.get(Side::A, seq - 1)?);
+            return Ok(Outcome::Diverged(Box::new(explain(seq, a, b, last_common))));
+        }
+    }
+    Ok(if na == nb {
+        Outcome::Identical {
+            events: na,
+            head: None,
+        }
+    } else {
+        Outcome::Prefix {
+            shorter: if na < nb { Side::A } else { Side::B },
+            common,
+            extra: na.max(nb) - common,
+        }
+    })
 }
 
 /// Classifies and lists the differences between two events at the same seq.

@@ -337,6 +337,9 @@ mod shape {
         OptU64,
         /// An optional string (`Option<String>` skipped when `None`): present means a string.
         OptStr,
+        /// An optional value (`Option<Value>` skipped when `None`): present means any value
+        /// (`null` too, which the reference reads as absent and accepts alike).
+        OptAny,
     }
 
     use Field::*;
@@ -345,8 +348,8 @@ mod shape {
     fn spec(kind: EventKind) -> &'static [(&'static str, Field)] {
         match kind {
             // `memory` and `domains` are not here: a run with domain settings takes the
-            // reference path (one record per run). `key` is a string when present (the
-            // writer never writes it `null`, which the reference reads as absent: declined).
+            // reference path (one record per run). `key` is a string when present, or
+            // `null`, which the reference reads as absent (the writer never writes it).
             EventKind::RunStarted => &[
                 ("format", OptU64),
                 ("grants", SortedStrings),
@@ -397,6 +400,20 @@ mod shape {
                 ("effects", Any),
                 ("evidence", Str),
                 ("note", Str),
+            ],
+            EventKind::Forked => &[
+                ("by", OptStr),
+                ("head", HashHex),
+                ("parent", Str),
+                ("seq", U64),
+                ("step", OptStr),
+                ("value", OptAny),
+            ],
+            EventKind::PlanUpgraded => &[
+                ("by", OptStr),
+                ("from", HashHex),
+                ("program", Str),
+                ("to", HashHex),
             ],
         }
     }
@@ -466,7 +483,7 @@ mod shape {
         let entries = r.u64()?;
         let required = fields
             .iter()
-            .filter(|(_, f)| !matches!(f, OptU64 | OptStr))
+            .filter(|(_, f)| !matches!(f, OptU64 | OptStr | OptAny))
             .count() as u64;
         (entries >= required && entries <= fields.len() as u64).then_some(())?;
         let mut seen = 0u64;
@@ -474,7 +491,7 @@ mod shape {
         let mut delete_at = None;
         let mut set_at = None;
         for (name, field) in fields {
-            if matches!(field, OptU64 | OptStr) {
+            if matches!(field, OptU64 | OptStr | OptAny) {
                 // Present only if the next key is this one (keys come sorted).
                 let mut peek = R { b: r.b, i: r.i };
                 if seen == entries || peek.bytes()? != name.as_bytes() {
@@ -496,7 +513,7 @@ mod shape {
                     let s = r.string()?;
                     (s.len() == 64 && s.iter().all(|&c| nibble(c).is_some())).then_some(())?;
                 }
-                Any => r.skip()?,
+                Any | OptAny => r.skip()?,
                 Map => {
                     (r.b.get(r.i) == Some(&tag::MAP)).then_some(())?;
                     r.skip()?;
@@ -514,6 +531,9 @@ mod shape {
                     let s = r.string()?;
                     matches!(s, b"completed" | b"failed" | b"cancelled").then_some(())?;
                 }
+                // An optional field given as `null` reads as absent (docs/FORMAT.md, "Kinds
+                // and payloads"): the reference accepts it, with the hashes of its bytes.
+                OptU64 | OptStr if r.b.get(r.i) == Some(&tag::NULL) => r.i += 1,
                 OptU64 => {
                     (r.byte()? == tag::INT_NON_NEGATIVE).then_some(())?;
                     r.u64()?;

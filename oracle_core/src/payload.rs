@@ -35,11 +35,13 @@ pub enum EventKind {
     AdjudicationsExpired,
     ClaimRecorded,
     Reinstated,
+    Forked,
+    PlanUpgraded,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::RunStarted,
         EventKind::StepScheduled,
         EventKind::CapabilityAllowed,
@@ -55,6 +57,8 @@ impl EventKind {
         EventKind::AdjudicationsExpired,
         EventKind::ClaimRecorded,
         EventKind::Reinstated,
+        EventKind::Forked,
+        EventKind::PlanUpgraded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +78,8 @@ impl EventKind {
             EventKind::AdjudicationsExpired => "adjudications_expired",
             EventKind::ClaimRecorded => "claim_recorded",
             EventKind::Reinstated => "reinstated",
+            EventKind::Forked => "forked",
+            EventKind::PlanUpgraded => "plan_upgraded",
         }
     }
 }
@@ -408,6 +414,44 @@ pub struct Reinstated {
     pub effects: Value,
 }
 
+/// The first event a fork adds after the events it shares with its parent, appended by
+/// `oracle fork` (never by the program): which run and head the shared prefix is, so a verifier
+/// holding the parent can prove the prefix (docs/FORMAT.md, "Forks and plan versions").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Forked {
+    /// The parent run's id.
+    pub parent: String,
+    /// The parent's event count at the fork: the fork shares its events `0..seq`.
+    pub seq: u64,
+    /// The hash of the parent's event `seq - 1`, the head the fork continues.
+    pub head: Hash,
+    /// Who forked it (`oracle fork --by`, the OS user, or the API token's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The step whose output is given from outside instead of being run again
+    /// (`oracle fork --value`): its next call returns `value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+}
+
+/// A plan changed under a run in flight (`oracle resume --plan`, `oracle fork --plan`), after
+/// the new plan re-derived every recorded event: later events are made by plan `to`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanUpgraded {
+    /// The program hash the run was following.
+    pub from: Hash,
+    /// The program hash it follows from here on (kept as `plans/<hash>.plan`).
+    pub to: Hash,
+    /// The new plan's name (`plan NAME version N`).
+    pub program: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
 impl EventKind {
     /// Kinds appended from outside the program (verdicts, sweeps, outside claims): the engine
     /// takes them from the record where they stand instead of expecting the program to produce
@@ -419,6 +463,8 @@ impl EventKind {
                 | EventKind::AdjudicationsExpired
                 | EventKind::ClaimRecorded
                 | EventKind::Reinstated
+                | EventKind::Forked
+                | EventKind::PlanUpgraded
         )
     }
 }
@@ -441,6 +487,8 @@ pub enum Payload {
     AdjudicationsExpired(AdjudicationsExpired),
     ClaimRecorded(ClaimRecorded),
     Reinstated(Reinstated),
+    Forked(Forked),
+    PlanUpgraded(PlanUpgraded),
 }
 
 /// A payload value that does not have the shape its kind requires.
@@ -476,6 +524,8 @@ impl Payload {
             Payload::AdjudicationsExpired(_) => EventKind::AdjudicationsExpired,
             Payload::ClaimRecorded(_) => EventKind::ClaimRecorded,
             Payload::Reinstated(_) => EventKind::Reinstated,
+            Payload::Forked(_) => EventKind::Forked,
+            Payload::PlanUpgraded(_) => EventKind::PlanUpgraded,
         }
     }
 
@@ -497,6 +547,8 @@ impl Payload {
             Payload::AdjudicationsExpired(p) => serde_json::to_value(p),
             Payload::ClaimRecorded(p) => serde_json::to_value(p),
             Payload::Reinstated(p) => serde_json::to_value(p),
+            Payload::Forked(p) => serde_json::to_value(p),
+            Payload::PlanUpgraded(p) => serde_json::to_value(p),
         };
         // Invariant: every payload struct has string map keys and no custom serializer that can
         // fail, so conversion to a `Value` cannot fail.
@@ -590,6 +642,8 @@ impl Payload {
             }
             EventKind::ClaimRecorded => Payload::ClaimRecorded(decode_as(kind, value)?),
             EventKind::Reinstated => Payload::Reinstated(decode_as(kind, value)?),
+            EventKind::Forked => Payload::Forked(decode_as(kind, value)?),
+            EventKind::PlanUpgraded => Payload::PlanUpgraded(decode_as(kind, value)?),
         })
     }
 
@@ -718,6 +772,24 @@ impl Payload {
                 } else {
                     format!(" ({})", c(&p.note, 40))
                 }
+            ),
+            Payload::Forked(p) => format!(
+                "forked from {} at event {} (head {}){}{}",
+                p.parent,
+                p.seq,
+                p.head.short(),
+                p.by.as_ref().map_or(String::new(), |b| format!(" by {b}")),
+                match (&p.step, &p.value) {
+                    (Some(s), Some(v)) => format!(", step {s} given {}", c(&v.to_string(), 40)),
+                    _ => String::new(),
+                }
+            ),
+            Payload::PlanUpgraded(p) => format!(
+                "plan upgraded to {} ({} -> {}){}",
+                p.program,
+                p.from.short(),
+                p.to.short(),
+                p.by.as_ref().map_or(String::new(), |b| format!(" by {b}"))
             ),
         }
     }

@@ -113,6 +113,34 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                 effects,
             })
         ),
+        // A fork's first event (`oracle fork`), with or without a step's given value.
+        (
+            "[a-z]{1,6}-[0-9]{1,3}",
+            any::<u64>(),
+            any::<[u8; 32]>(),
+            by(),
+            proptest::option::of((name, value())),
+        )
+            .prop_map(|(parent, seq, head, by, given)| {
+                let (step, value) = given.map_or((None, None), |(s, v)| (Some(s), Some(v)));
+                Payload::Forked(Forked {
+                    parent,
+                    seq,
+                    head: Hash(head),
+                    by,
+                    step,
+                    value,
+                })
+            }),
+        // A plan upgraded in flight (`oracle resume --plan`).
+        (any::<[u8; 32]>(), any::<[u8; 32]>(), name, by()).prop_map(|(from, to, program, by)| {
+            Payload::PlanUpgraded(PlanUpgraded {
+                from: Hash(from),
+                to: Hash(to),
+                program,
+                by,
+            })
+        }),
         (0..3u8, ".{0,6}", proptest::option::of(".{0,6}")).prop_map(|(status, reason, by)| {
             Payload::RunFinished(RunFinished {
                 status: match status {

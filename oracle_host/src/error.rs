@@ -238,6 +238,16 @@ pub fn session_class(e: &SessionError) -> Class {
             conflict("needs_answer").with(json!({"step": step}))
         }
         SessionError::NotSuspended { .. } => conflict("not_suspended"),
+        SessionError::ForkPoint { .. } => refused("fork_point"),
+        SessionError::InsideRound { .. } => conflict("inside_round"),
+        SessionError::UpgradeRefused { divergence, .. } => {
+            Class::of("upgrade_refused", exit::INTEGRITY, http::CONFLICT).with(json!({
+                "seq": divergence.seq,
+                "kind": divergence.a.kind,
+                "step": divergence.a.payload.get("step"),
+                "fields": divergence.fields.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
+            }))
+        }
         SessionError::Interrupted { .. } => conflict("interrupted"),
         SessionError::NothingRecorded { .. } => conflict("nothing_recorded"),
         SessionError::ClaimRefused { .. } => refused("refused"),

@@ -154,6 +154,18 @@ pub struct Resume<'p> {
     pub tool_change: ToolChange,
     /// Told after every round.
     pub progress: Option<&'p mut dyn FnMut(&Progress)>,
+    /// A new plan to go on under (`oracle resume --plan`), checked first
+    /// ([`Home::upgrade`]).
+    pub upgrade: Option<Upgrade>,
+}
+
+/// A plan upgrade asked of a run in flight.
+#[derive(Clone, Debug)]
+pub struct Upgrade {
+    /// The new plan's file.
+    pub plan: PathBuf,
+    /// Who upgrades it (recorded in `plan_upgraded`).
+    pub by: Option<String>,
 }
 
 impl Default for Resume<'_> {
@@ -164,6 +176,7 @@ impl Default for Resume<'_> {
             drive: Drive::default(),
             tool_change: ToolChange::Refuse,
             progress: None,
+            upgrade: None,
         }
     }
 }
@@ -300,7 +313,7 @@ impl Home {
 
     /// The registry a drive of `run` calls, bound as [`Home::bindings`] says, its declared
     /// tools checked against the run's pins.
-    fn registry(
+    pub(crate) fn registry(
         &self,
         run: &RunDir,
         given: &Given,
@@ -336,6 +349,9 @@ impl Home {
         let found = self.find(run)?;
         let (registry, tool_changed) =
             self.registry(&found, &r.given, true, McpMode::Start, r.tool_change)?;
+        if let Some(up) = &r.upgrade {
+            self.upgrade(&found, up, &registry)?;
+        }
         let mut drive = Drive {
             workdir: self.workdir,
             replica: self.replica.clone(),

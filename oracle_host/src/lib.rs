@@ -13,6 +13,7 @@
 
 pub mod bind;
 pub mod error;
+mod fork;
 mod home;
 pub mod metrics;
 pub mod otlp;
@@ -27,4 +28,5 @@ pub mod worker;
 pub use bind::ToolChange;
 pub use bind::{Bound, Given};
 pub use error::{Class, HostError};
-pub use home::{CANCEL_WAIT_MS, Existing, Home, Note, Notes, Resume, Resumed, Start};
+pub use fork::{Fork, Forked};
+pub use home::{CANCEL_WAIT_MS, Existing, Home, Note, Notes, Resume, Resumed, Start, Upgrade};

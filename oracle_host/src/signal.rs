@@ -275,6 +275,7 @@ impl Home {
                     } else {
                         ToolChange::Refuse
                     },
+                    upgrade: None,
                     progress: None,
                 },
             )?),

@@ -562,6 +562,9 @@ impl Agent for PlanAgent {
         };
         let attempts = match &self.status[idx as usize] {
             Status::Waiting { attempts, .. } => *attempts,
+            // A call in flight, whose output is given from outside (a fork's value).
+            Status::Running => 1,
+            Status::Retrying { attempts } => attempts.saturating_add(1),
             _ => return Ok(Vec::new()),
         };
         let asked = self.tool_of(idx, attempts.max(1)) == ASK_TOOL;

@@ -414,6 +414,9 @@ pub struct Engine<'r, A: Agent> {
     start: Option<(u64, Vec<Observation>)>,
     /// The resume point this drive started from.
     start_seq: Option<u64>,
+    /// The output a fork gave a step (`forked.step`, `forked.value`), until the step's next
+    /// call takes it ([`Engine::given_output`]).
+    given: Option<(String, Value)>,
 }
 
 /// Version of [`Saved`]'s layout.
@@ -535,6 +538,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             point_error: None,
             start: None,
             start_seq: None,
+            given: None,
         }
     }
 
@@ -644,6 +648,7 @@ impl<'r, A: Agent> Engine<'r, A> {
     fn point_due(&self) -> bool {
         let every = self.points.every_events;
         every > 0
+            && self.given.is_none()
             && self.points.key.is_some()
             && self.catching_up_done()
             && self.writer.as_ref().is_some_and(|w| {
@@ -768,6 +773,17 @@ impl<'r, A: Agent> Engine<'r, A> {
     pub fn allow_program_change(mut self) -> Self {
         self.program_may_differ = true;
         self
+    }
+
+    /// [`Engine::allow_program_change`] when `upgraded`: a run whose plan was upgraded in
+    /// flight is re-derived by its current plan, whose first event differs in its program
+    /// only (the upgrade checked the rest, `crate::fork::check_upgrade`).
+    pub fn allow_program_change_if(self, upgraded: bool) -> Self {
+        if upgraded {
+            self.allow_program_change()
+        } else {
+            self
+        }
     }
 
     pub fn into_writer(self) -> Option<LogWriter> {
@@ -914,6 +930,14 @@ impl<'r, A: Agent> Engine<'r, A> {
                 .map_err(|source| EngineError::Record { seq, source })?;
             self.compare(seq, produced)?;
             self.matched += 1;
+            if let Payload::Forked(payload::Forked {
+                step: Some(step),
+                value: Some(value),
+                ..
+            }) = &payload
+            {
+                self.given = Some((step.clone(), value.clone()));
+            }
             if self.domains.iter().any(|d| d.folds(&payload)) {
                 self.fold(seq, ev.time, &payload)?;
                 self.folded.push(ev);
@@ -1210,46 +1234,19 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }
                         // Checked before anything is recorded: the answer must be what the
                         // step could have produced (its `expect`, its tool's output schema).
-                        let bad = |reason: String| EngineError::BadAnswer {
-                            step: step.clone(),
-                            reason,
-                        };
-                        // Shaped as the step's last tool would have returned it (a model's
-                        // reply from a person's JSON, checked against the call's schema).
-                        let value = match self.last_called.get(&step) {
-                            Some((tool, input)) => match self.registry.get(tool) {
-                                Some(reg) => reg.tool.answer(input, value).map_err(bad)?,
-                                None => value,
-                            },
-                            None => value,
-                        };
-                        if let Some(name) = self.registry.secrets().found_in_value(&value) {
-                            return Err(bad(format!(
-                                "it contains the value of secret `{name}`, which is never recorded"
-                            )));
-                        }
-                        let tools = self.agent.check_answer(&step, &value).map_err(bad)?;
-                        let regs: Vec<_> =
-                            tools.iter().filter_map(|t| self.registry.get(t)).collect();
-                        if !regs.is_empty() && !regs.iter().any(|r| r.output.check(&value).is_ok())
-                        {
-                            let why: Vec<String> = regs
-                                .iter()
-                                .filter_map(|r| {
-                                    r.output
-                                        .check(&value)
-                                        .err()
-                                        .map(|e| format!("`{}`: {e}", r.decl.name))
-                                })
-                                .collect();
-                            return Err(bad(format!(
-                                "not an output of the step's tools ({})",
-                                why.join("; ")
-                            )));
-                        }
+                        let value = self.checked_answer(&step, value)?;
                         by = self.answer_by.take();
                         fresh = true;
                         value
+                    } else if self.given.as_ref().is_some_and(|(s, _)| *s == step)
+                        && self.writer.is_some()
+                    {
+                        // A fork's given value answers the question its step asked.
+                        let (_, value) = self.given.take().ok_or(EngineError::Unexpected {
+                            seq: next,
+                            message: "the fork's value was taken already".into(),
+                        })?;
+                        self.checked_answer(&step, value)?
                     } else {
                         // Nothing to inject: the run waits (a replay of a suspended run ends
                         // here too).
@@ -1548,10 +1545,21 @@ impl<'r, A: Agent> Engine<'r, A> {
         // calls stand between the others.
         let base = self.next_seq();
         let answered = self.recorded_causes(base, &preps);
+        // A fork's given output stands for its step's call: that call is not executed.
+        let mut given: Vec<Option<Payload>> = vec![None; preps.len()];
+        for (i, p) in preps.iter().enumerate() {
+            if let Prep::Pending(p) = p
+                && let Some(out) = self.given_output(&p.call)
+            {
+                given[i] = Some(out?);
+            }
+        }
         let mut executed: Vec<Option<Executed>> = Vec::new();
         let mut work: Vec<(usize, &Pending)> = Vec::new();
         for (i, p) in preps.iter().enumerate() {
-            if let Prep::Pending(p) = p {
+            if let Prep::Pending(p) = p
+                && given[i].is_none()
+            {
                 let recorded = match &answered {
                     Answered::All => true,
                     Answered::Some(causes) => causes.contains(&p.called),
@@ -1621,15 +1629,16 @@ impl<'r, A: Agent> Engine<'r, A> {
                 }
                 Prep::Pending(p) => {
                     let mut wrote = false;
-                    let payload = match executed[i].take() {
-                        Some(ex) => {
+                    let payload = match (given[i].take(), executed[i].take()) {
+                        (Some(payload), _) => payload,
+                        (None, Some(ex)) => {
                             wrote = !ex.writes.is_empty();
                             for (k, v) in ex.writes {
                                 writes.insert(format!("kv/{k}"), v);
                             }
                             ex.payload
                         }
-                        None => {
+                        (None, None) => {
                             self.reused += 1;
                             self.recorded_outcome(&p.call, p.called)?
                         }
@@ -1696,6 +1705,69 @@ impl<'r, A: Agent> Engine<'r, A> {
             commit: &mut commit,
         };
         self.domains[index].call(call, site)
+    }
+
+    /// `value` as step `step`'s output given from outside (an answer, a fork's `--value`),
+    /// shaped as the step's last tool would have returned it (a model's reply from a person's
+    /// JSON, checked against the call's schema) and checked against what the step could have
+    /// produced: its `expect` and its tools' output schemas. Nothing is recorded on refusal.
+    fn checked_answer(&self, step: &str, value: Value) -> Result<Value> {
+        let bad = |reason: String| EngineError::BadAnswer {
+            step: step.to_owned(),
+            reason,
+        };
+        let value = match self.last_called.get(step) {
+            Some((tool, input)) => match self.registry.get(tool) {
+                Some(reg) => reg.tool.answer(input, value).map_err(bad)?,
+                None => value,
+            },
+            None => value,
+        };
+        if let Some(name) = self.registry.secrets().found_in_value(&value) {
+            return Err(bad(format!(
+                "it contains the value of secret `{name}`, which is never recorded"
+            )));
+        }
+        let tools = self.agent.check_answer(step, &value).map_err(bad)?;
+        let regs: Vec<_> = tools.iter().filter_map(|t| self.registry.get(t)).collect();
+        if !regs.is_empty() && !regs.iter().any(|r| r.output.check(&value).is_ok()) {
+            let why: Vec<String> = regs
+                .iter()
+                .filter_map(|r| {
+                    r.output
+                        .check(&value)
+                        .err()
+                        .map(|e| format!("`{}`: {e}", r.decl.name))
+                })
+                .collect();
+            return Err(bad(format!(
+                "not an output of the step's tools ({})",
+                why.join("; ")
+            )));
+        }
+        Ok(value)
+    }
+
+    /// The output a fork gave step `call.step` (`forked.value`), taken for the step's first
+    /// call after the fork instead of running it: checked like an answer, then recorded as the
+    /// call's `tool_returned`, on the first drive and on every replay alike.
+    fn given_output(&mut self, call: &Call) -> Option<Result<Payload>> {
+        if self
+            .given
+            .as_ref()
+            .is_none_or(|(step, _)| *step != call.step)
+        {
+            return None;
+        }
+        let (step, value) = self.given.take()?;
+        Some(self.checked_answer(&step, value).map(|output| {
+            Payload::ToolReturned(payload::ToolReturned {
+                step,
+                tool: call.tool.clone(),
+                attempt: call.attempt,
+                output,
+            })
+        }))
     }
 
     /// Which of the round's calls have a recorded outcome. When the record reaches past

@@ -108,6 +108,21 @@ pub enum SessionError {
     },
     #[error("{run}: the run has finished ({status}); there is nothing to resume")]
     Finished { run: String, status: String },
+    /// Where a fork was asked to start is not a place a run can go on from.
+    #[error("{run}: cannot fork here: {why}; nothing was created")]
+    ForkPoint { run: String, why: String },
+    /// A plan upgrade asked of a run that stopped inside a round (a crash).
+    #[error(
+        "{run}: a plan is upgraded between rounds (suspended, answered, or after an outside event such as `forked`); this run stopped inside one: resume it without --plan first; nothing was written"
+    )]
+    InsideRound { run: String },
+    /// A new plan does not re-derive the run's record (`oracle resume --plan`, `oracle fork
+    /// --plan`): nothing was written.
+    #[error("{}", upgrade_refused_text(run, divergence))]
+    UpgradeRefused {
+        run: String,
+        divergence: Box<oracle_core::diff::Divergence>,
+    },
     #[error("{run}: the run has already finished ({status}); there is nothing to cancel")]
     CannotCancel { run: String, status: String },
     #[error(
@@ -800,6 +815,26 @@ fn claim_key(home: &Path, claim: &crate::keys::KeyClaim, dir: &Path) -> Result<(
     })
 }
 
+fn upgrade_refused_text(run: &str, d: &oracle_core::diff::Divergence) -> String {
+    let step =
+        d.a.payload
+            .get("step")
+            .and_then(Value::as_str)
+            .map_or(String::new(), |s| format!(" at step `{s}`"));
+    let fields: Vec<&str> = d.fields.iter().map(|f| f.path.as_str()).collect();
+    format!(
+        "{run}: the new plan does not re-derive the recorded run: event {} (`{}`){step} differs in {} ({}); nothing was written",
+        d.seq,
+        d.a.kind,
+        if fields.is_empty() {
+            "kind".to_owned()
+        } else {
+            fields.join(", ")
+        },
+        d.class.name()
+    )
+}
+
 fn key_used_text(key: &str, run: &str, differs: &[String]) -> String {
     if differs.is_empty() {
         format!("idempotency key `{key}` started run {run} already, with the same plan and inputs")
@@ -1162,19 +1197,33 @@ fn store_of(home: &Path, run_dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The stored plan, compiled and checked against the hash the run recorded.
+/// The plan is the version the run follows now: the last `plan_upgraded`'s, kept as
+/// `plans/<hash>.plan` (`crate::fork`), or the one it started with.
 fn stored_plan(run: &RunDir, started: &RunStarted, registry: &Registry) -> Result<CompiledPlan> {
-    let path = run.dir.join(PLAN_FILE);
+    let current = crate::fork::current_program(run, started.program_hash)?;
+    let path = crate::fork::version_path(&run.dir, &current);
     let source = read_text(&path)?;
     let sources = plan_sources(&run.dir.join(USES_DIR), &source);
     let plan = compile_with_uses(&path, &source, registry, &sources)?;
-    if plan.hash != started.program_hash {
+    if plan.hash != current {
         return Err(SessionError::PlanChanged {
             path,
             found: plan.hash,
-            recorded: started.program_hash,
+            recorded: current,
         });
     }
     Ok(plan)
+}
+
+/// A drive's settings for re-deriving a recorded run (no writer): `config_of` as a replay has
+/// it.
+pub(crate) fn replay_config(
+    started: &RunStarted,
+    root: PathBuf,
+    home: &Path,
+    run_dir: &Path,
+) -> Result<RunConfig> {
+    config_of(started, root, store_of(home, run_dir), 1)
 }
 
 /// The domain settings a run recorded, by domain: `domains` (format 3), or the memory's under
@@ -1831,10 +1880,12 @@ pub fn resume_observed(
             key: Some(key),
             ..points.policy
         };
+        let upgraded = plan.hash != start.started.program_hash;
         let agent = PlanAgent::new(plan, config.inputs.clone());
         let recorded = start.events.len();
         let writer = start.writer.with_replica(drive.replica.clone());
         let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
+            .allow_program_change_if(upgraded)
             .with_progress(progress)
             .with_cancel(&mut probe);
         if let Some((point, state)) = &start.point {
@@ -1944,9 +1995,11 @@ pub fn answer(
         store_of(home, &found.dir),
         1,
     )?;
+    let upgraded = plan.hash != started.program_hash;
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let (step, value) = answer;
     let mut engine = Engine::new(agent, registry, config, events, Some(writer))
+        .allow_program_change_if(upgraded)
         .with_answer(step.clone(), value)
         .answered_by(by)
         .stop_after_answer();
@@ -2036,11 +2089,13 @@ pub fn cancel(
         store_of(home, &found.dir),
         1,
     )?;
+    let upgraded = plan.hash != start.started.program_hash;
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let mut always = || Some(cancel.clone());
     let writer = start.writer.with_replica(writing.replica);
-    let mut engine =
-        Engine::new(agent, registry, config, start.events, Some(writer)).with_cancel(&mut always);
+    let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
+        .allow_program_change_if(upgraded)
+        .with_cancel(&mut always);
     let report = engine.drive()?;
     if let Some(w) = engine.into_writer() {
         w.close()?;
@@ -2127,9 +2182,12 @@ pub fn replay_observed(
             let root = canonical_root(Path::new("."))?;
             let config = config_of(&started, root, store_of(home, &found.dir), jobs)?;
             let plan = stored_plan(&found, &started, registry)?;
+            let upgraded = plan.hash != started.program_hash;
             let agent = PlanAgent::new(plan, config.inputs.clone());
             let recorded_events = tail.len();
-            let engine = Engine::new(agent, registry, config, tail, None).with_progress(progress);
+            let engine = Engine::new(agent, registry, config, tail, None)
+                .allow_program_change_if(upgraded)
+                .with_progress(progress);
             let mut engine = match engine.from_point(&point) {
                 Ok(e) => e,
                 Err(why) => {
@@ -2194,10 +2252,11 @@ pub fn replay_observed(
             plan
         }
     };
+    let upgraded = plan.hash != started.program_hash;
     let agent = PlanAgent::new(plan, config.inputs.clone());
     let recorded_events = events.len();
     let mut engine = Engine::new(agent, registry, config, events, None).with_progress(progress);
-    if plan_override.is_some() {
+    if plan_override.is_some() || upgraded {
         engine = engine.allow_program_change();
     }
     let report = engine.drive()?;

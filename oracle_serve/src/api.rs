@@ -230,6 +230,7 @@ pub fn api_routes() -> Routes {
         .post("/api/v1/runs/{id}/claims", claim)
         .post("/api/v1/runs/{id}/resume", resume)
         .post("/api/v1/runs/{id}/cancel", cancel)
+        .post("/api/v1/runs/{id}/fork", fork)
         .get("/api/v1/diff", diff)
         .get("/api/v1/inbox", inbox)
         .get("/api/v1/inbox/stream", inbox_stream)
@@ -538,6 +539,22 @@ async fn cancel(
     .await?;
     state.watch.refresh_soon();
     Ok(written(v))
+}
+
+async fn fork(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P(id): P<String>,
+    JsonBody(body): JsonBody<signals::ForkBody>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let st = state.clone();
+    let v = blocking(&state, true, move || {
+        signals::fork(&st, &run, &who.name, body)
+    })
+    .await?;
+    state.watch.refresh_soon();
+    Ok(json_response(StatusCode::CREATED, &v))
 }
 
 async fn adjudicate(

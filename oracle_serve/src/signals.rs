@@ -105,6 +105,57 @@ pub struct CancelBody {
     pub reason: Option<String>,
 }
 
+/// `POST /api/v1/runs/{id}/fork`: where the fork starts (`at` or `step`, one of them) and
+/// the value given for its step, if any.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkBody {
+    #[serde(default)]
+    pub at: Option<u64>,
+    #[serde(default)]
+    pub step: Option<String>,
+    #[serde(default)]
+    pub value: Option<Value>,
+}
+
+/// Forks `run` as `oracle fork` does, by `by`, and drives the fork until it finishes or
+/// suspends: `{"ok": true, "run", "parent", "shared", "status", "events", "head"}`.
+pub fn fork(state: &AppState, run: &ValidRun, by: &str, body: ForkBody) -> Result<Value, ApiError> {
+    let at = match (body.at, body.step) {
+        (Some(seq), None) => oracle_runtime::fork::ForkAt::Seq(seq),
+        (None, Some(step)) => oracle_runtime::fork::ForkAt::Step(step),
+        _ => {
+            return Err(ApiError::BadRequest(
+                "give one of `at` (a seq) or `step` (a step name)".into(),
+            ));
+        }
+    };
+    let forked = host(state)?.fork(
+        &run.arg(),
+        oracle_host::Fork {
+            at,
+            value: body.value,
+            plan: None,
+            by: Some(by.to_owned()),
+            given: oracle_host::Given::default(),
+            drive: session::Drive::default(),
+            progress: None,
+        },
+    )?;
+    let (status, events, head) = match &forked.session {
+        Some(s) => (
+            session::ending_word(&s.report.ending),
+            Some(s.report.events),
+            Some(s.report.head),
+        ),
+        None => ("suspended", None, None),
+    };
+    Ok(json!({
+        "ok": true, "run": forked.fork.id, "parent": forked.parent, "shared": forked.shared,
+        "status": status, "events": events, "head": head, "by": by,
+    }))
+}
+
 /// `POST /api/v1/runs/{id}/adjudications/{handle}`.
 #[derive(Clone, Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

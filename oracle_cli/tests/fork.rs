@@ -1,0 +1,344 @@
+//! Time travel and plan versions end to end (issue 37): `oracle fork` shares its parent's
+//! events byte for byte and proves it (`verify --parent`), a failed run forked with a fixed
+//! plan completes, `resume --plan` upgrades a run only when the new plan re-derives its record
+//! (a refusal writes nothing), `diff` of two plan versions names the first content divergence,
+//! and forked and upgraded runs replay offline.
+
+mod common;
+
+use common::Sandbox;
+use oracle_core::Payload;
+
+const ESCALATION: &str = "fixtures/plans/escalation.plan";
+
+/// The escalation fixture, run to its first suspension (`total`), answered, run to its
+/// second (`confirm`) and answered: a completed run with two outside answers.
+fn escalation_completed(sb: &Sandbox) {
+    let (code, _, err) = sb.oracle(&["run", ESCALATION]);
+    assert_eq!(code, 3, "{err}");
+    let (code, _, err) = sb.oracle(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        r#"{"value":{"total":1250}}"#,
+    ]);
+    assert_eq!(code, 3, "{err}");
+    let (code, _, err) = sb.oracle(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "confirm",
+        "--value",
+        r#""approved""#,
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// The log's bytes up to (not including) record `seq`.
+fn prefix(bytes: &[u8], seq: usize) -> &[u8] {
+    let mut end = 0;
+    for _ in 0..seq {
+        end += bytes[end..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    }
+    &bytes[..end]
+}
+
+/// Every seq a fork may start at: each round's first event, and each event after a
+/// `suspended`.
+fn boundaries(sb: &Sandbox, run: &str) -> Vec<u64> {
+    let events = sb.events(".oracle", run);
+    (1..events.len())
+        .filter(|&s| {
+            events[s].time > events[s - 1].time
+                || events[s - 1].kind == oracle_core::EventKind::Suspended
+        })
+        .map(|s| s as u64)
+        .collect()
+}
+
+#[test]
+fn a_fork_at_every_boundary_verifies_and_shares_its_prefix_byte_for_byte() {
+    let sb = Sandbox::new();
+    escalation_completed(&sb);
+    let parent = std::fs::read(sb.log(".oracle", "escalation-1")).unwrap();
+    let points = boundaries(&sb, "escalation-1");
+    assert!(points.len() >= 4, "{points:?}");
+    for (n, at) in points.iter().enumerate() {
+        let fork = format!("escalation-{}", n + 2);
+        let (code, v) = sb.json(&["fork", "escalation-1", "--at", &at.to_string(), "--json"]);
+        // A fork goes on as the parent did until it needs an answer again: suspended (3), or
+        // completed (0) when every answer is in the shared prefix.
+        assert!(code == 0 || code == 3, "fork at {at}: {v}");
+        assert_eq!(v["run"], fork.as_str(), "{v}");
+        assert_eq!(v["parent"], "escalation-1");
+        assert_eq!(v["shared"], *at);
+        let bytes = std::fs::read(sb.log(".oracle", &fork)).unwrap();
+        let at = *at as usize;
+        assert_eq!(prefix(&bytes, at), prefix(&parent, at), "fork at {at}");
+        let events = sb.events(".oracle", &fork);
+        match events[at].typed().unwrap() {
+            Payload::Forked(f) => {
+                assert_eq!(f.parent, "escalation-1");
+                assert_eq!(f.seq, at as u64);
+                assert_eq!(f.head, events[at - 1].hash);
+            }
+            other => panic!("event {at} of {fork}: {other:?}"),
+        }
+        let (code, out, err) = sb.oracle(&["verify", &fork, "--parent", "escalation-1"]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains("parent   escalation-1 shares events"), "{out}");
+        let (code, r) = sb.json(&["replay", &fork, "--json"]);
+        assert_eq!(code, 0, "replay of the fork at {at}: {r}");
+        assert_eq!(r["result"], "reproduced");
+    }
+}
+
+#[test]
+fn a_fork_at_a_step_starts_at_its_round_and_a_value_stands_for_its_output() {
+    let sb = Sandbox::new();
+    escalation_completed(&sb);
+    // `total` asked for a person after its attempts; fork it with the right total given.
+    let (code, v) = sb.json(&[
+        "fork",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        r#"{"value":{"total":1240}}"#,
+        "--by",
+        "alice",
+        "--json",
+    ]);
+    assert_eq!(code, 3, "it asks for approval again: {v}");
+    assert_eq!(v["waiting"]["step"], "confirm", "{v}");
+    let events = sb.events(".oracle", "escalation-2");
+    let shared = v["shared"].as_u64().unwrap() as usize;
+    match events[shared].typed().unwrap() {
+        Payload::Forked(f) => {
+            assert_eq!(f.by.as_deref(), Some("alice"));
+            assert_eq!(f.step.as_deref(), Some("total"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The given value is `total`'s output: no attempt of it ran in the fork.
+    let outputs: Vec<_> = events[shared..]
+        .iter()
+        .filter_map(|e| match e.typed().unwrap() {
+            Payload::ToolReturned(r) if r.step == "total" => Some(r.output),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outputs, vec![serde_json::json!({"value": {"total": 1240}})]);
+    let (code, r) = sb.json(&["replay", "escalation-2", "--json"]);
+    assert_eq!(code, 0, "{r}");
+
+    // A value its step's `expect` refuses: refused, and no fork is left behind.
+    let (code, _, err) = sb.oracle(&[
+        "fork",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        r#"{"value":{"total":0}}"#,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("total"), "{err}");
+    assert!(!sb.path().join(".oracle/runs/escalation-3").exists());
+
+    // Not a boundary: refused, naming the nearest ones.
+    let (code, _, err) = sb.oracle(&["fork", "escalation-1", "--at", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a decision boundary"), "{err}");
+}
+
+#[test]
+fn a_failed_run_forked_at_its_failing_step_with_a_fixed_plan_completes() {
+    let sb = Sandbox::new();
+    let (code, _, err) = sb.oracle(&["run", "fixtures/plans/fix-failed.plan"]);
+    assert_eq!(code, 1, "{err}");
+    let (code, _, err) = sb.oracle(&["resume", "notes-1"]);
+    assert_eq!(code, 2, "a failed run cannot be resumed: {err}");
+    let (code, v) = sb.json(&[
+        "fork",
+        "notes-1",
+        "--step",
+        "stats",
+        "--plan",
+        "fixtures/plans/fix-fixed.plan",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed");
+    let written = std::fs::read_to_string(sb.path().join("out/notes-summary.txt")).unwrap();
+    assert_eq!(written, "words: 38");
+    let events = sb.events(".oracle", "notes-2");
+    let kinds: Vec<_> = events.iter().map(|e| e.kind.as_str()).collect();
+    let forked = kinds.iter().position(|k| *k == "forked").unwrap();
+    assert_eq!(kinds[forked + 1], "plan_upgraded", "{kinds:?}");
+    let dir = sb.path().join(".oracle/runs/notes-2/plans");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        2,
+        "both versions kept"
+    );
+    let (code, out, err) = sb.oracle(&["verify", "notes-2", "--parent", "notes-1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, r) = sb.json(&["replay", "notes-2", "--json"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["result"], "reproduced");
+    let (code, out, _) = sb.oracle(&["log", "notes-2"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("forked from notes-1 at event"), "{out}");
+    assert!(out.contains("plan upgraded to notes"), "{out}");
+    let (code, out, _) = sb.oracle(&["runs", "--tree"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("└─ notes-2"), "{out}");
+
+    // A fork of the fork: its own `forked` names notes-2 (notes-1's is in its prefix).
+    let (code, v) = sb.json(&["fork", "notes-2", "--step", "summary", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["parent"], "notes-2");
+    let (code, out, err) = sb.oracle(&["verify", "notes-3", "--parent", "notes-2"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("parent   notes-2 shares events"), "{out}");
+    let (code, out, _) = sb.oracle(&["runs", "--tree"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("   └─ notes-3"),
+        "one level under notes-2: {out}"
+    );
+    let (code, r) = sb.json(&["replay", "notes-3", "--json"]);
+    assert_eq!(code, 0, "{r}");
+}
+
+#[test]
+fn an_upgrade_is_accepted_when_it_rederives_the_record_and_refused_with_nothing_written_otherwise()
+{
+    let sb = Sandbox::new();
+    let (code, _, err) = sb.oracle(&["run", ESCALATION]);
+    assert_eq!(code, 3, "{err}");
+    let log = sb.log(".oracle", "escalation-1");
+    let source = std::fs::read_to_string(sb.path().join(ESCALATION)).unwrap();
+
+    // Changing an earlier step (the fallback's separator) is refused: exit 4, nothing written.
+    let earlier = sb.write(
+        "plans/earlier.plan",
+        &source.replace(r#"separator: "total: ""#, r#"separator: "Total: ""#),
+    );
+    let before = std::fs::read(&log).unwrap();
+    let dir_before: Vec<_> = std::fs::read_dir(log.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let (code, v) = sb.json(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        r#"{"value":{"total":1250}}"#,
+        "--plan",
+        earlier.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["code"], "upgrade_refused", "{v}");
+    assert!(v["error"]["seq"].as_u64().is_some(), "{v}");
+    assert_eq!(v["error"]["step"], "total", "{v}");
+    assert_eq!(std::fs::read(&log).unwrap(), before, "nothing written");
+    let dir_after: Vec<_> = std::fs::read_dir(log.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(dir_before, dir_after);
+
+    // Changing only a step after the suspension (the approval's question) is accepted.
+    let later = sb.write(
+        "plans/later.plan",
+        &source.replace("Approve payment?", "Approve this payment?"),
+    );
+    let (code, v) = sb.json(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        r#"{"value":{"total":1250}}"#,
+        "--plan",
+        later.to_str().unwrap(),
+        "--by",
+        "bob",
+        "--json",
+    ]);
+    assert_eq!(code, 3, "{v}");
+    let events = sb.events(".oracle", "escalation-1");
+    let upgraded = events
+        .iter()
+        .find_map(|e| match e.typed().unwrap() {
+            Payload::PlanUpgraded(u) => Some(u),
+            _ => None,
+        })
+        .expect("plan_upgraded recorded");
+    assert_eq!(upgraded.by.as_deref(), Some("bob"));
+    assert_ne!(upgraded.from, upgraded.to);
+    let asked = events.iter().any(|e| {
+        matches!(e.typed().unwrap(), Payload::ToolCalled(c)
+            if c.step == "confirm" && c.input.to_string().contains("Approve this payment?"))
+    });
+    assert!(asked, "the new plan asks the new question");
+    let (code, _, err) = sb.oracle(&[
+        "resume",
+        "escalation-1",
+        "--step",
+        "confirm",
+        "--value",
+        r#""approved""#,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    sb.oracle(&["verify", "escalation-1"]);
+    let (code, r) = sb.json(&["replay", "escalation-1", "--json"]);
+    assert_eq!(code, 0, "replay of an upgraded run: {r}");
+    assert_eq!(r["result"], "reproduced");
+}
+
+#[test]
+fn diff_of_two_plan_versions_names_the_first_content_divergence() {
+    let sb = Sandbox::new();
+    let source = std::fs::read_to_string(sb.path().join(ESCALATION)).unwrap();
+    let edited = sb.write(
+        "plans/edited.plan",
+        &source.replace("Approve payment?", "Approve this payment?"),
+    );
+    for plan in [ESCALATION, edited.to_str().unwrap()] {
+        let (code, _, err) = sb.oracle(&["run", plan]);
+        assert_eq!(code, 3, "{err}");
+        let run = if plan == ESCALATION {
+            "escalation-1"
+        } else {
+            "escalation-2"
+        };
+        let (code, _, err) = sb.oracle(&[
+            "resume",
+            run,
+            "--step",
+            "total",
+            "--value",
+            r#"{"value":{"total":1250}}"#,
+        ]);
+        assert_eq!(code, 3, "{err}");
+    }
+    let (code, v) = sb.json(&["diff", "escalation-1", "escalation-2", "--json"]);
+    assert_eq!(code, 1, "{v}");
+    assert!(v["plans_differ"].is_object(), "{v}");
+    let seq = v["seq"].as_u64().expect("a divergence");
+    assert!(seq > 0, "not event 0: {v}");
+    let events = sb.events(".oracle", "escalation-1");
+    let e = &events[seq as usize];
+    assert_eq!(e.kind.as_str(), "tool_called", "{v}");
+    assert_eq!(e.payload["step"], "confirm");
+    let (code, out, _) = sb.oracle(&["diff", "escalation-1", "escalation-2"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("plans differ"), "{out}");
+}

@@ -1,0 +1,210 @@
+//! Forking a stored run and upgrading its plan in flight: [`Home::fork`] (`oracle fork`) and
+//! the check-then-record step of `oracle resume --plan` ([`Home::upgrade`]).
+
+use std::path::PathBuf;
+
+use oracle_core::EventKind;
+use oracle_core::payload::Payload;
+use oracle_runtime::declared::McpMode;
+use oracle_runtime::engine::Progress;
+use oracle_runtime::fork::{self, ForkAt, ForkGiven};
+use oracle_runtime::recorded::Recorded;
+use oracle_runtime::session::{self, Drive, RunDir, Session, SessionError};
+use oracle_runtime::tool::Registry;
+use serde_json::Value;
+
+use crate::bind::{Given, ToolChange};
+use crate::error::HostError;
+use crate::home::{Home, Resume, Upgrade};
+
+/// What a fork is asked for beyond the parent run.
+pub struct Fork<'p> {
+    /// Where it starts.
+    pub at: ForkAt,
+    /// The output of the step it starts at, given from outside instead of running it again.
+    pub value: Option<Value>,
+    /// A new plan for the fork to follow, checked against the shared prefix first.
+    pub plan: Option<PathBuf>,
+    /// Who forks it (recorded in `forked`).
+    pub by: Option<String>,
+    /// Bindings given again, and how the fork's first drive runs.
+    pub given: Given,
+    pub drive: Drive,
+    pub progress: Option<&'p mut dyn FnMut(&Progress)>,
+}
+
+/// A fork made: the new run, where it left its parent, and its first drive (`None` when it
+/// waits on a question at once, with no value given).
+pub struct Forked {
+    pub fork: RunDir,
+    pub parent: String,
+    /// Events shared with the parent.
+    pub shared: u64,
+    pub session: Option<Session>,
+}
+
+/// The step a value is given for: the one forked at, or the one the run waits on right
+/// before the fork point; and whether it is the answer to that wait.
+fn value_step(
+    run: &str,
+    events: &Recorded,
+    at: &ForkAt,
+    shared: u64,
+) -> Result<(String, bool), HostError> {
+    let before = shared.checked_sub(1).and_then(|s| events.event(s));
+    if let Some(Ok(Payload::Suspended(s))) = before.map(|e| e.typed()) {
+        return Ok((s.step, true));
+    }
+    match at {
+        ForkAt::Step(step) => Ok((step.clone(), false)),
+        ForkAt::Seq(seq) => Err(HostError::Session(SessionError::ForkPoint {
+            run: run.to_owned(),
+            why: format!(
+                "--value with --at {seq}: name the step with --step (or fork right after a `suspended`)"
+            ),
+        })),
+    }
+}
+
+impl Home {
+    /// Forks `run` (`oracle fork`, `POST /api/v1/runs/ID/fork`): a new run sharing the
+    /// parent's events up to the fork point byte for byte, then `forked`, then (with a plan)
+    /// `plan_upgraded`, driven on from there until it finishes or suspends. Everything that can
+    /// be refused (the point, the value's form, the plan's re-derivation of the prefix) is
+    /// checked before the fork is created; a value its step refuses removes the fork again.
+    pub fn fork(&self, run: &str, f: Fork<'_>) -> Result<Forked, HostError> {
+        let parent = self.find(run)?;
+        let (registry, _) = self.registry(
+            &parent,
+            &f.given,
+            false,
+            McpMode::Recorded(&parent.dir),
+            ToolChange::Refuse,
+        )?;
+        let events = Recorded::read(&parent.paths.log).map_err(SessionError::from)?;
+        let shared = fork::fork_point(&parent.id, &events, &f.at)?;
+        let mut answer = None;
+        let mut given = ForkGiven {
+            by: f.by.clone(),
+            value: None,
+        };
+        if let Some(value) = f.value {
+            let (step, waits) = value_step(&parent.id, &events, &f.at, shared)?;
+            oracle_core::canon::check(&value).map_err(|e| SessionError::BadAnswer {
+                run: parent.id.clone(),
+                step: step.clone(),
+                reason: e.to_string(),
+            })?;
+            session::check_outside_value(&value, "the value").map_err(|reason| {
+                SessionError::BadAnswer {
+                    run: parent.id.clone(),
+                    step: step.clone(),
+                    reason,
+                }
+            })?;
+            // A question the fork waits on at once is answered as `resume --value` answers it.
+            if waits {
+                answer = Some((step, value));
+            } else {
+                given.value = Some((step, value));
+            }
+        }
+        drop(events);
+        let plan = match &f.plan {
+            Some(path) => {
+                let (plan, source) = fork::new_plan(path, &registry)?;
+                fork::check_upgrade(self.dir(), &parent, plan.clone(), Some(shared), &registry)?;
+                Some((plan, source))
+            }
+            None => None,
+        };
+        let made = fork::create(self.dir(), &parent, shared, given, &self.key()?)?;
+        let gone = |e: HostError| {
+            // The fork was never driven: it leaves nothing behind.
+            let _ = std::fs::remove_dir_all(&made.dir);
+            e
+        };
+        if let Some((plan, source)) = plan {
+            let from = self.program_of(&made).map_err(gone)?;
+            fork::record_upgrade(&made, from, &plan, &source, f.by.clone())
+                .map_err(|e| gone(e.into()))?;
+        }
+        let resumed = self.resume(
+            &made.id,
+            Resume {
+                answer,
+                given: f.given,
+                drive: f.drive,
+                tool_change: ToolChange::Refuse,
+                progress: f.progress,
+                upgrade: None,
+            },
+        );
+        let session = match resumed {
+            Ok(r) => Some(r.session),
+            Err(HostError::Session(SessionError::NeedsAnswer { .. })) => None,
+            Err(
+                e @ HostError::Session(SessionError::Engine(
+                    oracle_runtime::engine::EngineError::BadAnswer { .. },
+                )),
+            ) => return Err(gone(e)),
+            Err(e) => return Err(e),
+        };
+        Ok(Forked {
+            fork: made,
+            parent: parent.id,
+            shared,
+            session,
+        })
+    }
+
+    /// The program hash `run` follows now.
+    fn program_of(&self, run: &RunDir) -> Result<oracle_core::Hash, HostError> {
+        let first = oracle_runtime::index::IndexedLog::open(&run.paths.log)
+            .and_then(|mut l| l.read(0))
+            .map_err(SessionError::from)?;
+        match first.typed() {
+            Ok(Payload::RunStarted(p)) => Ok(fork::current_program(run, p.program_hash)?),
+            _ => Err(SessionError::NoStart {
+                path: run.paths.log.clone(),
+            }
+            .into()),
+        }
+    }
+
+    /// Upgrades `run` to the plan `up` names (`oracle resume --plan`): the new plan must
+    /// re-derive every recorded event (refused with the first that differs, exit 4, nothing
+    /// written); then `plan_upgraded` is recorded and the plan version kept. A run may be
+    /// upgraded where it rests between rounds: suspended, answered, or right after an outside
+    /// event such as `forked`. The same plan again is no upgrade.
+    pub(crate) fn upgrade(
+        &self,
+        run: &RunDir,
+        up: &Upgrade,
+        registry: &Registry,
+    ) -> Result<(), HostError> {
+        let (plan, source) = fork::new_plan(&up.plan, registry)?;
+        let from = self.program_of(run)?;
+        if plan.hash == from {
+            return Ok(());
+        }
+        let events = Recorded::read(&run.paths.log).map_err(SessionError::from)?;
+        if let Some(EventKind::RunFinished) = session::last_program_kind(&events) {
+            return Err(SessionError::Finished {
+                run: run.id.clone(),
+                status: session::run_info(&run.dir).status,
+            }
+            .into());
+        }
+        if !fork::at_boundary(&events, events.len()) {
+            return Err(SessionError::InsideRound {
+                run: run.id.clone(),
+            }
+            .into());
+        }
+        drop(events);
+        fork::check_upgrade(self.dir(), run, plan.clone(), None, registry)?;
+        fork::record_upgrade(run, from, &plan, &source, up.by.clone())?;
+        Ok(())
+    }
+}
