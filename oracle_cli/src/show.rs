@@ -408,6 +408,11 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
         eprintln!("warning: snapshot at seq {seq} not used: {why}");
     }
     let models = oracle_runtime::session::model_usage(&paths.log, Some(r.seq));
+    // A run suspended at this event: the step and why (`waits until ...` for a timer).
+    let waits = match r.event.typed() {
+        Ok(oracle_core::Payload::Suspended(s)) => Some((s.step, s.reason)),
+        _ => None,
+    };
     if a.json {
         let entries: serde_json::Map<String, serde_json::Value> = r
             .state
@@ -428,6 +433,7 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             "from_snapshot": r.from_snapshot,
             "rejected_snapshots": rejected,
             "models": models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
+            "waiting": waits.as_ref().map(|(step, reason)| json!({"step": step, "reason": reason})),
         }))?;
     } else {
         outln!(
@@ -441,6 +447,9 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             .from_snapshot
             .map_or("genesis".to_owned(), |s| format!("snapshot at seq {s}"));
         outln!("  from   {origin}")?;
+        if let Some((step, reason)) = &waits {
+            outln!("  waits  step {step}: {reason}")?;
+        }
         if let Some(u) = &models {
             let plural =
                 |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });

@@ -35,11 +35,13 @@ pub enum EventKind {
     AdjudicationsExpired,
     ClaimRecorded,
     Reinstated,
+    TimerSet,
+    TimerFired,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::RunStarted,
         EventKind::StepScheduled,
         EventKind::CapabilityAllowed,
@@ -55,6 +57,8 @@ impl EventKind {
         EventKind::AdjudicationsExpired,
         EventKind::ClaimRecorded,
         EventKind::Reinstated,
+        EventKind::TimerSet,
+        EventKind::TimerFired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +78,8 @@ impl EventKind {
             EventKind::AdjudicationsExpired => "adjudications_expired",
             EventKind::ClaimRecorded => "claim_recorded",
             EventKind::Reinstated => "reinstated",
+            EventKind::TimerSet => "timer_set",
+            EventKind::TimerFired => "timer_fired",
         }
     }
 }
@@ -395,6 +401,30 @@ pub struct Reinstated {
     pub effects: Value,
 }
 
+/// A `sleep` step's timer: when it is due, and the wall time it was set at. Both instants
+/// are outside answers (the clock read once, when the step ran), recorded as integer unix
+/// milliseconds; `due` is the same instant as RFC 3339 UTC text, for people and listings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerSet {
+    pub step: String,
+    pub due_ms: u64,
+    pub due: String,
+    pub set_ms: u64,
+}
+
+/// A `sleep` step's timer fired: the wall time it was woken at (an outside answer, never
+/// re-read on replay). `fired_ms` before `due_ms` means it was woken early by hand
+/// (`oracle resume --wake --force`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerFired {
+    pub step: String,
+    pub due_ms: u64,
+    pub fired_ms: u64,
+    pub fired: String,
+}
+
 impl EventKind {
     /// Kinds appended from outside the program (verdicts, sweeps, outside claims): the engine
     /// takes them from the record where they stand instead of expecting the program to produce
@@ -428,6 +458,8 @@ pub enum Payload {
     AdjudicationsExpired(AdjudicationsExpired),
     ClaimRecorded(ClaimRecorded),
     Reinstated(Reinstated),
+    TimerSet(TimerSet),
+    TimerFired(TimerFired),
 }
 
 /// A payload value that does not have the shape its kind requires.
@@ -463,6 +495,8 @@ impl Payload {
             Payload::AdjudicationsExpired(_) => EventKind::AdjudicationsExpired,
             Payload::ClaimRecorded(_) => EventKind::ClaimRecorded,
             Payload::Reinstated(_) => EventKind::Reinstated,
+            Payload::TimerSet(_) => EventKind::TimerSet,
+            Payload::TimerFired(_) => EventKind::TimerFired,
         }
     }
 
@@ -484,6 +518,8 @@ impl Payload {
             Payload::AdjudicationsExpired(p) => serde_json::to_value(p),
             Payload::ClaimRecorded(p) => serde_json::to_value(p),
             Payload::Reinstated(p) => serde_json::to_value(p),
+            Payload::TimerSet(p) => serde_json::to_value(p),
+            Payload::TimerFired(p) => serde_json::to_value(p),
         };
         // Invariant: every payload struct has string map keys and no custom serializer that can
         // fail, so conversion to a `Value` cannot fail.
@@ -577,6 +613,8 @@ impl Payload {
             }
             EventKind::ClaimRecorded => Payload::ClaimRecorded(decode_as(kind, value)?),
             EventKind::Reinstated => Payload::Reinstated(decode_as(kind, value)?),
+            EventKind::TimerSet => Payload::TimerSet(decode_as(kind, value)?),
+            EventKind::TimerFired => Payload::TimerFired(decode_as(kind, value)?),
         })
     }
 
@@ -706,6 +744,8 @@ impl Payload {
                     format!(" ({})", c(&p.note, 40))
                 }
             ),
+            Payload::TimerSet(p) => format!("step {}: timer set, due {}", p.step, p.due),
+            Payload::TimerFired(p) => format!("step {}: timer fired at {}", p.step, p.fired),
         }
     }
 }

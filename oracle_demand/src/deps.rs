@@ -252,7 +252,9 @@ impl<'a> Index<'a> {
             | EventKind::Adjudicated
             | EventKind::AdjudicationsExpired
             | EventKind::ClaimRecorded
-            | EventKind::Reinstated => {}
+            | EventKind::Reinstated
+            | EventKind::TimerSet
+            | EventKind::TimerFired => {}
         }
     }
 }

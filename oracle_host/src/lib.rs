@@ -18,6 +18,7 @@ mod outside;
 pub mod recover;
 pub mod request;
 pub mod signal;
+pub mod timers;
 mod transfer;
 pub mod worker;
 

@@ -107,6 +107,13 @@ pub async fn serve_on(
         threads.push(std::thread::spawn(move || watch.poll(interval, &stop)));
     }
 
+    {
+        let st = state.clone();
+        let stop = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            crate::signals::timer_wheel(&st, &stop)
+        }));
+    }
     if state.config.recover {
         let st = state.clone();
         let n = tokio::task::spawn_blocking(move || crate::signals::recover_in_background(&st))
