@@ -231,6 +231,16 @@ pub struct ResumeArgs {
     /// Read the step's output from a JSON file.
     #[arg(long, group = "answer", value_name = "FILE")]
     value_file: Option<PathBuf>,
+    /// Fire the timer a `sleep` step waits on and go on: refused (exit 3, `timer_not_due`)
+    /// while it is not due yet.
+    #[arg(long, conflicts_with_all = ["step", "answer"])]
+    #[serde(default)]
+    wake: bool,
+    /// With --wake: fire the timer now, even before it is due (recorded: the `timer_fired`
+    /// instant is earlier than its due instant).
+    #[arg(long, requires = "wake")]
+    #[serde(default)]
+    force: bool,
     /// Go on although a declared tool changed since the run started (its manifest, module,
     /// program or MCP tool list): the run continues with the tool as it is now.
     #[arg(long)]
@@ -1076,7 +1086,10 @@ pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         Resume {
             answer,
             given: a.drive.given(),
-            drive: a.drive_settings().drive(),
+            drive: oracle_runtime::session::Drive {
+                wake: a.wake.then_some(a.force),
+                ..a.drive_settings().drive()
+            },
             tool_change: if a.allow_tool_change {
                 ToolChange::Allow
             } else {

@@ -435,6 +435,11 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
     }
     let models = oracle_runtime::session::model_usage(&paths.log, Some(r.seq));
     let cost = run_cost(&paths.log, r.seq, &a.model_price)?;
+    // A run suspended at this event: the step and why (`waits until ...` for a timer).
+    let waits = match r.event.typed() {
+        Ok(oracle_core::Payload::Suspended(s)) => Some((s.step, s.reason)),
+        _ => None,
+    };
     if a.json {
         let entries: serde_json::Map<String, serde_json::Value> = r
             .state
@@ -456,6 +461,7 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             "rejected_snapshots": rejected,
             "models": models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
             "cost": cost.as_ref().map(|(micro, unpriced)| json!({"micro": micro, "unpriced": unpriced})),
+            "waiting": waits.as_ref().map(|(step, reason)| json!({"step": step, "reason": reason})),
         }))?;
     } else {
         outln!(
@@ -469,6 +475,9 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
             .from_snapshot
             .map_or("genesis".to_owned(), |s| format!("snapshot at seq {s}"));
         outln!("  from   {origin}")?;
+        if let Some((step, reason)) = &waits {
+            outln!("  waits  step {step}: {reason}")?;
+        }
         if let Some(u) = &models {
             let plural =
                 |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });

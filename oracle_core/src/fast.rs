@@ -415,6 +415,18 @@ mod shape {
                 ("program", Str),
                 ("to", HashHex),
             ],
+            EventKind::TimerSet => &[
+                ("due", Str),
+                ("due_ms", U64),
+                ("set_ms", U64),
+                ("step", Str),
+            ],
+            EventKind::TimerFired => &[
+                ("due_ms", U64),
+                ("fired", Str),
+                ("fired_ms", U64),
+                ("step", Str),
+            ],
         }
     }
 

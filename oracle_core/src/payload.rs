@@ -37,11 +37,13 @@ pub enum EventKind {
     Reinstated,
     Forked,
     PlanUpgraded,
+    TimerSet,
+    TimerFired,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::RunStarted,
         EventKind::StepScheduled,
         EventKind::CapabilityAllowed,
@@ -59,6 +61,8 @@ impl EventKind {
         EventKind::Reinstated,
         EventKind::Forked,
         EventKind::PlanUpgraded,
+        EventKind::TimerSet,
+        EventKind::TimerFired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +84,8 @@ impl EventKind {
             EventKind::Reinstated => "reinstated",
             EventKind::Forked => "forked",
             EventKind::PlanUpgraded => "plan_upgraded",
+            EventKind::TimerSet => "timer_set",
+            EventKind::TimerFired => "timer_fired",
         }
     }
 }
@@ -452,6 +458,30 @@ pub struct PlanUpgraded {
     pub by: Option<String>,
 }
 
+/// A `sleep` step's timer: when it is due, and the wall time it was set at. Both instants
+/// are outside answers (the clock read once, when the step ran), recorded as integer unix
+/// milliseconds; `due` is the same instant as RFC 3339 UTC text, for people and listings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerSet {
+    pub step: String,
+    pub due_ms: u64,
+    pub due: String,
+    pub set_ms: u64,
+}
+
+/// A `sleep` step's timer fired: the wall time it was woken at (an outside answer, never
+/// re-read on replay). `fired_ms` before `due_ms` means it was woken early by hand
+/// (`oracle resume --wake --force`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimerFired {
+    pub step: String,
+    pub due_ms: u64,
+    pub fired_ms: u64,
+    pub fired: String,
+}
+
 impl EventKind {
     /// Kinds appended from outside the program (verdicts, sweeps, outside claims): the engine
     /// takes them from the record where they stand instead of expecting the program to produce
@@ -489,6 +519,8 @@ pub enum Payload {
     Reinstated(Reinstated),
     Forked(Forked),
     PlanUpgraded(PlanUpgraded),
+    TimerSet(TimerSet),
+    TimerFired(TimerFired),
 }
 
 /// A payload value that does not have the shape its kind requires.
@@ -526,6 +558,8 @@ impl Payload {
             Payload::Reinstated(_) => EventKind::Reinstated,
             Payload::Forked(_) => EventKind::Forked,
             Payload::PlanUpgraded(_) => EventKind::PlanUpgraded,
+            Payload::TimerSet(_) => EventKind::TimerSet,
+            Payload::TimerFired(_) => EventKind::TimerFired,
         }
     }
 
@@ -549,6 +583,8 @@ impl Payload {
             Payload::Reinstated(p) => serde_json::to_value(p),
             Payload::Forked(p) => serde_json::to_value(p),
             Payload::PlanUpgraded(p) => serde_json::to_value(p),
+            Payload::TimerSet(p) => serde_json::to_value(p),
+            Payload::TimerFired(p) => serde_json::to_value(p),
         };
         // Invariant: every payload struct has string map keys and no custom serializer that can
         // fail, so conversion to a `Value` cannot fail.
@@ -644,6 +680,8 @@ impl Payload {
             EventKind::Reinstated => Payload::Reinstated(decode_as(kind, value)?),
             EventKind::Forked => Payload::Forked(decode_as(kind, value)?),
             EventKind::PlanUpgraded => Payload::PlanUpgraded(decode_as(kind, value)?),
+            EventKind::TimerSet => Payload::TimerSet(decode_as(kind, value)?),
+            EventKind::TimerFired => Payload::TimerFired(decode_as(kind, value)?),
         })
     }
 
@@ -791,6 +829,8 @@ impl Payload {
                 p.to.short(),
                 p.by.as_ref().map_or(String::new(), |b| format!(" by {b}"))
             ),
+            Payload::TimerSet(p) => format!("step {}: timer set, due {}", p.step, p.due),
+            Payload::TimerFired(p) => format!("step {}: timer fired at {}", p.step, p.fired),
         }
     }
 }

@@ -141,6 +141,23 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                 by,
             })
         }),
+        // A `sleep` step's timer, set and fired (integer instants, RFC 3339 text beside).
+        (name, any::<u64>(), ".{0,6}", any::<u64>()).prop_map(|(step, due_ms, due, set_ms)| {
+            Payload::TimerSet(TimerSet {
+                step,
+                due_ms,
+                due,
+                set_ms,
+            })
+        }),
+        (name, any::<u64>(), any::<u64>(), ".{0,6}").prop_map(|(step, due_ms, fired_ms, fired)| {
+            Payload::TimerFired(TimerFired {
+                step,
+                due_ms,
+                fired_ms,
+                fired,
+            })
+        }),
         (0..3u8, ".{0,6}", proptest::option::of(".{0,6}")).prop_map(|(status, reason, by)| {
             Payload::RunFinished(RunFinished {
                 status: match status {

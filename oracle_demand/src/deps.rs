@@ -254,7 +254,9 @@ impl<'a> Index<'a> {
             | EventKind::ClaimRecorded
             | EventKind::Reinstated
             | EventKind::Forked
-            | EventKind::PlanUpgraded => {}
+            | EventKind::PlanUpgraded
+            | EventKind::TimerSet
+            | EventKind::TimerFired => {}
         }
     }
 }

@@ -248,6 +248,19 @@ pub fn session_class(e: &SessionError) -> Class {
                 "fields": divergence.fields.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
             }))
         }
+        SessionError::TimerWait { step, .. }
+        | SessionError::Engine(EngineError::TimerAnswered { step, .. }) => {
+            conflict("timer_wait").with(json!({"step": step}))
+        }
+        SessionError::NoTimer { .. } => conflict("no_timer"),
+        SessionError::DeadlinePassed { step, fired, .. } => {
+            conflict("deadline_passed").with(json!({"step": step, "fired": fired}))
+        }
+        // The run still waits: the command line's exit status for a suspended run.
+        SessionError::Engine(EngineError::TimerNotDue { step, due }) => {
+            Class::of("timer_not_due", exit::SUSPENDED, http::CONFLICT)
+                .with(json!({"step": step, "due": due}))
+        }
         SessionError::Interrupted { .. } => conflict("interrupted"),
         SessionError::NothingRecorded { .. } => conflict("nothing_recorded"),
         SessionError::ClaimRefused { .. } => refused("refused"),

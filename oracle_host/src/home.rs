@@ -368,6 +368,7 @@ impl Home {
         };
         let session =
             session::resume_observed(&self.dir, run, r.answer, &drive, &registry, progress)?;
+        self.note_timer(&session);
         Ok(Resumed {
             session,
             tool_changed,
@@ -462,7 +463,11 @@ impl Home {
             Some(p) => p,
             None => &mut nothing,
         };
-        self.keyed(session::start_observed(&opts, &registry, progress))
+        let started = self.keyed(session::start_observed(&opts, &registry, progress))?;
+        if let Start::New(session) = &started {
+            self.note_timer(session);
+        }
+        Ok(started)
     }
 
     /// Everything [`Home::start`] does before the first event, for a run a worker will start

@@ -22,6 +22,7 @@ pub mod recover;
 pub mod request;
 pub mod signal;
 pub mod store_front;
+pub mod timers;
 mod transfer;
 pub mod worker;
 

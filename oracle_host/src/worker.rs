@@ -699,7 +699,7 @@ impl Home {
         };
         let bound = self.bindings(&found, &Given::default(), true)?;
         let (registry, _) = bound.registry(McpMode::Start)?;
-        Ok(session::start_prepared(
+        let session = session::start_prepared(
             self.dir(),
             run,
             self.writing(oracle_runtime::Durability::DEFAULT),
@@ -707,7 +707,9 @@ impl Home {
             self.default_scorer(),
             self.points(oracle_runtime::resume_point::Policy::default()),
             progress,
-        )?)
+        )?;
+        self.note_timer(&session);
+        Ok(session)
     }
 }
 

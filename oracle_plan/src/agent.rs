@@ -334,6 +334,14 @@ impl PlanAgent {
                 self.complete(idx, obs.attempt, output, out);
                 return Ok(());
             }
+            // A waiting step's deadline passed before an answer (`on timeout fail`): the step
+            // fails as a whole (asking again would not be an attempt), and `on failure` decides.
+            Outcome::Failed(error)
+                if matches!(self.status[idx as usize], Status::Waiting { .. }) =>
+            {
+                self.give_up(idx, obs.attempt, error.clone(), out);
+                return Ok(());
+            }
             _ if self.status[idx as usize] != Status::Running => {
                 return Err(AgentError(format!(
                     "an outcome for step `{}`, which has no call running",

@@ -716,10 +716,16 @@ impl<'s> Parser<'s> {
                 _ => break,
             };
             let kw_tok = self.bump();
-            let first = seen.get(&kw).copied();
+            // `on timeout` is a clause of its own beside `on failure`: kept apart under the
+            // word `failure`, which starts no clause.
+            let on_timeout = kw == Keyword::On && self.at_kw(Keyword::Timeout);
+            let key = if on_timeout { Keyword::Failure } else { kw };
+            let first = seen.get(&key).copied();
             if let Some(first) = first {
                 let word = if kw == Keyword::Retry {
                     "attempts"
+                } else if on_timeout {
+                    "on timeout"
                 } else {
                     kw.as_str()
                 };
@@ -736,7 +742,7 @@ impl<'s> Parser<'s> {
                     )),
                 );
             } else {
-                seen.insert(kw, kw_tok.span);
+                seen.insert(key, kw_tok.span);
             }
             // With a duplicate, the first clause wins; the second is still read for errors.
             let dup = first.is_some();
@@ -782,6 +788,12 @@ impl<'s> Parser<'s> {
                         step.fallback = Some(call);
                     }
                 }
+                Keyword::On if on_timeout => {
+                    let arg = self.on_timeout()?;
+                    if !dup && let Some(arg) = arg {
+                        step.call.args.push(arg);
+                    }
+                }
                 Keyword::On => {
                     let policy = self.policy()?;
                     if !dup {
@@ -821,6 +833,24 @@ impl<'s> Parser<'s> {
             }
             self.missing_comma("step names", "after a, b");
         }
+    }
+
+    /// `timeout (fail|EXPR)`, after `on`: what a `human.ask` with a `deadline` answers when
+    /// the deadline passes first. `fail` (the default) adds nothing; a value becomes the call's
+    /// `on_timeout` argument, so the clause is sugar the compiler checks like any argument.
+    fn on_timeout(&mut self) -> PResult<Option<Arg>> {
+        let kw = self.bump();
+        if let TokenKind::Ident(w) = self.kind()
+            && w == "fail"
+        {
+            self.bump();
+            return Ok(None);
+        }
+        let value = self.expr()?.e;
+        Ok(Some(Arg {
+            name: Spanned::new("on_timeout".to_owned(), kw.span),
+            value,
+        }))
     }
 
     /// `failure (stop|continue|yield)`, after `on`. None when the policy word was unknown (reported).

@@ -182,6 +182,18 @@ mod tests {
                 None,
             ),
             tool(
+                "clock.wall",
+                "The wall clock now, recorded once: {instant (RFC 3339, UTC), unix_ms, unix_s}.",
+                vec![],
+                None,
+            ),
+            tool(
+                "sleep",
+                "Suspend the run until a timer fires: {due, due_ms, fired, fired_ms}.",
+                vec![arg("for", String, false), arg("until", String, false)],
+                None,
+            ),
+            tool(
                 "http.request",
                 "One HTTP request: {status, headers, json} when the reply is JSON, else {status, headers, body}. Needs net:http:<scheme://host:port>; redirects are followed only where granted. Header values may be secret(\"NAME\"). Recorded: never sent again on replay or resume.",
                 vec![
@@ -196,7 +208,12 @@ mod tests {
             tool(
                 "human.ask",
                 "Suspend the run until a person answers: {answer}.",
-                vec![arg("question", String, true), arg("schema", Map, false)],
+                vec![
+                    arg("question", String, true),
+                    arg("deadline", String, false),
+                    arg("on_timeout", Any, false),
+                    arg("schema", Map, false),
+                ],
                 None,
             ),
             tool(

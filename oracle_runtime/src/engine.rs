@@ -35,6 +35,7 @@ use crate::scorer::Scorer;
 use crate::tool::{
     Access, Effect, Registered, Registry, ToolContext, ToolError, needed_capability,
 };
+use crate::tools::time::TimerKind;
 use crate::writer::LogWriter;
 
 /// Most tool calls one run may make (a bound against agents that never finish).
@@ -139,6 +140,9 @@ pub struct Report {
     /// Why the last resume point could not be written, if one could not (the run went on:
     /// a resume point is a cache).
     pub point_error: Option<String>,
+    /// The timer the run waits on when the drive ended suspended on a `sleep` step (as its
+    /// `timer_set` recorded it): what a home's timer index is kept from.
+    pub timer: Option<payload::TimerSet>,
 }
 
 /// Why a drive stopped without an ending.
@@ -185,6 +189,15 @@ pub enum EngineError {
         step: String,
         words: WaitWords,
     },
+    /// A wake (`oracle resume --wake`) before the timer of `step` is due: nothing was
+    /// recorded, and the run still waits (`--force` wakes it early).
+    #[error("step `{step}` sleeps until {due}; it is not due yet (nothing was recorded)")]
+    TimerNotDue { step: String, due: String },
+    /// An answer given to a `sleep` step: a timer is woken, never answered.
+    #[error(
+        "step `{step}` waits on a timer (until {due}), not on an answer: wake it with --wake once it is due"
+    )]
+    TimerAnswered { step: String, due: String },
 }
 
 impl EngineError {
@@ -417,6 +430,11 @@ pub struct Engine<'r, A: Agent> {
     /// The output a fork gave a step (`forked.step`, `forked.value`), until the step's next
     /// call takes it ([`Engine::given_output`]).
     given: Option<(String, Value)>,
+    /// Fire the timer the run waits on, if it is due (`Some(false)`) or in any case
+    /// (`Some(true)`, a forced wake): [`Engine::with_wake`].
+    wake: Option<bool>,
+    /// The timer the drive ended suspended on, if it did: [`Report::timer`].
+    timer: Option<payload::TimerSet>,
 }
 
 /// Version of [`Saved`]'s layout.
@@ -539,6 +557,8 @@ impl<'r, A: Agent> Engine<'r, A> {
             start: None,
             start_seq: None,
             given: None,
+            wake: None,
+            timer: None,
         }
     }
 
@@ -750,6 +770,14 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// Supplies the answer for a suspended step (`oracle resume --step --value`).
     pub fn with_answer(mut self, step: String, value: Value) -> Self {
         self.answer = Some((step, value));
+        self
+    }
+
+    /// Fires the timer the suspended run waits on (`oracle resume --wake`): recorded as a
+    /// `timer_fired` with the wall time now, if the timer is due or `force` is set; otherwise
+    /// the drive fails with [`EngineError::TimerNotDue`] and records nothing.
+    pub fn with_wake(mut self, force: bool) -> Self {
+        self.wake = Some(force);
         self
     }
 
@@ -1011,6 +1039,11 @@ impl<'r, A: Agent> Engine<'r, A> {
                 ),
             });
         }
+        // Only a drive that ends waiting has a timer to index.
+        let timer = match ending {
+            Ending::Suspended { .. } => self.timer.clone(),
+            _ => None,
+        };
         Ok(Report {
             ending,
             events,
@@ -1024,6 +1057,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             from_point: self.start_seq,
             points_written: self.points_written,
             point_error: self.point_error.clone(),
+            timer,
         })
     }
 
@@ -1149,6 +1183,29 @@ impl<'r, A: Agent> Engine<'r, A> {
                     reason,
                     attempts,
                 } => {
+                    // A `sleep` step: its timer is recorded before the suspension, and the
+                    // suspension names when it is due.
+                    self.timer = None;
+                    let timer = match self.sleeping(&step) {
+                        Some((kind, input)) => match self.set_timer(&step, kind, &input)? {
+                            Some(set) => Some((kind, set, input)),
+                            None => {
+                                return Ok(Ending::Suspended {
+                                    step,
+                                    reason,
+                                    attempts,
+                                });
+                            }
+                        },
+                        None => None,
+                    };
+                    let reason = match &timer {
+                        Some((TimerKind::Sleep, set, _)) => format!("waits until {}", set.due),
+                        Some((TimerKind::Deadline, set, _)) => {
+                            format!("{reason} (deadline {})", set.due)
+                        }
+                        None => reason,
+                    };
                     let suspended = self.emit(
                         self.causes.suspended(&step),
                         Payload::Suspended(payload::Suspended {
@@ -1160,6 +1217,30 @@ impl<'r, A: Agent> Engine<'r, A> {
                     self.absorb_external()?;
                     if let Some(ending) = self.cancelled_here()? {
                         return Ok(ending);
+                    }
+                    if let Some((kind, set, input)) = timer {
+                        match self.fire_timer(&step, kind, &set, suspended)? {
+                            Some(fired) => {
+                                observations = vec![Observation {
+                                    outcome: timer_outcome(kind, &set, &fired, &input),
+                                    step,
+                                    tool: String::new(),
+                                    attempt: attempts,
+                                }];
+                                continue;
+                            }
+                            None if kind == TimerKind::Sleep => {
+                                self.timer = Some(set);
+                                return Ok(Ending::Suspended {
+                                    step,
+                                    reason,
+                                    attempts,
+                                });
+                            }
+                            // A deadline not fired: an answer may still come (below), or
+                            // the run waits for either.
+                            None => self.timer = Some(set),
+                        }
                     }
                     let next = self.next_seq();
                     // Who answered (from the record, or the answer given now); whether the
@@ -1311,6 +1392,117 @@ impl<'r, A: Agent> Engine<'r, A> {
                 }
             }
         }
+    }
+
+    /// The kind of timer `step` suspends on, if any, and its call's input: a `sleep` call,
+    /// or a `human.ask` with a `deadline`.
+    fn sleeping(&self, step: &str) -> Option<(TimerKind, Value)> {
+        let (tool, input) = self.last_called.get(step)?;
+        crate::tools::time::timer_kind(tool, input).map(|k| (k, input.clone()))
+    }
+
+    /// Records `step`'s timer (`timer_set`): taken from the record while catching up, else
+    /// set from the wall clock now (the one read of it, recorded as an answer). `None`: a
+    /// replay whose record ends before the timer was set.
+    fn set_timer(
+        &mut self,
+        step: &str,
+        kind: TimerKind,
+        input: &Value,
+    ) -> Result<Option<payload::TimerSet>> {
+        let next = self.next_seq();
+        let set = if let Some(rec) = self.recorded_at(next) {
+            match rec.typed() {
+                Ok(Payload::TimerSet(t)) if t.step == step => t,
+                _ => {
+                    return Err(EngineError::Unexpected {
+                        seq: next,
+                        message: format!(
+                            "step `{step}` sets a timer here, but the record goes on with `{}`",
+                            rec.kind
+                        ),
+                    });
+                }
+            }
+        } else if self.writer.is_some() {
+            let now = crate::wall::now_ms();
+            let due_ms = crate::tools::time::timer_due_ms(kind, input, now)
+                .map_err(|message| EngineError::Unexpected { seq: next, message })?;
+            payload::TimerSet {
+                step: step.to_owned(),
+                due_ms,
+                due: crate::wall::rfc3339(due_ms),
+                set_ms: now,
+            }
+        } else {
+            return Ok(None);
+        };
+        self.emit(self.causes.suspended(step), Payload::TimerSet(set.clone()))?;
+        Ok(Some(set))
+    }
+
+    /// Fires `step`'s timer after its `suspended` event: the recorded `timer_fired` while
+    /// catching up, or (when asked to wake it) one recorded now, under the writer's lock, so
+    /// a timer fires exactly once whoever wakes it. `None` while the run still waits, or
+    /// (a deadline) when an answer came first: recorded, or given now.
+    fn fire_timer(
+        &mut self,
+        step: &str,
+        kind: TimerKind,
+        set: &payload::TimerSet,
+        suspended: u64,
+    ) -> Result<Option<payload::TimerFired>> {
+        let next = self.next_seq();
+        let answered = self.answer.as_ref().is_some_and(|(s, _)| s == step);
+        let fired = if let Some(rec) = self.recorded_at(next) {
+            match rec.typed() {
+                Ok(Payload::TimerFired(f)) if f.step == step => f,
+                _ if kind == TimerKind::Deadline => return Ok(None),
+                _ => {
+                    return Err(EngineError::Unexpected {
+                        seq: next,
+                        message: format!(
+                            "step `{step}` waits on its timer here, but the record goes on with `{}`",
+                            rec.kind
+                        ),
+                    });
+                }
+            }
+        } else if answered && kind == TimerKind::Deadline {
+            return Ok(None);
+        } else if answered {
+            return Err(EngineError::TimerAnswered {
+                step: step.to_owned(),
+                due: set.due.clone(),
+            });
+        } else if let Some(force) = self.wake.filter(|_| self.writer.is_some()) {
+            let now = crate::wall::now_ms();
+            if now < set.due_ms && !force {
+                return Err(EngineError::TimerNotDue {
+                    step: step.to_owned(),
+                    due: set.due.clone(),
+                });
+            }
+            self.wake = None;
+            payload::TimerFired {
+                step: step.to_owned(),
+                due_ms: set.due_ms,
+                fired_ms: now,
+                fired: crate::wall::rfc3339(now),
+            }
+        } else {
+            return Ok(None);
+        };
+        let seq = self.emit(vec![suspended], Payload::TimerFired(fired.clone()))?;
+        self.causes.answered(step, seq);
+        // The wall time it fired at is an outside answer: durable before the run goes on.
+        if let Some(w) = self.writer.as_mut()
+            && self.produced.head().next_seq >= self.recorded.len()
+        {
+            w.commit()?;
+        }
+        self.failures.remove(step);
+        Ok(Some(fired))
     }
 
     /// Capability verdict for one call. While catching up, what the record says about links
@@ -1840,6 +2032,30 @@ impl<'r, A: Agent> Engine<'r, A> {
 /// exactly as the run did; a change that fits is never split, so every log written before
 /// splitting existed replays unchanged. (One key's value is bounded by the tool and input
 /// limits, far below a record.)
+/// What a fired timer tells the program: a `sleep` step's output `{due, due_ms, fired,
+/// fired_ms}`; for a `human.ask` past its deadline, its `on_timeout` value as the answer, or
+/// (none given) the step's failure, which its `on failure` policy then decides.
+fn timer_outcome(
+    kind: TimerKind,
+    set: &payload::TimerSet,
+    fired: &payload::TimerFired,
+    input: &Value,
+) -> Outcome {
+    match (kind, input.get(crate::tools::time::ON_TIMEOUT_ARG)) {
+        (TimerKind::Sleep, _) => Outcome::Answered(serde_json::json!({
+            "due": set.due,
+            "due_ms": set.due_ms,
+            "fired": fired.fired,
+            "fired_ms": fired.fired_ms,
+        })),
+        (TimerKind::Deadline, Some(value)) => Outcome::Answered(value.clone()),
+        (TimerKind::Deadline, None) => Outcome::Failed(format!(
+            "no answer by the deadline {} (timed out at {})",
+            set.due, fired.fired
+        )),
+    }
+}
+
 pub fn split_state_change(change: StateChanged) -> Vec<StateChanged> {
     // The payload's JSON is `{"set":{...},"delete":[...]}`: measured entry by entry, with room
     // for the punctuation around them.

@@ -96,6 +96,7 @@ pub mod storage;
 pub mod tool;
 pub mod tools;
 pub mod transfer;
+pub mod wall;
 pub mod writer;
 
 pub use error::{Result, StoreError};

@@ -137,6 +137,27 @@ pub enum SessionError {
         "{run}: the run is not suspended (it was interrupted); resume it without --step/--value"
     )]
     NotSuspended { run: String },
+    /// A run suspended on a `sleep` step, resumed without `--wake` or given an answer.
+    #[error(
+        "{run}: step `{step}` sleeps ({reason}): a timer is woken, not answered; once it is due, `oracle resume {run} --wake` (or `oracle serve`) fires it (`--force`: now)"
+    )]
+    TimerWait {
+        run: String,
+        step: String,
+        reason: String,
+    },
+    /// An answer to a `human.ask` whose deadline was recorded first (`timer_fired`).
+    #[error(
+        "{run}: step `{step}` is no longer waiting: its deadline passed first (recorded at {fired}); the answer is not recorded"
+    )]
+    DeadlinePassed {
+        run: String,
+        step: String,
+        fired: String,
+    },
+    /// `--wake` for a run that is not suspended on a timer.
+    #[error("{run}: the run does not wait on a timer; there is nothing to wake")]
+    NoTimer { run: String },
     #[error(
         "{run}: step `{step}` was answered already{} and the run has not gone on since; resume it without --step/--value",
         by.as_ref().map_or(String::new(), |b| format!(" (by {b})"))
@@ -1442,6 +1463,9 @@ pub struct Drive {
     /// Who gave the answer a resume records (the `by` of its `resumed` event): a token's name
     /// when a server over a store queued the answer for a worker.
     pub answered_by: Option<String>,
+    /// Fire the timer the run waits on: `Some(false)` if it is due, `Some(true)` in any case
+    /// (`oracle resume --wake [--force]`).
+    pub wake: Option<bool>,
 }
 
 impl Default for Drive {
@@ -1454,6 +1478,7 @@ impl Default for Drive {
             workdir: Workdir::Here,
             replica: None,
             answered_by: None,
+            wake: None,
         }
     }
 }
@@ -1706,7 +1731,80 @@ fn latest_call(events: &Recorded, step: &str) -> Option<(String, Value)> {
 #[derive(Clone, Copy)]
 enum Intent<'a> {
     Go(Option<&'a (String, Value)>),
+    /// Fire the timer the run waits on (`oracle resume --wake`).
+    Wake,
     Cancel,
+}
+
+/// A run suspended on a `sleep` step is woken (`wake`), never answered or resumed without a
+/// wake; one whose `human.ask` has a deadline takes an answer or a wake, whichever comes
+/// first; a wake needs a run waiting on a timer; and an answer to a step whose deadline fired
+/// first is refused as such. `true`: a wake of a run waiting on a timer, which needs no
+/// further check.
+fn check_timer(
+    found: &RunDir,
+    events: &Recorded,
+    wake: bool,
+    answer: Option<&(String, Value)>,
+    call_of: &dyn Fn(&str) -> Option<(String, Value)>,
+) -> Result<bool> {
+    use crate::tools::time::{TimerKind, timer_kind};
+    let last = last_program_event(events).map(|e| e.typed());
+    let waiting = match &last {
+        Some(Ok(Payload::Suspended(s))) => Some(s),
+        _ => None,
+    };
+    if let Some((step, _)) = answer
+        && waiting.is_none_or(|s| &s.step != step)
+        && let Some(fired) = deadline_fired(events, step)
+    {
+        return Err(SessionError::DeadlinePassed {
+            run: found.id.clone(),
+            step: step.clone(),
+            fired: fired.fired,
+        });
+    }
+    if let Some(Ok(Payload::RunFinished(_))) = &last {
+        // Refused below as for any resume (`finished`).
+        return Ok(false);
+    }
+    let kind = waiting.and_then(|s| {
+        let (tool, input) = call_of(&s.step)?;
+        timer_kind(&tool, &input)
+    });
+    match (wake, kind, waiting) {
+        (true, Some(_), _) => Ok(true),
+        (false, None, _) | (false, Some(TimerKind::Deadline), _) => Ok(false),
+        (true, None, _) => Err(SessionError::NoTimer {
+            run: found.id.clone(),
+        }),
+        (false, Some(TimerKind::Sleep), Some(s)) => Err(SessionError::TimerWait {
+            run: found.id.clone(),
+            step: s.step.clone(),
+            reason: s.reason.clone(),
+        }),
+        (false, Some(TimerKind::Sleep), None) => Ok(false),
+    }
+}
+
+/// The `timer_fired` that ended `step`'s last wait, if the step's latest wait ended so (its
+/// deadline passed before an answer).
+fn deadline_fired(events: &Recorded, step: &str) -> Option<oracle_core::payload::TimerFired> {
+    use oracle_core::EventKind as K;
+    (0..events.len()).rev().find_map(|seq| {
+        if !matches!(
+            events.kind(seq),
+            Some(K::Suspended | K::Resumed | K::TimerFired)
+        ) {
+            return None;
+        }
+        match events.event(seq)?.typed() {
+            Ok(Payload::TimerFired(f)) if f.step == step => Some(Some(f)),
+            Ok(Payload::Suspended(p)) if p.step == step => Some(None),
+            Ok(Payload::Resumed(p)) if p.step == step => Some(None),
+            _ => None,
+        }
+    })?
 }
 
 /// Whether the run can be resumed with `answer`, from what its log says.
@@ -1716,8 +1814,9 @@ fn check_resumable(
     events: &Recorded,
     point: Option<&ResumePoint>,
 ) -> Result<()> {
-    let answer = match intent {
-        Intent::Go(answer) => answer,
+    let (answer, wake) = match intent {
+        Intent::Go(answer) => (answer, false),
+        Intent::Wake => (None, true),
         Intent::Cancel => {
             return match last_program_event(events).as_ref().map(Event::typed) {
                 Some(Ok(Payload::RunFinished(f))) => Err(SessionError::CannotCancel {
@@ -1740,6 +1839,9 @@ fn check_resumable(
             calls.last_called.get(step).cloned()
         })
     };
+    if check_timer(found, events, wake, answer, &call_of)? {
+        return Ok(());
+    }
     let domain_wait =
         |step: &str| call_of(step).and_then(|(tool, _)| crate::domain::wait_of(&tool));
     let answer_schema = |step: &str| {
@@ -1870,7 +1972,11 @@ pub fn resume_observed(
     // second pass starts from exactly the log the first one read.
     let (report, repaired) = loop {
         let from = start_from.then_some(&key);
-        let start = prepare_resume(&found, Intent::Go(answer.as_ref()), durability, false, from)?;
+        let intent = match drive.wake {
+            Some(_) => Intent::Wake,
+            None => Intent::Go(answer.as_ref()),
+        };
+        let start = prepare_resume(&found, intent, durability, false, from)?;
         refused.extend(start.refused);
         let plan = stored_plan(&found, &start.started, registry)?;
         let root = resume_root(&found, drive.workdir, Some(&key))?;
@@ -1902,6 +2008,9 @@ pub fn resume_observed(
             engine = engine
                 .with_answer(step, value)
                 .answered_by(drive.answered_by.clone());
+        }
+        if let Some(force) = drive.wake {
+            engine = engine.with_wake(force);
         }
         match engine.drive() {
             // Refused while catching up with the record: the point does not reproduce it.

@@ -131,7 +131,7 @@ fn caps(list: &[&str]) -> Vec<Capability> {
 // The registry and the catalogue
 
 #[test]
-fn registry_holds_all_twenty_seven_tools_with_compiled_schemas() {
+fn registry_holds_all_twenty_nine_tools_with_compiled_schemas() {
     let r = tools::builtin();
     let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
     assert_eq!(
@@ -145,6 +145,7 @@ fn registry_holds_all_twenty_seven_tools_with_compiled_schemas() {
             "auction.status",
             "auction.submit",
             "clock.now",
+            "clock.wall",
             "fs.list",
             "fs.read",
             "fs.write",
@@ -160,6 +161,7 @@ fn registry_holds_all_twenty_seven_tools_with_compiled_schemas() {
             "memory.query",
             "proc.exec",
             "random.int",
+            "sleep",
             "text.contains",
             "text.count",
             "text.lines",
@@ -171,10 +173,9 @@ fn registry_holds_all_twenty_seven_tools_with_compiled_schemas() {
         assert_eq!(t.input.source(), &t.decl.input_schema);
         assert_eq!(t.output.source(), &t.decl.output_schema);
         let expected = match t.decl.name.as_str() {
-            "fs.read" | "fs.write" | "fs.list" | "proc.exec" | "llm.chat" | "http.request" => {
-                Effect::Impure
-            }
-            "human.ask" => Effect::Ask,
+            "fs.read" | "fs.write" | "fs.list" | "proc.exec" | "llm.chat" | "http.request"
+            | "clock.wall" => Effect::Impure,
+            "human.ask" | "sleep" => Effect::Ask,
             "memory.assert" | "memory.query" | "memory.history" => Effect::Domain("memory"),
             name if name.starts_with("auction.") => Effect::Domain("economy"),
             _ => Effect::Pure,
@@ -247,6 +248,7 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
             None,
         ),
         ("clock.now", vec![], None),
+        ("clock.wall", vec![], None),
         (
             "fs.list",
             vec![("path", "string", true)],
@@ -275,7 +277,12 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
         ),
         (
             "human.ask",
-            vec![("question", "string", true), ("schema", "map", false)],
+            vec![
+                ("question", "string", true),
+                ("deadline", "string", false),
+                ("on_timeout", "any", false),
+                ("schema", "map", false),
+            ],
             None,
         ),
         (
@@ -355,6 +362,11 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
         (
             "random.int",
             vec![("min", "int", true), ("max", "int", true)],
+            None,
+        ),
+        (
+            "sleep",
+            vec![("for", "string", false), ("until", "string", false)],
             None,
         ),
         (

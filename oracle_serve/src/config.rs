@@ -17,6 +17,11 @@ pub const DELIVERED_FILE: &str = "serve-delivered";
 /// What background resumes print, under the home.
 pub const RESUME_LOG_FILE: &str = "serve-resume.log";
 
+/// How often the timer wheel lists the home's timer index (`signals::timer_wheel`): a due
+/// timer fires within about this long (plus the wakes before it), and an idle server reads
+/// one directory five times a second.
+pub const TIMER_POLL_MS: u64 = 200;
+
 /// Largest request body: an answer may be `input_bytes_max` (8 MiB) of canonical bytes, which
 /// is at most about twice that as JSON text. Past it: 413, nothing read further.
 pub const BODY_BYTES_MAX: usize = 16 << 20;

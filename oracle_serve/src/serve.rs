@@ -122,6 +122,14 @@ pub async fn serve_on(
         threads.push(std::thread::spawn(move || watch.poll(interval, &stop)));
     }
 
+    // Over a store the workers drive runs (and the mirror is never written): no wheel here.
+    if state.front.is_none() {
+        let st = state.clone();
+        let stop = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            crate::signals::timer_wheel(&st, &stop)
+        }));
+    }
     if state.config.recover {
         let st = state.clone();
         let n = tokio::task::spawn_blocking(move || crate::signals::recover_in_background(&st))

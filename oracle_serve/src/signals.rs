@@ -18,6 +18,7 @@
 //!   `run.json`, and it works in the directory sealed there; a binding that changed refuses the
 //!   resume, naming it. One line per resume goes to `<home>/serve-resume.log`; its outcome is in
 //!   the log, which the API and the beacon read like any other.
+//! - **Timers**: [`timer_wheel`] wakes runs whose `sleep` timer is due.
 
 use std::path::Path;
 
@@ -557,6 +558,39 @@ pub fn recover_in_background(state: &AppState) -> Result<usize, ApiError> {
         })
         .map_err(|e| ApiError::Internal(format!("cannot start a thread to recover runs: {e}")))?;
     Ok(count)
+}
+
+/// The timer wheel of a file home (a thread for the server's life): every
+/// [`TIMER_POLL_MS`](crate::config::TIMER_POLL_MS) it lists the home's timer index for due
+/// timers (timers that came due while nothing ran included) and wakes each, one at a time,
+/// through the host (`oracle_host::Home::wake_indexed`): fired once under the run's writer
+/// lock, then driven on. One line per wake goes to `<home>/serve-resume.log`.
+pub fn timer_wheel(state: &AppState, stop: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering;
+    let Ok(host) = host(state) else {
+        return;
+    };
+    let log_path = state.home.join(RESUME_LOG_FILE);
+    while !stop.load(Ordering::Relaxed) {
+        for timer in host.due_timers(oracle_runtime::wall::now_ms()) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let what = format!(
+                "wake {} (timer due {})",
+                timer.run,
+                oracle_runtime::wall::rfc3339(timer.due_ms)
+            );
+            log_outcome(
+                &log_path,
+                &what,
+                host.wake_indexed(&timer).map(|r| r.session),
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(
+            crate::config::TIMER_POLL_MS,
+        ));
+    }
 }
 
 /// Appends `WHAT: ENDING (N events)` (or `WHAT: refused: WHY (CODE)`) to the resume log: how

@@ -7,7 +7,9 @@ use super::{any, arg_str, decl, object, string};
 use crate::schema::Schema;
 use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 
-/// `human.ask {question, schema?}` → `{answer}` once answered. `schema`, when given, is the JSON
+/// `human.ask {question, schema?, deadline?, on_timeout?}` → `{answer}` once answered. With a
+/// `deadline` (a duration or an instant) the engine records a timer beside the question: an
+/// answer or the deadline, whichever is recorded first, decides the step. `schema`, when given, is the JSON
 /// Schema the answer must meet; it is compiled here so a broken schema fails the call now
 /// rather than after someone has answered.
 pub struct Ask;
@@ -22,6 +24,8 @@ impl Tool for Ask {
                 &[
                     ("question", string()),
                     ("schema", json!({"type": "object"})),
+                    (super::time::DEADLINE_ARG, string()),
+                    (super::time::ON_TIMEOUT_ARG, any()),
                 ],
                 &["question"],
             ),
@@ -39,6 +43,10 @@ impl Tool for Ask {
                 ));
             }
             Schema::compile(schema).map_err(|e| ToolError::Failed(format!("`schema`: {e}")))?;
+        }
+        // A deadline that does not parse fails the call now, not when it would be due.
+        if input.get(super::time::DEADLINE_ARG).is_some() {
+            super::time::deadline_ms(input, 0).map_err(ToolError::Failed)?;
         }
         Err(ToolError::Ask(question.to_owned()))
     }

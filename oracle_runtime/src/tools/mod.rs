@@ -28,6 +28,7 @@ pub mod memory;
 pub mod net;
 pub mod proc;
 pub mod text;
+pub mod time;
 
 /// Every built-in tool, registered with its compiled schemas; no model is bound (`llm.chat`
 /// fails naming the flag that binds one). What `plan check` and replay use.
@@ -38,7 +39,7 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `llm.chat` calling the models bound in `models`, and
 /// `http.request` and `proc.exec` given the run's `secrets`.
 pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry {
-    let tools: [Arc<dyn Tool>; 17] = [
+    let tools: [Arc<dyn Tool>; 19] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
@@ -55,6 +56,8 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
         Arc::new(kv::Set),
         Arc::new(clock::Now),
         Arc::new(clock::RandomInt),
+        Arc::new(time::Wall),
+        Arc::new(time::Sleep),
         Arc::new(human::Ask),
         Arc::new(agent::Agent),
         Arc::new(net::Request {
@@ -207,7 +210,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 27, "{names:?}");
+        assert_eq!(names.len(), 29, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());

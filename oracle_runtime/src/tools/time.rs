@@ -1,0 +1,145 @@
+//! Wall time for plans: `clock.wall` reads the clock once and its reply is recorded like any
+//! impure tool's; `sleep` suspends the step on a timer the engine records (`timer_set`) and
+//! a waker fires (`timer_fired`). Neither is ever called again on replay for its time.
+
+use serde_json::{Value, json};
+
+use super::{arg_str, count, decl, object, string};
+use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
+use crate::wall;
+
+/// The tool name of a `sleep` step: the engine recognises a timer by it.
+pub const SLEEP_TOOL: &str = "sleep";
+
+/// `human.ask`'s argument naming its deadline: a duration from when it is asked, or an
+/// instant.
+pub const DEADLINE_ARG: &str = "deadline";
+
+/// `human.ask`'s argument giving the answer recorded when its deadline passes first (the
+/// plan's `on timeout VALUE`); absent, the step fails then (`on timeout fail`).
+pub const ON_TIMEOUT_ARG: &str = "on_timeout";
+
+/// What a timer stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerKind {
+    /// A `sleep` step: woken, never answered.
+    Sleep,
+    /// A `human.ask` with a deadline: an answer or the deadline, whichever is recorded first.
+    Deadline,
+}
+
+/// The timer a call of `tool` with `input` suspends on, if any.
+pub fn timer_kind(tool: &str, input: &Value) -> Option<TimerKind> {
+    match tool {
+        SLEEP_TOOL => Some(TimerKind::Sleep),
+        oracle_plan::agent::ASK_TOOL if input.get(DEADLINE_ARG).is_some() => {
+            Some(TimerKind::Deadline)
+        }
+        _ => None,
+    }
+}
+
+/// When a timer of `kind` set at `now_ms` by a call with `input` is due.
+pub fn timer_due_ms(kind: TimerKind, input: &Value, now_ms: u64) -> Result<u64, String> {
+    match kind {
+        TimerKind::Sleep => due_ms(input, now_ms),
+        TimerKind::Deadline => deadline_ms(input, now_ms),
+    }
+}
+
+/// A `human.ask` deadline: a duration after `now_ms` (`2d`), or an RFC 3339 instant.
+pub fn deadline_ms(input: &Value, now_ms: u64) -> Result<u64, String> {
+    let text = input
+        .get(DEADLINE_ARG)
+        .and_then(Value::as_str)
+        .ok_or("argument `deadline` must be a string: a duration (2d) or an RFC 3339 instant")?;
+    match wall::duration_ms(text) {
+        Ok(ms) => Ok(now_ms.saturating_add(ms)),
+        Err(_) if text.contains('T') => wall::instant_ms(text),
+        Err(e) => Err(e),
+    }
+}
+
+/// `clock.wall {}` → `{instant, unix_ms, unix_s}`: the wall clock, in UTC. Impure, so the
+/// reply is an outside answer: recorded when read, taken from the log on replay.
+pub struct Wall;
+
+impl Tool for Wall {
+    fn decl(&self) -> ToolDecl {
+        decl(
+            "clock.wall",
+            "The wall clock now, recorded once: {instant (RFC 3339, UTC), unix_ms, unix_s}.",
+            Effect::Impure,
+            object(&[], &[]),
+            object(
+                &[
+                    ("instant", string()),
+                    ("unix_ms", count()),
+                    ("unix_s", count()),
+                ],
+                &["instant", "unix_ms", "unix_s"],
+            ),
+            None,
+        )
+    }
+
+    fn call(&self, _input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let ms = wall::now_ms();
+        Ok(ToolOutput::of(json!({
+            "instant": wall::rfc3339(ms),
+            "unix_ms": ms,
+            "unix_s": ms / 1000,
+        })))
+    }
+}
+
+/// When a `sleep` call's timer is due, from its input and the wall time it is set at: `for`
+/// (a duration) after `now_ms`, or `until` (an RFC 3339 instant), exactly one of them.
+pub fn due_ms(input: &Value, now_ms: u64) -> Result<u64, String> {
+    match (input.get("for"), input.get("until")) {
+        (Some(d), None) => {
+            let text = d.as_str().ok_or("argument `for` must be a string")?;
+            Ok(now_ms.saturating_add(wall::duration_ms(text)?))
+        }
+        (None, Some(i)) => {
+            let text = i.as_str().ok_or("argument `until` must be a string")?;
+            wall::instant_ms(text)
+        }
+        _ => Err("give exactly one of `for` (a duration) and `until` (an instant)".to_owned()),
+    }
+}
+
+/// `sleep {for}` or `sleep {until}` → `{due, due_ms, fired, fired_ms}` once woken. The call
+/// itself only checks its arguments (a bad duration fails the step now, not when it wakes)
+/// and suspends; the engine reads the clock, records the timer and waits for a waker.
+pub struct Sleep;
+
+impl Tool for Sleep {
+    fn decl(&self) -> ToolDecl {
+        decl(
+            SLEEP_TOOL,
+            "Suspend the run until a timer fires: {due, due_ms, fired, fired_ms}.",
+            Effect::Ask,
+            object(&[("for", string()), ("until", string())], &[]),
+            object(
+                &[
+                    ("due", string()),
+                    ("due_ms", count()),
+                    ("fired", string()),
+                    ("fired_ms", count()),
+                ],
+                &["due", "due_ms", "fired", "fired_ms"],
+            ),
+            None,
+        )
+    }
+
+    fn call(&self, input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        due_ms(input, 0).map_err(ToolError::Failed)?;
+        let what = match input.get("for") {
+            Some(_) => format!("for {}", arg_str(input, "for")?),
+            None => format!("until {}", arg_str(input, "until")?),
+        };
+        Err(ToolError::Ask(format!("sleep {what}")))
+    }
+}
