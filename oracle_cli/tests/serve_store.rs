@@ -334,6 +334,19 @@ fn a_run_started_through_a_server_over_a_store_is_answered_in_the_browser_and_ma
     let (code, out, err) = oracle_in(&st, &["runs", "--status", "cancelled", "--store", &url]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&second), "{out}");
+    // Forks are a file home's for now: refused, nothing written.
+    let at = json!({"at": 1});
+    let (code, v) = s.call(
+        "POST",
+        &format!("/api/v1/runs/{id}/fork"),
+        &s_token,
+        Some(&at),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (403, Some("not_allowed")),
+        "{v}"
+    );
     // A cancel of a finished run is refused by the check, as in a file home.
     let (code, v) = s.call(
         "POST",

@@ -122,6 +122,13 @@ pub struct ForkBody {
 /// Forks `run` as `oracle fork` does, by `by`, and drives the fork until it finishes or
 /// suspends: `{"ok": true, "run", "parent", "shared", "status", "events", "head"}`.
 pub fn fork(state: &AppState, run: &ValidRun, by: &str, body: ForkBody) -> Result<Value, ApiError> {
+    if state.front.is_some() {
+        // A fork would be written into the mirror, which only the store's rows write.
+        return Err(oracle_host::HostError::NotAllowed {
+            what: "forking a run of a store (`oracle serve --store`) is not supported yet (`oracle fork` forks a file home's runs)".into(),
+        }
+        .into());
+    }
     let at = match (body.at, body.step) {
         (Some(seq), None) => oracle_runtime::fork::ForkAt::Seq(seq),
         (None, Some(step)) => oracle_runtime::fork::ForkAt::Step(step),

@@ -613,6 +613,46 @@ paths: dict[str, Any] = {
             "responses": {"200": json_ok(ref("CancelResponse")), "202": QUEUED, **WRITE_ERRORS},
         }
     },
+    "/runs/{id}/fork": {
+        "post": {
+            "operationId": "fork",
+            "summary": "Forks a run at a round boundary (`at`, a seq) or before a step's first "
+            "call (`step`), optionally giving that step's output (`value`), and drives the fork "
+            '(docs/FORMAT.md, "Forks and plan versions").',
+            "parameters": [ID],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {"at": INT, "step": STR, "value": ANY},
+                            "additionalProperties": False,
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "201": json_ok(
+                    obj(
+                        {
+                            "ok": {"const": True},
+                            "run": ref("RunId"),
+                            "parent": ref("RunId"),
+                            "shared": INT,
+                            "status": STR,
+                            "events": nullable(INT),
+                            "head": nullable(HASH),
+                            "by": nullable(STR),
+                        },
+                        ["ok", "run", "parent"],
+                    ),
+                    "Created: the fork, driven until it finished or suspended",
+                ),
+                **WRITE_ERRORS,
+            },
+        }
+    },
     "/diff": {
         "get": {
             "operationId": "diff",
