@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use oracle_core::Event;
 use oracle_core::diff::{
-    Class, DiffError, Divergence, Outcome, Reader, Side, first_content_divergence, first_divergence,
+    Class, DiffError, Divergence, Outcome, Reader, Side, first_divergence_across_plans,
 };
 use oracle_runtime::StoreError;
 use oracle_runtime::index::IndexedLog;
@@ -37,7 +37,15 @@ pub struct DiffArgs {
     /// written only beside logs under the home (run directories).
     #[arg(long)]
     index: bool,
+    /// Also show the text diff of the plans the two runs follow now, when they differ (two plan
+    /// versions, or a fork or upgrade to a new plan): unified, each plan as its run keeps it,
+    /// checked against the program hash its log records. Runs only, not bare log files.
+    #[arg(long)]
+    plans: bool,
 }
+
+/// Lines of unchanged plan text shown around each change of `--plans`.
+const PLAN_DIFF_CONTEXT: usize = 3;
 
 /// Most context events shown before a divergence.
 const CONTEXT_MAX: u64 = 1000;
@@ -73,17 +81,8 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
     let (mut la, mut lb) = (open(&pa.log)?, open(&pb.log)?);
     let (na, nb) = (la.len(), lb.len());
     let mut r = Reader::new(&mut la, &mut lb);
-    // Runs of two plan versions differ in every chain hash from event 0 on: they are aligned
-    // by content instead, and the plans' difference is said on its own.
-    // Only a divergence at event 0 can be that: runs of one plan keep the O(log n) search.
-    let mut outcome = first_divergence(&mut r).map_err(side_error)?;
-    let mut plans = None;
-    if matches!(&outcome, Outcome::Diverged(d) if d.seq == 0) {
-        plans = plans_of(&mut r).map_err(side_error)?;
-        if plans.is_some() {
-            outcome = first_content_divergence(&mut r).map_err(side_error)?;
-        }
-    }
+    // Runs of two plan versions are aligned by content; the plans' difference is said apart.
+    let (outcome, plans) = first_divergence_across_plans(&mut r).map_err(side_error)?;
     let mut report = Report {
         a: &pa.log,
         b: &pb.log,
@@ -109,10 +108,17 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
         }
     }
     let reads = r.reads();
+    let text_diff = match a.plans {
+        true => plan_text_diff(home, &a.a, &a.b, a.json)?,
+        false => None,
+    };
     if a.json {
         let mut v = report.json(&outcome, reads);
         if let (Value::Object(m), Some((pa, pb))) = (&mut v, plans) {
             m.insert("plans_differ".into(), json!({"a": pa, "b": pb}));
+        }
+        if a.plans {
+            v["plan_diff"] = json!(text_diff);
         }
         crate::out::json(&v)?;
     } else {
@@ -122,6 +128,9 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
                 pa.short(),
                 pb.short()
             )?;
+        }
+        if let Some(t) = &text_diff {
+            out!("{t}")?;
         }
         out!(
             "{}",
@@ -138,27 +147,32 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
     })
 }
 
-/// The two runs' program hashes when their plans differ (both logs start with `run_started`).
-fn plans_of<E, A, B>(
-    r: &mut Reader<'_, A, B>,
-) -> Result<Option<(oracle_core::Hash, oracle_core::Hash)>, DiffError<E>>
-where
-    A: oracle_core::diff::EventSource<Error = E>,
-    B: oracle_core::diff::EventSource<Error = E>,
-{
-    use oracle_core::payload::Payload;
-    if r.len(Side::A) == 0 || r.len(Side::B) == 0 {
+/// The unified diff of the plans runs `a` and `b` follow now (`--plans`; after a fork with a
+/// plan or an upgrade, the newest version), or `None` when they follow the same program. Each
+/// is the plan its run directory keeps, compiled and checked against the program hash its log
+/// records, so an edited plan file is an error here, never shown as what the run followed.
+fn plan_text_diff(
+    home: &Path,
+    a: &Path,
+    b: &Path,
+    json_out: bool,
+) -> Result<Option<String>, CliError> {
+    let text = |run: &Path| {
+        let found = oracle_runtime::session::find(home, &run.to_string_lossy())
+            .map_err(|e| crate::run::session_error(e, json_out, None))?;
+        oracle_runtime::session::recorded_plan_source(&found)
+            .map(|(plan, source)| (found.id, plan.hash, source))
+            .map_err(|e| crate::run::session_error(e, json_out, None))
+    };
+    let ((ida, ha, ta), (idb, hb, tb)) = (text(a)?, text(b)?);
+    if ha == hb {
         return Ok(None);
     }
-    let (a, b) = (r.get(Side::A, 0)?, r.get(Side::B, 0)?);
-    Ok(match (a.typed(), b.typed()) {
-        (Ok(Payload::RunStarted(x)), Ok(Payload::RunStarted(y)))
-            if x.program_hash != y.program_hash =>
-        {
-            Some((x.program_hash, y.program_hash))
-        }
-        _ => None,
-    })
+    Ok(Some(similar::TextDiff::from_lines(&ta, &tb)
+        .unified_diff()
+        .context_radius(PLAN_DIFF_CONTEXT)
+        .header(&format!("{ida}: plan"), &format!("{idb}: plan"))
+        .to_string()))
 }
 
 /// Any problem reading a log is trouble (exit 2), never a difference.
@@ -380,6 +394,12 @@ impl Report<'_> {
             self.nb
         );
         match outcome {
+            Outcome::Identical { events, head: None } if *events > 0 => {
+                // Aligned by content: the chain hashes differ because the plans do.
+                out.push_str(&format!(
+                    "the same content: {events} events (only the plans differ)\n"
+                ));
+            }
             Outcome::Identical { events, head } => {
                 let head = head.map_or("(empty)".to_owned(), |h| h.to_string());
                 out.push_str(&format!("identical: {events} events, head {head}\n"));

@@ -350,7 +350,7 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
         oracle_host::Fork {
             at,
             value,
-            plan: a.plan.clone(),
+            plan: a.plan.clone().map(oracle_host::NewPlan::File),
             by: who(a.by.as_ref()),
             given: a.drive.given(),
             drive: settings.drive(),

@@ -253,3 +253,139 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
     assert_eq!(by("ask-1", EventKind::Resumed), "alice");
     assert_eq!(by("adjudication-1", EventKind::Adjudicated), "alice");
 }
+
+/// The run page's fork form: a signed-in person forks a suspended run before its question with
+/// the answer given (the fork completes) and again with a new plan's text uploaded (the fork
+/// asks the new question); the pages name each fork's parent and each parent's forks, and the
+/// divergence of two plan versions is aligned by content.
+#[test]
+fn a_run_is_forked_from_its_page_and_its_family_is_shown() {
+    let Some((chromium, driver)) = browser("SKIPPED: the browser tests need them") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let v1 = "plan ask version 1\nq = human.ask { question: \"Ship it?\" }\nlast = json.get { value: q, path: \"answer\" }\n";
+    let v2 = v1
+        .replace("version 1", "version 2")
+        .replace("Ship it?", "Ship it today?");
+    sb.write("ask.plan", v1);
+    sb.write("ask2.plan", &v2);
+    for plan in ["ask.plan", "ask2.plan"] {
+        let (code, _, err) = sb.oracle(&["run", plan]);
+        assert_eq!(code, 3, "{err}");
+    }
+    let (code, out, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    let secret = out.lines().next().unwrap().trim().to_owned();
+    let mut serve = sb.command(&["serve", "--listen", "127.0.0.1:0"]);
+    serve.stderr(Stdio::null());
+    let (_server, base) = web::listening(serve);
+    let (_driver, webdriver) = web::start_driver(&driver);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = chromium_session(&webdriver, &chromium).await;
+        c.goto(&format!("{base}/signin?next=/runs/ask-1"))
+            .await
+            .unwrap();
+        sign_in(&c, &secret, "fork-form").await;
+        let fork = |value: Option<&'static str>, plan: Option<String>| {
+            let c = c.clone();
+            let base = base.clone();
+            async move {
+                c.goto(&format!("{base}/runs/ask-1")).await.unwrap();
+                c.wait()
+                    .for_element(Locator::Id("fork-form"))
+                    .await
+                    .unwrap();
+                c.find(Locator::Id("fork-step"))
+                    .await
+                    .unwrap()
+                    .select_by_value("q")
+                    .await
+                    .unwrap();
+                if let Some(v) = value {
+                    let field = c.find(Locator::Id("fork-value")).await.unwrap();
+                    field.send_keys(v).await.unwrap();
+                }
+                if let Some(p) = plan {
+                    let field = c.find(Locator::Id("fork-plan")).await.unwrap();
+                    field.send_keys(&p).await.unwrap();
+                }
+                c.find(Locator::Id("fork-submit"))
+                    .await
+                    .unwrap()
+                    .click()
+                    .await
+                    .unwrap();
+                c.wait()
+                    .for_element(Locator::Id("message"))
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap()
+            }
+        };
+        let message = fork(Some(r#"{"answer": "yes"}"#), None).await;
+        assert!(
+            message.contains("Run ask-3 was forked from ask-1 by alice"),
+            "{message}"
+        );
+        assert!(message.contains("is completed"), "{message}");
+        let message = fork(None, Some(v2.clone())).await;
+        assert!(
+            message.contains("Run ask-4 was forked from ask-1"),
+            "{message}"
+        );
+        assert!(message.contains("waits on a person"), "{message}");
+        // A value that is not JSON is refused before anything is made.
+        let message = fork(Some("{not json"), None).await;
+        assert!(message.contains("not JSON"), "{message}");
+
+        // The family, both ways.
+        c.goto(&format!("{base}/runs/ask-4")).await.unwrap();
+        let summary = c.wait().for_element(Locator::Id("summary")).await.unwrap();
+        let text = summary.text().await.unwrap();
+        assert!(text.contains("Forked from"), "{text}");
+        assert!(text.contains("ask-1"), "{text}");
+        c.goto(&format!("{base}/runs/ask-1")).await.unwrap();
+        let summary = c.wait().for_element(Locator::Id("summary")).await.unwrap();
+        let text = summary.text().await.unwrap();
+        assert!(
+            text.contains("Forks") && text.contains("ask-3") && text.contains("ask-4"),
+            "{text}"
+        );
+        // Two plan versions' runs: aligned by content, the plans' difference said apart.
+        c.goto(&format!("{base}/runs/ask-1?diff=ask-2"))
+            .await
+            .unwrap();
+        let d = c
+            .wait()
+            .for_element(Locator::Id("divergence"))
+            .await
+            .unwrap();
+        let text = d.text().await.unwrap();
+        assert!(text.contains("The plans differ"), "{text}");
+        assert!(!text.contains("at event 0"), "not event 0: {text}");
+        c.close().await.unwrap();
+    });
+    assert!(
+        !sb.path().join(".oracle/runs/ask-5").exists(),
+        "a refused fork made nothing"
+    );
+    for run in ["ask-3", "ask-4"] {
+        let (code, out, err) = sb.oracle(&["verify", run, "--parent", "ask-1"]);
+        assert_eq!(code, 0, "{run}: {out}{err}");
+    }
+    let forked = sb
+        .events(".oracle", "ask-3")
+        .into_iter()
+        .find(|e| e.kind == EventKind::Forked)
+        .expect("a forked event");
+    assert_eq!(forked.payload["by"], "alice");
+    let upgraded = sb.events(".oracle", "ask-4");
+    assert!(upgraded.iter().any(|e| e.kind == EventKind::PlanUpgraded));
+}

@@ -211,6 +211,14 @@ fn a_failed_run_forked_at_its_failing_step_with_a_fixed_plan_completes() {
     );
     let (code, r) = sb.json(&["replay", "notes-3", "--json"]);
     assert_eq!(code, 0, "{r}");
+
+    // What the fix changed, as a text diff of the plans the two runs follow now; none between
+    // a fork and its own fork, which follow the same plan.
+    let (code, out, _) = sb.oracle(&["diff", "notes-1", "notes-2", "--plans"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("-  expect stats.words > 1000\n+  expect stats.words > 10\n"), "{out}");
+    let (_, v) = sb.json(&["diff", "notes-2", "notes-3", "--plans", "--json"]);
+    assert_eq!(v["plan_diff"], serde_json::Value::Null, "{v}");
 }
 
 #[test]
@@ -341,4 +349,35 @@ fn diff_of_two_plan_versions_names_the_first_content_divergence() {
     let (code, out, _) = sb.oracle(&["diff", "escalation-1", "escalation-2"]);
     assert_eq!(code, 1);
     assert!(out.contains("plans differ"), "{out}");
+    assert!(!out.contains("@@"), "no text diff unless asked: {out}");
+
+    // On request, the plans' text diff: the one changed line, each side named by its run.
+    let (code, out, _) = sb.oracle(&["diff", "escalation-1", "escalation-2", "--plans"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("--- escalation-1: plan\n+++ escalation-2: plan\n"),
+        "{out}"
+    );
+    let changed: Vec<&str> = out
+        .lines()
+        .filter(|l| (l.starts_with('-') || l.starts_with('+')) && !l.contains(": plan"))
+        .collect();
+    assert_eq!(changed.len(), 2, "{out}");
+    assert!(changed[0].starts_with('-') && changed[0].contains("Approve payment?"));
+    assert!(changed[1].starts_with('+') && changed[1].contains("Approve this payment?"));
+    let (_, v) = sb.json(&["diff", "escalation-1", "escalation-2", "--plans", "--json"]);
+    let text = v["plan_diff"]
+        .as_str()
+        .expect("the text diff in --json");
+    assert!(out.contains(text), "the same diff as the text output: {v}");
+
+    // A plan file edited beside the log is refused, never shown as the run's plan.
+    let kept = sb.path().join(".oracle/runs/escalation-2/plan.plan");
+    std::fs::write(&kept, source.replace("Approve payment?", "Pay at once.")).unwrap();
+    let (code, _, err) = sb.oracle(&["diff", "escalation-1", "escalation-2", "--plans"]);
+    assert_eq!(code, 4, "an integrity error: {err}");
+    assert!(
+        err.contains("plan.plan") && err.contains("does not match"),
+        "{err}"
+    );
 }

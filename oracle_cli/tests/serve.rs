@@ -795,6 +795,62 @@ fn a_fork_through_the_api_records_the_token_as_who_and_shares_its_prefix() {
         0,
     );
     run(&sb, &["replay", "escalation-2"], 0);
+
+    // A plan's text uploaded with the fork: a change after the fork point is followed...
+    let source = std::fs::read_to_string(sb.path().join("fixtures/plans/escalation.plan")).unwrap();
+    let later = source.replace("Approve payment?", "Approve this payment?");
+    let body = json!({"step": "total", "value": {"value": {"total": 1240}}, "plan": later});
+    let (status, v) = call("POST", &url, Some(&alice), Some(&body));
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["run"], "escalation-3");
+    let events = sb.events(".oracle", "escalation-3");
+    assert!(
+        events.iter().any(|e| e.kind.as_str() == "plan_upgraded"),
+        "upgraded"
+    );
+    // ...a change before it is refused with the first divergent event, nothing created...
+    let earlier = source.replace(
+        "fs.read { path: invoice }",
+        "fs.read { path: \"fixtures/data/notes.txt\" }",
+    );
+    assert_ne!(earlier, source);
+    let body = json!({"step": "total", "plan": earlier});
+    let (status, v) = call("POST", &url, Some(&alice), Some(&body));
+    assert_error(status, &v, 409, "upgrade_refused");
+    // ...and a plan that uses another file is refused: nothing is read from the server's disk.
+    let uses = source.replace(
+        "confirm = human.ask",
+        "use \"fixtures/plans/count-words.plan\" as count\nwords = count { path: invoice }\n\nconfirm = human.ask",
+    );
+    let body = json!({"step": "total", "plan": uses});
+    let (status, v) = call("POST", &url, Some(&alice), Some(&body));
+    assert_eq!(status / 100, 4, "{v}");
+    assert!(!sb.path().join(".oracle/runs/escalation-4").exists());
+
+    // The family, as the run says it.
+    let (status, v) = call(
+        "GET",
+        &s.url("/api/v1/runs/escalation-1"),
+        Some(&alice),
+        None,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["forked_from"], Value::Null);
+    let forks: Vec<&str> = v["forks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(forks, ["escalation-2", "escalation-3"], "{v}");
+    let (_, v) = call(
+        "GET",
+        &s.url("/api/v1/runs/escalation-3"),
+        Some(&alice),
+        None,
+    );
+    assert_eq!(v["forked_from"]["run"], "escalation-1", "{v}");
+    assert_eq!(v["forks"], json!([]));
 }
 
 #[test]
@@ -1926,8 +1982,22 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
             "adjudication-1",
             "handle=adj-15&verdict=affirm&evidence=external_first_hand&note=checked",
         ),
+        (
+            "/runs/{id}/fork",
+            "ask-1",
+            "step=q&value=%7B%22answer%22%3A%22yes%22%7D",
+        ),
         ("/logout", "ask-1", ""),
     ];
+    // What a form can write: the run's log, and (a fork) a new run beside it.
+    let footprint = |run_id: &str| {
+        let mut runs: Vec<String> = std::fs::read_dir(sb.path().join(".oracle/runs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        runs.sort();
+        (log_bytes(&sb, run_id), runs)
+    };
     let routes: std::collections::BTreeSet<&str> = oracle_serve::api::route_list()
         .into_iter()
         .filter(|(m, p)| *m == "POST" && !p.starts_with("/api/") && *p != "/login")
@@ -1948,7 +2018,7 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
     };
     for (route, run_id, fields) in forms {
         let path = route.replace("{id}", run_id);
-        let before = log_bytes(&sb, run_id);
+        let before = footprint(run_id);
         let sep = if fields.is_empty() { "" } else { "&" };
         for bad in [
             fields.to_owned(),
@@ -1960,24 +2030,24 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
         ] {
             let (status, body) = form_post(&s, &path, &pair, &bad);
             assert_eq!(status, 403, "{path} with `{bad}`: {body}");
-            assert_eq!(log_bytes(&sb, run_id), before, "{path} with `{bad}` wrote");
+            assert_eq!(footprint(run_id), before, "{path} with `{bad}` wrote");
             assert_eq!(whoami(), 200, "{path} with `{bad}`: still signed in");
         }
     }
     // The right token: each is taken.
     for (route, run_id, fields) in forms {
         let path = route.replace("{id}", run_id);
-        let before = log_bytes(&sb, run_id);
+        let before = footprint(run_id);
         let sep = if fields.is_empty() { "" } else { "&" };
         let (status, body) = form_post(&s, &path, &pair, &format!("csrf={csrf}{sep}{fields}"));
         assert_eq!(status, 200, "{path}: {body}");
+        let after = footprint(run_id);
         if route == "/logout" {
             assert_eq!(whoami(), 401, "signed out");
+        } else if route == "/runs/{id}/fork" {
+            assert_eq!(after.1.len(), before.1.len() + 1, "{path} made a run");
         } else {
-            assert!(
-                log_bytes(&sb, run_id).len() > before.len(),
-                "{path} recorded"
-            );
+            assert!(after.0.len() > before.0.len(), "{path} recorded");
         }
     }
 }

@@ -231,6 +231,44 @@ pub fn first_divergence<E, A: EventSource<Error = E>, B: EventSource<Error = E>>
     Ok(Outcome::Diverged(Box::new(explain(seq, a, b, last_common))))
 }
 
+/// The program hashes of two runs' plans (A's, B's), when they differ.
+pub type Programs = (Hash, Hash);
+
+/// The first divergence of two runs, whatever their plans: [`first_divergence`] (O(log n)
+/// reads) for runs of one plan; for runs of two plan versions, whose chain hashes differ from
+/// event 0 on, [`first_content_divergence`] instead, with the two program hashes. One entry
+/// point, so `oracle diff`, the API and the web page align runs the same way.
+pub fn first_divergence_across_plans<E, A: EventSource<Error = E>, B: EventSource<Error = E>>(
+    r: &mut Reader<'_, A, B>,
+) -> Result<(Outcome, Option<Programs>), DiffError<E>> {
+    let outcome = first_divergence(r)?;
+    // Only a divergence at event 0 can be two plans: runs of one plan keep the search.
+    if !matches!(&outcome, Outcome::Diverged(d) if d.seq == 0) {
+        return Ok((outcome, None));
+    }
+    match plans_of(r)? {
+        Some(plans) => Ok((first_content_divergence(r)?, Some(plans))),
+        None => Ok((outcome, None)),
+    }
+}
+
+/// The two runs' program hashes when their plans differ (both logs start with `run_started`).
+fn plans_of<E, A: EventSource<Error = E>, B: EventSource<Error = E>>(
+    r: &mut Reader<'_, A, B>,
+) -> Result<Option<Programs>, DiffError<E>> {
+    if r.len(Side::A) == 0 || r.len(Side::B) == 0 {
+        return Ok(None);
+    }
+    let (a, b) = (r.get(Side::A, 0)?, r.get(Side::B, 0)?);
+    Ok(match (a.typed(), b.typed()) {
+        (
+            Ok(crate::payload::Payload::RunStarted(x)),
+            Ok(crate::payload::Payload::RunStarted(y)),
+        ) if x.program_hash != y.program_hash => Some((x.program_hash, y.program_hash)),
+        _ => None,
+    })
+}
+
 /// Finds the first divergence between `a` and `b` by content, for two runs of different plans
 /// (whose chain hashes differ from event 0 on): events are compared in order from event 1 on
 /// their kind, time, causal parents, payload (step, tool, input, output, state change) and

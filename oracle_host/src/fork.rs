@@ -24,13 +24,22 @@ pub struct Fork<'p> {
     /// The output of the step it starts at, given from outside instead of running it again.
     pub value: Option<Value>,
     /// A new plan for the fork to follow, checked against the shared prefix first.
-    pub plan: Option<PathBuf>,
+    pub plan: Option<NewPlan>,
     /// Who forks it (recorded in `forked`).
     pub by: Option<String>,
     /// Bindings given again, and how the fork's first drive runs.
     pub given: Given,
     pub drive: Drive,
     pub progress: Option<&'p mut dyn FnMut(&Progress)>,
+}
+
+/// A plan a fork follows instead of its parent's.
+pub enum NewPlan {
+    /// A plan file (and the sub-plans it uses, beside it): `oracle fork --plan`.
+    File(PathBuf),
+    /// A plan's text, uploaded (`POST /api/v1/runs/ID/fork`, the run page's form): no
+    /// sub-plan is read from the server's disk for it.
+    Text(String),
 }
 
 /// A fork made: the new run, where it left its parent, and its first drive (`None` when it
@@ -111,8 +120,11 @@ impl Home {
         }
         drop(events);
         let plan = match &f.plan {
-            Some(path) => {
-                let (plan, source) = fork::new_plan(path, &registry)?;
+            Some(given) => {
+                let (plan, source) = match given {
+                    NewPlan::File(path) => fork::new_plan(path, &registry)?,
+                    NewPlan::Text(text) => fork::new_plan_text(text.clone(), &registry)?,
+                };
                 fork::check_upgrade(self.dir(), &parent, plan.clone(), Some(shared), &registry)?;
                 Some((plan, source))
             }

@@ -29,5 +29,5 @@ pub mod worker;
 pub use bind::ToolChange;
 pub use bind::{Bound, Given};
 pub use error::{Class, HostError};
-pub use fork::{Fork, Forked};
+pub use fork::{Fork, Forked, NewPlan};
 pub use home::{CANCEL_WAIT_MS, Existing, Home, Note, Notes, Resume, Resumed, Start, Upgrade};

@@ -111,6 +111,60 @@ pub enum FormError {
     Evidence(String),
     #[error("evidence `{given}` cannot carry a verdict; accepted: {accepted}")]
     EvidenceRefused { given: String, accepted: String },
+    #[error("say where the fork starts: a step, or an event number, not both")]
+    ForkPoint,
+    #[error("the event number `{text}` is not a whole number")]
+    NotSeq { text: String },
+    #[error("the plan is {len} bytes, more than {}", oracle_plan::PLAN_BYTES_MAX)]
+    PlanTooLong { len: u64 },
+}
+
+/// What the run page's fork form asks for ([`fork_request`]): where the fork starts, and
+/// optionally the output of the step it starts at and a new plan to follow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForkRequest {
+    pub step: Option<String>,
+    pub at: Option<u64>,
+    pub value: Option<Value>,
+    pub plan: Option<String>,
+}
+
+/// The fork form's fields (`step`, `at`, `value`, `plan`; blank means not given) as a request:
+/// exactly one of `step` and `at`; `value` any JSON text; `plan` a plan's text. The host checks
+/// the rest (the fork point, the value against the step, the plan against the shared events).
+pub fn fork_request(
+    step: &str,
+    at: &str,
+    value: &str,
+    plan: &str,
+) -> Result<ForkRequest, FormError> {
+    let given = |t: &str| Some(t.trim()).filter(|t| !t.is_empty()).map(str::to_owned);
+    let (step, at_text) = (given(step), given(at));
+    if step.is_some() == at_text.is_some() {
+        return Err(FormError::ForkPoint);
+    }
+    let at = match at_text {
+        Some(t) => Some(t.parse::<u64>().map_err(|_| FormError::NotSeq {
+            text: crate::escape::shorten(&t, 40),
+        })?),
+        None => None,
+    };
+    let value = match given(value) {
+        Some(_) => Some(answer_value("json", value)?),
+        None => None,
+    };
+    if plan.len() as u64 > oracle_plan::PLAN_BYTES_MAX {
+        return Err(FormError::PlanTooLong {
+            len: plan.len() as u64,
+        });
+    }
+    let plan = Some(plan.to_owned()).filter(|p| !p.trim().is_empty());
+    Ok(ForkRequest {
+        step,
+        at,
+        value,
+        plan,
+    })
 }
 
 /// The JSON value an answer form submitted: `text` (the `value` field) read as `value_type`
@@ -180,6 +234,32 @@ pub fn verdict(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_fork_form_names_one_point_and_may_give_a_value_and_a_plan() {
+        let r = fork_request("q", " ", r#"{"answer": 1}"#, "").unwrap();
+        assert_eq!(r.step.as_deref(), Some("q"));
+        assert_eq!((r.at, r.plan), (None, None));
+        assert_eq!(r.value, Some(json!({"answer": 1})));
+        let r = fork_request("", "12", "", "plan p version 2\n").unwrap();
+        assert_eq!((r.step, r.at, r.value), (None, Some(12), None));
+        assert_eq!(r.plan.as_deref(), Some("plan p version 2\n"));
+        assert_eq!(fork_request("q", "3", "", ""), Err(FormError::ForkPoint));
+        assert_eq!(fork_request("", "", "", ""), Err(FormError::ForkPoint));
+        assert!(matches!(
+            fork_request("", "-1", "", ""),
+            Err(FormError::NotSeq { .. })
+        ));
+        assert!(matches!(
+            fork_request("q", "", "{", ""),
+            Err(FormError::NotJson { .. })
+        ));
+        let huge = "x".repeat(oracle_plan::PLAN_BYTES_MAX as usize + 1);
+        assert!(matches!(
+            fork_request("q", "", "", &huge),
+            Err(FormError::PlanTooLong { .. })
+        ));
+    }
 
     #[test]
     fn each_schema_type_gets_its_control() {

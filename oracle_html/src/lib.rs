@@ -27,6 +27,8 @@
 //! | run, report | `state-entries`, `requests`, `request-{handle}` | state and adjudication tables |
 //! | run, report | `events`, `event-{seq}` | the timeline table, an event's row |
 //! | run | `at-form`, `at` | the GET form choosing the event the run is shown after |
+//! | run | `fork`, `fork-form` | the fork section and its form (POST to `Forms::fork`; signed in only) |
+//! | run | `fork-step`, `fork-at`, `fork-value`, `fork-plan`, `fork-submit` | its fields and button |
 //! | inbox | `inbox`, `questions`, `adjudications`, `problems` | the inbox and its sections |
 //! | inbox | `ask-{run}-{step}` | a suspended step |
 //! | inbox | `answer-{run}-{step}` | its answer form (POST to `Forms::answer`) |
@@ -43,7 +45,8 @@
 //! `json`; [`form::answer_value`] turns `value` into JSON). Verdict form: `csrf`, `handle`,
 //! `verdict` (the button pressed: `affirm`, `deny`, `unknown`), `evidence` (required; only
 //! what a verdict accepts is offered), `note`, `resume` (`1` when ticked); [`form::verdict`]
-//! checks them.
+//! checks them. Fork form: `csrf`, `step` or `at` (one of them), `value` (JSON, optional),
+//! `plan` (a plan's text, optional); [`form::fork_request`] reads them.
 
 // View errors carry the runtime's store and session errors whole (seq, offset, both hashes),
 // as oracle_runtime and oracle_cli do: returned once per page, so their size costs nothing.

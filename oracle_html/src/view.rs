@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use oracle_core::diff::{Class, Outcome, Reader, Side, first_divergence};
+use oracle_core::diff::{Class, Outcome, Reader, Side, first_divergence_across_plans};
 use oracle_core::{Event, EventKind, Payload};
 use oracle_memory::memory::RequestState;
 use oracle_memory::{Belief, Memory, Query};
@@ -157,6 +157,8 @@ pub struct RunView {
     pub memory: MemoryView,
     /// The first divergence from another run, when the caller asked ([`divergence`]).
     pub divergence: Option<DivergenceView>,
+    /// The run it was forked from and the runs forked from it, as their logs say.
+    pub family: oracle_runtime::family::Family,
 }
 
 /// What a run is and where it stands.
@@ -362,6 +364,9 @@ pub struct RequestView {
 pub struct DivergenceView {
     pub a: String,
     pub b: String,
+    /// The two program hashes, when the runs follow different plans: the events are then
+    /// aligned by content from event 1, as `oracle diff` aligns them.
+    pub plans: Option<(String, String)>,
     pub outcome: DiffOutcome,
 }
 
@@ -445,6 +450,7 @@ pub fn run(home: &Path, id: &str, at: Option<u64>, page: Page) -> Result<RunView
         state,
         memory,
         divergence: None,
+        family: oracle_runtime::family::family(home, &found),
     })
 }
 
@@ -787,7 +793,7 @@ pub fn divergence(home: &Path, a: &str, b: &str) -> Result<DivergenceView> {
     };
     let (mut la, mut lb) = (open("A", &pa)?, open("B", &pb)?);
     let mut r = Reader::new(&mut la, &mut lb);
-    let outcome = first_divergence(&mut r).map_err(|e| ViewError::Diff {
+    let (outcome, plans) = first_divergence_across_plans(&mut r).map_err(|e| ViewError::Diff {
         side: match e.side {
             Side::A => "A",
             Side::B => "B",
@@ -829,6 +835,7 @@ pub fn divergence(home: &Path, a: &str, b: &str) -> Result<DivergenceView> {
     Ok(DivergenceView {
         a: a.to_owned(),
         b: b.to_owned(),
+        plans: plans.map(|(a, b)| (a.to_hex(), b.to_hex())),
         outcome,
     })
 }

@@ -277,6 +277,26 @@ pub fn new_plan(path: &Path, registry: &Registry) -> Result<(CompiledPlan, Strin
     Ok((plan, source))
 }
 
+/// The name a plan given as text is compiled under (in diagnostics; never a file read).
+pub const GIVEN_PLAN_NAME: &str = "given.plan";
+
+/// A new plan given as text (through the API or the web form, not a file of the server's):
+/// compiled as it stands, with no sub-plan read from the server's disk, so a `use` in it is
+/// refused by the compiler as a file it cannot find.
+pub fn new_plan_text(source: String, registry: &Registry) -> Result<(CompiledPlan, String)> {
+    let name = Path::new(GIVEN_PLAN_NAME);
+    let len = source.len() as u64;
+    if len > session::PLAN_BYTES_MAX {
+        return Err(SessionError::TooLarge {
+            path: name.to_path_buf(),
+            len,
+            limit: session::PLAN_BYTES_MAX,
+        });
+    }
+    let plan = session::compile_with_uses(name, &source, registry, &oracle_plan::Sources::new())?;
+    Ok((plan, source))
+}
+
 /// Checks that `plan` re-derives `run`'s recorded events `0..upto` (all when `None`): the run
 /// is replayed under it, nothing written; the first event may differ only in its program.
 /// Events after `upto` may differ (a fork's parent goes on past the fork).

@@ -73,6 +73,7 @@ pub mod domain;
 pub mod engine;
 pub mod error;
 pub mod exit;
+pub mod family;
 pub mod fork;
 pub mod fsread;
 pub mod http;

@@ -1221,6 +1221,15 @@ fn store_of(home: &Path, run_dir: &Path) -> Vec<PathBuf> {
 /// The plan is the version the run follows now: the last `plan_upgraded`'s, kept as
 /// `plans/<hash>.plan` (`crate::fork`), or the one it started with.
 fn stored_plan(run: &RunDir, started: &RunStarted, registry: &Registry) -> Result<CompiledPlan> {
+    stored_plan_source(run, started, registry).map(|(plan, _)| plan)
+}
+
+/// [`stored_plan`] with the text it was compiled from.
+fn stored_plan_source(
+    run: &RunDir,
+    started: &RunStarted,
+    registry: &Registry,
+) -> Result<(CompiledPlan, String)> {
     let current = crate::fork::current_program(run, started.program_hash)?;
     let path = crate::fork::version_path(&run.dir, &current);
     let source = read_text(&path)?;
@@ -1233,7 +1242,7 @@ fn stored_plan(run: &RunDir, started: &RunStarted, registry: &Registry) -> Resul
             recorded: current,
         });
     }
-    Ok(plan)
+    Ok((plan, source))
 }
 
 /// A drive's settings for re-deriving a recorded run (no writer): `config_of` as a replay has
@@ -1393,6 +1402,12 @@ pub fn waiting(events: &Recorded, registry: &Registry) -> Option<Waiting> {
 /// Declared tools are loaded from the directories `run.json` keeps so that a plan calling them
 /// compiles, starting no MCP server (the listing the run kept is read instead).
 pub fn recorded_plan(run: &RunDir) -> Result<CompiledPlan> {
+    recorded_plan_source(run).map(|(plan, _)| plan)
+}
+
+/// [`recorded_plan`] with its text: the plan the run follows now, checked against the program
+/// hash its log records (an edited plan file is refused, never shown as the run's plan).
+pub fn recorded_plan_source(run: &RunDir) -> Result<(CompiledPlan, String)> {
     let first = crate::index::IndexedLog::open_with(&run.paths.log, false)?.read(0)?;
     let started = match first.typed() {
         Ok(Payload::RunStarted(p)) => p,
@@ -1426,7 +1441,7 @@ pub fn recorded_plan(run: &RunDir) -> Result<CompiledPlan> {
         .map_err(problems)?;
         crate::declared::declare(&mut registry, loaded).map_err(problems)?;
     }
-    stored_plan(run, &started, &registry)
+    stored_plan_source(run, &started, &registry)
 }
 
 /// How a resume uses resume points (`crate::resume_point`).

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use oracle_core::diff::{Reader, first_divergence};
+use oracle_core::diff::{Reader, first_divergence_across_plans};
 use oracle_core::payload::{Payload, ToolCalled};
 use oracle_core::{Event, EventKind};
 use oracle_memory::memory::RequestState;
@@ -153,7 +153,8 @@ fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, ApiErro
 }
 
 /// `GET /api/v1/runs/{id}`: the run as listed, plus its head hash, what it waits on
-/// ([`waiting`]) and, when an answer was recorded but the run has not gone on yet, `answered`.
+/// ([`waiting`]), when an answer was recorded but the run has not gone on yet, `answered`, and
+/// its family (`forked_from`, `forks`: the runs it shares a prefix with through a `forked`).
 pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
     let info = session::run_info(&run.dir);
     let mut v = run_json(&info);
@@ -177,6 +178,23 @@ pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
     {
         v["answered"] = json!({"step": r.step, "seq": e.seq, "by": r.by});
     }
+    let family = oracle_runtime::family::family(
+        &run.home,
+        &session::RunDir {
+            id: run.id.clone(),
+            paths: run.paths(),
+            dir: run.dir.clone(),
+        },
+    );
+    v["forked_from"] = family.parent.map_or(
+        Value::Null,
+        |(run, shared)| json!({"run": run, "shared": shared}),
+    );
+    v["forks"] = family
+        .forks
+        .iter()
+        .map(|(run, shared)| json!({"run": run, "shared": shared}))
+        .collect();
     Ok(v)
 }
 
@@ -446,7 +464,8 @@ pub fn verify(run: &ValidRun) -> Result<Value, ApiError> {
 }
 
 /// `GET /api/v1/diff?a=RUN&b=RUN`: the first divergence of two runs, as `oracle diff --json`
-/// reports it (without `parents`, `context` and `state`). With `verify` both logs are verified
+/// reports it (without `parents`, `context` and `state`): runs of two plan versions are
+/// aligned by content, with `plans_differ` naming the two programs. With `verify` both logs are verified
 /// first (an invalid log is an error, never a difference); without, only the O(log n) events
 /// the search needs are read.
 pub fn diff(a: &ValidRun, b: &ValidRun, verify_first: bool) -> Result<Value, ApiError> {
@@ -464,7 +483,8 @@ pub fn diff(a: &ValidRun, b: &ValidRun, verify_first: bool) -> Result<Value, Api
     let (mut la, mut lb) = (IndexedLog::open(&a.log())?, IndexedLog::open(&b.log())?);
     let (na, nb) = (la.len(), lb.len());
     let mut reader = Reader::new(&mut la, &mut lb);
-    let outcome = first_divergence(&mut reader).map_err(|e| ApiError::from(e.error))?;
+    let (outcome, plans) =
+        first_divergence_across_plans(&mut reader).map_err(|e| ApiError::from(e.error))?;
     let reads = reader.reads();
     let mut v = json!({
         "a": {"run": a.id, "events": na},
@@ -475,6 +495,9 @@ pub fn diff(a: &ValidRun, b: &ValidRun, verify_first: bool) -> Result<Value, Api
     let fields = outcome.to_json();
     if let (Value::Object(m), Value::Object(f)) = (&mut v, fields) {
         m.extend(f);
+    }
+    if let Some((pa, pb)) = plans {
+        v["plans_differ"] = json!({"a": pa, "b": pb});
     }
     Ok(v)
 }

@@ -117,6 +117,10 @@ pub struct ForkBody {
     pub step: Option<String>,
     #[serde(default)]
     pub value: Option<Value>,
+    /// The text of a plan for the fork to follow (checked against the shared prefix first,
+    /// `409 upgrade_refused` if it does not re-derive it); its `use`s are not read.
+    #[serde(default)]
+    pub plan: Option<String>,
 }
 
 /// Forks `run` as `oracle fork` does, by `by`, and drives the fork until it finishes or
@@ -143,7 +147,7 @@ pub fn fork(state: &AppState, run: &ValidRun, by: &str, body: ForkBody) -> Resul
         oracle_host::Fork {
             at,
             value: body.value,
-            plan: None,
+            plan: body.plan.map(oracle_host::NewPlan::Text),
             by: Some(by.to_owned()),
             given: oracle_host::Given::default(),
             drive: session::Drive::default(),

@@ -38,6 +38,7 @@ pub fn table() -> Routes {
         .get("/signin", signin)
         .post("/runs/{id}/answer", answer)
         .post("/runs/{id}/verdict", verdict)
+        .post("/runs/{id}/fork", fork)
 }
 
 fn links() -> Links {
@@ -147,12 +148,18 @@ async fn run(
     Path(id): Path<String>,
     Query(q): Query<RunQuery>,
 ) -> Response {
-    if let Err(r) = may_read(&state, &headers, &links().run(&id)) {
-        return r;
-    }
+    let session = match may_read(&state, &headers, &links().run(&id)) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
     if let Err(e) = state.run(&id) {
         return api_error(&e, "/runs");
     }
+    // The fork form for a signed-in user, on a file home (a store's runs are forked by
+    // `oracle fork` against the store's own home, never written into the mirror).
+    let forms = session
+        .filter(|_| state.front.is_none())
+        .map(|s| Forms::under("", &auth::csrf_token(&s)));
     // The other run is validated like any run id from a URL: a name under `<home>/runs`,
     // never a path.
     if let Some(Err(e)) = q.diff.as_deref().map(|o| state.run(o)) {
@@ -175,7 +182,7 @@ async fn run(
         Ok::<_, ViewError>(v)
     };
     match blocking(&state, true, load).await {
-        Ok(Ok(v)) => Html(page::run_page(&v, &links())).into_response(),
+        Ok(Ok(v)) => Html(page::run_page(&v, &links(), forms.as_ref())).into_response(),
         Ok(Err(e)) => view_error(e),
         Err(r) => r,
     }
@@ -292,6 +299,76 @@ async fn answer(
             .into_response()
         }
         Ok(Err(e)) => api_error(&e, "/inbox"),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+struct ForkForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    step: String,
+    #[serde(default)]
+    at: String,
+    #[serde(default)]
+    value: String,
+    #[serde(default)]
+    plan: String,
+}
+
+/// The run page's fork form: forks as `POST /api/v1/runs/ID/fork` does, by the signed-in
+/// user, and links to the new run.
+async fn fork(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(f): Form<ForkForm>,
+) -> Response {
+    let back = links().run(&id);
+    let session = match form_session(&state, &headers, &f.csrf, &back) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let asked = match oracle_html::form::fork_request(&f.step, &f.at, &f.value, &f.plan) {
+        Ok(r) => r,
+        Err(e) => return refused(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string(), &back),
+    };
+    let run = match state.run(&id) {
+        Ok(r) => r,
+        Err(e) => return api_error(&e, &back),
+    };
+    let body = signals::ForkBody {
+        at: asked.at,
+        step: asked.step,
+        value: asked.value,
+        plan: asked.plan,
+    };
+    let (st, by) = (state.clone(), session.name.clone());
+    match blocking(&state, true, move || signals::fork(&st, &run, &by, body)).await {
+        Ok(Ok(v)) => {
+            state.watch.refresh_soon();
+            let new = v["run"].as_str().unwrap_or_default().to_owned();
+            let text = format!(
+                "Run {new} was forked from {id} by {}: it shares the first {} events, and {}.",
+                session.name,
+                v["shared"],
+                match v["status"].as_str() {
+                    Some("suspended") => "waits on a person (see the inbox)".to_owned(),
+                    Some(s) => format!("is {s}"),
+                    None => "goes on".to_owned(),
+                }
+            );
+            Html(page::message_page(
+                &links(),
+                "Run forked",
+                &text,
+                false,
+                &links().run(&new),
+            ))
+            .into_response()
+        }
+        Ok(Err(e)) => api_error(&e, &back),
         Err(r) => r,
     }
 }

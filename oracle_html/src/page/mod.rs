@@ -70,16 +70,19 @@ impl Links {
 pub struct Forms {
     pub answer: String,
     pub verdict: String,
+    pub fork: String,
     pub csrf: String,
 }
 
 impl Forms {
-    /// `{prefix}/runs/{run}/answer` and `{prefix}/runs/{run}/verdict`.
+    /// `{prefix}/runs/{run}/answer`, `{prefix}/runs/{run}/verdict` and
+    /// `{prefix}/runs/{run}/fork`.
     pub fn under(prefix: &str, csrf: &str) -> Forms {
         let p = prefix.trim_end_matches('/');
         Forms {
             answer: format!("{p}/runs/{{run}}/answer"),
             verdict: format!("{p}/runs/{{run}}/verdict"),
+            fork: format!("{p}/runs/{{run}}/fork"),
             csrf: csrf.to_owned(),
         }
     }
@@ -90,6 +93,10 @@ impl Forms {
 
     pub fn verdict_action(&self, run: &str) -> String {
         self.verdict.replace("{run}", &url_part(run))
+    }
+
+    pub fn fork_action(&self, run: &str) -> String {
+        self.fork.replace("{run}", &url_part(run))
     }
 }
 
@@ -208,9 +215,15 @@ pub fn runs_page(rows: &[RunRow], links: &Links) -> String {
 }
 
 /// The page of one run: summary, step graph, state, beliefs, a page of its events, and a
-/// divergence when the view has one. Links go through `links`.
-pub fn run_page(view: &RunView, links: &Links) -> String {
-    let main = run_main(view, Some(links));
+/// divergence when the view has one. Links go through `links`; with `forms` (a signed-in
+/// user), the form that forks the run.
+pub fn run_page(view: &RunView, links: &Links, forms: Option<&Forms>) -> String {
+    let mut main = run_main(view, Some(links));
+    if let Some(f) = forms {
+        // Inside the run's article, after its timeline: where a reader has found the point.
+        let end = main.rfind("</article>").unwrap_or(main.len());
+        main.insert_str(end, &fork_form_html(view, f));
+    }
     document(
         &format!("Run {}", view.summary.id),
         Some((links, Current::Run)),
@@ -317,6 +330,36 @@ fn summary_html(view: &RunView, links: Option<&Links>) -> String {
         },
     );
     row("Inputs", value_html(&s.inputs));
+    let run_ref = |id: &str| match links {
+        Some(l) => format!(
+            "<a href=\"{}\"><code>{}</code></a>",
+            escape(&l.run(id)),
+            escape(id)
+        ),
+        None => format!("<code>{}</code>", escape(id)),
+    };
+    let f = &view.family;
+    if let Some((parent, shared)) = &f.parent {
+        row(
+            "Forked from",
+            format!("{} (shares its first {shared} events)", run_ref(parent)),
+        );
+    }
+    if !f.forks.is_empty() {
+        let forks: Vec<String> = f
+            .forks
+            .iter()
+            .map(|(id, shared)| {
+                format!("{} (after event {})", run_ref(id), shared.saturating_sub(1))
+            })
+            .collect();
+        let more = if f.truncated {
+            "; only the home's first runs were compared"
+        } else {
+            ""
+        };
+        row("Forks", format!("{}{more}", forks.join(", ")));
+    }
     if s.at_asked {
         row(
             "Shown after",
@@ -670,6 +713,11 @@ fn pager_html(l: &Links, id: &str, t: &Timeline, at: Option<u64>) -> String {
     )
 }
 
+/// The first 12 hex digits of a hash, as `oracle` prints hashes in prose.
+fn short_hash(hex: &str) -> &str {
+    hex.get(..12).unwrap_or(hex)
+}
+
 fn divergence_html(d: &DivergenceView) -> String {
     let mut m = String::new();
     let _ = writeln!(
@@ -678,7 +726,21 @@ fn divergence_html(d: &DivergenceView) -> String {
         escape(&d.a),
         escape(&d.b)
     );
+    if let Some((pa, pb)) = &d.plans {
+        let _ = writeln!(
+            m,
+            "<p>The plans differ (program <code>{}</code> and <code>{}</code>): the events are compared by content (kind, step, tool, input, output, state) from event 1, not by chain hash.</p>",
+            escape(short_hash(pa)),
+            escape(short_hash(pb))
+        );
+    }
     match &d.outcome {
+        DiffOutcome::Identical { events } if d.plans.is_some() => {
+            let _ = writeln!(
+                m,
+                "<p>The same content: {events} events; only the plans differ.</p>"
+            );
+        }
         DiffOutcome::Identical { events } => {
             let _ = writeln!(m, "<p>Identical: the same {events} events.</p>");
         }
@@ -782,6 +844,35 @@ pub fn inbox_page(inbox: &Inbox, links: &Links, forms: &Forms) -> String {
     }
     m.push_str("</section>\n");
     document("Inbox", Some((links, Current::Inbox)), &m, false)
+}
+
+/// The form that forks the run (`POST` to [`Forms::fork`]): before a step (chosen from the
+/// plan's steps) or after an event, with an optional output for that step and an optional new
+/// plan. Everything is checked by the host before anything is created.
+fn fork_form_html(view: &RunView, forms: &Forms) -> String {
+    let s = &view.summary;
+    let mut steps = String::from("<option value=\"\">(by event number instead)</option>");
+    for n in view.dag.iter().flat_map(|d| &d.graph.steps) {
+        let _ = write!(
+            steps,
+            "<option value=\"{}\">{}</option>",
+            escape(&n.name),
+            escape(&n.name)
+        );
+    }
+    format!(
+        "<section id=\"fork\" aria-labelledby=\"fork-h\">\n<h2 id=\"fork-h\">Fork this run</h2>\n\
+<p>A new run that shares this run's events up to the point chosen, byte for byte, then goes on: the step runs again, or takes the output given; with a plan, under that plan once it re-derives the shared events.</p>\n\
+<form id=\"fork-form\" method=\"post\" action=\"{}\">\n{}\n\
+<div class=\"row\"><label for=\"fork-step\">Before step</label><select id=\"fork-step\" name=\"step\">{steps}</select></div>\n\
+<div class=\"row\"><label for=\"fork-at\">or after event</label><input type=\"number\" id=\"fork-at\" name=\"at\" min=\"1\" max=\"{}\" step=\"1\" inputmode=\"numeric\"></div>\n\
+<div class=\"row\"><label for=\"fork-value\">The step's output (JSON, optional)</label><textarea id=\"fork-value\" name=\"value\" rows=\"3\"></textarea></div>\n\
+<div class=\"row\"><label for=\"fork-plan\">A new plan to follow (its text, optional)</label><textarea id=\"fork-plan\" name=\"plan\" rows=\"8\"></textarea></div>\n\
+<button type=\"submit\" id=\"fork-submit\">Fork</button>\n</form>\n</section>\n",
+        escape(&forms.fork_action(&s.id)),
+        hidden(form::CSRF_FIELD, &forms.csrf),
+        s.events,
+    )
 }
 
 fn hidden(name: &str, value: &str) -> String {

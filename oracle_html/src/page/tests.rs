@@ -124,6 +124,7 @@ fn hostile_view() -> RunView {
         divergence: Some(DivergenceView {
             a: HOSTILE.into(),
             b: "b".into(),
+            plans: Some((HOSTILE.into(), HOSTILE.into())),
             outcome: DiffOutcome::Diverged {
                 seq: 2,
                 class: "payload".into(),
@@ -134,6 +135,11 @@ fn hostile_view() -> RunView {
                 fields_omitted: 0,
             },
         }),
+        family: oracle_runtime::family::Family {
+            parent: Some((HOSTILE.into(), 3)),
+            forks: vec![(HOSTILE.into(), 4)],
+            truncated: true,
+        },
     }
 }
 
@@ -194,7 +200,7 @@ fn hostile_log_content_renders_inert_on_every_page() {
     let forms = Forms::under("/ui", "tok\"en<");
     let view = hostile_view();
     let pages = [
-        run_page(&view, &links),
+        run_page(&view, &links, Some(&forms)),
         report_page(&view),
         inbox_page(&hostile_inbox(), &links, &forms),
         runs_page(
@@ -223,14 +229,26 @@ fn hostile_log_content_renders_inert_on_every_page() {
     }
     // The token is an attribute value like any other.
     assert!(pages[2].contains("name=\"csrf\" value=\"tok&quot;en&lt;\""));
+    assert!(pages[0].contains("name=\"csrf\" value=\"tok&quot;en&lt;\""));
+    // The fork form is on the server's page for a signed-in user, never in a report.
+    assert!(
+        pages[0]
+            .contains("<form id=\"fork-form\" method=\"post\" action=\"/ui/runs/evil-1/fork\">")
+    );
+    assert!(!pages[1].contains("fork-form"));
+    assert!(!run_page(&view, &links, None).contains("fork-form"));
+    // The family: the parent and the forks are named (escaped) and, on the server, linked.
+    assert!(pages[0].contains("<dt>Forked from</dt>"), "{}", pages[0]);
+    assert!(pages[0].contains("<dt>Forks</dt>"));
+    assert!(pages[1].contains("<dt>Forked from</dt>"));
 }
 
 #[test]
 fn pages_are_the_same_bytes_for_the_same_view() {
     let links = Links::new("");
     assert_eq!(
-        run_page(&hostile_view(), &links),
-        run_page(&hostile_view(), &links)
+        run_page(&hostile_view(), &links, None),
+        run_page(&hostile_view(), &links, None)
     );
     assert_eq!(report_page(&hostile_view()), report_page(&hostile_view()));
 }
@@ -443,7 +461,7 @@ fn run_page_links_use_the_prefix_and_keep_the_page() {
         from: 100,
         limit: 100,
     };
-    let page = run_page(&view, &Links::new("/ui"));
+    let page = run_page(&view, &Links::new("/ui"), None);
     // The run id is one encoded segment; the seq links keep the timeline page.
     assert!(
         page.contains("href=\"/ui/runs/a%20b%2Fc?from=100&amp;limit=100&amp;at=5\""),

@@ -142,6 +142,11 @@ schemas: dict[str, Any] = {
                         )
                     ),
                     "answered": nullable(obj({"step": STR, "seq": INT, "by": nullable(STR)})),
+                    "forked_from": nullable(obj({"run": ref("RunId"), "shared": INT})),
+                    "forks": {
+                        "type": "array",
+                        "items": obj({"run": ref("RunId"), "shared": INT}, ["run", "shared"]),
+                    },
                 },
                 ["head", "waiting_on", "answered"],
             ),
@@ -221,6 +226,7 @@ schemas: dict[str, Any] = {
             "verified": BOOL,
             "result": {"enum": ["identical", "prefix", "diverged"]},
             "common": INT,
+            "plans_differ": obj({"a": HASH, "b": HASH}, ["a", "b"]),
         },
         ["a", "b", "result", "common"],
     ),
@@ -618,7 +624,9 @@ paths: dict[str, Any] = {
             "operationId": "fork",
             "summary": "Forks a run at a round boundary (`at`, a seq) or before a step's first "
             "call (`step`), optionally giving that step's output (`value`), and drives the fork "
-            '(docs/FORMAT.md, "Forks and plan versions").',
+            '(docs/FORMAT.md, "Forks and plan versions"). With `plan` (a plan\'s text) the fork '
+            "follows that plan once it re-derives the shared events (`409 upgrade_refused` if "
+            "not); no sub-plan it `use`s is read from the server.",
             "parameters": [ID],
             "requestBody": {
                 "required": True,
@@ -626,7 +634,7 @@ paths: dict[str, Any] = {
                     "application/json": {
                         "schema": {
                             "type": "object",
-                            "properties": {"at": INT, "step": STR, "value": ANY},
+                            "properties": {"at": INT, "step": STR, "value": ANY, "plan": STR},
                             "additionalProperties": False,
                         }
                     }
