@@ -168,11 +168,13 @@ fn plan_text_diff(
     if ha == hb {
         return Ok(None);
     }
-    Ok(Some(similar::TextDiff::from_lines(&ta, &tb)
-        .unified_diff()
-        .context_radius(PLAN_DIFF_CONTEXT)
-        .header(&format!("{ida}: plan"), &format!("{idb}: plan"))
-        .to_string()))
+    Ok(Some(
+        similar::TextDiff::from_lines(&ta, &tb)
+            .unified_diff()
+            .context_radius(PLAN_DIFF_CONTEXT)
+            .header(&format!("{ida}: plan"), &format!("{idb}: plan"))
+            .to_string(),
+    ))
 }
 
 /// Any problem reading a log is trouble (exit 2), never a difference.

@@ -293,6 +293,11 @@ pub struct ForkArgs {
     /// Who forks it, recorded in `forked` (default: the `USER` environment variable).
     #[arg(long)]
     by: Option<String>,
+    /// An idempotency key, recorded in `forked`: forking again with the same key, parent,
+    /// point, value and plan finds that fork (exit as its status) instead of making another;
+    /// the same key with anything else is refused (exit 2, `key_conflict`).
+    #[arg(long, value_name = "K")]
+    key: Option<String>,
     #[command(flatten)]
     drive: DriveArgs,
 }
@@ -352,6 +357,7 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
             value,
             plan: a.plan.clone().map(oracle_host::NewPlan::File),
             by: who(a.by.as_ref()),
+            key: a.key.clone(),
             given: a.drive.given(),
             drive: settings.drive(),
             progress: Some(&mut progress),
@@ -359,7 +365,10 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
     );
     display.finish();
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
-    let forked = forked.map_err(|e| host_error_in(e, a.drive.json, log.as_deref()))?;
+    let forked = match forked.map_err(|e| host_error_in(e, a.drive.json, log.as_deref()))? {
+        Start::New(f) => f,
+        Start::Existing(e) => return print_existing(&e, a.drive.json, "forked this run already"),
+    };
     if !a.drive.json {
         outln!(
             "forked   {} from {} at event {}",
@@ -887,7 +896,13 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     display.finish();
     let s = match s.map_err(|e| host_error(e, a.drive.json))? {
         Start::New(s) => s,
-        Start::Existing(e) => return print_existing(&e, a.drive.json),
+        Start::Existing(e) => {
+            return print_existing(
+                &e,
+                a.drive.json,
+                "started this run already, with the same plan, inputs and seed",
+            );
+        }
     };
     for w in &s.warnings {
         eprintln!("warning: {w}");
@@ -897,9 +912,9 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     Ok(status_code(&s.report.ending))
 }
 
-/// A start whose idempotency key started a run already: that run, and nothing run. The exit
-/// status is that run's, as `oracle run` would have ended.
-fn print_existing(e: &oracle_host::Existing, json_out: bool) -> Result<u8, CliError> {
+/// A start (or fork) whose idempotency key made a run already: that run, and nothing run. The
+/// exit status is that run's, as `oracle run` would have ended. `did` says what the key did.
+fn print_existing(e: &oracle_host::Existing, json_out: bool, did: &str) -> Result<u8, CliError> {
     if json_out {
         crate::out::json(&json!({
             "ok": true,
@@ -912,10 +927,7 @@ fn print_existing(e: &oracle_host::Existing, json_out: bool) -> Result<u8, CliEr
     } else {
         outln!("run      {}", e.id)?;
         outln!("status   {}", e.status)?;
-        outln!(
-            "key      {} started this run already, with the same plan, inputs and seed; nothing was run",
-            e.key
-        )?;
+        outln!("key      {} {did}; nothing was run", e.key)?;
     }
     Ok(match e.status.as_str() {
         "completed" => exit::OK,

@@ -216,7 +216,10 @@ fn a_failed_run_forked_at_its_failing_step_with_a_fixed_plan_completes() {
     // a fork and its own fork, which follow the same plan.
     let (code, out, _) = sb.oracle(&["diff", "notes-1", "notes-2", "--plans"]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("-  expect stats.words > 1000\n+  expect stats.words > 10\n"), "{out}");
+    assert!(
+        out.contains("-  expect stats.words > 1000\n+  expect stats.words > 10\n"),
+        "{out}"
+    );
     let (_, v) = sb.json(&["diff", "notes-2", "notes-3", "--plans", "--json"]);
     assert_eq!(v["plan_diff"], serde_json::Value::Null, "{v}");
 }
@@ -366,9 +369,7 @@ fn diff_of_two_plan_versions_names_the_first_content_divergence() {
     assert!(changed[0].starts_with('-') && changed[0].contains("Approve payment?"));
     assert!(changed[1].starts_with('+') && changed[1].contains("Approve this payment?"));
     let (_, v) = sb.json(&["diff", "escalation-1", "escalation-2", "--plans", "--json"]);
-    let text = v["plan_diff"]
-        .as_str()
-        .expect("the text diff in --json");
+    let text = v["plan_diff"].as_str().expect("the text diff in --json");
     assert!(out.contains(text), "the same diff as the text output: {v}");
 
     // A plan file edited beside the log is refused, never shown as the run's plan.
@@ -380,4 +381,87 @@ fn diff_of_two_plan_versions_names_the_first_content_divergence() {
         err.contains("plan.plan") && err.contains("does not match"),
         "{err}"
     );
+}
+
+#[test]
+fn a_fork_with_a_key_is_made_once_and_the_key_with_anything_else_is_refused() {
+    let sb = Sandbox::new();
+    escalation_completed(&sb);
+    let fork = |value: &str, extra: &[&str]| {
+        let mut args = vec![
+            "fork",
+            "escalation-1",
+            "--step",
+            "total",
+            "--value",
+            value,
+            "--key",
+            "job-7",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        sb.json(&args)
+    };
+    let v1240 = r#"{"value":{"total":1240}}"#;
+    let (code, v) = fork(v1240, &[]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["run"], "escalation-2");
+    let shared = v["shared"].as_u64().unwrap() as usize;
+    let events = sb.events(".oracle", "escalation-2");
+    assert_eq!(
+        events[shared].payload["key"], "job-7",
+        "the key is in the record"
+    );
+
+    // Again with the same key, parent, point and value: that fork, nothing made or run.
+    let log = std::fs::read(sb.log(".oracle", "escalation-2")).unwrap();
+    let (code, v) = fork(v1240, &[]);
+    assert_eq!(code, 3, "the exit of the fork's status: {v}");
+    assert_eq!(v["run"], "escalation-2");
+    assert_eq!(v["existing"], true);
+    assert_eq!(
+        std::fs::read(sb.log(".oracle", "escalation-2")).unwrap(),
+        log
+    );
+    let (code, out, _) = sb.oracle(&[
+        "fork",
+        "escalation-1",
+        "--step",
+        "total",
+        "--value",
+        v1240,
+        "--key",
+        "job-7",
+    ]);
+    assert_eq!(code, 3);
+    assert!(
+        out.contains("key      job-7 forked this run already; nothing was run"),
+        "{out}"
+    );
+
+    // The same key with another value, or another plan: refused, naming what differs.
+    let (code, v) = fork(r#"{"value":{"total":99}}"#, &[]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "key_conflict", "{v}");
+    assert_eq!(v["error"]["differs"], serde_json::json!(["inputs"]), "{v}");
+    let source = std::fs::read_to_string(sb.path().join(ESCALATION)).unwrap();
+    let edited = sb.write(
+        "plans/edited.plan",
+        &source.replace("Approve payment?", "Approve this payment?"),
+    );
+    let (code, v) = fork(v1240, &["--plan", edited.to_str().unwrap()]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["differs"], serde_json::json!(["plan"]), "{v}");
+    assert!(
+        !sb.path().join(".oracle/runs/escalation-3").exists(),
+        "nothing made"
+    );
+
+    // The key file is an index, not the record: without it, the key makes a new fork.
+    std::fs::remove_dir_all(sb.path().join(".oracle/keys")).unwrap();
+    let (code, v) = fork(v1240, &[]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["run"], "escalation-3");
+    let (code, out, err) = sb.oracle(&["verify", "escalation-3", "--parent", "escalation-1"]);
+    assert_eq!(code, 0, "{out}{err}");
 }

@@ -827,6 +827,24 @@ fn a_fork_through_the_api_records_the_token_as_who_and_shares_its_prefix() {
     assert_eq!(status / 100, 4, "{v}");
     assert!(!sb.path().join(".oracle/runs/escalation-4").exists());
 
+    // With a key, a retried request finds the fork it made.
+    let body = json!({"step": "total", "value": {"value": {"total": 1240}}, "key": "req-9"});
+    let (status, v) = call("POST", &url, Some(&alice), Some(&body));
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(
+        (v["run"].as_str(), v["existing"].as_bool()),
+        (Some("escalation-4"), Some(false))
+    );
+    let (status, v) = call("POST", &url, Some(&alice), Some(&body));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (v["run"].as_str(), v["existing"].as_bool()),
+        (Some("escalation-4"), Some(true))
+    );
+    let other = json!({"step": "total", "value": {"value": {"total": 7}}, "key": "req-9"});
+    let (status, v) = call("POST", &url, Some(&alice), Some(&other));
+    assert_error(status, &v, 409, "key_conflict");
+
     // The family, as the run says it.
     let (status, v) = call(
         "GET",
@@ -842,7 +860,11 @@ fn a_fork_through_the_api_records_the_token_as_who_and_shares_its_prefix() {
         .iter()
         .map(|f| f["run"].as_str().unwrap())
         .collect();
-    assert_eq!(forks, ["escalation-2", "escalation-3"], "{v}");
+    assert_eq!(
+        forks,
+        ["escalation-2", "escalation-3", "escalation-4"],
+        "{v}"
+    );
     let (_, v) = call(
         "GET",
         &s.url("/api/v1/runs/escalation-3"),

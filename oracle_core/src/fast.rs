@@ -404,6 +404,7 @@ mod shape {
             EventKind::Forked => &[
                 ("by", OptStr),
                 ("head", HashHex),
+                ("key", OptStr),
                 ("parent", Str),
                 ("seq", U64),
                 ("step", OptStr),

@@ -441,6 +441,10 @@ pub struct Forked {
     pub step: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
+    /// The idempotency key the fork was asked with (`oracle fork --key`): a second fork with
+    /// the same key, parent, point, value and plan finds this run instead of making another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// A plan changed under a run in flight (`oracle resume --plan`, `oracle fork --plan`), after

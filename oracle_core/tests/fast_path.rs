@@ -120,8 +120,10 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             any::<[u8; 32]>(),
             by(),
             proptest::option::of((name, value())),
+            // The fork's idempotency key: an optional string like `by`.
+            by(),
         )
-            .prop_map(|(parent, seq, head, by, given)| {
+            .prop_map(|(parent, seq, head, by, given, key)| {
                 let (step, value) = given.map_or((None, None), |(s, v)| (Some(s), Some(v)));
                 Payload::Forked(Forked {
                     parent,
@@ -130,6 +132,7 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     by,
                     step,
                     value,
+                    key,
                 })
             }),
         // A plan upgraded in flight (`oracle resume --plan`).

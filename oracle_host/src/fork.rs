@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::bind::{Given, ToolChange};
 use crate::error::HostError;
-use crate::home::{Home, Resume, Upgrade};
+use crate::home::{Existing, Home, Resume, Start, Upgrade};
+use oracle_runtime::keys::{self, KeyClaim};
 
 /// What a fork is asked for beyond the parent run.
 pub struct Fork<'p> {
@@ -27,6 +28,10 @@ pub struct Fork<'p> {
     pub plan: Option<NewPlan>,
     /// Who forks it (recorded in `forked`).
     pub by: Option<String>,
+    /// An idempotency key: a second fork with the same key, parent, point, value and plan finds
+    /// the first instead of making another ([`Start::Existing`]); with anything else it is
+    /// refused (`key_conflict`).
+    pub key: Option<String>,
     /// Bindings given again, and how the fork's first drive runs.
     pub given: Given,
     pub drive: Drive,
@@ -81,7 +86,7 @@ impl Home {
     /// `plan_upgraded`, driven on from there until it finishes or suspends. Everything that can
     /// be refused (the point, the value's form, the plan's re-derivation of the prefix) is
     /// checked before the fork is created; a value its step refuses removes the fork again.
-    pub fn fork(&self, run: &str, f: Fork<'_>) -> Result<Forked, HostError> {
+    pub fn fork(&self, run: &str, f: Fork<'_>) -> Result<Start<Forked>, HostError> {
         let parent = self.find(run)?;
         let (registry, _) = self.registry(
             &parent,
@@ -96,7 +101,9 @@ impl Home {
         let mut given = ForkGiven {
             by: f.by.clone(),
             value: None,
+            key: f.key.clone(),
         };
+        let asked_value = f.value.clone();
         if let Some(value) = f.value {
             let (step, waits) = value_step(&parent.id, &events, &f.at, shared)?;
             oracle_core::canon::check(&value).map_err(|e| SessionError::BadAnswer {
@@ -130,12 +137,39 @@ impl Home {
             }
             None => None,
         };
+        let want = f.key.as_deref().map(|k| {
+            let plan_hash = plan
+                .as_ref()
+                .map_or(oracle_core::Hash::ZERO, |(p, _)| p.hash);
+            KeyClaim::fork(k, "", plan_hash, &parent.id, shared, asked_value.as_ref())
+        });
+        if let Some(want) = &want
+            && let Some(existing) = self.forked_already(want)?
+        {
+            return Ok(Start::Existing(existing));
+        }
         let made = fork::create(self.dir(), &parent, shared, given, &self.key()?)?;
         let gone = |e: HostError| {
             // The fork was never driven: it leaves nothing behind.
             let _ = std::fs::remove_dir_all(&made.dir);
             e
         };
+        if let Some(want) = want {
+            let claim = KeyClaim {
+                run: made.id.clone(),
+                ..want
+            };
+            if !keys::claim(self.dir(), &claim).map_err(|e| gone(e.into()))? {
+                // Another fork with this key claimed it first: that one is the answer.
+                let _ = std::fs::remove_dir_all(&made.dir);
+                return match self.forked_already(&claim)? {
+                    Some(existing) => Ok(Start::Existing(existing)),
+                    None => Err(HostError::Worker(
+                        "the idempotency key's fork was deleted while this fork claimed it; try again".into(),
+                    )),
+                };
+            }
+        }
         if let Some((plan, source)) = plan {
             let from = self.program_of(&made).map_err(gone)?;
             fork::record_upgrade(&made, from, &plan, &source, f.by.clone())
@@ -162,12 +196,37 @@ impl Home {
             ) => return Err(gone(e)),
             Err(e) => return Err(e),
         };
-        Ok(Forked {
+        Ok(Start::New(Forked {
             fork: made,
             parent: parent.id,
             shared,
             session,
-        })
+        }))
+    }
+
+    /// The fork a key made already, when `want` matches what it recorded; a key that named
+    /// something else is refused with what differs (`key_conflict`).
+    fn forked_already(&self, want: &KeyClaim) -> Result<Option<Existing>, HostError> {
+        keys::check_key(&want.key).map_err(|why| SessionError::BadKey { why })?;
+        match keys::find(self.dir(), want).map_err(HostError::Session)? {
+            None => Ok(None),
+            Some((run, differs)) if differs.is_empty() => {
+                let dir = self.dir().join("runs").join(&run);
+                let status = session::run_info(&dir).status;
+                Ok(Some(Existing {
+                    id: run,
+                    dir,
+                    key: want.key.clone(),
+                    status,
+                }))
+            }
+            Some((run, differs)) => Err(SessionError::KeyUsed {
+                key: want.key.clone(),
+                run,
+                differs,
+            }
+            .into()),
+        }
     }
 
     /// The program hash `run` follows now.

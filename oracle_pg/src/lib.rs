@@ -381,6 +381,8 @@ impl Store {
                     plan,
                     inputs,
                     seed: seed.parse().unwrap_or(u64::MAX),
+                    // The store's keys start runs; forks are a file home's.
+                    forked_at: None,
                 };
                 return Ok(Submitted::Existing {
                     differs: had.differs(want),

@@ -40,6 +40,8 @@ pub struct ForkGiven {
     pub by: Option<String>,
     /// A step's output given from outside instead of running it again.
     pub value: Option<(String, Value)>,
+    /// The idempotency key it was asked with.
+    pub key: Option<String>,
 }
 
 fn refused(run: &str, why: String) -> SessionError {
@@ -211,6 +213,7 @@ pub fn create(
             by: given.by,
             step,
             value,
+            key: given.key,
         });
         writer.append(head.time, vec![], forked)?;
         writer.close()?;

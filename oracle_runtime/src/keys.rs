@@ -34,6 +34,9 @@ const LOCK_FILE: &str = ".lock";
 /// The context of the inputs' hash in a key file.
 const INPUTS_CONTEXT: &str = "oracle key inputs v1";
 
+/// The context of a fork's parent, point and value in a key file.
+const FORK_CONTEXT: &str = "oracle fork key inputs v1";
+
 /// What a key file holds: the key, the run it started, and what a second start must match.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,9 +45,14 @@ pub struct KeyClaim {
     pub run: String,
     /// The plan's hash (`run_started.program_hash`).
     pub plan: Hash,
-    /// The hash of the bound inputs' canonical encoding.
+    /// The hash of the bound inputs' canonical encoding; for a fork, of its parent, fork point
+    /// and given value ([`KeyClaim::fork`]).
     pub inputs: Hash,
     pub seed: u64,
+    /// For a fork (`oracle fork --key`): the seq of its `forked` event, where the record holds
+    /// the key (a fork's first event is its parent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_at: Option<u64>,
 }
 
 impl KeyClaim {
@@ -56,7 +64,63 @@ impl KeyClaim {
             plan,
             inputs: inputs_hash(inputs),
             seed,
+            forked_at: None,
         }
+    }
+
+    /// The claim a fork of `parent` sharing its events `0..shared` makes on `key`: `plan` is
+    /// the new plan's hash, or [`Hash::ZERO`] for the parent's own; `inputs` covers the parent,
+    /// the point and the value given for its step.
+    pub fn fork(
+        key: &str,
+        run: &str,
+        plan: Hash,
+        parent: &str,
+        shared: u64,
+        value: Option<&Value>,
+    ) -> Self {
+        let asked = serde_json::json!({"parent": parent, "seq": shared, "value": value});
+        KeyClaim {
+            key: key.to_owned(),
+            run: run.to_owned(),
+            plan,
+            inputs: oracle_core::canon::hash_value_in(FORK_CONTEXT, &asked)
+                .unwrap_or_else(|_| oracle_core::hash::hash_in(FORK_CONTEXT, b"")),
+            seed: 0,
+            forked_at: Some(shared),
+        }
+    }
+
+    /// What a fork's own `forked` event (at `at`) and the events right after it say: the
+    /// record, not the index. The plan is a `plan_upgraded` that follows it; the value is the
+    /// one `forked` holds, or the answer of a `resumed` that follows it (a value given for the
+    /// question the fork waits on is recorded as that answer).
+    fn of_forked(key: &str, run: &str, at: u64, log: &Path) -> Result<Option<KeyClaim>> {
+        use oracle_core::payload::Payload;
+        let mut ix = crate::index::IndexedLog::open(log)?;
+        let Ok(Payload::Forked(f)) = ix.read(at)?.typed() else {
+            return Ok(None);
+        };
+        if f.key.as_deref() != Some(key) {
+            return Ok(None);
+        }
+        let (mut plan, mut value) = (Hash::ZERO, f.value.clone());
+        // At most a `plan_upgraded` and then a `resumed` follow before the fork's own events.
+        for seq in at + 1..(at + 3).min(ix.len()) {
+            match ix.read(seq)?.typed() {
+                Ok(Payload::PlanUpgraded(u)) => plan = u.to,
+                Ok(Payload::Resumed(r)) if value.is_none() => value = Some(r.value),
+                _ => break,
+            }
+        }
+        Ok(Some(KeyClaim::fork(
+            key,
+            run,
+            plan,
+            &f.parent,
+            f.seq,
+            value.as_ref(),
+        )))
     }
 
     /// What the run's own first event says, where it has one: the record, not the index.
@@ -137,6 +201,9 @@ fn live_claim(home: &Path, key: &str) -> Result<Option<(String, KeyClaim)>> {
     let log = crate::paths::LogPaths::of_run(&dir).log;
     if !log.exists() {
         return Ok(Some((claim.run.clone(), claim)));
+    }
+    if let Some(at) = claim.forked_at {
+        return Ok(KeyClaim::of_forked(key, &claim.run, at, &log)?.map(|c| (claim.run.clone(), c)));
     }
     Ok(match crate::session::first_event(&log)? {
         Some(started) if started.key.as_deref() == Some(key) => Some((

@@ -549,12 +549,12 @@ async fn fork(
 ) -> Result<Response, ApiError> {
     let run = state.run(&id)?;
     let st = state.clone();
-    let v = blocking(&state, true, move || {
+    let (status, v) = blocking(&state, true, move || {
         signals::fork(&st, &run, &who.name, body)
     })
     .await?;
     state.watch.refresh_soon();
-    Ok(json_response(StatusCode::CREATED, &v))
+    Ok(json_response(status, &v))
 }
 
 async fn adjudicate(

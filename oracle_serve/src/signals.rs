@@ -22,6 +22,7 @@
 
 use std::path::Path;
 
+use axum::http::StatusCode;
 use oracle_memory::{Cardinality, Claim, Criticality, Provenance, ValidTime, Verdict};
 use oracle_runtime::adjudication::{OutsideClaim, Submission};
 use oracle_runtime::session;
@@ -121,11 +122,22 @@ pub struct ForkBody {
     /// `409 upgrade_refused` if it does not re-derive it); its `use`s are not read.
     #[serde(default)]
     pub plan: Option<String>,
+    /// An idempotency key: the same key with the same parent, point, value and plan finds the
+    /// fork made first (`200`, `existing: true`); with anything else, `409 key_conflict`.
+    #[serde(default)]
+    pub key: Option<String>,
 }
 
 /// Forks `run` as `oracle fork` does, by `by`, and drives the fork until it finishes or
-/// suspends: `{"ok": true, "run", "parent", "shared", "status", "events", "head"}`.
-pub fn fork(state: &AppState, run: &ValidRun, by: &str, body: ForkBody) -> Result<Value, ApiError> {
+/// suspends: `201 {"ok": true, "run", "parent", "shared", "status", "events", "head",
+/// "existing": false}`, or `200 {"ok": true, "run", "status", "existing": true, "key"}` when
+/// the key made that fork already.
+pub fn fork(
+    state: &AppState,
+    run: &ValidRun,
+    by: &str,
+    body: ForkBody,
+) -> Result<(StatusCode, Value), ApiError> {
     if state.front.is_some() {
         // A fork would be written into the mirror, which only the store's rows write.
         return Err(oracle_host::HostError::NotAllowed {
@@ -148,12 +160,25 @@ pub fn fork(state: &AppState, run: &ValidRun, by: &str, body: ForkBody) -> Resul
             at,
             value: body.value,
             plan: body.plan.map(oracle_host::NewPlan::Text),
+            key: body.key,
             by: Some(by.to_owned()),
             given: oracle_host::Given::default(),
             drive: session::Drive::default(),
             progress: None,
         },
     )?;
+    let forked = match forked {
+        oracle_host::Start::New(f) => f,
+        oracle_host::Start::Existing(e) => {
+            return Ok((
+                StatusCode::OK,
+                json!({
+                    "ok": true, "run": e.id, "status": e.status, "existing": true,
+                    "key": e.key, "by": by,
+                }),
+            ));
+        }
+    };
     let (status, events, head) = match &forked.session {
         Some(s) => (
             session::ending_word(&s.report.ending),
@@ -162,10 +187,13 @@ pub fn fork(state: &AppState, run: &ValidRun, by: &str, body: ForkBody) -> Resul
         ),
         None => ("suspended", None, None),
     };
-    Ok(json!({
-        "ok": true, "run": forked.fork.id, "parent": forked.parent, "shared": forked.shared,
-        "status": status, "events": events, "head": head, "by": by,
-    }))
+    Ok((
+        StatusCode::CREATED,
+        json!({
+            "ok": true, "run": forked.fork.id, "parent": forked.parent, "shared": forked.shared,
+            "status": status, "events": events, "head": head, "by": by, "existing": false,
+        }),
+    ))
 }
 
 /// `POST /api/v1/runs/{id}/adjudications/{handle}`.
@@ -275,12 +303,7 @@ pub fn answer(
 /// for a key that started a run already with the same plan, inputs and seed, `200` with that
 /// run, its current `status` and `"existing": true`. Its outcome is in its log; one line goes to
 /// `<home>/serve-resume.log` when the drive ends.
-pub fn start(
-    state: &AppState,
-    by: &str,
-    body: StartBody,
-) -> Result<(axum::http::StatusCode, Value), ApiError> {
-    use axum::http::StatusCode;
+pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode, Value), ApiError> {
     let root = state.config.root.as_ref().ok_or(ApiError::StartsOff)?;
     let request = oracle_host::request::RunRequest {
         plan: body.plan,

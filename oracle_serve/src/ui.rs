@@ -343,10 +343,11 @@ async fn fork(
         step: asked.step,
         value: asked.value,
         plan: asked.plan,
+        key: None,
     };
     let (st, by) = (state.clone(), session.name.clone());
     match blocking(&state, true, move || signals::fork(&st, &run, &by, body)).await {
-        Ok(Ok(v)) => {
+        Ok(Ok((_, v))) => {
             state.watch.refresh_soon();
             let new = v["run"].as_str().unwrap_or_default().to_owned();
             let text = format!(

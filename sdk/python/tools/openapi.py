@@ -634,7 +634,13 @@ paths: dict[str, Any] = {
                     "application/json": {
                         "schema": {
                             "type": "object",
-                            "properties": {"at": INT, "step": STR, "value": ANY, "plan": STR},
+                            "properties": {
+                                "at": INT,
+                                "step": STR,
+                                "value": ANY,
+                                "plan": STR,
+                                "key": STR,
+                            },
                             "additionalProperties": False,
                         }
                     }
@@ -656,6 +662,20 @@ paths: dict[str, Any] = {
                         ["ok", "run", "parent"],
                     ),
                     "Created: the fork, driven until it finished or suspended",
+                ),
+                "200": json_ok(
+                    obj(
+                        {
+                            "ok": {"const": True},
+                            "run": ref("RunId"),
+                            "status": STR,
+                            "existing": {"const": True},
+                            "key": STR,
+                            "by": nullable(STR),
+                        },
+                        ["ok", "run", "existing", "key"],
+                    ),
+                    "The fork this key made already: nothing was made or run",
                 ),
                 **WRITE_ERRORS,
             },
