@@ -13,11 +13,11 @@ and suspends. Then, each command on its own copy of that home:
   the same resume without `--plan` (the re-derivation a resume does anyway), so the difference
   is the upgrade check's own cost.
 
-    python3 bench/fork_upgrade.py --oracle target/release/oracle --fork-steps 250000 \
-        --upgrade-steps 25000
+    python3 bench/fork_upgrade.py --oracle target/release/oracle   # 1M and 100k events
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -28,12 +28,26 @@ import time
 RUN = "chain-1"
 
 
-def chain_plan(steps: int, version: int) -> str:
-    lines = [f"plan chain version {version}", "", 's0 = json.get { value: "x", path: "" }']
+def chain_plan(steps: int, version: int, loop: int = 0) -> str:
+    """`steps` chained steps, then (with `loop`) a `for` over `loop` items (a plan holds at most
+    200,000 steps and a loop 100,000 iterations, so a million events need both), then the
+    question and one more step."""
+    lines = [f"plan chain version {version}", ""]
+    if loop:
+        lines += [f"input items: list = [{', '.join(str(i) for i in range(loop))}]", ""]
+    lines.append('s0 = json.get { value: "x", path: "" }')
     for i in range(1, steps):
         lines.append(f's{i} = json.get {{ value: s{i - 1}, path: "value" }}')
     last = f"s{steps - 1}"
+    if loop:
+        lines += [
+            f"each = for x in items max {loop} {{",
+            '  v = json.get { value: x, path: "" }',
+            "}",
+        ]
     lines.append(f'ask = human.ask {{ question: "go on? " + {last}.value }}')
+    if loop:
+        lines.append("  after each")
     # The only line the upgrade changes: after the question, so the prefix re-derives.
     value = "ask" if version == 1 else '"answered: " + ask.answer'
     lines.append(f'tail = json.get {{ value: {value}, path: "" }}')
@@ -60,15 +74,16 @@ def log_bytes(home: str, run: str) -> int:
     return os.path.getsize(os.path.join(home, ".oracle", "runs", run, "events.jsonl"))
 
 
-def prepared(root: str, oracle: str, steps: int, name: str) -> str:
-    """A home holding one run of a `steps`-step chain, suspended at its question."""
+def prepared(root: str, oracle: str, steps: int, loop: int, name: str) -> str:
+    """A home holding one run of a `steps`-step chain (and a `loop`), suspended at its question."""
     home = os.path.join(root, name)
     os.makedirs(home)
     for v in (1, 2):
         with open(os.path.join(home, f"v{v}.plan"), "w") as f:
-            f.write(chain_plan(steps, v))
-    wall, rss, _ = timed([oracle, "run", "v1.plan"], home)
-    print(f"{name}: run of {steps} steps recorded in {wall:.2f} s (peak RSS {rss} MiB)")
+            f.write(chain_plan(steps, v, loop))
+    wall, rss, out = timed([oracle, "run", "v1.plan", "--json"], home)
+    events = json.loads(out)["events"]
+    print(f"{name}: {events} events recorded in {wall:.2f} s (peak RSS {rss} MiB)")
     return home
 
 
@@ -92,20 +107,21 @@ def measure(label: str, cmd: list[str], home: str, repeat: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--oracle", default="target/release/oracle")
-    ap.add_argument("--fork-steps", type=int, default=250_000)
+    ap.add_argument("--fork-steps", type=int, default=150_000)
+    ap.add_argument("--fork-loop", type=int, default=100_000)
     ap.add_argument("--upgrade-steps", type=int, default=25_000)
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     oracle = os.path.abspath(a.oracle)
     root = tempfile.mkdtemp(prefix="fork-bench-")
     try:
-        big = prepared(root, oracle, a.fork_steps, "fork")
+        big = prepared(root, oracle, a.fork_steps, a.fork_loop, "fork")
         print(f"  log bytes: {log_bytes(big, RUN)}")
         measure("fork --step ask", [oracle, "fork", RUN, "--step", "ask", "--json"], big, a.repeat)
         measure("fork --step ask --value", [oracle, "fork", RUN, "--step", "ask", "--value",
                                             '"yes"', "--json"], big, a.repeat)
         shutil.rmtree(big)
-        small = prepared(root, oracle, a.upgrade_steps, "upgrade")
+        small = prepared(root, oracle, a.upgrade_steps, 0, "upgrade")
         answer = ["--step", "ask", "--value", '"yes"', "--json"]
         measure("resume", [oracle, "resume", RUN, *answer], small, a.repeat)
         measure("resume --plan v2", [oracle, "resume", RUN, "--plan", "v2.plan", *answer], small,

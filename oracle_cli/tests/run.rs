@@ -590,7 +590,10 @@ fn a_human_answer_must_match_the_schema_it_was_asked_with() {
     let before = fs::read(sb.log(".oracle", "ask-1")).unwrap();
     let (code, _, err) = sb.oracle(&["resume", "ask-1", "--step", "ok", "--value", "\"maybe\""]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("does not match its schema"), "{err}");
+    assert!(
+        err.contains("does not match the question's schema"),
+        "{err}"
+    );
     assert_eq!(fs::read(sb.log(".oracle", "ask-1")).unwrap(), before);
     let (code, out) = sb.json(&[
         "resume", "ask-1", "--step", "ok", "--value", "\"yes\"", "--json",

@@ -5,6 +5,7 @@
 
 use oracle_memory::AdjudicateError;
 use oracle_runtime::StoreError;
+use oracle_runtime::answer::AnswerError;
 use oracle_runtime::declared::{Problem, ToolChanged};
 use oracle_runtime::engine::EngineError;
 use oracle_runtime::exit;
@@ -207,6 +208,23 @@ pub fn store_class(e: &StoreError) -> Class {
     }
 }
 
+/// The class of a refused answer.
+fn answer_class(e: &AnswerError) -> Class {
+    match e {
+        AnswerError::Refused { step, .. } => {
+            Class::of("bad_answer", exit::INPUT, http::UNPROCESSABLE).with(json!({"step": step}))
+        }
+        AnswerError::WrongStep { given, waiting } => {
+            Class::of("wrong_step", exit::INPUT, http::CONFLICT)
+                .with(json!({"step": given, "waiting": waiting}))
+        }
+        // The domain names the code: `belief_wait` for the memory.
+        AnswerError::DomainWait { step, words, .. } => {
+            Class::of(words.code, exit::INPUT, http::CONFLICT).with(json!({"step": step}))
+        }
+    }
+}
+
 /// The class of a session error.
 pub fn session_class(e: &SessionError) -> Class {
     let conflict = |code| Class::of(code, exit::INPUT, http::CONFLICT);
@@ -215,18 +233,9 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::Store(s) | SessionError::Engine(EngineError::Store(s)) => store_class(s),
         SessionError::NotFound { .. } => Class::of("not_found", exit::INPUT, http::NOT_FOUND),
         SessionError::Adjudicate { source, .. } => adjudicate_class(source),
-        SessionError::BadAnswer { step, .. }
-        | SessionError::Engine(EngineError::BadAnswer { step, .. }) => {
-            refused("bad_answer").with(json!({"step": step}))
-        }
-        SessionError::WrongStep { given, waiting, .. }
-        | SessionError::Engine(EngineError::WrongStep { given, waiting }) => {
-            conflict("wrong_step").with(json!({"step": given, "waiting": waiting}))
-        }
-        // The domain names the code: `belief_wait` for the memory.
-        SessionError::DomainWait { step, words, .. }
-        | SessionError::Engine(EngineError::DomainWait { step, words, .. }) => {
-            conflict(words.code).with(json!({"step": step}))
+        // Refused before the engine starts or where the run waits: one type, one code each.
+        SessionError::Answer { source, .. } | SessionError::Engine(EngineError::Answer(source)) => {
+            answer_class(source)
         }
         SessionError::AlreadyAnswered { step, by, .. } => {
             conflict("already_answered").with(json!({"step": step, "by": by}))

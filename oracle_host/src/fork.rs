@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use oracle_core::EventKind;
 use oracle_core::payload::Payload;
+use oracle_runtime::answer::AnswerError;
 use oracle_runtime::declared::McpMode;
 use oracle_runtime::engine::Progress;
 use oracle_runtime::fork::{self, ForkAt, ForkGiven};
@@ -106,18 +107,17 @@ impl Home {
         let asked_value = f.value.clone();
         if let Some(value) = f.value {
             let (step, waits) = value_step(&parent.id, &events, &f.at, shared)?;
-            oracle_core::canon::check(&value).map_err(|e| SessionError::BadAnswer {
-                run: parent.id.clone(),
-                step: step.clone(),
-                reason: e.to_string(),
-            })?;
-            session::check_outside_value(&value, "the value").map_err(|reason| {
-                SessionError::BadAnswer {
-                    run: parent.id.clone(),
-                    step: step.clone(),
-                    reason,
-                }
-            })?;
+            let bad = |reason: String| {
+                session::refused_answer(
+                    &parent.id,
+                    AnswerError::Refused {
+                        step: step.clone(),
+                        reason,
+                    },
+                )
+            };
+            oracle_core::canon::check(&value).map_err(|e| bad(e.to_string()))?;
+            session::check_outside_value(&value, "the value").map_err(bad)?;
             // A question the fork waits on at once is answered as `resume --value` answers it.
             if waits {
                 answer = Some((step, value));
@@ -191,7 +191,7 @@ impl Home {
             Err(HostError::Session(SessionError::NeedsAnswer { .. })) => None,
             Err(
                 e @ HostError::Session(SessionError::Engine(
-                    oracle_runtime::engine::EngineError::BadAnswer { .. },
+                    oracle_runtime::engine::EngineError::Answer(AnswerError::Refused { .. }),
                 )),
             ) => return Err(gone(e)),
             Err(e) => return Err(e),

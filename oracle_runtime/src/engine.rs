@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::access::{self, Verdict};
-use crate::domain::{self, Domain, Handled, Resolved, Site, WaitWords};
+use crate::answer::AnswerError;
+use crate::domain::{self, Domain, Handled, Resolved, Site};
 use crate::error::StoreError;
 use crate::recorded::Recorded;
 use crate::resume_point::{self, ResumePoint};
@@ -171,24 +172,9 @@ pub enum EngineError {
     /// interrupted there. [`Engine::drive`] turns this into [`Ending::EndOfRecord`].
     #[error("event {seq}: the record ends here")]
     EndOfRecord { seq: u64 },
-    #[error("the answer is for step `{given}`, but the run waits on step `{waiting}`")]
-    WrongStep { given: String, waiting: String },
-    /// An answer that the step could not have produced: refused before it is recorded.
-    #[error("the answer for step `{step}` is refused (nothing was recorded): {reason}")]
-    BadAnswer { step: String, reason: String },
-    /// An answer was given for a step that waits on a domain (a belief): only the domain
-    /// resolves it, so nothing was recorded. `domain` is its effect name, `words` how it names
-    /// the wait, including the failure's stable code (`belief_wait`).
-    #[error(
-        "step `{step}` waits on a {}, not on an answer: {}, then resume without a value",
-        .words.noun,
-        .words.resolve
-    )]
-    DomainWait {
-        domain: &'static str,
-        step: String,
-        words: WaitWords,
-    },
+    /// An answer refused where the run waits: nothing was recorded.
+    #[error(transparent)]
+    Answer(#[from] crate::answer::AnswerError),
     /// A wake (`oracle resume --wake`) before the timer of `step` is due: nothing was
     /// recorded, and the run still waits (`--force` wakes it early).
     #[error("step `{step}` sleeps until {due}; it is not due yet (nothing was recorded)")]
@@ -1252,11 +1238,12 @@ impl<'r, A: Agent> Engine<'r, A> {
                         // value.
                         let words = self.domains[index].wait_words();
                         if self.answer.is_some() {
-                            return Err(EngineError::DomainWait {
-                                domain: self.domains[index].effect().as_str(),
+                            return Err(AnswerError::DomainWait {
                                 step,
+                                reason: None,
                                 words,
-                            });
+                            }
+                            .into());
                         }
                         match self.domains[index].resolve_wait(&input, self.tick) {
                             Ok(Resolved::Answer(v))
@@ -1308,10 +1295,11 @@ impl<'r, A: Agent> Engine<'r, A> {
                         }
                     } else if let Some((given, value)) = self.answer.take() {
                         if given != step {
-                            return Err(EngineError::WrongStep {
+                            return Err(AnswerError::WrongStep {
                                 given,
                                 waiting: step,
-                            });
+                            }
+                            .into());
                         }
                         // Checked before anything is recorded: the answer must be what the
                         // step could have produced (its `expect`, its tool's output schema).
@@ -1904,9 +1892,11 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// JSON, checked against the call's schema) and checked against what the step could have
     /// produced: its `expect` and its tools' output schemas. Nothing is recorded on refusal.
     fn checked_answer(&self, step: &str, value: Value) -> Result<Value> {
-        let bad = |reason: String| EngineError::BadAnswer {
-            step: step.to_owned(),
-            reason,
+        let bad = |reason: String| {
+            EngineError::from(AnswerError::Refused {
+                step: step.to_owned(),
+                reason,
+            })
         };
         let value = match self.last_called.get(step) {
             Some((tool, input)) => match self.registry.get(tool) {

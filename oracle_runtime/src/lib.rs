@@ -63,6 +63,7 @@
 
 pub mod access;
 pub mod adjudication;
+pub mod answer;
 pub mod bindings;
 pub mod cancel;
 pub mod catalogue;

@@ -19,6 +19,7 @@ use oracle_plan::agent::{InputError, PlanAgent, bind_input_values, bind_inputs};
 use oracle_plan::{CompiledPlan, Diagnostic, Severity};
 use serde_json::{Map, Value, json};
 
+use crate::answer::AnswerError;
 use crate::engine::{
     CALLS_MAX_DEFAULT, Cancel, Ending, Engine, EngineError, INPUT_BYTES_MAX, Progress, Report,
     RunConfig,
@@ -167,17 +168,13 @@ pub enum SessionError {
         step: String,
         by: Option<String>,
     },
-    #[error("{run}: the run waits on step `{waiting}`, not `{given}`")]
-    WrongStep {
+    /// An answer refused before the engine starts (the engine refuses the same way where the
+    /// run waits, as [`EngineError::Answer`]).
+    #[error("{run}: {source}")]
+    Answer {
         run: String,
-        given: String,
-        waiting: String,
-    },
-    #[error("{run}: the answer for step `{step}` does not match its schema: {reason}")]
-    BadAnswer {
-        run: String,
-        step: String,
-        reason: String,
+        #[source]
+        source: crate::answer::AnswerError,
     },
     #[error(
         "{path}: the stored plan does not match the run (plan hash {found}, the run recorded {recorded})"
@@ -193,18 +190,6 @@ pub enum SessionError {
         "{run}: the run recorded nothing before it stopped (it was interrupted while starting, before any effect could happen), so there is nothing to resume; start it again with `oracle run`"
     )]
     NothingRecorded { run: String },
-    /// An answer given to a step that waits on a domain (a belief waits on a verdict).
-    #[error(
-        "{run}: step `{step}` waits on a {} ({reason}), not on an answer: {}, then resume without --step/--value",
-        .words.noun,
-        .words.resolve
-    )]
-    DomainWait {
-        run: String,
-        step: String,
-        reason: String,
-        words: crate::domain::WaitWords,
-    },
     #[error("{run}: {source}")]
     Adjudicate {
         run: String,
@@ -276,9 +261,7 @@ impl SessionError {
         match self {
             SessionError::Store(e) => e.is_integrity(),
             SessionError::Engine(EngineError::Store(e)) => e.is_integrity(),
-            SessionError::Engine(EngineError::WrongStep { .. } | EngineError::BadAnswer { .. }) => {
-                false
-            }
+            SessionError::Engine(EngineError::Answer(_)) => false,
             SessionError::Engine(_) => true,
             SessionError::PlanChanged { .. }
             | SessionError::NoStart { .. }
@@ -834,6 +817,14 @@ fn claim_key(home: &Path, claim: &crate::keys::KeyClaim, dir: &Path) -> Result<(
             "the idempotency key's run was deleted while this start claimed it; try again",
         ),
     })
+}
+
+/// An answer refused for run `run` before anything is recorded.
+pub fn refused_answer(run: &str, source: AnswerError) -> SessionError {
+    SessionError::Answer {
+        run: run.to_owned(),
+        source,
+    }
 }
 
 fn upgrade_refused_text(run: &str, d: &oracle_core::diff::Divergence) -> String {
@@ -1873,12 +1864,14 @@ fn check_resumable(
         }
         // A step waiting on a domain (a belief) is resolved by the domain, never by a value.
         Some(Ok(Payload::Suspended(s))) if answer.is_some() && domain_wait(&s.step).is_some() => {
-            return Err(SessionError::DomainWait {
-                run: found.id.clone(),
-                words: domain_wait(&s.step).expect("checked just above"),
-                step: s.step,
-                reason: s.reason,
-            });
+            return Err(refused_answer(
+                &found.id,
+                AnswerError::DomainWait {
+                    words: domain_wait(&s.step).expect("checked just above"),
+                    step: s.step,
+                    reason: Some(s.reason),
+                },
+            ));
         }
         Some(Ok(Payload::Suspended(s))) if domain_wait(&s.step).is_some() => {}
         Some(Ok(Payload::Suspended(s))) => match answer {
@@ -1890,40 +1883,32 @@ fn check_resumable(
                 });
             }
             Some((given, _)) if given != &s.step => {
-                return Err(SessionError::WrongStep {
-                    run: found.id.clone(),
-                    given: given.clone(),
-                    waiting: s.step,
-                });
+                return Err(refused_answer(
+                    &found.id,
+                    AnswerError::WrongStep {
+                        given: given.clone(),
+                        waiting: s.step,
+                    },
+                ));
             }
             Some((_, value)) => {
+                let bad = |reason: String| {
+                    refused_answer(
+                        &found.id,
+                        AnswerError::Refused {
+                            step: s.step.clone(),
+                            reason,
+                        },
+                    )
+                };
                 if let Some(schema) = answer_schema(&s.step) {
-                    let schema =
-                        Schema::compile(&schema).map_err(|reason| SessionError::BadAnswer {
-                            run: found.id.clone(),
-                            step: s.step.clone(),
-                            reason,
-                        })?;
-                    schema
-                        .check(value)
-                        .map_err(|reason| SessionError::BadAnswer {
-                            run: found.id.clone(),
-                            step: s.step.clone(),
-                            reason,
-                        })?;
+                    let schema = Schema::compile(&schema).map_err(bad)?;
+                    schema.check(value).map_err(|reason| {
+                        bad(format!("it does not match the question's schema: {reason}"))
+                    })?;
                 }
-                oracle_core::canon::check(value).map_err(|e| SessionError::BadAnswer {
-                    run: found.id.clone(),
-                    step: s.step.clone(),
-                    reason: e.to_string(),
-                })?;
-                check_outside_value(value, "the answer").map_err(|reason| {
-                    SessionError::BadAnswer {
-                        run: found.id.clone(),
-                        step: s.step.clone(),
-                        reason,
-                    }
-                })?;
+                oracle_core::canon::check(value).map_err(|e| bad(e.to_string()))?;
+                check_outside_value(value, "the answer").map_err(bad)?;
             }
         },
         // Answered (`oracle serve` records an answer alone) but not yet resumed.

@@ -5,6 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use oracle_runtime::answer::AnswerError;
 use oracle_runtime::session::{self, StartOptions};
 use oracle_runtime::tools;
 use oracle_runtime::{Durability, index};
@@ -307,15 +308,8 @@ fn an_answer_to_a_step_waiting_on_a_belief_is_refused_in_the_memory_domains_word
         "step `allergy` waits on a belief, not on an answer: adjudicate it (`oracle adjudicate`), then resume without a value"
     );
     match err {
-        EngineError::DomainWait {
-            domain,
-            step,
-            words,
-        } => {
-            assert_eq!(
-                (domain, step.as_str(), words.code),
-                ("memory", "allergy", "belief_wait")
-            );
+        EngineError::Answer(AnswerError::DomainWait { step, words, .. }) => {
+            assert_eq!((step.as_str(), words.code), ("allergy", "belief_wait"));
         }
         other => panic!("{other:?}"),
     }
