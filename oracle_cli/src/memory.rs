@@ -20,8 +20,19 @@ use crate::maintain::DurabilityArg;
 
 #[derive(Args, Debug)]
 pub struct MemoryArgs {
-    /// Run id (under `<home>/runs`), run directory, or the run's log file.
-    run: String,
+    /// Run id (under `<home>/runs`), run directory, or the run's log file; or `list` (the
+    /// home's stores), `export NAME` (a store's log on stdout), `import NAME` (a store from
+    /// --file).
+    #[arg(required_unless_present = "memory")]
+    pub(crate) run: Option<String>,
+    /// With `export` or `import`: the store's name.
+    pub(crate) name: Option<String>,
+    /// The named store shared by runs to show, instead of a run's memory.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) memory: Option<String>,
+    /// With `import`: the exported log to read (default: stdin).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) file: Option<PathBuf>,
     /// Only this subject's lines.
     #[arg(long)]
     subject: Option<String>,
@@ -31,13 +42,13 @@ pub struct MemoryArgs {
     /// What was believed at this logical tick (claims and verdicts recorded later are left
     /// out). Default: now.
     #[arg(long, value_name = "TICK")]
-    as_of: Option<u64>,
+    pub(crate) as_of: Option<u64>,
     /// The valid time asked about. Default: the --as-of tick, else the run's current tick.
     #[arg(long, value_name = "TICK")]
     valid_at: Option<u64>,
     /// One JSON object per line (subject and predicate), one per output line.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -50,7 +61,11 @@ pub enum RequestStatusArg {
 #[derive(Args, Debug)]
 pub struct AdjudicationsArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
-    run: String,
+    #[arg(required_unless_present = "memory")]
+    run: Option<String>,
+    /// The named store whose requests to list, instead of a run's.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) memory: Option<String>,
     /// Only adjudications with this status.
     #[arg(long, value_enum)]
     status: Option<RequestStatusArg>,
@@ -77,8 +92,13 @@ pub enum VerdictArg {
 pub struct AdjudicateArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
-    /// The adjudication's handle (`adj-<seq>`, from `oracle adjudications`).
-    handle: String,
+    /// The adjudication's handle (`adj-<seq>`, from `oracle adjudications`). With --memory the
+    /// one argument is the handle.
+    #[arg(required_unless_present = "memory")]
+    handle: Option<String>,
+    /// The verdict is on a request of this named store (give only the handle).
+    #[arg(long, value_name = "NAME", conflicts_with = "resume")]
+    pub(crate) memory: Option<String>,
     #[arg(long, value_enum)]
     verdict: VerdictArg,
     /// Provenance of the evidence behind the verdict. Only `external_first_hand` is accepted;
@@ -242,7 +262,11 @@ fn belief_line(b: &Belief) -> String {
 }
 
 pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
-    let rm = load(home, &a.run, a.json)?;
+    if let Some(code) = crate::stores::memory(home, &a)? {
+        return Ok(code);
+    }
+    let run = a.run.clone().unwrap_or_default();
+    let rm = load(home, &run, a.json)?;
     let m = &rm.memory;
     let as_of = a.as_of.unwrap_or(u64::MAX);
     let lines: Vec<(String, String)> = match &a.subject {
@@ -325,7 +349,11 @@ fn request_json(m: &oracle_memory::Memory, r: &RequestState) -> Value {
 
 pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
-    let rm = load(home, &a.run, a.json)?;
+    if let Some(name) = &a.memory {
+        return crate::stores::requests(home, name, a.json);
+    }
+    let run = a.run.clone().unwrap_or_default();
+    let rm = load(home, &run, a.json)?;
     let m = &rm.memory;
     // A pending request past its expiry is listed as expired (not swept): a verdict now would
     // be refused, and a sweep now would expire it.
@@ -570,6 +598,10 @@ fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
 pub(crate) fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let sub = a.submission()?;
+    if let Some(name) = &a.memory {
+        let handle = a.handle.clone().unwrap_or_else(|| a.run.clone());
+        return crate::stores::adjudicate(home, name, Submission { handle, ..sub }, a.json);
+    }
     let applied = crate::run::host(home, a.json)?
         .adjudicate(&a.run, &sub, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
@@ -733,7 +765,7 @@ impl AdjudicateArgs {
     fn submission(&self) -> Result<Submission, CliError> {
         check_now(self.now, self.json)?;
         Ok(Submission {
-            handle: self.handle.clone(),
+            handle: self.handle.clone().unwrap_or_default(),
             verdict: match self.verdict {
                 VerdictArg::Affirm => Verdict::Affirm,
                 VerdictArg::Deny => Verdict::Deny,

@@ -199,6 +199,11 @@ pub struct RunArgs {
     /// contested). Default: requests wait indefinitely. At most TIME_MAX (2^53).
     #[arg(long, value_name = "TICKS", conflicts_with = "no_oracle")]
     adjudication_expiry: Option<u64>,
+    /// Attach the run's belief memory to the named store shared by runs (made if new): its
+    /// memory tools read and publish there, and every answer is recorded. `input.NAME` takes
+    /// the store's name from that run input (one store per user).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["no_oracle", "adjudication_expiry"])]
+    memory: Option<String>,
     /// Most `llm.chat` calls the run may make, failed attempts included (recorded in its first
     /// event). A call past it fails without reaching the model, recorded; a step with
     /// `on failure yield` then waits for a person, any other fails the run.
@@ -836,10 +841,16 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
     // The memory's settings, recorded under `run_started.domains.memory` when any differs
     // from the defaults.
     let mut domains = std::collections::BTreeMap::new();
-    if a.no_oracle || a.adjudication_expiry.is_some() {
+    let inputs = parse_inputs(&a.inputs)?;
+    let store = match &a.memory {
+        Some(name) => Some(store_name(name, &inputs)?),
+        None => None,
+    };
+    if a.no_oracle || a.adjudication_expiry.is_some() || store.is_some() {
         let memory = MemorySettings {
             oracle: !a.no_oracle,
             expiry_ticks: a.adjudication_expiry,
+            store,
             ..MemorySettings::default()
         };
         domains.insert(
@@ -848,7 +859,7 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
         );
     }
     let opts = StartOptions {
-        inputs: parse_inputs(&a.inputs)?,
+        inputs,
         seed: a.seed,
         grants: a.grants.clone(),
         jobs: a.drive.jobs,
@@ -866,6 +877,26 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
         ..StartOptions::new(home, &a.plan)
     };
     Ok((opts, tool_dirs))
+}
+
+/// The store `--memory` names: the name itself, or for `input.NAME` the string given to that
+/// input (recorded as the resolved name, so replay never looks it up again).
+fn store_name(given: &str, inputs: &[(String, String)]) -> Result<String, CliError> {
+    let name = match given.strip_prefix("input.") {
+        Some(input) => inputs
+            .iter()
+            .find(|(n, _)| n == input)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| {
+                CliError::input(format!(
+                    "--memory {given}: give the input as a string (--input {input}=NAME)"
+                ))
+            })?
+            .to_owned(),
+        None => given.to_owned(),
+    };
+    oracle_memory::shared::check_name(&name).map_err(CliError::input)?;
+    Ok(name)
 }
 
 /// The bindings `oracle run` and `oracle submit` give a new run (the tool directories come
