@@ -784,7 +784,13 @@ pub(crate) fn print_session(
         } => {
             let plural = if *attempts == 1 { "" } else { "s" };
             outln!("waiting  step `{step}` after {attempts} attempt{plural}: {reason}")?;
-            if reason.starts_with(BELIEF_WAIT_PREFIX) && !reason.contains("queued for adjudication")
+            if let Some(store) = shared_wait_store(reason) {
+                outln!(
+                    "next     oracle adjudications --memory {store}, then oracle adjudicate --memory {store} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand, then oracle resume {id}",
+                    id = s.id
+                )?;
+            } else if reason.starts_with(BELIEF_WAIT_PREFIX)
+                && !reason.contains("queued for adjudication")
             {
                 // The reason reads `waits on belief S/P (why)`: name the line when it splits
                 // one way only.
@@ -877,6 +883,14 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
         ..StartOptions::new(home, &a.plan)
     };
     Ok((opts, tool_dirs))
+}
+
+/// The store a suspension waits on, when it waits on a line of a shared store (the reason
+/// reads `waits on belief S/P (in store NAME: ...)`).
+fn shared_wait_store(reason: &str) -> Option<&str> {
+    let rest = reason.strip_prefix(BELIEF_WAIT_PREFIX)?;
+    let (_, after) = rest.rsplit_once(" (in store ")?;
+    after.split_once(':').map(|(name, _)| name)
 }
 
 /// The store `--memory` names: the name itself, or for `input.NAME` the string given to that

@@ -272,3 +272,55 @@ fn stores_are_listed_exported_imported_and_damage_is_found() {
     let (code, _, _) = home.oracle(&["run", &a, "--memory", "Not/A/Name"]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn a_run_waiting_on_a_contested_shared_line_goes_on_after_the_stores_verdict_and_replays() {
+    let home = Home::new();
+    let a = plan(&home, "a.plan", ASSERT);
+    let c = plan(
+        &home,
+        "c.plan",
+        &contradiction("allergy_contradict", "none"),
+    );
+    let w = plan(
+        &home,
+        "w.plan",
+        "plan allergy_wait version 1\n\nallergy = memory.query { subject: \"alice\", predicate: \"allergy\", require: \"resolved\" }\n",
+    );
+    run_ok(&home, &["run", &a, "--memory", "alice"]);
+    run_ok(&home, &["run", &c, "--memory", "alice"]);
+    let (code, out, err) = home.oracle(&["run", &w, "--memory", "alice"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("oracle adjudicate --memory alice"), "{out}");
+    // Still contested: a resume writes nothing.
+    let before = home.snapshot("allergy_wait-1");
+    let (code, _, _) = home.oracle(&["resume", "allergy_wait-1"]);
+    assert_eq!(code, 3);
+    assert_eq!(
+        home.snapshot("allergy_wait-1")["events.jsonl"],
+        before["events.jsonl"]
+    );
+    run_ok(
+        &home,
+        &[
+            "adjudicate",
+            "--memory",
+            "alice",
+            "adj-1",
+            "--verdict",
+            "deny",
+            "--evidence",
+            "external_first_hand",
+        ],
+    );
+    run_ok(&home, &["resume", "allergy_wait-1"]);
+    let resumed = home
+        .events("allergy_wait-1")
+        .into_iter()
+        .find(|e| e["kind"] == "resumed")
+        .unwrap();
+    assert_eq!(resumed["payload"]["value"]["value"], "penicillin");
+    assert_eq!(resumed["payload"]["value"]["store"]["records"], 3);
+    fs::remove_dir_all(home.path().join("memory")).unwrap();
+    home.replays_and_verifies("allergy_wait-1", "completed");
+}
