@@ -128,7 +128,11 @@ pub struct AdjudicateArgs {
 #[derive(Args, Debug)]
 pub struct SweepArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
-    run: String,
+    #[arg(required_unless_present = "memory")]
+    run: Option<String>,
+    /// Sweep this named store's requests instead, at the tick after its head.
+    #[arg(long, value_name = "NAME", conflicts_with = "now")]
+    pub(crate) memory: Option<String>,
     /// The logical tick to judge expiry at (default: the run's current tick); at most
     /// TIME_MAX (2^53).
     #[arg(long, value_name = "TICK")]
@@ -151,7 +155,12 @@ pub enum CriticalityArg {
 #[derive(Args, Debug)]
 pub struct ClaimArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
-    run: String,
+    #[arg(required_unless_present = "memory")]
+    run: Option<String>,
+    /// The claim goes to this named store shared by runs, through its gate under its lock
+    /// (no run is named).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["resume", "now"])]
+    pub(crate) memory: Option<String>,
     #[arg(long)]
     subject: String,
     #[arg(long)]
@@ -193,11 +202,16 @@ pub struct ClaimArgs {
 
 #[derive(Args, Debug)]
 pub struct ReinstateArgs {
-    /// Run id (under `<home>/runs`), run directory, or the run's log file.
+    /// Run id (under `<home>/runs`), run directory, or the run's log file. With --memory the
+    /// one argument is the claim.
     run: String,
     /// The superseded claim: its id, or at least 8 hex characters of it (`oracle memory RUN
     /// --history` lists ids).
-    claim: String,
+    #[arg(required_unless_present = "memory")]
+    claim: Option<String>,
+    /// The claim is one of this named store's (give only the claim).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["resume", "now"])]
+    pub(crate) memory: Option<String>,
     /// Provenance of the evidence behind it. Only `external_first_hand` is accepted; anything
     /// else is refused and nothing is written.
     #[arg(long, value_name = "PROVENANCE")]
@@ -529,6 +543,9 @@ fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
 pub(crate) fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let r = a.reinstatement()?;
+    if let Some(name) = &a.memory {
+        return crate::stores::reinstate(home, name, &r, a.json);
+    }
     let applied = crate::run::host(home, a.json)?
         .reinstate(&a.run, &r, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
@@ -639,8 +656,12 @@ pub(crate) fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError>
 
 pub(crate) fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
     check_now(a.now, a.json)?;
+    if let Some(name) = &a.memory {
+        return crate::stores::sweep(home, name, a.json);
+    }
+    let run = a.run.clone().unwrap_or_default();
     let swept = crate::run::host(home, a.json)?
-        .sweep(&a.run, a.now, a.durability.into())
+        .sweep(&run, a.now, a.durability.into())
         .map_err(|e| crate::run::host_error(e, a.json))?;
     if a.json {
         crate::out::json(&json!({
@@ -702,7 +723,11 @@ fn parse_valid(text: &str) -> Result<ValidTime, CliError> {
 pub(crate) fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let outside = a.outside_claim()?;
-    let applied = match crate::run::host(home, a.json)?.claim(&a.run, &outside, a.durability.into())
+    if let Some(name) = &a.memory {
+        return crate::stores::claim(home, name, outside, a.json);
+    }
+    let run = a.run.clone().unwrap_or_default();
+    let applied = match crate::run::host(home, a.json)?.claim(&run, &outside, a.durability.into())
     {
         Ok(v) => v,
         Err(HostError::Session(SessionError::ClaimRefused { run, source })) => {
@@ -755,9 +780,20 @@ pub(crate) fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
         }
     }
     if a.resume {
-        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
+        return crate::run::resume_after_verdict(home, &run, a.json, a.oracle_cmd.as_deref());
     }
     Ok(exit::OK)
+}
+
+/// A command about a named store cannot be sent to a database store's run: stores live in a
+/// file home's `memory/` directory.
+fn no_store_signal(memory: &Option<String>) -> Result<(), CliError> {
+    match memory {
+        Some(name) => Err(CliError::input(format!(
+            "--memory {name}: named stores live on a file home; this home is a database store"
+        ))),
+        None => Ok(()),
+    }
 }
 
 impl AdjudicateArgs {
@@ -780,6 +816,7 @@ impl AdjudicateArgs {
 
     /// This command as a store's signal.
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        no_store_signal(&self.memory)?;
         Ok(Signal::Adjudicate {
             run: self.run.clone(),
             verdict: self.submission()?,
@@ -793,7 +830,11 @@ impl ReinstateArgs {
     fn reinstatement(&self) -> Result<Reinstate, CliError> {
         check_now(self.now, self.json)?;
         Ok(Reinstate {
-            claim: self.claim.to_ascii_lowercase(),
+            claim: self
+                .claim
+                .as_deref()
+                .unwrap_or(&self.run)
+                .to_ascii_lowercase(),
             evidence: self.evidence.parse().map_err(CliError::input)?,
             note: self.note.clone(),
             now: self.now,
@@ -801,6 +842,7 @@ impl ReinstateArgs {
     }
 
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        no_store_signal(&self.memory)?;
         Ok(Signal::Reinstate {
             run: self.run.clone(),
             reinstate: self.reinstatement()?,
@@ -846,8 +888,9 @@ impl ClaimArgs {
     }
 
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        no_store_signal(&self.memory)?;
         Ok(Signal::Claim {
-            run: self.run.clone(),
+            run: self.run.clone().unwrap_or_default(),
             claim: self.outside_claim()?,
             durability: self.durability.into(),
             resume: self.resume,
@@ -857,9 +900,10 @@ impl ClaimArgs {
 
 impl SweepArgs {
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        no_store_signal(&self.memory)?;
         check_now(self.now, self.json)?;
         Ok(Signal::Sweep {
-            run: self.run.clone(),
+            run: self.run.clone().unwrap_or_default(),
             now: self.now,
             durability: self.durability.into(),
         })

@@ -848,10 +848,7 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
     // from the defaults.
     let mut domains = std::collections::BTreeMap::new();
     let inputs = parse_inputs(&a.inputs)?;
-    let store = match &a.memory {
-        Some(name) => Some(store_name(name, &inputs)?),
-        None => None,
-    };
+    let store = attached_store(&a.plan, a.memory.as_deref(), &inputs)?;
     if a.no_oracle || a.adjudication_expiry.is_some() || store.is_some() {
         let memory = MemorySettings {
             oracle: !a.no_oracle,
@@ -891,6 +888,32 @@ fn shared_wait_store(reason: &str) -> Option<&str> {
     let rest = reason.strip_prefix(BELIEF_WAIT_PREFIX)?;
     let (_, after) = rest.rsplit_once(" (in store ")?;
     after.split_once(':').map(|(name, _)| name)
+}
+
+/// The store the run attaches to: the plan's `memory` line, or `--memory`. Given both, they
+/// must name the same store once resolved: a plan that declares its store (one per user, say)
+/// is never quietly pointed at another one's memory by a flag.
+fn attached_store(
+    plan: &Path,
+    flag: Option<&str>,
+    inputs: &[(String, String)],
+) -> Result<Option<String>, CliError> {
+    let source = std::fs::read_to_string(plan).unwrap_or_default();
+    let declared = oracle_plan::memory_of(&source);
+    let from_plan = match &declared {
+        Some(d) => Some(store_name(d, inputs).map_err(|e| {
+            CliError::input(format!("the plan's `memory {d}` line: {}", e.message))
+        })?),
+        None => None,
+    };
+    let from_flag = flag.map(|f| store_name(f, inputs)).transpose()?;
+    match (from_plan, from_flag) {
+        (Some(p), Some(f)) if p != f => Err(CliError::input(format!(
+            "--memory names store {f}, but the plan's `memory {}` line names store {p}: drop the flag or change the plan",
+            declared.unwrap_or_default()
+        ))),
+        (p, f) => Ok(f.or(p)),
+    }
 }
 
 /// The store `--memory` names: the name itself, or for `input.NAME` the string given to that

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use oracle_host::shared::{StoreVerdict, requests_json, store_json};
 use oracle_memory::shared::Store;
-use oracle_runtime::adjudication::Submission;
+use oracle_runtime::adjudication::{OutsideClaim, Reinstate, Submission};
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
@@ -161,6 +161,61 @@ pub fn adjudicate(home: &Path, name: &str, sub: Submission, json: bool) -> Resul
             "verdict  {} on {} recorded in store {name} as record {}",
             v.verdict,
             v.handle,
+            store.head.records - 1
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// `oracle claim --memory NAME`: a claim from outside any run through the store's gate.
+pub fn claim(home: &Path, name: &str, c: OutsideClaim, json: bool) -> Result<u8, CliError> {
+    let (store, assertion) = host(home, json)?
+        .store_claim(name, c.claim, &c.note)
+        .map_err(err(json))?;
+    if json {
+        crate::out::json(&json!({
+            "ok": true, "store": store.head.to_value(name), "assertion": assertion,
+        }))?;
+        return Ok(exit::OK);
+    }
+    outln!(
+        "claim    recorded in store {name} as record {}: {}",
+        store.head.records - 1,
+        assertion["disposition"].as_str().unwrap_or("")
+    )?;
+    if let Some(h) = assertion["adjudication"]["handle"].as_str() {
+        outln!(
+            "next     oracle adjudicate --memory {name} {h} --verdict affirm|deny|unknown --evidence external_first_hand"
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// `oracle sweep --memory NAME`: the store's expired requests become contested.
+pub fn sweep(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
+    let (store, n) = host(home, json)?.store_sweep(name).map_err(err(json))?;
+    if json {
+        crate::out::json(&json!({"ok": true, "store": store.head.to_value(name), "expired": n}))?;
+    } else {
+        outln!("sweep    {n} request(s) of store {name} expired: now contested")?;
+    }
+    Ok(exit::OK)
+}
+
+/// `oracle reinstate --memory NAME CLAIM`: a store's superseded claim made live again.
+pub fn reinstate(home: &Path, name: &str, r: &Reinstate, json: bool) -> Result<u8, CliError> {
+    let (store, done) = host(home, json)?
+        .store_reinstate(name, &r.claim, r.evidence, &r.note)
+        .map_err(err(json))?;
+    if json {
+        crate::out::json(&json!({
+            "ok": true, "outcome": "reinstated", "store": store.head.to_value(name),
+            "effects": done.to_value(),
+        }))?;
+    } else {
+        outln!(
+            "reinstated claim {} in store {name} as record {}",
+            done.claim.short(),
             store.head.records - 1
         )?;
     }

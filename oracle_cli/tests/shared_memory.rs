@@ -324,3 +324,84 @@ fn a_run_waiting_on_a_contested_shared_line_goes_on_after_the_stores_verdict_and
     fs::remove_dir_all(home.path().join("memory")).unwrap();
     home.replays_and_verifies("allergy_wait-1", "completed");
 }
+
+#[test]
+fn a_plans_memory_line_attaches_the_run_and_a_different_flag_is_refused() {
+    let home = Home::new();
+    let declared = ASSERT.replace(
+        "input user: string = \"alice\"\n",
+        "memory input.user\n\ninput user: string = \"alice\"\n",
+    );
+    let a = plan(&home, "a.plan", &declared);
+    // The plan's line, resolved through the input, is recorded as `--memory` records it.
+    run_ok(&home, &["run", &a, "--input", "user=bob"]);
+    let started = &home.events("allergy_assert-1")[0];
+    assert_eq!(
+        started["payload"]["domains"]["memory"]["store"], "bob",
+        "{started}"
+    );
+    assert_eq!(store(&home, "bob")["lines"].as_array().unwrap().len(), 1);
+    // The same store by flag is fine; another one is refused before anything is written.
+    run_ok(&home, &["run", &a, "--input", "user=bob", "--memory", "bob"]);
+    let (code, out, err) = home.oracle(&["run", &a, "--input", "user=bob", "--memory", "carol"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("names store bob"), "{err}");
+    let named = plan(
+        &home,
+        "n.plan",
+        &contradiction("named", "none").replace("\nsaid =", "\nmemory \"dana\"\n\nsaid ="),
+    );
+    run_ok(&home, &["run", &named]);
+    assert_eq!(store(&home, "dana")["lines"].as_array().unwrap().len(), 1);
+    // The formatter keeps the line; a second one is an error.
+    let (code, out, err) = home.oracle(&["plan", "fmt", "--check", &named]);
+    assert_eq!(code, 0, "{out}{err}");
+    let twice = plan(
+        &home,
+        "t.plan",
+        &declared.replace("memory input.user\n", "memory input.user\nmemory \"x\"\n"),
+    );
+    let (code, out, err) = home.oracle(&["plan", "check", &twice]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(format!("{out}{err}").contains("E0123"), "{out}{err}");
+}
+
+#[test]
+fn claim_sweep_and_reinstate_work_on_a_store_from_the_command_line() {
+    let home = Home::new();
+    let a = plan(&home, "a.plan", ASSERT);
+    run_ok(&home, &["run", &a, "--memory", "alice"]);
+    let claim = store(&home, "alice")["lines"][0]["belief"]["support"][0]["claim"]
+        .as_str()
+        .expect("the run's claim id")
+        .to_owned();
+    // A first-hand claim from outside any run contradicts the user's word: a request opens.
+    let (code, v) = home.json(&[
+        "claim", "--memory", "alice", "--subject", "alice", "--predicate", "allergy",
+        "--value", "\"none\"", "--provenance", "external_first_hand", "--criticality",
+        "critical", "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let handle = v["assertion"]["adjudication"]["handle"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no request: {v}"))
+        .to_owned();
+    let (code, v) = home.json(&["sweep", "--memory", "alice", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    run_ok(
+        &home,
+        &[
+            "adjudicate", "--memory", "alice", &handle, "--verdict", "affirm", "--evidence",
+            "external_first_hand",
+        ],
+    );
+    // The user's claim is superseded now; reinstating it makes it the belief again.
+    let (code, v) = home.json(&[
+        "reinstate", "--memory", "alice", &claim, "--evidence", "external_first_hand", "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let s = store(&home, "alice");
+    assert_eq!(s["lines"][0]["belief"]["value"], "penicillin", "{s}");
+    let (code, out, err) = home.oracle(&["verify", "--memory", "alice"]);
+    assert_eq!(code, 0, "{out}{err}");
+}
