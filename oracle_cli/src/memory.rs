@@ -727,8 +727,7 @@ pub(crate) fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
         return crate::stores::claim(home, name, outside, a.json);
     }
     let run = a.run.clone().unwrap_or_default();
-    let applied = match crate::run::host(home, a.json)?.claim(&run, &outside, a.durability.into())
-    {
+    let applied = match crate::run::host(home, a.json)?.claim(&run, &outside, a.durability.into()) {
         Ok(v) => v,
         Err(HostError::Session(SessionError::ClaimRefused { run, source })) => {
             let message = format!("{run}: the claim is refused: {source}");

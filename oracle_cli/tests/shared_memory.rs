@@ -342,7 +342,10 @@ fn a_plans_memory_line_attaches_the_run_and_a_different_flag_is_refused() {
     );
     assert_eq!(store(&home, "bob")["lines"].as_array().unwrap().len(), 1);
     // The same store by flag is fine; another one is refused before anything is written.
-    run_ok(&home, &["run", &a, "--input", "user=bob", "--memory", "bob"]);
+    run_ok(
+        &home,
+        &["run", &a, "--input", "user=bob", "--memory", "bob"],
+    );
     let (code, out, err) = home.oracle(&["run", &a, "--input", "user=bob", "--memory", "carol"]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("names store bob"), "{err}");
@@ -377,9 +380,20 @@ fn claim_sweep_and_reinstate_work_on_a_store_from_the_command_line() {
         .to_owned();
     // A first-hand claim from outside any run contradicts the user's word: a request opens.
     let (code, v) = home.json(&[
-        "claim", "--memory", "alice", "--subject", "alice", "--predicate", "allergy",
-        "--value", "\"none\"", "--provenance", "external_first_hand", "--criticality",
-        "critical", "--json",
+        "claim",
+        "--memory",
+        "alice",
+        "--subject",
+        "alice",
+        "--predicate",
+        "allergy",
+        "--value",
+        "\"none\"",
+        "--provenance",
+        "external_first_hand",
+        "--criticality",
+        "critical",
+        "--json",
     ]);
     assert_eq!(code, 0, "{v}");
     let handle = v["assertion"]["adjudication"]["handle"]
@@ -391,13 +405,25 @@ fn claim_sweep_and_reinstate_work_on_a_store_from_the_command_line() {
     run_ok(
         &home,
         &[
-            "adjudicate", "--memory", "alice", &handle, "--verdict", "affirm", "--evidence",
+            "adjudicate",
+            "--memory",
+            "alice",
+            &handle,
+            "--verdict",
+            "affirm",
+            "--evidence",
             "external_first_hand",
         ],
     );
     // The user's claim is superseded now; reinstating it makes it the belief again.
     let (code, v) = home.json(&[
-        "reinstate", "--memory", "alice", &claim, "--evidence", "external_first_hand", "--json",
+        "reinstate",
+        "--memory",
+        "alice",
+        &claim,
+        "--evidence",
+        "external_first_hand",
+        "--json",
     ]);
     assert_eq!(code, 0, "{v}");
     let s = store(&home, "alice");

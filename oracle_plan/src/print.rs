@@ -8,8 +8,8 @@
 //! retry, fallback, on failure, timeout). Parentheses appear only where precedence needs them.
 
 use crate::ast::{
-    Arg, BinaryOp, Body, Call, Expr, ExprKind, Ident, Input, LoopKind, MemoryStore, Path, Plan, Segment, Span,
-    Spanned, Step, UnaryOp, Use,
+    Arg, BinaryOp, Body, Call, Expr, ExprKind, Ident, Input, LoopKind, MemoryStore, Path, Plan,
+    Segment, Span, Spanned, Step, UnaryOp, Use,
 };
 use crate::lexer::{is_bare_capability, is_word};
 
