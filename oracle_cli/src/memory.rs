@@ -22,7 +22,8 @@ use crate::maintain::DurabilityArg;
 pub struct MemoryArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file; or `list` (the
     /// home's stores), `export NAME` (a store's log on stdout), `import NAME` (a store from
-    /// --file).
+    /// --file), `forget NAME` (delete a store whole, recorded in the home's ledger), `ledger`
+    /// (that ledger, checked).
     #[arg(required_unless_present = "memory")]
     pub(crate) run: Option<String>,
     /// With `export` or `import`: the store's name.
@@ -30,6 +31,9 @@ pub struct MemoryArgs {
     /// The named store shared by runs to show, instead of a run's memory.
     #[arg(long, value_name = "NAME")]
     pub(crate) memory: Option<String>,
+    /// With `forget`: why, recorded in the ledger (never the store's claims).
+    #[arg(long, default_value = "")]
+    pub(crate) note: String,
     /// With `import`: the exported log to read (default: stdin).
     #[arg(long, value_name = "PATH")]
     pub(crate) file: Option<PathBuf>,

@@ -47,6 +47,40 @@ pub fn memory(home: &Path, a: &MemoryArgs) -> Result<Option<u8>, CliError> {
             }
             Ok(Some(exit::OK))
         }
+        Some("forget") => {
+            let name = name()?;
+            let rec = h.store_forget(&name, &a.note).map_err(err(a.json))?;
+            if a.json {
+                crate::out::json(&json!({"ok": true, "forgotten": rec}))?;
+            } else {
+                outln!(
+                    "forgot store {name} ({} records, head {}): ledger record {}",
+                    rec.records,
+                    rec.head,
+                    rec.seq
+                )?;
+                outln!("note     runs that read it keep their recorded copies of what they read")?;
+            }
+            Ok(Some(exit::OK))
+        }
+        Some("ledger") if a.name.is_none() => {
+            let ledger = h.store_ledger().map_err(err(a.json))?;
+            if a.json {
+                crate::out::json(&ledger.to_value())?;
+            }
+            for r in ledger.records.iter().filter(|_| !a.json) {
+                outln!(
+                    "{} {} {} ({} records, head {}) {}",
+                    r.seq,
+                    r.kind,
+                    r.store,
+                    r.records,
+                    r.head,
+                    r.note
+                )?;
+            }
+            Ok(Some(exit::OK))
+        }
         Some("export") => {
             let bytes = h.store_export(&name()?).map_err(err(a.json))?;
             crate::out::write_bytes(&bytes)?;

@@ -431,3 +431,52 @@ fn claim_sweep_and_reinstate_work_on_a_store_from_the_command_line() {
     let (code, out, err) = home.oracle(&["verify", "--memory", "alice"]);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+#[test]
+fn a_forgotten_store_is_gone_recorded_in_the_ledger_and_its_readers_still_replay() {
+    let home = Home::new();
+    let (a, b) = (plan(&home, "a.plan", ASSERT), plan(&home, "b.plan", RECALL));
+    run_ok(&home, &["run", &a, "--memory", "alice"]);
+    run_ok(&home, &["run", &b, "--memory", "alice"]);
+    let head = store(&home, "alice")["store"].clone();
+    let (code, v) = home.json(&[
+        "memory",
+        "forget",
+        "alice",
+        "--note",
+        "erasure request 7",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["forgotten"]["head"], head["head"]);
+    assert_eq!(v["forgotten"]["records"], head["records"]);
+    // Gone: not listed, not readable, and a second forget finds nothing.
+    let (_, listed) = home.json(&["memory", "list", "--json"]);
+    assert_eq!(listed["stores"], serde_json::json!([]));
+    let (code, _, _) = home.oracle(&["memory", "--memory", "alice"]);
+    assert_eq!(code, 5);
+    let (code, _, _) = home.oracle(&["memory", "forget", "alice"]);
+    assert_eq!(code, 5);
+    // The ledger keeps the name, length and head (no claims), chained and checked.
+    let (code, ledger) = home.json(&["memory", "ledger", "--json"]);
+    assert_eq!(code, 0, "{ledger}");
+    let recs = ledger["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["kind"], "forgotten");
+    assert_eq!(recs[0]["note"], "erasure request 7");
+    assert!(!ledger.to_string().contains("penicillin"));
+    // The reader's recorded copy stays in its log: it replays without the store.
+    let log = fs::read_to_string(home.path().join("runs/allergy_recall-1/events.jsonl")).unwrap();
+    assert!(log.contains("penicillin"));
+    home.replays_and_verifies("allergy_recall-1", "completed");
+    // One byte of the ledger changed is found.
+    let path = home.path().join("memory/ledger.jsonl");
+    let text = fs::read_to_string(&path).unwrap();
+    fs::write(
+        &path,
+        text.replace("erasure request 7", "erasure request 8"),
+    )
+    .unwrap();
+    let (code, _, _) = home.oracle(&["memory", "ledger"]);
+    assert_eq!(code, 4);
+}

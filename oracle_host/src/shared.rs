@@ -80,6 +80,21 @@ impl Home {
         Ok(files::export(self.dir(), name)?.1)
     }
 
+    /// Deletes store `name` whole, recorded first in the home's ledger (`oracle memory
+    /// forget`); runs that read it keep their recorded copies.
+    pub fn store_forget(
+        &self,
+        name: &str,
+        note: &str,
+    ) -> Result<oracle_memory::shared::LedgerRecord, HostError> {
+        Ok(files::forget(self.dir(), name, note)?)
+    }
+
+    /// The home's store ledger, every record checked.
+    pub fn store_ledger(&self) -> Result<oracle_memory::shared::Ledger, HostError> {
+        Ok(files::ledger(self.dir())?)
+    }
+
     /// A new store from an exported log, checked whole first.
     pub fn store_import(&self, name: &str, text: &str) -> Result<Store, HostError> {
         Ok(files::import(self.dir(), name, text)?)

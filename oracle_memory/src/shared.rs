@@ -312,3 +312,96 @@ pub fn runs_of(store: &Store, req: &crate::memory::RequestState) -> (String, Str
     let name = |id: &ClaimId| store.writer(id).unwrap_or("?").to_owned();
     (name(&req.request.challenger), name(&req.incumbent()))
 }
+
+/// The BLAKE3 context of a home ledger record's body.
+pub const LEDGER_RECORD: &str = "oracle v1 memory ledger record";
+/// The `kind` of a ledger record saying a store was deleted whole (`oracle memory forget`).
+pub const FORGOTTEN: &str = "forgotten";
+
+/// One record of a home's store ledger (`<home>/memory/ledger.jsonl`): what was done to a
+/// store as a whole, hash-chained like a store's records. A `forgotten` record keeps the
+/// store's name, length and head (so a run's recorded copies can still be matched to the store
+/// they came from) and none of its claims.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerRecord {
+    pub seq: u64,
+    pub kind: String,
+    pub store: String,
+    /// The store's record count and head hash when it was forgotten.
+    pub records: u64,
+    pub head: String,
+    pub note: String,
+    pub prev: String,
+    pub hash: String,
+}
+
+impl LedgerRecord {
+    /// `H_chain(prev ‖ H_ledger_record(canonical body))`.
+    fn computed(&self, prev: &Hash) -> Result<Hash, String> {
+        let body = json!({
+            "seq": self.seq, "kind": self.kind, "store": self.store, "records": self.records,
+            "head": self.head, "note": self.note,
+        });
+        let bytes = oracle_core::canon::encode(&body).map_err(|e| e.to_string())?;
+        Ok(chain_link(prev, &hash_in(LEDGER_RECORD, &bytes)))
+    }
+}
+
+/// A home's ledger, every record checked: the records and the hash of the last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ledger {
+    pub records: Vec<LedgerRecord>,
+    pub head: Hash,
+}
+
+impl Ledger {
+    /// Checks `rec` follows the ledger (seq, link, hash) and takes it.
+    pub fn apply(&mut self, rec: LedgerRecord) -> Result<(), String> {
+        let seq = self.records.len() as u64;
+        if rec.seq != seq {
+            return Err(format!("record {} should be {seq}", rec.seq));
+        }
+        if rec.prev != self.head.to_hex() {
+            return Err(format!("record {seq} does not link to the one before"));
+        }
+        let hash = rec.computed(&self.head)?;
+        if rec.hash != hash.to_hex() {
+            return Err(format!(
+                "record {seq}: hash {} is not {}",
+                rec.hash,
+                hash.to_hex()
+            ));
+        }
+        self.head = hash;
+        self.records.push(rec);
+        Ok(())
+    }
+
+    /// The next record saying `store` (at `head`) was forgotten, sealed.
+    pub fn forgotten(
+        &self,
+        store: &str,
+        head: &StoreHead,
+        note: &str,
+    ) -> Result<LedgerRecord, String> {
+        let mut rec = LedgerRecord {
+            seq: self.records.len() as u64,
+            kind: FORGOTTEN.into(),
+            store: store.into(),
+            records: head.records,
+            head: head.hash.to_hex(),
+            note: note.into(),
+            prev: self.head.to_hex(),
+            hash: String::new(),
+        };
+        rec.hash = rec.computed(&self.head)?.to_hex();
+        Ok(rec)
+    }
+
+    pub fn to_value(&self) -> Value {
+        // Invariant: ledger records are plain data with string keys.
+        let records = serde_json::to_value(&self.records).expect("ledger records always convert");
+        json!({"records": records, "head": self.head.to_hex()})
+    }
+}

@@ -430,3 +430,103 @@ pub struct Attach {
     pub home: PathBuf,
     pub run: String,
 }
+
+/// The home's store ledger (`oracle memory forget` records) and its lock, beside the stores.
+pub const LEDGER_LOG: &str = "ledger.jsonl";
+pub const LEDGER_LOCK: &str = "ledger.lock";
+
+/// Takes the exclusive lock at `path`, waiting as for a store's.
+fn lock_path(path: &Path, name: &str) -> Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
+    for _ in 0..LOCK_WAIT_ATTEMPTS_MAX {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) => {
+                thread::sleep(Duration::from_millis(LOCK_WAIT_STEP_MS));
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io(path)(e)),
+        }
+    }
+    Err(SharedError::Locked { name: name.into() })
+}
+
+/// The home's ledger, every record checked (empty when there is none).
+pub fn ledger(home: &Path) -> Result<pure::Ledger> {
+    let path = stores_dir(home).join(LEDGER_LOG);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(&path)(e)),
+    };
+    let damaged = |why: String| SharedError::Damaged {
+        name: LEDGER_LOG.into(),
+        why,
+    };
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(damaged("the ledger ends in a partial line".into()));
+    }
+    let mut ledger = pure::Ledger::default();
+    for (i, line) in text.lines().enumerate() {
+        let rec: pure::LedgerRecord =
+            serde_json::from_str(line).map_err(|e| damaged(format!("line {}: {e}", i + 1)))?;
+        ledger.apply(rec).map_err(damaged)?;
+    }
+    Ok(ledger)
+}
+
+/// Deletes store `name` whole (`oracle memory forget`): under the store's writer lock and the
+/// ledger's, a `forgotten` record (the store's name, length and head, no claims) is appended
+/// to the ledger and synced first, then the store's log and directory are removed. A damaged
+/// store can be forgotten too (its head is then that of the bytes' hash, with 0 records).
+pub fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
+    let store_lock = lock(home, name, true, false)?;
+    let head = match read(home, name) {
+        Ok(s) => s.head,
+        Err(_) => {
+            let path = dir_of(home, name)?.join(STORE_LOG);
+            let bytes = fs::read(&path).map_err(io(&path))?;
+            pure::StoreHead {
+                records: 0,
+                hash: oracle_core::hash::hash_in(pure::STORE_RECORD, &bytes),
+            }
+        }
+    };
+    let _ledger_lock = lock_path(&stores_dir(home).join(LEDGER_LOCK), LEDGER_LOG)?;
+    let rec = ledger(home)?
+        .forgotten(name, &head, note)
+        .map_err(|why| SharedError::Damaged {
+            name: LEDGER_LOG.into(),
+            why,
+        })?;
+    let path = stores_dir(home).join(LEDGER_LOG);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io(&path))?;
+    let mut line = serde_json::to_string(&rec).map_err(|e| SharedError::Damaged {
+        name: LEDGER_LOG.into(),
+        why: e.to_string(),
+    })?;
+    line.push('\n');
+    let before = file.metadata().map_err(io(&path))?.len();
+    if let Err(e) = file
+        .write_all(line.as_bytes())
+        .and_then(|()| file.sync_data())
+    {
+        // Whole or not at all, as a store's append: nothing is deleted either.
+        let _ = file.set_len(before).and_then(|()| file.sync_data());
+        return Err(io(&path)(e));
+    }
+    // The log first: from here `list` and `exists` no longer see the store.
+    let dir = dir_of(home, name)?;
+    fs::remove_file(dir.join(STORE_LOG)).map_err(io(&dir))?;
+    drop(store_lock);
+    fs::remove_dir_all(&dir).map_err(io(&dir))?;
+    Ok(rec)
+}
