@@ -28,6 +28,7 @@ mod run;
 mod serve;
 mod show;
 mod store;
+mod stores;
 mod tools;
 mod transfer;
 mod verify;

@@ -20,8 +20,23 @@ use crate::maintain::DurabilityArg;
 
 #[derive(Args, Debug)]
 pub struct MemoryArgs {
-    /// Run id (under `<home>/runs`), run directory, or the run's log file.
-    run: String,
+    /// Run id (under `<home>/runs`), run directory, or the run's log file; or `list` (the
+    /// home's stores), `export NAME` (a store's log on stdout), `import NAME` (a store from
+    /// --file), `forget NAME` (delete a store whole, recorded in the home's ledger), `ledger`
+    /// (that ledger, checked).
+    #[arg(required_unless_present = "memory")]
+    pub(crate) run: Option<String>,
+    /// With `export` or `import`: the store's name.
+    pub(crate) name: Option<String>,
+    /// The named store shared by runs to show, instead of a run's memory.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) memory: Option<String>,
+    /// With `forget`: why, recorded in the ledger (never the store's claims).
+    #[arg(long, default_value = "")]
+    pub(crate) note: String,
+    /// With `import`: the exported log to read (default: stdin).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) file: Option<PathBuf>,
     /// Only this subject's lines.
     #[arg(long)]
     subject: Option<String>,
@@ -31,13 +46,13 @@ pub struct MemoryArgs {
     /// What was believed at this logical tick (claims and verdicts recorded later are left
     /// out). Default: now.
     #[arg(long, value_name = "TICK")]
-    as_of: Option<u64>,
+    pub(crate) as_of: Option<u64>,
     /// The valid time asked about. Default: the --as-of tick, else the run's current tick.
     #[arg(long, value_name = "TICK")]
     valid_at: Option<u64>,
     /// One JSON object per line (subject and predicate), one per output line.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -50,7 +65,11 @@ pub enum RequestStatusArg {
 #[derive(Args, Debug)]
 pub struct AdjudicationsArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
-    run: String,
+    #[arg(required_unless_present = "memory")]
+    run: Option<String>,
+    /// The named store whose requests to list, instead of a run's.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) memory: Option<String>,
     /// Only adjudications with this status.
     #[arg(long, value_enum)]
     status: Option<RequestStatusArg>,
@@ -77,8 +96,13 @@ pub enum VerdictArg {
 pub struct AdjudicateArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
     run: String,
-    /// The adjudication's handle (`adj-<seq>`, from `oracle adjudications`).
-    handle: String,
+    /// The adjudication's handle (`adj-<seq>`, from `oracle adjudications`). With --memory the
+    /// one argument is the handle.
+    #[arg(required_unless_present = "memory")]
+    handle: Option<String>,
+    /// The verdict is on a request of this named store (give only the handle).
+    #[arg(long, value_name = "NAME", conflicts_with = "resume")]
+    pub(crate) memory: Option<String>,
     #[arg(long, value_enum)]
     verdict: VerdictArg,
     /// Provenance of the evidence behind the verdict. Only `external_first_hand` is accepted;
@@ -108,7 +132,11 @@ pub struct AdjudicateArgs {
 #[derive(Args, Debug)]
 pub struct SweepArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
-    run: String,
+    #[arg(required_unless_present = "memory")]
+    run: Option<String>,
+    /// Sweep this named store's requests instead, at the tick after its head.
+    #[arg(long, value_name = "NAME", conflicts_with = "now")]
+    pub(crate) memory: Option<String>,
     /// The logical tick to judge expiry at (default: the run's current tick); at most
     /// TIME_MAX (2^53).
     #[arg(long, value_name = "TICK")]
@@ -131,7 +159,12 @@ pub enum CriticalityArg {
 #[derive(Args, Debug)]
 pub struct ClaimArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file.
-    run: String,
+    #[arg(required_unless_present = "memory")]
+    run: Option<String>,
+    /// The claim goes to this named store shared by runs, through its gate under its lock
+    /// (no run is named).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["resume", "now"])]
+    pub(crate) memory: Option<String>,
     #[arg(long)]
     subject: String,
     #[arg(long)]
@@ -173,11 +206,16 @@ pub struct ClaimArgs {
 
 #[derive(Args, Debug)]
 pub struct ReinstateArgs {
-    /// Run id (under `<home>/runs`), run directory, or the run's log file.
+    /// Run id (under `<home>/runs`), run directory, or the run's log file. With --memory the
+    /// one argument is the claim.
     run: String,
     /// The superseded claim: its id, or at least 8 hex characters of it (`oracle memory RUN
     /// --history` lists ids).
-    claim: String,
+    #[arg(required_unless_present = "memory")]
+    claim: Option<String>,
+    /// The claim is one of this named store's (give only the claim).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["resume", "now"])]
+    pub(crate) memory: Option<String>,
     /// Provenance of the evidence behind it. Only `external_first_hand` is accepted; anything
     /// else is refused and nothing is written.
     #[arg(long, value_name = "PROVENANCE")]
@@ -242,7 +280,11 @@ fn belief_line(b: &Belief) -> String {
 }
 
 pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
-    let rm = load(home, &a.run, a.json)?;
+    if let Some(code) = crate::stores::memory(home, &a)? {
+        return Ok(code);
+    }
+    let run = a.run.clone().unwrap_or_default();
+    let rm = load(home, &run, a.json)?;
     let m = &rm.memory;
     let as_of = a.as_of.unwrap_or(u64::MAX);
     let lines: Vec<(String, String)> = match &a.subject {
@@ -325,7 +367,11 @@ fn request_json(m: &oracle_memory::Memory, r: &RequestState) -> Value {
 
 pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
-    let rm = load(home, &a.run, a.json)?;
+    if let Some(name) = &a.memory {
+        return crate::stores::requests(home, name, a.json);
+    }
+    let run = a.run.clone().unwrap_or_default();
+    let rm = load(home, &run, a.json)?;
     let m = &rm.memory;
     // A pending request past its expiry is listed as expired (not swept): a verdict now would
     // be refused, and a sweep now would expire it.
@@ -501,6 +547,9 @@ fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
 pub(crate) fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let r = a.reinstatement()?;
+    if let Some(name) = &a.memory {
+        return crate::stores::reinstate(home, name, &r, a.json);
+    }
     let applied = crate::run::host(home, a.json)?
         .reinstate(&a.run, &r, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
@@ -570,6 +619,10 @@ fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
 pub(crate) fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let sub = a.submission()?;
+    if let Some(name) = &a.memory {
+        let handle = a.handle.clone().unwrap_or_else(|| a.run.clone());
+        return crate::stores::adjudicate(home, name, Submission { handle, ..sub }, a.json);
+    }
     let applied = crate::run::host(home, a.json)?
         .adjudicate(&a.run, &sub, a.durability.into())
         .map_err(|e| verdict_error(e, a.json))?;
@@ -607,8 +660,12 @@ pub(crate) fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError>
 
 pub(crate) fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
     check_now(a.now, a.json)?;
+    if let Some(name) = &a.memory {
+        return crate::stores::sweep(home, name, a.json);
+    }
+    let run = a.run.clone().unwrap_or_default();
     let swept = crate::run::host(home, a.json)?
-        .sweep(&a.run, a.now, a.durability.into())
+        .sweep(&run, a.now, a.durability.into())
         .map_err(|e| crate::run::host_error(e, a.json))?;
     if a.json {
         crate::out::json(&json!({
@@ -670,8 +727,11 @@ fn parse_valid(text: &str) -> Result<ValidTime, CliError> {
 pub(crate) fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let outside = a.outside_claim()?;
-    let applied = match crate::run::host(home, a.json)?.claim(&a.run, &outside, a.durability.into())
-    {
+    if let Some(name) = &a.memory {
+        return crate::stores::claim(home, name, outside, a.json);
+    }
+    let run = a.run.clone().unwrap_or_default();
+    let applied = match crate::run::host(home, a.json)?.claim(&run, &outside, a.durability.into()) {
         Ok(v) => v,
         Err(HostError::Session(SessionError::ClaimRefused { run, source })) => {
             let message = format!("{run}: the claim is refused: {source}");
@@ -723,9 +783,20 @@ pub(crate) fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
         }
     }
     if a.resume {
-        return crate::run::resume_after_verdict(home, &a.run, a.json, a.oracle_cmd.as_deref());
+        return crate::run::resume_after_verdict(home, &run, a.json, a.oracle_cmd.as_deref());
     }
     Ok(exit::OK)
+}
+
+/// A command about a named store cannot be sent to a database store's run: stores live in a
+/// file home's `memory/` directory.
+fn no_store_signal(memory: &Option<String>) -> Result<(), CliError> {
+    match memory {
+        Some(name) => Err(CliError::input(format!(
+            "--memory {name}: named stores live on a file home; this home is a database store"
+        ))),
+        None => Ok(()),
+    }
 }
 
 impl AdjudicateArgs {
@@ -733,7 +804,7 @@ impl AdjudicateArgs {
     fn submission(&self) -> Result<Submission, CliError> {
         check_now(self.now, self.json)?;
         Ok(Submission {
-            handle: self.handle.clone(),
+            handle: self.handle.clone().unwrap_or_default(),
             verdict: match self.verdict {
                 VerdictArg::Affirm => Verdict::Affirm,
                 VerdictArg::Deny => Verdict::Deny,
@@ -748,6 +819,7 @@ impl AdjudicateArgs {
 
     /// This command as a store's signal.
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        no_store_signal(&self.memory)?;
         Ok(Signal::Adjudicate {
             run: self.run.clone(),
             verdict: self.submission()?,
@@ -761,7 +833,11 @@ impl ReinstateArgs {
     fn reinstatement(&self) -> Result<Reinstate, CliError> {
         check_now(self.now, self.json)?;
         Ok(Reinstate {
-            claim: self.claim.to_ascii_lowercase(),
+            claim: self
+                .claim
+                .as_deref()
+                .unwrap_or(&self.run)
+                .to_ascii_lowercase(),
             evidence: self.evidence.parse().map_err(CliError::input)?,
             note: self.note.clone(),
             now: self.now,
@@ -769,6 +845,7 @@ impl ReinstateArgs {
     }
 
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        no_store_signal(&self.memory)?;
         Ok(Signal::Reinstate {
             run: self.run.clone(),
             reinstate: self.reinstatement()?,
@@ -814,8 +891,9 @@ impl ClaimArgs {
     }
 
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        no_store_signal(&self.memory)?;
         Ok(Signal::Claim {
-            run: self.run.clone(),
+            run: self.run.clone().unwrap_or_default(),
             claim: self.outside_claim()?,
             durability: self.durability.into(),
             resume: self.resume,
@@ -825,9 +903,10 @@ impl ClaimArgs {
 
 impl SweepArgs {
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
+        no_store_signal(&self.memory)?;
         check_now(self.now, self.json)?;
         Ok(Signal::Sweep {
-            run: self.run.clone(),
+            run: self.run.clone().unwrap_or_default(),
             now: self.now,
             durability: self.durability.into(),
         })

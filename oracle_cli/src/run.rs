@@ -199,6 +199,11 @@ pub struct RunArgs {
     /// contested). Default: requests wait indefinitely. At most TIME_MAX (2^53).
     #[arg(long, value_name = "TICKS", conflicts_with = "no_oracle")]
     adjudication_expiry: Option<u64>,
+    /// Attach the run's belief memory to the named store shared by runs (made if new): its
+    /// memory tools read and publish there, and every answer is recorded. `input.NAME` takes
+    /// the store's name from that run input (one store per user).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["no_oracle", "adjudication_expiry"])]
+    memory: Option<String>,
     /// Most `llm.chat` calls the run may make, failed attempts included (recorded in its first
     /// event). A call past it fails without reaching the model, recorded; a step with
     /// `on failure yield` then waits for a person, any other fails the run.
@@ -788,7 +793,13 @@ pub(crate) fn print_session(
         } => {
             let plural = if *attempts == 1 { "" } else { "s" };
             outln!("waiting  step `{step}` after {attempts} attempt{plural}: {reason}")?;
-            if reason.starts_with(BELIEF_WAIT_PREFIX) && !reason.contains("queued for adjudication")
+            if let Some(store) = shared_wait_store(reason) {
+                outln!(
+                    "next     oracle adjudications --memory {store}, then oracle adjudicate --memory {store} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand, then oracle resume {id}",
+                    id = s.id
+                )?;
+            } else if reason.starts_with(BELIEF_WAIT_PREFIX)
+                && !reason.contains("queued for adjudication")
             {
                 // The reason reads `waits on belief S/P (why)`: name the line when it splits
                 // one way only.
@@ -845,10 +856,13 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
     // The memory's settings, recorded under `run_started.domains.memory` when any differs
     // from the defaults.
     let mut domains = std::collections::BTreeMap::new();
-    if a.no_oracle || a.adjudication_expiry.is_some() {
+    let inputs = parse_inputs(&a.inputs)?;
+    let store = attached_store(&a.plan, a.memory.as_deref(), &inputs)?;
+    if a.no_oracle || a.adjudication_expiry.is_some() || store.is_some() {
         let memory = MemorySettings {
             oracle: !a.no_oracle,
             expiry_ticks: a.adjudication_expiry,
+            store,
             ..MemorySettings::default()
         };
         domains.insert(
@@ -857,7 +871,7 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
         );
     }
     let opts = StartOptions {
-        inputs: parse_inputs(&a.inputs)?,
+        inputs,
         seed: a.seed,
         grants: a.grants.clone(),
         jobs: a.drive.jobs,
@@ -875,6 +889,60 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
         ..StartOptions::new(home, &a.plan)
     };
     Ok((opts, tool_dirs))
+}
+
+/// The store a suspension waits on, when it waits on a line of a shared store (the reason
+/// reads `waits on belief S/P (in store NAME: ...)`).
+fn shared_wait_store(reason: &str) -> Option<&str> {
+    let rest = reason.strip_prefix(BELIEF_WAIT_PREFIX)?;
+    let (_, after) = rest.rsplit_once(" (in store ")?;
+    after.split_once(':').map(|(name, _)| name)
+}
+
+/// The store the run attaches to: the plan's `memory` line, or `--memory`. Given both, they
+/// must name the same store once resolved: a plan that declares its store (one per user, say)
+/// is never quietly pointed at another one's memory by a flag.
+fn attached_store(
+    plan: &Path,
+    flag: Option<&str>,
+    inputs: &[(String, String)],
+) -> Result<Option<String>, CliError> {
+    let source = std::fs::read_to_string(plan).unwrap_or_default();
+    let declared = oracle_plan::memory_of(&source);
+    let from_plan = match &declared {
+        Some(d) => Some(store_name(d, inputs).map_err(|e| {
+            CliError::input(format!("the plan's `memory {d}` line: {}", e.message))
+        })?),
+        None => None,
+    };
+    let from_flag = flag.map(|f| store_name(f, inputs)).transpose()?;
+    match (from_plan, from_flag) {
+        (Some(p), Some(f)) if p != f => Err(CliError::input(format!(
+            "--memory names store {f}, but the plan's `memory {}` line names store {p}: drop the flag or change the plan",
+            declared.unwrap_or_default()
+        ))),
+        (p, f) => Ok(f.or(p)),
+    }
+}
+
+/// The store `--memory` names: the name itself, or for `input.NAME` the string given to that
+/// input (recorded as the resolved name, so replay never looks it up again).
+fn store_name(given: &str, inputs: &[(String, String)]) -> Result<String, CliError> {
+    let name = match given.strip_prefix("input.") {
+        Some(input) => inputs
+            .iter()
+            .find(|(n, _)| n == input)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| {
+                CliError::input(format!(
+                    "--memory {given}: give the input as a string (--input {input}=NAME)"
+                ))
+            })?
+            .to_owned(),
+        None => given.to_owned(),
+    };
+    oracle_memory::shared::check_name(&name).map_err(CliError::input)?;
+    Ok(name)
 }
 
 /// The bindings `oracle run` and `oracle submit` give a new run (the tool directories come

@@ -16,7 +16,12 @@ use crate::exit::{self, CliError};
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
     /// A run directory, a run id, or a log file (`events.jsonl`).
-    target: PathBuf,
+    #[arg(required_unless_present = "memory")]
+    target: Option<PathBuf>,
+    /// Verify the named belief store shared by runs instead (every record's link and hash, and
+    /// every claim id and decision re-read).
+    #[arg(long, value_name = "NAME")]
+    memory: Option<String>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -137,6 +142,9 @@ fn head_of(log: &Path, text: &str) -> Result<Hash, CliError> {
 }
 
 pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
+    if let Some(name) = &a.memory {
+        return crate::stores::verify(home, name, a.json);
+    }
     verify(home, a, false)
 }
 
@@ -148,12 +156,13 @@ pub fn run_in_store(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
 }
 
 fn verify(home: &Path, a: VerifyArgs, by_name: bool) -> Result<u8, CliError> {
-    let paths = match crate::resolve(home, &a.target) {
+    let target = a.target.clone().unwrap_or_default();
+    let paths = match crate::resolve(home, &target) {
         Ok(p) => p,
         Err(err) => {
             if a.json {
                 crate::out::json(
-                    &json!({"ok": false, "path": a.target, "error": exit::error_json(Some(json!({"kind": "input", "reason": err.message})), err.code, &err.message)}),
+                    &json!({"ok": false, "path": target, "error": exit::error_json(Some(json!({"kind": "input", "reason": err.message})), err.code, &err.message)}),
                 )?;
             }
             return Err(err);
@@ -161,7 +170,7 @@ fn verify(home: &Path, a: VerifyArgs, by_name: bool) -> Result<u8, CliError> {
     };
     // What the output calls the log: its path, or in a store the run as named.
     let shown = if by_name {
-        a.target.clone()
+        target.clone()
     } else {
         paths.log.clone()
     };

@@ -203,8 +203,135 @@ fn run(sb: &common::Sandbox, args: &[&str], want: i32) {
     assert_eq!(code, want, "{args:?}: {out}{err}");
 }
 
+/// The bytes of run `run`'s log, or for `memory:NAME` of that store's log.
 fn log_bytes(sb: &common::Sandbox, run: &str) -> Vec<u8> {
-    std::fs::read(sb.log(".oracle", run)).unwrap()
+    match run.strip_prefix("memory:") {
+        Some(name) => std::fs::read(
+            sb.path()
+                .join(".oracle/memory")
+                .join(name)
+                .join("store.jsonl"),
+        )
+        .unwrap(),
+        None => std::fs::read(sb.log(".oracle", run)).unwrap(),
+    }
+}
+
+/// A form route's path for the run (or `memory:NAME` store) it writes.
+fn form_path(route: &str, target: &str) -> String {
+    match target.strip_prefix("memory:") {
+        Some(name) => route.replace("{name}", name),
+        None => route.replace("{id}", target),
+    }
+}
+
+/// In store `name`: a user-asserted allergy (run `allergy_assert-N`), then a first-hand
+/// contradiction (`allergy_contradict-N`) that opens request `adj-1` naming both runs.
+fn shared_conflict(sb: &common::Sandbox, name: &str) {
+    sb.write(
+        "assert.plan",
+        "plan allergy_assert version 1\n\nsaid = memory.assert { subject: \"alice\", predicate: \"allergy\", value: \"penicillin\", provenance: \"user_asserted\", criticality: \"critical\" }\n",
+    );
+    sb.write(
+        "contradict.plan",
+        "plan allergy_contradict version 1\n\nsaid = memory.assert { subject: \"alice\", predicate: \"allergy\", value: \"none\", provenance: \"external_first_hand\", criticality: \"critical\" }\n",
+    );
+    run(sb, &["run", "assert.plan", "--memory", name], 0);
+    run(sb, &["run", "contradict.plan", "--memory", name], 0);
+}
+
+#[test]
+fn a_stores_request_is_listed_with_both_runs_decided_once_and_wakes_its_waiting_run() {
+    let (sb, alice, bob) = setup();
+    shared_conflict(&sb, "alice");
+    sb.write(
+        "wait.plan",
+        "plan allergy_wait version 1\n\nallergy = memory.query { subject: \"alice\", predicate: \"allergy\", require: \"resolved\" }\n",
+    );
+    run(&sb, &["run", "wait.plan", "--memory", "alice"], 3);
+    let s = Server::start(sb.path(), &[]);
+    let listed = get(&s, "/api/v1/memory/alice/adjudications", &alice);
+    let r = &listed["adjudications"][0];
+    assert_eq!(r["handle"], "adj-1", "{listed}");
+    assert_eq!(r["status"], "pending");
+    assert_eq!(r["challenger"]["run"], "allergy_contradict-1");
+    assert_eq!(r["incumbent"]["run"], "allergy_assert-1");
+    // The inbox (JSON and page) shows it; the watcher sees the waiting run.
+    wait_for(
+        "the inbox to list the store's request and the waiting run",
+        || {
+            let i = get(&s, "/api/v1/inbox", &alice);
+            let waiting = i["suspended"]
+                .as_array()?
+                .iter()
+                .any(|w| w["run"] == "allergy_wait-1");
+            (waiting && i["store_adjudications"][0]["store"] == "alice").then_some(())
+        },
+    );
+    let (pair, _) = json_login(&s, &alice);
+    let mut r = agent()
+        .run(
+            ureq::http::Request::builder()
+                .method("GET")
+                .uri(s.url("/inbox"))
+                .header("Cookie", &pair)
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let page = r.body_mut().read_to_string().unwrap();
+    assert!(page.contains("id=\"store-verdict-alice-adj-1\""), "{page}");
+    assert!(page.contains("allergy_contradict-1") && page.contains("allergy_assert-1"));
+    let (status, v) = call(
+        "GET",
+        &s.url("/api/v1/memory/nobody/adjudications"),
+        Some(&alice),
+        None,
+    );
+    assert_error(status, &v, 404, "unknown_store");
+    // Two adjudicators at once: one verdict applies, the other is refused.
+    let url = s.url("/api/v1/memory/alice/adjudications/adj-1");
+    let racers: Vec<_> = [(alice.clone(), "deny"), (bob.clone(), "affirm")]
+        .into_iter()
+        .map(|(token, verdict)| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                call(
+                    "POST",
+                    &url,
+                    Some(&token),
+                    Some(&json!({"verdict": verdict, "evidence": "external_first_hand"})),
+                )
+            })
+        })
+        .collect();
+    let results: Vec<(u16, Value)> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+    let applied: Vec<&(u16, Value)> = results.iter().filter(|(s, _)| *s == 200).collect();
+    let refused: Vec<&(u16, Value)> = results.iter().filter(|(s, _)| *s != 200).collect();
+    assert_eq!((applied.len(), refused.len()), (1, 1), "{results:?}");
+    assert_error(refused[0].0, &refused[0].1, 409, "already_resolved");
+    assert_eq!(
+        applied[0].1["resumed"],
+        json!(["allergy_wait-1"]),
+        "{results:?}"
+    );
+    // The waiting run goes on by itself with the store's belief, and replays.
+    settled(&s, &alice, "allergy_wait-1", "completed");
+    let want = if applied[0].1["verdict"] == "deny" {
+        "penicillin"
+    } else {
+        "none"
+    };
+    let resumed: Vec<Value> = sb
+        .events(".oracle", "allergy_wait-1")
+        .iter()
+        .filter(|e| e.kind.as_str() == "resumed")
+        .map(|e| e.payload.clone())
+        .collect();
+    assert_eq!(resumed[0]["value"]["value"], want, "{resumed:?}");
+    run(&sb, &["verify", "--memory", "alice"], 0);
+    run(&sb, &["replay", "allergy_wait-1"], 0);
 }
 
 fn run_status(s: &Server, token: &str, id: &str) -> Value {
@@ -1989,6 +2116,7 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
     );
     run(&sb, &["run", "ask.plan"], 3);
     run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    shared_conflict(&sb, "s");
     let s = Server::start(sb.path(), &[]);
     let (pair, csrf) = json_login(&s, &alice);
     let (_, bobs_csrf) = json_login(&s, &bob);
@@ -2008,6 +2136,11 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
             "/runs/{id}/fork",
             "ask-1",
             "step=q&value=%7B%22answer%22%3A%22yes%22%7D",
+        ),
+        (
+            "/memory/{name}/verdict",
+            "memory:s",
+            "handle=adj-1&verdict=affirm&evidence=external_first_hand",
         ),
         ("/logout", "ask-1", ""),
     ];
@@ -2039,7 +2172,7 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
         .0
     };
     for (route, run_id, fields) in forms {
-        let path = route.replace("{id}", run_id);
+        let path = form_path(route, run_id);
         let before = footprint(run_id);
         let sep = if fields.is_empty() { "" } else { "&" };
         for bad in [
@@ -2058,7 +2191,7 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
     }
     // The right token: each is taken.
     for (route, run_id, fields) in forms {
-        let path = route.replace("{id}", run_id);
+        let path = form_path(route, run_id);
         let before = footprint(run_id);
         let sep = if fields.is_empty() { "" } else { "&" };
         let (status, body) = form_post(&s, &path, &pair, &format!("csrf={csrf}{sep}{fields}"));

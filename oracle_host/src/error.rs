@@ -11,6 +11,7 @@ use oracle_runtime::engine::EngineError;
 use oracle_runtime::exit;
 use oracle_runtime::seal::SealError;
 use oracle_runtime::session::SessionError;
+use oracle_runtime::shared::SharedError;
 use serde_json::{Value, json};
 
 /// Why a host call did not do what was asked. Every variant leaves recorded data as it was.
@@ -55,6 +56,9 @@ pub enum HostError {
     /// A run asked for over the network names what such a run may not (`crate::request`).
     #[error("{what}; nothing was created")]
     NotAllowed { what: String },
+    /// A named belief store refused or could not be read (`crate::shared`).
+    #[error(transparent)]
+    Shared(#[from] SharedError),
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -146,6 +150,7 @@ impl HostError {
                 Class::of("internal", exit::INPUT, http::INTERNAL)
             }
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
+            HostError::Shared(e) => shared_class(e),
         }
     }
 
@@ -307,6 +312,27 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
         e if e.is_integrity() => Class::of("integrity", exit::INTEGRITY, http::INTERNAL),
         _ => Class::of("input", exit::INPUT, http::INTERNAL),
+    }
+}
+
+/// The class of a named store's failure.
+fn shared_class(e: &SharedError) -> Class {
+    match e {
+        SharedError::Name(_) => Class::of("store_name", exit::INPUT, http::BAD_REQUEST),
+        SharedError::Unknown { name } => {
+            Class::of("unknown_store", exit::UNKNOWN_HANDLE, http::NOT_FOUND)
+                .with(json!({"store": name}))
+        }
+        SharedError::Damaged { name, .. } => {
+            Class::of("integrity", exit::INTEGRITY, http::INTERNAL).with(json!({"store": name}))
+        }
+        SharedError::Locked { name } => {
+            Class::of("locked", exit::INPUT, http::CONFLICT).with(json!({"store": name}))
+        }
+        SharedError::Memory { .. } => Class::of("refused", exit::INPUT, http::UNPROCESSABLE),
+        SharedError::Adjudicate { source, .. } => adjudicate_class(source),
+        SharedError::Undone { .. } => Class::of("append_undone", exit::INPUT, http::UNAVAILABLE),
+        SharedError::Io { .. } => Class::of("input", exit::INPUT, http::INTERNAL),
     }
 }
 

@@ -20,6 +20,7 @@ pub mod otlp;
 mod outside;
 pub mod recover;
 pub mod request;
+pub mod shared;
 pub mod signal;
 pub mod store_front;
 pub mod timers;

@@ -850,6 +850,59 @@ pub struct Inbox {
     pub adjudications: Vec<RequestView>,
     /// Runs that could not be read, with why (listed, not hidden).
     pub problems: Vec<(String, String)>,
+    /// Pending requests of the home's named stores shared by runs, store by store.
+    pub stores: Vec<StoreRequest>,
+}
+
+/// A pending request of a named store: the line, and both claims with the runs that
+/// published them (empty for a claim from outside any run).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreRequest {
+    pub store: String,
+    pub handle: String,
+    pub subject: String,
+    pub predicate: String,
+    pub criticality: String,
+    pub reason: String,
+    /// `(claim id, run)` of the challenger and the incumbent.
+    pub challenger: (String, String),
+    pub incumbent: (String, String),
+}
+
+/// The pending requests of every named store in `home`; a store that cannot be read is a
+/// problem, named `memory NAME`.
+fn store_requests(home: &Path, inbox: &mut Inbox) {
+    use oracle_runtime::shared as files;
+    for name in files::list(home).unwrap_or_default() {
+        let store = match files::load(home, &name) {
+            Ok(s) => s,
+            Err(e) => {
+                inbox
+                    .problems
+                    .push((format!("memory {name}"), e.to_string()));
+                continue;
+            }
+        };
+        for r in store.memory.requests() {
+            if !matches!(r.status, oracle_memory::RequestStatus::Pending) {
+                continue;
+            }
+            let (challenger_run, incumbent_run) = oracle_memory::shared::runs_of(&store, r);
+            inbox.stores.push(StoreRequest {
+                store: name.clone(),
+                handle: r.request.handle.clone(),
+                subject: r.request.subject.clone(),
+                predicate: r.request.predicate.clone(),
+                criticality: r.request.criticality.as_str().to_owned(),
+                reason: r.request.reason.clone(),
+                challenger: (r.request.challenger.to_hex(), challenger_run),
+                incumbent: (r.incumbent().to_hex(), incumbent_run),
+            });
+        }
+    }
+    inbox
+        .stores
+        .sort_by_key(|s| (s.store.clone(), s.handle.len(), s.handle.clone()));
 }
 
 /// A suspended step that takes an answer.
@@ -878,7 +931,9 @@ pub fn inbox(home: &Path) -> Result<Inbox> {
         asks: Vec::new(),
         adjudications: Vec::new(),
         problems: Vec::new(),
+        stores: Vec::new(),
     };
+    store_requests(home, &mut inbox);
     for info in session::list(home)? {
         if info.status == "damaged" {
             inbox

@@ -15,6 +15,7 @@ pub mod external;
 pub mod gate;
 pub mod memory;
 pub mod settings;
+pub mod shared;
 pub mod tools;
 
 pub use adjudicate::{Effects, Verdict};

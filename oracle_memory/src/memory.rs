@@ -748,6 +748,10 @@ impl Memory {
         self.now = self.now.max(time);
         let bad = |reason: String| ProjectionError { seq, reason };
         match payload {
+            // A claim published to a shared store (its answer names the store) belongs to the
+            // store's memory, not the run's: its id is the store's (`crate::shared`).
+            Payload::ToolReturned(r)
+                if r.tool == tools::ASSERT && r.output.get("store").is_some() => {}
             Payload::ToolReturned(r) if r.tool == tools::ASSERT => {
                 let a: Assertion = serde_json::from_value(r.output.clone())
                     .map_err(|e| bad(format!("memory.assert output does not read back: {e}")))?;

@@ -19,6 +19,11 @@ pub struct MemorySettings {
     pub expiry_ticks: Option<u64>,
     /// Confidence (percent) at or above which a valid-time window is trusted.
     pub confidence_min_pct: u64,
+    /// The named store the run's memory is attached to (`oracle run --memory NAME`): its
+    /// memory tools read and publish there, and their answers are recorded. Absent: the run's
+    /// own memory, and earlier logs keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 impl Default for MemorySettings {
@@ -27,6 +32,7 @@ impl Default for MemorySettings {
             oracle: true,
             expiry_ticks: None,
             confidence_min_pct: 50,
+            store: None,
         }
     }
 }

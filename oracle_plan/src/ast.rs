@@ -52,8 +52,31 @@ pub struct Plan {
     /// from, relative to the plan's directory. The runtime reads them before compiling
     /// (`tools_of`); the compiler only carries them.
     pub tools: Vec<Spanned<String>>,
+    /// `memory "NAME"` or `memory input.NAME`: the named belief store shared by runs that the
+    /// run's memory attaches to (docs/MEMORY.md "Shared stores"). The runtime reads it before
+    /// running (`memory_of`); the compiler only carries it.
+    pub memory: Option<Spanned<MemoryStore>>,
     /// Steps in declaration order (which breaks ties in the topological order).
     pub steps: Vec<Step>,
+}
+
+/// The store a `memory` line names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemoryStore {
+    /// `memory "NAME"`: one store for every run of the plan.
+    Named(String),
+    /// `memory input.NAME`: the store named by a string input (one store per user, say).
+    Input(String),
+}
+
+impl MemoryStore {
+    /// As `oracle run --memory` takes it: `NAME` or `input.NAME`.
+    pub fn to_flag(&self) -> String {
+        match self {
+            MemoryStore::Named(n) => n.clone(),
+            MemoryStore::Input(i) => format!("input.{i}"),
+        }
+    }
 }
 
 /// `use "PATH" as NAME`: a sub-plan, called by steps as the tool `NAME`.

@@ -142,6 +142,15 @@ pub fn tools_of(src: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The store a plan's `memory` line names, as `oracle run --memory` takes it (`NAME` or
+/// `input.NAME`); `None` without one, or if the source does not parse.
+pub fn memory_of(src: &str) -> Option<String> {
+    crate::parser::parse(src)
+        .0
+        .and_then(|p| p.memory)
+        .map(|m| m.node.to_flag())
+}
+
 /// The names of a plan's agent steps (`s = agent { ... }`), whose model calls are turns rather
 /// than attempts (what `oracle log` calls them); empty if the source does not parse.
 pub fn agent_steps_of(src: &str) -> std::collections::BTreeSet<String> {
@@ -1001,6 +1010,8 @@ fn compile_body(
         inputs,
         uses: plan.uses.clone(),
         tools: plan.tools.clone(),
+        // A loop body runs inside the plan's run, already attached to its store.
+        memory: None,
         steps: b.steps.clone(),
     };
     match compile_in(&sub, catalogue, sources, depth) {

@@ -20,7 +20,9 @@
 //! line before the first output line that ends after it (so one inside an expression moves
 //! just above that expression's line). Formatting twice gives the same text.
 
-use crate::ast::{Body, Call, Expr, ExprKind, Input, LoopKind, Plan, Span, Spanned, Step, Use};
+use crate::ast::{
+    Body, Call, Expr, ExprKind, Input, LoopKind, MemoryStore, Plan, Span, Spanned, Step, Use,
+};
 use crate::diagnostic::Diagnostic;
 use crate::lexer::{self, Token, TokenKind, is_bare_capability, is_word};
 use crate::parser::{self, has_errors};
@@ -117,6 +119,7 @@ enum Item<'a> {
     Grant(&'a Spanned<String>),
     Use(&'a Use),
     Tools(&'a Spanned<String>),
+    Memory(&'a Spanned<MemoryStore>),
     Input(&'a Input),
     Step(&'a Step),
 }
@@ -129,6 +132,7 @@ impl Item<'_> {
             Item::Tools(_) => 2,
             Item::Input(_) => 3,
             Item::Step(_) => 4,
+            Item::Memory(_) => 5,
         }
     }
 
@@ -139,6 +143,7 @@ impl Item<'_> {
             Item::Grant(g) => g.span.start,
             Item::Use(u) => u.path.span.start,
             Item::Tools(t) => t.span.start,
+            Item::Memory(m) => m.span.start,
             Item::Input(i) => i.name.span.start,
             Item::Step(s) => s.span.start,
         }
@@ -196,6 +201,7 @@ impl Layout<'_> {
         items.extend(p.grants.iter().map(Item::Grant));
         items.extend(p.uses.iter().map(Item::Use));
         items.extend(p.tools.iter().map(Item::Tools));
+        items.extend(p.memory.iter().map(Item::Memory));
         items.extend(p.inputs.iter().map(Item::Input));
         items.extend(p.steps.iter().map(Item::Step));
         items.sort_by_key(Item::anchor);
@@ -230,6 +236,14 @@ impl Layout<'_> {
                 text.push_str(" as ");
                 text.push_str(&u.alias.node);
                 self.push(0, text, (start, u.alias.span.end), blank);
+            }
+            Item::Memory(m) => {
+                let mut text = "memory ".to_owned();
+                match &m.node {
+                    MemoryStore::Named(n) => print::string(&mut text, n),
+                    MemoryStore::Input(i) => text.push_str(&format!("input.{i}")),
+                }
+                self.push(0, text, (start, m.span.end), blank);
             }
             Item::Tools(t) => {
                 let mut text = "tools ".to_owned();

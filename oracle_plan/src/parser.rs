@@ -47,7 +47,7 @@ use std::collections::BTreeMap;
 
 use crate::ast::{
     Arg, BinaryOp, Body, Call, Expr, ExprKind, FailurePolicy, Ident, Input, InputType, LoopKind,
-    Path, Plan, Segment, Span, Spanned, Step, UnaryOp, Use,
+    MemoryStore, Path, Plan, Segment, Span, Spanned, Step, UnaryOp, Use,
 };
 use crate::diagnostic::{Diagnostic, Severity, closest};
 use crate::lexer::{self, Keyword, Token, TokenKind};
@@ -270,6 +270,10 @@ impl<'s> Parser<'s> {
             TokenKind::Eof => true,
             _ if !t.line_start => false,
             TokenKind::Keyword(Keyword::Grant | Keyword::Input | Keyword::Plan) => true,
+            TokenKind::Ident(w) if w == "memory" => matches!(
+                self.toks.get(i + 1).map(|t| &t.kind),
+                Some(TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input))
+            ),
             TokenKind::Ident(w) if w == "use" || w == "tools" => {
                 matches!(
                     self.toks.get(i + 1).map(|t| &t.kind),
@@ -377,6 +381,7 @@ impl<'s> Parser<'s> {
         let mut inputs = Vec::new();
         let mut uses = Vec::new();
         let mut tools = Vec::new();
+        let mut memory = None;
         let mut steps = Vec::new();
         let mut after_step = false;
         loop {
@@ -397,6 +402,15 @@ impl<'s> Parser<'s> {
                     let t = self.bump();
                     tools.push(Spanned::new(into_text(t.kind), t.span));
                     Ok(())
+                }
+                TokenKind::Ident(w)
+                    if w == "memory"
+                        && matches!(
+                            self.kind_at(1),
+                            TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input)
+                        ) =>
+                {
+                    self.memory_line(&mut memory)
                 }
                 TokenKind::Keyword(Keyword::Grant) => self.grant().map(|g| grants.push(g)),
                 TokenKind::Keyword(Keyword::Input) => self.input().map(|i| inputs.push(i)),
@@ -419,8 +433,41 @@ impl<'s> Parser<'s> {
             inputs,
             uses,
             tools,
+            memory,
             steps,
         })
+    }
+
+    /// `memory "NAME"` or `memory input.NAME` (the caller has seen `memory` and a string or
+    /// `input`); a second line is E0123, since a run's memory attaches to one store.
+    fn memory_line(&mut self, slot: &mut Option<Spanned<MemoryStore>>) -> PResult<()> {
+        let start = self.bump().span; // `memory`
+        let t = self.bump();
+        let store = match t.kind {
+            TokenKind::Str(s) => Spanned::new(MemoryStore::Named(s), t.span),
+            _ => {
+                if !self.at(&TokenKind::Dot) {
+                    let hint = "name the input: `memory input.user`";
+                    return Err(self.expected("E0110", "`.`", "after `input`", Some(hint)));
+                }
+                self.bump();
+                let name = self.name("an input", "the input name", "after `input.`", |_| true)?;
+                let span = Span::new(t.span.start, name.span.end);
+                Spanned::new(MemoryStore::Input(name.node), span)
+            }
+        };
+        if slot.is_some() {
+            let d = Diagnostic::error(
+                "E0123",
+                Span::new(start.start, store.span.end),
+                "a second `memory` line",
+                "a plan's memory attaches to one store",
+            );
+            self.diags.push(d);
+            return Err(Fail);
+        }
+        *slot = Some(store);
+        Ok(())
     }
 
     /// `use "PATH" as NAME` (the caller has seen `use` and a string).

@@ -8,8 +8,8 @@
 //! retry, fallback, on failure, timeout). Parentheses appear only where precedence needs them.
 
 use crate::ast::{
-    Arg, BinaryOp, Body, Call, Expr, ExprKind, Ident, Input, LoopKind, Path, Plan, Segment, Span,
-    Spanned, Step, UnaryOp, Use,
+    Arg, BinaryOp, Body, Call, Expr, ExprKind, Ident, Input, LoopKind, MemoryStore, Path, Plan,
+    Segment, Span, Spanned, Step, UnaryOp, Use,
 };
 use crate::lexer::{is_bare_capability, is_word};
 
@@ -50,6 +50,14 @@ pub fn print(plan: &Plan) -> String {
             string(&mut out, &t.node);
             out.push('\n');
         }
+    }
+    if let Some(m) = &plan.memory {
+        out.push_str("\nmemory ");
+        match &m.node {
+            MemoryStore::Named(n) => string(&mut out, n),
+            MemoryStore::Input(i) => out.push_str(&format!("input.{i}")),
+        }
+        out.push('\n');
     }
     if !plan.inputs.is_empty() {
         out.push('\n');
@@ -362,6 +370,7 @@ pub fn strip_spans(plan: &Plan) -> Plan {
             })
             .collect(),
         tools: plan.tools.iter().map(|t| bare(t.node.clone())).collect(),
+        memory: plan.memory.as_ref().map(|m| bare(m.node.clone())),
         steps: plan.steps.iter().map(strip_step).collect(),
     }
 }

@@ -907,6 +907,7 @@ fn plan_strategy() -> impl Strategy<Value = Plan> {
         .prop_map(|(n, version, grants, inputs, steps, tools)| Plan {
             uses: Vec::new(),
             tools: tools.into_iter().map(sp).collect(),
+            memory: None,
             name: sp(n),
             version: sp(version),
             grants: grants.into_iter().map(sp).collect(),

@@ -84,6 +84,7 @@ fn config(jobs: u32) -> RunConfig {
         domains: Default::default(),
         budget: None,
         key: None,
+        shared: None,
         scorer: None,
         resume_points: Default::default(),
     }

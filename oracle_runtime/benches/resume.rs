@@ -90,6 +90,7 @@ fn config() -> RunConfig {
         domains: Default::default(),
         budget: None,
         key: None,
+        shared: None,
         scorer: None,
         resume_points: Policy {
             key: Some(KEY),

@@ -79,6 +79,10 @@ pub struct RunConfig {
     pub resume_points: resume_point::Policy,
     /// The idempotency key the run was started with, recorded in `run_started` (`key`).
     pub key: Option<String>,
+    /// Where the run's shared belief store is (`domains.memory.store`) and the run's id, which
+    /// its publications carry. Never recorded: the store's answers are. `None`: the memory
+    /// tools of a run attached to a store answer only from the record (a replay).
+    pub shared: Option<crate::shared::Attach>,
 }
 
 /// How a drive ended.
@@ -1245,7 +1249,12 @@ impl<'r, A: Agent> Engine<'r, A> {
                             }
                             .into());
                         }
-                        match self.domains[index].resolve_wait(&input, self.tick) {
+                        let recorded = match self.recorded_at(next).map(|r| r.typed()) {
+                            Some(Ok(Payload::Resumed(r))) if r.step == step => Some(r.value),
+                            _ => None,
+                        };
+                        match self.domains[index].resolve_wait_recorded(&input, self.tick, recorded)
+                        {
                             Ok(Resolved::Answer(v))
                                 if self.is_recorded(next) || self.writer.is_some() =>
                             {

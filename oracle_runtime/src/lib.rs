@@ -93,6 +93,7 @@ pub mod scorer;
 pub mod seal;
 pub mod secrets;
 pub mod session;
+pub mod shared;
 pub mod snapshots;
 pub mod storage;
 pub mod tool;

@@ -660,8 +660,21 @@ impl Submission {
             key: self.key.clone(),
             scorer,
             resume_points: resume_point::Policy::default(),
+            shared: dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|id| attach(home, id)),
         })
     }
+}
+
+/// How a run of `home` named `id` reaches the home's shared stores (used only when its memory
+/// is attached to one).
+fn attach(home: &Path, id: &str) -> Option<crate::shared::Attach> {
+    Some(crate::shared::Attach {
+        home: home.to_path_buf(),
+        run: id.to_owned(),
+    })
 }
 
 /// A run directory made ready to start: its plan compiled, its files written.
@@ -1244,7 +1257,7 @@ pub(crate) fn replay_config(
     home: &Path,
     run_dir: &Path,
 ) -> Result<RunConfig> {
-    config_of(started, root, store_of(home, run_dir), 1)
+    config_of(started, root, store_of(home, run_dir), 1, None)
 }
 
 /// The domain settings a run recorded, by domain: `domains` (format 3), or the memory's under
@@ -1264,6 +1277,7 @@ fn config_of(
     root: PathBuf,
     store: Vec<PathBuf>,
     jobs: u32,
+    shared: Option<crate::shared::Attach>,
 ) -> Result<RunConfig> {
     Ok(RunConfig {
         seed: started.seed,
@@ -1278,6 +1292,7 @@ fn config_of(
         scorer: None,
         resume_points: resume_point::Policy::default(),
         key: started.key.clone(),
+        shared,
     })
 }
 
@@ -1980,7 +1995,13 @@ pub fn resume_observed(
         refused.extend(start.refused);
         let plan = stored_plan(&found, &start.started, registry)?;
         let root = resume_root(&found, drive.workdir, Some(&key))?;
-        let mut config = config_of(&start.started, root, store_of(home, &found.dir), jobs)?;
+        let mut config = config_of(
+            &start.started,
+            root,
+            store_of(home, &found.dir),
+            jobs,
+            attach(home, &found.id),
+        )?;
         config.scorer = drive.scorer.clone();
         config.resume_points = resume_point::Policy {
             key: Some(key),
@@ -2103,6 +2124,7 @@ pub fn answer(
         quiet_root(home, &found)?,
         store_of(home, &found.dir),
         1,
+        attach(home, &found.id),
     )?;
     let upgraded = plan.hash != started.program_hash;
     let agent = PlanAgent::new(plan, config.inputs.clone());
@@ -2197,6 +2219,7 @@ pub fn cancel(
         quiet_root(home, &found)?,
         store_of(home, &found.dir),
         1,
+        attach(home, &found.id),
     )?;
     let upgraded = plan.hash != start.started.program_hash;
     let agent = PlanAgent::new(plan, config.inputs.clone());
@@ -2289,7 +2312,13 @@ pub fn replay_observed(
                 break;
             };
             let root = canonical_root(Path::new("."))?;
-            let config = config_of(&started, root, store_of(home, &found.dir), jobs)?;
+            let config = config_of(
+                &started,
+                root,
+                store_of(home, &found.dir),
+                jobs,
+                attach(home, &found.id),
+            )?;
             let plan = stored_plan(&found, &started, registry)?;
             let upgraded = plan.hash != started.program_hash;
             let agent = PlanAgent::new(plan, config.inputs.clone());
@@ -2323,7 +2352,7 @@ pub fn replay_observed(
     // Replay executes nothing impure: it runs where it is asked, and never takes a directory
     // from the unhashed run.json.
     let root = canonical_root(Path::new("."))?;
-    let mut config = config_of(&started, root, store_of(home, &found.dir), jobs)?;
+    let mut config = config_of(&started, root, store_of(home, &found.dir), jobs, None)?;
     let mut changes = Vec::new();
     let plan = match plan_override {
         None => stored_plan(&found, &started, registry)?,

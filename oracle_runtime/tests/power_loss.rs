@@ -415,6 +415,7 @@ fn engine_on_sim(
         scorer: None,
         resume_points: Default::default(),
         key: None,
+        shared: None,
     };
     let Ok(writer) = LogWriter::with_storage(&LogPaths::of_run(run_dir), &mut sim.clone(), d)
     else {

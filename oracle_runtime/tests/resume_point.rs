@@ -98,6 +98,7 @@ fn config(every_events: u64) -> RunConfig {
         domains: Default::default(),
         budget: None,
         key: None,
+        shared: None,
         scorer: None,
         resume_points: Policy {
             every_events,

@@ -231,6 +231,11 @@ pub fn api_routes() -> Routes {
         .post("/api/v1/runs/{id}/resume", resume)
         .post("/api/v1/runs/{id}/cancel", cancel)
         .post("/api/v1/runs/{id}/fork", fork)
+        .get("/api/v1/memory/{name}/adjudications", store_adjudications)
+        .post(
+            "/api/v1/memory/{name}/adjudications/{handle}",
+            store_adjudicate,
+        )
         .get("/api/v1/diff", diff)
         .get("/api/v1/inbox", inbox)
         .get("/api/v1/inbox/stream", inbox_stream)
@@ -567,6 +572,32 @@ async fn adjudicate(
     let st = state.clone();
     let v = blocking(&state, true, move || {
         signals::adjudicate(&st, &run, &handle, &who.name, body)
+    })
+    .await?;
+    state.watch.refresh_soon();
+    Ok(written(v))
+}
+
+async fn store_adjudications(
+    State(state): State<AppState>,
+    _: Reader,
+    P(name): P<String>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, true, move || signals::store_requests(&st, &name))
+        .await
+        .map(ok)
+}
+
+async fn store_adjudicate(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P((name, handle)): P<(String, String)>,
+    JsonBody(body): JsonBody<signals::VerdictBody>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    let v = blocking(&state, true, move || {
+        signals::store_adjudicate(&st, &name, &handle, &who.name, body)
     })
     .await?;
     state.watch.refresh_soon();

@@ -427,6 +427,84 @@ pub fn adjudicate(
     signed(state, run, by, drive, applied.to_json())
 }
 
+/// A named store is a file home's (`<home>/memory`): over a database store it is refused.
+fn file_home_only(state: &AppState) -> Result<(), ApiError> {
+    match state.front {
+        Some(_) => Err(oracle_host::HostError::NotAllowed {
+            what: "named belief stores live on a file home (`oracle serve` without --store)".into(),
+        }
+        .into()),
+        None => Ok(()),
+    }
+}
+
+/// `GET /api/v1/memory/{name}/adjudications`: `{"store": {name, records, head},
+/// "adjudications": [request]}`, each request naming the runs behind both claims.
+pub fn store_requests(state: &AppState, name: &str) -> Result<Value, ApiError> {
+    file_home_only(state)?;
+    let store = host(state)?.store(name)?;
+    Ok(json!({
+        "store": store.head.to_value(name),
+        "adjudications": oracle_host::shared::requests_json(&store),
+    }))
+}
+
+/// Gives a verdict on request `handle` of store `name`, by `by`, under the store's lock (two
+/// racing verdicts: one applies, the other is refused 409 `already_resolved`); then resumes in
+/// the background every run this server sees suspended on a line of that store. `{"ok": true,
+/// "outcome": "applied", "store", "handle", "verdict", "effects", "by", "resumed": [run]}`.
+pub fn store_adjudicate(
+    state: &AppState,
+    name: &str,
+    handle: &str,
+    by: &str,
+    body: VerdictBody,
+) -> Result<Value, ApiError> {
+    file_home_only(state)?;
+    check_now(body.now)?;
+    let v = oracle_host::shared::StoreVerdict {
+        handle: handle.to_owned(),
+        verdict: body
+            .verdict
+            .parse()
+            .map_err(|e: String| ApiError::BadRequest(format!("verdict: {e}")))?,
+        evidence: body
+            .evidence
+            .parse()
+            .map_err(|e: String| ApiError::BadRequest(format!("evidence: {e}")))?,
+        note: body.note,
+        by: Some(by.to_owned()),
+    };
+    let (store, effects) = host(state)?.store_adjudicate(name, &v)?;
+    let resumed = wake_store_waiters(state, name, by);
+    Ok(json!({
+        "ok": true, "outcome": "applied", "store": store.head.to_value(name),
+        "handle": v.handle, "verdict": v.verdict, "effects": effects.to_value(), "by": by,
+        "resumed": resumed,
+    }))
+}
+
+/// Resumes in the background the runs the watcher sees suspended on a line of store `name`
+/// (their reason says `(in store NAME: ...)`); the ids started. A run that cannot be resumed
+/// now (busy, a binding refused) is left suspended: `oracle resume` still takes it.
+fn wake_store_waiters(state: &AppState, name: &str, by: &str) -> Vec<String> {
+    let marker = format!(" (in store {name}: ");
+    let inbox = state.watch.inbox();
+    let mut started = Vec::new();
+    for item in inbox["suspended"].as_array().into_iter().flatten() {
+        let waits_here = item["reason"].as_str().is_some_and(|r| r.contains(&marker));
+        let Some(id) = item["run"].as_str().filter(|_| waits_here) else {
+            continue;
+        };
+        let Ok(run) = state.run(id) else { continue };
+        let resumed = Drive::take(state).and_then(|d| resume_with(state, &run, by, d));
+        if resumed.is_ok() {
+            started.push(id.to_owned());
+        }
+    }
+    started
+}
+
 /// A signal's answer: `v` with who sent it (`by`) and, when asked, the background resume
 /// started after it.
 fn signed(

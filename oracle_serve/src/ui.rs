@@ -39,6 +39,7 @@ pub fn table() -> Routes {
         .post("/runs/{id}/answer", answer)
         .post("/runs/{id}/verdict", verdict)
         .post("/runs/{id}/fork", fork)
+        .post("/memory/{name}/verdict", store_verdict)
 }
 
 fn links() -> Links {
@@ -385,6 +386,62 @@ struct VerdictForm {
     #[serde(default)]
     note: String,
     resume: Option<String>,
+}
+
+/// The inbox's verdict on a named store's request: as `POST
+/// /api/v1/memory/{name}/adjudications/{handle}`, which also resumes the runs waiting on it.
+async fn store_verdict(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Form(f): Form<VerdictForm>,
+) -> Response {
+    let session = match form_session(&state, &headers, &f.csrf, "/inbox") {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if let Err(e) = oracle_html::form::verdict(&f.verdict, &f.evidence, &f.note) {
+        return refused(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string(), "/inbox");
+    }
+    let body = VerdictBody {
+        verdict: f.verdict.clone(),
+        evidence: f.evidence.clone(),
+        note: f.note.clone(),
+        now: None,
+        resume: false,
+    };
+    let (st, by, handle, store) = (state.clone(), session.name.clone(), f.handle.clone(), name);
+    let done = blocking(&state, true, move || {
+        signals::store_adjudicate(&st, &store, &handle, &by, body)
+    })
+    .await;
+    state.watch.refresh_soon();
+    match done {
+        Ok(Ok(v)) => {
+            let text = format!(
+                "Verdict `{}` on {} of store {} was recorded as record {} by {}; runs resumed: {}.",
+                f.verdict,
+                f.handle,
+                v["store"]["name"].as_str().unwrap_or(""),
+                v["store"]["records"]
+                    .as_u64()
+                    .unwrap_or(1)
+                    .saturating_sub(1),
+                session.name,
+                v["resumed"].as_array().map_or(0, Vec::len)
+            );
+            Html(page::message_page(
+                &links(),
+                "Verdict recorded",
+                &text,
+                false,
+                "/inbox",
+            ))
+            .into_response()
+        }
+        Ok(Err(e)) => api_error(&e, "/inbox"),
+        Err(r) => r,
+    }
 }
 
 async fn verdict(

@@ -61,6 +61,9 @@ struct WatchState {
     runs: BTreeMap<String, RunWatch>,
     /// Ids announced (or, with a beacon, delivered before this server started).
     announced: BTreeSet<String>,
+    /// Per named store (`<home>/memory`): its log's size when last read, and its pending
+    /// requests ([`oracle_host::shared::request_json`] with `store`), re-read when it changed.
+    stores: BTreeMap<String, (u64, Vec<Value>)>,
 }
 
 /// The watcher's state, shared by the poll thread, the API and the beacon.
@@ -139,7 +142,57 @@ impl Watch {
                 adjudications.push(p);
             }
         }
-        json!({"suspended": suspended, "adjudications": adjudications})
+        let stored: Vec<Value> = st.stores.values().flat_map(|(_, r)| r.clone()).collect();
+        json!({
+            "suspended": suspended, "adjudications": adjudications,
+            "store_adjudications": stored,
+        })
+    }
+
+    /// Re-reads the named stores whose log changed size: their pending requests, each naming
+    /// both runs. A store that cannot be read is said once on stderr and shows nothing.
+    fn refresh_stores(&self) {
+        use oracle_runtime::shared as files;
+        let names = files::list(&self.home).unwrap_or_default();
+        let known: BTreeMap<String, u64> = {
+            let st = self.lock();
+            st.stores
+                .iter()
+                .map(|(n, (len, _))| (n.clone(), *len))
+                .collect()
+        };
+        let mut fresh = BTreeMap::new();
+        for name in names {
+            let log = files::stores_dir(&self.home)
+                .join(&name)
+                .join(files::STORE_LOG);
+            let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+            if known.get(&name) == Some(&len) {
+                continue;
+            }
+            let pending = match files::load(&self.home, &name) {
+                Ok(store) => oracle_host::shared::requests_json(&store)
+                    .into_iter()
+                    .filter(|r| r["status"] == "pending")
+                    .map(|mut r| {
+                        r["store"] = json!(name);
+                        r
+                    })
+                    .collect(),
+                Err(e) => {
+                    eprintln!("warning: oracle serve: store {name}: {e}");
+                    Vec::new()
+                }
+            };
+            fresh.insert(name, (len, pending));
+        }
+        let mut st = self.lock();
+        let listed: BTreeSet<String> = files::list(&self.home)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        st.stores.retain(|n, _| listed.contains(n));
+        st.stores.extend(fresh);
     }
 
     /// Asks the poll thread to look again now rather than at its next interval (after a
@@ -167,6 +220,7 @@ impl Watch {
 
     /// One poll: every run whose log changed size is read again, and new items announced.
     pub fn refresh(&self) {
+        self.refresh_stores();
         let runs_dir = self.home.join("runs");
         let mut seen = BTreeMap::new();
         if let Ok(entries) = std::fs::read_dir(&runs_dir) {

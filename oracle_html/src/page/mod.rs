@@ -18,7 +18,7 @@ use crate::escape::{escape, id_part, json_text, prose, shorten, url_part};
 use crate::form::{self, Field};
 use crate::view::{
     Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, MemoryView, Page, RequestView, RunRow,
-    RunView, StepStatus, Timeline,
+    RunView, StepStatus, StoreRequest, Timeline,
 };
 
 /// Characters of one value shown in a table cell (the rest is counted, not shown).
@@ -97,6 +97,15 @@ impl Forms {
 
     pub fn fork_action(&self, run: &str) -> String {
         self.fork.replace("{run}", &url_part(run))
+    }
+
+    /// `{prefix}/memory/{name}/verdict`: a verdict on a request of a named store.
+    pub fn store_verdict_action(&self, name: &str) -> String {
+        let prefix = self
+            .verdict
+            .strip_suffix("/runs/{run}/verdict")
+            .unwrap_or("");
+        format!("{prefix}/memory/{}/verdict", url_part(name))
     }
 }
 
@@ -829,6 +838,13 @@ pub fn inbox_page(inbox: &Inbox, links: &Links, forms: &Forms) -> String {
         m.push_str(&verdict_html(r, links, forms));
     }
     m.push_str("</section>\n");
+    if !inbox.stores.is_empty() {
+        m.push_str("<section id=\"store-adjudications\" aria-labelledby=\"store-adjudications-h\">\n<h2 id=\"store-adjudications-h\">Shared stores</h2>\n<p class=\"help\">Conflicts between runs sharing a named store. A verdict resumes the runs waiting on the line.</p>\n");
+        for r in &inbox.stores {
+            m.push_str(&store_verdict_html(r, links, forms));
+        }
+        m.push_str("</section>\n");
+    }
     if !inbox.problems.is_empty() {
         m.push_str("<section id=\"problems\" aria-labelledby=\"problems-h\">\n<h2 id=\"problems-h\">Runs that could not be read</h2>\n<ul>\n");
         for (run, why) in &inbox.problems {
@@ -1127,6 +1143,79 @@ fn verdict_html(r: &RequestView, links: &Links, forms: &Forms) -> String {
         m,
         "<div class=\"row\"><input type=\"checkbox\" id=\"{base}-resume\" name=\"{}\" value=\"1\" checked> <label for=\"{base}-resume\" style=\"display:inline;font-weight:normal\">Then resume the run</label></div>",
         form::RESUME_FIELD
+    );
+    m.push_str("<fieldset class=\"verdicts\"><legend>Verdict</legend>");
+    for v in Verdict::ALL {
+        let _ = write!(
+            m,
+            "<button type=\"submit\" id=\"{base}-{}\" name=\"{}\" value=\"{}\">{}</button>",
+            v.as_str(),
+            form::VERDICT_FIELD,
+            v.as_str(),
+            verdict_text(v)
+        );
+    }
+    m.push_str("</fieldset>\n</form>\n</article>\n");
+    m
+}
+
+/// One side of a store's request: the claim, and the run that published it (if any).
+fn store_side(side: &str, (claim, run): &(String, String), links: &Links) -> String {
+    let by = match run.as_str() {
+        "" => "from outside any run".to_owned(),
+        r => format!(
+            "run <a href=\"{}\">{}</a>",
+            escape(&links.run(r)),
+            escape(r)
+        ),
+    };
+    format!(
+        "<tr><th scope=\"row\">{side}</th><td><code>{}</code></td><td>{by}</td></tr>\n",
+        escape(claim.get(..12).unwrap_or(claim))
+    )
+}
+
+fn store_verdict_html(r: &StoreRequest, links: &Links, forms: &Forms) -> String {
+    let base = format!("store-verdict-{}-{}", id_part(&r.store), id_part(&r.handle));
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "<article class=\"item\" id=\"{base}-item\">\n<h3>Store <code>{}</code>: <code>{}</code> on {} / {} {}</h3>\n<p id=\"{base}-reason\">{}</p>",
+        escape(&r.store),
+        escape(&r.handle),
+        escape(&r.subject),
+        escape(&r.predicate),
+        badge(&r.criticality),
+        escape(&r.reason),
+    );
+    let _ = write!(
+        m,
+        "<div class=\"scroll\"><table class=\"claims\" id=\"{base}-claims\">\n<caption>The two claims</caption>\n<thead><tr><th scope=\"col\">Side</th><th scope=\"col\">Claim</th><th scope=\"col\">Published by</th></tr></thead>\n<tbody>\n{}{}</tbody></table></div>\n",
+        store_side("Incumbent", &r.incumbent, links),
+        store_side("Challenger", &r.challenger, links),
+    );
+    let _ = write!(
+        m,
+        "<form id=\"{base}\" method=\"post\" action=\"{}\">\n{}{}\n<div class=\"row\"><label for=\"{base}-evidence\">Evidence behind the verdict</label><select id=\"{base}-evidence\" name=\"{}\" required><option value=\"\">Choose the evidence…</option>",
+        escape(&forms.store_verdict_action(&r.store)),
+        hidden(form::CSRF_FIELD, &forms.csrf),
+        hidden(form::HANDLE_FIELD, &r.handle),
+        form::EVIDENCE_FIELD,
+    );
+    for p in EVIDENCE_ACCEPTED {
+        let _ = write!(
+            m,
+            "<option value=\"{}\">{} ({})</option>",
+            p.as_str(),
+            evidence_text(p),
+            p.as_str()
+        );
+    }
+    let _ = writeln!(
+        m,
+        "</select></div>\n<div class=\"row\"><label for=\"{base}-note\">Note (optional, recorded with the verdict)</label><textarea id=\"{base}-note\" name=\"{}\" rows=\"3\" maxlength=\"{}\"></textarea></div>",
+        form::NOTE_FIELD,
+        oracle_runtime::adjudication::NOTE_BYTES_MAX
     );
     m.push_str("<fieldset class=\"verdicts\"><legend>Verdict</legend>");
     for v in Verdict::ALL {

@@ -157,6 +157,16 @@ fn hostile_inbox() -> Inbox {
         }],
         adjudications: vec![request("evil-1", "pending")],
         problems: vec![(HOSTILE.into(), HOSTILE.into())],
+        stores: vec![StoreRequest {
+            store: HOSTILE.into(),
+            handle: HOSTILE.into(),
+            subject: HOSTILE.into(),
+            predicate: HOSTILE.into(),
+            criticality: HOSTILE.into(),
+            reason: HOSTILE.into(),
+            challenger: (HOSTILE.into(), HOSTILE.into()),
+            incumbent: (HOSTILE.into(), String::new()),
+        }],
     }
 }
 
@@ -294,6 +304,7 @@ fn answer_forms_follow_each_steps_schema() {
         ],
         adjudications: vec![],
         problems: vec![],
+        stores: vec![],
     };
     let page = inbox_page(&inbox, &Links::new(""), &Forms::under("", "T"));
     assert_balanced(&page);
@@ -378,6 +389,7 @@ fn verdict_forms_offer_each_verdict_and_require_evidence() {
         asks: vec![],
         adjudications: vec![request("adjudication-1", "pending")],
         problems: vec![],
+        stores: vec![],
     };
     let page = inbox_page(&inbox, &Links::new("/x/"), &Forms::under("/x/", "T"));
     assert!(page.contains("id=\"inbox\""));

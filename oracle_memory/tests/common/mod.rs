@@ -466,6 +466,7 @@ pub fn settings() -> impl Strategy<Value = MemorySettings> {
                 oracle,
                 expiry_ticks,
                 confidence_min_pct,
+                store: None,
             },
         )
 }

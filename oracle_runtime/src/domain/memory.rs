@@ -32,6 +32,8 @@ pub const EFFECT: Effect = Effect::Domain("memory");
 pub struct MemoryDomain {
     memory: Memory,
     settings: MemorySettings,
+    /// How to reach the store the run is attached to (`settings.store`), when it may be reached.
+    attach: Option<crate::shared::Attach>,
 }
 
 impl MemoryDomain {
@@ -42,6 +44,7 @@ impl MemoryDomain {
         Ok(MemoryDomain {
             memory: Memory::new(),
             settings,
+            attach: config.shared.clone(),
         })
     }
 
@@ -56,6 +59,10 @@ impl Domain for MemoryDomain {
     }
 
     fn folds(&self, payload: &Payload) -> bool {
+        if self.settings.store.is_some() {
+            // The memory is the store's; the run's log holds only its recorded answers.
+            return false;
+        }
         match payload {
             Payload::ToolReturned(r) => r.tool == memory_tools::ASSERT,
             other => other.kind().is_external(),
@@ -69,6 +76,9 @@ impl Domain for MemoryDomain {
     }
 
     fn call(&mut self, call: &Call, site: Site<'_>) -> Result<Handled, EngineError> {
+        if let Some(name) = self.settings.store.clone() {
+            return shared_call(self.attach.as_ref(), &name, call, site);
+        }
         let settings = &self.settings;
         let origin = Origin {
             seq: site.seq,
@@ -107,11 +117,110 @@ impl Domain for MemoryDomain {
         }
     }
 
+    fn resolve_wait_recorded(
+        &self,
+        input: &Value,
+        tick: u64,
+        recorded: Option<Value>,
+    ) -> Result<Resolved, String> {
+        let Some(name) = &self.settings.store else {
+            return self.resolve_wait(input, tick);
+        };
+        if let Some(v) = recorded {
+            return Ok(Resolved::Answer(v));
+        }
+        let Some(at) = &self.attach else {
+            return Ok(Resolved::Waiting(shared_wait(name, input)));
+        };
+        match crate::shared::query(&at.home, name, input) {
+            Ok(QueryOutcome::Answer(v)) => Ok(Resolved::Answer(v)),
+            Ok(QueryOutcome::Wait(_)) => Ok(Resolved::Waiting(shared_wait(name, input))),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     fn wait_words(&self) -> WaitWords {
         WAIT_WORDS
     }
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// Why a step waits on a line of store `name`: from the call's input alone, so a replay, which
+/// never reads the store, words it the same.
+fn shared_wait(name: &str, input: &Value) -> String {
+    let field = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or("?");
+    format!(
+        "{}{}/{} (in store {name}: `oracle adjudications --memory {name}`)",
+        memory_tools::BELIEF_WAIT_PREFIX,
+        field("subject"),
+        field("predicate")
+    )
+}
+
+/// A memory call of a run attached to store `name`. Replaying, the recorded outcome is the
+/// answer and the store is never read. Past the record, everything so far is made durable
+/// (write-ahead), then the store answers: `memory.assert` is published under the store's lock
+/// (keyed by the outcome's seq, so a run resumed after a crash gets the same answer back), and
+/// reads answer with the store's head at that moment.
+fn shared_call(
+    attach: Option<&crate::shared::Attach>,
+    name: &str,
+    call: &Call,
+    site: Site<'_>,
+) -> Result<Handled, EngineError> {
+    if !site.past_record {
+        return Ok(match site.recorded {
+            Some(p @ (Payload::ToolReturned(_) | Payload::ToolFailed(_)))
+                if outcome_of(&p, call) =>
+            {
+                Handled::Outcome(p)
+            }
+            _ if call.tool == memory_tools::QUERY => Handled::Wait(shared_wait(name, &call.input)),
+            _ => Handled::Outcome(outcome(
+                call,
+                Err(format!("store `{name}`: no recorded answer for this call")),
+            )),
+        });
+    }
+    (site.commit)()?;
+    let Some(at) = attach else {
+        let e = format!("store `{name}` cannot be reached from here (a replay)");
+        return Ok(Handled::Outcome(outcome(call, Err(e))));
+    };
+    let result = match call.tool.as_str() {
+        memory_tools::ASSERT => crate::shared::publish(
+            &at.home,
+            name,
+            &at.run,
+            &site.seq.to_string(),
+            &call.step,
+            &call.input,
+        ),
+        memory_tools::QUERY => match crate::shared::query(&at.home, name, &call.input) {
+            Ok(QueryOutcome::Answer(v)) => Ok(v),
+            Ok(QueryOutcome::Wait(_)) => return Ok(Handled::Wait(shared_wait(name, &call.input))),
+            Err(e) => Err(e),
+        },
+        memory_tools::HISTORY => crate::shared::history(&at.home, name, &call.input),
+        other => {
+            let e = format!("`{other}` is not a memory tool");
+            return Ok(Handled::Outcome(outcome(call, Err(e))));
+        }
+    };
+    Ok(Handled::Outcome(outcome(
+        call,
+        result.map_err(|e| e.to_string()),
+    )))
+}
+
+/// Whether a recorded outcome is this call's.
+fn outcome_of(p: &Payload, call: &Call) -> bool {
+    match p {
+        Payload::ToolReturned(r) => r.step == call.step && r.tool == call.tool,
+        Payload::ToolFailed(f) => f.step == call.step && f.tool == call.tool,
+        _ => false,
     }
 }

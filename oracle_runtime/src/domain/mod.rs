@@ -112,6 +112,19 @@ pub trait Domain: Any {
     /// A step that waits on this domain (`input` is the call's input): resolved now?
     fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, String>;
 
+    /// [`Domain::resolve_wait`] where the record may already hold the step's `resumed` value:
+    /// a domain whose waits end on an answer from outside the run (a shared store) takes it
+    /// from there and never asks again. The default asks [`Domain::resolve_wait`].
+    fn resolve_wait_recorded(
+        &self,
+        input: &Value,
+        tick: u64,
+        recorded: Option<Value>,
+    ) -> Result<Resolved, String> {
+        let _ = recorded;
+        self.resolve_wait(input, tick)
+    }
+
     /// How its waits are named ([`WaitWords`]). Only a domain whose calls can return
     /// [`Handled::Wait`] is ever asked; the default is for the others.
     fn wait_words(&self) -> WaitWords {

@@ -53,6 +53,13 @@ def errors(*statuses: int) -> dict[str, Any]:
 ID = {"name": "id", "in": "path", "required": True, "schema": ref("RunId")}
 HANDLE = {"name": "handle", "in": "path", "required": True, "schema": STR}
 SEQ = {"name": "seq", "in": "path", "required": True, "schema": INT}
+STORE = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[a-z0-9._-]{1,64}$"},
+    "description": "A named belief store shared by runs (docs/MEMORY.md, Shared stores).",
+}
 
 
 def q(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -263,6 +270,42 @@ schemas: dict[str, Any] = {
         {"run": ref("RunId"), "adjudications": {"type": "array", "items": ref("Adjudication")}},
         ["run", "adjudications"],
     ),
+    "StoreHead": obj({"name": STR, "records": INT, "head": STR}, ["name", "records", "head"]),
+    "StoreAdjudication": obj(
+        {
+            "handle": STR,
+            "subject": STR,
+            "predicate": STR,
+            "status": STR,
+            "criticality": STR,
+            "reason": STR,
+            "opened_at": INT,
+            "store": STR,
+            "challenger": obj({"claim": STR, "run": STR}, ["claim", "run"]),
+            "incumbent": obj({"claim": STR, "run": STR}, ["claim", "run"]),
+        },
+        ["handle", "challenger", "incumbent"],
+    ),
+    "StoreAdjudications": obj(
+        {
+            "store": ref("StoreHead"),
+            "adjudications": {"type": "array", "items": ref("StoreAdjudication")},
+        },
+        ["store", "adjudications"],
+    ),
+    "StoreVerdictResponse": obj(
+        {
+            "ok": {"const": True},
+            "outcome": STR,
+            "store": ref("StoreHead"),
+            "handle": STR,
+            "verdict": STR,
+            "effects": ANY,
+            "by": STR,
+            "resumed": {"type": "array", "items": ref("RunId")},
+        },
+        ["ok", "store", "handle", "verdict", "resumed"],
+    ),
     "Inbox": obj(
         {
             "suspended": {
@@ -281,6 +324,7 @@ schemas: dict[str, Any] = {
                 ),
             },
             "adjudications": {"type": "array", "items": ref("Adjudication")},
+            "store_adjudications": {"type": "array", "items": ref("StoreAdjudication")},
         },
         ["suspended", "adjudications"],
     ),
@@ -579,6 +623,23 @@ paths: dict[str, Any] = {
             "parameters": [ID, HANDLE],
             "requestBody": body(ref("VerdictRequest")),
             "responses": {"200": json_ok(ref("VerdictResponse")), "202": QUEUED, **WRITE_ERRORS},
+        }
+    },
+    "/memory/{name}/adjudications": {
+        "get": {
+            "operationId": "listStoreAdjudications",
+            "summary": "A named store's adjudication requests, each naming the runs behind both claims.",
+            "parameters": [STORE],
+            "responses": {"200": json_ok(ref("StoreAdjudications")), **READ_ERRORS},
+        }
+    },
+    "/memory/{name}/adjudications/{handle}": {
+        "post": {
+            "operationId": "adjudicateStore",
+            "summary": "A verdict on a store's request, under the store's lock (a second is 409); the runs waiting on the store resume in the background.",
+            "parameters": [STORE, HANDLE],
+            "requestBody": body(ref("VerdictRequest")),
+            "responses": {"200": json_ok(ref("StoreVerdictResponse")), **WRITE_ERRORS},
         }
     },
     "/runs/{id}/answer": {

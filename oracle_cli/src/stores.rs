@@ -1,0 +1,273 @@
+//! `oracle memory --memory NAME | list | export | import`, `oracle adjudications --memory`,
+//! `oracle adjudicate --memory`, `oracle verify --memory`: named belief stores shared by runs.
+
+use std::io::Read;
+use std::path::Path;
+
+use oracle_host::shared::{StoreVerdict, requests_json, store_json};
+use oracle_memory::shared::Store;
+use oracle_runtime::adjudication::{OutsideClaim, Reinstate, Submission};
+use serde_json::{Value, json};
+
+use crate::exit::{self, CliError};
+use crate::memory::MemoryArgs;
+
+fn host(home: &Path, json: bool) -> Result<oracle_host::Home, CliError> {
+    crate::run::host(home, json)
+}
+
+fn err(json: bool) -> impl Fn(oracle_host::HostError) -> CliError {
+    move |e| crate::run::host_error(e, json)
+}
+
+/// `oracle memory` when it is about stores: `list`, `export NAME`, `import NAME`, or
+/// `--memory NAME`. `None`: it is about a run.
+pub fn memory(home: &Path, a: &MemoryArgs) -> Result<Option<u8>, CliError> {
+    let h = host(home, a.json)?;
+    if let Some(name) = &a.memory {
+        let store = h.store(name).map_err(err(a.json))?;
+        show(name, &store, a.as_of, a.json)?;
+        return Ok(Some(exit::OK));
+    }
+    let name = || {
+        a.name.clone().ok_or_else(|| {
+            CliError::input("give the store's name: oracle memory export|import NAME")
+        })
+    };
+    match a.run.as_deref() {
+        Some("list") if a.name.is_none() => {
+            let names = h.stores().map_err(err(a.json))?;
+            if a.json {
+                crate::out::json(&json!({"stores": names}))?;
+            } else if names.is_empty() {
+                outln!("no stores in this home (oracle run --memory NAME makes one)")?;
+            }
+            for n in names.iter().filter(|_| !a.json) {
+                outln!("{n}")?;
+            }
+            Ok(Some(exit::OK))
+        }
+        Some("forget") => {
+            let name = name()?;
+            let rec = h.store_forget(&name, &a.note).map_err(err(a.json))?;
+            if a.json {
+                crate::out::json(&json!({"ok": true, "forgotten": rec}))?;
+            } else {
+                outln!(
+                    "forgot store {name} ({} records, head {}): ledger record {}",
+                    rec.records,
+                    rec.head,
+                    rec.seq
+                )?;
+                outln!("note     runs that read it keep their recorded copies of what they read")?;
+            }
+            Ok(Some(exit::OK))
+        }
+        Some("ledger") if a.name.is_none() => {
+            let ledger = h.store_ledger().map_err(err(a.json))?;
+            if a.json {
+                crate::out::json(&ledger.to_value())?;
+            }
+            for r in ledger.records.iter().filter(|_| !a.json) {
+                outln!(
+                    "{} {} {} ({} records, head {}) {}",
+                    r.seq,
+                    r.kind,
+                    r.store,
+                    r.records,
+                    r.head,
+                    r.note
+                )?;
+            }
+            Ok(Some(exit::OK))
+        }
+        Some("export") => {
+            let bytes = h.store_export(&name()?).map_err(err(a.json))?;
+            crate::out::write_bytes(&bytes)?;
+            Ok(Some(exit::OK))
+        }
+        Some("import") => {
+            let text = match &a.file {
+                Some(p) => std::fs::read_to_string(p)
+                    .map_err(|e| CliError::input(format!("{}: {e}", p.display())))?,
+                None => {
+                    let mut s = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut s)
+                        .map_err(|e| CliError::input(format!("stdin: {e}")))?;
+                    s
+                }
+            };
+            let name = name()?;
+            let store = h.store_import(&name, &text).map_err(err(a.json))?;
+            outln!(
+                "imported store {name}: {} records, head {}",
+                store.head.records,
+                store.head.hash.to_hex()
+            )?;
+            Ok(Some(exit::OK))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn show(name: &str, store: &Store, as_of: Option<u64>, json: bool) -> Result<(), CliError> {
+    let v = store_json(name, store, as_of);
+    if json {
+        crate::out::json(&v)?;
+        return Ok(());
+    }
+    outln!(
+        "store {name}: {} records, head {}",
+        store.head.records,
+        store.head.hash.short()
+    )?;
+    for line in v["lines"].as_array().into_iter().flatten() {
+        let b = &line["belief"];
+        let value = match b.get("value") {
+            Some(v) => v.to_string(),
+            None => String::new(),
+        };
+        outln!(
+            "{} / {}: {} {value}",
+            line["subject"].as_str().unwrap_or(""),
+            line["predicate"].as_str().unwrap_or(""),
+            b["status"].as_str().unwrap_or("")
+        )?;
+    }
+    for r in v["requests"].as_array().into_iter().flatten() {
+        print_request(r)?;
+    }
+    Ok(())
+}
+
+fn print_request(r: &Value) -> Result<(), CliError> {
+    outln!(
+        "{} {} {} / {}: challenger {} (run {}) against {} (run {})",
+        r["handle"].as_str().unwrap_or(""),
+        r["status"].as_str().unwrap_or(""),
+        r["subject"].as_str().unwrap_or(""),
+        r["predicate"].as_str().unwrap_or(""),
+        &r["challenger"]["claim"].as_str().unwrap_or("")[..12],
+        r["challenger"]["run"].as_str().unwrap_or(""),
+        &r["incumbent"]["claim"].as_str().unwrap_or("")[..12],
+        r["incumbent"]["run"].as_str().unwrap_or(""),
+    )?;
+    Ok(())
+}
+
+/// `oracle adjudications --memory NAME`.
+pub fn requests(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
+    let store = host(home, json)?.store(name).map_err(err(json))?;
+    let all = requests_json(&store);
+    if !json && all.is_empty() {
+        outln!("no adjudications in store {name}")?;
+    }
+    for r in &all {
+        match json {
+            true => crate::out::json(r)?,
+            false => print_request(r)?,
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// `oracle adjudicate --memory NAME HANDLE`: one verdict under the store's lock; a verdict
+/// given twice (two adjudicators at once) applies once, the other exits 6.
+pub fn adjudicate(home: &Path, name: &str, sub: Submission, json: bool) -> Result<u8, CliError> {
+    let v = StoreVerdict {
+        handle: sub.handle,
+        verdict: sub.verdict,
+        evidence: sub.evidence,
+        note: sub.note,
+        by: sub.by,
+    };
+    let (store, effects) = host(home, json)?
+        .store_adjudicate(name, &v)
+        .map_err(err(json))?;
+    if json {
+        crate::out::json(&json!({
+            "ok": true, "outcome": "applied", "store": store.head.to_value(name),
+            "handle": v.handle, "verdict": v.verdict, "effects": effects.to_value(),
+        }))?;
+    } else {
+        outln!(
+            "verdict  {} on {} recorded in store {name} as record {}",
+            v.verdict,
+            v.handle,
+            store.head.records - 1
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// `oracle claim --memory NAME`: a claim from outside any run through the store's gate.
+pub fn claim(home: &Path, name: &str, c: OutsideClaim, json: bool) -> Result<u8, CliError> {
+    let (store, assertion) = host(home, json)?
+        .store_claim(name, c.claim, &c.note)
+        .map_err(err(json))?;
+    if json {
+        crate::out::json(&json!({
+            "ok": true, "store": store.head.to_value(name), "assertion": assertion,
+        }))?;
+        return Ok(exit::OK);
+    }
+    outln!(
+        "claim    recorded in store {name} as record {}: {}",
+        store.head.records - 1,
+        assertion["disposition"].as_str().unwrap_or("")
+    )?;
+    if let Some(h) = assertion["adjudication"]["handle"].as_str() {
+        outln!(
+            "next     oracle adjudicate --memory {name} {h} --verdict affirm|deny|unknown --evidence external_first_hand"
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// `oracle sweep --memory NAME`: the store's expired requests become contested.
+pub fn sweep(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
+    let (store, n) = host(home, json)?.store_sweep(name).map_err(err(json))?;
+    if json {
+        crate::out::json(&json!({"ok": true, "store": store.head.to_value(name), "expired": n}))?;
+    } else {
+        outln!("sweep    {n} request(s) of store {name} expired: now contested")?;
+    }
+    Ok(exit::OK)
+}
+
+/// `oracle reinstate --memory NAME CLAIM`: a store's superseded claim made live again.
+pub fn reinstate(home: &Path, name: &str, r: &Reinstate, json: bool) -> Result<u8, CliError> {
+    let (store, done) = host(home, json)?
+        .store_reinstate(name, &r.claim, r.evidence, &r.note)
+        .map_err(err(json))?;
+    if json {
+        crate::out::json(&json!({
+            "ok": true, "outcome": "reinstated", "store": store.head.to_value(name),
+            "effects": done.to_value(),
+        }))?;
+    } else {
+        outln!(
+            "reinstated claim {} in store {name} as record {}",
+            done.claim.short(),
+            store.head.records - 1
+        )?;
+    }
+    Ok(exit::OK)
+}
+
+/// `oracle verify --memory NAME`: every record of the store checked (links, hashes, and the
+/// gate's decisions re-read).
+pub fn verify(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
+    let store = host(home, json)?.store(name).map_err(err(json))?;
+    if json {
+        crate::out::json(&json!({"ok": true, "store": store.head.to_value(name)}))?;
+    } else {
+        outln!(
+            "ok: store {name}, {} records, head {}",
+            store.head.records,
+            store.head.hash.to_hex()
+        )?;
+    }
+    Ok(exit::OK)
+}

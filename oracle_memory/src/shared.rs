@@ -1,0 +1,407 @@
+//! Named belief stores shared by runs: their hash-chained records and the projection of them.
+//!
+//! A store is a log of its own: every record carries one payload of a kind a run's log already
+//! has (`tool_returned` of `memory.assert` for a claim a run published, `adjudicated`,
+//! `adjudications_expired`, `claim_recorded`, `reinstated`), so the store's memory is exactly
+//! [`Memory::apply`] folded over its records, with the same gate and the same verdict rules as
+//! one run. What a store adds is who wrote each record (`run`) and a per-writer key, so a run
+//! that publishes again after a crash gets its first answer back instead of a second claim.
+//! Pure: reading and writing the file, and the lock, are the runtime's (`oracle_runtime::shared`).
+//!
+//! Logical time in a store is its own: record `seq` is at tick `seq + 1`, so every record takes
+//! a tick strictly after the one before it and `--as-of` any recorded tick never changes.
+
+use std::collections::BTreeMap;
+
+use oracle_core::hash::{Hash, chain_link, hash_in};
+use oracle_core::payload::ToolReturned;
+use oracle_core::{EventKind, Payload};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::claim::{Claim, ClaimId, Origin};
+use crate::error::MemoryError;
+use crate::memory::Memory;
+use crate::settings::MemorySettings;
+use crate::tools::{self, QueryOutcome};
+
+/// The BLAKE3 context of a store record's body.
+pub const STORE_RECORD: &str = "oracle v1 store record";
+/// Longest store name, in bytes: a directory name with room to spare under any file system's
+/// 255-byte limit.
+pub const STORE_NAME_BYTES_MAX: u64 = 64;
+/// The `run` of a record given from outside any run (a verdict, a sweep, `oracle claim`).
+pub const OUTSIDE: &str = "";
+
+/// Whether `name` may name a store: 1 to [`STORE_NAME_BYTES_MAX`] bytes of lowercase ASCII
+/// letters, digits, `-`, `_` and `.`, not starting with `.` (it is a directory name).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() as u64 <= STORE_NAME_BYTES_MAX
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b));
+    match ok {
+        true => Ok(()),
+        false => Err(format!(
+            "`{name}` is not a store name: 1 to {STORE_NAME_BYTES_MAX} bytes of a-z, 0-9, `-`, `_`, `.`, not starting with `.`"
+        )),
+    }
+}
+
+/// One record of a store, as its line holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreRecord {
+    pub seq: u64,
+    pub time: u64,
+    /// The run that wrote it ([`OUTSIDE`] for a verdict, sweep or outside claim).
+    pub run: String,
+    /// The writer's key for it (a run: the seq of the event that records the answer), so a
+    /// retry finds it; empty for records from outside.
+    pub key: String,
+    pub kind: String,
+    pub payload: Value,
+    pub prev: String,
+    pub hash: String,
+}
+
+impl StoreRecord {
+    /// The hash a record's fields give: `H_chain(prev ‖ H_store_record(canonical body))`.
+    fn computed(&self, prev: &Hash) -> Result<Hash, String> {
+        let body = json!({
+            "seq": self.seq, "time": self.time, "run": self.run, "key": self.key,
+            "kind": self.kind, "payload": self.payload,
+        });
+        let bytes = oracle_core::canon::encode(&body).map_err(|e| e.to_string())?;
+        Ok(chain_link(prev, &hash_in(STORE_RECORD, &bytes)))
+    }
+
+    /// The typed payload.
+    pub fn typed(&self) -> Result<Payload, String> {
+        let kind: EventKind = self.kind.parse().map_err(|e| format!("{e}"))?;
+        Payload::decode(kind, &self.payload).map_err(|e| e.to_string())
+    }
+}
+
+/// Where a store stands: how many records, and the hash of the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreHead {
+    pub records: u64,
+    pub hash: Hash,
+}
+
+impl StoreHead {
+    /// The store's logical time: the tick of its last record.
+    pub fn time(&self) -> u64 {
+        self.records
+    }
+
+    /// How an answer names it: `{seq, head}` (`seq`: the records it had).
+    pub fn to_value(&self, name: &str) -> Value {
+        json!({"name": name, "records": self.records, "head": self.hash.to_hex()})
+    }
+}
+
+/// A store's memory: the fold of its records, with who wrote each claim.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub memory: Memory,
+    pub settings: MemorySettings,
+    pub head: StoreHead,
+    /// The run that published each claim ([`OUTSIDE`] for `oracle claim`).
+    pub writers: BTreeMap<ClaimId, String>,
+    /// The record each (run, key) wrote.
+    published: BTreeMap<(String, String), u64>,
+    /// Every record, in order (what an answer is taken from again, and what export writes).
+    pub records: Vec<StoreRecord>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new()
+    }
+}
+
+impl Store {
+    /// An empty store. Its settings are the defaults: an oracle answers conflicts (they are
+    /// queued), requests never expire, windows are trusted at 50 %.
+    pub fn new() -> Store {
+        Store {
+            memory: Memory::new(),
+            settings: MemorySettings::default(),
+            head: StoreHead {
+                records: 0,
+                hash: Hash::ZERO,
+            },
+            writers: BTreeMap::new(),
+            published: BTreeMap::new(),
+            records: Vec::new(),
+        }
+    }
+
+    /// Folds the next record, checking its place, its chain link and its meaning (claim ids
+    /// recomputed by the memory's projection).
+    pub fn apply(&mut self, rec: StoreRecord) -> Result<(), String> {
+        let seq = self.head.records;
+        let bad = |why: String| format!("store record {seq}: {why}");
+        if rec.seq != seq || rec.time != seq + 1 {
+            return Err(bad(format!("has seq {} time {}", rec.seq, rec.time)));
+        }
+        if rec.prev != self.head.hash.to_hex() {
+            return Err(bad("does not link to the record before it".into()));
+        }
+        let hash = rec.computed(&self.head.hash)?;
+        if rec.hash != hash.to_hex() {
+            return Err(bad(format!("hash {} is not {}", rec.hash, hash.to_hex())));
+        }
+        let payload = rec.typed().map_err(bad)?;
+        self.memory
+            .apply(seq, rec.time, &payload)
+            .map_err(|e| bad(e.to_string()))?;
+        if let Some(id) = claim_of(&payload) {
+            self.writers.insert(id, rec.run.clone());
+        }
+        if !rec.key.is_empty() {
+            self.published
+                .insert((rec.run.clone(), rec.key.clone()), seq);
+        }
+        self.head = StoreHead {
+            records: seq + 1,
+            hash,
+        };
+        self.records.push(rec);
+        Ok(())
+    }
+
+    /// The next record, sealed at the head: `payload` written by `run` under `key`.
+    pub fn seal(&self, run: &str, key: &str, payload: &Payload) -> Result<StoreRecord, String> {
+        let mut rec = StoreRecord {
+            seq: self.head.records,
+            time: self.head.records + 1,
+            run: run.to_owned(),
+            key: key.to_owned(),
+            kind: payload.kind().as_str().to_owned(),
+            payload: payload.to_value(),
+            prev: self.head.hash.to_hex(),
+            hash: String::new(),
+        };
+        rec.hash = rec.computed(&self.head.hash)?.to_hex();
+        Ok(rec)
+    }
+
+    /// The record `run` wrote under `key`, if any.
+    pub fn published(&self, run: &str, key: &str) -> Option<&StoreRecord> {
+        let seq = *self.published.get(&(run.to_owned(), key.to_owned()))?;
+        self.records.get(usize::try_from(seq).ok()?)
+    }
+
+    /// `memory.assert` of `input` by step `step` of `run`: the gate's decision against the
+    /// store's memory, as the record to append (`None` when `run` published under `key`
+    /// already: that record is the answer).
+    pub fn publish(
+        &self,
+        run: &str,
+        key: &str,
+        step: &str,
+        input: &Value,
+    ) -> Result<Option<StoreRecord>, MemoryError> {
+        if self.published(run, key).is_some() {
+            return Ok(None);
+        }
+        let seq = self.head.records;
+        let origin = Origin {
+            seq,
+            time: seq + 1,
+            step: step.to_owned(),
+            tool: tools::ASSERT.to_owned(),
+        };
+        let output = tools::assert(&self.memory, input, &origin, &self.settings)?;
+        let payload = Payload::ToolReturned(ToolReturned {
+            step: step.to_owned(),
+            tool: tools::ASSERT.to_owned(),
+            attempt: 0,
+            output,
+        });
+        self.seal(run, key, &payload)
+            .map(Some)
+            .map_err(MemoryError::Input)
+    }
+
+    /// What a run is told about a published record: the assertion, its writers, and the store
+    /// at that moment.
+    pub fn answer_of(&self, name: &str, rec: &StoreRecord) -> Value {
+        let mut out = rec
+            .payload
+            .get("output")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        self.annotate(name, &mut out);
+        out
+    }
+
+    /// Adds `store` (name, records, head) and, for a request, the runs behind both claims.
+    pub fn annotate(&self, name: &str, out: &mut Value) {
+        let runs = request_runs(self, out);
+        if let Value::Object(m) = out {
+            if let Some(r) = runs {
+                m.insert("runs".into(), r);
+            }
+            m.insert("store".into(), self.head.to_value(name));
+        }
+    }
+
+    /// `memory.query` against the store at its current time.
+    pub fn query(&self, name: &str, input: &Value) -> Result<QueryOutcome, MemoryError> {
+        let now = self.head.time();
+        match tools::query(&self.memory, input, &self.settings, now)? {
+            QueryOutcome::Answer(mut v) => {
+                self.annotate(name, &mut v);
+                Ok(QueryOutcome::Answer(v))
+            }
+            QueryOutcome::Wait(why) => Ok(QueryOutcome::Wait(format!("{why} in store {name}"))),
+        }
+    }
+
+    /// `memory.history` against the store.
+    pub fn history(&self, name: &str, input: &Value) -> Result<Value, MemoryError> {
+        let mut v = tools::history(&self.memory, input)?;
+        self.annotate(name, &mut v);
+        Ok(v)
+    }
+
+    /// The run that wrote claim `id` ([`OUTSIDE`] for `oracle claim`), if the store has it.
+    pub fn writer(&self, id: &ClaimId) -> Option<&str> {
+        self.writers.get(id).map(String::as_str)
+    }
+
+    /// A claim the store would accept from outside (`oracle claim --memory`), decided now.
+    pub fn decide_outside(&self, claim: Claim) -> Result<crate::Assertion, MemoryError> {
+        let seq = self.head.records;
+        crate::external::decide(&self.memory, claim, seq, seq + 1, &self.settings)
+    }
+}
+
+/// The claim a record adds, if it adds one.
+fn claim_of(payload: &Payload) -> Option<ClaimId> {
+    let out = match payload {
+        Payload::ToolReturned(r) if r.tool == tools::ASSERT => &r.output,
+        Payload::ClaimRecorded(c) => &c.assertion,
+        _ => return None,
+    };
+    serde_json::from_value(out.get("id")?.clone()).ok()
+}
+
+/// `{challenger, incumbent}` runs of the request in an assertion's output, if it opened one.
+fn request_runs(store: &Store, out: &Value) -> Option<Value> {
+    let req = out.get("adjudication").filter(|a| !a.is_null())?;
+    let id = |k: &str| -> Option<ClaimId> { serde_json::from_value(req.get(k)?.clone()).ok() };
+    let challenger = id("challenger")?;
+    let incumbent = id("incumbent")?;
+    let challenger_run = store.writer(&challenger);
+    Some(json!({
+        // The challenger is being recorded now when it is not in the store yet.
+        "challenger": challenger_run,
+        "incumbent": store.writer(&incumbent),
+    }))
+}
+
+/// The runs behind a pending request of the store: `(challenger's, incumbent's)`.
+pub fn runs_of(store: &Store, req: &crate::memory::RequestState) -> (String, String) {
+    let name = |id: &ClaimId| store.writer(id).unwrap_or("?").to_owned();
+    (name(&req.request.challenger), name(&req.incumbent()))
+}
+
+/// The BLAKE3 context of a home ledger record's body.
+pub const LEDGER_RECORD: &str = "oracle v1 memory ledger record";
+/// The `kind` of a ledger record saying a store was deleted whole (`oracle memory forget`).
+pub const FORGOTTEN: &str = "forgotten";
+
+/// One record of a home's store ledger (`<home>/memory/ledger.jsonl`): what was done to a
+/// store as a whole, hash-chained like a store's records. A `forgotten` record keeps the
+/// store's name, length and head (so a run's recorded copies can still be matched to the store
+/// they came from) and none of its claims.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerRecord {
+    pub seq: u64,
+    pub kind: String,
+    pub store: String,
+    /// The store's record count and head hash when it was forgotten.
+    pub records: u64,
+    pub head: String,
+    pub note: String,
+    pub prev: String,
+    pub hash: String,
+}
+
+impl LedgerRecord {
+    /// `H_chain(prev ‖ H_ledger_record(canonical body))`.
+    fn computed(&self, prev: &Hash) -> Result<Hash, String> {
+        let body = json!({
+            "seq": self.seq, "kind": self.kind, "store": self.store, "records": self.records,
+            "head": self.head, "note": self.note,
+        });
+        let bytes = oracle_core::canon::encode(&body).map_err(|e| e.to_string())?;
+        Ok(chain_link(prev, &hash_in(LEDGER_RECORD, &bytes)))
+    }
+}
+
+/// A home's ledger, every record checked: the records and the hash of the last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ledger {
+    pub records: Vec<LedgerRecord>,
+    pub head: Hash,
+}
+
+impl Ledger {
+    /// Checks `rec` follows the ledger (seq, link, hash) and takes it.
+    pub fn apply(&mut self, rec: LedgerRecord) -> Result<(), String> {
+        let seq = self.records.len() as u64;
+        if rec.seq != seq {
+            return Err(format!("record {} should be {seq}", rec.seq));
+        }
+        if rec.prev != self.head.to_hex() {
+            return Err(format!("record {seq} does not link to the one before"));
+        }
+        let hash = rec.computed(&self.head)?;
+        if rec.hash != hash.to_hex() {
+            return Err(format!(
+                "record {seq}: hash {} is not {}",
+                rec.hash,
+                hash.to_hex()
+            ));
+        }
+        self.head = hash;
+        self.records.push(rec);
+        Ok(())
+    }
+
+    /// The next record saying `store` (at `head`) was forgotten, sealed.
+    pub fn forgotten(
+        &self,
+        store: &str,
+        head: &StoreHead,
+        note: &str,
+    ) -> Result<LedgerRecord, String> {
+        let mut rec = LedgerRecord {
+            seq: self.records.len() as u64,
+            kind: FORGOTTEN.into(),
+            store: store.into(),
+            records: head.records,
+            head: head.hash.to_hex(),
+            note: note.into(),
+            prev: self.head.to_hex(),
+            hash: String::new(),
+        };
+        rec.hash = rec.computed(&self.head)?.to_hex();
+        Ok(rec)
+    }
+
+    pub fn to_value(&self) -> Value {
+        // Invariant: ledger records are plain data with string keys.
+        let records = serde_json::to_value(&self.records).expect("ledger records always convert");
+        json!({"records": records, "head": self.head.to_hex()})
+    }
+}

@@ -1,0 +1,532 @@
+//! Named belief stores on a file home: `<home>/memory/<name>/store.jsonl`, one hash-chained
+//! record per line (`oracle_memory::shared`), written under `store.lock`.
+//!
+//! Every write takes the store's writer lock (an exclusive `flock`, waited for a bounded time),
+//! reads and checks the whole store under it, decides against that projection, and appends
+//! whole or not at all: the new lines are written at once and synced, and a failed write or
+//! sync truncates the file back to its length before. So two runs publishing at once are
+//! ordered by the lock: the second is decided against the first's claim, and a verdict given
+//! twice at once applies once (the second finds the handle resolved). Readers take the lock
+//! shared, so they never see half a write.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
+
+use oracle_core::Payload;
+use oracle_core::payload::{self, ClaimRecorded};
+use oracle_memory::adjudicate::{self as rules, Effects};
+use oracle_memory::shared::{self as pure, Store, StoreRecord};
+use oracle_memory::tools::QueryOutcome;
+use oracle_memory::{AdjudicateError, Claim, MemoryError, Provenance, Verdict};
+use serde_json::Value;
+
+/// Tries to take a store's lock before giving up, [`LOCK_WAIT_STEP_MS`] apart: ten seconds,
+/// as for a run's lock (`crate::adjudication`).
+pub const LOCK_WAIT_ATTEMPTS_MAX: u64 = 400;
+pub const LOCK_WAIT_STEP_MS: u64 = 25;
+/// The directory of a home that holds its stores.
+pub const STORES_DIR: &str = "memory";
+/// A store's log file and lock file.
+pub const STORE_LOG: &str = "store.jsonl";
+pub const STORE_LOCK: &str = "store.lock";
+
+/// Why a store could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    #[error("{0}")]
+    Name(String),
+    #[error("no store `{name}` in this home (`oracle memory list` lists them)")]
+    Unknown { name: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("store `{name}` is damaged: {why}")]
+    Damaged { name: String, why: String },
+    #[error("store `{name}` is busy: another process held its lock for 10 s")]
+    Locked { name: String },
+    #[error("store `{name}`: {source}")]
+    Memory { name: String, source: MemoryError },
+    #[error("store `{name}`: {source}")]
+    Adjudicate {
+        name: String,
+        source: AdjudicateError,
+    },
+    #[error(
+        "store `{name}`: the append failed and was undone (nothing changed; a retry applies): {source}"
+    )]
+    Undone {
+        name: String,
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, SharedError>;
+
+/// Where the stores of `home` live.
+pub fn stores_dir(home: &Path) -> PathBuf {
+    home.join(STORES_DIR)
+}
+
+fn dir_of(home: &Path, name: &str) -> Result<PathBuf> {
+    pure::check_name(name).map_err(SharedError::Name)?;
+    Ok(stores_dir(home).join(name))
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SharedError + '_ {
+    move |source| SharedError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The names of the stores of `home`, sorted.
+pub fn list(home: &Path) -> Result<Vec<String>> {
+    let dir = stores_dir(home);
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&dir)(e)),
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join(STORE_LOG).is_file())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| pure::check_name(n).is_ok())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Whether `home` has store `name`.
+pub fn exists(home: &Path, name: &str) -> bool {
+    dir_of(home, name).is_ok_and(|d| d.join(STORE_LOG).is_file())
+}
+
+/// Takes the store's lock (exclusive for a writer, shared for a reader), waiting a bounded
+/// time. `create`: make the store (an empty log) if it does not exist.
+fn lock(home: &Path, name: &str, exclusive: bool, create: bool) -> Result<File> {
+    let dir = dir_of(home, name)?;
+    if !dir.join(STORE_LOG).is_file() {
+        if !create {
+            return Err(SharedError::Unknown { name: name.into() });
+        }
+        fs::create_dir_all(&dir).map_err(io(&dir))?;
+    }
+    let path = dir.join(STORE_LOCK);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io(&path))?;
+    for _ in 0..LOCK_WAIT_ATTEMPTS_MAX {
+        let got = match exclusive {
+            true => file.try_lock(),
+            false => file.try_lock_shared(),
+        };
+        match got {
+            Ok(()) => {
+                let log = dir.join(STORE_LOG);
+                if !log.is_file() {
+                    File::create(&log).map_err(io(&log))?;
+                }
+                return Ok(file);
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                thread::sleep(Duration::from_millis(LOCK_WAIT_STEP_MS));
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+        }
+    }
+    Err(SharedError::Locked { name: name.into() })
+}
+
+/// Reads and checks every record of a store's log (the caller holds its lock).
+fn read(home: &Path, name: &str) -> Result<Store> {
+    let path = dir_of(home, name)?.join(STORE_LOG);
+    let text = fs::read_to_string(&path).map_err(io(&path))?;
+    parse(name, &text)
+}
+
+/// The store `text` holds (a store log's bytes), every record checked.
+pub fn parse(name: &str, text: &str) -> Result<Store> {
+    let damaged = |why: String| SharedError::Damaged {
+        name: name.into(),
+        why,
+    };
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(damaged("the log ends in a partial line".into()));
+    }
+    let mut store = Store::new();
+    for (i, line) in text.lines().enumerate() {
+        let rec: StoreRecord =
+            serde_json::from_str(line).map_err(|e| damaged(format!("line {}: {e}", i + 1)))?;
+        if line != line_of(&rec) {
+            return Err(damaged(format!("line {} is not canonical", i + 1)));
+        }
+        store.apply(rec).map_err(damaged)?;
+    }
+    Ok(store)
+}
+
+fn line_of(rec: &StoreRecord) -> String {
+    // Invariant: a record is plain data with string keys (serde_json's maps are sorted).
+    let v = serde_json::to_value(rec).expect("store records always convert to JSON");
+    serde_json::to_string(&v).expect("JSON values always print")
+}
+
+/// The store `name` as it stands (read under its lock, shared).
+pub fn load(home: &Path, name: &str) -> Result<Store> {
+    let _lock = lock(home, name, false, false)?;
+    read(home, name)
+}
+
+/// Appends `records` whole or not at all: written at once and synced; on failure the log is
+/// truncated back to its length before and synced.
+fn append(home: &Path, name: &str, records: &[StoreRecord]) -> Result<()> {
+    let path = dir_of(home, name)?.join(STORE_LOG);
+    let mut bytes = Vec::new();
+    for r in records {
+        bytes.extend_from_slice(line_of(r).as_bytes());
+        bytes.push(b'\n');
+    }
+    let mut file = OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .map_err(io(&path))?;
+    let before = file.metadata().map_err(io(&path))?.len();
+    let written = file.write_all(&bytes).and_then(|()| file.sync_data());
+    if let Err(source) = written {
+        let undo = file.set_len(before).and_then(|()| file.sync_data());
+        return match undo {
+            Ok(()) => Err(SharedError::Undone {
+                name: name.into(),
+                source,
+            }),
+            Err(e) => Err(io(&path)(e)),
+        };
+    }
+    Ok(())
+}
+
+/// Runs `decide` on the store under its writer lock, appends the records it returns, and
+/// gives back the store after them with `decide`'s answer.
+pub fn write<T>(
+    home: &Path,
+    name: &str,
+    create: bool,
+    decide: impl FnOnce(&Store) -> Result<(Vec<StoreRecord>, T)>,
+) -> Result<(Store, T)> {
+    let _lock = lock(home, name, true, create)?;
+    let mut store = read(home, name)?;
+    let (records, answer) = decide(&store)?;
+    append(home, name, &records)?;
+    for r in records {
+        store.apply(r).map_err(|why| SharedError::Damaged {
+            name: name.into(),
+            why,
+        })?;
+    }
+    Ok((store, answer))
+}
+
+/// `memory.assert` by step `step` of `run` (its answer to be recorded at the run's event
+/// `key`): the store's answer, the same one again if `run` published under `key` already.
+pub fn publish(
+    home: &Path,
+    name: &str,
+    run: &str,
+    key: &str,
+    step: &str,
+    input: &Value,
+) -> Result<Value> {
+    let (store, _) = write(home, name, true, |s| {
+        let rec = s
+            .publish(run, key, step, input)
+            .map_err(|source| SharedError::Memory {
+                name: name.into(),
+                source,
+            })?;
+        Ok((rec.into_iter().collect(), ()))
+    })?;
+    let rec = store
+        .published(run, key)
+        .ok_or_else(|| SharedError::Damaged {
+            name: name.into(),
+            why: format!("the record of {run} at {key} is missing after it was written"),
+        })?;
+    Ok(store.answer_of(name, rec))
+}
+
+/// `memory.query` against the store now (an empty store if there is none yet).
+pub fn query(home: &Path, name: &str, input: &Value) -> Result<QueryOutcome> {
+    let store = load_or_empty(home, name)?;
+    store
+        .query(name, input)
+        .map_err(|source| SharedError::Memory {
+            name: name.into(),
+            source,
+        })
+}
+
+/// `memory.history` against the store now.
+pub fn history(home: &Path, name: &str, input: &Value) -> Result<Value> {
+    let store = load_or_empty(home, name)?;
+    store
+        .history(name, input)
+        .map_err(|source| SharedError::Memory {
+            name: name.into(),
+            source,
+        })
+}
+
+fn load_or_empty(home: &Path, name: &str) -> Result<Store> {
+    match load(home, name) {
+        Err(SharedError::Unknown { .. }) => Ok(Store::new()),
+        other => other,
+    }
+}
+
+/// A verdict on one of the store's requests: one `adjudicated` record, under the lock.
+pub fn adjudicate(
+    home: &Path,
+    name: &str,
+    handle: &str,
+    verdict: Verdict,
+    evidence: Provenance,
+    note: &str,
+    by: Option<String>,
+) -> Result<(Store, Effects)> {
+    write(home, name, false, |s| {
+        let now = s.head.time() + 1;
+        let effects =
+            rules::adjudicate(&s.memory, handle, verdict, evidence, now).map_err(|source| {
+                SharedError::Adjudicate {
+                    name: name.into(),
+                    source,
+                }
+            })?;
+        let payload = Payload::Adjudicated(payload::Adjudicated {
+            handle: handle.to_owned(),
+            verdict: verdict.as_str().to_owned(),
+            evidence: evidence.as_str().to_owned(),
+            note: note.to_owned(),
+            effects: effects.to_value(),
+            by,
+        });
+        let rec = seal(s, name, &payload)?;
+        Ok((vec![rec], effects))
+    })
+}
+
+fn seal(s: &Store, name: &str, payload: &Payload) -> Result<StoreRecord> {
+    s.seal(pure::OUTSIDE, "", payload)
+        .map_err(|why| SharedError::Damaged {
+            name: name.into(),
+            why,
+        })
+}
+
+/// A claim from outside any run (`oracle claim --memory`): the gate decides it, one
+/// `claim_recorded` record. Creates the store if it does not exist.
+pub fn claim(home: &Path, name: &str, claim: Claim, note: &str) -> Result<(Store, Value)> {
+    write(home, name, true, |s| {
+        let a = s
+            .decide_outside(claim)
+            .map_err(|source| SharedError::Memory {
+                name: name.into(),
+                source,
+            })?;
+        // Invariant: an assertion is plain data with string keys.
+        let assertion = serde_json::to_value(&a).expect("assertions always convert to JSON");
+        let payload = Payload::ClaimRecorded(ClaimRecorded {
+            assertion: assertion.clone(),
+            note: note.to_owned(),
+            by: None,
+        });
+        Ok((vec![seal(s, name, &payload)?], assertion))
+    })
+}
+
+/// Every request past its expiry becomes contested: one `adjudications_expired` record, or
+/// nothing when none is expired.
+pub fn sweep(home: &Path, name: &str) -> Result<(Store, u64)> {
+    write(home, name, false, |s| {
+        let now = s.head.time() + 1;
+        let expired = rules::sweep(&s.memory, now);
+        if expired.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let n = expired.len() as u64;
+        // Invariant: expiry entries are plain data.
+        let list = serde_json::to_value(&expired).expect("expired entries always convert");
+        let payload =
+            Payload::AdjudicationsExpired(payload::AdjudicationsExpired { now, expired: list });
+        Ok((vec![seal(s, name, &payload)?], n))
+    })
+}
+
+/// Makes a superseded or contested claim of the store live again: one `reinstated` record.
+pub fn reinstate(
+    home: &Path,
+    name: &str,
+    claim: &str,
+    evidence: Provenance,
+    note: &str,
+) -> Result<(Store, rules::Reinstatement)> {
+    write(home, name, false, |s| {
+        let refused = |source| SharedError::Adjudicate {
+            name: name.into(),
+            source,
+        };
+        let id = s.memory.claim_by_prefix(claim).map_err(refused)?;
+        let fx = rules::reinstate(&s.memory, &id, evidence).map_err(refused)?;
+        let payload = Payload::Reinstated(payload::Reinstated {
+            claim: id.to_hex(),
+            evidence: evidence.as_str().to_owned(),
+            note: note.to_owned(),
+            effects: fx.to_value(),
+        });
+        Ok((vec![seal(s, name, &payload)?], fx))
+    })
+}
+
+/// The bytes of a store's log (`oracle memory export`), checked first.
+pub fn export(home: &Path, name: &str) -> Result<(Store, Vec<u8>)> {
+    let _lock = lock(home, name, false, false)?;
+    let path = dir_of(home, name)?.join(STORE_LOG);
+    let bytes = fs::read(&path).map_err(io(&path))?;
+    let text = String::from_utf8(bytes.clone()).map_err(|e| SharedError::Damaged {
+        name: name.into(),
+        why: e.to_string(),
+    })?;
+    Ok((parse(name, &text)?, bytes))
+}
+
+/// Makes store `name` from an exported log: checked whole first; refused if the store exists.
+pub fn import(home: &Path, name: &str, text: &str) -> Result<Store> {
+    let store = parse(name, text)?;
+    if exists(home, name) {
+        return Err(SharedError::Name(format!(
+            "store `{name}` exists already; import into a new name"
+        )));
+    }
+    write(home, name, true, |s| match s.head.records {
+        0 => Ok((store.records.clone(), ())),
+        _ => Err(SharedError::Name(format!("store `{name}` exists already"))),
+    })
+    .map(|(s, ())| s)
+}
+
+/// What a run attached to a store needs to reach it: the home its stores live in and the run's
+/// id, which its publications carry (`RunConfig::shared`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attach {
+    pub home: PathBuf,
+    pub run: String,
+}
+
+/// The home's store ledger (`oracle memory forget` records) and its lock, beside the stores.
+pub const LEDGER_LOG: &str = "ledger.jsonl";
+pub const LEDGER_LOCK: &str = "ledger.lock";
+
+/// Takes the exclusive lock at `path`, waiting as for a store's.
+fn lock_path(path: &Path, name: &str) -> Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
+    for _ in 0..LOCK_WAIT_ATTEMPTS_MAX {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) => {
+                thread::sleep(Duration::from_millis(LOCK_WAIT_STEP_MS));
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io(path)(e)),
+        }
+    }
+    Err(SharedError::Locked { name: name.into() })
+}
+
+/// The home's ledger, every record checked (empty when there is none).
+pub fn ledger(home: &Path) -> Result<pure::Ledger> {
+    let path = stores_dir(home).join(LEDGER_LOG);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(&path)(e)),
+    };
+    let damaged = |why: String| SharedError::Damaged {
+        name: LEDGER_LOG.into(),
+        why,
+    };
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(damaged("the ledger ends in a partial line".into()));
+    }
+    let mut ledger = pure::Ledger::default();
+    for (i, line) in text.lines().enumerate() {
+        let rec: pure::LedgerRecord =
+            serde_json::from_str(line).map_err(|e| damaged(format!("line {}: {e}", i + 1)))?;
+        ledger.apply(rec).map_err(damaged)?;
+    }
+    Ok(ledger)
+}
+
+/// Deletes store `name` whole (`oracle memory forget`): under the store's writer lock and the
+/// ledger's, a `forgotten` record (the store's name, length and head, no claims) is appended
+/// to the ledger and synced first, then the store's log and directory are removed. A damaged
+/// store can be forgotten too (its head is then that of the bytes' hash, with 0 records).
+pub fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
+    let store_lock = lock(home, name, true, false)?;
+    let head = match read(home, name) {
+        Ok(s) => s.head,
+        Err(_) => {
+            let path = dir_of(home, name)?.join(STORE_LOG);
+            let bytes = fs::read(&path).map_err(io(&path))?;
+            pure::StoreHead {
+                records: 0,
+                hash: oracle_core::hash::hash_in(pure::STORE_RECORD, &bytes),
+            }
+        }
+    };
+    let _ledger_lock = lock_path(&stores_dir(home).join(LEDGER_LOCK), LEDGER_LOG)?;
+    let rec = ledger(home)?
+        .forgotten(name, &head, note)
+        .map_err(|why| SharedError::Damaged {
+            name: LEDGER_LOG.into(),
+            why,
+        })?;
+    let path = stores_dir(home).join(LEDGER_LOG);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io(&path))?;
+    let mut line = serde_json::to_string(&rec).map_err(|e| SharedError::Damaged {
+        name: LEDGER_LOG.into(),
+        why: e.to_string(),
+    })?;
+    line.push('\n');
+    let before = file.metadata().map_err(io(&path))?.len();
+    if let Err(e) = file
+        .write_all(line.as_bytes())
+        .and_then(|()| file.sync_data())
+    {
+        // Whole or not at all, as a store's append: nothing is deleted either.
+        let _ = file.set_len(before).and_then(|()| file.sync_data());
+        return Err(io(&path)(e));
+    }
+    // The log first: from here `list` and `exists` no longer see the store.
+    let dir = dir_of(home, name)?;
+    fs::remove_file(dir.join(STORE_LOG)).map_err(io(&dir))?;
+    drop(store_lock);
+    fs::remove_dir_all(&dir).map_err(io(&dir))?;
+    Ok(rec)
+}
