@@ -54,6 +54,9 @@ pub enum HostError {
     /// A run asked for over the network names what such a run may not (`crate::request`).
     #[error("{what}; nothing was created")]
     NotAllowed { what: String },
+    /// Governed evolution: proposals, checks, the ledger, the policy (`crate::evolve`).
+    #[error(transparent)]
+    Evolve(#[from] crate::evolve::EvolveError),
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -145,6 +148,7 @@ impl HostError {
                 Class::of("internal", exit::INPUT, http::INTERNAL)
             }
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
+            HostError::Evolve(e) => evolve_class(e),
         }
     }
 
@@ -298,6 +302,34 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
         e if e.is_integrity() => Class::of("integrity", exit::INTEGRITY, http::INTERNAL),
         _ => Class::of("input", exit::INPUT, http::INTERNAL),
+    }
+}
+
+/// The class of an evolution error.
+fn evolve_class(e: &crate::evolve::EvolveError) -> Class {
+    use crate::evolve::EvolveError as E;
+    match e {
+        E::Unknown { id } => Class::of("unknown_proposal", exit::INPUT, http::NOT_FOUND)
+            .with(json!({"proposal": id})),
+        E::Ambiguous { id, count } => Class::of("usage", exit::INPUT, http::BAD_REQUEST)
+            .with(json!({"proposal": id, "matches": count})),
+        E::Usage { .. } => Class::of("usage", exit::INPUT, http::BAD_REQUEST),
+        E::Decided {
+            id,
+            decision,
+            entry,
+        } => Class::of("already_decided", exit::INPUT, http::CONFLICT)
+            .with(json!({"proposal": id, "decision": decision, "entry": entry})),
+        E::BadReport { .. } => Class::of("bad_report", exit::INPUT, http::UNPROCESSABLE),
+        E::NotApproved { id, plan } => Class::of("not_approved", exit::INPUT, http::FORBIDDEN)
+            .with(json!({"proposal": id, "plan": plan})),
+        E::Ledger(crate::ledger::LedgerError::Tampered { entry, .. }) => {
+            Class::of("ledger_tampered", exit::INTEGRITY, http::INTERNAL)
+                .with(json!({"entry": entry}))
+        }
+        E::Ledger(crate::ledger::LedgerError::Io { .. }) => {
+            Class::of("input", exit::INPUT, http::INTERNAL)
+        }
     }
 }
 

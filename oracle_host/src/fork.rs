@@ -113,6 +113,7 @@ impl Home {
         let plan = match &f.plan {
             Some(path) => {
                 let (plan, source) = fork::new_plan(path, &registry)?;
+                self.check_policy(&plan.hash)?;
                 fork::check_upgrade(self.dir(), &parent, plan.clone(), Some(shared), &registry)?;
                 Some((plan, source))
             }
@@ -184,6 +185,7 @@ impl Home {
         registry: &Registry,
     ) -> Result<(), HostError> {
         let (plan, source) = fork::new_plan(&up.plan, registry)?;
+        self.check_policy(&plan.hash)?;
         let from = self.program_of(run)?;
         if plan.hash == from {
             return Ok(());
