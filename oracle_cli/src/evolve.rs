@@ -122,7 +122,6 @@ enum OnOff {
 }
 
 pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
-    let require_approval = a.require_approval;
     let json_out = matches!(
         &a.command,
         EvolveCommand::List { json: true }
@@ -134,7 +133,7 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
             | EvolveCommand::Policy { json: true, .. }
             | EvolveCommand::Lineage { json: true, .. }
     );
-    let h = host(home, json_out)?.with_require_approval(require_approval);
+    let h = host(home, json_out)?.with_require_approval(a.require_approval);
     let fail = |e| host_error(e, json_out);
     match a.command {
         EvolveCommand::List { json } => list(&h.proposals().map_err(fail)?, &h, json),
@@ -153,10 +152,9 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
             out,
             json,
         } => {
-            let corpus = if corpus_all {
-                Corpus::All
-            } else {
-                Corpus::Runs(corpus)
+            let corpus = match corpus_all {
+                true => Corpus::All,
+                false => Corpus::Runs(corpus),
             };
             let c = h.evolve_check(&id, &corpus, out.as_deref()).map_err(fail)?;
             print_check(&c, json)
@@ -170,10 +168,11 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
         } => {
             let key = oracle_runtime::checkpoint::read_secret_key(&key)
                 .map_err(crate::checkpoint::cli_error)?;
-            let e = h
-                .evolve_approve(&id, key, &report, by.or_else(os_user))
-                .map_err(fail)?;
-            print_entry(&e, json)
+            let by = by.or_else(os_user);
+            print_entry(
+                &h.evolve_approve(&id, key, &report, by).map_err(fail)?,
+                json,
+            )
         }
         EvolveCommand::Reject {
             id,
@@ -181,10 +180,8 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
             by,
             json,
         } => {
-            let e = h
-                .evolve_reject(&id, reason, by.or_else(os_user))
-                .map_err(fail)?;
-            print_entry(&e, json)
+            let by = by.or_else(os_user);
+            print_entry(&h.evolve_reject(&id, reason, by).map_err(fail)?, json)
         }
         EvolveCommand::Verify { json } => verify(&h, json),
         EvolveCommand::Policy {
@@ -243,7 +240,11 @@ fn list(all: &[Proposal], h: &oracle_host::Home, json_out: bool) -> Result<u8, C
         "proposed"
     )?;
     for p in all {
-        let at: Vec<String> = p.seen.iter().map(|s| format!("{}@{}", s.run, s.seq)).collect();
+        let at: Vec<String> = p
+            .seen
+            .iter()
+            .map(|s| format!("{}@{}", s.run, s.seq))
+            .collect();
         outln!(
             "{:<14} {:<9} {:<16} {:<10} {:<10} {}",
             p.id,
@@ -285,14 +286,23 @@ fn show(h: &oracle_host::Home, p: &Proposal, json_out: bool) -> Result<u8, CliEr
         return Ok(exit::OK);
     }
     outln!("proposal  {} ({})", p.id, p.hash.to_hex())?;
-    outln!("plan      {} {}", p.event.program, p.event.plan_hash.to_hex())?;
+    outln!(
+        "plan      {} {}",
+        p.event.program,
+        p.event.plan_hash.to_hex()
+    )?;
     outln!("base      {}", p.event.base.to_hex())?;
     outln!("reason    {}", p.event.reason)?;
     for s in &p.seen {
-        let model = s
-            .model_call
-            .map_or(String::new(), |m| format!(", from the model reply at event {m}"));
-        outln!("recorded  run {} event {} (step {}{model})", s.run, s.seq, s.step)?;
+        let model = s.model_call.map_or(String::new(), |m| {
+            format!(", from the model reply at event {m}")
+        });
+        outln!(
+            "recorded  run {} event {} (step {}{model})",
+            s.run,
+            s.seq,
+            s.step
+        )?;
     }
     outln!("status    {}", status.as_str())?;
     print_lineage(&lineage)?;
@@ -314,7 +324,11 @@ fn print_check(c: &Checked, json_out: bool) -> Result<u8, CliError> {
         return Ok(exit::OK);
     }
     let r = &c.report;
-    outln!("proposal {} against {} runs", r["id"].as_str().unwrap_or(""), r["runs"].as_array().map_or(0, Vec::len))?;
+    outln!(
+        "proposal {} against {} runs",
+        r["id"].as_str().unwrap_or(""),
+        r["runs"].as_array().map_or(0, Vec::len)
+    )?;
     for run in r["runs"].as_array().into_iter().flatten() {
         let name = run["run"].as_str().unwrap_or("");
         match run["result"].as_str() {
@@ -323,10 +337,16 @@ fn print_check(c: &Checked, json_out: bool) -> Result<u8, CliError> {
                 "  {name:<20} diverges at event {} ({}{}) in {}",
                 run["seq"],
                 run["kind"].as_str().unwrap_or(""),
-                run["step"].as_str().map_or(String::new(), |s| format!(", step {s}")),
+                run["step"]
+                    .as_str()
+                    .map_or(String::new(), |s| format!(", step {s}")),
                 run["fields"]
                     .as_array()
-                    .map(|f| f.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+                    .map(|f| f
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", "))
                     .filter(|f| !f.is_empty())
                     .unwrap_or_else(|| "kind".into())
             )?,
@@ -338,7 +358,9 @@ fn print_check(c: &Checked, json_out: bool) -> Result<u8, CliError> {
     }
     outln!(
         "{} unchanged, {} diverge, {} cannot be checked",
-        r["unchanged"], r["diverges"], r["cannot_check"]
+        r["unchanged"],
+        r["diverges"],
+        r["cannot_check"]
     )?;
     outln!("report   {}", c.path.display())?;
     outln!("blake3   {}", c.hash.to_hex())?;
@@ -429,7 +451,8 @@ fn print_lineage(entries: &[Entry]) -> Result<(), CliError> {
             "lineage   {} <- {} (proposal {}, report {}, approved by key {} in ledger entry {})",
             e.plan_hash.map_or(String::new(), |h| h.short()),
             e.base.map_or(String::new(), |h| h.short()),
-            e.proposal.map_or(String::new(), |h| h.to_hex()[..12].to_owned()),
+            e.proposal
+                .map_or(String::new(), |h| h.to_hex()[..12].to_owned()),
             e.report.map_or(String::new(), |h| h.short()),
             e.public_key.as_deref().unwrap_or("?"),
             e.entry
@@ -450,7 +473,10 @@ fn lineage(h: &oracle_host::Home, plan: &str, json_out: bool) -> Result<u8, CliE
         return Ok(exit::OK);
     }
     if entries.is_empty() {
-        outln!("{}: no approval in the ledger made this plan", hash.to_hex())?;
+        outln!(
+            "{}: no approval in the ledger made this plan",
+            hash.to_hex()
+        )?;
     }
     print_lineage(&entries)?;
     Ok(exit::OK)

@@ -66,7 +66,12 @@ fn a_proposal_is_recorded_where_the_model_made_it_and_changes_nothing() {
     assert_eq!(p["program"], "support");
     assert_eq!(p["base"], events[0].payload["program_hash"]);
     assert!(p["plan"].as_str().unwrap().contains("Reply with JSON only"));
-    assert!(p["reason"].as_str().unwrap().contains("failed the output schema"));
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("failed the output schema")
+    );
     // The model reply it came from: the turn that asked for the call.
     let model = p["model_call"].as_u64().unwrap() as usize;
     assert_eq!(events[model].kind, EventKind::ToolReturned);
@@ -89,7 +94,7 @@ fn a_proposal_that_does_not_compile_is_the_steps_recorded_failure() {
     sb.write(
         "bad.plan",
         "plan bad version 1\ngrant evolve:propose:self\n\
-         p = evolve.propose { plan: \"plan broken version 1\\nx = nope {}\", reason: \"try\" }\n  attempts 1\n  on failure continue\n",
+         p = evolve.propose { source: \"plan broken version 1\\nx = nope {}\", reason: \"try\" }\n  attempts 1\n  on failure continue\n",
     );
     let (code, v) = run(&sb, "bad.plan", None, &[]);
     assert_eq!(code, 0, "{v}");
@@ -105,11 +110,14 @@ fn a_proposal_that_does_not_compile_is_the_steps_recorded_failure() {
     // Without the grant the plan does not compile.
     sb.write(
         "ungranted.plan",
-        "plan ungranted version 1\np = evolve.propose { plan: \"x\", reason: \"y\" }\n",
+        "plan ungranted version 1\np = evolve.propose { source: \"x\", reason: \"y\" }\n",
     );
     let (code, out, err) = sb.oracle(&["plan", "check", "ungranted.plan"]);
     assert_eq!(code, 2, "{out}{err}");
-    assert!(format!("{out}{err}").contains("evolve:propose:self"), "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("evolve:propose:self"),
+        "{out}{err}"
+    );
 }
 
 #[test]
@@ -131,8 +139,14 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("-plan support version 1"), "{out}");
     assert!(out.contains("+plan support version 2"), "{out}");
-    assert!(out.contains("-  instructions: \"Route the support ticket to a team.\","), "{out}");
-    assert!(out.contains("+  instructions: \"Route the support ticket to a team. Reply"), "{out}");
+    assert!(
+        out.contains("-  instructions: \"Route the support ticket to a team.\","),
+        "{out}"
+    );
+    assert!(
+        out.contains("+  instructions: \"Route the support ticket to a team. Reply"),
+        "{out}"
+    );
 
     // Three runs checked: the one that reached the agent diverges at its first model call.
     let (code, v) = sb.json(&["evolve", "check", &id, "--corpus-all", "--json"]);
@@ -159,7 +173,14 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     assert_eq!(again["hash"], v["hash"], "a check is deterministic");
     // Naming runs works too; a run that does not exist is refused.
     let (code, v2) = sb.json(&[
-        "evolve", "check", &id, "--corpus", "support-2", "--out", "r2.json", "--json",
+        "evolve",
+        "check",
+        &id,
+        "--corpus",
+        "support-2",
+        "--out",
+        "r2.json",
+        "--json",
     ]);
     assert_eq!(code, 0, "{v2}");
     assert_eq!(v2["report"]["unchanged"], 1);
@@ -173,7 +194,12 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     let (code, v) = sb.json(&["evolve", "policy", "--require-approval", "on", "--json"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["require_approval"], true);
-    let (code, v) = run(&sb, "support-v2.plan", Some(&stub0), &["--input", "urgent=false"]);
+    let (code, v) = run(
+        &sb,
+        "support-v2.plan",
+        Some(&stub0),
+        &["--input", "urgent=false"],
+    );
     assert_eq!(code, 2, "{v}");
     assert_eq!(v["error"]["code"], "not_approved");
     assert_eq!(v["error"]["proposal"], id.as_str());
@@ -185,12 +211,27 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     assert_eq!(code, 0, "{out}{err}");
     sb.write("other.json", "{\"proposal\": \"00\"}");
     let (code, v) = sb.json(&[
-        "evolve", "approve", &id, "--key", "approver.key", "--report", "other.json", "--json",
+        "evolve",
+        "approve",
+        &id,
+        "--key",
+        "approver.key",
+        "--report",
+        "other.json",
+        "--json",
     ]);
     assert_eq!(code, 2, "{v}");
     assert_eq!(v["error"]["code"], "bad_report");
     let (code, v) = sb.json(&[
-        "evolve", "approve", &id, "--key", "approver.key", "--report", &path, "--by", "ana",
+        "evolve",
+        "approve",
+        &id,
+        "--key",
+        "approver.key",
+        "--report",
+        &path,
+        "--by",
+        "ana",
         "--json",
     ]);
     assert_eq!(code, 0, "{v}");
@@ -228,7 +269,11 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     assert_eq!(code, 4, "{v}");
     assert_eq!(v["error"]["code"], "ledger_tampered");
     assert_eq!(v["error"]["entry"], 2);
-    fs::write(&ledger, good.replace("\"require_approval\":true", "\"require_approval\":false")).unwrap();
+    fs::write(
+        &ledger,
+        good.replace("\"require_approval\":true", "\"require_approval\":false"),
+    )
+    .unwrap();
     let (code, v) = sb.json(&["evolve", "verify", "--json"]);
     assert_eq!(code, 4, "{v}");
     assert_eq!(v["error"]["entry"], 1);
@@ -239,7 +284,10 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     fs::write(&ledger, format!("{}\n", lines[1])).unwrap();
     let (code, v) = sb.json(&["evolve", "verify", "--json"]);
     assert_eq!(code, 4, "{v}");
-    assert_eq!(v["error"]["entry"], 1, "a removed first entry breaks the numbering");
+    assert_eq!(
+        v["error"]["entry"], 1,
+        "a removed first entry breaks the numbering"
+    );
     fs::write(&ledger, &good).unwrap();
     let (code, _, _) = sb.oracle(&["evolve", "verify"]);
     assert_eq!(code, 0);

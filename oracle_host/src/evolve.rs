@@ -249,7 +249,8 @@ impl Home {
 
     /// What the ledger says of `p`: its approval or rejection, if any.
     pub fn proposal_status(&self, p: &Proposal) -> Result<Status, HostError> {
-        Ok(decision_of(&ledger::read(self.dir())?, &p.hash).map_or(Status::Pending, Status::Decided))
+        Ok(decision_of(&ledger::read(self.dir())?, &p.hash)
+            .map_or(Status::Pending, Status::Decided))
     }
 
     /// The text of `p`'s base plan, where a run that proposed it keeps it (its plan versions
@@ -332,11 +333,11 @@ impl Home {
         let hash = Hash(*blake3::hash(&bytes).as_bytes());
         let path = match out {
             Some(p) => p.to_path_buf(),
-            None => self
-                .dir()
-                .join(ledger::DIR)
-                .join(REPORTS_DIR)
-                .join(format!("{}-{}.json", p.id, &hash.to_hex()[..ID_HEX_LEN])),
+            None => self.dir().join(ledger::DIR).join(REPORTS_DIR).join(format!(
+                "{}-{}.json",
+                p.id,
+                &hash.to_hex()[..ID_HEX_LEN]
+            )),
         };
         write_file(&path, &bytes)?;
         Ok(Checked { report, path, hash })

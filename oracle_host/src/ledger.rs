@@ -131,11 +131,13 @@ pub fn entry_hash(e: &Entry) -> Result<Hash, String> {
         m.remove("hash");
     }
     let body = oracle_core::canon::hash_value_in(BODY_CONTEXT, &v).map_err(|x| x.to_string())?;
-    Ok(Hash(*oracle_core::hash::hasher(CHAIN_CONTEXT)
-        .update(e.prev.as_bytes())
-        .update(body.as_bytes())
-        .finalize()
-        .as_bytes()))
+    Ok(Hash(
+        *oracle_core::hash::hasher(CHAIN_CONTEXT)
+            .update(e.prev.as_bytes())
+            .update(body.as_bytes())
+            .finalize()
+            .as_bytes(),
+    ))
 }
 
 /// The fields each decision must and must not have, and the approval's signature.
@@ -150,7 +152,9 @@ fn check_fields(e: &Entry) -> Result<(), String> {
                 e.public_key.as_deref(),
                 e.signature.as_deref(),
             ) else {
-                return Err("an approval without its proposal, base, report, key or signature".into());
+                return Err(
+                    "an approval without its proposal, base, report, key or signature".into(),
+                );
             };
             if !proposal {
                 return Err("an approval without its plan hash".into());
@@ -208,7 +212,9 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LedgerError> {
             why,
         };
         let Some(end) = rest.iter().position(|&b| b == b'\n') else {
-            return Err(tampered("a partial line at the end (a write cut short)".into()));
+            return Err(tampered(
+                "a partial line at the end (a write cut short)".into(),
+            ));
         };
         let prev = out.last().map_or(Hash::ZERO, |e| e.hash);
         out.push(check_line(&rest[..end], n, &prev).map_err(tampered)?);

@@ -208,7 +208,7 @@ mod tests {
             tool(
                 "evolve.propose",
                 "Propose a new version of this run's plan (the whole plan text, and why). It must compile; it is recorded for review and changes nothing now: {plan_hash, program, version}.",
-                vec![arg("plan", String, true), arg("reason", String, true)],
+                vec![arg("source", String, true), arg("reason", String, true)],
                 cap("evolve", "propose", ScopeFrom::Fixed("self".to_owned())),
             ),
             tool(

@@ -1,4 +1,4 @@
-//! `evolve.propose {plan, reason}`: a run proposes a change to its own plan. The proposal is
+//! `evolve.propose {source, reason}`: a run proposes a change to its own plan. The proposal is
 //! compiled here (a plan that does not compile fails the call, which is the step's recorded
 //! failure); the engine then records a `patch_proposed` event after the call's outcome. It
 //! changes nothing in the run: a proposal waits for `oracle evolve check` and a signed
@@ -20,7 +20,9 @@ pub const PROPOSE_SCOPE: &str = "self";
 /// error stays small whatever the model wrote.
 const DIAGNOSTICS_QUOTED_MAX: usize = 5;
 
-/// `evolve.propose {plan, reason}` → `{plan_hash, program, version}`.
+/// `evolve.propose {source, reason}` → `{plan_hash, program, version}`: `source` is the whole
+/// proposed plan's text (`plan` is a reserved word of the plan language, so it cannot name the
+/// argument).
 pub struct Propose;
 
 impl Tool for Propose {
@@ -29,9 +31,16 @@ impl Tool for Propose {
             PROPOSE,
             "Propose a new version of this run's plan (the whole plan text, and why). It must compile; it is recorded for review and changes nothing now: {plan_hash, program, version}.",
             Effect::Pure,
-            object(&[("plan", string()), ("reason", string())], &["plan", "reason"]),
             object(
-                &[("plan_hash", string()), ("program", string()), ("version", count())],
+                &[("source", string()), ("reason", string())],
+                &["source", "reason"],
+            ),
+            object(
+                &[
+                    ("plan_hash", string()),
+                    ("program", string()),
+                    ("version", count()),
+                ],
                 &["plan_hash", "program", "version"],
             ),
             Some(CapabilityRule {
@@ -43,7 +52,7 @@ impl Tool for Propose {
     }
 
     fn call(&self, input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        let plan = arg_str(input, "plan")?;
+        let plan = arg_str(input, "source")?;
         arg_str(input, "reason")?;
         let compiled = compile(plan).map_err(ToolError::Failed)?;
         Ok(ToolOutput::of(json!({
@@ -101,7 +110,7 @@ pub fn proposed(
         .map_err(|e| format!("{PROPOSE}: plan_hash: {e}"))?;
     Ok(oracle_core::payload::PatchProposed {
         step: call.step.clone(),
-        plan: text(&call.input, "plan")?,
+        plan: text(&call.input, "source")?,
         plan_hash,
         program: text(output, "program")?,
         base,
