@@ -152,9 +152,10 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
             out,
             json,
         } => {
-            let corpus = match corpus_all {
-                true => Corpus::All,
-                false => Corpus::Runs(corpus),
+            let corpus = if corpus_all {
+                Corpus::All
+            } else {
+                Corpus::Runs(corpus)
             };
             let c = h.evolve_check(&id, &corpus, out.as_deref()).map_err(fail)?;
             print_check(&c, json)

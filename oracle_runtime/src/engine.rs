@@ -1913,9 +1913,8 @@ impl<'r, A: Agent> Engine<'r, A> {
     fn model_reply_among(&self, reads: &[u64]) -> Option<Option<u64>> {
         let mut found = None;
         for &s in reads {
-            match self.is_model_reply(s)? {
-                true => found = Some(s),
-                false => {}
+            if self.is_model_reply(s)? {
+                found = Some(s);
             }
         }
         Some(found)
