@@ -492,6 +492,7 @@ impl Home {
         tool_dirs: Vec<PathBuf>,
     ) -> Result<Start<Prepared>, HostError> {
         let registry = self.bind_new(&mut opts, given, tool_dirs)?;
+        self.check_policy_of(&opts.plan, &registry)?;
         self.keyed(session::prepare(&opts, &registry, true))
     }
 
