@@ -321,3 +321,56 @@ fn seal(draft: Draft, present: &[Entry]) -> Result<Entry, String> {
     check_fields(&e)?;
     Ok(e)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft(decision: Decision, n: u8, key: Option<SecretKey>) -> Draft {
+        let h = |b: u8| Some(Hash([b; 32]));
+        Draft {
+            decision,
+            proposal: h(n),
+            base: h(n + 1),
+            plan_hash: h(n + 2),
+            report: h(n + 3),
+            require_approval: None,
+            reason: Some(format!("reason {n}")),
+            by: Some("ana".into()),
+            key,
+        }
+    }
+
+    /// Every byte of every entry changed (or a line cut) is found, at that entry exactly: a
+    /// change inside an entry fails its JSON, its numbering, its `prev`, its hash or its
+    /// signature before anything of a later entry is looked at.
+    #[test]
+    fn every_changed_byte_is_found_at_its_entry() {
+        let home = tempfile::tempdir().unwrap();
+        let key = SecretKey::from_seed(&[7; 32]);
+        let mut policy = draft(Decision::Policy, 0, None);
+        policy.require_approval = Some(true);
+        for d in [
+            draft(Decision::Approved, 1, Some(key.clone())),
+            draft(Decision::Rejected, 9, None),
+            policy,
+        ] {
+            append(home.path(), d, |_| Ok(())).unwrap();
+        }
+        let path = home.path().join(DIR).join(LEDGER_FILE);
+        let good = fs::read(&path).unwrap();
+        assert_eq!(parse(&path, &good).unwrap().len(), 3);
+        let mut line = 1u64;
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] = if bad[i] == b'0' { b'1' } else { b'0' };
+            match parse(&path, &bad) {
+                Err(LedgerError::Tampered { entry, .. }) => assert_eq!(entry, line, "byte {i}"),
+                other => panic!("byte {i}: {other:?}"),
+            }
+            if good[i] == b'\n' {
+                line += 1;
+            }
+        }
+    }
+}
