@@ -97,7 +97,8 @@ pub struct Proposal {
 #[derive(Clone, Debug)]
 pub enum Status {
     Pending,
-    Decided(Entry),
+    /// Its ledger entry (boxed: an entry is large beside `Pending`).
+    Decided(Box<Entry>),
 }
 
 impl Status {
@@ -250,7 +251,7 @@ impl Home {
     /// What the ledger says of `p`: its approval or rejection, if any.
     pub fn proposal_status(&self, p: &Proposal) -> Result<Status, HostError> {
         Ok(decision_of(&ledger::read(self.dir())?, &p.hash)
-            .map_or(Status::Pending, Status::Decided))
+            .map_or(Status::Pending, |e| Status::Decided(Box::new(e))))
     }
 
     /// The text of `p`'s base plan, where a run that proposed it keeps it (its plan versions
