@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use oracle_core::Hash;
-use oracle_host::evolve::{Checked, Corpus, Proposal, Status};
+use oracle_host::evolve::{Checked, Corpus, Proposal, SignedApproval, Status};
 use oracle_host::ledger::Entry;
 use serde_json::{Value, json};
 
@@ -74,6 +74,11 @@ enum EvolveCommand {
         /// Who approves (recorded; default: the OS user).
         #[arg(long)]
         by: Option<String>,
+        /// Write the signed approval to FILE instead of appending it to this home's ledger:
+        /// upload it to a server (`POST /api/v1/proposals/{id}/approval`), which verifies it
+        /// and appends it, so the key never reaches the server (docs/EVOLUTION.md).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -165,11 +170,16 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
             key,
             report,
             by,
+            out,
             json,
         } => {
             let key = oracle_runtime::checkpoint::read_secret_key(&key)
                 .map_err(crate::checkpoint::cli_error)?;
             let by = by.or_else(os_user);
+            if let Some(out) = out {
+                let signed = h.evolve_sign(&id, &key, &report, by).map_err(fail)?;
+                return write_signed(&signed, &out, json);
+            }
             print_entry(
                 &h.evolve_approve(&id, key, &report, by).map_err(fail)?,
                 json,
@@ -199,13 +209,6 @@ fn os_user() -> Option<String> {
     std::env::var("USER").ok().filter(|u| !u.is_empty())
 }
 
-fn seen_json(p: &Proposal) -> Value {
-    p.seen
-        .iter()
-        .map(|s| json!({"run": s.run, "seq": s.seq, "step": s.step, "model_call": s.model_call}))
-        .collect()
-}
-
 fn status_of(h: &oracle_host::Home, p: &Proposal) -> Result<Status, CliError> {
     h.proposal_status(p).map_err(|e| host_error(e, false))
 }
@@ -217,14 +220,31 @@ fn status_json(s: &Status) -> Value {
     }
 }
 
+/// Writes a signed approval (canonical JSON) for upload.
+fn write_signed(a: &SignedApproval, out: &Path, json_out: bool) -> Result<u8, CliError> {
+    let v = serde_json::to_value(a).unwrap_or(Value::Null);
+    let mut bytes = oracle_host::ledger::json_bytes(&v).map_err(CliError::input)?;
+    bytes.push(b'\n');
+    std::fs::write(out, &bytes).map_err(|e| CliError::input(format!("{}: {e}", out.display())))?;
+    if json_out {
+        crate::out::json(&json!({"ok": true, "approval": v, "path": out}))?;
+    } else {
+        outln!(
+            "signed approval of proposal {} by key {}",
+            &a.proposal.to_hex()[..12],
+            a.public_key
+        )?;
+        outln!(
+            "written  {} (not appended: upload it to the server)",
+            out.display()
+        )?;
+    }
+    Ok(exit::OK)
+}
+
 fn list(all: &[Proposal], h: &oracle_host::Home, json_out: bool) -> Result<u8, CliError> {
     if json_out {
-        let mut rows = Vec::new();
-        for p in all {
-            let mut v = proposal_json(p);
-            v["status"] = status_json(&status_of(h, p)?)["status"].clone();
-            rows.push(v);
-        }
+        let rows = h.proposals_json().map_err(|e| host_error(e, true))?;
         crate::out::json(&json!({"ok": true, "proposals": rows}))?;
         return Ok(exit::OK);
     }
@@ -259,16 +279,8 @@ fn list(all: &[Proposal], h: &oracle_host::Home, json_out: bool) -> Result<u8, C
     Ok(exit::OK)
 }
 
-fn proposal_json(p: &Proposal) -> Value {
-    json!({
-        "id": p.id,
-        "proposal": p.hash,
-        "program": p.event.program,
-        "base": p.event.base,
-        "plan_hash": p.event.plan_hash,
-        "reason": p.event.reason,
-        "recorded": seen_json(p),
-    })
+fn proposal_json(p: &Proposal, status: &Status) -> Value {
+    oracle_host::evolve::proposal_json(p, status)
 }
 
 fn show(h: &oracle_host::Home, p: &Proposal, json_out: bool) -> Result<u8, CliError> {
@@ -278,7 +290,7 @@ fn show(h: &oracle_host::Home, p: &Proposal, json_out: bool) -> Result<u8, CliEr
         .lineage(&p.event.plan_hash)
         .map_err(|e| host_error(e, json_out))?;
     if json_out {
-        let mut v = proposal_json(p);
+        let mut v = proposal_json(p, &status);
         v["status"] = status_json(&status);
         v["plan"] = json!(p.event.plan);
         v["diff"] = json!(diff);
@@ -369,7 +381,7 @@ fn print_check(c: &Checked, json_out: bool) -> Result<u8, CliError> {
 }
 
 fn entry_json(e: &Entry) -> Value {
-    serde_json::to_value(e).unwrap_or(Value::Null)
+    oracle_host::evolve::entry_json(e)
 }
 
 fn print_entry(e: &Entry, json_out: bool) -> Result<u8, CliError> {

@@ -321,6 +321,7 @@ fn evolve_class(e: &crate::evolve::EvolveError) -> Class {
         } => Class::of("already_decided", exit::INPUT, http::CONFLICT)
             .with(json!({"proposal": id, "decision": decision, "entry": entry})),
         E::BadReport { .. } => Class::of("bad_report", exit::INPUT, http::UNPROCESSABLE),
+        E::BadApproval { .. } => Class::of("bad_approval", exit::INPUT, http::UNPROCESSABLE),
         E::NotApproved { id, plan } => Class::of("not_approved", exit::INPUT, http::FORBIDDEN)
             .with(json!({"proposal": id, "plan": plan})),
         E::Ledger(crate::ledger::LedgerError::Tampered { entry, .. }) => {

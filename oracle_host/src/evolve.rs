@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use oracle_core::Hash;
 use oracle_core::payload::{PatchProposed, Payload};
 use oracle_plan::CompiledPlan;
-use oracle_runtime::checkpoint::SecretKey;
+use oracle_runtime::checkpoint::{PublicKey, SecretKey, Signature};
 use oracle_runtime::declared::McpMode;
 use oracle_runtime::recorded::Recorded;
 use oracle_runtime::session::{self, SessionError};
@@ -61,6 +61,8 @@ pub enum EvolveError {
         "plan {plan} is the plan of proposal {id}, which is not approved, and this home requires approval (`oracle evolve check {id}`, then `oracle evolve approve {id}`); nothing was run"
     )]
     NotApproved { id: String, plan: String },
+    #[error("the approval is not one this home can take: {why}; nothing was written")]
+    BadApproval { why: String },
     #[error("{why}")]
     Usage { why: String },
     #[error(transparent)]
@@ -116,6 +118,27 @@ pub enum Corpus {
     Runs(Vec<String>),
     /// Every run of the home that started under the proposal's base plan.
     All,
+}
+
+/// The layout version of a signed approval file (`format`).
+pub const APPROVAL_FORMAT: u64 = 1;
+
+/// An approval signed away from the home (`oracle evolve approve --out FILE`), to be appended
+/// by [`Home::evolve_approve_signed`]: the signature covers [`ledger::approval_message`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignedApproval {
+    pub format: u64,
+    pub proposal: Hash,
+    pub base: Hash,
+    pub plan_hash: Hash,
+    /// The BLAKE3 hash of the check report's file.
+    pub report: Hash,
+    /// Ed25519, hex.
+    pub public_key: String,
+    pub signature: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// A check's report, written.
@@ -419,8 +442,96 @@ impl Home {
         report: &Path,
         by: Option<String>,
     ) -> Result<Entry, HostError> {
+        let a = self.evolve_sign(id, &key, report, by)?;
+        self.append_approval(&self.proposal(id)?, a)
+    }
+
+    /// Signs the approval of proposal `id` as [`Home::evolve_approve`] does, without
+    /// appending it (`oracle evolve approve --out`): the signed file is uploaded to a server
+    /// (`POST /api/v1/proposals/{id}/approval`), so the key never reaches it.
+    pub fn evolve_sign(
+        &self,
+        id: &str,
+        key: &SecretKey,
+        report: &Path,
+        by: Option<String>,
+    ) -> Result<SignedApproval, HostError> {
         let p = self.proposal(id)?;
-        let report_hash = check_report(report, &p)?;
+        let report = check_report(report, &p)?;
+        let message = ledger::approval_message(&p.hash, &p.event.base, &report);
+        Ok(SignedApproval {
+            format: APPROVAL_FORMAT,
+            proposal: p.hash,
+            base: p.event.base,
+            plan_hash: p.event.plan_hash,
+            report,
+            public_key: key.public_key().to_hex(),
+            signature: key.sign(&message).to_hex(),
+            by,
+        })
+    }
+
+    /// Appends an approval signed elsewhere ([`Home::evolve_sign`]) after checking it names
+    /// proposal `id` exactly (hash, base, plan), that its report is a check of that proposal
+    /// kept in this home (`<home>/evolution/reports`, written by `evolve check` here), and
+    /// that its signature verifies. Refused, nothing written, on any difference.
+    pub fn evolve_approve_signed(&self, id: &str, a: SignedApproval) -> Result<Entry, HostError> {
+        let p = self.proposal(id)?;
+        let bad = |why: String| HostError::from(EvolveError::BadApproval { why });
+        if a.format != APPROVAL_FORMAT {
+            return Err(bad(format!(
+                "format {} (this build reads {APPROVAL_FORMAT})",
+                a.format
+            )));
+        }
+        let want = [
+            ("proposal", a.proposal, p.hash),
+            ("base", a.base, p.event.base),
+            ("plan_hash", a.plan_hash, p.event.plan_hash),
+        ];
+        for (field, given, have) in want {
+            if given != have {
+                return Err(bad(format!("its `{field}` is not proposal {}'s", p.id)));
+            }
+        }
+        self.kept_report(&p, &a.report)?;
+        // Checked here too (the ledger checks it again): nothing is kept for a bad one.
+        let key =
+            PublicKey::from_hex(&a.public_key).map_err(|e| bad(format!("public_key: {e}")))?;
+        let sig = Signature::from_hex(&a.signature).map_err(|e| bad(format!("signature: {e}")))?;
+        key.verify(
+            &ledger::approval_message(&a.proposal, &a.base, &a.report),
+            &sig,
+        )
+        .map_err(|_| bad("the signature does not verify with its public key".into()))?;
+        self.append_approval(&p, a)
+    }
+
+    /// The report of `p` kept in this home whose BLAKE3 hash is `hash`.
+    fn kept_report(&self, p: &Proposal, hash: &Hash) -> Result<PathBuf, HostError> {
+        let path =
+            self.reports_dir()
+                .join(format!("{}-{}.json", p.id, &hash.to_hex()[..ID_HEX_LEN]));
+        match check_report(&path, p) {
+            Ok(h) if h == *hash => Ok(path),
+            _ => Err(EvolveError::BadApproval {
+                why: format!(
+                    "no check report of proposal {} with hash {} is kept in this home (check it here first)",
+                    p.id,
+                    hash.short()
+                ),
+            }
+            .into()),
+        }
+    }
+
+    fn reports_dir(&self) -> PathBuf {
+        self.dir().join(ledger::DIR).join(REPORTS_DIR)
+    }
+
+    /// Appends the signed approval `a` of `p` and keeps the approved plan as
+    /// `<home>/evolution/plans/<plan hash>.plan`. The ledger checks the signature.
+    fn append_approval(&self, p: &Proposal, a: SignedApproval) -> Result<Entry, HostError> {
         let kept = self
             .dir()
             .join(ledger::DIR)
@@ -431,14 +542,15 @@ impl Home {
             proposal: Some(p.hash),
             base: Some(p.event.base),
             plan_hash: Some(p.event.plan_hash),
-            report: Some(report_hash),
+            report: Some(a.report),
             require_approval: None,
             reason: None,
-            by,
-            key: Some(key),
+            by: a.by,
+            key: None,
+            signed: Some((a.public_key, a.signature)),
         };
         ledger::append(self.dir(), draft, |present| {
-            undecided(present, &p)?;
+            undecided(present, p)?;
             write_file(&kept, p.event.plan.as_bytes())
         })
     }
@@ -462,6 +574,7 @@ impl Home {
             reason: Some(reason),
             by,
             key: None,
+            signed: None,
         };
         ledger::append(self.dir(), draft, |present| undecided(present, &p))
     }
@@ -582,6 +695,7 @@ impl Home {
             reason,
             by,
             key: None,
+            signed: None,
         };
         ledger::append(self.dir(), draft, |_| Ok(()))
     }
@@ -638,4 +752,128 @@ fn ledger_policy(entries: &[Entry]) -> bool {
         .find(|e| e.decision == Decision::Policy)
         .and_then(|e| e.require_approval)
         .unwrap_or(false)
+}
+
+/// A check report of a proposal kept in the home, summarized.
+#[derive(Clone, Debug)]
+pub struct ReportSummary {
+    pub path: PathBuf,
+    /// BLAKE3 of the file's bytes: what an approval signs.
+    pub hash: Hash,
+    pub unchanged: u64,
+    pub diverges: u64,
+    pub cannot_check: u64,
+}
+
+impl ReportSummary {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "hash": self.hash,
+            "file": self.path.file_name().map(|n| n.to_string_lossy().into_owned()),
+            "unchanged": self.unchanged,
+            "diverges": self.diverges,
+            "cannot_check": self.cannot_check,
+        })
+    }
+}
+
+impl Home {
+    /// The check reports of `p` kept under `<home>/evolution/reports` (those `evolve check`
+    /// wrote there), by file name; a file that is not a report of `p` is left out.
+    pub fn proposal_reports(&self, p: &Proposal) -> Vec<ReportSummary> {
+        let Ok(dir) = std::fs::read_dir(self.reports_dir()) else {
+            return Vec::new();
+        };
+        let prefix = format!("{}-", p.id);
+        let mut names: Vec<PathBuf> = dir
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| {
+                f.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".json"))
+            })
+            .collect();
+        names.sort();
+        names
+            .into_iter()
+            .filter_map(|path| {
+                let hash = check_report(&path, p).ok()?;
+                let v: Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+                let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+                Some(ReportSummary {
+                    hash,
+                    unchanged: n("unchanged"),
+                    diverges: n("diverges"),
+                    cannot_check: n("cannot_check"),
+                    path,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A proposal as `oracle evolve list --json` and `GET /api/v1/proposals` give it.
+pub fn proposal_json(p: &Proposal, status: &Status) -> Value {
+    let recorded: Value = p
+        .seen
+        .iter()
+        .map(|s| json!({"run": s.run, "seq": s.seq, "step": s.step, "model_call": s.model_call}))
+        .collect();
+    json!({
+        "id": p.id,
+        "proposal": p.hash,
+        "program": p.event.program,
+        "base": p.event.base,
+        "plan_hash": p.event.plan_hash,
+        "reason": p.event.reason,
+        "recorded": recorded,
+        "status": status.as_str(),
+    })
+}
+
+/// A ledger entry as JSON (its own serde form).
+pub fn entry_json(e: &Entry) -> Value {
+    serde_json::to_value(e).unwrap_or(Value::Null)
+}
+
+impl Home {
+    /// Every proposal with its status, as `oracle evolve list --json` prints them.
+    pub fn proposals_json(&self) -> Result<Vec<Value>, HostError> {
+        let entries = ledger::read(self.dir())?;
+        Ok(self
+            .proposals()?
+            .iter()
+            .map(|p| {
+                let status = decision_of(&entries, &p.hash)
+                    .map_or(Status::Pending, |e| Status::Decided(Box::new(e)));
+                proposal_json(p, &status)
+            })
+            .collect())
+    }
+
+    /// One proposal in full (`GET /api/v1/proposals/{id}`): as listed, plus its plan text, its
+    /// diff against the base, its decision (the ledger entry), its lineage and the check
+    /// reports kept in the home.
+    pub fn proposal_detail(&self, id: &str) -> Result<Value, HostError> {
+        let p = self.proposal(id)?;
+        let status = self.proposal_status(&p)?;
+        let mut v = proposal_json(&p, &status);
+        v["plan"] = json!(p.event.plan);
+        v["diff"] = json!(self.proposal_diff(&p));
+        v["decision"] = match &status {
+            Status::Pending => Value::Null,
+            Status::Decided(e) => entry_json(e),
+        };
+        v["lineage"] = self
+            .lineage(&p.event.plan_hash)?
+            .iter()
+            .map(entry_json)
+            .collect();
+        v["reports"] = self
+            .proposal_reports(&p)
+            .iter()
+            .map(ReportSummary::to_json)
+            .collect();
+        Ok(v)
+    }
 }

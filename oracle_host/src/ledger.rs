@@ -245,6 +245,9 @@ pub struct Draft {
     pub by: Option<String>,
     /// Signs the approval (approved only).
     pub key: Option<SecretKey>,
+    /// An approval signed elsewhere (approved only, without `key`): the public key and the
+    /// signature, hex, checked by [`check_fields`] before anything is written.
+    pub signed: Option<(String, String)>,
 }
 
 /// Appends `draft` to `home`'s ledger under an exclusive lock on it: the ledger is read and
@@ -300,7 +303,10 @@ fn seal(draft: Draft, present: &[Entry]) -> Result<Entry, String> {
             Some(k.public_key().to_hex()),
             Some(k.sign(&approval_message(&p, &b, &r)).to_hex()),
         ),
-        _ => (None, None),
+        _ => match draft.signed {
+            Some((k, s)) => (Some(k), Some(s)),
+            None => (None, None),
+        },
     };
     let mut e = Entry {
         entry: present.len() as u64 + 1,
@@ -338,6 +344,7 @@ mod tests {
             reason: Some(format!("reason {n}")),
             by: Some("ana".into()),
             key,
+            signed: None,
         }
     }
 
