@@ -22,9 +22,10 @@ struct Server {
 }
 
 impl Server {
-    fn start(dir: &Path) -> Server {
+    fn start(dir: &Path, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -117,7 +118,7 @@ fn proposals_are_listed_checked_and_approved_by_a_signed_upload() {
     let sb = Sandbox::new();
     corpus(&sb);
     let alice = token(&sb, "alice");
-    let s = Server::start(sb.path());
+    let s = Server::start(sb.path(), &[]);
 
     // The list is the command line's.
     let (status, v) = s.call("GET", "/api/v1/proposals", &alice, None);
@@ -239,7 +240,7 @@ fn a_rejection_through_the_api_records_the_token_as_who() {
     let sb = Sandbox::new();
     corpus(&sb);
     let bob = token(&sb, "bob");
-    let s = Server::start(sb.path());
+    let s = Server::start(sb.path(), &[]);
     let (_, v) = s.call("GET", "/api/v1/proposals", &bob, None);
     let id = v["proposals"][0]["id"].as_str().unwrap().to_owned();
     let reject = format!("/api/v1/proposals/{id}/reject");
@@ -257,4 +258,51 @@ fn a_rejection_through_the_api_records_the_token_as_who() {
     assert_eq!(status, 401, "{v}");
     let (code, out, err) = sb.oracle(&["evolve", "verify"]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// The web inbox lists an undecided proposal with its diff (escaped), its last check and the
+/// commands that approve it; a decided one leaves the inbox.
+#[test]
+fn the_inbox_page_shows_undecided_proposals_with_their_diff_and_check() {
+    let sb = Sandbox::new();
+    corpus(&sb);
+    let (_, v) = sb.json(&["evolve", "list", "--json"]);
+    let id = v["proposals"][0]["id"].as_str().unwrap().to_owned();
+    let s = Server::start(sb.path(), &["--read-open"]);
+    let page = || {
+        let mut r = ureq::get(&format!("{}/inbox", s.base)).call().unwrap();
+        r.body_mut().read_to_string().unwrap()
+    };
+    let html = page();
+    assert!(html.contains("id=\"proposals-h\">Proposals</h2>"), "{html}");
+    assert!(html.contains(&format!("id=\"proposal-{id}\"")), "{html}");
+    assert!(html.contains("+plan support version 2"), "{html}");
+    assert!(
+        html.contains("instructions: &quot;Route the support ticket"),
+        "{html}"
+    );
+    assert!(html.contains("Not checked yet"), "{html}");
+    assert!(
+        html.contains(&format!("oracle evolve approve {id} --key KEY")),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("action=\"/proposals/{id}/reject\"")),
+        "{html}"
+    );
+    let (code, v) = sb.json(&["evolve", "check", &id, "--corpus-all", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let html = page();
+    assert!(
+        html.contains("Last check: 2 unchanged, 1 diverge, 0 cannot be checked"),
+        "{html}"
+    );
+    assert!(html.contains(v["hash"].as_str().unwrap()), "{html}");
+    let (code, _, err) = sb.oracle(&["evolve", "reject", &id, "--reason", "no"]);
+    assert_eq!(code, 0, "{err}");
+    let html = page();
+    assert!(
+        html.contains("No plan change is waiting for a decision."),
+        "{html}"
+    );
 }

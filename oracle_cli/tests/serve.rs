@@ -1911,11 +1911,29 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
     );
     run(&sb, &["run", "ask.plan"], 3);
     run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
+    // A run that proposes a plan change, which the inbox's reject form decides.
+    sb.write(
+        "prop.plan",
+        "plan prop version 1\ngrant evolve:propose:self\np = evolve.propose { source: \"plan prop version 2\\nx = human.ask { question: \\\"ok?\\\" }\\n\", reason: \"ask first\" }\n",
+    );
+    run(&sb, &["run", "prop.plan"], 0);
+    let (_, listed) = sb.json(&["evolve", "list", "--json"]);
+    let pid = listed["proposals"][0]["id"].as_str().unwrap().to_owned();
     let s = Server::start(sb.path(), &[]);
     let (pair, csrf) = json_login(&s, &alice);
     let (_, bobs_csrf) = json_login(&s, &bob);
-    // Each form route: its path, the run whose log it would write, and its fields but `csrf`.
+    // What a form route would write: a run's log, or the evolution ledger for a proposal.
+    let written = |route: &str, id: &str| {
+        if route.starts_with("/proposals/") {
+            std::fs::read(sb.path().join(".oracle/evolution/ledger")).unwrap_or_default()
+        } else {
+            log_bytes(&sb, id)
+        }
+    };
+    // Each form route: its path, the run (or proposal) it would write, and its fields but
+    // `csrf`.
     let forms = [
+        ("/proposals/{id}/reject", pid.as_str(), "reason=too+broad"),
         (
             "/runs/{id}/answer",
             "ask-1",
@@ -1948,7 +1966,7 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
     };
     for (route, run_id, fields) in forms {
         let path = route.replace("{id}", run_id);
-        let before = log_bytes(&sb, run_id);
+        let before = written(route, run_id);
         let sep = if fields.is_empty() { "" } else { "&" };
         for bad in [
             fields.to_owned(),
@@ -1960,14 +1978,14 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
         ] {
             let (status, body) = form_post(&s, &path, &pair, &bad);
             assert_eq!(status, 403, "{path} with `{bad}`: {body}");
-            assert_eq!(log_bytes(&sb, run_id), before, "{path} with `{bad}` wrote");
+            assert_eq!(written(route, run_id), before, "{path} with `{bad}` wrote");
             assert_eq!(whoami(), 200, "{path} with `{bad}`: still signed in");
         }
     }
     // The right token: each is taken.
     for (route, run_id, fields) in forms {
         let path = route.replace("{id}", run_id);
-        let before = log_bytes(&sb, run_id);
+        let before = written(route, run_id);
         let sep = if fields.is_empty() { "" } else { "&" };
         let (status, body) = form_post(&s, &path, &pair, &format!("csrf={csrf}{sep}{fields}"));
         assert_eq!(status, 200, "{path}: {body}");
@@ -1975,7 +1993,7 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
             assert_eq!(whoami(), 401, "signed out");
         } else {
             assert!(
-                log_bytes(&sb, run_id).len() > before.len(),
+                written(route, run_id).len() > before.len(),
                 "{path} recorded"
             );
         }

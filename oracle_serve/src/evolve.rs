@@ -3,7 +3,7 @@
 //! upload of an approval signed away from the server, so no secret key is ever sent here.
 //! Everything is `oracle_host::Home`'s work, as `oracle evolve` does it.
 
-use oracle_host::evolve::{Corpus, SignedApproval};
+use oracle_host::evolve::{Corpus, SignedApproval, Status};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -94,4 +94,44 @@ pub fn approve(
 ) -> Result<Value, ApiError> {
     let e = host(state, true)?.evolve_approve_signed(id, body)?;
     Ok(json!({"ok": true, "entry": oracle_host::evolve::entry_json(&e), "uploaded_by": by}))
+}
+
+/// The undecided proposals as the inbox page shows them, each with its diff and its last
+/// check (by report file name). A home whose ledger cannot be read shows none (the API and
+/// `oracle evolve verify` say why).
+pub fn pending_views(state: &AppState) -> Vec<oracle_html::view::ProposalView> {
+    let Ok(h) = host(state, false) else {
+        return Vec::new();
+    };
+    let Ok(all) = h.proposals() else {
+        return Vec::new();
+    };
+    all.iter()
+        .filter(|p| matches!(h.proposal_status(p), Ok(Status::Pending)))
+        .map(|p| oracle_html::view::ProposalView {
+            id: p.id.clone(),
+            program: p.event.program.clone(),
+            reason: p.event.reason.clone(),
+            recorded: p
+                .seen
+                .iter()
+                .map(|s| format!("{}@{}", s.run, s.seq))
+                .collect(),
+            diff: h.proposal_diff(p),
+            report: h
+                .proposal_reports(p)
+                .pop()
+                .map(|r| oracle_html::view::ReportView {
+                    file: r
+                        .path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    hash: r.hash.to_hex(),
+                    unchanged: r.unchanged,
+                    diverges: r.diverges,
+                    cannot_check: r.cannot_check,
+                }),
+        })
+        .collect()
 }

@@ -151,6 +151,20 @@ fn hostile_inbox() -> Inbox {
         }],
         adjudications: vec![request("evil-1", "pending")],
         problems: vec![(HOSTILE.into(), HOSTILE.into())],
+        proposals: vec![crate::view::ProposalView {
+            id: "3f2a9c01d4e5".into(),
+            program: HOSTILE.into(),
+            reason: HOSTILE.into(),
+            recorded: vec![HOSTILE.into()],
+            diff: Some(HOSTILE.into()),
+            report: Some(crate::view::ReportView {
+                file: HOSTILE.into(),
+                hash: "ab".repeat(32),
+                unchanged: 2,
+                diverges: 1,
+                cannot_check: 0,
+            }),
+        }],
     }
 }
 
@@ -276,6 +290,7 @@ fn answer_forms_follow_each_steps_schema() {
         ],
         adjudications: vec![],
         problems: vec![],
+        proposals: vec![],
     };
     let page = inbox_page(&inbox, &Links::new(""), &Forms::under("", "T"));
     assert_balanced(&page);
@@ -360,6 +375,7 @@ fn verdict_forms_offer_each_verdict_and_require_evidence() {
         asks: vec![],
         adjudications: vec![request("adjudication-1", "pending")],
         problems: vec![],
+        proposals: vec![],
     };
     let page = inbox_page(&inbox, &Links::new("/x/"), &Forms::under("/x/", "T"));
     assert!(page.contains("id=\"inbox\""));
