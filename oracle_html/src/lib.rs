@@ -27,7 +27,7 @@
 //! | run, report | `state-entries`, `requests`, `request-{handle}` | state and adjudication tables |
 //! | run, report | `events`, `event-{seq}` | the timeline table, an event's row |
 //! | run | `at-form`, `at` | the GET form choosing the event the run is shown after |
-//! | inbox | `inbox`, `questions`, `adjudications`, `problems` | the inbox and its sections |
+//! | inbox | `inbox`, `questions`, `adjudications`, `proposals`, `problems` | the inbox and its sections |
 //! | inbox | `ask-{run}-{step}` | a suspended step |
 //! | inbox | `answer-{run}-{step}` | its answer form (POST to `Forms::answer`) |
 //! | inbox | `answer-{run}-{step}-value` | the answer control (`-value-true`/`-value-false` for yes/no radios) |
@@ -36,6 +36,8 @@
 //! | inbox | `verdict-{run}-{handle}` | its verdict form (POST to `Forms::verdict`) |
 //! | inbox | `verdict-{run}-{handle}-evidence`, `-note`, `-resume` | evidence select, note, resume checkbox |
 //! | inbox | `verdict-{run}-{handle}-affirm`, `-deny`, `-unknown` | the verdict buttons (`name="verdict" value="affirm"` ...) |
+//! | inbox | `proposal-{id}` | an undecided proposal; `-reason`, `-diff` (a `pre`), `-report`, `-approve` (the commands) |
+//! | inbox | `proposal-{id}-reject`, `-reason-field`, `-reject-button` | its reject form (POST to `Forms::reject`) |
 //!
 //! # What the forms post
 //!
@@ -43,7 +45,7 @@
 //! `json`; [`form::answer_value`] turns `value` into JSON). Verdict form: `csrf`, `handle`,
 //! `verdict` (the button pressed: `affirm`, `deny`, `unknown`), `evidence` (required; only
 //! what a verdict accepts is offered), `note`, `resume` (`1` when ticked); [`form::verdict`]
-//! checks them.
+//! checks them. Reject form: `csrf`, `reason` (required).
 
 // View errors carry the runtime's store and session errors whole (seq, offset, both hashes),
 // as oracle_runtime and oracle_cli do: returned once per page, so their size costs nothing.
