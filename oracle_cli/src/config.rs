@@ -117,6 +117,7 @@ struct Layer {
     /// Secret name to the environment variable holding its value.
     secrets: BTreeMap<String, Item<String>>,
     serve: Serve,
+    require_approval: Option<Item<bool>>,
 }
 
 impl Layer {
@@ -148,6 +149,7 @@ impl Layer {
                 notify_cmd: self.serve.notify_cmd.or(lower.serve.notify_cmd),
                 streams_max: self.serve.streams_max.or(lower.serve.streams_max),
             },
+            require_approval: self.require_approval.or(lower.require_approval),
         }
     }
 }
@@ -163,6 +165,8 @@ pub struct Settings {
     pub models: BTreeMap<String, Model>,
     pub secrets: BTreeMap<String, Item<String>>,
     pub serve: Serve,
+    /// `[evolution] require_approval`: runs of a proposed plan need its approval.
+    pub require_approval_item: Option<Item<bool>>,
 }
 
 // The file as written. Every leaf is `Spanned`, so `config show` can name its line.
@@ -178,6 +182,13 @@ struct Raw {
     #[serde(default)]
     secrets: BTreeMap<String, Spanned<toml::Value>>,
     serve: Option<RawServe>,
+    evolution: Option<RawEvolution>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvolution {
+    require_approval: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -436,6 +447,12 @@ fn parse(path: &Path, text: &str) -> Result<Layer, CliError> {
             },
         );
     }
+    if let Some(r) = raw.evolution.and_then(|e| e.require_approval) {
+        layer.require_approval = Some(Item {
+            source: item(r.span()),
+            value: *r.get_ref(),
+        });
+    }
     if let Some(s) = raw.serve {
         if let Some(l) = s.listen {
             let addr = l.get_ref().parse::<SocketAddr>().map_err(|_| {
@@ -579,6 +596,7 @@ fn load(flag_home: Option<&Path>, flag_store: Option<&str>) -> Result<Settings, 
         models: merged.models,
         secrets: merged.secrets,
         serve: merged.serve,
+        require_approval_item: merged.require_approval,
     })
 }
 
@@ -612,6 +630,9 @@ pub fn apply(cli: &mut Cli) -> Result<(), CliError> {
     cli.store = settings.store.as_ref().map(|s| s.value.clone());
     match &mut cli.command {
         Command::Run(a) | Command::Submit(a) => a.configure(&settings),
+        Command::Resume(a) => a.set_require_approval(settings.require_approval()),
+        Command::Fork(a) => a.set_require_approval(settings.require_approval()),
+        Command::Evolve(a) => a.require_approval = settings.require_approval(),
         Command::Serve(a) => a.configure(&settings),
         Command::Tools(a) => a.configure(settings.tools.as_ref().map(|t| t.value.as_slice())),
         Command::Config(a) => a.settings = Some(settings),
@@ -627,6 +648,11 @@ fn names(list: &[String], name: &str) -> bool {
 }
 
 impl Settings {
+    /// Whether the file requires approval of proposed plans (`[evolution]`).
+    pub fn require_approval(&self) -> bool {
+        self.require_approval_item.as_ref().is_some_and(|i| i.value)
+    }
+
     /// Adds the file's bindings to a new run's flags, each where no flag gives it: a model's
     /// URL, id and key one by one, secrets by name; `--tools` replaces the file's list.
     pub fn fill_bindings(
@@ -735,6 +761,11 @@ impl Settings {
                 "serve.streams_max",
                 s.streams_max.as_ref(),
                 json!(oracle_serve::config::STREAMS_MAX),
+            ),
+            row(
+                "evolution.require_approval",
+                self.require_approval_item.as_ref(),
+                json!(false),
             ),
         ]);
         rows

@@ -14,6 +14,7 @@ mod config;
 mod demand;
 mod dev;
 mod diff;
+mod evolve;
 mod exit;
 mod files;
 mod interrupt;
@@ -209,6 +210,12 @@ pub(crate) enum Command {
     /// The config files (`oracle.toml` here, `~/.config/oracle/config.toml`; docs/CONFIG.md):
     /// `show` prints every setting in effect and where it came from, `path` the files read.
     Config(config::ConfigArgs),
+    /// Governed evolution (docs/EVOLUTION.md): plan changes the runs proposed (`list`, `show`
+    /// with a diff), checked against recorded runs (`check`: a report and its BLAKE3 hash),
+    /// approved with an Ed25519 signature or rejected (`approve`, `reject`) in the home's
+    /// hash-chained ledger (`verify`), the lineage of approved plans (`lineage`), and the
+    /// policy that refuses an unapproved proposal's plan (`policy`).
+    Evolve(evolve::EvolveArgs),
     /// Test helpers, not for real work: `dev llm-stub`, a scripted model server, and `dev
     /// mcp-example`, an example MCP server. Built in so that the README's walkthroughs need
     /// nothing but this binary.
@@ -405,6 +412,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         Command::Auction(a) => auction::run(&home, a),
         Command::Report(a) => report::run(&home, a),
         Command::Config(a) => config::run(a),
+        Command::Evolve(a) => evolve::run(&home, a),
     }
 }
 

@@ -73,6 +73,25 @@ pub struct DriveArgs {
     secrets: Vec<String>,
     #[command(flatten)]
     tools: crate::tools::ToolDirs,
+    /// `[evolution] require_approval` of the config file (never a flag): a proposed plan
+    /// nobody approved is refused (docs/EVOLUTION.md).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub(crate) require_approval: bool,
+}
+
+impl ResumeArgs {
+    /// `[evolution] require_approval` of the config file (`crate::config`).
+    pub(crate) fn set_require_approval(&mut self, require: bool) {
+        self.drive.require_approval = require;
+    }
+}
+
+impl ForkArgs {
+    /// `[evolution] require_approval` of the config file (`crate::config`).
+    pub(crate) fn set_require_approval(&mut self, require: bool) {
+        self.drive.require_approval = require;
+    }
 }
 
 impl RunArgs {
@@ -96,6 +115,7 @@ impl RunArgs {
             &mut d.secrets,
             &mut d.tools.dirs,
         );
+        d.require_approval = settings.require_approval();
     }
 }
 
@@ -336,7 +356,7 @@ fn given_value(value: Option<&str>, file: Option<&Path>) -> Result<Option<Value>
 /// `oracle fork`: a new run sharing the parent's events up to the fork point, driven on.
 pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
-    let host = host(home, a.drive.json)?;
+    let host = host(home, a.drive.json)?.with_require_approval(a.drive.require_approval);
     if let Some(p) = &a.plan {
         crate::files::check_plan(p, a.drive.json)?;
     }
@@ -956,7 +976,7 @@ fn new_run_given(a: &RunArgs) -> Given {
 
 pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     let (opts, tool_dirs) = start_options(home, &a)?;
-    let host = host(home, a.drive.json)?;
+    let host = host(home, a.drive.json)?.with_require_approval(a.drive.require_approval);
     crate::interrupt::on_ctrl_c(None);
     let mut display = Display::new("running", a.drive.json);
     let mut progress = |p: &Progress| display.update(p);
@@ -1155,7 +1175,7 @@ pub(crate) fn resume_after_verdict(
 
 pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     a.drive.check_programs()?;
-    let host = host(home, a.drive.json)?;
+    let host = host(home, a.drive.json)?.with_require_approval(a.drive.require_approval);
     crate::interrupt::on_ctrl_c(Some(&a.run));
     let answer = a.answer()?;
     crate::files::check_stored_plan(home, &a.run, a.drive.json)?;

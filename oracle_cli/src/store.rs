@@ -152,9 +152,11 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
             a.serve_store(url);
             return Err(Command::Serve(a));
         }
-        Command::Repair(_) | Command::Snapshot(_) | Command::Synth(_) => Err(CliError::input(
-            "this command works on a file home only, not with --store (docs/STORE.md lists what a store supports)",
-        )),
+        Command::Repair(_) | Command::Snapshot(_) | Command::Synth(_) | Command::Evolve(_) => {
+            Err(CliError::input(
+                "this command works on a file home only, not with --store (docs/STORE.md lists what a store supports)",
+            ))
+        }
         other => return Err(other),
     })
 }

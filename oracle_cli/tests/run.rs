@@ -426,7 +426,7 @@ fn bad_plans_and_arguments_start_nothing() {
                 "--grant",
                 "fs:raed:data/**",
             ],
-            "no tool needs `fs:raed`, so it would allow nothing; grants name one of: fs:list, fs:read",
+            "no tool needs `fs:raed`, so it would allow nothing; grants name one of: evolve:propose, fs:list, fs:read",
         ),
         (
             vec![

@@ -2117,11 +2117,29 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
     run(&sb, &["run", "ask.plan"], 3);
     run(&sb, &["run", "fixtures/plans/adjudication.plan"], 3);
     shared_conflict(&sb, "s");
+    // A run that proposes a plan change, which the inbox's reject form decides.
+    sb.write(
+        "prop.plan",
+        "plan prop version 1\ngrant evolve:propose:self\np = evolve.propose { source: \"plan prop version 2\\nx = human.ask { question: \\\"ok?\\\" }\\n\", reason: \"ask first\" }\n",
+    );
+    run(&sb, &["run", "prop.plan"], 0);
+    let (_, listed) = sb.json(&["evolve", "list", "--json"]);
+    let pid = listed["proposals"][0]["id"].as_str().unwrap().to_owned();
     let s = Server::start(sb.path(), &[]);
     let (pair, csrf) = json_login(&s, &alice);
     let (_, bobs_csrf) = json_login(&s, &bob);
-    // Each form route: its path, the run whose log it would write, and its fields but `csrf`.
+    // What a form route would write: a run's log, or the evolution ledger for a proposal.
+    let written = |route: &str, id: &str| {
+        if route.starts_with("/proposals/") {
+            std::fs::read(sb.path().join(".oracle/evolution/ledger")).unwrap_or_default()
+        } else {
+            log_bytes(&sb, id)
+        }
+    };
+    // Each form route: its path, the run (or proposal) it would write, and its fields but
+    // `csrf`.
     let forms = [
+        ("/proposals/{id}/reject", pid.as_str(), "reason=too+broad"),
         (
             "/runs/{id}/answer",
             "ask-1",
@@ -2144,14 +2162,14 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
         ),
         ("/logout", "ask-1", ""),
     ];
-    // What a form can write: the run's log, and (a fork) a new run beside it.
-    let footprint = |run_id: &str| {
+    // What a form can write: what `written` reads, and (a fork) a new run beside it.
+    let footprint = |route: &str, id: &str| {
         let mut runs: Vec<String> = std::fs::read_dir(sb.path().join(".oracle/runs"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         runs.sort();
-        (log_bytes(&sb, run_id), runs)
+        (written(route, id), runs)
     };
     let routes: std::collections::BTreeSet<&str> = oracle_serve::api::route_list()
         .into_iter()
@@ -2173,7 +2191,7 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
     };
     for (route, run_id, fields) in forms {
         let path = form_path(route, run_id);
-        let before = footprint(run_id);
+        let before = footprint(route, run_id);
         let sep = if fields.is_empty() { "" } else { "&" };
         for bad in [
             fields.to_owned(),
@@ -2185,18 +2203,22 @@ fn every_form_route_refuses_a_post_without_its_sessions_csrf_token() {
         ] {
             let (status, body) = form_post(&s, &path, &pair, &bad);
             assert_eq!(status, 403, "{path} with `{bad}`: {body}");
-            assert_eq!(footprint(run_id), before, "{path} with `{bad}` wrote");
+            assert_eq!(
+                footprint(route, run_id),
+                before,
+                "{path} with `{bad}` wrote"
+            );
             assert_eq!(whoami(), 200, "{path} with `{bad}`: still signed in");
         }
     }
     // The right token: each is taken.
     for (route, run_id, fields) in forms {
         let path = form_path(route, run_id);
-        let before = footprint(run_id);
+        let before = footprint(route, run_id);
         let sep = if fields.is_empty() { "" } else { "&" };
         let (status, body) = form_post(&s, &path, &pair, &format!("csrf={csrf}{sep}{fields}"));
         assert_eq!(status, 200, "{path}: {body}");
-        let after = footprint(run_id);
+        let after = footprint(route, run_id);
         if route == "/logout" {
             assert_eq!(whoami(), 401, "signed out");
         } else if route == "/runs/{id}/fork" {

@@ -428,6 +428,15 @@ mod shape {
                 ("fired_ms", U64),
                 ("step", Str),
             ],
+            EventKind::PatchProposed => &[
+                ("base", HashHex),
+                ("model_call", OptU64),
+                ("plan", Str),
+                ("plan_hash", HashHex),
+                ("program", Str),
+                ("reason", Str),
+                ("step", Str),
+            ],
         }
     }
 

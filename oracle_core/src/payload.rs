@@ -39,11 +39,12 @@ pub enum EventKind {
     PlanUpgraded,
     TimerSet,
     TimerFired,
+    PatchProposed,
 }
 
 impl EventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 20] = [
         EventKind::RunStarted,
         EventKind::StepScheduled,
         EventKind::CapabilityAllowed,
@@ -63,6 +64,7 @@ impl EventKind {
         EventKind::PlanUpgraded,
         EventKind::TimerSet,
         EventKind::TimerFired,
+        EventKind::PatchProposed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -86,6 +88,7 @@ impl EventKind {
             EventKind::PlanUpgraded => "plan_upgraded",
             EventKind::TimerSet => "timer_set",
             EventKind::TimerFired => "timer_fired",
+            EventKind::PatchProposed => "patch_proposed",
         }
     }
 }
@@ -486,6 +489,31 @@ pub struct TimerFired {
     pub fired: String,
 }
 
+/// A change to the run's own plan, proposed by the run (`evolve.propose`, called by a step or
+/// by an agent's model): the whole proposed plan, which compiled, and what it would replace.
+/// It changes nothing: the run goes on under its plan, and the proposal waits for a person's
+/// check and signed approval (docs/EVOLUTION.md). Its parent is the call's `tool_returned`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchProposed {
+    /// The step whose call proposed it (`STEP@TURN.K` for an agent's tool call).
+    pub step: String,
+    /// The proposed plan's text, as given.
+    pub plan: String,
+    /// The proposed plan's program hash (`oracle plan hash`).
+    pub plan_hash: Hash,
+    /// Its name (`plan NAME version N`).
+    pub program: String,
+    /// The program hash of the plan the run followed when it proposed (the base).
+    pub base: Hash,
+    /// Why, as the proposer wrote it.
+    pub reason: String,
+    /// The seq of the model's reply (`llm.chat`'s `tool_returned`) the proposal came from, when
+    /// the proposing call read one: the agent turn that asked for it, or the step it read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_call: Option<u64>,
+}
+
 impl EventKind {
     /// Kinds appended from outside the program (verdicts, sweeps, outside claims): the engine
     /// takes them from the record where they stand instead of expecting the program to produce
@@ -525,6 +553,7 @@ pub enum Payload {
     PlanUpgraded(PlanUpgraded),
     TimerSet(TimerSet),
     TimerFired(TimerFired),
+    PatchProposed(PatchProposed),
 }
 
 /// A payload value that does not have the shape its kind requires.
@@ -564,6 +593,7 @@ impl Payload {
             Payload::PlanUpgraded(_) => EventKind::PlanUpgraded,
             Payload::TimerSet(_) => EventKind::TimerSet,
             Payload::TimerFired(_) => EventKind::TimerFired,
+            Payload::PatchProposed(_) => EventKind::PatchProposed,
         }
     }
 
@@ -589,6 +619,7 @@ impl Payload {
             Payload::PlanUpgraded(p) => serde_json::to_value(p),
             Payload::TimerSet(p) => serde_json::to_value(p),
             Payload::TimerFired(p) => serde_json::to_value(p),
+            Payload::PatchProposed(p) => serde_json::to_value(p),
         };
         // Invariant: every payload struct has string map keys and no custom serializer that can
         // fail, so conversion to a `Value` cannot fail.
@@ -686,6 +717,7 @@ impl Payload {
             EventKind::PlanUpgraded => Payload::PlanUpgraded(decode_as(kind, value)?),
             EventKind::TimerSet => Payload::TimerSet(decode_as(kind, value)?),
             EventKind::TimerFired => Payload::TimerFired(decode_as(kind, value)?),
+            EventKind::PatchProposed => Payload::PatchProposed(decode_as(kind, value)?),
         })
     }
 
@@ -835,6 +867,14 @@ impl Payload {
             ),
             Payload::TimerSet(p) => format!("step {}: timer set, due {}", p.step, p.due),
             Payload::TimerFired(p) => format!("step {}: timer fired at {}", p.step, p.fired),
+            Payload::PatchProposed(p) => format!(
+                "step {}: proposed plan {} ({} -> {}): {}",
+                p.step,
+                p.program,
+                p.base.short(),
+                p.plan_hash.short(),
+                c(&p.reason, 60)
+            ),
         }
     }
 }

@@ -161,6 +161,26 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                 fired,
             })
         }),
+        // A plan change a run proposed (`evolve.propose`), with or without its model reply.
+        (
+            name,
+            ".{0,12}",
+            any::<[u8; 32]>(),
+            any::<[u8; 32]>(),
+            ".{0,6}",
+            proptest::option::of(any::<u64>()),
+        )
+            .prop_map(|(step, plan, plan_hash, base, reason, model_call)| {
+                Payload::PatchProposed(PatchProposed {
+                    step,
+                    plan,
+                    plan_hash: Hash(plan_hash),
+                    program: "p".to_owned(),
+                    base: Hash(base),
+                    reason,
+                    model_call,
+                })
+            }),
         (0..3u8, ".{0,6}", proptest::option::of(".{0,6}")).prop_map(|(status, reason, by)| {
             Payload::RunFinished(RunFinished {
                 status: match status {

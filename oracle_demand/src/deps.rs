@@ -256,7 +256,8 @@ impl<'a> Index<'a> {
             | EventKind::Forked
             | EventKind::PlanUpgraded
             | EventKind::TimerSet
-            | EventKind::TimerFired => {}
+            | EventKind::TimerFired
+            | EventKind::PatchProposed => {}
         }
     }
 }

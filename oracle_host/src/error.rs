@@ -59,6 +59,9 @@ pub enum HostError {
     /// A named belief store refused or could not be read (`crate::shared`).
     #[error(transparent)]
     Shared(#[from] SharedError),
+    /// Governed evolution: proposals, checks, the ledger, the policy (`crate::evolve`).
+    #[error(transparent)]
+    Evolve(#[from] crate::evolve::EvolveError),
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -151,6 +154,7 @@ impl HostError {
             }
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
             HostError::Shared(e) => shared_class(e),
+            HostError::Evolve(e) => evolve_class(e),
         }
     }
 
@@ -333,6 +337,35 @@ fn shared_class(e: &SharedError) -> Class {
         SharedError::Adjudicate { source, .. } => adjudicate_class(source),
         SharedError::Undone { .. } => Class::of("append_undone", exit::INPUT, http::UNAVAILABLE),
         SharedError::Io { .. } => Class::of("input", exit::INPUT, http::INTERNAL),
+    }
+}
+
+/// The class of an evolution error.
+fn evolve_class(e: &crate::evolve::EvolveError) -> Class {
+    use crate::evolve::EvolveError as E;
+    match e {
+        E::Unknown { id } => Class::of("unknown_proposal", exit::INPUT, http::NOT_FOUND)
+            .with(json!({"proposal": id})),
+        E::Ambiguous { id, count } => Class::of("usage", exit::INPUT, http::BAD_REQUEST)
+            .with(json!({"proposal": id, "matches": count})),
+        E::Usage { .. } => Class::of("usage", exit::INPUT, http::BAD_REQUEST),
+        E::Decided {
+            id,
+            decision,
+            entry,
+        } => Class::of("already_decided", exit::INPUT, http::CONFLICT)
+            .with(json!({"proposal": id, "decision": decision, "entry": entry})),
+        E::BadReport { .. } => Class::of("bad_report", exit::INPUT, http::UNPROCESSABLE),
+        E::BadApproval { .. } => Class::of("bad_approval", exit::INPUT, http::UNPROCESSABLE),
+        E::NotApproved { id, plan } => Class::of("not_approved", exit::INPUT, http::FORBIDDEN)
+            .with(json!({"proposal": id, "plan": plan})),
+        E::Ledger(crate::ledger::LedgerError::Tampered { entry, .. }) => {
+            Class::of("ledger_tampered", exit::INTEGRITY, http::INTERNAL)
+                .with(json!({"entry": entry}))
+        }
+        E::Ledger(crate::ledger::LedgerError::Io { .. }) => {
+            Class::of("input", exit::INPUT, http::INTERNAL)
+        }
     }
 }
 

@@ -132,6 +132,7 @@ impl Home {
                     NewPlan::File(path) => fork::new_plan(path, &registry)?,
                     NewPlan::Text(text) => fork::new_plan_text(text.clone(), &registry)?,
                 };
+                self.check_policy(&plan.hash)?;
                 fork::check_upgrade(self.dir(), &parent, plan.clone(), Some(shared), &registry)?;
                 Some((plan, source))
             }
@@ -255,6 +256,7 @@ impl Home {
         registry: &Registry,
     ) -> Result<(), HostError> {
         let (plan, source) = fork::new_plan(&up.plan, registry)?;
+        self.check_policy(&plan.hash)?;
         let from = self.program_of(run)?;
         if plan.hash == from {
             return Ok(());

@@ -42,6 +42,9 @@ pub struct Home {
     /// Appended events between two resume points in every drive, whatever the call says (a
     /// worker's `--snapshot-every`).
     points_every: Option<u64>,
+    /// Runs of a proposed plan need its approval in the ledger (`[evolution]
+    /// require_approval`; the ledger's policy entries can also require it).
+    pub(crate) require_approval: bool,
 }
 
 /// Something a host call did on its own, for its caller to pass on to whoever drives it.
@@ -202,7 +205,15 @@ impl Home {
             notes: None,
             scorer_cmd: None,
             points_every: None,
+            require_approval: false,
         })
+    }
+
+    /// Runs and upgrades through this home refuse a proposed plan nobody approved, whatever
+    /// the ledger's policy says (`[evolution] require_approval = true`; docs/EVOLUTION.md).
+    pub fn with_require_approval(mut self, require: bool) -> Home {
+        self.require_approval = require;
+        self
     }
 
     /// Drives through this home whose call names no scorer score auctions with `program`.
@@ -458,6 +469,7 @@ impl Home {
         progress: Option<&mut dyn FnMut(&Progress)>,
     ) -> Result<Start<Session>, HostError> {
         let registry = self.bind_new(&mut opts, given, tool_dirs)?;
+        self.check_policy_of(&opts.plan, &registry)?;
         let mut nothing = |_: &Progress| {};
         let progress = match progress {
             Some(p) => p,
@@ -480,6 +492,7 @@ impl Home {
         tool_dirs: Vec<PathBuf>,
     ) -> Result<Start<Prepared>, HostError> {
         let registry = self.bind_new(&mut opts, given, tool_dirs)?;
+        self.check_policy_of(&opts.plan, &registry)?;
         self.keyed(session::prepare(&opts, &registry, true))
     }
 

@@ -13,8 +13,10 @@
 
 pub mod bind;
 pub mod error;
+pub mod evolve;
 mod fork;
 mod home;
+pub mod ledger;
 pub mod metrics;
 pub mod otlp;
 mod outside;

@@ -29,7 +29,7 @@
 //! | run | `at-form`, `at` | the GET form choosing the event the run is shown after |
 //! | run | `fork`, `fork-form` | the fork section and its form (POST to `Forms::fork`; signed in only) |
 //! | run | `fork-step`, `fork-at`, `fork-value`, `fork-plan`, `fork-submit` | its fields and button |
-//! | inbox | `inbox`, `questions`, `adjudications`, `problems` | the inbox and its sections |
+//! | inbox | `inbox`, `questions`, `adjudications`, `proposals`, `problems` | the inbox and its sections |
 //! | inbox | `ask-{run}-{step}` | a suspended step |
 //! | inbox | `answer-{run}-{step}` | its answer form (POST to `Forms::answer`) |
 //! | inbox | `answer-{run}-{step}-value` | the answer control (`-value-true`/`-value-false` for yes/no radios) |
@@ -38,6 +38,8 @@
 //! | inbox | `verdict-{run}-{handle}` | its verdict form (POST to `Forms::verdict`) |
 //! | inbox | `verdict-{run}-{handle}-evidence`, `-note`, `-resume` | evidence select, note, resume checkbox |
 //! | inbox | `verdict-{run}-{handle}-affirm`, `-deny`, `-unknown` | the verdict buttons (`name="verdict" value="affirm"` ...) |
+//! | inbox | `proposal-{id}` | an undecided proposal; `-reason`, `-diff` (a `pre`), `-report`, `-approve` (the commands) |
+//! | inbox | `proposal-{id}-reject`, `-reason-field`, `-reject-button` | its reject form (POST to `Forms::reject`) |
 //!
 //! # What the forms post
 //!
@@ -47,6 +49,7 @@
 //! what a verdict accepts is offered), `note`, `resume` (`1` when ticked); [`form::verdict`]
 //! checks them. Fork form: `csrf`, `step` or `at` (one of them), `value` (JSON, optional),
 //! `plan` (a plan's text, optional); [`form::fork_request`] reads them.
+//! checks them. Reject form: `csrf`, `reason` (required).
 
 // View errors carry the runtime's store and session errors whole (seq, offset, both hashes),
 // as oracle_runtime and oracle_cli do: returned once per page, so their size costs nothing.

@@ -852,6 +852,36 @@ pub struct Inbox {
     pub problems: Vec<(String, String)>,
     /// Pending requests of the home's named stores shared by runs, store by store.
     pub stores: Vec<StoreRequest>,
+    /// Plan changes runs proposed that nobody decided yet (filled by the server, which reads
+    /// them through `oracle_host`; empty from [`inbox`]).
+    pub proposals: Vec<ProposalView>,
+}
+
+/// An undecided proposal as the inbox shows it (docs/EVOLUTION.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProposalView {
+    /// Its id (a prefix of its hash).
+    pub id: String,
+    pub program: String,
+    pub reason: String,
+    /// Where it was recorded: `run@seq`, each.
+    pub recorded: Vec<String>,
+    /// The unified diff of the base plan and the proposed plan, when the base is kept.
+    pub diff: Option<String>,
+    /// The last check report kept for it, if any.
+    pub report: Option<ReportView>,
+}
+
+/// A check report's summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportView {
+    /// Its file under `<home>/evolution/reports`.
+    pub file: String,
+    /// BLAKE3 of the file, hex: what an approval signs.
+    pub hash: String,
+    pub unchanged: u64,
+    pub diverges: u64,
+    pub cannot_check: u64,
 }
 
 /// A pending request of a named store: the line, and both claims with the runs that
@@ -932,6 +962,7 @@ pub fn inbox(home: &Path) -> Result<Inbox> {
         adjudications: Vec::new(),
         problems: Vec::new(),
         stores: Vec::new(),
+        proposals: Vec::new(),
     };
     store_requests(home, &mut inbox);
     for info in session::list(home)? {

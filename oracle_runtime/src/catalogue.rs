@@ -206,6 +206,12 @@ mod tests {
                 cap("net", "http", ScopeFrom::Arg("url".to_owned())),
             ),
             tool(
+                "evolve.propose",
+                "Propose a new version of this run's plan (the whole plan text, and why). It must compile; it is recorded for review and changes nothing now: {plan_hash, program, version}.",
+                vec![arg("source", String, true), arg("reason", String, true)],
+                cap("evolve", "propose", ScopeFrom::Fixed("self".to_owned())),
+            ),
+            tool(
                 "human.ask",
                 "Suspend the run until a person answers: {answer}.",
                 vec![

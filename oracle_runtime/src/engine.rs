@@ -36,6 +36,7 @@ use crate::scorer::Scorer;
 use crate::tool::{
     Access, Effect, Registered, Registry, ToolContext, ToolError, needed_capability,
 };
+use crate::tools::evolve::PROPOSE;
 use crate::tools::time::TimerKind;
 use crate::writer::LogWriter;
 
@@ -371,6 +372,10 @@ pub struct Engine<'r, A: Agent> {
     stop_after_answer: bool,
     /// `replay --plan`: the first event may differ in its program fields.
     program_may_differ: bool,
+    /// Model replies (`llm.chat`'s `tool_returned`) produced by this drive past its record: a
+    /// proposal names the one it came from (`patch_proposed.model_call`). Earlier ones are
+    /// read from the record, so the answer never depends on where a drive started.
+    model_replies: std::collections::BTreeSet<u64>,
     tick: u64,
     calls: u64,
     matched: u64,
@@ -522,6 +527,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             answer_by: None,
             stop_after_answer: false,
             program_may_differ: false,
+            model_replies: std::collections::BTreeSet::new(),
             tick: 0,
             calls: 0,
             matched: 0,
@@ -1551,9 +1557,16 @@ impl<'r, A: Agent> Engine<'r, A> {
         let registry = self.registry;
         let mut preps = Vec::with_capacity(calls.len());
         let mut keys = Vec::with_capacity(calls.len());
+        // For each proposal, the model reply it read (see `record_proposal`).
+        let mut model_calls: Vec<Option<Option<u64>>> = Vec::with_capacity(calls.len());
         for call in calls {
             keys.push((call.step.clone(), call.tool.clone(), call.attempt));
             let reads = self.causes.scheduled(&call);
+            model_calls.push(if call.tool == PROPOSE {
+                self.model_reply_among(&reads)
+            } else {
+                Some(None)
+            });
             let scheduled = self.emit(
                 reads,
                 Payload::StepScheduled(payload::StepScheduled {
@@ -1840,10 +1853,17 @@ impl<'r, A: Agent> Engine<'r, A> {
                         ));
                     }
                     let outcome = outcome_of(&payload);
+                    let returned = matches!(outcome, Outcome::Returned(_));
                     let seq = self.emit(vec![p.called], payload)?;
                     self.causes.outcome(&p.call.step, seq);
                     if wrote {
                         writers.push(seq);
+                    }
+                    if returned && p.call.tool == oracle_plan::agent::CHAT_TOOL {
+                        self.model_replies.insert(seq);
+                    }
+                    if let (true, Outcome::Returned(output)) = (p.call.tool == PROPOSE, &outcome) {
+                        self.record_proposal(&p.call, output, seq, model_calls[i])?;
                     }
                     outcome
                 }
@@ -1869,6 +1889,62 @@ impl<'r, A: Agent> Engine<'r, A> {
             )?;
         }
         Ok(observations)
+    }
+
+    /// Whether event `seq` is a model's reply (`llm.chat`'s `tool_returned`): from the record
+    /// when it is recorded, else from what this drive produced. `None`: recorded but not held
+    /// (a drive from a resume point holds only the events after it).
+    fn is_model_reply(&self, seq: u64) -> Option<bool> {
+        if !self.is_recorded(seq) {
+            return Some(self.model_replies.contains(&seq));
+        }
+        let e = self.recorded_at(seq)?;
+        Some(matches!(
+            e.typed(),
+            Ok(Payload::ToolReturned(r)) if r.tool == oracle_plan::agent::CHAT_TOOL
+        ))
+    }
+
+    /// The last model reply among a call's causes, if any; `None` when a cause is not held,
+    /// and then the record's answer stands (see `record_proposal`).
+    fn model_reply_among(&self, reads: &[u64]) -> Option<Option<u64>> {
+        let mut found = None;
+        for &s in reads {
+            if self.is_model_reply(s)? {
+                found = Some(s);
+            }
+        }
+        Some(found)
+    }
+
+    /// Records `patch_proposed` after the outcome (`returned`) of an `evolve.propose` call.
+    /// The base is the plan the run follows; where the record holds the event already and the
+    /// program may differ (`evolve check`, `replay --plan`, a run upgraded since), the base
+    /// is the recorded one: which plan proposed is history, not a decision to re-derive.
+    fn record_proposal(
+        &mut self,
+        call: &Call,
+        output: &Value,
+        returned: u64,
+        model_call: Option<Option<u64>>,
+    ) -> Result<()> {
+        let next = self.next_seq();
+        let recorded = match self.recorded_at(next).map(|e| e.typed()) {
+            Some(Ok(Payload::PatchProposed(p))) => Some(p),
+            _ => None,
+        };
+        let base = match &recorded {
+            Some(p) if self.program_may_differ => p.base,
+            _ => self.agent.program_hash(),
+        };
+        let model_call = match model_call {
+            Some(m) => m,
+            None => recorded.and_then(|p| p.model_call),
+        };
+        let proposed = crate::tools::evolve::proposed(call, output, base, model_call)
+            .map_err(|message| EngineError::Unexpected { seq: next, message })?;
+        self.emit(vec![returned], Payload::PatchProposed(proposed))?;
+        Ok(())
     }
 
     /// Runs a domain's tool call against its projection as it stands, for an outcome recorded
@@ -1966,10 +2042,16 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// of a replay); otherwise the record ends inside the round and the recorded outcomes there
     /// are read for their causes.
     fn recorded_causes(&self, base: u64, preps: &[Prep]) -> Answered {
+        // A proposal may record two events (its outcome, then `patch_proposed`): counted twice,
+        // so a record that ends inside the round is read by cause, never assumed complete.
         let waiting = preps
             .iter()
-            .filter(|p| matches!(p, Prep::Pending(_) | Prep::Domain { .. }))
-            .count() as u64;
+            .map(|p| match p {
+                Prep::Pending(p) if p.call.tool == PROPOSE => 2,
+                Prep::Pending(_) | Prep::Domain { .. } => 1,
+                _ => 0,
+            })
+            .sum::<u64>();
         if waiting == 0 || self.is_recorded(base.saturating_add(waiting - 1)) {
             return Answered::All;
         }

@@ -236,6 +236,11 @@ pub fn api_routes() -> Routes {
             "/api/v1/memory/{name}/adjudications/{handle}",
             store_adjudicate,
         )
+        .get("/api/v1/proposals", proposals)
+        .get("/api/v1/proposals/{id}", proposal)
+        .post("/api/v1/proposals/{id}/check", proposal_check)
+        .post("/api/v1/proposals/{id}/reject", proposal_reject)
+        .post("/api/v1/proposals/{id}/approval", proposal_approval)
         .get("/api/v1/diff", diff)
         .get("/api/v1/inbox", inbox)
         .get("/api/v1/inbox/stream", inbox_stream)
@@ -560,6 +565,64 @@ async fn fork(
     .await?;
     state.watch.refresh_soon();
     Ok(json_response(status, &v))
+}
+
+async fn proposals(State(state): State<AppState>, _: Reader) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, true, move || crate::evolve::list(&st))
+        .await
+        .map(ok)
+}
+
+async fn proposal(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, true, move || crate::evolve::show(&st, &id))
+        .await
+        .map(ok)
+}
+
+async fn proposal_check(
+    State(state): State<AppState>,
+    _: Writer,
+    P(id): P<String>,
+    JsonBody(body): JsonBody<crate::evolve::CheckBody>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, true, move || crate::evolve::check(&st, &id, body))
+        .await
+        .map(ok)
+}
+
+async fn proposal_reject(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P(id): P<String>,
+    JsonBody(body): JsonBody<crate::evolve::RejectBody>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, true, move || {
+        crate::evolve::reject(&st, &id, &who.name, body)
+    })
+    .await
+    .map(ok)
+}
+
+async fn proposal_approval(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P(id): P<String>,
+    JsonBody(body): JsonBody<oracle_host::evolve::SignedApproval>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, true, move || {
+        crate::evolve::approve(&st, &id, &who.name, body)
+    })
+    .await
+    .map(ok)
 }
 
 async fn adjudicate(

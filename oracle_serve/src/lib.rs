@@ -41,6 +41,7 @@ pub mod config;
 pub mod conn;
 pub mod data;
 pub mod error;
+pub mod evolve;
 pub mod runid;
 pub mod serve;
 pub mod signals;

@@ -40,6 +40,7 @@ pub fn table() -> Routes {
         .post("/runs/{id}/verdict", verdict)
         .post("/runs/{id}/fork", fork)
         .post("/memory/{name}/verdict", store_verdict)
+        .post("/proposals/{id}/reject", reject_proposal)
 }
 
 fn links() -> Links {
@@ -198,6 +199,7 @@ async fn inbox(State(state): State<AppState>, headers: HeaderMap) -> Response {
     // the sign-in page.
     let csrf = session.as_ref().map(auth::csrf_token).unwrap_or_default();
     let home = state.home.clone();
+    let st = state.clone();
     let load = move || {
         view::inbox(&home).map(|mut i| {
             // Only runs a request could name: the listing behind `view::inbox` follows
@@ -205,6 +207,7 @@ async fn inbox(State(state): State<AppState>, headers: HeaderMap) -> Response {
             i.asks.retain(|a| data::is_listed(&home, &a.run));
             i.adjudications.retain(|r| data::is_listed(&home, &r.run));
             i.problems.retain(|(run, _)| data::is_listed(&home, run));
+            i.proposals = crate::evolve::pending_views(&st);
             i
         })
     };
@@ -502,6 +505,53 @@ async fn verdict(
                 &text,
                 false,
                 &links().run(&id),
+            ))
+            .into_response()
+        }
+        Ok(Err(e)) => api_error(&e, "/inbox"),
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+struct RejectForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// The inbox's rejection of a proposal: a ledger entry with the session's name as `by`.
+async fn reject_proposal(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(f): Form<RejectForm>,
+) -> Response {
+    let session = match form_session(&state, &headers, &f.csrf, "/inbox") {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let st = state.clone();
+    let by = session.name.clone();
+    let body = crate::evolve::RejectBody { reason: f.reason };
+    let pid = id.clone();
+    match blocking(&state, true, move || {
+        crate::evolve::reject(&st, &pid, &by, body)
+    })
+    .await
+    {
+        Ok(Ok(v)) => {
+            let text = format!(
+                "Proposal {id} was rejected by {} (ledger entry {}).",
+                session.name, v["entry"]["entry"]
+            );
+            Html(page::message_page(
+                &links(),
+                "Proposal rejected",
+                &text,
+                false,
+                "/inbox",
             ))
             .into_response()
         }

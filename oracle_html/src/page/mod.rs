@@ -17,8 +17,8 @@ use serde_json::Value;
 use crate::escape::{escape, id_part, json_text, prose, shorten, url_part};
 use crate::form::{self, Field};
 use crate::view::{
-    Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, MemoryView, Page, RequestView, RunRow,
-    RunView, StepStatus, StoreRequest, Timeline,
+    Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, MemoryView, Page, ProposalView, RequestView,
+    RunRow, RunView, StepStatus, StoreRequest, Timeline,
 };
 
 /// Characters of one value shown in a table cell (the rest is counted, not shown).
@@ -71,6 +71,8 @@ pub struct Forms {
     pub answer: String,
     pub verdict: String,
     pub fork: String,
+    /// The rejection of a proposal: `{id}` is replaced by the proposal's id.
+    pub reject: String,
     pub csrf: String,
 }
 
@@ -83,6 +85,7 @@ impl Forms {
             answer: format!("{p}/runs/{{run}}/answer"),
             verdict: format!("{p}/runs/{{run}}/verdict"),
             fork: format!("{p}/runs/{{run}}/fork"),
+            reject: format!("{p}/proposals/{{id}}/reject"),
             csrf: csrf.to_owned(),
         }
     }
@@ -106,6 +109,10 @@ impl Forms {
             .strip_suffix("/runs/{run}/verdict")
             .unwrap_or("");
         format!("{prefix}/memory/{}/verdict", url_part(name))
+    }
+
+    pub fn reject_action(&self, id: &str) -> String {
+        self.reject.replace("{id}", &url_part(id))
     }
 }
 
@@ -837,6 +844,13 @@ pub fn inbox_page(inbox: &Inbox, links: &Links, forms: &Forms) -> String {
     for r in &inbox.adjudications {
         m.push_str(&verdict_html(r, links, forms));
     }
+    m.push_str("</section>\n<section id=\"proposals\" aria-labelledby=\"proposals-h\">\n<h2 id=\"proposals-h\">Proposals</h2>\n");
+    if inbox.proposals.is_empty() {
+        m.push_str("<p>No plan change is waiting for a decision.</p>\n");
+    }
+    for p in &inbox.proposals {
+        m.push_str(&proposal_html(p, forms));
+    }
     m.push_str("</section>\n");
     if !inbox.stores.is_empty() {
         m.push_str("<section id=\"store-adjudications\" aria-labelledby=\"store-adjudications-h\">\n<h2 id=\"store-adjudications-h\">Shared stores</h2>\n<p class=\"help\">Conflicts between runs sharing a named store. A verdict resumes the runs waiting on the line.</p>\n");
@@ -1229,6 +1243,59 @@ fn store_verdict_html(r: &StoreRequest, links: &Links, forms: &Forms) -> String 
         );
     }
     m.push_str("</fieldset>\n</form>\n</article>\n");
+    m
+}
+
+/// An undecided proposal: its reason, its diff against the base plan, its last check, a
+/// rejection form, and the commands that approve it (an approval is signed where the key is
+/// and uploaded: docs/EVOLUTION.md, "Over HTTP").
+fn proposal_html(p: &ProposalView, forms: &Forms) -> String {
+    let base = format!("proposal-{}", id_part(&p.id));
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "<article class=\"item\" id=\"{base}\">\n<h3>Proposal <code>{}</code> to plan <code>{}</code></h3>\n<p id=\"{base}-reason\">{}</p>\n<p class=\"help\">Recorded at {}.</p>",
+        escape(&p.id),
+        escape(&p.program),
+        prose(&p.reason),
+        escape(&p.recorded.join(", ")),
+    );
+    match &p.diff {
+        Some(d) => {
+            let _ = writeln!(
+                m,
+                "<pre class=\"scroll\" id=\"{base}-diff\">{}</pre>",
+                escape(d)
+            );
+        }
+        None => m.push_str("<p>No copy of the base plan is kept: no diff.</p>\n"),
+    }
+    let report = match &p.report {
+        Some(r) => format!(
+            "<p id=\"{base}-report\">Last check: {} unchanged, {} diverge, {} cannot be checked (report <code>{}</code>, BLAKE3 <code>{}</code>).</p>",
+            r.unchanged,
+            r.diverges,
+            r.cannot_check,
+            escape(&r.file),
+            escape(&r.hash)
+        ),
+        None => format!(
+            "<p id=\"{base}-report\">Not checked yet: <code>oracle evolve check {} --corpus-all</code>.</p>",
+            escape(&p.id)
+        ),
+    };
+    m.push_str(&report);
+    let _ = writeln!(
+        m,
+        "\n<p class=\"help\" id=\"{base}-approve\">To approve, sign where your key is, then upload the file: <code>oracle evolve approve {id} --key KEY --report REPORT --out approval.json</code>, then <code>POST /api/v1/proposals/{id}/approval</code> with it. This page does not approve.</p>",
+        id = escape(&p.id)
+    );
+    let _ = writeln!(
+        m,
+        "<form id=\"{base}-reject\" method=\"post\" action=\"{}\">\n{}\n<div class=\"row\"><label for=\"{base}-reason-field\">Why reject it (recorded in the ledger)</label><textarea id=\"{base}-reason-field\" name=\"reason\" rows=\"2\" required></textarea></div>\n<button type=\"submit\" id=\"{base}-reject-button\">Reject</button>\n</form>\n</article>",
+        escape(&forms.reject_action(&p.id)),
+        hidden(form::CSRF_FIELD, &forms.csrf),
+    );
     m
 }
 

@@ -167,6 +167,20 @@ fn hostile_inbox() -> Inbox {
             challenger: (HOSTILE.into(), HOSTILE.into()),
             incumbent: (HOSTILE.into(), String::new()),
         }],
+        proposals: vec![crate::view::ProposalView {
+            id: "3f2a9c01d4e5".into(),
+            program: HOSTILE.into(),
+            reason: HOSTILE.into(),
+            recorded: vec![HOSTILE.into()],
+            diff: Some(HOSTILE.into()),
+            report: Some(crate::view::ReportView {
+                file: HOSTILE.into(),
+                hash: "ab".repeat(32),
+                unchanged: 2,
+                diverges: 1,
+                cannot_check: 0,
+            }),
+        }],
     }
 }
 
@@ -305,6 +319,7 @@ fn answer_forms_follow_each_steps_schema() {
         adjudications: vec![],
         problems: vec![],
         stores: vec![],
+        proposals: vec![],
     };
     let page = inbox_page(&inbox, &Links::new(""), &Forms::under("", "T"));
     assert_balanced(&page);
@@ -390,6 +405,7 @@ fn verdict_forms_offer_each_verdict_and_require_evidence() {
         adjudications: vec![request("adjudication-1", "pending")],
         problems: vec![],
         stores: vec![],
+        proposals: vec![],
     };
     let page = inbox_page(&inbox, &Links::new("/x/"), &Forms::under("/x/", "T"));
     assert!(page.contains("id=\"inbox\""));

@@ -19,6 +19,7 @@ use crate::tool::{
 pub mod agent;
 pub mod auction;
 pub mod clock;
+pub mod evolve;
 pub mod fs;
 pub mod human;
 pub mod json;
@@ -39,7 +40,7 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `llm.chat` calling the models bound in `models`, and
 /// `http.request` and `proc.exec` given the run's `secrets`.
 pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry {
-    let tools: [Arc<dyn Tool>; 19] = [
+    let tools: [Arc<dyn Tool>; 20] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
@@ -63,6 +64,7 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
         Arc::new(net::Request {
             secrets: secrets.clone(),
         }),
+        Arc::new(evolve::Propose),
     ];
     // What `llm.chat` may offer a model: every other tool, as declared; the registry adds
     // each one it registers (declared tools too) but the agent step and `llm.chat` itself.
@@ -210,7 +212,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 29, "{names:?}");
+        assert_eq!(names.len(), 30, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());

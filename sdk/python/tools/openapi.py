@@ -52,6 +52,13 @@ def errors(*statuses: int) -> dict[str, Any]:
 
 ID = {"name": "id", "in": "path", "required": True, "schema": ref("RunId")}
 HANDLE = {"name": "handle", "in": "path", "required": True, "schema": STR}
+PROPOSAL = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{4,64}$"},
+    "description": "A proposal's id: a unique prefix (4 to 64 hex characters) of its hash.",
+}
 SEQ = {"name": "seq", "in": "path", "required": True, "schema": INT}
 STORE = {
     "name": "name",
@@ -80,6 +87,77 @@ READ_ERRORS = errors(400, 401, 403, 404, 500, 503)
 WRITE_ERRORS = errors(400, 401, 403, 404, 409, 413, 415, 422, 500, 503)
 
 schemas: dict[str, Any] = {
+    "Proposal": obj(
+        {
+            "id": STR,
+            "proposal": HASH,
+            "program": STR,
+            "base": HASH,
+            "plan_hash": HASH,
+            "reason": STR,
+            "status": {"enum": ["pending", "approved", "rejected"]},
+            "recorded": {
+                "type": "array",
+                "items": obj({"run": ref("RunId"), "seq": INT, "step": STR, "model_call": nullable(INT)}),
+            },
+        },
+        ["id", "proposal", "base", "plan_hash", "status"],
+    ),
+    "ProposalDetail": {
+        "allOf": [
+            ref("Proposal"),
+            obj(
+                {
+                    "plan": STR,
+                    "diff": nullable(STR),
+                    "decision": nullable(ref("LedgerEntry")),
+                    "lineage": {"type": "array", "items": ref("LedgerEntry")},
+                    "reports": {
+                        "type": "array",
+                        "items": obj(
+                            {"hash": HASH, "file": STR, "unchanged": INT, "diverges": INT, "cannot_check": INT}
+                        ),
+                    },
+                }
+            ),
+        ]
+    },
+    "LedgerEntry": obj(
+        {
+            "entry": INT,
+            "prev": HASH,
+            "decision": {"enum": ["approved", "rejected", "policy"]},
+            "proposal": HASH,
+            "base": HASH,
+            "plan_hash": HASH,
+            "report": HASH,
+            "require_approval": BOOL,
+            "reason": STR,
+            "by": STR,
+            "public_key": STR,
+            "signature": STR,
+            "hash": HASH,
+        },
+        ["entry", "prev", "decision", "hash"],
+        description="One line of the home's evolution ledger (docs/EVOLUTION.md).",
+    ),
+    "SignedApproval": {
+        "type": "object",
+        "properties": {
+            "format": {"const": 1},
+            "proposal": HASH,
+            "base": HASH,
+            "plan_hash": HASH,
+            "report": HASH,
+            "public_key": STR,
+            "signature": STR,
+            "by": STR,
+        },
+        "required": ["format", "proposal", "base", "plan_hash", "report", "public_key", "signature"],
+        "additionalProperties": False,
+        "description": "The file `oracle evolve approve --out` writes: an Ed25519 signature over "
+        "the proposal's, base plan's and report's hashes (docs/EVOLUTION.md).",
+    },
     "RunId": {
         "type": "string",
         "minLength": 1,
@@ -737,6 +815,100 @@ paths: dict[str, Any] = {
                         ["ok", "run", "existing", "key"],
                     ),
                     "The fork this key made already: nothing was made or run",
+                ),
+                **WRITE_ERRORS,
+            },
+        }
+    },
+    "/proposals": {
+        "get": {
+            "operationId": "proposals",
+            "summary": "The plan changes the home's runs proposed, with their status (as "
+            "`oracle evolve list --json`; docs/EVOLUTION.md).",
+            "responses": {
+                "200": json_ok(
+                    obj({"ok": {"const": True}, "proposals": {"type": "array", "items": ref("Proposal")}})
+                ),
+                **READ_ERRORS,
+            },
+        }
+    },
+    "/proposals/{id}": {
+        "get": {
+            "operationId": "proposal",
+            "summary": "One proposal: its plan, its unified diff against the base plan (null "
+            "when no copy of the base is kept), its decision (the ledger entry), lineage and "
+            "the check reports kept in the home.",
+            "parameters": [PROPOSAL],
+            "responses": {
+                "200": json_ok(obj({"ok": {"const": True}, "proposal": ref("ProposalDetail")})),
+                **READ_ERRORS,
+            },
+        }
+    },
+    "/proposals/{id}/check": {
+        "post": {
+            "operationId": "checkProposal",
+            "summary": "Re-derives recorded runs under the proposed plan (nothing is called "
+            "or written to a run); the report is kept in the home and its BLAKE3 hash is what "
+            "an approval signs.",
+            "parameters": [PROPOSAL],
+            "requestBody": body(
+                {
+                    "type": "object",
+                    "properties": {
+                        "corpus": {
+                            "anyOf": [
+                                {"type": "array", "items": ref("RunId")},
+                                {"const": "all"},
+                            ]
+                        }
+                    },
+                    "required": ["corpus"],
+                    "additionalProperties": False,
+                }
+            ),
+            "responses": {
+                "200": json_ok(
+                    obj(
+                        {"ok": {"const": True}, "report": {"type": "object"}, "hash": HASH, "file": STR},
+                        ["ok", "report", "hash"],
+                    )
+                ),
+                **WRITE_ERRORS,
+            },
+        }
+    },
+    "/proposals/{id}/reject": {
+        "post": {
+            "operationId": "rejectProposal",
+            "summary": "Rejects a proposal (a ledger entry; `by` is the token's name).",
+            "parameters": [PROPOSAL],
+            "requestBody": body(
+                {
+                    "type": "object",
+                    "properties": {"reason": STR},
+                    "required": ["reason"],
+                    "additionalProperties": False,
+                }
+            ),
+            "responses": {
+                "200": json_ok(obj({"ok": {"const": True}, "entry": ref("LedgerEntry")})),
+                **WRITE_ERRORS,
+            },
+        }
+    },
+    "/proposals/{id}/approval": {
+        "post": {
+            "operationId": "approveProposal",
+            "summary": "Appends an approval signed away from the server (`oracle evolve "
+            "approve ID --key K --report F --out FILE`) once its hashes name this proposal and "
+            "a report kept here and its signature verifies; the key never reaches the server.",
+            "parameters": [PROPOSAL],
+            "requestBody": body(ref("SignedApproval")),
+            "responses": {
+                "200": json_ok(
+                    obj({"ok": {"const": True}, "entry": ref("LedgerEntry"), "uploaded_by": nullable(STR)})
                 ),
                 **WRITE_ERRORS,
             },
