@@ -635,7 +635,7 @@ fn engine_seq(e: &SessionError) -> Option<u64> {
     }
 }
 
-fn status_code(ending: &Ending) -> u8 {
+pub(crate) fn status_code(ending: &Ending) -> u8 {
     match ending {
         Ending::Finished {
             status: oracle_core::payload::RunStatus::Completed,

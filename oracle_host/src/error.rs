@@ -54,6 +54,10 @@ pub enum HostError {
     /// A run asked for over the network names what such a run may not (`crate::request`).
     #[error("{what}; nothing was created")]
     NotAllowed { what: String },
+    /// A schedule asked for is malformed (`schedule_invalid`), named twice
+    /// (`schedule_exists`) or unknown (`not_found`) (`crate::schedule`).
+    #[error("{why}")]
+    Schedule { code: &'static str, why: String },
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -145,6 +149,14 @@ impl HostError {
                 Class::of("internal", exit::INPUT, http::INTERNAL)
             }
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
+            HostError::Schedule { code, .. } => {
+                let status = match *code {
+                    "not_found" => http::NOT_FOUND,
+                    "schedule_exists" => http::CONFLICT,
+                    _ => http::BAD_REQUEST,
+                };
+                Class::of(code, exit::INPUT, status)
+            }
         }
     }
 

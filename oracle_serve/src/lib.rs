@@ -42,6 +42,7 @@ pub mod conn;
 pub mod data;
 pub mod error;
 pub mod runid;
+pub mod schedules;
 pub mod serve;
 pub mod signals;
 pub mod state;

@@ -18,7 +18,8 @@
 //!   `run.json`, and it works in the directory sealed there; a binding that changed refuses the
 //!   resume, naming it. One line per resume goes to `<home>/serve-resume.log`; its outcome is in
 //!   the log, which the API and the beacon read like any other.
-//! - **Timers**: [`timer_wheel`] wakes runs whose `sleep` timer is due.
+//! - **Timers**: [`timer_wheel`] wakes runs whose `sleep` timer is due, and fires the
+//!   home's due schedule ticks.
 
 use std::path::Path;
 
@@ -594,9 +595,34 @@ pub fn timer_wheel(state: &AppState, stop: &std::sync::atomic::AtomicBool) {
                 host.wake_indexed(&timer).map(|r| r.session),
             );
         }
+        if !stop.load(Ordering::Relaxed) {
+            fire_schedules(&host, &log_path);
+        }
         std::thread::sleep(std::time::Duration::from_millis(
             crate::config::TIMER_POLL_MS,
         ));
+    }
+}
+
+/// Fires the home's due schedule ticks (`oracle_host::Home::fire_schedules`): each tick's run
+/// starts in the background under the tick's idempotency key, so another server sweeping the
+/// same home starts nothing twice. One line per tick goes to `<home>/serve-resume.log`.
+fn fire_schedules(host: &oracle_host::Home, log_path: &Path) {
+    let ticks = host.fire_schedules(
+        oracle_runtime::wall::now_ms(),
+        &oracle_host::schedule::Background,
+    );
+    for t in ticks {
+        append_log(log_path, &oracle_host::schedule_store::tick_line(&t));
+    }
+}
+
+/// Appends one line to the resume log (best effort: a log that cannot be written loses it).
+pub fn append_log(path: &Path, line: &str) {
+    if let Ok(log) = open_log(path) {
+        use std::io::Write as _;
+        let mut l = &log;
+        let _ = writeln!(l, "{line}");
     }
 }
 

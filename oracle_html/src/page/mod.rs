@@ -207,6 +207,56 @@ pub fn runs_page(rows: &[RunRow], links: &Links) -> String {
     document("Runs", Some((links, Current::Runs)), &m, false)
 }
 
+/// A schedule as its page lists it (`oracle schedule list`): every text is escaped here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScheduleRow {
+    pub name: String,
+    pub cron: String,
+    pub timezone: String,
+    pub plan: String,
+    pub paused: bool,
+    /// The next fire time (RFC 3339), none when paused.
+    pub next: Option<String>,
+    /// The last run a tick started.
+    pub last_run: Option<String>,
+}
+
+/// The list of schedules with their next fire times.
+pub fn schedules_page(rows: &[ScheduleRow], links: &Links) -> String {
+    let mut m = String::from(
+        "<h1>Schedules</h1>
+",
+    );
+    if rows.is_empty() {
+        m.push_str("<p>No schedules (<code>oracle schedule add NAME PLAN --cron PATTERN</code> adds one).</p>\n");
+        return document("Schedules", Some((links, Current::Runs)), &m, false);
+    }
+    m.push_str("<div class=\"scroll\"><table id=\"schedules\">\n<caption>Every schedule, by name; each tick starts one run</caption>\n");
+    m.push_str("<thead><tr><th scope=\"col\">Schedule</th><th scope=\"col\">Cron</th><th scope=\"col\">Time zone</th><th scope=\"col\">Next fire time</th><th scope=\"col\">Last run</th><th scope=\"col\">Plan</th></tr></thead>\n<tbody>\n");
+    for r in rows {
+        let next = match (&r.next, r.paused) {
+            (_, true) => badge("paused"),
+            (Some(t), false) => format!("<time datetime=\"{0}\">{0}</time>", escape(t)),
+            (None, false) => "never".to_owned(),
+        };
+        let last = match &r.last_run {
+            Some(id) => format!("<a href=\"{}\">{}</a>", escape(&links.run(id)), escape(id)),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            m,
+            "<tr id=\"schedule-{}\"><th scope=\"row\">{}</th><td><code>{}</code></td><td>{}</td><td>{next}</td><td>{last}</td><td>{}</td></tr>",
+            id_part(&r.name),
+            escape(&r.name),
+            escape(&r.cron),
+            escape(&r.timezone),
+            escape(&r.plan),
+        );
+    }
+    m.push_str("</tbody></table></div>\n");
+    document("Schedules", Some((links, Current::Runs)), &m, false)
+}
+
 /// The page of one run: summary, step graph, state, beliefs, a page of its events, and a
 /// divergence when the view has one. Links go through `links`.
 pub fn run_page(view: &RunView, links: &Links) -> String {
