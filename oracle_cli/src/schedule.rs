@@ -136,14 +136,6 @@ impl Kept<'_> {
     }
 }
 
-/// The next tick of `s` after `now` (none when paused).
-fn next_of(s: &Schedule, now: u64) -> Result<Option<u64>, oracle_host::HostError> {
-    if s.paused {
-        return Ok(None);
-    }
-    s.next_after(now.max(s.since_ms))
-}
-
 pub fn run(home: &Path, a: ScheduleArgs) -> Result<u8, CliError> {
     let host = Home::open(home).map_err(|e| host_error(e, false))?;
     let now = oracle_runtime::wall::now_ms();
@@ -223,7 +215,7 @@ fn add(kept: &Kept<'_>, a: AddArgs, now: u64) -> Result<u8, CliError> {
         plan_text: None,
     };
     let s = kept.add(new, now).map_err(|e| host_error(e, a.json))?;
-    let next = next_of(&s, now).map_err(|e| host_error(e, a.json))?;
+    let next = s.next_at(now).map_err(|e| host_error(e, a.json))?;
     print_one(&s, next, a.json, "added")
 }
 
@@ -231,7 +223,7 @@ fn pause(kept: &Kept<'_>, a: NameArgs, paused: bool, now: u64) -> Result<u8, Cli
     let s = kept
         .pause(&a.name, paused, now)
         .map_err(|e| host_error(e, a.json))?;
-    let next = next_of(&s, now).map_err(|e| host_error(e, a.json))?;
+    let next = s.next_at(now).map_err(|e| host_error(e, a.json))?;
     print_one(&s, next, a.json, if paused { "paused" } else { "resumed" })
 }
 
@@ -293,7 +285,7 @@ fn list(kept: &Kept<'_>, a: ListArgs, now: u64) -> Result<u8, CliError> {
             since_ms: if a.at.is_some() { 0 } else { s.since_ms },
             ..s.clone()
         };
-        let next = next_of(&shown, at).map_err(|e| host_error(e, a.json))?;
+        let next = shown.next_at(at).map_err(|e| host_error(e, a.json))?;
         rows.push((s, next));
     }
     if a.json {

@@ -14,7 +14,8 @@ use std::time::Duration;
 use common::Sandbox;
 use serde_json::Value;
 
-const PLAN: &str = "plan tick version 1\n\nn = text.count { text: \"tick\" }\n";
+const PLAN: &str =
+    "plan tick version 1\n\ninput n: int = 1\n\ncount = text.count { text: \"tick \" + n }\n";
 
 /// How long the servers of a firing test run: several ticks of a schedule firing every second.
 const SERVE_MS: u64 = 6_000;
@@ -50,7 +51,7 @@ fn runs_by_key(sb: &Sandbox) -> BTreeMap<String, Vec<String>> {
         return by_key;
     };
     for e in entries.flatten() {
-        let sub = e.path().join("submission.json");
+        let sub = e.path().join("submitted.json");
         let Ok(text) = std::fs::read_to_string(sub) else {
             continue;
         };
@@ -94,7 +95,7 @@ fn schedules_are_added_listed_paused_resumed_triggered_and_removed() {
         "--timezone",
         "Europe/Berlin",
         "--input",
-        "who=ops",
+        "n=3",
         "--json",
     ]);
     assert_eq!(code, 0, "{v}");
@@ -320,7 +321,7 @@ fn store_ticks_started_once(url: &str, name: &str) -> Vec<i64> {
     let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
     let rows = c
         .query(
-            "SELECT run, bytes FROM run_files WHERE path = 'submission.json'",
+            "SELECT run, bytes FROM run_files WHERE path = 'submitted.json'",
             &[],
         )
         .unwrap();

@@ -483,14 +483,6 @@ impl Home {
         Ok(s)
     }
 
-    /// The next tick of `s` after `now_ms`, none when paused (or the pattern has none).
-    pub fn schedule_next(&self, s: &Schedule, now_ms: u64) -> Result<Option<u64>, HostError> {
-        if s.paused {
-            return Ok(None);
-        }
-        s.next_after(now_ms.max(s.since_ms))
-    }
-
     /// Starts a run of `name` now, outside its ticks (`oracle schedule trigger`), under the
     /// key `schedule:<name>:trigger:<instant>`, and drives it as `oracle run` would.
     pub fn schedule_trigger(
@@ -499,13 +491,8 @@ impl Home {
         now_ms: u64,
     ) -> Result<Start<session::Session>, HostError> {
         let s = self.schedule(name)?;
-        let key = format!(
-            "schedule:{}:trigger:{}",
-            s.name,
-            oracle_runtime::wall::rfc3339(now_ms)
-        );
         self.start(
-            s.options(self.dir(), key),
+            s.options(self.dir(), s.trigger_key(now_ms)),
             &Given::default(),
             Vec::new(),
             None,

@@ -156,12 +156,7 @@ pub fn trigger(
     now_ms: u64,
 ) -> Result<(String, bool), HostError> {
     let s = get(store, name)?;
-    let key = format!(
-        "schedule:{}:trigger:{}",
-        s.name,
-        oracle_runtime::wall::rfc3339(now_ms)
-    );
-    submit(store, scratch, &s, key)
+    submit(store, scratch, &s, s.trigger_key(now_ms))
 }
 
 /// Whether the store's run `id` has ended (or is gone).
