@@ -488,3 +488,129 @@ fn workers_wake_a_store_run_sleeping_on_a_timer_once() {
         .collect();
     assert_eq!(outcomes, vec!["applied".to_owned()], "{outcomes:?}");
 }
+
+/// One API request: status and the body (JSON, or `Value::String` of the text when not JSON).
+fn call(base: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let mut b = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"))
+        .header("Authorization", format!("Bearer {token}"));
+    let sent = match body {
+        Some(v) => {
+            b = b.header("Content-Type", "application/json");
+            agent.run(b.body(v.to_string().into_bytes()).unwrap())
+        }
+        None => agent.run(b.body(()).unwrap()),
+    };
+    let mut r = sent.unwrap();
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[test]
+fn the_api_adds_lists_pauses_triggers_and_deletes_schedules() {
+    let sb = Sandbox::new();
+    let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    let token = token.trim().to_owned();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--root",
+            ".",
+            "--read-open",
+        ])
+        .current_dir(sb.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line.trim().strip_prefix("listening ").unwrap().to_owned();
+    let body = serde_json::json!({
+        "name": "nightly", "plan": PLAN, "cron": "0 6 * * *", "timezone": "Europe/Berlin",
+        "inputs": {"n": "4"},
+    });
+    let (status, v) = call(&base, "POST", "/api/v1/schedules", &token, Some(&body));
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["name"], "nightly");
+    assert!(v["next"].is_string(), "{v}");
+    let (status, v) = call(&base, "POST", "/api/v1/schedules", &token, Some(&body));
+    assert_eq!(status, 409, "{v}");
+    assert_eq!(v["error"]["code"], "schedule_exists");
+    let (status, v) = call(&base, "GET", "/api/v1/schedules", &token, None);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["schedules"][0]["cron"], "0 6 * * *");
+    let (status, v) = call(
+        &base,
+        "POST",
+        "/api/v1/schedules/nightly/pause",
+        &token,
+        None,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["paused"], true);
+    let (status, v) = call(
+        &base,
+        "POST",
+        "/api/v1/schedules/nightly/resume",
+        &token,
+        None,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["paused"], false);
+    let (status, v) = call(
+        &base,
+        "POST",
+        "/api/v1/schedules/nightly/trigger",
+        &token,
+        None,
+    );
+    assert_eq!(status, 201, "{v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    // The page lists it with its next fire time.
+    let (status, page) = call(&base, "GET", "/schedules", &token, None);
+    assert_eq!(status, 200);
+    let page = page.as_str().unwrap_or_default().to_owned();
+    assert!(
+        page.contains("<th scope=\"row\">nightly</th>") && page.contains("Europe/Berlin"),
+        "{page}"
+    );
+    let (status, v) = call(&base, "DELETE", "/api/v1/schedules/nightly", &token, None);
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = call(
+        &base,
+        "POST",
+        "/api/v1/schedules/nightly/pause",
+        &token,
+        None,
+    );
+    assert_eq!(status, 404, "{v}");
+    assert_eq!(v["error"]["code"], "not_found");
+    // The triggered run completes with the schedule's input.
+    let start = std::time::Instant::now();
+    let mut done = false;
+    while start.elapsed() < Duration::from_secs(60) && !done {
+        let (_, v) = call(&base, "GET", &format!("/api/v1/runs/{run}"), &token, None);
+        done = v["status"] == "completed";
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop(child);
+    assert!(done, "the triggered run did not complete");
+}
