@@ -572,6 +572,9 @@ impl Home {
     }
 }
 
+/// Where a sweep records each tick it dealt with: the tick, and the run it started.
+pub(crate) type Step<'a> = dyn FnMut(u64, Option<&str>) -> Result<(), HostError> + 'a;
+
 /// Deals with the due ticks of `s` at `now_ms`, from `cursor`: each kept by the catch-up
 /// policy is started with `launch` (given its key) unless `--overlap` holds it back, and each
 /// dealt with is passed to `step` (the tick, the run it started). The one firing rule of a
@@ -582,7 +585,7 @@ pub(crate) fn fire_ticks(
     now_ms: u64,
     finished: &dyn Fn(&str) -> bool,
     launch: &mut dyn FnMut(String) -> Result<(String, bool), HostError>,
-    step: &mut dyn FnMut(u64, Option<&str>) -> Result<(), HostError>,
+    step: &mut Step<'_>,
     out: &mut Vec<Tick>,
 ) -> Result<(), HostError> {
     let after = cursor.tick_ms.unwrap_or(0).max(s.since_ms);
@@ -622,7 +625,7 @@ pub(crate) fn fire_ticks(
 pub fn caught_up(policy: CatchUp, ticks: &[u64], now_ms: u64) -> Vec<u64> {
     let late = |t: u64| now_ms.saturating_sub(t) > LATE_AFTER_MS;
     let mut kept: Vec<u64> = ticks.iter().copied().filter(|&t| !late(t)).collect();
-    let last_late = ticks.iter().copied().filter(|&t| late(t)).next_back();
+    let last_late = ticks.iter().copied().rfind(|&t| late(t));
     match policy {
         CatchUp::None => {}
         CatchUp::Last => kept.extend(last_late),
