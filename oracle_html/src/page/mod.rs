@@ -18,7 +18,7 @@ use crate::escape::{escape, id_part, json_text, prose, shorten, url_part};
 use crate::form::{self, Field};
 use crate::view::{
     Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, MemoryView, Page, RequestView, RunRow,
-    RunView, StepStatus, Timeline,
+    RunView, StepStatus, Timeline, TimerRow,
 };
 
 /// Characters of one value shown in a table cell (the rest is counted, not shown).
@@ -61,6 +61,10 @@ impl Links {
     pub fn inbox(&self) -> String {
         format!("{}/inbox", self.prefix)
     }
+
+    pub fn schedules(&self) -> String {
+        format!("{}/schedules", self.prefix)
+    }
 }
 
 /// Where the inbox's forms post, and the CSRF token each carries in a hidden field named
@@ -99,6 +103,7 @@ enum Current {
     Runs,
     Inbox,
     Run,
+    Schedules,
 }
 
 /// A complete document: head with the inline style sheet, a skip link, the site navigation
@@ -125,9 +130,14 @@ fn document(title: &str, nav: Option<(&Links, Current)>, main: &str, report: boo
         };
         let _ = writeln!(
             out,
-            "<header class=\"site\"><nav aria-label=\"Site\"><ul>{}{}</ul></nav></header>",
+            "<header class=\"site\"><nav aria-label=\"Site\"><ul>{}{}{}</ul></nav></header>",
             item(links.runs(), "Runs", current == Current::Runs),
             item(links.inbox(), "Inbox", current == Current::Inbox),
+            item(
+                links.schedules(),
+                "Schedules",
+                current == Current::Schedules
+            ),
         );
     }
     let _ = write!(out, "<main id=\"main\" tabindex=\"-1\">\n{main}</main>\n");
@@ -229,7 +239,7 @@ pub fn schedules_page(rows: &[ScheduleRow], links: &Links) -> String {
     );
     if rows.is_empty() {
         m.push_str("<p>No schedules (<code>oracle schedule add NAME PLAN --cron PATTERN</code> adds one).</p>\n");
-        return document("Schedules", Some((links, Current::Runs)), &m, false);
+        return document("Schedules", Some((links, Current::Schedules)), &m, false);
     }
     m.push_str("<div class=\"scroll\"><table id=\"schedules\">\n<caption>Every schedule, by name; each tick starts one run</caption>\n");
     m.push_str("<thead><tr><th scope=\"col\">Schedule</th><th scope=\"col\">Cron</th><th scope=\"col\">Time zone</th><th scope=\"col\">Next fire time</th><th scope=\"col\">Last run</th><th scope=\"col\">Plan</th></tr></thead>\n<tbody>\n");
@@ -254,7 +264,7 @@ pub fn schedules_page(rows: &[ScheduleRow], links: &Links) -> String {
         );
     }
     m.push_str("</tbody></table></div>\n");
-    document("Schedules", Some((links, Current::Runs)), &m, false)
+    document("Schedules", Some((links, Current::Schedules)), &m, false)
 }
 
 /// The page of one run: summary, step graph, state, beliefs, a page of its events, and a
@@ -305,8 +315,36 @@ fn run_main(view: &RunView, links: Option<&Links>) -> String {
     m.push_str(&dag_html(view));
     m.push_str(&state_html(view, links));
     m.push_str(&memory_html(&view.memory, &s.id, links));
+    m.push_str(&timers_html(&view.timers));
     m.push_str(&timeline_html(&view.timeline, view, links));
     m.push_str("</article>\n");
+    m
+}
+
+/// The run's timers (its `sleep` steps): when each is due and whether it fired, and when.
+/// Nothing for a run that never slept.
+fn timers_html(timers: &[TimerRow]) -> String {
+    if timers.is_empty() {
+        return String::new();
+    }
+    let mut m = String::from(
+        "<section id=\"timers\" aria-labelledby=\"timers-h\">\n<h2 id=\"timers-h\">Timers</h2>\n<div class=\"scroll\"><table>\n<caption>Every timer the run set, in order</caption>\n<thead><tr><th scope=\"col\">Step</th><th scope=\"col\" class=\"num\">Set in event</th><th scope=\"col\">Due</th><th scope=\"col\">Fired</th></tr></thead>\n<tbody>\n",
+    );
+    let instant = |t: &str| format!("<time datetime=\"{0}\">{0}</time>", escape(t));
+    for t in timers {
+        let fired = match &t.fired {
+            Some((seq, at)) => format!("{} {} (event {seq})", badge("fired"), instant(at)),
+            None => badge("pending"),
+        };
+        let _ = writeln!(
+            m,
+            "<tr><th scope=\"row\"><code>{}</code></th><td class=\"num\">{}</td><td>{}</td><td>{fired}</td></tr>",
+            escape(&t.step),
+            t.set_seq,
+            instant(&t.due),
+        );
+    }
+    m.push_str("</tbody></table></div>\n</section>\n");
     m
 }
 
