@@ -479,11 +479,15 @@ fn run_page_links_use_the_prefix_and_keep_the_page() {
 fn run_page_shows_each_timer_due_and_fired_or_pending() {
     let view = hostile_view();
     let page = run_page(&view, &Links::new("/ui"));
-    let timers = &page[page.find("<section id=\"timers\"").expect("a timers section")..];
+    let timers = &page[page
+        .find("<section id=\"timers\"")
+        .expect("a timers section")..];
     let timers = &timers[..timers.find("</section>").expect("closed")];
-    assert!(timers.contains(
-        "<td><time datetime=\"2026-11-27T06:00:00Z\">2026-11-27T06:00:00Z</time></td>"
-    ));
+    assert!(
+        timers.contains(
+            "<td><time datetime=\"2026-11-27T06:00:00Z\">2026-11-27T06:00:00Z</time></td>"
+        )
+    );
     assert!(timers.contains(
         "fired</span> <time datetime=\"2026-11-27T06:00:00.250Z\">2026-11-27T06:00:00.250Z</time> (event 4)"
     ));
@@ -503,8 +507,9 @@ fn the_site_navigation_links_the_schedules_page() {
     assert!(run_page(&hostile_view(), &links).contains(nav));
     assert!(runs_page(&[], &links).contains(nav));
     let schedules = schedules_page(&[], &links);
-    assert!(schedules.contains(
-        "<li><a href=\"/ui/schedules\" aria-current=\"page\">Schedules</a></li>"
-    ));
+    assert!(
+        schedules
+            .contains("<li><a href=\"/ui/schedules\" aria-current=\"page\">Schedules</a></li>")
+    );
     assert!(schedules.contains("<li><a href=\"/ui/runs\">Runs</a></li>"));
 }
