@@ -219,6 +219,81 @@ fn two_servers_on_one_home_start_one_run_per_tick() {
     assert!(log.contains("schedule every tick "), "{log}");
 }
 
+/// A plan slower than its schedule's tick: it sleeps on a timer (woken by the server's timer
+/// wheel) for longer than a second.
+const SLOW_PLAN: &str = "plan slow version 1\n\nnap = sleep { for: \"2s\" }\n";
+
+/// Runs one server for a while on a home with a schedule of [`SLOW_PLAN`] firing every second
+/// under `overlap` (and `--catch-up all`): the ticks it started, and its resume log.
+fn overlapping(overlap: &str) -> (Vec<i64>, String) {
+    let sb = Sandbox::new();
+    sb.write("slow.plan", SLOW_PLAN);
+    let (code, _, err) = sb.oracle(&[
+        "schedule",
+        "add",
+        "slow",
+        "slow.plan",
+        "--cron",
+        "* * * * * *",
+        "--overlap",
+        overlap,
+        "--catch-up",
+        "all",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let server = serve(&sb);
+    std::thread::sleep(Duration::from_millis(SERVE_MS + 2_000));
+    stop(server);
+    let log = std::fs::read_to_string(sb.path().join(".oracle/serve-resume.log")).unwrap();
+    (ticks_started_once(&sb, "slow"), log)
+}
+
+#[test]
+fn overlap_skip_drops_the_ticks_while_the_previous_run_sleeps() {
+    let (ticks, log) = overlapping("skip");
+    assert!(ticks.len() >= 2, "{ticks:?}\n{log}");
+    // Each run sleeps 2 s, so the next one starts at least 2 ticks later; the ticks between
+    // were dropped, not started late.
+    for w in ticks.windows(2) {
+        assert!(w[1] - w[0] >= 2, "{ticks:?}\n{log}");
+    }
+    assert!(log.contains(": dropped (overlap)"), "{log}");
+    assert!(log.contains(": completed ("), "the wheel woke a run: {log}");
+}
+
+#[test]
+fn overlap_queue_starts_every_tick_after_the_previous_run_ends() {
+    let (ticks, log) = overlapping("queue");
+    assert!(ticks.len() >= 2, "{ticks:?}\n{log}");
+    // No tick dropped: the ticks started are consecutive seconds from the first...
+    for w in ticks.windows(2) {
+        assert_eq!(w[1] - w[0], 1, "{ticks:?}\n{log}");
+    }
+    assert!(!log.contains("dropped"), "{log}");
+    // ...but they wait for each other: far fewer runs than the seconds served, each started
+    // only once the one before completed.
+    let served_s = (SERVE_MS + 2_000) / 1000;
+    assert!((ticks.len() as u64) < served_s * 2 / 3, "{ticks:?}\n{log}");
+    let started: Vec<usize> = log
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(": started "))
+        .map(|(i, _)| i)
+        .collect();
+    let woken: Vec<usize> = log
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("wake ") && l.contains(": completed ("))
+        .map(|(i, _)| i)
+        .collect();
+    for (n, pair) in started.windows(2).enumerate() {
+        assert!(
+            woken.get(n).is_some_and(|&w| pair[0] < w && w < pair[1]),
+            "run {n} completed before the next started: {log}"
+        );
+    }
+}
+
 /// Adds a schedule firing every second under `catch_up`, as if added `ago_s` seconds ago while
 /// no server ran, then runs one server for a while: the ticks it started.
 fn after_downtime(catch_up: &str, ago_s: u64) -> (Vec<i64>, i64) {
