@@ -26,6 +26,7 @@ mod plan_fmt;
 mod progress;
 mod report;
 mod run;
+mod schedule;
 mod serve;
 mod show;
 mod store;
@@ -186,6 +187,10 @@ pub(crate) enum Command {
     /// the token that sent it). `oracle serve token add NAME` makes a token. Stops on SIGTERM or
     /// SIGINT.
     Serve(serve::ServeArgs),
+    /// Schedules: start a plan on a cron pattern in a time zone (`add`, `list`, `pause`,
+    /// `resume`, `remove`, `trigger`), kept in the home; `oracle serve` fires each tick
+    /// exactly once (docs/PLAN.md, "Schedules").
+    Schedule(schedule::ScheduleArgs),
     /// Create or migrate a PostgreSQL store's schema (`init`), or summarise it (`status`).
     /// Needs --store URL or $ORACLE_STORE.
     Store(store::StoreArgs),
@@ -382,6 +387,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         Command::Snapshot(a) => maintain::snapshot(&home, a),
         Command::Synth(a) => maintain::synth(&home, a),
         Command::Serve(a) => serve::run(&home, a),
+        Command::Schedule(a) => schedule::run(&home, a),
         Command::Plan(a) => plan::run(a),
         Command::Lsp => lsp::run(),
         Command::Dev(_) => Err(CliError::input("`oracle dev` runs on its own, not here")),

@@ -374,6 +374,7 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
         snapshot_every: a.drive.snapshot_every,
         from_snapshots: true,
         scorer_cmd: a.drive.scorer_cmd.clone(),
+        wake: None,
     };
     let forked = host.fork(
         &a.run,
@@ -669,7 +670,7 @@ fn engine_seq(e: &SessionError) -> Option<u64> {
     }
 }
 
-fn status_code(ending: &Ending) -> u8 {
+pub(crate) fn status_code(ending: &Ending) -> u8 {
     match ending {
         Ending::Finished {
             status: oracle_core::payload::RunStatus::Completed,
@@ -1742,6 +1743,8 @@ impl ResumeArgs {
             from_snapshots: !self.no_snapshots,
             // A worker elsewhere runs it: a path names the same file from any directory.
             scorer_cmd: self.drive.scorer_cmd.as_deref().map(absolute_program),
+            // `--wake` over a store: the worker that applies the resume fires the timer first.
+            wake: self.wake.then_some(self.force),
         }
     }
 

@@ -147,6 +147,7 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         )),
         Command::Checkpoint(_) => checkpoint(url, command),
         Command::Import(a) => import(url, a),
+        Command::Schedule(a) => crate::schedule::run_store(url, a),
         // The server runs with its home as any command does, serving the store's runs.
         Command::Serve(mut a) => {
             a.serve_store(url);

@@ -1913,7 +1913,8 @@ fn under_read_open_every_route_refuses_a_foreign_host() {
             let path = p
                 .replace("{id}", "escalation-1")
                 .replace("{seq}", "0")
-                .replace("{handle}", "adj-1");
+                .replace("{handle}", "adj-1")
+                .replace("{name}", "nightly");
             let path = if path == "/api/v1/diff" {
                 "/api/v1/diff?a=escalation-1&b=escalation-1".to_owned()
             } else {

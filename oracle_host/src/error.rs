@@ -62,6 +62,10 @@ pub enum HostError {
     /// Governed evolution: proposals, checks, the ledger, the policy (`crate::evolve`).
     #[error(transparent)]
     Evolve(#[from] crate::evolve::EvolveError),
+    /// A schedule asked for is malformed (`schedule_invalid`), named twice
+    /// (`schedule_exists`) or unknown (`not_found`) (`crate::schedule`).
+    #[error("{why}")]
+    Schedule { code: &'static str, why: String },
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -155,6 +159,14 @@ impl HostError {
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
             HostError::Shared(e) => shared_class(e),
             HostError::Evolve(e) => evolve_class(e),
+            HostError::Schedule { code, .. } => {
+                let status = match *code {
+                    "not_found" => http::NOT_FOUND,
+                    "schedule_exists" => http::CONFLICT,
+                    _ => http::BAD_REQUEST,
+                };
+                Class::of(code, exit::INPUT, status)
+            }
         }
     }
 

@@ -22,6 +22,8 @@ pub mod otlp;
 mod outside;
 pub mod recover;
 pub mod request;
+pub mod schedule;
+pub mod schedule_store;
 pub mod shared;
 pub mod signal;
 pub mod store_front;

@@ -107,6 +107,10 @@ pub struct DriveSettings {
     pub from_snapshots: bool,
     /// A program that scores auction winners instead of the built-in rubric.
     pub scorer_cmd: Option<PathBuf>,
+    /// Fire the timer the run sleeps on first (`oracle resume --wake`; a worker's timer
+    /// wheel): `Some(false)` once it is due, `Some(true)` now. Absent in rows of older oracles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<bool>,
 }
 
 impl Default for DriveSettings {
@@ -118,6 +122,7 @@ impl Default for DriveSettings {
             snapshot_every: d.points.policy.every_events,
             from_snapshots: d.points.start_from,
             scorer_cmd: None,
+            wake: None,
         }
     }
 }
@@ -141,6 +146,7 @@ impl DriveSettings {
                     ..Policy::default()
                 },
             },
+            wake: self.wake,
             ..session::Drive::default()
         }
     }

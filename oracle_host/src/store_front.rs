@@ -185,6 +185,31 @@ impl StoreFront {
         })
     }
 
+    /// The store's URL (a thread of the server that keeps its own connection: the schedule
+    /// sweep).
+    pub fn url(&self) -> &str {
+        &self.store.url
+    }
+
+    /// Runs `f` on the front's connection (the API's schedule calls).
+    pub fn with_store<T>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, HostError>,
+    ) -> Result<T, HostError> {
+        let mut out = None;
+        let called = self.store.call(|s| {
+            out = Some(f(s));
+            Ok(())
+        });
+        called?;
+        out.unwrap_or_else(|| Err(HostError::Worker("internal: no store call".into())))
+    }
+
+    /// A directory for scratch homes of this server (submissions made here).
+    pub fn scratch_root(&self) -> PathBuf {
+        self.mirror.dir().join(SCRATCH_DIR)
+    }
+
     /// The mirror's directory: a file home the server reads.
     pub fn mirror_dir(&self) -> &Path {
         self.mirror.dir()

@@ -123,6 +123,7 @@ pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), Ho
         metrics,
     });
     spawn_renewer(shared.clone());
+    let schedules = spawn_schedules(shared.clone());
     let threads: Vec<_> = (0..shared.settings.concurrency)
         .map(|i| {
             let shared = shared.clone();
@@ -137,8 +138,27 @@ pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), Ho
             Err(_) => failed = Some(HostError::Worker("a worker thread panicked".into())),
         }
     }
+    schedules.0.store(true, Ordering::Relaxed);
+    let _ = schedules.1.join();
     let _ = std::fs::remove_dir_all(&shared.settings.scratch);
     failed.map_or(Ok(()), Err)
+}
+
+/// Fires the store's schedules and wakes its due timers (`crate::schedule_store::fire_loop`)
+/// on a thread of its own until the worker stops (its claim threads have returned) or is told
+/// to: every worker sweeps; the ticks' idempotency keys make each tick start one run, and a
+/// due run gets one wake signal.
+fn spawn_schedules(shared: Arc<Shared>) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    let handle = std::thread::spawn(move || {
+        let scratch = shared.settings.scratch.join("schedules");
+        let _ = std::fs::create_dir_all(&scratch);
+        let stopped = || shared.stop.load(Ordering::Relaxed) || flag.load(Ordering::Relaxed);
+        let log = |line: &str| (shared.log)(line);
+        crate::schedule_store::fire_loop(&shared.settings.url, &scratch, true, &stopped, &log);
+    });
+    (done, handle)
 }
 
 /// Renews the lease of every run in hand every third of the lease, on its own connection. A
@@ -639,7 +659,60 @@ pub fn summary_of(dir: &Path) -> Option<oracle_pg::Summary> {
         reason: info.reason,
         last_time: info.last_time as i64,
         models: info.models.map(|u| (u.calls as i64, u.tokens as i64)),
+        wake_at_ms: if info.status == "suspended" {
+            pending_timer(dir).and_then(|t| i64::try_from(t).ok())
+        } else {
+            None
+        },
     })
+}
+
+/// The due instant of the timer the run in `dir` sleeps on: its last `timer_set` with neither
+/// a `timer_fired` nor a `resumed` (an answer that beat a deadline) after it.
+fn pending_timer(dir: &Path) -> Option<u64> {
+    let events = Recorded::read(&LogPaths::of_run(dir).log).ok()?;
+    let mut due = None;
+    use oracle_core::EventKind as K;
+    for seq in events.base()..events.len() {
+        match events.kind(seq) {
+            Some(K::TimerSet) => {
+                if let Some(Ok(Payload::TimerSet(t))) = events.event(seq).map(|e| e.typed()) {
+                    due = Some(t.due_ms);
+                }
+            }
+            Some(K::TimerFired | K::Resumed) => due = None,
+            _ => {}
+        }
+    }
+    due
+}
+
+/// The most due timers one sweep of a worker's timer wheel wakes (the rest, at the next).
+pub const WAKES_PER_SWEEP_MAX: i64 = 256;
+
+/// One sweep of a worker's timer wheel: every suspended run of the store whose timer is due
+/// gets one wake signal (`Store::send_once`: workers racing on it queue one), which the
+/// worker that claims the run carries out as `oracle resume --wake` does: `timer_fired` is
+/// appended once, under the run's fence. Returns the runs sent a wake.
+pub fn wake_due(store: &Store, now_ms: u64) -> Result<Vec<String>, HostError> {
+    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+    let mut woken = Vec::new();
+    for run in store.due_timers(now, WAKES_PER_SWEEP_MAX)? {
+        let signal = Signal::Resume {
+            run: run.clone(),
+            answer: None,
+            given: Given::default(),
+            drive: crate::signal::DriveSettings {
+                wake: Some(false),
+                ..Default::default()
+            },
+            allow_tool_change: false,
+        };
+        if store.send_once(&run, signal.kind(), &signal.to_row())? {
+            woken.push(run);
+        }
+    }
+    Ok(woken)
 }
 
 /// Whether the log ends in an outside event (a verdict, a claim) recorded after the program

@@ -159,6 +159,21 @@ pub struct RunView {
     pub divergence: Option<DivergenceView>,
     /// The run it was forked from and the runs forked from it, as their logs say.
     pub family: oracle_runtime::family::Family,
+    /// The run's timers (its `sleep` steps), in the order they were set.
+    pub timers: Vec<TimerRow>,
+}
+
+/// One timer of a run: set by a `sleep` step (`timer_set`), fired or still pending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerRow {
+    pub step: String,
+    /// The event that set it.
+    pub set_seq: u64,
+    /// When it is due, RFC 3339 (as recorded).
+    pub due: String,
+    /// When it fired (the recorded `timer_fired` instant) and in which event; `None` while
+    /// pending.
+    pub fired: Option<(u64, String)>,
 }
 
 /// What a run is and where it stands.
@@ -451,7 +466,40 @@ pub fn run(home: &Path, id: &str, at: Option<u64>, page: Page) -> Result<RunView
         memory,
         divergence: None,
         family: oracle_runtime::family::family(home, &found),
+        timers: timers(&events),
     })
+}
+
+/// The run's timers from its `timer_set` and `timer_fired` events (only those two kinds are
+/// decoded; the rest of the log is skipped by kind). A `timer_fired` belongs to the latest
+/// unfired timer of its step: a step in a loop sets one timer per pass.
+pub fn timers(events: &Recorded) -> Vec<TimerRow> {
+    let mut rows: Vec<TimerRow> = Vec::new();
+    for seq in 0..events.len() {
+        let kind = events.kind(seq);
+        if !matches!(kind, Some(EventKind::TimerSet | EventKind::TimerFired)) {
+            continue;
+        }
+        match events.event(seq).as_ref().map(Event::typed) {
+            Some(Ok(Payload::TimerSet(t))) => rows.push(TimerRow {
+                step: t.step,
+                set_seq: seq,
+                due: t.due,
+                fired: None,
+            }),
+            Some(Ok(Payload::TimerFired(f))) => {
+                if let Some(row) = rows
+                    .iter_mut()
+                    .rev()
+                    .find(|r| r.step == f.step && r.fired.is_none())
+                {
+                    row.fired = Some((seq, f.fired));
+                }
+            }
+            _ => {}
+        }
+    }
+    rows
 }
 
 fn summary(found: &RunDir, events: &Recorded, at: u64, at_asked: bool) -> Result<Summary> {

@@ -11,7 +11,10 @@
 //! - It never trusts the database's clock with anything hashed: lease expiry is the only use.
 
 pub mod cluster;
+mod schedules;
 pub mod schema;
+
+pub use schedules::ScheduleRow;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -168,6 +171,9 @@ pub struct Summary {
     pub last_time: i64,
     /// Model calls and tokens, for a run whose plan calls a model.
     pub models: Option<(i64, i64)>,
+    /// For a run suspended on a timer (`sleep`, a deadline): when it is due, unix ms (schema
+    /// version 7).
+    pub wake_at_ms: Option<i64>,
 }
 
 /// Programs a run's drives call, given at submission (`--oracle-cmd`, `--scorer-cmd`): paths
@@ -975,7 +981,7 @@ impl Store {
                    (extract(epoch FROM lease_until - now()) * 1000)::bigint, claims, detail,
                    (SELECT count(*) FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL),
                    waiting_step, waiting_reason, attempts, reason, last_time, model_calls,
-                   model_tokens
+                   model_tokens, wake_at_ms
                  FROM runs WHERE {filter} ORDER BY number"
                 ),
                 params,
@@ -1010,6 +1016,7 @@ impl Store {
                         (Some(calls), Some(tokens)) => Some((calls, tokens)),
                         _ => None,
                     },
+                    wake_at_ms: r.get(18),
                 },
             })
             .collect())
@@ -1225,7 +1232,7 @@ fn set_summary(tx: &mut postgres::Transaction<'_>, run: &str, s: &Summary) -> Re
     };
     tx.execute(
         "UPDATE runs SET waiting_step = $2, waiting_reason = $3, attempts = $4, reason = $5,
-           last_time = $6, model_calls = $7, model_tokens = $8
+           last_time = $6, model_calls = $7, model_tokens = $8, wake_at_ms = $9
          WHERE id = $1",
         &[
             &run,
@@ -1236,6 +1243,7 @@ fn set_summary(tx: &mut postgres::Transaction<'_>, run: &str, s: &Summary) -> Re
             &s.last_time,
             &calls,
             &tokens,
+            &s.wake_at_ms,
         ],
     )
     .map_err(db("recording what a run's log says"))?;

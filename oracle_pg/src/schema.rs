@@ -143,6 +143,24 @@ CREATE TABLE announcements (
     delivered boolean NOT NULL DEFAULT false
 );
 "#,
+    // 7: schedules (`oracle schedule add --store`): each one's definition (JSON, the host's),
+    // and where firing got to, written only by the firers (workers, servers over the store).
+    // Each tick's run is submitted under the tick's idempotency key (`run_keys`), which is
+    // what makes it start once however many firers race. And the worker timer wheel: the due
+    // instant of the timer a suspended run sleeps on.
+    r#"
+CREATE TABLE schedules (
+    name     text PRIMARY KEY,
+    spec     text NOT NULL,
+    tick_ms  bigint,
+    last_run text
+);
+
+-- The timer a suspended run sleeps on (its `timer_set` due instant, unix ms), written by the
+-- worker that releases it: workers send a due run one wake signal (oracle_host::worker).
+ALTER TABLE runs ADD COLUMN wake_at_ms bigint;
+CREATE INDEX runs_timers ON runs (wake_at_ms) WHERE wake_at_ms IS NOT NULL;
+"#,
 ];
 
 /// The schema version this binary writes and reads.

@@ -195,6 +195,14 @@ impl Routes {
         self.add(Method::POST, path, post(handler))
     }
 
+    pub fn delete<H, T>(self, path: &'static str, handler: H) -> Routes
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        self.add(Method::DELETE, path, axum::routing::delete(handler))
+    }
+
     fn add(mut self, method: Method, path: &'static str, r: MethodRouter<AppState>) -> Routes {
         self.router = self.router.route(path, r);
         self.list.push((method, path));
@@ -241,6 +249,12 @@ pub fn api_routes() -> Routes {
         .post("/api/v1/proposals/{id}/check", proposal_check)
         .post("/api/v1/proposals/{id}/reject", proposal_reject)
         .post("/api/v1/proposals/{id}/approval", proposal_approval)
+        .get("/api/v1/schedules", schedules_list)
+        .post("/api/v1/schedules", schedules_add)
+        .delete("/api/v1/schedules/{name}", schedules_delete)
+        .post("/api/v1/schedules/{name}/pause", schedules_pause)
+        .post("/api/v1/schedules/{name}/resume", schedules_resume)
+        .post("/api/v1/schedules/{name}/trigger", schedules_trigger)
         .get("/api/v1/diff", diff)
         .get("/api/v1/inbox", inbox)
         .get("/api/v1/inbox/stream", inbox_stream)
@@ -533,6 +547,71 @@ async fn start_run(
     let (status, v) = blocking(&state, true, move || signals::start(&st, &who.name, body)).await?;
     state.watch.refresh_soon();
     Ok(json_response(status, &v))
+}
+
+async fn schedules_list(State(state): State<AppState>, _: Reader) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, false, move || crate::schedules::list(&st))
+        .await
+        .map(ok)
+}
+
+async fn schedules_add(
+    State(state): State<AppState>,
+    _: Writer,
+    JsonBody(body): JsonBody<crate::schedules::AddBody>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    let v = blocking(&state, false, move || crate::schedules::add(&st, body)).await?;
+    Ok(json_response(StatusCode::CREATED, &v))
+}
+
+async fn schedules_delete(
+    State(state): State<AppState>,
+    _: Writer,
+    P(name): P<String>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, false, move || crate::schedules::remove(&st, &name))
+        .await
+        .map(ok)
+}
+
+async fn schedules_pause(
+    State(state): State<AppState>,
+    _: Writer,
+    P(name): P<String>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, false, move || {
+        crate::schedules::pause(&st, &name, true)
+    })
+    .await
+    .map(ok)
+}
+
+async fn schedules_resume(
+    State(state): State<AppState>,
+    _: Writer,
+    P(name): P<String>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    blocking(&state, false, move || {
+        crate::schedules::pause(&st, &name, false)
+    })
+    .await
+    .map(ok)
+}
+
+async fn schedules_trigger(
+    State(state): State<AppState>,
+    _: Writer,
+    P(name): P<String>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    let v = blocking(&state, true, move || crate::schedules::trigger(&st, &name)).await?;
+    state.watch.refresh_soon();
+    Ok(json_response(StatusCode::CREATED, &v))
 }
 
 async fn cancel(

@@ -22,6 +22,13 @@ pub const RESUME_LOG_FILE: &str = "serve-resume.log";
 /// one directory five times a second.
 pub const TIMER_POLL_MS: u64 = 200;
 
+/// Timers the wheel wakes at once (`signals::timer_wheel`): each wake is a resume through the
+/// host (a writer, its log read and appended, a sync), so wakes wait on the disk as much as on
+/// a core, and a few at once overlap those waits; kept well under [`BACKGROUND_DRIVES_MAX`] so
+/// a burst of due timers leaves room for the drives the API starts. 10,000 timers due in one
+/// second: BENCHMARKS.md, "Timers".
+pub const TIMER_WAKERS_MAX: usize = 4;
+
 /// Largest request body: an answer may be `input_bytes_max` (8 MiB) of canonical bytes, which
 /// is at most about twice that as JSON text. Past it: 413, nothing read further.
 pub const BODY_BYTES_MAX: usize = 16 << 20;

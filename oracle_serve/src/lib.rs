@@ -43,6 +43,7 @@ pub mod data;
 pub mod error;
 pub mod evolve;
 pub mod runid;
+pub mod schedules;
 pub mod serve;
 pub mod signals;
 pub mod state;

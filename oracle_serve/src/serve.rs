@@ -122,6 +122,19 @@ pub async fn serve_on(
         threads.push(std::thread::spawn(move || watch.poll(interval, &stop)));
     }
 
+    // Over a store, the server fires the store's schedules as every worker does (each tick's
+    // idempotency key makes it start one run however many fire).
+    if let Some(front) = state.front.clone() {
+        let stop = stop.clone();
+        let log_path = state.home.join(crate::config::RESUME_LOG_FILE);
+        threads.push(std::thread::spawn(move || {
+            let scratch = front.scratch_root().join("schedules");
+            let _ = std::fs::create_dir_all(&scratch);
+            let stopped = || stop.load(Ordering::Relaxed);
+            let log = |line: &str| crate::signals::append_log(&log_path, line);
+            oracle_host::schedule_store::fire_loop(front.url(), &scratch, false, &stopped, &log);
+        }));
+    }
     // Over a store the workers drive runs (and the mirror is never written): no wheel here.
     if state.front.is_none() {
         let st = state.clone();

@@ -18,7 +18,8 @@
 //!   `run.json`, and it works in the directory sealed there; a binding that changed refuses the
 //!   resume, naming it. One line per resume goes to `<home>/serve-resume.log`; its outcome is in
 //!   the log, which the API and the beacon read like any other.
-//! - **Timers**: [`timer_wheel`] wakes runs whose `sleep` timer is due.
+//! - **Timers**: [`timer_wheel`] wakes runs whose `sleep` timer is due, and fires the
+//!   home's due schedule ticks.
 
 use std::path::Path;
 
@@ -674,9 +675,10 @@ pub fn recover_in_background(state: &AppState) -> Result<usize, ApiError> {
 
 /// The timer wheel of a file home (a thread for the server's life): every
 /// [`TIMER_POLL_MS`](crate::config::TIMER_POLL_MS) it lists the home's timer index for due
-/// timers (timers that came due while nothing ran included) and wakes each, one at a time,
-/// through the host (`oracle_host::Home::wake_indexed`): fired once under the run's writer
-/// lock, then driven on. One line per wake goes to `<home>/serve-resume.log`.
+/// timers (timers that came due while nothing ran included) and wakes them through the host
+/// (`oracle_host::Home::wake_indexed`), [`TIMER_WAKERS_MAX`](crate::config::TIMER_WAKERS_MAX)
+/// at a time: each fired once under its run's writer lock, then driven on. One line per wake
+/// goes to `<home>/serve-resume.log`.
 pub fn timer_wheel(state: &AppState, stop: &std::sync::atomic::AtomicBool) {
     use std::sync::atomic::Ordering;
     let Ok(host) = host(state) else {
@@ -684,24 +686,69 @@ pub fn timer_wheel(state: &AppState, stop: &std::sync::atomic::AtomicBool) {
     };
     let log_path = state.home.join(RESUME_LOG_FILE);
     while !stop.load(Ordering::Relaxed) {
-        for timer in host.due_timers(oracle_runtime::wall::now_ms()) {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let what = format!(
-                "wake {} (timer due {})",
-                timer.run,
-                oracle_runtime::wall::rfc3339(timer.due_ms)
-            );
-            log_outcome(
-                &log_path,
-                &what,
-                host.wake_indexed(&timer).map(|r| r.session),
-            );
+        let due = host.due_timers(oracle_runtime::wall::now_ms());
+        wake_due(&host, &due, &log_path, stop);
+        if !stop.load(Ordering::Relaxed) {
+            fire_schedules(&host, &log_path);
         }
         std::thread::sleep(std::time::Duration::from_millis(
             crate::config::TIMER_POLL_MS,
         ));
+    }
+}
+
+/// Wakes `due` with at most [`TIMER_WAKERS_MAX`](crate::config::TIMER_WAKERS_MAX) threads,
+/// each taking the next timer from a shared cursor (so a slow wake holds up only its thread);
+/// returns when every one was tried or `stop` was set.
+fn wake_due(
+    host: &oracle_host::Home,
+    due: &[oracle_host::timers::Timer],
+    log_path: &Path,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let wakers = crate::config::TIMER_WAKERS_MAX.min(due.len());
+    std::thread::scope(|s| {
+        for _ in 0..wakers {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(timer) = due.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    let what = format!(
+                        "wake {} (timer due {})",
+                        timer.run,
+                        oracle_runtime::wall::rfc3339(timer.due_ms)
+                    );
+                    let woken = host.wake_indexed(timer).map(|r| r.session);
+                    log_outcome(log_path, &what, woken);
+                }
+            });
+        }
+    });
+}
+
+/// Fires the home's due schedule ticks (`oracle_host::Home::fire_schedules`): each tick's run
+/// starts in the background under the tick's idempotency key, so another server sweeping the
+/// same home starts nothing twice. One line per tick goes to `<home>/serve-resume.log`.
+fn fire_schedules(host: &oracle_host::Home, log_path: &Path) {
+    let ticks = host.fire_schedules(
+        oracle_runtime::wall::now_ms(),
+        &oracle_host::schedule::Background,
+    );
+    for t in ticks {
+        append_log(log_path, &oracle_host::schedule_store::tick_line(&t));
+    }
+}
+
+/// Appends one line to the resume log (best effort: a log that cannot be written loses it).
+/// The line goes in one `write` to a file opened for appending, so lines from the timer
+/// wheel's several wakers never interleave.
+pub fn append_log(path: &Path, line: &str) {
+    if let Ok(mut log) = open_log(path) {
+        use std::io::Write as _;
+        let _ = log.write_all(format!("{line}\n").as_bytes());
     }
 }
 
@@ -716,11 +763,7 @@ fn log_outcome(path: &Path, what: &str, outcome: Result<session::Session, oracle
         ),
         Err(e) => format!("refused: {} ({})", e, e.code()),
     };
-    if let Ok(log) = open_log(path) {
-        use std::io::Write as _;
-        let mut l = &log;
-        let _ = writeln!(l, "{what}: {outcome}");
-    }
+    append_log(path, &format!("{what}: {outcome}"));
 }
 
 fn open_log(path: &Path) -> std::io::Result<std::fs::File> {

@@ -35,6 +35,7 @@ pub fn table() -> Routes {
         .get("/runs", runs)
         .get("/runs/{id}", run)
         .get("/inbox", inbox)
+        .get("/schedules", schedules)
         .get("/signin", signin)
         .post("/runs/{id}/answer", answer)
         .post("/runs/{id}/verdict", verdict)
@@ -111,6 +112,38 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), "/runs"))
+}
+
+/// The schedules with their next fire times (the API's `GET /api/v1/schedules`, as a page).
+async fn schedules(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = may_read(&state, &headers, "/schedules") {
+        return r;
+    }
+    let st = state.clone();
+    match blocking(&state, false, move || crate::schedules::list(&st)).await {
+        Ok(Ok(v)) => {
+            let rows: Vec<page::ScheduleRow> = v["schedules"]
+                .as_array()
+                .map(|a| a.iter().map(schedule_row).collect())
+                .unwrap_or_default();
+            Html(page::schedules_page(&rows, &links())).into_response()
+        }
+        Ok(Err(e)) => api_error(&e, "/runs"),
+        Err(r) => r,
+    }
+}
+
+fn schedule_row(v: &serde_json::Value) -> page::ScheduleRow {
+    let text = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    page::ScheduleRow {
+        name: text("name"),
+        cron: text("cron"),
+        timezone: text("timezone"),
+        plan: text("plan"),
+        paused: v["paused"].as_bool().unwrap_or(false),
+        next: v["next"].as_str().map(str::to_owned),
+        last_run: v["last_run"].as_str().map(str::to_owned),
+    }
 }
 
 async fn runs(State(state): State<AppState>, headers: HeaderMap) -> Response {

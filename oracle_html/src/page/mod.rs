@@ -18,7 +18,7 @@ use crate::escape::{escape, id_part, json_text, prose, shorten, url_part};
 use crate::form::{self, Field};
 use crate::view::{
     Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, MemoryView, Page, ProposalView, RequestView,
-    RunRow, RunView, StepStatus, StoreRequest, Timeline,
+    RunRow, RunView, StepStatus, StoreRequest, Timeline, TimerRow,
 };
 
 /// Characters of one value shown in a table cell (the rest is counted, not shown).
@@ -60,6 +60,10 @@ impl Links {
 
     pub fn inbox(&self) -> String {
         format!("{}/inbox", self.prefix)
+    }
+
+    pub fn schedules(&self) -> String {
+        format!("{}/schedules", self.prefix)
     }
 }
 
@@ -122,6 +126,7 @@ enum Current {
     Runs,
     Inbox,
     Run,
+    Schedules,
 }
 
 /// A complete document: head with the inline style sheet, a skip link, the site navigation
@@ -148,9 +153,14 @@ fn document(title: &str, nav: Option<(&Links, Current)>, main: &str, report: boo
         };
         let _ = writeln!(
             out,
-            "<header class=\"site\"><nav aria-label=\"Site\"><ul>{}{}</ul></nav></header>",
+            "<header class=\"site\"><nav aria-label=\"Site\"><ul>{}{}{}</ul></nav></header>",
             item(links.runs(), "Runs", current == Current::Runs),
             item(links.inbox(), "Inbox", current == Current::Inbox),
+            item(
+                links.schedules(),
+                "Schedules",
+                current == Current::Schedules
+            ),
         );
     }
     let _ = write!(out, "<main id=\"main\" tabindex=\"-1\">\n{main}</main>\n");
@@ -230,6 +240,56 @@ pub fn runs_page(rows: &[RunRow], links: &Links) -> String {
     document("Runs", Some((links, Current::Runs)), &m, false)
 }
 
+/// A schedule as its page lists it (`oracle schedule list`): every text is escaped here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScheduleRow {
+    pub name: String,
+    pub cron: String,
+    pub timezone: String,
+    pub plan: String,
+    pub paused: bool,
+    /// The next fire time (RFC 3339), none when paused.
+    pub next: Option<String>,
+    /// The last run a tick started.
+    pub last_run: Option<String>,
+}
+
+/// The list of schedules with their next fire times.
+pub fn schedules_page(rows: &[ScheduleRow], links: &Links) -> String {
+    let mut m = String::from(
+        "<h1>Schedules</h1>
+",
+    );
+    if rows.is_empty() {
+        m.push_str("<p>No schedules (<code>oracle schedule add NAME PLAN --cron PATTERN</code> adds one).</p>\n");
+        return document("Schedules", Some((links, Current::Schedules)), &m, false);
+    }
+    m.push_str("<div class=\"scroll\"><table id=\"schedules\">\n<caption>Every schedule, by name; each tick starts one run</caption>\n");
+    m.push_str("<thead><tr><th scope=\"col\">Schedule</th><th scope=\"col\">Cron</th><th scope=\"col\">Time zone</th><th scope=\"col\">Next fire time</th><th scope=\"col\">Last run</th><th scope=\"col\">Plan</th></tr></thead>\n<tbody>\n");
+    for r in rows {
+        let next = match (&r.next, r.paused) {
+            (_, true) => badge("paused"),
+            (Some(t), false) => format!("<time datetime=\"{0}\">{0}</time>", escape(t)),
+            (None, false) => "never".to_owned(),
+        };
+        let last = match &r.last_run {
+            Some(id) => format!("<a href=\"{}\">{}</a>", escape(&links.run(id)), escape(id)),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            m,
+            "<tr id=\"schedule-{}\"><th scope=\"row\">{}</th><td><code>{}</code></td><td>{}</td><td>{next}</td><td>{last}</td><td>{}</td></tr>",
+            id_part(&r.name),
+            escape(&r.name),
+            escape(&r.cron),
+            escape(&r.timezone),
+            escape(&r.plan),
+        );
+    }
+    m.push_str("</tbody></table></div>\n");
+    document("Schedules", Some((links, Current::Schedules)), &m, false)
+}
+
 /// The page of one run: summary, step graph, state, beliefs, a page of its events, and a
 /// divergence when the view has one. Links go through `links`; with `forms` (a signed-in
 /// user), the form that forks the run.
@@ -284,8 +344,36 @@ fn run_main(view: &RunView, links: Option<&Links>) -> String {
     m.push_str(&dag_html(view));
     m.push_str(&state_html(view, links));
     m.push_str(&memory_html(&view.memory, &s.id, links));
+    m.push_str(&timers_html(&view.timers));
     m.push_str(&timeline_html(&view.timeline, view, links));
     m.push_str("</article>\n");
+    m
+}
+
+/// The run's timers (its `sleep` steps): when each is due and whether it fired, and when.
+/// Nothing for a run that never slept.
+fn timers_html(timers: &[TimerRow]) -> String {
+    if timers.is_empty() {
+        return String::new();
+    }
+    let mut m = String::from(
+        "<section id=\"timers\" aria-labelledby=\"timers-h\">\n<h2 id=\"timers-h\">Timers</h2>\n<div class=\"scroll\"><table>\n<caption>Every timer the run set, in order</caption>\n<thead><tr><th scope=\"col\">Step</th><th scope=\"col\" class=\"num\">Set in event</th><th scope=\"col\">Due</th><th scope=\"col\">Fired</th></tr></thead>\n<tbody>\n",
+    );
+    let instant = |t: &str| format!("<time datetime=\"{0}\">{0}</time>", escape(t));
+    for t in timers {
+        let fired = match &t.fired {
+            Some((seq, at)) => format!("{} {} (event {seq})", badge("fired"), instant(at)),
+            None => badge("pending"),
+        };
+        let _ = writeln!(
+            m,
+            "<tr><th scope=\"row\"><code>{}</code></th><td class=\"num\">{}</td><td>{}</td><td>{fired}</td></tr>",
+            escape(&t.step),
+            t.set_seq,
+            instant(&t.due),
+        );
+    }
+    m.push_str("</tbody></table></div>\n</section>\n");
     m
 }
 

@@ -140,6 +140,20 @@ fn hostile_view() -> RunView {
             forks: vec![(HOSTILE.into(), 4)],
             truncated: true,
         },
+        timers: vec![
+            TimerRow {
+                step: HOSTILE.into(),
+                set_seq: 2,
+                due: "2026-11-27T06:00:00Z".into(),
+                fired: Some((4, "2026-11-27T06:00:00.250Z".into())),
+            },
+            TimerRow {
+                step: HOSTILE.into(),
+                set_seq: 5,
+                due: HOSTILE.into(),
+                fired: None,
+            },
+        ],
     }
 }
 
@@ -505,4 +519,43 @@ fn run_page_links_use_the_prefix_and_keep_the_page() {
         );
     }
     assert!(page.contains("id=\"run-a_b_c\""));
+}
+
+#[test]
+fn run_page_shows_each_timer_due_and_fired_or_pending() {
+    let view = hostile_view();
+    let page = run_page(&view, &Links::new("/ui"));
+    let timers = &page[page
+        .find("<section id=\"timers\"")
+        .expect("a timers section")..];
+    let timers = &timers[..timers.find("</section>").expect("closed")];
+    assert!(
+        timers.contains(
+            "<td><time datetime=\"2026-11-27T06:00:00Z\">2026-11-27T06:00:00Z</time></td>"
+        )
+    );
+    assert!(timers.contains(
+        "fired</span> <time datetime=\"2026-11-27T06:00:00.250Z\">2026-11-27T06:00:00.250Z</time> (event 4)"
+    ));
+    assert_eq!(timers.matches(">pending</span>").count(), 1, "{timers}");
+    assert_eq!(timers.matches("<tr>").count(), 3, "a header and two timers");
+    // The report shows them too; a run that never slept has no section.
+    assert!(report_page(&view).contains("<h2 id=\"timers-h\">Timers</h2>"));
+    let mut none = view;
+    none.timers.clear();
+    assert!(!run_page(&none, &Links::new("/ui")).contains("id=\"timers\""));
+}
+
+#[test]
+fn the_site_navigation_links_the_schedules_page() {
+    let links = Links::new("/ui");
+    let nav = "<li><a href=\"/ui/schedules\"";
+    assert!(run_page(&hostile_view(), &links).contains(nav));
+    assert!(runs_page(&[], &links).contains(nav));
+    let schedules = schedules_page(&[], &links);
+    assert!(
+        schedules
+            .contains("<li><a href=\"/ui/schedules\" aria-current=\"page\">Schedules</a></li>")
+    );
+    assert!(schedules.contains("<li><a href=\"/ui/runs\">Runs</a></li>"));
 }

@@ -67,6 +67,7 @@ STORE = {
     "schema": {"type": "string", "pattern": "^[a-z0-9._-]{1,64}$"},
     "description": "A named belief store shared by runs (docs/MEMORY.md, Shared stores).",
 }
+SCHEDULE = {"name": "name", "in": "path", "required": True, "schema": STR}
 
 
 def q(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -510,6 +511,22 @@ schemas: dict[str, Any] = {
         },
         ["ok", "run", "seq"],
     ),
+    "Schedule": obj(
+        {
+            "name": STR,
+            "plan": STR,
+            "cron": STR,
+            "timezone": STR,
+            "inputs": {"type": "object", "additionalProperties": STR},
+            "overlap": {"enum": ["skip", "queue", "allow"]},
+            "catch_up": {"enum": ["none", "last", "all"]},
+            "paused": BOOL,
+            "next": nullable(STR),
+            "last_tick": nullable(STR),
+            "last_run": nullable(STR),
+        },
+        ["name", "cron", "timezone", "paused", "next"],
+    ),
     "CancelRequest": {
         "type": "object",
         "properties": {"reason": STR},
@@ -909,6 +926,88 @@ paths: dict[str, Any] = {
             "responses": {
                 "200": json_ok(
                     obj({"ok": {"const": True}, "entry": ref("LedgerEntry"), "uploaded_by": nullable(STR)})
+                ),
+                **WRITE_ERRORS,
+            },
+        }
+    },
+    "/schedules": {
+        "get": {
+            "operationId": "listSchedules",
+            "summary": "Every schedule with its next fire time (docs/PLAN.md, \"Schedules\").",
+            "responses": {
+                "200": json_ok(obj({"schedules": {"type": "array", "items": ref("Schedule")}})),
+                **READ_ERRORS,
+            },
+        },
+        "post": {
+            "operationId": "addSchedule",
+            "summary": "Adds a schedule: the plan's text started at every tick of `cron` in "
+            "`timezone`, exactly once per tick, in the server's `--root`.",
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                "name": STR,
+                                "plan": STR,
+                                "cron": STR,
+                                "timezone": STR,
+                                "inputs": {"type": "object", "additionalProperties": STR},
+                                "overlap": {"enum": ["skip", "queue", "allow"]},
+                                "catch_up": {"enum": ["none", "last", "all"]},
+                            },
+                            "required": ["name", "plan", "cron"],
+                            "additionalProperties": False,
+                        }
+                    }
+                },
+            },
+            "responses": {"201": json_ok(ref("Schedule"), "Created"), **WRITE_ERRORS},
+        },
+    },
+    "/schedules/{name}": {
+        "delete": {
+            "operationId": "removeSchedule",
+            "summary": "Removes a schedule (its runs stay).",
+            "parameters": [SCHEDULE],
+            "responses": {
+                "200": json_ok(obj({"ok": {"const": True}, "removed": STR})),
+                **WRITE_ERRORS,
+            },
+        }
+    },
+    "/schedules/{name}/pause": {
+        "post": {
+            "operationId": "pauseSchedule",
+            "summary": "Pauses a schedule: no tick fires until it is resumed.",
+            "parameters": [SCHEDULE],
+            "responses": {"200": json_ok(ref("Schedule")), **WRITE_ERRORS},
+        }
+    },
+    "/schedules/{name}/resume": {
+        "post": {
+            "operationId": "resumeSchedule",
+            "summary": "Resumes a schedule; ticks that came while it was paused do not fire.",
+            "parameters": [SCHEDULE],
+            "responses": {"200": json_ok(ref("Schedule")), **WRITE_ERRORS},
+        }
+    },
+    "/schedules/{name}/trigger": {
+        "post": {
+            "operationId": "triggerSchedule",
+            "summary": "Starts a run of the schedule now, outside its ticks (in the background; "
+            "over a store, queued for the workers).",
+            "parameters": [SCHEDULE],
+            "responses": {
+                "201": json_ok(
+                    obj(
+                        {"ok": {"const": True}, "run": ref("RunId"), "status": STR, "existing": BOOL},
+                        ["ok", "run"],
+                    ),
+                    "Created",
                 ),
                 **WRITE_ERRORS,
             },
