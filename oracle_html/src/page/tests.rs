@@ -524,7 +524,7 @@ fn run_page_links_use_the_prefix_and_keep_the_page() {
 #[test]
 fn run_page_shows_each_timer_due_and_fired_or_pending() {
     let view = hostile_view();
-    let page = run_page(&view, &Links::new("/ui"));
+    let page = run_page(&view, &Links::new("/ui"), None);
     let timers = &page[page
         .find("<section id=\"timers\"")
         .expect("a timers section")..];
@@ -543,14 +543,14 @@ fn run_page_shows_each_timer_due_and_fired_or_pending() {
     assert!(report_page(&view).contains("<h2 id=\"timers-h\">Timers</h2>"));
     let mut none = view;
     none.timers.clear();
-    assert!(!run_page(&none, &Links::new("/ui")).contains("id=\"timers\""));
+    assert!(!run_page(&none, &Links::new("/ui"), None).contains("id=\"timers\""));
 }
 
 #[test]
 fn the_site_navigation_links_the_schedules_page() {
     let links = Links::new("/ui");
     let nav = "<li><a href=\"/ui/schedules\"";
-    assert!(run_page(&hostile_view(), &links).contains(nav));
+    assert!(run_page(&hostile_view(), &links, None).contains(nav));
     assert!(runs_page(&[], &links).contains(nav));
     let schedules = schedules_page(&[], &links);
     assert!(
