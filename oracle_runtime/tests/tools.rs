@@ -131,7 +131,7 @@ fn caps(list: &[&str]) -> Vec<Capability> {
 // The registry and the catalogue
 
 #[test]
-fn registry_holds_all_twenty_nine_tools_with_compiled_schemas() {
+fn registry_holds_all_thirty_tools_with_compiled_schemas() {
     let r = tools::builtin();
     let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
     assert_eq!(
@@ -146,6 +146,7 @@ fn registry_holds_all_twenty_nine_tools_with_compiled_schemas() {
             "auction.submit",
             "clock.now",
             "clock.wall",
+            "evolve.propose",
             "fs.list",
             "fs.read",
             "fs.write",
@@ -249,6 +250,11 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
         ),
         ("clock.now", vec![], None),
         ("clock.wall", vec![], None),
+        (
+            "evolve.propose",
+            vec![("source", "string", true), ("reason", "string", true)],
+            Some("evolve:propose:self"),
+        ),
         (
             "fs.list",
             vec![("path", "string", true)],
@@ -386,11 +392,12 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
     let capabilities: Vec<Option<String>> = catalogue
         .tools()
         .map(|t| {
-            t.capability.as_ref().map(|c| {
-                let oracle_plan::ScopeFrom::Arg(arg) = &c.scope else {
-                    panic!("built-in scopes come from arguments")
-                };
-                format!("{}:{}:<{arg}>", c.domain, c.action)
+            t.capability.as_ref().map(|c| match &c.scope {
+                oracle_plan::ScopeFrom::Arg(arg) => format!("{}:{}:<{arg}>", c.domain, c.action),
+                // `evolve.propose` proposes a change to the running plan itself.
+                oracle_plan::ScopeFrom::Fixed(scope) => {
+                    format!("{}:{}:{scope}", c.domain, c.action)
+                }
             })
         })
         .collect();
