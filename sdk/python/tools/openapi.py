@@ -99,7 +99,9 @@ schemas: dict[str, Any] = {
             "status": {"enum": ["pending", "approved", "rejected"]},
             "recorded": {
                 "type": "array",
-                "items": obj({"run": ref("RunId"), "seq": INT, "step": STR, "model_call": nullable(INT)}),
+                "items": obj(
+                    {"run": ref("RunId"), "seq": INT, "step": STR, "model_call": nullable(INT)}
+                ),
             },
         },
         ["id", "proposal", "base", "plan_hash", "status"],
@@ -116,7 +118,13 @@ schemas: dict[str, Any] = {
                     "reports": {
                         "type": "array",
                         "items": obj(
-                            {"hash": HASH, "file": STR, "unchanged": INT, "diverges": INT, "cannot_check": INT}
+                            {
+                                "hash": HASH,
+                                "file": STR,
+                                "unchanged": INT,
+                                "diverges": INT,
+                                "cannot_check": INT,
+                            }
                         ),
                     },
                 }
@@ -154,7 +162,15 @@ schemas: dict[str, Any] = {
             "signature": STR,
             "by": STR,
         },
-        "required": ["format", "proposal", "base", "plan_hash", "report", "public_key", "signature"],
+        "required": [
+            "format",
+            "proposal",
+            "base",
+            "plan_hash",
+            "report",
+            "public_key",
+            "signature",
+        ],
         "additionalProperties": False,
         "description": "The file `oracle evolve approve --out` writes: an Ed25519 signature over "
         "the proposal's, base plan's and report's hashes (docs/EVOLUTION.md).",
@@ -723,7 +739,8 @@ paths: dict[str, Any] = {
     "/memory/{name}/adjudications": {
         "get": {
             "operationId": "listStoreAdjudications",
-            "summary": "A named store's adjudication requests, each naming the runs behind both claims.",
+            "summary": "A named store's adjudication requests, each naming the runs behind "
+            "both claims.",
             "parameters": [STORE],
             "responses": {"200": json_ok(ref("StoreAdjudications")), **READ_ERRORS},
         }
@@ -731,7 +748,8 @@ paths: dict[str, Any] = {
     "/memory/{name}/adjudications/{handle}": {
         "post": {
             "operationId": "adjudicateStore",
-            "summary": "A verdict on a store's request, under the store's lock (a second is 409); the runs waiting on the store resume in the background.",
+            "summary": "A verdict on a store's request, under the store's lock (a second is "
+            "409); the runs waiting on the store resume in the background.",
             "parameters": [STORE, HANDLE],
             "requestBody": body(ref("VerdictRequest")),
             "responses": {"200": json_ok(ref("StoreVerdictResponse")), **WRITE_ERRORS},
@@ -844,7 +862,12 @@ paths: dict[str, Any] = {
             "`oracle evolve list --json`; docs/EVOLUTION.md).",
             "responses": {
                 "200": json_ok(
-                    obj({"ok": {"const": True}, "proposals": {"type": "array", "items": ref("Proposal")}})
+                    obj(
+                        {
+                            "ok": {"const": True},
+                            "proposals": {"type": "array", "items": ref("Proposal")},
+                        }
+                    )
                 ),
                 **READ_ERRORS,
             },
@@ -888,7 +911,12 @@ paths: dict[str, Any] = {
             "responses": {
                 "200": json_ok(
                     obj(
-                        {"ok": {"const": True}, "report": {"type": "object"}, "hash": HASH, "file": STR},
+                        {
+                            "ok": {"const": True},
+                            "report": {"type": "object"},
+                            "hash": HASH,
+                            "file": STR,
+                        },
                         ["ok", "report", "hash"],
                     )
                 ),
@@ -925,7 +953,13 @@ paths: dict[str, Any] = {
             "requestBody": body(ref("SignedApproval")),
             "responses": {
                 "200": json_ok(
-                    obj({"ok": {"const": True}, "entry": ref("LedgerEntry"), "uploaded_by": nullable(STR)})
+                    obj(
+                        {
+                            "ok": {"const": True},
+                            "entry": ref("LedgerEntry"),
+                            "uploaded_by": nullable(STR),
+                        }
+                    )
                 ),
                 **WRITE_ERRORS,
             },
@@ -934,7 +968,7 @@ paths: dict[str, Any] = {
     "/schedules": {
         "get": {
             "operationId": "listSchedules",
-            "summary": "Every schedule with its next fire time (docs/PLAN.md, \"Schedules\").",
+            "summary": 'Every schedule with its next fire time (docs/PLAN.md, "Schedules").',
             "responses": {
                 "200": json_ok(obj({"schedules": {"type": "array", "items": ref("Schedule")}})),
                 **READ_ERRORS,
@@ -1004,7 +1038,12 @@ paths: dict[str, Any] = {
             "responses": {
                 "201": json_ok(
                     obj(
-                        {"ok": {"const": True}, "run": ref("RunId"), "status": STR, "existing": BOOL},
+                        {
+                            "ok": {"const": True},
+                            "run": ref("RunId"),
+                            "status": STR,
+                            "existing": BOOL,
+                        },
                         ["ok", "run"],
                     ),
                     "Created",
