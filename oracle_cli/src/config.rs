@@ -118,6 +118,8 @@ struct Layer {
     secrets: BTreeMap<String, Item<String>>,
     serve: Serve,
     require_approval: Option<Item<bool>>,
+    /// `[prices]`: a model binding's `IN/OUT` micro-units per 1M tokens.
+    prices: BTreeMap<String, Item<String>>,
 }
 
 impl Layer {
@@ -137,7 +139,10 @@ impl Layer {
         }
         let mut secrets = lower.secrets;
         secrets.extend(self.secrets);
+        let mut prices = lower.prices;
+        prices.extend(self.prices);
         Layer {
+            prices,
             home: self.home.or(lower.home),
             store: self.store.or(lower.store),
             tools: self.tools.or(lower.tools),
@@ -167,6 +172,8 @@ pub struct Settings {
     pub serve: Serve,
     /// `[evolution] require_approval`: runs of a proposed plan need its approval.
     pub require_approval_item: Option<Item<bool>>,
+    /// `[prices]`: model prices for the cost views (`runs`, `inspect`, `serve`).
+    pub prices: BTreeMap<String, Item<String>>,
 }
 
 // The file as written. Every leaf is `Spanned`, so `config show` can name its line.
@@ -183,6 +190,8 @@ struct Raw {
     secrets: BTreeMap<String, Spanned<toml::Value>>,
     serve: Option<RawServe>,
     evolution: Option<RawEvolution>,
+    #[serde(default)]
+    prices: BTreeMap<String, Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -393,6 +402,23 @@ fn parse(path: &Path, text: &str) -> Result<Layer, CliError> {
             },
         );
     }
+    for (name, v) in raw.prices {
+        let given = format!("{name}={}", v.get_ref());
+        if let Err(e) = oracle_host::metrics::parse_price(&given) {
+            return Err(error(
+                path,
+                Some(at(v.span())),
+                &format!("`prices.{}`: {e}", name.escape_debug()),
+            ));
+        }
+        layer.prices.insert(
+            name,
+            Item {
+                source: item(v.span()),
+                value: v.into_inner(),
+            },
+        );
+    }
     for (name, v) in raw.secrets {
         let place = Some(at(v.span()));
         if !is_binding_name(&name) {
@@ -597,6 +623,7 @@ fn load(flag_home: Option<&Path>, flag_store: Option<&str>) -> Result<Settings, 
         secrets: merged.secrets,
         serve: merged.serve,
         require_approval_item: merged.require_approval,
+        prices: merged.prices,
     })
 }
 
@@ -633,7 +660,12 @@ pub fn apply(cli: &mut Cli) -> Result<(), CliError> {
         Command::Resume(a) => a.set_require_approval(settings.require_approval()),
         Command::Fork(a) => a.set_require_approval(settings.require_approval()),
         Command::Evolve(a) => a.require_approval = settings.require_approval(),
-        Command::Serve(a) => a.configure(&settings),
+        Command::Serve(a) => {
+            a.configure(&settings);
+            settings.fill_prices(&mut a.model_price);
+        }
+        Command::Inspect(a) => settings.fill_prices(&mut a.model_price),
+        Command::Runs(a) => settings.fill_prices(&mut a.model_price),
         Command::Tools(a) => a.configure(settings.tools.as_ref().map(|t| t.value.as_slice())),
         Command::Config(a) => a.settings = Some(settings),
         _ => {}
@@ -651,6 +683,15 @@ impl Settings {
     /// Whether the file requires approval of proposed plans (`[evolution]`).
     pub fn require_approval(&self) -> bool {
         self.require_approval_item.as_ref().is_some_and(|i| i.value)
+    }
+
+    /// Adds the file's prices to `--model-price` flags, each binding a flag does not price.
+    pub fn fill_prices(&self, flags: &mut Vec<String>) {
+        for (name, price) in &self.prices {
+            if !names(flags, name) {
+                flags.push(format!("{name}={}", price.value));
+            }
+        }
     }
 
     /// Adds the file's bindings to a new run's flags, each where no flag gives it: a model's
@@ -731,6 +772,13 @@ impl Settings {
                 &format!("models.{name}.key_env"),
                 m.key_env.as_ref(),
                 Value::Null,
+            ));
+        }
+        for (name, price) in &self.prices {
+            rows.push((
+                format!("prices.{name}"),
+                json!(price.value),
+                price.source.clone(),
             ));
         }
         for (name, var) in &self.secrets {

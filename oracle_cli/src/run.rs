@@ -530,6 +530,11 @@ pub struct RunsArgs {
     /// and how many times a run's plan was upgraded. Reads every log.
     #[arg(long)]
     tree: bool,
+    /// A model binding's price (micro-units per 1M input and output tokens, e.g.
+    /// `fast=150000/600000`; repeatable, or `[prices]` in the config file): each run's cost
+    /// is added to its note and to `--json` as `cost: {micro, unpriced}`. Display only.
+    #[arg(long = "model-price", value_name = "NAME=IN/OUT")]
+    pub(crate) model_price: Vec<String>,
 }
 
 /// A progress display on stderr while a drive runs (`crate::progress`: only on a terminal,
@@ -1485,7 +1490,15 @@ fn divergence_error_in(
     }
 }
 
+/// The log of run `id` in the file home `home`.
+fn run_log(home: &Path, id: &str) -> PathBuf {
+    home.join("runs")
+        .join(id)
+        .join(oracle_runtime::paths::LOG_FILE)
+}
+
 pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
+    let prices = crate::show::price_table(&a.model_price)?;
     let all = session::list(home).map_err(|e| session_error(e, a.json, None))?;
     let shown: Vec<_> = all
         .into_iter()
@@ -1501,8 +1514,10 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         shown
             .iter()
             .map(|r| {
-                let log = home.join("runs").join(&r.id).join("events.jsonl");
-                (r.id.clone(), oracle_runtime::fork::lineage(&log))
+                (
+                    r.id.clone(),
+                    oracle_runtime::fork::lineage(&run_log(home, &r.id)),
+                )
             })
             .collect()
     } else {
@@ -1520,7 +1535,18 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why, "attempts": r.attempts})),
                 "reason": r.reason,
                 "models": r.models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
+                "wall_ms": oracle_runtime::times::span(&run_log(home, &r.id)),
             });
+            if !prices.is_empty()
+                && let Value::Object(m) = &mut v
+            {
+                let tally =
+                    oracle_host::metrics::Tally::of_log(&run_log(home, &r.id)).unwrap_or_default();
+                m.insert(
+                    "cost".into(),
+                    oracle_host::timeline::cost_json(&tally, &prices),
+                );
+            }
             if let (Value::Object(m), Some(l)) = (&mut v, lineage.get(&r.id)) {
                 m.insert(
                     "parent".into(),
@@ -1560,12 +1586,17 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 status: status.to_owned(),
                 events: r.events,
                 tick: r.last_time,
-                note: runs_note(
-                    r.waiting.as_ref(),
-                    r.attempts,
-                    r.reason.as_deref(),
-                    r.models.as_ref().map(|u| (u.calls, u.tokens)),
-                    fallback,
+                wall: oracle_runtime::times::span(&run_log(home, &r.id)),
+                note: with_cost(
+                    runs_note(
+                        r.waiting.as_ref(),
+                        r.attempts,
+                        r.reason.as_deref(),
+                        r.models.as_ref().map(|u| (u.calls, u.tokens)),
+                        fallback,
+                    ),
+                    &run_log(home, &r.id),
+                    &prices,
                 ),
             }
         })
@@ -1576,6 +1607,24 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         print_runs(&lines)?;
     }
     Ok(exit::OK)
+}
+
+/// `note` with the run's cost at `prices` put first (`cost 0.000450; ...`); as it was
+/// without prices. A binding with no price marks the cost `+` (at least this much).
+fn with_cost(note: String, log: &Path, prices: &oracle_host::metrics::Prices) -> String {
+    if prices.is_empty() {
+        return note;
+    }
+    let tally = oracle_host::metrics::Tally::of_log(log).unwrap_or_default();
+    let cost = format!(
+        "cost {}",
+        oracle_host::timeline::priced(&tally, prices).unwrap_or_default()
+    );
+    if note.is_empty() {
+        cost
+    } else {
+        format!("{cost}; {note}")
+    }
 }
 
 /// The rows of `oracle runs --tree`: each fork right under the run it was forked from,
@@ -1642,6 +1691,8 @@ pub(crate) struct RunLine {
     pub status: String,
     pub events: u64,
     pub tick: u64,
+    /// Wall time from the first event to the last, when the times file says.
+    pub wall: Option<u64>,
     pub note: String,
 }
 
@@ -1679,26 +1730,28 @@ pub(crate) fn runs_note(
     }
 }
 
-/// The table of `oracle runs`: RUN, PLAN, STATUS, EVENTS, TICK, NOTE.
+/// The table of `oracle runs`: RUN, PLAN, STATUS, EVENTS, TICK, WALL, NOTE.
 pub(crate) fn print_runs(lines: &[RunLine]) -> Result<(), CliError> {
     let idw = lines.iter().map(|r| r.id.len()).max().unwrap_or(2).max(3);
     let pw = lines.iter().map(|r| r.plan.len()).max().unwrap_or(4).max(4);
     outln!(
-        "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  NOTE",
+        "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  {:>10}  NOTE",
         "RUN",
         "PLAN",
         "STATUS",
         "EVENTS",
-        "TICK"
+        "TICK",
+        "WALL"
     )?;
     for r in lines {
         outln!(
-            "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  {}",
+            "{:idw$}  {:pw$}  {:11}  {:>7}  {:>6}  {:>10}  {}",
             r.id,
             r.plan,
             r.status,
             r.events,
             r.tick,
+            oracle_host::timeline::duration_text(r.wall),
             r.note
         )?;
     }

@@ -54,6 +54,11 @@ pub struct ServeArgs {
     /// takes over a run whose lease expired. One line per run goes to <home>/serve-resume.log.
     #[arg(long)]
     recover: bool,
+    /// A model binding's price, `NAME=IN/OUT` micro-units per 1M input and output tokens
+    /// (repeatable; or `[prices]` in the config file): costs in `GET /api/v1/runs/{id}/timeline`
+    /// and on run pages. Display only, never recorded.
+    #[arg(long = "model-price", value_name = "NAME=IN/OUT")]
+    pub(crate) model_price: Vec<String>,
     /// Bindings from the config file, for runs started through the API.
     #[arg(skip)]
     file_bindings: oracle_host::Given,
@@ -161,6 +166,7 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
             config.notify_cmd = a.notify_cmd;
             config.recover = a.recover;
             config.store = a.store;
+            config.prices = crate::show::price_table(&a.model_price)?;
             config.root = match a.root {
                 Some(dir) => Some(
                     dir.canonicalize()

@@ -317,7 +317,13 @@ pub struct InspectArgs {
     /// input and output tokens, e.g. `fast=150000/600000`. Repeatable. Display only: derived
     /// from the recorded usage, never recorded (docs/OBSERVABILITY.md, "Cost").
     #[arg(long = "model-price", value_name = "NAME=IN/OUT")]
-    model_price: Vec<String>,
+    pub(crate) model_price: Vec<String>,
+    /// Show where the run's time and tokens went instead of the state: each step in the order
+    /// it started, with its attempts, its wall time (first event to last), its model tokens
+    /// and, with prices, its cost. Wall times come from the times file beside the log
+    /// (advisory, never recorded; `-` where unknown, e.g. a fork's copied events).
+    #[arg(long, conflicts_with = "conversation")]
+    steps: bool,
 }
 
 /// Characters of one message shown in the conversation view (`--json` shows them whole).
@@ -403,6 +409,17 @@ fn conversation(
     Ok(exit::OK)
 }
 
+/// The price table of `--model-price` flags (refused with exit 2 when one is malformed).
+pub(crate) fn price_table(prices: &[String]) -> Result<oracle_host::metrics::Prices, CliError> {
+    let mut table = oracle_host::metrics::Prices::new();
+    for p in prices {
+        let (name, price) =
+            oracle_host::metrics::parse_price(p).map_err(|e| CliError::input(e.to_string()))?;
+        table.insert(name, price);
+    }
+    Ok(table)
+}
+
 /// The cost of the run's model tokens up to event `upto` at `prices` (`--model-price`), in
 /// micro-units, with the bindings that have no price; `None` without prices.
 fn run_cost(
@@ -413,21 +430,83 @@ fn run_cost(
     if prices.is_empty() {
         return Ok(None);
     }
-    let mut table = oracle_host::metrics::Prices::new();
-    for p in prices {
-        let (name, price) =
-            oracle_host::metrics::parse_price(p).map_err(|e| CliError::input(e.to_string()))?;
-        table.insert(name, price);
-    }
+    let table = price_table(prices)?;
     let tally = oracle_host::metrics::Tally::of_log_upto(log, Some(upto))
         .map_err(|e| CliError::input(format!("the log cannot be read: {e}")))?;
     Ok(Some(oracle_host::metrics::cost(&tally, &table)))
+}
+
+/// `oracle inspect RUN --steps`: the run's timeline, a row per step.
+fn steps(log: &Path, a: &InspectArgs) -> Result<u8, CliError> {
+    use oracle_host::timeline::{Timeline, duration_text, tokens};
+    let prices = price_table(&a.model_price)?;
+    let t = Timeline::of_log(log, a.at).map_err(|e| crate::run::host_error(e, a.json))?;
+    if a.json {
+        crate::out::json(&t.to_json(&prices))?;
+        return Ok(exit::OK);
+    }
+    let cost = |tally: &oracle_host::metrics::Tally| {
+        oracle_host::timeline::priced(tally, &prices).unwrap_or_default()
+    };
+    let sw = t
+        .steps
+        .iter()
+        .map(|s| s.step.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let head = if prices.is_empty() { "" } else { "  COST" };
+    outln!(
+        "{:sw$}  {:>8}  {:>10}  {:>10}  {:>9}{head}",
+        "STEP",
+        "ATTEMPTS",
+        "STARTED",
+        "WALL",
+        "TOKENS"
+    )?;
+    for s in &t.steps {
+        let started = s
+            .offset_ms
+            .map(|ms| format!("+{}", duration_text(Some(ms))));
+        outln!(
+            "{:sw$}  {:>8}  {:>10}  {:>10}  {:>9}  {}",
+            s.step,
+            s.attempts,
+            started.as_deref().unwrap_or("-"),
+            duration_text(s.wall_ms),
+            tokens(&s.tally),
+            cost(&s.tally)
+        )?;
+    }
+    if t.events_left_off > 0 {
+        outln!("({} more events of steps not listed)", t.events_left_off)?;
+    }
+    outln!(
+        "run: {} through event {}, {} tokens{}",
+        duration_text(t.wall_ms),
+        t.last_seq,
+        t.tokens(),
+        match cost(&t.tally).as_str() {
+            "" => String::new(),
+            c => format!(", cost {c}"),
+        }
+    )?;
+    if !prices.is_empty() {
+        let (_, unpriced) = oracle_host::metrics::cost(&t.tally, &prices);
+        if !unpriced.is_empty() {
+            outln!("(+: no price for {})", unpriced.join(", "))?;
+        }
+    }
+    Ok(exit::OK)
 }
 
 pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target)?;
     if let Some(step) = a.conversation.clone() {
         return conversation(&paths, &a, &step);
+    }
+    if a.steps {
+        return steps(&paths.log, &a);
     }
     let r = snapshots::state_at(&paths, a.at, !a.no_snapshots)?;
     for (seq, why) in &r.rejected {

@@ -276,6 +276,8 @@ fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError>
                 "waiting": s.waiting.as_ref().map(|(step, why)| json!({"step": step, "reason": why, "attempts": s.attempts})),
                 "reason": s.reason,
                 "models": s.models.map(|(calls, tokens)| json!({"calls": calls, "tokens": tokens})),
+                // A worker's times stay in its scratch directory: the store keeps the log only.
+                "wall_ms": null,
                 "state": r.state,
                 "head": r.head.as_ref().map(|h| hex(h)),
                 "fence": r.fence,
@@ -336,6 +338,8 @@ fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError>
                 status: shown.to_owned(),
                 events: r.events.max(0) as u64,
                 tick: s.last_time.max(0) as u64,
+                // A worker's times stay in its scratch directory: the store keeps the log only.
+                wall: None,
                 note,
             }
         })

@@ -105,13 +105,12 @@ fn count(events: &[Value], kind: &str) -> u64 {
     events.iter().filter(|e| e["kind"] == kind).count() as u64
 }
 
-#[test]
-fn metrics_parse_as_prometheus_text_and_match_the_runs_log() {
-    let sb = common::Sandbox::new();
+/// A sandbox with a server token `alice`, and a completed run of a plan whose step `ask` gets
+/// a rejected reply (prose where JSON was asked) then a good one, both charged (32 input and
+/// 11 output tokens), followed by `more` (further plan lines): the token and the run id.
+fn charged_run(sb: &common::Sandbox, more: &str) -> (String, String) {
     let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
     assert_eq!(code, 0, "{err}");
-    let token = token.trim().to_owned();
-    // A rejected reply (prose where JSON was asked) then a good one: both charged.
     let stub = Stub::start(vec![
         json!({"content": "prose", "usage": {"prompt_tokens": 12, "completion_tokens": 6}}),
         json!({"json": {"ok": true}, "usage": {"prompt_tokens": 20, "completion_tokens": 5}}),
@@ -119,18 +118,24 @@ fn metrics_parse_as_prometheus_text_and_match_the_runs_log() {
     .unwrap();
     sb.write(
         "plans/one.plan",
-        "plan one version 1\ngrant llm:chat:m\n\
-         ask = llm.chat { model: \"m\", messages: [{ role: \"user\", content: \"hi\" }], schema: { type: \"object\", required: [\"ok\"] } }\n  attempts 2\n",
+        &format!(
+            "plan one version 1\ngrant llm:chat:m\n\
+             ask = llm.chat {{ model: \"m\", messages: [{{ role: \"user\", content: \"hi\" }}], schema: {{ type: \"object\", required: [\"ok\"] }} }}\n  attempts 2\n{more}"
+        ),
     );
-    let (code, v) = sb.json(&[
-        "run",
-        "plans/one.plan",
-        "--model",
-        &format!("m={}", stub.url()),
-        "--json",
-    ]);
+    let model = format!("m={}", stub.url());
+    let (code, v) = sb.json(&["run", "plans/one.plan", "--model", &model, "--json"]);
     assert_eq!(code, 0, "{v}");
-    let run = v["run"].as_str().unwrap().to_owned();
+    (
+        token.trim().to_owned(),
+        v["run"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_and_match_the_runs_log() {
+    let sb = common::Sandbox::new();
+    let (token, run) = charged_run(&sb, "");
     let server = Server::start(sb.path(), &[]);
     let url = format!("{}/metrics", server.base);
     // A read like any other: no token, no metrics.
@@ -184,6 +189,101 @@ fn metrics_parse_as_prometheus_text_and_match_the_runs_log() {
     let (code, _, err) = sb.oracle(&["inspect", &run, "--model-price", "m=1.5/2"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--model-price"), "{err}");
+}
+
+/// Cost and latency per run and per step (issue 41, item 4): `inspect --steps`, `runs`, the
+/// timeline route and the run page agree with the recorded usage; prices come from flags or
+/// the config file's `[prices]`; wall times come from the times file beside the log, and
+/// editing that file changes durations only, never what the log proves.
+#[test]
+fn cost_and_latency_show_per_step_in_inspect_runs_the_api_and_the_run_page() {
+    let sb = common::Sandbox::new();
+    let (token, run) = charged_run(&sb, "stats = text.count { text: \"one two\" }\n");
+    let price = "m=3000000/15000000";
+    // Per step: the model step has both replies' tokens (the rejected one included) and two
+    // attempts; the pure step none. 32 * 3 + 11 * 15 = 261 micro-units.
+    let (code, t) = sb.json(&["inspect", &run, "--steps", "--model-price", price, "--json"]);
+    assert_eq!(code, 0, "{t}");
+    let steps = t["steps"].as_array().unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s["step"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ask", "stats"]);
+    assert_eq!(
+        (steps[0]["tokens"].as_u64(), steps[0]["attempts"].as_u64()),
+        (Some(43), Some(2))
+    );
+    assert_eq!(steps[0]["cost"], json!({"micro": 261, "unpriced": []}));
+    assert_eq!(steps[1]["tokens"], 0);
+    assert_eq!(
+        (t["tokens"].as_u64(), t["cost"]["micro"].as_u64()),
+        (Some(43), Some(261))
+    );
+    for s in steps {
+        assert!(s["wall_ms"].is_u64() && s["offset_ms"].is_u64(), "{s}");
+    }
+    assert!(t["wall_ms"].as_u64().unwrap() >= steps[0]["wall_ms"].as_u64().unwrap());
+    let (code, out, err) = sb.oracle(&["inspect", &run, "--steps", "--model-price", price]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("STEP"), "{out}");
+    assert!(out.contains("tokens, cost 0.000261"), "{out}");
+    // `runs`: a wall time in the table, the cost from the config file's `[prices]`.
+    sb.write("oracle.toml", "[prices]\nm = \"3000000/15000000\"\n");
+    let (code, out, err) = sb.oracle(&["runs"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().next().unwrap().contains("WALL"), "{out}");
+    assert!(
+        out.contains("cost 0.000261; 2 model calls, 43 tokens"),
+        "{out}"
+    );
+    let (code, out, err) = sb.oracle(&["runs", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let row: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(row["cost"]["micro"], 261);
+    assert!(row["wall_ms"].is_u64(), "{row}");
+    let (code, v) = sb.json(&["config", "show", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["settings"]["prices.m"]["value"], "3000000/15000000");
+    // A malformed price in the file is refused with its line.
+    sb.write("oracle.toml", "[prices]\nm = \"1.5/2\"\n");
+    let (code, _, err) = sb.oracle(&["runs"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("oracle.toml:2") && err.contains("prices.m"),
+        "{err}"
+    );
+    std::fs::remove_file(sb.path().join("oracle.toml")).unwrap();
+    // The server: the timeline route and the run page, with the server's prices.
+    let server = Server::start(sb.path(), &["--model-price", price, "--read-open"]);
+    let (status, _, body) = get(
+        &format!("{}/api/v1/runs/{run}/timeline", server.base),
+        Some(&token),
+    );
+    assert_eq!(status, 200, "{body}");
+    let api: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(api["steps"], t["steps"], "the API and the CLI agree");
+    let (status, _, body) = get(&format!("{}/api/v1/runs/{run}", server.base), Some(&token));
+    assert_eq!(status, 200, "{body}");
+    let summary: Value = serde_json::from_str(&body).unwrap();
+    assert!(summary["wall_ms"].is_u64(), "{summary}");
+    let (status, _, page) = get(&format!("{}/runs/{run}", server.base), Some(&token));
+    assert_eq!(status, 200);
+    assert!(page.contains("<h2 id=\"latency-h\">Latency</h2>"), "{page}");
+    assert!(page.contains("cost 0.000261"), "{page}");
+    drop(server);
+    // The times file is advisory: with it gone the durations are unknown, the run verifies
+    // and replays as before, and the tokens still count.
+    std::fs::remove_file(
+        sb.path()
+            .join(format!(".oracle/runs/{run}/events.jsonl.times")),
+    )
+    .unwrap();
+    let (code, t) = sb.json(&["inspect", &run, "--steps", "--json"]);
+    assert_eq!(code, 0, "{t}");
+    assert_eq!(
+        (t["wall_ms"].clone(), t["tokens"].as_u64()),
+        (Value::Null, Some(43))
+    );
+    assert_eq!(sb.oracle(&["verify", &run]).0, 0);
+    assert_eq!(sb.oracle(&["replay", &run]).0, 0);
 }
 
 /// A small OTLP/HTTP receiver on 127.0.0.1: takes `POST /v1/traces`, decodes the protobuf

@@ -27,6 +27,7 @@ pub mod schedule_store;
 pub mod shared;
 pub mod signal;
 pub mod store_front;
+pub mod timeline;
 pub mod timers;
 mod transfer;
 pub mod worker;

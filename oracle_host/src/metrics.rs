@@ -77,7 +77,8 @@ impl Tally {
         Ok(t)
     }
 
-    fn add(&mut self, p: &Payload, models: &mut BTreeMap<(String, u64), String>) {
+    /// Counts one event; `models` maps each `llm.chat` (step, attempt) to its binding.
+    pub(crate) fn add(&mut self, p: &Payload, models: &mut BTreeMap<(String, u64), String>) {
         let model_of = |step: &str, attempt: u64, m: &BTreeMap<(String, u64), String>| {
             m.get(&(step.to_owned(), attempt)).cloned()
         };

@@ -161,6 +161,35 @@ pub struct RunView {
     pub family: oracle_runtime::family::Family,
     /// The run's timers (its `sleep` steps), in the order they were set.
     pub timers: Vec<TimerRow>,
+    /// Where the run's time and tokens went, step by step, when the caller measured it
+    /// (`oracle_host::timeline`, which this crate does not depend on; `None` shows nothing).
+    pub latency: Option<LatencyView>,
+}
+
+/// The run's latency view: its steps in the order they started, with wall times from the
+/// times file beside its log (advisory) and tokens and costs from its recorded usage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LatencyView {
+    /// From the run's first event to its last, when both were timed.
+    pub wall_ms: Option<u64>,
+    pub tokens: u64,
+    /// The run's cost as text (`0.000450`, `+` when a binding has no price); `None` without
+    /// prices.
+    pub cost: Option<String>,
+    pub steps: Vec<LatencyRow>,
+}
+
+/// One step of a [`LatencyView`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LatencyRow {
+    pub step: String,
+    pub attempts: u64,
+    /// From the run's first event to the step's first.
+    pub offset_ms: Option<u64>,
+    /// From the step's first event to its last.
+    pub wall_ms: Option<u64>,
+    pub tokens: u64,
+    pub cost: Option<String>,
 }
 
 /// One timer of a run: set by a `sleep` step (`timer_set`), fired or still pending.
@@ -467,6 +496,7 @@ pub fn run(home: &Path, id: &str, at: Option<u64>, page: Page) -> Result<RunView
         divergence: None,
         family: oracle_runtime::family::family(home, &found),
         timers: timers(&events),
+        latency: None,
     })
 }
 

@@ -96,6 +96,7 @@ pub mod session;
 pub mod shared;
 pub mod snapshots;
 pub mod storage;
+pub mod times;
 pub mod tool;
 pub mod tools;
 pub mod transfer;

@@ -122,6 +122,11 @@ pub struct LogWriter {
     index: Option<IndexAppender>,
     /// Offsets of the buffered records (little-endian u64s), written after their log bytes.
     index_buf: Vec<u8>,
+    /// The times file (`crate::times`), or `None` on simulated storage or once writing it
+    /// failed: advisory wall-clock times, never part of what the log proves.
+    times: Option<crate::times::TimesAppender>,
+    /// The entries of the buffered records, written after their log bytes like the index's.
+    times_buf: Vec<u8>,
     /// Set when a write or sync failed: the file may end in a partial record, so this writer
     /// refuses all further work (reopen after `oracle repair`).
     poisoned: bool,
@@ -186,7 +191,10 @@ impl LogWriter {
             std::fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
         }
         let lock = take_lock(paths)?;
-        Self::create_in(paths, Some(lock), &mut FsStorage::new(paths), durability)
+        let mut writer =
+            Self::create_in(paths, Some(lock), &mut FsStorage::new(paths), durability)?;
+        writer.times = crate::times::TimesAppender::create(&paths.log);
+        Ok(writer)
     }
 
     /// Creates a new, empty log on `storage` (simulated storage in tests: see
@@ -244,6 +252,8 @@ impl LogWriter {
             last_offset: 0,
             index,
             index_buf: Vec::with_capacity(8 << 10),
+            times: None,
+            times_buf: Vec::new(),
             poisoned: false,
             replica: None,
         })
@@ -313,6 +323,8 @@ impl LogWriter {
             last_offset: 0,
             index,
             index_buf: Vec::with_capacity(8 << 10),
+            times: crate::times::TimesAppender::open(&paths.log),
+            times_buf: Vec::with_capacity(16 << 10),
             poisoned: false,
             replica: None,
         })
@@ -429,6 +441,7 @@ impl LogWriter {
                 };
                 self.buf.clear();
                 self.index_buf.clear();
+                self.times_buf.clear();
                 // The index may now name the undone record: stop maintaining it (readers see
                 // an entry past the log's end and rebuild it from the log).
                 self.index = None;
@@ -469,6 +482,9 @@ impl LogWriter {
         self.last_offset = offset;
         if self.index.is_some() {
             self.index_buf.extend_from_slice(&offset.to_le_bytes());
+        }
+        if self.times.is_some() {
+            crate::times::queue(&mut self.times_buf, event.seq);
         }
         record::encode_into(event, &mut self.buf);
         self.unsynced += 1;
@@ -548,6 +564,7 @@ impl LogWriter {
             }
             self.buf.clear();
             self.flush_index();
+            self.flush_times();
         }
         if sync
             && self.unsynced > 0
@@ -580,6 +597,17 @@ impl LogWriter {
             self.index = None;
         }
         self.index_buf.clear();
+    }
+
+    /// Writes the buffered times entries, whose records are now in the log. Not synced and
+    /// never checked: a failure stops keeping times but not the writer.
+    fn flush_times(&mut self) {
+        if let Some(times) = &mut self.times
+            && !times.append(&self.times_buf)
+        {
+            self.times = None;
+        }
+        self.times_buf.clear();
     }
 
     /// Commits and closes. Prefer this to dropping, which commits but cannot report errors.

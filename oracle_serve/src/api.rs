@@ -231,6 +231,7 @@ pub fn api_routes() -> Routes {
         .get("/api/v1/runs/{id}/events/{seq}", event)
         .get("/api/v1/runs/{id}/state", state_at)
         .get("/api/v1/runs/{id}/verify", verify)
+        .get("/api/v1/runs/{id}/timeline", timeline)
         .get("/api/v1/runs/{id}/beliefs", beliefs)
         .get("/api/v1/runs/{id}/adjudications", adjudications)
         .post("/api/v1/runs/{id}/adjudications/{handle}", adjudicate)
@@ -516,6 +517,20 @@ async fn diff(
     blocking(&state, true, move || data::diff(&a, &b, verify))
         .await
         .map(ok)
+}
+
+async fn timeline(
+    State(state): State<AppState>,
+    _: Reader,
+    P(id): P<String>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let prices = state.config.prices.clone();
+    blocking(&state, true, move || {
+        Ok(oracle_host::timeline::Timeline::of_log(&run.log(), None)?.to_json(&prices))
+    })
+    .await
+    .map(ok)
 }
 
 async fn inbox(State(state): State<AppState>, _: Reader) -> Response {

@@ -143,6 +143,9 @@ pub struct Config {
     /// ([`STORE_MIRROR_DIR`]), and writes are checked there and queued for the store's workers
     /// (`oracle_host::store_front`).
     pub store: Option<String>,
+    /// Model prices for the cost views (`--model-price`, `[prices]`): display only, applied to
+    /// recorded usage when a timeline or run page is read, never recorded.
+    pub prices: oracle_host::metrics::Prices,
 }
 
 /// The server's mirror of a store's runs, under the home (`--store`).
@@ -192,6 +195,7 @@ impl Config {
             given: oracle_host::Given::default(),
             recover: false,
             store: None,
+            prices: oracle_host::metrics::Prices::new(),
         }
     }
 

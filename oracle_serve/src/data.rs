@@ -154,7 +154,8 @@ fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, ApiErro
 
 /// `GET /api/v1/runs/{id}`: the run as listed, plus its head hash, what it waits on
 /// ([`waiting`]), when an answer was recorded but the run has not gone on yet, `answered`, and
-/// its family (`forked_from`, `forks`: the runs it shares a prefix with through a `forked`).
+/// its family (`forked_from`, `forks`: the runs it shares a prefix with through a `forked`),
+/// and `wall_ms`, its wall time when the times file says.
 pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
     let info = session::run_info(&run.dir);
     let mut v = run_json(&info);
@@ -172,6 +173,8 @@ pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
         None => Value::Null,
     };
     v["waiting_on"] = waiting_in(&mut ix)?.unwrap_or(Value::Null);
+    // From the first event to the last by the times file beside the log (advisory).
+    v["wall_ms"] = json!(oracle_runtime::times::span(&run.log()));
     v["answered"] = Value::Null;
     if let Some(e) = last_program_event(&mut ix)?
         && let Ok(Payload::Resumed(r)) = e.typed()
@@ -196,6 +199,35 @@ pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
         .map(|(run, shared)| json!({"run": run, "shared": shared}))
         .collect();
     Ok(v)
+}
+
+/// The run page's latency view of the log at `log` up to event `at` (all when `None`), with
+/// costs at `prices`; `None` when the log cannot be read (the page shows the rest).
+pub fn latency_view(
+    log: &std::path::Path,
+    at: Option<u64>,
+    prices: &oracle_host::metrics::Prices,
+) -> Option<oracle_html::view::LatencyView> {
+    use oracle_host::timeline::{Timeline, priced, tokens};
+    let t = Timeline::of_log(log, at).ok()?;
+    let cost = |tally: &oracle_host::metrics::Tally| priced(tally, prices);
+    Some(oracle_html::view::LatencyView {
+        wall_ms: t.wall_ms,
+        tokens: t.tokens(),
+        cost: cost(&t.tally),
+        steps: t
+            .steps
+            .iter()
+            .map(|s| oracle_html::view::LatencyRow {
+                step: s.step.clone(),
+                attempts: s.attempts,
+                offset_ms: s.offset_ms,
+                wall_ms: s.wall_ms,
+                tokens: tokens(&s.tally),
+                cost: cost(&s.tally),
+            })
+            .collect(),
+    })
 }
 
 /// The last event the program produced (external events after it skipped).

@@ -209,8 +209,14 @@ async fn run(
         page_of.limit = l;
     }
     let other = q.diff.clone();
+    let prices = state.config.prices.clone();
     let load = move || {
         let mut v = view::run(&home, &id, q.at, page_of)?;
+        let log = home
+            .join("runs")
+            .join(&id)
+            .join(oracle_runtime::paths::LOG_FILE);
+        v.latency = crate::data::latency_view(&log, q.at, &prices);
         if let Some(o) = &other {
             v.divergence = Some(view::divergence(&home, &id, o)?);
         }

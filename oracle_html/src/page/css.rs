@@ -20,6 +20,9 @@ pub const CSS: &str = r#"
 :root { --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg: #ffffff; --soft: #f6f8fa;
   --link: #0a58ca; --focus: #b35900; }
 * { box-sizing: border-box; }
+.lat { display: block; min-width: 8rem; height: .8rem; background: var(--soft);
+  border: 1px solid var(--line); }
+.lat-bar { display: block; height: 100%; background: #4f35a8; }
 html { -webkit-text-size-adjust: 100%; }
 body { margin: 0; color: var(--fg); background: var(--bg);
   font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }

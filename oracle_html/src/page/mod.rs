@@ -17,8 +17,8 @@ use serde_json::Value;
 use crate::escape::{escape, id_part, json_text, prose, shorten, url_part};
 use crate::form::{self, Field};
 use crate::view::{
-    Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, MemoryView, Page, ProposalView, RequestView,
-    RunRow, RunView, StepStatus, StoreRequest, Timeline, TimerRow,
+    Ask, ClaimRow, DiffOutcome, DivergenceView, Inbox, LatencyView, MemoryView, Page, ProposalView,
+    RequestView, RunRow, RunView, StepStatus, StoreRequest, Timeline, TimerRow,
 };
 
 /// Characters of one value shown in a table cell (the rest is counted, not shown).
@@ -345,8 +345,75 @@ fn run_main(view: &RunView, links: Option<&Links>) -> String {
     m.push_str(&state_html(view, links));
     m.push_str(&memory_html(&view.memory, &s.id, links));
     m.push_str(&timers_html(&view.timers));
+    if let Some(l) = &view.latency {
+        m.push_str(&latency_html(l));
+    }
     m.push_str(&timeline_html(&view.timeline, view, links));
     m.push_str("</article>\n");
+    m
+}
+
+/// A duration for a person (`850 ms`, `12.3 s`, `4 min 5 s`, `3 h 2 min`), `-` when unknown.
+fn duration(ms: Option<u64>) -> String {
+    match ms {
+        None => "-".into(),
+        Some(ms @ 0..1_000) => format!("{ms} ms"),
+        Some(ms @ 1_000..60_000) => format!("{}.{} s", ms / 1_000, ms % 1_000 / 100),
+        Some(ms @ 60_000..3_600_000) => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1_000),
+        Some(ms) => format!("{} h {} min", ms / 3_600_000, ms % 3_600_000 / 60_000),
+    }
+}
+
+/// Where the run's time and tokens went: a row per step, each with a bar placed on the run's
+/// wall time (a waterfall), so the slow step is seen before it is read. Bars are drawn only
+/// where both ends were timed; widths are whole per-mille, no float.
+fn latency_html(l: &LatencyView) -> String {
+    let cost_head = if l.cost.is_some() {
+        "<th scope=\"col\" class=\"num\">Cost</th>"
+    } else {
+        ""
+    };
+    let mut m = format!(
+        "<section id=\"latency\" aria-labelledby=\"latency-h\">\n<h2 id=\"latency-h\">Latency</h2>\n<p>Wall time {}, {} tokens{}. Times come from the file beside the log, not from the record.</p>\n<div class=\"scroll\"><table>\n<caption>Each step in the order it started</caption>\n<thead><tr><th scope=\"col\">Step</th><th scope=\"col\" class=\"num\">Attempts</th><th scope=\"col\" class=\"num\">Started</th><th scope=\"col\" class=\"num\">Wall</th><th scope=\"col\" class=\"num\">Tokens</th>{cost_head}<th scope=\"col\">Timeline</th></tr></thead>\n<tbody>\n",
+        duration(l.wall_ms),
+        l.tokens,
+        l.cost
+            .as_ref()
+            .map_or(String::new(), |c| format!(", cost {}", escape(c))),
+    );
+    let whole = l.wall_ms.filter(|w| *w > 0);
+    for r in &l.steps {
+        let bar = match (whole, r.offset_ms, r.wall_ms) {
+            (Some(w), Some(o), Some(d)) => {
+                let left = (o.min(w) * 1000 / w).min(1000);
+                let width = (d * 1000 / w).clamp(5, 1000 - left.min(995));
+                format!(
+                    "<span class=\"lat\"><span class=\"lat-bar\" style=\"margin-left:{}.{}%;width:{}.{}%\"></span></span>",
+                    left / 10,
+                    left % 10,
+                    width / 10,
+                    width % 10
+                )
+            }
+            _ => String::new(),
+        };
+        let cost = match (&l.cost, &r.cost) {
+            (Some(_), Some(c)) => format!("<td class=\"num\">{}</td>", escape(c)),
+            (Some(_), None) => "<td class=\"num\">-</td>".into(),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            m,
+            "<tr><th scope=\"row\"><code>{}</code></th><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{cost}<td>{bar}</td></tr>",
+            escape(&r.step),
+            r.attempts,
+            r.offset_ms
+                .map_or("-".into(), |o| format!("+{}", duration(Some(o)))),
+            duration(r.wall_ms),
+            r.tokens,
+        );
+    }
+    m.push_str("</tbody></table></div>\n</section>\n");
     m
 }
 

@@ -154,6 +154,25 @@ fn hostile_view() -> RunView {
                 fired: None,
             },
         ],
+        latency: Some(LatencyView {
+            wall_ms: Some(2_000),
+            tokens: 36,
+            cost: Some(HOSTILE.into()),
+            steps: vec![
+                LatencyRow {
+                    step: HOSTILE.into(),
+                    attempts: 2,
+                    offset_ms: Some(500),
+                    wall_ms: Some(1_000),
+                    tokens: 36,
+                    cost: Some(HOSTILE.into()),
+                },
+                LatencyRow {
+                    step: "untimed".into(),
+                    ..LatencyRow::default()
+                },
+            ],
+        }),
     }
 }
 
@@ -265,6 +284,10 @@ fn hostile_log_content_renders_inert_on_every_page() {
         assert!(p.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
         assert!(p.contains("<a class=\"skip\" href=\"#main\">"));
     }
+    // The latency waterfall: a bar a quarter in and half as wide as the run, for the timed
+    // step only.
+    assert!(pages[0].contains("style=\"margin-left:25.0%;width:50.0%\""));
+    assert_eq!(pages[0].matches("class=\"lat-bar\"").count(), 1);
     // The token is an attribute value like any other.
     assert!(pages[2].contains("name=\"csrf\" value=\"tok&quot;en&lt;\""));
     assert!(pages[0].contains("name=\"csrf\" value=\"tok&quot;en&lt;\""));

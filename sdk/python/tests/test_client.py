@@ -154,6 +154,9 @@ def test_runs_events_and_the_offline_verifier_agree(server: Server, client: Clie
     report = verify(server.home / "runs" / run)
     assert report.ok and report.head == r.head == events[-1].hash
     assert client.verify_run(run)["head"] == r.head
+    timeline = client.timeline(run)
+    assert [s["step"] for s in timeline["steps"]] == ["read", "stats", "summary"]
+    assert timeline["tokens"] == 0 and timeline["cost"] is None
     with pytest.raises(OracleError) as e:
         client.event(run, 99)
     assert e.value.code == "seq_out_of_range"

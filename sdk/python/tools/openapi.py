@@ -249,6 +249,7 @@ schemas: dict[str, Any] = {
                         "type": "array",
                         "items": obj({"run": ref("RunId"), "shared": INT}, ["run", "shared"]),
                     },
+                    "wall_ms": nullable(INT),
                 },
                 ["head", "waiting_on", "answered"],
             ),
@@ -319,6 +320,31 @@ schemas: dict[str, Any] = {
             "error": obj({}),
         },
         ["run", "valid"],
+    ),
+    "Timeline": obj(
+        {
+            "wall_ms": nullable(INT),
+            "tokens": INT,
+            "cost": nullable(obj({"micro": INT, "unpriced": {"type": "array", "items": STR}})),
+            "steps": {
+                "type": "array",
+                "items": obj(
+                    {
+                        "step": STR,
+                        "attempts": INT,
+                        "first_seq": INT,
+                        "last_seq": INT,
+                        "offset_ms": nullable(INT),
+                        "wall_ms": nullable(INT),
+                        "tokens": INT,
+                        "cost": nullable(obj({"micro": INT, "unpriced": {"type": "array"}})),
+                    },
+                    ["step", "attempts", "first_seq", "last_seq", "tokens"],
+                ),
+            },
+            "events_left_off": INT,
+        },
+        ["tokens", "steps"],
     ),
     "Diff": obj(
         {
@@ -704,6 +730,14 @@ paths: dict[str, Any] = {
             "summary": "The whole chain, as `oracle verify` (a damaged log is a finding: 200).",
             "parameters": [ID],
             "responses": {"200": json_ok(ref("Verify")), **READ_ERRORS},
+        }
+    },
+    "/runs/{id}/timeline": {
+        "get": {
+            "operationId": "getTimeline",
+            "summary": "Each step's attempts, wall time, tokens and cost (`inspect --steps`).",
+            "parameters": [ID],
+            "responses": {"200": json_ok(ref("Timeline")), **READ_ERRORS},
         }
     },
     "/runs/{id}/beliefs": {

@@ -272,6 +272,11 @@ class Client:
         result: dict[str, Any] = self._request("GET", f"/runs/{run}/verify")
         return result
 
+    def timeline(self, run: str) -> dict[str, Any]:
+        """Each step's attempts, wall time, tokens and cost (``GET /runs/{id}/timeline``)."""
+        result: dict[str, Any] = self._request("GET", f"/runs/{run}/timeline")
+        return result
+
     def inbox(self) -> list[InboxItem]:
         """What waits on a person across all runs: suspended steps, then adjudications."""
         return Inbox.of(self._request("GET", "/inbox")).items()
@@ -535,6 +540,11 @@ class AsyncClient:
     async def verify_run(self, run: str) -> dict[str, Any]:
         """The server's verification of the run's whole chain."""
         result: dict[str, Any] = await self._request("GET", f"/runs/{run}/verify")
+        return result
+
+    async def timeline(self, run: str) -> dict[str, Any]:
+        """Each step's attempts, wall time, tokens and cost."""
+        result: dict[str, Any] = await self._request("GET", f"/runs/{run}/timeline")
         return result
 
     async def inbox(self) -> list[InboxItem]:
