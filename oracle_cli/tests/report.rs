@@ -65,6 +65,16 @@ fn a_run_waiting_on_a_person_reports_its_timeline_dag_state_and_waiting_step() {
         );
     }
     assert!(html.contains("<code>run_started</code>"));
+    // The latency view: each step that ran, in the order it started.
+    assert!(html.contains("<h2 id=\"latency-h\">Latency</h2>"));
+    let (read_row, total_row) = (
+        html.find("<tr><th scope=\"row\"><code>read</code>"),
+        html.find("<tr><th scope=\"row\"><code>total</code>"),
+    );
+    assert!(
+        read_row.is_some() && read_row < total_row,
+        "read, then total"
+    );
     // The DAG: read and total done (total answered by hand), confirm suspended on its question.
     assert!(html.contains("<svg "));
     assert!(html.contains("<g class=\"node done\" id=\"dag-step-read\">"));
