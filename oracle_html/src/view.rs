@@ -161,6 +161,9 @@ pub struct RunView {
     pub family: oracle_runtime::family::Family,
     /// The run's timers (its `sleep` steps), in the order they were set.
     pub timers: Vec<TimerRow>,
+    /// The partial reply of a streamed model call in flight in this process
+    /// (`oracle_runtime::live`); never recorded, gone once the call ends.
+    pub streaming: Option<oracle_runtime::live::Partial>,
 }
 
 /// One timer of a run: set by a `sleep` step (`timer_set`), fired or still pending.
@@ -467,6 +470,7 @@ pub fn run(home: &Path, id: &str, at: Option<u64>, page: Page) -> Result<RunView
         divergence: None,
         family: oracle_runtime::family::family(home, &found),
         timers: timers(&events),
+        streaming: oracle_runtime::live::partial(&found.id),
     })
 }
 
