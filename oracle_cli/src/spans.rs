@@ -23,6 +23,15 @@ pub fn finish(live: Option<LiveExport>) {
     };
     let r = live.finish();
     if let Some(w) = &r.warning {
-        eprintln!("warning: {} of {} spans dropped: {w}", r.dropped, r.spans);
+        let skipped = match r.skipped_batches {
+            0 => String::new(),
+            n => format!(
+                "; {n} batches of records were not made into spans while the collector was down"
+            ),
+        };
+        eprintln!(
+            "warning: {} of {} spans dropped: {w}{skipped}",
+            r.dropped, r.spans
+        );
     }
 }

@@ -289,8 +289,9 @@ fn receive(mut stream: std::net::TcpStream) -> Option<ExportTraceServiceRequest>
     ok.then(|| ExportTraceServiceRequest::decode(&data[head_end..head_end + len]).ok())?
 }
 
-#[test]
-fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
+/// A sandbox with `plans/asks.plan` (a model call that fails once, then a person's answer,
+/// then a pure step) and a stub scripted for its two model calls (32 input, 11 output tokens).
+fn asks() -> (common::Sandbox, Stub) {
     let sb = common::Sandbox::new();
     let stub = Stub::start(vec![
         json!({"content": "prose", "usage": {"prompt_tokens": 12, "completion_tokens": 6}}),
@@ -304,6 +305,12 @@ fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
          go = human.ask { question: \"Go on?\" }\n  after ask\n\
          done = text.count { text: \"all done\" }\n  after go\n",
     );
+    (sb, stub)
+}
+
+#[test]
+fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
+    let (sb, stub) = asks();
     let (code, v) = sb.json(&[
         "run",
         "plans/asks.plan",
@@ -382,19 +389,7 @@ fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
 /// the resume and the run's root span; an unreachable collector is a warning, not a failure.
 #[test]
 fn a_live_runs_spans_reach_a_collector_and_a_resumed_drive_joins_the_same_trace() {
-    let sb = common::Sandbox::new();
-    let stub = Stub::start(vec![
-        json!({"content": "prose", "usage": {"prompt_tokens": 12, "completion_tokens": 6}}),
-        json!({"json": {"ok": true}, "usage": {"prompt_tokens": 20, "completion_tokens": 5}}),
-    ])
-    .unwrap();
-    sb.write(
-        "plans/asks.plan",
-        "plan asks version 1\ngrant llm:chat:m\n\
-         ask = llm.chat { model: \"m\", messages: [{ role: \"user\", content: \"hi\" }], schema: { type: \"object\", required: [\"ok\"] } }\n  attempts 2\n\
-         go = human.ask { question: \"Go on?\" }\n  after ask\n\
-         done = text.count { text: \"all done\" }\n  after go\n",
-    );
+    let (sb, stub) = asks();
     let live = Collector::start();
     let model = format!("m={}", stub.url());
     let (code, out, err) = sb.oracle(&[

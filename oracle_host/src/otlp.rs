@@ -189,6 +189,13 @@ pub(crate) struct SpanPlan {
     ended: Vec<Planned>,
 }
 
+impl Planned {
+    /// Whether this attempt called its tool (a child span).
+    pub(crate) fn has_child(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
 impl SpanPlan {
     pub(crate) fn new(run: &str) -> SpanPlan {
         SpanPlan {
@@ -359,14 +366,21 @@ fn finish(attempt: &mut Planned, p: &Payload, seq: u64, head: &str) {
 
 /// The exporter: OTLP/HTTP protobuf to `endpoint` (with the traces path) or the standard
 /// variables, through [`Via`].
+///
+/// `retry`: whether a refused batch is tried again after a wait (the SDK's recommended
+/// policy); the live exporter says no, so an unreachable collector costs one attempt a batch.
 pub(crate) fn exporter(
     endpoint: Option<&str>,
+    retry: bool,
 ) -> Result<opentelemetry_otlp::SpanExporter, HostError> {
     let mut b = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .with_http_client(Via)
         .with_timeout(Duration::from_millis(EXPORT_TIMEOUT_MS));
+    if !retry {
+        b = b.with_retry_policy(opentelemetry_otlp::RetryPolicy::disabled());
+    }
     if let Some(base) = endpoint.filter(|e| !e.is_empty()) {
         let base = base.trim_end_matches('/');
         let url = if base.ends_with(TRACES_PATH) {
@@ -401,7 +415,7 @@ fn send(
                 .with_service_name("oracle")
                 .build(),
         )
-        .with_batch_exporter(exporter(endpoint)?)
+        .with_batch_exporter(exporter(endpoint, true)?)
         .build();
     let tracer = provider.tracer("oracle");
     let last = events.last().map_or(0, |e| e.seq);

@@ -63,9 +63,17 @@ pub struct LiveReport {
     /// Spans lost: not taken by the collector, dropped from a full queue, or never made
     /// because a batch of records was dropped.
     pub dropped: u64,
+    /// Batches of records not read while the collector was down, after the last span of
+    /// their run this process made (their spans are not in `spans`).
+    pub skipped_batches: u64,
     /// Why, when spans were dropped.
     pub warning: Option<String>,
 }
+
+/// After the collector refuses a batch, how long later batches are dropped without trying
+/// (each try of an unreachable collector costs a connection attempt, and a black hole up to
+/// the export timeout): the collector is tried again at most every 10 s.
+pub const LIVE_COOLDOWN_MS: u64 = 10_000;
 
 /// The export's counts, shared by the span thread and the exporter.
 #[derive(Debug, Default)]
@@ -73,9 +81,20 @@ struct Tally {
     spans: AtomicU64,
     exported: AtomicU64,
     why: Mutex<Option<String>>,
+    /// Until when batches are dropped untried (after a refusal).
+    cooling: Mutex<Option<std::time::Instant>>,
+    /// Batches of records of a run already traced that were not read while the collector was
+    /// down (the spans they end are counted if a later batch of the run catches up).
+    skipped: AtomicU64,
 }
 
 impl Tally {
+    /// Whether batches are being dropped untried now.
+    fn cooling_now(&self) -> bool {
+        let cooling = *self.cooling.lock().unwrap_or_else(|p| p.into_inner());
+        cooling.is_some_and(|until| std::time::Instant::now() < until)
+    }
+
     fn failed(&self, why: String) {
         let mut w = self.why.lock().unwrap_or_else(|p| p.into_inner());
         w.get_or_insert(why);
@@ -92,14 +111,24 @@ struct Counting {
 impl SpanExporter for Counting {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let n = batch.len() as u64;
+        let now = std::time::Instant::now();
+        let cooling = *self.tally.cooling.lock().unwrap_or_else(|p| p.into_inner());
+        if cooling.is_some_and(|until| now < until) {
+            return Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+                "the collector refused a batch less than 10 s ago".into(),
+            ));
+        }
         let r = self.inner.export(batch).await;
         match &r {
             Ok(()) => {
                 self.tally.exported.fetch_add(n, Ordering::Relaxed);
             }
-            Err(e) => self
-                .tally
-                .failed(format!("the collector did not take the spans: {e}")),
+            Err(e) => {
+                self.tally
+                    .failed(format!("the collector did not take the spans: {e}"));
+                let until = now + Duration::from_millis(LIVE_COOLDOWN_MS);
+                *self.tally.cooling.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
+            }
         }
         r
     }
@@ -164,7 +193,7 @@ impl LiveExport {
     pub fn start(endpoint: Option<&str>) -> Result<Option<LiveExport>, HostError> {
         let tally = Arc::new(Tally::default());
         let exporter = Counting {
-            inner: otlp::exporter(endpoint)?,
+            inner: otlp::exporter(endpoint, false)?,
             tally: tally.clone(),
         };
         let Some(rx) = oracle_runtime::live::tap_appends() else {
@@ -232,11 +261,13 @@ impl LiveExport {
             });
         }
         let dropped = spans - exported + lost_batches;
+        let skipped_batches = self.tally.skipped.load(Ordering::Relaxed);
         LiveReport {
             spans,
             exported,
             dropped,
-            warning: warning.filter(|_| dropped > 0),
+            skipped_batches,
+            warning: warning.filter(|_| dropped > 0 || skipped_batches > 0),
         }
     }
 }
@@ -303,6 +334,12 @@ impl Spans {
     /// Turns one batch of records into the spans it ends.
     fn take(&mut self, batch: &Appended) {
         let now = SystemTime::now();
+        // The collector is down: reading the records would only make spans to drop. A later
+        // batch of the run catches up from the log (counting the spans it skips).
+        if self.runs.contains_key(&batch.run) && self.tally.cooling_now() {
+            self.tally.skipped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let events = decode(&batch.records);
         let Some(first) = events.first().map(|e| e.seq) else {
             return;
@@ -364,6 +401,8 @@ impl Spans {
         let Some(rt) = self.runs.get_mut(&batch.run) else {
             return;
         };
+        // A run this process traced already: what it skips here were its own spans, lost.
+        let known = rt.next > 0;
         let from = rt.next;
         let _ = oracle_runtime::reader::scan(&batch.log, true, |e| {
             if e.seq >= first {
@@ -375,7 +414,11 @@ impl Spans {
             }
             Ok(true)
         });
-        let _ = rt.plan.take_ended();
+        let skipped = rt.plan.take_ended();
+        if known {
+            let n: u64 = skipped.iter().map(|p| 1 + u64::from(p.has_child())).sum();
+            self.tally.spans.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Sends run `run`'s root span, from when this process first saw it to its last record.

@@ -63,12 +63,18 @@ pub fn post_json(
     timeout_ms: u64,
     body_bytes_max: u64,
 ) -> Result<Reply, HttpError> {
+    let all = json_headers("application/json", headers);
+    exchange("POST", url, &all, Some(body), timeout_ms, body_bytes_max)
+}
+
+/// A JSON request's headers: its content type, `accept`, then `headers`.
+fn json_headers<'a>(accept: &str, headers: &[(&'a str, String)]) -> Vec<(&'a str, String)> {
     let mut all: Vec<(&str, String)> = vec![
         ("Content-Type", "application/json".to_owned()),
-        ("Accept", "application/json".to_owned()),
+        ("Accept", accept.to_owned()),
     ];
     all.extend(headers.iter().cloned());
-    exchange("POST", url, &all, Some(body), timeout_ms, body_bytes_max)
+    all
 }
 
 /// One request and its whole reply: at most `body_bytes_max` bytes of body, within
@@ -107,11 +113,7 @@ pub fn post_json_stream(
     body_bytes_max: u64,
     on_data: &mut dyn FnMut(&str),
 ) -> Result<Reply, HttpError> {
-    let mut all: Vec<(&str, String)> = vec![
-        ("Content-Type", "application/json".to_owned()),
-        ("Accept", "text/event-stream, application/json".to_owned()),
-    ];
-    all.extend(headers.iter().cloned());
+    let all = json_headers("text/event-stream, application/json", headers);
     let (mut reply, mut response) =
         open("POST", url, &all, Some(body), timeout_ms, body_bytes_max)?;
     let failed = |e| classify(e, timeout_ms, body_bytes_max);
