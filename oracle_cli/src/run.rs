@@ -65,6 +65,23 @@ pub struct DriveArgs {
     /// the value never is.
     #[arg(long = "model-key", value_name = "NAME=ENV_VAR")]
     model_keys: Vec<String>,
+    /// Ask model NAME's endpoint to stream its replies (`stream: true`): the pieces go live
+    /// to `--follow` and `oracle serve`'s watchers; the log records the whole reply, the same
+    /// bytes as without (repeatable). Kept in run.json with the binding.
+    #[arg(long = "model-stream", value_name = "NAME")]
+    model_streams: Vec<String>,
+    /// Print each piece of a streamed model reply on stderr as it arrives (`--model-stream`);
+    /// never recorded.
+    #[arg(long)]
+    #[serde(skip)]
+    follow: bool,
+    /// Send the run's spans to an OpenTelemetry collector while it runs (OTLP/HTTP protobuf):
+    /// URL is its base (`/v1/traces` is added); without URL, `OTEL_EXPORTER_OTLP_ENDPOINT`,
+    /// else http://localhost:4318. The same spans and trace as `oracle export --otlp`; a
+    /// collector that does not take them is a warning, never a failure or a wait.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    #[serde(skip)]
+    otlp: Option<String>,
     /// A secret the plan may use as `secret("NAME")` (in `http.request` headers and
     /// `proc.exec`'s `env`), read from ENV_VAR (repeatable). Its value is never recorded or
     /// written: a call whose input, output or error would contain it fails instead. run.json
@@ -168,6 +185,7 @@ impl DriveArgs {
             models: self.models.clone(),
             model_ids: self.model_ids.clone(),
             model_keys: self.model_keys.clone(),
+            model_streams: self.model_streams.clone(),
             secrets: self.secrets.clone(),
             tools: self.tools.dirs.clone(),
         }
@@ -368,6 +386,8 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
     };
     let mut display = Display::new("forking", a.drive.json);
     let mut progress = |p: &Progress| display.update(p);
+    let spans = crate::spans::start(a.drive.otlp.as_deref())?;
+    let follow = crate::follow::Follow::start(a.drive.follow);
     let settings = DriveSettings {
         jobs: a.drive.jobs,
         durability: a.drive.durability.into(),
@@ -389,6 +409,8 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
             progress: Some(&mut progress),
         },
     );
+    drop(follow);
+    crate::spans::finish(spans);
     display.finish();
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
     let forked = match forked.map_err(|e| host_error_in(e, a.drive.json, log.as_deref()))? {
@@ -986,7 +1008,11 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     crate::interrupt::on_ctrl_c(None);
     let mut display = Display::new("running", a.drive.json);
     let mut progress = |p: &Progress| display.update(p);
+    let spans = crate::spans::start(a.drive.otlp.as_deref())?;
+    let follow = crate::follow::Follow::start(a.drive.follow);
     let s = host.start(opts, &new_run_given(&a), tool_dirs, Some(&mut progress));
+    drop(follow);
+    crate::spans::finish(spans);
     display.finish();
     let s = match s.map_err(|e| host_error(e, a.drive.json))? {
         Start::New(s) => s,
@@ -1187,6 +1213,8 @@ pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     crate::files::check_stored_plan(home, &a.run, a.drive.json)?;
     let mut display = Display::new("resuming", a.drive.json);
     let mut progress = |p: &Progress| display.update(p);
+    let spans = crate::spans::start(a.drive.otlp.as_deref())?;
+    let follow = crate::follow::Follow::start(a.drive.follow);
     let resumed = host.resume(
         &a.run,
         Resume {
@@ -1208,6 +1236,8 @@ pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
             }),
         },
     );
+    drop(follow);
+    crate::spans::finish(spans);
     display.finish();
     let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
     let resumed = resumed.map_err(|e| host_error_in(e, a.drive.json, log.as_deref()))?;

@@ -49,6 +49,15 @@ pub struct ServeArgs {
     /// file's `[models]` and `[secrets]` are used too, as for `oracle run`).
     #[arg(long = "model", value_name = "NAME=URL")]
     models: Vec<String>,
+    /// Ask model NAME's endpoint to stream its replies (repeatable): the pieces go to the
+    /// run's SSE tail (`event: delta`) and run page while the call is in flight; the log
+    /// records the whole reply.
+    #[arg(long = "model-stream", value_name = "NAME")]
+    model_streams: Vec<String>,
+    /// Send the spans of the runs this server drives (started, resumed, woken through it) to
+    /// an OpenTelemetry collector as they go (as `oracle run --otlp [URL]`).
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    otlp: Option<String>,
     /// On start, drive on every run a stopped process left behind (`interrupted`, or started
     /// through the API and never begun), one at a time in the background, as a store's worker
     /// takes over a run whose lease expired. One line per run goes to <home>/serve-resume.log.
@@ -177,12 +186,15 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
             // `configure` moved the flags' models into `file_bindings`; any left are kept.
             config.given = a.file_bindings;
             config.given.models.extend(a.models);
+            config.given.model_streams.extend(a.model_streams);
             config.streams_max = match a.streams_max {
                 Some(n) => usize::try_from(n).unwrap_or(1),
                 None => oracle_serve::config::STREAMS_MAX,
             };
-            oracle_serve::serve::run(config, Some(oracle_serve::ui::routes))
-                .map_err(|e| CliError::input(e.to_string()))?;
+            let spans = crate::spans::start(a.otlp.as_deref())?;
+            let served = oracle_serve::serve::run(config, Some(oracle_serve::ui::routes));
+            crate::spans::finish(spans);
+            served.map_err(|e| CliError::input(e.to_string()))?;
             Ok(exit::OK)
         }
     }

@@ -88,6 +88,10 @@ pub struct WorkerArgs {
     /// worker's claims and lease takeovers, and signal latency (docs/OBSERVABILITY.md).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// Send the spans of the runs this worker drives to an OpenTelemetry collector as they
+    /// go (as `oracle run --otlp [URL]`; docs/OBSERVABILITY.md).
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    otlp: Option<String>,
 }
 
 /// The store named by `--store` or `$ORACLE_STORE`.
@@ -515,12 +519,14 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
         snapshot_every: a.snapshot_every,
         metrics: a.metrics,
     };
-    worker::run(
+    let spans = crate::spans::start(a.otlp.as_deref())?;
+    let ran = worker::run(
         settings,
         stop,
         Arc::new(|line: &str| eprintln!("{} {line}", utc_now())),
-    )
-    .map_err(|e| CliError::input(format!("worker {name}: {e}")))?;
+    );
+    crate::spans::finish(spans);
+    ran.map_err(|e| CliError::input(format!("worker {name}: {e}")))?;
     Ok(exit::OK)
 }
 

@@ -440,6 +440,7 @@ fn context<'a>(
     decl: &oracle_runtime::tool::ToolDecl,
 ) -> ToolContext<'a> {
     ToolContext {
+        run: None,
         step,
         attempt,
         tick: 0,

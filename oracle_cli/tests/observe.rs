@@ -389,8 +389,9 @@ fn receive(mut stream: std::net::TcpStream) -> Option<ExportTraceServiceRequest>
     ok.then(|| ExportTraceServiceRequest::decode(&data[head_end..head_end + len]).ok())?
 }
 
-#[test]
-fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
+/// A sandbox with `plans/asks.plan` (a model call that fails once, then a person's answer,
+/// then a pure step) and a stub scripted for its two model calls (32 input, 11 output tokens).
+fn asks() -> (common::Sandbox, Stub) {
     let sb = common::Sandbox::new();
     let stub = Stub::start(vec![
         json!({"content": "prose", "usage": {"prompt_tokens": 12, "completion_tokens": 6}}),
@@ -404,6 +405,12 @@ fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
          go = human.ask { question: \"Go on?\" }\n  after ask\n\
          done = text.count { text: \"all done\" }\n  after go\n",
     );
+    (sb, stub)
+}
+
+#[test]
+fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
+    let (sb, stub) = asks();
     let (code, v) = sb.json(&[
         "run",
         "plans/asks.plan",
@@ -474,4 +481,123 @@ fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("spans dropped"), "{err}");
     assert!(out.contains("0 spans sent"), "{out}");
+}
+
+/// Live span export (`--otlp` on `run` and `resume`): the spans reach the collector while the
+/// command runs (before it exits), with the trace id, names and attributes of `oracle export
+/// --otlp`; the resumed drive's spans join the same trace, closing the attempt opened before
+/// the resume and the run's root span; an unreachable collector is a warning, not a failure.
+#[test]
+fn a_live_runs_spans_reach_a_collector_and_a_resumed_drive_joins_the_same_trace() {
+    let (sb, stub) = asks();
+    let live = Collector::start();
+    let model = format!("m={}", stub.url());
+    let (code, out, err) = sb.oracle(&[
+        "run",
+        "plans/asks.plan",
+        "--model",
+        &model,
+        "--otlp",
+        &live.url,
+    ]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(!err.contains("dropped"), "{err}");
+    let run = "asks-1";
+    let spans = live.spans();
+    // The trace `oracle export --otlp` names for the run.
+    let again = Collector::start();
+    let (code, v) = sb.json(&["export", run, "--otlp", &again.url, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let trace = v["trace_id"].as_str().unwrap().to_owned();
+    assert!(
+        spans
+            .iter()
+            .all(|(t, _, a)| *t == trace && a["oracle.run.id"] == run),
+        "{spans:?}"
+    );
+    let names: Vec<&str> = spans.iter().map(|(_, n, _)| n.as_str()).collect();
+    // Two attempts of `ask`, each with its model call; `go` is still waiting.
+    assert_eq!(
+        names.iter().filter(|n| **n == "step ask").count(),
+        2,
+        "{names:?}"
+    );
+    assert!(!names.contains(&"step go"), "{names:?}");
+    let chats: Vec<_> = spans.iter().filter(|(_, n, _)| n == "chat m").collect();
+    assert_eq!(chats.len(), 2, "{names:?}");
+    let tokens = |key: &str| -> u64 {
+        chats
+            .iter()
+            .map(|(_, _, a)| a[key].parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        (
+            tokens("gen_ai.usage.input_tokens"),
+            tokens("gen_ai.usage.output_tokens")
+        ),
+        (32, 11)
+    );
+    assert!(
+        chats
+            .iter()
+            .all(|(_, _, a)| a["gen_ai.request.model"] == "m")
+    );
+    // Every span names the event that ended it, as `oracle log` shows it.
+    let events = logged(&sb, run);
+    for (_, name, a) in &spans {
+        let seq: usize = a["oracle.seq"].parse().unwrap();
+        assert_eq!(
+            a["oracle.head"],
+            events[seq]["hash"].as_str().unwrap(),
+            "{name}"
+        );
+    }
+    // Resumed with --otlp: the same trace; `go` (opened before the resume) and `done` end
+    // now, and the run's root span comes with its end.
+    let resumed = Collector::start();
+    let (code, out, err) = sb.oracle(&[
+        "resume",
+        run,
+        "--step",
+        "go",
+        "--value",
+        "true",
+        "--otlp",
+        &resumed.url,
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let spans = resumed.spans();
+    assert!(spans.iter().all(|(t, _, _)| *t == trace), "{spans:?}");
+    let names: Vec<&str> = spans.iter().map(|(_, n, _)| n.as_str()).collect();
+    for want in ["step go", "step done", "run asks-1"] {
+        assert!(names.contains(&want), "{want}: {names:?}");
+    }
+    assert!(!names.contains(&"step ask"), "{names:?}");
+    // A collector nobody listens on (a closed loopback port): the run goes on and completes,
+    // and the command says how many spans it dropped.
+    let stub = Stub::start(vec![json!({"json": {"ok": true}})]).unwrap();
+    let model = format!("m={}", stub.url());
+    let (code, out, err) = sb.oracle(&[
+        "run",
+        "plans/asks.plan",
+        "--model",
+        &model,
+        "--otlp",
+        "http://127.0.0.1:9",
+    ]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(err.contains("spans dropped"), "{err}");
+    let (code, out, err) = sb.oracle(&[
+        "resume",
+        "asks-2",
+        "--step",
+        "go",
+        "--value",
+        "true",
+        "--otlp",
+        "http://127.0.0.1:9",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("spans dropped"), "{err}");
 }

@@ -2513,3 +2513,62 @@ fn serve_recover_drives_on_a_run_a_killed_process_left_behind() {
     assert_eq!(heads(&recovered), heads(&clean));
     run(&sb, &["verify", "slow-1"], 0);
 }
+
+/// Streamed model output (issue 41): a run started through the API whose model binding
+/// streams sends the reply's pieces to the run's SSE tail as `event: delta` while the call is
+/// in flight, more than one of them; the log records the reply whole, and the pieces put
+/// together are that reply.
+#[test]
+fn a_streamed_reply_arrives_on_the_sse_tail_in_pieces_and_the_log_has_it_whole() {
+    let (sb, alice, _) = setup();
+    let reply = "The quick brown fox jumps over the lazy dog, twice.";
+    // Slow enough that the tail is open before the first piece: a wait before the reply,
+    // and between pieces.
+    let stub = oracle_llm_stub::Stub::start(vec![json!({
+        "content": reply, "chunks": 5, "delay_ms": 1500, "chunk_delay_ms": 150,
+    })])
+    .unwrap();
+    let root = sb.path().to_str().unwrap().to_owned();
+    let model = format!("m={}", stub.url());
+    let s = Server::start(
+        sb.path(),
+        &["--root", &root, "--model", &model, "--model-stream", "m"],
+    );
+    let plan = "plan talk version 1\ngrant llm:chat:m\n\
+                say = llm.chat { model: \"m\", messages: [{ role: \"user\", content: \"hi\" }] }\n";
+    let (status, v) = start_run(&s, &alice, &json!({"plan": plan}));
+    assert_eq!(status, 201, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    let mut tail = open_stream(&s, &format!("/api/v1/runs/{id}/events/stream"), &alice);
+    let mut deltas = Vec::new();
+    let mut returned = None;
+    let start = Instant::now();
+    while returned.is_none() {
+        assert!(start.elapsed() < Duration::from_millis(WAIT_MS_MAX));
+        for (event, _, data) in sse_events(&mut tail, 1) {
+            let v: Value = serde_json::from_str(&data).unwrap();
+            match event.as_str() {
+                "delta" => deltas.push(v),
+                "event" if v["kind"] == "tool_returned" => returned = Some(v),
+                _ => {}
+            }
+        }
+    }
+    assert!(deltas.len() > 1, "{deltas:?}");
+    assert!(
+        deltas
+            .iter()
+            .all(|d| d["step"] == "say" && d["run"] == id.as_str())
+    );
+    let joined: String = deltas.iter().map(|d| d["text"].as_str().unwrap()).collect();
+    let recorded = returned.unwrap();
+    assert_eq!(recorded["payload"]["output"]["content"], reply);
+    assert_eq!(joined, reply);
+    assert_eq!(deltas.last().unwrap()["dropped"], 0);
+    // The request asked for a stream, with usage at its end.
+    let request = &stub.requests()[0].body;
+    assert_eq!(request["stream"], true);
+    assert_eq!(request["stream_options"]["include_usage"], true);
+    settled(&s, &alice, &id, "completed");
+    run(&sb, &["replay", &id], 0);
+}

@@ -31,6 +31,8 @@ pub struct Given {
     pub model_ids: Vec<String>,
     /// `NAME=ENV_VAR` (or `NAME=SECRET`, a run secret's name).
     pub model_keys: Vec<String>,
+    /// `NAME`: ask that model's endpoint to stream its replies.
+    pub model_streams: Vec<String>,
     /// `NAME=ENV_VAR`.
     pub secrets: Vec<String>,
     /// Declared tool directories; when given, they replace the run's.
@@ -108,6 +110,7 @@ impl Given {
                 ModelBinding {
                     url: url.to_owned(),
                     model: old.as_ref().map_or(name.to_owned(), |o| o.model.clone()),
+                    stream: old.as_ref().is_some_and(|o| o.stream),
                     key_env: old.and_then(|o| o.key_env),
                 },
             );
@@ -132,6 +135,13 @@ impl Given {
                 .get_mut(name)
                 .ok_or_else(|| unbound("--model-key", text, name))?;
             b.key_env = Some(var.to_owned());
+        }
+        for name in &self.model_streams {
+            let b = models
+                .models
+                .get_mut(name.as_str())
+                .ok_or_else(|| unbound("--model-stream", name, name))?;
+            b.stream = true;
         }
         Ok(models)
     }

@@ -53,6 +53,9 @@ pub enum HostError {
     /// Metrics could not be encoded (`crate::metrics`): a fault of this program.
     #[error("metrics: {0}")]
     Metrics(String),
+    /// The live span exporter could not start (`crate::otlp_live`): a fault of this machine.
+    #[error("span export: {0}")]
+    Telemetry(String),
     /// A run asked for over the network names what such a run may not (`crate::request`).
     #[error("{what}; nothing was created")]
     NotAllowed { what: String },
@@ -153,7 +156,7 @@ impl HostError {
             HostError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
             HostError::Signal { .. } => Class::of("bad_signal", exit::INPUT, http::BAD_REQUEST),
             HostError::Pg(e) => pg_class(e),
-            HostError::Worker(_) | HostError::Metrics(_) => {
+            HostError::Worker(_) | HostError::Metrics(_) | HostError::Telemetry(_) => {
                 Class::of("internal", exit::INPUT, http::INTERNAL)
             }
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),

@@ -19,6 +19,7 @@ mod home;
 pub mod ledger;
 pub mod metrics;
 pub mod otlp;
+pub mod otlp_live;
 mod outside;
 pub mod recover;
 pub mod request;

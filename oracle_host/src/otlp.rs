@@ -122,10 +122,12 @@ impl opentelemetry_http::HttpClient for Via {
 
 /// One span to send, read from the log.
 #[derive(Clone, Debug)]
-struct Planned {
+pub(crate) struct Planned {
     name: String,
     start: u64,
     end: u64,
+    /// The hash of the event at `end`.
+    head: String,
     attributes: Vec<KeyValue>,
     error: Option<String>,
     /// For a step attempt: its tool call, a child span.
@@ -166,33 +168,53 @@ impl Home {
     }
 }
 
-/// Attributes every span has: the run, and the event that ends the span.
-fn common(run: &str, events: &[Event], end: u64) -> Vec<KeyValue> {
-    let head = events
-        .get(end as usize)
-        .map(|e| e.hash.to_string())
-        .unwrap_or_default();
+/// Attributes every span has: the run, and the event that ends the span (its seq and hash).
+fn common(run: &str, end: u64, head: &str) -> Vec<KeyValue> {
     vec![
         KeyValue::new("oracle.run.id", run.to_owned()),
         KeyValue::new("oracle.seq", end as i64),
-        KeyValue::new("oracle.head", head),
+        KeyValue::new("oracle.head", head.to_owned()),
     ]
 }
 
-/// The spans of the step attempts (each with its tool call), in the log's order.
-fn plan_spans(run: &str, events: &[Event]) -> Vec<Planned> {
-    let mut out: Vec<Planned> = Vec::new();
-    let mut open: BTreeMap<(String, u64), usize> = BTreeMap::new();
-    for e in events {
-        let Ok(p) = e.typed() else { continue };
-        let seq = e.seq;
+/// The spans of a run's step attempts (each with its tool call), built from its events in log
+/// order: taken whole by the export, and as each attempt ends by the live exporter
+/// (`crate::otlp_live`).
+#[derive(Debug, Default)]
+pub(crate) struct SpanPlan {
+    run: String,
+    /// Attempts scheduled and not ended, by step and attempt.
+    open: BTreeMap<(String, u64), Planned>,
+    /// Attempts ended, in the order they ended.
+    ended: Vec<Planned>,
+}
+
+impl Planned {
+    /// Whether this attempt called its tool (a child span).
+    pub(crate) fn has_child(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+impl SpanPlan {
+    pub(crate) fn new(run: &str) -> SpanPlan {
+        SpanPlan {
+            run: run.to_owned(),
+            ..SpanPlan::default()
+        }
+    }
+
+    /// Takes the next event of the log.
+    pub(crate) fn add(&mut self, e: &Event) {
+        let Ok(p) = e.typed() else { return };
+        let (seq, head) = (e.seq, e.hash.to_string());
         match &p {
             Payload::StepScheduled(s) => {
-                open.insert((s.step.clone(), s.attempt), out.len());
-                out.push(Planned {
+                let planned = Planned {
                     name: format!("step {}", s.step),
                     start: seq,
                     end: seq,
+                    head,
                     attributes: vec![
                         KeyValue::new("oracle.step", s.step.clone()),
                         KeyValue::new("oracle.tool", s.tool.clone()),
@@ -200,40 +222,76 @@ fn plan_spans(run: &str, events: &[Event]) -> Vec<Planned> {
                     ],
                     error: None,
                     child: None,
-                });
+                };
+                self.open.insert((s.step.clone(), s.attempt), planned);
             }
             Payload::ToolCalled(c) => {
-                if let Some(&i) = open.get(&(c.step.clone(), c.attempt)) {
-                    out[i].child = Some(Box::new(call_span(&c.tool, &c.input, seq)));
+                if let Some(o) = self.open.get_mut(&(c.step.clone(), c.attempt)) {
+                    o.child = Some(Box::new(call_span(&c.tool, &c.input, seq, head)));
                 }
             }
             Payload::ToolReturned(_) | Payload::ToolFailed(_) | Payload::CapabilityDenied(_) => {
                 let (step, attempt) = match &p {
                     Payload::ToolReturned(r) => (r.step.clone(), r.attempt),
                     Payload::ToolFailed(f) => (f.step.clone(), f.attempt),
-                    Payload::CapabilityDenied(d) => (d.step.clone(), last_attempt(&open, &d.step)),
-                    _ => continue,
+                    Payload::CapabilityDenied(d) => {
+                        (d.step.clone(), last_attempt(&self.open, &d.step))
+                    }
+                    _ => return,
                 };
-                if let Some(i) = open.remove(&(step, attempt)) {
-                    finish(&mut out[i], &p, seq);
+                if let Some(mut o) = self.open.remove(&(step, attempt)) {
+                    finish(&mut o, &p, seq, &head);
+                    self.ended.push(o);
                 }
             }
             _ => {}
         }
     }
-    for p in &mut out {
-        let end = p.end;
-        p.attributes.extend(common(run, events, end));
-        if let Some(c) = &mut p.child {
-            let end = c.end;
-            c.attributes.extend(common(run, events, end));
+
+    /// The attempts ended since the last call, with the attributes every span has.
+    pub(crate) fn take_ended(&mut self) -> Vec<Planned> {
+        let mut out = std::mem::take(&mut self.ended);
+        for p in &mut out {
+            with_common(&self.run, p);
         }
+        out
     }
-    out
+
+    /// The seq where the oldest attempt still open started.
+    pub(crate) fn oldest_open(&self) -> Option<u64> {
+        self.open.values().map(|p| p.start).min()
+    }
+
+    /// Every attempt: those ended, then those still open (ending where they started).
+    pub(crate) fn into_all(mut self) -> Vec<Planned> {
+        let mut out = self.take_ended();
+        for mut p in std::mem::take(&mut self.open).into_values() {
+            with_common(&self.run, &mut p);
+            out.push(p);
+        }
+        out
+    }
+}
+
+/// Adds the attributes every span has to `p` and its call.
+fn with_common(run: &str, p: &mut Planned) {
+    p.attributes.extend(common(run, p.end, &p.head));
+    if let Some(c) = &mut p.child {
+        c.attributes.extend(common(run, c.end, &c.head));
+    }
+}
+
+/// The spans of the step attempts (each with its tool call) of a whole log.
+fn plan_spans(run: &str, events: &[Event]) -> Vec<Planned> {
+    let mut plan = SpanPlan::new(run);
+    for e in events {
+        plan.add(e);
+    }
+    plan.into_all()
 }
 
 /// The latest attempt of `step` still open (a denial names the step, not the attempt).
-fn last_attempt(open: &BTreeMap<(String, u64), usize>, step: &str) -> u64 {
+fn last_attempt(open: &BTreeMap<(String, u64), Planned>, step: &str) -> u64 {
     open.keys()
         .filter(|(s, _)| s == step)
         .map(|(_, a)| *a)
@@ -242,7 +300,7 @@ fn last_attempt(open: &BTreeMap<(String, u64), usize>, step: &str) -> u64 {
 }
 
 /// A tool call's span; a model call's carries the GenAI request attributes.
-fn call_span(tool: &str, input: &Value, seq: u64) -> Planned {
+fn call_span(tool: &str, input: &Value, seq: u64, head: String) -> Planned {
     let mut attributes = vec![KeyValue::new("oracle.tool", tool.to_owned())];
     let name = if tool == CHAT {
         let model = input.get("model").and_then(Value::as_str).unwrap_or("");
@@ -256,14 +314,15 @@ fn call_span(tool: &str, input: &Value, seq: u64) -> Planned {
         name,
         start: seq,
         end: seq,
+        head,
         attributes,
         error: None,
         child: None,
     }
 }
 
-/// Ends an attempt (and its call) at the outcome event `p`, at `seq`.
-fn finish(attempt: &mut Planned, p: &Payload, seq: u64) {
+/// Ends an attempt (and its call) at the outcome event `p`, at `seq` with hash `head`.
+fn finish(attempt: &mut Planned, p: &Payload, seq: u64, head: &str) {
     let (outcome, error, usage, model) = match p {
         Payload::ToolReturned(r) => {
             let n = |f: &str| r.output.pointer(f).and_then(Value::as_u64);
@@ -283,12 +342,14 @@ fn finish(attempt: &mut Planned, p: &Payload, seq: u64) {
         _ => return,
     };
     attempt.end = seq;
+    attempt.head = head.to_owned();
     attempt.error = error.clone();
     attempt
         .attributes
         .push(KeyValue::new("oracle.outcome", outcome));
     if let Some(call) = &mut attempt.child {
         call.end = seq;
+        call.head = head.to_owned();
         call.error = error;
         if let Some((input, output)) = usage {
             call.attributes
@@ -305,12 +366,21 @@ fn finish(attempt: &mut Planned, p: &Payload, seq: u64) {
 
 /// The exporter: OTLP/HTTP protobuf to `endpoint` (with the traces path) or the standard
 /// variables, through [`Via`].
-fn exporter(endpoint: Option<&str>) -> Result<opentelemetry_otlp::SpanExporter, HostError> {
+///
+/// `retry`: whether a refused batch is tried again after a wait (the SDK's recommended
+/// policy); the live exporter says no, so an unreachable collector costs one attempt a batch.
+pub(crate) fn exporter(
+    endpoint: Option<&str>,
+    retry: bool,
+) -> Result<opentelemetry_otlp::SpanExporter, HostError> {
     let mut b = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .with_http_client(Via)
         .with_timeout(Duration::from_millis(EXPORT_TIMEOUT_MS));
+    if !retry {
+        b = b.with_retry_policy(opentelemetry_otlp::RetryPolicy::disabled());
+    }
     if let Some(base) = endpoint.filter(|e| !e.is_empty()) {
         let base = base.trim_end_matches('/');
         let url = if base.ends_with(TRACES_PATH) {
@@ -345,7 +415,7 @@ fn send(
                 .with_service_name("oracle")
                 .build(),
         )
-        .with_batch_exporter(exporter(endpoint)?)
+        .with_batch_exporter(exporter(endpoint, true)?)
         .build();
     let tracer = provider.tracer("oracle");
     let last = events.last().map_or(0, |e| e.seq);
@@ -357,7 +427,14 @@ fn send(
             .span_builder(format!("run {run}"))
             .with_kind(SpanKind::Internal)
             .with_start_time(at(0))
-            .with_attributes(common(run, events, last)),
+            .with_attributes(common(
+                run,
+                last,
+                &events
+                    .last()
+                    .map(|e| e.hash.to_string())
+                    .unwrap_or_default(),
+            )),
         &Context::new(),
     );
     let root_cx = Context::new().with_remote_span_context(root.span_context().clone());
@@ -387,7 +464,7 @@ fn send(
 }
 
 /// Ends `p` (and its child) as spans under `parent`; how many.
-fn emit(
+pub(crate) fn emit(
     tracer: &opentelemetry_sdk::trace::SdkTracer,
     p: &Planned,
     parent: &Context,

@@ -164,6 +164,9 @@ pub struct RunView {
     /// Where the run's time and tokens went, step by step, when the caller measured it
     /// (`oracle_host::timeline`, which this crate does not depend on; `None` shows nothing).
     pub latency: Option<LatencyView>,
+    /// The partial reply of a streamed model call in flight in this process
+    /// (`oracle_runtime::live`); never recorded, gone once the call ends.
+    pub streaming: Option<oracle_runtime::live::Partial>,
 }
 
 /// The run's latency view: its steps in the order they started, with wall times from the
@@ -497,6 +500,7 @@ pub fn run(home: &Path, id: &str, at: Option<u64>, page: Page) -> Result<RunView
         family: oracle_runtime::family::family(home, &found),
         timers: timers(&events),
         latency: None,
+        streaming: oracle_runtime::live::partial(&found.id),
     })
 }
 

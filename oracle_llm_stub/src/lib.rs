@@ -16,6 +16,13 @@
 //! | `truncate: true` | a completion whose `Content-Length` promises more than is sent |
 //! | `close: true` | the connection closed without a reply |
 //!
+//! A request with `stream: true` gets a completion (`content`, `json`, `tool_calls`) as
+//! server-sent events, the way OpenAI streams: the content cut into `chunks` pieces (default
+//! [`STREAM_CHUNKS_DEFAULT`]) of `chat.completion.chunk` deltas, each tool call's arguments in
+//! two pieces, the finish reason, a last chunk with `usage` when the request asked for it
+//! (`stream_options.include_usage`), then `data: [DONE]`. `chunk_delay_ms` waits before each
+//! event; `cut_after: N` closes the connection after N content pieces (no `[DONE]`).
+//!
 //! `delay_ms` waits before replying (a slow model), `finish_reason` and `usage` override the
 //! defaults, `forever: true` keeps a reply in the script after it is played (a server that
 //! always answers the same, for benchmarks), and `headers` (an object) adds response headers to a `status` or `raw` reply (a
@@ -42,6 +49,9 @@ use serde_json::{Value, json};
 pub const REQUEST_BYTES_MAX: u64 = 16 << 20;
 /// Longest a connection may take to send its request before the stub gives up on it.
 pub const READ_TIMEOUT_MS: u64 = 10_000;
+/// Pieces a streamed reply's content is cut into unless the reply says `chunks`: more than
+/// one, so a watcher sees a reply arrive in pieces.
+pub const STREAM_CHUNKS_DEFAULT: u64 = 4;
 
 /// One request as received.
 #[derive(Clone, Debug)]
@@ -324,6 +334,22 @@ fn play(conn: &mut TcpStream, request: &Request, model: &str, reply: &Value) -> 
     if let Some(calls) = tool_calls {
         message["tool_calls"] = calls;
     }
+    if request.body.get("stream").and_then(Value::as_bool) == Some(true)
+        && reply.get("truncate").is_none()
+    {
+        let include_usage = request
+            .body
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true);
+        let completion = Completion {
+            model,
+            message: &message,
+            finish,
+            usage: include_usage.then_some(&usage),
+        };
+        return stream(conn, reply, &completion);
+    }
     let body = json!({
         "id": "chatcmpl-stub",
         "object": "chat.completion",
@@ -341,6 +367,92 @@ fn play(conn: &mut TcpStream, request: &Request, model: &str, reply: &Value) -> 
         body.as_bytes()
     };
     respond(conn, 200, "application/json", &[], sent, claimed)
+}
+
+/// What a streamed reply sends, in pieces.
+struct Completion<'a> {
+    model: &'a str,
+    message: &'a Value,
+    finish: &'a str,
+    /// Sent in a last chunk when the request asked for it.
+    usage: Option<&'a Value>,
+}
+
+/// Plays a completion as server-sent events (see the module's doc), closing the connection
+/// after `cut_after` content pieces when the reply says so.
+fn stream(conn: &mut TcpStream, reply: &Value, c: &Completion<'_>) -> io::Result<()> {
+    let delay = reply
+        .get("chunk_delay_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let cut_after = reply.get("cut_after").and_then(Value::as_u64);
+    let chunk = |delta: Value, finish: Option<&str>| {
+        json!({
+            "id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0,
+            "model": c.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        })
+    };
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+    conn.write_all(head.as_bytes())?;
+    let send = |conn: &mut TcpStream, event: &str| -> io::Result<()> {
+        thread::sleep(Duration::from_millis(delay));
+        conn.write_all(format!("data: {event}\n\n").as_bytes())?;
+        conn.flush()
+    };
+    send(
+        conn,
+        &chunk(json!({"role": "assistant", "content": ""}), None).to_string(),
+    )?;
+    let content = c.message.get("content").and_then(Value::as_str);
+    let chunks = reply
+        .get("chunks")
+        .and_then(Value::as_u64)
+        .unwrap_or(STREAM_CHUNKS_DEFAULT);
+    for (i, piece) in pieces(content.unwrap_or(""), chunks).iter().enumerate() {
+        if cut_after.is_some_and(|n| i as u64 >= n) {
+            return conn.shutdown(Shutdown::Both);
+        }
+        send(conn, &chunk(json!({"content": piece}), None).to_string())?;
+    }
+    let calls = c.message.get("tool_calls").and_then(Value::as_array);
+    for (i, call) in calls.into_iter().flatten().enumerate() {
+        let args = call
+            .pointer("/function/arguments")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        for (j, part) in pieces(args, 2).iter().enumerate() {
+            let mut d = json!({"index": i, "function": {"arguments": part}});
+            if j == 0 {
+                d["id"] = call.get("id").cloned().unwrap_or(Value::Null);
+                d["type"] = json!("function");
+                d["function"]["name"] = call.pointer("/function/name").cloned().unwrap_or_default();
+            }
+            send(conn, &chunk(json!({"tool_calls": [d]}), None).to_string())?;
+        }
+    }
+    send(conn, &chunk(json!({}), Some(c.finish)).to_string())?;
+    if let Some(usage) = c.usage {
+        let last = json!({
+            "id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0,
+            "model": c.model, "choices": [], "usage": usage,
+        });
+        send(conn, &last.to_string())?;
+    }
+    send(conn, "[DONE]")?;
+    conn.shutdown(Shutdown::Both)
+}
+
+/// `text` cut into at most `n` pieces of about equal length, on character boundaries (one
+/// empty piece for empty text).
+fn pieces(text: &str, n: u64) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let size = chars.len().div_ceil(n.max(1) as usize).max(1);
+    let out: Vec<String> = chars.chunks(size).map(|c| c.iter().collect()).collect();
+    if out.is_empty() && !text.is_empty() {
+        return vec![text.to_owned()];
+    }
+    out
 }
 
 /// A reply's `headers` object, as header lines.

@@ -61,6 +61,7 @@ fn registry(dir: &Path) -> (Registry, Arc<declared::wasm::WasmTool>) {
 fn call(registry: &Registry, name: &str, input: &Value, root: &Path, state: &State) -> Value {
     let t = registry.get(name).unwrap();
     let cx = ToolContext {
+        run: None,
         step: "s",
         attempt: 1,
         tick: 1,

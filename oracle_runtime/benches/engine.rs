@@ -85,6 +85,7 @@ fn config(jobs: u32) -> RunConfig {
         budget: None,
         key: None,
         shared: None,
+        live: None,
         scorer: None,
         resume_points: Default::default(),
     }

@@ -39,6 +39,7 @@ fn models(url: &str) -> Models {
             url: url.to_owned(),
             model: "m".into(),
             key_env: None,
+            stream: false,
         },
     );
     m

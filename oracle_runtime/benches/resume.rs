@@ -91,6 +91,7 @@ fn config() -> RunConfig {
         budget: None,
         key: None,
         shared: None,
+        live: None,
         scorer: None,
         resume_points: Policy {
             key: Some(KEY),

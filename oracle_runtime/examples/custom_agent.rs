@@ -129,6 +129,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         resume_points: Default::default(),
         key: None,
         shared: None,
+        live: None,
     };
     let registry = tools::builtin();
     let agent = || WordCounter {

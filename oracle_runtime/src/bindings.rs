@@ -266,6 +266,7 @@ mod tests {
                 url: "http://127.0.0.1:8080/v1".into(),
                 model: "fast".into(),
                 key_env: Some("FAST_KEY".into()),
+                stream: false,
             },
         );
         b.secrets.insert("token".into(), "API_TOKEN".into());

@@ -84,6 +84,9 @@ pub struct RunConfig {
     /// its publications carry. Never recorded: the store's answers are. `None`: the memory
     /// tools of a run attached to a store answer only from the record (a replay).
     pub shared: Option<crate::shared::Attach>,
+    /// The run's id, under which a streamed model reply's deltas go to watchers in this
+    /// process ([`crate::live`]). Never recorded; `None`: nothing is published.
+    pub live: Option<String>,
 }
 
 /// How a drive ended.
@@ -2206,6 +2209,7 @@ fn context<'a>(
     earlier_failures: &'a [String],
 ) -> ToolContext<'a> {
     ToolContext {
+        run: config.live.as_deref(),
         earlier_failures,
         step: &call.step,
         attempt: call.attempt,

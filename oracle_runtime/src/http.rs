@@ -63,12 +63,18 @@ pub fn post_json(
     timeout_ms: u64,
     body_bytes_max: u64,
 ) -> Result<Reply, HttpError> {
+    let all = json_headers("application/json", headers);
+    exchange("POST", url, &all, Some(body), timeout_ms, body_bytes_max)
+}
+
+/// A JSON request's headers: its content type, `accept`, then `headers`.
+fn json_headers<'a>(accept: &str, headers: &[(&'a str, String)]) -> Vec<(&'a str, String)> {
     let mut all: Vec<(&str, String)> = vec![
         ("Content-Type", "application/json".to_owned()),
-        ("Accept", "application/json".to_owned()),
+        ("Accept", accept.to_owned()),
     ];
     all.extend(headers.iter().cloned());
-    exchange("POST", url, &all, Some(body), timeout_ms, body_bytes_max)
+    all
 }
 
 /// One request and its whole reply: at most `body_bytes_max` bytes of body, within
@@ -82,6 +88,87 @@ pub fn exchange(
     timeout_ms: u64,
     body_bytes_max: u64,
 ) -> Result<Reply, HttpError> {
+    let (mut reply, mut response) = open(method, url, headers, body, timeout_ms, body_bytes_max)?;
+    if method != "HEAD" {
+        reply.body = response
+            .body_mut()
+            .with_config()
+            .limit(body_bytes_max)
+            .read_to_vec()
+            .map_err(|e| classify(e, timeout_ms, body_bytes_max))?;
+    }
+    Ok(reply)
+}
+
+/// [`post_json`], asking for server-sent events: a 2xx reply of type `text/event-stream` is
+/// read as it arrives, each event's `data` handed to `on_data` (the reply's `body` stays
+/// empty); any other reply is read whole, as [`exchange`] does. The same bounds: at most
+/// `body_bytes_max` bytes in all, within `timeout_ms`. A stream the server closes before its
+/// `[DONE]` is the caller's to judge (`on_data` never saw it).
+pub fn post_json_stream(
+    url: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+    timeout_ms: u64,
+    body_bytes_max: u64,
+    on_data: &mut dyn FnMut(&str),
+) -> Result<Reply, HttpError> {
+    let all = json_headers("text/event-stream, application/json", headers);
+    let (mut reply, mut response) =
+        open("POST", url, &all, Some(body), timeout_ms, body_bytes_max)?;
+    let failed = |e| classify(e, timeout_ms, body_bytes_max);
+    let limited = response.body_mut().with_config().limit(body_bytes_max);
+    if !(200..300).contains(&reply.status) || reply.content_type != "text/event-stream" {
+        reply.body = limited.read_to_vec().map_err(failed)?;
+        return Ok(reply);
+    }
+    let reader = io::BufReader::new(limited.reader());
+    read_events(reader, on_data).map_err(|e| match e.downcast::<ureq::Error>() {
+        Ok(inner) => failed(inner),
+        Err(io) => io_error(&io, timeout_ms),
+    })?;
+    Ok(reply)
+}
+
+/// Reads server-sent events from `reader` to its end: each event's `data` lines joined with
+/// `\n`, handed to `on_data` at the blank line that ends the event (comments and other fields
+/// skipped).
+fn read_events(reader: impl io::BufRead, on_data: &mut dyn FnMut(&str)) -> io::Result<()> {
+    let mut data: Option<String> = None;
+    for line in reader.lines() {
+        let line = line?;
+        let line = line.strip_suffix('\r').unwrap_or(&line);
+        if line.is_empty() {
+            if let Some(d) = data.take() {
+                on_data(&d);
+            }
+        } else if let Some(rest) = line.strip_prefix("data:") {
+            let rest = rest.strip_prefix(' ').unwrap_or(rest);
+            match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(rest);
+                }
+                None => data = Some(rest.to_owned()),
+            }
+        }
+    }
+    if let Some(d) = data.take() {
+        on_data(&d);
+    }
+    Ok(())
+}
+
+/// Sends one request and reads the reply's head: the reply without its body, and the response
+/// to read the body from.
+fn open(
+    method: &str,
+    url: &str,
+    headers: &[(&str, String)],
+    body: Option<&[u8]>,
+    timeout_ms: u64,
+    body_bytes_max: u64,
+) -> Result<(Reply, ureq::http::Response<ureq::Body>), HttpError> {
     let loopback = is_loopback(url);
     let mut config = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -104,7 +191,7 @@ pub fn exchange(
         Some(bytes) => agent.run(builder.body(bytes).map_err(bad)?),
         None => agent.run(builder.body(()).map_err(bad)?),
     };
-    let mut response = sent.map_err(|e| classify(e, timeout_ms, body_bytes_max))?;
+    let response = sent.map_err(|e| classify(e, timeout_ms, body_bytes_max))?;
     let status = response.status().as_u16();
     let mut header_list: Vec<(String, String)> = response
         .headers()
@@ -129,24 +216,15 @@ pub fn exchange(
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(|s| s.saturating_mul(1000));
     let location = header("location");
-    let body = if method == "HEAD" {
-        Vec::new()
-    } else {
-        response
-            .body_mut()
-            .with_config()
-            .limit(body_bytes_max)
-            .read_to_vec()
-            .map_err(|e| classify(e, timeout_ms, body_bytes_max))?
-    };
-    Ok(Reply {
+    let reply = Reply {
         status,
         content_type,
         retry_after_ms,
         location,
         headers: header_list,
-        body,
-    })
+        body: Vec::new(),
+    };
+    Ok((reply, response))
 }
 
 /// Whether a status is worth another attempt after a wait: rate limits and server trouble.
@@ -263,6 +341,15 @@ mod tests {
         assert!(is_loopback("http://user@127.0.0.1:1/"));
         assert!(!is_loopback("https://api.example.com/v1"));
         assert!(!is_loopback("http://127.0.0.1.example.com/"));
+    }
+
+    #[test]
+    fn events_are_their_data_lines_joined_at_each_blank_line() {
+        let text =
+            ": a comment\ndata: {\"a\":1}\r\n\nevent: x\ndata:one\ndata: two\n\ndata: [DONE]";
+        let mut seen = Vec::new();
+        read_events(text.as_bytes(), &mut |d| seen.push(d.to_owned())).unwrap();
+        assert_eq!(seen, ["{\"a\":1}", "one\ntwo", "[DONE]"]);
     }
 
     #[test]

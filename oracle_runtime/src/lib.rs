@@ -18,7 +18,7 @@
 //!   which [`catalogue`] derives the plan compiler's catalogue; a domain's tools are
 //!   declarations only, [`tool::Registry::declare`]), [`tools`] (the built-ins, one module per
 //!   family; [`tools::builtin_with`] binds `llm.chat`'s model names for a run, [`tools::builtin`]
-//!   none), [`declared`] (tools from manifests: exec, wasm, MCP), [`mcp`], [`http`], [`secrets`],
+//!   none), [`declared`] (tools from manifests: exec, wasm, MCP), [`mcp`], [`http`], [`live`] (a streamed reply's deltas, never recorded), [`secrets`],
 //!   [`schema`], [`access`] and [`confine`] (a call's capability checked on the real path, then
 //!   exactly that path opened), [`fsread`].
 //! - Answers from outside: [`adjudication`] (verdicts and sweeps on a stored run), [`oracle`]
@@ -80,6 +80,7 @@ pub mod fsread;
 pub mod http;
 pub mod index;
 pub mod keys;
+pub mod live;
 pub mod mcp;
 pub mod oracle;
 pub mod paths;

@@ -664,6 +664,7 @@ impl Submission {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .and_then(|id| attach(home, id)),
+            live: dir.file_name().and_then(|n| n.to_str()).map(str::to_owned),
         })
     }
 }
@@ -1292,6 +1293,7 @@ fn config_of(
         scorer: None,
         resume_points: resume_point::Policy::default(),
         key: started.key.clone(),
+        live: shared.as_ref().map(|a| a.run.clone()),
         shared,
     })
 }

@@ -145,6 +145,9 @@ pub struct ToolContext<'a> {
     /// Derived from recorded `tool_failed` events, so a call that depends on them (`llm.chat`
     /// feeding a schema violation back to the model) is a function of the record.
     pub earlier_failures: &'a [String],
+    /// The run's id, under which a streamed model reply's deltas go live ([`crate::live`]);
+    /// never recorded. `None` (tests, embedders, replay): nothing is published.
+    pub run: Option<&'a str>,
 }
 
 /// What a file tool checks its path against at the moment of use.

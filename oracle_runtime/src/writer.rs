@@ -559,6 +559,7 @@ impl LogWriter {
                 });
             }
             self.written += self.buf.len() as u64;
+            crate::live::appended(&self.paths, &self.buf);
             if let Some((_, pending)) = &mut self.replica {
                 pending.extend_from_slice(&self.buf);
             }

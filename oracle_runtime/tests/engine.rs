@@ -219,6 +219,7 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
         resume_points: Default::default(),
         key: None,
         shared: None,
+        live: None,
     };
     let paths = LogPaths::of_file(&dir.path().join("bound.jsonl"));
     let writer = LogWriter::create(&paths, Durability::None).unwrap();
@@ -278,6 +279,7 @@ fn an_answer_to_a_step_waiting_on_a_belief_is_refused_in_the_memory_domains_word
         resume_points: Default::default(),
         key: None,
         shared: None,
+        live: None,
     };
     let paths = LogPaths::of_file(&dir.path().join("wait.jsonl"));
     let writer = LogWriter::create(&paths, Durability::None).unwrap();

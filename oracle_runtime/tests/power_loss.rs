@@ -416,6 +416,7 @@ fn engine_on_sim(
         resume_points: Default::default(),
         key: None,
         shared: None,
+        live: None,
     };
     let Ok(writer) = LogWriter::with_storage(&LogPaths::of_run(run_dir), &mut sim.clone(), d)
     else {

@@ -54,6 +54,7 @@ impl Scratch {
         t.input.check(&input).unwrap();
         let state = State::new();
         let cx = ToolContext {
+            run: None,
             step: "step",
             attempt: 1,
             tick: 0,

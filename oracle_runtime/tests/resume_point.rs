@@ -99,6 +99,7 @@ fn config(every_events: u64) -> RunConfig {
         budget: None,
         key: None,
         shared: None,
+        live: None,
         scorer: None,
         resume_points: Policy {
             every_events,

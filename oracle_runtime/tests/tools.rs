@@ -48,6 +48,7 @@ impl Fixture {
 
     fn cx<'a>(&'a self, resolved: Option<&'a Path>) -> ToolContext<'a> {
         ToolContext {
+            run: None,
             step: "step",
             attempt: 1,
             tick: 7,
@@ -83,6 +84,7 @@ impl Fixture {
             None => None,
         };
         let cx = ToolContext {
+            run: None,
             resolved: resolved.as_deref(),
             ..cx
         };
@@ -732,6 +734,7 @@ fn fs_read_refuses_missing_non_utf8_non_regular_and_large_files() {
     }
     f.put("big.txt", &[b'x'; 100]);
     let small = ToolContext {
+        run: None,
         output_bytes_max: 99,
         ..f.cx(None)
     };
@@ -740,6 +743,7 @@ fn fs_read_refuses_missing_non_utf8_non_regular_and_large_files() {
         Err(ToolError::OutputTooLarge { limit: 99 })
     );
     let exact = ToolContext {
+        run: None,
         output_bytes_max: 100,
         ..f.cx(None)
     };
@@ -847,6 +851,7 @@ fn fs_list_sorts_and_marks_directories() {
         "cannot list `nope`: it does not exist"
     );
     let small = ToolContext {
+        run: None,
         output_bytes_max: 5,
         ..f.cx(None)
     };
@@ -971,6 +976,7 @@ fn proc_exec_names_a_missing_program_and_bad_arguments() {
 fn proc_exec_kills_a_program_past_its_timeout() {
     let f = Fixture::new();
     let cx = ToolContext {
+        run: None,
         timeout_ms: 200,
         ..f.cx(None)
     };
@@ -988,6 +994,7 @@ fn proc_exec_kills_a_program_past_its_timeout() {
 fn proc_exec_kills_a_program_past_its_output_limit() {
     let f = Fixture::new();
     let cx = ToolContext {
+        run: None,
         output_bytes_max: 1000,
         timeout_ms: 10_000,
         ..f.cx(None)
@@ -999,6 +1006,7 @@ fn proc_exec_kills_a_program_past_its_output_limit() {
     );
     // The limit counts both outputs together.
     let cx = ToolContext {
+        run: None,
         output_bytes_max: 10,
         ..f.cx(None)
     };
@@ -1146,6 +1154,7 @@ fn clock_now_is_the_logical_tick() {
     let f = Fixture::new();
     assert_eq!(f.call("clock.now", json!({})).unwrap(), json!({"tick": 7}));
     let later = ToolContext {
+        run: None,
         tick: 1234,
         ..f.cx(None)
     };
@@ -1160,6 +1169,7 @@ fn random_int_is_determined_by_seed_step_and_attempt() {
     let f = Fixture::new();
     let draw = |seed: u64, step: &str, attempt: u64, min: i64, max: i64| {
         let cx = ToolContext {
+            run: None,
             seed,
             step,
             attempt,

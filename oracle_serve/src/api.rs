@@ -844,6 +844,9 @@ pub(crate) struct Tail {
     shutdown: tokio::sync::watch::Receiver<bool>,
     interval: Duration,
     ended: bool,
+    /// The pieces of a streamed model reply of this run, when this process drives it
+    /// (`oracle_runtime::live`); `None` past the hub's watcher bound.
+    deltas: Option<oracle_runtime::live::Subscription>,
 }
 
 impl Tail {
@@ -855,7 +858,6 @@ impl Tail {
         bytes_max: u64,
     ) -> Tail {
         Tail {
-            run,
             next: from,
             len: u64::MAX,
             buf: VecDeque::new(),
@@ -864,6 +866,8 @@ impl Tail {
             shutdown,
             interval,
             ended: false,
+            deltas: oracle_runtime::live::subscribe(Some(&run.id)),
+            run,
         }
     }
 
@@ -911,6 +915,12 @@ impl Tail {
                     Err(_) => return None,
                 }
             }
+            // After the log's events: a delta never arrives ahead of the call it belongs to.
+            if let Some(sub) = &self.deltas
+                && let Ok(d) = sub.rx.try_recv()
+            {
+                return Some(delta_event(&d, sub.dropped()));
+            }
             tokio::select! {
                 _ = tokio::time::sleep(self.interval) => {}
                 _ = self.shutdown.changed() => return None,
@@ -928,9 +938,20 @@ fn record_event(e: &Event) -> SseEvent {
         .data(text)
 }
 
+/// A piece of a streamed model reply (`event: delta`, no `id`: it is not a record and cannot
+/// be resumed from); `dropped` counts the pieces this stream lost so far to a full queue.
+fn delta_event(d: &oracle_runtime::live::Delta, dropped: u64) -> SseEvent {
+    let mut v = d.to_json();
+    v["dropped"] = json!(dropped);
+    SseEvent::default().event("delta").data(v.to_string())
+}
+
 /// `GET /api/v1/runs/{id}/events/stream?from=SEQ`: every event from `from` (or after the
 /// `Last-Event-ID` a reconnecting client sends), then each new one as it is appended; one
-/// SSE event per record (`event: event`, `id: SEQ`, `data:` the record).
+/// SSE event per record (`event: event`, `id: SEQ`, `data:` the record). While this process
+/// drives the run, each piece of a streamed model reply comes too (`event: delta`, `data:
+/// {"run", "step", "attempt", "text", "dropped"}`): never recorded, never sent again to a
+/// reconnecting client.
 async fn events_stream(
     State(state): State<AppState>,
     _: Reader,

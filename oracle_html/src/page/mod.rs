@@ -336,6 +336,12 @@ fn run_main(view: &RunView, links: Option<&Links>) -> String {
         escape(&s.id)
     );
     m.push_str(&summary_html(view, links));
+    // A report is a record: a reply in flight is not part of it.
+    if links.is_some()
+        && let Some(p) = &view.streaming
+    {
+        m.push_str(&streaming_html(p));
+    }
     // Right under the summary: a page opened to compare two runs is read for the difference
     // first, not after every event of one of them.
     if let Some(d) = &view.divergence {
@@ -415,6 +421,22 @@ fn latency_html(l: &LatencyView) -> String {
     }
     m.push_str("</tbody></table></div>\n</section>\n");
     m
+}
+
+/// The partial reply of the model call streaming now (reload for more; the log records it
+/// whole once the call ends).
+fn streaming_html(p: &oracle_runtime::live::Partial) -> String {
+    format!(
+        "<section id=\"streaming\" aria-labelledby=\"streaming-h\">\n<h2 id=\"streaming-h\">Streaming now</h2>\n<p>Step <code>{}</code>, attempt {}: the model's reply so far{}. Not recorded: the log has the reply whole once the call ends.</p>\n<pre id=\"streaming-text\">{}</pre>\n</section>\n",
+        escape(&p.step),
+        p.attempt,
+        if p.cut {
+            " (cut to its first 64 KiB)"
+        } else {
+            ""
+        },
+        escape(&p.text),
+    )
 }
 
 /// The run's timers (its `sleep` steps): when each is due and whether it fired, and when.

@@ -173,6 +173,12 @@ fn hostile_view() -> RunView {
                 },
             ],
         }),
+        streaming: Some(oracle_runtime::live::Partial {
+            step: HOSTILE.into(),
+            attempt: 1,
+            text: HOSTILE.into(),
+            cut: true,
+        }),
     }
 }
 
@@ -302,6 +308,13 @@ fn hostile_log_content_renders_inert_on_every_page() {
     assert!(pages[0].contains("<dt>Forked from</dt>"), "{}", pages[0]);
     assert!(pages[0].contains("<dt>Forks</dt>"));
     assert!(pages[1].contains("<dt>Forked from</dt>"));
+    // A streamed reply in flight is on the server's page (escaped), never in a report.
+    assert!(
+        pages[0].contains("<section id=\"streaming\""),
+        "{}",
+        pages[0]
+    );
+    assert!(!pages[1].contains("id=\"streaming\""));
 }
 
 #[test]

@@ -8,9 +8,16 @@
 //! ([`crate::tool::ToolContext::earlier_failures`]) fed back as user messages. Only failures
 //! that were the reply's fault (errors starting with [`REPLY_FAULT`]) are fed back.
 //!
+//! A binding with `stream` (`oracle run --model-stream NAME`) asks for server-sent deltas
+//! (`stream: true`, usage through `stream_options.include_usage`): each piece of content goes
+//! live to the run's watchers ([`crate::live`]) and is never recorded; the pieces are put back
+//! together into the completion the server would have sent whole, which is then read exactly
+//! as a whole reply is, so the recorded output is the same bytes either way. A stream that ends
+//! before its `[DONE]` fails the attempt, like any cut reply.
+//!
 //! Deliberately absent: floats in anything recorded (`temperature_pct` is an integer
-//! percentage; a reply whose JSON has a float is refused), the endpoint's URL and the API key
-//! in any hashed byte, and streaming.
+//! percentage; a reply whose JSON has a float is refused), and the endpoint's URL and the API
+//! key in any hashed byte.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,6 +54,10 @@ pub struct ModelBinding {
     /// The environment variable holding the API key, sent as `Authorization: Bearer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_env: Option<String>,
+    /// Ask the endpoint to stream its reply (`--model-stream NAME`). Absent from a binding
+    /// written without it, so older bindings (and their seals) read unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
 }
 
 /// The model bindings of a run, by the name plans use.
@@ -213,6 +224,10 @@ impl Tool for Chat {
         if !offered.is_empty() {
             body["tools"] = Value::Array(offered);
         }
+        if binding.stream {
+            body["stream"] = Value::Bool(true);
+            body["stream_options"] = json!({"include_usage": true});
+        }
         let bytes = serde_json::to_vec(&body)
             .map_err(|e| ToolError::Failed(format!("the request cannot be encoded: {e}")))?;
         let url = format!("{}/chat/completions", binding.url.trim_end_matches('/'));
@@ -221,12 +236,16 @@ impl Tool for Chat {
             .map(|k| ("Authorization", format!("Bearer {k}")))
             .into_iter()
             .collect();
-        let reply = http::post_json(&url, &headers, &bytes, cx.timeout_ms, cx.output_bytes_max)
-            .map_err(|e| match e {
-                HttpError::Timeout { timeout_ms } => ToolError::Timeout { timeout_ms },
-                HttpError::TooLarge { limit } => ToolError::OutputTooLarge { limit },
-                other => ToolError::Failed(format!("the endpoint of model `{name}`: {other}")),
-            })?;
+        let reply = if binding.stream {
+            let streamed = streamed(&url, &headers, &bytes, name, cx);
+            if let Some(run) = cx.run {
+                crate::live::finish(run);
+            }
+            streamed?
+        } else {
+            http::post_json(&url, &headers, &bytes, cx.timeout_ms, cx.output_bytes_max)
+                .map_err(|e| endpoint_error(name, e))?
+        };
         if !(200..300).contains(&reply.status) {
             let retry = http::retryable(reply.status);
             if retry {
@@ -315,6 +334,158 @@ impl Tool for Chat {
             out["parsed"] = p;
         }
         Ok(out)
+    }
+}
+
+/// A failed exchange as the call's error (a timeout and an oversized reply keep their kinds).
+fn endpoint_error(name: &str, e: HttpError) -> ToolError {
+    match e {
+        HttpError::Timeout { timeout_ms } => ToolError::Timeout { timeout_ms },
+        HttpError::TooLarge { limit } => ToolError::OutputTooLarge { limit },
+        other => ToolError::Failed(format!("the endpoint of model `{name}`: {other}")),
+    }
+}
+
+/// A streamed exchange: each content delta published live (when the call knows its run), the
+/// events put back together ([`Assembly`]) into the reply the server would have sent whole.
+/// A reply that is not a stream (an error status, a server that ignores `stream`) is returned
+/// as it came.
+fn streamed(
+    url: &str,
+    headers: &[(&str, String)],
+    bytes: &[u8],
+    name: &str,
+    cx: &ToolContext<'_>,
+) -> Result<http::Reply, ToolError> {
+    let mut assembly = Assembly::default();
+    let mut on_data = |data: &str| {
+        if let Some(text) = assembly.add(data)
+            && let Some(run) = cx.run
+        {
+            crate::live::publish(crate::live::Delta {
+                run: run.to_owned(),
+                step: cx.step.to_owned(),
+                attempt: cx.attempt,
+                text,
+            });
+        }
+    };
+    let mut reply = http::post_json_stream(
+        url,
+        headers,
+        bytes,
+        cx.timeout_ms,
+        cx.output_bytes_max,
+        &mut on_data,
+    )
+    .map_err(|e| endpoint_error(name, e))?;
+    if reply.content_type != "text/event-stream" {
+        return Ok(reply);
+    }
+    reply.body = assembly
+        .completion()
+        .map_err(|why| ToolError::Failed(format!("the endpoint of model `{name}`: {why}")))?;
+    reply.content_type = "application/json".into();
+    Ok(reply)
+}
+
+/// The events of a streamed completion, put back together: content and each tool call's
+/// arguments concatenated in order, the last finish reason, model and usage seen.
+#[derive(Default)]
+struct Assembly {
+    content: Option<String>,
+    /// By the stream's `index`: id, function name, arguments text.
+    calls: BTreeMap<u64, (String, String, String)>,
+    finish_reason: Option<Value>,
+    model: Option<Value>,
+    usage: Option<Value>,
+    done: bool,
+    /// The first event that was not a JSON object (the stream is refused at its end).
+    bad: Option<String>,
+}
+
+impl Assembly {
+    /// Takes one event's data; returns the content it adds, if any.
+    fn add(&mut self, data: &str) -> Option<String> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return None;
+        }
+        let chunk: Value = match serde_json::from_str(data) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                self.bad
+                    .get_or_insert_with(|| http::excerpt(data.as_bytes()));
+                return None;
+            }
+        };
+        if let Some(m) = chunk.get("model").filter(|m| m.is_string()) {
+            self.model = Some(m.clone());
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(u.clone());
+        }
+        let choice = chunk.pointer("/choices/0")?;
+        if let Some(f) = choice.get("finish_reason").filter(|f| !f.is_null()) {
+            self.finish_reason = Some(f.clone());
+        }
+        let delta = choice.get("delta")?;
+        for call in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            self.add_call(call);
+        }
+        let text = delta.get("content").and_then(Value::as_str)?;
+        self.content.get_or_insert_with(String::new).push_str(text);
+        (!text.is_empty()).then(|| text.to_owned())
+    }
+
+    fn add_call(&mut self, call: &Value) {
+        let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let entry = self.calls.entry(index).or_default();
+        let piece = |p: &str| call.pointer(p).and_then(Value::as_str).unwrap_or("");
+        entry.0.push_str(piece("/id"));
+        entry.1.push_str(piece("/function/name"));
+        entry.2.push_str(piece("/function/arguments"));
+    }
+
+    /// The completion body a whole reply would have had; a stream cut before `[DONE]`, or one
+    /// with an event that was not JSON, is refused.
+    fn completion(&self) -> Result<Vec<u8>, String> {
+        if let Some(bad) = &self.bad {
+            return Err(format!("a streamed event is not a JSON object: {bad}"));
+        }
+        if !self.done {
+            return Err("the stream was cut short (it ended before `[DONE]`)".into());
+        }
+        let mut message = json!({"role": "assistant", "content": self.content});
+        if !self.calls.is_empty() {
+            let calls: Vec<Value> = self
+                .calls
+                .values()
+                .map(|(id, name, arguments)| {
+                    let mut c = json!({"type": "function", "function": {"name": name, "arguments": arguments}});
+                    if !id.is_empty() {
+                        c["id"] = Value::String(id.clone());
+                    }
+                    c
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(calls);
+        }
+        let mut body = json!({
+            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
+        });
+        if let Some(m) = &self.model {
+            body["model"] = m.clone();
+        }
+        if let Some(u) = &self.usage {
+            body["usage"] = u.clone();
+        }
+        serde_json::to_vec(&body).map_err(|e| format!("the stream cannot be put together: {e}"))
     }
 }
 

@@ -240,6 +240,7 @@ mod tests {
         );
         let state = oracle_core::State::new();
         let cx = crate::tool::ToolContext {
+            run: None,
             step: "s",
             attempt: 1,
             tick: 0,
