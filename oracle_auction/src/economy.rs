@@ -198,6 +198,19 @@ pub fn content_hash(content: &str) -> Hash {
     hash_in(domain::ARTIFACT, content.as_bytes())
 }
 
+/// Coins not conserved ([`Economy::check_conservation`]): what balances and escrow hold
+/// against what was issued.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "balances and escrow hold {held}, but {issued} was issued (initial {initial} + minted {minted})"
+)]
+pub struct Unconserved {
+    pub held: u128,
+    pub issued: u128,
+    pub initial: u64,
+    pub minted: u64,
+}
+
 impl Economy {
     /// Opens an economy at tick 0 with these accounts (the initial supply) and rules.
     pub fn open(
@@ -301,7 +314,7 @@ impl Economy {
     }
 
     /// Balances plus escrow equal the initial supply plus everything minted.
-    pub fn check_conservation(&self) -> std::result::Result<(), String> {
+    pub fn check_conservation(&self) -> std::result::Result<(), Unconserved> {
         let held: u128 = self.balances.values().map(|&b| u128::from(b)).sum::<u128>()
             + self
                 .bids
@@ -312,10 +325,12 @@ impl Economy {
         if held == issued {
             Ok(())
         } else {
-            Err(format!(
-                "balances and escrow hold {held}, but {issued} was issued (initial {} + minted {})",
-                self.initial_supply, self.minted
-            ))
+            Err(Unconserved {
+                held,
+                issued,
+                initial: self.initial_supply,
+                minted: self.minted,
+            })
         }
     }
 

@@ -223,7 +223,8 @@ fn status_json(s: &Status) -> Value {
 /// Writes a signed approval (canonical JSON) for upload.
 fn write_signed(a: &SignedApproval, out: &Path, json_out: bool) -> Result<u8, CliError> {
     let v = serde_json::to_value(a).unwrap_or(Value::Null);
-    let mut bytes = oracle_host::ledger::json_bytes(&v).map_err(CliError::input)?;
+    let mut bytes =
+        oracle_host::ledger::json_bytes(&v).map_err(|e| CliError::input(e.to_string()))?;
     bytes.push(b'\n');
     std::fs::write(out, &bytes).map_err(|e| CliError::input(format!("{}: {e}", out.display())))?;
     if json_out {

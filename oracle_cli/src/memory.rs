@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use oracle_host::HostError;
 use oracle_host::signal::Signal;
+use oracle_memory::claim::UnknownProvenance;
 use oracle_memory::memory::RequestState;
 use oracle_memory::{
     AdjudicateError, Belief, Cardinality, Claim, Criticality, Provenance, Query, RequestStatus,
@@ -810,7 +811,10 @@ impl AdjudicateArgs {
                 VerdictArg::Deny => Verdict::Deny,
                 VerdictArg::Unknown => Verdict::Unknown,
             },
-            evidence: self.evidence.parse().map_err(CliError::input)?,
+            evidence: self
+                .evidence
+                .parse()
+                .map_err(|e: UnknownProvenance| CliError::input(e.to_string()))?,
             note: self.note.clone(),
             now: self.now,
             by: None,
@@ -838,7 +842,10 @@ impl ReinstateArgs {
                 .as_deref()
                 .unwrap_or(&self.run)
                 .to_ascii_lowercase(),
-            evidence: self.evidence.parse().map_err(CliError::input)?,
+            evidence: self
+                .evidence
+                .parse()
+                .map_err(|e: UnknownProvenance| CliError::input(e.to_string()))?,
             note: self.note.clone(),
             now: self.now,
         })
@@ -860,12 +867,16 @@ impl ClaimArgs {
     /// cardinality is the line's, decided where it is recorded.
     fn outside_claim(&self) -> Result<OutsideClaim, CliError> {
         check_now(self.now, self.json)?;
-        let provenance: Provenance = self.provenance.parse().map_err(CliError::input)?;
+        let provenance: Provenance = self
+            .provenance
+            .parse()
+            .map_err(|e: oracle_memory::claim::UnknownProvenance| CliError::input(e.to_string()))?;
         let value: Value = serde_json::from_str(&self.value)
             .map_err(|e| CliError::input(format!("--value is not JSON: {e}")))?;
         // A float (or another value with no canonical encoding) is named as such first.
         oracle_core::canon::check(&value).map_err(|e| CliError::input(format!("--value: {e}")))?;
-        oracle_runtime::session::check_outside_value(&value, "--value").map_err(CliError::input)?;
+        oracle_runtime::session::check_outside_value(&value, "--value")
+            .map_err(|e| CliError::input(e.to_string()))?;
         let valid = self.valid.as_deref().map(parse_valid).transpose()?;
         let claim = Claim {
             subject: self.subject.clone(),

@@ -606,13 +606,17 @@ fn registry() -> Registry {
 
 /// `--seed`: an unsigned 64-bit integer, with a message that says so for `-1` or `1.5` (clap's
 /// own advice for a negative number, `-- -1`, is wrong here).
-fn parse_seed(text: &str) -> Result<u64, String> {
-    text.parse::<u64>().map_err(|_| {
-        format!(
-            "`{text}` is not a seed: give a whole number from 0 to {}",
-            u64::MAX
-        )
+fn parse_seed(text: &str) -> Result<u64, BadSeed> {
+    text.parse::<u64>().map_err(|_| BadSeed {
+        text: text.to_owned(),
     })
+}
+
+/// A `--seed` that is not an unsigned 64-bit integer.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not a seed: give a whole number from 0 to {}", u64::MAX)]
+struct BadSeed {
+    text: String,
 }
 
 fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, CliError> {
@@ -989,7 +993,7 @@ fn store_name(given: &str, inputs: &[(String, String)]) -> Result<String, CliErr
             .to_owned(),
         None => given.to_owned(),
     };
-    oracle_memory::shared::check_name(&name).map_err(CliError::input)?;
+    oracle_memory::shared::check_name(&name).map_err(|e| CliError::input(e.to_string()))?;
     Ok(name)
 }
 

@@ -48,13 +48,19 @@ pub struct LogArgs {
 #[derive(Clone, Debug)]
 struct EventKindArg(EventKind);
 
+/// An event kind no log holds; the message lists the known ones.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}; known kinds: {}", EventKind::ALL.map(EventKind::as_str).join(", "))]
+struct UnknownKindArg {
+    source: oracle_core::payload::UnknownKind,
+}
+
 impl std::str::FromStr for EventKindArg {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        s.parse::<EventKind>().map(EventKindArg).map_err(|e| {
-            let all: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
-            format!("{e}; known kinds: {}", all.join(", "))
-        })
+    type Err = UnknownKindArg;
+    fn from_str(s: &str) -> Result<Self, UnknownKindArg> {
+        s.parse::<EventKind>()
+            .map(EventKindArg)
+            .map_err(|source| UnknownKindArg { source })
     }
 }
 

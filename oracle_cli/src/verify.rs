@@ -208,6 +208,7 @@ fn prove_parent(
 ) -> Result<oracle_core::payload::Forked, CliError> {
     let parent = crate::resolve(home, parent)?;
     oracle_runtime::fork::prove_prefix(fork_log, &parent.log).map_err(|why| {
+        let why = why.to_string();
         let message = format!("--parent {}: {why}", parent.log.display());
         let err = CliError {
             code: exit::INTEGRITY,

@@ -5,69 +5,33 @@
 //! nothing is appended.
 
 mod common;
+mod web;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use common::Sandbox;
 use oracle_llm_stub::Stub;
 use serde_json::{Value, json};
+use web::Killed;
 
 /// A running `oracle serve` over the sandbox's home; killed when dropped.
 struct Server {
-    child: Child,
+    _child: Killed,
     base: String,
 }
 
 impl Server {
     fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line.trim().strip_prefix("listening ").unwrap().to_owned();
-        Server { child, base }
+        let (child, base) = web::serve(dir, args);
+        Server {
+            _child: child,
+            base,
+        }
     }
 
     /// One request with `token`: the status and the body as JSON.
     fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
-        let b = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("Authorization", format!("Bearer {token}"))
-            .header("Content-Type", "application/json");
-        let sent = match body {
-            Some(v) => agent.run(b.body(v.to_string().into_bytes()).unwrap()),
-            None => agent.run(b.body(()).unwrap()),
-        };
-        let mut r = sent.unwrap();
-        let status = r.status().as_u16();
-        let text = r.body_mut().read_to_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        web::call(&self.base, method, path, token, body)
     }
 }
 

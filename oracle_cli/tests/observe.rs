@@ -3,51 +3,30 @@
 //! shows of the same run, rejected replies' tokens included.
 
 mod common;
+mod web;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{at, samples};
 use oracle_llm_stub::Stub;
 use serde_json::{Value, json};
+use web::Killed;
 
 /// A running `oracle serve`, stopped (killed) when dropped.
 struct Server {
-    child: Child,
+    _child: Killed,
     base: String,
 }
 
 impl Server {
     fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("no listening line: {line:?}"))
-            .to_owned();
-        Server { child, base }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let (child, base) = web::serve(dir, args);
+        Server {
+            _child: child,
+            base,
+        }
     }
 }
 

@@ -7,21 +7,23 @@
 //! SIGTERM when its test ends.
 
 mod common;
+mod web;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use web::Killed;
 
 /// Longest wait for anything a test expects to happen (a background resume, a delivery).
 const WAIT_MS_MAX: u64 = 60_000;
 
 /// A running `oracle serve`.
 struct Server {
-    child: Child,
+    child: Killed,
     base: String,
     addr: String,
 }
@@ -35,24 +37,7 @@ impl Server {
 
     /// [`Server::start`] with another copy of the binary.
     fn start_program(program: &Path, dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(program)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("no listening line: {line:?}"))
-            .to_owned();
+        let (child, base) = web::serve_in(program, dir, args);
         let addr = base.trim_start_matches("http://").to_owned();
         Server { child, base, addr }
     }
@@ -63,25 +48,13 @@ impl Server {
 
     /// SIGTERM, then the exit status (killed if it does not stop within ten seconds).
     fn stop(&mut self) -> Option<i32> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        None
+        self.child.stop()
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
+        if let Ok(None) = self.child.0.try_wait() {
             self.stop();
         }
     }
@@ -1142,7 +1115,7 @@ fn the_server_resumes_in_process_without_starting_a_program() {
             .filter(|t| t.contains("resume escalation-1"))
     });
     assert!(line.contains("(asked by alice): suspended"), "{line}");
-    assert_eq!(children(s.child.id()), Vec::<String>::new());
+    assert_eq!(children(s.child.0.id()), Vec::<String>::new());
 }
 
 /// Issue 33: one error taxonomy. The same failures, driven through the command line (`--json`)

@@ -14,7 +14,7 @@ mod web;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{json_in, oracle_in};
 use fantoccini::Locator;
@@ -67,12 +67,7 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_oracle"));
-        command
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .current_dir(dir);
-        let (child, base) = web::listening(command);
+        let (child, base) = web::serve(dir, args);
         Server {
             _child: child,
             base,
@@ -81,41 +76,12 @@ impl Server {
 
     /// SIGTERM, then the exit status (`None` if it did not stop within ten seconds).
     fn stop(&mut self) -> Option<i32> {
-        let child = &mut self._child.0;
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        self._child.stop()
     }
 
     /// One request with `token`: status and the body parsed as JSON.
     fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into();
-        let b = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("Authorization", format!("Bearer {token}"))
-            .header("Content-Type", "application/json");
-        let sent = match body {
-            Some(v) => agent.run(b.body(v.to_string().into_bytes()).unwrap()),
-            None => agent.run(b.body(()).unwrap()),
-        };
-        let mut r = sent.unwrap();
-        let status = r.status().as_u16();
-        let text = r.body_mut().read_to_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        web::call(&self.base, method, path, token, body)
     }
 
     /// The run's status as `GET /api/v1/runs/ID` says it (empty while it cannot be read).

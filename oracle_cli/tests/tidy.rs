@@ -77,6 +77,15 @@ fn sources(krate: &str) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
+/// `path` relative to the workspace (`oracle_core/src/hash.rs`), as allow-lists name files.
+fn relative(path: &Path) -> String {
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .to_string_lossy()
+        .trim_start_matches("../")
+        .to_owned()
+}
+
 /// Lines of code with `//` comments removed, so prose may mention what code may not use.
 fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.lines()
@@ -707,12 +716,7 @@ fn no_static_holds_run_state() {
     ];
     for k in CRATES.iter().filter(|k| **k != "oracle_cli") {
         for (path, text) in sources(k) {
-            let rel = path
-                .strip_prefix(root())
-                .unwrap_or(&path)
-                .to_string_lossy()
-                .trim_start_matches("../")
-                .to_owned();
+            let rel = relative(&path);
             for (n, line) in code_lines(&text) {
                 let t = line.trim_start();
                 let t = t
@@ -731,6 +735,128 @@ fn no_static_holds_run_state() {
             }
         }
     }
+}
+
+/// `text` without `//` comments and with the body of every `#[cfg(test)] mod` blanked (its
+/// newlines kept, so line numbers hold): the code a library ships.
+fn shipped_code(text: &str) -> String {
+    const TEST_ATTR: &str = "#[cfg(test)]";
+    let code: Vec<&str> = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect();
+    let code = code.join("\n");
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find(TEST_ATTR) {
+        let after = &rest[at + TEST_ATTR.len()..];
+        let item = after.trim_start();
+        let opens = item.find('{').filter(|_| item.starts_with("mod "));
+        let Some(open) = opens else {
+            out.push_str(&rest[..at + TEST_ATTR.len()]);
+            rest = after;
+            continue;
+        };
+        out.push_str(&rest[..at]);
+        let body = &item[open + 1..];
+        let mut depth = 1u32;
+        let mut end = body.len();
+        for (i, c) in body.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                end = i + 1;
+                break;
+            }
+        }
+        let skipped = &rest[at..rest.len() - body.len() + end];
+        out.extend(skipped.chars().filter(|&c| c == '\n'));
+        rest = &body[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The error type of each `Result<T, E>` in `code` (`E` as written), with its line: the
+/// generic arguments are split at the top-level comma, so `Result<Vec<(A, B)>, E>` gives `E`.
+fn result_error_types(code: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("Result<") {
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let args = &code[at + "Result<".len()..];
+        let (mut depth, mut comma, mut prev) = (1u32, None, ' ');
+        for (i, c) in args.char_indices() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' if prev == '-' => {}
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 1 => comma = Some(i),
+                _ => {}
+            }
+            prev = c;
+            if depth == 0 {
+                if let Some(k) = comma {
+                    let line = code[..at].matches('\n').count() + 1;
+                    found.push((line, args[k + 1..i].trim().to_owned()));
+                }
+                break;
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_result_scan_finds_the_error_type() {
+    let code = "fn a() -> Result<Vec<(u8, u8)>, String> {}\nfn b() -> Result<u8> {}\n\
+                fn c(f: impl Fn() -> u8) -> std::result::Result<u8, E> {}\n\
+                #[cfg(test)]\nmod tests {\n fn d() -> Result<(), String> { {} }\n}\n\
+                fn e() -> Result<u8, String> {}";
+    let found = result_error_types(&shipped_code(code));
+    assert_eq!(
+        found,
+        vec![
+            (1, "String".to_owned()),
+            (3, "E".to_owned()),
+            (8, "String".to_owned())
+        ]
+    );
+}
+
+/// One error taxonomy (issue 33): library code says why it failed with a type that names the
+/// failure (a thiserror enum), never `Result<_, String>`. Recorded texts keep their bytes through
+/// the types' `Display`. An entry here needs a reason: only a plugin boundary whose `String` is
+/// recorded text may stay (there is none today: `Tool::call` returns `ToolError`).
+#[test]
+fn library_code_returns_no_string_errors() {
+    let allowed: [(&str, &str); 0] = [];
+    let mut hits = Vec::new();
+    for k in CRATES {
+        for (path, text) in sources(k) {
+            let rel = relative(&path);
+            for (line, error) in result_error_types(&shipped_code(&text)) {
+                let string = error == "String" || error == "std::string::String";
+                if string && !allowed.iter().any(|(f, _)| rel.ends_with(f)) {
+                    hits.push(format!("{rel}:{line}"));
+                }
+            }
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "Result<_, String> in library code (use a thiserror type that names the failure; \
+         see oracle_host/src/error.rs):\n{}",
+        hits.join("\n")
+    );
 }
 
 /// docs/SECURITY.md's table of files lists every file oracle leaves in a home: the commands

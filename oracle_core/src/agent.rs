@@ -13,6 +13,22 @@ use crate::hash::Hash;
 use crate::payload::{RunStatus, StateChanged};
 use crate::state::State;
 
+/// Why an agent refuses an answer given from outside ([`Agent::check_answer`]): the step's
+/// `expect` condition does not hold of the value. The text is what the refusal says to the
+/// person answering (the CLI's error, the API's `message`), so it is worded as before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerRefused {
+    /// The condition evaluates to false.
+    #[error("the step's `expect {expect}` is false for this value")]
+    ExpectFalse { expect: String },
+    /// The condition evaluates to something other than a bool (`ty` names its type).
+    #[error("the step's `expect {expect}` gives {ty} for this value, not a bool")]
+    ExpectNotBool { expect: String, ty: String },
+    /// The condition cannot be evaluated on the value.
+    #[error("the step's `expect {expect}` fails on this value: {reason}")]
+    ExpectFails { expect: String, reason: String },
+}
+
 /// One tool call an agent asks for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
@@ -105,11 +121,15 @@ pub trait Agent {
     ) -> Result<Decision, AgentError>;
 
     /// Checks an answer given from outside (`oracle resume --step --value`) for the step the
-    /// run waits on, before anything is recorded: `Err(reason)` refuses it; `Ok(tools)` says
+    /// run waits on, before anything is recorded: `Err(refusal)` refuses it; `Ok(tools)` says
     /// the answer stands in for the output of one of these tools (the runtime checks it matches
     /// at least one's output schema; none listed: nothing more to check). The default accepts
     /// anything.
-    fn check_answer(&self, _step: &str, _value: &serde_json::Value) -> Result<Vec<String>, String> {
+    fn check_answer(
+        &self,
+        _step: &str,
+        _value: &serde_json::Value,
+    ) -> Result<Vec<String>, AnswerRefused> {
         Ok(Vec::new())
     }
 

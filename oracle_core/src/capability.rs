@@ -166,39 +166,47 @@ impl Capability {
 /// user information (`user@host`, a classic way to disguise the host), an empty or malformed
 /// host, or a port that is not a number from 1 to 65535. `*` is accepted in a host, so a grant's
 /// pattern normalises the same way (`https://*.example.com`).
-pub fn url_origin(url: &str) -> Result<String, String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| format!("`{url}` is not an http or https URL"))?;
+pub fn url_origin(url: &str) -> Result<String, UrlError> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| UrlError::NotHttp {
+        url: url.to_owned(),
+    })?;
     let scheme = scheme.to_ascii_lowercase();
     let default_port = match scheme.as_str() {
         "http" => 80,
         "https" => 443,
-        _ => return Err(format!("`{url}`: only http and https URLs are allowed")),
+        _ => {
+            return Err(UrlError::Scheme {
+                url: url.to_owned(),
+            });
+        }
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if authority.contains('@') {
-        return Err(format!(
-            "`{url}` has user information before its host, which is not allowed"
-        ));
+        return Err(UrlError::UserInfo {
+            url: url.to_owned(),
+        });
     }
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (host, after) = v6
             .split_once(']')
-            .ok_or_else(|| format!("`{url}`: unclosed `[` in the host"))?;
+            .ok_or_else(|| UrlError::UnclosedBracket {
+                url: url.to_owned(),
+            })?;
         if host.is_empty()
             || !host
                 .chars()
                 .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
         {
-            return Err(format!("`{url}`: `[{host}]` is not an IPv6 address"));
+            return Err(UrlError::NotIpv6 {
+                url: url.to_owned(),
+                host: host.to_owned(),
+            });
         }
         let port = match after {
             "" => None,
-            p => Some(
-                p.strip_prefix(':')
-                    .ok_or_else(|| format!("`{url}`: junk after the host"))?,
-            ),
+            p => Some(p.strip_prefix(':').ok_or_else(|| UrlError::JunkAfterHost {
+                url: url.to_owned(),
+            })?),
         };
         (format!("[{}]", host.to_ascii_lowercase()), port)
     } else {
@@ -211,7 +219,10 @@ pub fn url_origin(url: &str) -> Result<String, String> {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '*' | '_'));
         if !valid {
-            return Err(format!("`{url}`: `{host}` is not a host name"));
+            return Err(UrlError::NotHost {
+                url: url.to_owned(),
+                host: host.to_owned(),
+            });
         }
         (host.to_ascii_lowercase(), port)
     };
@@ -219,10 +230,37 @@ pub fn url_origin(url: &str) -> Result<String, String> {
         None => default_port,
         Some(p) => match p.parse::<u32>() {
             Ok(n) if (1..=65535).contains(&n) && !p.starts_with('+') => n,
-            _ => return Err(format!("`{url}`: `{p}` is not a port from 1 to 65535")),
+            _ => {
+                return Err(UrlError::Port {
+                    url: url.to_owned(),
+                    port: p.to_owned(),
+                });
+            }
         },
     };
     Ok(format!("{scheme}://{host}:{port}"))
+}
+
+/// Why a URL names no origin ([`url_origin`]). The text is a capability verdict's reason, which
+/// a denied call records, so each variant words it as the function always has.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("`{url}` is not an http or https URL")]
+    NotHttp { url: String },
+    #[error("`{url}`: only http and https URLs are allowed")]
+    Scheme { url: String },
+    #[error("`{url}` has user information before its host, which is not allowed")]
+    UserInfo { url: String },
+    #[error("`{url}`: unclosed `[` in the host")]
+    UnclosedBracket { url: String },
+    #[error("`{url}`: `[{host}]` is not an IPv6 address")]
+    NotIpv6 { url: String, host: String },
+    #[error("`{url}`: junk after the host")]
+    JunkAfterHost { url: String },
+    #[error("`{url}`: `{host}` is not a host name")]
+    NotHost { url: String, host: String },
+    #[error("`{url}`: `{port}` is not a port from 1 to 65535")]
+    Port { url: String, port: String },
 }
 
 /// Domains whose scopes are file paths, normalised before matching.

@@ -188,10 +188,10 @@ impl Given {
                 values.push((format!("model key {var}"), v));
             }
         }
-        let secrets = Secrets::new(values).map_err(|why| HostError::Given {
+        let secrets = Secrets::new(values).map_err(|e| HostError::Given {
             flag: "--secret",
             given: String::new(),
-            why,
+            why: e.to_string(),
         })?;
         Ok((Arc::new(secrets), vars))
     }

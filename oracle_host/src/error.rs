@@ -337,12 +337,14 @@ pub fn session_class(e: &SessionError) -> Class {
 /// The class of a named store's failure.
 fn shared_class(e: &SharedError) -> Class {
     match e {
-        SharedError::Name(_) => Class::of("store_name", exit::INPUT, http::BAD_REQUEST),
+        SharedError::Name(_) | SharedError::BadName(_) => {
+            Class::of("store_name", exit::INPUT, http::BAD_REQUEST)
+        }
         SharedError::Unknown { name } => {
             Class::of("unknown_store", exit::UNKNOWN_HANDLE, http::NOT_FOUND)
                 .with(json!({"store": name}))
         }
-        SharedError::Damaged { name, .. } => {
+        SharedError::Damaged { name, .. } | SharedError::Record { name, .. } => {
             Class::of("integrity", exit::INTEGRITY, http::INTERNAL).with(json!({"store": name}))
         }
         SharedError::Locked { name } => {

@@ -329,7 +329,7 @@ impl Home {
     ) -> Result<Checked, HostError> {
         let p = self.proposal(id)?;
         let plan = oracle_runtime::tools::evolve::compile(&p.event.plan)
-            .map_err(|why| EvolveError::Usage { why })?;
+            .map_err(|e| EvolveError::Usage { why: e.to_string() })?;
         let runs = match corpus {
             Corpus::Runs(runs) => {
                 for r in runs {
@@ -353,7 +353,8 @@ impl Home {
             "diverges": count("diverges"),
             "cannot_check": count("cannot_check"),
         });
-        let bytes = ledger::json_bytes(&report).map_err(|why| EvolveError::Usage { why })?;
+        let bytes =
+            ledger::json_bytes(&report).map_err(|e| EvolveError::Usage { why: e.to_string() })?;
         let hash = Hash(*blake3::hash(&bytes).as_bytes());
         let path = match out {
             Some(p) => p.to_path_buf(),

@@ -117,7 +117,7 @@ impl Home {
                 )
             };
             oracle_core::canon::check(&value).map_err(|e| bad(e.to_string()))?;
-            session::check_outside_value(&value, "the value").map_err(bad)?;
+            session::check_outside_value(&value, "the value").map_err(|e| bad(e.to_string()))?;
             // A question the fork waits on at once is answered as `resume --value` answers it.
             if waits {
                 answer = Some((step, value));

@@ -90,6 +90,55 @@ pub struct Entry {
     pub hash: Hash,
 }
 
+/// Why one ledger entry is not what was appended (or could not be made): the `why` of
+/// [`LedgerError::Tampered`], worded as before this type existed.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryError {
+    /// A value the canonical encoding refuses (a float).
+    #[error(transparent)]
+    Canon(#[from] oracle_core::canon::CanonError),
+    /// An entry that does not convert to JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("an approval without its proposal, base, report, key or signature")]
+    ApprovalIncomplete,
+    #[error("an approval without its plan hash")]
+    ApprovalPlan,
+    #[error("public_key: {0}")]
+    PublicKey(oracle_runtime::checkpoint::KeyFormatError),
+    #[error("signature: {0}")]
+    Signature(oracle_runtime::checkpoint::HexError),
+    #[error("the signature does not verify with its public key")]
+    SignatureInvalid,
+    #[error("a rejection without its proposal")]
+    RejectionIncomplete,
+    #[error("a policy entry without require_approval")]
+    PolicyIncomplete,
+    #[error("a partial line at the end (a write cut short)")]
+    Partial,
+    #[error("longer than {LINE_BYTES_MAX} bytes")]
+    TooLong,
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("not canonical JSON (changed after it was written)")]
+    NotCanonical,
+    #[error("not an entry: {0}")]
+    NotEntry(serde_json::Error),
+    #[error("numbered {found}, expected {n}")]
+    Numbered { found: u64, n: u64 },
+    /// Hashes shortened as [`Hash::short`] writes them.
+    #[error(
+        "prev {found} is not the hash of entry {before} ({expected}): an entry was removed, inserted or changed"
+    )]
+    Unlinked {
+        found: String,
+        before: u64,
+        expected: String,
+    },
+    #[error("its hash does not match its content (the entry was changed)")]
+    Changed,
+}
+
 /// Why the ledger cannot be used or extended.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -98,7 +147,7 @@ pub enum LedgerError {
     Tampered {
         path: PathBuf,
         entry: u64,
-        why: String,
+        why: EntryError,
     },
     #[error("{}: {source}", path.display())]
     Io {
@@ -109,9 +158,9 @@ pub enum LedgerError {
 
 /// `value` as canonical JSON text: keys sorted (serde_json's maps are sorted), no whitespace,
 /// no floats (refused, as the canonical encoding refuses them).
-pub fn json_bytes(value: &Value) -> Result<Vec<u8>, String> {
-    oracle_core::canon::check(value).map_err(|e| e.to_string())?;
-    serde_json::to_vec(value).map_err(|e| e.to_string())
+pub fn json_bytes(value: &Value) -> Result<Vec<u8>, EntryError> {
+    oracle_core::canon::check(value)?;
+    Ok(serde_json::to_vec(value)?)
 }
 
 /// The bytes an approval signs: [`APPROVAL_PREFIX`], then the three hashes.
@@ -125,12 +174,12 @@ pub fn approval_message(proposal: &Hash, base: &Hash, report: &Hash) -> Vec<u8> 
 
 /// The hash an entry must carry: its body (the entry without `hash`, in the canonical
 /// encoding of docs/FORMAT.md) hashed, then linked to `prev`.
-pub fn entry_hash(e: &Entry) -> Result<Hash, String> {
-    let mut v = serde_json::to_value(e).map_err(|x| x.to_string())?;
+pub fn entry_hash(e: &Entry) -> Result<Hash, EntryError> {
+    let mut v = serde_json::to_value(e)?;
     if let Value::Object(m) = &mut v {
         m.remove("hash");
     }
-    let body = oracle_core::canon::hash_value_in(BODY_CONTEXT, &v).map_err(|x| x.to_string())?;
+    let body = oracle_core::canon::hash_value_in(BODY_CONTEXT, &v)?;
     Ok(Hash(
         *oracle_core::hash::hasher(CHAIN_CONTEXT)
             .update(e.prev.as_bytes())
@@ -141,7 +190,7 @@ pub fn entry_hash(e: &Entry) -> Result<Hash, String> {
 }
 
 /// The fields each decision must and must not have, and the approval's signature.
-fn check_fields(e: &Entry) -> Result<(), String> {
+fn check_fields(e: &Entry) -> Result<(), EntryError> {
     let proposal = e.proposal.is_some() && e.base.is_some() && e.plan_hash.is_some();
     match e.decision {
         Decision::Approved => {
@@ -152,49 +201,44 @@ fn check_fields(e: &Entry) -> Result<(), String> {
                 e.public_key.as_deref(),
                 e.signature.as_deref(),
             ) else {
-                return Err(
-                    "an approval without its proposal, base, report, key or signature".into(),
-                );
+                return Err(EntryError::ApprovalIncomplete);
             };
             if !proposal {
-                return Err("an approval without its plan hash".into());
+                return Err(EntryError::ApprovalPlan);
             }
-            let key = PublicKey::from_hex(k).map_err(|x| format!("public_key: {x}"))?;
-            let sig = Signature::from_hex(s).map_err(|x| format!("signature: {x}"))?;
+            let key = PublicKey::from_hex(k).map_err(EntryError::PublicKey)?;
+            let sig = Signature::from_hex(s).map_err(EntryError::Signature)?;
             key.verify(&approval_message(&p, &b, &r), &sig)
-                .map_err(|_| "the signature does not verify with its public key".to_owned())
+                .map_err(|_| EntryError::SignatureInvalid)
         }
-        Decision::Rejected if !proposal => Err("a rejection without its proposal".into()),
-        Decision::Policy if e.require_approval.is_none() => {
-            Err("a policy entry without require_approval".into())
-        }
+        Decision::Rejected if !proposal => Err(EntryError::RejectionIncomplete),
+        Decision::Policy if e.require_approval.is_none() => Err(EntryError::PolicyIncomplete),
         _ => Ok(()),
     }
 }
 
 /// Checks one line as entry `n` after `prev`: canonical, hashed, linked, complete.
-fn check_line(line: &[u8], n: u64, prev: &Hash) -> Result<Entry, String> {
+fn check_line(line: &[u8], n: u64, prev: &Hash) -> Result<Entry, EntryError> {
     if line.len() > LINE_BYTES_MAX {
-        return Err(format!("longer than {LINE_BYTES_MAX} bytes"));
+        return Err(EntryError::TooLong);
     }
-    let value: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let value: Value = serde_json::from_slice(line).map_err(EntryError::NotJson)?;
     if json_bytes(&value)? != line {
-        return Err("not canonical JSON (changed after it was written)".into());
+        return Err(EntryError::NotCanonical);
     }
-    let e: Entry = serde_json::from_value(value).map_err(|x| format!("not an entry: {x}"))?;
+    let e: Entry = serde_json::from_value(value).map_err(EntryError::NotEntry)?;
     if e.entry != n {
-        return Err(format!("numbered {}, expected {n}", e.entry));
+        return Err(EntryError::Numbered { found: e.entry, n });
     }
     if e.prev != *prev {
-        return Err(format!(
-            "prev {} is not the hash of entry {} ({}): an entry was removed, inserted or changed",
-            e.prev.short(),
-            n - 1,
-            prev.short()
-        ));
+        return Err(EntryError::Unlinked {
+            found: e.prev.short(),
+            before: n - 1,
+            expected: prev.short(),
+        });
     }
     if entry_hash(&e)? != e.hash {
-        return Err("its hash does not match its content (the entry was changed)".into());
+        return Err(EntryError::Changed);
     }
     check_fields(&e)?;
     Ok(e)
@@ -206,15 +250,13 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Entry>, LedgerError> {
     let mut rest = bytes;
     while !rest.is_empty() {
         let n = out.len() as u64 + 1;
-        let tampered = |why: String| LedgerError::Tampered {
+        let tampered = |why: EntryError| LedgerError::Tampered {
             path: path.to_path_buf(),
             entry: n,
             why,
         };
         let Some(end) = rest.iter().position(|&b| b == b'\n') else {
-            return Err(tampered(
-                "a partial line at the end (a write cut short)".into(),
-            ));
+            return Err(tampered(EntryError::Partial));
         };
         let prev = out.last().map_or(Hash::ZERO, |e| e.hash);
         out.push(check_line(&rest[..end], n, &prev).map_err(tampered)?);
@@ -282,7 +324,7 @@ pub fn append(
         why,
     })?;
     let mut line = serde_json::to_value(&entry)
-        .map_err(|e| e.to_string())
+        .map_err(EntryError::from)
         .and_then(|v| json_bytes(&v))
         .map_err(|why| LedgerError::Tampered {
             path: path.clone(),
@@ -297,7 +339,7 @@ pub fn append(
 }
 
 /// The entry `draft` makes after `present`: numbered, signed when it is an approval, hashed.
-fn seal(draft: Draft, present: &[Entry]) -> Result<Entry, String> {
+fn seal(draft: Draft, present: &[Entry]) -> Result<Entry, EntryError> {
     let (public_key, signature) = match (&draft.key, draft.proposal, draft.base, draft.report) {
         (Some(k), Some(p), Some(b), Some(r)) => (
             Some(k.public_key().to_hex()),

@@ -55,12 +55,15 @@ fn bump<K: Ord>(map: &mut BTreeMap<K, u64>, key: K, by: u64) {
 
 impl Tally {
     /// Counts the events of the log at `log` (a torn tail is left out).
-    pub fn of_log(log: &Path) -> Result<Tally, String> {
+    pub fn of_log(log: &Path) -> Result<Tally, oracle_runtime::error::StoreError> {
         Tally::of_log_upto(log, None)
     }
 
     /// Counts the events of the log at `log` up to event `upto` (all when `None`).
-    pub fn of_log_upto(log: &Path, upto: Option<u64>) -> Result<Tally, String> {
+    pub fn of_log_upto(
+        log: &Path,
+        upto: Option<u64>,
+    ) -> Result<Tally, oracle_runtime::error::StoreError> {
         let mut t = Tally::default();
         // The model binding of each (step, attempt) of `llm.chat`, for its outcome's tokens.
         let mut models: BTreeMap<(String, u64), String> = BTreeMap::new();
@@ -72,8 +75,7 @@ impl Tally {
                 t.add(&p, &mut models);
             }
             Ok(true)
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         Ok(t)
     }
 

@@ -371,6 +371,19 @@ enum Stop {
     Broken(String),
 }
 
+/// Why a claimed run was not released in the state its drive ended in; the worker's log line
+/// says it (`worker   ID: TEXT`), worded as before this type existed.
+#[derive(Debug, thiserror::Error)]
+enum NotReleased {
+    /// The store refused a commit: the run is another worker's now.
+    #[error("lease lost, run left to its new holder: {reason}")]
+    Fenced { reason: String },
+    #[error("lease lost before release; the run is another worker's")]
+    Taken,
+    #[error(transparent)]
+    Store(#[from] PgError),
+}
+
 /// Drives one claimed run in a scratch home of its own, then releases it in the state its
 /// log ends in. Returns that state.
 fn drive_claim(
@@ -378,7 +391,7 @@ fn drive_claim(
     store: &Store,
     claim: &Claim,
     scratch: &Path,
-) -> Result<String, String> {
+) -> Result<String, NotReleased> {
     let home = scratch.join(format!("{}-{}", claim.id, claim.fence));
     let _ = std::fs::remove_dir_all(&home);
     let result = drive_in(shared, store, claim, &home);
@@ -387,7 +400,7 @@ fn drive_claim(
     let (state, detail) = match result {
         Ok(done) => done,
         // The store refused a commit: the run is another worker's now. Leave it alone.
-        Err(Stop::Fenced(e)) => return Err(format!("lease lost, run left to its new holder: {e}")),
+        Err(Stop::Fenced(reason)) => return Err(NotReleased::Fenced { reason }),
         Err(Stop::Broken(e)) => ("broken".to_owned(), Some(e)),
     };
     match store.release(
@@ -398,8 +411,8 @@ fn drive_claim(
         summary.as_ref(),
     ) {
         Ok(true) => Ok(detail.map_or(state.clone(), |d| format!("{state}: {d}"))),
-        Ok(false) => Err("lease lost before release; the run is another worker's".into()),
-        Err(e) => Err(e.to_string()),
+        Ok(false) => Err(NotReleased::Taken),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -212,11 +212,15 @@ pub fn verdict(
     evidence: &str,
     note: &str,
 ) -> Result<(Verdict, Provenance, String), FormError> {
-    let v: Verdict = verdict.parse().map_err(FormError::Verdict)?;
+    let v: Verdict = verdict
+        .parse()
+        .map_err(|e: oracle_memory::adjudicate::ReadError| FormError::Verdict(e.to_string()))?;
     if evidence.is_empty() {
         return Err(FormError::NoEvidence);
     }
-    let e: Provenance = evidence.parse().map_err(FormError::Evidence)?;
+    let e: Provenance = evidence
+        .parse()
+        .map_err(|e: oracle_memory::claim::UnknownProvenance| FormError::Evidence(e.to_string()))?;
     if !EVIDENCE_ACCEPTED.contains(&e) {
         return Err(FormError::EvidenceRefused {
             given: e.as_str().to_owned(),

@@ -187,20 +187,40 @@ impl Drop for Stub {
     }
 }
 
+/// Why a script does not read ([`parse_script`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    #[error("the script must be a JSON array or JSON lines")]
+    NotArray,
+    #[error("the script is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// `line` counts from 1.
+    #[error("line {line}: {source}")]
+    Line {
+        line: usize,
+        source: serde_json::Error,
+    },
+}
+
 /// Reads a script: a JSON array of replies, or one reply per line (blank lines and lines
 /// starting with `#` skipped).
-pub fn parse_script(text: &str) -> Result<Vec<Value>, String> {
+pub fn parse_script(text: &str) -> Result<Vec<Value>, ScriptError> {
     if text.trim_start().starts_with('[') {
         return match serde_json::from_str(text) {
             Ok(Value::Array(items)) => Ok(items),
-            Ok(_) => Err("the script must be a JSON array or JSON lines".into()),
-            Err(e) => Err(format!("the script is not JSON: {e}")),
+            Ok(_) => Err(ScriptError::NotArray),
+            Err(e) => Err(ScriptError::NotJson(e)),
         };
     }
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|source| ScriptError::Line {
+                line: i + 1,
+                source,
+            })
+        })
         .collect()
 }
 

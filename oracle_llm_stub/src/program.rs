@@ -34,7 +34,7 @@ pub fn serve(o: &Options) -> ExitCode {
     let name = &o.name;
     let replies = match std::fs::read_to_string(&o.script)
         .map_err(|e| e.to_string())
-        .and_then(|t| crate::parse_script(&t))
+        .and_then(|t| crate::parse_script(&t).map_err(|e| e.to_string()))
     {
         Ok(r) => r,
         Err(e) => {

@@ -30,19 +30,34 @@ pub trait Context {
     fn catalogue(&self, path: Option<&Path>, src: &str) -> (Catalogue, Sources);
 }
 
+/// Why serving a client ended badly (`oracle lsp` then exits 1, as the protocol asks).
+#[derive(Debug, thiserror::Error)]
+pub enum LspError {
+    #[error(transparent)]
+    Capabilities(#[from] serde_json::Error),
+    #[error(transparent)]
+    Protocol(#[from] lsp_server::ProtocolError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("exit without shutdown")]
+    ExitWithoutShutdown,
+    #[error("the client closed the connection without exit")]
+    Closed,
+}
+
 /// Serves one client over `conn` until it asks to shut down and exit (Ok) or goes away (Err).
-pub fn serve(conn: &Connection, context: &dyn Context) -> Result<(), String> {
-    let caps = serde_json::to_value(server::capabilities()).map_err(|e| e.to_string())?;
-    conn.initialize(caps).map_err(|e| e.to_string())?;
+pub fn serve(conn: &Connection, context: &dyn Context) -> Result<(), LspError> {
+    let caps = serde_json::to_value(server::capabilities())?;
+    conn.initialize(caps)?;
     server::Server::new(conn, context).run()
 }
 
 /// Serves the client on stdin and stdout (`oracle lsp`).
-pub fn run_stdio(context: &dyn Context) -> Result<(), String> {
+pub fn run_stdio(context: &dyn Context) -> Result<(), LspError> {
     let (conn, io) = Connection::stdio();
     let served = serve(&conn, context);
     // The writer thread ends when the connection's sender is dropped.
     drop(conn);
-    let joined = io.join().map_err(|e| e.to_string());
+    let joined = io.join().map_err(LspError::from);
     served.and(joined)
 }

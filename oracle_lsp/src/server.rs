@@ -80,24 +80,24 @@ impl<'a> Server<'a> {
 
     /// Handles messages until `shutdown` and `exit` (Ok), or `exit` without `shutdown` or a
     /// closed connection (Err, so the process exits 1 as the protocol asks).
-    pub fn run(&mut self) -> Result<(), String> {
+    pub fn run(&mut self) -> Result<(), crate::LspError> {
         while let Ok(msg) = self.conn.receiver.recv() {
             match msg {
                 Message::Request(req) => {
-                    if self.conn.handle_shutdown(&req).map_err(|e| e.to_string())? {
+                    if self.conn.handle_shutdown(&req)? {
                         return Ok(());
                     }
                     let resp = self.request(req);
                     self.send(resp.into());
                 }
                 Message::Notification(n) if n.method == "exit" => {
-                    return Err("exit without shutdown".to_owned());
+                    return Err(crate::LspError::ExitWithoutShutdown);
                 }
                 Message::Notification(n) => self.notification(n),
                 Message::Response(_) => {}
             }
         }
-        Err("the client closed the connection without exit".to_owned())
+        Err(crate::LspError::Closed)
     }
 
     fn send(&self, msg: Message) {

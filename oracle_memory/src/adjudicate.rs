@@ -54,16 +54,25 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// Why a verdict's name or a recorded effect does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("unknown verdict `{text}` (expected affirm, deny or unknown)")]
+    Verdict { text: String },
+    #[error("verdict effects do not read back: {0}")]
+    Effects(serde_json::Error),
+    #[error("reinstatement effects do not read back: {0}")]
+    Reinstatement(serde_json::Error),
+}
+
 impl FromStr for Verdict {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ReadError;
+    fn from_str(s: &str) -> Result<Self, ReadError> {
         match s {
             "affirm" => Ok(Verdict::Affirm),
             "deny" => Ok(Verdict::Deny),
             "unknown" => Ok(Verdict::Unknown),
-            _ => Err(format!(
-                "unknown verdict `{s}` (expected affirm, deny or unknown)"
-            )),
+            _ => Err(ReadError::Verdict { text: s.to_owned() }),
         }
     }
 }
@@ -116,9 +125,8 @@ impl Effects {
         serde_json::to_value(self).expect("effects always convert to JSON")
     }
 
-    pub fn from_value(v: &Value) -> Result<Effects, String> {
-        serde_json::from_value(v.clone())
-            .map_err(|e| format!("verdict effects do not read back: {e}"))
+    pub fn from_value(v: &Value) -> Result<Effects, ReadError> {
+        serde_json::from_value(v.clone()).map_err(ReadError::Effects)
     }
 }
 
@@ -477,9 +485,8 @@ impl Reinstatement {
         serde_json::to_value(self).expect("reinstatements always convert to JSON")
     }
 
-    pub fn from_value(v: &Value) -> Result<Reinstatement, String> {
-        serde_json::from_value(v.clone())
-            .map_err(|e| format!("reinstatement effects do not read back: {e}"))
+    pub fn from_value(v: &Value) -> Result<Reinstatement, ReadError> {
+        serde_json::from_value(v.clone()).map_err(ReadError::Reinstatement)
     }
 
     /// The name requests closed by a reinstatement give as what closed them.

@@ -55,17 +55,22 @@ impl fmt::Display for Provenance {
     }
 }
 
+/// A provenance name that is none of [`Provenance::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown provenance `{text}` (expected user_asserted, external_first_hand, model_derived or recall_reentry)"
+)]
+pub struct UnknownProvenance {
+    pub text: String,
+}
+
 impl FromStr for Provenance {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownProvenance;
+    fn from_str(s: &str) -> Result<Self, UnknownProvenance> {
         Provenance::ALL
             .into_iter()
             .find(|p| p.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown provenance `{s}` (expected user_asserted, external_first_hand, model_derived or recall_reentry)"
-                )
-            })
+            .ok_or_else(|| UnknownProvenance { text: s.to_owned() })
     }
 }
 

@@ -779,9 +779,11 @@ impl Memory {
                 handle,
                 by: _,
             }) => {
-                let verdict: Verdict = verdict.parse().map_err(bad)?;
-                let evidence: Provenance = evidence.parse().map_err(bad)?;
-                let effects = Effects::from_value(effects).map_err(bad)?;
+                let verdict = verdict.parse::<Verdict>().map_err(|e| bad(e.to_string()))?;
+                let evidence = evidence
+                    .parse::<Provenance>()
+                    .map_err(|e| bad(e.to_string()))?;
+                let effects = Effects::from_value(effects).map_err(|e| bad(e.to_string()))?;
                 if &effects.handle != handle {
                     return Err(bad(format!(
                         "the verdict is for `{handle}` but its effects are for `{}`",
@@ -797,8 +799,11 @@ impl Memory {
             }
             Payload::ClaimRecorded(c) => crate::external::apply(self, seq, time, c)?,
             Payload::Reinstated(r) => {
-                let evidence: Provenance = r.evidence.parse().map_err(bad)?;
-                let fx = Reinstatement::from_value(&r.effects).map_err(bad)?;
+                let evidence = r
+                    .evidence
+                    .parse::<Provenance>()
+                    .map_err(|e| bad(e.to_string()))?;
+                let fx = Reinstatement::from_value(&r.effects).map_err(|e| bad(e.to_string()))?;
                 if fx.claim.to_hex() != r.claim {
                     return Err(bad(format!(
                         "the reinstatement names claim {} but its effects are for {}",

@@ -37,19 +37,23 @@ impl Default for MemorySettings {
     }
 }
 
+/// Recorded memory settings that do not read as settings.
+#[derive(Debug, thiserror::Error)]
+#[error("the memory's recorded settings are not settings: {0}")]
+pub struct SettingsError(#[from] serde_json::Error);
+
 impl MemorySettings {
     /// The settings recorded as `value` (absent: the defaults), or why they are not settings.
-    pub fn from_recorded(value: Option<&Value>) -> Result<MemorySettings, String> {
+    pub fn from_recorded(value: Option<&Value>) -> Result<MemorySettings, SettingsError> {
         match value {
             None => Ok(MemorySettings::default()),
-            Some(v) => serde_json::from_value(v.clone())
-                .map_err(|e| format!("the memory's recorded settings are not settings: {e}")),
+            Some(v) => Ok(serde_json::from_value(v.clone())?),
         }
     }
 
     /// The settings a run recorded: under `domains.memory` (format 3), else under `memory`
     /// (formats 1 and 2), else the defaults.
-    pub fn of_run(started: &RunStarted) -> Result<MemorySettings, String> {
+    pub fn of_run(started: &RunStarted) -> Result<MemorySettings, SettingsError> {
         let recorded = started
             .domains
             .as_ref()

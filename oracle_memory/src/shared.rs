@@ -33,9 +33,59 @@ pub const STORE_NAME_BYTES_MAX: u64 = 64;
 /// The `run` of a record given from outside any run (a verdict, a sweep, `oracle claim`).
 pub const OUTSIDE: &str = "";
 
+/// Why a store name, a store record or a ledger record is refused. Each message is worded as
+/// before this type existed (a damaged store's error quotes it).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "`{name}` is not a store name: 1 to {STORE_NAME_BYTES_MAX} bytes of a-z, 0-9, `-`, `_`, `.`, not starting with `.`"
+    )]
+    Name { name: String },
+    /// A record's body has no canonical form.
+    #[error("{0}")]
+    Encode(#[from] oracle_core::canon::CanonError),
+    #[error("{0}")]
+    Kind(#[from] oracle_core::payload::UnknownKind),
+    #[error("{0}")]
+    Payload(#[from] oracle_core::payload::PayloadError),
+    #[error("store record {seq}: has seq {found_seq} time {found_time}")]
+    Place {
+        seq: u64,
+        found_seq: u64,
+        found_time: u64,
+    },
+    #[error("store record {seq}: does not link to the record before it")]
+    Link { seq: u64 },
+    #[error("store record {seq}: hash {found} is not {computed}")]
+    Hash {
+        seq: u64,
+        found: String,
+        computed: String,
+    },
+    /// A record whose payload does not decode.
+    #[error("store record {seq}: {source}")]
+    Undecodable { seq: u64, source: Box<StoreError> },
+    /// A record the memory's projection refuses.
+    #[error("store record {seq}: {source}")]
+    Projection {
+        seq: u64,
+        source: crate::error::ProjectionError,
+    },
+    #[error("record {found} should be {seq}")]
+    LedgerPlace { seq: u64, found: u64 },
+    #[error("record {seq} does not link to the one before")]
+    LedgerLink { seq: u64 },
+    #[error("record {seq}: hash {found} is not {computed}")]
+    LedgerHash {
+        seq: u64,
+        found: String,
+        computed: String,
+    },
+}
+
 /// Whether `name` may name a store: 1 to [`STORE_NAME_BYTES_MAX`] bytes of lowercase ASCII
 /// letters, digits, `-`, `_` and `.`, not starting with `.` (it is a directory name).
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), StoreError> {
     let ok = !name.is_empty()
         && name.len() as u64 <= STORE_NAME_BYTES_MAX
         && !name.starts_with('.')
@@ -44,9 +94,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b));
     match ok {
         true => Ok(()),
-        false => Err(format!(
-            "`{name}` is not a store name: 1 to {STORE_NAME_BYTES_MAX} bytes of a-z, 0-9, `-`, `_`, `.`, not starting with `.`"
-        )),
+        false => Err(StoreError::Name {
+            name: name.to_owned(),
+        }),
     }
 }
 
@@ -69,19 +119,19 @@ pub struct StoreRecord {
 
 impl StoreRecord {
     /// The hash a record's fields give: `H_chain(prev ‖ H_store_record(canonical body))`.
-    fn computed(&self, prev: &Hash) -> Result<Hash, String> {
+    fn computed(&self, prev: &Hash) -> Result<Hash, StoreError> {
         let body = json!({
             "seq": self.seq, "time": self.time, "run": self.run, "key": self.key,
             "kind": self.kind, "payload": self.payload,
         });
-        let bytes = oracle_core::canon::encode(&body).map_err(|e| e.to_string())?;
+        let bytes = oracle_core::canon::encode(&body)?;
         Ok(chain_link(prev, &hash_in(STORE_RECORD, &bytes)))
     }
 
     /// The typed payload.
-    pub fn typed(&self) -> Result<Payload, String> {
-        let kind: EventKind = self.kind.parse().map_err(|e| format!("{e}"))?;
-        Payload::decode(kind, &self.payload).map_err(|e| e.to_string())
+    pub fn typed(&self) -> Result<Payload, StoreError> {
+        let kind: EventKind = self.kind.parse()?;
+        Ok(Payload::decode(kind, &self.payload)?)
     }
 }
 
@@ -143,23 +193,33 @@ impl Store {
 
     /// Folds the next record, checking its place, its chain link and its meaning (claim ids
     /// recomputed by the memory's projection).
-    pub fn apply(&mut self, rec: StoreRecord) -> Result<(), String> {
+    pub fn apply(&mut self, rec: StoreRecord) -> Result<(), StoreError> {
         let seq = self.head.records;
-        let bad = |why: String| format!("store record {seq}: {why}");
         if rec.seq != seq || rec.time != seq + 1 {
-            return Err(bad(format!("has seq {} time {}", rec.seq, rec.time)));
+            return Err(StoreError::Place {
+                seq,
+                found_seq: rec.seq,
+                found_time: rec.time,
+            });
         }
         if rec.prev != self.head.hash.to_hex() {
-            return Err(bad("does not link to the record before it".into()));
+            return Err(StoreError::Link { seq });
         }
         let hash = rec.computed(&self.head.hash)?;
         if rec.hash != hash.to_hex() {
-            return Err(bad(format!("hash {} is not {}", rec.hash, hash.to_hex())));
+            return Err(StoreError::Hash {
+                seq,
+                found: rec.hash,
+                computed: hash.to_hex(),
+            });
         }
-        let payload = rec.typed().map_err(bad)?;
+        let payload = rec.typed().map_err(|e| StoreError::Undecodable {
+            seq,
+            source: Box::new(e),
+        })?;
         self.memory
             .apply(seq, rec.time, &payload)
-            .map_err(|e| bad(e.to_string()))?;
+            .map_err(|source| StoreError::Projection { seq, source })?;
         if let Some(id) = claim_of(&payload) {
             self.writers.insert(id, rec.run.clone());
         }
@@ -176,7 +236,7 @@ impl Store {
     }
 
     /// The next record, sealed at the head: `payload` written by `run` under `key`.
-    pub fn seal(&self, run: &str, key: &str, payload: &Payload) -> Result<StoreRecord, String> {
+    pub fn seal(&self, run: &str, key: &str, payload: &Payload) -> Result<StoreRecord, StoreError> {
         let mut rec = StoreRecord {
             seq: self.head.records,
             time: self.head.records + 1,
@@ -226,7 +286,7 @@ impl Store {
         });
         self.seal(run, key, &payload)
             .map(Some)
-            .map_err(MemoryError::Input)
+            .map_err(|e| MemoryError::Input(e.to_string()))
     }
 
     /// What a run is told about a published record: the assertion, its writers, and the store
@@ -338,12 +398,12 @@ pub struct LedgerRecord {
 
 impl LedgerRecord {
     /// `H_chain(prev ‖ H_ledger_record(canonical body))`.
-    fn computed(&self, prev: &Hash) -> Result<Hash, String> {
+    fn computed(&self, prev: &Hash) -> Result<Hash, StoreError> {
         let body = json!({
             "seq": self.seq, "kind": self.kind, "store": self.store, "records": self.records,
             "head": self.head, "note": self.note,
         });
-        let bytes = oracle_core::canon::encode(&body).map_err(|e| e.to_string())?;
+        let bytes = oracle_core::canon::encode(&body)?;
         Ok(chain_link(prev, &hash_in(LEDGER_RECORD, &bytes)))
     }
 }
@@ -357,21 +417,24 @@ pub struct Ledger {
 
 impl Ledger {
     /// Checks `rec` follows the ledger (seq, link, hash) and takes it.
-    pub fn apply(&mut self, rec: LedgerRecord) -> Result<(), String> {
+    pub fn apply(&mut self, rec: LedgerRecord) -> Result<(), StoreError> {
         let seq = self.records.len() as u64;
         if rec.seq != seq {
-            return Err(format!("record {} should be {seq}", rec.seq));
+            return Err(StoreError::LedgerPlace {
+                seq,
+                found: rec.seq,
+            });
         }
         if rec.prev != self.head.to_hex() {
-            return Err(format!("record {seq} does not link to the one before"));
+            return Err(StoreError::LedgerLink { seq });
         }
         let hash = rec.computed(&self.head)?;
         if rec.hash != hash.to_hex() {
-            return Err(format!(
-                "record {seq}: hash {} is not {}",
-                rec.hash,
-                hash.to_hex()
-            ));
+            return Err(StoreError::LedgerHash {
+                seq,
+                found: rec.hash,
+                computed: hash.to_hex(),
+            });
         }
         self.head = hash;
         self.records.push(rec);
@@ -384,7 +447,7 @@ impl Ledger {
         store: &str,
         head: &StoreHead,
         note: &str,
-    ) -> Result<LedgerRecord, String> {
+    ) -> Result<LedgerRecord, StoreError> {
         let mut rec = LedgerRecord {
             seq: self.records.len() as u64,
             kind: FORGOTTEN.into(),

@@ -19,7 +19,9 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use oracle_core::agent::{Action, Agent, AgentError, Call, Decision, Observation, Outcome};
+use oracle_core::agent::{
+    Action, Agent, AgentError, AnswerRefused, Call, Decision, Observation, Outcome,
+};
 use oracle_core::payload::{RunStatus, StateChanged};
 use oracle_core::{Hash, State};
 use serde_json::{Map, Value, json};
@@ -99,11 +101,39 @@ pub(crate) struct Iterations {
     pub(crate) running: u64,
 }
 
+/// Why an iteration (a loop's or a sub-plan's run) failed. Its text becomes the loop step's
+/// recorded failure (`iteration {i}: {text}`), so each variant words it as before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum IterationFailed {
+    /// The child's own reason: its agent's error, or the reason its run finished failed with
+    /// (also what a saved iteration holds).
+    #[error("{reason}")]
+    Failed { reason: String },
+    #[error(
+        "step `{step}` waits for a person, which steps inside a loop or sub-plan may not (yet)"
+    )]
+    Suspended { step: String },
+}
+
+/// Why an agent step's arguments give no conversation. The text is recorded as the step's
+/// failure, so it is worded as before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum LoopSettingsError {
+    #[error("`tools` must be a list of tool names")]
+    Tools,
+    #[error("`{tool}` cannot be one of an agent's tools")]
+    ReservedTool { tool: String },
+    #[error("`max_turns` must be from 1 to {TURNS_MAX}")]
+    MaxTurns,
+    #[error("`instructions` must be a string")]
+    Instructions,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Child {
     pub(crate) agent: PlanAgent,
     /// How it ended: its steps' outputs, or why it failed.
-    pub(crate) ended: Option<Result<Value, String>>,
+    pub(crate) ended: Option<Result<Value, IterationFailed>>,
     /// Calls of its last decision still without an outcome.
     pub(crate) waiting: u64,
     /// The outcomes of that decision received so far, in the order they came: the child sees
@@ -486,7 +516,7 @@ impl PlanAgent {
                     Some(self.next_turn(idx))
                 }
                 Err(e) => {
-                    self.give_up(idx, 0, e, out);
+                    self.give_up(idx, 0, e.to_string(), out);
                     None
                 }
             };
@@ -564,7 +594,7 @@ impl Agent for PlanAgent {
     /// An answer to a question becomes the step's output `{"answer": value}`, and a step's
     /// `expect` holds of that output too (`expect q.answer != ""`), so it is refused here,
     /// before it is recorded, rather than recorded as an output the plan rejects.
-    fn check_answer(&self, step: &str, value: &Value) -> Result<Vec<String>, String> {
+    fn check_answer(&self, step: &str, value: &Value) -> Result<Vec<String>, AnswerRefused> {
         let Some(&idx) = self.by_name.get(step) else {
             return Ok(Vec::new());
         };
@@ -600,23 +630,21 @@ impl Agent for PlanAgent {
             match condition(expect, &env) {
                 Ok(Ok(true)) => {}
                 Ok(Ok(false)) => {
-                    return Err(format!(
-                        "the step's `expect {}` is false for this value",
-                        quote(expect)
-                    ));
+                    return Err(AnswerRefused::ExpectFalse {
+                        expect: quote(expect),
+                    });
                 }
                 Ok(Err(ty)) => {
-                    return Err(format!(
-                        "the step's `expect {}` gives {} for this value, not a bool",
-                        quote(expect),
-                        ty
-                    ));
+                    return Err(AnswerRefused::ExpectNotBool {
+                        expect: quote(expect),
+                        ty: ty.to_string(),
+                    });
                 }
                 Err(err) => {
-                    return Err(format!(
-                        "the step's `expect {}` fails on this value: {err}",
-                        quote(expect)
-                    ));
+                    return Err(AnswerRefused::ExpectFails {
+                        expect: quote(expect),
+                        reason: err.to_string(),
+                    });
                 }
             }
         }
@@ -721,35 +749,35 @@ fn iteration_key(key: &str, i: usize) -> String {
 }
 
 /// An agent step's settings from its evaluated arguments, and its first messages.
-fn agent_loop(input: &Map<String, Value>) -> Result<Loop, String> {
+fn agent_loop(input: &Map<String, Value>) -> Result<Loop, LoopSettingsError> {
     let tools: Vec<String> = match input.get("tools") {
         Some(Value::Array(t)) => t
             .iter()
             .map(|v| {
                 v.as_str()
                     .map(str::to_owned)
-                    .ok_or_else(|| "`tools` must be a list of tool names".to_owned())
+                    .ok_or(LoopSettingsError::Tools)
             })
             .collect::<Result<_, _>>()?,
-        _ => return Err("`tools` must be a list of tool names".into()),
+        _ => return Err(LoopSettingsError::Tools),
     };
     if let Some(t) = tools
         .iter()
         .find(|t| *t == ASK_TOOL || *t == AGENT_TOOL || *t == CHAT_TOOL)
     {
-        return Err(format!("`{t}` cannot be one of an agent's tools"));
+        return Err(LoopSettingsError::ReservedTool { tool: t.clone() });
     }
     let max_turns = match input.get("max_turns") {
         None => TURNS_DEFAULT,
         Some(v) => match v.as_u64() {
             Some(n) if (1..=TURNS_MAX).contains(&n) => n,
-            _ => return Err(format!("`max_turns` must be from 1 to {TURNS_MAX}")),
+            _ => return Err(LoopSettingsError::MaxTurns),
         },
     };
     let instructions = input
         .get("instructions")
         .and_then(Value::as_str)
-        .ok_or("`instructions` must be a string")?;
+        .ok_or(LoopSettingsError::Instructions)?;
     let task = match input.get("task") {
         Some(Value::String(s)) => s.clone(),
         Some(v) => v.to_string(),
@@ -911,7 +939,7 @@ impl PlanAgent {
         let decision = match decision {
             Ok(d) => d,
             Err(e) => {
-                child.ended = Some(Err(e.0));
+                child.ended = Some(Err(IterationFailed::Failed { reason: e.0 }));
                 self.iteration_ended(idx, out);
                 return;
             }
@@ -974,15 +1002,16 @@ impl PlanAgent {
                     RunStatus::Completed => Ok(child.agent.outputs_by_name()),
                     // A child plan never ends cancelled (only a cancel from outside the whole
                     // run records that); were one to, its iteration fails.
-                    RunStatus::Failed | RunStatus::Cancelled => Err(reason),
+                    RunStatus::Failed | RunStatus::Cancelled => {
+                        Err(IterationFailed::Failed { reason })
+                    }
                 });
                 self.iteration_ended(idx, out);
             }
             Action::Suspend { step, .. } => {
-                child.ended = Some(Err(format!(
-                    "step `{}` waits for a person, which steps inside a loop or sub-plan may not (yet)",
-                    rename(&step)
-                )));
+                child.ended = Some(Err(IterationFailed::Suspended {
+                    step: rename(&step),
+                }));
                 self.iteration_ended(idx, out);
             }
         }
@@ -1381,7 +1410,7 @@ impl PlanAgent {
                 let call = self.next_turn(idx);
                 self.queued.push(call);
             }
-            Err(e) => self.give_up(idx, chats, e, out),
+            Err(e) => self.give_up(idx, chats, e.to_string(), out),
         }
     }
 

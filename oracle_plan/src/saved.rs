@@ -22,7 +22,9 @@ use oracle_core::agent::{AgentError, Call, Observation, Outcome};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::{AGENT_TOOL, Child, Iterations, Loop, PlanAgent, Status, TURNS_MAX};
+use crate::agent::{
+    AGENT_TOOL, Child, IterationFailed, Iterations, Loop, PlanAgent, Status, TURNS_MAX,
+};
 use crate::ast::LoopKind;
 use crate::compile::{CompiledPlan, CompiledStep};
 
@@ -224,7 +226,9 @@ fn save_agent(a: &PlanAgent) -> SavedAgent {
                         inputs: c.agent.inputs().clone(),
                         ended: c.ended.clone().map(|e| match e {
                             Ok(outputs) => SavedEnded::Completed { outputs },
-                            Err(reason) => SavedEnded::Failed { reason },
+                            Err(failed) => SavedEnded::Failed {
+                                reason: failed.to_string(),
+                            },
                         }),
                         waiting: c.waiting,
                         received: c
@@ -334,10 +338,110 @@ pub(crate) fn restore(agent: &mut PlanAgent, value: &Value) -> Result<(), AgentE
             agent.plan().hash
         )));
     }
-    let restored =
-        restore_agent(agent.plan().clone(), agent.inputs().clone(), saved.agent).map_err(refuse)?;
+    let restored = restore_agent(agent.plan().clone(), agent.inputs().clone(), saved.agent)
+        .map_err(|e| refuse(e.to_string()))?;
     *agent = restored;
     Ok(())
+}
+
+/// Why saved progress does not fit the agent it is restored into: each names the field and the
+/// count that cannot be. The text ends up in the `AgentError` a refused restore gives.
+#[derive(Debug, thiserror::Error)]
+enum RestoreError {
+    #[error("`{what}` has {len} entries, and the plan has {n} steps")]
+    Entries {
+        what: &'static str,
+        len: usize,
+        n: usize,
+    },
+    #[error("step `{step}` has {left} unsettled dependencies, and only {deps} dependencies")]
+    Unsettled {
+        step: String,
+        left: u32,
+        deps: usize,
+    },
+    #[error("{in_flight} calls in flight, more than any run holds ({IN_FLIGHT_MAX})")]
+    InFlight { in_flight: u64 },
+    #[error("`loops` holds a conversation for step `{step}`, which is not an agent step")]
+    NotAgentStep { step: String },
+    #[error("`iterations` holds iterations for step `{step}`, which is not a loop step")]
+    NotLoopStep { step: String },
+    #[error("loop step `{step}` has {count} iterations, and it runs from 1 to {most}")]
+    IterationCount { step: String, count: u64, most: u64 },
+    #[error("loop step `{step}` counts {running} iterations running, and {unended} have not ended")]
+    RunningCount {
+        step: String,
+        running: u64,
+        unended: u64,
+    },
+    #[error("iteration {i} of step `{step}`: {source}")]
+    Iteration {
+        i: usize,
+        step: String,
+        source: Box<RestoreError>,
+    },
+    #[error("iteration {i} of step `{step}` has ended but waits for outcomes")]
+    EndedWaiting { i: usize, step: String },
+    #[error(
+        "iteration {i} of step `{step}` waits for {waiting} outcomes, more than its {in_flight} calls running"
+    )]
+    Waiting {
+        i: usize,
+        step: String,
+        waiting: u64,
+        in_flight: u64,
+    },
+    #[error("step `{step}` is to retry after attempt {attempts}, and it has {most} attempts")]
+    Retry {
+        step: String,
+        attempts: u64,
+        most: u64,
+    },
+    #[error("agent step `{step}` is in tier {tier}, not 1 or 2")]
+    Tier { step: String, tier: u64 },
+    #[error("agent step `{step}` has max_turns {max_turns}, not from 1 to {TURNS_MAX}")]
+    MaxTurns { step: String, max_turns: u64 },
+    #[error("agent step `{step}` is at turn {turn}, not from 1 to its max_turns {max_turns}")]
+    Turn {
+        step: String,
+        turn: u64,
+        max_turns: u64,
+    },
+    #[error(
+        "agent step `{step}` has made {chats} model calls, not from 1 to the {most} its turns and attempts allow"
+    )]
+    Chats { step: String, chats: u64, most: u64 },
+    #[error(
+        "agent step `{step}` has {failures} failed turns, and it has {retry} attempts per turn"
+    )]
+    Failures {
+        step: String,
+        failures: u64,
+        retry: u64,
+    },
+    #[error(
+        "agent step `{step}` says its previous turn made {previous} tool calls, more than its {messages} messages"
+    )]
+    Previous {
+        step: String,
+        previous: u64,
+        messages: usize,
+    },
+    #[error("`{field}` names {what} {key}, and the plan has {n} steps")]
+    OutOfRange {
+        field: &'static str,
+        what: &'static str,
+        key: u32,
+        n: usize,
+    },
+    #[error("`{field}` lists {what} {key} out of order or twice")]
+    OutOfOrder {
+        field: &'static str,
+        what: &'static str,
+        key: u32,
+    },
+    #[error("step `{step}` has {what} in progress, and is not running")]
+    NotRunning { step: String, what: &'static str },
 }
 
 /// A new agent for `plan` and `inputs` with the progress `saved`, or what does not fit.
@@ -345,7 +449,7 @@ fn restore_agent(
     plan: CompiledPlan,
     inputs: Map<String, Value>,
     saved: SavedAgent,
-) -> Result<PlanAgent, String> {
+) -> Result<PlanAgent, RestoreError> {
     let mut agent = PlanAgent::new(plan, inputs);
     let plan = agent.plan();
     let n = plan.steps.len();
@@ -354,9 +458,7 @@ fn restore_agent(
         ("unsettled", saved.unsettled.len()),
     ] {
         if len != n {
-            return Err(format!(
-                "`{what}` has {len} entries, and the plan has {n} steps"
-            ));
+            return Err(RestoreError::Entries { what, len, n });
         }
     }
     let mut status = Vec::with_capacity(n);
@@ -368,19 +470,18 @@ fn restore_agent(
     }
     for (step, &left) in plan.steps.iter().zip(&saved.unsettled) {
         if left as usize > step.deps.len() {
-            return Err(format!(
-                "step `{}` has {left} unsettled dependencies, and only {} dependencies",
-                step.name,
-                step.deps.len()
-            ));
+            return Err(RestoreError::Unsettled {
+                step: step.name.clone(),
+                left,
+                deps: step.deps.len(),
+            });
         }
     }
     ascending("ready", "position", &saved.ready, n)?;
     if saved.in_flight > IN_FLIGHT_MAX {
-        return Err(format!(
-            "{} calls in flight, more than any run holds ({IN_FLIGHT_MAX})",
-            saved.in_flight
-        ));
+        return Err(RestoreError::InFlight {
+            in_flight: saved.in_flight,
+        });
     }
 
     let keys: Vec<u32> = saved.loops.iter().map(|l| l.step).collect();
@@ -390,10 +491,9 @@ fn restore_agent(
         let step = &plan.steps[l.step as usize];
         let tools = [Some(&step.call), step.fallback.as_ref()];
         if step.body.is_some() || !tools.iter().flatten().any(|c| c.tool == AGENT_TOOL) {
-            return Err(format!(
-                "`loops` holds a conversation for step `{}`, which is not an agent step",
-                step.name
-            ));
+            return Err(RestoreError::NotAgentStep {
+                step: step.name.clone(),
+            });
         }
         running(&status, l.step, step, "a conversation")?;
         loops.insert(l.step, restore_loop(step, l)?);
@@ -405,10 +505,9 @@ fn restore_agent(
     for it in saved.iterations {
         let step = &plan.steps[it.step as usize];
         let Some(body) = &step.body else {
-            return Err(format!(
-                "`iterations` holds iterations for step `{}`, which is not a loop step",
-                step.name
-            ));
+            return Err(RestoreError::NotLoopStep {
+                step: step.name.clone(),
+            });
         };
         running(&status, it.step, step, "iterations")?;
         let most = if body.kind == LoopKind::Use {
@@ -418,39 +517,48 @@ fn restore_agent(
         };
         let count = it.children.len() as u64;
         if count == 0 || count > most {
-            return Err(format!(
-                "loop step `{}` has {count} iterations, and it runs from 1 to {most}",
-                step.name
-            ));
+            return Err(RestoreError::IterationCount {
+                step: step.name.clone(),
+                count,
+                most,
+            });
         }
         let unended = it.children.iter().filter(|c| c.ended.is_none()).count() as u64;
         if it.running != unended {
-            return Err(format!(
-                "loop step `{}` counts {} iterations running, and {unended} have not ended",
-                step.name, it.running
-            ));
+            return Err(RestoreError::RunningCount {
+                step: step.name.clone(),
+                running: it.running,
+                unended,
+            });
         }
         let mut children = Vec::with_capacity(it.children.len());
         for (i, c) in it.children.into_iter().enumerate() {
-            let child = restore_agent(body.plan.clone(), c.inputs, c.agent)
-                .map_err(|e| format!("iteration {i} of step `{}`: {e}", step.name))?;
+            let child = restore_agent(body.plan.clone(), c.inputs, c.agent).map_err(|e| {
+                RestoreError::Iteration {
+                    i,
+                    step: step.name.clone(),
+                    source: Box::new(e),
+                }
+            })?;
             if c.ended.is_some() && (c.waiting > 0 || !c.received.is_empty()) {
-                return Err(format!(
-                    "iteration {i} of step `{}` has ended but waits for outcomes",
-                    step.name
-                ));
+                return Err(RestoreError::EndedWaiting {
+                    i,
+                    step: step.name.clone(),
+                });
             }
             if c.waiting > child.in_flight {
-                return Err(format!(
-                    "iteration {i} of step `{}` waits for {} outcomes, more than its {} calls running",
-                    step.name, c.waiting, child.in_flight
-                ));
+                return Err(RestoreError::Waiting {
+                    i,
+                    step: step.name.clone(),
+                    waiting: c.waiting,
+                    in_flight: child.in_flight,
+                });
             }
             children.push(Child {
                 agent: child,
                 ended: c.ended.map(|e| match e {
                     SavedEnded::Completed { outputs } => Ok(outputs),
-                    SavedEnded::Failed { reason } => Err(reason),
+                    SavedEnded::Failed { reason } => Err(IterationFailed::Failed { reason }),
                 }),
                 waiting: c.waiting,
                 received: c
@@ -503,7 +611,10 @@ fn restore_agent(
 
 /// A step's status and output, refusing a retry the step has no attempts left for (its next
 /// attempt would be past its last).
-fn restore_status(step: &CompiledStep, s: SavedStatus) -> Result<(Status, Option<Value>), String> {
+fn restore_status(
+    step: &CompiledStep,
+    s: SavedStatus,
+) -> Result<(Status, Option<Value>), RestoreError> {
     Ok(match s {
         SavedStatus::Pending => (Status::Pending, None),
         SavedStatus::Running => (Status::Running, None),
@@ -511,10 +622,11 @@ fn restore_status(step: &CompiledStep, s: SavedStatus) -> Result<(Status, Option
             let tiers = if step.fallback.is_some() { 2 } else { 1 };
             let most = step.retry.saturating_mul(tiers);
             if attempts >= most {
-                return Err(format!(
-                    "step `{}` is to retry after attempt {attempts}, and it has {most} attempts",
-                    step.name
-                ));
+                return Err(RestoreError::Retry {
+                    step: step.name.clone(),
+                    attempts,
+                    most,
+                });
             }
             (Status::Retrying { attempts }, None)
         }
@@ -529,50 +641,53 @@ fn restore_status(step: &CompiledStep, s: SavedStatus) -> Result<(Status, Option
 /// step's own agent or its fallback, a turn past `max_turns`, more model calls or failed turns
 /// than the step's attempts allow, or a previous turn with more tool calls than the
 /// conversation holds. Within these bounds no later count can overflow.
-fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, String> {
+fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, RestoreError> {
     let name = &step.name;
     if !(1..=2).contains(&l.tier) {
-        return Err(format!(
-            "agent step `{name}` is in tier {}, not 1 or 2",
-            l.tier
-        ));
+        return Err(RestoreError::Tier {
+            step: name.clone(),
+            tier: l.tier,
+        });
     }
     if !(1..=TURNS_MAX).contains(&l.max_turns) {
-        return Err(format!(
-            "agent step `{name}` has max_turns {}, not from 1 to {TURNS_MAX}",
-            l.max_turns
-        ));
+        return Err(RestoreError::MaxTurns {
+            step: name.clone(),
+            max_turns: l.max_turns,
+        });
     }
     if !(1..=l.max_turns).contains(&l.turn) {
-        return Err(format!(
-            "agent step `{name}` is at turn {}, not from 1 to its max_turns {}",
-            l.turn, l.max_turns
-        ));
+        return Err(RestoreError::Turn {
+            step: name.clone(),
+            turn: l.turn,
+            max_turns: l.max_turns,
+        });
     }
     // Each turn of each tier makes at most `retry` model calls.
     let chats_max = TURNS_MAX.saturating_mul(2).saturating_mul(step.retry);
     if !(1..=chats_max).contains(&l.chats) {
-        return Err(format!(
-            "agent step `{name}` has made {} model calls, not from 1 to the {chats_max} its turns and attempts allow",
-            l.chats
-        ));
+        return Err(RestoreError::Chats {
+            step: name.clone(),
+            chats: l.chats,
+            most: chats_max,
+        });
     }
     if l.failures >= step.retry {
-        return Err(format!(
-            "agent step `{name}` has {} failed turns, and it has {} attempts per turn",
-            l.failures, step.retry
-        ));
+        return Err(RestoreError::Failures {
+            step: name.clone(),
+            failures: l.failures,
+            retry: step.retry,
+        });
     }
     // Each of the previous turn's tool calls left a message: the bound keeps the next turn's
     // list of what it reads as long as the conversation at most.
     let previous = match usize::try_from(l.previous) {
         Ok(p) if p <= l.messages.len() => p,
         _ => {
-            return Err(format!(
-                "agent step `{name}` says its previous turn made {} tool calls, more than its {} messages",
-                l.previous,
-                l.messages.len()
-            ));
+            return Err(RestoreError::Previous {
+                step: name.clone(),
+                previous: l.previous,
+                messages: l.messages.len(),
+            });
         }
     };
     Ok(Loop {
@@ -592,16 +707,28 @@ fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, String> {
 
 /// Refuses `keys` unless each is below `n` and they strictly ascend (as a map's or set's keys
 /// are listed): a value out of range or repeated is not one this agent saved.
-fn ascending(field: &str, what: &str, keys: &[u32], n: usize) -> Result<(), String> {
+fn ascending(
+    field: &'static str,
+    what: &'static str,
+    keys: &[u32],
+    n: usize,
+) -> Result<(), RestoreError> {
     let mut last: Option<u32> = None;
     for &k in keys {
         if k as usize >= n {
-            return Err(format!(
-                "`{field}` names {what} {k}, and the plan has {n} steps"
-            ));
+            return Err(RestoreError::OutOfRange {
+                field,
+                what,
+                key: k,
+                n,
+            });
         }
         if last.is_some_and(|l| l >= k) {
-            return Err(format!("`{field}` lists {what} {k} out of order or twice"));
+            return Err(RestoreError::OutOfOrder {
+                field,
+                what,
+                key: k,
+            });
         }
         last = Some(k);
     }
@@ -610,12 +737,17 @@ fn ascending(field: &str, what: &str, keys: &[u32], n: usize) -> Result<(), Stri
 
 /// Refuses progress (`what`) for a step that is not running: a conversation or iterations
 /// exist only while their step runs.
-fn running(status: &[Status], idx: u32, step: &CompiledStep, what: &str) -> Result<(), String> {
+fn running(
+    status: &[Status],
+    idx: u32,
+    step: &CompiledStep,
+    what: &'static str,
+) -> Result<(), RestoreError> {
     match status.get(idx as usize) {
         Some(Status::Running) => Ok(()),
-        _ => Err(format!(
-            "step `{}` has {what} in progress, and is not running",
-            step.name
-        )),
+        _ => Err(RestoreError::NotRunning {
+            step: step.name.clone(),
+            what,
+        }),
     }
 }

@@ -26,6 +26,46 @@ pub enum Verdict {
     },
 }
 
+/// Why a capability is denied. The text is recorded as a `capability_denied` event's reason
+/// (hashed), so each variant is worded exactly as before this type existed.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Denial {
+    /// A `net` scope that names no origin.
+    #[error(transparent)]
+    Url(#[from] oracle_core::capability::UrlError),
+    /// `escaped` is the scope as `str::escape_debug` writes it.
+    #[error("`{escaped}` contains a NUL byte, which no path may hold")]
+    Nul { escaped: String },
+    #[error("`{scope}` climbs above the root directory")]
+    ClimbsAboveRoot { scope: String },
+    #[error("`{scope}` climbs out of the working directory")]
+    ClimbsOut { scope: String },
+    #[error("no grant covers `{needed}` (this run has no grants)")]
+    NoGrants { needed: String },
+    /// `granted` lists the run's grants, comma-separated.
+    #[error("no grant covers `{needed}` (granted: {granted})")]
+    NotGranted { needed: String, granted: String },
+    #[error("`{scope}` resolves through a symlink to a path that is not UTF-8")]
+    NotUtf8 { scope: String },
+    #[error("`{scope}` resolves through a symlink to a place outside the working directory")]
+    LinkOutside { scope: String },
+    #[error("`{scope}` resolves through a symlink to `{target}`, which no grant covers")]
+    LinkNotGranted { scope: String, target: String },
+    /// Outside the working directory, named by an absolute path: the target is not this run's
+    /// to reveal.
+    #[error("`{scope}` resolves through a symlink to a place no grant covers")]
+    LinkOutsideNotGranted { scope: String },
+    #[error("`{scope}` goes through a symlink whose target does not exist")]
+    Dangling { scope: String },
+    #[error("`{scope}` cannot be resolved: permission denied")]
+    PermissionDenied { scope: String },
+    /// Mostly a symlink loop (ELOOP), which has no stable error kind.
+    #[error(
+        "`{scope}` cannot be resolved: a symlink loop or an unreadable directory is in the way"
+    )]
+    Unresolvable { scope: String },
+}
+
 /// The lexical part of a check (no file system): normalises the needed scope and returns the
 /// first grant, in order and as written, that covers it; otherwise why none does.
 ///
@@ -36,7 +76,7 @@ pub enum Verdict {
 /// program given as a path that normalises to a bare name (`./sh`) stays `./sh`: a bare name is
 /// looked up in `PATH`, and a grant for `sh` must not cover a file `sh` in the working
 /// directory.
-pub fn lexical(grants: &[Capability], needed: &Capability, root: &Path) -> Result<String, String> {
+pub fn lexical(grants: &[Capability], needed: &Capability, root: &Path) -> Result<String, Denial> {
     let subject = subject(needed, root)?;
     grants
         .iter()
@@ -104,7 +144,11 @@ pub fn check(grants: &[Capability], needed: &Capability, root: &Path) -> Verdict
     let root = canonical_root.as_deref().unwrap_or(root);
     let grant = match lexical(grants, needed, root) {
         Ok(g) => g,
-        Err(reason) => return Verdict::Denied { reason },
+        Err(reason) => {
+            return Verdict::Denied {
+                reason: reason.to_string(),
+            };
+        }
     };
     if needed.domain != "fs" {
         return Verdict::Allowed {
@@ -117,15 +161,17 @@ pub fn check(grants: &[Capability], needed: &Capability, root: &Path) -> Verdict
             grant,
             resolved: Some(resolved),
         },
-        Err(reason) => Verdict::Denied { reason },
+        Err(reason) => Verdict::Denied {
+            reason: reason.to_string(),
+        },
     }
 }
 
 /// The scope a grant must match: the needed scope, normalised for path domains.
-fn subject(needed: &Capability, root: &Path) -> Result<String, String> {
+fn subject(needed: &Capability, root: &Path) -> Result<String, Denial> {
     let scope = &needed.scope;
     if needed.domain == "net" {
-        return oracle_core::capability::url_origin(scope);
+        return Ok(oracle_core::capability::url_origin(scope)?);
     }
     if !PATH_DOMAINS.contains(&needed.domain.as_str()) {
         return Ok(scope.clone());
@@ -133,16 +179,16 @@ fn subject(needed: &Capability, root: &Path) -> Result<String, String> {
     // No file system accepts a NUL in a name; refusing it here names the real problem instead
     // of an unresolvable path, and keeps a NUL from truncating a path anywhere further down.
     if scope.contains('\0') {
-        return Err(format!(
-            "`{}` contains a NUL byte, which no path may hold",
-            scope.escape_debug()
-        ));
+        return Err(Denial::Nul {
+            escaped: scope.escape_debug().to_string(),
+        });
     }
     let Some(normal) = normalize_path(scope) else {
+        let scope = scope.clone();
         return Err(if scope.starts_with('/') {
-            format!("`{scope}` climbs above the root directory")
+            Denial::ClimbsAboveRoot { scope }
         } else {
-            format!("`{scope}` climbs out of the working directory")
+            Denial::ClimbsOut { scope }
         });
     };
     let normal = match Path::new(&normal).strip_prefix(root) {
@@ -170,44 +216,48 @@ fn covers(grant: &Capability, needed: &Capability, subject: &str) -> bool {
         && glob_match(&grant.grant_pattern(), subject)
 }
 
-fn no_grant(grants: &[Capability], needed: &Capability) -> String {
+fn no_grant(grants: &[Capability], needed: &Capability) -> Denial {
+    let needed = needed.to_string();
     if grants.is_empty() {
-        return format!("no grant covers `{needed}` (this run has no grants)");
+        return Denial::NoGrants { needed };
     }
     let list: Vec<String> = grants.iter().map(ToString::to_string).collect();
-    format!("no grant covers `{needed}` (granted: {})", list.join(", "))
+    Denial::NotGranted {
+        needed,
+        granted: list.join(", "),
+    }
 }
 
 /// The real path of an `fs` scope that passed the lexical check, or why it may not be used.
-fn resolve_fs(grants: &[Capability], needed: &Capability, root: &Path) -> Result<PathBuf, String> {
+fn resolve_fs(grants: &[Capability], needed: &Capability, root: &Path) -> Result<PathBuf, Denial> {
     let scope = &needed.scope;
     let lexical = subject(needed, root)?;
     let real = real_path(&root.join(&lexical)).map_err(|why| unresolved(scope, why))?;
     let inside = real.strip_prefix(root).ok();
     let Some(real_subject) = inside.unwrap_or(&real).to_str().map(str::to_owned) else {
-        return Err(format!(
-            "`{scope}` resolves through a symlink to a path that is not UTF-8"
-        ));
+        return Err(Denial::NotUtf8 {
+            scope: scope.clone(),
+        });
     };
     if real_subject == lexical {
         return Ok(real);
     }
     let named_inside = !Path::new(&lexical).is_absolute();
     if named_inside && inside.is_none() {
-        return Err(format!(
-            "`{scope}` resolves through a symlink to a place outside the working directory"
-        ));
+        return Err(Denial::LinkOutside {
+            scope: scope.clone(),
+        });
     }
     if grants.iter().any(|g| covers(g, needed, &real_subject)) {
         return Ok(real);
     }
+    let scope = scope.clone();
     Err(match inside {
-        Some(_) => format!(
-            "`{scope}` resolves through a symlink to `{real_subject}`, which no grant covers"
-        ),
-        // Outside the working directory, named by an absolute path: the target is not this
-        // run's to reveal.
-        None => format!("`{scope}` resolves through a symlink to a place no grant covers"),
+        Some(_) => Denial::LinkNotGranted {
+            scope,
+            target: real_subject,
+        },
+        None => Denial::LinkOutsideNotGranted { scope },
     })
 }
 
@@ -260,24 +310,25 @@ fn real_path(path: &Path) -> Result<PathBuf, Unresolved> {
     }
 }
 
-fn unresolved(scope: &str, why: Unresolved) -> String {
+fn unresolved(scope: &str, why: Unresolved) -> Denial {
+    let scope = scope.to_owned();
     match why {
-        Unresolved::Dangling => {
-            format!("`{scope}` goes through a symlink whose target does not exist")
-        }
+        Unresolved::Dangling => Denial::Dangling { scope },
         Unresolved::Io(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-            format!("`{scope}` cannot be resolved: permission denied")
+            Denial::PermissionDenied { scope }
         }
-        // Mostly a symlink loop (ELOOP), which has no stable error kind.
-        Unresolved::Io(_) => format!(
-            "`{scope}` cannot be resolved: a symlink loop or an unreadable directory is in the way"
-        ),
+        Unresolved::Io(_) => Denial::Unresolvable { scope },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::lexical`] with its denial as the recorded text, which the cases compare.
+    fn lexical(grants: &[Capability], needed: &Capability, root: &Path) -> Result<String, String> {
+        super::lexical(grants, needed, root).map_err(|e| e.to_string())
+    }
 
     /// A capability as a call builds it, field by field: a needed scope may hold `..`, which
     /// parsing (the way grants enter) refuses.

@@ -133,7 +133,10 @@ fn settings_of(events: &Recorded, run: &RunDir) -> Result<MemorySettings> {
         Some(Ok(Payload::RunStarted(p))) => {
             MemorySettings::of_run(&p).map_err(|reason| SessionError::Projection {
                 run: run.id.clone(),
-                source: oracle_memory::ProjectionError { seq: 0, reason },
+                source: oracle_memory::ProjectionError {
+                    seq: 0,
+                    reason: reason.to_string(),
+                },
             })
         }
         _ => Err(SessionError::NoStart {

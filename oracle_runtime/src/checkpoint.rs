@@ -643,26 +643,18 @@ impl Checkpoint {
     /// Parses one line (without its `\n`), strictly: exactly the bytes [`Checkpoint::to_line`]
     /// writes (its fields and no others, in that order, no spaces), `format` 1 or 2, lowercase
     /// hex of the right lengths, a valid public key. The signature is not checked here.
-    pub fn parse_line(line: &str) -> Result<Checkpoint, String> {
-        let l: Line = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    pub fn parse_line(line: &str) -> Result<Checkpoint, LineError> {
+        let l: Line = serde_json::from_str(line)?;
         let chained = match (l.format, l.run, l.prev) {
             (LINE_FORMAT_V1, None, None) => None,
             (LINE_FORMAT, Some(run), Some(prev)) => Some(Chained { run, prev }),
             (LINE_FORMAT_V1 | LINE_FORMAT, _, _) => {
-                return Err(format!(
-                    "format {} has `run` and `prev` exactly when it is 2",
-                    l.format
-                ));
+                return Err(LineError::Chained { format: l.format });
             }
-            (other, _, _) => {
-                return Err(format!(
-                    "format {other} is not known (this oracle reads formats {LINE_FORMAT_V1} and {LINE_FORMAT})"
-                ));
-            }
+            (other, _, _) => return Err(LineError::Format { format: other }),
         };
-        let public_key =
-            PublicKey::from_hex(&l.public_key).map_err(|e| format!("public_key: {e}"))?;
-        let signature = Signature::from_hex(&l.signature).map_err(|e| format!("signature: {e}"))?;
+        let public_key = PublicKey::from_hex(&l.public_key)?;
+        let signature = Signature::from_hex(&l.signature)?;
         let c = Checkpoint {
             seq: l.seq,
             head: l.head,
@@ -672,13 +664,32 @@ impl Checkpoint {
         };
         let canonical = c.to_line();
         if canonical.strip_suffix('\n') != Some(line) {
-            return Err(format!(
-                "not in canonical form (expected {})",
-                canonical.trim_end()
-            ));
+            return Err(LineError::NotCanonical {
+                expected: canonical.trim_end().to_owned(),
+            });
         }
         Ok(c)
     }
+}
+
+/// Why a checkpoint line does not parse ([`Checkpoint::parse_line`]); a malformed line's error
+/// quotes it, worded as before.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("format {format} has `run` and `prev` exactly when it is 2")]
+    Chained { format: u64 },
+    #[error(
+        "format {format} is not known (this oracle reads formats {LINE_FORMAT_V1} and {LINE_FORMAT})"
+    )]
+    Format { format: u64 },
+    #[error("public_key: {0}")]
+    PublicKey(#[from] KeyFormatError),
+    #[error("signature: {0}")]
+    Signature(#[from] HexError),
+    #[error("not in canonical form (expected {expected})")]
+    NotCanonical { expected: String },
 }
 
 /// Reads a small text file (a key file): a regular file only (a FIFO or a device is refused
@@ -856,7 +867,7 @@ pub fn parse_lines(path: &Path, bytes: &[u8]) -> Result<Vec<(u64, Checkpoint)>, 
         };
         let line =
             std::str::from_utf8(&rest[..end]).map_err(|_| malformed("not UTF-8".to_owned()))?;
-        let checkpoint = Checkpoint::parse_line(line).map_err(malformed)?;
+        let checkpoint = Checkpoint::parse_line(line).map_err(|e| malformed(e.to_string()))?;
         out.push((line_no, checkpoint));
         rest = &rest[end + 1..];
     }

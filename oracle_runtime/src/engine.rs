@@ -154,6 +154,47 @@ pub struct Report {
     pub timer: Option<payload::TimerSet>,
 }
 
+/// Why a resume point is refused ([`Engine::from_point`]); the drive then starts further back.
+/// The text is reported as the point's warning, worded as before this type existed.
+#[derive(Debug, thiserror::Error)]
+pub enum PointRefused {
+    #[error("the record given is not the log's tail after the point's event")]
+    NotTail,
+    #[error(transparent)]
+    State(#[from] oracle_core::SnapshotError),
+    #[error("its engine state does not read: {0}")]
+    EngineState(serde_json::Error),
+    #[error("its engine state has format {format} (expected {SAVED_FORMAT})")]
+    Format { format: u64 },
+    /// Hashes shortened as [`Hash::short`] writes them.
+    #[error("its state hashes to {found}, the log recorded {recorded} after event {seq}")]
+    StateHash {
+        found: String,
+        recorded: String,
+        seq: u64,
+    },
+    #[error(transparent)]
+    Recorder(#[from] oracle_core::RecordingError),
+    #[error(transparent)]
+    Agent(#[from] oracle_core::agent::AgentError),
+    #[error("its folded events are not in order before its event (event {seq})")]
+    FoldedOrder { seq: u64 },
+    #[error("its folded event {seq} is damaged: {reason}")]
+    FoldedDamaged {
+        seq: u64,
+        reason: oracle_core::verify::Reason,
+    },
+    #[error("event {seq}: {source}")]
+    FoldedPayload {
+        seq: u64,
+        source: oracle_core::payload::PayloadError,
+    },
+    #[error("folding event {seq}: {source}")]
+    Fold { seq: u64, source: Box<EngineError> },
+    #[error("step `{step}` waits on domain {index}, which does not exist")]
+    NoDomain { step: String, index: u64 },
+}
+
 /// Why a drive stopped without an ending.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -507,7 +548,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             .flatten();
         let (domains, refused_settings) = match domain::for_run(&config) {
             Ok(d) => (d, None),
-            Err(why) => (Vec::new(), Some(why)),
+            Err(why) => (Vec::new(), Some(why.to_string())),
         };
         let points = config.resume_points;
         // Canonical paths, so a symlinked working directory or home does not look like an
@@ -575,13 +616,13 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// hashes; what the log cannot check is checked by the drive, which produces every event
     /// of the tail again and compares it with the record. `Err` says why the point is refused
     /// (the engine is consumed; build a new one to start from elsewhere).
-    pub fn from_point(self, point: &ResumePoint) -> std::result::Result<Self, String> {
+    pub fn from_point(self, point: &ResumePoint) -> std::result::Result<Self, PointRefused> {
         let recorded = self
             .recorded
             .anchor()
             .map(|a| a.state_after)
-            .ok_or("the record given is not the log's tail after the point's event")?;
-        let state = point.state.restore(recorded).map_err(|e| e.to_string())?;
+            .ok_or(PointRefused::NotTail)?;
+        let state = point.state.restore(recorded)?;
         self.from_point_at(point, state)
     }
 
@@ -592,28 +633,26 @@ impl<'r, A: Agent> Engine<'r, A> {
         mut self,
         point: &ResumePoint,
         state: State,
-    ) -> std::result::Result<Self, String> {
+    ) -> std::result::Result<Self, PointRefused> {
         let anchor = self
             .recorded
             .anchor()
             .filter(|a| a.seq == point.seq && a.hash == point.hash)
             .copied()
-            .ok_or("the record given is not the log's tail after the point's event")?;
-        let saved: Saved = serde_json::from_str(point.engine.get())
-            .map_err(|e| format!("its engine state does not read: {e}"))?;
+            .ok_or(PointRefused::NotTail)?;
+        let saved: Saved =
+            serde_json::from_str(point.engine.get()).map_err(PointRefused::EngineState)?;
         if saved.format != SAVED_FORMAT {
-            return Err(format!(
-                "its engine state has format {} (expected {SAVED_FORMAT})",
-                saved.format
-            ));
+            return Err(PointRefused::Format {
+                format: saved.format,
+            });
         }
         if state.hash() != anchor.state_after {
-            return Err(format!(
-                "its state hashes to {}, the log recorded {} after event {}",
-                state.hash().short(),
-                anchor.state_after.short(),
-                anchor.seq
-            ));
+            return Err(PointRefused::StateHash {
+                found: state.hash().short(),
+                recorded: anchor.state_after.short(),
+                seq: anchor.seq,
+            });
         }
         let head = oracle_core::Head {
             next_seq: anchor.seq + 1,
@@ -621,32 +660,31 @@ impl<'r, A: Agent> Engine<'r, A> {
             time: anchor.time,
             state: anchor.state_after,
         };
-        self.produced = Recorder::resume(head, state).map_err(|e| e.to_string())?;
-        self.agent
-            .restore(&saved.agent)
-            .map_err(|e| e.to_string())?;
+        self.produced = Recorder::resume(head, state)?;
+        self.agent.restore(&saved.agent)?;
         let mut last = None;
         for e in &saved.folded {
-            if e.seq > anchor.seq || last.is_some_and(|l| e.seq <= l) {
-                return Err(format!(
-                    "its folded events are not in order before its event (event {})",
-                    e.seq
-                ));
+            let seq = e.seq;
+            if seq > anchor.seq || last.is_some_and(|l| seq <= l) {
+                return Err(PointRefused::FoldedOrder { seq });
             }
-            last = Some(e.seq);
+            last = Some(seq);
             oracle_core::verify::check_record(e)
-                .map_err(|why| format!("its folded event {} is damaged: {why}", e.seq))?;
-            let payload = e.typed().map_err(|why| format!("event {}: {why}", e.seq))?;
-            self.fold(e.seq, e.time, &payload)
-                .map_err(|why| format!("folding event {}: {why}", e.seq))?;
+                .map_err(|reason| PointRefused::FoldedDamaged { seq, reason })?;
+            let payload = e
+                .typed()
+                .map_err(|source| PointRefused::FoldedPayload { seq, source })?;
+            self.fold(seq, e.time, &payload)
+                .map_err(|source| PointRefused::Fold {
+                    seq,
+                    source: Box::new(source),
+                })?;
         }
         let domains = self.domains.len() as u64;
         let mut waits = BTreeMap::new();
         for (step, (index, input)) in saved.waits {
             if index >= domains {
-                return Err(format!(
-                    "step `{step}` waits on domain {index}, which does not exist"
-                ));
+                return Err(PointRefused::NoDomain { step, index });
             }
             waits.insert(step, (index as usize, input));
         }
@@ -895,7 +933,10 @@ impl<'r, A: Agent> Engine<'r, A> {
     fn fold(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<()> {
         for d in self.domains.iter_mut().filter(|d| d.folds(payload)) {
             d.apply(seq, time, payload)
-                .map_err(|message| EngineError::Unexpected { seq, message })?;
+                .map_err(|e| EngineError::Unexpected {
+                    seq,
+                    message: e.to_string(),
+                })?;
         }
         Ok(())
     }
@@ -1432,8 +1473,12 @@ impl<'r, A: Agent> Engine<'r, A> {
             }
         } else if self.writer.is_some() {
             let now = crate::wall::now_ms();
-            let due_ms = crate::tools::time::timer_due_ms(kind, input, now)
-                .map_err(|message| EngineError::Unexpected { seq: next, message })?;
+            let due_ms = crate::tools::time::timer_due_ms(kind, input, now).map_err(|e| {
+                EngineError::Unexpected {
+                    seq: next,
+                    message: e.to_string(),
+                }
+            })?;
             payload::TimerSet {
                 step: step.to_owned(),
                 due_ms,
@@ -1602,7 +1647,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             let mut denied_now = None;
             let needed = match needed_capability(&reg.decl, &call.input) {
                 Err(e) => {
-                    preps.push(fail(self, scheduled, e)?);
+                    preps.push(fail(self, scheduled, e.to_string())?);
                     continue;
                 }
                 Ok(needed) => needed,
@@ -1662,7 +1707,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             }
 
             if let Some(why) = self.domains.iter().find_map(|d| d.admit(&call.tool).err()) {
-                preps.push(fail(self, parent, why)?);
+                preps.push(fail(self, parent, why.to_string())?);
                 continue;
             }
             if let Some(name) = self.registry.secrets().found_in_value(&call.input) {
@@ -1944,8 +1989,13 @@ impl<'r, A: Agent> Engine<'r, A> {
             Some(m) => m,
             None => recorded.and_then(|p| p.model_call),
         };
-        let proposed = crate::tools::evolve::proposed(call, output, base, model_call)
-            .map_err(|message| EngineError::Unexpected { seq: next, message })?;
+        let proposed =
+            crate::tools::evolve::proposed(call, output, base, model_call).map_err(|e| {
+                EngineError::Unexpected {
+                    seq: next,
+                    message: e.to_string(),
+                }
+            })?;
         self.emit(vec![returned], Payload::PatchProposed(proposed))?;
         Ok(())
     }
@@ -1988,7 +2038,10 @@ impl<'r, A: Agent> Engine<'r, A> {
         };
         let value = match self.last_called.get(step) {
             Some((tool, input)) => match self.registry.get(tool) {
-                Some(reg) => reg.tool.answer(input, value).map_err(bad)?,
+                Some(reg) => reg
+                    .tool
+                    .answer(input, value)
+                    .map_err(|e| bad(e.to_string()))?,
                 None => value,
             },
             None => value,
@@ -1998,7 +2051,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                 "it contains the value of secret `{name}`, which is never recorded"
             )));
         }
-        let tools = self.agent.check_answer(step, &value).map_err(bad)?;
+        let tools = self
+            .agent
+            .check_answer(step, &value)
+            .map_err(|e| bad(e.to_string()))?;
         let regs: Vec<_> = tools.iter().filter_map(|t| self.registry.get(t)).collect();
         if !regs.is_empty() && !regs.iter().any(|r| r.output.check(&value).is_ok()) {
             let why: Vec<String> = regs

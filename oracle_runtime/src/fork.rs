@@ -382,6 +382,34 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     fs::rename(&tmp, path).map_err(SessionError::io(path))
 }
 
+/// Why a fork's prefix is not proved ([`prove_prefix`]); `oracle verify --parent` reports the
+/// text (as `reason`), worded as before this type existed.
+#[derive(Debug, thiserror::Error)]
+pub enum PrefixError {
+    #[error("not a fork: its log has no `forked` event")]
+    NotAFork,
+    #[error("its `forked` event is event {at}, but names a prefix of {prefix} events")]
+    Misplaced { at: u64, prefix: u64 },
+    #[error("{log}: {source}")]
+    Read {
+        log: String,
+        source: crate::error::StoreError,
+    },
+    #[error("the fork's event {seq} does not have the head its `forked` event names")]
+    ForkHead { seq: u64 },
+    #[error("the parent's log does not verify: {0}")]
+    ParentDamaged(crate::error::StoreError),
+    /// Hashes shortened as [`oracle_core::Hash::short`] writes them.
+    #[error(
+        "the parent's event {seq} has hash {parent}, not the fork's {fork}: the prefixes differ"
+    )]
+    Differ {
+        seq: u64,
+        parent: String,
+        fork: String,
+    },
+}
+
 /// Proves that the fork whose log is `fork_log` shares its first events with the run whose log
 /// is `parent_log`: the fork's `forked` event stands right after the prefix it names, and both
 /// logs hold its `head` as the hash of the prefix's last event. A chain hash commits to every
@@ -391,36 +419,32 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
 pub fn prove_prefix(
     fork_log: &Path,
     parent_log: &Path,
-) -> std::result::Result<payload::Forked, String> {
-    let (at, f) = forked_of(fork_log).ok_or("not a fork: its log has no `forked` event")?;
+) -> std::result::Result<payload::Forked, PrefixError> {
+    let (at, f) = forked_of(fork_log).ok_or(PrefixError::NotAFork)?;
     if at != f.seq || f.seq == 0 {
-        return Err(format!(
-            "its `forked` event is event {at}, but names a prefix of {} events",
-            f.seq
-        ));
+        return Err(PrefixError::Misplaced { at, prefix: f.seq });
     }
     let hash_at = |log: &Path, seq: u64| {
         crate::index::IndexedLog::open(log)
             .and_then(|mut l| l.read(seq))
             .map(|e| e.hash)
-            .map_err(|e| format!("{}: {e}", log.display()))
+            .map_err(|source| PrefixError::Read {
+                log: log.display().to_string(),
+                source,
+            })
     };
     if hash_at(fork_log, f.seq - 1)? != f.head {
-        return Err(format!(
-            "the fork's event {} does not have the head its `forked` event names",
-            f.seq - 1
-        ));
+        return Err(PrefixError::ForkHead { seq: f.seq - 1 });
     }
     crate::reader::verify_file(parent_log, crate::VerifyOptions::default())
-        .map_err(|e| format!("the parent's log does not verify: {e}"))?;
+        .map_err(PrefixError::ParentDamaged)?;
     let parent = hash_at(parent_log, f.seq - 1)?;
     if parent != f.head {
-        return Err(format!(
-            "the parent's event {} has hash {}, not the fork's {}: the prefixes differ",
-            f.seq - 1,
-            parent.short(),
-            f.head.short()
-        ));
+        return Err(PrefixError::Differ {
+            seq: f.seq - 1,
+            parent: parent.short(),
+            fork: f.head.short(),
+        });
     }
     Ok(f)
 }

@@ -157,19 +157,29 @@ fn inputs_hash(inputs: &Map<String, Value>) -> Hash {
         .unwrap_or_else(|_| oracle_core::hash::hash_in(INPUTS_CONTEXT, b""))
 }
 
+/// Why an idempotency key is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadKey {
+    #[error("an idempotency key cannot be empty")]
+    Empty,
+    #[error(
+        "an idempotency key is at most {KEY_BYTES_MAX} bytes (key_bytes_max); this one is {len}"
+    )]
+    TooLong { len: usize },
+    #[error("an idempotency key cannot hold control characters")]
+    Control,
+}
+
 /// Refuses a key that is empty, longer than [`KEY_BYTES_MAX`], or holds a control character.
-pub fn check_key(key: &str) -> std::result::Result<(), String> {
+pub fn check_key(key: &str) -> std::result::Result<(), BadKey> {
     if key.is_empty() {
-        return Err("an idempotency key cannot be empty".into());
+        return Err(BadKey::Empty);
     }
     if key.len() > KEY_BYTES_MAX {
-        return Err(format!(
-            "an idempotency key is at most {KEY_BYTES_MAX} bytes (key_bytes_max); this one is {}",
-            key.len()
-        ));
+        return Err(BadKey::TooLong { len: key.len() });
     }
     if key.chars().any(char::is_control) {
-        return Err("an idempotency key cannot hold control characters".into());
+        return Err(BadKey::Control);
     }
     Ok(())
 }

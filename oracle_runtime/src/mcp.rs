@@ -278,7 +278,8 @@ impl Connection {
             reason,
         };
         let child = command.spawn().map_err(|e| spawn_failed(io_reason(&e)))?;
-        let inner = Inner::attach(child, message_bytes_max).map_err(spawn_failed)?;
+        let inner =
+            Inner::attach(child, message_bytes_max).map_err(|e| spawn_failed(e.to_string()))?;
         let mut connection = Connection {
             info: ServerInfo {
                 name: String::new(),
@@ -383,10 +384,42 @@ impl Drop for Connection {
     }
 }
 
+/// Why a started server's pipes cannot be served: the reason of an [`McpError::Spawn`].
+#[derive(Debug, thiserror::Error)]
+enum PipeError {
+    #[error("its standard streams could not be piped")]
+    NotPiped,
+    /// `reason` is [`io_reason`]'s, without OS error numbers.
+    #[error("cannot start a thread: {reason}")]
+    Thread { reason: String },
+}
+
+/// Why a JSON value is no JSON-RPC 2.0 message: the detail of an [`McpError::Malformed`].
+/// `ty` names a JSON type as `json_type` does.
+#[derive(Debug, thiserror::Error)]
+enum NotRpc {
+    #[error("{ty} where a JSON-RPC message (an object) belongs")]
+    NotObject { ty: &'static str },
+    #[error(r#"not a JSON-RPC 2.0 message (`jsonrpc` is not "2.0")"#)]
+    Version,
+    #[error("`method` is {ty}, not a string")]
+    Method { ty: &'static str },
+    #[error("a request whose `id` is {ty}, not a string or a number")]
+    Id { ty: &'static str },
+    #[error("a message with neither `method` nor `id`")]
+    Neither,
+    #[error("a response with both `result` and `error`")]
+    Both,
+    #[error("a response with neither `result` nor `error`")]
+    NoOutcome,
+    #[error("an error response without an integer `code` and a string `message`")]
+    ErrorShape,
+}
+
 impl Inner {
     /// Takes over `child`: starts the threads that serve its pipes. If one cannot start, kills
     /// the child and says why.
-    fn attach(mut child: Child, message_bytes_max: u64) -> Result<Inner, String> {
+    fn attach(mut child: Child, message_bytes_max: u64) -> Result<Inner, PipeError> {
         let (to_server, writes) = mpsc::sync_channel(WRITES_QUEUED_MAX);
         // Room for one message: a server sending responses nobody asked for is held back by its
         // pipe (the reader waits), not buffered without bound.
@@ -667,12 +700,13 @@ fn serve_pipes(
     (to_caller, answers): (SyncSender<Incoming>, SyncSender<Vec<u8>>),
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     stderr_open: mpsc::Sender<()>,
-) -> Result<(), String> {
-    let not_piped = || "its standard streams could not be piped".to_owned();
-    let stdin = child.stdin.take().ok_or_else(not_piped)?;
-    let stdout = child.stdout.take().ok_or_else(not_piped)?;
-    let stderr = child.stderr.take().ok_or_else(not_piped)?;
-    let thread_failed = |e: io::Error| format!("cannot start a thread: {}", io_reason(&e));
+) -> Result<(), PipeError> {
+    let stdin = child.stdin.take().ok_or(PipeError::NotPiped)?;
+    let stdout = child.stdout.take().ok_or(PipeError::NotPiped)?;
+    let stderr = child.stderr.take().ok_or(PipeError::NotPiped)?;
+    let thread_failed = |e: io::Error| PipeError::Thread {
+        reason: io_reason(&e),
+    };
     thread::Builder::new()
         .name("mcp stdin".to_owned())
         .spawn(move || write_messages(stdin, &writes))
@@ -789,7 +823,7 @@ fn handle_line(
     }
     let message: Value = serde_json::from_slice(line)
         .map_err(|e| malformed(format!("a line that is not JSON ({e}): {}", quote(line))))?;
-    match classify(message).map_err(malformed)? {
+    match classify(message).map_err(|e| malformed(e.to_string()))? {
         Message::Notification => Ok(true),
         Message::Request { id, method } => {
             // The client declares no capabilities, so `ping` is the only request it serves.
@@ -829,31 +863,31 @@ enum Message {
 }
 
 /// Tells what kind of JSON-RPC 2.0 message `value` is; `Err` says why it is none.
-fn classify(value: Value) -> Result<Message, String> {
+fn classify(value: Value) -> Result<Message, NotRpc> {
     let Value::Object(mut m) = value else {
-        return Err(format!(
-            "{} where a JSON-RPC message (an object) belongs",
-            json_type(&value)
-        ));
+        return Err(NotRpc::NotObject {
+            ty: json_type(&value),
+        });
     };
     if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(r#"not a JSON-RPC 2.0 message (`jsonrpc` is not "2.0")"#.to_owned());
+        return Err(NotRpc::Version);
     }
     if let Some(method) = m.remove("method") {
         let Value::String(method) = method else {
-            return Err(format!("`method` is {}, not a string", json_type(&method)));
+            return Err(NotRpc::Method {
+                ty: json_type(&method),
+            });
         };
         return match m.remove("id") {
             None => Ok(Message::Notification),
             Some(id @ (Value::String(_) | Value::Number(_))) => Ok(Message::Request { id, method }),
-            Some(other) => Err(format!(
-                "a request whose `id` is {}, not a string or a number",
-                json_type(&other)
-            )),
+            Some(other) => Err(NotRpc::Id {
+                ty: json_type(&other),
+            }),
         };
     }
     let Some(id) = m.remove("id") else {
-        return Err("a message with neither `method` nor `id`".to_owned());
+        return Err(NotRpc::Neither);
     };
     match (m.remove("result"), m.remove("error")) {
         (Some(result), None) => Ok(Message::Response {
@@ -864,18 +898,18 @@ fn classify(value: Value) -> Result<Message, String> {
             id,
             outcome: Err(rpc_error(error.as_object())?),
         }),
-        (Some(_), Some(_)) => Err("a response with both `result` and `error`".to_owned()),
-        (None, None) => Err("a response with neither `result` nor `error`".to_owned()),
+        (Some(_), Some(_)) => Err(NotRpc::Both),
+        (None, None) => Err(NotRpc::NoOutcome),
     }
 }
 
 /// The code and message of a JSON-RPC error object.
-fn rpc_error(error: Option<&Map<String, Value>>) -> Result<(i64, String), String> {
+fn rpc_error(error: Option<&Map<String, Value>>) -> Result<(i64, String), NotRpc> {
     let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
     let message = error.and_then(|e| e.get("message")).and_then(Value::as_str);
     match (code, message) {
         (Some(code), Some(message)) => Ok((code, bounded(message))),
-        _ => Err("an error response without an integer `code` and a string `message`".to_owned()),
+        _ => Err(NotRpc::ErrorShape),
     }
 }
 

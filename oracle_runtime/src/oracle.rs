@@ -31,11 +31,39 @@ pub const NOTIFY_TIMEOUT_MS: u64 = 10_000;
 /// Most bytes of an oracle program's stderr kept in the outbox.
 pub const NOTIFY_ERROR_BYTES_MAX: u64 = 1024;
 
+/// Why a request was not handed over. The text is kept in the outbox (`error`), so the
+/// command port's variants are worded as before; `Port` carries another port's own reason (an
+/// embedder's implementation of [`OraclePort`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NotifyError {
+    #[error("{program}: cannot start: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("{program}: timed out after {timeout_ms} ms")]
+    TimedOut { program: String, timeout_ms: u64 },
+    #[error("{program}: {source}")]
+    Wait {
+        program: String,
+        source: std::io::Error,
+    },
+    /// `stderr`: the first [`NOTIFY_ERROR_BYTES_MAX`] bytes it wrote, trimmed.
+    #[error("{program}: {status}: {stderr}")]
+    Exited {
+        program: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("{0}")]
+    Port(String),
+}
+
 /// Where adjudication requests go. Implement it to route requests to people or systems; the
 /// answer comes back later through `oracle adjudicate` (or [`crate::adjudication::adjudicate`]).
 pub trait OraclePort {
     /// Hands one request (the JSON of [`request_json`]) over. Must not wait for the verdict.
-    fn notify(&mut self, request: &Value) -> Result<(), String>;
+    fn notify(&mut self, request: &Value) -> Result<(), NotifyError>;
 }
 
 /// Process groups: every program oracle runs (`proc.exec`, `--oracle-cmd`, `--scorer-cmd`)
@@ -146,14 +174,17 @@ pub struct CommandPort {
 }
 
 impl OraclePort for CommandPort {
-    fn notify(&mut self, request: &Value) -> Result<(), String> {
+    fn notify(&mut self, request: &Value) -> Result<(), NotifyError> {
         let shown = self.program.display().to_string();
         let mut child = group::own(&mut Command::new(&self.program))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("{shown}: cannot start: {e}"))?;
+            .map_err(|source| NotifyError::Start {
+                program: shown.clone(),
+                source,
+            })?;
         // The request is written on its own thread: one larger than a pipe holds, sent to a
         // program that does not read it, would otherwise block here, before the timeout runs.
         let feeder = child.stdin.take().map(|mut stdin| {
@@ -171,9 +202,17 @@ impl OraclePort for CommandPort {
         let status = match waited {
             Ok(Ended::Exited(status)) => status,
             Ok(Ended::TimedOut | Ended::Stopped) => {
-                return Err(format!("{shown}: timed out after {} ms", self.timeout_ms));
+                return Err(NotifyError::TimedOut {
+                    program: shown,
+                    timeout_ms: self.timeout_ms,
+                });
             }
-            Err(e) => return Err(format!("{shown}: {e}")),
+            Err(source) => {
+                return Err(NotifyError::Wait {
+                    program: shown,
+                    source,
+                });
+            }
         };
         if status.success() {
             return Ok(());
@@ -185,7 +224,11 @@ impl OraclePort for CommandPort {
                 .take(NOTIFY_ERROR_BYTES_MAX)
                 .read_to_string(&mut stderr);
         }
-        Err(format!("{shown}: {status}: {}", stderr.trim()))
+        Err(NotifyError::Exited {
+            program: shown,
+            status,
+            stderr: stderr.trim().to_owned(),
+        })
     }
 }
 
@@ -284,7 +327,7 @@ pub fn notify_pending(
             "handle": handle,
             "attempt": attempts + 1,
             "delivered": result.is_ok(),
-            "error": result.as_ref().err(),
+            "error": result.as_ref().err().map(ToString::to_string),
         });
         let f = match &mut file {
             Some(f) => f,
@@ -303,7 +346,7 @@ pub fn notify_pending(
         f.sync_data()?;
         match result {
             Ok(()) => out.delivered.push(handle.clone()),
-            Err(e) => out.failed.push((handle.clone(), e)),
+            Err(e) => out.failed.push((handle.clone(), e.to_string())),
         }
     }
     Ok(out)

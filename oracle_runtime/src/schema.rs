@@ -16,11 +16,24 @@ impl std::fmt::Debug for Schema {
     }
 }
 
+/// A schema that does not compile, or a value that does not conform. A violation's text is
+/// recorded (a tool's refused input or output), so both are worded as before; `reason` is the
+/// validator's own text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("invalid JSON Schema: {reason}")]
+    Invalid { reason: String },
+    /// `at` is the JSON pointer of the offending part (`/` for the whole value).
+    #[error("at {at}: {reason}")]
+    Violation { at: String, reason: String },
+}
+
 impl Schema {
     /// Compiles `source`; an invalid schema is an error naming what is wrong with it.
-    pub fn compile(source: &Value) -> Result<Schema, String> {
-        let validator =
-            jsonschema::validator_for(source).map_err(|e| format!("invalid JSON Schema: {e}"))?;
+    pub fn compile(source: &Value) -> Result<Schema, SchemaError> {
+        let validator = jsonschema::validator_for(source).map_err(|e| SchemaError::Invalid {
+            reason: e.to_string(),
+        })?;
         Ok(Schema {
             source: source.clone(),
             validator,
@@ -34,13 +47,16 @@ impl Schema {
     /// `Ok` if `value` conforms; otherwise the first violation, with the JSON pointer of the
     /// offending part. The schema's keywords are visited in sorted order (serde_json maps are
     /// sorted), so the message is the same on every run and can be recorded in a hashed event.
-    pub fn check(&self, value: &Value) -> Result<(), String> {
+    pub fn check(&self, value: &Value) -> Result<(), SchemaError> {
         match self.validator.iter_errors(value).next() {
             None => Ok(()),
             Some(e) => {
                 let at = e.instance_path().to_string();
                 let at = if at.is_empty() { "/".to_owned() } else { at };
-                Err(format!("at {at}: {e}"))
+                Err(SchemaError::Violation {
+                    at,
+                    reason: e.to_string(),
+                })
             }
         }
     }
@@ -60,15 +76,17 @@ mod tests {
         }))
         .unwrap();
         assert!(s.check(&json!({"n": 3})).is_ok());
-        let e = s.check(&json!({"n": "three"})).unwrap_err();
+        let e = s.check(&json!({"n": "three"})).unwrap_err().to_string();
         assert!(e.starts_with("at /n: "), "{e}");
-        let e = s.check(&json!({})).unwrap_err();
+        let e = s.check(&json!({})).unwrap_err().to_string();
         assert!(e.contains("\"n\" is a required property"), "{e}");
     }
 
     #[test]
     fn an_invalid_schema_is_refused() {
-        let e = Schema::compile(&json!({"type": "no-such-type"})).unwrap_err();
+        let e = Schema::compile(&json!({"type": "no-such-type"}))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("invalid JSON Schema"), "{e}");
     }
 }

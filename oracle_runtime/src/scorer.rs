@@ -75,13 +75,31 @@ fn clip(mut s: String) -> String {
     s
 }
 
-/// The failure of a scorer that printed more than [`SCORER_OUTPUT_BYTES_MAX`].
-fn too_much() -> String {
-    format!("bound reached: printed more than scorer_output_bytes_max = {SCORER_OUTPUT_BYTES_MAX}")
+/// Why a scorer command gave no score. Recorded (after `scorer command: `) as the failed
+/// answer's reason, so each variant is worded as before this type existed.
+#[derive(Debug, thiserror::Error)]
+enum ScorerError {
+    /// `reason` is [`crate::tools::io_reason`]'s, which names no path.
+    #[error("cannot start: {reason}")]
+    Start { reason: String },
+    /// It printed more than [`SCORER_OUTPUT_BYTES_MAX`].
+    #[error("bound reached: printed more than scorer_output_bytes_max = {SCORER_OUTPUT_BYTES_MAX}")]
+    TooMuch,
+    #[error("timed out after {timeout_ms} ms")]
+    TimedOut { timeout_ms: u64 },
+    #[error("{reason}")]
+    Wait { reason: String },
+    /// `clipped`: `exited with CODE[: STDERR]`, cut to [`SCORER_REASON_BYTES_MAX`] bytes.
+    #[error("{clipped}")]
+    Exited { clipped: String },
+    #[error("printed something other than {{\"score\": 0..=100, \"reason\": \"...\"}}: {reason}")]
+    NotReply { reason: String },
+    #[error("scored {score} (outside 0..={SCORE_MAX})")]
+    OutOfRange { score: u64 },
 }
 
 impl CommandScorer {
-    fn run(&self, request: &ScoreRequest<'_>) -> Result<Answer, String> {
+    fn run(&self, request: &ScoreRequest<'_>) -> Result<Answer, ScorerError> {
         let mut child = group::own(&mut Command::new(&self.program))
             .env("ORACLE_AUCTION", request.auction.to_string())
             .env("ORACLE_AGENT", request.agent)
@@ -90,7 +108,9 @@ impl CommandScorer {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start: {}", crate::tools::io_reason(&e)))?;
+            .map_err(|e| ScorerError::Start {
+                reason: crate::tools::io_reason(&e),
+            })?;
         // Feed stdin and drain stdout/stderr on their own threads: an artifact can be larger
         // than a pipe's buffer, and a program may write before it has read everything.
         let stdin = child.stdin.take();
@@ -137,9 +157,17 @@ impl CommandScorer {
         // is left holding the pipes open (except a process that left the group on purpose).
         let status = match wait_or_kill(&mut child, self.timeout_ms, Some(&over)) {
             Ok(Ended::Exited(status)) => status,
-            Ok(Ended::Stopped) => return Err(too_much()),
-            Ok(Ended::TimedOut) => return Err(format!("timed out after {} ms", self.timeout_ms)),
-            Err(e) => return Err(crate::tools::io_reason(&e)),
+            Ok(Ended::Stopped) => return Err(ScorerError::TooMuch),
+            Ok(Ended::TimedOut) => {
+                return Err(ScorerError::TimedOut {
+                    timeout_ms: self.timeout_ms,
+                });
+            }
+            Err(e) => {
+                return Err(ScorerError::Wait {
+                    reason: crate::tools::io_reason(&e),
+                });
+            }
         };
         let _ = feeder.join();
         let stdout = out.join().unwrap_or_default();
@@ -147,24 +175,25 @@ impl CommandScorer {
         // Checked before the status: a program stopped at the cap often dies of the closed pipe
         // (SIGPIPE), and the cap is the reason, not that signal.
         if stdout.len() as u64 > SCORER_OUTPUT_BYTES_MAX {
-            return Err(too_much());
+            return Err(ScorerError::TooMuch);
         }
         if !status.success() {
             let code = status
                 .code()
                 .map_or("a signal".to_owned(), |c| format!("status {c}"));
             let said = String::from_utf8_lossy(&stderr).trim().to_owned();
-            return Err(clip(if said.is_empty() {
+            let clipped = clip(if said.is_empty() {
                 format!("exited with {code}")
             } else {
                 format!("exited with {code}: {said}")
-            }));
+            });
+            return Err(ScorerError::Exited { clipped });
         }
-        let reply: Reply = serde_json::from_slice(&stdout).map_err(|e| {
-            format!("printed something other than {{\"score\": 0..=100, \"reason\": \"...\"}}: {e}")
+        let reply: Reply = serde_json::from_slice(&stdout).map_err(|e| ScorerError::NotReply {
+            reason: e.to_string(),
         })?;
         if reply.score > SCORE_MAX {
-            return Err(format!("scored {} (outside 0..={SCORE_MAX})", reply.score));
+            return Err(ScorerError::OutOfRange { score: reply.score });
         }
         Ok(Answer::Scored {
             score: reply.score,

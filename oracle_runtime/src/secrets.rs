@@ -27,16 +27,28 @@ impl fmt::Debug for Secrets {
     }
 }
 
+/// A secret too short to keep out of the record, or a reference to one a run was not given.
+/// A declared tool's failure can record the text, so it is worded as before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error(
+        "secret `{name}` is shorter than {SECRET_BYTES_MIN} bytes, too short to keep out of the record"
+    )]
+    TooShort { name: String },
+    #[error("{what}: secret `{name}` is not given to this run: pass --secret {name}=ENV_VAR")]
+    NotGiven { what: String, name: String },
+    #[error("{what} must be a string or secret(\"NAME\")")]
+    NotText { what: String },
+}
+
 impl Secrets {
     /// Secrets from `(name, value)` pairs; `Err` names one whose value is shorter than
     /// [`SECRET_BYTES_MIN`].
-    pub fn new(pairs: impl IntoIterator<Item = (String, String)>) -> Result<Secrets, String> {
+    pub fn new(pairs: impl IntoIterator<Item = (String, String)>) -> Result<Secrets, SecretError> {
         let mut values = BTreeMap::new();
         for (name, value) in pairs {
             if value.len() < SECRET_BYTES_MIN {
-                return Err(format!(
-                    "secret `{name}` is shorter than {SECRET_BYTES_MIN} bytes, too short to keep out of the record"
-                ));
+                return Err(SecretError::TooShort { name });
             }
             values.insert(name, value);
         }
@@ -53,17 +65,22 @@ impl Secrets {
 
     /// The text `v` stands for: a string as it is, or a secret reference's value. `what` names
     /// the argument in the error.
-    pub fn resolve(&self, v: &Value, what: &str) -> Result<String, String> {
+    pub fn resolve(&self, v: &Value, what: &str) -> Result<String, SecretError> {
         if let Some(s) = v.as_str() {
             return Ok(s.to_owned());
         }
         match reference(v) {
-            Some(name) => self.values.get(name).cloned().ok_or_else(|| {
-                format!(
-                    "{what}: secret `{name}` is not given to this run: pass --secret {name}=ENV_VAR"
-                )
+            Some(name) => self
+                .values
+                .get(name)
+                .cloned()
+                .ok_or_else(|| SecretError::NotGiven {
+                    what: what.to_owned(),
+                    name: name.to_owned(),
+                }),
+            None => Err(SecretError::NotText {
+                what: what.to_owned(),
             }),
-            None => Err(format!("{what} must be a string or secret(\"NAME\")")),
         }
     }
 
@@ -126,6 +143,7 @@ mod tests {
         assert!(
             s.resolve(&json!({"$secret": "NOPE"}), "x")
                 .unwrap_err()
+                .to_string()
                 .contains("--secret NOPE=")
         );
         assert_eq!(

@@ -75,7 +75,7 @@ pub enum SessionError {
     },
     /// An idempotency key that cannot be one (`oracle_runtime::keys::check_key`).
     #[error("--key: {why}; nothing was created")]
-    BadKey { why: String },
+    BadKey { why: crate::keys::BadKey },
     /// The idempotency key started run `run` already. With nothing in `differs`, this start is
     /// that run's (the caller answers with it); otherwise it is refused, naming what differs.
     #[error("{}", key_used_text(key, run, differs))]
@@ -703,7 +703,7 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         bind_input_values(&plan, &opts.input_values)?
     };
     check_outside_value(&Value::Object(inputs.clone()), "the run's inputs")
-        .map_err(SessionError::BadInputs)?;
+        .map_err(|e| SessionError::BadInputs(e.to_string()))?;
     check_bound(&plan, &inputs, opts)?;
     let catalogue = registry.catalogue();
     // A `schema` (or an agent's `output`) given by an input is known now: type what reads it.
@@ -1131,15 +1131,32 @@ fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
 /// value must meet, so it is refused before anything is written rather than failing the event
 /// that would record it: at most [`INPUT_BYTES_MAX`] canonical bytes, nested at most
 /// [`oracle_core::limits::VALUE_DEPTH_MAX`] levels.
-pub fn check_outside_value(value: &Value, what: &str) -> std::result::Result<(), String> {
-    oracle_core::limits::check_value(value).map_err(|e| format!("{what} is {e}"))?;
+pub fn check_outside_value(value: &Value, what: &str) -> std::result::Result<(), OutsideValue> {
+    oracle_core::limits::check_value(value).map_err(|source| OutsideValue::Limit {
+        what: what.to_owned(),
+        source,
+    })?;
     let bytes = oracle_core::canon::encode(value).map_or(u64::MAX, |b| b.len() as u64);
     if bytes > INPUT_BYTES_MAX {
-        return Err(format!(
-            "{what} is {bytes} bytes, more than input_bytes_max = {INPUT_BYTES_MAX}"
-        ));
+        return Err(OutsideValue::TooLarge {
+            what: what.to_owned(),
+            bytes,
+        });
     }
     Ok(())
+}
+
+/// Why a value given from outside is refused ([`check_outside_value`]); `what` names it (`the
+/// answer`, `the run's inputs`). Worded as before: a refused answer's reason quotes it.
+#[derive(Debug, thiserror::Error)]
+pub enum OutsideValue {
+    #[error("{what} is {source}")]
+    Limit {
+        what: String,
+        source: oracle_core::limits::LimitError,
+    },
+    #[error("{what} is {bytes} bytes, more than input_bytes_max = {INPUT_BYTES_MAX}")]
+    TooLarge { what: String, bytes: u64 },
 }
 
 /// The declared tools a run pinned in its first event (none for a run without them).
@@ -1919,13 +1936,13 @@ fn check_resumable(
                     )
                 };
                 if let Some(schema) = answer_schema(&s.step) {
-                    let schema = Schema::compile(&schema).map_err(bad)?;
+                    let schema = Schema::compile(&schema).map_err(|e| bad(e.to_string()))?;
                     schema.check(value).map_err(|reason| {
                         bad(format!("it does not match the question's schema: {reason}"))
                     })?;
                 }
                 oracle_core::canon::check(value).map_err(|e| bad(e.to_string()))?;
-                check_outside_value(value, "the answer").map_err(bad)?;
+                check_outside_value(value, "the answer").map_err(|e| bad(e.to_string()))?;
             }
         },
         // Answered (`oracle serve` records an answer alone) but not yet resumed.
@@ -2021,7 +2038,7 @@ pub fn resume_observed(
             engine = match engine.from_point_at(point, state.clone()) {
                 Ok(e) => e,
                 Err(why) => {
-                    refused.push((point.seq, why));
+                    refused.push((point.seq, why.to_string()));
                     start_from = false;
                     continue;
                 }
@@ -2331,7 +2348,7 @@ pub fn replay_observed(
             let mut engine = match engine.from_point(&point) {
                 Ok(e) => e,
                 Err(why) => {
-                    refused.push((seq, why));
+                    refused.push((seq, why.to_string()));
                     continue;
                 }
             };

@@ -38,6 +38,15 @@ pub const STORE_LOCK: &str = "store.lock";
 pub enum SharedError {
     #[error("{0}")]
     Name(String),
+    /// A name no store may have.
+    #[error(transparent)]
+    BadName(pure::StoreError),
+    /// A record (of a store, or of the home's ledger) that does not follow the one before.
+    #[error("store `{name}` is damaged: {source}")]
+    Record {
+        name: String,
+        source: pure::StoreError,
+    },
     #[error("no store `{name}` in this home (`oracle memory list` lists them)")]
     Unknown { name: String },
     #[error("{path}: {source}")]
@@ -73,7 +82,7 @@ pub fn stores_dir(home: &Path) -> PathBuf {
 }
 
 fn dir_of(home: &Path, name: &str) -> Result<PathBuf> {
-    pure::check_name(name).map_err(SharedError::Name)?;
+    pure::check_name(name).map_err(SharedError::BadName)?;
     Ok(stores_dir(home).join(name))
 }
 
@@ -169,7 +178,10 @@ pub fn parse(name: &str, text: &str) -> Result<Store> {
         if line != line_of(&rec) {
             return Err(damaged(format!("line {} is not canonical", i + 1)));
         }
-        store.apply(rec).map_err(damaged)?;
+        store.apply(rec).map_err(|source| SharedError::Record {
+            name: name.into(),
+            source,
+        })?;
     }
     Ok(store)
 }
@@ -227,9 +239,9 @@ pub fn write<T>(
     let (records, answer) = decide(&store)?;
     append(home, name, &records)?;
     for r in records {
-        store.apply(r).map_err(|why| SharedError::Damaged {
+        store.apply(r).map_err(|source| SharedError::Record {
             name: name.into(),
-            why,
+            source,
         })?;
     }
     Ok((store, answer))
@@ -326,9 +338,9 @@ pub fn adjudicate(
 
 fn seal(s: &Store, name: &str, payload: &Payload) -> Result<StoreRecord> {
     s.seal(pure::OUTSIDE, "", payload)
-        .map_err(|why| SharedError::Damaged {
+        .map_err(|source| SharedError::Record {
             name: name.into(),
-            why,
+            source,
         })
 }
 
@@ -474,7 +486,10 @@ pub fn ledger(home: &Path) -> Result<pure::Ledger> {
     for (i, line) in text.lines().enumerate() {
         let rec: pure::LedgerRecord =
             serde_json::from_str(line).map_err(|e| damaged(format!("line {}: {e}", i + 1)))?;
-        ledger.apply(rec).map_err(damaged)?;
+        ledger.apply(rec).map_err(|source| SharedError::Record {
+            name: LEDGER_LOG.into(),
+            source,
+        })?;
     }
     Ok(ledger)
 }
@@ -499,9 +514,9 @@ pub fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord>
     let _ledger_lock = lock_path(&stores_dir(home).join(LEDGER_LOCK), LEDGER_LOG)?;
     let rec = ledger(home)?
         .forgotten(name, &head, note)
-        .map_err(|why| SharedError::Damaged {
+        .map_err(|source| SharedError::Record {
             name: LEDGER_LOG.into(),
-            why,
+            source,
         })?;
     let path = stores_dir(home).join(LEDGER_LOG);
     let mut file = OpenOptions::new()

@@ -228,6 +228,36 @@ pub enum ToolError {
     Ask(String),
 }
 
+/// Why a tool refuses a person's answer as its output ([`Tool::answer`]). Not recorded: the
+/// engine refuses the answer with this text before anything is written.
+#[derive(Debug, thiserror::Error)]
+pub enum NotAnOutput {
+    #[error("the step's `schema` is not valid: {0}")]
+    InvalidSchema(crate::schema::SchemaError),
+    #[error("it does not match the step's schema: {0}")]
+    SchemaMismatch(crate::schema::SchemaError),
+    /// `given` is the JSON the person gave.
+    #[error(
+        "the step has no `schema`, so the answer is the reply's text: give a JSON string, not {given}"
+    )]
+    NotText { given: String },
+}
+
+/// A call's input that does not carry its capability's scope ([`needed_capability`]).
+/// Recorded as the call's failure, so worded as before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("argument `{arg}` must be a string")]
+pub struct ScopeArgError {
+    pub arg: String,
+}
+
+impl ToolError {
+    /// A failure whose recorded text is `e`'s (`Display`), for the typed errors tools meet.
+    pub fn failed(e: impl std::fmt::Display) -> ToolError {
+        ToolError::Failed(e.to_string())
+    }
+}
+
 /// A tool the runtime can call.
 pub trait Tool: Send + Sync {
     fn decl(&self) -> ToolDecl;
@@ -237,7 +267,7 @@ pub trait Tool: Send + Sync {
     /// (`oracle resume --step S --value JSON`), as this tool's output: refused (`Err`, why)
     /// when it could not have been one. The default takes the answer as it is; the engine then
     /// checks it against the step's `expect` and this tool's output schema.
-    fn answer(&self, input: &Value, answer: Value) -> Result<Value, String> {
+    fn answer(&self, input: &Value, answer: Value) -> Result<Value, NotAnOutput> {
         let _ = input;
         Ok(answer)
     }
@@ -263,7 +293,7 @@ pub enum RegistryError {
     Schema {
         tool: String,
         which: &'static str,
-        message: String,
+        message: crate::schema::SchemaError,
     },
 }
 
@@ -426,7 +456,10 @@ impl Tool for DomainTool {
 /// The capability a call with `input` needs, if the tool needs one. `Err` names the argument
 /// that should carry the scope when it is missing or not a string (the input schema normally
 /// catches this first).
-pub fn needed_capability(decl: &ToolDecl, input: &Value) -> Result<Option<Capability>, String> {
+pub fn needed_capability(
+    decl: &ToolDecl,
+    input: &Value,
+) -> Result<Option<Capability>, ScopeArgError> {
     use oracle_plan::catalogue::ScopeFrom;
     let Some(rule) = &decl.capability else {
         return Ok(None);
@@ -435,7 +468,7 @@ pub fn needed_capability(decl: &ToolDecl, input: &Value) -> Result<Option<Capabi
         ScopeFrom::Fixed(s) => s.clone(),
         ScopeFrom::Arg(arg) => match input.get(arg).and_then(Value::as_str) {
             Some(s) => s.to_owned(),
-            None => return Err(format!("argument `{arg}` must be a string")),
+            None => return Err(ScopeArgError { arg: arg.clone() }),
         },
     };
     Ok(Some(rule.needed(&scope)))

@@ -29,37 +29,64 @@ pub fn rfc3339(ms: u64) -> String {
     }
 }
 
+/// Why a duration or an instant is refused. A timer tool's failure records this text, so each
+/// variant is worded as before; `reason` is the parser's own (jiff's) explanation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WallError {
+    #[error("`{text}` is not a duration such as 2s, 10m, 2h or 2d: {reason}")]
+    NotDuration { text: String, reason: String },
+    #[error("`{text}`: {reason} (use days, hours, minutes or seconds)")]
+    Calendar { text: String, reason: String },
+    #[error("`{text}` is negative")]
+    Negative { text: String },
+    #[error("`{text}` is longer than {SLEEP_FOR_MS_MAX} ms (366 days), the longest sleep")]
+    TooLong { text: String },
+    #[error("`{text}` is not an RFC 3339 instant such as 2026-12-01T09:00:00Z: {reason}")]
+    NotInstant { text: String, reason: String },
+    #[error("`{text}` is before 1970 or after year 9999")]
+    OutOfRange { text: String },
+}
+
 /// A duration such as `2s`, `10m`, `2h`, `2d`, `1h 30m` or `PT10M`, in milliseconds. Days
 /// are 24 hours (a timer is an interval, not a calendar date); months and years, negative
 /// durations and ones past [`SLEEP_FOR_MS_MAX`] are refused, and a fraction of a millisecond
 /// is dropped.
-pub fn duration_ms(text: &str) -> Result<u64, String> {
-    let span: Span = text
-        .parse()
-        .map_err(|e| format!("`{text}` is not a duration such as 2s, 10m, 2h or 2d: {e}"))?;
+pub fn duration_ms(text: &str) -> Result<u64, WallError> {
+    let span: Span = text.parse().map_err(|e| WallError::NotDuration {
+        text: text.to_owned(),
+        reason: format!("{e}"),
+    })?;
     let d = span
         .to_duration(SpanRelativeTo::days_are_24_hours())
-        .map_err(|e| format!("`{text}`: {e} (use days, hours, minutes or seconds)"))?;
+        .map_err(|e| WallError::Calendar {
+            text: text.to_owned(),
+            reason: format!("{e}"),
+        })?;
     if d.is_negative() {
-        return Err(format!("`{text}` is negative"));
+        return Err(WallError::Negative {
+            text: text.to_owned(),
+        });
     }
     match u64::try_from(d.as_millis()) {
         Ok(ms) if ms <= SLEEP_FOR_MS_MAX => Ok(ms),
-        _ => Err(format!(
-            "`{text}` is longer than {SLEEP_FOR_MS_MAX} ms (366 days), the longest sleep"
-        )),
+        _ => Err(WallError::TooLong {
+            text: text.to_owned(),
+        }),
     }
 }
 
 /// An RFC 3339 instant with its offset (`2026-12-01T09:00:00Z`, `...+01:00`), in unix
 /// milliseconds; instants before 1970 or after [`INSTANT_MS_MAX`] are refused.
-pub fn instant_ms(text: &str) -> Result<u64, String> {
-    let t: Timestamp = text.parse().map_err(|e| {
-        format!("`{text}` is not an RFC 3339 instant such as 2026-12-01T09:00:00Z: {e}")
+pub fn instant_ms(text: &str) -> Result<u64, WallError> {
+    let t: Timestamp = text.parse().map_err(|e| WallError::NotInstant {
+        text: text.to_owned(),
+        reason: format!("{e}"),
     })?;
     match u64::try_from(t.as_millisecond()) {
         Ok(ms) if ms <= INSTANT_MS_MAX => Ok(ms),
-        _ => Err(format!("`{text}` is before 1970 or after year 9999")),
+        _ => Err(WallError::OutOfRange {
+            text: text.to_owned(),
+        }),
     }
 }
 

@@ -4,7 +4,9 @@
 use std::fs;
 
 use oracle_runtime::adjudication;
-use oracle_runtime::oracle::{NOTIFY_ATTEMPTS_MAX, OUTBOX_FILE, OraclePort, notify_pending};
+use oracle_runtime::oracle::{
+    NOTIFY_ATTEMPTS_MAX, NotifyError, OUTBOX_FILE, OraclePort, notify_pending,
+};
 use oracle_runtime::session::{self, StartOptions};
 use oracle_runtime::{Durability, tools};
 use serde_json::Value;
@@ -22,11 +24,11 @@ struct Flaky {
 }
 
 impl OraclePort for Flaky {
-    fn notify(&mut self, request: &Value) -> Result<(), String> {
+    fn notify(&mut self, request: &Value) -> Result<(), NotifyError> {
         self.sent.push(request.clone());
         if self.failures > 0 {
             self.failures -= 1;
-            return Err("oracle unreachable".into());
+            return Err(NotifyError::Port("oracle unreachable".into()));
         }
         Ok(())
     }

@@ -184,7 +184,7 @@ fn an_oracle_cmd_past_its_timeout_is_killed_with_its_group() {
     // wait for its timeout.
     let r = port.notify(&json!({"handle": "h", "pad": "x".repeat(1 << 20)}));
     assert_eq!(
-        r,
+        r.map_err(|e| e.to_string()),
         Err(format!("{}: timed out after 2000 ms", program.display()))
     );
     let bg = s.pid("bg.pid");
@@ -205,7 +205,7 @@ fn an_oracle_cmd_that_exits_leaves_nothing_behind() {
         program,
         timeout_ms: 20_000,
     };
-    assert_eq!(port.notify(&json!({"handle": "h"})), Ok(()));
+    assert!(port.notify(&json!({"handle": "h"})).is_ok());
     let bg = s.pid("bg.pid");
     assert!(gone(bg), "the oracle program's child {bg} outlived it");
 }

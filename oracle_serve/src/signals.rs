@@ -402,14 +402,18 @@ pub fn adjudicate(
     by: &str,
     body: VerdictBody,
 ) -> Result<Value, ApiError> {
-    let verdict: Verdict = body
-        .verdict
-        .parse()
-        .map_err(|e: String| ApiError::BadRequest(format!("verdict: {e}")))?;
-    let evidence: Provenance = body
-        .evidence
-        .parse()
-        .map_err(|e: String| ApiError::BadRequest(format!("evidence: {e}")))?;
+    let verdict: Verdict =
+        body.verdict
+            .parse()
+            .map_err(|e: oracle_memory::adjudicate::ReadError| {
+                ApiError::BadRequest(format!("verdict: {e}"))
+            })?;
+    let evidence: Provenance =
+        body.evidence
+            .parse()
+            .map_err(|e: oracle_memory::claim::UnknownProvenance| {
+                ApiError::BadRequest(format!("evidence: {e}"))
+            })?;
     check_now(body.now)?;
     let sub = Submission {
         handle: handle.to_owned(),
@@ -468,11 +472,15 @@ pub fn store_adjudicate(
         verdict: body
             .verdict
             .parse()
-            .map_err(|e: String| ApiError::BadRequest(format!("verdict: {e}")))?,
+            .map_err(|e: oracle_memory::adjudicate::ReadError| {
+                ApiError::BadRequest(format!("verdict: {e}"))
+            })?,
         evidence: body
             .evidence
             .parse()
-            .map_err(|e: String| ApiError::BadRequest(format!("evidence: {e}")))?,
+            .map_err(|e: oracle_memory::claim::UnknownProvenance| {
+                ApiError::BadRequest(format!("evidence: {e}"))
+            })?,
         note: body.note,
         by: Some(by.to_owned()),
     };
@@ -554,15 +562,18 @@ pub fn claim(
     by: &str,
     body: ClaimBody,
 ) -> Result<Value, ApiError> {
-    let provenance: Provenance = body
-        .provenance
-        .parse()
-        .map_err(|e: String| ApiError::BadRequest(format!("provenance: {e}")))?;
+    let provenance: Provenance =
+        body.provenance
+            .parse()
+            .map_err(|e: oracle_memory::claim::UnknownProvenance| {
+                ApiError::BadRequest(format!("provenance: {e}"))
+            })?;
     check_now(body.now)?;
     // A float (or another value with no canonical encoding) is named as such first.
     oracle_core::canon::check(&body.value)
         .map_err(|e| ApiError::BadRequest(format!("value: {e}")))?;
-    session::check_outside_value(&body.value, "value").map_err(ApiError::BadRequest)?;
+    session::check_outside_value(&body.value, "value")
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let valid = match body.valid {
         None => None,
         Some(v) => {

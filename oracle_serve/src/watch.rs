@@ -263,6 +263,7 @@ impl Watch {
                     w.error = None;
                 }
                 Err(e) => {
+                    let e = e.to_string();
                     if w.error.as_deref() != Some(e.as_str()) {
                         eprintln!("warning: oracle serve: run {id}: {e}");
                         w.error = Some(e);
@@ -349,16 +350,27 @@ fn touches_memory(e: &Event) -> bool {
         && matches!(e.typed(), Ok(Payload::ToolReturned(r)) if r.tool.starts_with("memory."))
 }
 
+/// Why a watched run could not be read this time (the watch reports it and tries again).
+#[derive(Debug, thiserror::Error)]
+enum WatchError {
+    #[error(transparent)]
+    Log(#[from] oracle_runtime::error::StoreError),
+    #[error(transparent)]
+    Api(#[from] crate::error::ApiError),
+    #[error(transparent)]
+    Host(#[from] oracle_host::HostError),
+}
+
 /// Reads what changed in `run` since `w` was last brought up to date.
-fn read_run(run: &ValidRun, w: &mut RunWatch) -> Result<(), String> {
-    let mut ix = IndexedLog::open(&run.log()).map_err(|e| e.to_string())?;
+fn read_run(run: &ValidRun, w: &mut RunWatch) -> Result<(), WatchError> {
+    let mut ix = IndexedLog::open(&run.log())?;
     let n = ix.len();
     // The memory is projected again only when a new event may have changed it (and on the
     // first look, and when too many events are new to read one by one).
     let mut memory = w.next_seq == 0 || n < w.next_seq || n - w.next_seq > WATCH_READS_MAX;
     if !memory {
         for seq in w.next_seq..n {
-            let e = ix.read(seq).map_err(|e| e.to_string())?;
+            let e = ix.read(seq)?;
             if touches_memory(&e) {
                 memory = true;
                 break;
@@ -366,11 +378,11 @@ fn read_run(run: &ValidRun, w: &mut RunWatch) -> Result<(), String> {
         }
     }
     w.next_seq = n;
-    w.waiting = crate::data::waiting(run).map_err(|e| e.to_string())?;
+    w.waiting = crate::data::waiting(run)?;
     w.failed = None;
     let mut seq = n;
     while let Some(s) = seq.checked_sub(1) {
-        let e = ix.read(s).map_err(|e| e.to_string())?;
+        let e = ix.read(s)?;
         if e.kind.is_external() {
             seq = s;
             continue;
@@ -383,9 +395,7 @@ fn read_run(run: &ValidRun, w: &mut RunWatch) -> Result<(), String> {
         break;
     }
     if memory {
-        let rm = oracle_host::Home::open(&run.home)
-            .and_then(|h| h.memory(&run.arg()))
-            .map_err(|e| e.to_string())?;
+        let rm = oracle_host::Home::open(&run.home).and_then(|h| h.memory(&run.arg()))?;
         w.pending = crate::data::pending_adjudications(&rm);
     }
     Ok(())

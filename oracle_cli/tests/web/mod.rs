@@ -1,6 +1,7 @@
-//! Helpers of the tests that drive `oracle serve` from outside (`browser.rs`, `serve_store.rs`):
-//! child processes killed with the test, the server's `listening` line, and Chromium over
-//! WebDriver (fantoccini and the distribution's `chromedriver`), on 127.0.0.1 only.
+//! Helpers of the tests that drive `oracle serve` from outside (`browser.rs`, `serve.rs`,
+//! `serve_store.rs`, `observe.rs`, `evolve_api.rs`): child processes killed with the test, the
+//! server started and its `listening` line read, one API request with a token, and Chromium
+//! over WebDriver (fantoccini and the distribution's `chromedriver`), on 127.0.0.1 only.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -21,6 +22,26 @@ impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+impl Killed {
+    /// SIGTERM, then the exit status; killed (and `None`) if it does not stop within ten
+    /// seconds.
+    pub fn stop(&mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        None
     }
 }
 
@@ -54,6 +75,55 @@ pub fn listening(mut command: Command) -> (Killed, String) {
         .unwrap_or_else(|| panic!("no listening line: {line:?}"))
         .to_owned();
     (Killed(child), base)
+}
+
+/// Starts `oracle serve --listen 127.0.0.1:0 ARGS` in `dir` (`program`: the binary, or a copy
+/// of it) and waits for its `listening` line: the child, killed with the test, and the base URL.
+pub fn serve_in(program: &Path, dir: &Path, args: &[&str]) -> (Killed, String) {
+    let mut command = Command::new(program);
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(dir);
+    listening(command)
+}
+
+/// [`serve_in`] with this build's `oracle`.
+pub fn serve(dir: &Path, args: &[&str]) -> (Killed, String) {
+    serve_in(Path::new(env!("CARGO_BIN_EXE_oracle")), dir, args)
+}
+
+/// One API request to the server at `base` with `token`: the status and the body parsed as
+/// JSON (`null` when it is not).
+pub fn call(
+    base: &str,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .proxy(None)
+        .timeout_global(Some(Duration::from_millis(WAIT_MS_MAX)))
+        .build()
+        .into();
+    let b = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"))
+        .header("Authorization", format!("Bearer {token}"))
+        .header("Content-Type", "application/json");
+    let sent = match body {
+        Some(v) => agent.run(b.body(v.to_string().into_bytes()).unwrap()),
+        None => agent.run(b.body(()).unwrap()),
+    };
+    let mut r = sent.unwrap();
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {

@@ -82,7 +82,7 @@ impl Tool for ExecTool {
                     &serde_json::json!({"$secret": name}),
                     &format!("secret `{name}`"),
                 )
-                .map_err(ToolError::Failed)?;
+                .map_err(ToolError::failed)?;
             env.push((name.clone(), value));
         }
         let program = self.exec.program.to_string_lossy();

@@ -431,7 +431,7 @@ pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<Manifest, Vec<Problem>> {
         Some(text) => match capability_rule(text, &input_schema) {
             Ok(rule) => Some(rule),
             Err(m) => {
-                bad("capability", m);
+                bad("capability", m.to_string());
                 None
             }
         },
@@ -605,9 +605,25 @@ pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<Manifest, Vec<Problem>> {
     }
 }
 
+/// Why a manifest's `capability` is refused; the manifest's problem quotes it, worded as
+/// before. `escaped`: the text as `str::escape_debug` writes it.
+#[derive(Debug, thiserror::Error)]
+enum RuleError {
+    #[error(
+        "`capability` is `domain:action:scope` (the scope fixed or `{{argument}}`), not `{escaped}`"
+    )]
+    Shape { escaped: String },
+    #[error("`capability` is `domain:action:scope` with lowercase words, not `{escaped}`")]
+    Words { escaped: String },
+    #[error(
+        "`capability` takes its scope from `{arg}`, which must be a required string property of `input_schema`"
+    )]
+    ScopeArg { arg: String },
+}
+
 /// `domain:action:scope`, where the scope is fixed text or `{arg}`: the value of the string
 /// argument `arg`.
-fn capability_rule(text: &str, input_schema: &Value) -> Result<CapabilityRule, String> {
+fn capability_rule(text: &str, input_schema: &Value) -> Result<CapabilityRule, RuleError> {
     let parts: Vec<&str> = text.splitn(3, ':').collect();
     let word = |w: &str| {
         !w.is_empty()
@@ -615,16 +631,14 @@ fn capability_rule(text: &str, input_schema: &Value) -> Result<CapabilityRule, S
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
     };
     let [domain, action, scope] = parts[..] else {
-        return Err(format!(
-            "`capability` is `domain:action:scope` (the scope fixed or `{{argument}}`), not `{}`",
-            text.escape_debug()
-        ));
+        return Err(RuleError::Shape {
+            escaped: text.escape_debug().to_string(),
+        });
     };
     if !word(domain) || !word(action) || scope.is_empty() {
-        return Err(format!(
-            "`capability` is `domain:action:scope` with lowercase words, not `{}`",
-            text.escape_debug()
-        ));
+        return Err(RuleError::Words {
+            escaped: text.escape_debug().to_string(),
+        });
     }
     let scope = match scope.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
         Some(arg) => {
@@ -638,9 +652,9 @@ fn capability_rule(text: &str, input_schema: &Value) -> Result<CapabilityRule, S
                 .and_then(Value::as_array)
                 .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(arg)));
             if ty != Some("string") || !required {
-                return Err(format!(
-                    "`capability` takes its scope from `{arg}`, which must be a required string property of `input_schema`"
-                ));
+                return Err(RuleError::ScopeArg {
+                    arg: arg.to_owned(),
+                });
             }
             ScopeFrom::Arg(arg.to_owned())
         }

@@ -63,8 +63,33 @@ pub fn plan_name(server: &str, tool: &str) -> String {
     format!("mcp.{server}.{tool}")
 }
 
+/// Why a server's tools could not be listed ([`list`]); a declared tool's problem quotes it.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    #[error(
+        "program `{program}` not found (a path is relative to the manifest's directory; a bare name is looked for there, then on PATH; `oracle` is this oracle program)"
+    )]
+    NotFound { program: String },
+    #[error(transparent)]
+    Secret(#[from] crate::secrets::SecretError),
+    #[error("MCP server `{server}` did not start: {source}")]
+    Start {
+        server: String,
+        source: crate::mcp::McpError,
+    },
+    #[error("MCP server `{server}`: tools/list failed: {source}")]
+    List {
+        server: String,
+        source: crate::mcp::McpError,
+    },
+}
+
 /// The process a manifest's `[mcp]` table starts.
-pub fn command(m: &Mcp, secrets: &Secrets, cwd: &std::path::Path) -> Result<ServerCommand, String> {
+pub fn command(
+    m: &Mcp,
+    secrets: &Secrets,
+    cwd: &std::path::Path,
+) -> Result<ServerCommand, crate::secrets::SecretError> {
     let mut env: Vec<(String, String)> =
         m.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     for name in &m.secrets {
@@ -86,24 +111,30 @@ pub fn list(
     manifest: &Manifest,
     m: &Mcp,
     secrets: &Secrets,
-) -> Result<(Connection, Listing), String> {
+) -> Result<(Connection, Listing), ListError> {
     let cwd = manifest
         .path
         .parent()
         .map(|p| p.to_path_buf())
         .unwrap_or_default();
     if !m.found {
-        return Err(format!(
-            "program `{}` not found (a path is relative to the manifest's directory; a bare name is looked for there, then on PATH; `oracle` is this oracle program)",
-            m.program.display()
-        ));
+        return Err(ListError::NotFound {
+            program: m.program.display().to_string(),
+        });
     }
     let cmd = command(m, secrets, &cwd)?;
-    let conn = Connection::start(&cmd, m.start_timeout_ms, crate::mcp::MESSAGE_BYTES_MAX)
-        .map_err(|e| format!("MCP server `{}` did not start: {e}", manifest.name))?;
+    let conn = Connection::start(&cmd, m.start_timeout_ms, crate::mcp::MESSAGE_BYTES_MAX).map_err(
+        |source| ListError::Start {
+            server: manifest.name.clone(),
+            source,
+        },
+    )?;
     let tools = conn
         .list_tools(m.start_timeout_ms)
-        .map_err(|e| format!("MCP server `{}`: tools/list failed: {e}", manifest.name))?;
+        .map_err(|source| ListError::List {
+            server: manifest.name.clone(),
+            source,
+        })?;
     let info = conn.info();
     let listing = Listing {
         name: info.name.clone(),

@@ -138,24 +138,85 @@ pub fn manifests(dir: &Path) -> Result<(Vec<Manifest>, Vec<Broken>), Vec<Problem
             }
             Err(m) => broken.push(Broken {
                 calls: None,
-                problems: vec![problem(&path, m)],
+                problems: vec![problem(&path, m.to_string())],
             }),
         }
     }
     Ok((out, broken))
 }
 
+/// Why a file a manifest names cannot be read ([`read_bounded`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// `reason` is [`crate::tools::io_reason`]'s, without OS error numbers.
+    #[error("cannot read: {reason}")]
+    Io { reason: String },
+    #[error("larger than {max} bytes")]
+    TooLarge { max: u64 },
+}
+
+/// Why a declared tool does not load: the message of its manifest's problem, worded as before
+/// this type existed (`oracle tools check` and a refused run print it).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("program: {0}")]
+    Program(ReadError),
+    /// `written`: the path as the manifest's arguments write it.
+    #[error("`{written}` (named in args): {source}")]
+    NamedFile { written: String, source: ReadError },
+    #[error("module: {0}")]
+    Module(ReadError),
+    #[error("module `{file}`: {source}")]
+    Wasm {
+        file: String,
+        source: wasm::WasmError,
+    },
+    #[error(transparent)]
+    McpList(#[from] mcp::ListError),
+    #[error(transparent)]
+    Secret(#[from] crate::secrets::SecretError),
+    #[error("the run kept no tool list for MCP server `{server}` ({source})")]
+    NoKeptList { server: String, source: ReadError },
+    #[error("the tool list the run kept for MCP server `{server}` is not valid: {source}")]
+    KeptList {
+        server: String,
+        source: serde_json::Error,
+    },
+    #[error(
+        "MCP server `{server}` lists a tool named `{tool}`, the name of a built-in tool: refused, so that nobody takes `{plan_name}` for it"
+    )]
+    Builtin {
+        server: String,
+        tool: String,
+        plan_name: String,
+    },
+    /// `escaped`: the tool's name as `str::escape_debug` writes it.
+    #[error(
+        "MCP server `{server}` lists a tool named `{escaped}`, which a plan cannot write as a tool name"
+    )]
+    Unwritable { server: String, escaped: String },
+    #[error(
+        "MCP server `{server}` lists `{other}` and `{tool}`, which a plan would both call `{name}`"
+    )]
+    Clash {
+        server: String,
+        other: String,
+        tool: String,
+        name: String,
+    },
+}
+
 /// The bytes of `path`, refusing a file over `max` bytes.
-fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     use std::io::Read as _;
-    let file = std::fs::File::open(path)
-        .map_err(|e| format!("cannot read: {}", crate::tools::io_reason(&e)))?;
+    let io = |e: std::io::Error| ReadError::Io {
+        reason: crate::tools::io_reason(&e),
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
     let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {}", crate::tools::io_reason(&e)))?;
+    file.take(max + 1).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 > max {
-        return Err(format!("larger than {max} bytes"));
+        return Err(ReadError::TooLarge { max });
     }
     Ok(bytes)
 }
@@ -245,7 +306,8 @@ pub fn load(
             continue;
         }
         names.insert(pin_name.clone(), m.path.clone());
-        if let Err(message) = load_one(&m, &pin_name, secrets, mcp_mode, &mut declared) {
+        if let Err(e) = load_one(&m, &pin_name, secrets, mcp_mode, &mut declared) {
+            let message = e.to_string();
             declared.broken.push(Broken {
                 calls: Some(calls(&m.name, matches!(m.kind, manifest::Kind::Mcp(_)))),
                 problems: vec![Problem {
@@ -273,7 +335,7 @@ fn load_one(
     secrets: &Arc<Secrets>,
     mcp_mode: McpMode<'_>,
     out: &mut Declared,
-) -> Result<(), String> {
+) -> Result<(), LoadError> {
     let pin = |version: &str, effect: &str, hash: Hash, files: Vec<PinnedFile>| ToolPin {
         name: pin_name.to_owned(),
         kind: m.kind.name().to_owned(),
@@ -287,8 +349,7 @@ fn load_one(
     match &m.kind {
         manifest::Kind::Exec(e) => {
             let program = if e.pinned_program {
-                read_bounded(&e.program, manifest::PROGRAM_BYTES_MAX)
-                    .map_err(|why| format!("program: {why}"))?
+                read_bounded(&e.program, manifest::PROGRAM_BYTES_MAX).map_err(LoadError::Program)?
             } else {
                 Vec::new()
             };
@@ -296,8 +357,13 @@ fn load_one(
             let mut named = vec![program];
             let mut files = Vec::with_capacity(e.files.len());
             for f in &e.files {
-                let bytes = read_bounded(&f.path, manifest::PROGRAM_BYTES_MAX)
-                    .map_err(|why| format!("`{}` (named in args): {why}", f.written))?;
+                let bytes =
+                    read_bounded(&f.path, manifest::PROGRAM_BYTES_MAX).map_err(|source| {
+                        LoadError::NamedFile {
+                            written: f.written.clone(),
+                            source,
+                        }
+                    })?;
                 files.push(PinnedFile {
                     path: f.written.clone(),
                     hash: file_hash(&bytes),
@@ -319,12 +385,16 @@ fn load_one(
             });
         }
         manifest::Kind::Wasm(w) => {
-            let bytes = read_bounded(&w.module, manifest::MODULE_BYTES_MAX)
-                .map_err(|why| format!("module: {why}"))?;
+            let bytes =
+                read_bounded(&w.module, manifest::MODULE_BYTES_MAX).map_err(LoadError::Module)?;
             let text = w.module.extension().is_some_and(|x| x == "wat");
             let tool = Arc::new(
-                wasm::WasmTool::new(decl_of(m), &bytes, text, w.clone())
-                    .map_err(|why| format!("module `{}`: {why}", file_name(&w.module)))?,
+                wasm::WasmTool::new(decl_of(m), &bytes, text, w.clone()).map_err(|source| {
+                    LoadError::Wasm {
+                        file: file_name(&w.module),
+                        source,
+                    }
+                })?,
             );
             out.pins.push(pin(
                 &m.version,
@@ -347,18 +417,18 @@ fn load_one(
                 }
                 McpMode::Recorded(run_dir) => {
                     let path = run_dir.join(KEPT_DIR).join(format!("{pin_name}.json"));
-                    let bytes = read_bounded(&path, manifest::MODULE_BYTES_MAX).map_err(|why| {
-                        format!(
-                            "the run kept no tool list for MCP server `{}` ({why})",
-                            m.name
-                        )
-                    })?;
-                    let listing: mcp::Listing = serde_json::from_slice(&bytes).map_err(|e| {
-                        format!(
-                            "the tool list the run kept for MCP server `{}` is not valid: {e}",
-                            m.name
-                        )
-                    })?;
+                    let bytes =
+                        read_bounded(&path, manifest::MODULE_BYTES_MAX).map_err(|source| {
+                            LoadError::NoKeptList {
+                                server: m.name.clone(),
+                                source,
+                            }
+                        })?;
+                    let listing: mcp::Listing =
+                        serde_json::from_slice(&bytes).map_err(|source| LoadError::KeptList {
+                            server: m.name.clone(),
+                            source,
+                        })?;
                     (None, listing)
                 }
             };
@@ -366,26 +436,26 @@ fn load_one(
             let mut plan_names = BTreeMap::new();
             for t in &listing.tools {
                 if builtin.get(&t.name).is_some() {
-                    return Err(format!(
-                        "MCP server `{}` lists a tool named `{}`, the name of a built-in tool: refused, so that nobody takes `{}` for it",
-                        m.name,
-                        t.name,
-                        mcp::plan_name(&m.name, &t.name)
-                    ));
+                    return Err(LoadError::Builtin {
+                        server: m.name.clone(),
+                        tool: t.name.clone(),
+                        plan_name: mcp::plan_name(&m.name, &t.name),
+                    });
                 }
                 let name = mcp::plan_name(&m.name, &t.name);
                 if !manifest::is_tool_name(&name) {
-                    return Err(format!(
-                        "MCP server `{}` lists a tool named `{}`, which a plan cannot write as a tool name",
-                        m.name,
-                        t.name.escape_debug()
-                    ));
+                    return Err(LoadError::Unwritable {
+                        server: m.name.clone(),
+                        escaped: t.name.escape_debug().to_string(),
+                    });
                 }
                 if let Some(other) = plan_names.insert(name.clone(), t.name.clone()) {
-                    return Err(format!(
-                        "MCP server `{}` lists `{other}` and `{}`, which a plan would both call `{name}`",
-                        m.name, t.name
-                    ));
+                    return Err(LoadError::Clash {
+                        server: m.name.clone(),
+                        other,
+                        tool: t.name.clone(),
+                        name,
+                    });
                 }
             }
             let kept = listing.bytes();

@@ -27,12 +27,33 @@ pub struct Usage {
     pub fuel: u64,
 }
 
+/// Why a module is refused ([`compile`]); a declared tool's problem quotes it. `reason` is the
+/// compiler's own text.
+#[derive(Debug, thiserror::Error)]
+pub enum WasmError {
+    #[error("the .wat text does not compile: {reason}")]
+    Wat { reason: String },
+    #[error("not a valid WebAssembly module: {reason}")]
+    Invalid { reason: String },
+    /// `imports`: `module.name`, comma-separated.
+    #[error(
+        "the module imports {imports}: a wasm tool gets no imports (no clock, randomness, files or network)"
+    )]
+    Imports { imports: String },
+    #[error("the module does not export `{name}` ({what}): see docs/TOOLS.md, \"The wasm ABI\"")]
+    Export {
+        name: &'static str,
+        what: &'static str,
+    },
+}
+
 /// Compiles `bytes` (`.wasm` binary, or `.wat` text when `text`), refusing any import.
-pub fn compile(bytes: &[u8], text: bool) -> Result<(Engine, Module), String> {
+pub fn compile(bytes: &[u8], text: bool) -> Result<(Engine, Module), WasmError> {
     let binary;
     let bytes = if text {
-        binary =
-            wat::parse_bytes(bytes).map_err(|e| format!("the .wat text does not compile: {e}"))?;
+        binary = wat::parse_bytes(bytes).map_err(|e| WasmError::Wat {
+            reason: e.to_string(),
+        })?;
         &binary[..]
     } else {
         bytes
@@ -40,17 +61,17 @@ pub fn compile(bytes: &[u8], text: bool) -> Result<(Engine, Module), String> {
     let mut config = Config::default();
     config.consume_fuel(true);
     let engine = Engine::new(&config);
-    let module =
-        Module::new(&engine, bytes).map_err(|e| format!("not a valid WebAssembly module: {e}"))?;
+    let module = Module::new(&engine, bytes).map_err(|e| WasmError::Invalid {
+        reason: e.to_string(),
+    })?;
     let imports: Vec<String> = module
         .imports()
         .map(|i| format!("{}.{}", i.module(), i.name()))
         .collect();
     if !imports.is_empty() {
-        return Err(format!(
-            "the module imports {}: a wasm tool gets no imports (no clock, randomness, files or network)",
-            imports.join(", ")
-        ));
+        return Err(WasmError::Imports {
+            imports: imports.join(", "),
+        });
     }
     for (name, what) in [
         ("memory", "a memory"),
@@ -58,16 +79,19 @@ pub fn compile(bytes: &[u8], text: bool) -> Result<(Engine, Module), String> {
         ("run", "a function (i32, i32) -> i64"),
     ] {
         if module.get_export(name).is_none() {
-            return Err(format!(
-                "the module does not export `{name}` ({what}): see docs/TOOLS.md, \"The wasm ABI\""
-            ));
+            return Err(WasmError::Export { name, what });
         }
     }
     Ok((engine, module))
 }
 
 impl WasmTool {
-    pub fn new(decl: ToolDecl, bytes: &[u8], text: bool, limits: Wasm) -> Result<WasmTool, String> {
+    pub fn new(
+        decl: ToolDecl,
+        bytes: &[u8],
+        text: bool,
+        limits: Wasm,
+    ) -> Result<WasmTool, WasmError> {
         let (engine, module) = compile(bytes, text)?;
         Ok(WasmTool {
             decl,

@@ -11,7 +11,7 @@ use oracle_core::Payload;
 use oracle_core::agent::Call;
 use serde_json::Value;
 
-use super::{Domain, Handled, Resolved, Site, outcome};
+use super::{Domain, DomainError, Handled, Resolved, Site, outcome};
 use crate::engine::{EngineError, RunConfig};
 use crate::scorer::{Rubric, Scorer};
 use crate::tool::Effect;
@@ -50,7 +50,7 @@ impl Domain for EconomyDomain {
         false
     }
 
-    fn apply(&mut self, _: u64, _: u64, _: &Payload) -> Result<(), String> {
+    fn apply(&mut self, _: u64, _: u64, _: &Payload) -> Result<(), DomainError> {
         Ok(())
     }
 
@@ -92,23 +92,20 @@ impl Domain for EconomyDomain {
                 )
             }
         };
-        Ok(Handled::Outcome(outcome(
-            call,
-            result.map_err(|e| e.to_string()),
-        )))
+        Ok(Handled::Outcome(outcome(call, result)))
     }
 
     /// The economy is built by its calls, which a resume point does not hold: no point is
     /// written while one is open (a resume then re-derives the run from its first event).
-    fn resumable(&self) -> Result<(), String> {
+    fn resumable(&self) -> Result<(), DomainError> {
         match self.economy {
             None => Ok(()),
-            Some(_) => Err("an auction economy is open".into()),
+            Some(_) => Err(DomainError::EconomyOpen),
         }
     }
 
-    fn resolve_wait(&self, _: &Value, _: u64) -> Result<Resolved, String> {
-        Err("auction tools never wait".into())
+    fn resolve_wait(&self, _: &Value, _: u64) -> Result<Resolved, DomainError> {
+        Err(DomainError::AuctionNeverWaits)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -10,7 +10,7 @@ use oracle_memory::tools::{self as memory_tools, QueryOutcome};
 use oracle_memory::{Memory, Origin};
 use serde_json::Value;
 
-use super::{Domain, Handled, Resolved, Site, WaitWords, outcome};
+use super::{Domain, DomainError, Handled, Resolved, Site, WaitWords, outcome};
 
 /// A belief waits for a verdict, never a value: a person answering it is told to adjudicate
 /// (`belief_wait`, a code the API and `--json` documented before domains).
@@ -39,7 +39,7 @@ pub struct MemoryDomain {
 impl MemoryDomain {
     /// The memory of a run whose settings are `config`'s (`domains.memory`), or why those are
     /// not settings.
-    pub fn new(config: &RunConfig) -> Result<MemoryDomain, String> {
+    pub fn new(config: &RunConfig) -> Result<MemoryDomain, DomainError> {
         let settings = MemorySettings::from_recorded(config.domains.get(DOMAIN))?;
         Ok(MemoryDomain {
             memory: Memory::new(),
@@ -69,10 +69,8 @@ impl Domain for MemoryDomain {
         }
     }
 
-    fn apply(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<(), String> {
-        self.memory
-            .apply(seq, time, payload)
-            .map_err(|e| e.to_string())
+    fn apply(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<(), DomainError> {
+        Ok(self.memory.apply(seq, time, payload)?)
     }
 
     fn call(&mut self, call: &Call, site: Site<'_>) -> Result<Handled, EngineError> {
@@ -99,21 +97,20 @@ impl Domain for MemoryDomain {
             }
             memory_tools::HISTORY => memory_tools::history(&self.memory, &call.input),
             other => {
-                let e = format!("`{other}` is not a memory tool");
+                let e = DomainError::NotMemoryTool {
+                    tool: other.to_owned(),
+                };
                 return Ok(Handled::Outcome(outcome(call, Err(e))));
             }
         };
-        Ok(Handled::Outcome(outcome(
-            call,
-            result.map_err(|e| e.to_string()),
-        )))
+        Ok(Handled::Outcome(outcome(call, result)))
     }
 
-    fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, String> {
+    fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, DomainError> {
         match memory_tools::query(&self.memory, input, &self.settings, tick) {
             Ok(QueryOutcome::Answer(v)) => Ok(Resolved::Answer(v)),
             Ok(QueryOutcome::Wait(why)) => Ok(Resolved::Waiting(why)),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -122,7 +119,7 @@ impl Domain for MemoryDomain {
         input: &Value,
         tick: u64,
         recorded: Option<Value>,
-    ) -> Result<Resolved, String> {
+    ) -> Result<Resolved, DomainError> {
         let Some(name) = &self.settings.store else {
             return self.resolve_wait(input, tick);
         };
@@ -135,7 +132,7 @@ impl Domain for MemoryDomain {
         match crate::shared::query(&at.home, name, input) {
             Ok(QueryOutcome::Answer(v)) => Ok(Resolved::Answer(v)),
             Ok(QueryOutcome::Wait(_)) => Ok(Resolved::Waiting(shared_wait(name, input))),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -78,6 +78,46 @@ pub struct Site<'a> {
     pub commit: &'a mut dyn FnMut() -> Result<(), EngineError>,
 }
 
+/// Why a domain refuses: its settings, an event it cannot fold, a call it does not admit, a
+/// resume point it cannot stand for, a wait it cannot resolve. The domains are this crate's
+/// own (no plugin implements [`Domain`]), so each failure is a variant. A refused admission is
+/// recorded as the call's failure, so every text is worded as before this type existed.
+#[derive(Debug, thiserror::Error)]
+pub enum DomainError {
+    /// The memory's recorded settings do not read.
+    #[error(transparent)]
+    Settings(#[from] oracle_memory::settings::SettingsError),
+    /// A recorded event the memory's projection refuses.
+    #[error(transparent)]
+    Projection(#[from] oracle_memory::ProjectionError),
+    /// A memory query that cannot be answered.
+    #[error(transparent)]
+    Memory(#[from] oracle_memory::MemoryError),
+    /// A shared store's query that cannot be answered.
+    #[error(transparent)]
+    Shared(#[from] crate::shared::SharedError),
+    /// A model call past the run's call budget.
+    #[error(
+        "budget reached: model_calls_max = {max} model calls per run (--max-model-calls); the model was not called"
+    )]
+    ModelCalls { max: u64 },
+    /// A model call past the run's token budget.
+    #[error(
+        "budget reached: tokens_max = {max} tokens per run, {used} used (--max-tokens-total); the model was not called"
+    )]
+    Tokens { max: u64, used: u64 },
+    /// An auction economy holds state no folded event records.
+    #[error("an auction economy is open")]
+    EconomyOpen,
+    #[error("auction tools never wait")]
+    AuctionNeverWaits,
+    #[error("model calls never wait on the models domain")]
+    ModelsNeverWait,
+    /// A call routed to the memory domain that names none of its tools.
+    #[error("`{tool}` is not a memory tool")]
+    NotMemoryTool { tool: String },
+}
+
 /// A pure projection over recorded events plus the tools that feed it.
 pub trait Domain: Any {
     /// The effect its tools are registered with (`Effect::Domain(name)`).
@@ -88,7 +128,7 @@ pub trait Domain: Any {
     fn folds(&self, payload: &Payload) -> bool;
 
     /// Folds event `seq` at logical time `time` (only called when [`Domain::folds`] said so).
-    fn apply(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<(), String>;
+    fn apply(&mut self, seq: u64, time: u64, payload: &Payload) -> Result<(), DomainError>;
 
     /// Runs one of its tool calls against the projection as it stands.
     fn call(&mut self, call: &Call, site: Site<'_>) -> Result<Handled, EngineError>;
@@ -96,7 +136,7 @@ pub trait Domain: Any {
     /// Whether a call of `tool` (any tool, not only the domain's) may be made now, before its
     /// `tool_called` is recorded: `Err` is the recorded reason it is not (a budget spent). The
     /// projection has folded every event before the call.
-    fn admit(&self, tool: &str) -> Result<(), String> {
+    fn admit(&self, tool: &str) -> Result<(), DomainError> {
         let _ = tool;
         Ok(())
     }
@@ -105,12 +145,12 @@ pub trait Domain: Any {
     /// again the events it folded ([`Domain::apply`]) rebuilds it, which is the default;
     /// `Err(why)` when it holds what no folded event records (state its calls built), and then
     /// the engine writes no resume point until it can.
-    fn resumable(&self) -> Result<(), String> {
+    fn resumable(&self) -> Result<(), DomainError> {
         Ok(())
     }
 
     /// A step that waits on this domain (`input` is the call's input): resolved now?
-    fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, String>;
+    fn resolve_wait(&self, input: &Value, tick: u64) -> Result<Resolved, DomainError>;
 
     /// [`Domain::resolve_wait`] where the record may already hold the step's `resumed` value:
     /// a domain whose waits end on an answer from outside the run (a shared store) takes it
@@ -120,7 +160,7 @@ pub trait Domain: Any {
         input: &Value,
         tick: u64,
         recorded: Option<Value>,
-    ) -> Result<Resolved, String> {
+    ) -> Result<Resolved, DomainError> {
         let _ = recorded;
         self.resolve_wait(input, tick)
     }
@@ -149,7 +189,7 @@ pub fn wait_of(tool: &str) -> Option<WaitWords> {
 
 /// The domains of a run, in a fixed order: the one registration point. Each reads its own
 /// settings from `config.domains` (under its name) and refuses ones it cannot use.
-pub fn for_run(config: &RunConfig) -> Result<Vec<Box<dyn Domain>>, String> {
+pub fn for_run(config: &RunConfig) -> Result<Vec<Box<dyn Domain>>, DomainError> {
     Ok(vec![
         Box::new(memory::MemoryDomain::new(config)?),
         Box::new(economy::EconomyDomain::new(config)),
@@ -157,8 +197,8 @@ pub fn for_run(config: &RunConfig) -> Result<Vec<Box<dyn Domain>>, String> {
     ])
 }
 
-/// The outcome payload of a domain call: its output, or its error.
-pub fn outcome(call: &Call, result: Result<Value, String>) -> Payload {
+/// The outcome payload of a domain call: its output, or its error, whose text is recorded.
+pub fn outcome<E: std::fmt::Display>(call: &Call, result: Result<Value, E>) -> Payload {
     use oracle_core::payload::{ToolFailed, ToolReturned};
     match result {
         Ok(output) => Payload::ToolReturned(ToolReturned {
@@ -171,7 +211,7 @@ pub fn outcome(call: &Call, result: Result<Value, String>) -> Payload {
             step: call.step.clone(),
             tool: call.tool.clone(),
             attempt: call.attempt,
-            error,
+            error: error.to_string(),
             usage: None,
         }),
     }

@@ -10,7 +10,7 @@ use oracle_core::agent::Call;
 use oracle_core::payload::Budget;
 use serde_json::Value;
 
-use super::{Domain, Handled, Resolved, Site};
+use super::{Domain, DomainError, Handled, Resolved, Site};
 use crate::engine::{EngineError, RunConfig};
 use crate::tool::Effect;
 
@@ -83,7 +83,7 @@ impl Domain for ModelsDomain {
         }
     }
 
-    fn apply(&mut self, _: u64, _: u64, payload: &Payload) -> Result<(), String> {
+    fn apply(&mut self, _: u64, _: u64, payload: &Payload) -> Result<(), DomainError> {
         match payload {
             Payload::ToolCalled(_) => self.usage.calls = self.usage.calls.saturating_add(1),
             other => {
@@ -93,24 +93,22 @@ impl Domain for ModelsDomain {
         Ok(())
     }
 
-    fn admit(&self, tool: &str) -> Result<(), String> {
+    fn admit(&self, tool: &str) -> Result<(), DomainError> {
         if tool != CHAT {
             return Ok(());
         }
         if let Some(max) = self.budget.model_calls_max
             && self.usage.calls >= max
         {
-            return Err(format!(
-                "budget reached: model_calls_max = {max} model calls per run (--max-model-calls); the model was not called"
-            ));
+            return Err(DomainError::ModelCalls { max });
         }
         if let Some(max) = self.budget.tokens_max
             && self.usage.tokens >= max
         {
-            return Err(format!(
-                "budget reached: tokens_max = {max} tokens per run, {} used (--max-tokens-total); the model was not called",
-                self.usage.tokens
-            ));
+            return Err(DomainError::Tokens {
+                max,
+                used: self.usage.tokens,
+            });
         }
         Ok(())
     }
@@ -125,8 +123,8 @@ impl Domain for ModelsDomain {
         })
     }
 
-    fn resolve_wait(&self, _: &Value, _: u64) -> Result<Resolved, String> {
-        Err("model calls never wait on the models domain".into())
+    fn resolve_wait(&self, _: &Value, _: u64) -> Result<Resolved, DomainError> {
+        Err(DomainError::ModelsNeverWait)
     }
 
     fn as_any(&self) -> &dyn Any {

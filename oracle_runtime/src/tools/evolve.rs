@@ -54,7 +54,7 @@ impl Tool for Propose {
     fn call(&self, input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let plan = arg_str(input, "source")?;
         arg_str(input, "reason")?;
-        let compiled = compile(plan).map_err(ToolError::Failed)?;
+        let compiled = compile(plan).map_err(|e| ToolError::Failed(e.to_string()))?;
         Ok(ToolOutput::of(json!({
             "plan_hash": compiled.hash.to_hex(),
             "program": compiled.name,
@@ -63,10 +63,24 @@ impl Tool for Propose {
     }
 }
 
+/// Why a proposal is refused: its plan does not compile, or a returned `evolve.propose` call
+/// does not carry what its `patch_proposed` event needs. Worded as before (a refused proposal's
+/// call fails with this text).
+#[derive(Debug, thiserror::Error)]
+pub enum ProposalError {
+    /// `diagnostics`: the first errors, `LINE:COL: CODE message`, joined by `; ` (or `no plan`).
+    #[error("the proposed plan does not compile: {diagnostics}")]
+    NotCompiling { diagnostics: String },
+    #[error("{PROPOSE}: `{name}` is not a string")]
+    NotText { name: &'static str },
+    #[error("{PROPOSE}: plan_hash: {0}")]
+    PlanHash(#[from] oracle_core::hash::HashParseError),
+}
+
 /// The proposed plan compiled against the built-in tools, or why it does not compile (its
 /// first diagnostics, with line and column). A proposal names no files: `use` and `tools`
 /// lines find nothing here.
-pub fn compile(src: &str) -> Result<oracle_plan::CompiledPlan, String> {
+pub fn compile(src: &str) -> Result<oracle_plan::CompiledPlan, ProposalError> {
     let catalogue = crate::catalogue::builtin();
     let (compiled, diags) =
         oracle_plan::compile::check_with(src, &catalogue, &oracle_plan::compile::Sources::new());
@@ -81,14 +95,13 @@ pub fn compile(src: &str) -> Result<oracle_plan::CompiledPlan, String> {
         .collect();
     match compiled {
         Some(c) if errors.is_empty() => Ok(c),
-        _ => Err(format!(
-            "the proposed plan does not compile: {}",
-            if errors.is_empty() {
+        _ => Err(ProposalError::NotCompiling {
+            diagnostics: if errors.is_empty() {
                 "no plan".to_owned()
             } else {
                 errors.join("; ")
-            }
-        )),
+            },
+        }),
     }
 }
 
@@ -99,15 +112,14 @@ pub fn proposed(
     output: &Value,
     base: oracle_core::Hash,
     model_call: Option<u64>,
-) -> Result<oracle_core::payload::PatchProposed, String> {
-    let text = |v: &Value, name: &str| {
+) -> Result<oracle_core::payload::PatchProposed, ProposalError> {
+    let text = |v: &Value, name: &'static str| {
         v.get(name)
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .ok_or_else(|| format!("{PROPOSE}: `{name}` is not a string"))
+            .ok_or(ProposalError::NotText { name })
     };
-    let plan_hash = oracle_core::Hash::from_hex(&text(output, "plan_hash")?)
-        .map_err(|e| format!("{PROPOSE}: plan_hash: {e}"))?;
+    let plan_hash = oracle_core::Hash::from_hex(&text(output, "plan_hash")?)?;
     Ok(oracle_core::payload::PatchProposed {
         step: call.step.clone(),
         plan: text(&call.input, "source")?,

@@ -46,7 +46,7 @@ impl Tool for Ask {
         }
         // A deadline that does not parse fails the call now, not when it would be due.
         if input.get(super::time::DEADLINE_ARG).is_some() {
-            super::time::deadline_ms(input, 0).map_err(ToolError::Failed)?;
+            super::time::deadline_ms(input, 0).map_err(|e| ToolError::Failed(e.to_string()))?;
         }
         Err(ToolError::Ask(question.to_owned()))
     }

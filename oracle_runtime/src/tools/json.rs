@@ -65,7 +65,7 @@ impl Tool for Get {
         let value = input
             .get("value")
             .ok_or_else(|| ToolError::Failed("argument `value` is missing".to_owned()))?;
-        let found = get(value, path).map_err(ToolError::Failed)?;
+        let found = get(value, path).map_err(|e| ToolError::Failed(e.to_string()))?;
         Ok(ToolOutput::of(json!({"value": found})))
     }
 }
@@ -77,10 +77,51 @@ enum Segment<'a> {
     Index(u64),
 }
 
+/// Why `json.get` finds nothing at a path. Recorded as the call's failure, so worded as before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// `character` counts from 1.
+    #[error("bad path `{path}`: {why} at character {character}")]
+    Bad {
+        path: String,
+        why: &'static str,
+        character: usize,
+    },
+    /// `at` names the part of the value already reached (`the value` or `` `a.b` ``).
+    #[error("`{prefix}` does not exist: {at} has no key `{key}`")]
+    NoKey {
+        prefix: String,
+        at: String,
+        key: String,
+    },
+    #[error("`{prefix}` does not exist: {at} has {len} item{}", if *.len == 1 { "" } else { "s" })]
+    NoItem {
+        prefix: String,
+        at: String,
+        len: usize,
+    },
+    #[error("`{prefix}` does not exist: {at} is a {ty}, not a map")]
+    NotMap {
+        prefix: String,
+        at: String,
+        ty: &'static str,
+    },
+    #[error("`{prefix}` does not exist: {at} is a {ty}, not a list")]
+    NotList {
+        prefix: String,
+        at: String,
+        ty: &'static str,
+    },
+}
+
 /// The segments of `path`, each with the byte offset where it ends (so `&path[..end]` is the
 /// prefix up to and including it, for messages).
-fn parse_path(path: &str) -> Result<Vec<(Segment<'_>, usize)>, String> {
-    let bad = |at: usize, why: &str| format!("bad path `{path}`: {why} at character {}", at + 1);
+fn parse_path(path: &str) -> Result<Vec<(Segment<'_>, usize)>, PathError> {
+    let bad = |at: usize, why: &'static str| PathError::Bad {
+        path: path.to_owned(),
+        why,
+        character: at + 1,
+    };
     let bytes = path.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -124,7 +165,7 @@ fn parse_path(path: &str) -> Result<Vec<(Segment<'_>, usize)>, String> {
 }
 
 /// The part of `value` at `path`, or why there is none.
-fn get<'v>(value: &'v Value, path: &str) -> Result<&'v Value, String> {
+fn get<'v>(value: &'v Value, path: &str) -> Result<&'v Value, PathError> {
     let mut here = value;
     let mut before = "";
     for (segment, end) in parse_path(path)? {
@@ -136,30 +177,34 @@ fn get<'v>(value: &'v Value, path: &str) -> Result<&'v Value, String> {
             format!("`{before}`")
         };
         here = match (&segment, here) {
-            (Segment::Key(k), Value::Object(map)) => map
-                .get(*k)
-                .ok_or_else(|| format!("`{prefix}` does not exist: {at} has no key `{k}`"))?,
+            (Segment::Key(k), Value::Object(map)) => {
+                map.get(*k).ok_or_else(|| PathError::NoKey {
+                    prefix: prefix.to_owned(),
+                    at: at.clone(),
+                    key: (*k).to_owned(),
+                })?
+            }
             (Segment::Index(n), Value::Array(items)) => usize::try_from(*n)
                 .ok()
                 .and_then(|n| items.get(n))
-                .ok_or_else(|| {
-                    format!(
-                        "`{prefix}` does not exist: {at} has {} item{}",
-                        items.len(),
-                        if items.len() == 1 { "" } else { "s" }
-                    )
+                .ok_or_else(|| PathError::NoItem {
+                    prefix: prefix.to_owned(),
+                    at: at.clone(),
+                    len: items.len(),
                 })?,
             (Segment::Key(_), other) => {
-                return Err(format!(
-                    "`{prefix}` does not exist: {at} is a {}, not a map",
-                    type_name(other)
-                ));
+                return Err(PathError::NotMap {
+                    prefix: prefix.to_owned(),
+                    at,
+                    ty: type_name(other),
+                });
             }
             (Segment::Index(_), other) => {
-                return Err(format!(
-                    "`{prefix}` does not exist: {at} is a {}, not a list",
-                    type_name(other)
-                ));
+                return Err(PathError::NotList {
+                    prefix: prefix.to_owned(),
+                    at,
+                    ty: type_name(other),
+                });
             }
         };
         before = prefix;
@@ -189,7 +234,7 @@ mod tests {
         for bad in [
             "a..b", ".a", "a.", "a[", "a[x]", "a[-1]", "a[]", "[0]b", "a]",
         ] {
-            let e = parse_path(bad).unwrap_err();
+            let e = parse_path(bad).unwrap_err().to_string();
             assert!(e.starts_with(&format!("bad path `{bad}`")), "{bad}: {e}");
         }
     }
@@ -200,23 +245,23 @@ mod tests {
         assert_eq!(get(&v, "a.b[1]"), Ok(&json!(20)));
         assert_eq!(get(&v, ""), Ok(&v));
         assert_eq!(
-            get(&v, "a.b[2].c").unwrap_err(),
+            get(&v, "a.b[2].c").unwrap_err().to_string(),
             "`a.b[2]` does not exist: `a.b` has 2 items"
         );
         assert_eq!(
-            get(&v, "a.x.y").unwrap_err(),
+            get(&v, "a.x.y").unwrap_err().to_string(),
             "`a.x` does not exist: `a` has no key `x`"
         );
         assert_eq!(
-            get(&v, "zz").unwrap_err(),
+            get(&v, "zz").unwrap_err().to_string(),
             "`zz` does not exist: the value has no key `zz`"
         );
         assert_eq!(
-            get(&v, "s.t").unwrap_err(),
+            get(&v, "s.t").unwrap_err().to_string(),
             "`s.t` does not exist: `s` is a string, not a map"
         );
         assert_eq!(
-            get(&v, "[0]").unwrap_err(),
+            get(&v, "[0]").unwrap_err().to_string(),
             "`[0]` does not exist: the value is a map, not a list"
         );
     }

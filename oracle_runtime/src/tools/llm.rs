@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use super::{any, count, decl, integer, needs_arg, object, string};
 use crate::http::{self, HttpError};
 use crate::schema::Schema;
-use crate::tool::{Effect, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
+use crate::tool::{Effect, NotAnOutput, Tool, ToolContext, ToolDecl, ToolError, ToolOutput};
 
 /// Most messages one call may send (the plan's, before feedback).
 pub const MESSAGES_MAX: u64 = 256;
@@ -302,25 +302,22 @@ impl Tool for Chat {
     /// reply itself (checked against the schema) and is recorded as if the model had returned
     /// it, `model: "person"`; without one, a string is the reply's text. A full output
     /// (`content`, `usage`…) is taken as it is.
-    fn answer(&self, input: &Value, answer: Value) -> Result<Value, String> {
+    fn answer(&self, input: &Value, answer: Value) -> Result<Value, NotAnOutput> {
         if answer.get("content").is_some() && answer.get("usage").is_some() {
             return Ok(answer);
         }
         let (content, parsed) = match input.get("schema") {
             Some(source) => {
-                let schema = Schema::compile(source)
-                    .map_err(|e| format!("the step's `schema` is not valid: {e}"))?;
-                schema
-                    .check(&answer)
-                    .map_err(|e| format!("it does not match the step's schema: {e}"))?;
+                let schema = Schema::compile(source).map_err(NotAnOutput::InvalidSchema)?;
+                schema.check(&answer).map_err(NotAnOutput::SchemaMismatch)?;
                 (answer.to_string(), Some(answer))
             }
             None => match answer {
                 Value::String(s) => (s, None),
                 other => {
-                    return Err(format!(
-                        "the step has no `schema`, so the answer is the reply's text: give a JSON string, not {other}"
-                    ));
+                    return Err(NotAnOutput::NotText {
+                        given: other.to_string(),
+                    });
                 }
             },
         };

@@ -90,7 +90,7 @@ impl Tool for Request {
                 let v = self
                     .secrets
                     .resolve(value, &format!("header `{name}`"))
-                    .map_err(failed)?;
+                    .map_err(ToolError::failed)?;
                 headers.push((name.clone(), v));
             }
         }

@@ -150,7 +150,7 @@ impl Tool for Exec {
                 let value = self
                     .secrets
                     .resolve(value, &format!("`env.{name}`"))
-                    .map_err(ToolError::Failed)?;
+                    .map_err(ToolError::failed)?;
                 env.push((name.clone(), value));
             }
         }

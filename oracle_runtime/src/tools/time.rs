@@ -39,8 +39,24 @@ pub fn timer_kind(tool: &str, input: &Value) -> Option<TimerKind> {
     }
 }
 
+/// Why a timer's arguments give no due time. Recorded as the call's failure (or, for a timer
+/// the engine sets, its error), so worded as before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimerArgError {
+    #[error("argument `deadline` must be a string: a duration (2d) or an RFC 3339 instant")]
+    Deadline,
+    #[error("argument `for` must be a string")]
+    For,
+    #[error("argument `until` must be a string")]
+    Until,
+    #[error("give exactly one of `for` (a duration) and `until` (an instant)")]
+    OneOf,
+    #[error(transparent)]
+    Wall(#[from] wall::WallError),
+}
+
 /// When a timer of `kind` set at `now_ms` by a call with `input` is due.
-pub fn timer_due_ms(kind: TimerKind, input: &Value, now_ms: u64) -> Result<u64, String> {
+pub fn timer_due_ms(kind: TimerKind, input: &Value, now_ms: u64) -> Result<u64, TimerArgError> {
     match kind {
         TimerKind::Sleep => due_ms(input, now_ms),
         TimerKind::Deadline => deadline_ms(input, now_ms),
@@ -48,15 +64,15 @@ pub fn timer_due_ms(kind: TimerKind, input: &Value, now_ms: u64) -> Result<u64, 
 }
 
 /// A `human.ask` deadline: a duration after `now_ms` (`2d`), or an RFC 3339 instant.
-pub fn deadline_ms(input: &Value, now_ms: u64) -> Result<u64, String> {
+pub fn deadline_ms(input: &Value, now_ms: u64) -> Result<u64, TimerArgError> {
     let text = input
         .get(DEADLINE_ARG)
         .and_then(Value::as_str)
-        .ok_or("argument `deadline` must be a string: a duration (2d) or an RFC 3339 instant")?;
+        .ok_or(TimerArgError::Deadline)?;
     match wall::duration_ms(text) {
         Ok(ms) => Ok(now_ms.saturating_add(ms)),
-        Err(_) if text.contains('T') => wall::instant_ms(text),
-        Err(e) => Err(e),
+        Err(_) if text.contains('T') => Ok(wall::instant_ms(text)?),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -95,17 +111,17 @@ impl Tool for Wall {
 
 /// When a `sleep` call's timer is due, from its input and the wall time it is set at: `for`
 /// (a duration) after `now_ms`, or `until` (an RFC 3339 instant), exactly one of them.
-pub fn due_ms(input: &Value, now_ms: u64) -> Result<u64, String> {
+pub fn due_ms(input: &Value, now_ms: u64) -> Result<u64, TimerArgError> {
     match (input.get("for"), input.get("until")) {
         (Some(d), None) => {
-            let text = d.as_str().ok_or("argument `for` must be a string")?;
+            let text = d.as_str().ok_or(TimerArgError::For)?;
             Ok(now_ms.saturating_add(wall::duration_ms(text)?))
         }
         (None, Some(i)) => {
-            let text = i.as_str().ok_or("argument `until` must be a string")?;
-            wall::instant_ms(text)
+            let text = i.as_str().ok_or(TimerArgError::Until)?;
+            Ok(wall::instant_ms(text)?)
         }
-        _ => Err("give exactly one of `for` (a duration) and `until` (an instant)".to_owned()),
+        _ => Err(TimerArgError::OneOf),
     }
 }
 
@@ -135,7 +151,7 @@ impl Tool for Sleep {
     }
 
     fn call(&self, input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        due_ms(input, 0).map_err(ToolError::Failed)?;
+        due_ms(input, 0).map_err(ToolError::failed)?;
         let what = match input.get("for") {
             Some(_) => format!("for {}", arg_str(input, "for")?),
             None => format!("until {}", arg_str(input, "until")?),
