@@ -274,7 +274,7 @@ fn stores_are_listed_exported_imported_and_damage_is_found() {
 }
 
 #[test]
-fn a_run_waiting_on_a_contested_shared_line_goes_on_after_the_stores_verdict_and_replays() {
+fn a_run_waiting_on_a_contested_shared_line_is_woken_by_the_stores_verdict_and_replays() {
     let home = Home::new();
     let a = plan(&home, "a.plan", ASSERT);
     let c = plan(
@@ -300,20 +300,29 @@ fn a_run_waiting_on_a_contested_shared_line_goes_on_after_the_stores_verdict_and
         home.snapshot("allergy_wait-1")["events.jsonl"],
         before["events.jsonl"]
     );
-    run_ok(
-        &home,
-        &[
-            "adjudicate",
-            "--memory",
-            "alice",
-            "adj-1",
-            "--verdict",
-            "deny",
-            "--evidence",
-            "external_first_hand",
-        ],
+    // The verdict from the command line wakes the run waiting on the line (found from its
+    // log's recorded store and query, not its suspension's words): it goes on at once.
+    let (code, v) = home.json(&[
+        "adjudicate",
+        "--memory",
+        "alice",
+        "adj-1",
+        "--verdict",
+        "deny",
+        "--evidence",
+        "external_first_hand",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["woken"][0]["run"], "allergy_wait-1", "{v}");
+    assert_eq!(v["woken"][0]["subject"], "alice");
+    assert_eq!(v["woken"][0]["predicate"], "allergy");
+    assert_eq!(v["woken"][0]["outcome"], "completed");
+    assert_eq!(
+        v["woken"].as_array().unwrap().len(),
+        1,
+        "only the waiting run"
     );
-    run_ok(&home, &["resume", "allergy_wait-1"]);
     let resumed = home
         .events("allergy_wait-1")
         .into_iter()
