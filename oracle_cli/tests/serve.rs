@@ -2520,20 +2520,9 @@ fn serve_recover_drives_on_a_run_a_killed_process_left_behind() {
 #[test]
 fn a_run_started_through_the_api_attaches_the_store_its_plans_memory_line_names() {
     let (sb, alice, _) = setup();
-    let plan = "plan api_allergy version 1
-
-memory input.user
-
-input user: string = \"nobody\"
-
-said = memory.assert {
-  subject: user,
-  predicate: \"allergy\",
-  value: \"penicillin\",
-  provenance: \"user_asserted\",
-  criticality: \"critical\",
-}
-";
+    let plan = common::ALLERGY_ASSERT
+        .replace("plan allergy_assert", "plan api_allergy")
+        .replace("input user:", "memory input.user\n\ninput user:");
     let root = sb.path().to_str().unwrap().to_owned();
     let s = Server::start(sb.path(), &["--root", &root]);
     let body = json!({"plan": plan, "inputs": {"user": "carol"}});
@@ -2546,7 +2535,7 @@ said = memory.assert {
     let listed = get(&s, "/api/v1/memory/carol/adjudications", &alice);
     assert_eq!(listed["store"]["records"], 1, "{listed}");
     // The same plan from the command line records the same store.
-    sb.write("api_allergy.plan", plan);
+    sb.write("api_allergy.plan", &plan);
     run(
         &sb,
         &["run", "api_allergy.plan", "--input", "user=carol"],

@@ -13,49 +13,10 @@ use std::process::{Child, Stdio};
 use common::Home;
 use serde_json::Value;
 
-const ASSERT: &str = "plan allergy_assert version 1
-
-input user: string = \"alice\"
-
-said = memory.assert {
-  subject: user,
-  predicate: \"allergy\",
-  value: \"penicillin\",
-  provenance: \"user_asserted\",
-  criticality: \"critical\",
-}
-";
-
-const RECALL: &str = "plan allergy_recall version 1
-
-grant kv:set:prescription
-
-input user: string = \"alice\"
-
-allergy = memory.query { subject: user, predicate: \"allergy\" }
-
-amoxicillin = kv.set { key: \"prescription\", value: \"amoxicillin\" }
-  when allergy.value != \"penicillin\"
-
-azithromycin = kv.set { key: \"prescription\", value: \"azithromycin (penicillin allergy)\" }
-  when allergy.value == \"penicillin\"
-";
-
-/// A plan asserting `VALUE` about alice's allergy with first-hand evidence.
-fn contradiction(name: &str, value: &str) -> String {
-    format!(
-        "plan {name} version 1
-
-said = memory.assert {{
-  subject: \"alice\",
-  predicate: \"allergy\",
-  value: \"{value}\",
-  provenance: \"external_first_hand\",
-  criticality: \"critical\",
-}}
-"
-    )
-}
+use common::{
+    ALLERGY_ASSERT as ASSERT, ALLERGY_RECALL as RECALL, ALLERGY_WAIT,
+    allergy_contradiction as contradiction,
+};
 
 fn plan(home: &Home, file: &str, text: &str) -> String {
     let dir = home.path().join("plans");
@@ -282,11 +243,7 @@ fn a_run_waiting_on_a_contested_shared_line_is_woken_by_the_stores_verdict_and_r
         "c.plan",
         &contradiction("allergy_contradict", "none"),
     );
-    let w = plan(
-        &home,
-        "w.plan",
-        "plan allergy_wait version 1\n\nallergy = memory.query { subject: \"alice\", predicate: \"allergy\", require: \"resolved\" }\n",
-    );
+    let w = plan(&home, "w.plan", ALLERGY_WAIT);
     run_ok(&home, &["run", &a, "--memory", "alice"]);
     run_ok(&home, &["run", &c, "--memory", "alice"]);
     let (code, out, err) = home.oracle(&["run", &w, "--memory", "alice"]);

@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::{json_in, oracle_in};
+use common::{
+    ALLERGY_ASSERT, ALLERGY_RECALL, ALLERGY_WAIT, allergy_contradiction, json_in, oracle_in,
+};
 use serde_json::Value;
 
 static DB: AtomicU64 = AtomicU64::new(0);
@@ -30,63 +32,15 @@ fn store_url() -> Option<String> {
     Some(url)
 }
 
-const ASSERT: &str = "plan allergy_assert version 1
-
-input user: string = \"alice\"
-
-said = memory.assert {
-  subject: user,
-  predicate: \"allergy\",
-  value: \"penicillin\",
-  provenance: \"user_asserted\",
-  criticality: \"critical\",
-}
-";
-
-const RECALL: &str = "plan allergy_recall version 1
-
-grant kv:set:prescription
-
-memory \"alice\"
-
-allergy = memory.query { subject: \"alice\", predicate: \"allergy\" }
-
-amoxicillin = kv.set { key: \"prescription\", value: \"amoxicillin\" }
-  when allergy.value != \"penicillin\"
-
-azithromycin = kv.set { key: \"prescription\", value: \"azithromycin (penicillin allergy)\" }
-  when allergy.value == \"penicillin\"
-";
-
-/// A plan asserting `value` about alice's allergy with first-hand evidence.
-fn contradiction(name: &str, value: &str) -> String {
-    format!(
-        "plan {name} version 1
-
-memory \"alice\"
-
-said = memory.assert {{
-  subject: \"alice\",
-  predicate: \"allergy\",
-  value: \"{value}\",
-  provenance: \"external_first_hand\",
-  criticality: \"critical\",
-}}
-"
-    )
-}
-
 fn plans(dir: &Path) {
     fs::create_dir_all(dir).unwrap();
-    fs::write(dir.join("a.plan"), ASSERT).unwrap();
-    fs::write(dir.join("b.plan"), RECALL).unwrap();
-    fs::write(
-        dir.join("c.plan"),
-        contradiction("allergy_contradict", "none"),
-    )
-    .unwrap();
-    fs::write(dir.join("x.plan"), contradiction("pub_x", "penicillin")).unwrap();
-    fs::write(dir.join("y.plan"), contradiction("pub_y", "none")).unwrap();
+    let c = allergy_contradiction;
+    fs::write(dir.join("a.plan"), ALLERGY_ASSERT).unwrap();
+    fs::write(dir.join("b.plan"), ALLERGY_RECALL).unwrap();
+    fs::write(dir.join("c.plan"), c("allergy_contradict", "none")).unwrap();
+    fs::write(dir.join("x.plan"), c("pub_x", "penicillin")).unwrap();
+    fs::write(dir.join("y.plan"), c("pub_y", "none")).unwrap();
+    fs::write(dir.join("w.plan"), ALLERGY_WAIT).unwrap();
 }
 
 fn ok(dir: &Path, args: &[&str]) -> String {
@@ -187,7 +141,7 @@ fn scenario_in_store(dir: &Path, url: &str) -> Vec<u8> {
         store_output(dir, url, &a, "said")["disposition"],
         "committed"
     );
-    let b = submit("b.plan", &[]);
+    let b = submit("b.plan", &["--memory", "alice"]);
     two_workers(dir, url);
     let recalled = store_output(dir, url, &b, "allergy");
     assert_eq!(recalled["value"], "penicillin");
@@ -200,7 +154,7 @@ fn scenario_in_store(dir: &Path, url: &str) -> Vec<u8> {
         Value::Object(Default::default()),
         "B acted on the recalled allergy"
     );
-    let c = submit("c.plan", &[]);
+    let c = submit("c.plan", &["--memory", "alice"]);
     two_workers(dir, url);
     let said = store_output(dir, url, &c, "said");
     assert_eq!(said["disposition"], "queued_for_adjudication");
@@ -271,8 +225,8 @@ fn scenario_in_file_home(dir: &Path) -> Vec<u8> {
             "user=alice",
         ],
     );
-    ok(dir, &["run", "b.plan"]);
-    let (code, v) = json_in(dir, &["run", "c.plan", "--json"]);
+    ok(dir, &["run", "b.plan", "--memory", "alice"]);
+    let (code, v) = json_in(dir, &["run", "c.plan", "--memory", "alice", "--json"]);
     assert_eq!(code, 0, "{v}");
     let (code, req) = json_in(dir, &["adjudications", "--memory", "alice", "--json"]);
     assert_eq!(code, 0, "{req}");
@@ -305,10 +259,10 @@ fn two_store_runs_publishing_conflicting_claims_through_two_workers_never_both_c
     let dir = tmp.path().join("store");
     plans(&dir);
     let s = ["--store", url.as_str()];
-    let x = ok(&dir, &["submit", "x.plan", s[0], s[1]])
+    let x = ok(&dir, &["submit", "x.plan", "--memory", "alice", s[0], s[1]])
         .trim()
         .to_owned();
-    let y = ok(&dir, &["submit", "y.plan", s[0], s[1]])
+    let y = ok(&dir, &["submit", "y.plan", "--memory", "alice", s[0], s[1]])
         .trim()
         .to_owned();
     two_workers(&dir, &url);
@@ -338,17 +292,12 @@ fn a_verdict_over_the_store_sends_the_runs_waiting_on_its_line_a_resume_their_wo
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     plans(&dir);
-    fs::write(
-        dir.join("w.plan"),
-        "plan allergy_wait version 1\n\nmemory \"alice\"\n\nallergy = memory.query { subject: \"alice\", predicate: \"allergy\", require: \"resolved\" }\n",
-    )
-    .unwrap();
     let s = ["--store", url.as_str()];
-    ok(&dir, &["submit", "x.plan", s[0], s[1]]);
+    ok(&dir, &["submit", "x.plan", "--memory", "alice", s[0], s[1]]);
     two_workers(&dir, &url);
-    ok(&dir, &["submit", "y.plan", s[0], s[1]]);
+    ok(&dir, &["submit", "y.plan", "--memory", "alice", s[0], s[1]]);
     two_workers(&dir, &url);
-    let w = ok(&dir, &["submit", "w.plan", s[0], s[1]])
+    let w = ok(&dir, &["submit", "w.plan", "--memory", "alice", s[0], s[1]])
         .trim()
         .to_owned();
     two_workers(&dir, &url);
