@@ -9,8 +9,9 @@
 //! decided: two writers at once are ordered by the row lock, and the second decides against
 //! the first's records (a conflicting claim is contested, never both committed).
 
-use oracle_memory::shared::{self as pure, Store, StoreRecord};
-use oracle_runtime::shared::{self as shared, SharedError, StoreBackend};
+use oracle_runtime::shared::{
+    self as shared, Ledger, LedgerRecord, SharedError, Store, StoreBackend, StoreRecord, check_name,
+};
 use postgres::Transaction;
 
 use crate::{Store as Db, detail};
@@ -82,7 +83,7 @@ impl StoreBackend for Db {
     }
 
     fn bytes(&self, name: &str) -> shared::Result<Vec<u8>> {
-        pure::check_name(name).map_err(SharedError::Name)?;
+        check_name(name).map_err(SharedError::Name)?;
         let mut c = self.client();
         let mut tx = c.transaction().map_err(backend(name))?;
         let bytes = records(&mut tx, name)?;
@@ -96,7 +97,7 @@ impl StoreBackend for Db {
         create: bool,
         decide: &mut dyn FnMut(&Store) -> shared::Result<Vec<StoreRecord>>,
     ) -> shared::Result<Store> {
-        pure::check_name(name).map_err(SharedError::Name)?;
+        check_name(name).map_err(SharedError::Name)?;
         let mut c = self.client();
         let mut tx = c.transaction().map_err(backend(name))?;
         if create {
@@ -125,14 +126,14 @@ impl StoreBackend for Db {
         Ok(store)
     }
 
-    fn forget(&self, _name: &str, _note: &str) -> shared::Result<pure::LedgerRecord> {
+    fn forget(&self, _name: &str, _note: &str) -> shared::Result<LedgerRecord> {
         Err(SharedError::Unsupported(
             "`oracle memory forget` works on a file home's stores only, not yet on a database store"
                 .into(),
         ))
     }
 
-    fn ledger(&self) -> shared::Result<pure::Ledger> {
+    fn ledger(&self) -> shared::Result<Ledger> {
         Err(SharedError::Unsupported(
             "the store ledger is a file home's (`<home>/memory/ledger.jsonl`); a database store has none yet"
                 .into(),

@@ -22,7 +22,9 @@ use std::time::Duration;
 use oracle_core::Payload;
 use oracle_core::payload::{self, ClaimRecorded};
 use oracle_memory::adjudicate::{self as rules, Effects};
-use oracle_memory::shared::{self as pure, Store, StoreRecord};
+use oracle_memory::shared::{self as pure};
+/// The pure store types, for backends that name no memory crate (`oracle_pg`).
+pub use oracle_memory::shared::{Ledger, LedgerRecord, Store, StoreRecord, check_name};
 use oracle_memory::tools::QueryOutcome;
 use oracle_memory::{AdjudicateError, Claim, MemoryError, Provenance, Verdict};
 use serde_json::Value;
