@@ -18,6 +18,10 @@ pub struct StoreWaiter {
     pub predicate: String,
 }
 
+/// A waiting run a verdict woke, with its status after the resume or why it could not be
+/// resumed now.
+pub type Woken = (StoreWaiter, Result<String, HostError>);
+
 /// A verdict on a store's request, as submitted.
 #[derive(Clone, Debug)]
 pub struct StoreVerdict {
@@ -139,10 +143,7 @@ impl Home {
     /// it): each asks the store again and goes on, or stays suspended writing nothing while its
     /// line is still unresolved. A run that cannot be resumed now keeps waiting for `oracle
     /// resume`; its error is returned beside it.
-    pub fn wake_store_waiters(
-        &self,
-        name: &str,
-    ) -> Result<Vec<(StoreWaiter, Result<String, HostError>)>, HostError> {
+    pub fn wake_store_waiters(&self, name: &str) -> Result<Vec<Woken>, HostError> {
         let mut woken = Vec::new();
         for w in self.store_waiters(name)? {
             let r = self
