@@ -847,7 +847,7 @@ pub(crate) fn print_session(
             outln!("waiting  step `{step}` after {attempts} attempt{plural}: {reason}")?;
             if let Some(store) = shared_wait_store(reason) {
                 outln!(
-                    "next     oracle adjudications --memory {store}, then oracle adjudicate --memory {store} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand, then oracle resume {id}",
+                    "next     oracle adjudications --memory {store}, then oracle adjudicate --memory {store} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand (the verdict resumes {id})",
                     id = s.id
                 )?;
             } else if reason.starts_with(BELIEF_WAIT_PREFIX)

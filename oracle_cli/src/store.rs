@@ -121,6 +121,9 @@ fn connect(url: &str) -> Result<Store, CliError> {
 /// Runs `command` against the store at `url`, or hands it back when it has nothing to do with
 /// a store (plans, keys, completions).
 pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Command> {
+    if crate::stores::about_stores(&command) {
+        return Ok(shared_stores(url, command));
+    }
     Ok(match command {
         Command::Store(a) => store_command(url, a),
         Command::Submit(a) => submit(url, a),
@@ -392,6 +395,16 @@ fn send(url: &str, command: Command) -> Result<u8, CliError> {
         outln!("         `oracle runs --store URL` shows it pending until then")?;
     }
     Ok(exit::OK)
+}
+
+/// A command on named stores (`--memory NAME`, `oracle memory list|export|...`): it runs as in
+/// a file home, with the stores the database's rows (schema version 8) and a temporary home
+/// for the rest.
+fn shared_stores(url: &str, command: Command) -> Result<u8, CliError> {
+    crate::stores::in_database(connect(url)?);
+    let tmp =
+        tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
+    crate::run_command(tmp.path(), command)
 }
 
 /// Read-only commands: every store run named among the arguments is written into a temporary

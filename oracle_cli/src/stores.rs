@@ -12,8 +12,44 @@ use serde_json::{Value, json};
 use crate::exit::{self, CliError};
 use crate::memory::MemoryArgs;
 
+/// The database that keeps the stores of this command (`--store URL`), when it is one: set
+/// once by `crate::store::dispatch` before the command runs, so the store commands below keep
+/// one signature whichever backend they reach.
+static DATABASE: std::sync::OnceLock<oracle_pg::Store> = std::sync::OnceLock::new();
+
+/// The stores of this command are the database's (`--store URL`), not the home's files.
+pub fn in_database(store: oracle_pg::Store) {
+    let _ = DATABASE.set(store);
+}
+
 fn host(home: &Path, json: bool) -> Result<oracle_host::Home, CliError> {
-    crate::run::host(home, json)
+    let h = crate::run::host(home, json)?;
+    Ok(match DATABASE.get() {
+        Some(db) => h.with_stores(Some(std::sync::Arc::new(db.clone()))),
+        None => h,
+    })
+}
+
+/// Whether `command` is about named stores rather than a run (`--memory NAME`, or `oracle
+/// memory list|export|import|forget|ledger`): over `--store URL` it reaches the database's stores.
+pub fn about_stores(command: &crate::Command) -> bool {
+    use crate::Command as C;
+    match command {
+        C::Memory(a) => {
+            a.memory.is_some()
+                || matches!(
+                    a.run.as_deref(),
+                    Some("list" | "export" | "import" | "forget" | "ledger")
+                )
+        }
+        C::Adjudications(a) => a.memory.is_some(),
+        C::Adjudicate(a) => a.memory.is_some(),
+        C::Claim(a) => a.memory.is_some(),
+        C::Sweep(a) => a.memory.is_some(),
+        C::Reinstate(a) => a.memory.is_some(),
+        C::Verify(a) => a.memory.is_some(),
+        _ => false,
+    }
 }
 
 fn err(json: bool) -> impl Fn(oracle_host::HostError) -> CliError {
@@ -173,7 +209,9 @@ pub fn requests(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
 }
 
 /// `oracle adjudicate --memory NAME HANDLE`: one verdict under the store's lock; a verdict
-/// given twice (two adjudicators at once) applies once, the other exits 6.
+/// given twice (two adjudicators at once) applies once, the other exits 6. Then every run
+/// waiting on a line of the store is woken: resumed here in a file home, sent a resume signal
+/// over `--store URL` (its worker resumes it).
 pub fn adjudicate(home: &Path, name: &str, sub: Submission, json: bool) -> Result<u8, CliError> {
     let v = StoreVerdict {
         handle: sub.handle,
@@ -182,23 +220,57 @@ pub fn adjudicate(home: &Path, name: &str, sub: Submission, json: bool) -> Resul
         note: sub.note,
         by: sub.by,
     };
-    let (store, effects) = host(home, json)?
-        .store_adjudicate(name, &v)
-        .map_err(err(json))?;
+    let h = host(home, json)?;
+    let (store, effects) = h.store_adjudicate(name, &v).map_err(err(json))?;
+    let woken = wake(&h, home, name).map_err(err(json))?;
     if json {
         crate::out::json(&json!({
             "ok": true, "outcome": "applied", "store": store.head.to_value(name),
             "handle": v.handle, "verdict": v.verdict, "effects": effects.to_value(),
+            "woken": woken,
         }))?;
-    } else {
+        return Ok(exit::OK);
+    }
+    outln!(
+        "verdict  {} on {} recorded in store {name} as record {}",
+        v.verdict,
+        v.handle,
+        store.head.records - 1
+    )?;
+    for w in &woken {
         outln!(
-            "verdict  {} on {} recorded in store {name} as record {}",
-            v.verdict,
-            v.handle,
-            store.head.records - 1
+            "woke     {} (waited on {}/{}): {}",
+            w["run"].as_str().unwrap_or(""),
+            w["subject"].as_str().unwrap_or(""),
+            w["predicate"].as_str().unwrap_or(""),
+            w["outcome"].as_str().unwrap_or("")
         )?;
     }
     Ok(exit::OK)
+}
+
+/// Wakes the runs waiting on a line of store `name`: each one's run, line and outcome (its
+/// status after the resume, why it could not be resumed now, or the signal sent).
+fn wake(
+    h: &oracle_host::Home,
+    home: &Path,
+    name: &str,
+) -> Result<Vec<Value>, oracle_host::HostError> {
+    let line = |w: &oracle_host::shared::StoreWaiter, outcome: String| json!({"run": w.run, "subject": w.subject, "predicate": w.predicate, "outcome": outcome});
+    if let Some(db) = DATABASE.get() {
+        let sent = oracle_host::shared::signal_store_waiters(db, home, name)?;
+        return Ok(sent
+            .iter()
+            .map(|(w, id)| line(w, format!("resume signal {id} sent")))
+            .collect());
+    }
+    Ok(h.wake_store_waiters(name)?
+        .into_iter()
+        .map(|(w, r)| match r {
+            Ok(status) => line(&w, status),
+            Err(e) => line(&w, format!("still suspended ({}): {e}", e.code())),
+        })
+        .collect())
 }
 
 /// `oracle claim --memory NAME`: a claim from outside any run through the store's gate.

@@ -21,7 +21,7 @@ pub struct VerifyArgs {
     /// Verify the named belief store shared by runs instead (every record's link and hash, and
     /// every claim id and decision re-read).
     #[arg(long, value_name = "NAME")]
-    memory: Option<String>,
+    pub(crate) memory: Option<String>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,

@@ -2545,3 +2545,40 @@ fn a_streamed_reply_arrives_on_the_sse_tail_in_pieces_and_the_log_has_it_whole()
     settled(&s, &alice, &id, "completed");
     run(&sb, &["replay", &id], 0);
 }
+
+/// `POST /api/v1/runs` honours the plan's `memory "NAME"` line as `oracle run` does: the run's
+/// belief memory is the named store's (here taken from a string input, one store per user),
+/// recorded in its `run_started`, and its claim is published there.
+#[test]
+fn a_run_started_through_the_api_attaches_the_store_its_plans_memory_line_names() {
+    let (sb, alice, _) = setup();
+    let plan = common::ALLERGY_ASSERT
+        .replace("plan allergy_assert", "plan api_allergy")
+        .replace("input user:", "memory input.user\n\ninput user:");
+    let root = sb.path().to_str().unwrap().to_owned();
+    let s = Server::start(sb.path(), &["--root", &root]);
+    let body = json!({"plan": plan, "inputs": {"user": "carol"}});
+    let (status, v) = start_run(&s, &alice, &body);
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["run"], "api_allergy-1");
+    settled(&s, &alice, "api_allergy-1", "completed");
+    let started = &sb.events(".oracle", "api_allergy-1")[0];
+    assert_eq!(started.payload["domains"]["memory"]["store"], "carol");
+    let listed = get(&s, "/api/v1/memory/carol/adjudications", &alice);
+    assert_eq!(listed["store"]["records"], 1, "{listed}");
+    // The same plan from the command line records the same store.
+    sb.write("api_allergy.plan", &plan);
+    run(
+        &sb,
+        &["run", "api_allergy.plan", "--input", "user=carol"],
+        0,
+    );
+    assert_eq!(
+        sb.events(".oracle", "api_allergy-2")[0].payload["domains"],
+        started.payload["domains"]
+    );
+    // An input that is not a string cannot name a store: refused, nothing started.
+    let bad = json!({"plan": plan, "inputs": {"user": 7}});
+    let (status, v) = start_run(&s, &alice, &bad);
+    assert!(status == 400 || status == 422, "{status} {v}");
+}

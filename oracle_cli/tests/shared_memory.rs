@@ -13,49 +13,10 @@ use std::process::{Child, Stdio};
 use common::Home;
 use serde_json::Value;
 
-const ASSERT: &str = "plan allergy_assert version 1
-
-input user: string = \"alice\"
-
-said = memory.assert {
-  subject: user,
-  predicate: \"allergy\",
-  value: \"penicillin\",
-  provenance: \"user_asserted\",
-  criticality: \"critical\",
-}
-";
-
-const RECALL: &str = "plan allergy_recall version 1
-
-grant kv:set:prescription
-
-input user: string = \"alice\"
-
-allergy = memory.query { subject: user, predicate: \"allergy\" }
-
-amoxicillin = kv.set { key: \"prescription\", value: \"amoxicillin\" }
-  when allergy.value != \"penicillin\"
-
-azithromycin = kv.set { key: \"prescription\", value: \"azithromycin (penicillin allergy)\" }
-  when allergy.value == \"penicillin\"
-";
-
-/// A plan asserting `VALUE` about alice's allergy with first-hand evidence.
-fn contradiction(name: &str, value: &str) -> String {
-    format!(
-        "plan {name} version 1
-
-said = memory.assert {{
-  subject: \"alice\",
-  predicate: \"allergy\",
-  value: \"{value}\",
-  provenance: \"external_first_hand\",
-  criticality: \"critical\",
-}}
-"
-    )
-}
+use common::{
+    ALLERGY_ASSERT as ASSERT, ALLERGY_RECALL as RECALL, ALLERGY_WAIT,
+    allergy_contradiction as contradiction,
+};
 
 fn plan(home: &Home, file: &str, text: &str) -> String {
     let dir = home.path().join("plans");
@@ -274,7 +235,7 @@ fn stores_are_listed_exported_imported_and_damage_is_found() {
 }
 
 #[test]
-fn a_run_waiting_on_a_contested_shared_line_goes_on_after_the_stores_verdict_and_replays() {
+fn a_run_waiting_on_a_contested_shared_line_is_woken_by_the_stores_verdict_and_replays() {
     let home = Home::new();
     let a = plan(&home, "a.plan", ASSERT);
     let c = plan(
@@ -282,11 +243,7 @@ fn a_run_waiting_on_a_contested_shared_line_goes_on_after_the_stores_verdict_and
         "c.plan",
         &contradiction("allergy_contradict", "none"),
     );
-    let w = plan(
-        &home,
-        "w.plan",
-        "plan allergy_wait version 1\n\nallergy = memory.query { subject: \"alice\", predicate: \"allergy\", require: \"resolved\" }\n",
-    );
+    let w = plan(&home, "w.plan", ALLERGY_WAIT);
     run_ok(&home, &["run", &a, "--memory", "alice"]);
     run_ok(&home, &["run", &c, "--memory", "alice"]);
     let (code, out, err) = home.oracle(&["run", &w, "--memory", "alice"]);
@@ -300,20 +257,29 @@ fn a_run_waiting_on_a_contested_shared_line_goes_on_after_the_stores_verdict_and
         home.snapshot("allergy_wait-1")["events.jsonl"],
         before["events.jsonl"]
     );
-    run_ok(
-        &home,
-        &[
-            "adjudicate",
-            "--memory",
-            "alice",
-            "adj-1",
-            "--verdict",
-            "deny",
-            "--evidence",
-            "external_first_hand",
-        ],
+    // The verdict from the command line wakes the run waiting on the line (found from its
+    // log's recorded store and query, not its suspension's words): it goes on at once.
+    let (code, v) = home.json(&[
+        "adjudicate",
+        "--memory",
+        "alice",
+        "adj-1",
+        "--verdict",
+        "deny",
+        "--evidence",
+        "external_first_hand",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["woken"][0]["run"], "allergy_wait-1", "{v}");
+    assert_eq!(v["woken"][0]["subject"], "alice");
+    assert_eq!(v["woken"][0]["predicate"], "allergy");
+    assert_eq!(v["woken"][0]["outcome"], "completed");
+    assert_eq!(
+        v["woken"].as_array().unwrap().len(),
+        1,
+        "only the waiting run"
     );
-    run_ok(&home, &["resume", "allergy_wait-1"]);
     let resumed = home
         .events("allergy_wait-1")
         .into_iter()

@@ -354,6 +354,10 @@ fn shared_class(e: &SharedError) -> Class {
         SharedError::Adjudicate { source, .. } => adjudicate_class(source),
         SharedError::Undone { .. } => Class::of("append_undone", exit::INPUT, http::UNAVAILABLE),
         SharedError::Io { .. } => Class::of("input", exit::INPUT, http::INTERNAL),
+        SharedError::Backend { name, .. } => {
+            Class::of("store", exit::INPUT, http::UNAVAILABLE).with(json!({"store": name}))
+        }
+        SharedError::Unsupported(_) => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
     }
 }
 

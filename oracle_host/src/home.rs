@@ -15,6 +15,7 @@ use oracle_runtime::session::{
     self, Answered, Cancelled, Drive, Prepared, RunDir, Session, SessionError, StartOptions,
     Workdir,
 };
+use oracle_runtime::shared::{FileStores, StoreBackend};
 use oracle_runtime::tool::Registry;
 use oracle_runtime::writer::{Durability, Writing};
 use serde_json::Value;
@@ -34,6 +35,9 @@ pub struct Home {
     tools: Vec<PathBuf>,
     /// Where the commits of every writer a call opens go besides the log (a store's worker).
     replica: Option<Shared>,
+    /// Where the named stores are kept when not in this home's directory (a store's worker, a
+    /// command over a database store): `oracle_runtime::shared::StoreBackend`.
+    stores: Option<Arc<dyn StoreBackend>>,
     /// Told what a call did on its own that its caller should pass on (a front end prints it).
     notes: Option<Notes>,
     /// The program that scores auctions in a drive whose call names none (a store's worker:
@@ -202,6 +206,7 @@ impl Home {
             workdir: Workdir::Here,
             tools: Vec::new(),
             replica: None,
+            stores: None,
             notes: None,
             scorer_cmd: None,
             points_every: None,
@@ -257,6 +262,21 @@ impl Home {
         self
     }
 
+    /// The named stores of calls through this home are kept by `stores` (a database's), not in
+    /// the home's directory.
+    pub fn with_stores(mut self, stores: Option<Arc<dyn StoreBackend>>) -> Home {
+        self.stores = stores;
+        self
+    }
+
+    /// Where the named stores of calls through this home are kept.
+    pub fn shared_stores(&self) -> Arc<dyn StoreBackend> {
+        match &self.stores {
+            Some(s) => s.clone(),
+            None => Arc::new(FileStores::new(&self.dir)),
+        }
+    }
+
     /// The home tells `notes` what its calls did on their own (a torn tail moved aside).
     pub fn with_notes(mut self, notes: Notes) -> Home {
         self.notes = Some(notes);
@@ -274,6 +294,7 @@ impl Home {
         Writing {
             durability,
             replica: self.replica.clone(),
+            stores: self.stores.clone(),
         }
     }
 
@@ -366,6 +387,7 @@ impl Home {
         let mut drive = Drive {
             workdir: self.workdir,
             replica: self.replica.clone(),
+            stores: self.stores.clone(),
             ..r.drive
         };
         if drive.scorer.is_none() {

@@ -10,7 +10,10 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use oracle_runtime::session::{Prepared, Session, StartOptions};
+use oracle_runtime::shared::SharedError;
 use serde_json::{Map, Value};
 
 use crate::bind::Given;
@@ -89,22 +92,58 @@ impl Home {
         ended: impl FnOnce(&str, Result<Session, HostError>) + Send + 'static,
     ) -> Result<Start<Prepared>, HostError> {
         let tool_dirs = check_plan(&request.plan, root)?;
-        let opts = request.options(self.dir(), root);
+        let opts = request.options(self.dir(), root)?;
         self.launch(opts, given, tool_dirs, ended)
     }
 }
 
+/// The memory settings of a requested run whose plan has a `memory "NAME"` (or `memory
+/// input.USER`) line, as `oracle run` records them: the run's belief memory attached to that
+/// store. Empty without the line. The input named must be a string in the request.
+pub fn attached_memory(
+    source: &str,
+    inputs: &Map<String, Value>,
+) -> Result<BTreeMap<String, Value>, HostError> {
+    let Some(declared) = oracle_plan::memory_of(source) else {
+        return Ok(BTreeMap::new());
+    };
+    let name = match declared.strip_prefix("input.") {
+        Some(input) => inputs
+            .get(input)
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                SharedError::Name(format!(
+                    "the plan's `memory {declared}` line: give the input `{input}` as a string"
+                ))
+            })?
+            .to_owned(),
+        None => declared.clone(),
+    };
+    oracle_memory::shared::check_name(&name).map_err(SharedError::BadName)?;
+    let memory = oracle_memory::MemorySettings {
+        store: Some(name),
+        ..oracle_memory::MemorySettings::default()
+    };
+    Ok(BTreeMap::from([(
+        oracle_memory::settings::DOMAIN.to_owned(),
+        memory.to_value(),
+    )]))
+}
+
 impl RunRequest {
-    /// The options of the run this request asks for, in home `home`, working in `root`.
-    pub fn options(self, home: &Path, root: &Path) -> StartOptions {
-        StartOptions {
+    /// The options of the run this request asks for, in home `home`, working in `root`: with
+    /// its plan's `memory` line, attached to that store ([`attached_memory`]).
+    pub fn options(self, home: &Path, root: &Path) -> Result<StartOptions, HostError> {
+        let domains = attached_memory(&self.plan, &self.inputs)?;
+        Ok(StartOptions {
+            domains,
             plan_text: Some(self.plan),
             input_values: self.inputs,
             key: self.key,
             seed: self.seed,
             root: root.to_path_buf(),
             ..StartOptions::new(home, &root.join(REQUEST_PLAN_NAME))
-        }
+        })
     }
 }
 

@@ -4,10 +4,23 @@
 use oracle_memory::adjudicate::{Effects, Reinstatement};
 use oracle_memory::shared::{self as pure, Store};
 use oracle_memory::{Claim, Provenance, Verdict};
+use oracle_runtime::session;
 use oracle_runtime::shared as files;
 use serde_json::{Value, json};
 
 use crate::{Home, HostError};
+
+/// A run suspended on a line of a store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreWaiter {
+    pub run: String,
+    pub subject: String,
+    pub predicate: String,
+}
+
+/// A waiting run a verdict woke, with its status after the resume or why it could not be
+/// resumed now.
+pub type Woken = (StoreWaiter, Result<String, HostError>);
 
 /// A verdict on a store's request, as submitted.
 #[derive(Clone, Debug)]
@@ -23,12 +36,12 @@ pub struct StoreVerdict {
 impl Home {
     /// The names of the home's stores, sorted.
     pub fn stores(&self) -> Result<Vec<String>, HostError> {
-        Ok(files::list(self.dir())?)
+        Ok(self.shared_stores().list()?)
     }
 
     /// Store `name` as it stands, every record checked (`oracle verify --memory`).
     pub fn store(&self, name: &str) -> Result<Store, HostError> {
-        Ok(files::load(self.dir(), name)?)
+        Ok(files::load(self.shared_stores().as_ref(), name)?)
     }
 
     /// A verdict on one of the store's requests: one `adjudicated` record under the store's
@@ -39,7 +52,7 @@ impl Home {
         v: &StoreVerdict,
     ) -> Result<(Store, Effects), HostError> {
         Ok(files::adjudicate(
-            self.dir(),
+            self.shared_stores().as_ref(),
             name,
             &v.handle,
             v.verdict,
@@ -56,12 +69,17 @@ impl Home {
         claim: Claim,
         note: &str,
     ) -> Result<(Store, Value), HostError> {
-        Ok(files::claim(self.dir(), name, claim, note)?)
+        Ok(files::claim(
+            self.shared_stores().as_ref(),
+            name,
+            claim,
+            note,
+        )?)
     }
 
     /// Expired requests of the store become contested; how many.
     pub fn store_sweep(&self, name: &str) -> Result<(Store, u64), HostError> {
-        Ok(files::sweep(self.dir(), name)?)
+        Ok(files::sweep(self.shared_stores().as_ref(), name)?)
     }
 
     /// Makes a superseded or contested claim of the store live again.
@@ -72,12 +90,18 @@ impl Home {
         evidence: Provenance,
         note: &str,
     ) -> Result<(Store, Reinstatement), HostError> {
-        Ok(files::reinstate(self.dir(), name, claim, evidence, note)?)
+        Ok(files::reinstate(
+            self.shared_stores().as_ref(),
+            name,
+            claim,
+            evidence,
+            note,
+        )?)
     }
 
     /// The bytes of the store's log, checked.
     pub fn store_export(&self, name: &str) -> Result<Vec<u8>, HostError> {
-        Ok(files::export(self.dir(), name)?.1)
+        Ok(files::export(self.shared_stores().as_ref(), name)?.1)
     }
 
     /// Deletes store `name` whole, recorded first in the home's ledger (`oracle memory
@@ -87,18 +111,86 @@ impl Home {
         name: &str,
         note: &str,
     ) -> Result<oracle_memory::shared::LedgerRecord, HostError> {
-        Ok(files::forget(self.dir(), name, note)?)
+        Ok(self.shared_stores().forget(name, note)?)
     }
 
     /// The home's store ledger, every record checked.
     pub fn store_ledger(&self) -> Result<oracle_memory::shared::Ledger, HostError> {
-        Ok(files::ledger(self.dir())?)
+        Ok(self.shared_stores().ledger()?)
+    }
+
+    /// The runs of this home suspended on a line of store `name`, with that line, found from
+    /// what their logs record (`oracle_runtime::session::shared_wait`), never from words.
+    pub fn store_waiters(&self, name: &str) -> Result<Vec<StoreWaiter>, HostError> {
+        let mut out = Vec::new();
+        for info in session::list(self.dir())? {
+            if info.status != "suspended" {
+                continue;
+            }
+            let dir = self.dir().join("runs").join(&info.id);
+            if let Some((subject, predicate)) = session::shared_wait(&dir, name)? {
+                out.push(StoreWaiter {
+                    run: info.id,
+                    subject,
+                    predicate,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Resumes every run of this home waiting on a line of store `name` (after a verdict on
+    /// it): each asks the store again and goes on, or stays suspended writing nothing while its
+    /// line is still unresolved. A run that cannot be resumed now keeps waiting for `oracle
+    /// resume`; its error is returned beside it.
+    pub fn wake_store_waiters(&self, name: &str) -> Result<Vec<Woken>, HostError> {
+        let mut woken = Vec::new();
+        for w in self.store_waiters(name)? {
+            let r = self
+                .resume(&w.run, crate::Resume::default())
+                .map(|r| session::ending_word(&r.session.report.ending).to_owned());
+            woken.push((w, r));
+        }
+        Ok(woken)
     }
 
     /// A new store from an exported log, checked whole first.
     pub fn store_import(&self, name: &str, text: &str) -> Result<Store, HostError> {
-        Ok(files::import(self.dir(), name, text)?)
+        Ok(files::import(self.shared_stores().as_ref(), name, text)?)
     }
+}
+
+/// Sends a resume signal to every run of the database `db` suspended on a line of store
+/// `name` (after a verdict from the command line): each suspended run is written into
+/// `scratch` and found as in a file home, from what its log records. The worker that next
+/// holds it asks the store again. The runs and their signals' ids.
+pub fn signal_store_waiters(
+    db: &oracle_pg::Store,
+    scratch: &std::path::Path,
+    name: &str,
+) -> Result<Vec<(StoreWaiter, i64)>, HostError> {
+    let mut sent = Vec::new();
+    for row in db.runs()?.into_iter().filter(|r| r.state == "suspended") {
+        let dir = db.hydrate(&row.id, scratch)?;
+        let Some((subject, predicate)) = session::shared_wait(&dir, name)? else {
+            continue;
+        };
+        let signal = crate::signal::Signal::Resume {
+            run: row.id.clone(),
+            answer: None,
+            given: crate::bind::Given::default(),
+            drive: crate::signal::DriveSettings::default(),
+            allow_tool_change: false,
+        };
+        let id = db.send(&row.id, signal.kind(), &signal.to_row())?;
+        let waiter = StoreWaiter {
+            run: row.id,
+            subject,
+            predicate,
+        };
+        sent.push((waiter, id));
+    }
+    Ok(sent)
 }
 
 /// One request of a store as listings and the API show it: the handle, the line, both claims

@@ -444,7 +444,7 @@ impl StoreFront {
         let tool_dirs = check_plan(&request.plan, root)?;
         let scratch = self.new_scratch()?;
         let key = request.key.clone();
-        let opts = request.options(&scratch.dir, root);
+        let opts = request.options(&scratch.dir, root)?;
         let prepared = match scratch.home.prepare_submission(opts, given, tool_dirs)? {
             Start::New(p) => p,
             // A scratch home holds no keys: the store's are in the store (below).

@@ -440,6 +440,9 @@ fn hydrate(
         .map_err(|e| broken(&e))?
         .with_tools(shared.settings.tools.clone())
         .with_replica(Some(shared_replica))
+        // A run attached to a named store reads and publishes to the store's rows, which every
+        // worker shares, never to this scratch home's files.
+        .with_stores(Some(Arc::new(store.clone())))
         .with_scorer(scorer)
         .with_points_every(shared.settings.snapshot_every)
         .in_recorded_roots();

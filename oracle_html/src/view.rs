@@ -984,9 +984,10 @@ pub struct StoreRequest {
 /// The pending requests of every named store in `home`; a store that cannot be read is a
 /// problem, named `memory NAME`.
 fn store_requests(home: &Path, inbox: &mut Inbox) {
-    use oracle_runtime::shared as files;
-    for name in files::list(home).unwrap_or_default() {
-        let store = match files::load(home, &name) {
+    use oracle_runtime::shared::{self as files, StoreBackend};
+    let stores = files::FileStores::new(home);
+    for name in stores.list().unwrap_or_default() {
+        let store = match files::load(&stores, &name) {
             Ok(s) => s,
             Err(e) => {
                 inbox

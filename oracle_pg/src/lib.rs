@@ -11,6 +11,7 @@
 //! - It never trusts the database's clock with anything hashed: lease expiry is the only use.
 
 pub mod cluster;
+mod memory_stores;
 mod schedules;
 pub mod schema;
 

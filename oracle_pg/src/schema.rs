@@ -161,6 +161,23 @@ CREATE TABLE schedules (
 ALTER TABLE runs ADD COLUMN wake_at_ms bigint;
 CREATE INDEX runs_timers ON runs (wake_at_ms) WHERE wake_at_ms IS NOT NULL;
 "#,
+    // 8: named belief stores shared by runs (`memory "NAME"`), as a file home keeps them in
+    // `memory/NAME/store.jsonl`: one row per store (locked `FOR UPDATE` by every writer, so two
+    // publishers are ordered and the second is decided against the first's claim), and one row
+    // per record, its line with the newline (the same bytes as the file's line).
+    r#"
+CREATE TABLE memory_stores (
+    name text PRIMARY KEY
+);
+
+CREATE TABLE memory_records (
+    store  text NOT NULL REFERENCES memory_stores (name),
+    seq    bigint NOT NULL,
+    hash   text NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (store, seq)
+);
+"#,
 ];
 
 /// The schema version this binary writes and reads.

@@ -74,7 +74,7 @@ fn recall(home: &Path, n: u64) {
         let input =
             json!({"subject": format!("user-{}", (i as u64 * 7919) % n), "predicate": "allergy"});
         let t = Instant::now();
-        files::query(home, "big", &input).unwrap();
+        files::query(&files::FileStores::new(home), "big", &input).unwrap();
         times.push(t.elapsed());
     }
     times.sort();
@@ -94,7 +94,7 @@ fn publish(home: &Path) {
             std::thread::spawn(move || {
                 for i in 0..CLAIMS_PER_WRITER {
                     let c = claim(format!("w{w}-{i}"), i);
-                    files::claim(&home, "shared", c, "").unwrap();
+                    files::claim(&files::FileStores::new(&home), "shared", c, "").unwrap();
                 }
             })
         })
@@ -108,7 +108,7 @@ fn publish(home: &Path) {
         "publish: {total} claims by {WRITERS} writers at once into a store of 1000 claims in {secs:?} ({:.1}/s)",
         total as f64 / secs.as_secs_f64()
     );
-    let store = files::load(home, "shared").unwrap();
+    let store = files::load(&files::FileStores::new(home), "shared").unwrap();
     assert_eq!(store.head.records, 1000 + total);
 }
 

@@ -579,9 +579,10 @@ pub fn start_observed(
     let prepared = prepare(opts, registry, false)?;
     let paths = LogPaths::of_run(&prepared.dir);
     let writer = LogWriter::create(&paths, opts.durability)?;
-    let mut config = prepared
-        .submission
-        .config(&opts.home, &prepared.dir, opts.scorer.clone())?;
+    let mut config =
+        prepared
+            .submission
+            .config(&opts.home, &prepared.dir, opts.scorer.clone(), None)?;
     config.resume_points = resume_point::Policy {
         key: Some(crate::seal::SealKey::open_or_create(&opts.home)?),
         ..opts.resume_points
@@ -641,6 +642,7 @@ impl Submission {
         home: &Path,
         dir: &Path,
         scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
+        stores: Option<&std::sync::Arc<dyn crate::shared::StoreBackend>>,
     ) -> Result<RunConfig> {
         Ok(RunConfig {
             seed: self.seed,
@@ -663,17 +665,26 @@ impl Submission {
             shared: dir
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|id| attach(home, id)),
+                .and_then(|id| attach(home, id, stores)),
             live: dir.file_name().and_then(|n| n.to_str()).map(str::to_owned),
         })
     }
 }
 
-/// How a run of `home` named `id` reaches the home's shared stores (used only when its memory
-/// is attached to one).
-fn attach(home: &Path, id: &str) -> Option<crate::shared::Attach> {
+/// How a run of `home` named `id` reaches the shared stores (used only when its memory is
+/// attached to one): `stores` when the caller keeps them elsewhere (a store's worker), else the
+/// home's own.
+fn attach(
+    home: &Path,
+    id: &str,
+    stores: Option<&std::sync::Arc<dyn crate::shared::StoreBackend>>,
+) -> Option<crate::shared::Attach> {
+    let stores = match stores {
+        Some(s) => s.clone(),
+        None => std::sync::Arc::new(crate::shared::FileStores::new(home)),
+    };
     Some(crate::shared::Attach {
-        home: home.to_path_buf(),
+        stores,
         run: id.to_owned(),
     })
 }
@@ -1003,8 +1014,9 @@ pub fn start_prepared(
     let sources = plan_sources(&found.dir.join(USES_DIR), &source);
     let plan = compile_with_uses(&plan_path, &source, registry, &sources)?;
     let writing = writing.into();
-    let writer = LogWriter::create(&found.paths, writing.durability)?.with_replica(writing.replica);
-    let mut config = submission.config(home, &found.dir, scorer)?;
+    let writer =
+        LogWriter::create(&found.paths, writing.durability)?.with_replica(writing.replica.clone());
+    let mut config = submission.config(home, &found.dir, scorer, writing.stores.as_ref())?;
     config.resume_points = resume_point::Policy {
         key: Some(crate::seal::SealKey::open_or_create(home)?),
         ..points
@@ -1330,6 +1342,37 @@ pub fn domain_wait(events: &Recorded, step: &str) -> Option<crate::domain::WaitW
     latest_call(events, step).and_then(|(tool, _)| crate::domain::wait_of(&tool))
 }
 
+/// The line (subject, predicate) of store `name` the suspended run in `dir` waits on, read from
+/// what its log records, never from its suspension's words: the store its `run_started`
+/// attaches its memory to (`domains.memory.store`) and the `memory.query` its waiting step last
+/// called. `None` for a run not suspended, or waiting on anything else.
+pub fn shared_wait(dir: &Path, name: &str) -> Result<Option<(String, String)>> {
+    let info = run_info(dir);
+    let Some((step, _)) = info.waiting.filter(|_| info.status == "suspended") else {
+        return Ok(None);
+    };
+    let log = dir.join(LOG_FILE);
+    let Some(started) = first_event(&log)? else {
+        return Ok(None);
+    };
+    let settings = recorded_domains(&started);
+    let store = settings
+        .get(oracle_memory::settings::DOMAIN)
+        .and_then(|m| m.get("store"))
+        .and_then(Value::as_str);
+    if store != Some(name) {
+        return Ok(None);
+    }
+    let events = Recorded::read(&log)?;
+    Ok(match latest_call(&events, &step) {
+        Some((tool, input)) if tool == oracle_memory::tools::QUERY => {
+            let field = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
+            field("subject").zip(field("predicate"))
+        }
+        _ => None,
+    })
+}
+
 /// The last event the program produced, parsed (verdicts and sweeps appended after it are
 /// skipped): what says whether the run is suspended, finished or still running.
 pub fn last_program_event(events: &Recorded) -> Option<Event> {
@@ -1500,6 +1543,8 @@ pub struct Drive {
     pub workdir: Workdir,
     /// Where the drive's commits go besides the log (a store's worker), if anywhere.
     pub replica: Option<crate::replica::Shared>,
+    /// Where the named stores are kept, when not in the home (a store's worker).
+    pub stores: Option<std::sync::Arc<dyn crate::shared::StoreBackend>>,
     /// Who gave the answer a resume records (the `by` of its `resumed` event): a token's name
     /// when a server over a store queued the answer for a worker.
     pub answered_by: Option<String>,
@@ -1517,6 +1562,7 @@ impl Default for Drive {
             points: Points::default(),
             workdir: Workdir::Here,
             replica: None,
+            stores: None,
             answered_by: None,
             wake: None,
         }
@@ -2019,7 +2065,7 @@ pub fn resume_observed(
             root,
             store_of(home, &found.dir),
             jobs,
-            attach(home, &found.id),
+            attach(home, &found.id, drive.stores.as_ref()),
         )?;
         config.scorer = drive.scorer.clone();
         config.resume_points = resume_point::Policy {
@@ -2143,7 +2189,7 @@ pub fn answer(
         quiet_root(home, &found)?,
         store_of(home, &found.dir),
         1,
-        attach(home, &found.id),
+        attach(home, &found.id, None),
     )?;
     let upgraded = plan.hash != started.program_hash;
     let agent = PlanAgent::new(plan, config.inputs.clone());
@@ -2238,7 +2284,7 @@ pub fn cancel(
         quiet_root(home, &found)?,
         store_of(home, &found.dir),
         1,
-        attach(home, &found.id),
+        attach(home, &found.id, writing.stores.as_ref()),
     )?;
     let upgraded = plan.hash != start.started.program_hash;
     let agent = PlanAgent::new(plan, config.inputs.clone());
@@ -2336,7 +2382,7 @@ pub fn replay_observed(
                 root,
                 store_of(home, &found.dir),
                 jobs,
-                attach(home, &found.id),
+                attach(home, &found.id, None),
             )?;
             let plan = stored_plan(&found, &started, registry)?;
             let upgraded = plan.hash != started.program_hash;

@@ -1,5 +1,9 @@
-//! Named belief stores on a file home: `<home>/memory/<name>/store.jsonl`, one hash-chained
-//! record per line (`oracle_memory::shared`), written under `store.lock`.
+//! Named belief stores: where they are kept ([`StoreBackend`]: a file home's
+//! `<home>/memory/<name>/store.jsonl`, [`FileStores`], or rows in PostgreSQL, `oracle_pg`), and
+//! the calls made on them (publish, query, verdicts, claims, export), which name no backend.
+//!
+//! A file home's store holds one hash-chained record per line (`oracle_memory::shared`),
+//! written under `store.lock`.
 //!
 //! Every write takes the store's writer lock (an exclusive `flock`, waited for a bounded time),
 //! reads and checks the whole store under it, decides against that projection, and appends
@@ -18,7 +22,9 @@ use std::time::Duration;
 use oracle_core::Payload;
 use oracle_core::payload::{self, ClaimRecorded};
 use oracle_memory::adjudicate::{self as rules, Effects};
-use oracle_memory::shared::{self as pure, Store, StoreRecord};
+use oracle_memory::shared::{self as pure};
+/// The pure store types, for backends that name no memory crate (`oracle_pg`).
+pub use oracle_memory::shared::{Ledger, LedgerRecord, Store, StoreRecord, check_name};
 use oracle_memory::tools::QueryOutcome;
 use oracle_memory::{AdjudicateError, Claim, MemoryError, Provenance, Verdict};
 use serde_json::Value;
@@ -72,6 +78,96 @@ pub enum SharedError {
         name: String,
         source: std::io::Error,
     },
+    /// The database that keeps the stores refused or could not be reached (nothing changed).
+    #[error("store `{name}`: {why}")]
+    Backend { name: String, why: String },
+    /// What this backend does not do (forgetting a store kept in a database).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Where named stores are kept. The engine, the memory domain and the host reach stores only
+/// through this seam, so neither names a file nor a database: [`FileStores`] keeps them in a
+/// file home, `oracle_pg` in PostgreSQL, both holding a store's records as the same bytes (a
+/// log line each, newline included).
+pub trait StoreBackend: Send + Sync {
+    /// The names of the stores, sorted.
+    fn list(&self) -> Result<Vec<String>>;
+    /// The bytes of store `name`'s log as they stand, read whole under its lock
+    /// ([`SharedError::Unknown`] when there is none).
+    fn bytes(&self, name: &str) -> Result<Vec<u8>>;
+    /// Under store `name`'s writer lock: reads it (every record checked), asks `decide` for the
+    /// records to append, appends them whole or not at all, and returns the store after them.
+    /// `create`: make the store if it does not exist, else [`SharedError::Unknown`].
+    fn write_records(
+        &self,
+        name: &str,
+        create: bool,
+        decide: &mut dyn FnMut(&Store) -> Result<Vec<StoreRecord>>,
+    ) -> Result<Store>;
+    /// Deletes store `name` whole, recorded first in the ledger (`oracle memory forget`).
+    fn forget(&self, name: &str, note: &str) -> Result<pure::LedgerRecord>;
+    /// The ledger of forgotten stores, every record checked.
+    fn ledger(&self) -> Result<pure::Ledger>;
+}
+
+/// The stores of a file home, under `<home>/memory`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileStores {
+    pub home: PathBuf,
+}
+
+impl FileStores {
+    pub fn new(home: &Path) -> FileStores {
+        FileStores {
+            home: home.to_path_buf(),
+        }
+    }
+}
+
+impl StoreBackend for FileStores {
+    fn list(&self) -> Result<Vec<String>> {
+        list(&self.home)
+    }
+
+    fn bytes(&self, name: &str) -> Result<Vec<u8>> {
+        let _lock = lock(&self.home, name, false, false)?;
+        let path = dir_of(&self.home, name)?.join(STORE_LOG);
+        fs::read(&path).map_err(io(&path))
+    }
+
+    fn write_records(
+        &self,
+        name: &str,
+        create: bool,
+        decide: &mut dyn FnMut(&Store) -> Result<Vec<StoreRecord>>,
+    ) -> Result<Store> {
+        let _lock = lock(&self.home, name, true, create)?;
+        let mut store = read(&self.home, name)?;
+        let records = decide(&store)?;
+        append(&self.home, name, &records)?;
+        apply_all(name, &mut store, records)?;
+        Ok(store)
+    }
+
+    fn forget(&self, name: &str, note: &str) -> Result<pure::LedgerRecord> {
+        forget(&self.home, name, note)
+    }
+
+    fn ledger(&self) -> Result<pure::Ledger> {
+        ledger(&self.home)
+    }
+}
+
+/// Folds `records` (just appended) into `store`.
+pub fn apply_all(name: &str, store: &mut Store, records: Vec<StoreRecord>) -> Result<()> {
+    for r in records {
+        store.apply(r).map_err(|source| SharedError::Record {
+            name: name.into(),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 pub type Result<T> = std::result::Result<T, SharedError>;
@@ -109,11 +205,6 @@ pub fn list(home: &Path) -> Result<Vec<String>> {
         .collect();
     names.sort();
     Ok(names)
-}
-
-/// Whether `home` has store `name`.
-pub fn exists(home: &Path, name: &str) -> bool {
-    dir_of(home, name).is_ok_and(|d| d.join(STORE_LOG).is_file())
 }
 
 /// Takes the store's lock (exclusive for a writer, shared for a reader), waiting a bounded
@@ -186,16 +277,16 @@ pub fn parse(name: &str, text: &str) -> Result<Store> {
     Ok(store)
 }
 
-fn line_of(rec: &StoreRecord) -> String {
+/// A record's line in a store's log (without its newline): the bytes every backend keeps.
+pub fn line_of(rec: &StoreRecord) -> String {
     // Invariant: a record is plain data with string keys (serde_json's maps are sorted).
     let v = serde_json::to_value(rec).expect("store records always convert to JSON");
     serde_json::to_string(&v).expect("JSON values always print")
 }
 
-/// The store `name` as it stands (read under its lock, shared).
-pub fn load(home: &Path, name: &str) -> Result<Store> {
-    let _lock = lock(home, name, false, false)?;
-    read(home, name)
+/// The store `name` as it stands, every record checked.
+pub fn load(stores: &dyn StoreBackend, name: &str) -> Result<Store> {
+    Ok(export(stores, name)?.0)
 }
 
 /// Appends `records` whole or not at all: written at once and synced; on failure the log is
@@ -229,35 +320,40 @@ fn append(home: &Path, name: &str, records: &[StoreRecord]) -> Result<()> {
 /// Runs `decide` on the store under its writer lock, appends the records it returns, and
 /// gives back the store after them with `decide`'s answer.
 pub fn write<T>(
-    home: &Path,
+    stores: &dyn StoreBackend,
     name: &str,
     create: bool,
     decide: impl FnOnce(&Store) -> Result<(Vec<StoreRecord>, T)>,
 ) -> Result<(Store, T)> {
-    let _lock = lock(home, name, true, create)?;
-    let mut store = read(home, name)?;
-    let (records, answer) = decide(&store)?;
-    append(home, name, &records)?;
-    for r in records {
-        store.apply(r).map_err(|source| SharedError::Record {
+    let mut decide = Some(decide);
+    let mut answer = None;
+    let store = stores.write_records(name, create, &mut |s| {
+        let f = decide.take().ok_or_else(|| SharedError::Damaged {
             name: name.into(),
-            source,
+            why: "a store's writer decided twice under one lock".into(),
         })?;
-    }
+        let (records, a) = f(s)?;
+        answer = Some(a);
+        Ok(records)
+    })?;
+    let answer = answer.ok_or_else(|| SharedError::Damaged {
+        name: name.into(),
+        why: "a store's writer returned without deciding".into(),
+    })?;
     Ok((store, answer))
 }
 
 /// `memory.assert` by step `step` of `run` (its answer to be recorded at the run's event
 /// `key`): the store's answer, the same one again if `run` published under `key` already.
 pub fn publish(
-    home: &Path,
+    stores: &dyn StoreBackend,
     name: &str,
     run: &str,
     key: &str,
     step: &str,
     input: &Value,
 ) -> Result<Value> {
-    let (store, _) = write(home, name, true, |s| {
+    let (store, _) = write(stores, name, true, |s| {
         let rec = s
             .publish(run, key, step, input)
             .map_err(|source| SharedError::Memory {
@@ -276,8 +372,8 @@ pub fn publish(
 }
 
 /// `memory.query` against the store now (an empty store if there is none yet).
-pub fn query(home: &Path, name: &str, input: &Value) -> Result<QueryOutcome> {
-    let store = load_or_empty(home, name)?;
+pub fn query(stores: &dyn StoreBackend, name: &str, input: &Value) -> Result<QueryOutcome> {
+    let store = load_or_empty(stores, name)?;
     store
         .query(name, input)
         .map_err(|source| SharedError::Memory {
@@ -287,8 +383,8 @@ pub fn query(home: &Path, name: &str, input: &Value) -> Result<QueryOutcome> {
 }
 
 /// `memory.history` against the store now.
-pub fn history(home: &Path, name: &str, input: &Value) -> Result<Value> {
-    let store = load_or_empty(home, name)?;
+pub fn history(stores: &dyn StoreBackend, name: &str, input: &Value) -> Result<Value> {
+    let store = load_or_empty(stores, name)?;
     store
         .history(name, input)
         .map_err(|source| SharedError::Memory {
@@ -297,8 +393,8 @@ pub fn history(home: &Path, name: &str, input: &Value) -> Result<Value> {
         })
 }
 
-fn load_or_empty(home: &Path, name: &str) -> Result<Store> {
-    match load(home, name) {
+fn load_or_empty(stores: &dyn StoreBackend, name: &str) -> Result<Store> {
+    match load(stores, name) {
         Err(SharedError::Unknown { .. }) => Ok(Store::new()),
         other => other,
     }
@@ -306,7 +402,7 @@ fn load_or_empty(home: &Path, name: &str) -> Result<Store> {
 
 /// A verdict on one of the store's requests: one `adjudicated` record, under the lock.
 pub fn adjudicate(
-    home: &Path,
+    stores: &dyn StoreBackend,
     name: &str,
     handle: &str,
     verdict: Verdict,
@@ -314,7 +410,7 @@ pub fn adjudicate(
     note: &str,
     by: Option<String>,
 ) -> Result<(Store, Effects)> {
-    write(home, name, false, |s| {
+    write(stores, name, false, |s| {
         let now = s.head.time() + 1;
         let effects =
             rules::adjudicate(&s.memory, handle, verdict, evidence, now).map_err(|source| {
@@ -346,8 +442,13 @@ fn seal(s: &Store, name: &str, payload: &Payload) -> Result<StoreRecord> {
 
 /// A claim from outside any run (`oracle claim --memory`): the gate decides it, one
 /// `claim_recorded` record. Creates the store if it does not exist.
-pub fn claim(home: &Path, name: &str, claim: Claim, note: &str) -> Result<(Store, Value)> {
-    write(home, name, true, |s| {
+pub fn claim(
+    stores: &dyn StoreBackend,
+    name: &str,
+    claim: Claim,
+    note: &str,
+) -> Result<(Store, Value)> {
+    write(stores, name, true, |s| {
         let a = s
             .decide_outside(claim)
             .map_err(|source| SharedError::Memory {
@@ -367,8 +468,8 @@ pub fn claim(home: &Path, name: &str, claim: Claim, note: &str) -> Result<(Store
 
 /// Every request past its expiry becomes contested: one `adjudications_expired` record, or
 /// nothing when none is expired.
-pub fn sweep(home: &Path, name: &str) -> Result<(Store, u64)> {
-    write(home, name, false, |s| {
+pub fn sweep(stores: &dyn StoreBackend, name: &str) -> Result<(Store, u64)> {
+    write(stores, name, false, |s| {
         let now = s.head.time() + 1;
         let expired = rules::sweep(&s.memory, now);
         if expired.is_empty() {
@@ -385,13 +486,13 @@ pub fn sweep(home: &Path, name: &str) -> Result<(Store, u64)> {
 
 /// Makes a superseded or contested claim of the store live again: one `reinstated` record.
 pub fn reinstate(
-    home: &Path,
+    stores: &dyn StoreBackend,
     name: &str,
     claim: &str,
     evidence: Provenance,
     note: &str,
 ) -> Result<(Store, rules::Reinstatement)> {
-    write(home, name, false, |s| {
+    write(stores, name, false, |s| {
         let refused = |source| SharedError::Adjudicate {
             name: name.into(),
             source,
@@ -409,10 +510,8 @@ pub fn reinstate(
 }
 
 /// The bytes of a store's log (`oracle memory export`), checked first.
-pub fn export(home: &Path, name: &str) -> Result<(Store, Vec<u8>)> {
-    let _lock = lock(home, name, false, false)?;
-    let path = dir_of(home, name)?.join(STORE_LOG);
-    let bytes = fs::read(&path).map_err(io(&path))?;
+pub fn export(stores: &dyn StoreBackend, name: &str) -> Result<(Store, Vec<u8>)> {
+    let bytes = stores.bytes(name)?;
     let text = String::from_utf8(bytes.clone()).map_err(|e| SharedError::Damaged {
         name: name.into(),
         why: e.to_string(),
@@ -421,26 +520,37 @@ pub fn export(home: &Path, name: &str) -> Result<(Store, Vec<u8>)> {
 }
 
 /// Makes store `name` from an exported log: checked whole first; refused if the store exists.
-pub fn import(home: &Path, name: &str, text: &str) -> Result<Store> {
+pub fn import(stores: &dyn StoreBackend, name: &str, text: &str) -> Result<Store> {
     let store = parse(name, text)?;
-    if exists(home, name) {
-        return Err(SharedError::Name(format!(
+    let taken = || {
+        SharedError::Name(format!(
             "store `{name}` exists already; import into a new name"
-        )));
+        ))
+    };
+    if stores.list()?.iter().any(|n| n == name) {
+        return Err(taken());
     }
-    write(home, name, true, |s| match s.head.records {
+    write(stores, name, true, |s| match s.head.records {
         0 => Ok((store.records.clone(), ())),
-        _ => Err(SharedError::Name(format!("store `{name}` exists already"))),
+        _ => Err(taken()),
     })
     .map(|(s, ())| s)
 }
 
-/// What a run attached to a store needs to reach it: the home its stores live in and the run's
+/// What a run attached to a store needs to reach it: where the stores are kept and the run's
 /// id, which its publications carry (`RunConfig::shared`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Attach {
-    pub home: PathBuf,
+    pub stores: std::sync::Arc<dyn StoreBackend>,
     pub run: String,
+}
+
+impl std::fmt::Debug for Attach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attach")
+            .field("run", &self.run)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The home's store ledger (`oracle memory forget` records) and its lock, beside the stores.
@@ -468,7 +578,7 @@ fn lock_path(path: &Path, name: &str) -> Result<File> {
 }
 
 /// The home's ledger, every record checked (empty when there is none).
-pub fn ledger(home: &Path) -> Result<pure::Ledger> {
+fn ledger(home: &Path) -> Result<pure::Ledger> {
     let path = stores_dir(home).join(LEDGER_LOG);
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
@@ -498,7 +608,7 @@ pub fn ledger(home: &Path) -> Result<pure::Ledger> {
 /// ledger's, a `forgotten` record (the store's name, length and head, no claims) is appended
 /// to the ledger and synced first, then the store's log and directory are removed. A damaged
 /// store can be forgotten too (its head is then that of the bytes' hash, with 0 records).
-pub fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
+fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
     let store_lock = lock(home, name, true, false)?;
     let head = match read(home, name) {
         Ok(s) => s.head,

@@ -33,6 +33,9 @@ pub struct WriterLock(File);
 pub struct Writing {
     pub durability: Durability,
     pub replica: Option<replica::Shared>,
+    /// Where the named stores a run attached to one publishes to are kept, when not in the
+    /// home's own directory (a store's worker: in the database, `crate::shared::StoreBackend`).
+    pub stores: Option<std::sync::Arc<dyn crate::shared::StoreBackend>>,
 }
 
 impl From<Durability> for Writing {
@@ -40,6 +43,7 @@ impl From<Durability> for Writing {
         Writing {
             durability,
             replica: None,
+            stores: None,
         }
     }
 }

@@ -170,7 +170,7 @@ impl Watch {
             if known.get(&name) == Some(&len) {
                 continue;
             }
-            let pending = match files::load(&self.home, &name) {
+            let pending = match files::load(&files::FileStores::new(&self.home), &name) {
                 Ok(store) => oracle_host::shared::requests_json(&store)
                     .into_iter()
                     .filter(|r| r["status"] == "pending")

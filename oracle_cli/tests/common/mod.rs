@@ -21,6 +21,56 @@ pub use oracle_test_support::copy_dir;
 /// request `adj-15` (recorded by event 15).
 pub const ADJUDICATION_PLAN: &str = "fixtures/plans/adjudication.plan";
 
+/// The allergy scenario of named stores shared by runs (issue 40): run A asserts what the user
+/// said in the store named by its `user` input (`--memory input.user`), B recalls it and acts
+/// on it, C contradicts it ([`allergy_contradiction`]).
+pub const ALLERGY_ASSERT: &str = "plan allergy_assert version 1
+
+input user: string = \"alice\"
+
+said = memory.assert {
+  subject: user,
+  predicate: \"allergy\",
+  value: \"penicillin\",
+  provenance: \"user_asserted\",
+  criticality: \"critical\",
+}
+";
+
+pub const ALLERGY_RECALL: &str = "plan allergy_recall version 1
+
+grant kv:set:prescription
+
+input user: string = \"alice\"
+
+allergy = memory.query { subject: user, predicate: \"allergy\" }
+
+amoxicillin = kv.set { key: \"prescription\", value: \"amoxicillin\" }
+  when allergy.value != \"penicillin\"
+
+azithromycin = kv.set { key: \"prescription\", value: \"azithromycin (penicillin allergy)\" }
+  when allergy.value == \"penicillin\"
+";
+
+/// A plan `name` asserting `value` about alice's allergy with first-hand evidence.
+pub fn allergy_contradiction(name: &str, value: &str) -> String {
+    format!(
+        "plan {name} version 1
+
+said = memory.assert {{
+  subject: \"alice\",
+  predicate: \"allergy\",
+  value: \"{value}\",
+  provenance: \"external_first_hand\",
+  criticality: \"critical\",
+}}
+"
+    )
+}
+
+/// A plan waiting until alice's allergy is resolved.
+pub const ALLERGY_WAIT: &str = "plan allergy_wait version 1\n\nallergy = memory.query { subject: \"alice\", predicate: \"allergy\", require: \"resolved\" }\n";
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -129,7 +129,7 @@ impl Domain for MemoryDomain {
         let Some(at) = &self.attach else {
             return Ok(Resolved::Waiting(shared_wait(name, input)));
         };
-        match crate::shared::query(&at.home, name, input) {
+        match crate::shared::query(at.stores.as_ref(), name, input) {
             Ok(QueryOutcome::Answer(v)) => Ok(Resolved::Answer(v)),
             Ok(QueryOutcome::Wait(_)) => Ok(Resolved::Waiting(shared_wait(name, input))),
             Err(e) => Err(e.into()),
@@ -189,19 +189,19 @@ fn shared_call(
     };
     let result = match call.tool.as_str() {
         memory_tools::ASSERT => crate::shared::publish(
-            &at.home,
+            at.stores.as_ref(),
             name,
             &at.run,
             &site.seq.to_string(),
             &call.step,
             &call.input,
         ),
-        memory_tools::QUERY => match crate::shared::query(&at.home, name, &call.input) {
+        memory_tools::QUERY => match crate::shared::query(at.stores.as_ref(), name, &call.input) {
             Ok(QueryOutcome::Answer(v)) => Ok(v),
             Ok(QueryOutcome::Wait(_)) => return Ok(Handled::Wait(shared_wait(name, &call.input))),
             Err(e) => Err(e),
         },
-        memory_tools::HISTORY => crate::shared::history(&at.home, name, &call.input),
+        memory_tools::HISTORY => crate::shared::history(at.stores.as_ref(), name, &call.input),
         other => {
             let e = format!("`{other}` is not a memory tool");
             return Ok(Handled::Outcome(outcome(call, Err(e))));

@@ -1,0 +1,332 @@
+//! Named belief stores kept in PostgreSQL (issue 40), end to end with the real binary against
+//! a throwaway cluster: the allergy scenario (A asserts, B recalls and acts, C contradicts, one
+//! verdict under two racing adjudicators) submitted to the store and driven by two workers
+//! gives a store whose `oracle memory export` is byte for byte the one the same scenario leaves
+//! in a file home; and two runs publishing conflicting claims through two workers at once never
+//! both commit. Skips loudly where PostgreSQL is not installed; CI sets
+//! ORACLE_REQUIRE_POSTGRES.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::{
+    ALLERGY_ASSERT, ALLERGY_RECALL, ALLERGY_WAIT, allergy_contradiction, json_in, oracle_in,
+};
+use serde_json::Value;
+
+static DB: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh database with the schema, or `None` (skip) without PostgreSQL.
+fn store_url() -> Option<String> {
+    let cluster = oracle_pg::cluster::shared()?;
+    let n = DB.fetch_add(1, Ordering::Relaxed);
+    let url = cluster
+        .database(&format!("shared_{}_{n}", std::process::id()))
+        .unwrap();
+    let (code, out, err) = oracle_in(Path::new("."), &["store", "init", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    Some(url)
+}
+
+fn plans(dir: &Path) {
+    fs::create_dir_all(dir).unwrap();
+    let c = allergy_contradiction;
+    fs::write(dir.join("a.plan"), ALLERGY_ASSERT).unwrap();
+    fs::write(dir.join("b.plan"), ALLERGY_RECALL).unwrap();
+    fs::write(dir.join("c.plan"), c("allergy_contradict", "none")).unwrap();
+    fs::write(dir.join("x.plan"), c("pub_x", "penicillin")).unwrap();
+    fs::write(dir.join("y.plan"), c("pub_y", "none")).unwrap();
+    fs::write(dir.join("w.plan"), ALLERGY_WAIT).unwrap();
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let (code, out, err) = oracle_in(dir, args);
+    assert_eq!(code, 0, "oracle {args:?}: {out}\n{err}");
+    out
+}
+
+fn spawn(dir: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Two workers at once until neither finds anything to claim.
+fn two_workers(dir: &Path, url: &str) {
+    let args = [
+        "worker",
+        "--store",
+        url,
+        "--lease-ms",
+        "2000",
+        "--poll-ms",
+        "100",
+        "--until-idle",
+    ];
+    let workers: Vec<Child> = (0..2).map(|_| spawn(dir, &args)).collect();
+    for w in workers {
+        let out = w.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "worker: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The exit codes of two `args` at once, sorted.
+fn racing(dir: &Path, args: &[&str]) -> Vec<i32> {
+    let racers: Vec<Child> = (0..2).map(|_| spawn(dir, args)).collect();
+    let mut codes: Vec<i32> = racers
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap().status.code().unwrap())
+        .collect();
+    codes.sort();
+    codes
+}
+
+/// The output a store run recorded for its step `step`, read from its exported log.
+fn store_output(dir: &Path, url: &str, run: &str, step: &str) -> Value {
+    let (code, out, err) = oracle_in(dir, &["log", run, "--json", "--store", url]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["kind"] == "tool_returned" && e["payload"]["step"] == step)
+        .map(|e| e["payload"]["output"].clone())
+        .unwrap_or_else(|| panic!("no output for {step} in {run}: {out}"))
+}
+
+fn verdict_args<'a>(handle: &'a str, store: &'a [&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "adjudicate",
+        "--memory",
+        "alice",
+        handle,
+        "--verdict",
+        "affirm",
+        "--evidence",
+        "external_first_hand",
+        "--note",
+        "allergy test negative",
+    ];
+    args.extend_from_slice(store);
+    args
+}
+
+/// The scenario in the store, each run driven by two workers; returns the store's export.
+fn scenario_in_store(dir: &Path, url: &str) -> Vec<u8> {
+    let s = ["--store", url];
+    let submit = |plan: &str, extra: &[&str]| {
+        let mut args = vec!["submit", plan];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&s);
+        ok(dir, &args).trim().to_owned()
+    };
+    let a = submit(
+        "a.plan",
+        &["--memory", "input.user", "--input", "user=alice"],
+    );
+    assert_eq!(a, "allergy_assert-1");
+    two_workers(dir, url);
+    assert_eq!(
+        store_output(dir, url, &a, "said")["disposition"],
+        "committed"
+    );
+    let b = submit("b.plan", &["--memory", "alice"]);
+    two_workers(dir, url);
+    let recalled = store_output(dir, url, &b, "allergy");
+    assert_eq!(recalled["value"], "penicillin");
+    assert_eq!(
+        recalled["store"]["records"], 1,
+        "the store's head at the read"
+    );
+    assert_eq!(
+        store_output(dir, url, &b, "azithromycin"),
+        Value::Object(Default::default()),
+        "B acted on the recalled allergy"
+    );
+    let c = submit("c.plan", &["--memory", "alice"]);
+    two_workers(dir, url);
+    let said = store_output(dir, url, &c, "said");
+    assert_eq!(said["disposition"], "queued_for_adjudication");
+    let handle = said["adjudication"]["handle"].as_str().unwrap().to_owned();
+    let (code, req) = json_in(
+        dir,
+        &[
+            "adjudications",
+            "--memory",
+            "alice",
+            "--json",
+            "--store",
+            url,
+        ],
+    );
+    assert_eq!(code, 0, "{req}");
+    assert_eq!(req["challenger"]["run"], c.as_str());
+    assert_eq!(req["incumbent"]["run"], a.as_str());
+    assert_eq!(racing(dir, &verdict_args(&handle, &s)), vec![0, 6]);
+    let (code, v) = json_in(
+        dir,
+        &["memory", "--memory", "alice", "--json", "--store", url],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["store"]["records"], 3, "two claims and one verdict");
+    assert_eq!(v["requests"][0]["status"], "resolved");
+    ok(dir, &["verify", "--memory", "alice", "--store", url]);
+    let (code, list, _) = oracle_in(dir, &["memory", "list", "--store", url]);
+    assert_eq!((code, list.trim()), (0, "alice"));
+    export(dir, &s)
+}
+
+fn export(dir: &Path, extra: &[&str]) -> Vec<u8> {
+    let mut args = vec!["memory", "export", "alice"];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(&args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The same scenario in a file home. Run ids are `<plan>-<n>` with the first free `n`, and a
+/// store numbers its runs across plans: the ids the store gave are reserved first, so the
+/// store's records name the same runs.
+fn scenario_in_file_home(dir: &Path) -> Vec<u8> {
+    for taken in [
+        "allergy_recall-1",
+        "allergy_contradict-1",
+        "allergy_contradict-2",
+    ] {
+        fs::create_dir_all(dir.join(".oracle/runs").join(taken)).unwrap();
+    }
+    ok(
+        dir,
+        &[
+            "run",
+            "a.plan",
+            "--memory",
+            "input.user",
+            "--input",
+            "user=alice",
+        ],
+    );
+    ok(dir, &["run", "b.plan", "--memory", "alice"]);
+    let (code, v) = json_in(dir, &["run", "c.plan", "--memory", "alice", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let (code, req) = json_in(dir, &["adjudications", "--memory", "alice", "--json"]);
+    assert_eq!(code, 0, "{req}");
+    let handle = req["handle"].as_str().unwrap().to_owned();
+    assert_eq!(racing(dir, &verdict_args(&handle, &[])), vec![0, 6]);
+    export(dir, &[])
+}
+
+#[test]
+fn the_allergy_scenario_on_the_store_with_two_workers_gives_the_file_homes_store_bytes() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (st, fh) = (tmp.path().join("store"), tmp.path().join("file"));
+    plans(&st);
+    plans(&fh);
+    let in_store = scenario_in_store(&st, &url);
+    let in_file = scenario_in_file_home(&fh);
+    assert_eq!(in_store.iter().filter(|&&b| b == b'\n').count(), 3);
+    assert_eq!(
+        String::from_utf8_lossy(&in_store),
+        String::from_utf8_lossy(&in_file),
+        "the store's bytes are the file home's"
+    );
+}
+
+#[test]
+fn two_store_runs_publishing_conflicting_claims_through_two_workers_never_both_commit() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    plans(&dir);
+    let s = ["--store", url.as_str()];
+    let x = ok(&dir, &["submit", "x.plan", "--memory", "alice", s[0], s[1]])
+        .trim()
+        .to_owned();
+    let y = ok(&dir, &["submit", "y.plan", "--memory", "alice", s[0], s[1]])
+        .trim()
+        .to_owned();
+    two_workers(&dir, &url);
+    let mut dispositions: Vec<String> = [&x, &y]
+        .iter()
+        .map(|r| {
+            store_output(&dir, &url, r, "said")["disposition"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    dispositions.sort();
+    assert_eq!(dispositions, ["committed", "queued_for_adjudication"]);
+    let (code, v) = json_in(
+        &dir,
+        &["memory", "--memory", "alice", "--json", "--store", &url],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["store"]["records"], 2, "both claims kept, none lost");
+    assert_eq!(v["lines"][0]["belief"]["status"], "contested");
+}
+
+#[test]
+fn a_verdict_over_the_store_sends_the_runs_waiting_on_its_line_a_resume_their_worker_carries_out() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    plans(&dir);
+    let s = ["--store", url.as_str()];
+    ok(&dir, &["submit", "x.plan", "--memory", "alice", s[0], s[1]]);
+    two_workers(&dir, &url);
+    ok(&dir, &["submit", "y.plan", "--memory", "alice", s[0], s[1]]);
+    two_workers(&dir, &url);
+    let w = ok(&dir, &["submit", "w.plan", "--memory", "alice", s[0], s[1]])
+        .trim()
+        .to_owned();
+    two_workers(&dir, &url);
+    let (_, row) = json_in(
+        &dir,
+        &["runs", "--status", "suspended", "--json", s[0], s[1]],
+    );
+    assert_eq!(row["run"], w.as_str(), "{row}");
+    let mut args = verdict_args("adj-1", &s);
+    args.push("--json");
+    let (code, v) = json_in(&dir, &args);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["woken"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["woken"][0]["run"], w.as_str());
+    assert_eq!(v["woken"][0]["predicate"], "allergy");
+    two_workers(&dir, &url);
+    let resumed = store_output_kind(&dir, &url, &w, "resumed");
+    assert_eq!(resumed["value"]["value"], "none", "{resumed}");
+    let (_, row) = json_in(&dir, &["runs", "--json", s[0], s[1]]);
+    assert_eq!(row["status"], "completed", "{row}");
+}
+
+/// The payload of the first event of kind `kind` in a store run's log.
+fn store_output_kind(dir: &Path, url: &str, run: &str, kind: &str) -> Value {
+    let (code, out, err) = oracle_in(dir, &["log", run, "--json", "--store", url]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["kind"] == kind)
+        .map(|e| e["payload"].clone())
+        .unwrap_or_else(|| panic!("no {kind} in {run}: {out}"))
+}
