@@ -2513,3 +2513,45 @@ fn serve_recover_drives_on_a_run_a_killed_process_left_behind() {
     assert_eq!(heads(&recovered), heads(&clean));
     run(&sb, &["verify", "slow-1"], 0);
 }
+
+/// A sleeping run's timer shows on its page (the "Timers" section: step, due instant, not
+/// fired) and in `GET /api/v1/runs/{id}` (`waiting_on.timer`, the due instant `timer_set`
+/// recorded).
+#[test]
+fn a_sleeping_runs_timer_is_on_its_page_and_in_the_api() {
+    let (sb, alice, _) = setup();
+    sb.write(
+        "nap.plan",
+        "plan nap version 1\n\nnap = sleep { for: \"2d\" }\n",
+    );
+    run(&sb, &["run", "nap.plan"], 3);
+    let set = sb
+        .events(".oracle", "nap-1")
+        .iter()
+        .find_map(|e| match e.typed() {
+            Ok(oracle_core::Payload::TimerSet(t)) => Some(t),
+            _ => None,
+        })
+        .expect("a timer_set");
+    let s = Server::start(sb.path(), &[]);
+    let v = get(&s, "/api/v1/runs/nap-1", &alice);
+    let w = &v["waiting_on"];
+    assert_eq!(w["step"], "nap", "{v}");
+    assert_eq!(w["timer"]["due_ms"], set.due_ms, "{v}");
+    assert_eq!(w["timer"]["due"], set.due.as_str(), "{v}");
+    assert_eq!(w["reason"], format!("waits until {}", set.due), "{v}");
+    let (status, body) = raw(&s, "GET", "/runs/nap-1", "");
+    assert_eq!(status, 200, "{body}");
+    let timers = body
+        .split("<section id=\"timers\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Timers section: {body}"));
+    let timers = &timers[..timers.find("</section>").unwrap()];
+    assert!(
+        timers.contains("<h2 id=\"timers-h\">Timers</h2>"),
+        "{timers}"
+    );
+    assert!(timers.contains("nap"), "{timers}");
+    assert!(timers.contains(&set.due), "{timers}");
+    assert!(timers.contains("status-pending"), "not fired yet: {timers}");
+}

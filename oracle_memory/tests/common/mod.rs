@@ -199,6 +199,7 @@ impl Log {
             self.record(Payload::AdjudicationsExpired(AdjudicationsExpired {
                 now: self.time,
                 expired: serde_json::to_value(&list).unwrap(),
+                fired_ms: None,
             }));
         }
         list
