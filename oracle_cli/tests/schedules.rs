@@ -523,18 +523,27 @@ fn a_store_firer_restarted_after_downtime_applies_the_catch_up_policy() {
     assert!(first > since + (DOWNTIME_S as i64) - LATE_S - 2, "{none:?}");
 }
 
-#[test]
-fn workers_wake_a_store_run_sleeping_on_a_timer_once() {
-    let sb = Sandbox::new();
-    let Some(url) = store_url(&sb) else {
-        return;
-    };
+/// A fresh store with run `nap-1` submitted: a plan that sleeps `nap` (a duration), then
+/// records when it woke; `None` (skip) without PostgreSQL.
+fn submit_nap(sb: &Sandbox, nap: &str) -> Option<String> {
+    let url = store_url(sb)?;
     sb.write(
         "nap.plan",
-        "plan nap version 1\n\nnap = sleep { for: \"2s\" }\ndone = text.count { text: nap.fired }\n",
+        &format!(
+            "plan nap version 1\n\nnap = sleep {{ for: \"{nap}\" }}\ndone = text.count {{ text: nap.fired }}\n"
+        ),
     );
     let (code, out, err) = sb.oracle(&["submit", "nap.plan", "--store", &url]);
     assert_eq!(code, 0, "{out}{err}");
+    Some(url)
+}
+
+#[test]
+fn workers_wake_a_store_run_sleeping_on_a_timer_once() {
+    let sb = Sandbox::new();
+    let Some(url) = submit_nap(&sb, "2s") else {
+        return;
+    };
     let worker = ["worker", "--store", &url, "--poll-ms", "100"];
     let (w1, w2) = (spawn(&sb, &worker), spawn(&sb, &worker));
     let start = std::time::Instant::now();
@@ -690,30 +699,6 @@ fn the_api_adds_lists_pauses_triggers_and_deletes_schedules() {
     assert!(done, "the triggered run did not complete");
 }
 
-/// Runs a worker on the store until nothing is left to claim (it exits by itself).
-fn worker_until_idle(sb: &Sandbox, url: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args([
-            "worker",
-            "--store",
-            url,
-            "--lease-ms",
-            "1000",
-            "--poll-ms",
-            "100",
-        ])
-        .arg("--until-idle")
-        .current_dir(sb.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "worker: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The outcomes of the signals sent to `run`, in the order they were sent.
 fn signal_outcomes(url: &str, run: &str) -> Vec<Option<String>> {
     let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
@@ -733,16 +718,10 @@ fn signal_outcomes(url: &str, run: &str) -> Vec<Option<String>> {
 #[test]
 fn resume_wake_over_a_store_is_carried_out_by_a_worker() {
     let sb = Sandbox::new();
-    let Some(url) = store_url(&sb) else {
+    let Some(url) = submit_nap(&sb, "2d") else {
         return;
     };
-    sb.write(
-        "nap.plan",
-        "plan nap version 1\n\nnap = sleep { for: \"2d\" }\ndone = text.count { text: nap.fired }\n",
-    );
-    let (code, out, err) = sb.oracle(&["submit", "nap.plan", "--store", &url]);
-    assert_eq!(code, 0, "{out}{err}");
-    worker_until_idle(&sb, &url);
+    common::worker_until_idle(sb.path(), &url, &[]);
     let status = |sb: &Sandbox| {
         let (_, v) = sb.json(&["runs", "--store", &url, "--json"]);
         v["status"].as_str().unwrap_or_default().to_owned()
@@ -751,7 +730,7 @@ fn resume_wake_over_a_store_is_carried_out_by_a_worker() {
 
     let (code, out, err) = sb.oracle(&["resume", "nap-1", "--wake", "--store", &url]);
     assert_eq!(code, 0, "the wake is queued: {out}{err}");
-    worker_until_idle(&sb, &url);
+    common::worker_until_idle(sb.path(), &url, &[]);
     assert_eq!(status(&sb), "suspended", "not due: the run still sleeps");
     let outcomes = signal_outcomes(&url, "nap-1");
     assert_eq!(outcomes.len(), 1, "{outcomes:?}");
@@ -762,7 +741,7 @@ fn resume_wake_over_a_store_is_carried_out_by_a_worker() {
 
     let (code, out, err) = sb.oracle(&["resume", "nap-1", "--wake", "--force", "--store", &url]);
     assert_eq!(code, 0, "{out}{err}");
-    worker_until_idle(&sb, &url);
+    common::worker_until_idle(sb.path(), &url, &[]);
     assert_eq!(status(&sb), "completed");
     let outcomes = signal_outcomes(&url, "nap-1");
     assert_eq!(
@@ -803,7 +782,7 @@ fn schedule_trigger_over_a_store_submits_a_run_a_worker_completes() {
     assert_eq!(v["status"], "submitted", "{v}");
     assert_eq!(v["existing"], false, "{v}");
     let run = v["run"].as_str().unwrap().to_owned();
-    worker_until_idle(&sb, &url);
+    common::worker_until_idle(sb.path(), &url, &[]);
     let (code, v) = sb.json(&["runs", "--store", &url, "--json"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["run"], run.as_str(), "{v}");

@@ -2540,8 +2540,19 @@ fn a_sleeping_runs_timer_is_on_its_page_and_in_the_api() {
     assert_eq!(w["timer"]["due_ms"], set.due_ms, "{v}");
     assert_eq!(w["timer"]["due"], set.due.as_str(), "{v}");
     assert_eq!(w["reason"], format!("waits until {}", set.due), "{v}");
-    let (status, body) = raw(&s, "GET", "/runs/nap-1", "");
-    assert_eq!(status, 200, "{body}");
+    let (pair, _) = json_login(&s, &alice);
+    let mut r = agent()
+        .run(
+            ureq::http::Request::builder()
+                .method("GET")
+                .uri(s.url("/runs/nap-1"))
+                .header("Cookie", &pair)
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let body = r.body_mut().read_to_string().unwrap();
     let timers = body
         .split("<section id=\"timers\"")
         .nth(1)
