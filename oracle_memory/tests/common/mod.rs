@@ -466,6 +466,7 @@ pub fn settings() -> impl Strategy<Value = MemorySettings> {
             |(oracle, expiry_ticks, confidence_min_pct)| MemorySettings {
                 oracle,
                 expiry_ticks,
+                expiry_ms: None,
                 confidence_min_pct,
                 store: None,
             },
