@@ -233,10 +233,12 @@ pub struct RunArgs {
     /// `contested` at once instead of being queued for a verdict (recorded in the first event).
     #[arg(long)]
     no_oracle: bool,
-    /// Logical ticks after which a queued adjudication expires (`oracle sweep` then makes it
-    /// contested). Default: requests wait indefinitely. At most TIME_MAX (2^53).
-    #[arg(long, value_name = "TICKS", conflicts_with = "no_oracle")]
-    adjudication_expiry: Option<u64>,
+    /// When a queued adjudication expires (its claims become contested): a whole number is
+    /// logical ticks (`oracle sweep` then expires it; at most TIME_MAX, 2^53); a duration
+    /// (`48h`, `2d`, `30s`) is wall time, and `oracle serve` expires it when due. Default:
+    /// requests wait indefinitely.
+    #[arg(long, value_name = "TICKS|DURATION", conflicts_with = "no_oracle", value_parser = parse_expiry)]
+    adjudication_expiry: Option<Expiry>,
     /// Attach the run's belief memory to the named store shared by runs (made if new): its
     /// memory tools read and publish there, and every answer is recorded. `input.NAME` takes
     /// the store's name from that run input (one store per user).
@@ -606,6 +608,23 @@ fn registry() -> Registry {
 
 /// `--seed`: an unsigned 64-bit integer, with a message that says so for `-1` or `1.5` (clap's
 /// own advice for a negative number, `-- -1`, is wrong here).
+/// An `--adjudication-expiry`: logical ticks (a whole number, as before durations existed)
+/// or a wall-clock duration.
+#[derive(Clone, Copy, Debug)]
+enum Expiry {
+    Ticks(u64),
+    Ms(u64),
+}
+
+fn parse_expiry(text: &str) -> Result<Expiry, String> {
+    if let Ok(ticks) = text.parse::<u64>() {
+        return Ok(Expiry::Ticks(ticks));
+    }
+    oracle_runtime::wall::duration_ms(text)
+        .map(Expiry::Ms)
+        .map_err(|e| format!("{e}; or give a whole number of logical ticks"))
+}
+
 fn parse_seed(text: &str) -> Result<u64, BadSeed> {
     text.parse::<u64>().map_err(|_| BadSeed {
         text: text.to_owned(),
@@ -898,7 +917,12 @@ pub(crate) fn print_session(
 /// The start of a run as `oracle run` and `oracle submit` ask it, every flag checked, and the
 /// declared tool directories (the plan's `tools` lines and `--tools`); the host binds it.
 fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>), CliError> {
-    if let Some(ticks) = a.adjudication_expiry {
+    let (expiry_ticks, expiry_ms) = match a.adjudication_expiry {
+        Some(Expiry::Ticks(t)) => (Some(t), None),
+        Some(Expiry::Ms(ms)) => (None, Some(ms)),
+        None => (None, None),
+    };
+    if let Some(ticks) = expiry_ticks {
         oracle_core::event::check_time("--adjudication-expiry", ticks)
             .map_err(|e| CliError::input(e.to_string()))?;
     }
@@ -913,7 +937,8 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
     if a.no_oracle || a.adjudication_expiry.is_some() || store.is_some() {
         let memory = MemorySettings {
             oracle: !a.no_oracle,
-            expiry_ticks: a.adjudication_expiry,
+            expiry_ticks,
+            expiry_ms,
             store,
             ..MemorySettings::default()
         };

@@ -523,18 +523,27 @@ fn a_store_firer_restarted_after_downtime_applies_the_catch_up_policy() {
     assert!(first > since + (DOWNTIME_S as i64) - LATE_S - 2, "{none:?}");
 }
 
-#[test]
-fn workers_wake_a_store_run_sleeping_on_a_timer_once() {
-    let sb = Sandbox::new();
-    let Some(url) = store_url(&sb) else {
-        return;
-    };
+/// A fresh store with run `nap-1` submitted: a plan that sleeps `nap` (a duration), then
+/// records when it woke; `None` (skip) without PostgreSQL.
+fn submit_nap(sb: &Sandbox, nap: &str) -> Option<String> {
+    let url = store_url(sb)?;
     sb.write(
         "nap.plan",
-        "plan nap version 1\n\nnap = sleep { for: \"2s\" }\ndone = text.count { text: nap.fired }\n",
+        &format!(
+            "plan nap version 1\n\nnap = sleep {{ for: \"{nap}\" }}\ndone = text.count {{ text: nap.fired }}\n"
+        ),
     );
     let (code, out, err) = sb.oracle(&["submit", "nap.plan", "--store", &url]);
     assert_eq!(code, 0, "{out}{err}");
+    Some(url)
+}
+
+#[test]
+fn workers_wake_a_store_run_sleeping_on_a_timer_once() {
+    let sb = Sandbox::new();
+    let Some(url) = submit_nap(&sb, "2s") else {
+        return;
+    };
     let worker = ["worker", "--store", &url, "--poll-ms", "100"];
     let (w1, w2) = (spawn(&sb, &worker), spawn(&sb, &worker));
     let start = std::time::Instant::now();
@@ -688,4 +697,117 @@ fn the_api_adds_lists_pauses_triggers_and_deletes_schedules() {
     }
     stop(child);
     assert!(done, "the triggered run did not complete");
+}
+
+/// The outcomes of the signals sent to `run`, in the order they were sent.
+fn signal_outcomes(url: &str, run: &str) -> Vec<Option<String>> {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    c.query(
+        "SELECT outcome FROM signals WHERE run = $1 ORDER BY id",
+        &[&run],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// `oracle resume RUN --wake --store URL` over a store: a wake before the timer is due is
+/// refused by the worker that claims it (the run still sleeps, nothing fired); with `--force`
+/// the worker fires the timer once (`fired_ms` before `due_ms`) and the run completes.
+#[test]
+fn resume_wake_over_a_store_is_carried_out_by_a_worker() {
+    let sb = Sandbox::new();
+    let Some(url) = submit_nap(&sb, "2d") else {
+        return;
+    };
+    common::worker_until_idle(sb.path(), &url, &[]);
+    let status = |sb: &Sandbox| {
+        let (_, v) = sb.json(&["runs", "--store", &url, "--json"]);
+        v["status"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(status(&sb), "suspended");
+
+    let (code, out, err) = sb.oracle(&["resume", "nap-1", "--wake", "--store", &url]);
+    assert_eq!(code, 0, "the wake is queued: {out}{err}");
+    common::worker_until_idle(sb.path(), &url, &[]);
+    assert_eq!(status(&sb), "suspended", "not due: the run still sleeps");
+    let outcomes = signal_outcomes(&url, "nap-1");
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert!(
+        outcomes[0].is_some() && outcomes[0].as_deref() != Some("applied"),
+        "{outcomes:?}"
+    );
+
+    let (code, out, err) = sb.oracle(&["resume", "nap-1", "--wake", "--force", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    common::worker_until_idle(sb.path(), &url, &[]);
+    assert_eq!(status(&sb), "completed");
+    let outcomes = signal_outcomes(&url, "nap-1");
+    assert_eq!(
+        outcomes.last(),
+        Some(&Some("applied".to_owned())),
+        "{outcomes:?}"
+    );
+    let (code, out, err) = sb.oracle(&["log", "nap-1", "--store", &url, "--kind", "timer_fired"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("timer_fired").count(), 1, "{out}");
+}
+
+/// `oracle schedule trigger NAME --store URL` submits one run now under a trigger key (the
+/// schedule's plan and inputs), which a worker drives to completion.
+#[test]
+fn schedule_trigger_over_a_store_submits_a_run_a_worker_completes() {
+    let sb = Sandbox::new();
+    let Some(url) = store_url(&sb) else {
+        return;
+    };
+    sb.write("tick.plan", PLAN);
+    let (code, v) = sb.json(&[
+        "schedule",
+        "add",
+        "nightly",
+        "tick.plan",
+        "--cron",
+        "0 6 * * *",
+        "--input",
+        "n=3",
+        "--store",
+        &url,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let (code, v) = sb.json(&["schedule", "trigger", "nightly", "--store", &url, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "submitted", "{v}");
+    assert_eq!(v["existing"], false, "{v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    common::worker_until_idle(sb.path(), &url, &[]);
+    let (code, v) = sb.json(&["runs", "--store", &url, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["run"], run.as_str(), "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    // The run was started from the schedule's plan and input, under a trigger key.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let rows = c
+        .query(
+            "SELECT bytes FROM run_files WHERE run = $1 AND path = 'submitted.json'",
+            &[&run],
+        )
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let submitted: Value = serde_json::from_slice(&rows[0].get::<_, Vec<u8>>(0)).unwrap();
+    let key = submitted["key"].as_str().unwrap_or_default();
+    assert!(key.starts_with("schedule:nightly:trigger:"), "{submitted}");
+    let (code, out, err) = sb.oracle(&[
+        "log",
+        &run,
+        "--store",
+        &url,
+        "--kind",
+        "tool_called",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("tick 3"), "{out}");
 }

@@ -2582,3 +2582,56 @@ fn a_run_started_through_the_api_attaches_the_store_its_plans_memory_line_names(
     let (status, v) = start_run(&s, &alice, &bad);
     assert!(status == 400 || status == 422, "{status} {v}");
 }
+
+/// A sleeping run's timer shows on its page (the "Timers" section: step, due instant, not
+/// fired) and in `GET /api/v1/runs/{id}` (`waiting_on.timer`, the due instant `timer_set`
+/// recorded).
+#[test]
+fn a_sleeping_runs_timer_is_on_its_page_and_in_the_api() {
+    let (sb, alice, _) = setup();
+    sb.write(
+        "nap.plan",
+        "plan nap version 1\n\nnap = sleep { for: \"2d\" }\n",
+    );
+    run(&sb, &["run", "nap.plan"], 3);
+    let set = sb
+        .events(".oracle", "nap-1")
+        .iter()
+        .find_map(|e| match e.typed() {
+            Ok(oracle_core::Payload::TimerSet(t)) => Some(t),
+            _ => None,
+        })
+        .expect("a timer_set");
+    let s = Server::start(sb.path(), &[]);
+    let v = get(&s, "/api/v1/runs/nap-1", &alice);
+    let w = &v["waiting_on"];
+    assert_eq!(w["step"], "nap", "{v}");
+    assert_eq!(w["timer"]["due_ms"], set.due_ms, "{v}");
+    assert_eq!(w["timer"]["due"], set.due.as_str(), "{v}");
+    assert_eq!(w["reason"], format!("waits until {}", set.due), "{v}");
+    let (pair, _) = json_login(&s, &alice);
+    let mut r = agent()
+        .run(
+            ureq::http::Request::builder()
+                .method("GET")
+                .uri(s.url("/runs/nap-1"))
+                .header("Cookie", &pair)
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let body = r.body_mut().read_to_string().unwrap();
+    let timers = body
+        .split("<section id=\"timers\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Timers section: {body}"));
+    let timers = &timers[..timers.find("</section>").unwrap()];
+    assert!(
+        timers.contains("<h2 id=\"timers-h\">Timers</h2>"),
+        "{timers}"
+    );
+    assert!(timers.contains("nap"), "{timers}");
+    assert!(timers.contains(&set.due), "{timers}");
+    assert!(timers.contains("status-pending"), "not fired yet: {timers}");
+}

@@ -899,29 +899,6 @@ fn a_worker_reconnects_after_its_connections_are_cut() {
     assert!(w.wait().unwrap().success());
 }
 
-/// Runs a worker until nothing is left to claim; returns its log (stderr).
-fn worker_until_idle(dir: &Path, url: &str, extra: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args([
-            "worker",
-            "--store",
-            url,
-            "--lease-ms",
-            "1000",
-            "--poll-ms",
-            "100",
-            "--until-idle",
-        ])
-        .args(extra)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "worker: {err}");
-    err
-}
-
 /// Writes an executable shell script.
 fn script(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;
@@ -977,7 +954,7 @@ fn runs_shows_a_suspended_store_run_as_a_file_home_does() {
         (v["status"].as_str(), v["live"].as_bool()),
         (Some("running"), Some(false))
     );
-    worker_until_idle(&st, &url, &[]);
+    common::worker_until_idle(&st, &url, &[]);
     let (code, out, err) = oracle_in(&fh, &["run", "ask.plan", "--input", "n=3"]);
     assert_eq!(code, 3, "suspended: {out}{err}");
 
@@ -1032,7 +1009,7 @@ fn runs_shows_a_suspended_store_run_as_a_file_home_does() {
             "cancel", id, "--reason", "stop", "--by", "ops", "--store", &url,
         ],
     );
-    worker_until_idle(&st, &url, &[]);
+    common::worker_until_idle(&st, &url, &[]);
     let (_, home) = json_in(&fh, &["runs", "--json", "--status", "cancelled"]);
     let store = runs(&st, &url)[id].clone();
     for field in keys(&home).into_iter().filter(|f| f != "wall_ms") {
@@ -1105,7 +1082,7 @@ fn programs_given_to_submit_reach_the_worker_and_never_the_log() {
         ],
     );
     let (scored, asking) = (scored.trim(), asking.trim());
-    worker_until_idle(&elsewhere, &url, &[]);
+    common::worker_until_idle(&elsewhere, &url, &[]);
     let r = runs(&st, &url);
     assert_eq!(r[scored]["status"], "completed", "{}", r[scored]);
     assert_eq!(r[asking]["status"], "suspended", "{}", r[asking]);
@@ -1132,7 +1109,7 @@ fn programs_given_to_submit_reach_the_worker_and_never_the_log() {
     assert!(!String::from_utf8_lossy(&bytes).contains("notify.sh"));
     // The outbox is kept with the run: another worker's drive does not deliver it again.
     ok(&st, &["sweep", asking, "--store", &url]);
-    worker_until_idle(&elsewhere, &url, &[]);
+    common::worker_until_idle(&elsewhere, &url, &[]);
     assert_eq!(runs(&st, &url)[asking]["signals_pending"], 0);
     assert_eq!(fs::read_to_string(&got).unwrap().lines().count(), 1);
 
@@ -1156,7 +1133,7 @@ fn programs_given_to_submit_reach_the_worker_and_never_the_log() {
             &url,
         ],
     );
-    worker_until_idle(&elsewhere, &url, &["--scorer-cmd", "./mine.sh"]);
+    common::worker_until_idle(&elsewhere, &url, &["--scorer-cmd", "./mine.sh"]);
     assert_eq!(runs(&st, &url)[again.trim()]["status"], "completed");
     assert_eq!(fs::read_to_string(&mine).unwrap(), "parser\nnotes\n");
     assert!(!asked.exists(), "the run's own scorer was replaced");
@@ -1244,7 +1221,7 @@ fn a_worker_taking_a_run_over_starts_from_the_resume_point_the_store_kept() {
         assert!(Instant::now() < deadline, "the lease never expired");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let log = worker_until_idle(&st, &url, &[]);
+    let log = common::worker_until_idle(&st, &url, &[]);
     assert!(
         log.contains(&format!(
             "{id} (fence 2) resumed from its resume point after event {newest}"
@@ -1321,7 +1298,7 @@ fn a_key_submits_a_run_once_to_a_store_and_refuses_a_submission_that_differs() {
     assert_eq!(ids.len(), 1, "{ids:?}");
     assert_eq!(runs(&st, &url).len(), 2);
     // The worker records the key; the log is the file home's `oracle run --key`, byte for byte.
-    worker_until_idle(&st, &url, &[]);
+    common::worker_until_idle(&st, &url, &[]);
     let (code, out, err) = oracle_in(&fh, &["run", "ask.plan", "--key", "job-1"]);
     assert_eq!(code, 3, "{out}{err}");
     let home_log = fs::read(fh.join(".oracle/runs/ask-1/events.jsonl")).unwrap();

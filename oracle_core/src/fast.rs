@@ -393,7 +393,9 @@ mod shape {
                 ("note", Str),
                 ("verdict", Str),
             ],
-            EventKind::AdjudicationsExpired => &[("expired", Any), ("now", U64)],
+            EventKind::AdjudicationsExpired => {
+                &[("expired", Any), ("fired_ms", OptU64), ("now", U64)]
+            }
             EventKind::ClaimRecorded => &[("assertion", Any), ("by", OptStr), ("note", Str)],
             EventKind::Reinstated => &[
                 ("claim", Str),

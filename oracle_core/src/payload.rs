@@ -386,13 +386,18 @@ pub struct Adjudicated {
     pub by: Option<String>,
 }
 
-/// Queued adjudications that expired at logical time `now`, appended by `oracle sweep`.
+/// Queued adjudications that expired at logical time `now`, appended by `oracle sweep`, or
+/// by a waker when real-time requests came due.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdjudicationsExpired {
     pub now: u64,
     /// One entry per expired handle, in the form `oracle_memory` defines.
     pub expired: Value,
+    /// The wall instant (unix ms) a waker expired real-time requests at (an outside answer,
+    /// never re-read on replay); absent for a sweep by ticks, so earlier logs keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fired_ms: Option<u64>,
 }
 
 /// A claim from outside the plan, appended by `oracle claim` (never by the program).

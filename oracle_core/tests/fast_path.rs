@@ -90,12 +90,18 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     by,
                 }
             )),
-        (any::<u64>(), prop::collection::vec(expired(), 1..3)).prop_map(|(now, expired)| {
-            Payload::AdjudicationsExpired(AdjudicationsExpired {
-                now,
-                expired: Value::Array(expired),
-            })
-        }),
+        (
+            any::<u64>(),
+            prop::collection::vec(expired(), 1..3),
+            prop::option::of(any::<u64>())
+        )
+            .prop_map(|(now, expired, fired_ms)| {
+                Payload::AdjudicationsExpired(AdjudicationsExpired {
+                    now,
+                    expired: Value::Array(expired),
+                    fired_ms,
+                })
+            }),
         // A claim from outside the plan (`oracle claim`): the assertion as recorded.
         (value(), ".{0,6}", by()).prop_map(|(assertion, note, by)| Payload::ClaimRecorded(
             ClaimRecorded {

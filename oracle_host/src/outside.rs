@@ -57,12 +57,17 @@ impl Home {
             .memory
             .line_cardinality(&line.subject, &line.predicate)
             .unwrap_or(Cardinality::Functional);
-        Ok(adjudication::claim(
-            self.dir(),
-            run,
-            &claim,
-            self.writing(durability),
-        )?)
+        let applied = adjudication::claim(self.dir(), run, &claim, self.writing(durability))?;
+        // A request it opened under a real-time expiry: indexed, so a waker expires it.
+        if let Some(due) = applied
+            .assertion
+            .adjudication
+            .as_ref()
+            .and_then(|r| r.expires_ms)
+        {
+            self.note_expiries(&applied.run, &[due]);
+        }
+        Ok(applied)
     }
 
     /// Makes a superseded claim live again by a verdict naming it.
@@ -95,6 +100,18 @@ impl Home {
             run,
             now,
             self.writing(durability),
+        )?)
+    }
+
+    /// Expires `run`'s real-time requests due now (`adjudication::expire_due`): one
+    /// `adjudications_expired` with the wall instant, or nothing when none is due (a verdict
+    /// came first).
+    pub fn expire_due(&self, run: &str) -> Result<Swept, HostError> {
+        self.move_torn_tail_aside(run);
+        Ok(adjudication::expire_due(
+            self.dir(),
+            run,
+            self.writing(Durability::default()),
         )?)
     }
 

@@ -137,7 +137,13 @@ pub struct Expired {
     pub handle: String,
     pub challenger: ClaimId,
     pub incumbent: ClaimId,
+    /// The tick it expired at: its logical expiry (a sweep), or the tick the expiry of a
+    /// real-time request was recorded at.
     pub expires_at: u64,
+    /// A real-time request's due instant (unix ms); absent for a logical expiry, so earlier
+    /// logs keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
 }
 
 /// Checks a verdict on `handle` at logical time `now` and returns its effects. Refusals are
@@ -181,10 +187,10 @@ pub fn adjudicate(
                 }),
             });
         }
-        RequestStatus::Expired { seq, .. } => {
+        RequestStatus::Expired { seq, now, .. } => {
             return Err(AdjudicateError::Expired {
                 handle: handle.to_owned(),
-                expires_at: state.request.expires_at.unwrap_or(0),
+                expires_at: state.request.expires_at.unwrap_or(*now),
                 swept_at: Some(*seq),
             });
         }
@@ -585,22 +591,44 @@ pub fn reinstate(
 /// The pending requests that have expired at logical time `now`, in the order they were opened. Empty when there
 /// are none, so a second sweep finds nothing and records nothing.
 pub fn sweep(memory: &Memory, now: u64) -> Vec<Expired> {
+    expired_where(memory, |r| {
+        let at = r.request.expires_at?;
+        (at <= now).then_some((at, None))
+    })
+}
+
+/// The pending requests of a real-time expiry (`expires_ms`) due at wall instant `now_ms`, in
+/// the order they were opened, each expiring at logical `tick` (the tick its
+/// `adjudications_expired` is recorded at). A request resolved first is not among them, so a
+/// waker that comes after a verdict expires nothing.
+pub fn expire_due(memory: &Memory, now_ms: u64, tick: u64) -> Vec<Expired> {
+    expired_where(memory, |r| {
+        let due = r.request.expires_ms?;
+        (due <= now_ms).then_some((tick, Some(due)))
+    })
+}
+
+/// The pending requests `when` says expired (at which tick, and which due instant), in the
+/// order they were opened.
+fn expired_where(
+    memory: &Memory,
+    when: impl Fn(&crate::memory::RequestState) -> Option<(u64, Option<u64>)>,
+) -> Vec<Expired> {
     let mut out: Vec<(u64, Expired)> = memory
         .requests()
         .filter(|r| r.status == RequestStatus::Pending)
         .filter_map(|r| {
-            let at = r.request.expires_at?;
-            (at <= now).then(|| {
-                (
-                    r.origin.seq,
-                    Expired {
-                        handle: r.request.handle.clone(),
-                        challenger: r.request.challenger,
-                        incumbent: r.incumbent(),
-                        expires_at: at,
-                    },
-                )
-            })
+            let (at, due) = when(r)?;
+            Some((
+                r.origin.seq,
+                Expired {
+                    handle: r.request.handle.clone(),
+                    challenger: r.request.challenger,
+                    incumbent: r.incumbent(),
+                    expires_at: at,
+                    expires_ms: due,
+                },
+            ))
         })
         .collect();
     out.sort_by_key(|(seq, _)| *seq);

@@ -77,6 +77,11 @@ pub struct Request {
     pub reason: String,
     /// Logical tick at which the request expires, if the run has an expiry.
     pub expires_at: Option<u64>,
+    /// The wall instant (unix ms) at which the request expires, if the run has a real-time
+    /// expiry: the clock read once when the request was opened plus the expiry, recorded here
+    /// so replay never reads the clock. Absent otherwise, so earlier logs keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
 }
 
 /// What the gate decided for one claim: the output of `memory.assert` and the record the
@@ -288,6 +293,7 @@ pub fn gate(
         criticality: claim.criticality.max(inc.claim.criticality),
         reason,
         expires_at: settings.expiry_ticks.map(|e| origin.time.saturating_add(e)),
+        expires_ms: None,
     });
     Ok(a)
 }

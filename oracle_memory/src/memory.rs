@@ -735,7 +735,12 @@ impl Memory {
                         time,
                         seq,
                         disposition: Disposition::Contested,
-                        reason: format!("{} expired at tick {}", x.handle, x.expires_at),
+                        reason: match x.expires_ms {
+                            Some(due) => {
+                                format!("{} expired at its deadline (unix ms {due})", x.handle)
+                            }
+                            None => format!("{} expired at tick {}", x.handle, x.expires_at),
+                        },
                     },
                 );
             }
@@ -792,7 +797,7 @@ impl Memory {
                 }
                 self.apply_verdict(verdict, evidence, note, &effects, seq, time);
             }
-            Payload::AdjudicationsExpired(AdjudicationsExpired { now, expired }) => {
+            Payload::AdjudicationsExpired(AdjudicationsExpired { now, expired, .. }) => {
                 let list: Vec<Expired> = serde_json::from_value(expired.clone())
                     .map_err(|e| bad(format!("expired list does not read back: {e}")))?;
                 self.apply_expired(*now, &list, seq, time);

@@ -17,6 +17,11 @@ pub struct MemorySettings {
     pub oracle: bool,
     /// Logical ticks after which a queued adjudication expires; `None`: it waits indefinitely.
     pub expiry_ticks: Option<u64>,
+    /// Milliseconds of wall time after which a queued adjudication expires
+    /// (`--adjudication-expiry 48h`): each request records its due instant (`expires_ms`) and
+    /// a waker expires it then. Absent: no real-time expiry, and earlier logs keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry_ms: Option<u64>,
     /// Confidence (percent) at or above which a valid-time window is trusted.
     pub confidence_min_pct: u64,
     /// The named store the run's memory is attached to (`oracle run --memory NAME`): its
@@ -31,6 +36,7 @@ impl Default for MemorySettings {
         MemorySettings {
             oracle: true,
             expiry_ticks: None,
+            expiry_ms: None,
             confidence_min_pct: 50,
             store: None,
         }
@@ -60,6 +66,11 @@ impl MemorySettings {
             .and_then(|d| d.get(DOMAIN))
             .or(started.memory.as_ref());
         MemorySettings::from_recorded(recorded)
+    }
+
+    /// When a request opened at wall instant `now_ms` expires under a real-time expiry.
+    pub fn due_ms(&self, now_ms: u64) -> Option<u64> {
+        self.expiry_ms.map(|e| now_ms.saturating_add(e))
     }
 
     /// The settings as recorded.

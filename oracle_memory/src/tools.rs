@@ -39,8 +39,24 @@ pub fn assert(
     origin: &Origin,
     settings: &MemorySettings,
 ) -> Result<Value, MemoryError> {
+    assert_until(memory, input_value, origin, settings, None)
+}
+
+/// [`assert`] where a request it opens expires at wall instant `due_ms` (unix ms): the
+/// caller's recorded answer (the clock read once plus `settings.expiry_ms`, or the instant the
+/// record holds), so the gate itself never reads a clock.
+pub fn assert_until(
+    memory: &Memory,
+    input_value: &Value,
+    origin: &Origin,
+    settings: &MemorySettings,
+    due_ms: Option<u64>,
+) -> Result<Value, MemoryError> {
     let claim: Claim = input(input_value)?;
-    let a = gate::gate(memory, claim, origin, settings)?;
+    let mut a = gate::gate(memory, claim, origin, settings)?;
+    if let Some(r) = a.adjudication.as_mut() {
+        r.expires_ms = due_ms;
+    }
     // Invariant: an assertion is plain data with string keys.
     Ok(serde_json::to_value(&a).expect("assertions always convert to JSON"))
 }

@@ -636,6 +636,7 @@ impl Model {
                 challenger: r.challenger,
                 incumbent: self.incumbent(r),
                 expires_at: r.expires_at.unwrap(),
+                expires_ms: None,
             })
             .collect()
     }
@@ -896,6 +897,7 @@ fn same_outcome(step: usize, real: &Outcome, model: &MOutcome) -> Result<(), Tes
                     .map(|x| x.reason.clone())
                     .unwrap_or_default(),
                 expires_at: r.expires_at,
+                expires_ms: None,
             });
             prop_assert_eq!(&a.adjudication, &want, "step {}", step);
         }

@@ -407,7 +407,8 @@ fn a_sweep_contests_expired_requests_once() {
             handle: handle(&b),
             challenger: b.id,
             incumbent: a.id,
-            expires_at: 2
+            expires_at: 2,
+            expires_ms: None,
         }]
     );
     assert_eq!(log.records.len(), records + 1);

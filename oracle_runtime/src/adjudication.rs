@@ -471,7 +471,7 @@ pub fn sweep(
 ) -> Result<Swept> {
     let writing = writing.into();
     let found = session::find(home, run)?;
-    let mut writer = open_waiting(&found.paths, writing.durability)?.with_replica(writing.replica);
+    let writer = open_waiting(&found.paths, writing.durability)?.with_replica(writing.replica);
     let events = Recorded::read(&found.paths.log)?;
     check_at_rest(&found, &events)?;
     let rm = load_from(found, &events)?;
@@ -484,6 +484,29 @@ pub fn sweep(
         other => other?,
     };
     let expired = rules::sweep(&rm.memory, now);
+    record_expired(writer, rm, now, expired, None)
+}
+
+/// Expires the run's real-time requests (`--adjudication-expiry 48h`) due now: the wall clock
+/// is read once, under the run's lock, and recorded as the event's `fired_ms`, so replay never
+/// reads it. A request resolved first (a verdict recorded before) is not pending, so a waker
+/// that comes after it writes nothing: exactly one of the two is ever recorded.
+pub fn expire_due(home: &Path, run: &str, writing: impl Into<Writing>) -> Result<Swept> {
+    let (writer, rm, now) = begin_outside_append(home, run, None, writing.into())?;
+    let now_ms = crate::wall::now_ms();
+    let expired = rules::expire_due(&rm.memory, now_ms, now);
+    record_expired(writer, rm, now, expired, Some(now_ms))
+}
+
+/// Appends one `adjudications_expired` for `expired` at tick `now` (caused by the events that
+/// opened each request), or nothing when none expired; closes the writer either way.
+fn record_expired(
+    mut writer: LogWriter,
+    rm: RunMemory,
+    now: u64,
+    expired: Vec<Expired>,
+    fired_ms: Option<u64>,
+) -> Result<Swept> {
     if expired.is_empty() {
         writer.close()?;
         return Ok(Swept {
@@ -503,6 +526,7 @@ pub fn sweep(
         now,
         // Invariant: plain structs with string keys always convert.
         expired: serde_json::to_value(&expired).expect("expiries always convert to JSON"),
+        fired_ms,
     });
     let ev = writer.append_whole(now, parents, payload)?;
     writer.close()?;
@@ -579,12 +603,16 @@ pub fn claim(
     }
     let (writer, mut rm, now) = begin_outside_append(home, run, c.now, writing.into())?;
     let seq = rm.events;
-    let assertion =
+    let mut assertion =
         oracle_memory::external::decide(&rm.memory, c.claim.clone(), seq, now, &rm.settings)
             .map_err(|source| SessionError::ClaimRefused {
                 run: rm.run.id.clone(),
                 source,
             })?;
+    // A request it opens under a real-time expiry: the clock read once, recorded in it.
+    if let Some(r) = assertion.adjudication.as_mut() {
+        r.expires_ms = rm.settings.due_ms(crate::wall::now_ms());
+    }
     // Causal links: the events of the claims it contradicts (none when it contradicts none).
     let mut parents: Vec<u64> = assertion
         .conflicts_with

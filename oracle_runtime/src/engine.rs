@@ -152,6 +152,10 @@ pub struct Report {
     /// The timer the run waits on when the drive ended suspended on a `sleep` step (as its
     /// `timer_set` recorded it): what a home's timer index is kept from.
     pub timer: Option<payload::TimerSet>,
+    /// The wall instants (unix ms, sorted) at which something pending in the run's domains
+    /// comes due however the drive ended ([`crate::domain::Domain::deadlines`]: real-time
+    /// adjudication expiries): indexed by the home beside the timer.
+    pub deadlines: Vec<u64>,
 }
 
 /// Why a resume point is refused ([`Engine::from_point`]); the drive then starts further back.
@@ -1098,6 +1102,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             points_written: self.points_written,
             point_error: self.point_error.clone(),
             timer,
+            deadlines: self.deadlines(),
         })
     }
 
@@ -1439,6 +1444,14 @@ impl<'r, A: Agent> Engine<'r, A> {
                 }
             }
         }
+    }
+
+    /// Every domain's pending deadlines, merged and sorted ([`Report::deadlines`]).
+    fn deadlines(&self) -> Vec<u64> {
+        let mut due: Vec<u64> = self.domains.iter().flat_map(|d| d.deadlines()).collect();
+        due.sort_unstable();
+        due.dedup();
+        due
     }
 
     /// The kind of timer `step` suspends on, if any, and its call's input: a `sleep` call,

@@ -478,8 +478,11 @@ pub fn sweep(stores: &dyn StoreBackend, name: &str) -> Result<(Store, u64)> {
         let n = expired.len() as u64;
         // Invariant: expiry entries are plain data.
         let list = serde_json::to_value(&expired).expect("expired entries always convert");
-        let payload =
-            Payload::AdjudicationsExpired(payload::AdjudicationsExpired { now, expired: list });
+        let payload = Payload::AdjudicationsExpired(payload::AdjudicationsExpired {
+            now,
+            expired: list,
+            fired_ms: None,
+        });
         Ok((vec![seal(s, name, &payload)?], n))
     })
 }

@@ -252,7 +252,8 @@ fn last_program_event(ix: &mut IndexedLog) -> Result<Option<Event>, ApiError> {
 /// `kind` is `question` (a `human.ask`: `question`, `schema`), `belief` (a `memory.query` that
 /// needs a resolved belief: `subject`, `predicate`; it takes a verdict, not an answer) or
 /// `yield` (a step that gave up and asks a person for its output: `tool`, `schema`, the
-/// output schema an answer must meet). `null` when the run is not suspended.
+/// output schema an answer must meet), and `timer` (`{"due_ms", "due"}`) when the step waits
+/// on a timer (a `sleep`, a `human.ask` deadline). `null` when the run is not suspended.
 pub fn waiting(run: &ValidRun) -> Result<Option<Value>, ApiError> {
     waiting_in(&mut IndexedLog::open(&run.log())?)
 }
@@ -267,6 +268,7 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, ApiError> {
     // The step's latest call, just before its suspension, and the tools its earlier attempts
     // called (a step with a fallback has two): a bounded look back.
     let mut call: Option<ToolCalled> = None;
+    let mut timer: Option<Value> = None;
     let mut tools: Vec<String> = Vec::new();
     let lowest = ev.seq.saturating_sub(WAIT_SCAN_EVENTS_MAX);
     let mut seq = ev.seq;
@@ -275,6 +277,16 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, ApiError> {
         let e = ix.read(seq)?;
         if e.kind == EventKind::Resumed || e.kind == EventKind::RunStarted {
             break;
+        }
+        // The timer the step waits on (a `sleep`, a `human.ask` deadline): set after its
+        // latest call, so found before it.
+        if e.kind == EventKind::TimerSet && call.is_none() && timer.is_none() {
+            if let Ok(Payload::TimerSet(t)) = e.typed()
+                && t.step == s.step
+            {
+                timer = Some(json!({"due_ms": t.due_ms, "due": t.due}));
+            }
+            continue;
         }
         if e.kind != EventKind::ToolCalled {
             continue;
@@ -296,6 +308,9 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, ApiError> {
         "attempts": s.attempts,
         "seq": ev.seq,
     });
+    if let Some(t) = timer {
+        v["timer"] = t;
+    }
     match call {
         Some(c) if c.tool == ASK_TOOL => {
             v["kind"] = json!("question");

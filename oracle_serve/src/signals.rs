@@ -727,17 +727,42 @@ fn wake_due(
                     let Some(timer) = due.get(next.fetch_add(1, Ordering::Relaxed)) else {
                         break;
                     };
-                    let what = format!(
-                        "wake {} (timer due {})",
-                        timer.run,
-                        oracle_runtime::wall::rfc3339(timer.due_ms)
-                    );
-                    let woken = host.wake_indexed(timer).map(|r| r.session);
-                    log_outcome(log_path, &what, woken);
+                    fire_one(host, timer, log_path);
                 }
             });
         }
     });
+}
+
+/// Fires one due entry of the timer index: a timer wakes its run; a real-time adjudication
+/// expiry expires the run's due requests (then resumes it if it waits on a belief). One line
+/// per outcome goes to the resume log.
+fn fire_one(host: &oracle_host::Home, timer: &oracle_host::timers::Timer, log_path: &Path) {
+    let due = oracle_runtime::wall::rfc3339(timer.due_ms);
+    match timer.what {
+        oracle_host::timers::Due::Wake => {
+            let what = format!("wake {} (timer due {due})", timer.run);
+            log_outcome(log_path, &what, host.wake_indexed(timer).map(|r| r.session));
+        }
+        oracle_host::timers::Due::Expiry => {
+            let what = format!("expire {} (adjudication due {due})", timer.run);
+            match host.expire_indexed(timer) {
+                Ok(x) => {
+                    let handles: Vec<&str> =
+                        x.swept.expired.iter().map(|e| e.handle.as_str()).collect();
+                    append_log(
+                        log_path,
+                        &format!("{what}: expired [{}]", handles.join(", ")),
+                    );
+                    if let Some(resumed) = x.resumed {
+                        let what = format!("resume {} after the expiry", timer.run);
+                        log_outcome(log_path, &what, resumed.map(|r| r.session));
+                    }
+                }
+                Err(e) => log_outcome(log_path, &what, Err(e)),
+            }
+        }
+    }
 }
 
 /// Fires the home's due schedule ticks (`oracle_host::Home::fire_schedules`): each tick's run

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use oracle_core::Event;
 use serde_json::Value;
@@ -392,4 +392,27 @@ pub fn at(m: &Samples, name: &str, labels: &[(&str, &str)]) -> u64 {
         .collect();
     l.sort();
     m.get(&(name.to_owned(), l)).copied().unwrap_or(0)
+}
+
+/// Runs a worker until nothing is left to claim; returns its log (stderr).
+pub fn worker_until_idle(dir: &Path, url: &str, extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args([
+            "worker",
+            "--store",
+            url,
+            "--lease-ms",
+            "1000",
+            "--poll-ms",
+            "100",
+            "--until-idle",
+        ])
+        .args(extra)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "worker: {err}");
+    err
 }

@@ -199,6 +199,7 @@ impl Log {
             self.record(Payload::AdjudicationsExpired(AdjudicationsExpired {
                 now: self.time,
                 expired: serde_json::to_value(&list).unwrap(),
+                fired_ms: None,
             }));
         }
         list
@@ -465,6 +466,7 @@ pub fn settings() -> impl Strategy<Value = MemorySettings> {
             |(oracle, expiry_ticks, confidence_min_pct)| MemorySettings {
                 oracle,
                 expiry_ticks,
+                expiry_ms: None,
                 confidence_min_pct,
                 store: None,
             },

@@ -86,7 +86,8 @@ impl Domain for MemoryDomain {
         };
         let result = match call.tool.as_str() {
             memory_tools::ASSERT => {
-                memory_tools::assert(&self.memory, &call.input, &origin, settings)
+                let due = request_due(settings, &site);
+                memory_tools::assert_until(&self.memory, &call.input, &origin, settings, due)
             }
             memory_tools::QUERY => {
                 match memory_tools::query(&self.memory, &call.input, settings, site.tick) {
@@ -140,9 +141,39 @@ impl Domain for MemoryDomain {
         WAIT_WORDS
     }
 
+    fn deadlines(&self) -> Vec<u64> {
+        let mut due: Vec<u64> = self
+            .memory
+            .requests()
+            .filter(|r| r.status == oracle_memory::RequestStatus::Pending)
+            .filter_map(|r| r.request.expires_ms)
+            .collect();
+        due.sort_unstable();
+        due.dedup();
+        due
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// The due instant of a request a `memory.assert` at `site` may open under a real-time
+/// expiry: the one its recorded outcome holds (resume, replay: the clock is never read again),
+/// else the wall clock now plus the expiry (the one read, recorded in the outcome).
+fn request_due(settings: &MemorySettings, site: &Site<'_>) -> Option<u64> {
+    settings.expiry_ms?;
+    if !site.past_record {
+        return match &site.recorded {
+            Some(Payload::ToolReturned(r)) => r
+                .output
+                .get("adjudication")
+                .and_then(|a| a.get("expires_ms"))
+                .and_then(Value::as_u64),
+            _ => None,
+        };
+    }
+    settings.due_ms(crate::wall::now_ms())
 }
 
 /// Why a step waits on a line of store `name`: from the call's input alone, so a replay, which

@@ -175,6 +175,13 @@ pub trait Domain: Any {
         }
     }
 
+    /// The wall instants (unix ms, sorted) at which something the domain holds pending comes
+    /// due (a real-time adjudication expiry): what a home's timer index is kept from, so a
+    /// waker expires it without anyone asking. The default: none.
+    fn deadlines(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
     fn as_any(&self) -> &dyn Any;
 }
 

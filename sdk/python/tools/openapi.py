@@ -239,6 +239,7 @@ schemas: dict[str, Any] = {
                                 "kind": {"enum": ["question", "belief", "yield"]},
                                 "question": ANY,
                                 "schema": ANY,
+                                "timer": obj({"due_ms": INT, "due": STR}, ["due_ms", "due"]),
                             },
                             ["step", "kind"],
                         )

@@ -1,0 +1,184 @@
+//! Real-time adjudication expiry end to end (issue 38, item 3), with the real `oracle` binary:
+//! `--adjudication-expiry 2s` records each request's due instant (`expires_ms`, the clock read
+//! once when it was opened) and indexes it in the home (`timers/<due>+<run>`); `oracle serve`
+//! expires it when due with nobody sweeping, exactly once (`adjudications_expired` with
+//! `fired_ms`), and a verdict that lands first wins (the later expiry writes nothing), in both
+//! orders. Replay reads the recorded instants and never the clock: the log stays byte for byte
+//! what it was. No test asserts timing: each polls with a generous bound.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Home;
+use serde_json::Value;
+
+const RUN: &str = "adjudication-1";
+/// The fixture's conflict is recorded by event 15 (`referral`).
+const HANDLE: &str = "adj-15";
+/// Longest wait for the server to act on a due entry.
+const WAIT_MS_MAX: u64 = 60_000;
+
+/// Starts `oracle serve` on the home, on a free port; returns once it listens.
+fn serve(h: &Home) -> Child {
+    let mut child = h
+        .command(&["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening "), "{line}");
+    child
+}
+
+fn stop(mut child: Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+/// The server's resume log once it holds a line containing `needle` (or panics at the bound).
+fn resume_log_with(h: &Home, needle: &str) -> String {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(WAIT_MS_MAX) {
+        let log = std::fs::read_to_string(h.path().join("serve-resume.log")).unwrap_or_default();
+        if log.contains(needle) {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the server never logged `{needle}`");
+}
+
+fn of_kind(h: &Home, kind: &str) -> Vec<Value> {
+    h.events(RUN)
+        .into_iter()
+        .filter(|e| e["kind"] == kind)
+        .collect()
+}
+
+/// The request the run opened, from `memory.assert`'s recorded output.
+fn request(h: &Home) -> Value {
+    h.events(RUN)
+        .into_iter()
+        .find_map(|e| {
+            let a = &e["payload"]["output"]["adjudication"];
+            a.is_object().then(|| a.clone())
+        })
+        .expect("the run opened a request")
+}
+
+fn index(h: &Home) -> Vec<String> {
+    std::fs::read_dir(h.path().join("timers"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_real_time_expiry_is_recorded_in_the_request_and_the_settings() {
+    let h = Home::new();
+    h.start(&["--adjudication-expiry", "2s"]);
+    let first = &h.events(RUN)[0];
+    let memory = &first["payload"]["domains"]["memory"];
+    assert_eq!(memory["expiry_ms"], 2_000, "{first}");
+    assert!(memory["expiry_ticks"].is_null(), "{first}");
+    let r = request(&h);
+    assert_eq!(r["handle"], HANDLE);
+    assert!(r["expires_at"].is_null(), "{r}");
+    let due = r["expires_ms"].as_u64().expect("a due instant in unix ms");
+    assert_eq!(index(&h), vec![format!("{due:020}+{RUN}")]);
+    // A bad duration is refused before anything starts.
+    let (code, _, err) = h.oracle(&[
+        "run",
+        common::ADJUDICATION_PLAN,
+        "--adjudication-expiry",
+        "soon",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--adjudication-expiry"), "{err}");
+}
+
+#[test]
+fn the_server_expires_a_due_request_once_with_nobody_sweeping() {
+    let h = Home::new();
+    h.start(&["--adjudication-expiry", "2s"]);
+    let due = request(&h)["expires_ms"].as_u64().unwrap();
+    let server = serve(&h);
+    let log = resume_log_with(&h, &format!("resume {RUN} after the expiry"));
+    stop(server);
+    assert!(
+        log.contains(&format!("expire {RUN} (adjudication due")),
+        "{log}"
+    );
+    assert!(log.contains(&format!("expired [{HANDLE}]")), "{log}");
+    let expired = of_kind(&h, "adjudications_expired");
+    assert_eq!(expired.len(), 1, "exactly once: {expired:?}");
+    let p = &expired[0]["payload"];
+    assert!(p["fired_ms"].as_u64().unwrap() >= due, "{p}");
+    assert_eq!(p["expired"][0]["handle"], HANDLE);
+    assert_eq!(p["expired"][0]["expires_ms"], due);
+    // The expiry's semantics: both claims contested; the run, woken, still waits on the line.
+    assert_eq!(h.allergy(RUN, &[])["belief"]["status"], "contested");
+    let (code, out, _) = h.oracle(&["runs"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("waits on belief patient-17/allergy"), "{out}");
+    assert!(index(&h).is_empty(), "{:?}", index(&h));
+    // A verdict after the expiry is refused (exit 7) and writes nothing.
+    let before = std::fs::read(h.log(RUN)).unwrap();
+    let (code, _, err) = h.oracle(&[
+        "adjudicate",
+        RUN,
+        HANDLE,
+        "--verdict",
+        "affirm",
+        "--evidence",
+        "external_first_hand",
+    ]);
+    assert_eq!(code, 7, "{err}");
+    assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
+    // Replay is offline: the same bytes, no clock read, no wait.
+    h.replays_and_verifies(RUN, "suspended");
+    assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
+}
+
+#[test]
+fn a_verdict_before_the_due_instant_wins_and_the_later_expiry_writes_nothing() {
+    let h = Home::new();
+    h.start(&["--adjudication-expiry", "2s"]);
+    let (code, out, err) = h.oracle(&[
+        "adjudicate",
+        RUN,
+        HANDLE,
+        "--verdict",
+        "affirm",
+        "--evidence",
+        "external_first_hand",
+        "--resume",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let before = std::fs::read(h.log(RUN)).unwrap();
+    // The entry indexed at the start is still there: the server fires it once due, and finds
+    // nothing pending.
+    assert_eq!(index(&h).len(), 1);
+    let server = serve(&h);
+    let log = resume_log_with(&h, &format!("expire {RUN}"));
+    stop(server);
+    assert!(log.contains("expired []"), "{log}");
+    assert!(!log.contains("after the expiry"), "{log}");
+    assert!(of_kind(&h, "adjudications_expired").is_empty());
+    assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
+    assert!(index(&h).is_empty());
+    h.replays_and_verifies(RUN, "completed");
+    assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
+}
