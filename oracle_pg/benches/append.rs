@@ -184,6 +184,7 @@ fn through_writer(rows: &mut Vec<Row>, store: &Store, scratch: &Path, events: u6
     let writing = Writing {
         durability: Durability::Effect,
         replica: Some(replica),
+        stores: None,
     };
     let (seconds, _) = record(&paths, writing, events, every);
     check(store, &run, &paths.log);
