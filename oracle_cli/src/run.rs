@@ -606,8 +606,6 @@ fn registry() -> Registry {
     oracle_runtime::tools::builtin()
 }
 
-/// `--seed`: an unsigned 64-bit integer, with a message that says so for `-1` or `1.5` (clap's
-/// own advice for a negative number, `-- -1`, is wrong here).
 /// An `--adjudication-expiry`: logical ticks (a whole number, as before durations existed)
 /// or a wall-clock duration.
 #[derive(Clone, Copy, Debug)]
@@ -616,15 +614,24 @@ enum Expiry {
     Ms(u64),
 }
 
-fn parse_expiry(text: &str) -> Result<Expiry, String> {
+/// An `--adjudication-expiry` that is neither a whole number of ticks nor a duration.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}; or give a whole number of logical ticks")]
+struct BadExpiry {
+    source: oracle_runtime::wall::WallError,
+}
+
+fn parse_expiry(text: &str) -> Result<Expiry, BadExpiry> {
     if let Ok(ticks) = text.parse::<u64>() {
         return Ok(Expiry::Ticks(ticks));
     }
     oracle_runtime::wall::duration_ms(text)
         .map(Expiry::Ms)
-        .map_err(|e| format!("{e}; or give a whole number of logical ticks"))
+        .map_err(|source| BadExpiry { source })
 }
 
+/// `--seed`: an unsigned 64-bit integer, with a message that says so for `-1` or `1.5` (clap's
+/// own advice for a negative number, `-- -1`, is wrong here).
 fn parse_seed(text: &str) -> Result<u64, BadSeed> {
     text.parse::<u64>().map_err(|_| BadSeed {
         text: text.to_owned(),

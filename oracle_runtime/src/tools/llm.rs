@@ -386,6 +386,18 @@ fn streamed(
     Ok(reply)
 }
 
+/// Why a streamed completion could not be put back together (its text is recorded in the
+/// attempt's `tool_failed`).
+#[derive(Debug, thiserror::Error)]
+enum StreamRefused {
+    #[error("a streamed event is not a JSON object: {0}")]
+    NotJson(String),
+    #[error("the stream was cut short (it ended before `[DONE]`)")]
+    Cut,
+    #[error("the stream cannot be put together: {0}")]
+    Encode(serde_json::Error),
+}
+
 /// The events of a streamed completion, put back together: content and each tool call's
 /// arguments concatenated in order, the last finish reason, model and usage seen.
 #[derive(Default)]
@@ -451,12 +463,12 @@ impl Assembly {
 
     /// The completion body a whole reply would have had; a stream cut before `[DONE]`, or one
     /// with an event that was not JSON, is refused.
-    fn completion(&self) -> Result<Vec<u8>, String> {
+    fn completion(&self) -> Result<Vec<u8>, StreamRefused> {
         if let Some(bad) = &self.bad {
-            return Err(format!("a streamed event is not a JSON object: {bad}"));
+            return Err(StreamRefused::NotJson(bad.clone()));
         }
         if !self.done {
-            return Err("the stream was cut short (it ended before `[DONE]`)".into());
+            return Err(StreamRefused::Cut);
         }
         let mut message = json!({"role": "assistant", "content": self.content});
         if !self.calls.is_empty() {
@@ -482,7 +494,7 @@ impl Assembly {
         if let Some(u) = &self.usage {
             body["usage"] = u.clone();
         }
-        serde_json::to_vec(&body).map_err(|e| format!("the stream cannot be put together: {e}"))
+        serde_json::to_vec(&body).map_err(StreamRefused::Encode)
     }
 }
 
