@@ -316,6 +316,17 @@ impl Collector {
         }
         out
     }
+
+    /// When the run's root span (`run RUN`) started, in unix milliseconds.
+    fn root_start_ms(&self) -> Option<u64> {
+        let got = self.got.lock().unwrap();
+        got.iter()
+            .flat_map(|r| &r.resource_spans)
+            .flat_map(|rs| &rs.scope_spans)
+            .flat_map(|ss| &ss.spans)
+            .find(|s| s.name.starts_with("run "))
+            .map(|s| s.start_time_unix_nano / 1_000_000)
+    }
 }
 
 fn any_text(v: Option<&Any>) -> String {
@@ -404,6 +415,15 @@ fn a_runs_trace_reaches_a_collector_and_a_resumed_run_joins_the_same_trace() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["dropped"], 0, "{v}");
     let spans = first.spans();
+    // The spans take their instants from the times file beside the log: the root span starts
+    // when event 0 was recorded.
+    let times = std::fs::read(
+        sb.path()
+            .join(format!(".oracle/runs/{run}/events.jsonl.times")),
+    )
+    .unwrap();
+    let event0_ms = u64::from_le_bytes(times[8..16].try_into().unwrap());
+    assert_eq!(first.root_start_ms(), Some(event0_ms));
     assert_eq!(
         spans.len() as u64,
         v["spans"].as_u64().unwrap(),

@@ -7,9 +7,10 @@
 //! what the log says. The trace id is derived from the run (its id and its first event's
 //! hash), so the exports of a run before and after a resume are one trace. Every span carries
 //! `oracle.run.id`, `oracle.seq` (the event that ended it) and `oracle.head` (that event's
-//! hash), so a trace leads to `oracle log RUN --seq SEQ`. A log holds no wall clock: spans are
-//! laid out one millisecond per event, ending at the export's time, so they show order and
-//! nesting, not durations.
+//! hash), so a trace leads to `oracle log RUN --seq SEQ`. A log holds no wall clock: spans take
+//! their instants from the times file beside it (`oracle_runtime::times`, advisory) when every
+//! event was timed, and are otherwise laid out one millisecond per event, ending at the
+//! export's time (order and nesting, not durations).
 //!
 //! What is absent: export never fails a run or this command for a collector's sake (an
 //! unreachable collector drops the spans, counted in [`Exported::dropped`]); no gRPC.
@@ -157,7 +158,8 @@ impl Home {
             .map(|p| 1 + u64::from(p.child.is_some()))
             .sum::<u64>()
             + 1;
-        let (dropped, warning) = send(&dir.id, trace, &events, &planned, endpoint)?;
+        let times = oracle_runtime::times::Times::read(&dir.paths.log);
+        let (dropped, warning) = send(&dir.id, trace, &events, &times, &planned, endpoint)?;
         Ok(Exported {
             run: dir.id.clone(),
             trace_id: trace.to_string(),
@@ -397,11 +399,29 @@ pub(crate) fn exporter(
     })
 }
 
+/// When event `seq` happened, for a span's ends: the times file's instant when every event of
+/// the log was timed (so spans show real durations), else one millisecond per event with the
+/// last one now (a log copied by a fork, or written before times were kept: order and
+/// nesting, not durations). Either way the instants are a display: nothing is recorded.
+fn span_clock<'a>(
+    events: &[Event],
+    times: &'a oracle_runtime::times::Times,
+    last: u64,
+) -> impl Fn(u64) -> SystemTime + 'a {
+    let timed = !events.is_empty() && events.iter().all(|e| times.at(e.seq).is_some());
+    let now = SystemTime::now();
+    move |seq: u64| match times.at(seq).filter(|_| timed) {
+        Some(ms) => SystemTime::UNIX_EPOCH + Duration::from_millis(ms),
+        None => now - Duration::from_millis(last.saturating_sub(seq)),
+    }
+}
+
 /// Builds and sends the spans; the spans dropped and why.
 fn send(
     run: &str,
     trace: TraceId,
     events: &[Event],
+    times: &oracle_runtime::times::Times,
     planned: &[Planned],
     endpoint: Option<&str>,
 ) -> Result<(u64, Option<String>), HostError> {
@@ -419,9 +439,7 @@ fn send(
         .build();
     let tracer = provider.tracer("oracle");
     let last = events.last().map_or(0, |e| e.seq);
-    // One millisecond per event, the last one now.
-    let now = SystemTime::now();
-    let at = |seq: u64| now - Duration::from_millis(last.saturating_sub(seq));
+    let at = span_clock(events, times, last);
     let mut root = tracer.build_with_context(
         tracer
             .span_builder(format!("run {run}"))
