@@ -7,9 +7,8 @@
 //! what it was. No test asserts timing: each polls with a generous bound.
 
 mod common;
+mod web;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Home;
@@ -22,27 +21,8 @@ const HANDLE: &str = "adj-15";
 const WAIT_MS_MAX: u64 = 60_000;
 
 /// Starts `oracle serve` on the home, on a free port; returns once it listens.
-fn serve(h: &Home) -> Child {
-    let mut child = h
-        .command(&["serve", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("listening "), "{line}");
-    child
-}
-
-fn stop(mut child: Child) {
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+fn serve(h: &Home) -> web::Killed {
+    web::listening(h.command(&["serve", "--listen", "127.0.0.1:0"])).0
 }
 
 /// The server's resume log once it holds a line containing `needle` (or panics at the bound).
@@ -114,9 +94,9 @@ fn the_server_expires_a_due_request_once_with_nobody_sweeping() {
     let h = Home::new();
     h.start(&["--adjudication-expiry", "2s"]);
     let due = request(&h)["expires_ms"].as_u64().unwrap();
-    let server = serve(&h);
+    let mut server = serve(&h);
     let log = resume_log_with(&h, &format!("resume {RUN} after the expiry"));
-    stop(server);
+    server.stop();
     assert!(
         log.contains(&format!("expire {RUN} (adjudication due")),
         "{log}"
@@ -171,9 +151,9 @@ fn a_verdict_before_the_due_instant_wins_and_the_later_expiry_writes_nothing() {
     // The entry indexed at the start is still there: the server fires it once due, and finds
     // nothing pending.
     assert_eq!(index(&h).len(), 1);
-    let server = serve(&h);
+    let mut server = serve(&h);
     let log = resume_log_with(&h, &format!("expire {RUN}"));
-    stop(server);
+    server.stop();
     assert!(log.contains("expired []"), "{log}");
     assert!(!log.contains("after the expiry"), "{log}");
     assert!(of_kind(&h, "adjudications_expired").is_empty());
