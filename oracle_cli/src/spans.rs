@@ -22,16 +22,25 @@ pub fn finish(live: Option<LiveExport>) {
         return;
     };
     let r = live.finish();
-    if let Some(w) = &r.warning {
-        let skipped = match r.skipped_batches {
-            0 => String::new(),
-            n => format!(
-                "; {n} batches of records were not made into spans while the collector was down"
-            ),
-        };
+    let Some(w) = &r.warning else {
+        return;
+    };
+    let n = r.skipped_batches;
+    if r.spans == 0 {
+        // The collector refused the first (empty) export: no span was made to be dropped.
         eprintln!(
-            "warning: {} of {} spans dropped: {w}{skipped}",
-            r.dropped, r.spans
+            "warning: spans dropped: {n} batches of records were not made into spans while the collector was down: {w}"
         );
+        return;
     }
+    let skipped = match n {
+        0 => String::new(),
+        n => format!(
+            "; {n} batches of records were not made into spans while the collector was down"
+        ),
+    };
+    eprintln!(
+        "warning: {} of {} spans dropped: {w}{skipped}",
+        r.dropped, r.spans
+    );
 }

@@ -600,3 +600,61 @@ fn a_live_runs_spans_reach_a_collector_and_a_resumed_drive_joins_the_same_trace(
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("spans dropped"), "{err}");
 }
+
+/// `oracle serve --otlp URL` wakes a sleeping run with its timer wheel: the woken drive's spans
+/// reach the collector in the run's trace, and `/metrics` counts the timer's lag
+/// (`oracle_timer_lag_seconds`, a histogram) as the log records it: `fired_ms - due_ms`.
+#[test]
+fn a_timer_the_server_wakes_shows_its_lag_in_metrics_and_its_spans_reach_the_collector() {
+    let sb = common::Sandbox::new();
+    let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    let token = token.trim().to_owned();
+    sb.write(
+        "nap.plan",
+        "plan nap version 1\n\nnap = sleep { for: \"1s\" }\ndone = text.count { text: nap.fired }\n",
+    );
+    let (code, _, err) = sb.oracle(&["run", "nap.plan"]);
+    assert_eq!(code, 3, "{err}");
+    let collector = Collector::start();
+    let server = Server::start(sb.path(), &["--otlp", &collector.url]);
+    let finished = || {
+        logged(&sb, "nap-1")
+            .last()
+            .is_some_and(|e| e["kind"] == "run_finished")
+    };
+    web::wait_until("the server to wake nap-1", finished);
+    let events = logged(&sb, "nap-1");
+    let fired: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "timer_fired")
+        .collect();
+    assert_eq!(fired.len(), 1, "{events:?}");
+    let ms = |k: &str| fired[0]["payload"][k].as_u64().unwrap();
+    let lag_ms = ms("fired_ms").saturating_sub(ms("due_ms"));
+    let (status, _, text) = get(&format!("{}/metrics", server.base), Some(&token));
+    assert_eq!(status, 200, "{text}");
+    // The scraper's parser takes it; the count and the sum are the log's.
+    let m = samples(&text);
+    assert_eq!(at(&m, "oracle_timer_lag_seconds", &[]), 1, "{text}");
+    let line = |suffix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("oracle_timer_lag_seconds_{suffix} ")))
+            .map(str::to_owned)
+    };
+    assert_eq!(line("count").as_deref(), Some("1"), "{text}");
+    let sum: f64 = line("sum").unwrap().parse().unwrap();
+    assert_eq!((sum * 1000.0).round() as u64, lag_ms, "{text}");
+    // The woken drive's spans, with the run's root span at its end, in one trace.
+    let root = |c: &Collector| c.spans().iter().any(|(_, n, _)| n == "run nap-1");
+    web::wait_until("the run's root span at the collector", || root(&collector));
+    let spans = collector.spans();
+    let trace = &spans[0].0;
+    assert!(
+        spans
+            .iter()
+            .all(|(t, _, a)| t == trace && a["oracle.run.id"] == "nap-1"),
+        "{spans:?}"
+    );
+    assert!(spans.iter().any(|(_, n, _)| n == "step done"), "{spans:?}");
+}

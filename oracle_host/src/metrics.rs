@@ -46,6 +46,75 @@ pub struct Tally {
     pub model_calls: BTreeMap<String, u64>,
     /// Tokens by (model binding, `input` or `output`), rejected replies' included.
     pub tokens: BTreeMap<(String, String), u64>,
+    /// How late each timer fired after its due instant (`timer_fired`'s `fired_ms - due_ms`;
+    /// a timer woken early by hand counts as 0).
+    pub timer_lag: LagCounts,
+}
+
+/// Upper bounds of the timer-lag buckets, in milliseconds: a wheel that polls every 200 ms
+/// fires within the first few; the later ones show a server that was down or behind.
+pub const TIMER_LAG_BUCKETS_MS: [u64; 10] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 60_000, 600_000,
+];
+
+/// Timer lags counted into [`TIMER_LAG_BUCKETS_MS`] (the last count is past the last bound),
+/// with their count and sum, in whole milliseconds: integers, so tallies merge exactly.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LagCounts {
+    pub buckets: [u64; TIMER_LAG_BUCKETS_MS.len() + 1],
+    pub count: u64,
+    pub sum_ms: u64,
+}
+
+impl LagCounts {
+    /// Counts one lag.
+    pub fn observe(&mut self, lag_ms: u64) {
+        let i = TIMER_LAG_BUCKETS_MS
+            .iter()
+            .position(|b| lag_ms <= *b)
+            .unwrap_or(TIMER_LAG_BUCKETS_MS.len());
+        self.buckets[i] = self.buckets[i].saturating_add(1);
+        self.count = self.count.saturating_add(1);
+        self.sum_ms = self.sum_ms.saturating_add(lag_ms);
+    }
+
+    fn merge(&mut self, other: &LagCounts) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a = a.saturating_add(b);
+        }
+        self.count = self.count.saturating_add(other.count);
+        self.sum_ms = self.sum_ms.saturating_add(other.sum_ms);
+    }
+}
+
+/// [`LagCounts`] as a Prometheus histogram in seconds (the crate's own histogram only takes
+/// observations one by one; these were counted from logs).
+#[derive(Debug)]
+struct LagHistogram(LagCounts);
+
+impl prometheus_client::encoding::EncodeMetric for LagHistogram {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        // Display only (never hashed): Prometheus's unit is the float second.
+        let seconds = |ms: u64| ms as f64 / 1000.0;
+        let bounds = TIMER_LAG_BUCKETS_MS
+            .iter()
+            .map(|b| seconds(*b))
+            .chain(std::iter::once(f64::INFINITY));
+        let buckets: Vec<(f64, u64)> = bounds.zip(self.0.buckets).collect();
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            seconds(self.0.sum_ms),
+            self.0.count,
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
+    }
 }
 
 fn bump<K: Ord>(map: &mut BTreeMap<K, u64>, key: K, by: u64) {
@@ -104,6 +173,7 @@ impl Tally {
                 }
             }
             Payload::CapabilityDenied(_) => bump(&mut self.attempts, "denied".into(), 1),
+            Payload::TimerFired(f) => self.timer_lag.observe(f.fired_ms.saturating_sub(f.due_ms)),
             _ => {}
         }
     }
@@ -132,6 +202,7 @@ impl Tally {
         for (k, n) in &other.tokens {
             bump(&mut self.tokens, k.clone(), *n);
         }
+        self.timer_lag.merge(&other.timer_lag);
     }
 }
 
@@ -302,6 +373,11 @@ pub fn render(
         "oracle_model_tokens",
         "Tokens by model binding and type (input, output), rejected replies included",
         tokens,
+    );
+    r.register(
+        "oracle_timer_lag_seconds",
+        "How late each timer fired after its due instant (timer_fired events)",
+        LagHistogram(t.timer_lag.clone()),
     );
     extras(&mut r, extra);
     let mut out = String::new();

@@ -217,6 +217,7 @@ impl LiveExport {
             )
             .with_span_processor(batch)
             .build();
+        let probe = otlp::exporter(endpoint, false)?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut spans = Spans {
             tracer: provider.tracer("oracle"),
@@ -227,7 +228,10 @@ impl LiveExport {
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("otlp-live".into())
-            .spawn(move || spans.serve(&rx, &flag))
+            .spawn(move || {
+                spans.probe(&probe);
+                spans.serve(&rx, &flag)
+            })
             .map_err(|e| HostError::Telemetry(format!("cannot start its thread: {e}")))?;
         Ok(Some(LiveExport {
             stop,
@@ -318,6 +322,19 @@ struct Spans {
 }
 
 impl Spans {
+    /// Sends one empty export (a valid OTLP request with no spans) before any record is read:
+    /// a collector that refuses it starts the cooldown at once, so a run whose collector is
+    /// down makes no spans only to drop them (the work that was the overhead of an
+    /// unreachable collector, BENCHMARKS.md "Live span export").
+    fn probe(&self, exporter: &opentelemetry_otlp::SpanExporter) {
+        if let Err(e) = poll_ready(exporter.export(Vec::new())) {
+            self.tally
+                .failed(format!("the collector did not take the spans: {e}"));
+            let until = std::time::Instant::now() + Duration::from_millis(LIVE_COOLDOWN_MS);
+            *self.tally.cooling.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
+        }
+    }
+
     fn serve(&mut self, rx: &Receiver<Appended>, stop: &AtomicBool) {
         loop {
             match rx.recv_timeout(Duration::from_millis(POLL_MS)) {
@@ -335,8 +352,9 @@ impl Spans {
     fn take(&mut self, batch: &Appended) {
         let now = SystemTime::now();
         // The collector is down: reading the records would only make spans to drop. A later
-        // batch of the run catches up from the log (counting the spans it skips).
-        if self.runs.contains_key(&batch.run) && self.tally.cooling_now() {
+        // batch of the run catches up from the log (counting the spans it skips); a run first
+        // seen now gets its trace then, from its log.
+        if self.tally.cooling_now() {
             self.tally.skipped.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -404,16 +422,26 @@ impl Spans {
         // A run this process traced already: what it skips here were its own spans, lost.
         let known = rt.next > 0;
         let from = rt.next;
-        let _ = oracle_runtime::reader::scan(&batch.log, true, |e| {
-            if e.seq >= first {
-                return Ok(false);
+        if known {
+            // Only the records since the run's last batch, found through the index: a run
+            // caught up after every cooldown must not cost a read of its whole log each time.
+            if let Ok(mut log) = oracle_runtime::index::IndexedLog::open_with(&batch.log, false) {
+                for seq in from..first.min(log.len()) {
+                    let Ok(e) = log.read(seq) else { break };
+                    rt.plan.add(&e);
+                    rt.next = e.seq + 1;
+                }
             }
-            if e.seq >= from {
+        } else {
+            let _ = oracle_runtime::reader::scan(&batch.log, true, |e| {
+                if e.seq >= first {
+                    return Ok(false);
+                }
                 rt.plan.add(&e);
                 rt.next = e.seq + 1;
-            }
-            Ok(true)
-        });
+                Ok(true)
+            });
+        }
         let skipped = rt.plan.take_ended();
         if known {
             let n: u64 = skipped.iter().map(|p| 1 + u64::from(p.has_child())).sum();
@@ -469,6 +497,19 @@ fn new_trace(run: &str, log: &Path, now: SystemTime) -> Option<RunTrace> {
         times: BTreeMap::new(),
         since: now,
     })
+}
+
+/// The value of `f`, which the exporter's client finishes without waking anyone (its HTTP
+/// exchange blocks inside the call): polled until ready, yielding between polls.
+fn poll_ready<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
 }
 
 /// The events of a batch of whole records (one that does not decode ends the batch: the
