@@ -658,3 +658,40 @@ fn a_timer_the_server_wakes_shows_its_lag_in_metrics_and_its_spans_reach_the_col
     );
     assert!(spans.iter().any(|(_, n, _)| n == "step done"), "{spans:?}");
 }
+
+/// `oracle worker --otlp URL` over a PostgreSQL store: the run it claims and drives sends its
+/// spans, root span included, in one trace named by the run (skipped without PostgreSQL,
+/// unless `ORACLE_REQUIRE_POSTGRES` is set).
+#[test]
+fn a_store_run_a_worker_drives_sends_its_spans_to_the_collector() {
+    let Some(cluster) = oracle_pg::cluster::shared() else {
+        return;
+    };
+    let url = cluster
+        .database(&format!("observe_{}", std::process::id()))
+        .unwrap();
+    let sb = common::Sandbox::new();
+    let (code, out, err) = sb.oracle(&["store", "init", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    sb.write(
+        "two.plan",
+        "plan two version 1\n\na = text.count { text: \"one two\" }\nb = text.count { text: \"three \" + a.words }\n",
+    );
+    let (code, id, err) = sb.oracle(&["submit", "two.plan", "--store", &url]);
+    assert_eq!(code, 0, "{err}");
+    let id = id.trim().to_owned();
+    let collector = Collector::start();
+    common::worker_until_idle(sb.path(), &url, &["--otlp", &collector.url]);
+    let spans = collector.spans();
+    let names: Vec<&str> = spans.iter().map(|(_, n, _)| n.as_str()).collect();
+    for want in ["step a", "step b", &format!("run {id}")] {
+        assert!(names.contains(&want), "{want}: {names:?}");
+    }
+    let trace = &spans[0].0;
+    assert!(
+        spans
+            .iter()
+            .all(|(t, _, a)| t == trace && a["oracle.run.id"] == id),
+        "{spans:?}"
+    );
+}
