@@ -245,6 +245,7 @@ impl LiveExport {
     /// most about [`EXPORT_TIMEOUT_MS`] for it), and says what was sent and dropped.
     pub fn finish(mut self) -> LiveReport {
         self.stop.store(true, Ordering::SeqCst);
+        oracle_runtime::live::nudge_appends();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -339,8 +340,12 @@ impl Spans {
         loop {
             match rx.recv_timeout(Duration::from_millis(POLL_MS)) {
                 Ok(batch) => self.take(&batch),
-                Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::SeqCst) => {}
-                Err(_) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            // Told to stop (and nudged awake by `finish`): what is still queued is taken below.
+            if stop.load(Ordering::SeqCst) {
+                break;
             }
         }
         while let Ok(batch) = rx.try_recv() {
@@ -350,6 +355,10 @@ impl Spans {
 
     /// Turns one batch of records into the spans it ends.
     fn take(&mut self, batch: &Appended) {
+        if batch.records.is_empty() {
+            // A nudge from `finish`: no records, only a wake.
+            return;
+        }
         let now = SystemTime::now();
         // The collector is down: reading the records would only make spans to drop. A later
         // batch of the run catches up from the log (counting the spans it skips); a run first

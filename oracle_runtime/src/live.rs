@@ -216,6 +216,19 @@ pub fn appends_dropped() -> u64 {
         .map_or(0, |t| t.dropped.load(Ordering::Relaxed))
 }
 
+/// Wakes the tap's reader without a record (an empty batch, which it skips): a reader told to
+/// stop sees it now, not at its next poll. Dropped silently when the queue is full (the reader
+/// is busy then, and sees its stop flag after the batch at hand).
+pub fn nudge_appends() {
+    if let Some(tap) = APPENDS.get() {
+        let _ = tap.tx.try_send(Appended {
+            run: String::new(),
+            log: std::path::PathBuf::new(),
+            records: Vec::new(),
+        });
+    }
+}
+
 /// A writer wrote `records` to `paths`' log: queued for the tap, if one was asked for, without
 /// waiting (a full queue drops them, counted).
 pub(crate) fn appended(paths: &crate::paths::LogPaths, records: &[u8]) {
