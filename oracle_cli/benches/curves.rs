@@ -445,6 +445,8 @@ fn group(n: u64) -> String {
 }
 
 fn main() {
+    // The machine line first: BENCHMARKS.md names the CPU of every figure.
+    eprintln!("{}", oracle_runtime::machine::line());
     // `cargo bench` passes `--bench`; nothing else to parse.
     let max = env_size("CURVES_MAX", 10_000_000);
     let run_max = env_size("CURVES_RUN_MAX", 1_000_000);

@@ -79,6 +79,8 @@ fn rate(base: &str, path: impl Fn(u64) -> String + Send + Sync + 'static) -> f64
 }
 
 fn main() {
+    // The machine line first: BENCHMARKS.md names the CPU of every figure.
+    eprintln!("{}", oracle_runtime::machine::line());
     // `cargo bench` passes `--bench`; nothing else to parse.
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().canonicalize().unwrap();

@@ -3,6 +3,7 @@
 //! scripted model server (`oracle_llm_stub::program`), `mcp-example` the example MCP server
 //! (`oracle_mcp_example`), which a tools manifest starts as `program = "oracle"`,
 //! `args = ["dev", "mcp-example"]` (docs/TOOLS.md). Neither is a real model or a real tool.
+//! `machine` prints the line benchmarks start with (`oracle_runtime::machine`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +29,9 @@ enum DevCommand {
     /// `reverse`), started by a tools manifest, not by hand: `program = "oracle"`, `args =
     /// ["dev", "mcp-example"]`. `--mode` makes it misbehave, for tests.
     McpExample(McpExampleArgs),
+    /// The machine line benchmarks print first (BENCHMARKS.md names the CPU of every figure):
+    /// the CPU model, its SIMD features, the cores, and the lane expansion the state hash uses.
+    Machine,
 }
 
 #[derive(Args, Debug)]
@@ -73,6 +77,22 @@ fn run(a: DevArgs) -> Result<ExitCode, CliError> {
             let mode = oracle_mcp_example::Mode::parse(&a.mode)
                 .ok_or_else(|| CliError::input(format!("no mode `{}`", a.mode)))?;
             Ok(oracle_mcp_example::run(mode))
+        }
+        DevCommand::Machine => {
+            use std::io::Write as _;
+            // Not `println!`: a closed stdout is an error to report, not a panic.
+            writeln!(
+                std::io::stdout().lock(),
+                "{}",
+                oracle_runtime::machine::line()
+            )
+            .map_err(|e| CliError {
+                code: exit::FAILED,
+                message: format!("cannot write the machine line: {e}"),
+                json: None,
+                quiet: false,
+            })?;
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -223,9 +223,9 @@ pub(crate) enum Command {
     /// hash-chained ledger (`verify`), the lineage of approved plans (`lineage`), and the
     /// policy that refuses an unapproved proposal's plan (`policy`).
     Evolve(evolve::EvolveArgs),
-    /// Test helpers, not for real work: `dev llm-stub`, a scripted model server, and `dev
-    /// mcp-example`, an example MCP server. Built in so that the README's walkthroughs need
-    /// nothing but this binary.
+    /// Test helpers, not for real work: `dev llm-stub`, a scripted model server, `dev
+    /// mcp-example`, an example MCP server, and `dev machine`, the CPU line benchmarks print.
+    /// Built in so that the README's walkthroughs need nothing but this binary.
     Dev(dev::DevArgs),
 }
 

@@ -594,3 +594,20 @@ fn a_mistyped_command_names_the_closest_one() {
         );
     }
 }
+
+#[test]
+fn dev_machine_names_the_cpu_its_simd_features_and_its_cores() {
+    // The line every benchmark starts with (BENCHMARKS.md names the CPU of each figure).
+    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args(["dev", "machine"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let line = String::from_utf8(out.stdout).unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(line.starts_with("cpu "), "{line}");
+    assert!(line.contains(&format!("; cores {cores};")), "{line}");
+    assert!(line.contains("; simd "), "{line}");
+    assert!(line.contains("; lane expansion "), "{line}");
+    assert_eq!(line.lines().count(), 1, "{line}");
+}

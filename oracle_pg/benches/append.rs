@@ -234,6 +234,8 @@ fn thousands(n: u64) -> String {
 }
 
 fn main() {
+    // The machine line first: BENCHMARKS.md names the CPU of every figure.
+    eprintln!("{}", oracle_runtime::machine::line());
     // `cargo bench` passes `--bench`; nothing else to parse.
     let tmp = tempfile::tempdir().unwrap();
     let scratch = tmp.path();

@@ -178,6 +178,8 @@ fn trial(
 }
 
 fn main() {
+    // The machine line first: BENCHMARKS.md names the CPU of every figure.
+    eprintln!("{}", oracle_runtime::machine::line());
     // `cargo bench` passes `--bench`; nothing else to parse.
     let bin = common::oracle_bin();
     let tmp = tempfile::tempdir().unwrap();

@@ -127,28 +127,20 @@ pub const USES_DEPTH_MAX: u32 = 4;
 /// The paths a plan's source uses (`use "PATH" as NAME`), as written; empty if it does not
 /// parse.
 pub fn uses_of(src: &str) -> Vec<String> {
-    crate::parser::parse(src)
-        .0
-        .map(|p| p.uses.into_iter().map(|u| u.path.node).collect())
-        .unwrap_or_default()
+    // Parsed once per text: a start asks this, `tools_of`, `memory_of` and compiles.
+    crate::parsed::outline(src).uses
 }
 
 /// The tools directories a plan's source names (`tools "DIR"`), as written (relative to the
 /// plan's directory); empty if it does not parse.
 pub fn tools_of(src: &str) -> Vec<String> {
-    crate::parser::parse(src)
-        .0
-        .map(|p| p.tools.into_iter().map(|t| t.node).collect())
-        .unwrap_or_default()
+    crate::parsed::outline(src).tools
 }
 
 /// The store a plan's `memory` line names, as `oracle run --memory` takes it (`NAME` or
 /// `input.NAME`); `None` without one, or if the source does not parse.
 pub fn memory_of(src: &str) -> Option<String> {
-    crate::parser::parse(src)
-        .0
-        .and_then(|p| p.memory)
-        .map(|m| m.node.to_flag())
+    crate::parsed::outline(src).memory
 }
 
 /// The names of a plan's agent steps (`s = agent { ... }`), whose model calls are turns rather
@@ -232,7 +224,8 @@ pub fn check_with(
     sources: &Sources,
 ) -> (Option<CompiledPlan>, Vec<Diagnostic>) {
     let compile = |plan: &ast::Plan, catalogue: &Catalogue| compile_in(plan, catalogue, sources, 0);
-    let (plan, mut diags) = crate::parser::parse(src);
+    // The parse `tools_of` or `memory_of` made of this text, if one did (`parsed`).
+    let (plan, mut diags) = crate::parsed::take(src);
     let Some(plan) = plan else {
         return (None, diags);
     };

@@ -39,6 +39,7 @@ pub mod eval;
 pub mod fmt;
 pub mod graph;
 pub mod lexer;
+mod parsed;
 pub mod parser;
 pub mod print;
 mod saved;

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use oracle_core::State;
 use oracle_runtime::declared::{self, McpMode};
 use oracle_runtime::tool::{Registry, ToolContext};
@@ -105,4 +105,4 @@ fn benches(c: &mut Criterion) {
 }
 
 criterion_group!(declared_benches, benches);
-criterion_main!(declared_benches);
+oracle_runtime::bench_main!(declared_benches);

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use oracle_core::diff::{Outcome, Reader, first_divergence};
 use oracle_core::rng::SplitMix64;
 use oracle_core::synth::{Synth, SynthConfig};
@@ -75,4 +75,4 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+oracle_runtime::bench_main!(benches);

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use oracle_runtime::Durability;
 use oracle_runtime::session::{self, StartOptions};
 use oracle_runtime::tools;
@@ -130,4 +130,4 @@ fn event_vs_floor(c: &mut Criterion, root: &Path) {
 }
 
 criterion_group!(durability_benches, benches);
-criterion_main!(durability_benches);
+oracle_runtime::bench_main!(durability_benches);

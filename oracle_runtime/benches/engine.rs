@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use oracle_core::Event;
 use oracle_plan::CompiledPlan;
 use oracle_plan::agent::PlanAgent;
@@ -267,4 +267,4 @@ fn loops(c: &mut Criterion) {
 }
 
 criterion_group!(benches, compile_bench, run, start, replay, loops);
-criterion_main!(benches);
+oracle_runtime::bench_main!(benches);

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use oracle_llm_stub::Stub;
 use oracle_runtime::session::{self, StartOptions};
 use oracle_runtime::tools;
@@ -168,4 +168,4 @@ fn agent(c: &mut Criterion) {
 }
 
 criterion_group!(benches, round_trip, run, replay, agent);
-criterion_main!(benches);
+oracle_runtime::bench_main!(benches);

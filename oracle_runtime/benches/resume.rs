@@ -6,7 +6,7 @@
 //! iteration resumes the same log. The agent is a Rust counter (one pure `json.get` a step),
 //! so the figure is the engine's and the store's, not a plan compiler's.
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use oracle_core::agent::{Action, Agent, AgentError, Call, Decision, Observation, Outcome};
 use oracle_core::hash::{domain, hash_in};
 use oracle_core::{Hash, State};
@@ -187,4 +187,4 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+oracle_runtime::bench_main!(benches);

@@ -113,6 +113,8 @@ fn publish(home: &Path) {
 }
 
 fn main() {
+    // The machine line first: BENCHMARKS.md names the CPU of every figure.
+    eprintln!("{}", oracle_runtime::machine::line());
     let n = std::env::var("ORACLE_BENCH_CLAIMS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -2,7 +2,7 @@
 //! on one and two cores, and random access through the log index. Targets and results are in
 //! BENCHMARKS.md.
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use oracle_core::rng::SplitMix64;
 use oracle_core::synth::{SynthConfig, synth_events};
 use oracle_runtime::index::{IndexedLog, index_path};
@@ -134,4 +134,4 @@ fn index(c: &mut Criterion) {
 }
 
 criterion_group!(benches, append, verify, index);
-criterion_main!(benches);
+oracle_runtime::bench_main!(benches);

@@ -24,6 +24,7 @@
 //! - Answers from outside: [`adjudication`] (verdicts and sweeps on a stored run), [`oracle`]
 //!   (the port adjudication requests go to, and its unhashed outbox), [`scorer`].
 //! - Failures: [`error`], [`exit`] (exit codes and the one error object).
+//! - Measuring: [`machine`] (the CPU line every benchmark prints first, issue 42).
 //!
 //! # One loop for run, resume and replay
 //!
@@ -81,6 +82,7 @@ pub mod http;
 pub mod index;
 pub mod keys;
 pub mod live;
+pub mod machine;
 pub mod mcp;
 pub mod oracle;
 pub mod paths;

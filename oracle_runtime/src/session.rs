@@ -707,7 +707,10 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         Some(text) => plan_text_checked(&opts.plan, text)?,
         None => read_text(&opts.plan)?,
     };
-    let plan = compile(&opts.plan, &source, registry)?;
+    // The sub-plans read once: compiled here, and the same texts kept in the run below.
+    let plan_dir = opts.plan.parent().unwrap_or(Path::new("."));
+    let sources = plan_sources(plan_dir, &source);
+    let plan = compile_with_uses(&opts.plan, &source, registry, &sources)?;
     let inputs = if opts.input_values.is_empty() {
         bind_inputs(&plan, &opts.inputs)?
     } else {
@@ -753,8 +756,7 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
     let key_claim = key_claim(&id);
     write_atomic(&dir.join(PLAN_FILE), source.as_bytes())?;
     // The sub-plans, kept beside the plan: `resume` and `replay` compile these copies.
-    let plan_dir = opts.plan.parent().unwrap_or(Path::new("."));
-    for (path, text) in plan_sources(plan_dir, &source) {
+    for (path, text) in sources {
         let target = dir.join(USES_DIR).join(&path);
         if let Some(parent) = target.parent() {
             fs::create_dir_all(parent).map_err(SessionError::io(parent))?;
