@@ -64,17 +64,17 @@ fn called(h: &Home) -> Vec<String> {
 }
 
 fn affirm(h: &Home, extra: &[&str]) -> (i32, String, String) {
-    let mut args = vec![
-        "adjudicate",
-        RUN,
-        HANDLE,
-        "--verdict",
-        "affirm",
-        "--evidence",
-        "external_first_hand",
-    ];
-    args.extend_from_slice(extra);
-    h.oracle(&args)
+    h.affirm(RUN, HANDLE, extra)
+}
+
+/// A wake of the finished run is refused (`finished`) and writes nothing; the run replays.
+fn a_later_wake_is_refused(h: &Home, run: &str) {
+    let before = std::fs::read(h.log(run)).unwrap();
+    let (code, v) = h.json(&["resume", run, "--wake", "--json"]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "finished");
+    assert_eq!(std::fs::read(h.log(run)).unwrap(), before);
+    h.replays_and_verifies(run, "completed");
 }
 
 #[test]
@@ -115,12 +115,7 @@ fn a_deadline_that_passes_first_answers_with_its_on_timeout_value_once() {
     // keeps what the deadline gave it, and a second wake records nothing.
     let (code, out, err) = affirm(&h, &[]);
     assert_eq!(code, 0, "{out}{err}");
-    let before = std::fs::read(h.log(RUN)).unwrap();
-    let (code, v) = h.json(&["resume", RUN, "--wake", "--json"]);
-    assert_eq!(code, 2, "{v}");
-    assert_eq!(v["error"]["code"], "finished");
-    assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
-    h.replays_and_verifies(RUN, "completed");
+    a_later_wake_is_refused(&h, RUN);
 }
 
 #[test]
@@ -139,12 +134,7 @@ fn a_verdict_recorded_first_wins_and_the_deadline_is_ignored() {
     assert_eq!(resumed.len(), 1, "{resumed:?}");
     assert_eq!(resumed[0]["payload"]["value"]["status"], "resolved");
     assert!(called(&h).contains(&"amoxicillin".to_owned()));
-    let before = std::fs::read(h.log(RUN)).unwrap();
-    let (code, v) = h.json(&["resume", RUN, "--wake", "--json"]);
-    assert_eq!(code, 2, "{v}");
-    assert_eq!(v["error"]["code"], "finished");
-    assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
-    h.replays_and_verifies(RUN, "completed");
+    a_later_wake_is_refused(&h, RUN);
 }
 
 #[test]
@@ -156,10 +146,7 @@ fn a_verdict_that_resumes_first_leaves_nothing_for_the_deadline() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(of_kind(&h, "timer_fired").is_empty());
     assert_eq!(of_kind(&h, "resumed").len(), 1);
-    let (code, v) = h.json(&["resume", RUN, "--wake", "--json"]);
-    assert_eq!(code, 2, "{v}");
-    assert_eq!(v["error"]["code"], "finished");
-    h.replays_and_verifies(RUN, "completed");
+    a_later_wake_is_refused(&h, RUN);
 }
 
 #[test]
@@ -266,8 +253,5 @@ fn a_deadline_on_a_named_stores_belief_wait_fires_once() {
     assert_eq!(kinds("timer_fired").len(), 1);
     assert!(kinds("resumed").is_empty());
     assert_eq!(kinds("run_finished")[0]["payload"]["status"], "completed");
-    let (code, v) = h.json(&["resume", run, "--wake", "--json"]);
-    assert_eq!(code, 2, "{v}");
-    assert_eq!(v["error"]["code"], "finished");
-    h.replays_and_verifies(run, "completed");
+    a_later_wake_is_refused(&h, run);
 }
