@@ -26,7 +26,7 @@ pub enum TimeError {
     #[error("`{text}` is longer than {SLEEP_FOR_MS_MAX} ms (366 days), the longest sleep")]
     TooLong { text: String },
     #[error("`{text}` is not an RFC 3339 instant such as 2026-12-01T09:00:00Z: {reason}")]
-    NotInstant { text: String, reason: String },
+    NotRfc3339 { text: String, reason: String },
     #[error("`{text}` is before 1970 or after year 9999")]
     OutOfRange { text: String },
 }
@@ -62,7 +62,7 @@ pub fn duration_ms(text: &str) -> Result<u64, TimeError> {
 /// An RFC 3339 instant with its offset (`2026-12-01T09:00:00Z`, `...+01:00`), in unix
 /// milliseconds; instants before 1970 or after [`INSTANT_MS_MAX`] are refused.
 pub fn instant_ms(text: &str) -> Result<u64, TimeError> {
-    let t: Timestamp = text.parse().map_err(|e| TimeError::NotInstant {
+    let t: Timestamp = text.parse().map_err(|e| TimeError::NotRfc3339 {
         text: text.to_owned(),
         reason: format!("{e}"),
     })?;
