@@ -138,8 +138,9 @@ pub struct SweepArgs {
     /// Sweep this named store's requests instead, at the tick after its head.
     #[arg(long, value_name = "NAME", conflicts_with = "now")]
     pub(crate) memory: Option<String>,
-    /// The logical tick to judge expiry at (default: the run's current tick); at most
-    /// TIME_MAX (2^53).
+    /// The logical tick to judge tick expiries at (default: the run's current tick); at most
+    /// TIME_MAX (2^53). Real-time requests (`--adjudication-expiry 48h`) whose instant has
+    /// passed on the wall clock expire too.
     #[arg(long, value_name = "TICK")]
     now: Option<u64>,
     #[arg(long, value_enum, default_value_t = DurabilityArg::Effect)]

@@ -116,15 +116,7 @@ fn the_server_expires_a_due_request_once_with_nobody_sweeping() {
     assert!(index(&h).is_empty(), "{:?}", index(&h));
     // A verdict after the expiry is refused (exit 7) and writes nothing.
     let before = std::fs::read(h.log(RUN)).unwrap();
-    let (code, _, err) = h.oracle(&[
-        "adjudicate",
-        RUN,
-        HANDLE,
-        "--verdict",
-        "affirm",
-        "--evidence",
-        "external_first_hand",
-    ]);
+    let (code, _, err) = h.affirm(RUN, HANDLE, &[]);
     assert_eq!(code, 7, "{err}");
     assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
     // Replay is offline: the same bytes, no clock read, no wait.
@@ -161,4 +153,131 @@ fn a_verdict_before_the_due_instant_wins_and_the_later_expiry_writes_nothing() {
     assert!(index(&h).is_empty());
     h.replays_and_verifies(RUN, "completed");
     assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
+}
+
+/// A fresh store (its own database on the shared throwaway cluster); `None` (skip, loudly)
+/// without PostgreSQL, unless ORACLE_REQUIRE_POSTGRES is set.
+fn store_url() -> Option<String> {
+    static DB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let cluster = oracle_pg::cluster::shared()?;
+    let n = DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let url = cluster
+        .database(&format!("expiry_{}_{n}", std::process::id()))
+        .unwrap();
+    let h = Home::new();
+    let (code, out, err) = h.oracle(&["store", "init", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    Some(url)
+}
+
+/// The store's events of `kind` for the run, as `oracle log --store --json` shows them.
+/// `None` while the store has no log for it yet (no worker drove it so far).
+fn store_events(h: &Home, url: &str, kind: &str) -> Option<Vec<Value>> {
+    let (code, out, _) = h.oracle(&["log", RUN, "--store", url, "--json", "--kind", kind]);
+    (code == 0).then(|| {
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    })
+}
+
+#[test]
+fn two_workers_expire_a_store_runs_due_request_exactly_once() {
+    let Some(url) = store_url() else {
+        return;
+    };
+    let h = Home::new();
+    let (code, out, err) = h.oracle(&[
+        "submit",
+        common::ADJUDICATION_PLAN,
+        "--store",
+        &url,
+        "--adjudication-expiry",
+        "2s",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let worker = ["worker", "--store", &url, "--poll-ms", "100"];
+    let spawn = || {
+        let mut c = h.command(&worker);
+        c.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        web::Killed(c.spawn().unwrap())
+    };
+    let (mut w1, mut w2) = (spawn(), spawn());
+    web::wait_until("the workers to expire the request", || {
+        store_events(&h, &url, "adjudications_expired").is_some_and(|e| !e.is_empty())
+    });
+    // Both wheels keep turning for a while: a second expiry would show.
+    std::thread::sleep(Duration::from_millis(1_500));
+    w1.stop();
+    w2.stop();
+    let expired = store_events(&h, &url, "adjudications_expired").unwrap();
+    assert_eq!(expired.len(), 1, "exactly once: {expired:?}");
+    let opened = store_events(&h, &url, "tool_returned")
+        .unwrap()
+        .into_iter()
+        .find_map(|e| {
+            let a = &e["payload"]["output"]["adjudication"];
+            a.is_object().then(|| a.clone())
+        })
+        .expect("the run opened a request");
+    let due = opened["expires_ms"].as_u64().expect("a real-time request");
+    // What a file home's server writes (`expire_due`): the tick after the log's last, the
+    // request with its due instant, and when it fired.
+    let p = &expired[0]["payload"];
+    assert!(p["fired_ms"].as_u64().unwrap() >= due, "{p}");
+    assert_eq!(p["now"], expired[0]["time"], "{p}");
+    let entries = p["expired"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{p}");
+    assert_eq!(entries[0]["handle"], HANDLE);
+    assert_eq!(entries[0]["expires_ms"], due);
+    assert_eq!(entries[0]["expires_at"], p["now"]);
+    // The run, resumed after the expiry by the worker that claimed it, waits on the
+    // contested line; the store no longer lists an expiry for it.
+    let (code, v) = h.json(&["runs", "--store", &url, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "suspended", "{v}");
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let left: Option<i64> = c
+        .query_one("SELECT expire_at_ms FROM runs WHERE id = $1", &[&RUN])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, None);
+}
+
+#[test]
+fn oracle_sweep_expires_real_time_requests_whose_instant_has_passed() {
+    // Not yet due: nothing written.
+    let h = Home::new();
+    h.start(&["--adjudication-expiry", "48h"]);
+    let before = std::fs::read(h.log(RUN)).unwrap();
+    let (code, v) = h.json(&["sweep", RUN, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["expired"], 0, "{v}");
+    assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
+    // Due: one sweep expires it, with the instant it read; a second writes nothing.
+    let h = Home::new();
+    h.start(&["--adjudication-expiry", "1s"]);
+    let due = request(&h)["expires_ms"].as_u64().unwrap();
+    web::wait_until("the request's due instant", || {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        now > u128::from(due)
+    });
+    let (code, v) = h.json(&["sweep", RUN, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["expired"], 1, "{v}");
+    assert_eq!(v["handles"][0], HANDLE, "{v}");
+    let expired = of_kind(&h, "adjudications_expired");
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    let p = &expired[0]["payload"];
+    assert!(p["fired_ms"].as_u64().unwrap() >= due, "{p}");
+    assert_eq!(p["expired"][0]["expires_ms"], due);
+    let (code, v) = h.json(&["sweep", RUN, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["expired"], 0, "{v}");
+    assert_eq!(of_kind(&h, "adjudications_expired").len(), 1);
+    h.replays_and_verifies(RUN, "suspended");
 }

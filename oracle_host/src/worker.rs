@@ -680,7 +680,20 @@ pub fn summary_of(dir: &Path) -> Option<oracle_pg::Summary> {
         } else {
             None
         },
+        expire_at_ms: pending_expiry(dir).and_then(|t| i64::try_from(t).ok()),
     })
+}
+
+/// The earliest real-time expiry (`expires_ms`) among the pending adjudication requests of
+/// the run in `dir`, as its log's memory says (a run on a named store keeps none of its own).
+fn pending_expiry(dir: &Path) -> Option<u64> {
+    let events = Recorded::read(&LogPaths::of_run(dir).log).ok()?;
+    let memory = oracle_runtime::adjudication::project(&events).ok()?;
+    memory
+        .requests()
+        .filter(|r| r.status == oracle_memory::RequestStatus::Pending)
+        .filter_map(|r| r.request.expires_ms)
+        .min()
 }
 
 /// The due instant of the timer the run in `dir` sleeps on: its last `timer_set` with neither
@@ -723,6 +736,20 @@ pub fn wake_due(store: &Store, now_ms: u64) -> Result<Vec<String>, HostError> {
                 ..Default::default()
             },
             allow_tool_change: false,
+        };
+        if store.send_once(&run, signal.kind(), &signal.to_row())? {
+            woken.push(run);
+        }
+    }
+    // The expiry wheel: a run at rest whose real-time adjudication request is due gets one
+    // `sweep` (as `oracle sweep RUN` sends), which expires it once under the run's fence,
+    // with the bytes a file home's server writes; a run waiting on that line is then resumed
+    // by the claiming worker (`verdict_after_domain_wait`).
+    for run in store.due_expiries(now, WAKES_PER_SWEEP_MAX)? {
+        let signal = Signal::Sweep {
+            run: run.clone(),
+            now: None,
+            durability: oracle_runtime::writer::Durability::DEFAULT,
         };
         if store.send_once(&run, signal.kind(), &signal.to_row())? {
             woken.push(run);

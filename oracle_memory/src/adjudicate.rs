@@ -608,6 +608,19 @@ pub fn expire_due(memory: &Memory, now_ms: u64, tick: u64) -> Vec<Expired> {
     })
 }
 
+/// What `oracle sweep` expires at tick `now`, the wall clock reading `now_ms`: the requests
+/// expiring by ticks at `now` (as [`sweep`]) and the real-time ones due at `now_ms` (as
+/// [`expire_due`], each at `now`), in the order they were opened.
+pub fn sweep_at(memory: &Memory, now: u64, now_ms: u64) -> Vec<Expired> {
+    expired_where(memory, |r| {
+        match (r.request.expires_at, r.request.expires_ms) {
+            (Some(at), _) => (at <= now).then_some((at, None)),
+            (None, Some(due)) => (due <= now_ms).then_some((now, Some(due))),
+            (None, None) => None,
+        }
+    })
+}
+
 /// The pending requests `when` says expired (at which tick, and which due instant), in the
 /// order they were opened.
 fn expired_where(

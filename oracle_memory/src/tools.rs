@@ -72,6 +72,14 @@ struct QueryInput {
     valid_at: Option<u64>,
     #[serde(default)]
     require: Option<String>,
+    /// How long a `require: "resolved"` wait may last (the runtime sets its timer and checks
+    /// the text); the memory only refuses one without a wait.
+    #[serde(default)]
+    deadline: Option<Value>,
+    /// The answer when the deadline passes first: the runtime's, never read here.
+    #[serde(default)]
+    #[allow(dead_code)]
+    on_timeout: Option<Value>,
 }
 
 /// What `memory.query` produced.
@@ -100,6 +108,11 @@ pub fn query(
             )));
         }
     };
+    if q.deadline.is_some() && !require_resolved {
+        return Err(MemoryError::Input(
+            "deadline needs require: \"resolved\" (only a wait has a deadline)".to_owned(),
+        ));
+    }
     let query = Query {
         subject: q.subject,
         predicate: q.predicate,

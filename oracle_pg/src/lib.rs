@@ -175,6 +175,9 @@ pub struct Summary {
     /// For a run suspended on a timer (`sleep`, a deadline): when it is due, unix ms (schema
     /// version 7).
     pub wake_at_ms: Option<i64>,
+    /// The earliest real-time expiry of the run's pending adjudication requests, unix ms
+    /// (schema version 9).
+    pub expire_at_ms: Option<i64>,
 }
 
 /// Programs a run's drives call, given at submission (`--oracle-cmd`, `--scorer-cmd`): paths
@@ -982,7 +985,7 @@ impl Store {
                    (extract(epoch FROM lease_until - now()) * 1000)::bigint, claims, detail,
                    (SELECT count(*) FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL),
                    waiting_step, waiting_reason, attempts, reason, last_time, model_calls,
-                   model_tokens, wake_at_ms
+                   model_tokens, wake_at_ms, expire_at_ms
                  FROM runs WHERE {filter} ORDER BY number"
                 ),
                 params,
@@ -1018,6 +1021,7 @@ impl Store {
                         _ => None,
                     },
                     wake_at_ms: r.get(18),
+                    expire_at_ms: r.get(19),
                 },
             })
             .collect())
@@ -1233,7 +1237,8 @@ fn set_summary(tx: &mut postgres::Transaction<'_>, run: &str, s: &Summary) -> Re
     };
     tx.execute(
         "UPDATE runs SET waiting_step = $2, waiting_reason = $3, attempts = $4, reason = $5,
-           last_time = $6, model_calls = $7, model_tokens = $8, wake_at_ms = $9
+           last_time = $6, model_calls = $7, model_tokens = $8, wake_at_ms = $9,
+           expire_at_ms = $10
          WHERE id = $1",
         &[
             &run,
@@ -1245,6 +1250,7 @@ fn set_summary(tx: &mut postgres::Transaction<'_>, run: &str, s: &Summary) -> Re
             &calls,
             &tokens,
             &s.wake_at_ms,
+            &s.expire_at_ms,
         ],
     )
     .map_err(db("recording what a run's log says"))?;

@@ -100,6 +100,24 @@ impl Store {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    /// Runs at rest (suspended or finished) whose earliest real-time adjudication expiry is
+    /// due at `now_ms` and that have no signal pending, at most `limit`, earliest first: what
+    /// a worker's expiry wheel sends a sweep.
+    pub fn due_expiries(&self, now_ms: i64, limit: i64) -> Result<Vec<String>> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT id FROM runs
+                 WHERE expire_at_ms IS NOT NULL AND expire_at_ms <= $1
+                   AND state IN ('suspended', 'completed', 'failed', 'cancelled')
+                   AND NOT EXISTS (SELECT 1 FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL)
+                 ORDER BY expire_at_ms LIMIT $2",
+                &[&now_ms, &limit],
+            )
+            .map_err(db("listing due expiries"))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     /// Queues `body` (a wake) for `run` unless a signal is pending for it already, under an
     /// advisory lock on the run, so workers racing on one due timer queue one wake. Returns
     /// whether it queued.

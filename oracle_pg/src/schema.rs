@@ -178,6 +178,14 @@ CREATE TABLE memory_records (
     PRIMARY KEY (store, seq)
 );
 "#,
+    // 9: the worker expiry wheel: the earliest real-time expiry (`--adjudication-expiry 48h`,
+    // a request's `expires_ms`) among a run's pending adjudication requests, written by the
+    // worker that releases it. Its own column, not `wake_at_ms`: a run at rest in any state
+    // (finished ones too) can have one, and it is carried out as a sweep, not a wake.
+    r#"
+ALTER TABLE runs ADD COLUMN expire_at_ms bigint;
+CREATE INDEX runs_expiries ON runs (expire_at_ms) WHERE expire_at_ms IS NOT NULL;
+"#,
 ];
 
 /// The schema version this binary writes and reads.

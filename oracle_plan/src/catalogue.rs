@@ -17,6 +17,9 @@ pub enum ArgType {
     List,
     Map,
     Any,
+    /// A string in the time grammar ([`crate::time`]): a duration (`2d`) or an RFC 3339
+    /// instant. A literal one that does not parse is E0225.
+    Time,
 }
 
 impl ArgType {
@@ -28,13 +31,14 @@ impl ArgType {
             ArgType::List => "list",
             ArgType::Map => "map",
             ArgType::Any => "any",
+            ArgType::Time => "time",
         }
     }
 
     /// Whether a JSON value has this type.
     pub fn admits(self, v: &Value) -> bool {
         match self {
-            ArgType::String => v.is_string(),
+            ArgType::String | ArgType::Time => v.is_string(),
             ArgType::Int => v.is_i64() || v.is_u64(),
             ArgType::Bool => v.is_boolean(),
             ArgType::List => v.is_array(),

@@ -14,7 +14,8 @@
 //! E0221 a sub-plan that cannot be used (unreadable, not compiling, too deep, granting more
 //! than the caller, inputs that do not fit) · E0222 a constant too large to build
 //! (`eval::BUILD_BYTES_MAX`) · E0223 a field or index a value's type does not have · E0224
-//! operands an operator cannot combine (E0223 and E0224 come from `crate::types`).
+//! operands an operator cannot combine (E0223 and E0224 come from `crate::types`) · E0225 a
+//! literal deadline that is not a duration or an RFC 3339 instant (`crate::time`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -1131,6 +1132,21 @@ fn compile_call(
                 ),
                 "wrong type",
             ));
+        }
+        if arg.ty == ArgType::Time
+            && eval::is_constant(&a.value)
+            && let Ok(Value::String(text)) = eval::eval(&a.value, &Map::new())
+            && let Err(e) = crate::time::deadline_ms(&text, 0)
+        {
+            d.push(
+                Diagnostic::error(
+                    "E0225",
+                    a.value.span,
+                    format!("argument `{}` of `{tool}`: {e}", arg.name),
+                    "not a duration or an instant",
+                )
+                .with_hint("a duration (`30s`, `10m`, `2h`, `2d`) or an RFC 3339 instant (`2026-12-01T09:00:00Z`)"),
+            );
         }
     }
     let missing: Vec<&str> = spec

@@ -1,6 +1,7 @@
 //! The plan language: a small text DSL for agent programs, parsed with diagnostics a person can
 //! act on, compiled against a tool catalogue into a DAG with a deterministic order and a plan
-//! hash, and evaluated purely. Depends only on `oracle_core`; no IO.
+//! hash, and evaluated purely. Depends only on `oracle_core` (and jiff for the time grammar,
+//! [`time`]); no IO, no clock.
 //!
 //! # Where things are
 //!
@@ -43,6 +44,7 @@ mod parsed;
 pub mod parser;
 pub mod print;
 mod saved;
+pub mod time;
 pub mod types;
 
 pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSchemas, ToolSpec};

@@ -475,16 +475,25 @@ pub fn sweep(
     let events = Recorded::read(&found.paths.log)?;
     check_at_rest(&found, &events)?;
     let rm = load_from(found, &events)?;
+    // Real-time requests (`--adjudication-expiry 48h`) due now expire too, as a server's
+    // expiry would: the clock is read once, and recorded as `fired_ms` when one expired.
+    let now_ms = crate::wall::now_ms();
     let now = match rm.outside_tick(now) {
         // A tick already past where nothing is expired (a sweep repeated at the same tick):
         // nothing would be written, which is no refusal (0 expired), as at a later tick.
-        Err(SessionError::TooEarly { given, .. }) if rules::sweep(&rm.memory, given).is_empty() => {
+        Err(SessionError::TooEarly { given, .. })
+            if rules::sweep_at(&rm.memory, given, now_ms).is_empty() =>
+        {
             given
         }
         other => other?,
     };
-    let expired = rules::sweep(&rm.memory, now);
-    record_expired(writer, rm, now, expired, None)
+    let expired = rules::sweep_at(&rm.memory, now, now_ms);
+    let fired_ms = expired
+        .iter()
+        .any(|x| x.expires_ms.is_some())
+        .then_some(now_ms);
+    record_expired(writer, rm, now, expired, fired_ms)
 }
 
 /// Expires the run's real-time requests (`--adjudication-expiry 48h`) due now: the wall clock

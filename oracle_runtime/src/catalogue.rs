@@ -216,7 +216,7 @@ mod tests {
                 "Suspend the run until a person answers: {answer}.",
                 vec![
                     arg("question", String, true),
-                    arg("deadline", String, false),
+                    arg("deadline", Time, false),
                     arg("on_timeout", Any, false),
                     arg("schema", Map, false),
                 ],
@@ -244,6 +244,8 @@ mod tests {
                     arg("subject", String, true),
                     arg("predicate", String, true),
                     arg("as_of", Int, false),
+                    arg("deadline", Time, false),
+                    arg("on_timeout", Any, false),
                     arg("require", String, false),
                     arg("valid_at", Int, false),
                 ],

@@ -1325,9 +1325,14 @@ impl<'r, A: Agent> Engine<'r, A> {
                                 });
                             }
                             Ok(Resolved::Waiting(why)) if !self.is_recorded(next) => {
+                                // A wait with a deadline keeps naming it.
+                                let reason = match &self.timer {
+                                    Some(set) => format!("{why} (deadline {})", set.due),
+                                    None => why,
+                                };
                                 return Ok(Ending::Suspended {
                                     step,
-                                    reason: why,
+                                    reason,
                                     attempts,
                                 });
                             }
@@ -1540,6 +1545,12 @@ impl<'r, A: Agent> Engine<'r, A> {
                 due: set.due.clone(),
             });
         } else if let Some(force) = self.wake.filter(|_| self.writer.is_some()) {
+            if kind == TimerKind::Deadline && self.wait_resolved(step) {
+                // A verdict recorded before the deadline fired: it wins, and the wake resumes
+                // the run with the belief (recorded as `resumed` below) instead.
+                self.wake = None;
+                return Ok(None);
+            }
             let now = crate::wall::now_ms();
             if now < set.due_ms && !force {
                 return Err(EngineError::TimerNotDue {
@@ -1566,7 +1577,22 @@ impl<'r, A: Agent> Engine<'r, A> {
             w.commit()?;
         }
         self.failures.remove(step);
+        self.waits.remove(step);
         Ok(Some(fired))
+    }
+
+    /// Whether `step` waits on a domain (a belief) that would answer it now: a verdict (or a
+    /// claim) recorded since it suspended resolved the line.
+    fn wait_resolved(&self, step: &str) -> bool {
+        let Some((index, input)) = self.waits.get(step) else {
+            return false;
+        };
+        self.domains.get(*index).is_some_and(|d| {
+            matches!(
+                d.resolve_wait_recorded(input, self.tick, None),
+                Ok(Resolved::Answer(_))
+            )
+        })
     }
 
     /// Capability verdict for one call. While catching up, what the record says about links

@@ -64,6 +64,11 @@ pub struct ToolDecl {
     pub output_bytes_max: u64,
 }
 
+/// The input-schema keyword marking a string argument as a time (a duration or an instant),
+/// which the compiler checks when literal (`ArgType::Time`). JSON Schema ignores keywords it
+/// does not know, so validation is unchanged.
+pub const TIME_KEYWORD: &str = "x-oracle-time";
+
 impl ToolDecl {
     /// The tool as the plan compiler sees it: arguments read from the input schema's
     /// `properties` (type from `type`, `any` when absent or a list) and `required`. Arguments
@@ -87,6 +92,7 @@ impl ToolDecl {
                     .map(|(name, schema)| ArgSpec {
                         name: name.clone(),
                         ty: match schema.get("type").and_then(Value::as_str) {
+                            Some("string") if schema.get(TIME_KEYWORD).is_some() => ArgType::Time,
                             Some("string") => ArgType::String,
                             Some("integer") => ArgType::Int,
                             Some("boolean") => ArgType::Bool,

@@ -341,6 +341,21 @@ impl Home {
         rows.into_iter().next().unwrap()
     }
 
+    /// `oracle adjudicate RUN HANDLE --verdict affirm --evidence external_first_hand EXTRA`.
+    pub fn affirm(&self, run: &str, handle: &str, extra: &[&str]) -> (i32, String, String) {
+        let mut args = vec![
+            "adjudicate",
+            run,
+            handle,
+            "--verdict",
+            "affirm",
+            "--evidence",
+            "external_first_hand",
+        ];
+        args.extend_from_slice(extra);
+        self.oracle(&args)
+    }
+
     /// The run's adjudications (`--status` and the like in `extra`).
     pub fn adjudications(&self, run: &str, extra: &[&str]) -> Vec<Value> {
         let mut args = vec!["adjudications", run, "--json"];

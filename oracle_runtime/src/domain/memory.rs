@@ -77,6 +77,9 @@ impl Domain for MemoryDomain {
         if let Some(name) = self.settings.store.clone() {
             return shared_call(self.attach.as_ref(), &name, call, site);
         }
+        if let Some(failed) = bad_deadline(call) {
+            return Ok(Handled::Outcome(failed));
+        }
         let settings = &self.settings;
         let origin = Origin {
             seq: site.seq,
@@ -193,6 +196,17 @@ fn shared_wait(name: &str, input: &Value) -> String {
 /// (write-ahead), then the store answers: `memory.assert` is published under the store's lock
 /// (keyed by the outcome's seq, so a run resumed after a crash gets the same answer back), and
 /// reads answer with the store's head at that moment.
+/// A `memory.query` whose `deadline` does not parse fails when called, before anything waits
+/// (as a `human.ask`'s does): the failure its step records.
+fn bad_deadline(call: &Call) -> Option<Payload> {
+    use crate::tools::time::{DEADLINE_ARG, deadline_ms};
+    if call.tool != memory_tools::QUERY || call.input.get(DEADLINE_ARG).is_none() {
+        return None;
+    }
+    let e = deadline_ms(&call.input, 0).err()?;
+    Some(outcome(call, Err(e)))
+}
+
 fn shared_call(
     attach: Option<&crate::shared::Attach>,
     name: &str,
@@ -212,6 +226,9 @@ fn shared_call(
                 Err(format!("store `{name}`: no recorded answer for this call")),
             )),
         });
+    }
+    if let Some(failed) = bad_deadline(call) {
+        return Ok(Handled::Outcome(failed));
     }
     (site.commit)()?;
     let Some(at) = attach else {

@@ -24,7 +24,7 @@ impl Tool for Ask {
                 &[
                     ("question", string()),
                     ("schema", json!({"type": "object"})),
-                    (super::time::DEADLINE_ARG, string()),
+                    (super::time::DEADLINE_ARG, super::time_text()),
                     (super::time::ON_TIMEOUT_ARG, any()),
                 ],
                 &["question"],

@@ -75,6 +75,8 @@ fn query_tool() -> ToolDecl {
                 "as_of": tick(),
                 "valid_at": tick(),
                 "require": enum_of(&["resolved", "any"]),
+                (super::time::DEADLINE_ARG): super::time_text(),
+                (super::time::ON_TIMEOUT_ARG): any(),
             },
             "required": ["subject", "predicate"],
             "additionalProperties": false,

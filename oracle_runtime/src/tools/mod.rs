@@ -161,6 +161,12 @@ pub fn strings() -> Value {
     json!({"type": "array", "items": {"type": "string"}})
 }
 
+/// A string in the plans' time grammar (a duration or an RFC 3339 instant): the compiler
+/// checks a literal one ([`crate::tool::TIME_KEYWORD`], `ArgType::Time`).
+pub fn time_text() -> Value {
+    json!({"type": "string", (crate::tool::TIME_KEYWORD): true})
+}
+
 /// Any JSON value.
 pub fn any() -> Value {
     json!({})

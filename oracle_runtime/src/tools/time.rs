@@ -11,12 +11,12 @@ use crate::wall;
 /// The tool name of a `sleep` step: the engine recognises a timer by it.
 pub const SLEEP_TOOL: &str = "sleep";
 
-/// `human.ask`'s argument naming its deadline: a duration from when it is asked, or an
-/// instant.
+/// The argument naming a wait's deadline (`human.ask`, `memory.query` with `require:
+/// "resolved"`): a duration from when it is asked, or an instant.
 pub const DEADLINE_ARG: &str = "deadline";
 
-/// `human.ask`'s argument giving the answer recorded when its deadline passes first (the
-/// plan's `on timeout VALUE`); absent, the step fails then (`on timeout fail`).
+/// The argument giving the answer recorded when a wait's deadline passes first (the plan's
+/// `on timeout VALUE`); absent, the step fails then (`on timeout fail`).
 pub const ON_TIMEOUT_ARG: &str = "on_timeout";
 
 /// What a timer stands for.
@@ -24,7 +24,9 @@ pub const ON_TIMEOUT_ARG: &str = "on_timeout";
 pub enum TimerKind {
     /// A `sleep` step: woken, never answered.
     Sleep,
-    /// A `human.ask` with a deadline: an answer or the deadline, whichever is recorded first.
+    /// A `human.ask` with a deadline, or a belief wait with one (`memory.query {require:
+    /// "resolved", deadline}`): an answer (a verdict) or the deadline, whichever is recorded
+    /// first.
     Deadline,
 }
 
@@ -32,7 +34,9 @@ pub enum TimerKind {
 pub fn timer_kind(tool: &str, input: &Value) -> Option<TimerKind> {
     match tool {
         SLEEP_TOOL => Some(TimerKind::Sleep),
-        oracle_plan::agent::ASK_TOOL if input.get(DEADLINE_ARG).is_some() => {
+        oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
+            if input.get(DEADLINE_ARG).is_some() =>
+        {
             Some(TimerKind::Deadline)
         }
         _ => None,
@@ -63,17 +67,14 @@ pub fn timer_due_ms(kind: TimerKind, input: &Value, now_ms: u64) -> Result<u64, 
     }
 }
 
-/// A `human.ask` deadline: a duration after `now_ms` (`2d`), or an RFC 3339 instant.
+/// A deadline (`human.ask`'s, a belief wait's): a duration after `now_ms` (`2d`), or an RFC
+/// 3339 instant ([`oracle_plan::time::deadline_ms`], the grammar `oracle plan check` uses).
 pub fn deadline_ms(input: &Value, now_ms: u64) -> Result<u64, TimerArgError> {
     let text = input
         .get(DEADLINE_ARG)
         .and_then(Value::as_str)
         .ok_or(TimerArgError::Deadline)?;
-    match wall::duration_ms(text) {
-        Ok(ms) => Ok(now_ms.saturating_add(ms)),
-        Err(_) if text.contains('T') => Ok(wall::instant_ms(text)?),
-        Err(e) => Err(e.into()),
-    }
+    Ok(oracle_plan::time::deadline_ms(text, now_ms)?)
 }
 
 /// `clock.wall {}` → `{instant, unix_ms, unix_s}`: the wall clock, in UTC. Impure, so the
