@@ -846,7 +846,7 @@ fn compact(home: &Path, name: &str, keep: u64) -> Result<Compacted> {
     let (mut dropped, mut kept) = (String::new(), String::new());
     let mut state = None;
     for line in text.split_inclusive('\n') {
-        let (_, _) = fold(name, &mut store, line, first)?;
+        fold(name, &mut store, line, first)?;
         let seq = store.head.records;
         match seq <= cut {
             true if seq > first => dropped.push_str(line),

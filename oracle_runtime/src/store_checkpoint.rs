@@ -122,23 +122,34 @@ fn seal(key: &SealKey, purpose: &str, body: &Body) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Why a sealed file is not believed.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("it has no MAC line, or a malformed one")]
+    Mac,
+    #[error("its MAC does not verify under this home's sealing key")]
+    Forged,
+    #[error("its body does not decode: {0}")]
+    Body(String),
+    #[error("format {0}, not {CHECKPOINT_FORMAT}")]
+    Format(u64),
+}
+
 /// The body of a sealed file, or why it is not believed.
-fn open(key: &SealKey, purpose: &str, bytes: &[u8]) -> std::result::Result<Body, String> {
-    let (mac, cbor) = match bytes.iter().position(|b| *b == b'\n') {
-        Some(i) => (&bytes[..i], &bytes[i + 1..]),
-        None => return Err("no MAC line".into()),
-    };
+fn open(key: &SealKey, purpose: &str, bytes: &[u8]) -> std::result::Result<Body, Refused> {
+    let i = bytes.iter().position(|b| *b == b'\n').ok_or(Refused::Mac)?;
+    let (mac, cbor) = (&bytes[..i], &bytes[i + 1..]);
     let mac = std::str::from_utf8(mac)
         .ok()
         .and_then(|m| oracle_core::Hash::from_hex(m).ok())
-        .ok_or("a malformed MAC")?;
+        .ok_or(Refused::Mac)?;
     if !key.verify(purpose, cbor, &mac) {
-        return Err("its MAC does not verify under this home's sealing key".into());
+        return Err(Refused::Forged);
     }
-    let body: Body = ciborium::from_reader(cbor).map_err(|e| e.to_string())?;
+    let body: Body = ciborium::from_reader(cbor).map_err(|e| Refused::Body(e.to_string()))?;
     match body.format {
         CHECKPOINT_FORMAT => Ok(body),
-        f => Err(format!("format {f}, not {CHECKPOINT_FORMAT}")),
+        f => Err(Refused::Format(f)),
     }
 }
 
@@ -186,7 +197,7 @@ pub fn read_base(dir: &Path, name: &str, key: &SealKey) -> Result<Option<Base>> 
         name: name.into(),
         why: format!("its compacted base is refused: {why}"),
     };
-    let body = open(key, BASE_PURPOSE, &bytes).map_err(damaged)?;
+    let body = open(key, BASE_PURPOSE, &bytes).map_err(|e| damaged(e.to_string()))?;
     if body.name != name {
         return Err(damaged(format!("it is the base of store `{}`", body.name)));
     }
