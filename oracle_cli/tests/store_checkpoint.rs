@@ -12,26 +12,8 @@ use std::path::{Path, PathBuf};
 
 use common::Home;
 use common::{ALLERGY_ASSERT as ASSERT, ALLERGY_RECALL as RECALL};
+use common::{output_of, plan_file as plan, run_ok, store_json as store};
 use serde_json::Value;
-
-fn plan(home: &Home, file: &str, text: &str) -> String {
-    let dir = home.path().join("plans");
-    fs::create_dir_all(&dir).unwrap();
-    let p: PathBuf = dir.join(file);
-    fs::write(&p, text).unwrap();
-    p.to_string_lossy().into_owned()
-}
-
-fn run_ok(home: &Home, args: &[&str]) {
-    let (code, out, err) = home.oracle(args);
-    assert_eq!(code, 0, "{args:?}: {out}{err}");
-}
-
-fn store(home: &Home, name: &str) -> Value {
-    let (code, v) = home.json(&["memory", "--memory", name, "--json"]);
-    assert_eq!(code, 0, "{v}");
-    v
-}
 
 fn dir(home: &Home, name: &str) -> PathBuf {
     home.path().join("memory").join(name)
@@ -59,15 +41,6 @@ fn claims(home: &Home, name: &str, n: u64) {
             ],
         );
     }
-}
-
-/// The output run `run` recorded for its step `step`.
-fn output_of(home: &Home, run: &str, step: &str) -> Value {
-    home.events(run)
-        .into_iter()
-        .find(|e| e["kind"] == "tool_returned" && e["payload"]["step"] == step)
-        .map(|e| e["payload"]["output"].clone())
-        .unwrap_or_else(|| panic!("no output for {step} in {run}"))
 }
 
 fn flip_last_byte(path: &Path) {

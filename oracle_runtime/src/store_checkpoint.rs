@@ -20,7 +20,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use oracle_core::hash::hash_in;
 use oracle_memory::shared::{Store, StoreRecord, StoreState};
@@ -170,9 +169,10 @@ fn read_file(path: &Path) -> Result<Option<Vec<u8>>> {
 /// Writes `bytes` to `path` through a temporary file renamed over it; `sync`: synced first
 /// (a base must survive a crash; a checkpoint is a cache).
 pub fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let tmp = path.with_extension(format!("tmp.{}.{n}", std::process::id()));
+    // One temporary name per process and thread: two readers may write a checkpoint at once.
+    let thread = format!("{:?}", std::thread::current().id());
+    let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+    let tmp = path.with_extension(format!("tmp.{}.{thread}", std::process::id()));
     let written = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
