@@ -24,7 +24,8 @@ pub struct MemoryArgs {
     /// Run id (under `<home>/runs`), run directory, or the run's log file; or `list` (the
     /// home's stores), `export NAME` (a store's log on stdout), `import NAME` (a store from
     /// --file), `forget NAME` (delete a store whole, recorded in the home's ledger), `ledger`
-    /// (that ledger, checked).
+    /// (that ledger, checked), `compact NAME --keep N` (fold all but the newest N records into
+    /// the store's checked base).
     #[arg(required_unless_present = "memory")]
     pub(crate) run: Option<String>,
     /// With `export` or `import`: the store's name.
@@ -35,6 +36,10 @@ pub struct MemoryArgs {
     /// With `forget`: why, recorded in the ledger (never the store's claims).
     #[arg(long, default_value = "")]
     pub(crate) note: String,
+    /// With `compact`: the newest records kept in the store's log; every record before them is
+    /// folded into its base, which names the segment taken out by range, head and digest.
+    #[arg(long, value_name = "N")]
+    pub(crate) keep: Option<u64>,
     /// With `import`: the exported log to read (default: stdin).
     #[arg(long, value_name = "PATH")]
     pub(crate) file: Option<PathBuf>,

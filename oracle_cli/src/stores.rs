@@ -31,7 +31,7 @@ fn host(home: &Path, json: bool) -> Result<oracle_host::Home, CliError> {
 }
 
 /// Whether `command` is about named stores rather than a run (`--memory NAME`, or `oracle
-/// memory list|export|import|forget|ledger`): over `--store URL` it reaches the database's stores.
+/// memory list|export|import|forget|ledger|compact`): over `--store URL` it reaches the database's stores.
 pub fn about_stores(command: &crate::Command) -> bool {
     use crate::Command as C;
     match command {
@@ -39,7 +39,7 @@ pub fn about_stores(command: &crate::Command) -> bool {
             a.memory.is_some()
                 || matches!(
                     a.run.as_deref(),
-                    Some("list" | "export" | "import" | "forget" | "ledger")
+                    Some("list" | "export" | "import" | "forget" | "ledger" | "compact")
                 )
         }
         C::Adjudications(a) => a.memory.is_some(),
@@ -117,6 +117,7 @@ pub fn memory(home: &Path, a: &MemoryArgs) -> Result<Option<u8>, CliError> {
             }
             Ok(Some(exit::OK))
         }
+        Some("compact") => compact(&h, &name()?, a.keep, a.json).map(Some),
         Some("export") => {
             let bytes = h.store_export(&name()?).map_err(err(a.json))?;
             crate::out::write_bytes(&bytes)?;
@@ -145,6 +146,40 @@ pub fn memory(home: &Path, a: &MemoryArgs) -> Result<Option<u8>, CliError> {
         }
         _ => Ok(None),
     }
+}
+
+/// `oracle memory compact NAME --keep N`.
+fn compact(
+    h: &oracle_host::Home,
+    name: &str,
+    keep: Option<u64>,
+    json: bool,
+) -> Result<u8, CliError> {
+    let keep = keep.ok_or_else(|| {
+        CliError::input("give how many records to keep: oracle memory compact NAME --keep N")
+    })?;
+    let c = h.store_compact(name, keep).map_err(err(json))?;
+    let segment = c.segment.as_ref().map(|s| s.to_value());
+    if json {
+        let v = json!({"ok": true, "store": c.head.to_value(name), "kept": c.kept, "compacted": segment});
+        crate::out::json(&v)?;
+        return Ok(exit::OK);
+    }
+    match &c.segment {
+        Some(s) => outln!(
+            "compacted store {name}: records {}..{} folded into its base (head {}, digest {}); {} kept",
+            s.from,
+            s.to,
+            s.head,
+            s.digest,
+            c.kept
+        )?,
+        None => outln!(
+            "store {name}: {} records in its log, none to compact",
+            c.kept
+        )?,
+    }
+    Ok(exit::OK)
 }
 
 fn show(name: &str, store: &Store, as_of: Option<u64>, json: bool) -> Result<(), CliError> {
@@ -331,14 +366,25 @@ pub fn reinstate(home: &Path, name: &str, r: &Reinstate, json: bool) -> Result<u
 /// `oracle verify --memory NAME`: every record of the store checked (links, hashes, and the
 /// gate's decisions re-read).
 pub fn verify(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
-    let store = host(home, json)?.store(name).map_err(err(json))?;
+    let (store, segments) = host(home, json)?.store_verify(name).map_err(err(json))?;
     if json {
-        crate::out::json(&json!({"ok": true, "store": store.head.to_value(name)}))?;
-    } else {
+        let compacted: Vec<Value> = segments.iter().map(|s| s.to_value()).collect();
+        let v = json!({"ok": true, "store": store.head.to_value(name), "compacted": compacted});
+        crate::out::json(&v)?;
+        return Ok(exit::OK);
+    }
+    outln!(
+        "ok: store {name}, {} records, head {}",
+        store.head.records,
+        store.head.hash.to_hex()
+    )?;
+    for s in &segments {
         outln!(
-            "ok: store {name}, {} records, head {}",
-            store.head.records,
-            store.head.hash.to_hex()
+            "compacted records {}..{}: head {}, digest {}",
+            s.from,
+            s.to,
+            s.head,
+            s.digest
         )?;
     }
     Ok(exit::OK)

@@ -7,44 +7,16 @@
 mod common;
 
 use std::fs;
-use std::path::PathBuf;
 use std::process::{Child, Stdio};
 
 use common::Home;
+use common::{output_of, plan_file as plan, run_ok, store_json as store};
 use serde_json::Value;
 
 use common::{
     ALLERGY_ASSERT as ASSERT, ALLERGY_RECALL as RECALL, ALLERGY_WAIT,
     allergy_contradiction as contradiction,
 };
-
-fn plan(home: &Home, file: &str, text: &str) -> String {
-    let dir = home.path().join("plans");
-    fs::create_dir_all(&dir).unwrap();
-    let p: PathBuf = dir.join(file);
-    fs::write(&p, text).unwrap();
-    p.to_string_lossy().into_owned()
-}
-
-fn run_ok(home: &Home, args: &[&str]) {
-    let (code, out, err) = home.oracle(args);
-    assert_eq!(code, 0, "{args:?}: {out}{err}");
-}
-
-/// The output the run recorded for its step `step`.
-fn output_of(home: &Home, run: &str, step: &str) -> Value {
-    home.events(run)
-        .into_iter()
-        .find(|e| e["kind"] == "tool_returned" && e["payload"]["step"] == step)
-        .map(|e| e["payload"]["output"].clone())
-        .unwrap_or_else(|| panic!("no output for {step} in {run}"))
-}
-
-fn store(home: &Home, name: &str) -> Value {
-    let (code, v) = home.json(&["memory", "--memory", name, "--json"]);
-    assert_eq!(code, 0, "{v}");
-    v
-}
 
 fn spawn(home: &Home, args: &[&str]) -> Child {
     home.command(args)

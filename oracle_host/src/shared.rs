@@ -39,9 +39,22 @@ impl Home {
         Ok(self.shared_stores().list()?)
     }
 
-    /// Store `name` as it stands, every record checked (`oracle verify --memory`).
+    /// Store `name` as it stands: on a file home from its checked checkpoint and the records
+    /// after it, each checked.
     pub fn store(&self, name: &str) -> Result<Store, HostError> {
         Ok(files::load(self.shared_stores().as_ref(), name)?)
+    }
+
+    /// Store `name` with every record checked from its start or compacted base, never from a
+    /// checkpoint, and the segments compaction took out (`oracle verify --memory`).
+    pub fn store_verify(&self, name: &str) -> Result<(Store, Vec<files::Segment>), HostError> {
+        Ok(self.shared_stores().verify(name)?)
+    }
+
+    /// Folds every record of store `name` but the newest `keep` into its base
+    /// (`oracle memory compact NAME --keep N`).
+    pub fn store_compact(&self, name: &str, keep: u64) -> Result<files::Compacted, HostError> {
+        Ok(self.shared_stores().compact(name, keep)?)
     }
 
     /// A verdict on one of the store's requests: one `adjudicated` record under the store's

@@ -100,7 +100,7 @@ impl RequestStatus {
 }
 
 /// A request with where it was recorded, its re-pointings and its status.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestState {
     pub request: Request,
     pub origin: Origin,
@@ -126,8 +126,10 @@ impl RequestState {
     }
 }
 
-/// The projection. Cheap to clone (persistent maps).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The projection. Cheap to clone (persistent maps). Serializable so a store's checkpoint can
+/// keep its fold (`oracle_runtime::store_checkpoint`): its maps have non-string keys, so it is
+/// written in a binary encoding, never JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Memory {
     entries: OrdMap<ClaimId, Arc<Entry>>,
     lines: OrdMap<Line, OrdSet<ClaimId>>,
@@ -147,7 +149,7 @@ pub struct Memory {
 }
 
 /// What verdicts and sweeps recorded about a request before the request itself was applied.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Early {
     status: Option<RequestStatus>,
     repoints: BTreeSet<(u64, u64, ClaimId)>,

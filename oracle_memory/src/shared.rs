@@ -164,8 +164,25 @@ pub struct Store {
     pub writers: BTreeMap<ClaimId, String>,
     /// The record each (run, key) wrote.
     published: BTreeMap<(String, String), u64>,
-    /// Every record, in order (what an answer is taken from again, and what export writes).
+    /// The records folded since the store was read from its start, its base or a checkpoint,
+    /// in order (all of them when read from the first record).
     pub records: Vec<StoreRecord>,
+    /// The seq of `records[0]`: 0, or the head a base or checkpoint folded.
+    pub first: u64,
+}
+
+/// A store's fold at its head without its records: what a checkpoint or a compacted store's
+/// base keeps (`oracle_runtime::store_checkpoint`). Its maps have non-string keys: it is
+/// written in a binary encoding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreState {
+    pub memory: Memory,
+    pub settings: MemorySettings,
+    pub records: u64,
+    /// The head hash, hex.
+    pub head: String,
+    pub writers: BTreeMap<ClaimId, String>,
+    pub published: BTreeMap<(String, String), u64>,
 }
 
 impl Default for Store {
@@ -188,7 +205,38 @@ impl Store {
             writers: BTreeMap::new(),
             published: BTreeMap::new(),
             records: Vec::new(),
+            first: 0,
         }
+    }
+
+    /// The fold at the head, without the records.
+    pub fn state(&self) -> StoreState {
+        StoreState {
+            memory: self.memory.clone(),
+            settings: self.settings.clone(),
+            records: self.head.records,
+            head: self.head.hash.to_hex(),
+            writers: self.writers.clone(),
+            published: self.published.clone(),
+        }
+    }
+
+    /// The store a [`StoreState`] keeps, ready to fold the records after its head.
+    pub fn from_state(state: StoreState) -> Result<Store, StoreError> {
+        let hash =
+            Hash::from_hex(&state.head).map_err(|_| StoreError::Link { seq: state.records })?;
+        Ok(Store {
+            memory: state.memory,
+            settings: state.settings,
+            head: StoreHead {
+                records: state.records,
+                hash,
+            },
+            writers: state.writers,
+            published: state.published,
+            records: Vec::new(),
+            first: state.records,
+        })
     }
 
     /// Folds the next record, checking its place, its chain link and its meaning (claim ids
@@ -251,10 +299,19 @@ impl Store {
         Ok(rec)
     }
 
-    /// The record `run` wrote under `key`, if any.
+    /// The seq of the record `run` wrote under `key`, if any.
+    pub fn published_seq(&self, run: &str, key: &str) -> Option<u64> {
+        self.published
+            .get(&(run.to_owned(), key.to_owned()))
+            .copied()
+    }
+
+    /// The record `run` wrote under `key`, if any and folded since this store was read (a
+    /// record before its checkpoint is read again from the log by the caller).
     pub fn published(&self, run: &str, key: &str) -> Option<&StoreRecord> {
-        let seq = *self.published.get(&(run.to_owned(), key.to_owned()))?;
-        self.records.get(usize::try_from(seq).ok()?)
+        let seq = self.published_seq(run, key)?;
+        self.records
+            .get(usize::try_from(seq.checked_sub(self.first)?).ok()?)
     }
 
     /// `memory.assert` of `input` by step `step` of `run`: the gate's decision against the
@@ -267,7 +324,7 @@ impl Store {
         step: &str,
         input: &Value,
     ) -> Result<Option<StoreRecord>, MemoryError> {
-        if self.published(run, key).is_some() {
+        if self.published_seq(run, key).is_some() {
             return Ok(None);
         }
         let seq = self.head.records;

@@ -99,6 +99,7 @@ pub mod session;
 pub mod shared;
 pub mod snapshots;
 pub mod storage;
+pub mod store_checkpoint;
 pub mod times;
 pub mod tool;
 pub mod tools;

@@ -14,7 +14,7 @@
 //! shared, so they never see half a write.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read as _, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
@@ -28,6 +28,10 @@ pub use oracle_memory::shared::{Ledger, LedgerRecord, Store, StoreRecord, check_
 use oracle_memory::tools::QueryOutcome;
 use oracle_memory::{AdjudicateError, Claim, MemoryError, Provenance, Verdict};
 use serde_json::Value;
+
+use crate::seal::SealKey;
+pub use crate::store_checkpoint::Segment;
+use crate::store_checkpoint::{self as checkpoint, Basis, LogPos};
 
 /// Tries to take a store's lock before giving up, [`LOCK_WAIT_STEP_MS`] apart: ten seconds,
 /// as for a run's lock (`crate::adjudication`).
@@ -109,6 +113,41 @@ pub trait StoreBackend: Send + Sync {
     fn forget(&self, name: &str, note: &str) -> Result<pure::LedgerRecord>;
     /// The ledger of forgotten stores, every record checked.
     fn ledger(&self) -> Result<pure::Ledger>;
+    /// Store `name` as it stands, read the fastest way the backend has (a file home: from its
+    /// checkpoint, folding only the records after it). The default folds every record.
+    fn load(&self, name: &str) -> Result<Store> {
+        parse(name, &text_of(name, self.bytes(name)?)?)
+    }
+    /// Store `name` with every record checked from its start or compacted base, never from a
+    /// checkpoint (`oracle verify --memory`), and the segments compaction took out of it.
+    fn verify(&self, name: &str) -> Result<(Store, Vec<Segment>)> {
+        Ok((self.load(name)?, Vec::new()))
+    }
+    /// `oracle memory compact NAME --keep N`: folds every record but the newest `keep` into the
+    /// store's base. The default: not done by this backend.
+    fn compact(&self, name: &str, keep: u64) -> Result<Compacted> {
+        let _ = keep;
+        Err(SharedError::Unsupported(format!(
+            "store `{name}`: compaction (--keep) is done on a file home only"
+        )))
+    }
+}
+
+/// What a compaction did: the segment it took out of the log (`None`: the log had no more
+/// than `keep` records), and the store after it.
+#[derive(Clone, Debug)]
+pub struct Compacted {
+    pub segment: Option<Segment>,
+    pub kept: u64,
+    pub head: pure::StoreHead,
+}
+
+/// A store log's bytes as text.
+fn text_of(name: &str, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| SharedError::Damaged {
+        name: name.into(),
+        why: e.to_string(),
+    })
 }
 
 /// The stores of a file home, under `<home>/memory`.
@@ -143,11 +182,32 @@ impl StoreBackend for FileStores {
         decide: &mut dyn FnMut(&Store) -> Result<Vec<StoreRecord>>,
     ) -> Result<Store> {
         let _lock = lock(&self.home, name, true, create)?;
-        let mut store = read(&self.home, name)?;
-        let records = decide(&store)?;
-        append(&self.home, name, &records)?;
-        apply_all(name, &mut store, records)?;
-        Ok(store)
+        let mut r = read(&self.home, name, true)?;
+        let records = decide(&r.store)?;
+        let n = records.len() as u64;
+        r.pos = append(&self.home, name, &records, r.pos)?;
+        apply_all(name, &mut r.store, records)?;
+        r.tail += n;
+        r.checkpoint(&self.home, name)?;
+        Ok(r.store)
+    }
+
+    fn load(&self, name: &str) -> Result<Store> {
+        let _lock = lock(&self.home, name, false, false)?;
+        let r = read(&self.home, name, true)?;
+        r.checkpoint(&self.home, name)?;
+        Ok(r.store)
+    }
+
+    fn verify(&self, name: &str) -> Result<(Store, Vec<Segment>)> {
+        let _lock = lock(&self.home, name, false, false)?;
+        let r = read(&self.home, name, false)?;
+        Ok((r.store, r.basis.segments))
+    }
+
+    fn compact(&self, name: &str, keep: u64) -> Result<Compacted> {
+        let _lock = lock(&self.home, name, true, false)?;
+        compact(&self.home, name, keep)
     }
 
     fn forget(&self, name: &str, note: &str) -> Result<pure::LedgerRecord> {
@@ -246,15 +306,89 @@ fn lock(home: &Path, name: &str, exclusive: bool, create: bool) -> Result<File> 
     Err(SharedError::Locked { name: name.into() })
 }
 
-/// Reads and checks every record of a store's log (the caller holds its lock).
-fn read(home: &Path, name: &str) -> Result<Store> {
-    let path = dir_of(home, name)?.join(STORE_LOG);
-    let text = fs::read_to_string(&path).map_err(io(&path))?;
-    parse(name, &text)
+/// A file store as read under its lock: the fold, where its log stands, the base it was
+/// folded over, and how many records were folded from the log (not taken from a checkpoint).
+struct Read {
+    store: Store,
+    pos: LogPos,
+    basis: Basis,
+    tail: u64,
+    key: SealKey,
 }
 
-/// The store `text` holds (a store log's bytes), every record checked.
+impl Read {
+    /// Writes a checkpoint of the fold if the tail it folded is long enough (see
+    /// `store_checkpoint::maybe_write`).
+    fn checkpoint(&self, home: &Path, name: &str) -> Result<()> {
+        let dir = dir_of(home, name)?;
+        checkpoint::maybe_write(
+            &dir,
+            name,
+            &self.key,
+            &self.basis,
+            &self.store,
+            self.pos,
+            self.tail,
+        )
+    }
+}
+
+/// Reads a store's log under its lock (the caller holds it): from its base if it was
+/// compacted, then from its checkpoint if `trust` and one passes its checks, then every record
+/// after that, each checked.
+fn read(home: &Path, name: &str, trust: bool) -> Result<Read> {
+    let dir = dir_of(home, name)?;
+    let key = checkpoint::key(home, name)?;
+    let (start, basis) = match checkpoint::read_base(&dir, name, &key)? {
+        Some(b) => {
+            let records = b.store.head.records;
+            (
+                b.store,
+                Basis {
+                    records,
+                    segments: b.segments,
+                },
+            )
+        }
+        None => (Store::new(), Basis::default()),
+    };
+    let path = dir.join(STORE_LOG);
+    let mut log = checkpoint::open_log(&path)?;
+    let found = match trust {
+        true => checkpoint::read_checkpoint(&dir, name, &key, basis.records, &mut log)?,
+        false => None,
+    };
+    let (mut store, from) = found.unwrap_or((start, LogPos::default()));
+    let mut bytes = Vec::new();
+    log.seek(SeekFrom::Start(from.len))
+        .and_then(|_| log.read_to_end(&mut bytes))
+        .map_err(io(&path))?;
+    let text = text_of(name, bytes)?;
+    let (tail, last) = fold(name, &mut store, &text, basis.records)?;
+    let pos = LogPos {
+        len: from.len + text.len() as u64,
+        last_start: last.map_or(from.last_start, |l| from.len + l),
+    };
+    Ok(Read {
+        store,
+        pos,
+        basis,
+        tail,
+        key,
+    })
+}
+
+/// The store `text` holds (a store log's bytes from its first record), every record checked.
 pub fn parse(name: &str, text: &str) -> Result<Store> {
+    let mut store = Store::new();
+    fold(name, &mut store, text, 0)?;
+    Ok(store)
+}
+
+/// Folds the records of `text` (whole lines of a log) into `store`, each checked; lines of
+/// records before `base` (a compaction that stopped before rewriting the log) are skipped,
+/// since the base folds them. How many were folded, and the offset of the last one's line.
+fn fold(name: &str, store: &mut Store, text: &str, base: u64) -> Result<(u64, Option<u64>)> {
     let damaged = |why: String| SharedError::Damaged {
         name: name.into(),
         why,
@@ -262,19 +396,26 @@ pub fn parse(name: &str, text: &str) -> Result<Store> {
     if !text.is_empty() && !text.ends_with('\n') {
         return Err(damaged("the log ends in a partial line".into()));
     }
-    let mut store = Store::new();
+    let (mut n, mut at, mut last) = (0, 0u64, None);
     for (i, line) in text.lines().enumerate() {
+        let start = at;
+        at += line.len() as u64 + 1;
         let rec: StoreRecord =
             serde_json::from_str(line).map_err(|e| damaged(format!("line {}: {e}", i + 1)))?;
         if line != line_of(&rec) {
             return Err(damaged(format!("line {} is not canonical", i + 1)));
         }
+        if rec.seq < base && store.head.records == base {
+            continue;
+        }
         store.apply(rec).map_err(|source| SharedError::Record {
             name: name.into(),
             source,
         })?;
+        n += 1;
+        last = Some(start);
     }
-    Ok(store)
+    Ok((n, last))
 }
 
 /// A record's line in a store's log (without its newline): the bytes every backend keeps.
@@ -284,17 +425,19 @@ pub fn line_of(rec: &StoreRecord) -> String {
     serde_json::to_string(&v).expect("JSON values always print")
 }
 
-/// The store `name` as it stands, every record checked.
+/// The store `name` as it stands (on a file home, from its checkpoint and the records after).
 pub fn load(stores: &dyn StoreBackend, name: &str) -> Result<Store> {
-    Ok(export(stores, name)?.0)
+    stores.load(name)
 }
 
 /// Appends `records` whole or not at all: written at once and synced; on failure the log is
-/// truncated back to its length before and synced.
-fn append(home: &Path, name: &str, records: &[StoreRecord]) -> Result<()> {
+/// truncated back to its length before and synced. Where the log stands after them.
+fn append(home: &Path, name: &str, records: &[StoreRecord], pos: LogPos) -> Result<LogPos> {
     let path = dir_of(home, name)?.join(STORE_LOG);
     let mut bytes = Vec::new();
+    let mut last = pos.last_start;
     for r in records {
+        last = pos.len + bytes.len() as u64;
         bytes.extend_from_slice(line_of(r).as_bytes());
         bytes.push(b'\n');
     }
@@ -314,7 +457,10 @@ fn append(home: &Path, name: &str, records: &[StoreRecord]) -> Result<()> {
             Err(e) => Err(io(&path)(e)),
         };
     }
-    Ok(())
+    Ok(LogPos {
+        len: pos.len + bytes.len() as u64,
+        last_start: last,
+    })
 }
 
 /// Runs `decide` on the store under its writer lock, appends the records it returns, and
@@ -362,13 +508,22 @@ pub fn publish(
             })?;
         Ok((rec.into_iter().collect(), ()))
     })?;
-    let rec = store
-        .published(run, key)
-        .ok_or_else(|| SharedError::Damaged {
-            name: name.into(),
-            why: format!("the record of {run} at {key} is missing after it was written"),
-        })?;
-    Ok(store.answer_of(name, rec))
+    if let Some(rec) = store.published(run, key) {
+        return Ok(store.answer_of(name, rec));
+    }
+    // A retry of a record the checkpoint folded: read it again from the log.
+    let missing = || SharedError::Damaged {
+        name: name.into(),
+        why: format!("the record of {run} at {key} is missing after it was written"),
+    };
+    let seq = store.published_seq(run, key).ok_or_else(missing)?;
+    let text = text_of(name, stores.bytes(name)?)?;
+    let rec = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<StoreRecord>(l).ok())
+        .find(|r| r.seq == seq)
+        .ok_or_else(missing)?;
+    Ok(store.answer_of(name, &rec))
 }
 
 /// `memory.query` against the store now (an empty store if there is none yet).
@@ -512,14 +667,17 @@ pub fn reinstate(
     })
 }
 
-/// The bytes of a store's log (`oracle memory export`), checked first.
+/// The bytes of a store's log (`oracle memory export`), checked first. A compacted store's
+/// log starts at its base: [`import`] refuses it.
 pub fn export(stores: &dyn StoreBackend, name: &str) -> Result<(Store, Vec<u8>)> {
     let bytes = stores.bytes(name)?;
-    let text = String::from_utf8(bytes.clone()).map_err(|e| SharedError::Damaged {
-        name: name.into(),
-        why: e.to_string(),
-    })?;
-    Ok((parse(name, &text)?, bytes))
+    match parse(name, &text_of(name, bytes.clone())?) {
+        Ok(store) => Ok((store, bytes)),
+        Err(e) => match stores.verify(name) {
+            Ok((store, segments)) if !segments.is_empty() => Ok((store, bytes)),
+            _ => Err(e),
+        },
+    }
 }
 
 /// Makes store `name` from an exported log: checked whole first; refused if the store exists.
@@ -613,8 +771,8 @@ fn ledger(home: &Path) -> Result<pure::Ledger> {
 /// store can be forgotten too (its head is then that of the bytes' hash, with 0 records).
 fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
     let store_lock = lock(home, name, true, false)?;
-    let head = match read(home, name) {
-        Ok(s) => s.head,
+    let head = match read(home, name, true) {
+        Ok(r) => r.store.head,
         Err(_) => {
             let path = dir_of(home, name)?.join(STORE_LOG);
             let bytes = fs::read(&path).map_err(io(&path))?;
@@ -657,4 +815,65 @@ fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
     drop(store_lock);
     fs::remove_dir_all(&dir).map_err(io(&dir))?;
     Ok(rec)
+}
+
+/// Compacts store `name` of `home` (the caller holds its writer lock): every record but the
+/// newest `keep` is folded into its base, which names the segment taken out (its range, the
+/// head at its end and a digest of its lines), and the log is rewritten to the kept records.
+/// Every record is checked first, from the old base, never from a checkpoint. Crash-safe in
+/// this order: the new base is synced and renamed in, the checkpoint removed, then the log
+/// replaced; a reader between the two finds records the base already folds and skips them.
+fn compact(home: &Path, name: &str, keep: u64) -> Result<Compacted> {
+    let dir = dir_of(home, name)?;
+    let key = checkpoint::key(home, name)?;
+    let (mut store, mut segments) = match checkpoint::read_base(&dir, name, &key)? {
+        Some(b) => (b.store, b.segments),
+        None => (Store::new(), Vec::new()),
+    };
+    let first = store.head.records;
+    let path = dir.join(STORE_LOG);
+    let text = text_of(name, fs::read(&path).map_err(io(&path))?)?;
+    let mut probe = store.clone();
+    let (in_log, _) = fold(name, &mut probe, &text, first)?;
+    let cut = probe.head.records.saturating_sub(keep);
+    if cut <= first {
+        return Ok(Compacted {
+            segment: None,
+            kept: in_log,
+            head: probe.head,
+        });
+    }
+    let (mut dropped, mut kept) = (String::new(), String::new());
+    let mut state = None;
+    for line in text.split_inclusive('\n') {
+        fold(name, &mut store, line, first)?;
+        let seq = store.head.records;
+        match seq <= cut {
+            true if seq > first => dropped.push_str(line),
+            true => {}
+            false => kept.push_str(line),
+        }
+        if seq == cut && state.is_none() {
+            state = Some(store.state());
+        }
+    }
+    let state = state.ok_or_else(|| SharedError::Damaged {
+        name: name.into(),
+        why: format!("record {cut} vanished while compacting"),
+    })?;
+    let segment = Segment {
+        from: first,
+        to: cut,
+        head: state.head.clone(),
+        digest: checkpoint::digest(dropped.as_bytes()),
+    };
+    segments.push(segment.clone());
+    checkpoint::write_base(&dir, name, &key, state, segments)?;
+    checkpoint::drop_checkpoint(&dir)?;
+    checkpoint::replace(&path, kept.as_bytes(), true)?;
+    Ok(Compacted {
+        segment: Some(segment),
+        kept: store.head.records - cut,
+        head: store.head,
+    })
 }

@@ -431,3 +431,34 @@ pub fn worker_until_idle(dir: &Path, url: &str, extra: &[&str]) -> String {
     assert!(out.status.success(), "worker: {err}");
     err
 }
+
+/// Writes plan `text` to `<home>/plans/<file>`; its path (the shared-store tests).
+pub fn plan_file(home: &Home, file: &str, text: &str) -> String {
+    let dir = home.path().join("plans");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(file);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// Runs `oracle ARGS` in `home` and requires exit 0.
+pub fn run_ok(home: &Home, args: &[&str]) {
+    let (code, out, err) = home.oracle(args);
+    assert_eq!(code, 0, "{args:?}: {out}{err}");
+}
+
+/// The output run `run` recorded for its step `step`.
+pub fn output_of(home: &Home, run: &str, step: &str) -> Value {
+    home.events(run)
+        .into_iter()
+        .find(|e| e["kind"] == "tool_returned" && e["payload"]["step"] == step)
+        .map(|e| e["payload"]["output"].clone())
+        .unwrap_or_else(|| panic!("no output for {step} in {run}"))
+}
+
+/// `oracle memory --memory NAME --json`, required to succeed.
+pub fn store_json(home: &Home, name: &str) -> Value {
+    let (code, v) = home.json(&["memory", "--memory", name, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    v
+}
