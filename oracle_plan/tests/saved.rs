@@ -263,15 +263,7 @@ fn drive(agent: &mut PlanAgent, feed: &mut Feed, mut observations: Vec<Observati
             Ok(Decision {
                 action: Action::Call(calls),
                 ..
-            }) => calls
-                .iter()
-                .map(|c| Observation {
-                    step: c.step.clone(),
-                    tool: c.tool.clone(),
-                    attempt: c.attempt,
-                    outcome: feed.outcome(c),
-                })
-                .collect(),
+            }) => outcomes(calls, feed),
             Ok(Decision {
                 action: Action::Suspend { step, attempts, .. },
                 ..
@@ -295,6 +287,19 @@ fn drive(agent: &mut PlanAgent, feed: &mut Feed, mut observations: Vec<Observati
         }
     }
     steps
+}
+
+/// The outcomes `feed` gives `calls`, as the next decision observes them.
+fn outcomes(calls: &[Call], feed: &mut Feed) -> Vec<Observation> {
+    calls
+        .iter()
+        .map(|c| Observation {
+            step: c.step.clone(),
+            tool: c.tool.clone(),
+            attempt: c.attempt,
+            outcome: feed.outcome(c),
+        })
+        .collect()
 }
 
 /// `save`, written out as text and read back, as a resume point would keep it.
@@ -490,15 +495,7 @@ fn mid_run_of(wide: bool) -> MidRun {
         let Action::Call(calls) = &d.action else {
             panic!("the run ended before it was busy: {d:?}");
         };
-        observations = calls
-            .iter()
-            .map(|c| Observation {
-                step: c.step.clone(),
-                tool: c.tool.clone(),
-                attempt: c.attempt,
-                outcome: feed.outcome(c),
-            })
-            .collect();
+        observations = outcomes(calls, &mut feed);
     }
     panic!("the run was never busy");
 }
@@ -809,15 +806,7 @@ fn part_ended() -> (CompiledPlan, PlanAgent, Value) {
         let Action::Call(calls) = &d.action else {
             panic!("the run ended before some iterations had: {d:?}");
         };
-        observations = calls
-            .iter()
-            .map(|c| Observation {
-                step: c.step.clone(),
-                tool: c.tool.clone(),
-                attempt: c.attempt,
-                outcome: feed.outcome(c),
-            })
-            .collect();
+        observations = outcomes(calls, &mut feed);
     }
     panic!("no decision had some iterations ended and some running");
 }
