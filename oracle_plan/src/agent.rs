@@ -18,6 +18,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use oracle_core::agent::{
     Action, Agent, AgentError, AnswerRefused, Call, Decision, Observation, Outcome,
@@ -129,9 +130,19 @@ pub(crate) enum LoopSettingsError {
     Instructions,
 }
 
+impl Child {
+    /// Ends the iteration with `result`, dropping its agent: nothing decides for it again.
+    fn end(&mut self, result: Result<Value, IterationFailed>) {
+        self.ended = Some(result);
+        self.agent = None;
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Child {
-    pub(crate) agent: PlanAgent,
+    /// The iteration's agent while it runs; dropped once it ended (`ended` holds all a later
+    /// decision reads of it), so a 100,000-iteration `for` does not keep every finished one.
+    pub(crate) agent: Option<Box<PlanAgent>>,
     /// How it ended: its steps' outputs, or why it failed.
     pub(crate) ended: Option<Result<Value, IterationFailed>>,
     /// Calls of its last decision still without an outcome.
@@ -144,14 +155,21 @@ pub(crate) struct Child {
 }
 
 /// Runs a compiled plan.
+///
+/// What is derived from the plan alone (the plan, its step names, order and dependents, and
+/// a fresh agent of each loop body) is shared (`Arc`) between the agents of one plan: every
+/// iteration of a loop is an agent of the body's plan, and a `for` runs up to 100,000 of them
+/// at once, each of which would otherwise hold its own copy (issue 42).
 #[derive(Clone, Debug)]
 pub struct PlanAgent {
-    plan: CompiledPlan,
+    plan: Arc<CompiledPlan>,
     inputs: Map<String, Value>,
-    by_name: BTreeMap<String, u32>,
+    by_name: Arc<BTreeMap<String, u32>>,
     /// Position of each step in the plan's order.
-    position: Vec<u32>,
-    dependents: Vec<Vec<u32>>,
+    position: Arc<Vec<u32>>,
+    dependents: Arc<Vec<Vec<u32>>>,
+    /// A fresh agent of each loop step's body (by step index), which each iteration copies.
+    pub(crate) bodies: Arc<BTreeMap<u32, PlanAgent>>,
     /// Dependencies of each step not yet completed, skipped or failed.
     pub(crate) unsettled: Vec<u32>,
     /// Positions of steps to look at in the next decision.
@@ -166,7 +184,7 @@ pub struct PlanAgent {
     /// Loop steps in progress, by step index.
     pub(crate) iterations: BTreeMap<u32, Iterations>,
     /// Which loop step each body step belongs to (body step names are unique plan-wide).
-    owners: BTreeMap<String, u32>,
+    owners: Arc<BTreeMap<String, u32>>,
     /// Calls an agent step decided on while observing (its next turn, its tool calls), issued
     /// at the next decision before any other step starts.
     pub(crate) queued: Vec<Call>,
@@ -195,7 +213,6 @@ impl PlanAgent {
             .enumerate()
             .map(|(i, s)| (s.name.clone(), i as u32))
             .collect();
-        let unsettled = plan.steps.iter().map(|s| s.deps.len() as u32).collect();
         let owners = plan
             .steps
             .iter()
@@ -203,20 +220,59 @@ impl PlanAgent {
             .filter_map(|(i, s)| Some((i as u32, s.body.as_ref()?)))
             .flat_map(|(i, b)| b.plan.steps.iter().map(move |x| (x.name.clone(), i)))
             .collect();
+        let bodies = plan
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i as u32, s.body.as_ref()?)))
+            .map(|(i, b)| (i, PlanAgent::new(b.plan.clone(), Map::new())))
+            .collect();
+        let shape = PlanAgent {
+            plan: Arc::new(plan),
+            inputs: Map::new(),
+            by_name: Arc::new(by_name),
+            position: Arc::new(position),
+            dependents: Arc::new(dependents),
+            bodies: Arc::new(bodies),
+            unsettled: Vec::new(),
+            ready: BTreeSet::new(),
+            status: Vec::new(),
+            outputs: Vec::new(),
+            in_flight: 0,
+            loops: BTreeMap::new(),
+            iterations: BTreeMap::new(),
+            owners: Arc::new(owners),
+            queued: Vec::new(),
+            stopping: None,
+            started: false,
+        };
+        shape.fresh(inputs)
+    }
+
+    /// A new agent of this agent's plan with `inputs`, that has not decided yet: it shares
+    /// what was derived from the plan, and starts every step afresh.
+    pub(crate) fn fresh(&self, inputs: Map<String, Value>) -> PlanAgent {
+        let n = self.plan.steps.len();
         PlanAgent {
-            plan,
+            plan: Arc::clone(&self.plan),
             inputs,
-            by_name,
-            position,
-            dependents,
-            unsettled,
+            by_name: Arc::clone(&self.by_name),
+            position: Arc::clone(&self.position),
+            dependents: Arc::clone(&self.dependents),
+            bodies: Arc::clone(&self.bodies),
+            unsettled: self
+                .plan
+                .steps
+                .iter()
+                .map(|s| s.deps.len() as u32)
+                .collect(),
             ready: BTreeSet::new(),
             status: vec![Status::Pending; n],
             outputs: vec![None; n],
             in_flight: 0,
             loops: BTreeMap::new(),
             iterations: BTreeMap::new(),
-            owners,
+            owners: Arc::clone(&self.owners),
             queued: Vec::new(),
             stopping: None,
             started: false,
@@ -914,8 +970,12 @@ impl PlanAgent {
         if let (Some(var), Some(item)) = (&body.var, item) {
             inputs.insert(var.clone(), item);
         }
+        let agent = match self.bodies.get(&idx) {
+            Some(template) => template.fresh(inputs),
+            None => PlanAgent::new(body.plan.clone(), inputs),
+        };
         it.children.push(Child {
-            agent: PlanAgent::new(body.plan.clone(), inputs),
+            agent: Some(Box::new(agent)),
             ended: None,
             waiting: 0,
             received: Vec::new(),
@@ -935,11 +995,14 @@ impl PlanAgent {
         let Some(child) = self.child_mut(idx, i) else {
             return;
         };
-        let decision = child.agent.decide(&State::new(), observations);
+        let Some(agent) = child.agent.as_mut() else {
+            return;
+        };
+        let decision = agent.decide(&State::new(), observations);
         let decision = match decision {
             Ok(d) => d,
             Err(e) => {
-                child.ended = Some(Err(IterationFailed::Failed { reason: e.0 }));
+                child.end(Err(IterationFailed::Failed { reason: e.0 }));
                 self.iteration_ended(idx, out);
                 return;
             }
@@ -973,9 +1036,8 @@ impl PlanAgent {
             Action::Call(calls) => {
                 let inner: BTreeSet<&str> = child
                     .agent
-                    .plan
-                    .steps
                     .iter()
+                    .flat_map(|a| a.plan.steps.iter())
                     .map(|s| s.name.as_str())
                     .collect();
                 let renamed: Vec<Call> = calls
@@ -998,8 +1060,9 @@ impl PlanAgent {
                 self.queued.extend(renamed);
             }
             Action::Finish { status, reason } => {
-                child.ended = Some(match status {
-                    RunStatus::Completed => Ok(child.agent.outputs_by_name()),
+                let outputs = child.agent.as_ref().map(|a| a.outputs_by_name());
+                child.end(match status {
+                    RunStatus::Completed => Ok(outputs.unwrap_or(Value::Null)),
                     // A child plan never ends cancelled (only a cancel from outside the whole
                     // run records that); were one to, its iteration fails.
                     RunStatus::Failed | RunStatus::Cancelled => {
@@ -1009,7 +1072,7 @@ impl PlanAgent {
                 self.iteration_ended(idx, out);
             }
             Action::Suspend { step, .. } => {
-                child.ended = Some(Err(IterationFailed::Suspended {
+                child.end(Err(IterationFailed::Suspended {
                     step: rename(&step),
                 }));
                 self.iteration_ended(idx, out);
@@ -1020,7 +1083,10 @@ impl PlanAgent {
     /// An iteration of loop step `idx` ended: a `repeat` goes on or stops; once none is
     /// running, the loop step completes with every iteration's outputs, or fails.
     fn iteration_ended(&mut self, idx: u32, out: &mut Vec<StateChanged>) {
-        let Some(body) = self.plan.steps[idx as usize].body.clone() else {
+        // The plan is shared: holding it here costs a count, not a copy of the body (whose
+        // `for` list may be a literal of 100,000 items).
+        let plan = Arc::clone(&self.plan);
+        let Some(body) = plan.steps[idx as usize].body.as_ref() else {
             return;
         };
         let Some(it) = self.iterations.get_mut(&idx) else {
@@ -1044,7 +1110,7 @@ impl PlanAgent {
             match verdict {
                 Some(Ok(Ok(true))) | None => {}
                 Some(Ok(Ok(false))) if n < body.max => {
-                    self.spawn(idx, &body, None);
+                    self.spawn(idx, body, None);
                     self.drive_child(idx, n as usize, &[], out);
                     return;
                 }

@@ -26,11 +26,16 @@ use crate::agent::{
     AGENT_TOOL, Child, IterationFailed, Iterations, Loop, PlanAgent, Status, TURNS_MAX,
 };
 use crate::ast::LoopKind;
-use crate::compile::{CompiledPlan, CompiledStep};
+use crate::compile::CompiledStep;
 
 /// Version of the saved shape. Any change to the shape or to what a field means takes a new
 /// number: a value of another format is refused, and the run is derived again from its start.
-const SAVED_FORMAT: u64 = 1;
+/// Format 2 leaves out an ended iteration's agent and inputs (the agent is dropped when the
+/// iteration ends: issue 42); a value of format 1, which has them, still restores.
+const SAVED_FORMAT: u64 = 2;
+
+/// The earlier format still read: its ended iterations carry their agents, which are ignored.
+const SAVED_FORMAT_READ: u64 = 1;
 
 /// Most calls a saved agent may have in flight: far more than a run holds (each is a call the
 /// runtime keeps until its outcome comes), and low enough that counting on from it cannot
@@ -135,12 +140,16 @@ struct SavedIterations {
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SavedChild {
+    /// The inputs its agent was built with; left out once it ended (format 2).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     inputs: Map<String, Value>,
     ended: Option<SavedEnded>,
     /// Calls of its last decision still without an outcome, and the outcomes received.
     waiting: u64,
     received: Vec<SavedObservation>,
-    agent: SavedAgent,
+    /// Its progress while it runs; left out once it ended (format 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    agent: Option<SavedAgent>,
 }
 
 /// An outcome held for a child until its decision's last one is in.
@@ -223,7 +232,11 @@ fn save_agent(a: &PlanAgent) -> SavedAgent {
                     .children
                     .iter()
                     .map(|c| SavedChild {
-                        inputs: c.agent.inputs().clone(),
+                        inputs: c
+                            .agent
+                            .as_ref()
+                            .map(|a| a.inputs().clone())
+                            .unwrap_or_default(),
                         ended: c.ended.clone().map(|e| match e {
                             Ok(outputs) => SavedEnded::Completed { outputs },
                             Err(failed) => SavedEnded::Failed {
@@ -241,7 +254,7 @@ fn save_agent(a: &PlanAgent) -> SavedAgent {
                                 outcome: o.outcome.clone(),
                             })
                             .collect(),
-                        agent: save_agent(&c.agent),
+                        agent: c.agent.as_ref().map(|a| save_agent(a)),
                     })
                     .collect(),
             })
@@ -318,7 +331,7 @@ pub(crate) fn restore(agent: &mut PlanAgent, value: &Value) -> Result<(), AgentE
     // The format first: a value of another format may have another shape, and saying so is
     // more use than naming the first field that does not fit.
     match value.get("format") {
-        Some(f) if f.as_u64() == Some(SAVED_FORMAT) => {}
+        Some(f) if [SAVED_FORMAT, SAVED_FORMAT_READ].contains(&f.as_u64().unwrap_or(0)) => {}
         Some(f) => {
             return Err(refuse(format!(
                 "the saved state has format {f}; this agent reads format {SAVED_FORMAT}"
@@ -338,7 +351,7 @@ pub(crate) fn restore(agent: &mut PlanAgent, value: &Value) -> Result<(), AgentE
             agent.plan().hash
         )));
     }
-    let restored = restore_agent(agent.plan().clone(), agent.inputs().clone(), saved.agent)
+    let restored = restore_agent(agent.fresh(agent.inputs().clone()), saved.agent)
         .map_err(|e| refuse(e.to_string()))?;
     *agent = restored;
     Ok(())
@@ -382,6 +395,8 @@ enum RestoreError {
     },
     #[error("iteration {i} of step `{step}` has ended but waits for outcomes")]
     EndedWaiting { i: usize, step: String },
+    #[error("iteration {i} of step `{step}` has not ended, and has no saved agent")]
+    RunningWithoutAgent { i: usize, step: String },
     #[error(
         "iteration {i} of step `{step}` waits for {waiting} outcomes, more than its {in_flight} calls running"
     )]
@@ -445,12 +460,33 @@ enum RestoreError {
 }
 
 /// A new agent for `plan` and `inputs` with the progress `saved`, or what does not fit.
-fn restore_agent(
-    plan: CompiledPlan,
+/// Iteration `i` of loop step `step` of `parent`, continuing from its saved progress if it
+/// has any: a fresh agent of the loop's body (sharing the body's plan with its template).
+fn restore_child(
+    parent: &PlanAgent,
+    step: u32,
+    i: usize,
     inputs: Map<String, Value>,
-    saved: SavedAgent,
-) -> Result<PlanAgent, RestoreError> {
-    let mut agent = PlanAgent::new(plan, inputs);
+    saved: Option<SavedAgent>,
+) -> Result<Option<PlanAgent>, RestoreError> {
+    let name = || parent.plan().steps[step as usize].name.clone();
+    let Some(saved) = saved else {
+        return Ok(None);
+    };
+    let Some(template) = parent.bodies.get(&step) else {
+        return Err(RestoreError::NotLoopStep { step: name() });
+    };
+    restore_agent(template.fresh(inputs), saved)
+        .map(Some)
+        .map_err(|e| RestoreError::Iteration {
+            i,
+            step: name(),
+            source: Box::new(e),
+        })
+}
+
+/// Makes `agent`, fresh, continue from `saved`.
+fn restore_agent(mut agent: PlanAgent, saved: SavedAgent) -> Result<PlanAgent, RestoreError> {
     let plan = agent.plan();
     let n = plan.steps.len();
     for (what, len) in [
@@ -533,20 +569,27 @@ fn restore_agent(
         }
         let mut children = Vec::with_capacity(it.children.len());
         for (i, c) in it.children.into_iter().enumerate() {
-            let child = restore_agent(body.plan.clone(), c.inputs, c.agent).map_err(|e| {
-                RestoreError::Iteration {
-                    i,
-                    step: step.name.clone(),
-                    source: Box::new(e),
-                }
-            })?;
+            let child = restore_child(&agent, it.step, i, c.inputs, c.agent)?;
             if c.ended.is_some() && (c.waiting > 0 || !c.received.is_empty()) {
                 return Err(RestoreError::EndedWaiting {
                     i,
                     step: step.name.clone(),
                 });
             }
-            if c.waiting > child.in_flight {
+            // An ended iteration keeps no agent (a format 1 value's is checked, then dropped).
+            let child = match (&c.ended, child) {
+                (Some(_), _) => None,
+                (None, Some(child)) => Some(Box::new(child)),
+                (None, None) => {
+                    return Err(RestoreError::RunningWithoutAgent {
+                        i,
+                        step: step.name.clone(),
+                    });
+                }
+            };
+            if let Some(child) = &child
+                && c.waiting > child.in_flight
+            {
                 return Err(RestoreError::Waiting {
                     i,
                     step: step.name.clone(),

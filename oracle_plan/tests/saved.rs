@@ -263,15 +263,7 @@ fn drive(agent: &mut PlanAgent, feed: &mut Feed, mut observations: Vec<Observati
             Ok(Decision {
                 action: Action::Call(calls),
                 ..
-            }) => calls
-                .iter()
-                .map(|c| Observation {
-                    step: c.step.clone(),
-                    tool: c.tool.clone(),
-                    attempt: c.attempt,
-                    outcome: feed.outcome(c),
-                })
-                .collect(),
+            }) => outcomes(calls, feed),
             Ok(Decision {
                 action: Action::Suspend { step, attempts, .. },
                 ..
@@ -295,6 +287,19 @@ fn drive(agent: &mut PlanAgent, feed: &mut Feed, mut observations: Vec<Observati
         }
     }
     steps
+}
+
+/// The outcomes `feed` gives `calls`, as the next decision observes them.
+fn outcomes(calls: &[Call], feed: &mut Feed) -> Vec<Observation> {
+    calls
+        .iter()
+        .map(|c| Observation {
+            step: c.step.clone(),
+            tool: c.tool.clone(),
+            attempt: c.attempt,
+            outcome: feed.outcome(c),
+        })
+        .collect()
 }
 
 /// `save`, written out as text and read back, as a resume point would keep it.
@@ -490,15 +495,7 @@ fn mid_run_of(wide: bool) -> MidRun {
         let Action::Call(calls) = &d.action else {
             panic!("the run ended before it was busy: {d:?}");
         };
-        observations = calls
-            .iter()
-            .map(|c| Observation {
-                step: c.step.clone(),
-                tool: c.tool.clone(),
-                attempt: c.attempt,
-                outcome: feed.outcome(c),
-            })
-            .collect();
+        observations = outcomes(calls, &mut feed);
     }
     panic!("the run was never busy");
 }
@@ -510,7 +507,7 @@ fn mid_run() -> MidRun {
 #[test]
 fn the_saved_shape_holds_conversations_iterations_and_queued_calls() {
     let MidRun { agent, saved, .. } = mid_run();
-    assert_eq!(saved["format"], 1);
+    assert_eq!(saved["format"], 2);
     assert_eq!(saved["plan"], json!(agent.program_hash().to_hex()));
     let child = &saved["agent"]["iterations"][0]["children"][0];
     assert!(child["inputs"].get("item").is_some(), "{child}");
@@ -537,8 +534,8 @@ fn corruptions() -> Vec<Corruption> {
         plan.steps.iter().position(|s| s.name == name).unwrap() as u64
     }
     vec![
-        ("format 2; this agent reads format 1", |v, _| {
-            v["format"] = json!(2)
+        ("format 3; this agent reads format 2", |v, _| {
+            v["format"] = json!(3)
         }),
         ("format \"1\"", |v, _| v["format"] = json!("1")),
         ("it has no `format`", |v, _| *v = json!("saved")),
@@ -781,4 +778,90 @@ fn a_value_from_another_plan_is_refused() {
     let mut other = fresh(&compile(REPEAT));
     let err = other.restore(&saved).unwrap_err();
     assert!(err.0.contains("saved for plan"), "{err}");
+}
+
+/// The wide `for` driven (every call returning) until some iterations have ended and others
+/// still run, and its saved value there.
+fn part_ended() -> (CompiledPlan, PlanAgent, Value) {
+    let plan = compile(&wide());
+    let mut agent = fresh(&plan);
+    let mut feed = Feed {
+        choices: &[],
+        next: 0,
+    };
+    let mut observations = Vec::new();
+    for _ in 0..DECISIONS_MAX {
+        let saved = saved_through_text(&agent);
+        let children = saved["agent"]["iterations"][0]["children"]
+            .as_array()
+            .cloned();
+        let ended = |c: &&Value| !c["ended"].is_null();
+        if let Some(children) = children
+            && children.iter().any(|c| ended(&c))
+            && !children.iter().all(|c| ended(&c))
+        {
+            return (plan, agent, saved);
+        }
+        let d = agent.decide(&State::new(), &observations).unwrap();
+        let Action::Call(calls) = &d.action else {
+            panic!("the run ended before some iterations had: {d:?}");
+        };
+        observations = outcomes(calls, &mut feed);
+    }
+    panic!("no decision had some iterations ended and some running");
+}
+
+/// An iteration that ended keeps no agent (issue 42: a 100,000-iteration `for` held every
+/// finished one): its saved form has its outcome only, a running one's its agent and inputs.
+#[test]
+fn an_ended_iteration_keeps_no_agent() {
+    let (_, _, saved) = part_ended();
+    let children = saved["agent"]["iterations"][0]["children"]
+        .as_array()
+        .unwrap();
+    let (ended, running): (Vec<&Value>, Vec<&Value>) =
+        children.iter().partition(|c| !c["ended"].is_null());
+    assert!(!ended.is_empty() && !running.is_empty());
+    for c in ended {
+        assert!(c.get("agent").is_none() && c.get("inputs").is_none(), "{c}");
+    }
+    for c in running {
+        assert!(
+            c["agent"]["status"].is_array() && c["inputs"]["item"].is_number(),
+            "{c}"
+        );
+    }
+}
+
+/// A value of format 1, whose ended iterations carry their agents, still restores: the agents
+/// are checked and dropped, and the agent continues as from the same value in format 2.
+#[test]
+fn a_format_1_value_with_ended_agents_restores() {
+    let (plan, _, saved) = part_ended();
+    let mut old = saved.clone();
+    old["format"] = json!(1);
+    let children = old["agent"]["iterations"][0]["children"]
+        .as_array_mut()
+        .unwrap();
+    let running = children
+        .iter()
+        .find(|c| c["ended"].is_null())
+        .unwrap()
+        .clone();
+    for c in children.iter_mut().filter(|c| !c["ended"].is_null()) {
+        c["agent"] = running["agent"].clone();
+        c["inputs"] = running["inputs"].clone();
+    }
+    let mut restored = fresh(&plan);
+    restored.restore(&old).unwrap();
+    assert_eq!(restored.save(), Some(saved));
+    // A running iteration without its agent cannot be.
+    let mut bad = old.clone();
+    let children = bad["agent"]["iterations"][0]["children"]
+        .as_array_mut()
+        .unwrap();
+    let running = children.iter_mut().find(|c| c["ended"].is_null()).unwrap();
+    running.as_object_mut().unwrap().remove("agent");
+    let err = fresh(&plan).restore(&bad).unwrap_err();
+    assert!(err.0.contains("has no saved agent"), "{err}");
 }

@@ -9,6 +9,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -44,14 +45,62 @@ fn encode(starts: &[u64]) -> Vec<u8> {
     out
 }
 
-/// The entries of an index file, or `None` if it has no magic or a partial entry.
-fn decode(bytes: &[u8]) -> Option<Vec<u64>> {
-    let body = bytes.strip_prefix(MAGIC.as_slice())?;
-    let (entries, rest) = body.as_chunks::<8>();
-    if !rest.is_empty() {
-        return None;
+/// Entries of an index file read in one piece when it is checked (64 KiB: the check streams the
+/// file rather than holding it).
+const ENTRIES_PER_READ: usize = 8 << 10;
+
+/// How many entries the index file `file` holds, or `None` if it has no magic or a partial
+/// entry.
+fn entry_count(file: &File) -> Option<u64> {
+    let len = file.metadata().ok()?.len();
+    let body = len.checked_sub(MAGIC.len() as u64)?;
+    let mut magic = [0u8; MAGIC.len()];
+    file.read_exact_at(&mut magic, 0).ok()?;
+    (magic == *MAGIC && body % 8 == 0).then_some(body / 8)
+}
+
+/// Entries `first..first + out.len()` of the index file `file`.
+fn read_entries(file: &File, first: u64, out: &mut [u64]) -> std::io::Result<()> {
+    let mut bytes = vec![0u8; out.len() * 8];
+    file.read_exact_at(&mut bytes, MAGIC.len() as u64 + first * 8)?;
+    let (entries, _) = bytes.as_chunks::<8>();
+    for (o, e) in out.iter_mut().zip(entries) {
+        *o = u64::from_le_bytes(*e);
     }
-    Some(entries.iter().map(|e| u64::from_le_bytes(*e)).collect())
+    Ok(())
+}
+
+/// Entry `i` of the index file `file`.
+fn read_entry(file: &File, i: u64) -> std::io::Result<u64> {
+    let mut one = [0u64];
+    read_entries(file, i, &mut one)?;
+    Ok(one[0])
+}
+
+/// Whether the `count` entries of the index file `file` increase strictly from 0, read a block
+/// at a time.
+fn increasing(file: &File, count: u64) -> bool {
+    let mut block = vec![0u64; ENTRIES_PER_READ];
+    let mut previous: Option<u64> = None;
+    let mut at = 0;
+    while at < count {
+        let n = (count - at).min(ENTRIES_PER_READ as u64) as usize;
+        if read_entries(file, at, &mut block[..n]).is_err() {
+            return false;
+        }
+        for &e in &block[..n] {
+            let ok = match previous {
+                None => e == 0,
+                Some(p) => p < e,
+            };
+            if !ok {
+                return false;
+            }
+            previous = Some(e);
+        }
+        at += n as u64;
+    }
+    true
 }
 
 /// No record is shorter than this: each holds its event hash as 64 hex digits. A shorter line
@@ -131,22 +180,21 @@ fn starts_record(log: &File, path: &Path, seq: u64, offset: u64, log_len: u64) -
     Ok(found == expected)
 }
 
-/// The cheap check of a loaded index against the log: offsets strictly increasing from 0, the
-/// last before the end of the log, and the first, the last and [`SAMPLES`] entries spread
-/// between them at the start of the record with their seq. Does not check that the last record
-/// is complete: that is found by the scan that follows it.
-fn plausible(log: &File, path: &Path, starts: &[u64], log_len: u64) -> Result<bool> {
-    let increasing = starts.iter().zip(starts.iter().skip(1)).all(|(a, b)| a < b);
-    if !increasing || starts.first().is_some_and(|&s| s != 0) {
+/// The cheap check of an index file (`index`, `count` entries) against the log: offsets
+/// strictly increasing from 0, the last before the end of the log, and the first, the last and
+/// [`SAMPLES`] entries spread between them at the start of the record with their seq. Does not
+/// check that the last record is complete: that is found by the scan that follows it.
+fn plausible(log: &File, path: &Path, index: &File, count: u64, log_len: u64) -> Result<bool> {
+    if !increasing(index, count) {
         return Ok(false);
     }
-    let Some(&last) = starts.last() else {
+    let Some(last_seq) = count.checked_sub(1) else {
         return Ok(true);
     };
-    if last >= log_len {
-        return Ok(false);
+    match read_entry(index, last_seq) {
+        Ok(last) if last < log_len => {}
+        _ => return Ok(false),
     }
-    let last_seq = starts.len() as u64 - 1;
     let mut checked = None;
     for j in 0..=SAMPLES {
         // In u128 so that no length of index can overflow the product.
@@ -155,7 +203,7 @@ fn plausible(log: &File, path: &Path, starts: &[u64], log_len: u64) -> Result<bo
             continue;
         }
         checked = Some(seq);
-        let Some(&offset) = usize::try_from(seq).ok().and_then(|i| starts.get(i)) else {
+        let Ok(offset) = read_entry(index, seq) else {
             return Ok(false);
         };
         if !starts_record(log, path, seq, offset, log_len)? {
@@ -165,9 +213,48 @@ fn plausible(log: &File, path: &Path, starts: &[u64], log_len: u64) -> Result<bo
     Ok(true)
 }
 
+/// Where the record starts of an open log are.
+///
+/// An index file that passed the check is read where needed, one entry at a time, instead of
+/// being held: a 10M-event log's index is 80 MB, and `oracle diff` opens two (issue 42: 246 MB
+/// at 10M events). The file is the one opened, whatever later replaces it by a rename, and
+/// every record read through it is checked to carry its seq anyway.
+enum Starts {
+    /// The index file's first `covered` entries, then `tail`, found by scanning the log past
+    /// them.
+    File {
+        file: File,
+        covered: u64,
+        tail: Vec<u64>,
+    },
+    /// From a scan of the whole log.
+    Memory(Vec<u64>),
+}
+
+impl Starts {
+    fn len(&self) -> u64 {
+        match self {
+            Starts::File { covered, tail, .. } => covered + tail.len() as u64,
+            Starts::Memory(v) => v.len() as u64,
+        }
+    }
+
+    /// The start of record `seq`, if the log has it (an index file that cannot be read where
+    /// it was read before has none: the caller rescans the log).
+    fn get(&self, seq: u64) -> Option<u64> {
+        match self {
+            Starts::File { file, covered, .. } if seq < *covered => read_entry(file, seq).ok(),
+            Starts::File { covered, tail, .. } => {
+                tail.get(usize::try_from(seq - covered).ok()?).copied()
+            }
+            Starts::Memory(v) => v.get(usize::try_from(seq).ok()?).copied(),
+        }
+    }
+}
+
 /// Record starts of a log, from its index file where that is usable.
 struct Loaded {
-    starts: Vec<u64>,
+    starts: Starts,
     /// End of the last complete record.
     end: u64,
     /// Entries found by scanning past the index file's last entry.
@@ -180,19 +267,33 @@ struct Loaded {
 /// check, extended by the complete records it does not cover; otherwise scans the whole log.
 fn load(log: &File, path: &Path, log_len: u64) -> Result<Loaded> {
     // Any failure to read the index (missing, unreadable, a directory) just means rebuilding.
-    let indexed = fs::read(index_path(path)).ok().and_then(|b| decode(&b));
-    if let Some(mut starts) = indexed
-        && plausible(log, path, &starts, log_len)?
+    let index = File::open(index_path(path)).ok();
+    let count = index.as_ref().and_then(entry_count);
+    if let (Some(index), Some(count)) = (index, count)
+        && plausible(log, path, &index, count, log_len)?
     {
-        let covered = starts.len();
         // Scan on from the last entry's record: that finds where it ends (it must be complete)
         // and every complete record the writer added since.
-        let from = starts.pop().unwrap_or(0);
-        let end = scan_starts(log, path, from, log_len, &mut starts)?;
-        if starts.len() >= covered {
+        let covered = count.saturating_sub(1);
+        let from = match count {
+            0 => Ok(0),
+            _ => read_entry(&index, covered),
+        };
+        let mut tail = Vec::new();
+        let end = match from {
+            Ok(from) => Some(scan_starts(log, path, from, log_len, &mut tail)?),
+            Err(_) => None,
+        };
+        if let Some(end) = end
+            && covered + tail.len() as u64 >= count
+        {
             return Ok(Loaded {
-                extended_by: (starts.len() - covered) as u64,
-                starts,
+                extended_by: covered + tail.len() as u64 - count,
+                starts: Starts::File {
+                    file: index,
+                    covered,
+                    tail,
+                },
                 end,
                 rebuilt: false,
             });
@@ -201,7 +302,7 @@ fn load(log: &File, path: &Path, log_len: u64) -> Result<Loaded> {
     let mut starts = Vec::new();
     let end = scan_starts(log, path, 0, log_len, &mut starts)?;
     Ok(Loaded {
-        starts,
+        starts: Starts::Memory(starts),
         end,
         extended_by: 0,
         rebuilt: true,
@@ -252,7 +353,7 @@ pub struct IndexedLog {
     file: File,
     /// Length of the log when opened.
     log_len: u64,
-    starts: Vec<u64>,
+    starts: Starts,
     /// End of the last complete record.
     end: u64,
     extended_by: u64,
@@ -279,9 +380,9 @@ impl IndexedLog {
         let file = File::open(path).map_err(StoreError::io(path))?;
         let log_len = file.metadata().map_err(StoreError::io(path))?.len();
         let loaded = load(&file, path, log_len)?;
-        if loaded.rebuilt && persist {
+        if let (true, Starts::Memory(starts)) = (persist, &loaded.starts) {
             // Best effort: a read-only directory still gets a working index, in memory.
-            let _ = write_replacing(&index_path(path), &encode(&loaded.starts));
+            let _ = write_replacing(&index_path(path), &encode(starts));
         }
         Ok(IndexedLog {
             path: path.to_path_buf(),
@@ -304,19 +405,16 @@ impl IndexedLog {
 
     /// Number of complete records (events) the log had when opened.
     pub fn len(&self) -> u64 {
-        self.starts.len() as u64
+        self.starts.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.starts.len() == 0
     }
 
     /// Byte offset of the record of event `seq`, if the log has it.
     pub fn offset(&self, seq: u64) -> Option<u64> {
-        usize::try_from(seq)
-            .ok()
-            .and_then(|i| self.starts.get(i))
-            .copied()
+        self.starts.get(seq)
     }
 
     /// Records read from the log by [`IndexedLog::read`], including any that then failed.
@@ -356,14 +454,17 @@ impl IndexedLog {
 
     /// Replaces the offsets with a full scan of the log; true if they changed.
     fn rescan(&mut self) -> Result<bool> {
-        let mut starts = Vec::with_capacity(self.starts.len());
+        let mut starts = Vec::new();
         let end = scan_starts(&self.file, &self.path, 0, self.log_len, &mut starts)?;
         self.scanned = true;
-        if starts == self.starts && end == self.end {
+        // Offsets read from the index file count as changed: comparing them would read the
+        // whole file again, and a retry at the same offset only fails the same way.
+        let same = matches!(&self.starts, Starts::Memory(v) if *v == starts);
+        if same && end == self.end {
             return Ok(false);
         }
         let _ = write_replacing(&index_path(&self.path), &encode(&starts));
-        self.starts = starts;
+        self.starts = Starts::Memory(starts);
         self.end = end;
         self.extended_by = 0;
         self.rebuilt = true;
@@ -371,18 +472,18 @@ impl IndexedLog {
     }
 
     fn read_record(&mut self, seq: u64) -> Result<Event> {
-        let at = usize::try_from(seq).ok();
-        let Some(&offset) = at.and_then(|i| self.starts.get(i)) else {
+        let Some(offset) = self.starts.get(seq) else {
             return Err(StoreError::SeqOutOfRange {
                 path: self.path.clone(),
                 seq,
                 events: self.len(),
             });
         };
-        let end = at
-            .and_then(|i| self.starts.get(i + 1))
-            .copied()
-            .unwrap_or(self.end);
+        let end = match seq.checked_add(1) {
+            Some(next) if next < self.starts.len() => self.starts.get(next),
+            _ => None,
+        }
+        .unwrap_or(self.end);
         let fail = |reason| integrity(&self.path, seq, offset, reason);
         // With its newline; the offsets are strictly increasing, so at least 1.
         let len = end.saturating_sub(offset);

@@ -277,6 +277,11 @@ pub trait Tool: Send + Sync {
         let _ = input;
         Ok(answer)
     }
+    /// Whether [`Tool::answer`] reads the call's input: the engine keeps a step's last input
+    /// only for such tools (and timers), not a copy of every step's input.
+    fn answer_reads_input(&self) -> bool {
+        false
+    }
 }
 
 /// A tool with its declaration and compiled schemas.

@@ -302,6 +302,10 @@ impl Tool for Chat {
     /// reply itself (checked against the schema) and is recorded as if the model had returned
     /// it, `model: "person"`; without one, a string is the reply's text. A full output
     /// (`content`, `usage`…) is taken as it is.
+    fn answer_reads_input(&self) -> bool {
+        true
+    }
+
     fn answer(&self, input: &Value, answer: Value) -> Result<Value, NotAnOutput> {
         if answer.get("content").is_some() && answer.get("usage").is_some() {
             return Ok(answer);
