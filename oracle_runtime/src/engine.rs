@@ -397,13 +397,14 @@ impl Causes {
 
 /// Whether anything after a call of `tool` reads its input again: a person's answer to the
 /// step is shaped by it ([`crate::tool::Tool::answer_reads_input`]), or a timer's due time
-/// and an answer's schema come from it (`sleep`, `human.ask`). Only those inputs are kept in
-/// `last_called`: the others were a copy of every step's input, held for the whole run
-/// (issue 42), and the tool's name is all a later decision reads of them.
+/// and an answer's schema come from it (`sleep`, `human.ask`, a belief wait with a deadline:
+/// [`crate::tools::time::may_set_timer`]). Only those inputs are kept in `last_called`: the
+/// others were a copy of every step's input, held for the whole run (issue 42), and the
+/// tool's name is all a later decision reads of them.
 fn input_read_later(tool: &str, reg: &crate::tool::Registered) -> bool {
     reg.tool.answer_reads_input()
-        || tool == crate::tools::time::SLEEP_TOOL
         || tool == oracle_plan::agent::ASK_TOOL
+        || crate::tools::time::may_set_timer(tool)
 }
 
 /// The result of executing a call: the outcome payload and key-value writes.

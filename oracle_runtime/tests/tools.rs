@@ -287,7 +287,8 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
             "human.ask",
             vec![
                 ("question", "string", true),
-                ("deadline", "string", false),
+                // A duration or an RFC 3339 instant, checked by `plan check` (E0225).
+                ("deadline", "time", false),
                 ("on_timeout", "any", false),
                 ("schema", "map", false),
             ],
@@ -352,6 +353,8 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
                 ("subject", "string", true),
                 ("predicate", "string", true),
                 ("as_of", "int", false),
+                ("deadline", "time", false),
+                ("on_timeout", "any", false),
                 ("require", "string", false),
                 ("valid_at", "int", false),
             ],

@@ -30,6 +30,15 @@ pub enum TimerKind {
     Deadline,
 }
 
+/// Whether a call of `tool` can set a timer: its input decides whether and when (so whoever
+/// keeps inputs for later decisions must keep these).
+pub fn may_set_timer(tool: &str) -> bool {
+    matches!(
+        tool,
+        SLEEP_TOOL | oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
+    )
+}
+
 /// The timer a call of `tool` with `input` suspends on, if any.
 pub fn timer_kind(tool: &str, input: &Value) -> Option<TimerKind> {
     match tool {
