@@ -1426,6 +1426,68 @@ fn a_workers_metrics_show_the_stores_runs_its_claims_and_signal_latency() {
     );
 }
 
+/// A store run asleep on a timer: the worker's wheel wakes it when due, the claiming worker
+/// fires the timer once, and its `/metrics` counts that timer's lag (`oracle_timer_lag_seconds`,
+/// read from what the drive appended).
+#[test]
+fn a_workers_metrics_count_the_lag_of_the_timers_it_fired() {
+    use std::io::BufRead;
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("store");
+    plans_dir(&st);
+    fs::write(
+        st.join("nap.plan"),
+        "plan nap version 1\n\nnap = sleep { for: \"1s\" }\ndone = text.count { text: nap.fired }\n",
+    )
+    .unwrap();
+    let id = ok(&st, &["submit", "nap.plan", "--store", &url]);
+    let id = id.trim().to_owned();
+    let mut w = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args([
+            "worker",
+            "--store",
+            &url,
+            "--lease-ms",
+            "1000",
+            "--poll-ms",
+            "100",
+        ])
+        .args(["--metrics", "127.0.0.1:0"])
+        .current_dir(&st)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(w.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the worker ended before serving metrics")
+            .unwrap();
+        if let Some(rest) = line.split("metrics on http://").nth(1) {
+            break rest.trim_end_matches("/metrics").to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let start = Instant::now();
+    while runs(&st, &url)[&id]["state"] != "completed" {
+        assert!(start.elapsed() < Duration::from_secs(60), "never woken");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, body) = scrape(&addr);
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(status.contains("200"), "{status}\n{body}");
+    let m = common::samples(&body);
+    assert_eq!(common::at(&m, "oracle_timer_lag_seconds", &[]), 1, "{body}");
+    assert!(
+        body.contains("oracle_timer_lag_seconds_count 1\n"),
+        "{body}"
+    );
+}
+
 /// A cancel sent while a worker drives the run: the worker's renewer finds it and asks the
 /// drive, which records it at its next decision boundary (not when the run next suspends or
 /// finishes), and the signal is settled as applied.

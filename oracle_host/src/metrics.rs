@@ -425,6 +425,8 @@ pub struct WorkerMetrics {
     claims: Mutex<BTreeMap<String, u64>>,
     takeovers: std::sync::atomic::AtomicU64,
     latency: prometheus_client::metrics::histogram::Histogram,
+    /// The lags of the timers this worker's drives fired (read from what they appended).
+    timer_lag: Mutex<LagCounts>,
 }
 
 /// Buckets of the signal-latency histogram, in seconds: 5 ms doubling to about 41 s (a
@@ -444,6 +446,7 @@ impl Default for WorkerMetrics {
                     LATENCY_BUCKETS,
                 ),
             ),
+            timer_lag: Mutex::default(),
         }
     }
 }
@@ -463,6 +466,21 @@ impl WorkerMetrics {
     pub fn signal_waited(&self, waited_ms: i64) {
         // Display only (never hashed): the one place a float is right, Prometheus's unit.
         self.latency.observe(waited_ms.max(0) as f64 / 1000.0);
+    }
+
+    /// Counts the lag of every timer fired in the log at `log` from event `from` on (what a
+    /// drive of this worker appended; a log that cannot be read counts nothing).
+    pub fn timers_fired_since(&self, log: &Path, from: u64) {
+        let Ok(mut indexed) = oracle_runtime::index::IndexedLog::open_with(log, false) else {
+            return;
+        };
+        let mut lag = self.timer_lag.lock().unwrap_or_else(|p| p.into_inner());
+        for seq in from..indexed.len() {
+            let Ok(event) = indexed.read(seq) else { break };
+            if let Ok(Payload::TimerFired(f)) = event.typed() {
+                lag.observe(f.fired_ms.saturating_sub(f.due_ms));
+            }
+        }
     }
 
     /// The worker's metrics with the store's `statuses` (runs by state) and `queue_depth`.
@@ -490,6 +508,16 @@ impl WorkerMetrics {
             "oracle_signal_latency_seconds",
             "How long a signal waited in the store before this worker carried it out",
             self.latency.clone(),
+        );
+        let lag = self
+            .timer_lag
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        r.register(
+            "oracle_timer_lag_seconds",
+            "How late each timer this worker fired was, after its due instant (timer_fired events)",
+            LagHistogram(lag),
         );
         let mut out = String::new();
         encode(&mut out, &r).map_err(|e| HostError::Metrics(format!("not encoded: {e}")))?;

@@ -475,6 +475,9 @@ fn drive_in(
     home: &Path,
 ) -> Result<(String, Option<String>), Stop> {
     let (host, found, replica) = hydrate(shared, store, claim, home)?;
+    // What the store held: what this claim appends comes after it (timers fired, for metrics).
+    let held = oracle_runtime::index::IndexedLog::open_with(&found.paths.log, false)
+        .map_or(0, |l| l.len());
     let fenced = || lock(&replica).fenced().map(ToString::to_string);
     let notes = apply_signals(shared, store, claim, &host, &replica)?;
     lock(&shared.driving).insert(
@@ -500,6 +503,7 @@ fn drive_in(
         Ok(Some(seq)) => told_from_point(shared, claim, seq),
         Ok(None) => {}
     }
+    shared.metrics.timers_fired_since(&found.paths.log, held);
     let _ = store.upload_files(&claim.id, claim.fence, &found.dir);
     notify(shared, store, claim, &host, &found.dir);
     let state = state_of(&found.dir).unwrap_or_else(|| "runnable".to_owned());
