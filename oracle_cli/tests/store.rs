@@ -1305,6 +1305,41 @@ fn a_key_submits_a_run_once_to_a_store_and_refuses_a_submission_that_differs() {
     assert_eq!(exported_head(&st, &url, &id).1, home_log);
 }
 
+/// A worker on `url` serving `/metrics` on a free loopback port: the child and the address its
+/// log names (the rest of its log is drained so it never blocks on a full pipe).
+fn worker_with_metrics(dir: &Path, url: &str) -> (Child, String) {
+    use std::io::BufRead;
+    let mut w = Command::new(env!("CARGO_BIN_EXE_oracle"))
+        .args([
+            "worker",
+            "--store",
+            url,
+            "--lease-ms",
+            "1000",
+            "--poll-ms",
+            "100",
+        ])
+        .args(["--metrics", "127.0.0.1:0"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(w.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the worker ended before serving metrics")
+            .unwrap();
+        if let Some(rest) = line.split("metrics on http://").nth(1) {
+            break rest.trim_end_matches("/metrics").to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (w, addr)
+}
+
 /// GET `http://ADDR/metrics` over a raw socket: the status line and the body.
 fn scrape(addr: &str) -> (String, String) {
     use std::io::{Read, Write};
@@ -1326,7 +1361,6 @@ fn scrape(addr: &str) -> (String, String) {
 
 #[test]
 fn a_workers_metrics_show_the_stores_runs_its_claims_and_signal_latency() {
-    use std::io::BufRead;
     let Some(url) = store_url() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let st = tmp.path().join("store");
@@ -1347,35 +1381,7 @@ fn a_workers_metrics_show_the_stores_runs_its_claims_and_signal_latency() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("loopback"), "{err}");
-    let mut w = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args([
-            "worker",
-            "--store",
-            &url,
-            "--lease-ms",
-            "1000",
-            "--poll-ms",
-            "100",
-        ])
-        .args(["--metrics", "127.0.0.1:0"])
-        .current_dir(&st)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(w.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the worker ended before serving metrics")
-            .unwrap();
-        if let Some(rest) = line.split("metrics on http://").nth(1) {
-            break rest.trim_end_matches("/metrics").to_owned();
-        }
-    };
-    // Drain the rest of the worker's log so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
+    let (mut w, addr) = worker_with_metrics(&st, &url);
     let settled = |state: &str| {
         let start = Instant::now();
         while runs(&st, &url)[&id]["state"] != state {
@@ -1431,7 +1437,6 @@ fn a_workers_metrics_show_the_stores_runs_its_claims_and_signal_latency() {
 /// read from what the drive appended).
 #[test]
 fn a_workers_metrics_count_the_lag_of_the_timers_it_fired() {
-    use std::io::BufRead;
     let Some(url) = store_url() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let st = tmp.path().join("store");
@@ -1443,34 +1448,7 @@ fn a_workers_metrics_count_the_lag_of_the_timers_it_fired() {
     .unwrap();
     let id = ok(&st, &["submit", "nap.plan", "--store", &url]);
     let id = id.trim().to_owned();
-    let mut w = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args([
-            "worker",
-            "--store",
-            &url,
-            "--lease-ms",
-            "1000",
-            "--poll-ms",
-            "100",
-        ])
-        .args(["--metrics", "127.0.0.1:0"])
-        .current_dir(&st)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(w.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the worker ended before serving metrics")
-            .unwrap();
-        if let Some(rest) = line.split("metrics on http://").nth(1) {
-            break rest.trim_end_matches("/metrics").to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let (mut w, addr) = worker_with_metrics(&st, &url);
     let start = Instant::now();
     while runs(&st, &url)[&id]["state"] != "completed" {
         assert!(start.elapsed() < Duration::from_secs(60), "never woken");
