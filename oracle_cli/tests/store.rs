@@ -86,24 +86,29 @@ fn ok(dir: &Path, args: &[&str]) -> String {
     out
 }
 
+/// `oracle worker` on `url` in `dir` with a short lease and poll, and `extra` flags; its
+/// output goes nowhere unless the caller says otherwise.
+fn worker_command(dir: &Path, url: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
+    c.args([
+        "worker",
+        "--store",
+        url,
+        "--lease-ms",
+        "1000",
+        "--poll-ms",
+        "100",
+    ])
+    .args(extra)
+    .current_dir(dir)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    c
+}
+
 fn worker(dir: &Path, url: &str, extra: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args([
-            "worker",
-            "--store",
-            url,
-            "--lease-ms",
-            "1000",
-            "--poll-ms",
-            "100",
-        ])
-        .args(extra)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    worker_command(dir, url, extra).spawn().unwrap()
 }
 
 fn runs(dir: &Path, url: &str) -> BTreeMap<String, Value> {
@@ -1309,20 +1314,7 @@ fn a_key_submits_a_run_once_to_a_store_and_refuses_a_submission_that_differs() {
 /// log names (the rest of its log is drained so it never blocks on a full pipe).
 fn worker_with_metrics(dir: &Path, url: &str) -> (Child, String) {
     use std::io::BufRead;
-    let mut w = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args([
-            "worker",
-            "--store",
-            url,
-            "--lease-ms",
-            "1000",
-            "--poll-ms",
-            "100",
-        ])
-        .args(["--metrics", "127.0.0.1:0"])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+    let mut w = worker_command(dir, url, &["--metrics", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
