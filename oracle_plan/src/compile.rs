@@ -10,7 +10,8 @@
 //! E0217 a grant no tool needs · E0218 a field the step's output cannot have ·
 //! E0214 bound out of range (retry, timeout) · E0215 duplicate map key · E0216 too many steps ·
 //! E0219 an agent step's tools or clauses it cannot have · E0220 a loop it cannot be (a bound
-//! out of range, a clause loops do not take, a nested loop, a body step named like an outer name) ·
+//! out of range, a clause loops do not take, a nested loop, a body step named like an outer name
+//! or like a step of another loop's body) ·
 //! E0221 a sub-plan that cannot be used (unreadable, not compiling, too deep, granting more
 //! than the caller, inputs that do not fit) · E0222 a constant too large to build
 //! (`eval::BUILD_BYTES_MAX`) · E0223 a field or index a value's type does not have · E0224
@@ -421,6 +422,7 @@ pub fn compile_in(
         }
         index.insert(name, n as u32);
     }
+    loop_bodies_named_apart(plan, &mut d);
     let names: Vec<&str> = index
         .keys()
         .copied()
@@ -899,6 +901,37 @@ fn compile_use(
         outer: Vec::new(),
         plan: compiled,
     })
+}
+
+/// Two loops' bodies may not share a step name: an iteration is recorded as `NAME[i]`, so the
+/// `c[0]` of one loop and the `c[0]` of another would be one step to the log, its causal links
+/// and the engine (which refused the second outcome at run time before this check).
+fn loop_bodies_named_apart(plan: &ast::Plan, d: &mut Vec<Diagnostic>) {
+    let mut seen: BTreeMap<&str, (&str, Span)> = BTreeMap::new();
+    for s in &plan.steps {
+        let Some(b) = &s.body else { continue };
+        for inner in &b.steps {
+            let name = inner.name.node.as_str();
+            match seen.get(name) {
+                Some(&(other, span)) if other != s.name.node => d.push(
+                    Diagnostic::error(
+                        "E0220",
+                        inner.name.span,
+                        format!(
+                            "`{name}` is also a step inside loop `{other}`: both loops' iterations would be `{name}[0]`, `{name}[1]`, ..."
+                        ),
+                        "name taken",
+                    )
+                    .with_related(span, "the other loop's step")
+                    .with_hint("give the steps of each loop's body their own names"),
+                ),
+                Some(_) => {}
+                None => {
+                    seen.insert(name, (s.name.node.as_str(), inner.name.span));
+                }
+            }
+        }
+    }
 }
 
 /// Compiles a loop's body as a plan of its own (the loop variable and every outer name the

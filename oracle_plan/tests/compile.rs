@@ -387,3 +387,30 @@ fn agent_steps_are_found_in_loop_bodies_and_sub_plans() {
         assert!(!oracle_plan::is_agent_call(&agents, step), "{step}");
     }
 }
+
+/// Two loops whose bodies share a step name are refused (E0220), pointing at both: each
+/// iteration is recorded as `NAME[i]`, so both loops' `c[0]` would be one step to the log (a run
+/// of such a plan used to stop with "an outcome for `c[0]`, which has no call running"). Other
+/// names in the second body compile.
+#[test]
+fn two_loops_may_not_share_a_body_step_name() {
+    let body = |name: &str, step: &str| {
+        format!(
+            "{name} = for x in [1, 2] max 2 {{\n  {step} = json.get {{ value: x, path: \"a\" }}\n}}\n"
+        )
+    };
+    let twins = format!("plan p version 1\n{}{}", body("a", "c"), body("b", "c"));
+    let (plan, d) = check(&twins, &catalogue());
+    assert!(plan.is_none());
+    let codes: Vec<&str> = d.iter().map(|d| d.code).collect();
+    assert_eq!(codes, ["E0220"], "{d:#?}");
+    assert!(
+        d[0].message.contains("`c` is also a step inside loop `a`"),
+        "{}",
+        d[0].message
+    );
+    assert_eq!(d[0].related.len(), 1, "{d:#?}");
+    let apart = format!("plan p version 1\n{}{}", body("a", "c"), body("b", "e"));
+    let (plan, d) = check(&apart, &catalogue());
+    assert!(plan.is_some(), "{d:#?}");
+}
