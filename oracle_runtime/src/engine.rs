@@ -428,18 +428,21 @@ struct Saved<C> {
     failures: BTreeMap<String, Vec<(String, Value, String)>>,
     /// Format 1 only: each step's latest call (format 2 keeps it in `causes`).
     #[serde(default)]
-    last_called: Option<BTreeMap<String, (String, Value)>>,
+    last_called: Option<LastCalled>,
     /// [`Agent::save`].
     agent: Value,
     /// Every event the domains folded, in order.
     folded: Vec<Event>,
 }
 
+/// Each step's latest call as engine format 1 held it: the tool and the input.
+type LastCalled = BTreeMap<String, (String, Value)>;
+
 impl<C> Saved<C> {
     /// The same state with its bookkeeping converted by `f`.
     fn map<D, E>(
         self,
-        f: impl FnOnce(C, BTreeMap<String, (String, Value)>) -> std::result::Result<D, E>,
+        f: impl FnOnce(C, LastCalled) -> std::result::Result<D, E>,
     ) -> std::result::Result<Saved<D>, E> {
         Ok(Saved {
             format: self.format,
