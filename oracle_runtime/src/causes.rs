@@ -49,10 +49,9 @@ pub(crate) struct Causes {
     /// The input of a step's latest call, for the steps whose latest call's input is read again
     /// later (`engine::input_read_later`); the others' is `null`.
     inputs: BTreeMap<Box<str>, Value>,
+    /// `null`: the input [`Causes::last_call`] gives for a call whose input is not kept.
+    no_input: Value,
 }
-
-/// The input of a call whose input is not kept.
-static NO_INPUT: Value = Value::Null;
 
 impl Causes {
     fn step(&mut self, step: &str) -> &mut Step {
@@ -111,7 +110,7 @@ impl Causes {
     pub fn last_call(&self, step: &str) -> Option<(&str, &Value)> {
         let tool = self.steps.get(step)?.tool?;
         let tool = self.tools.get(tool as usize)?;
-        Some((tool, self.inputs.get(step).unwrap_or(&NO_INPUT)))
+        Some((tool, self.inputs.get(step).unwrap_or(&self.no_input)))
     }
 
     /// `seqs` as parents: sorted, unique, at most `PARENTS_MAX` (the latest), or none in
@@ -280,6 +279,7 @@ impl TryFrom<Saved> for Causes {
             observed: saved.observed,
             tools: saved.tools,
             inputs: saved.inputs,
+            no_input: Value::Null,
         };
         for (name, attempts) in saved.attempts {
             c.step(&name).attempts = attempts;
