@@ -28,6 +28,7 @@ use serde_json::{Map, Value};
 
 use crate::access::{self, Verdict};
 use crate::answer::AnswerError;
+use crate::causes::{self, Causes};
 use crate::domain::{self, Domain, Handled, Resolved, Site};
 use crate::error::StoreError;
 use crate::recorded::Recorded;
@@ -168,8 +169,10 @@ pub enum PointRefused {
     State(#[from] oracle_core::SnapshotError),
     #[error("its engine state does not read: {0}")]
     EngineState(serde_json::Error),
-    #[error("its engine state has format {format} (expected {SAVED_FORMAT})")]
+    #[error("its engine state has format {format} (expected {SAVED_FORMAT} or {SAVED_FORMAT_V1})")]
     Format { format: u64 },
+    #[error(transparent)]
+    Tool(#[from] crate::causes::NoTool),
     /// Hashes shortened as [`Hash::short`] writes them.
     #[error("its state hashes to {found}, the log recorded {recorded} after event {seq}")]
     StateHash {
@@ -290,115 +293,10 @@ enum Answered {
     Some(std::collections::BTreeSet<u64>),
 }
 
-/// Which earlier events later ones depend on (log format 2, docs/FORMAT.md "Causal links"):
-/// what the engine needs to name the parents of decisions, scheduled calls, key-value writes,
-/// suspensions and the run's end. Within a call (verdict, call, outcome) the links are the same
-/// in both formats.
-#[derive(Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Causes {
-    /// Format 2 links; off when continuing or replaying a format 1 log.
-    on: bool,
-    /// Each step's latest outcome event (returned, failed, denied, answered).
-    last: BTreeMap<String, u64>,
-    /// Each step's attempts (outcomes, and the call of a pending question) since it was last
-    /// answered: a step suspends when the agent gave up on all of them, whether they failed or
-    /// returned an output it rejected (`expect`).
-    attempts: BTreeMap<String, Vec<u64>>,
-    /// The outcome events the next decision observes.
-    observed: Vec<u64>,
-    /// Steps that some call read or waited for (the others end branches).
-    read: std::collections::BTreeSet<String>,
-}
-
-impl Causes {
-    /// Notes the outcome event `seq` of a call of `step`.
-    fn outcome(&mut self, step: &str, seq: u64) {
-        self.last.insert(step.to_owned(), seq);
-        self.attempts.entry(step.to_owned()).or_default().push(seq);
-        self.observed.push(seq);
-    }
-
-    /// Notes the `resumed` event that answered `step`.
-    fn answered(&mut self, step: &str, seq: u64) {
-        self.last.insert(step.to_owned(), seq);
-        self.attempts.remove(step);
-        self.observed.push(seq);
-    }
-
-    /// Notes a call whose answer is still to come (a question, a belief wait).
-    /// The next decision observes it, and a suspension depends on it.
-    fn waiting(&mut self, step: &str, called: u64) {
-        self.attempts
-            .entry(step.to_owned())
-            .or_default()
-            .push(called);
-        self.observed.push(called);
-    }
-
-    /// `seqs` as parents: sorted, unique, at most `PARENTS_MAX` (the latest), or none in
-    /// format 1.
-    fn parents(&self, mut seqs: Vec<u64>) -> Vec<u64> {
-        if !self.on {
-            return Vec::new();
-        }
-        seqs.sort_unstable();
-        seqs.dedup();
-        let keep = limits::PARENTS_MAX as usize;
-        if seqs.len() > keep {
-            seqs.drain(..seqs.len() - keep);
-        }
-        seqs
-    }
-
-    /// A decision depends on what it observed: the outcomes since the last decision, or the
-    /// run's start for the first.
-    fn decision(&mut self) -> Vec<u64> {
-        let mut seqs = std::mem::take(&mut self.observed);
-        if seqs.is_empty() {
-            seqs.push(0);
-        }
-        self.parents(seqs)
-    }
-
-    /// A call depends on the latest outcomes of the steps it reads and of its own earlier
-    /// attempts (a retry is scheduled because of them), or on the run's start.
-    fn scheduled(&mut self, call: &Call) -> Vec<u64> {
-        let mut seqs: Vec<u64> = call
-            .reads
-            .iter()
-            .chain(std::iter::once(&call.step))
-            .filter_map(|s| self.last.get(s).copied())
-            .collect();
-        self.read.extend(call.reads.iter().cloned());
-        if seqs.is_empty() {
-            seqs.push(0);
-        }
-        self.parents(seqs)
-    }
-
-    /// A suspension depends on the step's attempts the agent gave up on (or its question).
-    fn suspended(&self, step: &str) -> Vec<u64> {
-        self.parents(self.attempts.get(step).cloned().unwrap_or_default())
-    }
-
-    /// The run's end depends on the last event of each branch: the latest outcome of every
-    /// step no call read.
-    fn finished(&self) -> Vec<u64> {
-        let ends = self
-            .last
-            .iter()
-            .filter(|(step, _)| !self.read.contains(*step))
-            .map(|(_, &seq)| seq)
-            .collect();
-        self.parents(ends)
-    }
-}
-
 /// Whether anything after a call of `tool` reads its input again: a person's answer to the
 /// step is shaped by it ([`crate::tool::Tool::answer_reads_input`]), or a timer's due time
 /// and an answer's schema come from it (`sleep`, `human.ask`, a belief wait with a deadline:
-/// [`crate::tools::time::may_set_timer`]). Only those inputs are kept in `last_called`: the
+/// [`crate::tools::time::may_set_timer`]). Only those inputs are kept (`Causes::called`): the
 /// others were a copy of every step's input, held for the whole run (issue 42), and the
 /// tool's name is all a later decision reads of them.
 fn input_read_later(tool: &str, reg: &crate::tool::Registered) -> bool {
@@ -460,10 +358,9 @@ pub struct Engine<'r, A: Agent> {
     /// the errors ([`ToolContext::earlier_failures`]), so a model can be told what was wrong
     /// with its last reply. Rebuilt from the record on replay and resume like everything else.
     failures: BTreeMap<String, Vec<(String, Value, String)>>,
-    /// Each step's latest call (tool and input): a person's answer to a suspended step is
-    /// shaped by that tool ([`crate::tool::Tool::answer`]) before it is checked and recorded.
-    last_called: BTreeMap<String, (String, Value)>,
-    /// What later events depend on (format 2 causal links).
+    /// What later events depend on (format 2 causal links), and each step's latest call (tool
+    /// and, where read again, input): a person's answer to a suspended step is shaped by that
+    /// tool ([`crate::tool::Tool::answer`]) before it is checked and recorded.
     causes: Causes,
     /// Every event a domain folded so far, in order: what a resume point rebuilds the domains
     /// from.
@@ -492,8 +389,12 @@ pub struct Engine<'r, A: Agent> {
     timer: Option<payload::TimerSet>,
 }
 
-/// Version of [`Saved`]'s layout.
-const SAVED_FORMAT: u64 = 1;
+/// Version of [`Saved`]'s layout: 2 holds the per-step bookkeeping as one row a step
+/// (`crate::causes`), where 1 held four maps and `last_called` (still restored).
+const SAVED_FORMAT: u64 = 2;
+
+/// The older layout [`Saved`] still reads.
+const SAVED_FORMAT_V1: u64 = 1;
 
 /// [`Saved`] as written: the engine's own fields borrowed, with the same names.
 #[derive(Serialize)]
@@ -505,30 +406,82 @@ struct SavedRef<'a> {
     observations: &'a [Observation],
     waits: BTreeMap<&'a str, (u64, &'a Value)>,
     failures: &'a BTreeMap<String, Vec<(String, Value, String)>>,
-    last_called: &'a BTreeMap<String, (String, Value)>,
     agent: &'a Value,
     folded: &'a [Event],
 }
 
 /// The engine's derived state between two rounds: a resume point's `engine`. Together with the
 /// point's key-value state and chain position it is everything the next round depends on.
+/// `C` is the per-step bookkeeping as read ([`causes::Saved`], or [`causes::SavedV1`] with
+/// `last_called`), then as restored ([`Causes`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Saved {
+struct Saved<C> {
     format: u64,
     tick: u64,
     calls: u64,
-    causes: Causes,
+    causes: C,
     /// What the next decision observes.
     observations: Vec<Observation>,
     /// Steps waiting on a domain: the domain's index and the call's input.
     waits: BTreeMap<String, (u64, Value)>,
     failures: BTreeMap<String, Vec<(String, Value, String)>>,
-    last_called: BTreeMap<String, (String, Value)>,
+    /// Format 1 only: each step's latest call (format 2 keeps it in `causes`).
+    #[serde(default)]
+    last_called: Option<LastCalled>,
     /// [`Agent::save`].
     agent: Value,
     /// Every event the domains folded, in order.
     folded: Vec<Event>,
+}
+
+/// Each step's latest call as engine format 1 held it: the tool and the input.
+type LastCalled = BTreeMap<String, (String, Value)>;
+
+impl<C> Saved<C> {
+    /// The same state with its bookkeeping converted by `f`.
+    fn map<D, E>(
+        self,
+        f: impl FnOnce(C, LastCalled) -> std::result::Result<D, E>,
+    ) -> std::result::Result<Saved<D>, E> {
+        Ok(Saved {
+            format: self.format,
+            tick: self.tick,
+            calls: self.calls,
+            causes: f(self.causes, self.last_called.unwrap_or_default())?,
+            observations: self.observations,
+            waits: self.waits,
+            failures: self.failures,
+            last_called: None,
+            agent: self.agent,
+            folded: self.folded,
+        })
+    }
+}
+
+/// Reads a resume point's engine state, of the current layout or the older one.
+fn read_saved(text: &str) -> std::result::Result<Saved<Causes>, PointRefused> {
+    let format = |format| Err(PointRefused::Format { format });
+    match serde_json::from_str::<Saved<causes::Saved>>(text) {
+        Ok(s) if s.format == SAVED_FORMAT && s.last_called.is_none() => {
+            s.map(|c, _| Causes::try_from(c).map_err(PointRefused::Tool))
+        }
+        Ok(s) => format(s.format),
+        // A format 1 body fails the format 2 read at its first field of the old layout.
+        Err(e) => match serde_json::from_str::<Saved<causes::SavedV1>>(text) {
+            Ok(s) if s.format == SAVED_FORMAT_V1 => s.map(|c, calls| Ok(Causes::from_v1(c, calls))),
+            Ok(s) => format(s.format),
+            Err(_) => Err(PointRefused::EngineState(e)),
+        },
+    }
+}
+
+/// The tool and input of `step`'s latest call as `point`'s engine state holds it (for a step
+/// last called before the point's event).
+pub fn point_last_call(point: &ResumePoint, step: &str) -> Option<(String, Value)> {
+    let saved = read_saved(point.engine.get()).ok()?;
+    let (tool, input) = saved.causes.last_call(step)?;
+    Some((tool.to_owned(), input.clone()))
 }
 
 /// Where a drive is, reported after every round (for progress displays; never recorded).
@@ -601,7 +554,6 @@ impl<'r, A: Agent> Engine<'r, A> {
             domains,
             waits: BTreeMap::new(),
             failures: BTreeMap::new(),
-            last_called: BTreeMap::new(),
             causes: Causes::default(),
             folded: Vec::new(),
             points,
@@ -656,13 +608,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             .filter(|a| a.seq == point.seq && a.hash == point.hash)
             .copied()
             .ok_or(PointRefused::NotTail)?;
-        let saved: Saved =
-            serde_json::from_str(point.engine.get()).map_err(PointRefused::EngineState)?;
-        if saved.format != SAVED_FORMAT {
-            return Err(PointRefused::Format {
-                format: saved.format,
-            });
-        }
+        let saved = read_saved(point.engine.get())?;
         if state.hash() != anchor.state_after {
             return Err(PointRefused::StateHash {
                 found: state.hash().short(),
@@ -710,7 +656,6 @@ impl<'r, A: Agent> Engine<'r, A> {
         self.calls = saved.calls;
         self.causes = saved.causes;
         self.failures = saved.failures;
-        self.last_called = saved.last_called;
         self.start = Some((anchor.seq, saved.observations));
         Ok(self)
     }
@@ -768,7 +713,6 @@ impl<'r, A: Agent> Engine<'r, A> {
             observations,
             waits,
             failures: &self.failures,
-            last_called: &self.last_called,
             agent: &agent,
             folded: &self.folded,
         };
@@ -1474,7 +1418,7 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// The kind of timer `step` suspends on, if any, and its call's input: a `sleep` call,
     /// or a `human.ask` with a `deadline`.
     fn sleeping(&self, step: &str) -> Option<(TimerKind, Value)> {
-        let (tool, input) = self.last_called.get(step)?;
+        let (tool, input) = self.causes.last_call(step)?;
         crate::tools::time::timer_kind(tool, input).map(|k| (k, input.clone()))
     }
 
@@ -1768,12 +1712,8 @@ impl<'r, A: Agent> Engine<'r, A> {
                 preps.push(fail(self, parent, why)?);
                 continue;
             }
-            let kept = match input_read_later(&call.tool, reg) {
-                true => call.input.clone(),
-                false => Value::Null,
-            };
-            self.last_called
-                .insert(call.step.clone(), (call.tool.clone(), kept));
+            let kept = input_read_later(&call.tool, reg).then(|| call.input.clone());
+            self.causes.called(&call.step, &call.tool, kept);
             let called = self.emit(
                 vec![parent],
                 Payload::ToolCalled(payload::ToolCalled {
@@ -2091,7 +2031,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 reason,
             })
         };
-        let value = match self.last_called.get(step) {
+        let value = match self.causes.last_call(step) {
             Some((tool, input)) => match self.registry.get(tool) {
                 Some(reg) => reg
                     .tool

@@ -68,6 +68,7 @@ pub mod answer;
 pub mod bindings;
 pub mod cancel;
 pub mod catalogue;
+pub mod causes;
 pub mod checkpoint;
 pub mod confine;
 pub mod declared;

@@ -1918,14 +1918,7 @@ fn check_resumable(
     // The step's latest call: in the record, or (when it was made before a resume point's
     // event) as the point's engine state holds it, which the drive relies on alike.
     let call_of = |step: &str| {
-        latest_call(events, step).or_else(|| {
-            #[derive(serde::Deserialize)]
-            struct Calls {
-                last_called: std::collections::BTreeMap<String, (String, Value)>,
-            }
-            let calls: Calls = serde_json::from_str(point?.engine.get()).ok()?;
-            calls.last_called.get(step).cloned()
-        })
+        latest_call(events, step).or_else(|| crate::engine::point_last_call(point?, step))
     };
     if check_timer(found, events, wake, answer, &call_of)? {
         return Ok(());

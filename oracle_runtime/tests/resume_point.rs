@@ -332,3 +332,80 @@ fn a_sealed_point_whose_state_differs_from_the_log_is_refused() {
     assert_eq!(refused[0].0, newest);
     assert_eq!(start.unwrap().point.seq, older);
 }
+
+/// The engine state of a point written before the per-step table (engine format 1: four maps
+/// of step names and `last_called`), made from a current one.
+fn as_engine_format_1(engine: &str) -> String {
+    let mut e: Value = serde_json::from_str(engine).unwrap();
+    let causes = e["causes"].take();
+    let tools = causes["tools"].as_array().unwrap().clone();
+    let (mut last, mut attempts, mut read, mut called) =
+        (Map::new(), Map::new(), Vec::new(), Map::new());
+    let unusual: Map<String, Value> = causes["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_str().unwrap().to_owned(), p[1].clone()))
+        .collect();
+    for row in causes["steps"].as_array().unwrap() {
+        let name = row[0].as_str().unwrap().to_owned();
+        let usual = match row[1].is_null() {
+            true => json!([]),
+            false => json!([row[1]]),
+        };
+        let tried = unusual.get(&name).cloned().unwrap_or(usual);
+        if !row[1].is_null() {
+            last.insert(name.clone(), row[1].clone());
+        }
+        if !tried.as_array().unwrap().is_empty() {
+            attempts.insert(name.clone(), tried);
+        }
+        if row[3] == json!(1) {
+            read.push(json!(name));
+        }
+        if let Some(t) = row[2].as_u64() {
+            let input = causes["inputs"].get(&name).cloned().unwrap_or(Value::Null);
+            called.insert(name, json!([tools[t as usize], input]));
+        }
+    }
+    e["format"] = json!(1);
+    e["causes"] = json!({"on": causes["on"], "last": last, "attempts": attempts,
+        "observed": causes["observed"], "read": read});
+    e["last_called"] = Value::Object(called);
+    e.to_string()
+}
+
+/// A point whose engine state has the older layout (format 1) still restores, and the resume
+/// from it appends the bytes a resume from the first event does.
+#[test]
+fn a_point_of_engine_format_1_still_restores() {
+    let registry = tools::builtin();
+    let tmp = tempfile::tempdir().unwrap();
+    let steps = 3_000;
+    let (paths, recorded) = record(&tmp.path().join("a"), steps, 1_000, &registry);
+    let newest = *resume_point::list(&paths).unwrap().last().unwrap();
+    let mut point = resume_point::load(&paths, newest, &KEY).unwrap();
+    assert!(
+        point.engine.get().contains(r#""steps":[["s0","#),
+        "format 2 rows"
+    );
+    let old = as_engine_format_1(point.engine.get());
+    point.engine = serde_json::value::RawValue::from_string(old).unwrap();
+    resume_point::save(&paths, newest, &point, &KEY).unwrap();
+    copy_run(&tmp.path().join("a"), &tmp.path().join("b"));
+
+    let fast = resume(&paths, steps, false, &registry);
+    assert_eq!(fast.from_point, Some(newest));
+    assert_eq!(fast.matched, recorded.events - (newest + 1));
+    let slow = resume(
+        &LogPaths::of_run(&tmp.path().join("b")),
+        steps,
+        true,
+        &registry,
+    );
+    assert_eq!(fast.head, slow.head);
+    assert_eq!(
+        std::fs::read(&paths.log).unwrap(),
+        std::fs::read(tmp.path().join("b").join("events.jsonl")).unwrap()
+    );
+}
