@@ -506,7 +506,7 @@ struct SavedRef<'a> {
     waits: BTreeMap<&'a str, (u64, &'a Value)>,
     failures: &'a BTreeMap<String, Vec<(String, Value, String)>>,
     last_called: &'a BTreeMap<String, (String, Value)>,
-    agent: &'a Value,
+    agent: &'a serde_json::value::RawValue,
     folded: &'a [Event],
 }
 
@@ -742,7 +742,7 @@ impl<'r, A: Agent> Engine<'r, A> {
         if self.domains.iter().any(|d| d.resumable().is_err()) {
             return Ok(());
         }
-        let Some(agent) = self.agent.save() else {
+        let Some(agent) = self.agent.save_text() else {
             // This agent cannot be resumed from a point: stop trying.
             self.points.every_events = 0;
             return Ok(());
