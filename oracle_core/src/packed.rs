@@ -127,7 +127,7 @@ mod tests {
             serde_json::to_string(&p).unwrap(),
             serde_json::to_string(&v).unwrap()
         );
-        assert_eq!(p, Packed::new(&v.clone()));
+        assert_eq!(p, Packed::new(&v));
         assert_ne!(p, Packed::new(&json!({"a": 1})));
     }
 
