@@ -284,8 +284,9 @@ fn state_diff(
     keys.dedup();
     keys.into_iter()
         .filter_map(|k| {
-            let (x, y) = (a.get(k), b.get(k));
-            (x != y).then(|| (k.clone(), x.cloned(), y.cloned()))
+            let (x, y) = (a.get_packed(k), b.get_packed(k));
+            let value = oracle_core::packed::Packed::value;
+            (x != y).then(|| (k.clone(), x.map(value), y.map(value)))
         })
         .collect()
 }

@@ -529,7 +529,7 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
         let entries: serde_json::Map<String, serde_json::Value> = r
             .state
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (k.clone(), v.value()))
             .collect();
         let rejected: Vec<_> = r
             .rejected

@@ -142,6 +142,14 @@ pub trait Agent {
         None
     }
 
+    /// [`Agent::save`] as JSON text, which a resume point embeds as it is: an agent that holds
+    /// its progress compactly writes it here without building the value as a tree (issue 42).
+    /// The default writes what `save` returns.
+    fn save_text(&self) -> Option<Box<serde_json::value::RawValue>> {
+        self.save()
+            .and_then(|v| serde_json::value::to_raw_value(&v).ok())
+    }
+
     /// Makes a fresh agent (as built for the run's program and inputs, no decision asked yet)
     /// continue from a value [`Agent::save`] returned: the next `decide` must be what it would
     /// have been. A value this agent could not have saved is refused, never half applied.

@@ -42,6 +42,7 @@ pub mod hash;
 pub mod limits;
 pub mod log;
 pub mod lthash;
+pub mod packed;
 pub mod payload;
 pub mod record;
 pub mod reduce;

@@ -54,7 +54,7 @@ impl Snapshot {
             format: SNAPSHOT_FORMAT,
             seq,
             state_hash: state.hash(),
-            entries: state.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            entries: state.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
         }
     }
 

@@ -5,6 +5,10 @@
 //! and costs O(1). The hash is the LtHash of the set of `(key, value)` entries, updated by
 //! subtracting an overwritten entry and adding the new one: its cost per change is constant
 //! whatever the size of the state.
+//!
+//! Values are held [`Packed`] (their compact JSON text), not as trees: a run keeps an entry for
+//! every step it ran, and a small object as a tree costs about 630 bytes (issue 42). [`State::get`]
+//! decodes the one value asked for.
 
 use std::sync::Arc;
 
@@ -14,12 +18,13 @@ use serde_json::Value;
 use crate::canon::{self, CanonError, put_bytes};
 use crate::hash::Hash;
 use crate::lthash::{self, LtHash};
+use crate::packed::Packed;
 use crate::payload::StateChanged;
 
 /// Keys and values of a run, with their hash.
 #[derive(Clone, Debug)]
 pub struct State {
-    map: OrdMap<String, Value>,
+    map: OrdMap<String, Packed>,
     acc: Arc<LtHash>,
     digest: Hash,
 }
@@ -89,7 +94,13 @@ impl State {
         self.digest
     }
 
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    /// The value under `key`, decoded.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        self.map.get(key).map(Packed::value)
+    }
+
+    /// The value under `key` as the state holds it.
+    pub fn get_packed(&self, key: &str) -> Option<&Packed> {
         self.map.get(key)
     }
 
@@ -101,8 +112,9 @@ impl State {
         self.map.is_empty()
     }
 
-    /// Entries in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+    /// Entries in key order, as the state holds them (serialising a [`Packed`] into JSON writes
+    /// the value's bytes; [`Packed::value`] decodes it).
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Packed)> {
         self.map.iter()
     }
 
@@ -123,12 +135,13 @@ impl State {
         let acc = Arc::make_mut(&mut self.acc);
         let mut start = 0;
         for ((k, v), end) in change.set().zip(ends) {
-            // One walk of the map: insert returns what was there.
-            let old = self.map.insert(k.to_owned(), v.clone());
-            if old.as_ref() != Some(v) {
+            // One walk of the map: insert returns what was there (a second looks at the new
+            // value only when there was an old one to compare it with).
+            let old = self.map.insert(k.to_owned(), Packed::new(v));
+            if old.is_none() || old.as_ref() != self.map.get(k) {
                 if let Some(old) = old {
                     old_buf.clear();
-                    encode_entry(k, &old, &mut old_buf)?;
+                    encode_entry(k, &old.value(), &mut old_buf)?;
                     lthash::expand(&old_buf, &mut expanded);
                     acc.remove(&expanded);
                 }
@@ -141,7 +154,7 @@ impl State {
         for k in change.delete() {
             if let Some(old) = self.map.remove(k) {
                 old_buf.clear();
-                encode_entry(k, &old, &mut old_buf)?;
+                encode_entry(k, &old.value(), &mut old_buf)?;
                 lthash::expand(&old_buf, &mut expanded);
                 acc.remove(&expanded);
                 changed = true;
@@ -160,7 +173,7 @@ impl State {
         let mut expanded = [0u8; lthash::BYTES];
         for (k, v) in &self.map {
             buf.clear();
-            encode_entry(k, v, &mut buf)?;
+            encode_entry(k, &v.value(), &mut buf)?;
             lthash::expand(&buf, &mut expanded);
             acc.add(&expanded);
         }

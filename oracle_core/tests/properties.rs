@@ -105,7 +105,7 @@ proptest! {
             }
             state.apply_change(&change).unwrap();
             prop_assert_eq!(state.hash(), state.hash_from_scratch().unwrap());
-            let entries: BTreeMap<String, Value> = state.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let entries: BTreeMap<String, Value> = state.iter().map(|(k, v)| (k.clone(), v.value())).collect();
             prop_assert_eq!(&entries, &model);
             prop_assert_eq!(state.hash(), State::from_entries(model.clone()).unwrap().hash());
         }

@@ -38,8 +38,8 @@ fn the_reducer_applies_state_changes_and_ignores_other_kinds() {
     let empty = State::new();
     assert_eq!(reduce::apply(&empty, &events[0]).unwrap(), empty);
     let after = reduce::apply(&empty, &events[1]).unwrap();
-    assert_eq!(after.get("a"), Some(&json!(1)));
-    assert_eq!(after.get("b"), Some(&json!("two")));
+    assert_eq!(after.get("a"), Some(json!(1)));
+    assert_eq!(after.get("b"), Some(json!("two")));
     assert_eq!(after.hash(), events[1].state_after);
     let after = reduce::apply(&after, &events[2]).unwrap();
     assert_eq!(after.get("a"), None);

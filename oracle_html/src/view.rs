@@ -474,7 +474,7 @@ pub fn run(home: &Path, id: &str, at: Option<u64>, page: Page) -> Result<RunView
         entries: rebuilt
             .state
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (k.clone(), v.value()))
             .collect(),
         from_snapshot: rebuilt.from_snapshot,
     };

@@ -17,12 +17,13 @@
 //! source positions, so editing a plan's layout does not change what its runs record.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use oracle_core::agent::{
     Action, Agent, AgentError, AnswerRefused, Call, Decision, Observation, Outcome,
 };
+use oracle_core::packed::Packed;
 use oracle_core::payload::{RunStatus, StateChanged};
 use oracle_core::{Hash, State};
 use serde_json::{Map, Value, json};
@@ -75,6 +76,82 @@ pub(crate) struct Loop {
     pub(crate) tier: u64,
 }
 
+/// An agent's inputs: a map shared by every iteration of a loop (a run's own inputs for the
+/// run's agent), and this iteration's value of the loop variable, which wins over a shared
+/// input of the same name. A `for` of 100,000 iterations would otherwise hold the map 100,000
+/// times (a one-entry map costs about 630 bytes).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Inputs {
+    shared: Arc<Map<String, Value>>,
+    var: Option<(String, Value)>,
+}
+
+impl Inputs {
+    fn get(&self, name: &str) -> Option<&Value> {
+        match &self.var {
+            Some((var, v)) if var == name => Some(v),
+            _ => self.shared.get(name),
+        }
+    }
+
+    /// All of them as one map (what a saved iteration holds).
+    pub(crate) fn to_map(&self) -> Map<String, Value> {
+        let mut map = Map::clone(&self.shared);
+        if let Some((var, v)) = &self.var {
+            map.insert(var.clone(), v.clone());
+        }
+        map
+    }
+}
+
+impl From<Map<String, Value>> for Inputs {
+    fn from(map: Map<String, Value>) -> Inputs {
+        Inputs {
+            shared: Arc::new(map),
+            var: None,
+        }
+    }
+}
+
+/// A call decided on and not yet issued, its input packed: a `for` queues a call for each of
+/// its iterations when it starts (100,000 of them at most), and a decision issues at most
+/// [`CALLS_PER_DECISION_MAX`].
+#[derive(Clone, Debug)]
+pub(crate) struct Queued {
+    pub(crate) step: String,
+    pub(crate) tool: String,
+    pub(crate) attempt: u64,
+    pub(crate) input: Packed,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) reads: Vec<String>,
+}
+
+impl Queued {
+    fn into_call(self) -> Call {
+        Call {
+            step: self.step,
+            tool: self.tool,
+            attempt: self.attempt,
+            input: self.input.value(),
+            timeout_ms: self.timeout_ms,
+            reads: self.reads,
+        }
+    }
+}
+
+impl From<Call> for Queued {
+    fn from(c: Call) -> Queued {
+        Queued {
+            step: c.step,
+            tool: c.tool,
+            attempt: c.attempt,
+            input: Packed::new(&c.input),
+            timeout_ms: c.timeout_ms,
+            reads: c.reads,
+        }
+    }
+}
+
 /// State key of a step.
 pub fn step_key(name: &str) -> String {
     format!("step/{name}")
@@ -96,8 +173,9 @@ pub(crate) enum Status {
 #[derive(Clone, Debug)]
 pub(crate) struct Iterations {
     pub(crate) children: Vec<Child>,
-    /// The outer values the body reads, bound as the body's inputs (the loop variable added).
-    pub(crate) inputs: Map<String, Value>,
+    /// The outer values the body reads, bound as the body's inputs (the loop variable added):
+    /// shared by every iteration.
+    pub(crate) inputs: Arc<Map<String, Value>>,
     /// Iterations still running.
     pub(crate) running: u64,
 }
@@ -132,7 +210,7 @@ pub(crate) enum LoopSettingsError {
 
 impl Child {
     /// Ends the iteration with `result`, dropping its agent: nothing decides for it again.
-    fn end(&mut self, result: Result<Value, IterationFailed>) {
+    fn end(&mut self, result: Result<Packed, IterationFailed>) {
         self.ended = Some(result);
         self.agent = None;
     }
@@ -143,8 +221,9 @@ pub(crate) struct Child {
     /// The iteration's agent while it runs; dropped once it ended (`ended` holds all a later
     /// decision reads of it), so a 100,000-iteration `for` does not keep every finished one.
     pub(crate) agent: Option<Box<PlanAgent>>,
-    /// How it ended: its steps' outputs, or why it failed.
-    pub(crate) ended: Option<Result<Value, IterationFailed>>,
+    /// How it ended: its steps' outputs (packed: a `for` holds every ended iteration's until
+    /// its last ends), or why it failed.
+    pub(crate) ended: Option<Result<Packed, IterationFailed>>,
     /// Calls of its last decision still without an outcome.
     pub(crate) waiting: u64,
     /// The outcomes of that decision received so far, in the order they came: the child sees
@@ -163,7 +242,7 @@ pub(crate) struct Child {
 #[derive(Clone, Debug)]
 pub struct PlanAgent {
     plan: Arc<CompiledPlan>,
-    inputs: Map<String, Value>,
+    inputs: Inputs,
     by_name: Arc<BTreeMap<String, u32>>,
     /// Position of each step in the plan's order.
     position: Arc<Vec<u32>>,
@@ -176,8 +255,9 @@ pub struct PlanAgent {
     pub(crate) ready: BTreeSet<u32>,
     pub(crate) status: Vec<Status>,
     /// Outputs of completed steps (also in the state, but a decision's own changes are only
-    /// recorded after it, and later steps of the same decision must see them).
-    pub(crate) outputs: Vec<Option<Value>>,
+    /// recorded after it, and later steps of the same decision must see them). Packed: a run
+    /// holds every step's, and a step decodes only its dependencies' ([`PlanAgent::env`]).
+    pub(crate) outputs: Vec<Option<Packed>>,
     pub(crate) in_flight: u64,
     /// Agent steps in progress, by step index.
     pub(crate) loops: BTreeMap<u32, Loop>,
@@ -187,7 +267,7 @@ pub struct PlanAgent {
     owners: Arc<BTreeMap<String, u32>>,
     /// Calls an agent step decided on while observing (its next turn, its tool calls), issued
     /// at the next decision before any other step starts.
-    pub(crate) queued: Vec<Call>,
+    pub(crate) queued: VecDeque<Queued>,
     /// Set when a step failed under `stop`: no new calls start.
     pub(crate) stopping: Option<String>,
     pub(crate) started: bool,
@@ -229,7 +309,7 @@ impl PlanAgent {
             .collect();
         let shape = PlanAgent {
             plan: Arc::new(plan),
-            inputs: Map::new(),
+            inputs: Inputs::default(),
             by_name: Arc::new(by_name),
             position: Arc::new(position),
             dependents: Arc::new(dependents),
@@ -242,16 +322,16 @@ impl PlanAgent {
             loops: BTreeMap::new(),
             iterations: BTreeMap::new(),
             owners: Arc::new(owners),
-            queued: Vec::new(),
+            queued: VecDeque::new(),
             stopping: None,
             started: false,
         };
-        shape.fresh(inputs)
+        shape.fresh(Inputs::from(inputs))
     }
 
     /// A new agent of this agent's plan with `inputs`, that has not decided yet: it shares
     /// what was derived from the plan, and starts every step afresh.
-    pub(crate) fn fresh(&self, inputs: Map<String, Value>) -> PlanAgent {
+    pub(crate) fn fresh(&self, inputs: Inputs) -> PlanAgent {
         let n = self.plan.steps.len();
         PlanAgent {
             plan: Arc::clone(&self.plan),
@@ -273,7 +353,7 @@ impl PlanAgent {
             loops: BTreeMap::new(),
             iterations: BTreeMap::new(),
             owners: Arc::clone(&self.owners),
-            queued: Vec::new(),
+            queued: VecDeque::new(),
             stopping: None,
             started: false,
         }
@@ -283,8 +363,32 @@ impl PlanAgent {
         &self.plan
     }
 
-    pub fn inputs(&self) -> &Map<String, Value> {
+    /// The inputs it was built with.
+    pub fn inputs(&self) -> Map<String, Value> {
+        self.inputs.to_map()
+    }
+
+    /// The same, as held (a loop's iterations share theirs).
+    pub(crate) fn inputs_held(&self) -> &Inputs {
         &self.inputs
+    }
+
+    /// What step `idx`'s expressions see, with `own` its own output (for `expect`): the
+    /// outputs of its completed dependencies are decoded here, once per evaluation.
+    fn env<'a>(&'a self, idx: u32, own: Option<(&'a str, &'a Value)>) -> StepEnv<'a> {
+        let deps = self.plan.steps[idx as usize]
+            .deps
+            .iter()
+            .filter_map(|&d| {
+                let output = self.outputs[d as usize].as_ref()?;
+                Some((self.plan.steps[d as usize].name.as_str(), output.value()))
+            })
+            .collect();
+        StepEnv {
+            agent: self,
+            own,
+            deps,
+        }
     }
 
     fn settle(&mut self, idx: u32) {
@@ -300,8 +404,13 @@ impl PlanAgent {
 
     fn complete(&mut self, idx: u32, attempts: u64, output: Value, out: &mut Vec<StateChanged>) {
         self.status[idx as usize] = Status::Completed;
-        self.outputs[idx as usize] = Some(output.clone());
-        let entry = json!({"status": "completed", "attempts": attempts, "output": output});
+        self.outputs[idx as usize] = Some(Packed::new(&output));
+        // Built by hand: `json!` would copy the output (a loop's is every iteration's).
+        let mut entry = Map::new();
+        entry.insert("attempts".into(), Value::from(attempts));
+        entry.insert("output".into(), output);
+        entry.insert("status".into(), Value::from("completed"));
+        let entry = Value::Object(entry);
         out.push(change(&self.plan.steps[idx as usize].name, entry));
         self.settle(idx);
     }
@@ -441,10 +550,7 @@ impl PlanAgent {
             Outcome::Returned(output) => match &step.expect {
                 None => self.complete(idx, obs.attempt, output.clone(), out),
                 Some(expect) => {
-                    let env = StepEnv {
-                        agent: self,
-                        own: Some((&step.name, output)),
-                    };
+                    let env = self.env(idx, Some((&step.name, output)));
                     match condition(expect, &env) {
                         Ok(Ok(true)) => self.complete(idx, obs.attempt, output.clone(), out),
                         Ok(Ok(false)) => {
@@ -517,10 +623,7 @@ impl PlanAgent {
                 }
             }
         }
-        let env = StepEnv {
-            agent: self,
-            own: None,
-        };
+        let env = self.env(idx, None);
         if attempts == 0
             && let Some(when) = &step.when
         {
@@ -609,10 +712,11 @@ fn change(step: &str, entry: Value) -> StateChanged {
 }
 
 /// Names as a step's expressions see them: its own output (in `expect`), run inputs, and the
-/// outputs of completed steps.
+/// outputs of the steps it depends on (every step its expressions name is one), decoded.
 struct StepEnv<'a> {
     agent: &'a PlanAgent,
     own: Option<(&'a str, &'a Value)>,
+    deps: BTreeMap<&'a str, Value>,
 }
 
 /// What a condition (`when`, `expect`, `until`) gave: a bool, or the name of the type it gave
@@ -634,8 +738,7 @@ impl Env for StepEnv<'_> {
         if let Some(v) = self.agent.inputs.get(name) {
             return Some(v);
         }
-        let idx = *self.agent.by_name.get(name)?;
-        self.agent.outputs[idx as usize].as_ref()
+        self.deps.get(name)
     }
 }
 
@@ -679,10 +782,7 @@ impl Agent for PlanAgent {
             value.clone()
         };
         if let Some(expect) = &def.expect {
-            let env = StepEnv {
-                agent: self,
-                own: Some((&def.name, &output)),
-            };
+            let env = self.env(idx, Some((&def.name, &output)));
             match condition(expect, &env) {
                 Ok(Ok(true)) => {}
                 Ok(Ok(false)) => {
@@ -717,6 +817,10 @@ impl Agent for PlanAgent {
         crate::saved::save(self)
     }
 
+    fn save_text(&self) -> Option<Box<serde_json::value::RawValue>> {
+        crate::saved::save_text(self)
+    }
+
     /// Checks the whole value against this agent's plan before taking any of it, so a value
     /// this agent could not have saved is refused and leaves the agent as it was.
     fn restore(&mut self, saved: &Value) -> Result<(), AgentError> {
@@ -744,7 +848,7 @@ impl Agent for PlanAgent {
         // An agent step's next calls come first, and go out even while stopping: they are
         // part of calls already running, whose outcomes the run waits for.
         let take = self.queued.len().min(CALLS_PER_DECISION_MAX);
-        calls.extend(self.queued.drain(..take));
+        calls.extend(self.queued.drain(..take).map(Queued::into_call));
         if self.stopping.is_none() {
             while calls.len() < CALLS_PER_DECISION_MAX {
                 let Some(pos) = self.ready.pop_first() else {
@@ -761,7 +865,7 @@ impl Agent for PlanAgent {
                 // decision, in order, as far as it has room.
                 let room = CALLS_PER_DECISION_MAX.saturating_sub(calls.len());
                 let take = self.queued.len().min(room);
-                calls.extend(self.queued.drain(..take));
+                calls.extend(self.queued.drain(..take).map(Queued::into_call));
             }
         }
         let action = if !calls.is_empty() {
@@ -882,10 +986,7 @@ impl PlanAgent {
         args: Map<String, Value>,
         out: &mut Vec<StateChanged>,
     ) -> Option<Call> {
-        let env = StepEnv {
-            agent: self,
-            own: None,
-        };
+        let env = self.env(idx, None);
         let mut inputs = Map::new();
         for name in &body.outer {
             if let Some(v) = env.lookup(name) {
@@ -933,7 +1034,7 @@ impl PlanAgent {
             idx,
             Iterations {
                 children: Vec::new(),
-                inputs,
+                inputs: Arc::new(inputs),
                 running: 0,
             },
         );
@@ -966,13 +1067,13 @@ impl PlanAgent {
         let Some(it) = self.iterations.get_mut(&idx) else {
             return;
         };
-        let mut inputs = it.inputs.clone();
-        if let (Some(var), Some(item)) = (&body.var, item) {
-            inputs.insert(var.clone(), item);
-        }
+        let inputs = Inputs {
+            shared: Arc::clone(&it.inputs),
+            var: body.var.clone().zip(item),
+        };
         let agent = match self.bodies.get(&idx) {
             Some(template) => template.fresh(inputs),
-            None => PlanAgent::new(body.plan.clone(), inputs),
+            None => PlanAgent::new(body.plan.clone(), inputs.to_map()),
         };
         it.children.push(Child {
             agent: Some(Box::new(agent)),
@@ -1057,12 +1158,12 @@ impl PlanAgent {
                     .collect();
                 child.waiting = renamed.len() as u64;
                 self.in_flight += renamed.len() as u64;
-                self.queued.extend(renamed);
+                self.queued.extend(renamed.into_iter().map(Queued::from));
             }
             Action::Finish { status, reason } => {
                 let outputs = child.agent.as_ref().map(|a| a.outputs_by_name());
                 child.end(match status {
-                    RunStatus::Completed => Ok(outputs.unwrap_or(Value::Null)),
+                    RunStatus::Completed => Ok(Packed::new(&outputs.unwrap_or(Value::Null))),
                     // A child plan never ends cancelled (only a cancel from outside the whole
                     // run records that); were one to, its iteration fails.
                     RunStatus::Failed | RunStatus::Cancelled => {
@@ -1099,9 +1200,9 @@ impl PlanAgent {
                 ..
             }) = it.children.last()
         {
-            let outputs = outputs.clone();
+            let outputs = outputs.value();
             let n = it.children.len() as u64;
-            let mut env = it.inputs.clone();
+            let mut env = Map::clone(&it.inputs);
             if let Value::Object(m) = &outputs {
                 env.extend(m.clone());
             }
@@ -1155,7 +1256,7 @@ impl PlanAgent {
         let mut results = Vec::with_capacity(it.children.len());
         for (i, c) in it.children.into_iter().enumerate() {
             match c.ended {
-                Some(Ok(v)) => results.push(v),
+                Some(Ok(v)) => results.push(v.value()),
                 Some(Err(e)) => {
                     self.give_up(idx, n, format!("iteration {i}: {e}"), out);
                     return;
@@ -1251,7 +1352,12 @@ impl PlanAgent {
                 .steps
                 .iter()
                 .zip(&self.outputs)
-                .map(|(s, o)| (s.name.clone(), o.clone().unwrap_or(Value::Null)))
+                .map(|(s, o)| {
+                    (
+                        s.name.clone(),
+                        o.as_ref().map_or(Value::Null, Packed::value),
+                    )
+                })
                 .collect(),
         )
     }
@@ -1324,10 +1430,7 @@ impl PlanAgent {
                     let verdict = match &expect {
                         None => Ok(()),
                         Some(e) => {
-                            let env = StepEnv {
-                                agent: self,
-                                own: Some((&name, output)),
-                            };
+                            let env = self.env(idx, Some((&name, output)));
                             match condition(e, &env) {
                                 Ok(Ok(true)) => Ok(()),
                                 Ok(Ok(false)) => {
@@ -1387,14 +1490,14 @@ impl PlanAgent {
                     l.results.push((id, refused));
                 }
                 self.in_flight += issued.len() as u64;
-                self.queued.extend(issued);
+                self.queued.extend(issued.into_iter().map(Queued::from));
                 self.turn_done(idx, out);
             }
             Outcome::Failed(error) => {
                 l.failures += 1;
                 if l.failures < retry {
                     let call = self.next_turn(idx);
-                    self.queued.push(call);
+                    self.queued.push_back(Queued::from(call));
                 } else {
                     self.agent_failed(idx, chats, error.clone(), out);
                 }
@@ -1444,10 +1547,7 @@ impl PlanAgent {
             self.give_up(idx, chats, error, out);
             return;
         };
-        let env = StepEnv {
-            agent: self,
-            own: None,
-        };
+        let env = self.env(idx, None);
         let mut input = Map::new();
         let mut budget = eval::Budget::default();
         for (name, expr) in &f.args {
@@ -1474,7 +1574,7 @@ impl PlanAgent {
                 ));
                 self.loops.insert(idx, l);
                 let call = self.next_turn(idx);
-                self.queued.push(call);
+                self.queued.push_back(Queued::from(call));
             }
             Err(e) => self.give_up(idx, chats, e.to_string(), out),
         }
@@ -1506,7 +1606,7 @@ impl PlanAgent {
         l.turn += 1;
         l.failures = 0;
         let call = self.next_turn(idx);
-        self.queued.push(call);
+        self.queued.push_back(Queued::from(call));
     }
 
     fn first_waiting(&self) -> Option<(usize, u64, String)> {

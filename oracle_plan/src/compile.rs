@@ -58,7 +58,69 @@ pub struct CompiledInput {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompiledCall {
     pub tool: String,
-    pub args: BTreeMap<String, Expr>,
+    pub args: Args,
+}
+
+/// A call's arguments, sorted by name, each name once. A sorted `Vec` rather than a
+/// `BTreeMap`, whose first node has room for 11 arguments: about 1 KB for each step of a plan
+/// of up to [`STEPS_MAX`] steps, held for the whole run (issue 42).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Args(Vec<(String, Expr)>);
+
+impl Args {
+    pub fn get(&self, name: &str) -> Option<&Expr> {
+        let i = self
+            .0
+            .binary_search_by(|(k, _)| k.as_str().cmp(name))
+            .ok()?;
+        self.0.get(i).map(|(_, e)| e)
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Arguments in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Expr)> {
+        self.0.iter().map(arg_pair)
+    }
+
+    /// Argument values in name order.
+    pub fn values(&self) -> impl Iterator<Item = &Expr> {
+        self.0.iter().map(|(_, e)| e)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl FromIterator<(String, Expr)> for Args {
+    /// Sorted by name; of a name given twice, the last (as collecting into a map keeps).
+    fn from_iter<I: IntoIterator<Item = (String, Expr)>>(items: I) -> Args {
+        let map: BTreeMap<String, Expr> = items.into_iter().collect();
+        Args(map.into_iter().collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a Args {
+    type Item = (&'a String, &'a Expr);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, Expr)>,
+        fn(&'a (String, Expr)) -> (&'a String, &'a Expr),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(arg_pair)
+    }
+}
+
+fn arg_pair((k, e): &(String, Expr)) -> (&String, &Expr) {
+    (k, e)
 }
 
 /// A step after compilation.
@@ -537,7 +599,7 @@ pub fn compile_in(
                 }
                 CompiledCall {
                     tool: b.kind.as_str().to_owned(),
-                    args: BTreeMap::new(),
+                    args: Args::default(),
                 }
             }
             None => match plan.uses.iter().find(|u| u.alias.node == s.call.tool.node) {
@@ -1099,7 +1161,7 @@ fn compile_call(
     grants: &BTreeSet<Capability>,
     d: &mut Vec<Diagnostic>,
 ) -> CompiledCall {
-    let args: BTreeMap<String, Expr> = call
+    let args: Args = call
         .args
         .iter()
         .map(|a| (a.name.node.clone(), a.value.clone()))
@@ -1236,7 +1298,7 @@ fn quote_list(names: &[&str]) -> String {
 /// every call again, including the ones decided only at run time).
 fn static_capability(
     spec: &ToolSpec,
-    args: &BTreeMap<String, Expr>,
+    args: &Args,
     call: &ast::Call,
     grants: &BTreeSet<Capability>,
     d: &mut Vec<Diagnostic>,

@@ -16,14 +16,18 @@
 //! was.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use oracle_core::Hash;
-use oracle_core::agent::{AgentError, Call, Observation, Outcome};
+use oracle_core::agent::{AgentError, Observation, Outcome};
+use oracle_core::packed::Packed;
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::agent::{
-    AGENT_TOOL, Child, IterationFailed, Iterations, Loop, PlanAgent, Status, TURNS_MAX,
+    AGENT_TOOL, Child, Inputs, IterationFailed, Iterations, Loop, PlanAgent, Queued, Status,
+    TURNS_MAX,
 };
 use crate::ast::LoopKind;
 use crate::compile::CompiledStep;
@@ -86,7 +90,7 @@ enum SavedStatus {
     Pending,
     Running,
     Retrying { attempts: u64 },
-    Completed { output: Value },
+    Completed { output: Packed },
     Skipped,
     Failed,
     Waiting { attempts: u64, reason: String },
@@ -167,7 +171,7 @@ struct SavedObservation {
 enum SavedEnded {
     /// Its steps' outputs, by name.
     Completed {
-        outputs: Value,
+        outputs: Packed,
     },
     Failed {
         reason: String,
@@ -182,7 +186,7 @@ struct SavedCall {
     step: String,
     tool: String,
     attempt: u64,
-    input: Value,
+    input: Packed,
     timeout_ms: Option<u64>,
     reads: Vec<String>,
 }
@@ -195,13 +199,22 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 
 /// The agent's progress, as [`restore`] reads it.
 pub(crate) fn save(agent: &PlanAgent) -> Option<Value> {
-    let saved = Saved {
+    // Fails only for a map whose keys are not strings, which this shape has none of.
+    serde_json::to_value(saved(agent)).ok()
+}
+
+/// [`save`] as JSON text, written from the agent's packed outputs without building the value
+/// as a tree first (a resume point of a long run would hold every output twice more: issue 42).
+pub(crate) fn save_text(agent: &PlanAgent) -> Option<Box<RawValue>> {
+    serde_json::value::to_raw_value(&saved(agent)).ok()
+}
+
+fn saved(agent: &PlanAgent) -> Saved {
+    Saved {
         format: SAVED_FORMAT,
         plan: agent.plan().hash,
         agent: save_agent(agent),
-    };
-    // Fails only for a map whose keys are not strings, which this shape has none of.
-    serde_json::to_value(saved).ok()
+    }
 }
 
 fn save_agent(a: &PlanAgent) -> SavedAgent {
@@ -226,7 +239,7 @@ fn save_agent(a: &PlanAgent) -> SavedAgent {
             .iter()
             .map(|(&step, it)| SavedIterations {
                 step,
-                inputs: it.inputs.clone(),
+                inputs: Map::clone(&it.inputs),
                 running: it.running,
                 children: it
                     .children
@@ -235,7 +248,7 @@ fn save_agent(a: &PlanAgent) -> SavedAgent {
                         inputs: c
                             .agent
                             .as_ref()
-                            .map(|a| a.inputs().clone())
+                            .map(|a| a.inputs_held().to_map())
                             .unwrap_or_default(),
                         ended: c.ended.clone().map(|e| match e {
                             Ok(outputs) => SavedEnded::Completed { outputs },
@@ -275,7 +288,7 @@ fn save_agent(a: &PlanAgent) -> SavedAgent {
     }
 }
 
-fn save_status(s: &Status, output: &Option<Value>) -> SavedStatus {
+fn save_status(s: &Status, output: &Option<Packed>) -> SavedStatus {
     match s {
         Status::Pending => SavedStatus::Pending,
         Status::Running => SavedStatus::Running,
@@ -284,7 +297,7 @@ fn save_status(s: &Status, output: &Option<Value>) -> SavedStatus {
         },
         // A completed step always has its output (both are set together).
         Status::Completed => SavedStatus::Completed {
-            output: output.clone().unwrap_or(Value::Null),
+            output: output.clone().unwrap_or_else(|| Packed::new(&Value::Null)),
         },
         Status::Skipped => SavedStatus::Skipped,
         Status::Failed => SavedStatus::Failed,
@@ -351,7 +364,7 @@ pub(crate) fn restore(agent: &mut PlanAgent, value: &Value) -> Result<(), AgentE
             agent.plan().hash
         )));
     }
-    let restored = restore_agent(agent.fresh(agent.inputs().clone()), saved.agent)
+    let restored = restore_agent(agent.fresh(agent.inputs_held().clone()), saved.agent)
         .map_err(|e| refuse(e.to_string()))?;
     *agent = restored;
     Ok(())
@@ -476,7 +489,7 @@ fn restore_child(
     let Some(template) = parent.bodies.get(&step) else {
         return Err(RestoreError::NotLoopStep { step: name() });
     };
-    restore_agent(template.fresh(inputs), saved)
+    restore_agent(template.fresh(Inputs::from(inputs)), saved)
         .map(Some)
         .map_err(|e| RestoreError::Iteration {
             i,
@@ -620,7 +633,7 @@ fn restore_agent(mut agent: PlanAgent, saved: SavedAgent) -> Result<PlanAgent, R
             it.step,
             Iterations {
                 children,
-                inputs: it.inputs,
+                inputs: Arc::new(it.inputs),
                 running: it.running,
             },
         );
@@ -629,7 +642,7 @@ fn restore_agent(mut agent: PlanAgent, saved: SavedAgent) -> Result<PlanAgent, R
     let queued = saved
         .queued
         .into_iter()
-        .map(|c| Call {
+        .map(|c| Queued {
             step: c.step,
             tool: c.tool,
             attempt: c.attempt,
@@ -657,7 +670,7 @@ fn restore_agent(mut agent: PlanAgent, saved: SavedAgent) -> Result<PlanAgent, R
 fn restore_status(
     step: &CompiledStep,
     s: SavedStatus,
-) -> Result<(Status, Option<Value>), RestoreError> {
+) -> Result<(Status, Option<Packed>), RestoreError> {
     Ok(match s {
         SavedStatus::Pending => (Status::Pending, None),
         SavedStatus::Running => (Status::Running, None),

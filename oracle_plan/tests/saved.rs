@@ -302,12 +302,16 @@ fn outcomes(calls: &[Call], feed: &mut Feed) -> Vec<Observation> {
         .collect()
 }
 
-/// `save`, written out as text and read back, as a resume point would keep it.
+/// `save`, written out as text and read back, as a resume point keeps it: a resume point
+/// writes `save_text` (the agent's packed outputs as they are, no tree built), which must be
+/// the value `save` gives.
 fn saved_through_text(agent: &PlanAgent) -> Value {
     let saved = agent.save().expect("the plan agent saves itself");
-    let text = serde_json::to_string(&saved).unwrap();
-    let back: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(back, saved, "the saved value survives text");
+    let text = agent
+        .save_text()
+        .expect("the plan agent saves itself as text");
+    let back: Value = serde_json::from_str(text.get()).unwrap();
+    assert_eq!(back, saved, "save_text writes the value save gives");
     back
 }
 

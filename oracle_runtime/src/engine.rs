@@ -406,7 +406,7 @@ struct SavedRef<'a> {
     observations: &'a [Observation],
     waits: BTreeMap<&'a str, (u64, &'a Value)>,
     failures: &'a BTreeMap<String, Vec<(String, Value, String)>>,
-    agent: &'a Value,
+    agent: &'a serde_json::value::RawValue,
     folded: &'a [Event],
 }
 
@@ -687,7 +687,7 @@ impl<'r, A: Agent> Engine<'r, A> {
         if self.domains.iter().any(|d| d.resumable().is_err()) {
             return Ok(());
         }
-        let Some(agent) = self.agent.save() else {
+        let Some(agent) = self.agent.save_text() else {
             // This agent cannot be resumed from a point: stop trying.
             self.points.every_events = 0;
             return Ok(());

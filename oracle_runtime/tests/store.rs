@@ -113,7 +113,7 @@ fn reopened_log_continues_the_chain() {
 
     let mut w = LogWriter::open(&paths, Durability::DEFAULT).unwrap();
     assert_eq!(w.head(), first, "reopening recovers the head");
-    assert_eq!(w.state().get("step1"), Some(&json!(10)), "and the state");
+    assert_eq!(w.state().get("step1"), Some(json!(10)), "and the state");
     let next = w
         .append(
             3,

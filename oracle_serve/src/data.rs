@@ -468,7 +468,7 @@ pub fn state_at(run: &ValidRun, seq: Option<u64>, prefix: Option<&str>) -> Resul
             omitted += 1;
             continue;
         }
-        entries.insert(k.clone(), v.clone());
+        entries.insert(k.clone(), v.value());
     }
     Ok(json!({
         "run": run.id,
