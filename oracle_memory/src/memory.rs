@@ -923,35 +923,42 @@ impl Memory {
         let mut owner: OrdMap<ClaimId, usize> = OrdMap::new();
         for (line, ids) in &self.lines {
             let i = usize::try_from(section_of(line).min(n - 1)).unwrap_or(0);
-            sections[i].lines.insert(line.clone(), ids.clone());
+            if let Some(section) = sections.get_mut(i) {
+                section.lines.insert(line.clone(), ids.clone());
+            }
             for id in ids {
                 owner.insert(*id, i);
             }
         }
         let mut split = Split { sections, rest };
-        for (id, e) in &self.entries {
-            split.part(&owner, id).entries.insert(*id, e.clone());
-        }
-        for (id, s) in &self.corroborations {
-            split.part(&owner, id).corroborations.insert(*id, s.clone());
-        }
-        for (id, s) in &self.bounds {
-            split.part(&owner, id).bounds.insert(*id, s.clone());
-        }
-        for (id, s) in &self.lifts {
-            split.part(&owner, id).lifts.insert(*id, s.clone());
-        }
-        for (id, s) in &self.transitions {
-            split.part(&owner, id).transitions.insert(*id, s.clone());
-        }
-        for (id, r) in &self.requests {
-            split.part(&owner, id).requests.insert(*id, r.clone());
-        }
+        by_claim(&self.entries, &mut split, &owner, |m| &mut m.entries);
+        by_claim(&self.corroborations, &mut split, &owner, |m| {
+            &mut m.corroborations
+        });
+        by_claim(&self.bounds, &mut split, &owner, |m| &mut m.bounds);
+        by_claim(&self.lifts, &mut split, &owner, |m| &mut m.lifts);
+        by_claim(&self.transitions, &mut split, &owner, |m| {
+            &mut m.transitions
+        });
+        by_claim(&self.requests, &mut split, &owner, |m| &mut m.requests);
         for (h, id) in &self.handles {
             split.part(&owner, id).handles.insert(h.clone(), *id);
         }
         split.rest.early = self.early.clone();
         split
+    }
+}
+
+/// Puts every record of `from` (keyed by claim) into the same map (`field`) of the part that
+/// holds its claim.
+fn by_claim<V: Clone>(
+    from: &OrdMap<ClaimId, V>,
+    split: &mut Split,
+    owner: &OrdMap<ClaimId, usize>,
+    field: fn(&mut Memory) -> &mut OrdMap<ClaimId, V>,
+) {
+    for (id, v) in from {
+        field(split.part(owner, id)).insert(*id, v.clone());
     }
 }
 
