@@ -43,12 +43,13 @@ pub struct MemoryArgs {
     /// With `import`: the exported log to read (default: stdin).
     #[arg(long, value_name = "PATH")]
     pub(crate) file: Option<PathBuf>,
-    /// Only this subject's lines.
+    /// Only this subject's lines. With `--memory NAME` and `--predicate`: only that line of
+    /// the store is read (its checkpoint's section), not the whole store.
     #[arg(long)]
-    subject: Option<String>,
+    pub(crate) subject: Option<String>,
     /// Only lines with this predicate.
     #[arg(long)]
-    predicate: Option<String>,
+    pub(crate) predicate: Option<String>,
     /// What was believed at this logical tick (claims and verdicts recorded later are left
     /// out). Default: now.
     #[arg(long, value_name = "TICK")]

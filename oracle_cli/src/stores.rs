@@ -61,8 +61,20 @@ fn err(json: bool) -> impl Fn(oracle_host::HostError) -> CliError {
 pub fn memory(home: &Path, a: &MemoryArgs) -> Result<Option<u8>, CliError> {
     let h = host(home, a.json)?;
     if let Some(name) = &a.memory {
-        let store = h.store(name).map_err(err(a.json))?;
-        show(name, &store, a.as_of, a.json)?;
+        // One line named: only its part of the store is read.
+        let store = match (&a.subject, &a.predicate) {
+            (Some(s), Some(p)) => h.store_line(name, s, p),
+            _ => h.store(name),
+        };
+        let store = store.map_err(err(a.json))?;
+        let v = store_json(
+            name,
+            &store,
+            a.as_of,
+            a.subject.as_deref(),
+            a.predicate.as_deref(),
+        );
+        show(name, &store, &v, a.json)?;
         return Ok(Some(exit::OK));
     }
     let name = || {
@@ -182,10 +194,9 @@ fn compact(
     Ok(exit::OK)
 }
 
-fn show(name: &str, store: &Store, as_of: Option<u64>, json: bool) -> Result<(), CliError> {
-    let v = store_json(name, store, as_of);
+fn show(name: &str, store: &Store, v: &Value, json: bool) -> Result<(), CliError> {
     if json {
-        crate::out::json(&v)?;
+        crate::out::json(v)?;
         return Ok(());
     }
     outln!(

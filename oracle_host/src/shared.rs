@@ -45,6 +45,18 @@ impl Home {
         Ok(files::load(self.shared_stores().as_ref(), name)?)
     }
 
+    /// Store `name` as it stands for one line (`oracle memory --memory NAME --subject S
+    /// --predicate P`): on a file home, that line's section of its checkpoint and the records
+    /// after it; what it answers about that line is what [`Host::store`]'s answers.
+    pub fn store_line(
+        &self,
+        name: &str,
+        subject: &str,
+        predicate: &str,
+    ) -> Result<Store, HostError> {
+        Ok(self.shared_stores().load_line(name, subject, predicate)?)
+    }
+
     /// Store `name` with every record checked from its start or compacted base, never from a
     /// checkpoint, and the segments compaction took out (`oracle verify --memory`).
     pub fn store_verify(&self, name: &str) -> Result<(Store, Vec<files::Segment>), HostError> {
@@ -231,10 +243,19 @@ pub fn requests_json(store: &Store) -> Vec<Value> {
 }
 
 /// Every line of the store with its belief now (or as of `as_of`), the store's head, and its
-/// requests: what `oracle memory --memory NAME --json` prints.
-pub fn store_json(name: &str, store: &Store, as_of: Option<u64>) -> Value {
+/// requests: what `oracle memory --memory NAME --json` prints. `subject`, `predicate`: only
+/// the lines (and requests) of that subject and predicate, when given.
+pub fn store_json(
+    name: &str,
+    store: &Store,
+    as_of: Option<u64>,
+    subject: Option<&str>,
+    predicate: Option<&str>,
+) -> Value {
+    let wanted =
+        |s: &str, p: &str| subject.is_none_or(|x| x == s) && predicate.is_none_or(|x| x == p);
     let mut lines: Vec<Value> = Vec::new();
-    for (s, p) in store.memory.lines() {
+    for (s, p) in store.memory.lines().filter(|(s, p)| wanted(s, p)) {
         let (s, p) = (s.clone(), p.clone());
         let q = oracle_memory::Query {
             subject: s.clone(),
@@ -248,6 +269,12 @@ pub fn store_json(name: &str, store: &Store, as_of: Option<u64>) -> Value {
     json!({
         "store": store.head.to_value(name),
         "lines": lines,
-        "requests": requests_json(store),
+        "requests": requests_json(store)
+            .into_iter()
+            .filter(|r| wanted(
+                r["subject"].as_str().unwrap_or(""),
+                r["predicate"].as_str().unwrap_or("")
+            ))
+            .collect::<Vec<_>>(),
     })
 }

@@ -893,3 +893,81 @@ impl Memory {
             .collect()
     }
 }
+
+/// A memory cut into parts by line ([`Memory::split`]): one per section, and what belongs to
+/// no line.
+#[derive(Clone, Debug, Default)]
+pub struct Split {
+    pub sections: Vec<Memory>,
+    /// Records keyed by a claim no entry holds, verdicts and sweeps about requests not applied
+    /// yet (`early`): a partial read takes these with its section.
+    pub rest: Memory,
+}
+
+impl Memory {
+    /// Cuts the memory into `n` parts (at least one) by the section `section_of` gives each
+    /// line (below `n`), so that a query or history of one line reads the same from its
+    /// section merged with [`Split::rest`] as from the whole: every record keyed by a claim
+    /// (entry, transitions, bounds, lifts, corroborations, the request it challenges, its
+    /// handle) goes to the section of the claim's line; what no line holds goes to `rest`.
+    /// Every part keeps the logical clock. The parts are disjoint, so merging them all gives
+    /// the memory back.
+    pub fn split(&self, n: u64, section_of: impl Fn(&Line) -> u64) -> Split {
+        let n = n.max(1);
+        let blank = || Memory {
+            now: self.now,
+            ..Memory::default()
+        };
+        let mut sections: Vec<Memory> = (0..n).map(|_| blank()).collect();
+        let rest = blank();
+        let mut owner: OrdMap<ClaimId, usize> = OrdMap::new();
+        for (line, ids) in &self.lines {
+            let i = usize::try_from(section_of(line).min(n - 1)).unwrap_or(0);
+            if let Some(section) = sections.get_mut(i) {
+                section.lines.insert(line.clone(), ids.clone());
+            }
+            for id in ids {
+                owner.insert(*id, i);
+            }
+        }
+        let mut split = Split { sections, rest };
+        by_claim(&self.entries, &mut split, &owner, |m| &mut m.entries);
+        by_claim(&self.corroborations, &mut split, &owner, |m| {
+            &mut m.corroborations
+        });
+        by_claim(&self.bounds, &mut split, &owner, |m| &mut m.bounds);
+        by_claim(&self.lifts, &mut split, &owner, |m| &mut m.lifts);
+        by_claim(&self.transitions, &mut split, &owner, |m| {
+            &mut m.transitions
+        });
+        by_claim(&self.requests, &mut split, &owner, |m| &mut m.requests);
+        for (h, id) in &self.handles {
+            split.part(&owner, id).handles.insert(h.clone(), *id);
+        }
+        split.rest.early = self.early.clone();
+        split
+    }
+}
+
+/// Puts every record of `from` (keyed by claim) into the same map (`field`) of the part that
+/// holds its claim.
+fn by_claim<V: Clone>(
+    from: &OrdMap<ClaimId, V>,
+    split: &mut Split,
+    owner: &OrdMap<ClaimId, usize>,
+    field: fn(&mut Memory) -> &mut OrdMap<ClaimId, V>,
+) {
+    for (id, v) in from {
+        field(split.part(owner, id)).insert(*id, v.clone());
+    }
+}
+
+impl Split {
+    /// The part that holds records keyed by claim `id`.
+    fn part(&mut self, owner: &OrdMap<ClaimId, usize>, id: &ClaimId) -> &mut Memory {
+        match owner.get(id).and_then(|i| self.sections.get_mut(*i)) {
+            Some(m) => m,
+            None => &mut self.rest,
+        }
+    }
+}

@@ -185,6 +185,65 @@ pub struct StoreState {
     pub published: BTreeMap<(String, String), u64>,
 }
 
+/// The BLAKE3 context of the key that places a line in a checkpoint's section.
+pub const SECTION_OF_LINE: &str = "oracle v1 store checkpoint section of a line";
+
+/// The section (below `n`, at least one) a line's records are kept in by a checkpoint cut into
+/// `n` sections: the first 8 bytes of a BLAKE3 of the line, little-endian, modulo `n`. Fixed by
+/// the line's bytes alone, so a reader finds a line's section without reading any other.
+pub fn section_of(subject: &str, predicate: &str, n: u64) -> u64 {
+    let mut bytes = (subject.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(subject.as_bytes());
+    bytes.extend_from_slice(predicate.as_bytes());
+    let h = hash_in(SECTION_OF_LINE, &bytes);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&h.as_bytes()[..8]);
+    u64::from_le_bytes(first) % n.max(1)
+}
+
+/// A part of a store's fold about some lines: their memory ([`Memory::split`]) and who wrote
+/// each of their claims. What a checkpoint keeps per section, and what it keeps about no line.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineSection {
+    pub memory: Memory,
+    pub writers: BTreeMap<ClaimId, String>,
+}
+
+impl StoreState {
+    /// The fold cut into `n` sections by [`section_of`], and the part about no line: a query
+    /// or history of one line reads the same from its section and that part
+    /// ([`Store::from_sections`]) as from the whole.
+    pub fn sections(&self, n: u64) -> (Vec<LineSection>, LineSection) {
+        let split = self
+            .memory
+            .split(n, |(s, p): &crate::memory::Line| section_of(s, p, n));
+        let mut rest = LineSection {
+            memory: split.rest,
+            writers: BTreeMap::new(),
+        };
+        let mut sections: Vec<LineSection> = split
+            .sections
+            .into_iter()
+            .map(|memory| LineSection {
+                memory,
+                writers: BTreeMap::new(),
+            })
+            .collect();
+        for (id, run) in &self.writers {
+            let at = self.memory.entry(id).map(|e| {
+                let (s, p) = e.claim.line();
+                section_of(&s, &p, n)
+            });
+            let part = at
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| sections.get_mut(i))
+                .unwrap_or(&mut rest);
+            part.writers.insert(*id, run.clone());
+        }
+        (sections, rest)
+    }
+}
+
 impl Default for Store {
     fn default() -> Self {
         Store::new()
@@ -237,6 +296,33 @@ impl Store {
             records: Vec::new(),
             first: state.records,
         })
+    }
+
+    /// A view of the store at head `head` (`records` records) that answers exactly for the
+    /// lines of `section` (queries and histories of those lines, with their writers), from a
+    /// checkpoint's section and its part about no line; ready to fold the records after the
+    /// head. It knows no (run, key) publications: it must never decide a write.
+    pub fn from_sections(
+        settings: MemorySettings,
+        records: u64,
+        head: Hash,
+        section: LineSection,
+        rest: LineSection,
+    ) -> Store {
+        let mut writers = section.writers;
+        writers.extend(rest.writers);
+        Store {
+            memory: section.memory.merge(&rest.memory),
+            settings,
+            head: StoreHead {
+                records,
+                hash: head,
+            },
+            writers,
+            published: BTreeMap::new(),
+            records: Vec::new(),
+            first: records,
+        }
     }
 
     /// Folds the next record, checking its place, its chain link and its meaning (claim ids

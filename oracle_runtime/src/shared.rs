@@ -14,7 +14,7 @@
 //! shared, so they never see half a write.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read as _, Seek, SeekFrom, Write};
+use std::io::{BufRead as _, Read as _, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
@@ -118,6 +118,22 @@ pub trait StoreBackend: Send + Sync {
     fn load(&self, name: &str) -> Result<Store> {
         parse(name, &text_of(name, self.bytes(name)?)?)
     }
+    /// Store `name` as it stands for line (`subject`, `predicate`) only: queries and histories
+    /// of that line answer as from [`StoreBackend::load`] (a file home reads the line's section
+    /// of its checkpoint and the records after it). The default loads the whole store.
+    fn load_line(&self, name: &str, subject: &str, predicate: &str) -> Result<Store> {
+        let _ = (subject, predicate);
+        self.load(name)
+    }
+    /// Record `seq` of store `name` as its log holds it, if it does (a publication retried
+    /// after a checkpoint folded it). The default scans the log.
+    fn record(&self, name: &str, seq: u64) -> Result<Option<StoreRecord>> {
+        let text = text_of(name, self.bytes(name)?)?;
+        Ok(text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<StoreRecord>(l).ok())
+            .find(|r| r.seq == seq))
+    }
     /// Store `name` with every record checked from its start or compacted base, never from a
     /// checkpoint (`oracle verify --memory`), and the segments compaction took out of it.
     fn verify(&self, name: &str) -> Result<(Store, Vec<Segment>)> {
@@ -197,6 +213,29 @@ impl StoreBackend for FileStores {
         let r = read(&self.home, name, true)?;
         r.checkpoint(&self.home, name)?;
         Ok(r.store)
+    }
+
+    fn load_line(&self, name: &str, subject: &str, predicate: &str) -> Result<Store> {
+        let _lock = lock(&self.home, name, false, false)?;
+        if let Some(store) = read_line(&self.home, name, (subject, predicate))? {
+            return Ok(store);
+        }
+        // No checkpoint, a refused one (its header, or this line's section), or a long tail:
+        // a fresh one is written (unless the store is too short to be worth one), so the next
+        // read of this line is by section again.
+        let mut r = read(&self.home, name, true)?;
+        if r.store.head.records >= checkpoint::TAIL_RECORDS_MIN {
+            r.tail = u64::MAX;
+        }
+        r.checkpoint(&self.home, name)?;
+        Ok(r.store)
+    }
+
+    fn record(&self, name: &str, seq: u64) -> Result<Option<StoreRecord>> {
+        let _lock = lock(&self.home, name, false, false)?;
+        let path = dir_of(&self.home, name)?.join(STORE_LOG);
+        let mut log = checkpoint::open_log(&path)?;
+        find_record(&mut log, seq).map_err(io(&path))
     }
 
     fn verify(&self, name: &str) -> Result<(Store, Vec<Segment>)> {
@@ -359,11 +398,7 @@ fn read(home: &Path, name: &str, trust: bool) -> Result<Read> {
         false => None,
     };
     let (mut store, from) = found.unwrap_or((start, LogPos::default()));
-    let mut bytes = Vec::new();
-    log.seek(SeekFrom::Start(from.len))
-        .and_then(|_| log.read_to_end(&mut bytes))
-        .map_err(io(&path))?;
-    let text = text_of(name, bytes)?;
+    let text = tail_of(name, &path, &mut log, from)?;
     let (tail, last) = fold(name, &mut store, &text, basis.records)?;
     let pos = LogPos {
         len: from.len + text.len() as u64,
@@ -376,6 +411,97 @@ fn read(home: &Path, name: &str, trust: bool) -> Result<Read> {
         tail,
         key,
     })
+}
+
+/// Below this many bytes, [`find_record`] reads the log's lines in order instead of halving.
+pub const RECORD_SCAN_BYTES: u64 = 1 << 16;
+
+/// Record `seq` of a store's log, found by halving the byte range its line can start in (the
+/// log's lines are in seq order): O(log of the log's length) short reads, never the whole log.
+fn find_record(log: &mut File, seq: u64) -> std::io::Result<Option<StoreRecord>> {
+    let (mut lo, mut hi) = (0u64, log.metadata()?.len());
+    // Invariant: `lo` is a line's start, and the record's line, if any, starts in [lo, hi).
+    while hi - lo > RECORD_SCAN_BYTES {
+        let mid = lo + (hi - lo) / 2;
+        let mut r = std::io::BufReader::new(&mut *log);
+        r.seek(SeekFrom::Start(mid))?;
+        let mut skipped = Vec::new();
+        r.by_ref()
+            .take(checkpoint::ANCHOR_BYTES_MAX)
+            .read_until(b'\n', &mut skipped)?;
+        let start = mid + skipped.len() as u64;
+        let Some((line, rec)) = line_at(&mut r, start, hi)? else {
+            hi = mid + 1;
+            continue;
+        };
+        match rec.seq.cmp(&seq) {
+            std::cmp::Ordering::Equal => return Ok(Some(rec)),
+            std::cmp::Ordering::Less => lo = start + line,
+            std::cmp::Ordering::Greater => hi = start,
+        }
+    }
+    let mut r = std::io::BufReader::new(&mut *log);
+    r.seek(SeekFrom::Start(lo))?;
+    let mut at = lo;
+    while let Some((line, rec)) = line_at(&mut r, at, hi)? {
+        if rec.seq == seq {
+            return Ok(Some(rec));
+        }
+        at += line;
+    }
+    Ok(None)
+}
+
+/// The length (newline included) and record of the line `r` stands at (offset `at`), if it
+/// starts before `hi`, is whole, and reads as a record.
+fn line_at(
+    r: &mut std::io::BufReader<&mut File>,
+    at: u64,
+    hi: u64,
+) -> std::io::Result<Option<(u64, StoreRecord)>> {
+    if at >= hi {
+        return Ok(None);
+    }
+    let mut line = Vec::new();
+    r.by_ref()
+        .take(checkpoint::ANCHOR_BYTES_MAX)
+        .read_until(b'\n', &mut line)?;
+    if line.pop() != Some(b'\n') {
+        return Ok(None);
+    }
+    Ok(serde_json::from_slice(&line)
+        .ok()
+        .map(|rec| (line.len() as u64 + 1, rec)))
+}
+
+/// The text of a store's log from `from` on (the records after a checkpoint).
+fn tail_of(name: &str, path: &Path, log: &mut File, from: LogPos) -> Result<String> {
+    let mut bytes = Vec::new();
+    log.seek(SeekFrom::Start(from.len))
+        .and_then(|_| log.read_to_end(&mut bytes))
+        .map_err(io(path))?;
+    text_of(name, bytes)
+}
+
+/// A store read for one line (the caller holds its lock): the line's section of its
+/// checkpoint (`store_checkpoint::read_line`), then every record after it, each checked.
+/// `None` when no checkpoint is believed, or the records after it are enough to write a fresh
+/// one: the caller then folds the whole store (which writes it).
+fn read_line(home: &Path, name: &str, line: (&str, &str)) -> Result<Option<Store>> {
+    let dir = dir_of(home, name)?;
+    let key = checkpoint::key(home, name)?;
+    let path = dir.join(STORE_LOG);
+    let mut log = checkpoint::open_log(&path)?;
+    let Some((mut store, from, basis)) = checkpoint::read_line(&dir, name, &key, &mut log, line)?
+    else {
+        return Ok(None);
+    };
+    let text = tail_of(name, &path, &mut log, from)?;
+    let (tail, _) = fold(name, &mut store, &text, basis.records)?;
+    match checkpoint::worth_writing(store.head.records, tail) {
+        true => Ok(None),
+        false => Ok(Some(store)),
+    }
 }
 
 /// The store `text` holds (a store log's bytes from its first record), every record checked.
@@ -517,18 +643,13 @@ pub fn publish(
         why: format!("the record of {run} at {key} is missing after it was written"),
     };
     let seq = store.published_seq(run, key).ok_or_else(missing)?;
-    let text = text_of(name, stores.bytes(name)?)?;
-    let rec = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<StoreRecord>(l).ok())
-        .find(|r| r.seq == seq)
-        .ok_or_else(missing)?;
+    let rec = stores.record(name, seq)?.ok_or_else(missing)?;
     Ok(store.answer_of(name, &rec))
 }
 
 /// `memory.query` against the store now (an empty store if there is none yet).
 pub fn query(stores: &dyn StoreBackend, name: &str, input: &Value) -> Result<QueryOutcome> {
-    let store = load_or_empty(stores, name)?;
+    let store = load_or_empty(stores, name, line_asked(input))?;
     store
         .query(name, input)
         .map_err(|source| SharedError::Memory {
@@ -539,7 +660,7 @@ pub fn query(stores: &dyn StoreBackend, name: &str, input: &Value) -> Result<Que
 
 /// `memory.history` against the store now.
 pub fn history(stores: &dyn StoreBackend, name: &str, input: &Value) -> Result<Value> {
-    let store = load_or_empty(stores, name)?;
+    let store = load_or_empty(stores, name, line_asked(input))?;
     store
         .history(name, input)
         .map_err(|source| SharedError::Memory {
@@ -548,8 +669,25 @@ pub fn history(stores: &dyn StoreBackend, name: &str, input: &Value) -> Result<V
         })
 }
 
-fn load_or_empty(stores: &dyn StoreBackend, name: &str) -> Result<Store> {
-    match load(stores, name) {
+/// The one line a query or history names (`subject` and `predicate`), if it names one: only
+/// that line is read. A history of a whole subject reads the whole store.
+fn line_asked(input: &Value) -> Option<(&str, &str)> {
+    Some((
+        input.get("subject")?.as_str()?,
+        input.get("predicate")?.as_str()?,
+    ))
+}
+
+fn load_or_empty(
+    stores: &dyn StoreBackend,
+    name: &str,
+    line: Option<(&str, &str)>,
+) -> Result<Store> {
+    let loaded = match line {
+        Some((s, p)) => stores.load_line(name, s, p),
+        None => load(stores, name),
+    };
+    match loaded {
         Err(SharedError::Unknown { .. }) => Ok(Store::new()),
         other => other,
     }
