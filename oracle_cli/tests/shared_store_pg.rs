@@ -410,7 +410,8 @@ fn a_forgotten_store_leaves_its_rows_for_a_ledger_record_and_its_readers_still_r
     assert_eq!(ledger["records"][1]["prev"], ledger["records"][0]["hash"]);
     sql(
         &url,
-        "UPDATE memory_ledger SET record = replace(record::text, 'request 7', 'request 8')::bytea WHERE seq = 0",
+        "UPDATE memory_ledger SET record = convert_to(replace(convert_from(record, 'UTF8'), \
+         'request 7', 'request 8'), 'UTF8') WHERE seq = 0",
     );
     let (code, _, err) = oracle_in(&dir, &["memory", "ledger", s[0], s[1]]);
     assert_eq!(code, 4, "{err}");
