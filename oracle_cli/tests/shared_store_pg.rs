@@ -334,22 +334,9 @@ fn store_output_kind(dir: &Path, url: &str, run: &str, kind: &str) -> Value {
 /// `n` claims from outside any run about `n` users of store `alice`, over `extra` (a store).
 fn claims(dir: &Path, n: u64, extra: &[&str]) {
     for i in 0..n {
-        let subject = format!("user-{i}");
-        let mut args = vec![
-            "claim",
-            "--memory",
-            "alice",
-            "--subject",
-            &subject,
-            "--predicate",
-            "allergy",
-            "--value",
-            "\"penicillin\"",
-            "--provenance",
-            "user_asserted",
-        ];
-        args.extend_from_slice(extra);
-        ok(dir, &args);
+        let mut args = common::filler_claim("alice", i);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        ok(dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
     }
 }
 

@@ -23,23 +23,8 @@ fn dir(home: &Home, name: &str) -> PathBuf {
 /// needs to be written).
 fn claims(home: &Home, name: &str, n: u64) {
     for i in 0..n {
-        let subject = format!("user-{i}");
-        run_ok(
-            home,
-            &[
-                "claim",
-                "--memory",
-                name,
-                "--subject",
-                &subject,
-                "--predicate",
-                "allergy",
-                "--value",
-                "\"penicillin\"",
-                "--provenance",
-                "user_asserted",
-            ],
-        );
+        let args = common::filler_claim(name, i);
+        run_ok(home, &args.iter().map(String::as_str).collect::<Vec<_>>());
     }
 }
 
