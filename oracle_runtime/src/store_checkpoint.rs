@@ -233,15 +233,7 @@ pub fn encode_base(
     state: StoreState,
     segments: Vec<Segment>,
 ) -> Result<(Vec<u8>, String)> {
-    let body = Body {
-        format: CHECKPOINT_FORMAT,
-        name: name.into(),
-        base: state.records,
-        log_bytes: 0,
-        anchor: 0,
-        segments,
-        state,
-    };
+    let body = base_body(name, state, segments);
     let mut cbor = Vec::new();
     ciborium::into_writer(&body, &mut cbor).map_err(|e| SharedError::Damaged {
         name: name.into(),
@@ -369,7 +361,13 @@ pub fn write_base(
     state: StoreState,
     segments: Vec<Segment>,
 ) -> Result<()> {
-    let body = Body {
+    let body = base_body(name, state, segments);
+    replace(&dir.join(BASE_FILE), &seal(key, BASE_PURPOSE, &body)?, true)
+}
+
+/// The body of store `name`'s base: a base has no log position (`log_bytes = anchor = 0`).
+fn base_body(name: &str, state: StoreState, segments: Vec<Segment>) -> Body {
+    Body {
         format: CHECKPOINT_FORMAT,
         name: name.into(),
         base: state.records,
@@ -377,8 +375,7 @@ pub fn write_base(
         anchor: 0,
         segments,
         state,
-    };
-    replace(&dir.join(BASE_FILE), &seal(key, BASE_PURPOSE, &body)?, true)
+    }
 }
 
 /// The digest of a compacted segment's lines.
