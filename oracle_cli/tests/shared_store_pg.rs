@@ -330,3 +330,172 @@ fn store_output_kind(dir: &Path, url: &str, run: &str, kind: &str) -> Value {
         .map(|e| e["payload"].clone())
         .unwrap_or_else(|| panic!("no {kind} in {run}: {out}"))
 }
+
+/// `n` claims from outside any run about `n` users of store `alice`, over `extra` (a store).
+fn claims(dir: &Path, n: u64, extra: &[&str]) {
+    for i in 0..n {
+        let mut args = common::filler_claim("alice", i);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        ok(dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+}
+
+fn sql(url: &str, statement: &str) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    c.batch_execute(statement).unwrap();
+}
+
+#[test]
+fn a_forgotten_store_leaves_its_rows_for_a_ledger_record_and_its_readers_still_replay() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    plans(&dir);
+    let s = ["--store", url.as_str()];
+    ok(&dir, &["submit", "a.plan", "--memory", "alice", s[0], s[1]]);
+    two_workers(&dir, &url);
+    let b = ok(&dir, &["submit", "b.plan", "--memory", "alice", s[0], s[1]])
+        .trim()
+        .to_owned();
+    two_workers(&dir, &url);
+    let (_, before) = json_in(&dir, &["memory", "--memory", "alice", "--json", s[0], s[1]]);
+    let forget = ["memory", "forget", "alice", "--note", "erasure request 7"];
+    let (code, v) = json_in(&dir, &[&forget[..], &["--json", s[0], s[1]]].concat());
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["forgotten"]["head"], before["store"]["head"]);
+    assert_eq!(v["forgotten"]["records"], 1);
+    // Gone: not listed, not readable, no row left, and a second forget finds nothing.
+    let (_, listed) = json_in(&dir, &["memory", "list", "--json", s[0], s[1]]);
+    assert_eq!(listed["stores"], serde_json::json!([]));
+    let (code, _, _) = oracle_in(&dir, &["memory", "--memory", "alice", s[0], s[1]]);
+    assert_eq!(code, 5);
+    let (code, _, _) = oracle_in(&dir, &[&forget[..], &s[..]].concat());
+    assert_eq!(code, 5);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let rows: i64 = c
+        .query_one("SELECT count(*) FROM memory_records", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0, "no claim of the store stays in the database");
+    // The ledger keeps the name, length and head (no claims), chained and checked.
+    let (code, ledger) = json_in(&dir, &["memory", "ledger", "--json", s[0], s[1]]);
+    assert_eq!(code, 0, "{ledger}");
+    assert_eq!(ledger["records"][0]["kind"], "forgotten");
+    assert_eq!(ledger["records"][0]["note"], "erasure request 7");
+    assert_eq!(ledger["records"].as_array().unwrap().len(), 1);
+    assert!(!ledger.to_string().contains("penicillin"));
+    // The reader's recorded copy stays in its log.
+    assert_eq!(
+        store_output(&dir, &url, &b, "allergy")["value"],
+        "penicillin"
+    );
+    ok(&dir, &["verify", &b, s[0], s[1]]);
+    // A second store forgotten chains on the first; a changed ledger row is found.
+    claims(&dir, 1, &s);
+    ok(&dir, &[&forget[..], &s[..]].concat());
+    let (_, ledger) = json_in(&dir, &["memory", "ledger", "--json", s[0], s[1]]);
+    assert_eq!(ledger["records"][1]["prev"], ledger["records"][0]["hash"]);
+    sql(
+        &url,
+        "UPDATE memory_ledger SET record = convert_to(replace(convert_from(record, 'UTF8'), \
+         'request 7', 'request 8'), 'UTF8') WHERE seq = 0",
+    );
+    let (code, _, err) = oracle_in(&dir, &["memory", "ledger", s[0], s[1]]);
+    assert_eq!(code, 4, "{err}");
+}
+
+#[test]
+fn a_compacted_store_recalls_from_its_base_verifies_exports_with_it_and_refuses_a_damaged_one() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, fh) = (tmp.path().join("store"), tmp.path().join("file"));
+    plans(&dir);
+    plans(&fh);
+    let s = ["--store", url.as_str()];
+    ok(&dir, &["submit", "a.plan", "--memory", "alice", s[0], s[1]]);
+    two_workers(&dir, &url);
+    claims(&dir, 5, &s);
+    let plain = export(&dir, &s);
+    let compact = ["memory", "compact", "alice", "--keep", "2", "--json"];
+    let (code, v) = json_in(&dir, &[&compact[..], &s[..]].concat());
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        (v["compacted"]["from"].clone(), v["compacted"]["to"].clone()),
+        (0.into(), 4.into())
+    );
+    let lines: Vec<&[u8]> = plain.split_inclusive(|&b| b == b'\n').collect();
+    let mut h = blake3::Hasher::new_derive_key("oracle v1 store compacted segment");
+    h.update(&lines[..4].concat());
+    assert_eq!(v["compacted"]["digest"], h.finalize().to_hex().as_str());
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let kept: i64 = c
+        .query_one("SELECT count(*) FROM memory_records", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 2, "only the kept records stay rows");
+    // A run recalls the compacted claim (record 0) from the base; the store verifies.
+    let b = ok(&dir, &["submit", "b.plan", "--memory", "alice", s[0], s[1]])
+        .trim()
+        .to_owned();
+    two_workers(&dir, &url);
+    assert_eq!(
+        store_output(&dir, &url, &b, "allergy")["value"],
+        "penicillin"
+    );
+    let (code, ver) = json_in(&dir, &["verify", "--memory", "alice", "--json", s[0], s[1]]);
+    assert_eq!(code, 0, "{ver}");
+    assert_eq!(ver["store"]["records"], 6);
+    assert_eq!(ver["compacted"][0], v["compacted"]);
+    // The export carries the base on its first line, then the kept records as they are.
+    let exported = export(&dir, &s);
+    let text = String::from_utf8(exported.clone()).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    assert!(first.starts_with("{\"base\":"), "{first}");
+    assert_eq!(rest.as_bytes(), &lines[4..].concat()[..]);
+    // It imports into another store of the database and into a file home, each verified.
+    let file = tmp.path().join("alice.jsonl");
+    fs::write(&file, &exported).unwrap();
+    let f = file.to_str().unwrap();
+    ok(&dir, &["memory", "import", "bob", "--file", f, s[0], s[1]]);
+    ok(&fh, &["memory", "import", "bob", "--file", f]);
+    for (d, extra) in [(&dir, &s[..]), (&fh, &[][..])] {
+        let args = [&["verify", "--memory", "bob", "--json"][..], extra].concat();
+        let (code, v) = json_in(d, &args);
+        assert_eq!(code, 0, "{v}");
+        assert_eq!(v["store"]["head"], ver["store"]["head"]);
+        assert_eq!(v["compacted"], ver["compacted"]);
+    }
+    let (code, _, _) = oracle_in(&dir, &["memory", "import", "bob", "--file", f, s[0], s[1]]);
+    assert_eq!(code, 2, "an import into an existing store is refused");
+    // A damaged base row is refused, never believed (it cannot be rebuilt).
+    sql(
+        &url,
+        "UPDATE memory_bases SET body = set_byte(body, 9, get_byte(body, 9) # 1) WHERE store = 'alice'",
+    );
+    let (code, _, err) = oracle_in(&dir, &["verify", "--memory", "alice", s[0], s[1]]);
+    assert_eq!(code, 4, "{err}");
+    let (code, _, _) = oracle_in(&dir, &["memory", "--memory", "alice", s[0], s[1]]);
+    assert_eq!(code, 4);
+}
+
+#[test]
+fn the_same_history_compacted_on_the_store_and_in_a_file_home_exports_the_same_bytes() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (st, fh) = (tmp.path().join("store"), tmp.path().join("file"));
+    plans(&st);
+    plans(&fh);
+    let s = ["--store", url.as_str()];
+    for (d, extra) in [(&st, &s[..]), (&fh, &[][..])] {
+        claims(d, 5, extra);
+        ok(
+            d,
+            &[&["memory", "compact", "alice", "--keep", "2"][..], extra].concat(),
+        );
+        claims(d, 2, extra);
+    }
+    assert_eq!(
+        String::from_utf8(export(&st, &s)).unwrap(),
+        String::from_utf8(export(&fh, &[])).unwrap()
+    );
+}

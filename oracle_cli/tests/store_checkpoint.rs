@@ -23,23 +23,8 @@ fn dir(home: &Home, name: &str) -> PathBuf {
 /// needs to be written).
 fn claims(home: &Home, name: &str, n: u64) {
     for i in 0..n {
-        let subject = format!("user-{i}");
-        run_ok(
-            home,
-            &[
-                "claim",
-                "--memory",
-                name,
-                "--subject",
-                &subject,
-                "--predicate",
-                "allergy",
-                "--value",
-                "\"penicillin\"",
-                "--provenance",
-                "user_asserted",
-            ],
-        );
+        let args = common::filler_claim(name, i);
+        run_ok(home, &args.iter().map(String::as_str).collect::<Vec<_>>());
     }
 }
 
@@ -148,6 +133,11 @@ fn compaction_keeps_the_newest_records_and_a_checked_base_naming_what_it_took_ou
     let b_before = home.snapshot("allergy_recall-1");
     let before = store(&home, "alice");
     let (_, exported, _) = home.oracle(&["memory", "export", "alice"]);
+    let log = fs::read_to_string(dir(&home, "alice").join("store.jsonl")).unwrap();
+    assert_eq!(
+        exported, log,
+        "an uncompacted store exports its log's bytes"
+    );
     let (code, v) = home.json(&["memory", "compact", "alice", "--keep", "2", "--json"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["kept"], 2);
@@ -171,6 +161,35 @@ fn compaction_keeps_the_newest_records_and_a_checked_base_naming_what_it_took_ou
     let (code, ver) = home.json(&["verify", "--memory", "alice", "--json"]);
     assert_eq!(code, 0, "{ver}");
     assert_eq!(ver["compacted"][0], v["compacted"]);
+    // Its export carries the base on a first line, and imports into a store that verifies.
+    let (code, compacted, _) = home.oracle(&["memory", "export", "alice"]);
+    assert_eq!(code, 0);
+    let (first, rest) = compacted.split_once('\n').unwrap();
+    assert!(first.starts_with("{\"base\":"), "{first}");
+    assert_eq!(rest, lines[4..].concat());
+    let file = home.path().join("alice.export");
+    fs::write(&file, &compacted).unwrap();
+    run_ok(
+        &home,
+        &["memory", "import", "bob", "--file", file.to_str().unwrap()],
+    );
+    let (code, bob) = home.json(&["verify", "--memory", "bob", "--json"]);
+    assert_eq!(code, 0, "{bob}");
+    assert_eq!(
+        (&bob["store"]["head"], &bob["compacted"]),
+        (&ver["store"]["head"], &ver["compacted"])
+    );
+    // A base line whose body was changed is refused on import.
+    let forged = compacted.replacen("\"cbor\":\"", "\"cbor\":\"AA", 1);
+    fs::write(&file, forged).unwrap();
+    let (code, _, err) = home.oracle(&[
+        "memory",
+        "import",
+        "carol",
+        "--file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 4, "{err}");
     // It takes new claims on top, and compacts again, keeping both segments.
     claims(&home, "alice", 3);
     run_ok(&home, &["memory", "compact", "alice", "--keep", "1"]);

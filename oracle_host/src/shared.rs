@@ -124,7 +124,8 @@ impl Home {
         )?)
     }
 
-    /// The bytes of the store's log, checked.
+    /// The store's export, checked: its log's bytes, after a line carrying its base if it was
+    /// compacted (`oracle_runtime::shared::export`).
     pub fn store_export(&self, name: &str) -> Result<Vec<u8>, HostError> {
         Ok(files::export(self.shared_stores().as_ref(), name)?.1)
     }

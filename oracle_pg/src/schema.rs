@@ -186,6 +186,26 @@ CREATE TABLE memory_records (
 ALTER TABLE runs ADD COLUMN expire_at_ms bigint;
 CREATE INDEX runs_expiries ON runs (expire_at_ms) WHERE expire_at_ms IS NOT NULL;
 "#,
+    // 10: retention and erasure of named stores. `memory_bases`: a compacted store's base
+    // (`oracle memory compact NAME --keep N`), the fold of the records taken out of
+    // `memory_records`, as the CBOR body a file home's `base.bin` seals, with a BLAKE3 digest
+    // of it (damage is found; trust in a database is its access control, docs/MEMORY.md).
+    // `memory_ledger`: the store ledger (`oracle memory forget`), one row per record, its line
+    // with the newline (the bytes of a file home's `memory/ledger.jsonl`).
+    r#"
+CREATE TABLE memory_bases (
+    store   text PRIMARY KEY REFERENCES memory_stores (name),
+    records bigint NOT NULL,
+    digest  text NOT NULL,
+    body    bytea NOT NULL
+);
+
+CREATE TABLE memory_ledger (
+    seq    bigint PRIMARY KEY,
+    hash   text NOT NULL,
+    record bytea NOT NULL
+);
+"#,
 ];
 
 /// The schema version this binary writes and reads.

@@ -30,8 +30,8 @@ use oracle_memory::{AdjudicateError, Claim, MemoryError, Provenance, Verdict};
 use serde_json::Value;
 
 use crate::seal::SealKey;
-pub use crate::store_checkpoint::Segment;
 use crate::store_checkpoint::{self as checkpoint, Basis, LogPos};
+pub use crate::store_checkpoint::{Base, Segment};
 
 /// Tries to take a store's lock before giving up, [`LOCK_WAIT_STEP_MS`] apart: ten seconds,
 /// as for a run's lock (`crate::adjudication`).
@@ -144,7 +144,20 @@ pub trait StoreBackend: Send + Sync {
     fn compact(&self, name: &str, keep: u64) -> Result<Compacted> {
         let _ = keep;
         Err(SharedError::Unsupported(format!(
-            "store `{name}`: compaction (--keep) is done on a file home only"
+            "store `{name}`: compaction (--keep) is not done by this backend"
+        )))
+    }
+    /// Store `name`'s base (if it was compacted) and the bytes of its log, read at once
+    /// (`oracle memory export`). The default: no base.
+    fn snapshot(&self, name: &str) -> Result<(Option<Base>, Vec<u8>)> {
+        Ok((None, self.bytes(name)?))
+    }
+    /// Makes store `name`, which must not exist, with `base` as its base and no records yet
+    /// (`oracle memory import` of a compacted store's export).
+    fn create_with_base(&self, name: &str, base: &Base) -> Result<()> {
+        let _ = base;
+        Err(SharedError::Unsupported(format!(
+            "store `{name}`: importing a compacted store is not done by this backend"
         )))
     }
 }
@@ -247,6 +260,28 @@ impl StoreBackend for FileStores {
     fn compact(&self, name: &str, keep: u64) -> Result<Compacted> {
         let _lock = lock(&self.home, name, true, false)?;
         compact(&self.home, name, keep)
+    }
+
+    fn snapshot(&self, name: &str) -> Result<(Option<Base>, Vec<u8>)> {
+        let _lock = lock(&self.home, name, false, false)?;
+        let dir = dir_of(&self.home, name)?;
+        let key = checkpoint::key(&self.home, name)?;
+        let base = checkpoint::read_base(&dir, name, &key)?;
+        let path = dir.join(STORE_LOG);
+        Ok((base, fs::read(&path).map_err(io(&path))?))
+    }
+
+    fn create_with_base(&self, name: &str, base: &Base) -> Result<()> {
+        let _lock = lock(&self.home, name, true, true)?;
+        let dir = dir_of(&self.home, name)?;
+        let log = dir.join(STORE_LOG);
+        let empty = fs::metadata(&log).map_err(io(&log))?.len() == 0;
+        if !empty || dir.join(checkpoint::BASE_FILE).exists() {
+            return Err(taken(name));
+        }
+        let key = checkpoint::key(&self.home, name)?;
+        let state = base.store.state();
+        checkpoint::write_base(&dir, name, &key, state, base.segments.clone())
     }
 
     fn forget(&self, name: &str, note: &str) -> Result<pure::LedgerRecord> {
@@ -506,8 +541,15 @@ fn read_line(home: &Path, name: &str, line: (&str, &str)) -> Result<Option<Store
 
 /// The store `text` holds (a store log's bytes from its first record), every record checked.
 pub fn parse(name: &str, text: &str) -> Result<Store> {
-    let mut store = Store::new();
-    fold(name, &mut store, text, 0)?;
+    parse_over(name, Store::new(), text)
+}
+
+/// The store `text` holds over `start` (a compacted store's base, or an empty store), every
+/// record checked: the first must follow `start`'s head.
+pub fn parse_over(name: &str, start: Store, text: &str) -> Result<Store> {
+    let mut store = start;
+    let base = store.head.records;
+    fold(name, &mut store, text, base)?;
     Ok(store)
 }
 
@@ -806,32 +848,90 @@ pub fn reinstate(
 }
 
 /// The bytes of a store's log (`oracle memory export`), checked first. A compacted store's
-/// log starts at its base: [`import`] refuses it.
+/// export starts with one line carrying its base ([`base_line`]); an uncompacted store's is
+/// its log's bytes as they stand.
 pub fn export(stores: &dyn StoreBackend, name: &str) -> Result<(Store, Vec<u8>)> {
-    let bytes = stores.bytes(name)?;
-    match parse(name, &text_of(name, bytes.clone())?) {
-        Ok(store) => Ok((store, bytes)),
-        Err(e) => match stores.verify(name) {
-            Ok((store, segments)) if !segments.is_empty() => Ok((store, bytes)),
-            _ => Err(e),
-        },
-    }
+    let (base, bytes) = stores.snapshot(name)?;
+    let text = text_of(name, bytes)?;
+    let Some(base) = base else {
+        return Ok((parse(name, &text)?, text.into_bytes()));
+    };
+    let store = parse_over(name, base.store.clone(), &text)?;
+    let mut out = base_line(name, &base)?;
+    out.push_str(&text);
+    Ok((store, out.into_bytes()))
 }
 
-/// Makes store `name` from an exported log: checked whole first; refused if the store exists.
-pub fn import(stores: &dyn StoreBackend, name: &str, text: &str) -> Result<Store> {
-    let store = parse(name, text)?;
-    let taken = || {
-        SharedError::Name(format!(
-            "store `{name}` exists already; import into a new name"
-        ))
+/// The key of an export's first line when it carries a compacted store's base: no store
+/// record has it, so an uncompacted export never looks like one.
+pub const EXPORT_BASE_KEY: &str = "base";
+
+/// The first line of a compacted store's export, newline included: `{"base": {"store", "records",
+/// "head", "segments", "digest", "cbor"}}`, `cbor` the base's body (as a database keeps it,
+/// `store_checkpoint::encode_base`) in base64 and `digest` its hash.
+pub fn base_line(name: &str, base: &Base) -> Result<String> {
+    use base64::Engine as _;
+    let state = base.store.state();
+    let (records, head) = (state.records, state.head.clone());
+    let (cbor, digest) = checkpoint::encode_base(name, state, base.segments.clone())?;
+    let segments: Vec<Value> = base.segments.iter().map(Segment::to_value).collect();
+    let v = serde_json::json!({EXPORT_BASE_KEY: {
+        "store": name, "records": records, "head": head, "segments": segments,
+        "digest": digest, "cbor": base64::engine::general_purpose::STANDARD.encode(cbor),
+    }});
+    Ok(format!("{v}\n"))
+}
+
+/// The base an export's first line carries, if it carries one, and the rest of the export.
+fn split_export<'t>(name: &str, text: &'t str) -> Result<(Option<Base>, &'t str)> {
+    use base64::Engine as _;
+    let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let Ok(v) = serde_json::from_str::<Value>(first) else {
+        return Ok((None, text));
     };
+    let Some(b) = v.get(EXPORT_BASE_KEY) else {
+        return Ok((None, text));
+    };
+    let damaged = |why: &str| SharedError::Damaged {
+        name: name.into(),
+        why: format!("the export's base line is refused: {why}"),
+    };
+    let cbor = b["cbor"]
+        .as_str()
+        .ok_or_else(|| damaged("it has no cbor"))?;
+    let cbor = base64::engine::general_purpose::STANDARD
+        .decode(cbor)
+        .map_err(|e| damaged(&e.to_string()))?;
+    let digest = b["digest"]
+        .as_str()
+        .ok_or_else(|| damaged("it has no digest"))?;
+    let base = checkpoint::decode_base(name, &cbor, digest, false)?;
+    Ok((Some(base), rest))
+}
+
+/// Why an import into `name` is refused: the store exists.
+pub fn taken(name: &str) -> SharedError {
+    SharedError::Name(format!(
+        "store `{name}` exists already; import into a new name"
+    ))
+}
+
+/// Makes store `name` from an export: checked whole first (from its base, when it carries
+/// one); refused if the store exists.
+pub fn import(stores: &dyn StoreBackend, name: &str, text: &str) -> Result<Store> {
+    let (base, text) = split_export(name, text)?;
+    let start = base.as_ref().map_or_else(Store::new, |b| b.store.clone());
+    let first = start.head.records;
+    let store = parse_over(name, start, text)?;
     if stores.list()?.iter().any(|n| n == name) {
-        return Err(taken());
+        return Err(taken(name));
     }
-    write(stores, name, true, |s| match s.head.records {
-        0 => Ok((store.records.clone(), ())),
-        _ => Err(taken()),
+    if let Some(base) = &base {
+        stores.create_with_base(name, base)?;
+    }
+    write(stores, name, true, |s| match s.head.records == first {
+        true => Ok((store.records.clone(), ())),
+        false => Err(taken(name)),
     })
     .map(|(s, ())| s)
 }
@@ -884,6 +984,12 @@ fn ledger(home: &Path) -> Result<pure::Ledger> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(io(&path)(e)),
     };
+    parse_ledger(&text)
+}
+
+/// The ledger `text` holds (its lines, every record checked): the same bytes whichever
+/// backend keeps it.
+pub fn parse_ledger(text: &str) -> Result<pure::Ledger> {
     let damaged = |why: String| SharedError::Damaged {
         name: LEDGER_LOG.into(),
         why,
@@ -913,11 +1019,7 @@ fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
         Ok(r) => r.store.head,
         Err(_) => {
             let path = dir_of(home, name)?.join(STORE_LOG);
-            let bytes = fs::read(&path).map_err(io(&path))?;
-            pure::StoreHead {
-                records: 0,
-                hash: oracle_core::hash::hash_in(pure::STORE_RECORD, &bytes),
-            }
+            damaged_head(&fs::read(&path).map_err(io(&path))?)
         }
     };
     let _ledger_lock = lock_path(&stores_dir(home).join(LEDGER_LOCK), LEDGER_LOG)?;
@@ -933,11 +1035,7 @@ fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
         .append(true)
         .open(&path)
         .map_err(io(&path))?;
-    let mut line = serde_json::to_string(&rec).map_err(|e| SharedError::Damaged {
-        name: LEDGER_LOG.into(),
-        why: e.to_string(),
-    })?;
-    line.push('\n');
+    let line = ledger_line(&rec)?;
     let before = file.metadata().map_err(io(&path))?.len();
     if let Err(e) = file
         .write_all(line.as_bytes())
@@ -955,63 +1053,113 @@ fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
     Ok(rec)
 }
 
+/// The head a ledger names for a damaged store it forgets: 0 records, the hash of its bytes.
+pub fn damaged_head(bytes: &[u8]) -> pure::StoreHead {
+    pure::StoreHead {
+        records: 0,
+        hash: oracle_core::hash::hash_in(pure::STORE_RECORD, bytes),
+    }
+}
+
+/// A ledger record's line, newline included: the bytes every backend keeps.
+pub fn ledger_line(rec: &pure::LedgerRecord) -> Result<String> {
+    let mut line = serde_json::to_string(rec).map_err(|e| SharedError::Damaged {
+        name: LEDGER_LOG.into(),
+        why: e.to_string(),
+    })?;
+    line.push('\n');
+    Ok(line)
+}
+
 /// Compacts store `name` of `home` (the caller holds its writer lock): every record but the
-/// newest `keep` is folded into its base, which names the segment taken out (its range, the
-/// head at its end and a digest of its lines), and the log is rewritten to the kept records.
-/// Every record is checked first, from the old base, never from a checkpoint. Crash-safe in
-/// this order: the new base is synced and renamed in, the checkpoint removed, then the log
-/// replaced; a reader between the two finds records the base already folds and skips them.
+/// newest `keep` is folded into its base (see [`cut`]), and the log is rewritten to the kept
+/// records. Every record is checked first, from the old base, never from a checkpoint.
+/// Crash-safe in this order: the new base is synced and renamed in, the checkpoint removed,
+/// then the log replaced; a reader between the two finds records the base already folds and
+/// skips them.
 fn compact(home: &Path, name: &str, keep: u64) -> Result<Compacted> {
     let dir = dir_of(home, name)?;
     let key = checkpoint::key(home, name)?;
-    let (mut store, mut segments) = match checkpoint::read_base(&dir, name, &key)? {
+    let (start, segments) = match checkpoint::read_base(&dir, name, &key)? {
         Some(b) => (b.store, b.segments),
         None => (Store::new(), Vec::new()),
     };
-    let first = store.head.records;
     let path = dir.join(STORE_LOG);
     let text = text_of(name, fs::read(&path).map_err(io(&path))?)?;
-    let mut probe = store.clone();
-    let (in_log, _) = fold(name, &mut probe, &text, first)?;
-    let cut = probe.head.records.saturating_sub(keep);
-    if cut <= first {
-        return Ok(Compacted {
+    let c = cut(name, start, segments, &text, keep)?;
+    if let Some((state, segments, kept)) = c.base {
+        checkpoint::write_base(&dir, name, &key, state, segments)?;
+        checkpoint::drop_checkpoint(&dir)?;
+        checkpoint::replace(&path, kept.as_bytes(), true)?;
+    }
+    Ok(c.compacted)
+}
+
+/// What compacting a store leaves: what it did, and when it took records out, the new base
+/// (its fold, every segment taken out so far) and the kept records' lines.
+pub struct Cut {
+    pub compacted: Compacted,
+    pub base: Option<(pure::StoreState, Vec<Segment>, String)>,
+}
+
+/// Compacts the store whose log `text` follows `start` (its base, with `segments`, or an
+/// empty store), keeping the newest `keep` records: the records before them are folded into
+/// the new base, which names the segment taken out (its range, the head at its end and a
+/// digest of its lines). Every record is checked. The same for every backend, so a file home
+/// and a database compact the same history to the same base and kept bytes.
+pub fn cut(
+    name: &str,
+    start: Store,
+    mut segments: Vec<Segment>,
+    text: &str,
+    keep: u64,
+) -> Result<Cut> {
+    let first = start.head.records;
+    let mut probe = start.clone();
+    let (in_log, _) = fold(name, &mut probe, text, first)?;
+    let to = probe.head.records.saturating_sub(keep);
+    if to <= first {
+        let compacted = Compacted {
             segment: None,
             kept: in_log,
             head: probe.head,
+        };
+        return Ok(Cut {
+            compacted,
+            base: None,
         });
     }
-    let (mut dropped, mut kept) = (String::new(), String::new());
-    let mut state = None;
+    let (mut store, mut dropped, mut kept, mut state) = (start, String::new(), String::new(), None);
     for line in text.split_inclusive('\n') {
         fold(name, &mut store, line, first)?;
         let seq = store.head.records;
-        match seq <= cut {
+        match seq <= to {
             true if seq > first => dropped.push_str(line),
             true => {}
             false => kept.push_str(line),
         }
-        if seq == cut && state.is_none() {
+        if seq == to && state.is_none() {
             state = Some(store.state());
         }
     }
     let state = state.ok_or_else(|| SharedError::Damaged {
         name: name.into(),
-        why: format!("record {cut} vanished while compacting"),
+        why: format!("record {to} vanished while compacting"),
     })?;
     let segment = Segment {
         from: first,
-        to: cut,
+        to,
         head: state.head.clone(),
         digest: checkpoint::digest(dropped.as_bytes()),
     };
     segments.push(segment.clone());
-    checkpoint::write_base(&dir, name, &key, state, segments)?;
-    checkpoint::drop_checkpoint(&dir)?;
-    checkpoint::replace(&path, kept.as_bytes(), true)?;
-    Ok(Compacted {
+    let compacted = Compacted {
         segment: Some(segment),
-        kept: store.head.records - cut,
+        kept: store.head.records - to,
         head: store.head,
+    };
+    Ok(Cut {
+        compacted,
+        base: Some((state, segments, kept)),
     })
 }

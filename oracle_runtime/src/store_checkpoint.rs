@@ -216,14 +216,67 @@ pub fn read_base(dir: &Path, name: &str, key: &SealKey) -> Result<Option<Base>> 
         why: format!("its compacted base is refused: {why}"),
     };
     let body = open(key, BASE_PURPOSE, &bytes).map_err(|e| damaged(e.to_string()))?;
-    if body.name != name {
+    base_of(name, body, true).map(Some)
+}
+
+/// The base `body` holds, checked: its name (when `same_name`), its fold, and that its last
+/// segment ends at the fold's head.
+fn base_of(name: &str, body: Body, same_name: bool) -> Result<Base> {
+    let damaged = |why: String| SharedError::Damaged {
+        name: name.into(),
+        why: format!("its compacted base is refused: {why}"),
+    };
+    if same_name && body.name != name {
         return Err(damaged(format!("it is the base of store `{}`", body.name)));
     }
+    let ends = body.segments.last().map(|s| (s.to, s.head.as_str()));
+    if ends != Some((body.state.records, body.state.head.as_str())) {
+        return Err(damaged("its last segment does not end at its head".into()));
+    }
     let store = Store::from_state(body.state).map_err(|e| damaged(e.to_string()))?;
-    Ok(Some(Base {
+    Ok(Base {
         store,
         segments: body.segments,
-    }))
+    })
+}
+
+/// The BLAKE3 context of the digest a database keeps beside a base's body (`oracle_pg`): a
+/// plain hash, which finds damage; whoever can write the rows could rewrite records too.
+pub const BASE_DIGEST: &str = "oracle v1 store base digest";
+
+/// Store `name`'s base as kept outside a home (a database row, an export's first line): the
+/// CBOR body a `base.bin` seals, without the MAC, and its [`BASE_DIGEST`] hash, hex.
+pub fn encode_base(
+    name: &str,
+    state: StoreState,
+    segments: Vec<Segment>,
+) -> Result<(Vec<u8>, String)> {
+    let body = base_body(name, state, segments);
+    let mut cbor = Vec::new();
+    ciborium::into_writer(&body, &mut cbor).map_err(|e| SharedError::Damaged {
+        name: name.into(),
+        why: format!("a base did not encode: {e}"),
+    })?;
+    let digest = hash_in(BASE_DIGEST, &cbor).to_hex();
+    Ok((cbor, digest))
+}
+
+/// The base an [`encode_base`] body holds, refused (an integrity error) when its digest is not
+/// `digest` or it does not decode; `same_name`: it must be store `name`'s (false for an import
+/// into a new name).
+pub fn decode_base(name: &str, cbor: &[u8], digest: &str, same_name: bool) -> Result<Base> {
+    let damaged = |why: String| SharedError::Damaged {
+        name: name.into(),
+        why: format!("its compacted base is refused: {why}"),
+    };
+    if hash_in(BASE_DIGEST, cbor).to_hex() != digest {
+        return Err(damaged("its bytes do not match their digest".into()));
+    }
+    let body: Body = ciborium::from_reader(cbor).map_err(|e| damaged(e.to_string()))?;
+    if body.format != BASE_FORMAT {
+        return Err(damaged(format!("format {}, not {BASE_FORMAT}", body.format)));
+    }
+    base_of(name, body, same_name)
 }
 
 /// The fold the checkpoint in `dir` keeps and where in the log it stands, if there is one that
@@ -382,7 +435,13 @@ pub fn write_base(
     state: StoreState,
     segments: Vec<Segment>,
 ) -> Result<()> {
-    let body = Body {
+    let body = base_body(name, state, segments);
+    replace(&dir.join(BASE_FILE), &seal(key, BASE_PURPOSE, &body)?, true)
+}
+
+/// The body of store `name`'s base: a base has no log position (`log_bytes = anchor = 0`).
+fn base_body(name: &str, state: StoreState, segments: Vec<Segment>) -> Body {
+    Body {
         format: BASE_FORMAT,
         name: name.into(),
         base: state.records,
@@ -390,8 +449,7 @@ pub fn write_base(
         anchor: 0,
         segments,
         state,
-    };
-    replace(&dir.join(BASE_FILE), &seal(key, BASE_PURPOSE, &body)?, true)
+    }
 }
 
 /// The digest of a compacted segment's lines.

@@ -456,6 +456,26 @@ pub fn output_of(home: &Home, run: &str, step: &str) -> Value {
         .unwrap_or_else(|| panic!("no output for {step} in {run}"))
 }
 
+/// The arguments of an `oracle claim` from outside any run that user `i` of store `name` is
+/// allergic to penicillin: the filler claims of the retention tests, whichever backend.
+pub fn filler_claim(name: &str, i: u64) -> Vec<String> {
+    let subject = format!("user-{i}");
+    let args = [
+        "claim",
+        "--memory",
+        name,
+        "--subject",
+        &subject,
+        "--predicate",
+        "allergy",
+        "--value",
+        "\"penicillin\"",
+        "--provenance",
+        "user_asserted",
+    ];
+    args.iter().map(|a| a.to_string()).collect()
+}
+
 /// `oracle memory --memory NAME --json`, required to succeed.
 pub fn store_json(home: &Home, name: &str) -> Value {
     let (code, v) = home.json(&["memory", "--memory", name, "--json"]);
