@@ -274,7 +274,10 @@ pub fn decode_base(name: &str, cbor: &[u8], digest: &str, same_name: bool) -> Re
     }
     let body: Body = ciborium::from_reader(cbor).map_err(|e| damaged(e.to_string()))?;
     if body.format != BASE_FORMAT {
-        return Err(damaged(format!("format {}, not {BASE_FORMAT}", body.format)));
+        return Err(damaged(format!(
+            "format {}, not {BASE_FORMAT}",
+            body.format
+        )));
     }
     base_of(name, body, same_name)
 }
