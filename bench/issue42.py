@@ -45,6 +45,9 @@ import sys
 import tempfile
 import time
 
+# The engine bench's chain (each step `when` the previous one's `found`), written once there.
+from e2e_chain import plan_text as chain_plan
+
 SCRIPT_S_MAX = 3 * 3600  # the whole script ends after this, however stuck a child is
 FLOOR_RECORD_BYTES = 1600  # a pure step's four records, as the durability bench's floor
 LOOP_ITERATIONS_MAX = 100_000  # a `for` runs at most this many iterations (the plan limit)
@@ -84,15 +87,6 @@ def timed(argv, codes=(0,)):
 
 def machine_line(oracle):
     return timed([oracle, "dev", "machine"])[3].decode().strip()
-
-
-def chain_plan(n):
-    """The engine bench's chain: each step `when` the previous one's `found`."""
-    lines = ["plan bench version 1\n\n"]
-    for i in range(1, n + 1):
-        s = f's{i} = text.contains {{ text: "ab", pattern: "a" }}'
-        lines.append(s + (f" when s{i - 1}.found\n" if i > 1 else "\n"))
-    return "".join(lines)
 
 
 def wide_plan(n):
