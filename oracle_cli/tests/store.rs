@@ -86,24 +86,11 @@ fn ok(dir: &Path, args: &[&str]) -> String {
     out
 }
 
-/// `oracle worker` on `url` in `dir` with a short lease and poll, and `extra` flags; its
-/// output goes nowhere unless the caller says otherwise.
+/// `oracle worker` on `url` in `dir` (`common::worker_command`), its output going nowhere
+/// unless the caller says otherwise.
 fn worker_command(dir: &Path, url: &str, extra: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
-    c.args([
-        "worker",
-        "--store",
-        url,
-        "--lease-ms",
-        "1000",
-        "--poll-ms",
-        "100",
-    ])
-    .args(extra)
-    .current_dir(dir)
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    let mut c = common::worker_command(dir, url, extra);
+    c.stdout(Stdio::null()).stderr(Stdio::null());
     c
 }
 

@@ -409,22 +409,27 @@ pub fn at(m: &Samples, name: &str, labels: &[(&str, &str)]) -> u64 {
     m.get(&(name.to_owned(), l)).copied().unwrap_or(0)
 }
 
+/// `oracle worker` on `url` in `dir` with the tests' short lease and poll, then `extra` flags.
+pub fn worker_command(dir: &Path, url: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_oracle"));
+    c.args([
+        "worker",
+        "--store",
+        url,
+        "--lease-ms",
+        "1000",
+        "--poll-ms",
+        "100",
+    ])
+    .args(extra)
+    .current_dir(dir)
+    .stdin(Stdio::null());
+    c
+}
+
 /// Runs a worker until nothing is left to claim; returns its log (stderr).
 pub fn worker_until_idle(dir: &Path, url: &str, extra: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_oracle"))
-        .args([
-            "worker",
-            "--store",
-            url,
-            "--lease-ms",
-            "1000",
-            "--poll-ms",
-            "100",
-            "--until-idle",
-        ])
-        .args(extra)
-        .current_dir(dir)
-        .stdin(Stdio::null())
+    let out = worker_command(dir, url, &[&["--until-idle"], extra].concat())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
