@@ -406,6 +406,7 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
             plan: a.plan.clone().map(oracle_host::NewPlan::File),
             by: who(a.by.as_ref()),
             key: a.key.clone(),
+            door: oracle_host::Door::Terminal,
             given: a.drive.given(),
             drive: settings.drive(),
             progress: Some(&mut progress),

@@ -872,7 +872,9 @@ fn a_cancel_through_the_api_records_the_token_as_who_and_a_second_is_refused() {
 fn a_fork_through_the_api_records_the_token_as_who_and_shares_its_prefix() {
     let (sb, alice, _) = setup();
     run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
-    let s = Server::start(sb.path(), &[]);
+    // A fork that brings a plan is admitted like a new run: the server must start runs.
+    let root = sb.path().to_str().unwrap().to_owned();
+    let s = Server::start(sb.path(), &["--root", &root]);
     let url = s.url("/api/v1/runs/escalation-1/fork");
     let body = json!({"step": "total", "value": {"value": {"total": 1240}}});
     let (status, v) = call("POST", &url, Some(&alice), Some(&body));
@@ -2634,4 +2636,137 @@ fn a_sleeping_runs_timer_is_on_its_page_and_in_the_api() {
     assert!(timers.contains("nap"), "{timers}");
     assert!(timers.contains(&set.due), "{timers}");
     assert!(timers.contains("status-pending"), "not fired yet: {timers}");
+}
+
+/// A run started at the terminal that may run `sh`, and waits on a person before it does.
+const SHELL_PARENT: &str = "plan shell version 1\n\
+grant proc:exec:sh\n\
+ok = human.ask { question: \"go?\" }\n";
+
+/// The same plan, brought by a fork: after the answer, a shell command of the forker's.
+const SHELL_FORK: &str = "plan shell version 1\n\
+grant proc:exec:sh\n\
+ok = human.ask { question: \"go?\" }\n\
+pwn = proc.exec { program: \"sh\", args: [\"-c\", \"touch pwned\"] }\n  after ok\n";
+
+/// Issue 53's critical finding: `POST /runs/{id}/fork` with a plan ran that plan under the
+/// parent's grants, so a token holder ran a shell command of their own, even on a server that
+/// starts no runs. Every door that takes a plan (`POST /runs`, a fork through the API and the
+/// run page's form, a schedule added through the API) goes through `oracle_host::admit` and
+/// refuses what `POST /runs` refuses, with the same code; nothing runs and no run is created.
+#[test]
+fn every_door_that_takes_a_plan_refuses_what_post_runs_refuses() {
+    let (sb, alice, _) = setup();
+    std::fs::write(sb.path().join("shell.plan"), SHELL_PARENT).unwrap();
+    run(&sb, &["run", "shell.plan"], 3);
+    let runs = || {
+        std::fs::read_dir(sb.path().join(".oracle/runs"))
+            .unwrap()
+            .count()
+    };
+    let before = runs();
+    let fork_body = json!({"step": "ok", "value": "yes", "plan": SHELL_FORK});
+    let doors = |s: &Server, pair: &str, csrf: &str| -> Vec<(&'static str, u16, String)> {
+        let mut out = Vec::new();
+        let (st, v) = start_run(s, &alice, &json!({"plan": SHELL_FORK}));
+        out.push(("POST /api/v1/runs", st, v["error"]["code"].to_string()));
+        let url = s.url("/api/v1/runs/shell-1/fork");
+        let (st, v) = call("POST", &url, Some(&alice), Some(&fork_body));
+        out.push((
+            "POST /api/v1/runs/{id}/fork",
+            st,
+            v["error"]["code"].to_string(),
+        ));
+        let sched = json!({"name": "nightly", "cron": "0 3 * * *", "plan": SHELL_FORK});
+        let (st, v) = call(
+            "POST",
+            &s.url("/api/v1/schedules"),
+            Some(&alice),
+            Some(&sched),
+        );
+        out.push(("POST /api/v1/schedules", st, v["error"]["code"].to_string()));
+        let form = format!(
+            "csrf={csrf}&step=ok&at=&value=%22yes%22&plan={}",
+            form_encode(SHELL_FORK)
+        );
+        let (st, body) = form_post(s, "/runs/shell-1/fork", pair, &form);
+        out.push(("POST /runs/{id}/fork (form)", st, body));
+        out
+    };
+    // Without --root: every door says the server starts no runs.
+    let s = Server::start(sb.path(), &[]);
+    let (pair, csrf) = json_login(&s, &alice);
+    for (door, status, code) in doors(&s, &pair, &csrf) {
+        assert_eq!(status, 403, "{door}: {code}");
+        if !door.ends_with("(form)") {
+            assert_eq!(code, "\"starts_off\"", "{door}");
+        }
+    }
+    drop(s);
+    // With --root: the program-running grant (the plan's own, or the parent's the fork keeps)
+    // is refused at every door with the code `POST /runs` gives.
+    let root = sb.path().to_str().unwrap().to_owned();
+    let s = Server::start(sb.path(), &["--root", &root]);
+    let (pair, csrf) = json_login(&s, &alice);
+    for (door, status, code) in doors(&s, &pair, &csrf) {
+        assert_eq!(status, 403, "{door}: {code}");
+        if door.ends_with("(form)") {
+            assert!(code.contains("cannot run programs"), "{door}: {code}");
+        } else {
+            assert_eq!(code, "\"not_allowed\"", "{door}");
+        }
+    }
+    // A fork of a parent that may run programs is refused even when the plan given names no
+    // such grant: the fork keeps the parent's grants.
+    let quiet = SHELL_FORK.replace("grant proc:exec:sh\n", "");
+    let body = json!({"step": "ok", "value": "yes", "plan": quiet});
+    let (status, v) = call(
+        "POST",
+        &s.url("/api/v1/runs/shell-1/fork"),
+        Some(&alice),
+        Some(&body),
+    );
+    assert_error(status, &v, 403, "not_allowed");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("recorded grant `proc:exec:sh`"),
+        "{v}"
+    );
+    assert!(!sb.path().join("pwned").exists(), "no shell command ran");
+    assert_eq!(runs(), before, "no run was created");
+    // The person at the terminal forks with their own plan as before.
+    std::fs::write(sb.path().join("fork.plan"), SHELL_FORK).unwrap();
+    run(
+        &sb,
+        &[
+            "fork",
+            "shell-1",
+            "--step",
+            "ok",
+            "--value",
+            "\"yes\"",
+            "--plan",
+            "fork.plan",
+        ],
+        0,
+    );
+    assert!(
+        sb.path().join("pwned").exists(),
+        "the terminal's own fork ran"
+    );
+}
+
+/// `application/x-www-form-urlencoded` for a form field's value.
+fn form_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            b' ' => "+".to_owned(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

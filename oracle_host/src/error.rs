@@ -59,6 +59,12 @@ pub enum HostError {
     /// A run asked for over the network names what such a run may not (`crate::request`).
     #[error("{what}; nothing was created")]
     NotAllowed { what: String },
+    /// A plan came over the network to a server started without `--root` (`crate::admit`,
+    /// rule 1).
+    #[error(
+        "this server starts no runs: start it with --root DIR, the directory runs started through the API work in (docs/API.md, \"POST /runs\")"
+    )]
+    StartsOff,
     /// A named belief store refused or could not be read (`crate::shared`).
     #[error(transparent)]
     Shared(#[from] SharedError),
@@ -160,6 +166,7 @@ impl HostError {
                 Class::of("internal", exit::INPUT, http::INTERNAL)
             }
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
+            HostError::StartsOff => Class::of("starts_off", exit::INPUT, http::FORBIDDEN),
             HostError::Shared(e) => shared_class(e),
             HostError::Evolve(e) => evolve_class(e),
             HostError::Schedule { code, .. } => {

@@ -14,6 +14,7 @@ use oracle_runtime::session::{self, Drive, RunDir, Session, SessionError};
 use oracle_runtime::tool::Registry;
 use serde_json::Value;
 
+use crate::admit::{self, Door};
 use crate::bind::{Given, ToolChange};
 use crate::error::HostError;
 use crate::home::{Existing, Home, Resume, Start, Upgrade};
@@ -33,6 +34,9 @@ pub struct Fork<'p> {
     /// the first instead of making another ([`Start::Existing`]); with anything else it is
     /// refused (`key_conflict`).
     pub key: Option<String>,
+    /// Who asks for it: a plan given over the network is admitted like a new run
+    /// ([`crate::admit`]), with the parent's recorded grants, which the fork keeps.
+    pub door: Door<'p>,
     /// Bindings given again, and how the fork's first drive runs.
     pub given: Given,
     pub drive: Drive,
@@ -89,6 +93,9 @@ impl Home {
     /// checked before the fork is created; a value its step refuses removes the fork again.
     pub fn fork(&self, run: &str, f: Fork<'_>) -> Result<Start<Forked>, HostError> {
         let parent = self.find(run)?;
+        if let Some(NewPlan::Text(text)) = &f.plan {
+            self.admit_fork(&parent, text, f.door)?;
+        }
         let (registry, _) = self.registry(
             &parent,
             &f.given,
@@ -203,6 +210,35 @@ impl Home {
             shared,
             session,
         }))
+    }
+
+    /// Admits the plan a fork of `parent` is given at `door` ([`admit::admit`]): the fork keeps
+    /// the parent's recorded grants and works where the parent did, so both are part of what is
+    /// admitted.
+    fn admit_fork(&self, parent: &RunDir, text: &str, door: Door<'_>) -> Result<(), HostError> {
+        if let Door::Terminal = door {
+            return Ok(());
+        }
+        let events = Recorded::read(&parent.paths.log).map_err(SessionError::from)?;
+        let inherited = match events.event(0).map(|e| e.typed()) {
+            Some(Ok(Payload::RunStarted(p))) => p.grants,
+            _ => {
+                return Err(SessionError::NoStart {
+                    path: parent.paths.log.clone(),
+                }
+                .into());
+            }
+        };
+        let works_in = self.workdir(parent)?;
+        admit::admit(
+            door,
+            admit::Plan {
+                text,
+                inherited: &inherited,
+                works_in: Some(&works_in),
+            },
+        )?;
+        Ok(())
     }
 
     /// The fork a key made already, when `want` matches what it recorded; a key that named

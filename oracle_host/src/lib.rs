@@ -11,6 +11,7 @@
 // on purpose (see oracle_runtime/src/lib.rs).
 #![allow(clippy::result_large_err)]
 
+pub mod admit;
 pub mod bind;
 pub mod error;
 pub mod evolve;
@@ -33,6 +34,7 @@ pub mod timers;
 mod transfer;
 pub mod worker;
 
+pub use admit::{Admitted, Door, admit};
 pub use bind::ToolChange;
 pub use bind::{Bound, Given};
 pub use error::{Class, HostError};

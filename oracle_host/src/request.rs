@@ -4,11 +4,10 @@
 //! (`oracle serve --root DIR`), never against a path in the request, and no grant lets it run
 //! programs.
 //!
-//! What is absent, by design: no path from the request (the plan's `tools` lines, sub-plans and
-//! `fs` grants are relative and stay under the root); no `proc` grant (a program is not confined
-//! by grants, docs/SECURITY.md); no grant beyond the plan text's own.
+//! What such a plan may name is decided by the one admission rule (`crate::admit`), which every
+//! door that takes a plan calls; this module only turns a request into a run's options.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use std::collections::BTreeMap;
 
@@ -16,6 +15,7 @@ use oracle_runtime::session::{Prepared, Session, StartOptions};
 use oracle_runtime::shared::SharedError;
 use serde_json::{Map, Value};
 
+use crate::admit::{Door, Plan, admit};
 use crate::bind::Given;
 use crate::error::HostError;
 use crate::home::{Home, Start};
@@ -32,67 +32,20 @@ pub struct RunRequest {
     pub seed: u64,
 }
 
-/// Why a requested plan is refused before anything is created.
-fn refused(what: String) -> HostError {
-    HostError::NotAllowed { what }
-}
-
-/// A directory written in a requested plan: relative and never climbing out of the root.
-fn inside(path: &str) -> bool {
-    let p = Path::new(path);
-    !path.is_empty()
-        && p.components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-}
-
-/// Refuses what a requested plan may not name (module docs), and returns the directories its
-/// `tools` lines name, under `root`.
-pub fn check_plan(source: &str, root: &Path) -> Result<Vec<PathBuf>, HostError> {
-    // A plan that does not parse is left to the compiler, which names every error.
-    let Some(plan) = oracle_plan::parse(source).0 else {
-        return Ok(Vec::new());
-    };
-    for grant in &plan.grants {
-        let g = grant.node.as_str();
-        let mut parts = g.splitn(3, ':');
-        let (domain, scope) = (parts.next().unwrap_or(""), parts.nth(1).unwrap_or(""));
-        if domain == "proc" || domain == "*" {
-            return Err(refused(format!(
-                "grant `{g}`: a run started through the API cannot run programs (programs are not confined by grants; docs/SECURITY.md)"
-            )));
-        }
-        if domain == "fs" && (scope.starts_with('/') || scope.split('/').any(|c| c == "..")) {
-            return Err(refused(format!(
-                "grant `{g}`: a run started through the API reaches files under the server's --root only (a relative scope without `..`)"
-            )));
-        }
-    }
-    let mut dirs = Vec::new();
-    for t in &plan.tools {
-        if !inside(&t.node) {
-            return Err(refused(format!(
-                "tools \"{}\": a run started through the API loads tools from under the server's --root only (a relative path without `..`)",
-                t.node
-            )));
-        }
-        dirs.push(root.join(&t.node));
-    }
-    Ok(dirs)
-}
-
 impl Home {
-    /// Starts the run `request` asks for in the background (`POST /api/v1/runs` on a file home),
-    /// in the working root `root`: checked as [`check_plan`] says, then as every new run
-    /// ([`Home::launch`]). Models and secrets come from `given` (the server's own bindings).
+    /// Starts the run `request` asks for in the background (`POST /api/v1/runs` on a file home)
+    /// on a server whose `--root` is `root` (`None`: it starts no runs): admitted at the
+    /// network's door ([`admit`]), then checked as every new run is ([`Home::launch`]). Models
+    /// and secrets come from `given` (the server's own bindings).
     pub fn launch_request(
         &self,
         request: RunRequest,
-        root: &Path,
+        root: Option<&Path>,
         given: &Given,
         ended: impl FnOnce(&str, Result<Session, HostError>) + Send + 'static,
     ) -> Result<Start<Prepared>, HostError> {
-        let tool_dirs = check_plan(&request.plan, root)?;
-        let opts = request.options(self.dir(), root)?;
+        let (root, tool_dirs) = request.admit(root)?;
+        let opts = request.options(self.dir(), &root)?;
         self.launch(opts, given, tool_dirs, ended)
     }
 }
@@ -131,6 +84,21 @@ pub fn attached_memory(
 }
 
 impl RunRequest {
+    /// Admits this request's plan at the network's door of a server whose `--root` is `root`
+    /// ([`admit`]): the root it works in and the tool directories its `tools` lines name.
+    pub fn admit(&self, root: Option<&Path>) -> Result<(PathBuf, Vec<PathBuf>), HostError> {
+        let admitted = admit(
+            Door::Network { root },
+            Plan {
+                text: &self.plan,
+                inherited: &[],
+                works_in: None,
+            },
+        )?;
+        let root = admitted.root.ok_or(HostError::StartsOff)?;
+        Ok((root, admitted.tool_dirs))
+    }
+
     /// The options of the run this request asks for, in home `home`, working in `root`: with
     /// its plan's `memory` line, attached to that store ([`attached_memory`]).
     pub fn options(self, home: &Path, root: &Path) -> Result<StartOptions, HostError> {
@@ -144,31 +112,5 @@ impl RunRequest {
             root: root.to_path_buf(),
             ..StartOptions::new(home, &root.join(REQUEST_PLAN_NAME))
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn plan(lines: &str) -> String {
-        format!("plan p version 1\n{lines}\ns = json.parse {{ text: \"1\" }}\n")
-    }
-
-    #[test]
-    fn paths_from_a_request_stay_under_the_root() {
-        let root = Path::new("/srv/work");
-        assert!(check_plan(&plan("grant fs:read:data/**"), root).is_ok());
-        assert!(check_plan(&plan("grant fs:write:*.txt"), root).is_ok());
-        assert!(check_plan(&plan("grant net:http:127.0.0.1:*"), root).is_ok());
-        assert!(check_plan(&plan("grant fs:read:/etc/**"), root).is_err());
-        assert!(check_plan(&plan("grant fs:read:../x"), root).is_err());
-        assert!(check_plan(&plan("grant proc:exec:*"), root).is_err());
-        assert_eq!(
-            check_plan(&plan("tools \"tools\""), root).expect("allowed"),
-            vec![root.join("tools")]
-        );
-        assert!(check_plan(&plan("tools \"/opt/tools\""), root).is_err());
-        assert!(check_plan(&plan("tools \"a/../../b\""), root).is_err());
     }
 }

@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::bind::Given;
 use crate::error::HostError;
 use crate::home::{Home, Start};
-use crate::request::{RunRequest, check_plan};
+use crate::request::RunRequest;
 use crate::signal::{Answer, DriveSettings, Signal};
 
 /// The file that marks a directory as a server's mirror of a store: only a directory holding
@@ -431,20 +431,21 @@ impl StoreFront {
         })
     }
 
-    /// Submits the run `request` asks for, in the working root `root`, for the workers:
-    /// checked as [`check_plan`] and every new run are ([`Home::prepare_submission`], in a
+    /// Submits the run `request` asks for, for the workers, on a server whose `--root` is
+    /// `root`: admitted at the network's door ([`RunRequest::admit`]) and checked as every new
+    /// run is ([`Home::prepare_submission`], in a
     /// scratch home), then stored with its key (a key that started a run already with the same
     /// plan, inputs and seed returns that run; with anything else, `key_conflict`).
     pub fn submit(
         &self,
         request: RunRequest,
-        root: &Path,
+        root: Option<&Path>,
         given: &Given,
     ) -> Result<StoreStart, HostError> {
-        let tool_dirs = check_plan(&request.plan, root)?;
+        let (root, tool_dirs) = request.admit(root)?;
         let scratch = self.new_scratch()?;
         let key = request.key.clone();
-        let opts = request.options(&scratch.dir, root)?;
+        let opts = request.options(&scratch.dir, &root)?;
         let prepared = match scratch.home.prepare_submission(opts, given, tool_dirs)? {
             Start::New(p) => p,
             // A scratch home holds no keys: the store's are in the store (below).

@@ -43,10 +43,6 @@ pub enum ApiError {
     Busy { what: &'static str, limit: u64 },
     #[error("{0}")]
     Unavailable(String),
-    #[error(
-        "this server starts no runs: start it with --root DIR, the directory runs started through the API work in (docs/API.md, \"POST /runs\")"
-    )]
-    StartsOff,
     #[error(transparent)]
     Session(#[from] SessionError),
     #[error(transparent)]
@@ -89,7 +85,6 @@ impl ApiError {
                 json!({"limit": limit}),
             ),
             ApiError::Unavailable(_) => simple(S::SERVICE_UNAVAILABLE, exit::INPUT, "unavailable"),
-            ApiError::StartsOff => simple(S::FORBIDDEN, exit::INPUT, "starts_off"),
             ApiError::Store(e) => class_parts(oracle_host::error::store_class(e)),
             ApiError::Session(e) => class_parts(oracle_host::error::session_class(e)),
             ApiError::Host(e) => class_parts(e.class()),

@@ -1,7 +1,7 @@
 //! `/api/v1/schedules`: list, add, pause, resume, trigger and delete schedules, through the
 //! host (`oracle_host::schedule` on a file home, `oracle_host::schedule_store` over a store).
 //! A schedule added through the API keeps its plan's text and works in the server's `--root`,
-//! with the rules of a run started through the API (`oracle_host::request::check_plan`).
+//! with the rules of a run started through the API (`oracle_host::admit`).
 
 use std::collections::BTreeMap;
 
@@ -72,8 +72,17 @@ pub fn list(state: &AppState) -> Result<Value, ApiError> {
 
 /// Adds the schedule `body` asks for, in the server's `--root`.
 pub fn add(state: &AppState, body: AddBody) -> Result<Value, ApiError> {
-    let root = state.config.root.as_ref().ok_or(ApiError::StartsOff)?;
-    oracle_host::request::check_plan(&body.plan, root)?;
+    let admitted = oracle_host::admit(
+        oracle_host::Door::Network {
+            root: state.config.root.as_deref(),
+        },
+        oracle_host::admit::Plan {
+            text: &body.plan,
+            inherited: &[],
+            works_in: None,
+        },
+    )?;
+    let root = admitted.root.ok_or(oracle_host::HostError::StartsOff)?;
     let new = NewSchedule {
         plan: root.join(format!("{}.plan", body.name)),
         name: body.name,

@@ -163,6 +163,9 @@ pub fn fork(
             plan: body.plan.map(oracle_host::NewPlan::Text),
             key: body.key,
             by: Some(by.to_owned()),
+            door: oracle_host::Door::Network {
+                root: state.config.root.as_deref(),
+            },
             given: oracle_host::Given::default(),
             drive: session::Drive::default(),
             progress: None,
@@ -305,7 +308,7 @@ pub fn answer(
 /// run, its current `status` and `"existing": true`. Its outcome is in its log; one line goes to
 /// `<home>/serve-resume.log` when the drive ends.
 pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode, Value), ApiError> {
-    let root = state.config.root.as_ref().ok_or(ApiError::StartsOff)?;
+    let root = state.config.root.as_deref();
     let request = oracle_host::request::RunRequest {
         plan: body.plan,
         inputs: body.inputs,
@@ -331,6 +334,8 @@ pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode,
             ),
         });
     }
+    // Admitted before a place among the drives is taken (the launch admits it again, cheaply).
+    request.admit(root)?;
     let log_path = state.home.join(RESUME_LOG_FILE);
     let who = by.to_owned();
     // Taken before anything is created; a key that finds its run gives it back at once.
