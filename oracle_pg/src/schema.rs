@@ -210,3 +210,23 @@ CREATE TABLE memory_ledger (
 
 /// The schema version this binary writes and reads.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;
+
+#[cfg(test)]
+mod tests {
+    /// The README's store walkthrough says which schema `oracle store init` migrates to: it
+    /// must be this build's (it once said 6 after four more migrations).
+    #[test]
+    fn the_readme_names_the_current_schema_version() {
+        let readme = include_str!("../../README.md");
+        let said: Vec<i32> = readme
+            .lines()
+            .filter_map(|l| l.split("# schema version 0 -> ").nth(1))
+            .map(|n| n.trim().parse().expect("a number"))
+            .collect();
+        assert_eq!(
+            said,
+            [super::VERSION],
+            "README.md's `oracle store init` line"
+        );
+    }
+}

@@ -20,7 +20,9 @@ FIXTURES = REPO / "fixtures"
 def _find_bin() -> Path | None:
     env = os.environ.get("ORACLE_BIN")
     if env:
-        return Path(env)
+        # Resolved against the directory pytest was started from: the tests run the binary from
+        # other directories, where a relative path would name nothing.
+        return Path(env).resolve()
     candidate = REPO / "target" / "debug" / "oracle"
     return candidate if candidate.exists() else None
 

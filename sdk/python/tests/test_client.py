@@ -330,3 +330,42 @@ def test_every_read_answers_as_described(server: Server) -> None:
         assert r.status_code == 400 and r.json()["error"]["code"] == "usage"
         r = h.post(f"/runs/{quick}/answer", content=b"{}", headers={"content-type": "text/plain"})
         assert r.status_code == 415
+
+
+NAP_PLAN = """plan nap version 1
+
+ok = human.ask { question: "Nap?" }
+
+nap = sleep { for: "1s" }
+  after ok
+
+note = text.count { text: "woke at " + nap.fired }
+"""
+
+
+def test_wait_after_an_answer_goes_through_a_sleep_to_the_end(
+    server: Server, client: Client
+) -> None:
+    # Issue 58: `answer(); wait()` stopped at the run's timer, which the server wakes by itself.
+    run = client.start_run(NAP_PLAN).id
+    assert client.wait(run).status == "suspended"
+    client.answer(run, "ok", "yes", resume=True)
+    done = client.wait(run, timeout=60.0)
+    assert done.status == "completed", done
+    # Asked to, it stops at the timer (or later, when the wheel was quicker).
+    run2 = client.start_run(NAP_PLAN).id
+    client.wait(run2)
+    client.answer(run2, "ok", "yes", resume=True)
+    at = client.wait(run2, through_sleeps=False, timeout=60.0)
+    assert at.sleeping or at.status == "completed", at
+
+
+def test_async_wait_goes_through_a_sleep(server: Server) -> None:
+    async def go() -> str:
+        async with AsyncClient(server.url, token=server.token) as c:
+            run = (await c.start_run(NAP_PLAN)).id
+            await c.wait(run)
+            await c.answer(run, "ok", "yes", resume=True)
+            return (await c.wait(run, timeout=60.0)).status
+
+    assert asyncio.run(go()) == "completed"

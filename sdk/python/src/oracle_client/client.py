@@ -25,7 +25,7 @@ from .errors import OracleError
 from .models import SETTLED, Event, Inbox, InboxItem, Run, StartedRun
 
 #: Kinds after which a run's status may have changed (what ``wait`` looks again at).
-_STATUS_KINDS = frozenset({"suspended", "resumed", "run_finished"})
+_STATUS_KINDS = frozenset({"suspended", "resumed", "timer_fired", "run_finished"})
 #: How long ``start_run`` waits for a run started in the background to show its first event.
 _START_VISIBLE_S = 5.0
 #: Consecutive failed reconnections after which ``stream`` gives up.
@@ -349,23 +349,26 @@ class Client:
         id: str,
         statuses: Sequence[str] = SETTLED,
         timeout: float = 60.0,
+        through_sleeps: bool = True,
     ) -> Run:
         """Waits until the run's status is one of ``statuses`` and returns it.
 
         Follows the run's event stream (not polling) and looks at the run again after each
-        event that can change its status. Raises :class:`TimeoutError` after ``timeout``
-        seconds.
+        event that can change its status. A run suspended on a ``sleep`` timer wakes by itself,
+        so it is waited through unless ``through_sleeps`` is false (``answer(...)`` then
+        ``wait()`` ends where a person is needed or the run ends, not at a timer). Raises
+        :class:`TimeoutError` after ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
         run = self.get_run(id)
-        if run.status in statuses:
+        if run.settled_in(statuses, through_sleeps):
             return run
         tail = self._tail(id, run.events, deadline)
         try:
             for e in tail:
                 if e is not None and e.kind in _STATUS_KINDS:
                     run = self.get_run(id)
-                    if run.status in statuses:
+                    if run.settled_in(statuses, through_sleeps):
                         return run
                 if time.monotonic() >= deadline:
                     break
@@ -612,18 +615,20 @@ class AsyncClient:
         id: str,
         statuses: Sequence[str] = SETTLED,
         timeout: float = 60.0,
+        through_sleeps: bool = True,
     ) -> Run:
-        """Waits (on the event stream) until the run's status is one of ``statuses``."""
+        """Waits (on the event stream) until the run's status is one of ``statuses``, through
+        ``sleep`` timers unless ``through_sleeps`` is false (as :meth:`Client.wait`)."""
         deadline = time.monotonic() + timeout
         run = await self.get_run(id)
-        if run.status in statuses:
+        if run.settled_in(statuses, through_sleeps):
             return run
         tail = self._tail(id, run.events, deadline)
         try:
             async for e in tail:
                 if e is not None and e.kind in _STATUS_KINDS:
                     run = await self.get_run(id)
-                    if run.status in statuses:
+                    if run.settled_in(statuses, through_sleeps):
                         return run
                 if time.monotonic() >= deadline:
                     break

@@ -6,6 +6,7 @@ Each model keeps the answer it was made from in ``raw``, so a field this SDK doe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,18 @@ class Run:
     answered: dict[str, Any] | None = None
     existing: bool | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def sleeping(self) -> bool:
+        """Whether the run is suspended on a ``sleep`` timer: it wakes by itself when the timer
+        is due (the server's wheel, or a store's worker, fires it), with nobody to answer."""
+        w = self.waiting_on or {}
+        return self.status == "suspended" and w.get("kind") == "yield" and "timer" in w
+
+    def settled_in(self, statuses: Sequence[str], through_sleeps: bool) -> bool:
+        """Whether ``wait`` stops at this run: its status is one of ``statuses``, and it is not
+        a sleep that will wake by itself (unless ``through_sleeps`` is false)."""
+        return self.status in statuses and not (through_sleeps and self.sleeping)
 
     @classmethod
     def of(cls, d: dict[str, Any], existing: bool | None = None) -> Run:
