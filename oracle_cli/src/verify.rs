@@ -59,9 +59,11 @@ pub struct VerifyArgs {
     #[arg(long, requires = "pubkey")]
     no_witness: bool,
     /// The run this one was forked from (id, directory or log): also prove the shared prefix.
-    /// The fork's `forked` event must stand right after the events it shares, and the parent's
-    /// log (verified too) must hold the same hash at the last of them, which commits to every
-    /// event before it. Exit 4 when it does not.
+    /// The fork's `forked` event must stand right after the events it shares and name this run
+    /// (a run's id is its directory's name; a bare log has none, so its id is not compared),
+    /// and the parent's log (verified too) must hold the same hash at the last of them, which
+    /// commits to every event before it. Exit 4 when it does not: code `not_the_parent` for
+    /// another run than the one the fork names, `fork_prefix` otherwise.
     #[arg(long, value_name = "RUN")]
     parent: Option<PathBuf>,
 }
@@ -179,13 +181,18 @@ fn verify(home: &Path, a: VerifyArgs, by_name: bool) -> Result<u8, CliError> {
         None => None,
     };
     let result = verify_resolved(&a, &paths, &shown);
-    if let (Ok(exit::OK), Some(f), false) = (&result, &parent, a.json) {
+    if let (Ok(exit::OK), Some((f, compared)), false) = (&result, &parent, a.json) {
         outln!(
-            "  parent   {} shares events 0..{} (head {} at event {})",
+            "  parent   {} shares events 0..{} (head {} at event {}){}",
             f.parent,
             f.seq,
             f.head,
-            f.seq.saturating_sub(1)
+            f.seq.saturating_sub(1),
+            if *compared {
+                ""
+            } else {
+                "; a bare log was given, so the run id was not compared"
+            }
         )?;
     }
     match result {
@@ -198,22 +205,33 @@ fn verify(home: &Path, a: VerifyArgs, by_name: bool) -> Result<u8, CliError> {
     }
 }
 
-/// `--parent`: the fork at `fork_log` shares its prefix with the run `parent` names
-/// (`oracle_runtime::fork::prove_prefix`), or exit 4 saying why not.
+/// `--parent`: the fork at `fork_log` is a fork of the run `parent` names and shares its
+/// prefix (`oracle_runtime::fork::prove_prefix`), or exit 4 saying why not (code
+/// `not_the_parent` for another run than the one the fork names, `fork_prefix` otherwise).
+/// Returns the `forked` event and whether the run's id was compared (a bare log has none).
 fn prove_parent(
     home: &Path,
     fork_log: &Path,
     parent: &Path,
     json_out: bool,
-) -> Result<oracle_core::payload::Forked, CliError> {
+) -> Result<(oracle_core::payload::Forked, bool), CliError> {
     let parent = crate::resolve(home, parent)?;
-    oracle_runtime::fork::prove_prefix(fork_log, &parent.log).map_err(|why| {
+    // A run's id is its directory's name (in a store, the run as named: it is written into a
+    // temporary home under that name); a bare log file carries no id to compare.
+    let id = parent
+        .run_dir
+        .as_deref()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned());
+    let proved = oracle_runtime::fork::prove_prefix(fork_log, &parent.log, id.as_deref());
+    proved.map(|f| (f, id.is_some())).map_err(|why| {
+        let kind = why.code();
         let why = why.to_string();
         let message = format!("--parent {}: {why}", parent.log.display());
         let err = CliError {
             code: exit::INTEGRITY,
             json: Some(exit::error_json(
-                Some(json!({"kind": "fork_prefix", "reason": why})),
+                Some(json!({"kind": kind, "reason": why})),
                 exit::INTEGRITY,
                 &message,
             )),

@@ -14,6 +14,11 @@ const ESCALATION: &str = "fixtures/plans/escalation.plan";
 /// The escalation fixture, run to its first suspension (`total`), answered, run to its
 /// second (`confirm`) and answered: a completed run with two outside answers.
 fn escalation_completed(sb: &Sandbox) {
+    escalation_completed_with(sb, 1250);
+}
+
+/// [`escalation_completed`] with `total` as the first answer's total.
+fn escalation_completed_with(sb: &Sandbox, total: u64) {
     let (code, _, err) = sb.oracle(&["run", ESCALATION]);
     assert_eq!(code, 3, "{err}");
     let (code, _, err) = sb.oracle(&[
@@ -22,7 +27,7 @@ fn escalation_completed(sb: &Sandbox) {
         "--step",
         "total",
         "--value",
-        r#"{"value":{"total":1250}}"#,
+        &format!(r#"{{"value":{{"total":{total}}}}}"#),
     ]);
     assert_eq!(code, 3, "{err}");
     let (code, _, err) = sb.oracle(&[
@@ -464,4 +469,71 @@ fn a_fork_with_a_key_is_made_once_and_the_key_with_anything_else_is_refused() {
     assert_eq!(v["run"], "escalation-3");
     let (code, out, err) = sb.oracle(&["verify", "escalation-3", "--parent", "escalation-1"]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// `verify FORK --parent RUN` proves a relation between two runs, not only equal bytes: a
+/// sibling fork holds the very same prefix (every hash the proof compares is equal), but it is
+/// not the run the fork names, so it is refused (exit 4, `not_the_parent`); the real parent
+/// still proves. Fails if the comparison of `forked.parent` with the run given is removed.
+#[test]
+fn verify_parent_refuses_a_run_with_the_same_prefix_that_is_not_the_parent() {
+    let sb = Sandbox::new();
+    escalation_completed(&sb);
+    let at = *boundaries(&sb, "escalation-1").last().unwrap();
+    for fork in ["escalation-2", "escalation-3"] {
+        let (code, v) = sb.json(&["fork", "escalation-1", "--at", &at.to_string(), "--json"]);
+        assert!(code == 0 || code == 3, "{v}");
+        assert_eq!(v["run"], fork, "{v}");
+    }
+    let (code, out, err) = sb.oracle(&["verify", "escalation-3", "--parent", "escalation-1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for not_parent in ["escalation-2", ".oracle/runs/escalation-2"] {
+        let (code, v) = sb.json(&["verify", "escalation-3", "--parent", not_parent, "--json"]);
+        assert_eq!(code, 4, "{not_parent}: {v}");
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["error"]["code"], "not_the_parent", "{v}");
+        let reason = v["error"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("`escalation-1`") && reason.contains("`escalation-2`"),
+            "{reason}"
+        );
+        let (code, out, err) = sb.oracle(&["verify", "escalation-3", "--parent", not_parent]);
+        assert_eq!(code, 4, "{out}{err}");
+        assert!(err.contains("not `escalation-2`"), "{err}");
+    }
+}
+
+/// The hash half of the proof: a run under the parent's very id (another home's
+/// `escalation-1`, answered differently) or a bare log of it verifies on its own, but its
+/// event at the fork's last shared seq has another hash, so the proof fails (exit 4,
+/// `fork_prefix`). Fails if the comparison of the parent's hash with `forked.head` is removed.
+#[test]
+fn verify_parent_refuses_a_run_under_the_parents_id_whose_prefix_differs() {
+    let sb = Sandbox::new();
+    escalation_completed(&sb);
+    let at = *boundaries(&sb, "escalation-1").last().unwrap();
+    let (code, v) = sb.json(&["fork", "escalation-1", "--at", &at.to_string(), "--json"]);
+    assert!(code == 0 || code == 3, "{v}");
+    let other = Sandbox::new();
+    escalation_completed_with(&other, 1300);
+    let (code, out, err) = other.oracle(&["verify", "escalation-1"]);
+    assert_eq!(code, 0, "the impostor verifies on its own: {out}{err}");
+    let impostor = other.path().join(".oracle/runs/escalation-1");
+    let bare = other.path().join("escalation-1.jsonl");
+    std::fs::copy(impostor.join("events.jsonl"), &bare).unwrap();
+    for given in [&impostor, &bare] {
+        let given = given.to_str().unwrap();
+        let (code, v) = sb.json(&["verify", "escalation-2", "--parent", given, "--json"]);
+        assert_eq!(code, 4, "{given}: {v}");
+        assert_eq!(v["error"]["code"], "fork_prefix", "{v}");
+        let reason = v["error"]["reason"].as_str().unwrap();
+        assert!(reason.contains("the prefixes differ"), "{reason}");
+    }
+    // The real parent, as a bare log too: the prefix proves (the id is not compared then).
+    let real = sb.path().join("parent.jsonl");
+    std::fs::copy(sb.log(".oracle", "escalation-1"), &real).unwrap();
+    let (code, out, err) =
+        sb.oracle(&["verify", "escalation-2", "--parent", real.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("the run id was not compared"), "{out}");
 }

@@ -397,6 +397,11 @@ pub enum PrefixError {
     },
     #[error("the fork's event {seq} does not have the head its `forked` event names")]
     ForkHead { seq: u64 },
+    /// The run given is not the one the fork's `forked` event names: a sibling fork or a run
+    /// of the same plan can hold the very same prefix, so equal hashes alone do not make it
+    /// the parent.
+    #[error("its `forked` event names run `{named}` as its parent, not `{given}`")]
+    NotTheParent { named: String, given: String },
     #[error("the parent's log does not verify: {0}")]
     ParentDamaged(crate::error::StoreError),
     /// Hashes shortened as [`oracle_core::Hash::short`] writes them.
@@ -410,19 +415,40 @@ pub enum PrefixError {
     },
 }
 
-/// Proves that the fork whose log is `fork_log` shares its first events with the run whose log
-/// is `parent_log`: the fork's `forked` event stands right after the prefix it names, and both
-/// logs hold its `head` as the hash of the prefix's last event. A chain hash commits to every
-/// event up to it, so equal hashes there are equal prefixes. The parent's log is verified
-/// whole (its hashes are only worth comparing if they hold); the fork's is the caller's to
-/// verify. Returns the `forked` event, or why the proof fails.
+impl PrefixError {
+    /// The stable code `oracle verify --parent` reports: `not_the_parent` when the run given
+    /// is another run than the one the fork names, `fork_prefix` for every other failure of
+    /// the proof.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PrefixError::NotTheParent { .. } => "not_the_parent",
+            _ => "fork_prefix",
+        }
+    }
+}
+
+/// Proves that the fork whose log is `fork_log` is a fork of the run whose log is
+/// `parent_log` and shares its first events: the fork's `forked` event stands right after the
+/// prefix it names, names `parent_id` as its parent (when the parent is a run, which has an
+/// id; a bare log file has none), and both logs hold its `head` as the hash of the prefix's
+/// last event. A chain hash commits to every event up to it, so equal hashes there are equal
+/// prefixes. The parent's log is verified whole (its hashes are only worth comparing if they
+/// hold); the fork's is the caller's to verify. Returns the `forked` event, or why the proof
+/// fails.
 pub fn prove_prefix(
     fork_log: &Path,
     parent_log: &Path,
+    parent_id: Option<&str>,
 ) -> std::result::Result<payload::Forked, PrefixError> {
     let (at, f) = forked_of(fork_log).ok_or(PrefixError::NotAFork)?;
     if at != f.seq || f.seq == 0 {
         return Err(PrefixError::Misplaced { at, prefix: f.seq });
+    }
+    if let Some(given) = parent_id.filter(|&given| given != f.parent) {
+        return Err(PrefixError::NotTheParent {
+            named: f.parent,
+            given: given.to_owned(),
+        });
     }
     let hash_at = |log: &Path, seq: u64| {
         crate::index::IndexedLog::open(log)

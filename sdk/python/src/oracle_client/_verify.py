@@ -49,6 +49,11 @@ KINDS = (
     "adjudications_expired",
     "claim_recorded",
     "reinstated",
+    "forked",
+    "plan_upgraded",
+    "timer_set",
+    "timer_fired",
+    "patch_proposed",
 )
 _KIND_SET = frozenset(KINDS)
 _HEX = frozenset("0123456789abcdef")
@@ -357,9 +362,17 @@ def _u64_check(v: object) -> str | None:
 
 
 def _hash_check(v: object) -> str | None:
+    """A hash inside a payload, with the words of oracle_core's ``Hash`` deserializer: a
+    non-string is a type error; a string is measured in UTF-8 bytes, then read byte by byte."""
     if _hash(v) is not None:
         return None
-    return f"invalid type: {_describe(v)}, expected 64 lowercase hex characters"
+    if not isinstance(v, str):
+        return f"invalid type: {_describe(v)}, expected 64 lowercase hex characters"
+    raw = v.encode("utf-8", "surrogatepass")
+    if len(raw) != 64:
+        return f"a hash is 64 hex characters, found {len(raw)}"
+    at = next((i for i, c in enumerate(raw) if chr(c) not in _HEX), 0)
+    return f"a hash is lowercase hex; character {at} is not"
 
 
 def _any(_v: object) -> str | None:
@@ -395,12 +408,24 @@ def _expected(names: list[str] | tuple[str, ...]) -> str:
 
 
 def _one_of(*words: str) -> _Check:
+    """A unit variant of a serde enum read from a JSON value, as serde_json reads one: a string
+    names it; so does a map of one key, whose value must be null (``{"completed": null}`` is
+    ``"completed"`` to ``oracle verify``, so it is here); anything else is a type error."""
+
     def check(v: object) -> str | None:
-        if not isinstance(v, str):
-            return f"invalid type: {_describe(v)}, expected a variant"
-        if v in words:
-            return None
-        return f"unknown variant `{v}`, expected {_expected(words)}"
+        if isinstance(v, dict):
+            if len(v) != 1:
+                return "invalid value: map, expected map with a single key"
+            ((name, inner),) = v.items()
+        elif isinstance(v, str):
+            name, inner = v, None
+        else:
+            return f"invalid type: {_describe(v)}, expected string or map"
+        if name not in words:
+            return f"unknown variant `{name}`, expected {_expected(words)}"
+        if inner is not None:
+            return f"invalid type: {_describe(inner)}, expected unit"
+        return None
 
     return check
 
@@ -469,9 +494,20 @@ _SHAPES: dict[str, _Check] = {
     "adjudicated": _struct(
         {"handle": _S, "verdict": _S, "evidence": _S, "note": _S, "effects": _V}, {"by": _S}
     ),
-    "adjudications_expired": _struct({"now": _U, "expired": _V}),
+    "adjudications_expired": _struct({"now": _U, "expired": _V}, {"fired_ms": _U}),
     "claim_recorded": _struct({"assertion": _V, "note": _S}, {"by": _S}),
     "reinstated": _struct({"claim": _S, "evidence": _S, "note": _S, "effects": _V}),
+    "forked": _struct(
+        {"parent": _S, "seq": _U, "head": _H},
+        {"by": _S, "step": _S, "value": _V, "key": _S},
+    ),
+    "plan_upgraded": _struct({"from": _H, "to": _H, "program": _S}, {"by": _S}),
+    "timer_set": _struct({"step": _S, "due_ms": _U, "due": _S, "set_ms": _U}),
+    "timer_fired": _struct({"step": _S, "due_ms": _U, "fired_ms": _U, "fired": _S}),
+    "patch_proposed": _struct(
+        {"step": _S, "plan": _S, "plan_hash": _H, "program": _S, "base": _H, "reason": _S},
+        {"model_call": _U},
+    ),
 }
 
 
