@@ -199,17 +199,12 @@ pub fn for_run(
     let Ok(found) = session::find(home, run) else {
         return Ok(());
     };
-    // The run's own directories only where the home's key vouches for them (run.json is not
-    // hashed): otherwise they are given again with --tools.
+    // The run's own directories only where its home's key vouches for them (run.json is not
+    // hashed): otherwise they are given again with --tools. Nothing else is bound (replay).
     let host = oracle_host::Home::open(home).map_err(|e| crate::run::host_error(e, false))?;
-    let given = oracle_host::Given {
-        tools: extra.to_vec(),
-        ..Default::default()
-    };
     let dirs = host
-        .bindings(&found, &given, false)
-        .map_err(|e| crate::run::host_error(e, false))?
-        .tools;
+        .replay_tools(&found, extra)
+        .map_err(|e| crate::run::host_error(e, false))?;
     let mode = if start_servers {
         McpMode::Start
     } else {

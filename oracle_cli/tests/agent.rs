@@ -431,3 +431,50 @@ fn agent_steps_in_loops_and_sub_plans_are_shown_with_turns() {
     }
     assert!(!page.contains("-&gt; llm.chat (attempt"));
 }
+
+/// Every file under `dir`, by path relative to it.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 54: `oracle replay HOME/runs/ID/` of a model-calling run, from a directory with no
+/// home, was refused ("binding `model fast` in run.json changed since the run started": it
+/// was checked against a key it made in the current directory) and left `.oracle/seal.key`
+/// there. A replay binds no model (every reply is recorded) and reads the run's own home's key
+/// for its tools only; it and the other read commands create nothing, here or in the home.
+#[test]
+fn a_model_run_given_by_path_is_read_and_replayed_from_anywhere_and_nothing_is_created() {
+    let sb = Sandbox::new();
+    let stub = Stub::start(script("research.jsonl")).unwrap();
+    let (code, v) = run(&sb, &stub, &[]);
+    assert_eq!(code, 0, "{v}");
+    drop(stub);
+    let id = v["run"].as_str().unwrap().to_owned();
+    let dir = sb.path().join(".oracle/runs").join(&id);
+    let given = format!("{}/", dir.display());
+    let elsewhere = tempfile::tempdir().unwrap();
+    let home_before = files_under(&sb.path().join(".oracle"));
+    for args in [
+        vec!["replay", given.as_str()],
+        vec!["verify", given.as_str()],
+        vec!["log", given.as_str()],
+        vec!["inspect", given.as_str()],
+    ] {
+        let (code, out, err) = common::oracle_in(elsewhere.path(), &args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    assert_eq!(files_under(elsewhere.path()), Vec::<String>::new());
+    assert_eq!(files_under(&sb.path().join(".oracle")), home_before);
+}

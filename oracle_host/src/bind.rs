@@ -316,3 +316,36 @@ pub fn check_pins(
         Err(changed) => Err(HostError::ToolChanged(changed)),
     }
 }
+
+/// The home a run directory lives in (`<home>/runs/<id>`), or `None` for a directory found
+/// elsewhere (a copy given by path).
+pub fn home_of(run: &RunDir) -> Option<&std::path::Path> {
+    let runs = run.dir.parent()?;
+    (runs.file_name()? == "runs").then(|| runs.parent())?
+}
+
+impl crate::home::Home {
+    /// The declared-tool directories a replay of `run` loads, and nothing else: a replay calls
+    /// nothing impure (every model reply, secret use and program output is recorded), so it
+    /// binds no model, secret or working directory. `given` (`--tools`) wins; otherwise the
+    /// directories in `run.json`, where the key of the run's *own* home (the run given by path
+    /// may live in another) vouches for them. The key is read, never created: a replay writes
+    /// nothing anywhere.
+    pub fn replay_tools(&self, run: &RunDir, given: &[PathBuf]) -> Result<Vec<PathBuf>, HostError> {
+        if !given.is_empty() {
+            return Ok(absolute(given));
+        }
+        let home = home_of(run).unwrap_or(self.dir());
+        let key = oracle_runtime::seal::SealKey::open(home)?;
+        let (sealed, unsealed) = Bindings::read(&run.dir).sealed(key.as_ref());
+        if let Some(u) = unsealed.into_iter().find(|u| u.binding == "tools") {
+            return Err(SessionError::Unsealed {
+                run: run.id.clone(),
+                unsealed: u,
+                hint: give_again_hint("tools"),
+            }
+            .into());
+        }
+        Ok(sealed.tools)
+    }
+}
