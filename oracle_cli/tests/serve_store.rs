@@ -410,3 +410,58 @@ fn a_server_over_a_store_goes_on_after_its_connections_are_cut() {
     // The mirror listens again and sees the worker's appends.
     s.wait_status(&id, &token, "completed");
 }
+
+/// A plan that asks a model, then a person.
+const CHAT_ASK: &str = "plan chatask version 1
+
+grant llm:chat:fast
+
+c = llm.chat { model: \"fast\", messages: [{ role: \"user\", content: \"Draft the notes.\" }] }
+q = human.ask { question: \"Ship the release?\", schema: { type: \"string\" } }
+  after c
+";
+
+/// Issue 54: over a store, an answer to any run that calls a model was refused 409
+/// `binding_unsealed`: the server checked it in a scratch home whose fresh key sealed none of
+/// the run's bindings. The check now takes the run's bindings from the store as a worker does,
+/// so the answer is checked, queued and recorded, and the run completes; a bad answer is still
+/// refused before anything is queued.
+#[test]
+fn a_model_calling_run_over_a_store_is_answered_through_the_api() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("store");
+    let token = side(&st);
+    let stub =
+        oracle_llm_stub::Stub::start(vec![json!({"model": "fast", "content": "notes"})]).unwrap();
+    let model = format!("fast={}", stub.url());
+    // The model is the server's binding, stored with the submission; the worker adopts it.
+    let _worker = worker(&st, &url);
+    let s = Server::start(&st, &["--store", &url, "--root", "root", "--model", &model]);
+    let body = json!({"plan": CHAT_ASK, "inputs": {}});
+    let (code, v) = s.call("POST", "/api/v1/runs", &token, Some(&body));
+    assert_eq!(code, 201, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    s.wait_status(&id, &token, "suspended");
+    let path = format!("/api/v1/runs/{id}/answer");
+    let (code, v) = s.call(
+        "POST",
+        &path,
+        &token,
+        Some(&json!({"step": "q", "value": 42})),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (422, Some("bad_answer")),
+        "{v}"
+    );
+    let (code, v) = s.call(
+        "POST",
+        &path,
+        &token,
+        Some(&json!({"step": "q", "value": "ship"})),
+    );
+    assert_eq!(code, 202, "{v}");
+    s.wait_status(&id, &token, "completed");
+    assert_eq!(stub.requests().len(), 1, "the model was asked once");
+}

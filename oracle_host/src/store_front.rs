@@ -328,6 +328,12 @@ impl StoreFront {
         let scratch = self.new_scratch()?;
         let from = self.mirror.dir().join("runs").join(run);
         copy_dir(&from, &scratch.dir.join("runs").join(run))?;
+        // The run's bindings come from the store's rows, as a worker takes them
+        // (`worker::hydrate`): the scratch home vouches for them, so a check re-derives the
+        // run bound as the worker that records the signal will (a model-calling run's answer
+        // was refused `binding_unsealed` by a scratch key that sealed nothing).
+        let found = scratch.home.find(run)?;
+        scratch.home.adopt_bindings(&found)?;
         Ok(scratch)
     }
 
