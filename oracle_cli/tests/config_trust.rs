@@ -294,8 +294,17 @@ fn an_untrusted_notify_cmd_never_runs_and_the_server_refuses_to_start() {
 }
 
 #[test]
-fn an_untrusted_token_file_and_store_are_refused() {
+fn untrusted_secrets_token_file_and_store_are_refused() {
     let sb = Sandbox::new();
+    // A secret binding picks which variable a plan may send anywhere it is granted.
+    sb.write(
+        "oracle.toml",
+        &format!("[secrets]\nTOKEN = {{ env = \"{SECRET_VAR}\" }}\n"),
+    );
+    let (code, v) = json(&sb, &["run", "fixtures/plans/quickstart.plan", "--json"]);
+    assert_refused(code, &v, &[("secrets.TOKEN.env", 2)], false);
+    assert!(!v.to_string().contains(SECRET), "{v}");
+
     sb.write("oracle.toml", "[serve]\ntoken_file = \"shipped-tokens\"\n");
     let (code, _, err) = oracle(&sb, &["serve", "token", "add", "alice"]);
     assert_eq!(code, 2, "{err}");
