@@ -1,8 +1,12 @@
-//! The config file (docs/CONFIG.md): `oracle.toml` in the working directory and the user's
-//! `$XDG_CONFIG_HOME/oracle/config.toml`, read here in the front end and handed on as the flags
-//! they stand for (the host never sees a file). Precedence: flags > environment > the working
-//! directory's file > the user's file. `oracle config show` says where each setting came from.
+//! The config file (docs/CONFIG.md): `oracle.toml` in the working directory (a project's) and
+//! the user's `$XDG_CONFIG_HOME/oracle/config.toml`, read here in the front end and handed on as
+//! the flags they stand for (the host never sees a file). Precedence: flags > environment > the
+//! user's file > the project's file. A project's file is often someone else's, so the settings
+//! of it that choose a secret, an endpoint or a program are taken only once the user trusted its
+//! exact bytes (`oracle config trust`; the rule is `oracle_host::trust::decide`). `oracle config
+//! show` says where each setting came from and whether it is trusted.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,11 +19,13 @@ use toml::Spanned;
 use crate::exit::{self, CliError};
 use crate::files::CONFIG_FILE_BYTES_MAX;
 use crate::{Cli, Command};
+use oracle_host::trust::{self, Setting};
 
 /// The config file of the working directory.
 pub const FILE_NAME: &str = "oracle.toml";
-/// The user's config file, under `$XDG_CONFIG_HOME` (default `~/.config`).
-pub const USER_FILE: &str = "oracle/config.toml";
+/// The user's config file, in the user's config directory (`oracle_host::trust::config_dir`:
+/// `$ORACLE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/oracle`, else `~/.config/oracle`).
+pub const USER_FILE: &str = "config.toml";
 /// The error code (`--json`: `error.code`) of a config file that cannot be used.
 pub const ERROR_CODE: &str = "config";
 
@@ -29,7 +35,7 @@ pub struct ConfigArgs {
     command: ConfigCommand,
     /// The settings in effect, filled in before the command runs (never a flag).
     #[arg(skip)]
-    settings: Option<Settings>,
+    settings: Option<Box<Settings>>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -43,6 +49,25 @@ enum ConfigCommand {
     },
     /// Print the config files oracle reads, in precedence order, and whether each exists.
     Path {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trust a project's config file as it is now (default: ./oracle.toml): its settings that
+    /// choose a secret, an endpoint or a program (model URLs and keys, secrets, tools, the
+    /// store, `[serve] notify_cmd` and `token_file`) are then used. Its BLAKE3 hash and
+    /// canonical path go to the user's trust list; any change to the file needs trusting again.
+    Trust {
+        /// The file (default: oracle.toml in the working directory).
+        file: Option<PathBuf>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget that a project's config file is trusted (default: ./oracle.toml).
+    Untrust {
+        /// The file (default: oracle.toml in the working directory).
+        file: Option<PathBuf>,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -123,6 +148,52 @@ struct Layer {
 }
 
 impl Layer {
+    /// The settings this file sets that need trust (`oracle_host::trust::needs_trust`), in a
+    /// fixed order, each with its line: what `config trust` says it lets through.
+    fn guarded(&self) -> Vec<Setting> {
+        let mut all: Vec<(String, &Source)> = Vec::new();
+        all.extend(self.home.as_ref().map(|i| ("home".to_owned(), &i.source)));
+        all.extend(self.store.as_ref().map(|i| ("store".to_owned(), &i.source)));
+        all.extend(self.tools.as_ref().map(|i| ("tools".to_owned(), &i.source)));
+        for (name, m) in &self.models {
+            all.extend(
+                m.url
+                    .as_ref()
+                    .map(|i| (format!("models.{name}.url"), &i.source)),
+            );
+            all.extend(
+                m.id.as_ref()
+                    .map(|i| (format!("models.{name}.id"), &i.source)),
+            );
+            let key = m.key_env.as_ref();
+            all.extend(key.map(|i| (format!("models.{name}.key_env"), &i.source)));
+        }
+        for (name, i) in &self.secrets {
+            all.push((format!("secrets.{name}.env"), &i.source));
+        }
+        let s = &self.serve;
+        all.extend(
+            s.token_file
+                .as_ref()
+                .map(|i| ("serve.token_file".to_owned(), &i.source)),
+        );
+        all.extend(
+            s.notify_cmd
+                .as_ref()
+                .map(|i| ("serve.notify_cmd".to_owned(), &i.source)),
+        );
+        all.into_iter()
+            .filter(|(k, _)| trust::needs_trust(k))
+            .map(|(key, source)| Setting {
+                key,
+                line: match source {
+                    Source::File { line, .. } => Some(*line),
+                    _ => None,
+                },
+            })
+            .collect()
+    }
+
     /// `self` over `lower`, setting by setting (a model field by field).
     fn over(self, lower: Layer) -> Layer {
         let mut models = lower.models;
@@ -133,7 +204,10 @@ impl Layer {
                 Model {
                     url: m.url.or(low.url),
                     id: m.id.or(low.id),
-                    key_env: m.key_env.or(low.key_env),
+                    // A key goes only to the URL of the file that names it (every model a
+                    // file names has its URL there): the lower file never picks the variable
+                    // sent to the upper file's endpoint.
+                    key_env: m.key_env,
                 },
             );
         }
@@ -159,11 +233,27 @@ impl Layer {
     }
 }
 
+/// The project's file (`oracle.toml` in the working directory), as read.
+#[derive(Clone, Debug)]
+struct Project {
+    /// As settings name it in their source (`oracle.toml`).
+    shown: PathBuf,
+    /// The path the trust list keys.
+    canonical: PathBuf,
+    /// The exact bytes parsed, which trust is given to.
+    bytes: Vec<u8>,
+}
+
 /// The settings in effect.
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
     /// The files looked at, in precedence order, and whether each exists.
     files: Vec<(PathBuf, bool)>,
+    /// The project's file, if there is one.
+    project: Option<Project>,
+    /// The settings the command took from the project's file (`Settings::take`), for the
+    /// trust decision once the command is configured (`Settings::admit`).
+    used: RefCell<Vec<Setting>>,
     pub home: Item<PathBuf>,
     pub store: Option<Item<String>>,
     pub tools: Option<Item<Vec<PathBuf>>>,
@@ -529,22 +619,21 @@ fn parse(path: &Path, text: &str) -> Result<Layer, CliError> {
     Ok(layer)
 }
 
-/// The user's config file: `$XDG_CONFIG_HOME/oracle/config.toml` (an absolute
-/// `XDG_CONFIG_HOME` only, as the XDG spec says), else `$HOME/.config/oracle/config.toml`.
-fn user_file() -> Option<PathBuf> {
-    let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then_some(v);
-    match std::env::var_os("XDG_CONFIG_HOME").and_then(nonempty) {
-        Some(d) if Path::new(&d).is_absolute() => Some(PathBuf::from(d).join(USER_FILE)),
-        _ => std::env::var_os("HOME")
-            .and_then(nonempty)
-            .map(|h| PathBuf::from(h).join(".config").join(USER_FILE)),
-    }
+/// The user's config directory (`oracle_host::trust::config_dir`), which holds the user's
+/// file and the trust list.
+fn config_dir() -> Option<PathBuf> {
+    trust::config_dir(|k| std::env::var_os(k))
 }
 
-/// The files read, highest precedence first.
+/// The user's config file.
+fn user_file() -> Option<PathBuf> {
+    config_dir().map(|d| d.join(USER_FILE))
+}
+
+/// The files read, highest precedence first: the user's, then the project's.
 fn files() -> Vec<PathBuf> {
-    let mut out = vec![PathBuf::from(FILE_NAME)];
-    out.extend(user_file());
+    let mut out: Vec<PathBuf> = user_file().into_iter().collect();
+    out.push(PathBuf::from(FILE_NAME));
     out
 }
 
@@ -570,6 +659,12 @@ fn read(path: &Path) -> Result<Option<String>, CliError> {
     })
 }
 
+/// `path` with every link resolved, which the trust list keys.
+fn canonical(path: &Path) -> Result<PathBuf, CliError> {
+    path.canonicalize()
+        .map_err(|e| error(path, None, &format!("cannot resolve its path: {e}")))
+}
+
 /// An environment variable's value, if set and not empty.
 fn env(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|v| !v.is_empty())
@@ -579,12 +674,19 @@ fn env(var: &str) -> Option<String> {
 fn load(flag_home: Option<&Path>, flag_store: Option<&str>) -> Result<Settings, CliError> {
     let mut merged = Layer::default();
     let mut files_seen = Vec::new();
-    // Lowest precedence first, each over the one before.
+    let mut project = None;
+    // Lowest precedence first (the project's), each over the one before.
     for path in files().into_iter().rev() {
         let text = read(&path)?;
         files_seen.push((path.clone(), text.is_some()));
-        if let Some(text) = text {
-            merged = parse(&path, &text)?.over(merged);
+        let Some(text) = text else { continue };
+        merged = parse(&path, &text)?.over(merged);
+        if path == Path::new(FILE_NAME) {
+            project = Some(Project {
+                canonical: canonical(&path)?,
+                shown: path,
+                bytes: text.into_bytes(),
+            });
         }
     }
     files_seen.reverse();
@@ -616,6 +718,8 @@ fn load(flag_home: Option<&Path>, flag_store: Option<&str>) -> Result<Settings, 
     };
     Ok(Settings {
         files: files_seen,
+        project,
+        used: RefCell::default(),
         home,
         store,
         tools: merged.tools,
@@ -628,7 +732,8 @@ fn load(flag_home: Option<&Path>, flag_store: Option<&str>) -> Result<Settings, 
 }
 
 /// Whether `command` reads no setting (so a broken config file does not stop it): plans, the
-/// language server, keys, completions, the man page, and `config path`.
+/// language server, keys, completions, the man page, `config path`, and `config trust` and
+/// `untrust` (which read the one file they are given).
 fn needs_no_settings(command: &Command) -> bool {
     matches!(
         command,
@@ -638,7 +743,9 @@ fn needs_no_settings(command: &Command) -> bool {
             | Command::Completions { .. }
             | Command::Man
             | Command::Config(ConfigArgs {
-                command: ConfigCommand::Path { .. },
+                command: ConfigCommand::Path { .. }
+                    | ConfigCommand::Trust { .. }
+                    | ConfigCommand::Untrust { .. },
                 ..
             })
     )
@@ -647,7 +754,9 @@ fn needs_no_settings(command: &Command) -> bool {
 /// Reads the config files and puts what they say under the parsed flags: the home and the
 /// store for every command, bindings for new runs (`run`, `submit`), tool directories for
 /// `tools list` and `tools call`, and `serve`'s settings. A run that exists keeps its own
-/// bindings (`resume`, `replay`, `worker` use those, with flags over them).
+/// bindings (`resume`, `replay`, `worker` use those, with flags over them). Refused
+/// (`config_untrusted`) when the command would take a setting that needs trust from a project's
+/// file not trusted as it is; `config show` only shows them.
 pub fn apply(cli: &mut Cli) -> Result<(), CliError> {
     if needs_no_settings(&cli.command) {
         return Ok(());
@@ -655,6 +764,13 @@ pub fn apply(cli: &mut Cli) -> Result<(), CliError> {
     let settings = load(cli.home.as_deref(), cli.store.as_deref())?;
     cli.home = Some(settings.home.value.clone());
     cli.store = settings.store.as_ref().map(|s| s.value.clone());
+    if let Command::Config(a) = &mut cli.command {
+        a.settings = Some(Box::new(settings));
+        return Ok(());
+    }
+    if let Some(s) = &settings.store {
+        settings.take("store", &s.source);
+    }
     match &mut cli.command {
         Command::Run(a) | Command::Submit(a) => a.configure(&settings),
         Command::Resume(a) => a.set_require_approval(settings.require_approval()),
@@ -666,11 +782,10 @@ pub fn apply(cli: &mut Cli) -> Result<(), CliError> {
         }
         Command::Inspect(a) => settings.fill_prices(&mut a.model_price),
         Command::Runs(a) => settings.fill_prices(&mut a.model_price),
-        Command::Tools(a) => a.configure(settings.tools.as_ref().map(|t| t.value.as_slice())),
-        Command::Config(a) => a.settings = Some(settings),
+        Command::Tools(a) => a.configure(&settings),
         _ => {}
     }
-    Ok(())
+    settings.admit()
 }
 
 /// Whether `list` (`NAME=VALUE` flags) names `name`.
@@ -679,7 +794,78 @@ fn names(list: &[String], name: &str) -> bool {
         .any(|t| t.split_once('=').is_some_and(|(n, _)| n == name))
 }
 
+/// A trust refusal (or an unusable trust list) on its way to the user, with the host's code.
+fn trust_error(e: trust::TrustError) -> CliError {
+    let e = oracle_host::HostError::from(e);
+    CliError {
+        code: e.exit(),
+        message: e.to_string(),
+        json: Some(e.error_value()),
+        quiet: false,
+    }
+}
+
 impl Settings {
+    /// Notes that the command takes setting `key` from `source`: kept for the trust decision
+    /// when it is the project's file.
+    pub fn take(&self, key: &str, source: &Source) {
+        if let (Some(p), Source::File { path, line }) = (&self.project, source)
+            && *path == p.shown
+        {
+            self.used.borrow_mut().push(Setting {
+                key: key.to_owned(),
+                line: Some(*line),
+            });
+        }
+    }
+
+    /// The project's file's standing in the trust list: `None` without one.
+    fn project_state(&self) -> Result<Option<trust::State>, CliError> {
+        let Some(p) = &self.project else {
+            return Ok(None);
+        };
+        let state = match config_dir() {
+            Some(d) => trust::TrustList::read(&d)
+                .map_err(trust_error)?
+                .state(&p.canonical, &p.bytes),
+            None => trust::State::Untrusted,
+        };
+        Ok(Some(state))
+    }
+
+    /// Whether `source` is the project's file.
+    fn is_project(&self, source: &Source) -> bool {
+        matches!((&self.project, source), (Some(p), Source::File { path, .. }) if *path == p.shown)
+    }
+
+    /// The trust decision (`oracle_host::trust::decide`) on what the command took from the
+    /// project's file.
+    fn admit(&self) -> Result<(), CliError> {
+        let Some(p) = &self.project else {
+            return Ok(());
+        };
+        let used = self.used.borrow();
+        let shown = p.shown.display().to_string();
+        trust::decide(
+            config_dir().as_deref(),
+            &shown,
+            &p.canonical,
+            &p.bytes,
+            &used,
+        )
+        .map_err(trust_error)
+    }
+
+    /// The file's tool directories where no `--tools` flag gives any.
+    pub fn fill_tools(&self, dirs: &mut Vec<PathBuf>) {
+        if dirs.is_empty()
+            && let Some(t) = &self.tools
+        {
+            self.take("tools", &t.source);
+            dirs.clone_from(&t.value);
+        }
+    }
+
     /// Whether the file requires approval of proposed plans (`[evolution]`).
     pub fn require_approval(&self) -> bool {
         self.require_approval_item.as_ref().is_some_and(|i| i.value)
@@ -695,7 +881,9 @@ impl Settings {
     }
 
     /// Adds the file's bindings to a new run's flags, each where no flag gives it: a model's
-    /// URL, id and key one by one, secrets by name; `--tools` replaces the file's list.
+    /// URL, id and key one by one, secrets by name; `--tools` replaces the file's list. A
+    /// project's `key_env` goes only with the project's URL: under a `--model NAME=URL` flag it
+    /// is dropped, so the project never picks the secret sent to an endpoint the user named.
     pub fn fill_bindings(
         &self,
         models: &mut Vec<String>,
@@ -705,28 +893,27 @@ impl Settings {
         tools: &mut Vec<PathBuf>,
     ) {
         for (name, m) in &self.models {
-            for (field, list) in [
-                (&m.url, &mut *models),
-                (&m.id, &mut *model_ids),
-                (&m.key_env, &mut *model_keys),
+            let flag_url = names(models, name);
+            for (field, key, list) in [
+                (&m.url, "url", &mut *models),
+                (&m.id, "id", &mut *model_ids),
+                (&m.key_env, "key_env", &mut *model_keys),
             ] {
-                if let Some(f) = field
-                    && !names(list, name)
-                {
+                let Some(f) = field else { continue };
+                let key_elsewhere = key == "key_env" && flag_url && self.is_project(&f.source);
+                if !names(list, name) && !key_elsewhere {
+                    self.take(&format!("models.{name}.{key}"), &f.source);
                     list.push(format!("{name}={}", f.value));
                 }
             }
         }
         for (name, var) in &self.secrets {
             if !names(secrets, name) {
+                self.take(&format!("secrets.{name}.env"), &var.source);
                 secrets.push(format!("{name}={}", var.value));
             }
         }
-        if tools.is_empty()
-            && let Some(t) = &self.tools
-        {
-            tools.clone_from(&t.value);
-        }
+        self.fill_tools(tools);
     }
 
     /// Every setting, in a fixed order: key, value (null when unset) and source.
@@ -820,7 +1007,7 @@ impl Settings {
     }
 }
 
-/// `oracle config show | path`.
+/// `oracle config show | path | trust | untrust`.
 pub fn run(a: ConfigArgs) -> Result<u8, CliError> {
     match a.command {
         ConfigCommand::Path { json: json_out } => {
@@ -837,49 +1024,163 @@ pub fn run(a: ConfigArgs) -> Result<u8, CliError> {
             let settings = a
                 .settings
                 .ok_or_else(|| CliError::input("the settings were not read"))?;
-            let rows = settings.rows();
-            if json_out {
-                let map: serde_json::Map<String, Value> = rows
-                    .into_iter()
-                    .map(|(k, v, s)| (k, json!({"value": v, "source": s.json()})))
-                    .collect();
-                let files: Vec<Value> = settings
-                    .files
-                    .iter()
-                    .map(|(p, f)| json!({"path": p, "found": f}))
-                    .collect();
-                crate::out::json(&json!({"ok": true, "files": files, "settings": map}))?;
-                return Ok(exit::OK);
-            }
-            let text = |v: &Value| match v {
-                Value::Null => "-".to_owned(),
-                Value::String(s) => s.clone(),
-                Value::Array(items) if items.is_empty() => "-".to_owned(),
-                Value::Array(items) => items
-                    .iter()
-                    .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                other => other.to_string(),
-            };
-            let width = rows.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
-            let values: Vec<String> = rows.iter().map(|(_, v, _)| text(v)).collect();
-            let vwidth = values.iter().map(String::len).max().unwrap_or(0);
-            for ((key, _, source), value) in rows.iter().zip(&values) {
-                outln!("{key:width$}  {value:vwidth$}  {}", source.text())?;
-            }
-            let read: Vec<String> = settings
-                .files
-                .iter()
-                .filter(|(_, f)| *f)
-                .map(|(p, _)| p.display().to_string())
-                .collect();
-            if read.is_empty() {
-                outln!("(no config file: `oracle config path` lists where oracle looks)")?;
-            }
-            Ok(exit::OK)
+            show(&settings, json_out)
         }
+        ConfigCommand::Trust { file, json } => trust_file(file, json),
+        ConfigCommand::Untrust { file, json } => untrust_file(file, json),
     }
+}
+
+/// How `config show` marks a setting of the project's file that needs trust: `None` for every
+/// other setting, else whether it is trusted and the words for it.
+fn trust_mark(
+    settings: &Settings,
+    state: Option<trust::State>,
+    key: &str,
+    source: &Source,
+) -> Option<(bool, &'static str)> {
+    let state = state.filter(|_| settings.is_project(source) && trust::needs_trust(key))?;
+    Some(match state {
+        trust::State::Trusted => (true, ""),
+        trust::State::Untrusted => (false, " (untrusted: refused)"),
+        trust::State::Changed => (false, " (changed since trusted: refused)"),
+    })
+}
+
+/// `oracle config show`: every setting, its source, and whether the project's file is trusted.
+fn show(settings: &Settings, json_out: bool) -> Result<u8, CliError> {
+    let state = settings.project_state()?;
+    let rows = settings.rows();
+    let command = settings
+        .project
+        .as_ref()
+        .map(|p| trust::trust_command(&p.canonical));
+    if json_out {
+        let map: serde_json::Map<String, Value> = rows
+            .into_iter()
+            .map(|(k, v, s)| {
+                let mut row = json!({"value": v, "source": s.json()});
+                if let Some((trusted, _)) = trust_mark(settings, state, &k, &s) {
+                    row["needs_trust"] = json!(true);
+                    row["trusted"] = json!(trusted);
+                }
+                (k, row)
+            })
+            .collect();
+        let files: Vec<Value> = settings
+            .files
+            .iter()
+            .map(|(p, f)| {
+                let mut file = json!({"path": p, "found": f});
+                if let (Some(st), true) = (state, *f && p == Path::new(FILE_NAME)) {
+                    file["trust"] = json!(st.word());
+                    file["trust_command"] = json!(command);
+                }
+                file
+            })
+            .collect();
+        crate::out::json(&json!({"ok": true, "files": files, "settings": map}))?;
+        return Ok(exit::OK);
+    }
+    let text = |v: &Value| match v {
+        Value::Null => "-".to_owned(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) if items.is_empty() => "-".to_owned(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    };
+    let width = rows.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
+    let values: Vec<String> = rows.iter().map(|(_, v, _)| text(v)).collect();
+    let vwidth = values.iter().map(String::len).max().unwrap_or(0);
+    for ((key, _, source), value) in rows.iter().zip(&values) {
+        let mark = trust_mark(settings, state, key, source).map_or("", |(_, m)| m);
+        outln!("{key:width$}  {value:vwidth$}  {}{mark}", source.text())?;
+    }
+    if settings.files.iter().all(|(_, f)| !*f) {
+        outln!("(no config file: `oracle config path` lists where oracle looks)")?;
+    }
+    match (state, command) {
+        (Some(trust::State::Trusted), _) => outln!("{FILE_NAME}: trusted as it is")?,
+        (Some(st), Some(c)) => outln!(
+            "{FILE_NAME}: {}: its settings that choose a secret, an endpoint or a program are refused until `{c}`",
+            if st == trust::State::Changed {
+                "changed since trusted"
+            } else {
+                "not trusted"
+            }
+        )?,
+        _ => {}
+    }
+    Ok(exit::OK)
+}
+
+/// The file `config trust` or `untrust` was given (default: the project's), and its text.
+fn given_file(file: Option<PathBuf>) -> Result<(PathBuf, Option<String>), CliError> {
+    let path = file.unwrap_or_else(|| PathBuf::from(FILE_NAME));
+    let text = read(&path)?;
+    Ok((path, text))
+}
+
+/// The user's config directory, or the error that names how to set one.
+fn needed_config_dir() -> Result<PathBuf, CliError> {
+    config_dir().ok_or_else(|| trust_error(trust::TrustError::NoConfigDir))
+}
+
+/// `oracle config trust [FILE]`: checks the file parses, then records its hash and path.
+fn trust_file(file: Option<PathBuf>, json_out: bool) -> Result<u8, CliError> {
+    let (path, text) = given_file(file)?;
+    let Some(text) = text else {
+        return Err(error(&path, None, "no such file to trust"));
+    };
+    // A file that cannot be used is not trusted: it would be refused anyway.
+    let guarded = parse(&path, &text)?.guarded();
+    let canonical = canonical(&path)?;
+    let dir = needed_config_dir()?;
+    let hash = trust::trust(&dir, &canonical, text.as_bytes()).map_err(trust_error)?;
+    if json_out {
+        let list: Vec<Value> = guarded
+            .iter()
+            .map(|s| json!({"key": s.key, "line": s.line}))
+            .collect();
+        crate::out::json(&json!({"ok": true, "path": canonical, "blake3": hash,
+            "trust_list": dir.join(trust::TRUST_FILE), "settings": list}))?;
+        return Ok(exit::OK);
+    }
+    let keys: Vec<&str> = guarded.iter().map(|s| s.key.as_str()).collect();
+    let what = match keys.len() {
+        0 => "it sets nothing that needs trust".to_owned(),
+        _ => format!("its {} are used from now on", keys.join(", ")),
+    };
+    outln!(
+        "trusted {} (BLAKE3 {hash}): {what}; any change to it needs `oracle config trust` again (the programs and directories it names are not covered: read them too)",
+        canonical.display()
+    )?;
+    Ok(exit::OK)
+}
+
+/// `oracle config untrust [FILE]`: forgets the file (exit 0 whether or not it was trusted).
+fn untrust_file(file: Option<PathBuf>, json_out: bool) -> Result<u8, CliError> {
+    let path = file.unwrap_or_else(|| PathBuf::from(FILE_NAME));
+    // A file gone since it was trusted is forgotten by the path it had.
+    let canonical = path.canonicalize().unwrap_or_else(|_| {
+        std::env::current_dir()
+            .map(|d| d.join(&path))
+            .unwrap_or_else(|_| path.clone())
+    });
+    let dir = needed_config_dir()?;
+    let was = trust::untrust(&dir, &canonical).map_err(trust_error)?;
+    if json_out {
+        crate::out::json(&json!({"ok": true, "path": canonical, "was_trusted": was}))?;
+    } else if was {
+        outln!("{} is no longer trusted", canonical.display())?;
+    } else {
+        outln!("{} was not trusted", canonical.display())?;
+    }
+    Ok(exit::OK)
 }
 
 fn print_files(found: &[(PathBuf, bool)], json_out: bool) -> Result<u8, CliError> {

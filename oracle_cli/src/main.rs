@@ -215,7 +215,8 @@ pub(crate) enum Command {
     /// Print the man page (roff) of `oracle`: `oracle man > oracle.1; man ./oracle.1`.
     Man,
     /// The config files (`oracle.toml` here, `~/.config/oracle/config.toml`; docs/CONFIG.md):
-    /// `show` prints every setting in effect and where it came from, `path` the files read.
+    /// `show` prints every setting in effect and where it came from, `path` the files read,
+    /// `trust` and `untrust` whether a project's file may choose secrets, endpoints, programs.
     Config(config::ConfigArgs),
     /// Governed evolution (docs/EVOLUTION.md): plan changes the runs proposed (`list`, `show`
     /// with a diff), checked against recorded runs (`check`: a report and its BLAKE3 hash),

@@ -112,6 +112,26 @@ impl ServeArgs {
     /// `--read-open` and `--allow-remote` are not in the file: they open the server, so they
     /// are said on the command line each time (and a flag could not turn them off).
     pub(crate) fn configure(&mut self, settings: &crate::config::Settings) {
+        let file = &settings.serve;
+        // The token file says who may use the server: noted as taken, so a project's file
+        // must be trusted to set it (and likewise the beacon, a program the server runs).
+        let take_tokens = |token_file: &mut Option<PathBuf>| {
+            if token_file.is_none()
+                && let Some(i) = &file.token_file
+            {
+                settings.take("serve.token_file", &i.source);
+                *token_file = Some(i.value.clone());
+            }
+        };
+        if let Some(ServeCommand::Token(TokenArgs {
+            command: TokenCommand::Add { token_file, .. },
+        })) = &mut self.command
+        {
+            // Adding a token serves nothing: only the token file is read.
+            take_tokens(token_file);
+            return;
+        }
+        take_tokens(&mut self.token_file);
         let mut given = oracle_host::Given {
             models: std::mem::take(&mut self.models),
             ..Default::default()
@@ -124,19 +144,12 @@ impl ServeArgs {
             &mut Vec::new(),
         );
         self.file_bindings = given;
-        let file = &settings.serve;
-        let token_file = match &mut self.command {
-            Some(ServeCommand::Token(TokenArgs {
-                command: TokenCommand::Add { token_file, .. },
-            })) => token_file,
-            None => &mut self.token_file,
-        };
-        if token_file.is_none() {
-            *token_file = file.token_file.as_ref().map(|i| i.value.clone());
-        }
         self.listen = self.listen.or(file.listen.as_ref().map(|i| i.value));
-        if self.notify_cmd.is_none() {
-            self.notify_cmd = file.notify_cmd.as_ref().map(|i| i.value.clone());
+        if self.notify_cmd.is_none()
+            && let Some(i) = &file.notify_cmd
+        {
+            settings.take("serve.notify_cmd", &i.source);
+            self.notify_cmd = Some(i.value.clone());
         }
         self.streams_max = self
             .streams_max

@@ -101,17 +101,13 @@ struct AuditArgs {
 impl ToolsArgs {
     /// `tools list` and `tools call` without `--tools` use the config file's directories
     /// (`crate::config`); `check` names its directory and `audit` a run, which keeps its own.
-    pub(crate) fn configure(&mut self, dirs: Option<&[PathBuf]>) {
+    pub(crate) fn configure(&mut self, settings: &crate::config::Settings) {
         let (ToolsCommand::List(ListArgs { tools, .. })
         | ToolsCommand::Call(CallArgs { tools, .. })) = &mut self.command
         else {
             return;
         };
-        if let Some(dirs) = dirs
-            && tools.dirs.is_empty()
-        {
-            tools.dirs = dirs.to_vec();
-        }
+        settings.fill_tools(&mut tools.dirs);
     }
 }
 

@@ -1,8 +1,9 @@
 //! The config file end to end (docs/CONFIG.md): `oracle.toml` in the working directory and the
 //! user's `$XDG_CONFIG_HOME/oracle/config.toml`, with precedence flags > environment > the
-//! working directory's file > the user's file, read by the real binary. Every command here runs
-//! with its own `XDG_CONFIG_HOME` and without `ORACLE_HOME` or `ORACLE_STORE`, so the machine's
-//! own settings never leak in.
+//! user's file > the working directory's file, read by the real binary. Every command here runs
+//! with its own `XDG_CONFIG_HOME` and without `ORACLE_HOME`, `ORACLE_STORE` or
+//! `ORACLE_CONFIG_DIR`, so the machine's own settings never leak in. (Trusting a project's file:
+//! tests/config_trust.rs.)
 
 mod common;
 
@@ -24,6 +25,7 @@ fn command(sb: &Sandbox, vars: &[(&str, &str)], args: &[&str]) -> Command {
     let mut c = sb.command(args);
     c.env_remove("ORACLE_HOME")
         .env_remove("ORACLE_STORE")
+        .env_remove("ORACLE_CONFIG_DIR")
         .env("XDG_CONFIG_HOME", sb.path().join("xdg"));
     for (k, v) in vars {
         c.env(k, v);
@@ -61,6 +63,9 @@ fn a_model_bound_only_in_oracle_toml_is_used_by_run() {
         "oracle.toml",
         &format!("[models.fast]\nurl = \"{url}\"\n\n[models.strong]\nurl = \"{url}\"\n"),
     );
+    // A project's file chooses endpoints only once trusted (tests/config_trust.rs).
+    let (code, _, err) = oracle(&sb, &[], &["config", "trust"]);
+    assert_eq!(code, 0, "{err}");
     let (code, v) = json(&sb, &[], &["run", "fixtures/plans/triage.plan", "--json"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["status"], "completed", "{v}");
@@ -69,7 +74,7 @@ fn a_model_bound_only_in_oracle_toml_is_used_by_run() {
 }
 
 #[test]
-fn a_flag_overrides_the_file_and_the_working_directorys_file_overrides_the_users() {
+fn a_flag_overrides_the_file_and_the_users_file_overrides_the_working_directorys() {
     let sb = Sandbox::new();
     let stub = Stub::start(triage_script()).unwrap();
     let url = stub.url();
@@ -92,23 +97,27 @@ fn a_flag_overrides_the_file_and_the_working_directorys_file_overrides_the_users
     assert_eq!(code, 0, "{v}");
     assert_eq!(stub.requests().len(), 4);
 
-    // The user's file points them at nothing; the working directory's file at the stub.
+    // The working directory's file points them at nothing (trusted, so that is not why it
+    // loses); the user's file at the stub, and the user's file wins.
     let stub = Stub::start(triage_script()).unwrap();
     let url = stub.url();
     sb.write(
         "xdg/oracle/config.toml",
-        &format!("[models.fast]\nurl = \"{DEAD}\"\n\n[models.strong]\nurl = \"{DEAD}\"\n"),
-    );
-    sb.write(
-        "oracle.toml",
         &format!("[models.fast]\nurl = \"{url}\"\n\n[models.strong]\nurl = \"{url}\"\n"),
     );
+    let (code, _, err) = oracle(&sb, &[], &["config", "trust"]);
+    assert_eq!(code, 0, "{err}");
     let (code, v) = json(&sb, &[], &["run", "fixtures/plans/triage.plan", "--json"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(stub.requests().len(), 4);
     let s = show(&sb, &[], &[]);
+    let user = sb.path().join("xdg/oracle/config.toml");
     assert_eq!(s["models.fast.url"]["value"], url.as_str(), "{s}");
-    assert_eq!(s["models.fast.url"]["source"]["path"], "oracle.toml", "{s}");
+    assert_eq!(
+        s["models.fast.url"]["source"]["path"],
+        user.to_str().unwrap(),
+        "{s}"
+    );
 }
 
 #[test]
@@ -185,14 +194,19 @@ fn config_show_names_the_source_of_every_setting() {
             .to_owned()
     };
     assert!(line("home").ends_with("default"), "{out}");
-    assert!(line("models.fast.url").ends_with("oracle.toml:3"), "{out}");
+    // The project's file is not trusted here: its endpoint is shown, marked refused.
+    assert!(
+        line("models.fast.url").ends_with("oracle.toml:3 (untrusted: refused)"),
+        "{out}"
+    );
     assert!(
         line("serve.streams_max").ends_with(&format!("{user}:4")),
         "{out}"
     );
     let (code, out, _) = oracle(&sb, &[], &["config", "path"]);
     assert_eq!(code, 0);
-    assert!(out.starts_with("oracle.toml  found\n"), "{out}");
+    // In precedence order: the user's file, then the working directory's.
+    assert_eq!(out, format!("{user}  found\noracle.toml  found\n"), "{out}");
 }
 
 #[test]
@@ -347,6 +361,9 @@ fn serve_and_tools_take_their_settings_from_the_file() {
         "oracle.toml",
         "tools = [\"wasm-tools\"]\n\n[serve]\ntoken_file = \"my-tokens\"\n",
     );
+    // Tool directories and the token file are taken from a trusted file only.
+    let (code, _, err) = oracle(&sb, &[], &["config", "trust"]);
+    assert_eq!(code, 0, "{err}");
     let (code, v) = json(&sb, &[], &["tools", "list", "--json"]);
     assert_eq!(code, 0, "{v}");
     assert!(v.to_string().contains("data.adler32"), "{v}");

@@ -75,6 +75,10 @@ pub enum HostError {
     /// (`schedule_exists`) or unknown (`not_found`) (`crate::schedule`).
     #[error("{why}")]
     Schedule { code: &'static str, why: String },
+    /// A project's config file would choose a secret, an endpoint or a program and is not
+    /// trusted as it is (`config_untrusted`), or the trust list cannot be used (`crate::trust`).
+    #[error(transparent)]
+    Trust(#[from] crate::trust::TrustError),
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -176,6 +180,10 @@ impl HostError {
                     _ => http::BAD_REQUEST,
                 };
                 Class::of(code, exit::INPUT, status)
+            }
+            HostError::Trust(e) => {
+                let (code, details) = e.details();
+                Class::of(code, exit::INPUT, http::FORBIDDEN).with(details)
             }
         }
     }

@@ -32,6 +32,7 @@ pub mod store_front;
 pub mod timeline;
 pub mod timers;
 mod transfer;
+pub mod trust;
 pub mod worker;
 
 pub use admit::{Admitted, Door, admit};
