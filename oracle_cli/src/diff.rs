@@ -10,6 +10,7 @@ use oracle_core::Event;
 use oracle_core::diff::{
     Class, DiffError, Divergence, Outcome, Reader, Side, first_divergence_across_plans,
 };
+use oracle_core::payload::Payload;
 use oracle_runtime::StoreError;
 use oracle_runtime::index::IndexedLog;
 use serde_json::{Value, json};
@@ -91,8 +92,10 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
         parents: [Vec::new(), Vec::new()],
         context: Vec::new(),
         states: None,
+        fork: None,
     };
     if let Outcome::Diverged(d) = &outcome {
+        report.fork = fork_note(&mut r, d).map_err(side_error)?;
         for (i, (side, e)) in [(Side::A, &d.a), (Side::B, &d.b)].into_iter().enumerate() {
             for &p in &e.parents {
                 report.parents[i].push(r.get(side, p).map_err(side_error)?);
@@ -197,6 +200,7 @@ pub(crate) fn divergence_report(
         parents: [parents.clone(), parents],
         context: Vec::new(),
         states: None,
+        fork: None,
     };
     let paint = |code: &str, s: &str| {
         if color {
@@ -235,6 +239,110 @@ struct Report<'a> {
     /// The state after the diverging event on each side, rebuilt by the reducer (not taken from
     /// the recorded hashes); `None` with `--no-verify`, which reads only O(log n) events.
     states: Option<[Replayed; 2]>,
+    /// When one side is a fork of the other made right there, with a value: what it gave.
+    fork: Option<ForkNote>,
+}
+
+/// Events of the parent read after a fork point to find the output the fork replaced: a
+/// value given at a step is recorded within a round or two of the fork point, so a short scan
+/// finds it, and a diff of two huge logs stays bounded.
+const FORK_SCAN_MAX: u64 = 10_000;
+
+/// A divergence that is a fork's marker: the fork's side, who forked, the step given a value,
+/// the value, and the parent's own recorded output for that step (seq, value), if found.
+struct ForkNote {
+    side: Side,
+    by: Option<String>,
+    step: String,
+    given: Value,
+    recorded: Option<(u64, Value)>,
+}
+
+/// The fork note of divergence `d` ([`ForkNote`]), reading at most [`FORK_SCAN_MAX`] events of
+/// the parent's side.
+fn fork_note<A, B>(
+    r: &mut Reader<'_, A, B>,
+    d: &Divergence,
+) -> Result<Option<ForkNote>, DiffError<StoreError>>
+where
+    A: oracle_core::diff::EventSource<Error = StoreError>,
+    B: oracle_core::diff::EventSource<Error = StoreError>,
+{
+    let (side, forked, other) = match (d.a.typed(), d.b.typed()) {
+        (_, Ok(Payload::Forked(f))) => (Side::B, f, Side::A),
+        (Ok(Payload::Forked(f)), _) => (Side::A, f, Side::B),
+        _ => return Ok(None),
+    };
+    let (Some(step), Some(given)) = (forked.step, forked.value) else {
+        return Ok(None);
+    };
+    // The output the step settled on in the parent: a person's answer to it, else its last
+    // tool output, before the parent moves on to another step.
+    let end = r.len(other).min(d.seq.saturating_add(FORK_SCAN_MAX));
+    let mut recorded = None;
+    for seq in d.seq..end {
+        let e = r.get(other, seq)?;
+        let named = e.payload.get("step").and_then(Value::as_str);
+        if recorded.is_some() && named.is_some_and(|n| n != step) {
+            break;
+        }
+        match e.typed() {
+            Ok(Payload::ToolReturned(t)) if t.step == step => recorded = Some((seq, t.output)),
+            Ok(Payload::Resumed(x)) if x.step == step => {
+                recorded = Some((seq, x.value));
+                break;
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(ForkNote {
+        side,
+        by: forked.by,
+        step,
+        given,
+        recorded,
+    }))
+}
+
+impl ForkNote {
+    fn text(&self) -> String {
+        let (fork, parent) = match self.side {
+            Side::A => ("A", "B"),
+            Side::B => ("B", "A"),
+        };
+        let by = self
+            .by
+            .as_deref()
+            .map(|b| format!(" (by {b})"))
+            .unwrap_or_default();
+        let mut out = format!(
+            "\n{fork} is a fork of {parent} made here{by}: step `{}` was given {}\n",
+            self.step,
+            show(&Some(self.given.clone()))
+        );
+        match &self.recorded {
+            Some((seq, v)) => out.push_str(&format!(
+                "{parent} recorded {} for step `{}` at event {seq}\n",
+                show(&Some(v.clone())),
+                self.step
+            )),
+            None => out.push_str(&format!(
+                "{parent} records no output for step `{}` within {FORK_SCAN_MAX} events of the fork\n",
+                self.step
+            )),
+        }
+        out
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "side": side_name(self.side),
+            "by": self.by,
+            "step": self.step,
+            "given": self.given,
+            "recorded": self.recorded.as_ref().map(|(seq, v)| json!({"seq": seq, "value": v})),
+        })
+    }
 }
 
 /// A side's state after an event, rebuilt by replay.
@@ -544,6 +652,9 @@ impl Report<'_> {
                 }
             }
         }
+        if let Some(f) = &self.fork {
+            out.push_str(&f.text());
+        }
         out
     }
 
@@ -556,6 +667,7 @@ impl Report<'_> {
                 "b": self.parents[1].iter().map(event_json).collect::<Vec<_>>(),
             },
             "context": self.context.iter().map(event_json).collect::<Vec<_>>(),
+            "fork": self.fork.as_ref().map(ForkNote::json),
             "state": self.states.as_ref().map(|[sa, sb]| json!({
                 "keys": state_diff(&sa.state, &sb.state)
                     .into_iter()

@@ -138,6 +138,28 @@ fn a_fork_at_a_step_starts_at_its_round_and_a_value_stands_for_its_output() {
     assert_eq!(outputs, vec![serde_json::json!({"value": {"total": 1240}})]);
     let (code, r) = sb.json(&["replay", "escalation-2", "--json"]);
     assert_eq!(code, 0, "{r}");
+    // Issue 58: `diff` of a fork named only the fork's marker; it now says what the fork gave
+    // and what the parent had recorded for that step (a person's answer here).
+    let (code, d) = sb.json(&["diff", "escalation-1", "escalation-2", "--json"]);
+    assert_eq!(code, 1, "{d}");
+    assert_eq!(d["fork"]["side"], "B", "{d}");
+    assert_eq!(d["fork"]["by"], "alice", "{d}");
+    assert_eq!(d["fork"]["step"], "total", "{d}");
+    assert_eq!(
+        d["fork"]["given"],
+        serde_json::json!({"value": {"total": 1240}})
+    );
+    assert_eq!(
+        d["fork"]["recorded"]["value"],
+        serde_json::json!({"value": {"total": 1250}}),
+        "{d}"
+    );
+    let (_, text, _) = sb.oracle(&["diff", "escalation-1", "escalation-2"]);
+    assert!(
+        text.contains("B is a fork of A made here (by alice): step `total` was given"),
+        "{text}"
+    );
+    assert!(text.contains("A recorded"), "{text}");
 
     // A value its step's `expect` refuses: refused, and no fork is left behind.
     let (code, _, err) = sb.oracle(&[
