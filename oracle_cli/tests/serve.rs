@@ -2656,6 +2656,13 @@ pwn = proc.exec { program: \"sh\", args: [\"-c\", \"touch pwned\"] }\n  after ok
 /// refuses what `POST /runs` refuses, with the same code; nothing runs and no run is created.
 #[test]
 fn every_door_that_takes_a_plan_refuses_what_post_runs_refuses() {
+    // The routes walked below are every API route whose body takes a plan, as the server's own
+    // OpenAPI description lists them: a new one fails here until it is walked too.
+    assert_eq!(
+        routes_taking_a_plan(),
+        ["/runs", "/runs/{id}/fork", "/schedules"],
+        "walk every route that takes a plan"
+    );
     let (sb, alice, _) = setup();
     std::fs::write(sb.path().join("shell.plan"), SHELL_PARENT).unwrap();
     run(&sb, &["run", "shell.plan"], 3);
@@ -2769,4 +2776,32 @@ fn form_encode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// The `/api/v1` routes (POST) whose request body has a `plan` property, by docs/openapi.json,
+/// which the server serves as its own description (`openapi_describes_every_route`).
+fn routes_taking_a_plan() -> Vec<String> {
+    let api: Value =
+        serde_json::from_str(include_str!("../../docs/openapi.json")).expect("docs/openapi.json");
+    let schema = |v: &Value| -> Value {
+        match v["$ref"].as_str() {
+            Some(r) => api
+                .pointer(&r.replacen('#', "", 1))
+                .cloned()
+                .unwrap_or_default(),
+            None => v.clone(),
+        }
+    };
+    let mut out: Vec<String> = api["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, ops)| {
+            let body = &ops["post"]["requestBody"]["content"]["application/json"]["schema"];
+            schema(body)["properties"].get("plan").is_some()
+        })
+        .map(|(p, _)| p.clone())
+        .collect();
+    out.sort();
+    out
 }
