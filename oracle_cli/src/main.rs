@@ -92,6 +92,12 @@ pub(crate) enum Command {
     /// --parent PARENT` proves the shared prefix. Same exit codes as `run`; 4 when `--plan`
     /// does not re-derive the prefix (nothing created).
     Fork(run::ForkArgs),
+    /// Recover a damaged run: a new run from the valid prefix of its log, forked at the last
+    /// decision boundary before the first damaged event and recorded as `forked` with reason
+    /// `recovered` and the BLAKE3 hash of the damaged log; then driven on like any fork. The
+    /// damaged log is never changed or deleted (a copy is kept under `<home>/damaged/`). Exit as
+    /// the new run's status; 2 when the log verifies whole (nothing to recover).
+    Recover(run::RecoverArgs),
     /// End a run that has not finished with a recorded `cancelled` outcome (who and why), as
     /// its last event: a suspended or interrupted run at once; a run another process drives
     /// at its next decision boundary (never inside a round). A cancelled run verifies and
@@ -378,6 +384,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         )),
         Command::Resume(a) => run::resume(&home, a),
         Command::Fork(a) => run::fork(&home, a),
+        Command::Recover(a) => run::recover(&home, a),
         Command::Cancel(a) => run::cancel(&home, a),
         Command::Replay(a) => run::replay(&home, a),
         Command::Runs(a) => run::runs(&home, a),

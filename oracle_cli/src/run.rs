@@ -380,12 +380,53 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
     if let Some(p) = &a.plan {
         crate::files::check_plan(p, a.drive.json)?;
     }
-    let value = given_value(a.value.as_deref(), a.value_file.as_deref())?;
     let at = match (&a.at, &a.step) {
         (Some(seq), _) => oracle_runtime::fork::ForkAt::Seq(*seq),
         (None, Some(step)) => oracle_runtime::fork::ForkAt::Step(step.clone()),
         (None, None) => return Err(CliError::input("give --at SEQ or --step STEP")),
     };
+    drive_fork(home, host, a, at)
+}
+
+#[derive(Args, Debug)]
+pub struct RecoverArgs {
+    /// The damaged run: id (under `<home>/runs`) or run directory.
+    run: String,
+    /// Who recovers it, recorded in `forked` (default: the `USER` environment variable).
+    #[arg(long)]
+    by: Option<String>,
+    #[command(flatten)]
+    drive: DriveArgs,
+}
+
+/// `oracle recover`: a new run from a damaged run's valid prefix, forked at its last decision
+/// boundary before the damage (recorded with reason `recovered` and the damaged log's hash),
+/// driven on. The damaged log is left as it is, and a copy kept under `<home>/damaged/`.
+pub(crate) fn recover(home: &Path, a: RecoverArgs) -> Result<u8, CliError> {
+    a.drive.check_programs()?;
+    let host = host(home, a.drive.json)?.with_require_approval(a.drive.require_approval);
+    let args = ForkArgs {
+        run: a.run,
+        at: None,
+        step: None,
+        value: None,
+        value_file: None,
+        plan: None,
+        by: a.by,
+        key: None,
+        drive: a.drive,
+    };
+    drive_fork(home, host, args, oracle_runtime::fork::ForkAt::LastValid)
+}
+
+/// Makes the fork `a` asks for at `at` through the host and prints its first drive.
+fn drive_fork(
+    home: &Path,
+    host: oracle_host::Home,
+    a: ForkArgs,
+    at: oracle_runtime::fork::ForkAt,
+) -> Result<u8, CliError> {
+    let value = given_value(a.value.as_deref(), a.value_file.as_deref())?;
     let mut display = Display::new("forking", a.drive.json);
     let mut progress = |p: &Progress| display.update(p);
     let spans = crate::spans::start(a.drive.otlp.as_deref())?;
@@ -427,6 +468,14 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
             forked.parent,
             forked.shared
         )?;
+        if let Some(r) = &forked.recovered {
+            outln!(
+                "recovered {} is damaged from event {}; its log is left as it is, and a copy kept at {}",
+                forked.parent,
+                r.damaged_at,
+                r.kept.display()
+            )?;
+        }
     }
     match &forked.session {
         Some(s) => {
@@ -466,6 +515,9 @@ fn print_forked(s: &Session, f: &oracle_host::Forked, json_out: bool) -> Result<
         "rederived": r.matched, "from_snapshot": r.from_point, "warnings": s.warnings,
         "parent": f.parent, "shared": f.shared,
     });
+    if let Some(r) = &f.recovered {
+        v["recovered"] = json!({"damaged_at": r.damaged_at, "hash": r.hash, "kept": r.kept});
+    }
     if let (Value::Object(m), Value::Object(e)) = (&mut v, ending_json(&r.ending)) {
         m.extend(e);
     }

@@ -559,3 +559,79 @@ fn verify_parent_refuses_a_run_under_the_parents_id_whose_prefix_differs() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("the run id was not compared"), "{out}");
 }
+
+/// Issue 57 (Oracle Omen's "log corruption → restore from the last valid snapshot"): a run
+/// damaged at event 6 is recovered from its valid prefix: `oracle recover` forks it at the last
+/// decision boundary before the damage, records why (`reason: recovered`) and the damaged
+/// log's hash, keeps the damaged log as it was (and a copy under `damaged/`), and the new run
+/// completes with the bytes an undamaged run records after the fork. `fork --at` works at any
+/// boundary before the damage and is refused past it.
+#[test]
+fn a_run_damaged_at_event_6_is_recovered_and_completes_with_the_damaged_log_kept() {
+    let sb = Sandbox::new();
+    let (code, _, err) = sb.oracle(&["run", "fixtures/plans/quickstart.plan"]);
+    assert_eq!(code, 0, "{err}");
+    let log = sb.log(".oracle", "quickstart-1");
+    let clean = std::fs::read(&log).unwrap();
+    // Nothing to recover in a log that verifies.
+    let (code, v) = sb.json(&["recover", "quickstart-1", "--json"]);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "fork_point", "{v}");
+    // One byte of event 6's payload changed: the log no longer verifies from there.
+    let mut damaged = clean.clone();
+    let line6 = prefix(&clean, 6).len();
+    let at = line6 + clean[line6..].iter().position(|&b| b == b':').unwrap() + 3;
+    damaged[at] ^= 0x01;
+    std::fs::write(&log, &damaged).unwrap();
+    let (code, _, _) = sb.oracle(&["verify", "quickstart-1"]);
+    assert_eq!(code, 4);
+    // A fork before the damage works; at or past it, refused, nothing made.
+    let (code, v) = sb.json(&["fork", "quickstart-1", "--at", "1", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let (code, v) = sb.json(&["fork", "quickstart-1", "--at", "9", "--json"]);
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (2, Some("fork_point")),
+        "{v}"
+    );
+    // Recovered: a fork at the last boundary before event 6, driven to the end.
+    let (code, v) = sb.json(&["recover", "quickstart-1", "--by", "ops", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    let shared = v["shared"].as_u64().unwrap();
+    assert!(shared <= 6, "{v}");
+    assert_eq!(v["recovered"]["damaged_at"], 6, "{v}");
+    let hash = blake3::hash(&damaged).to_hex().to_string();
+    assert_eq!(v["recovered"]["hash"], hash.as_str(), "{v}");
+    let events = sb.events(".oracle", &run);
+    match events[shared as usize].typed().unwrap() {
+        Payload::Forked(f) => {
+            assert_eq!(f.reason.as_deref(), Some("recovered"));
+            assert_eq!(f.damaged.map(|h| h.to_hex()), Some(hash.clone()));
+            assert_eq!(f.by.as_deref(), Some("ops"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(events.last().unwrap().kind.as_str(), "run_finished");
+    // The damaged log is as it was, and a copy of it is kept.
+    assert_eq!(std::fs::read(&log).unwrap(), damaged);
+    let kept = std::path::PathBuf::from(v["recovered"]["kept"].as_str().unwrap());
+    assert_eq!(std::fs::read(&kept).unwrap(), damaged);
+    for args in [vec!["verify", run.as_str()], vec!["replay", run.as_str()]] {
+        let (code, out, err) = sb.oracle(&args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+    // What it did after the fork point is what the undamaged run recorded there.
+    let recovered = std::fs::read(sb.log(".oracle", &run)).unwrap();
+    let after = |bytes: &[u8], from: usize| -> Vec<String> {
+        common::parse_events(bytes)[from..]
+            .iter()
+            .map(|e| format!("{} {}", e.kind.as_str(), e.payload))
+            .collect()
+    };
+    assert_eq!(
+        after(&recovered, shared as usize + 1),
+        after(&clean, shared as usize),
+        "the recovered run goes on as the original did"
+    );
+}

@@ -337,6 +337,8 @@ mod shape {
         OptU64,
         /// An optional string (`Option<String>` skipped when `None`): present means a string.
         OptStr,
+        /// An optional hash (`Option<Hash>` skipped when `None`): present means 64 hex digits.
+        OptHashHex,
         /// An optional value (`Option<Value>` skipped when `None`): present means any value
         /// (`null` too, which the reference reads as absent and accepts alike).
         OptAny,
@@ -405,9 +407,11 @@ mod shape {
             ],
             EventKind::Forked => &[
                 ("by", OptStr),
+                ("damaged", OptHashHex),
                 ("head", HashHex),
                 ("key", OptStr),
                 ("parent", Str),
+                ("reason", OptStr),
                 ("seq", U64),
                 ("step", OptStr),
                 ("value", OptAny),
@@ -507,7 +511,7 @@ mod shape {
         let entries = r.u64()?;
         let required = fields
             .iter()
-            .filter(|(_, f)| !matches!(f, OptU64 | OptStr | OptAny))
+            .filter(|(_, f)| !matches!(f, OptU64 | OptStr | OptHashHex | OptAny))
             .count() as u64;
         (entries >= required && entries <= fields.len() as u64).then_some(())?;
         let mut seen = 0u64;
@@ -515,7 +519,7 @@ mod shape {
         let mut delete_at = None;
         let mut set_at = None;
         for (name, field) in fields {
-            if matches!(field, OptU64 | OptStr | OptAny) {
+            if matches!(field, OptU64 | OptStr | OptHashHex | OptAny) {
                 // Present only if the next key is this one (keys come sorted).
                 let mut peek = R { b: r.b, i: r.i };
                 if seen == entries || peek.bytes()? != name.as_bytes() {
@@ -533,7 +537,7 @@ mod shape {
                     (r.byte()? == tag::INT_NON_NEGATIVE).then_some(())?;
                     r.u64()?;
                 }
-                HashHex => {
+                HashHex | OptHashHex => {
                     let s = r.string()?;
                     (s.len() == 64 && s.iter().all(|&c| nibble(c).is_some())).then_some(())?;
                 }

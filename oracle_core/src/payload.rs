@@ -453,6 +453,13 @@ pub struct Forked {
     /// the same key, parent, point, value and plan finds this run instead of making another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Why the fork was made when no person chose its point: `recovered` (`oracle recover`:
+    /// the parent's log is damaged from event `seq` or later on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// For a recovery: the BLAKE3 hash of the damaged parent log's bytes, as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<Hash>,
 }
 
 /// A plan changed under a run in flight (`oracle resume --plan`, `oracle fork --plan`), after

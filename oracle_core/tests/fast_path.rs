@@ -128,8 +128,10 @@ fn any_payload() -> impl Strategy<Value = Payload> {
             proptest::option::of((name, value())),
             // The fork's idempotency key: an optional string like `by`.
             by(),
+            // A recovery's reason and the damaged log's hash (`oracle recover`).
+            (by(), proptest::option::of(any::<[u8; 32]>())),
         )
-            .prop_map(|(parent, seq, head, by, given, key)| {
+            .prop_map(|(parent, seq, head, by, given, key, (reason, damaged))| {
                 let (step, value) = given.map_or((None, None), |(s, v)| (Some(s), Some(v)));
                 Payload::Forked(Forked {
                     parent,
@@ -139,6 +141,8 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     step,
                     value,
                     key,
+                    reason,
+                    damaged: damaged.map(Hash),
                 })
             }),
         // A plan upgraded in flight (`oracle resume --plan`).

@@ -60,6 +60,24 @@ pub struct Forked {
     /// Events shared with the parent.
     pub shared: u64,
     pub session: Option<Session>,
+    /// For a recovery (`oracle recover`): where the parent's damage starts and where its
+    /// damaged log is kept.
+    pub recovered: Option<Recovered>,
+}
+
+/// The `reason` a recovery's `forked` event records.
+pub const RECOVERED: &str = "recovered";
+
+/// Where the damaged logs recoveries started from are kept, under the home: a copy each, by
+/// parent and hash, never deleted by oracle (the parent's own log is left as it is too).
+pub const DAMAGED_DIR: &str = "damaged";
+
+/// A recovery's facts: the damaged parent log's first bad event, its hash, and its copy.
+#[derive(Clone, Debug)]
+pub struct Recovered {
+    pub damaged_at: u64,
+    pub hash: oracle_core::Hash,
+    pub kept: PathBuf,
 }
 
 /// The step a value is given for: the one forked at, or the one the run waits on right
@@ -76,6 +94,10 @@ fn value_step(
     }
     match at {
         ForkAt::Step(step) => Ok((step.clone(), false)),
+        ForkAt::LastValid => Err(HostError::Session(SessionError::ForkPoint {
+            run: run.to_owned(),
+            why: "a recovery gives no value: fork the recovered run instead".into(),
+        })),
         ForkAt::Seq(seq) => Err(HostError::Session(SessionError::ForkPoint {
             run: run.to_owned(),
             why: format!(
@@ -103,13 +125,19 @@ impl Home {
             McpMode::Recorded(&parent.dir),
             ToolChange::Refuse,
         )?;
-        let events = Recorded::read(&parent.paths.log).map_err(SessionError::from)?;
+        // A damaged log is forked from its valid prefix only: a point at or after the damage
+        // is past the prefix's end and refused as any point past a log's end is.
+        let (events, damage) =
+            Recorded::read_valid(&parent.paths.log).map_err(SessionError::from)?;
         let shared = fork::fork_point(&parent.id, &events, &f.at)?;
+        let recovered = self.recovery(&parent, damage, &f.at)?;
         let mut answer = None;
         let mut given = ForkGiven {
             by: f.by.clone(),
             value: None,
             key: f.key.clone(),
+            reason: recovered.as_ref().map(|_| RECOVERED.to_owned()),
+            damaged: recovered.as_ref().map(|r| r.hash),
         };
         let asked_value = f.value.clone();
         if let Some(value) = f.value {
@@ -209,6 +237,7 @@ impl Home {
             parent: parent.id,
             shared,
             session,
+            recovered,
         }))
     }
 
@@ -239,6 +268,48 @@ impl Home {
             },
         )?;
         Ok(())
+    }
+
+    /// For a fork at [`ForkAt::LastValid`] (`oracle recover`): checks the parent is damaged
+    /// (`damage`, its first bad seq and byte offset), hashes its log as it is and keeps a copy
+    /// under [`DAMAGED_DIR`]. `None` for any other fork.
+    fn recovery(
+        &self,
+        parent: &RunDir,
+        damage: Option<(u64, u64)>,
+        at: &ForkAt,
+    ) -> Result<Option<Recovered>, HostError> {
+        let ForkAt::LastValid = at else {
+            return Ok(None);
+        };
+        let Some((damaged_at, _)) = damage else {
+            return Err(SessionError::ForkPoint {
+                run: parent.id.clone(),
+                why: "its log verifies whole: there is nothing to recover (`oracle fork --at SEQ` forks it)".into(),
+            }
+            .into());
+        };
+        let io = |path: &std::path::Path| {
+            let path = path.to_path_buf();
+            move |source| HostError::Session(SessionError::Io { path, source })
+        };
+        let bytes = std::fs::read(&parent.paths.log).map_err(io(&parent.paths.log))?;
+        let hash = oracle_core::Hash(*blake3::hash(&bytes).as_bytes());
+        let dir = self.dir().join(DAMAGED_DIR);
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        // Named absolutely: the caller reports it to someone in another directory.
+        let dir = std::fs::canonicalize(&dir).map_err(io(&dir))?;
+        let kept = dir.join(format!("{}-{}.jsonl", parent.id, &hash.to_hex()[..16]));
+        if !kept.exists() {
+            let tmp = kept.with_extension("jsonl.tmp");
+            std::fs::write(&tmp, &bytes).map_err(io(&tmp))?;
+            std::fs::rename(&tmp, &kept).map_err(io(&kept))?;
+        }
+        Ok(Some(Recovered {
+            damaged_at,
+            hash,
+            kept,
+        }))
     }
 
     /// The fork a key made already, when `want` matches what it recorded; a key that named

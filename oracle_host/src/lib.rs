@@ -39,5 +39,5 @@ pub use admit::{Admitted, Door, admit};
 pub use bind::ToolChange;
 pub use bind::{Bound, Given};
 pub use error::{Class, HostError};
-pub use fork::{Fork, Forked, NewPlan};
+pub use fork::{DAMAGED_DIR, Fork, Forked, NewPlan, RECOVERED, Recovered};
 pub use home::{CANCEL_WAIT_MS, Existing, Home, Note, Notes, Resume, Resumed, Start, Upgrade};

@@ -31,6 +31,8 @@ pub const PLANS_DIR: &str = "plans";
 pub enum ForkAt {
     Seq(u64),
     Step(String),
+    /// The last decision boundary of the log's valid prefix (`oracle recover`).
+    LastValid,
 }
 
 /// What a fork records in its `forked` event beyond where it starts.
@@ -42,6 +44,10 @@ pub struct ForkGiven {
     pub value: Option<(String, Value)>,
     /// The idempotency key it was asked with.
     pub key: Option<String>,
+    /// Why it was made, when not by a person's choice of point: `recovered` (`oracle recover`).
+    pub reason: Option<String>,
+    /// The BLAKE3 hash of the damaged parent log a recovery started from.
+    pub damaged: Option<oracle_core::Hash>,
 }
 
 fn refused(run: &str, why: String) -> SessionError {
@@ -79,6 +85,15 @@ pub fn fork_point(run: &str, events: &Recorded, at: &ForkAt) -> Result<u64> {
             ));
         }
         ForkAt::Seq(seq) => *seq,
+        ForkAt::LastValid => match (1..=len).rev().find(|&s| at_boundary(events, s)) {
+            Some(seq) => seq,
+            None => {
+                return Err(refused(
+                    run,
+                    "no decision boundary before the damage: nothing to recover from".into(),
+                ));
+            }
+        },
         ForkAt::Step(step) => {
             let first = (0..len).find(|&s| {
                 events.kind(s) == Some(EventKind::StepScheduled)
@@ -214,6 +229,8 @@ pub fn create(
             step,
             value,
             key: given.key,
+            reason: given.reason,
+            damaged: given.damaged,
         });
         writer.append(head.time, vec![], forked)?;
         writer.close()?;

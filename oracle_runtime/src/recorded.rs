@@ -50,6 +50,31 @@ impl Recorded {
         Recorded::from_bytes(path, bytes, 0, None)
     }
 
+    /// Reads the log at `path` up to its first damaged record (`oracle recover`, a fork before
+    /// the damage): the valid prefix, verified as [`Recorded::read`] verifies a whole log, and
+    /// where the damage starts (its seq and byte offset), or `None` for a log that verifies
+    /// whole. A torn tail is damage like any other here: the prefix ends before it.
+    pub fn read_valid(path: &Path) -> Result<(Recorded, Option<(u64, u64)>)> {
+        let bytes = std::fs::read(path).map_err(StoreError::io(path))?;
+        let damage = match Recorded::from_bytes(path, bytes.clone(), 0, None) {
+            Ok(r) => return Ok((r, None)),
+            Err(StoreError::Log { error, .. }) => match error {
+                LogBytesError::Integrity { offset, .. }
+                | LogBytesError::TornTail { offset, .. } => (error.seq(), offset),
+                LogBytesError::HeadNotFound { .. } => {
+                    return Err(StoreError::Log {
+                        path: path.to_path_buf(),
+                        error,
+                    });
+                }
+            },
+            Err(e) => return Err(e),
+        };
+        let cut = usize::try_from(damage.1).map_or(bytes.len(), |c| c.min(bytes.len()));
+        let prefix = Recorded::from_bytes(path, bytes[..cut].to_vec(), 0, None)?;
+        Ok((prefix, Some(damage)))
+    }
+
     /// Reads the log at `path` from the anchor on: the record at byte `anchor.offset` must be
     /// event `anchor.seq` with hash `anchor.hash` (what a resume point says it saw), and every
     /// later record is verified as a chain continuing it, exactly as [`Recorded::read`] verifies

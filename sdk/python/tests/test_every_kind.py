@@ -137,6 +137,22 @@ def _questions_forks_upgrades_cancel(h: Home) -> None:
     h.json("cancel", cancelled, "--reason", "not needed")
 
 
+def _recovery(h: Home) -> None:
+    """A run damaged at event 6, recovered (``forked`` with ``reason`` and ``damaged``); then
+    its log is put back as recorded, so every generated log verifies (the seeded-damage test
+    damages each one anyway)."""
+    run = h.json("run", "fixtures/plans/quickstart.plan")["run"]
+    log = h.path / ".oracle" / "runs" / run / "events.jsonl"
+    recorded = log.read_bytes()
+    lines = recorded.split(b"\n")
+    # Still JSON (the scenarios' logs are read as JSON lines), but not the event recorded.
+    assert b'"seq":6,' in lines[6], lines[6]
+    lines[6] = lines[6].replace(b'"seq":6,', b'"seq":7,', 1)
+    log.write_bytes(b"\n".join(lines))
+    h.json("recover", run, "--by", "ops")
+    log.write_bytes(recorded)
+
+
 def _timer_schedule_proposals(h: Home) -> None:
     """A sleep woken by hand (``timer_set``, ``timer_fired``), a schedule's trigger (a keyed
     run), and proposals: one that compiles (``patch_proposed``), one that does not
@@ -198,6 +214,7 @@ def _agent(h: Home) -> None:
 SCENARIOS: list[Callable[[Home], None]] = [
     _plain_runs,
     _questions_forks_upgrades_cancel,
+    _recovery,
     _timer_schedule_proposals,
     _memory,
     _shared_store,

@@ -499,7 +499,7 @@ _SHAPES: dict[str, _Check] = {
     "reinstated": _struct({"claim": _S, "evidence": _S, "note": _S, "effects": _V}),
     "forked": _struct(
         {"parent": _S, "seq": _U, "head": _H},
-        {"by": _S, "step": _S, "value": _V, "key": _S},
+        {"by": _S, "step": _S, "value": _V, "key": _S, "reason": _S, "damaged": _H},
     ),
     "plan_upgraded": _struct({"from": _H, "to": _H, "program": _S}, {"by": _S}),
     "timer_set": _struct({"step": _S, "due_ms": _U, "due": _S, "set_ms": _U}),
