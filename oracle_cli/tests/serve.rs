@@ -1797,13 +1797,16 @@ fn a_form_login_redirects_to_a_path_on_this_server_only() {
         ("javascript%3Aalert(1)", "/"),
         ("/%E2%80%A8/evil.example", "/"),
     ] {
-        let form = format!("token={alice}&next={next}");
+        // As `/signin`'s form posts it: with its sign-in token and cookie.
+        let (signin_cookie, field) = signin_form(&s);
+        let form = format!("token={alice}&signin={field}&next={next}");
         let r = a
             .run(
                 ureq::http::Request::builder()
                     .method("POST")
                     .uri(s.url("/login"))
                     .header("Content-Type", "application/x-www-form-urlencoded")
+                    .header("Cookie", &signin_cookie)
                     .body(form.into_bytes())
                     .unwrap(),
             )
