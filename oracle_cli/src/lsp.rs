@@ -78,7 +78,12 @@ pub fn run() -> Result<u8, CliError> {
     match oracle_lsp::run_stdio(&context) {
         Ok(()) => Ok(exit::OK),
         Err(e) => Err(CliError {
-            code: exit::FAILED,
+            // A message refused (longer than lsp_message_bytes_max, malformed): what was given
+            // is refused, exit 2; anything else ends the session badly, exit 1.
+            code: match e {
+                oracle_lsp::LspError::Refused(_) => exit::INPUT,
+                _ => exit::FAILED,
+            },
             message: format!("lsp: {e}"),
             json: None,
             quiet: false,

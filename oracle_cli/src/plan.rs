@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use ariadne::{Config, IndexType, Label, Report, ReportKind, Source};
 use clap::{Args, Subcommand, ValueEnum};
 use oracle_plan::compile::CompiledPlan;
-use oracle_plan::diagnostic::{Diagnostic, Severity, line_col};
+use oracle_plan::diagnostic::{Diagnostic, LineIndex, Severity};
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -80,7 +80,7 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
         PlanCommand::Check { plan, json } => {
             let (src, compiled, diags) = load(&plan)?;
             if json {
-                let list: Vec<_> = diags.iter().map(|d| diagnostic_json(&src, d)).collect();
+                let list = diagnostics_json(&src, &diags);
                 let mut doc = json!({
                     "ok": compiled.is_some(),
                     "path": plan,
@@ -234,84 +234,105 @@ fn compiled_or_report(path: &Path) -> Result<CompiledPlan, CliError> {
 /// Renders every diagnostic to stderr: coloured on a terminal, plain when piped.
 pub fn print_diagnostics(path: &Path, src: &str, diags: &[Diagnostic]) {
     let color = crate::out::colored(std::io::stderr().is_terminal());
+    let text = Rendering::new(&path.display().to_string(), src, color);
     for d in diags {
-        eprint!("{}", render(&path.display().to_string(), src, d, color));
+        eprint!("{}", text.render(d));
     }
 }
 
 /// Longest source line shown in a snippet (characters). A longer one (generated plans, a
 /// hundred thousand nested brackets) would flood the terminal: the diagnostic is shown without it.
-const SNIPPET_LINE_CHARS_MAX: usize = 300;
+const SNIPPET_LINE_CHARS_MAX: u64 = 300;
 
-/// The line that holds byte `offset` of `src`.
-fn line_at(src: &str, offset: u32) -> &str {
-    let offset = (offset as usize).min(src.len());
-    let start = src[..offset].rfind('\n').map_or(0, |i| i + 1);
-    let end = src[offset..].find('\n').map_or(src.len(), |i| offset + i);
-    &src[start..end]
+/// The diagnostics of one text as text: its line index and ariadne's copy of its lines are
+/// built once for all of them (built per diagnostic, rendering was quadratic in their number).
+pub struct Rendering<'a> {
+    path: String,
+    lines: LineIndex<'a>,
+    source: Source<&'a str>,
+    color: bool,
 }
 
-/// One diagnostic as text with a source snippet and carets.
-pub fn render(path: &str, src: &str, d: &Diagnostic, color: bool) -> String {
-    let shown = line_at(src, d.span.start).chars().count();
-    if shown > SNIPPET_LINE_CHARS_MAX {
-        let (l, c) = line_col(src, d.span.start);
-        let mut out = format!(
-            "[{}] {}: {}\n  at {path}:{l}:{c} ({}: a line of {shown} characters, not shown)\n",
-            d.code,
-            match d.severity {
-                Severity::Error => "Error",
-                Severity::Warning => "Warning",
-            },
-            d.message,
-            d.label
-        );
+impl<'a> Rendering<'a> {
+    pub fn new(path: &str, src: &'a str, color: bool) -> Rendering<'a> {
+        Rendering {
+            path: path.to_owned(),
+            lines: LineIndex::new(src),
+            source: Source::from(src),
+            color,
+        }
+    }
+
+    /// One diagnostic with a source snippet and carets.
+    pub fn render(&self, d: &Diagnostic) -> String {
+        let path = self.path.as_str();
+        let (_, shown) = self.lines.line_of(d.span.start);
+        if shown > SNIPPET_LINE_CHARS_MAX {
+            let (l, c) = self.lines.line_col(d.span.start);
+            let mut out = format!(
+                "[{}] {}: {}\n  at {path}:{l}:{c} ({}: a line of {shown} characters, not shown)\n",
+                d.code,
+                match d.severity {
+                    Severity::Error => "Error",
+                    Severity::Warning => "Warning",
+                },
+                d.message,
+                d.label
+            );
+            if let Some(h) = &d.hint {
+                out.push_str(&format!("  help: {h}\n"));
+            }
+            return out;
+        }
+        let mut out = Vec::new();
+        match self.report(d).write((path, &self.source), &mut out) {
+            Ok(()) => String::from_utf8_lossy(&out).into_owned(),
+            // Rendering into memory cannot fail; keep the plain facts if it ever does.
+            Err(_) => {
+                let (l, c) = self.lines.line_col(d.span.start);
+                format!("{path}:{l}:{c}: error[{}]: {}\n", d.code, d.message)
+            }
+        }
+    }
+
+    fn report(&self, d: &Diagnostic) -> Report<'_, (&str, std::ops::Range<usize>)> {
+        let path = self.path.as_str();
+        let range = |s: oracle_plan::ast::Span| (s.start as usize)..(s.end.max(s.start) as usize);
+        let kind = match d.severity {
+            Severity::Error => ReportKind::Error,
+            Severity::Warning => ReportKind::Warning,
+        };
+        let config = Config::default()
+            .with_color(self.color)
+            .with_index_type(IndexType::Byte);
+        let mut report = Report::build(kind, (path, range(d.span)))
+            .with_config(config)
+            .with_code(d.code)
+            .with_message(&d.message)
+            .with_label(
+                Label::new((path, range(d.span)))
+                    .with_message(&d.label)
+                    .with_order(0),
+            );
+        for (i, (span, label)) in d.related.iter().enumerate() {
+            report = report.with_label(
+                Label::new((path, range(*span)))
+                    .with_message(label)
+                    .with_order(i as i32 + 1),
+            );
+        }
         if let Some(h) = &d.hint {
-            out.push_str(&format!("  help: {h}\n"));
+            report = report.with_help(h);
         }
-        return out;
-    }
-    let range = |s: oracle_plan::ast::Span| (s.start as usize)..(s.end.max(s.start) as usize);
-    let kind = match d.severity {
-        Severity::Error => ReportKind::Error,
-        Severity::Warning => ReportKind::Warning,
-    };
-    let config = Config::default()
-        .with_color(color)
-        .with_index_type(IndexType::Byte);
-    let mut report = Report::build(kind, (path, range(d.span)))
-        .with_config(config)
-        .with_code(d.code)
-        .with_message(&d.message)
-        .with_label(
-            Label::new((path, range(d.span)))
-                .with_message(&d.label)
-                .with_order(0),
-        );
-    for (i, (span, label)) in d.related.iter().enumerate() {
-        report = report.with_label(
-            Label::new((path, range(*span)))
-                .with_message(label)
-                .with_order(i as i32 + 1),
-        );
-    }
-    if let Some(h) = &d.hint {
-        report = report.with_help(h);
-    }
-    let mut out = Vec::new();
-    let written = report.finish().write((path, Source::from(src)), &mut out);
-    match written {
-        Ok(()) => String::from_utf8_lossy(&out).into_owned(),
-        // Rendering into memory cannot fail; keep the plain facts if it ever does.
-        Err(_) => {
-            let (l, c) = line_col(src, d.span.start);
-            format!("{path}:{l}:{c}: error[{}]: {}\n", d.code, d.message)
-        }
+        report.finish()
     }
 }
 
-pub(crate) fn diagnostic_json(src: &str, d: &Diagnostic) -> serde_json::Value {
-    d.to_json(src)
+/// Every diagnostic of `src` as `--json` prints it, with one line index of the text for all
+/// their positions (one scan of the text per diagnostic was quadratic).
+pub(crate) fn diagnostics_json(src: &str, diags: &[Diagnostic]) -> Vec<serde_json::Value> {
+    let lines = LineIndex::new(src);
+    diags.iter().map(|d| d.to_json_at(&lines)).collect()
 }
 
 fn graph_text(c: &CompiledPlan) -> String {

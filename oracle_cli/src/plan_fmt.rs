@@ -95,10 +95,7 @@ fn one(path: &Path, json_out: bool) -> Result<Outcome, CliError> {
         Err(_) => {
             let (src, _, diags) = crate::plan::load(path)?;
             if json_out {
-                let list = diags
-                    .iter()
-                    .map(|d| crate::plan::diagnostic_json(&src, d))
-                    .collect();
+                let list = crate::plan::diagnostics_json(&src, &diags);
                 Ok(Outcome::Refused(list))
             } else {
                 crate::plan::print_diagnostics(path, &src, &diags);

@@ -718,10 +718,7 @@ pub(crate) fn session_error(e: SessionError, json_out: bool, log: Option<&Path>)
     } = &e
     {
         if json_out {
-            let list: Vec<_> = diagnostics
-                .iter()
-                .map(|d| crate::plan::diagnostic_json(source, d))
-                .collect();
+            let list = crate::plan::diagnostics_json(source, diagnostics);
             if let Err(closed) = crate::out::json(&json!({
                 "ok": false,
                 "path": path,

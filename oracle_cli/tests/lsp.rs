@@ -210,3 +210,133 @@ fn the_server_answers_an_editor_over_stdio() {
     let status = c.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// A document full of mistakes (2,000 unknown names) is answered with at most
+/// `DIAGNOSTICS_MAX` diagnostics and one more that counts the rest (issue 53, item 5): one
+/// change costs the server a bounded message, however many mistakes the text holds.
+#[test]
+fn a_document_full_of_mistakes_gets_a_bounded_list() {
+    const UNKNOWN: usize = 2_000;
+    let max = oracle_plan::diagnostic::DIAGNOSTICS_MAX;
+    let mut text = String::from("plan typos version 1\n");
+    for i in 0..UNKNOWN {
+        text.push_str(&format!("s{i} = text.count {{ text: t{i} }}\n"));
+    }
+    let mut c = Client::start();
+    c.request(
+        "initialize",
+        json!({"processId": null, "rootUri": null, "capabilities": {}}),
+    );
+    c.notify("initialized", json!({}));
+    c.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": URI, "languageId": "oracle-plan", "version": 1, "text": text}}),
+    );
+    let published = c.notification("textDocument/publishDiagnostics");
+    let diags = published["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.len(), max + 1, "{}", diags.len());
+    assert!(diags[..max].iter().all(|d| d["code"] == "E0204"));
+    // The first shown is the first in the text; the last counts the rest, at the next one.
+    assert_eq!(diags[0]["range"]["start"]["line"], 1);
+    let more = &diags[max];
+    assert_eq!(more["code"], "E0226");
+    let message = more["message"].as_str().unwrap();
+    let rest = UNKNOWN - max;
+    assert!(
+        message.starts_with(&format!("and {rest} more diagnostics ({rest} errors)")),
+        "{message}"
+    );
+    assert_eq!(more["range"]["start"]["line"], max + 1);
+    c.request("shutdown", Value::Null);
+    c.notify("exit", Value::Null);
+    drop(c.stdin);
+    assert_eq!(c.child.wait().unwrap().code(), Some(0));
+}
+
+/// Address space `oracle lsp` gets in the length tests (KiB): far below the 3 GB a trusted
+/// `Content-Length` would allocate, far above what the server needs.
+const ADDRESS_SPACE_KIB: u64 = 2 << 20;
+
+/// `oracle lsp` under `ulimit -v`, its stdout read message by message.
+fn bounded_server() -> Client {
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            &format!("ulimit -v {ADDRESS_SPACE_KIB} && exec \"$0\" lsp"),
+            env!("CARGO_BIN_EXE_oracle"),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, messages) = channel();
+    std::thread::spawn(move || {
+        while let Some(m) = read_message(&mut stdout) {
+            if tx.send(m).is_err() {
+                break;
+            }
+        }
+    });
+    Client {
+        child,
+        stdin,
+        messages,
+        next_id: 1,
+    }
+}
+
+/// Waits for the child to exit (within `READ_TIMEOUT`): its status and stderr.
+fn exited(c: &mut Client) -> (std::process::ExitStatus, String) {
+    let deadline = std::time::Instant::now() + READ_TIMEOUT;
+    loop {
+        if let Some(status) = c.child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(c.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            return (status, err);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = c.child.kill();
+            panic!("`oracle lsp` still running after a refused length");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A `Content-Length` above `LSP_MESSAGE_BYTES_MAX` (3 GB, and one byte over the limit, as the
+/// first message and in the middle of a session) is answered with a JSON-RPC error and the
+/// server exits 2 at once, without waiting for the body it announced or allocating it: under a
+/// 2 GiB address space it neither aborts (no signal) nor hangs (issue 53, item 6).
+#[test]
+fn a_message_longer_than_the_limit_is_refused_unread() {
+    use std::os::unix::process::ExitStatusExt;
+    let limit = oracle_lsp::transport::LSP_MESSAGE_BYTES_MAX;
+    for (length, mid_session) in [
+        ("3000000000".to_owned(), false),
+        ((limit + 1).to_string(), false),
+        ((limit + 1).to_string(), true),
+    ] {
+        let mut c = bounded_server();
+        if mid_session {
+            c.request(
+                "initialize",
+                json!({"processId": null, "rootUri": null, "capabilities": {}}),
+            );
+        }
+        // The header alone; stdin stays open, so a server waiting for the body would hang.
+        write!(c.stdin, "Content-Length: {length}\r\n\r\n").unwrap();
+        c.stdin.flush().unwrap();
+        let answer = c.recv("the refusal");
+        assert_eq!(answer["id"], Value::Null, "{answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&length), "{message}");
+        assert!(message.contains("lsp_message_bytes_max"), "{message}");
+        let (status, err) = exited(&mut c);
+        assert_eq!(status.signal(), None, "killed by a signal: {err}");
+        assert_eq!(status.code(), Some(2), "{err}");
+        assert!(err.contains("lsp_message_bytes_max"), "{err}");
+    }
+}

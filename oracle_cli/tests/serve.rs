@@ -1664,14 +1664,15 @@ fn browsers_log_in_for_a_cookie_and_their_writes_need_the_csrf_token() {
     );
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["by"], "alice");
-    // A form login redirects to a local `next` only.
+    // A form login (with the sign-in form's token) redirects to a local `next` only.
     for (next, want) in [
         ("/inbox", "/inbox"),
         ("//evil.example/x", "/"),
         ("https://evil.example", "/"),
     ] {
+        let (signin_cookie, field) = signin_form(&s);
         let form = format!(
-            "token={alice}&next={}",
+            "token={alice}&signin={field}&next={}",
             next.replace('/', "%2F").replace(':', "%3A")
         );
         let r = a
@@ -1680,6 +1681,7 @@ fn browsers_log_in_for_a_cookie_and_their_writes_need_the_csrf_token() {
                     .method("POST")
                     .uri(s.url("/login"))
                     .header("Content-Type", "application/x-www-form-urlencoded")
+                    .header("Cookie", &signin_cookie)
                     .body(form.into_bytes())
                     .unwrap(),
             )
@@ -1797,13 +1799,16 @@ fn a_form_login_redirects_to_a_path_on_this_server_only() {
         ("javascript%3Aalert(1)", "/"),
         ("/%E2%80%A8/evil.example", "/"),
     ] {
-        let form = format!("token={alice}&next={next}");
+        // As `/signin`'s form posts it: with its sign-in token and cookie.
+        let (signin_cookie, field) = signin_form(&s);
+        let form = format!("token={alice}&signin={field}&next={next}");
         let r = a
             .run(
                 ureq::http::Request::builder()
                     .method("POST")
                     .uri(s.url("/login"))
                     .header("Content-Type", "application/x-www-form-urlencoded")
+                    .header("Cookie", &signin_cookie)
                     .body(form.into_bytes())
                     .unwrap(),
             )
@@ -1924,6 +1929,135 @@ fn under_read_open_every_route_refuses_a_foreign_host() {
         }
     }
     assert_eq!(log_bytes(&sb, "escalation-1"), before, "nothing written");
+}
+
+/// `GET /signin`: the sign-in cookie's `Cookie` pair and the form's `signin` field.
+fn signin_form(s: &Server) -> (String, String) {
+    let mut r = agent().get(s.url("/signin")).call().unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let cookie = r.headers().get("set-cookie").unwrap().to_str().unwrap();
+    assert!(cookie.starts_with("oracle_signin="), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let page = r.body_mut().read_to_string().unwrap();
+    let at = page.find("name=\"signin\" value=\"").unwrap() + "name=\"signin\" value=\"".len();
+    let field = page[at..].split('"').next().unwrap().to_owned();
+    (pair, field)
+}
+
+/// `POST /login` as a form, with `headers`: the status and the `Set-Cookie` values.
+fn form_login(s: &Server, form: &str, headers: &[(&str, &str)]) -> (u16, Vec<String>, String) {
+    let mut b = ureq::http::Request::builder()
+        .method("POST")
+        .uri(s.url("/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded");
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let mut r = agent()
+        .run(b.body(form.as_bytes().to_vec()).unwrap())
+        .unwrap();
+    let cookies = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    let body = r.body_mut().read_to_string().unwrap_or_default();
+    (r.status().as_u16(), cookies, body)
+}
+
+/// Login CSRF (issue 53, item 7): a sign-in posted from another site (its browser says so with
+/// `Origin` or `Sec-Fetch-Site`), or a sign-in form without the token `/signin` put in it
+/// beside its cookie, is refused with 403 `csrf` and sets no session cookie, even with a good
+/// token; the form `/signin` serves signs in; a program's JSON login still works.
+#[test]
+fn sign_in_refuses_cross_site_posts() {
+    let (sb, alice, _) = setup();
+    let s = Server::start(sb.path(), &[]);
+    let host = s.addr.clone();
+    let here = format!("http://{host}");
+    let no_session = |cookies: &[String]| !cookies.iter().any(|c| c.starts_with("oracle_session="));
+    let (pair, field) = signin_form(&s);
+    let good = format!("token={alice}&signin={field}&next=%2Finbox");
+    let cross_site: [&[(&str, &str)]; 5] = [
+        &[("Cookie", &pair), ("Origin", "http://evil.example")],
+        &[("Cookie", &pair), ("Origin", "null")],
+        &[("Cookie", &pair), ("Sec-Fetch-Site", "cross-site")],
+        // Another port of this host is the same site, not the same origin.
+        &[("Cookie", &pair), ("Sec-Fetch-Site", "same-site")],
+        &[("Cookie", &pair), ("Origin", "http://127.0.0.1:1")],
+    ];
+    for headers in cross_site {
+        let (status, cookies, body) = form_login(&s, &good, headers);
+        assert_eq!(status, 403, "{headers:?}: {body}");
+        assert!(body.contains("\"code\":\"csrf\""), "{headers:?}: {body}");
+        assert!(no_session(&cookies), "{headers:?}: {cookies:?}");
+    }
+    // JSON from another site is refused alike.
+    for (k, v) in [
+        ("Origin", "http://evil.example"),
+        ("Sec-Fetch-Site", "cross-site"),
+    ] {
+        let body = json!({"token": alice}).to_string();
+        let (status, v) = call_raw(
+            "POST",
+            &s.url("/login"),
+            None,
+            Some(&body),
+            "application/json",
+            &[(k, v)],
+        );
+        assert_error(status, &v, 403, "csrf");
+    }
+    // A form without the sign-in token, without its cookie, with another form's, or forged.
+    let (other_pair, other_field) = signin_form(&s);
+    let forms = [
+        (format!("token={alice}&next=%2Finbox"), pair.clone()),
+        (good.clone(), String::new()),
+        (good.clone(), other_pair.clone()),
+        (format!("token={alice}&signin={other_field}"), pair.clone()),
+        (
+            format!("token={alice}&signin={}", "0".repeat(64)),
+            pair.clone(),
+        ),
+        (
+            good.clone(),
+            pair.replace("oracle_signin=", "oracle_signin=9"),
+        ),
+    ];
+    for (form, cookie) in &forms {
+        let headers: Vec<(&str, &str)> = if cookie.is_empty() {
+            vec![]
+        } else {
+            vec![("Cookie", cookie)]
+        };
+        let (status, cookies, body) = form_login(&s, form, &headers);
+        assert_eq!(status, 403, "{form} {cookie}: {body}");
+        assert!(body.contains("\"code\":\"csrf\""), "{body}");
+        assert!(no_session(&cookies), "{cookies:?}");
+    }
+    // The form as a browser posts it from this server: signed in, the sign-in cookie dropped.
+    let headers = [
+        ("Cookie", pair.as_str()),
+        ("Origin", here.as_str()),
+        ("Sec-Fetch-Site", "same-origin"),
+    ];
+    let (status, cookies, body) = form_login(&s, &good, &headers);
+    assert_eq!(status, 303, "{body}");
+    assert!(!no_session(&cookies), "{cookies:?}");
+    assert!(
+        cookies
+            .iter()
+            .any(|c| c.starts_with("oracle_signin=;") && c.contains("Max-Age=0")),
+        "{cookies:?}"
+    );
+    // A program's JSON login needs no form token.
+    let (session, _) = json_login(&s, &alice);
+    assert!(session.starts_with("oracle_session="), "{session}");
 }
 
 /// `POST /login` with JSON: the session's `Cookie` pair and its CSRF token.
@@ -2436,6 +2570,56 @@ fn a_requested_plan_stays_under_the_root_and_a_refused_start_creates_nothing() {
     let runs = sb.path().join(".oracle/runs");
     let made = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
     assert_eq!(made, 0, "nothing created under {}", runs.display());
+}
+
+/// A plan full of mistakes (2,000 unknown names) sent to every route that checks a plan (a
+/// run, a fork) is refused with at most `DIAGNOSTICS_MAX` diagnostics and one more counting
+/// the rest (issue 53, item 5): one request costs the server a bounded answer. (A schedule's
+/// plan is not checked when it is created, so it makes no diagnostics there; checking it is
+/// the one admission rule's, item 1.)
+#[test]
+fn a_plan_full_of_mistakes_gets_a_bounded_answer_on_every_route() {
+    const UNKNOWN: usize = 2_000;
+    let max = oracle_plan::diagnostic::DIAGNOSTICS_MAX;
+    let (sb, alice, _) = setup();
+    run(&sb, &["run", "fixtures/plans/escalation.plan"], 3);
+    let mut typos = String::from("plan typos version 1\n");
+    for i in 0..UNKNOWN {
+        typos.push_str(&format!("s{i} = text.count {{ text: t{i} }}\n"));
+    }
+    let root = sb.path().to_str().unwrap().to_owned();
+    let s = Server::start(sb.path(), &["--root", &root]);
+    let routes = [
+        ("/api/v1/runs", json!({"plan": typos})),
+        (
+            "/api/v1/runs/escalation-1/fork",
+            json!({"step": "total", "plan": typos}),
+        ),
+    ];
+    for (route, body) in routes {
+        let (status, v) = call("POST", &s.url(route), Some(&alice), Some(&body));
+        assert_error(status, &v, 422, "plan");
+        let diags = v["error"]["diagnostics"].as_array().unwrap();
+        assert_eq!(diags.len(), max + 1, "{route}: {}", diags.len());
+        assert!(diags[..max].iter().all(|d| d["code"] == "E0204"), "{route}");
+        assert_eq!(
+            (diags[0]["line"].as_u64(), diags[max - 1]["line"].as_u64()),
+            (Some(2), Some(max as u64 + 1))
+        );
+        let more = &diags[max];
+        assert_eq!(more["code"], "E0226", "{route}: {more}");
+        let rest = UNKNOWN - max;
+        let message = more["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("and {rest} more diagnostics")),
+            "{route}: {message}"
+        );
+        assert_eq!(
+            more["line"].as_u64(),
+            Some(max as u64 + 2),
+            "{route}: at the first left out"
+        );
+    }
 }
 
 /// A plan whose second step waits for a file `marker` in the working directory.

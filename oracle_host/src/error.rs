@@ -327,7 +327,9 @@ pub fn session_class(e: &SessionError) -> Class {
             diagnostics,
         } => refused("plan").with(json!({
             "path": path,
-            "diagnostics": diagnostics.iter().map(|d| d.to_json(text)).collect::<Vec<_>>(),
+            // At most DIAGNOSTICS_MAX, then one that counts the rest: a request full of
+            // mistakes costs the server a bounded answer (issue 53).
+            "diagnostics": oracle_plan::diagnostic::json_capped(text, diagnostics),
         })),
         SessionError::BadKey { .. } => Class::of("usage", exit::INPUT, http::BAD_REQUEST),
         SessionError::KeyUsed { key, run, differs } => {

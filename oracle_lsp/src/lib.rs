@@ -12,6 +12,7 @@ pub mod analysis;
 pub mod server;
 pub mod symbols;
 pub mod text;
+pub mod transport;
 
 use std::path::Path;
 
@@ -43,6 +44,10 @@ pub enum LspError {
     ExitWithoutShutdown,
     #[error("the client closed the connection without exit")]
     Closed,
+    /// A message that could not be taken (too long, malformed): answered with an error, then
+    /// the connection closed (`oracle lsp` exits 2).
+    #[error("{0}")]
+    Refused(#[from] transport::Refused),
 }
 
 /// Serves one client over `conn` until it asks to shut down and exit (Ok) or goes away (Err).
@@ -52,12 +57,17 @@ pub fn serve(conn: &Connection, context: &dyn Context) -> Result<(), LspError> {
     server::Server::new(conn, context).run()
 }
 
-/// Serves the client on stdin and stdout (`oracle lsp`).
+/// Serves the client on stdin and stdout (`oracle lsp`), framed by [`transport`] (within
+/// `LSP_MESSAGE_BYTES_MAX`).
 pub fn run_stdio(context: &dyn Context) -> Result<(), LspError> {
-    let (conn, io) = Connection::stdio();
+    let (conn, io) = transport::stdio();
     let served = serve(&conn, context);
     // The writer thread ends when the connection's sender is dropped.
     drop(conn);
-    let joined = io.join().map_err(LspError::from);
-    served.and(joined)
+    match io.join() {
+        // A refused message is why serving ended (the reader stopped, so the server saw the
+        // connection close).
+        Err(refused @ LspError::Refused(_)) => Err(refused),
+        joined => served.and(joined),
+    }
 }

@@ -165,7 +165,10 @@ impl<'a> Server<'a> {
         let (catalogue, sources) = self
             .context
             .catalogue(file_path(&doc.uri).as_deref(), &doc.text);
-        analysis::diagnostics(&doc.text, &catalogue, &sources)
+        // At most DIAGNOSTICS_MAX, then one counting the rest: a document full of mistakes
+        // costs one bounded message per change.
+        let all = analysis::diagnostics(&doc.text, &catalogue, &sources);
+        oracle_plan::diagnostic::capped(&all)
             .iter()
             .map(|d| to_lsp(doc, d))
             .collect()

@@ -297,13 +297,11 @@ pub fn check_with(
         // Still report semantic problems the parser could not see, but not ones about the text
         // the parser already flagged (it put a placeholder there).
         if let Err(more) = compile(&plan, catalogue) {
-            let overlaps = |d: &Diagnostic| {
-                diags.iter().any(|p| {
-                    d.span.start < p.span.end.max(p.span.start + 1)
-                        && p.span.start < d.span.end.max(d.span.start + 1)
-                })
-            };
-            let more: Vec<Diagnostic> = more.into_iter().filter(|d| !overlaps(d)).collect();
+            let parsed = crate::overlap::Places::new(diags.iter().map(|p| p.span));
+            let more: Vec<Diagnostic> = more
+                .into_iter()
+                .filter(|d| !parsed.overlaps(d.span))
+                .collect();
             diags.extend(more);
         }
         // In order of position, as a reader goes through the file.
@@ -332,6 +330,8 @@ pub fn compile_in(
     sources: &Sources,
     depth: u32,
 ) -> Result<CompiledPlan, Vec<Diagnostic>> {
+    // One budget for every "did you mean" of the check, loop bodies and sub-plans included.
+    let _suggestions = crate::diagnostic::SuggestionBudget::enter();
     let mut d = Vec::new();
 
     if let Some(first_over) = plan.steps.get(STEPS_MAX as usize) {
@@ -490,6 +490,8 @@ pub fn compile_in(
         .copied()
         .chain(inputs.keys().copied())
         .collect();
+    // For membership: a loop body asks about each name it reads.
+    let name_set: BTreeSet<&str> = names.iter().copied().collect();
 
     // The fields each step's output can have: the union over its tiers, when every tier's tool
     // declares a closed output object (otherwise anything goes and nothing is checked).
@@ -586,7 +588,7 @@ pub fn compile_in(
         let mut loop_deps = Vec::new();
         let call = match &s.body {
             Some(b) => {
-                body = compile_body(s, b, plan, catalogue, (sources, depth), &names, &mut d);
+                body = compile_body(s, b, plan, catalogue, (sources, depth), &name_set, &mut d);
                 if let Some(items) = &b.items {
                     resolve(items, false, &mut d);
                 }
@@ -777,14 +779,11 @@ pub fn compile_in(
 /// by both the compiler and the type check, E0218 for a step's first field, is said once),
 /// then orders them all by where they start (stable: at one place, the order found).
 fn merge_by_position(d: &mut Vec<Diagnostic>, more: Vec<Diagnostic>) {
+    let mut said = crate::overlap::Said::new(d.iter().chain(&more));
+    d.iter().for_each(|p| said.keep(p));
     for m in more {
-        let said = d.iter().any(|p| {
-            p.span == m.span
-                || (p.code == m.code
-                    && m.span.start < p.span.end.max(p.span.start + 1)
-                    && p.span.start < m.span.end.max(m.span.start + 1))
-        });
-        if !said {
+        if !said.said(&m) {
+            said.keep(&m);
             d.push(m);
         }
     }
@@ -1004,7 +1003,7 @@ fn compile_body(
     plan: &ast::Plan,
     catalogue: &Catalogue,
     (sources, depth): (&Sources, u32),
-    outer_names: &[&str],
+    outer_names: &BTreeSet<&str>,
     d: &mut Vec<Diagnostic>,
 ) -> Option<CompiledBody> {
     let loop_error =

@@ -40,6 +40,7 @@ pub mod eval;
 pub mod fmt;
 pub mod graph;
 pub mod lexer;
+mod overlap;
 mod parsed;
 pub mod parser;
 pub mod print;

@@ -203,6 +203,8 @@ pub fn check(
     catalogue: &Catalogue,
     inputs: Option<&Map<String, Value>>,
 ) -> Vec<Diagnostic> {
+    // Within a compile, its budget; called alone (a run's inputs typed), one of its own.
+    let _suggestions = crate::diagnostic::SuggestionBudget::enter();
     let mut scope = Scope::new();
     for i in &plan.inputs {
         let named = Named {
@@ -212,18 +214,21 @@ pub fn check(
         scope.insert(i.name.clone(), named);
     }
     let mut d = Vec::new();
-    check_steps(&plan.steps, catalogue, inputs, scope, &mut d);
+    check_steps(&plan.steps, catalogue, inputs, &mut scope, &mut d);
     d
 }
 
-/// Checks `steps` (a plan's, or a loop body's) with `scope` (the names outside them).
+/// Checks `steps` (a plan's, or a loop body's) with `scope` (the names outside them), which
+/// it leaves as it found it. The names of a body are added to the one scope and taken out
+/// after rather than added to a copy: a copy of the plan's names per loop was quadratic.
 fn check_steps(
     steps: &[CompiledStep],
     catalogue: &Catalogue,
     inputs: Option<&Map<String, Value>>,
-    mut scope: Scope,
+    scope: &mut Scope,
     d: &mut Vec<Diagnostic>,
 ) {
+    let mut hidden = Vec::with_capacity(steps.len());
     for s in steps {
         let named = Named {
             ty: step_ty(s, catalogue, inputs),
@@ -234,7 +239,7 @@ fn check_steps(
                     .join(" or "),
             ),
         };
-        scope.insert(s.name.clone(), named);
+        hidden.push((s.name.clone(), scope.insert(s.name.clone(), named)));
     }
     for s in steps {
         let exprs = tiers(s)
@@ -242,41 +247,49 @@ fn check_steps(
             .chain(s.when.iter())
             .chain(s.expect.iter());
         for e in exprs {
-            infer(e, &scope, d);
+            infer(e, scope, d);
         }
         let Some(b) = s.body.as_deref().filter(|b| b.kind != LoopKind::Use) else {
             continue;
         };
-        let mut inner = scope.clone();
+        let mut var_hid = Vec::new();
         if let (Some(var), Some(items)) = (&b.var, &b.items) {
-            let item = match infer(items, &scope, d) {
+            let item = match infer(items, scope, d) {
                 Ty::List(t) => *t,
                 _ => Ty::Any,
             };
-            inner.insert(
-                var.clone(),
-                Named {
-                    ty: item,
-                    tools: None,
-                },
-            );
+            let named = Named {
+                ty: item,
+                tools: None,
+            };
+            var_hid.push((var.clone(), scope.insert(var.clone(), named)));
         }
-        let mut until_scope = inner.clone();
         let inputs = body_inputs(b, inputs);
-        check_steps(&b.plan.steps, catalogue, inputs, inner, d);
+        check_steps(&b.plan.steps, catalogue, inputs, scope, d);
         if let Some(u) = &b.until {
+            let mut until_hid = Vec::with_capacity(b.plan.steps.len());
             for t in &b.plan.steps {
-                let ty = step_ty(t, catalogue, inputs);
-                until_scope.insert(
-                    t.name.clone(),
-                    Named {
-                        ty,
-                        tools: Some(t.call.tool.clone()),
-                    },
-                );
+                let named = Named {
+                    ty: step_ty(t, catalogue, inputs),
+                    tools: Some(t.call.tool.clone()),
+                };
+                until_hid.push((t.name.clone(), scope.insert(t.name.clone(), named)));
             }
-            infer(u, &until_scope, d);
+            infer(u, scope, d);
+            restore(scope, until_hid);
         }
+        restore(scope, var_hid);
+    }
+    restore(scope, hidden);
+}
+
+/// Puts back what inserting `hidden` (name, what it replaced), in order, changed in `scope`.
+fn restore(scope: &mut Scope, hidden: Vec<(String, Option<Named>)>) {
+    for (name, before) in hidden.into_iter().rev() {
+        match before {
+            Some(named) => scope.insert(name, named),
+            None => scope.remove(&name),
+        };
     }
 }
 

@@ -1026,6 +1026,8 @@ struct LoginBody {
     token: String,
     /// Where a form login goes next (a path on this server).
     next: Option<String>,
+    /// A form's sign-in token (`auth::SIGNIN_FIELD`), matched against its cookie.
+    signin: Option<String>,
 }
 
 /// A path on this server to go to after a form login (`/` for anything else, so a login link
@@ -1102,9 +1104,14 @@ fn is_form(headers: &HeaderMap) -> bool {
 }
 
 /// `POST /login`: a token (form field or JSON `token`) for a session cookie. A form is
-/// answered with a redirect to `next`; JSON with `{"ok": true, "name", "csrf"}`.
+/// answered with a redirect to `next`; JSON with `{"ok": true, "name", "csrf"}`. Login CSRF is
+/// refused (`csrf`, before the token is looked at): a post its browser says is cross-site, and
+/// a form without the sign-in token `/signin` gave it (a JSON body needs a content type no
+/// page elsewhere can send without the server's leave).
 async fn login(State(state): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    auth::same_origin(req.headers())?;
     let form = is_form(req.headers());
+    let signin_cookie = auth::cookie(req.headers(), auth::SIGNIN_COOKIE);
     let body: LoginBody = if form {
         Form::<LoginBody>::from_request(req, &state)
             .await
@@ -1113,6 +1120,11 @@ async fn login(State(state): State<AppState>, req: Request) -> Result<Response, 
     } else {
         JsonBody::<LoginBody>::from_request(req, &state).await?.0
     };
+    if form {
+        state
+            .sessions
+            .check_signin(signin_cookie.as_deref(), body.signin.as_deref())?;
+    }
     let name = state.tokens.check(&body.token).ok_or(ApiError::BadToken)?;
     let session = state
         .sessions
@@ -1124,11 +1136,15 @@ async fn login(State(state): State<AppState>, req: Request) -> Result<Response, 
         let mut r = StatusCode::SEE_OTHER.into_response();
         let location = HeaderValue::from_str(to).unwrap_or_else(|_| HeaderValue::from_static("/"));
         r.headers_mut().insert(header::LOCATION, location);
+        // The sign-in cookie has served.
+        if let Ok(v) = HeaderValue::from_str(&auth::cleared_signin_cookie()) {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
         r
     } else {
         ok(json!({"ok": true, "name": name, "csrf": auth::csrf_token(&session)}))
     };
-    r.headers_mut().insert(header::SET_COOKIE, cookie);
+    r.headers_mut().append(header::SET_COOKIE, cookie);
     Ok(r)
 }
 

@@ -11,6 +11,12 @@
 //!   [`check_form_csrf`]) or the header `X-CSRF-Token`. `SameSite=Strict` already keeps the
 //!   cookie off cross-site requests; the token is the second lock, for browsers that ignore it.
 //!   A session lives only as long as its token's line in the token file ([`session_of`]).
+//! - **Signing in** is a form too, and refuses cross-site posts (login CSRF: a page elsewhere
+//!   signing the operator's browser in with the attacker's token): `POST /login` is refused
+//!   when the browser says the post comes from elsewhere ([`same_origin`]: `Sec-Fetch-Site`,
+//!   `Origin`), and a form post must carry the sign-in token `/signin` put in its form beside
+//!   a cookie it set ([`Sessions::signin_token`]): the field is a keyed hash of the cookie, so
+//!   a page elsewhere, which can read neither, cannot make a pair.
 //! - **Open reads** (`--read-open`, loopback only): reads need nothing, but every request,
 //!   whatever its route, must name a loopback address in its `Host` header (checked for the
 //!   whole router by `api::host_guard`, and again here for reads), so a web page that rebinds
@@ -27,7 +33,7 @@ use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 
-use crate::config::{SESSION_TTL_S, SESSIONS_MAX};
+use crate::config::{SESSION_TTL_S, SESSIONS_MAX, SIGNIN_TTL_S};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -37,6 +43,10 @@ pub const SESSION_COOKIE: &str = "oracle_session";
 pub const CSRF_HEADER: &str = "x-csrf-token";
 /// The form field HTML forms carry it in.
 pub const CSRF_FIELD: &str = "csrf";
+/// The cookie `/signin` sets for its form (`Path=/login`): a deadline and a random nonce.
+pub const SIGNIN_COOKIE: &str = "oracle_signin";
+/// The sign-in form's field: the keyed hash of that cookie.
+pub const SIGNIN_FIELD: &str = "signin";
 
 /// How a request was authenticated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,7 +93,12 @@ pub fn check_form_csrf(session: &Session, field: &str) -> Result<(), ApiError> {
 pub struct Sessions {
     key: [u8; 32],
     map: Mutex<BTreeMap<String, Session>>,
+    /// When the server started: sign-in tokens' deadlines count from it.
+    started: Instant,
 }
+
+/// What keys a sign-in token apart from a session's CSRF token under the one key.
+const SIGNIN_CONTEXT: &[u8] = b"oracle signin form\0";
 
 fn random_hex(n: usize) -> Result<String, ApiError> {
     let mut bytes = vec![0u8; n];
@@ -101,7 +116,45 @@ impl Sessions {
         Ok(Sessions {
             key,
             map: Mutex::new(BTreeMap::new()),
+            started: Instant::now(),
         })
+    }
+
+    /// A sign-in form's pair: the cookie's value (a deadline in seconds since the server
+    /// started, and a random nonce) and the form field's (their keyed hash).
+    pub fn signin_token(&self) -> Result<(String, String), ApiError> {
+        let deadline = self.started.elapsed().as_secs() + SIGNIN_TTL_S;
+        let cookie = format!("{deadline}.{}", random_hex(16)?);
+        let field = self.signin_field(&cookie);
+        Ok((cookie, field))
+    }
+
+    fn signin_field(&self, cookie: &str) -> String {
+        let mut h = blake3::Hasher::new_keyed(&self.key);
+        h.update(SIGNIN_CONTEXT);
+        h.update(cookie.as_bytes());
+        h.finalize().to_hex().to_string()
+    }
+
+    /// Checks a sign-in form's field against its cookie (constant time) and the cookie's
+    /// deadline: `csrf` ([`ApiError::SigninCsrf`]) when either is missing, they do not match,
+    /// or the form is too old.
+    pub fn check_signin(&self, cookie: Option<&str>, field: Option<&str>) -> Result<(), ApiError> {
+        let (Some(cookie), Some(field)) = (cookie, field) else {
+            return Err(ApiError::SigninCsrf);
+        };
+        // Hashes compared, so the time taken says nothing about how much of the field matched.
+        let given = blake3::hash(field.as_bytes());
+        let want = blake3::hash(self.signin_field(cookie).as_bytes());
+        let deadline = cookie
+            .split_once('.')
+            .and_then(|(d, _)| d.parse::<u64>().ok());
+        let live = deadline.is_some_and(|d| self.started.elapsed().as_secs() <= d);
+        if given == want && live {
+            Ok(())
+        } else {
+            Err(ApiError::SigninCsrf)
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Session>> {
@@ -173,6 +226,44 @@ pub fn session_cookie(session: &Session) -> String {
         "{SESSION_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_TTL_S}",
         session.id
     )
+}
+
+/// The `Set-Cookie` value of a sign-in form's cookie (sent back to `POST /login` only).
+pub fn signin_cookie(value: &str) -> String {
+    format!(
+        "{SIGNIN_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/login; Max-Age={SIGNIN_TTL_S}"
+    )
+}
+
+/// The `Set-Cookie` value that drops the sign-in cookie once it has served.
+pub fn cleared_signin_cookie() -> String {
+    format!("{SIGNIN_COOKIE}=; HttpOnly; SameSite=Strict; Path=/login; Max-Age=0")
+}
+
+/// Refuses a request its browser says comes from another site (`csrf`): a `Sec-Fetch-Site`
+/// other than `same-origin` or `none` (a bookmark, the address bar), `same-site` included (a
+/// page on another port of this host), or an `Origin` that does not name this server's `Host`
+/// (`null` included). A request with neither header (a program, an old browser) is not
+/// refused here; a form's token is then the lock.
+pub fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+    let text = |name: &str| headers.get(name).map(|v| v.to_str().unwrap_or(""));
+    if let Some(site) = text("sec-fetch-site")
+        && !site.eq_ignore_ascii_case("same-origin")
+        && !site.eq_ignore_ascii_case("none")
+    {
+        return Err(ApiError::SigninCsrf);
+    }
+    if let Some(origin) = text("origin") {
+        let authority = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        let host = text("host");
+        let same = matches!((authority, host), (Some(a), Some(h)) if !a.is_empty() && a.eq_ignore_ascii_case(h));
+        if !same {
+            return Err(ApiError::SigninCsrf);
+        }
+    }
+    Ok(())
 }
 
 /// The `Set-Cookie` value that ends a session in the browser.

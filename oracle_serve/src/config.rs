@@ -92,6 +92,9 @@ pub const IDLE_CHECKS_PER_LIMIT: u32 = 4;
 pub const SESSIONS_MAX: usize = 1024;
 /// How long a browser session lives (wall time; never recorded).
 pub const SESSION_TTL_S: u64 = 12 * 60 * 60;
+/// How long a sign-in form's token is taken after `/signin` gave it (time to paste a token;
+/// monotonic time since the server started, never recorded).
+pub const SIGNIN_TTL_S: u64 = 15 * 60;
 /// Requests that read or re-derive whole logs (verify, diff, state, answers, signals) at once:
 /// past it they wait, so two cores are not buried under full reads.
 pub const HEAVY_JOBS_MAX: usize = 2;

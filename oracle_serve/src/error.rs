@@ -23,6 +23,11 @@ pub enum ApiError {
         "a write from a browser session needs its CSRF token (form field `csrf`, or header `X-CSRF-Token`)"
     )]
     Csrf,
+    /// A sign-in refused as login CSRF: the same code, `csrf`, with what signing in needs.
+    #[error(
+        "a sign-in posted from another site, or a sign-in form without the token `/signin` gave it, is refused: sign in from this server's /signin page"
+    )]
+    SigninCsrf,
     #[error(
         "the Host header `{host}` is not this server's loopback address; open reads are refused"
     )]
@@ -63,7 +68,7 @@ impl ApiError {
         match self {
             ApiError::NoToken => simple(S::UNAUTHORIZED, exit::INPUT, "unauthorized"),
             ApiError::BadToken => simple(S::UNAUTHORIZED, exit::INPUT, "bad_token"),
-            ApiError::Csrf => simple(S::FORBIDDEN, exit::INPUT, "csrf"),
+            ApiError::Csrf | ApiError::SigninCsrf => simple(S::FORBIDDEN, exit::INPUT, "csrf"),
             ApiError::ForeignHost { .. } => simple(S::FORBIDDEN, exit::INPUT, "host"),
             ApiError::BadRequest(_) => simple(S::BAD_REQUEST, exit::INPUT, "usage"),
             ApiError::MediaType { .. } => {

@@ -262,9 +262,25 @@ struct SigninQuery {
     next: Option<String>,
 }
 
-async fn signin(Query(q): Query<SigninQuery>) -> Response {
+/// The sign-in form, with a fresh sign-in token in it and its cookie set beside it: `POST
+/// /login` takes a form only with the pair (login CSRF, `auth::Sessions::signin_token`).
+async fn signin(State(state): State<AppState>, Query(q): Query<SigninQuery>) -> Response {
     let next = q.next.unwrap_or_else(|| "/inbox".to_owned());
-    Html(page::signin_page(&links(), "/login", &next, None)).into_response()
+    let (cookie, field) = match state.sessions.signin_token() {
+        Ok(pair) => pair,
+        Err(e) => return api_error(&e, "/"),
+    };
+    let page = page::signin_page(&links(), "/login", &next, &field, None);
+    let mut r = Html(page).into_response();
+    if let Ok(v) = axum::http::HeaderValue::from_str(&auth::signin_cookie(&cookie)) {
+        r.headers_mut().insert(axum::http::header::SET_COOKIE, v);
+    }
+    // The token is for this one form: no cache keeps the page for another.
+    r.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 /// The session a form post comes from, its CSRF field checked; `Err`: the page to answer with.

@@ -1480,9 +1480,16 @@ fn proposal_html(p: &ProposalView, forms: &Forms) -> String {
 mod tests;
 
 /// The sign-in page of a served site: one field for a token (`id="token"`), posted with `next`
-/// (where to go after) to `login` (the server's `POST /login`). `error` is shown above the form
-/// when the last attempt failed.
-pub fn signin_page(links: &Links, login: &str, next: &str, error: Option<&str>) -> String {
+/// (where to go after) and `signin` (the form's sign-in token, which the server matches with
+/// a cookie it set beside the page, against login CSRF) to `login` (the server's `POST
+/// /login`). `error` is shown above the form when the last attempt failed.
+pub fn signin_page(
+    links: &Links,
+    login: &str,
+    next: &str,
+    signin: &str,
+    error: Option<&str>,
+) -> String {
     let mut m = String::from("<h1>Sign in</h1>\n");
     if let Some(e) = error {
         let _ = writeln!(m, "<p class=\"error\" role=\"alert\">{}</p>", escape(e));
@@ -1494,9 +1501,11 @@ pub fn signin_page(links: &Links, login: &str, next: &str, error: Option<&str>) 
          <label for=\"token\">Token</label>\n\
          <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\n\
          <input type=\"hidden\" name=\"next\" value=\"{}\">\n\
+         <input type=\"hidden\" name=\"signin\" value=\"{}\">\n\
          <button id=\"signin-submit\" type=\"submit\">Sign in</button>\n</form>\n",
         escape(login),
-        escape(next)
+        escape(next),
+        escape(signin)
     );
     document("Sign in", Some((links, Current::Runs)), &m, false)
 }
