@@ -18,7 +18,7 @@ use crate::admit::{self, Door};
 use crate::bind::{Given, ToolChange};
 use crate::error::HostError;
 use crate::home::{Existing, Home, Resume, Start, Upgrade};
-use oracle_runtime::keys::{self, KeyClaim};
+use oracle_runtime::keys::{self, KeyClaim, KeyGuard, Taken};
 
 /// What a fork is asked for beyond the parent run.
 pub struct Fork<'p> {
@@ -179,38 +179,35 @@ impl Home {
                 .map_or(oracle_core::Hash::ZERO, |(p, _)| p.hash);
             KeyClaim::fork(k, "", plan_hash, &parent.id, shared, asked_value.as_ref())
         });
-        if let Some(want) = &want
-            && let Some(existing) = self.forked_already(want)?
-        {
-            return Ok(Start::Existing(existing));
-        }
+        // The key is claimed before the fork is made: a fork that loses finds the winner's.
+        let guard = match &want {
+            Some(want) => match self.take_fork_key(want)? {
+                Ok(guard) => Some(guard),
+                Err(existing) => return Ok(Start::Existing(existing)),
+            },
+            None => None,
+        };
         let made = fork::create(self.dir(), &parent, shared, given, &self.key()?)?;
         let gone = |e: HostError| {
             // The fork was never driven: it leaves nothing behind.
             let _ = std::fs::remove_dir_all(&made.dir);
             e
         };
-        if let Some(want) = want {
+        if let (Some(guard), Some(want)) = (&guard, want) {
             let claim = KeyClaim {
                 run: made.id.clone(),
                 ..want
             };
-            if !keys::claim(self.dir(), &claim).map_err(|e| gone(e.into()))? {
-                // Another fork with this key claimed it first: that one is the answer.
-                let _ = std::fs::remove_dir_all(&made.dir);
-                return match self.forked_already(&claim)? {
-                    Some(existing) => Ok(Start::Existing(existing)),
-                    None => Err(HostError::Worker(
-                        "the idempotency key's fork was deleted while this fork claimed it; try again".into(),
-                    )),
-                };
-            }
+            guard.record(&claim).map_err(|e| gone(e.into()))?;
         }
         if let Some((plan, source)) = plan {
             let from = self.program_of(&made).map_err(gone)?;
             fork::record_upgrade(&made, from, &plan, &source, f.by.clone())
                 .map_err(|e| gone(e.into()))?;
         }
+        // Its log holds `forked` with the key (and the new plan): the fork is live, and
+        // compared with, for every other start.
+        drop(guard);
         let resumed = self.resume(
             &made.id,
             Resume {
@@ -312,23 +309,24 @@ impl Home {
         }))
     }
 
-    /// The fork a key made already, when `want` matches what it recorded; a key that named
-    /// something else is refused with what differs (`key_conflict`).
-    fn forked_already(&self, want: &KeyClaim) -> Result<Option<Existing>, HostError> {
+    /// Claims a fork's key: the guard that holds it, or the fork the key made already when
+    /// `want` matches what it recorded; a key that named something else is refused with what
+    /// differs (`key_conflict`).
+    fn take_fork_key(&self, want: &KeyClaim) -> Result<Result<KeyGuard, Existing>, HostError> {
         keys::check_key(&want.key).map_err(|why| SessionError::BadKey { why })?;
-        match keys::find(self.dir(), want).map_err(HostError::Session)? {
-            None => Ok(None),
-            Some((run, differs)) if differs.is_empty() => {
+        match keys::take(self.dir(), want).map_err(HostError::Session)? {
+            Taken::Free(guard) => Ok(Ok(guard)),
+            Taken::Used { run, differs } if differs.is_empty() => {
                 let dir = self.dir().join("runs").join(&run);
                 let status = session::run_info(&dir).status;
-                Ok(Some(Existing {
+                Ok(Err(Existing {
                     id: run,
                     dir,
                     key: want.key.clone(),
                     status,
                 }))
             }
-            Some((run, differs)) => Err(SessionError::KeyUsed {
+            Taken::Used { run, differs } => Err(SessionError::KeyUsed {
                 key: want.key.clone(),
                 run,
                 differs,

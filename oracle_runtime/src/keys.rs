@@ -6,6 +6,24 @@
 //! run has a log, what a second start is compared with is read from there. An edited key file
 //! can therefore make a start find no run (a new one is started) or be refused, never make a
 //! run's log say what it did not record (docs/SECURITY.md).
+//!
+//! Exactly once: a start claims its key ([`take`]) before it creates anything. The claim is
+//! the lock of the key's stripe (`keys/.lock-XX`, an exclusive `flock`), held while the key
+//! file is read, the run's directory made, the key file written naming it, and until the run
+//! can be seen to be live (its writer lock taken, or its submission written). Whoever takes
+//! the stripe lock next therefore finds either a live run (and is answered with it) or a claim
+//! whose claimer is gone: the kernel lets go of a lock when its process dies, so a crashed
+//! start never holds a key. The rule a claimer applies to the key file it finds, lock held:
+//!
+//! - no key file, one that does not parse, or one naming a run that is gone: free;
+//! - the run's log has a first event: live if that event holds the key (for a fork, its
+//!   `forked` event at `forked_at`), free otherwise (the record wins over the index);
+//! - the log has no first event yet: live while a process holds the run's writer lock (it is
+//!   being started; the lock is asked before the log is read, since a writer that let go has
+//!   written all it ever will) or while it is a submission with no log (its launcher or
+//!   `oracle serve --recover` starts it: the claim is finished, never replaced); otherwise its
+//!   start ended before anything was recorded, and the key is free: replaced, never doubled,
+//!   since that run has no first event and nothing drives a run without one.
 
 use std::fs;
 use std::io::Write as _;
@@ -28,8 +46,11 @@ pub const KEY_BYTES_MAX: usize = 256;
 /// Most bytes of a key file read: one small JSON object.
 const KEY_FILE_BYTES_MAX: u64 = 4096;
 
-/// The lock that makes claims one at a time, in [`KEYS_DIR`].
-const LOCK_FILE: &str = ".lock";
+/// Stripes of the claim lock (`keys/.lock-00` ..): a key's claim holds its stripe's lock for
+/// the few milliseconds a start takes to make its run visible, so keys sharing a stripe only
+/// wait on each other that long, and a home keeps at most this many lock files (a lock file
+/// per key would never be removable: removing a lock file races whoever opens it).
+const LOCK_STRIPES: u8 = 64;
 
 /// The context of the inputs' hash in a key file.
 const INPUTS_CONTEXT: &str = "oracle key inputs v1";
@@ -97,7 +118,13 @@ impl KeyClaim {
     /// question the fork waits on is recorded as that answer).
     fn of_forked(key: &str, run: &str, at: u64, log: &Path) -> Result<Option<KeyClaim>> {
         use oracle_core::payload::Payload;
+        if !log.exists() {
+            return Ok(None);
+        }
         let mut ix = crate::index::IndexedLog::open(log)?;
+        if ix.len() <= at {
+            return Ok(None);
+        }
         let Ok(Payload::Forked(f)) = ix.read(at)?.typed() else {
             return Ok(None);
         };
@@ -184,20 +211,26 @@ pub fn check_key(key: &str) -> std::result::Result<(), BadKey> {
     Ok(())
 }
 
+fn key_name(key: &str) -> Hash {
+    oracle_core::hash::hash_in("oracle key file v1", key.as_bytes())
+}
+
 fn key_path(home: &Path, key: &str) -> PathBuf {
-    let name = oracle_core::hash::hash_in("oracle key file v1", key.as_bytes()).to_hex();
-    home.join(KEYS_DIR).join(format!("{name}.json"))
+    home.join(KEYS_DIR)
+        .join(format!("{}.json", key_name(key).to_hex()))
 }
 
 /// The run a key started, compared with what a new start would record: `Ok(None)` when the
-/// key names no run of this home (never used, its run deleted, or the run's record does not
-/// carry the key: the index is wrong and the record wins).
+/// key names no run of this home (never used, its run deleted, its start ended before its
+/// first event, or the run's record does not carry the key: the index is wrong and the record
+/// wins). Read without the claim lock: what it says may change at once; [`take`] decides.
 pub fn find(home: &Path, want: &KeyClaim) -> Result<Option<(String, Vec<String>)>> {
     Ok(live_claim(home, &want.key)?.map(|(run, recorded)| (run, recorded.differs(want))))
 }
 
 /// The run `key` names and what it recorded (its `run_started` where it has a log, else the
-/// key file), if the key file names a run that holds the key.
+/// key file), if the key file names a run that holds the key or is being started (the rule in
+/// the module's documentation).
 fn live_claim(home: &Path, key: &str) -> Result<Option<(String, KeyClaim)>> {
     let claim = match read_claim(&key_path(home, key))? {
         Some(c) if c.key == key => c,
@@ -205,23 +238,58 @@ fn live_claim(home: &Path, key: &str) -> Result<Option<(String, KeyClaim)>> {
         _ => return Ok(None),
     };
     let dir = home.join("runs").join(&claim.run);
-    if !dir.is_dir() {
+    if claim.run.is_empty() || !dir.is_dir() {
         return Ok(None);
     }
-    let log = crate::paths::LogPaths::of_run(&dir).log;
-    if !log.exists() {
-        return Ok(Some((claim.run.clone(), claim)));
-    }
+    let paths = crate::paths::LogPaths::of_run(&dir);
     if let Some(at) = claim.forked_at {
-        return Ok(KeyClaim::of_forked(key, &claim.run, at, &log)?.map(|c| (claim.run.clone(), c)));
+        // A fork's log is written whole, `forked` included, before its claim is let go: a
+        // shorter one is a fork that died being made.
+        return Ok(
+            KeyClaim::of_forked(key, &claim.run, at, &paths.log)?.map(|c| (claim.run.clone(), c))
+        );
     }
-    Ok(match crate::session::first_event(&log)? {
-        Some(started) if started.key.as_deref() == Some(key) => Some((
-            claim.run.clone(),
-            KeyClaim::of_started(key, &claim.run, &started),
-        )),
-        _ => None,
-    })
+    let live = Some((claim.run.clone(), claim.clone()));
+    // Asked before the log is read: a writer gone by then has written all it ever will.
+    let alive = writer_alive(&paths)?;
+    if let Some(decided) = by_first_event(key, &claim.run, &paths.log)? {
+        return Ok(decided);
+    }
+    if alive {
+        return Ok(live);
+    }
+    if !paths.log.exists() {
+        // Never started: a submission is started by its launcher, or by `oracle serve
+        // --recover` after a crash; any other start died before making its log.
+        return Ok(dir
+            .join(crate::session::SUBMISSION_FILE)
+            .exists()
+            .then_some(live)
+            .flatten());
+    }
+    // An empty log whose writer was gone before it was read, or one whose writer (a
+    // submission's) made it since: asked again, in the same order.
+    if writer_alive(&paths)? {
+        return Ok(live);
+    }
+    Ok(by_first_event(key, &claim.run, &paths.log)?.flatten())
+}
+
+/// What a run's first event decides: `Some(Some(..))` when it holds `key` (what it recorded),
+/// `Some(None)` when it holds another (the index is wrong), `None` when there is none yet.
+fn by_first_event(key: &str, run: &str, log: &Path) -> Result<Option<Option<(String, KeyClaim)>>> {
+    if !log.exists() {
+        return Ok(None);
+    }
+    Ok(crate::session::first_event(log)?.map(|started| {
+        (started.key.as_deref() == Some(key))
+            .then(|| (run.to_owned(), KeyClaim::of_started(key, run, &started)))
+    }))
+}
+
+/// Whether a process holds the run's writer lock now.
+fn writer_alive(paths: &crate::paths::LogPaths) -> Result<bool> {
+    crate::writer::writer_alive(paths).map_err(SessionError::io(paths.lock()))
 }
 
 fn read_claim(path: &Path) -> Result<Option<KeyClaim>> {
@@ -242,35 +310,75 @@ fn read_claim(path: &Path) -> Result<Option<KeyClaim>> {
     Ok(serde_json::from_slice(&bytes).ok())
 }
 
-/// Claims `claim.key` for `claim.run`: `Ok(false)` when the key names a live run already
-/// ([`find`]'s sense). Claims are made one at a time (a lock on the keys directory), so two
-/// starts racing on one key never both win; the key file appears whole (written aside, then
-/// renamed over any stale one).
-pub fn claim(home: &Path, claim: &KeyClaim) -> Result<bool> {
+/// A key this start holds: its stripe's claim lock, kept until the run the key file names is
+/// live for every other start (its writer lock taken, its submission or fork written).
+/// Dropping it lets the next start with the key decide (module documentation).
+#[derive(Debug)]
+pub struct KeyGuard {
+    _lock: fs::File,
+    home: PathBuf,
+    key: String,
+}
+
+/// What [`take`] found.
+#[derive(Debug)]
+pub enum Taken {
+    /// The key names no live run: this start holds it until the guard is dropped.
+    Free(KeyGuard),
+    /// The key names a live run already: that run, and what differs from this start.
+    Used { run: String, differs: Vec<String> },
+}
+
+/// Claims `want.key` before anything of a start is created: waits for the key's stripe lock,
+/// then applies the rule of the module's documentation to its key file. [`Taken::Free`] holds
+/// the lock until the caller has made its run live ([`KeyGuard::record`], then a drop).
+pub fn take(home: &Path, want: &KeyClaim) -> Result<Taken> {
     let dir = home.join(KEYS_DIR);
     fs::create_dir_all(&dir).map_err(SessionError::io(&dir))?;
-    let lock_path = dir.join(LOCK_FILE);
+    let stripe = key_name(&want.key).0[0] % LOCK_STRIPES;
+    let lock_path = dir.join(format!(".lock-{stripe:02x}"));
     let lock = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
         .map_err(SessionError::io(&lock_path))?;
-    // Held for a read and a rename: short, so waiting on it is bounded by other claims.
+    // Waiting is bounded by the claims ahead on this stripe, each as long as a start takes
+    // to make its run live (milliseconds: a plan is compiled before the claim).
     lock.lock().map_err(SessionError::io(&lock_path))?;
-    if live_claim(home, &claim.key)?.is_some() {
-        return Ok(false);
+    if let Some((run, recorded)) = live_claim(home, &want.key)? {
+        return Ok(Taken::Used {
+            run,
+            differs: recorded.differs(want),
+        });
     }
-    let path = key_path(home, &claim.key);
-    let tmp = dir.join(format!(".{}.tmp", claim.run));
-    let text = serde_json::to_string_pretty(claim).unwrap_or_default();
-    let mut f = fs::File::create(&tmp).map_err(SessionError::io(&tmp))?;
-    f.write_all(format!("{text}\n").as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(SessionError::io(&tmp))?;
-    drop(f);
-    fs::rename(&tmp, &path).map_err(SessionError::io(&path))?;
-    Ok(true)
+    Ok(Taken::Free(KeyGuard {
+        _lock: lock,
+        home: home.to_path_buf(),
+        key: want.key.clone(),
+    }))
+}
+
+impl KeyGuard {
+    /// Writes the key file naming `claim.run` (the key is this guard's): whole, written aside
+    /// and renamed over a stale one.
+    pub fn record(&self, claim: &KeyClaim) -> Result<()> {
+        let claim = KeyClaim {
+            key: self.key.clone(),
+            ..claim.clone()
+        };
+        let dir = self.home.join(KEYS_DIR);
+        let path = key_path(&self.home, &claim.key);
+        let tmp = dir.join(format!(".{}.tmp", claim.run));
+        let text = serde_json::to_string_pretty(&claim).unwrap_or_default();
+        let mut f = fs::File::create(&tmp).map_err(SessionError::io(&tmp))?;
+        f.write_all(format!("{text}\n").as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(SessionError::io(&tmp))?;
+        drop(f);
+        fs::rename(&tmp, &path).map_err(SessionError::io(&path))?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -281,13 +389,41 @@ mod tests {
         KeyClaim::new("k-1", run, Hash([1; 32]), &Map::new(), seed)
     }
 
+    /// Takes `claim.key` for `claim.run` as a start does: the run's directory made, the key
+    /// file written; the guard let go. `true` when the key was free.
+    fn claim(h: &Path, claim: &KeyClaim) -> Result<bool> {
+        match take(h, claim)? {
+            Taken::Free(guard) => {
+                fs::create_dir_all(h.join("runs").join(&claim.run)).expect("a run directory");
+                guard.record(claim)?;
+                Ok(true)
+            }
+            Taken::Used { .. } => Ok(false),
+        }
+    }
+
+    /// Makes run `run` live as a start does once it holds its key: an empty log, its writer
+    /// lock held for as long as the returned file is.
+    fn writing(h: &Path, run: &str) -> fs::File {
+        let paths = crate::paths::LogPaths::of_run(&h.join("runs").join(run));
+        fs::write(&paths.log, b"").expect("a log");
+        let lock = fs::File::create(paths.lock()).expect("a lock file");
+        lock.lock().expect("the writer lock");
+        lock
+    }
+
     #[test]
     fn a_key_is_claimed_once_and_found_with_what_differs() {
         let home = tempfile::tempdir().expect("a temporary directory");
         let h = home.path();
-        fs::create_dir_all(h.join("runs/p-1")).expect("a run directory");
         assert_eq!(find(h, &claim_of("p-1", 0)).expect("find"), None);
-        assert!(claim(h, &claim_of("p-1", 0)).expect("claim"));
+        let Taken::Free(guard) = take(h, &claim_of("p-1", 0)).expect("take") else {
+            panic!("a new key is free");
+        };
+        fs::create_dir_all(h.join("runs/p-1")).expect("a run directory");
+        guard.record(&claim_of("p-1", 0)).expect("record");
+        let _live = writing(h, "p-1");
+        drop(guard);
         assert!(!claim(h, &claim_of("p-2", 0)).expect("claim"));
         assert_eq!(
             find(h, &claim_of("p-2", 0)).expect("find"),
@@ -304,13 +440,117 @@ mod tests {
         let home = tempfile::tempdir().expect("a temporary directory");
         let h = home.path();
         assert!(claim(h, &claim_of("gone-1", 0)).expect("claim"));
+        let _live = writing(h, "gone-1");
+        fs::remove_dir_all(h.join("runs/gone-1")).expect("deleted");
         assert_eq!(find(h, &claim_of("p-2", 0)).expect("find"), None);
-        fs::create_dir_all(h.join("runs/p-2")).expect("a run directory");
         assert!(claim(h, &claim_of("p-2", 0)).expect("claim"));
+        let _live = writing(h, "p-2");
         assert_eq!(
             find(h, &claim_of("p-3", 0)).expect("find"),
             Some(("p-2".to_owned(), vec![]))
         );
+    }
+
+    /// The recovery rule, state by state: a claim whose start died before its first event
+    /// (no log; an empty log no process writes) is replaced; one being started (its writer
+    /// lock held) or submitted (no log yet, a submission written) is found, never replaced.
+    #[test]
+    fn a_dead_claim_is_replaced_and_a_live_one_is_found() {
+        let home = tempfile::tempdir().expect("a temporary directory");
+        let h = home.path();
+        // Died after making its directory: no log.
+        assert!(claim(h, &claim_of("dir-only", 0)).expect("claim"));
+        assert!(claim(h, &claim_of("empty-log", 0)).expect("claim"));
+        // Died with its log made, nothing in it: the lock let go.
+        drop(writing(h, "empty-log"));
+        assert!(claim(h, &claim_of("being-started", 0)).expect("claim"));
+        let live = writing(h, "being-started");
+        assert!(!claim(h, &claim_of("other", 0)).expect("claim"));
+        assert_eq!(
+            find(h, &claim_of("x", 0)).expect("find"),
+            Some(("being-started".to_owned(), vec![]))
+        );
+        // Its writer gone before any first event: the next start replaces it.
+        drop(live);
+        assert!(claim(h, &claim_of("submitted", 0)).expect("claim"));
+        let dir = h.join("runs/submitted");
+        fs::write(dir.join(crate::session::SUBMISSION_FILE), b"{}").expect("a submission");
+        assert!(!claim(h, &claim_of("other", 0)).expect("claim"));
+        assert_eq!(
+            find(h, &claim_of("x", 0)).expect("find"),
+            Some(("submitted".to_owned(), vec![]))
+        );
+    }
+
+    /// Property: however starts racing on one key interleave, and whichever of them die while
+    /// holding the claim (with a directory and a key file made, nothing live), the key ends
+    /// with exactly one live run, and every start that did not get the key was answered with
+    /// that run. Each round begins from a state a crash can leave (none, a key file naming a
+    /// deleted run, a directory without a log, an empty log no process writes).
+    #[test]
+    fn racing_starts_with_crashes_leave_one_live_run_and_answer_it() {
+        const ROUNDS: usize = 24;
+        const STARTERS: usize = 8;
+        for round in 0..ROUNDS {
+            let home = tempfile::tempdir().expect("a temporary directory");
+            let h = home.path().to_path_buf();
+            match round % 4 {
+                0 => {}
+                1 => assert!(claim(&h, &claim_of("deleted", 0)).expect("claim")),
+                2 => assert!(claim(&h, &claim_of("no-log", 0)).expect("claim")),
+                _ => {
+                    assert!(claim(&h, &claim_of("dead", 0)).expect("claim"));
+                    drop(writing(&h, "dead"));
+                }
+            }
+            let _ = fs::remove_dir_all(h.join("runs/deleted"));
+            let start = std::sync::Arc::new(std::sync::Barrier::new(STARTERS));
+            let racers: Vec<_> = (0..STARTERS)
+                .map(|i| {
+                    let (h, start) = (h.clone(), start.clone());
+                    // Which starters die holding the claim: a few, different each round.
+                    let crashes = (round + i) % 3 == 0;
+                    std::thread::spawn(move || {
+                        let run = format!("r{i}");
+                        start.wait();
+                        match take(&h, &claim_of(&run, 0)).expect("take") {
+                            Taken::Free(guard) => {
+                                fs::create_dir_all(h.join("runs").join(&run)).expect("a dir");
+                                guard.record(&claim_of(&run, 0)).expect("record");
+                                if crashes {
+                                    return (None, None);
+                                }
+                                let live = writing(&h, &run);
+                                drop(guard);
+                                (Some(run), Some(live))
+                            }
+                            Taken::Used { run, differs } => {
+                                assert!(differs.is_empty());
+                                (Some(run), None)
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let outcomes: Vec<_> = racers
+                .into_iter()
+                .map(|r| r.join().expect("a racer"))
+                .collect();
+            let winners: Vec<&String> = outcomes
+                .iter()
+                .filter_map(|(run, live)| live.as_ref().and(run.as_ref()))
+                .collect();
+            assert_eq!(winners.len(), 1, "round {round}: {outcomes:?}");
+            for (run, _) in &outcomes {
+                if let Some(run) = run {
+                    assert_eq!(run, winners[0], "round {round}: {outcomes:?}");
+                }
+            }
+            assert_eq!(
+                find(&h, &claim_of("x", 0)).expect("find"),
+                Some((winners[0].clone(), vec![]))
+            );
+        }
     }
 
     #[test]

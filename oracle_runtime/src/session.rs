@@ -576,9 +576,11 @@ pub fn start_observed(
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
-    let prepared = prepare(opts, registry, false)?;
+    let mut prepared = prepare(opts, registry, false)?;
     let paths = LogPaths::of_run(&prepared.dir);
     let writer = LogWriter::create(&paths, opts.durability)?;
+    // Its writer lock held, the run is live for every other start with its key.
+    drop(prepared.key_guard.take());
     let mut config =
         prepared
             .submission
@@ -696,6 +698,10 @@ pub struct Prepared {
     pub plan: CompiledPlan,
     pub submission: Submission,
     pub warnings: Vec<String>,
+    /// The run's idempotency key, still claimed: held until the run is live for other starts
+    /// (its writer lock taken); `None` without a key, and for a submission (whose written
+    /// submission makes it live).
+    pub key_guard: Option<crate::keys::KeyGuard>,
 }
 
 /// Everything `oracle run` does before the first event: compiles, binds inputs, checks grants,
@@ -748,12 +754,14 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
             .as_ref()
             .map(|k| crate::keys::KeyClaim::new(k, run, plan.hash, &inputs, opts.seed))
     };
-    if let Some(want) = key_claim("") {
-        crate::keys::check_key(&want.key).map_err(|why| SessionError::BadKey { why })?;
-        key_not_used(&opts.home, &want)?;
-    }
+    // The key is claimed before anything is created: a start that loses finds the winner's run.
+    let key_guard = key_claim("")
+        .map(|want| take_key(&opts.home, &want))
+        .transpose()?;
     let (id, dir) = new_run_dir(&opts.home, &plan.name)?;
-    let key_claim = key_claim(&id);
+    if let (Some(guard), Some(claim)) = (&key_guard, key_claim(&id)) {
+        guard.record(&claim)?;
+    }
     write_atomic(&dir.join(PLAN_FILE), source.as_bytes())?;
     // The sub-plans, kept beside the plan: `resume` and `replay` compile these copies.
     for (path, text) in sources {
@@ -791,15 +799,14 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         let text = serde_json::to_string_pretty(&submission).unwrap_or_default();
         write_atomic(&dir.join(SUBMISSION_FILE), format!("{text}\n").as_bytes())?;
     }
-    if let Some(claim) = key_claim {
-        claim_key(&opts.home, &claim, &dir)?;
-    }
     Ok(Prepared {
         id,
         dir,
         plan,
         submission,
         warnings,
+        // A submission is live once written: the key is let go here.
+        key_guard: if submit { None } else { key_guard },
     })
 }
 
@@ -816,34 +823,19 @@ fn plan_text_checked(path: &Path, text: &str) -> Result<String> {
     Ok(text.to_owned())
 }
 
-/// Refuses a start whose key already started a run: [`SessionError::KeyUsed`], with what
-/// differs (nothing: the start is that run's).
-fn key_not_used(home: &Path, want: &crate::keys::KeyClaim) -> Result<()> {
-    match crate::keys::find(home, want)? {
-        Some((run, differs)) => Err(SessionError::KeyUsed {
+/// Claims a start's key ([`crate::keys::take`]): the guard that holds it, or
+/// [`SessionError::KeyUsed`] naming the run it started, with what differs (nothing: the start
+/// is that run's).
+fn take_key(home: &Path, want: &crate::keys::KeyClaim) -> Result<crate::keys::KeyGuard> {
+    crate::keys::check_key(&want.key).map_err(|why| SessionError::BadKey { why })?;
+    match crate::keys::take(home, want)? {
+        crate::keys::Taken::Free(guard) => Ok(guard),
+        crate::keys::Taken::Used { run, differs } => Err(SessionError::KeyUsed {
             key: want.key.clone(),
             run,
             differs,
         }),
-        None => Ok(()),
     }
-}
-
-/// Claims the key for the run just prepared in `dir`. Another start that claimed it first
-/// wins: this one's directory (nothing recorded in it) is removed and the winner named.
-fn claim_key(home: &Path, claim: &crate::keys::KeyClaim, dir: &Path) -> Result<()> {
-    if crate::keys::claim(home, claim)? {
-        return Ok(());
-    }
-    fs::remove_dir_all(dir).map_err(SessionError::io(dir))?;
-    key_not_used(home, claim)?;
-    // The winner's run was deleted in between: nothing names the key now.
-    Err(SessionError::Io {
-        path: home.join(crate::keys::KEYS_DIR),
-        source: std::io::Error::other(
-            "the idempotency key's run was deleted while this start claimed it; try again",
-        ),
-    })
 }
 
 /// An answer refused for run `run` before anything is recorded.

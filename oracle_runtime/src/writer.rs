@@ -178,6 +178,24 @@ pub fn lock_held(paths: &LogPaths) -> Option<bool> {
     }))
 }
 
+/// Whether a process holds the writer lock of `paths` now: [`lock_held`] where `/proc` tells,
+/// else by trying the lock (and letting it go at once). No lock file: no writer ever started.
+pub fn writer_alive(paths: &LogPaths) -> std::io::Result<bool> {
+    if let Some(held) = lock_held(paths) {
+        return Ok(held);
+    }
+    let lock = match OpenOptions::new().write(true).open(paths.lock()) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match lock.try_lock() {
+        Ok(()) => Ok(false),
+        Err(TryLockError::WouldBlock) => Ok(true),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
 /// Takes the writer lock for a maintenance operation (repair) that must not race a writer.
 pub fn lock_for_maintenance(paths: &LogPaths) -> Result<File> {
     take_lock(paths)
