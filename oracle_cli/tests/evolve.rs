@@ -371,7 +371,7 @@ fn only_named_approvers_approve_and_a_forged_signature_is_found_on_read() {
         "{v} {ana}"
     );
     let before_eve = fs::read(ledger_of(&sb)).unwrap();
-    assert_eq!(before_eve.len() > before.len(), true);
+    assert!(before_eve.len() > before.len(), "the policy entry");
     let (code, v) = approve(&sb, &id, "eve.key", &report);
     assert_eq!(
         (code, &v["error"]["code"]),

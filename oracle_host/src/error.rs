@@ -347,6 +347,14 @@ fn shared_class(e: &SharedError) -> Class {
         SharedError::Damaged { name, .. } | SharedError::Record { name, .. } => {
             Class::of("integrity", exit::INTEGRITY, http::INTERNAL).with(json!({"store": name}))
         }
+        SharedError::Tampered { name, .. } => {
+            Class::of("store_tampered", exit::INTEGRITY, http::INTERNAL)
+                .with(json!({"store": name}))
+        }
+        SharedError::Unsealed { name } => {
+            Class::of("store_unsealed", exit::INTEGRITY, http::INTERNAL)
+                .with(json!({"store": name}))
+        }
         SharedError::Locked { name } => {
             Class::of("locked", exit::INPUT, http::CONFLICT).with(json!({"store": name}))
         }
