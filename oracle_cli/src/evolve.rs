@@ -217,13 +217,17 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
                 (false, true) => None,
                 (false, false) => Some(read_approvers(&approver)?),
             };
-            let set = PolicySet {
-                require: require_approval.map(|v| matches!(v, OnOff::On)),
-                approvers,
-                reason,
-                by,
-            };
-            policy(&h, set, json)
+            let require = require_approval.map(|v| matches!(v, OnOff::On));
+            policy(
+                &h,
+                PolicySet {
+                    require,
+                    approvers,
+                    reason,
+                    by,
+                },
+                json,
+            )
         }
         EvolveCommand::Lineage { plan, json } => lineage(&h, &plan, json),
     }

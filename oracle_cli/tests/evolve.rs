@@ -332,6 +332,26 @@ fn ledger_of(sb: &Sandbox) -> std::path::PathBuf {
     sb.path().join(".oracle/evolution/ledger")
 }
 
+/// The ledger's last entry, an approval, given Eve's signature over the same message with the
+/// entry hash recomputed, as a forger who can write the file would; its number.
+fn forge_last_signature(sb: &Sandbox) -> u64 {
+    let good = fs::read_to_string(ledger_of(sb)).unwrap();
+    let last = good.lines().last().unwrap();
+    let mut e: oracle_host::ledger::Entry = serde_json::from_str(last).unwrap();
+    let eve = oracle_runtime::checkpoint::SecretKey::from_seed(&[9; 32]);
+    let message = oracle_host::ledger::approval_message(
+        &e.proposal.unwrap(),
+        &e.base.unwrap(),
+        &e.report.unwrap(),
+    );
+    e.signature = Some(eve.sign(&message).to_hex());
+    e.hash = oracle_host::ledger::entry_hash(&e).unwrap();
+    let line = oracle_host::ledger::json_bytes(&serde_json::to_value(&e).unwrap()).unwrap();
+    let forged = good.replacen(last, std::str::from_utf8(&line).unwrap(), 1);
+    fs::write(ledger_of(sb), forged).unwrap();
+    e.entry
+}
+
 /// Issue 53, item 4: with approval required, only the keys the policy names approve (a key
 /// made a second earlier, whatever its `by`, is refused with `not_an_approver`, and nothing is
 /// written); with none named, no approval is taken. And the Ed25519 check on every read of
@@ -392,25 +412,11 @@ fn only_named_approvers_approve_and_a_forged_signature_is_found_on_read() {
     assert_eq!(code, 0, "{v}");
     let (code, v) = v2(&sb);
     assert_eq!(code, 0, "{v}");
-    // Ana's signature replaced by Eve's over the same message, the entry hash recomputed.
-    let good = fs::read_to_string(ledger_of(&sb)).unwrap();
-    let last = good.lines().last().unwrap();
-    let mut e: oracle_host::ledger::Entry = serde_json::from_str(last).unwrap();
-    let eve = oracle_runtime::checkpoint::SecretKey::from_seed(&[9; 32]);
-    let message = oracle_host::ledger::approval_message(
-        &e.proposal.unwrap(),
-        &e.base.unwrap(),
-        &e.report.unwrap(),
-    );
-    e.signature = Some(eve.sign(&message).to_hex());
-    e.hash = oracle_host::ledger::entry_hash(&e).unwrap();
-    let line = oracle_host::ledger::json_bytes(&serde_json::to_value(&e).unwrap()).unwrap();
-    let forged = good.replacen(last, std::str::from_utf8(&line).unwrap(), 1);
-    fs::write(ledger_of(&sb), forged).unwrap();
+    let entry = forge_last_signature(&sb);
     let (code, v) = sb.json(&["evolve", "verify", "--json"]);
     assert_eq!(code, 4, "{v}");
     assert_eq!(v["error"]["code"], "ledger_tampered");
-    assert_eq!(v["error"]["entry"], e.entry);
+    assert_eq!(v["error"]["entry"], entry);
     assert!(
         v["error"]["message"]
             .as_str()

@@ -80,7 +80,8 @@ pub enum EvolveError {
 
 /// Why key `key` may not approve, given how many approvers the policy names.
 fn not_an_approver(key: &str, named: u64) -> String {
-    let short = &key[..key.len().min(ID_HEX_LEN)];
+    // `get`: a key given by a caller may not be hex, and a slice must not split a character.
+    let short = key.get(..ID_HEX_LEN).unwrap_or(key);
     match named {
         0 => format!(
             "this home requires approval and names no approvers, so no approval counts (key {short} was given): name them with `oracle evolve policy --require-approval on --approver KEY.pub`"
