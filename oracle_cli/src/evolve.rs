@@ -98,12 +98,21 @@ enum EvolveCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print whether the home requires approval; with `--require-approval on|off`, record a
-    /// policy entry in the ledger. Then `run`, `resume --plan` and `fork --plan` of a plan a
-    /// run proposed and nobody approved are refused (exit 2).
+    /// Print whether the home requires approval and who may approve; with `--require-approval
+    /// on|off` or `--approver`, record a policy entry in the ledger (what is not given is kept
+    /// from the policy before). Then `run`, `resume --plan` and `fork --plan` of a plan a run
+    /// proposed and no named approver approved are refused (exit 2), and an approval signed
+    /// by a key the policy does not name is refused (exit 2, `not_an_approver`).
     Policy {
         #[arg(long, value_name = "on|off")]
         require_approval: Option<OnOff>,
+        /// An approver's public key file (FILE.pub from `oracle keygen`); repeat for each. The
+        /// list given replaces the policy's list whole.
+        #[arg(long, value_name = "KEY.pub", conflicts_with = "clear_approvers")]
+        approver: Vec<PathBuf>,
+        /// Name no approvers (with approval required, then no approval counts).
+        #[arg(long)]
+        clear_approvers: bool,
         #[arg(long)]
         reason: Option<String>,
         #[arg(long)]
@@ -197,10 +206,29 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
         EvolveCommand::Verify { json } => verify(&h, json),
         EvolveCommand::Policy {
             require_approval,
+            approver,
+            clear_approvers,
             reason,
             by,
             json,
-        } => policy(&h, require_approval, reason, by, json),
+        } => {
+            let approvers = match (clear_approvers, approver.is_empty()) {
+                (true, _) => Some(Vec::new()),
+                (false, true) => None,
+                (false, false) => Some(read_approvers(&approver)?),
+            };
+            let require = require_approval.map(|v| matches!(v, OnOff::On));
+            policy(
+                &h,
+                PolicySet {
+                    require,
+                    approvers,
+                    reason,
+                    by,
+                },
+                json,
+            )
+        }
         EvolveCommand::Lineage { plan, json } => lineage(&h, &plan, json),
     }
 }
@@ -416,30 +444,52 @@ fn verify(h: &oracle_host::Home, json_out: bool) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
-fn policy(
-    h: &oracle_host::Home,
-    set: Option<OnOff>,
+/// What `oracle evolve policy` was asked to change (`None`: kept).
+struct PolicySet {
+    require: Option<bool>,
+    approvers: Option<Vec<oracle_runtime::checkpoint::PublicKey>>,
     reason: Option<String>,
     by: Option<String>,
-    json_out: bool,
-) -> Result<u8, CliError> {
+}
+
+/// The public keys of `--approver` files.
+fn read_approvers(
+    files: &[PathBuf],
+) -> Result<Vec<oracle_runtime::checkpoint::PublicKey>, CliError> {
+    files
+        .iter()
+        .map(|f| {
+            oracle_runtime::checkpoint::read_public_key(f).map_err(crate::checkpoint::cli_error)
+        })
+        .collect()
+}
+
+fn policy(h: &oracle_host::Home, set: PolicySet, json_out: bool) -> Result<u8, CliError> {
     let fail = |e| host_error(e, json_out);
-    let entry = match set {
-        Some(v) => Some(
-            h.set_policy(matches!(v, OnOff::On), reason, by.or_else(os_user))
+    let entry = match (set.require, set.approvers) {
+        (None, None) => None,
+        (require, approvers) => Some(
+            h.set_policy(require, approvers, set.reason, set.by.or_else(os_user))
                 .map_err(fail)?,
         ),
-        None => None,
     };
     let require = h.requires_approval().map_err(fail)?;
+    let approvers = h.approvers().map_err(fail)?;
     if json_out {
         crate::out::json(&json!({
             "ok": true,
             "require_approval": require,
+            "approvers": approvers,
             "entry": entry.as_ref().map(entry_json),
         }))?;
     } else {
         outln!("require_approval {}", if require { "on" } else { "off" })?;
+        if approvers.is_empty() {
+            outln!("approvers        none named")?;
+        }
+        for k in &approvers {
+            outln!("approver         {k}")?;
+        }
         if let Some(e) = entry {
             outln!("ledger entry {} policy", e.entry)?;
         }

@@ -25,7 +25,8 @@ pub struct MemoryArgs {
     /// home's stores), `export NAME` (a store's log on stdout), `import NAME` (a store from
     /// --file), `forget NAME` (delete a store whole, recorded in the home's ledger), `ledger`
     /// (that ledger, checked), `compact NAME --keep N` (fold all but the newest N records into
-    /// the store's checked base).
+    /// the store's checked base), `seal NAME` (adopt a store written before stores were sealed:
+    /// every record checked, then its head sealed with the home's key).
     #[arg(required_unless_present = "memory")]
     pub(crate) run: Option<String>,
     /// With `export` or `import`: the store's name.

@@ -1,4 +1,4 @@
-//! `oracle memory --memory NAME | list | export | import`, `oracle adjudications --memory`,
+//! `oracle memory --memory NAME | list | export | import | seal`, `oracle adjudications --memory`,
 //! `oracle adjudicate --memory`, `oracle verify --memory`: named belief stores shared by runs.
 
 use std::io::Read;
@@ -39,7 +39,7 @@ pub fn about_stores(command: &crate::Command) -> bool {
             a.memory.is_some()
                 || matches!(
                     a.run.as_deref(),
-                    Some("list" | "export" | "import" | "forget" | "ledger" | "compact")
+                    Some("list" | "export" | "import" | "forget" | "ledger" | "compact" | "seal")
                 )
         }
         C::Adjudications(a) => a.memory.is_some(),
@@ -130,6 +130,23 @@ pub fn memory(home: &Path, a: &MemoryArgs) -> Result<Option<u8>, CliError> {
             Ok(Some(exit::OK))
         }
         Some("compact") => compact(&h, &name()?, a.keep, a.json).map(Some),
+        Some("seal") => {
+            let name = name()?;
+            let (head, adopted) = h.store_adopt(&name).map_err(err(a.json))?;
+            if a.json {
+                let v = json!({"ok": true, "store": head.to_value(&name), "sealed": adopted});
+                crate::out::json(&v)?;
+            } else if adopted {
+                outln!(
+                    "sealed store {name}: {} records checked, head {}",
+                    head.records,
+                    head.hash.to_hex()
+                )?;
+            } else {
+                outln!("store {name} is sealed already: checked, nothing written")?;
+            }
+            Ok(Some(exit::OK))
+        }
         Some("export") => {
             let bytes = h.store_export(&name()?).map_err(err(a.json))?;
             crate::out::write_bytes(&bytes)?;

@@ -191,9 +191,20 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     let (code, out, err) = sb.oracle(&["evolve", "show", &id, "--plan"]);
     assert_eq!(code, 0, "{err}");
     sb.write("support-v2.plan", &out);
-    let (code, v) = sb.json(&["evolve", "policy", "--require-approval", "on", "--json"]);
+    let (code, out, err) = sb.oracle(&["keygen", "--out", "approver.key"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, v) = sb.json(&[
+        "evolve",
+        "policy",
+        "--require-approval",
+        "on",
+        "--approver",
+        "approver.key.pub",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["require_approval"], true);
+    assert_eq!(v["approvers"].as_array().unwrap().len(), 1, "{v}");
     let (code, v) = run(
         &sb,
         "support-v2.plan",
@@ -207,8 +218,6 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     assert_eq!(code, 0, "{v}");
 
     // A report of this proposal is required; then the approval is signed.
-    let (code, out, err) = sb.oracle(&["keygen", "--out", "approver.key"]);
-    assert_eq!(code, 0, "{out}{err}");
     sb.write("other.json", "{\"proposal\": \"00\"}");
     let (code, v) = sb.json(&[
         "evolve",
@@ -236,7 +245,10 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     ]);
     assert_eq!(code, 0, "{v}");
     let entry = &v["entry"];
-    assert_eq!(entry["entry"], 2, "the policy entry is the first");
+    assert_eq!(
+        entry["entry"], 4,
+        "after the two reports checks wrote (the same report twice is recorded once) and the policy"
+    );
     assert_eq!(entry["decision"], "approved");
     assert_eq!(entry["report"], blake3::hash(&bytes).to_hex().as_str());
     let (code, v) = sb.json(&["evolve", "reject", &id, "--reason", "late", "--json"]);
@@ -261,14 +273,14 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     // The ledger verifies; an edit is found at its entry, a recomputed hash at the next.
     let (code, v) = sb.json(&["evolve", "verify", "--json"]);
     assert_eq!(code, 0, "{v}");
-    assert_eq!(v["entries"], 2);
+    assert_eq!(v["entries"], 4);
     let ledger = sb.path().join(".oracle/evolution/ledger");
     let good = fs::read_to_string(&ledger).unwrap();
     fs::write(&ledger, good.replace("\"by\":\"ana\"", "\"by\":\"eve\"")).unwrap();
     let (code, v) = sb.json(&["evolve", "verify", "--json"]);
     assert_eq!(code, 4, "{v}");
     assert_eq!(v["error"]["code"], "ledger_tampered");
-    assert_eq!(v["error"]["entry"], 2);
+    assert_eq!(v["error"]["entry"], 4);
     fs::write(
         &ledger,
         good.replace("\"require_approval\":true", "\"require_approval\":false"),
@@ -276,7 +288,7 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     .unwrap();
     let (code, v) = sb.json(&["evolve", "verify", "--json"]);
     assert_eq!(code, 4, "{v}");
-    assert_eq!(v["error"]["entry"], 1);
+    assert_eq!(v["error"]["entry"], 3);
     // A tampered ledger is never extended, and with the policy on it refuses runs.
     let (code, v) = run(&sb, PLAN, Some(&stub0), &["--input", "urgent=false"]);
     assert_eq!(code, 4, "{v}");
@@ -291,4 +303,201 @@ fn check_approve_run_verify_and_tampering_found_at_the_entry() {
     fs::write(&ledger, &good).unwrap();
     let (code, _, _) = sb.oracle(&["evolve", "verify"]);
     assert_eq!(code, 0);
+}
+
+/// The proposal of the corpus, checked against every run: its id and the report's path.
+fn checked(sb: &Sandbox) -> (String, String) {
+    corpus(sb);
+    let (_, v) = sb.json(&["evolve", "list", "--json"]);
+    let id = v["proposals"][0]["id"].as_str().unwrap().to_owned();
+    let (code, v) = sb.json(&["evolve", "check", &id, "--corpus-all", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let (code, out, err) = sb.oracle(&["evolve", "show", &id, "--plan"]);
+    assert_eq!(code, 0, "{err}");
+    sb.write("v2.plan", &out);
+    for key in ["ana.key", "eve.key"] {
+        let (code, out, err) = sb.oracle(&["keygen", "--out", key]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    (id, v["path"].as_str().unwrap().to_owned())
+}
+
+/// `oracle evolve approve ID --key KEY --report REPORT`, signed "the-cto" whoever signs.
+fn approve(sb: &Sandbox, id: &str, key: &str, report: &str) -> (i32, Value) {
+    let args = ["evolve", "approve", id, "--key", key, "--report", report];
+    sb.json(&[&args[..], &["--by", "the-cto", "--json"]].concat())
+}
+
+fn ledger_of(sb: &Sandbox) -> std::path::PathBuf {
+    sb.path().join(".oracle/evolution/ledger")
+}
+
+/// The ledger's last entry, an approval, given Eve's signature over the same message with the
+/// entry hash recomputed, as a forger who can write the file would; its number.
+fn forge_last_signature(sb: &Sandbox) -> u64 {
+    let good = fs::read_to_string(ledger_of(sb)).unwrap();
+    let last = good.lines().last().unwrap();
+    let mut e: oracle_host::ledger::Entry = serde_json::from_str(last).unwrap();
+    let eve = oracle_runtime::checkpoint::SecretKey::from_seed(&[9; 32]);
+    let message = oracle_host::ledger::approval_message(
+        &e.proposal.unwrap(),
+        &e.base.unwrap(),
+        &e.report.unwrap(),
+    );
+    e.signature = Some(eve.sign(&message).to_hex());
+    e.hash = oracle_host::ledger::entry_hash(&e).unwrap();
+    let line = oracle_host::ledger::json_bytes(&serde_json::to_value(&e).unwrap()).unwrap();
+    let forged = good.replacen(last, std::str::from_utf8(&line).unwrap(), 1);
+    fs::write(ledger_of(sb), forged).unwrap();
+    e.entry
+}
+
+/// Issue 53, item 4: with approval required, only the keys the policy names approve (a key
+/// made a second earlier, whatever its `by`, is refused with `not_an_approver`, and nothing is
+/// written); with none named, no approval is taken. And the Ed25519 check on every read of
+/// the ledger (item 11): an approval whose signature is forged and whose entry hash is
+/// recomputed fails `evolve verify` at its entry, and the plan it approved is refused.
+#[test]
+fn only_named_approvers_approve_and_a_forged_signature_is_found_on_read() {
+    let sb = Sandbox::new();
+    let (id, report) = checked(&sb);
+    let stub0 = Stub::start(Vec::new()).unwrap();
+    let v2 = |sb: &Sandbox| run(sb, "v2.plan", Some(&stub0), &["--input", "urgent=false"]);
+    let (code, v) = sb.json(&["evolve", "policy", "--require-approval", "on", "--json"]);
+    assert_eq!((code, &v["approvers"]), (0, &serde_json::json!([])), "{v}");
+    let before = fs::read(ledger_of(&sb)).unwrap();
+    let (code, v) = approve(&sb, &id, "eve.key", &report);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "not_an_approver");
+    assert_eq!(v["error"]["approvers"], 0);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--approver"),
+        "{v}"
+    );
+    // Ana is named (the policy stays on): Eve's key is still refused, Ana's is taken.
+    let args = ["evolve", "policy", "--approver", "ana.key.pub", "--json"];
+    let (code, v) = sb.json(&args);
+    assert_eq!(
+        (code, &v["require_approval"]),
+        (0, &Value::Bool(true)),
+        "{v}"
+    );
+    let ana = fs::read_to_string(sb.path().join("ana.key.pub")).unwrap();
+    assert!(
+        ana.contains(v["approvers"][0].as_str().unwrap()),
+        "{v} {ana}"
+    );
+    let before_eve = fs::read(ledger_of(&sb)).unwrap();
+    assert!(before_eve.len() > before.len(), "the policy entry");
+    let (code, v) = approve(&sb, &id, "eve.key", &report);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (2, &Value::from("not_an_approver"))
+    );
+    assert_eq!(v["error"]["approvers"], 1);
+    assert_eq!(
+        fs::read(ledger_of(&sb)).unwrap(),
+        before_eve,
+        "nothing written"
+    );
+    let (code, v) = v2(&sb);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (2, &Value::from("not_approved"))
+    );
+    let (code, v) = approve(&sb, &id, "ana.key", &report);
+    assert_eq!(code, 0, "{v}");
+    let (code, v) = v2(&sb);
+    assert_eq!(code, 0, "{v}");
+    let entry = forge_last_signature(&sb);
+    let (code, v) = sb.json(&["evolve", "verify", "--json"]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["code"], "ledger_tampered");
+    assert_eq!(v["error"]["entry"], entry);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("signature"),
+        "{v}"
+    );
+    let (code, v) = v2(&sb);
+    assert_eq!(code, 4, "the forged approval lets nothing run: {v}");
+}
+
+/// Issue 53, item 4: `evolve approve` signs only a report a check of this home recorded in
+/// the ledger: a copy edited by hand, or the kept report changed in place, is refused
+/// (`report_not_recorded`), with or without `--out`, and nothing is written. An approval by a
+/// key that was not named (made while the policy named none) decides nothing once approvers
+/// are named: the plan is refused until a named approver approves it.
+#[test]
+fn an_edited_report_is_never_signed_and_an_unnamed_keys_approval_does_not_count() {
+    let sb = Sandbox::new();
+    let (id, report) = checked(&sb);
+    let kept = sb.path().join(&report);
+    let text = fs::read_to_string(&kept).unwrap();
+    let edited = text.replace("\"diverges\":1", "\"diverges\":0");
+    assert_ne!(edited, text, "{text}");
+    sb.write("edited.json", &edited);
+    let before = fs::read(ledger_of(&sb)).unwrap();
+    let (code, v) = approve(&sb, &id, "ana.key", "edited.json");
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (2, &Value::from("report_not_recorded")),
+        "{v}"
+    );
+    let args = [
+        "evolve",
+        "approve",
+        &id,
+        "--key",
+        "ana.key",
+        "--report",
+        "edited.json",
+    ];
+    let (code, v) = sb.json(&[&args[..], &["--out", "a.json", "--json"]].concat());
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (2, &Value::from("report_not_recorded")),
+        "{v}"
+    );
+    assert!(!sb.path().join("a.json").exists(), "nothing signed");
+    fs::write(&kept, &edited).unwrap();
+    let (code, v) = approve(&sb, &id, "ana.key", &report);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (2, &Value::from("report_not_recorded")),
+        "{v}"
+    );
+    assert_eq!(fs::read(ledger_of(&sb)).unwrap(), before, "nothing written");
+    fs::write(&kept, &text).unwrap();
+    // No policy yet: Eve's approval is a record. Once Ana is named it counts for nothing.
+    let (code, v) = approve(&sb, &id, "eve.key", &report);
+    assert_eq!(code, 0, "{v}");
+    let args = [
+        "evolve",
+        "policy",
+        "--require-approval",
+        "on",
+        "--approver",
+        "ana.key.pub",
+    ];
+    let (code, out, err) = sb.oracle(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let stub0 = Stub::start(Vec::new()).unwrap();
+    let (code, v) = run(&sb, "v2.plan", Some(&stub0), &["--input", "urgent=false"]);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (2, &Value::from("not_approved")),
+        "{v}"
+    );
+    let (_, v) = sb.json(&["evolve", "list", "--json"]);
+    assert_eq!(v["proposals"][0]["status"], "pending", "{v}");
+    let (code, v) = approve(&sb, &id, "ana.key", &report);
+    assert_eq!(code, 0, "{v}");
+    let (code, v) = run(&sb, "v2.plan", Some(&stub0), &["--input", "urgent=false"]);
+    assert_eq!(code, 0, "{v}");
 }

@@ -149,10 +149,13 @@ fn proposals_are_listed_checked_and_approved_by_a_signed_upload() {
         "--report",
         report,
     ];
+    // The ledger holds the two reports the checks wrote, and nothing else.
+    let checks = ledger_bytes(&sb);
+    assert_eq!(checks.iter().filter(|b| **b == b'\n').count(), 2);
     let (code, out, err) =
         sb.oracle(&[&args[..], &["--by", "carol", "--out", "approval.json"]].concat());
     assert_eq!(code, 0, "{out}{err}");
-    assert!(ledger_bytes(&sb).is_empty(), "signing appends nothing");
+    assert_eq!(ledger_bytes(&sb), checks, "signing appends nothing");
     let signed: Value =
         serde_json::from_slice(&std::fs::read(sb.path().join("approval.json")).unwrap()).unwrap();
     assert_eq!(signed["report"], hash.as_str());
@@ -177,8 +180,9 @@ fn proposals_are_listed_checked_and_approved_by_a_signed_upload() {
     }
     let (status, v) = s.call("POST", &approval, &alice, Some(&extra));
     assert_error(status, &v, 400, "usage");
-    assert!(
-        ledger_bytes(&sb).is_empty(),
+    assert_eq!(
+        ledger_bytes(&sb),
+        checks,
         "a refused approval appends nothing"
     );
 
@@ -195,7 +199,7 @@ fn proposals_are_listed_checked_and_approved_by_a_signed_upload() {
     assert_error(status, &v, 409, "already_decided");
     let (_, v) = s.call("GET", &format!("/api/v1/proposals/{id}"), &alice, None);
     assert_eq!(v["proposal"]["status"], "approved", "{v}");
-    assert_eq!(v["proposal"]["decision"]["entry"], 1, "{v}");
+    assert_eq!(v["proposal"]["decision"]["entry"], 3, "{v}");
     assert!(sb.path().join(".oracle/evolution/plans").is_dir());
 }
 
@@ -269,4 +273,87 @@ fn the_inbox_page_shows_undecided_proposals_with_their_diff_and_check() {
         html.contains("No plan change is waiting for a decision."),
         "{html}"
     );
+}
+
+/// An approval of `signed`'s proposal and report, signed by `key` as `by`: what anyone can
+/// make without the server, as an attacker holding a token would.
+fn signed_by(signed: &Value, key: &oracle_runtime::checkpoint::SecretKey, report: &str) -> Value {
+    let hash = |k: &str| oracle_core::Hash::from_hex(signed[k].as_str().unwrap()).unwrap();
+    let report = oracle_core::Hash::from_hex(report).unwrap();
+    let message = oracle_host::ledger::approval_message(&hash("proposal"), &hash("base"), &report);
+    let mut v = signed.clone();
+    v["report"] = json!(report.to_hex());
+    v["public_key"] = json!(key.public_key().to_hex());
+    v["signature"] = json!(key.sign(&message).to_hex());
+    v["by"] = json!("the-cto");
+    v
+}
+
+/// Issue 53, item 4, through the API: with the policy naming Ana's key, a token holder's
+/// upload signed by a key made a second earlier (`by: "the-cto"`) is refused (403
+/// `not_an_approver`), as is Ana's signature over a report no check here recorded (an edited
+/// one: 422 `report_not_recorded`); nothing is appended and the proposed plan stays refused.
+/// Ana's signed file is taken.
+#[test]
+fn an_upload_signed_by_a_key_the_policy_does_not_name_is_refused() {
+    let sb = Sandbox::new();
+    corpus(&sb);
+    let alice = token(&sb, "alice");
+    let (code, _, err) = sb.oracle(&["keygen", "--out", "ana.key"]);
+    assert_eq!(code, 0, "{err}");
+    let args = [
+        "evolve",
+        "policy",
+        "--require-approval",
+        "on",
+        "--approver",
+        "ana.key.pub",
+    ];
+    let (code, out, err) = sb.oracle(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let s = Server::start(sb.path(), &[]);
+    let (_, v) = s.call("GET", "/api/v1/proposals", &alice, None);
+    let id = v["proposals"][0]["id"].as_str().unwrap().to_owned();
+    let check = format!("/api/v1/proposals/{id}/check");
+    let (status, v) = s.call("POST", &check, &alice, Some(&json!({"corpus": "all"})));
+    assert_eq!(status, 200, "{v}");
+    let report = sb
+        .path()
+        .join(".oracle/evolution/reports")
+        .join(v["file"].as_str().unwrap());
+    let args = ["evolve", "approve", &id, "--key", "ana.key", "--report"];
+    let (code, out, err) =
+        sb.oracle(&[&args[..], &[report.to_str().unwrap(), "--out", "a.json"]].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    let signed: Value =
+        serde_json::from_slice(&std::fs::read(sb.path().join("a.json")).unwrap()).unwrap();
+    let before = ledger_bytes(&sb);
+    let approval = format!("/api/v1/proposals/{id}/approval");
+    let eve = oracle_runtime::checkpoint::SecretKey::generate().unwrap();
+    let forged = signed_by(&signed, &eve, signed["report"].as_str().unwrap());
+    let (status, v) = s.call("POST", &approval, &alice, Some(&forged));
+    assert_error(status, &v, 403, "not_an_approver");
+    let edited = std::fs::read_to_string(&report)
+        .unwrap()
+        .replace("\"diverges\":1", "\"diverges\":0");
+    let edited_hash = blake3::hash(edited.as_bytes()).to_hex();
+    let ana_text = std::fs::read_to_string(sb.path().join("ana.key")).unwrap();
+    let ana = oracle_runtime::checkpoint::SecretKey::parse(&ana_text).unwrap();
+    let unrecorded = signed_by(&signed, &ana, edited_hash.as_str());
+    let (status, v) = s.call("POST", &approval, &alice, Some(&unrecorded));
+    assert_error(status, &v, 422, "report_not_recorded");
+    assert_eq!(
+        ledger_bytes(&sb),
+        before,
+        "a refused approval appends nothing"
+    );
+    let (status, v) = s.call("GET", &format!("/api/v1/proposals/{id}"), &alice, None);
+    assert_eq!(
+        (status, &v["proposal"]["status"]),
+        (200, &json!("pending")),
+        "{v}"
+    );
+    let (status, v) = s.call("POST", &approval, &alice, Some(&signed));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["entry"]["public_key"], signed["public_key"]);
 }

@@ -418,3 +418,126 @@ fn a_forgotten_store_is_gone_recorded_in_the_ledger_and_its_readers_still_replay
     let (code, _, _) = home.oracle(&["memory", "ledger"]);
     assert_eq!(code, 4);
 }
+
+/// Store `name`'s log rewritten as one record, a claim that alice is allergic to nothing, with
+/// its hash chain computed as a writer's would be: everything but the home's seal.
+fn rewrite_with_chain_recomputed(home: &Home, name: &str) {
+    use oracle_memory::{Cardinality, Claim, Criticality, Provenance, shared::Store};
+    let forged = Store::new();
+    let claim = Claim {
+        subject: "alice".into(),
+        predicate: "allergy".into(),
+        value: serde_json::json!("none"),
+        provenance: Provenance::UserAsserted,
+        cardinality: Cardinality::Functional,
+        valid: None,
+        criticality: Criticality::Critical,
+        derived_from: Vec::new(),
+    };
+    let a = forged.decide_outside(claim).unwrap();
+    let payload = oracle_core::Payload::ClaimRecorded(oracle_core::payload::ClaimRecorded {
+        assertion: serde_json::to_value(&a).unwrap(),
+        note: String::new(),
+        by: None,
+    });
+    let rec = forged.seal("allergy_assert-1", "1", &payload).unwrap();
+    let line = format!("{}\n", oracle_runtime::shared::line_of(&rec));
+    fs::write(
+        home.path().join("memory").join(name).join("store.jsonl"),
+        line,
+    )
+    .unwrap();
+}
+
+/// Issue 53, item 8: a store rewritten with its chain recomputed is refused, because its head
+/// is not the one the home sealed: `verify --memory` exits 4 (`store_tampered`), reading it
+/// is refused, and a run that reads it gets no answer from it (the prescription is never
+/// written). The original bytes verify again; a store whose seal was deleted is refused
+/// (`store_unsealed`) until `oracle memory seal` adopts it.
+#[test]
+fn a_store_rewritten_with_its_chain_recomputed_is_refused_and_no_run_reads_it() {
+    let home = Home::new();
+    let (a, b) = (plan(&home, "a.plan", ASSERT), plan(&home, "b.plan", RECALL));
+    run_ok(&home, &["run", &a, "--memory", "alice"]);
+    let log = home.path().join("memory/alice/store.jsonl");
+    let good = fs::read(&log).unwrap();
+    rewrite_with_chain_recomputed(&home, "alice");
+    let (code, v) = home.json(&["verify", "--memory", "alice", "--json"]);
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["error"]["code"], "store_tampered", "{v}");
+    for args in [
+        &["memory", "--memory", "alice", "--json"][..],
+        &["memory", "export", "alice", "--json"],
+    ] {
+        let (code, _, err) = home.oracle(args);
+        assert_eq!(code, 4, "{args:?}: {err}");
+    }
+    let (code, out, err) = home.oracle(&["run", &b, "--memory", "alice"]);
+    assert_ne!(code, 0, "{out}{err}");
+    let events = home.events("allergy_recall-1");
+    let failed = events
+        .iter()
+        .find(|e| e["kind"] == "tool_failed" && e["payload"]["step"] == "allergy")
+        .expect("the query failed");
+    let why = failed["payload"]["error"].as_str().unwrap();
+    assert!(why.contains("changed outside oracle"), "{why}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["kind"] == "tool_returned" && e["payload"]["tool"] == "kv.set"),
+        "nothing was prescribed from a forged store"
+    );
+    // The writer refuses to extend it too.
+    let c = plan(&home, "c.plan", &contradiction("after_forgery", "none"));
+    let (code, out, err) = home.oracle(&["run", &c, "--memory", "alice"]);
+    assert_ne!(code, 0, "{out}{err}");
+    fs::write(&log, &good).unwrap();
+    run_ok(&home, &["verify", "--memory", "alice"]);
+    // No seal: refused, whatever the log holds, until adopted explicitly.
+    fs::remove_file(home.path().join("memory/alice/store.seal")).unwrap();
+    let (code, v) = home.json(&["verify", "--memory", "alice", "--json"]);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (4, &Value::from("store_unsealed")),
+        "{v}"
+    );
+    let (code, v) = home.json(&["memory", "seal", "alice", "--json"]);
+    assert_eq!((code, &v["sealed"]), (0, &Value::Bool(true)), "{v}");
+    run_ok(&home, &["verify", "--memory", "alice"]);
+    run_ok(&home, &["run", &b, "--memory", "alice"]);
+    assert_eq!(
+        output_of(&home, "allergy_recall-2", "allergy")["value"],
+        "penicillin"
+    );
+}
+
+/// Issue 53, item 11: an edited `run` or `key` field of a store's record fails its record
+/// hash (`integrity`), found before the seal is looked at. With the record-hash check
+/// disabled the edit would pass the chain and be found only as a head the home did not seal
+/// (`store_tampered`), so this fails under that mutation.
+#[test]
+fn an_edited_run_or_key_field_of_a_store_record_fails_its_hash() {
+    let home = Home::new();
+    let a = plan(&home, "a.plan", ASSERT);
+    run_ok(&home, &["run", &a, "--memory", "alice"]);
+    let log = home.path().join("memory/alice/store.jsonl");
+    let good = fs::read_to_string(&log).unwrap();
+    let rec: Value = serde_json::from_str(good.trim_end()).unwrap();
+    for field in ["run", "key"] {
+        // One character changed, the length kept: the seal's length check does not see it.
+        let mut bad = rec.clone();
+        let was = rec[field].as_str().unwrap();
+        let last = if was.ends_with('7') { '8' } else { '7' };
+        bad[field] = Value::from(format!("{}{last}", &was[..was.len() - 1]));
+        fs::write(&log, format!("{}\n", serde_json::to_string(&bad).unwrap())).unwrap();
+        let (code, v) = home.json(&["verify", "--memory", "alice", "--json"]);
+        assert_eq!(code, 4, "{field}: {v}");
+        assert_eq!(v["error"]["code"], "integrity", "{field}: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("hash"),
+            "{field}: {v}"
+        );
+    }
+    fs::write(&log, &good).unwrap();
+    run_ok(&home, &["verify", "--memory", "alice"]);
+}

@@ -364,6 +364,14 @@ fn shared_class(e: &SharedError) -> Class {
         SharedError::Damaged { name, .. } | SharedError::Record { name, .. } => {
             Class::of("integrity", exit::INTEGRITY, http::INTERNAL).with(json!({"store": name}))
         }
+        SharedError::Tampered { name, .. } => {
+            Class::of("store_tampered", exit::INTEGRITY, http::INTERNAL)
+                .with(json!({"store": name}))
+        }
+        SharedError::Unsealed { name } => {
+            Class::of("store_unsealed", exit::INTEGRITY, http::INTERNAL)
+                .with(json!({"store": name}))
+        }
         SharedError::Locked { name } => {
             Class::of("locked", exit::INPUT, http::CONFLICT).with(json!({"store": name}))
         }
@@ -397,6 +405,14 @@ fn evolve_class(e: &crate::evolve::EvolveError) -> Class {
         E::BadApproval { .. } => Class::of("bad_approval", exit::INPUT, http::UNPROCESSABLE),
         E::NotApproved { id, plan } => Class::of("not_approved", exit::INPUT, http::FORBIDDEN)
             .with(json!({"proposal": id, "plan": plan})),
+        E::NotAnApprover { key, named } => {
+            Class::of("not_an_approver", exit::INPUT, http::FORBIDDEN)
+                .with(json!({"public_key": key, "approvers": named}))
+        }
+        E::ReportNotRecorded { id, hash } => {
+            Class::of("report_not_recorded", exit::INPUT, http::UNPROCESSABLE)
+                .with(json!({"proposal": id, "report": hash}))
+        }
         E::Ledger(crate::ledger::LedgerError::Tampered { entry, .. }) => {
             Class::of("ledger_tampered", exit::INTEGRITY, http::INTERNAL)
                 .with(json!({"entry": entry}))

@@ -58,15 +58,38 @@ pub enum EvolveError {
     #[error("{}: {why}; nothing was written", path.display())]
     BadReport { path: PathBuf, why: String },
     #[error(
-        "plan {plan} is the plan of proposal {id}, which is not approved, and this home requires approval (`oracle evolve check {id}`, then `oracle evolve approve {id}`); nothing was run"
+        "plan {plan} is the plan of proposal {id}, which no named approver approved, and this home requires approval (`oracle evolve check {id}`, then `oracle evolve approve {id}` with an approver's key); nothing was run"
     )]
     NotApproved { id: String, plan: String },
+    /// An approval signed by a key the policy does not name (`named`: how many it names).
+    #[error("{}; nothing was written", not_an_approver(key, *named))]
+    NotAnApprover { key: String, named: u64 },
+    /// A report no check of this home recorded in the ledger: an edited copy, or a report
+    /// from elsewhere.
+    #[error(
+        "no check of proposal {id} in this home wrote a report with hash {hash} (the ledger records every report `oracle evolve check` writes): an edited or foreign report is never signed; check it here (`oracle evolve check {id}`) and sign that report; nothing was written"
+    )]
+    ReportNotRecorded { id: String, hash: String },
     #[error("the approval is not one this home can take: {why}; nothing was written")]
     BadApproval { why: String },
     #[error("{why}")]
     Usage { why: String },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+}
+
+/// Why key `key` may not approve, given how many approvers the policy names.
+fn not_an_approver(key: &str, named: u64) -> String {
+    // `get`: a key given by a caller may not be hex, and a slice must not split a character.
+    let short = key.get(..ID_HEX_LEN).unwrap_or(key);
+    match named {
+        0 => format!(
+            "this home requires approval and names no approvers, so no approval counts (key {short} was given): name them with `oracle evolve policy --require-approval on --approver KEY.pub`"
+        ),
+        n => format!(
+            "key {short} is not one of the {n} approvers this home's policy names (`oracle evolve policy` lists them)"
+        ),
+    }
 }
 
 impl From<LedgerError> for HostError {
@@ -273,8 +296,10 @@ impl Home {
 
     /// What the ledger says of `p`: its approval or rejection, if any.
     pub fn proposal_status(&self, p: &Proposal) -> Result<Status, HostError> {
-        Ok(decision_of(&ledger::read(self.dir())?, &p.hash)
-            .map_or(Status::Pending, |e| Status::Decided(Box::new(e))))
+        Ok(
+            decision_of(&ledger::read(self.dir())?, &p.hash, self.require_approval)
+                .map_or(Status::Pending, |e| Status::Decided(Box::new(e))),
+        )
     }
 
     /// The text of `p`'s base plan, where a run that proposed it keeps it (its plan versions
@@ -310,10 +335,25 @@ impl Home {
 }
 
 /// The approval or rejection of proposal `hash` in `entries`, if any.
-fn decision_of(entries: &[Entry], hash: &Hash) -> Option<Entry> {
+fn decision_of(entries: &[Entry], hash: &Hash, home_requires: bool) -> Option<Entry> {
+    let (requires, approvers) = policy_of(entries);
+    let open = approvers.is_empty() && !(requires || home_requires);
+    // An approval by a key the policy does not name (made before approvers were named, or
+    // by one removed since) decides nothing: a named approver may still decide.
+    let counts = |e: &Entry| match e.decision {
+        Decision::Rejected => true,
+        Decision::Approved => {
+            open || e
+                .public_key
+                .as_deref()
+                .and_then(key_hex)
+                .is_some_and(|k| approvers.contains(&k))
+        }
+        Decision::Policy | Decision::Checked => false,
+    };
     entries
         .iter()
-        .find(|e| e.proposal.as_ref() == Some(hash) && e.decision != Decision::Policy)
+        .find(|e| e.proposal.as_ref() == Some(hash) && counts(e))
         .cloned()
 }
 
@@ -356,6 +396,9 @@ impl Home {
         let bytes =
             ledger::json_bytes(&report).map_err(|e| EvolveError::Usage { why: e.to_string() })?;
         let hash = Hash(*blake3::hash(&bytes).as_bytes());
+        // Read first: a damaged ledger is found before a report is written that it could not
+        // record.
+        let known = recorded(&ledger::read(self.dir())?, &p.hash, &hash);
         let path = match out {
             Some(p) => p.to_path_buf(),
             None => self.dir().join(ledger::DIR).join(REPORTS_DIR).join(format!(
@@ -365,7 +408,30 @@ impl Home {
             )),
         };
         write_file(&path, &bytes)?;
+        if !known {
+            self.record_report(&p, hash)?;
+        }
         Ok(Checked { report, path, hash })
+    }
+
+    /// Records in the ledger that a check of `p` wrote the report whose BLAKE3 hash is `hash`:
+    /// only a report recorded so is ever signed ([`Home::evolve_sign`]). Two checks writing the
+    /// same report at once may both record it, which changes nothing.
+    fn record_report(&self, p: &Proposal, hash: Hash) -> Result<Entry, HostError> {
+        let draft = Draft {
+            decision: Decision::Checked,
+            proposal: Some(p.hash),
+            base: Some(p.event.base),
+            plan_hash: Some(p.event.plan_hash),
+            report: Some(hash),
+            require_approval: None,
+            approvers: None,
+            reason: None,
+            by: None,
+            key: None,
+            signed: None,
+        };
+        ledger::append(self.dir(), draft, |_| Ok(()))
     }
 
     /// The runs of the home that started under plan `base`, by id.
@@ -459,6 +525,11 @@ impl Home {
     ) -> Result<SignedApproval, HostError> {
         let p = self.proposal(id)?;
         let report = check_report(report, &p)?;
+        // Checked again under the ledger's lock when the approval is appended; here so that
+        // nothing is signed that would be refused.
+        let entries = ledger::read(self.dir())?;
+        may_approve(&entries, self.require_approval, &key.public_key().to_hex())?;
+        check_recorded(&entries, &p, &report)?;
         let message = ledger::approval_message(&p.hash, &p.event.base, &report);
         Ok(SignedApproval {
             format: APPROVAL_FORMAT,
@@ -473,10 +544,15 @@ impl Home {
     }
 
     /// Appends an approval signed elsewhere ([`Home::evolve_sign`]) after checking it names
-    /// proposal `id` exactly (hash, base, plan), that its report is a check of that proposal
-    /// kept in this home (`<home>/evolution/reports`, written by `evolve check` here), and
-    /// that its signature verifies. Refused, nothing written, on any difference.
-    pub fn evolve_approve_signed(&self, id: &str, a: SignedApproval) -> Result<Entry, HostError> {
+    /// proposal `id` exactly (hash, base, plan) and that its signature verifies; then, under
+    /// the ledger's lock, that its key is one the policy names and that its report is one a
+    /// check of that proposal recorded in this home's ledger. Refused, nothing written, on any
+    /// difference.
+    pub fn evolve_approve_signed(
+        &self,
+        id: &str,
+        mut a: SignedApproval,
+    ) -> Result<Entry, HostError> {
         let p = self.proposal(id)?;
         let bad = |why: String| HostError::from(EvolveError::BadApproval { why });
         if a.format != APPROVAL_FORMAT {
@@ -495,7 +571,6 @@ impl Home {
                 return Err(bad(format!("its `{field}` is not proposal {}'s", p.id)));
             }
         }
-        self.kept_report(&p, &a.report)?;
         // Checked here too (the ledger checks it again): nothing is kept for a bad one.
         let key =
             PublicKey::from_hex(&a.public_key).map_err(|e| bad(format!("public_key: {e}")))?;
@@ -505,25 +580,9 @@ impl Home {
             &sig,
         )
         .map_err(|_| bad("the signature does not verify with its public key".into()))?;
+        // One spelling of the key, the one a policy names approvers by.
+        a.public_key = key.to_hex();
         self.append_approval(&p, a)
-    }
-
-    /// The report of `p` kept in this home whose BLAKE3 hash is `hash`.
-    fn kept_report(&self, p: &Proposal, hash: &Hash) -> Result<PathBuf, HostError> {
-        let path =
-            self.reports_dir()
-                .join(format!("{}-{}.json", p.id, &hash.to_hex()[..ID_HEX_LEN]));
-        match check_report(&path, p) {
-            Ok(h) if h == *hash => Ok(path),
-            _ => Err(EvolveError::BadApproval {
-                why: format!(
-                    "no check report of proposal {} with hash {} is kept in this home (check it here first)",
-                    p.id,
-                    hash.short()
-                ),
-            }
-            .into()),
-        }
     }
 
     fn reports_dir(&self) -> PathBuf {
@@ -531,7 +590,9 @@ impl Home {
     }
 
     /// Appends the signed approval `a` of `p` and keeps the approved plan as
-    /// `<home>/evolution/plans/<plan hash>.plan`. The ledger checks the signature.
+    /// `<home>/evolution/plans/<plan hash>.plan`. Under the ledger's lock: `p` is undecided,
+    /// `a`'s key is an approver the policy names, and its report a recorded check of `p`. The
+    /// ledger checks the signature.
     fn append_approval(&self, p: &Proposal, a: SignedApproval) -> Result<Entry, HostError> {
         let kept = self
             .dir()
@@ -545,13 +606,16 @@ impl Home {
             plan_hash: Some(p.event.plan_hash),
             report: Some(a.report),
             require_approval: None,
+            approvers: None,
             reason: None,
             by: a.by,
             key: None,
-            signed: Some((a.public_key, a.signature)),
+            signed: Some((a.public_key.clone(), a.signature)),
         };
         ledger::append(self.dir(), draft, |present| {
-            undecided(present, p)?;
+            undecided(present, p, self.require_approval)?;
+            may_approve(present, self.require_approval, &a.public_key)?;
+            check_recorded(present, p, &a.report)?;
             write_file(&kept, p.event.plan.as_bytes())
         })
     }
@@ -572,12 +636,15 @@ impl Home {
             plan_hash: Some(p.event.plan_hash),
             report: None,
             require_approval: None,
+            approvers: None,
             reason: Some(reason),
             by,
             key: None,
             signed: None,
         };
-        ledger::append(self.dir(), draft, |present| undecided(present, &p))
+        ledger::append(self.dir(), draft, |present| {
+            undecided(present, &p, self.require_approval)
+        })
     }
 
     /// Checks the whole ledger (`oracle evolve verify`): its entries, or the first that is not
@@ -610,9 +677,69 @@ impl Home {
     }
 }
 
+/// Whether a check of proposal `proposal` recorded report `report` in `entries`.
+fn recorded(entries: &[Entry], proposal: &Hash, report: &Hash) -> bool {
+    entries.iter().any(|e| {
+        e.decision == Decision::Checked
+            && e.proposal.as_ref() == Some(proposal)
+            && e.report.as_ref() == Some(report)
+    })
+}
+
+/// Refuses a report of `p` that no check recorded (an edited copy, or one from elsewhere).
+fn check_recorded(entries: &[Entry], p: &Proposal, report: &Hash) -> Result<(), HostError> {
+    if recorded(entries, &p.hash, report) {
+        return Ok(());
+    }
+    Err(EvolveError::ReportNotRecorded {
+        id: p.id.clone(),
+        hash: report.short(),
+    }
+    .into())
+}
+
+/// The policy `entries` end with: whether it requires approval, and the approvers it names
+/// (none without a policy entry, or in one written before approvers were named).
+fn policy_of(entries: &[Entry]) -> (bool, Vec<String>) {
+    match entries
+        .iter()
+        .rev()
+        .find(|e| e.decision == Decision::Policy)
+    {
+        Some(e) => (
+            e.require_approval.unwrap_or(false),
+            e.approvers.clone().unwrap_or_default(),
+        ),
+        None => (false, Vec::new()),
+    }
+}
+
+/// `key` (hex) in the one spelling approvers are named by, if it is a key.
+fn key_hex(key: &str) -> Option<String> {
+    PublicKey::from_hex(key).ok().map(|k| k.to_hex())
+}
+
+/// Refuses an approval by `key` (hex) unless the policy of `entries` names it. A home whose
+/// policy names no approver takes any key's approval only while approval is not required
+/// (`home_requires`: the config file requires it): such an approval is a record, and counts
+/// for [`Home::check_policy`] only once its key is named.
+fn may_approve(entries: &[Entry], home_requires: bool, key: &str) -> Result<(), HostError> {
+    let (requires, approvers) = policy_of(entries);
+    let named = approvers.len() as u64;
+    let listed = key_hex(key).is_some_and(|k| approvers.contains(&k));
+    if listed || (named == 0 && !(requires || home_requires)) {
+        return Ok(());
+    }
+    Err(EvolveError::NotAnApprover {
+        key: key.to_owned(),
+        named,
+    }
+    .into())
+}
+
 /// Refuses a second decision on `p`.
-fn undecided(present: &[Entry], p: &Proposal) -> Result<(), HostError> {
-    match decision_of(present, &p.hash) {
+fn undecided(present: &[Entry], p: &Proposal, home_requires: bool) -> Result<(), HostError> {
+    match decision_of(present, &p.hash, home_requires) {
         Some(e) => Err(EvolveError::Decided {
             id: p.id.clone(),
             decision: e.decision.as_str(),
@@ -673,26 +800,43 @@ impl Home {
         if self.require_approval {
             return Ok(true);
         }
-        Ok(ledger_policy(&ledger::read(self.dir())?))
+        Ok(policy_of(&ledger::read(self.dir())?).0)
     }
 
-    /// Sets the ledger's policy (`oracle evolve policy --require-approval`): one entry.
+    /// The approvers the ledger's policy names, hex, sorted.
+    pub fn approvers(&self) -> Result<Vec<String>, HostError> {
+        Ok(policy_of(&ledger::read(self.dir())?).1)
+    }
+
+    /// Sets the ledger's policy (`oracle evolve policy --require-approval on|off --approver
+    /// KEY.pub`): one entry holding the whole policy. What is not given is kept from the
+    /// policy before it (`require`: off without one; `approvers`: the list, replaced whole
+    /// when given, `Some(vec![])` naming none).
     pub fn set_policy(
         &self,
-        require: bool,
+        require: Option<bool>,
+        approvers: Option<Vec<PublicKey>>,
         reason: Option<String>,
         by: Option<String>,
     ) -> Result<Entry, HostError> {
         if let Some(r) = &reason {
             check_reason(r)?;
         }
+        let (was_required, were) = policy_of(&ledger::read(self.dir())?);
+        let mut named: Vec<String> = match approvers {
+            Some(keys) => keys.iter().map(PublicKey::to_hex).collect(),
+            None => were,
+        };
+        named.sort();
+        named.dedup();
         let draft = Draft {
             decision: Decision::Policy,
             proposal: None,
             base: None,
             plan_hash: None,
             report: None,
-            require_approval: Some(require),
+            require_approval: Some(require.unwrap_or(was_required)),
+            approvers: Some(named),
             reason,
             by,
             key: None,
@@ -708,10 +852,18 @@ impl Home {
             return Ok(());
         }
         let entries = ledger::read(self.dir())?;
+        let (_, approvers) = policy_of(&entries);
+        // Only an approval by a key the policy names now counts: naming approvers after
+        // approvals were made, or removing one, decides which of them still count.
         let approved = |h: &Hash| {
-            entries
-                .iter()
-                .any(|e| e.decision == Decision::Approved && e.plan_hash.as_ref() == Some(h))
+            entries.iter().any(|e| {
+                e.decision == Decision::Approved
+                    && e.plan_hash.as_ref() == Some(h)
+                    && e.public_key
+                        .as_deref()
+                        .and_then(key_hex)
+                        .is_some_and(|k| approvers.contains(&k))
+            })
         };
         if approved(plan_hash) {
             return Ok(());
@@ -745,16 +897,6 @@ impl Home {
     }
 }
 
-/// The policy the ledger's latest policy entry sets (off without one).
-fn ledger_policy(entries: &[Entry]) -> bool {
-    entries
-        .iter()
-        .rev()
-        .find(|e| e.decision == Decision::Policy)
-        .and_then(|e| e.require_approval)
-        .unwrap_or(false)
-}
-
 /// A check report of a proposal kept in the home, summarized.
 #[derive(Clone, Debug)]
 pub struct ReportSummary {
@@ -780,9 +922,13 @@ impl ReportSummary {
 
 impl Home {
     /// The check reports of `p` kept under `<home>/evolution/reports` (those `evolve check`
-    /// wrote there), by file name; a file that is not a report of `p` is left out.
+    /// wrote there), by file name; a file that is not a report of `p`, or that no check
+    /// recorded in the ledger (an edited one), is left out: what is listed can be signed.
     pub fn proposal_reports(&self, p: &Proposal) -> Vec<ReportSummary> {
         let Ok(dir) = std::fs::read_dir(self.reports_dir()) else {
+            return Vec::new();
+        };
+        let Ok(entries) = ledger::read(self.dir()) else {
             return Vec::new();
         };
         let prefix = format!("{}-", p.id);
@@ -798,7 +944,9 @@ impl Home {
         names
             .into_iter()
             .filter_map(|path| {
-                let hash = check_report(&path, p).ok()?;
+                let hash = check_report(&path, p)
+                    .ok()
+                    .filter(|h| recorded(&entries, &p.hash, h))?;
                 let v: Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
                 let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
                 Some(ReportSummary {
@@ -845,7 +993,7 @@ impl Home {
             .proposals()?
             .iter()
             .map(|p| {
-                let status = decision_of(&entries, &p.hash)
+                let status = decision_of(&entries, &p.hash, self.require_approval)
                     .map_or(Status::Pending, |e| Status::Decided(Box::new(e)));
                 proposal_json(p, &status)
             })

@@ -1,5 +1,6 @@
 //! The home's evolution ledger, `<home>/evolution/ledger`: one canonical JSON line per
-//! decision about a proposal (approved, rejected) or about the policy, each hash-chained to the
+//! decision about a proposal (approved, rejected), per check report written (checked) or per
+//! policy (who may approve, and whether approval is required), each hash-chained to the
 //! one before as a run's events are (`hash = H(prev ‖ body_hash)`), appended whole under an
 //! exclusive lock and checked before every append. [`verify`] names the first line that is
 //! not what was appended (docs/EVOLUTION.md, "The ledger").
@@ -40,6 +41,8 @@ pub enum Decision {
     Approved,
     Rejected,
     Policy,
+    /// A check report `oracle evolve check` wrote: only a report recorded so may be signed.
+    Checked,
 }
 
 impl Decision {
@@ -48,6 +51,7 @@ impl Decision {
             Decision::Approved => "approved",
             Decision::Rejected => "rejected",
             Decision::Policy => "policy",
+            Decision::Checked => "checked",
         }
     }
 }
@@ -70,12 +74,17 @@ pub struct Entry {
     /// The proposed plan's program hash (approved, rejected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_hash: Option<Hash>,
-    /// The BLAKE3 hash of the check report's file (approved).
+    /// The BLAKE3 hash of the check report's file (approved, checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<Hash>,
     /// The policy set (policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_approval: Option<bool>,
+    /// The approvers' Ed25519 public keys, hex, sorted, each once (policy): only their
+    /// approvals are appended and counted. Absent in a policy entry written before approvers
+    /// were named, which names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,6 +123,12 @@ pub enum EntryError {
     RejectionIncomplete,
     #[error("a policy entry without require_approval")]
     PolicyIncomplete,
+    #[error("approver {0}")]
+    Approver(oracle_runtime::checkpoint::KeyFormatError),
+    #[error("approvers are not sorted, or one is named twice")]
+    ApproversUnsorted,
+    #[error("a check without its proposal, base, plan hash or report")]
+    CheckIncomplete,
     #[error("a partial line at the end (a write cut short)")]
     Partial,
     #[error("longer than {LINE_BYTES_MAX} bytes")]
@@ -213,8 +228,22 @@ fn check_fields(e: &Entry) -> Result<(), EntryError> {
         }
         Decision::Rejected if !proposal => Err(EntryError::RejectionIncomplete),
         Decision::Policy if e.require_approval.is_none() => Err(EntryError::PolicyIncomplete),
+        Decision::Policy => check_approvers(e.approvers.as_deref().unwrap_or_default()),
+        Decision::Checked if !proposal || e.report.is_none() => Err(EntryError::CheckIncomplete),
         _ => Ok(()),
     }
+}
+
+/// A policy's approvers: each a public key, in the one order (sorted, none twice), so one set
+/// of approvers has one entry body.
+fn check_approvers(keys: &[String]) -> Result<(), EntryError> {
+    for k in keys {
+        PublicKey::from_hex(k).map_err(EntryError::Approver)?;
+    }
+    if keys.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(EntryError::ApproversUnsorted);
+    }
+    Ok(())
 }
 
 /// Checks one line as entry `n` after `prev`: canonical, hashed, linked, complete.
@@ -283,6 +312,8 @@ pub struct Draft {
     pub plan_hash: Option<Hash>,
     pub report: Option<Hash>,
     pub require_approval: Option<bool>,
+    /// The approvers a policy names, hex, sorted, each once (policy only).
+    pub approvers: Option<Vec<String>>,
     pub reason: Option<String>,
     pub by: Option<String>,
     /// Signs the approval (approved only).
@@ -359,6 +390,7 @@ fn seal(draft: Draft, present: &[Entry]) -> Result<Entry, EntryError> {
         plan_hash: draft.plan_hash,
         report: draft.report,
         require_approval: draft.require_approval,
+        approvers: draft.approvers,
         reason: draft.reason,
         by: draft.by,
         public_key,
@@ -383,6 +415,7 @@ mod tests {
             plan_hash: h(n + 2),
             report: h(n + 3),
             require_approval: None,
+            approvers: None,
             reason: Some(format!("reason {n}")),
             by: Some("ana".into()),
             key,
@@ -421,5 +454,63 @@ mod tests {
                 line += 1;
             }
         }
+    }
+
+    /// The signature is checked on every read, not only on append: an approval whose
+    /// signature was replaced (another key's over the same message) and whose entry hash was
+    /// recomputed, so chain and hash agree, is refused at that entry. Fails if `check_fields`'
+    /// Ed25519 check is disabled (issue 53, item 11).
+    #[test]
+    fn a_forged_signature_with_a_recomputed_hash_is_found_on_read() {
+        let home = tempfile::tempdir().unwrap();
+        let key = SecretKey::from_seed(&[7; 32]);
+        let forger = SecretKey::from_seed(&[8; 32]);
+        let e = append(
+            home.path(),
+            draft(Decision::Approved, 1, Some(key.clone())),
+            |_| Ok(()),
+        )
+        .unwrap();
+        let path = home.path().join(DIR).join(LEDGER_FILE);
+        let mut forged = e.clone();
+        forged.signature = Some(forger.sign(b"something else").to_hex());
+        forged.hash = entry_hash(&forged).unwrap();
+        let mut line = json_bytes(&serde_json::to_value(&forged).unwrap()).unwrap();
+        line.push(b'\n');
+        fs::write(&path, &line).unwrap();
+        match read(home.path()) {
+            Err(LedgerError::Tampered {
+                entry: 1,
+                why: EntryError::SignatureInvalid,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A policy's approvers are keys in one order: an unsorted list, a repeated key or a word
+    /// that is not a key is refused, so one set of approvers has one body.
+    #[test]
+    fn a_policys_approvers_are_sorted_keys() {
+        let a = SecretKey::from_seed(&[1; 32]).public_key().to_hex();
+        let b = SecretKey::from_seed(&[2; 32]).public_key().to_hex();
+        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+        let home = tempfile::tempdir().unwrap();
+        let policy = |keys: Vec<String>| {
+            let mut d = draft(Decision::Policy, 0, None);
+            d.require_approval = Some(true);
+            d.approvers = Some(keys);
+            d
+        };
+        let bad = [
+            vec![hi.clone(), lo.clone()],
+            vec![lo.clone(), lo.clone()],
+            vec!["the-cto".to_owned()],
+        ];
+        for keys in bad {
+            assert!(append(home.path(), policy(keys), |_| Ok(())).is_err());
+        }
+        append(home.path(), policy(vec![lo, hi]), |_| Ok(())).unwrap();
+        assert_eq!(read(home.path()).unwrap().len(), 1);
     }
 }

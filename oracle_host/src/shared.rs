@@ -63,6 +63,16 @@ impl Home {
         Ok(self.shared_stores().verify(name)?)
     }
 
+    /// Seals store `name` at its head after checking every record, when it has no seal
+    /// (`oracle memory seal NAME`: a store written before seals existed); a sealed store is
+    /// checked and left as it is. Its head, and whether a seal was written.
+    pub fn store_adopt(
+        &self,
+        name: &str,
+    ) -> Result<(oracle_memory::shared::StoreHead, bool), HostError> {
+        Ok(self.shared_stores().adopt(name)?)
+    }
+
     /// Folds every record of store `name` but the newest `keep` into its base
     /// (`oracle memory compact NAME --keep N`).
     pub fn store_compact(&self, name: &str, keep: u64) -> Result<files::Compacted, HostError> {

@@ -611,3 +611,52 @@ impl Ledger {
         json!({"records": records, "head": self.head.to_hex()})
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Cardinality, Claim, Criticality, Provenance};
+
+    /// A record of `store`'s next claim, written by `run` under `key`.
+    fn record(store: &Store, run: &str, key: &str) -> StoreRecord {
+        let claim = Claim {
+            subject: "alice".into(),
+            predicate: "allergy".into(),
+            value: json!("penicillin"),
+            provenance: Provenance::UserAsserted,
+            cardinality: Cardinality::Functional,
+            valid: None,
+            criticality: Criticality::Critical,
+            derived_from: Vec::new(),
+        };
+        let a = store.decide_outside(claim).unwrap();
+        let payload = Payload::ClaimRecorded(oracle_core::payload::ClaimRecorded {
+            assertion: serde_json::to_value(&a).unwrap(),
+            note: String::new(),
+            by: None,
+        });
+        store.seal(run, key, &payload).unwrap()
+    }
+
+    /// Every field a record's hash covers is checked on apply, the ones the projection does not
+    /// read included: an edited `run` or `key` of the newest record (no later record's link
+    /// would catch it) is refused as a hash mismatch. Fails if the record-hash check of
+    /// `Store::apply` is disabled (issue 53, item 11).
+    #[test]
+    fn an_edited_run_or_key_field_fails_the_record_hash() {
+        let mut store = Store::new();
+        store.apply(record(&store, "run-1", "3")).unwrap();
+        let good = record(&store, "run-2", "4");
+        for edit in [
+            |r: &mut StoreRecord| r.run = "run-9".into(),
+            |r: &mut StoreRecord| r.key = "9".into(),
+        ] {
+            let mut bad = good.clone();
+            edit(&mut bad);
+            let mut s = store.clone();
+            assert!(matches!(s.apply(bad), Err(StoreError::Hash { seq: 1, .. })));
+        }
+        store.apply(good).unwrap();
+        assert_eq!(store.head.records, 2);
+    }
+}

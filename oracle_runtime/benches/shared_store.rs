@@ -14,6 +14,7 @@ use oracle_core::payload::ClaimRecorded;
 use oracle_memory::shared::Store;
 use oracle_memory::{Cardinality, Claim, Criticality, Provenance};
 use oracle_runtime::shared as files;
+use oracle_runtime::shared::StoreBackend as _;
 use serde_json::json;
 
 /// Claims in the recall bench's store unless `ORACLE_BENCH_CLAIMS` says otherwise.
@@ -61,6 +62,9 @@ fn build(home: &Path, name: &str, n: u64) {
         store.records.clear();
     }
     out.flush().unwrap();
+    drop(out);
+    // Written by hand, not by the home's writer: adopted as `oracle memory seal` would.
+    files::FileStores::new(home).adopt(name).unwrap();
 }
 
 fn recall(home: &Path, n: u64) {

@@ -101,6 +101,7 @@ pub mod shared;
 pub mod snapshots;
 pub mod storage;
 pub mod store_checkpoint;
+pub mod store_seal;
 pub mod times;
 pub mod tool;
 pub mod tools;

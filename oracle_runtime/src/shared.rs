@@ -3,7 +3,9 @@
 //! the calls made on them (publish, query, verdicts, claims, export), which name no backend.
 //!
 //! A file home's store holds one hash-chained record per line (`oracle_memory::shared`),
-//! written under `store.lock`.
+//! written under `store.lock`, its head sealed under the home's key (`crate::store_seal`):
+//! every read checks the log against the seal, so a log rewritten with its chain recomputed is
+//! refused (`SharedError::Tampered`).
 //!
 //! Every write takes the store's writer lock (an exclusive `flock`, waited for a bounded time),
 //! reads and checks the whole store under it, decides against that projection, and appends
@@ -32,6 +34,7 @@ use serde_json::Value;
 use crate::seal::SealKey;
 use crate::store_checkpoint::{self as checkpoint, Basis, LogPos};
 pub use crate::store_checkpoint::{Base, Segment};
+use crate::store_seal::{self as sealing, Expect, Mark};
 
 /// Tries to take a store's lock before giving up, [`LOCK_WAIT_STEP_MS`] apart: ten seconds,
 /// as for a run's lock (`crate::adjudication`).
@@ -66,6 +69,15 @@ pub enum SharedError {
     },
     #[error("store `{name}` is damaged: {why}")]
     Damaged { name: String, why: String },
+    /// A log that is not what this home's writers sealed (`crate::store_seal`): rewritten,
+    /// cut or extended by something else, or a seal that is not this home's.
+    #[error("store `{name}` was changed outside oracle and is refused: {why}")]
+    Tampered { name: String, why: String },
+    /// A store with records and no seal (written before seals existed, or its seal deleted).
+    #[error(
+        "store `{name}` has no seal, so this home cannot tell it from a rewritten copy and refuses it: if you trust its content, adopt it with `oracle memory seal {name}` (every record is checked first)"
+    )]
+    Unsealed { name: String },
     #[error("store `{name}` is busy: another process held its lock for 10 s")]
     Locked { name: String },
     #[error("store `{name}`: {source}")]
@@ -160,6 +172,15 @@ pub trait StoreBackend: Send + Sync {
             "store `{name}`: importing a compacted store is not done by this backend"
         )))
     }
+    /// `oracle memory seal NAME`: seals store `name` at its head after checking every record,
+    /// when it has no seal (written before seals existed); a sealed store is checked and left
+    /// as it is. The head, and whether a seal was written. The default: not done by this
+    /// backend (a database's stores are not sealed: docs/SECURITY.md).
+    fn adopt(&self, name: &str) -> Result<(pure::StoreHead, bool)> {
+        Err(SharedError::Unsupported(format!(
+            "store `{name}`: this backend keeps no seals (docs/SECURITY.md, \"Shared belief stores\")"
+        )))
+    }
 }
 
 /// What a compaction did: the segment it took out of the log (`None`: the log had no more
@@ -200,8 +221,8 @@ impl StoreBackend for FileStores {
 
     fn bytes(&self, name: &str) -> Result<Vec<u8>> {
         let _lock = lock(&self.home, name, false, false)?;
-        let path = dir_of(&self.home, name)?.join(STORE_LOG);
-        fs::read(&path).map_err(io(&path))
+        let r = read(&self.home, name, true)?;
+        sealed_bytes(&self.home, name, &r)
     }
 
     fn write_records(
@@ -211,11 +232,33 @@ impl StoreBackend for FileStores {
         decide: &mut dyn FnMut(&Store) -> Result<Vec<StoreRecord>>,
     ) -> Result<Store> {
         let _lock = lock(&self.home, name, true, create)?;
+        let dir = dir_of(&self.home, name)?;
         let mut r = read(&self.home, name, true)?;
+        r.drop_cut_tail(&dir)?;
         let records = decide(&r.store)?;
+        if records.is_empty() {
+            r.checkpoint(&self.home, name)?;
+            return Ok(r.store);
+        }
         let n = records.len() as u64;
-        r.pos = append(&self.home, name, &records, r.pos)?;
+        let at = r.mark();
+        let (bytes, last) = encode(&records, r.pos);
+        // Folded before anything is written: what is appended is what a reader takes.
         apply_all(name, &mut r.store, records)?;
+        let next = Mark {
+            records: r.store.head.records,
+            head: r.store.head.hash,
+            bytes: r.pos.len + bytes.len() as u64,
+        };
+        sealing::write(&dir, name, &r.key, at, Some(next))?;
+        append(&dir, name, &bytes)?;
+        // The seal already names `next` as in flight, which readers take: if settling it
+        // fails, the records (synced) still stand, and the next writer seals again.
+        let _ = sealing::write(&dir, name, &r.key, next, None);
+        r.pos = LogPos {
+            len: next.bytes,
+            last_start: last,
+        };
         r.tail += n;
         r.checkpoint(&self.home, name)?;
         Ok(r.store)
@@ -264,11 +307,10 @@ impl StoreBackend for FileStores {
 
     fn snapshot(&self, name: &str) -> Result<(Option<Base>, Vec<u8>)> {
         let _lock = lock(&self.home, name, false, false)?;
+        let r = read(&self.home, name, true)?;
         let dir = dir_of(&self.home, name)?;
-        let key = checkpoint::key(&self.home, name)?;
-        let base = checkpoint::read_base(&dir, name, &key)?;
-        let path = dir.join(STORE_LOG);
-        Ok((base, fs::read(&path).map_err(io(&path))?))
+        let base = checkpoint::read_base(&dir, name, &r.key)?;
+        Ok((base, sealed_bytes(&self.home, name, &r)?))
     }
 
     fn create_with_base(&self, name: &str, base: &Base) -> Result<()> {
@@ -276,12 +318,39 @@ impl StoreBackend for FileStores {
         let dir = dir_of(&self.home, name)?;
         let log = dir.join(STORE_LOG);
         let empty = fs::metadata(&log).map_err(io(&log))?.len() == 0;
-        if !empty || dir.join(checkpoint::BASE_FILE).exists() {
+        let exists = [checkpoint::BASE_FILE, sealing::SEAL_FILE];
+        if !empty || exists.iter().any(|f| dir.join(f).exists()) {
             return Err(taken(name));
         }
         let key = checkpoint::key(&self.home, name)?;
+        // Two seals around the base, as around an append: a crash between them leaves an
+        // empty store or the base, each sealed.
+        let nothing = Mark {
+            records: 0,
+            head: Store::new().head.hash,
+            bytes: 0,
+        };
+        let head = Mark {
+            records: base.store.head.records,
+            head: base.store.head.hash,
+            bytes: 0,
+        };
+        sealing::write(&dir, name, &key, nothing, Some(head))?;
         let state = base.store.state();
-        checkpoint::write_base(&dir, name, &key, state, base.segments.clone())
+        checkpoint::write_base(&dir, name, &key, state, base.segments.clone())?;
+        sealing::write(&dir, name, &key, head, None)
+    }
+
+    fn adopt(&self, name: &str) -> Result<(pure::StoreHead, bool)> {
+        let _lock = lock(&self.home, name, true, false)?;
+        let dir = dir_of(&self.home, name)?;
+        let key = checkpoint::key(&self.home, name)?;
+        if sealing::read(&dir, name, &key)?.is_some() {
+            return Ok((read(&self.home, name, false)?.store.head, false));
+        }
+        let r = read_with(&self.home, name, false, false)?;
+        sealing::write(&dir, name, &key, r.mark(), None)?;
+        Ok((r.store.head, true))
     }
 
     fn forget(&self, name: &str, note: &str) -> Result<pure::LedgerRecord> {
@@ -388,9 +457,37 @@ struct Read {
     basis: Basis,
     tail: u64,
     key: SealKey,
+    /// The log's length on disk: past `pos.len` only when an append cut short by a crash left
+    /// a tail the seal does not name (`crate::store_seal`), which is never read.
+    log_len: u64,
 }
 
 impl Read {
+    /// Where the fold stands, as a seal names it.
+    fn mark(&self) -> Mark {
+        Mark {
+            records: self.store.head.records,
+            head: self.store.head.hash,
+            bytes: self.pos.len,
+        }
+    }
+
+    /// Truncates the cut tail of an append a crash interrupted (the caller holds the writer
+    /// lock), so the next append follows the sealed prefix.
+    fn drop_cut_tail(&mut self, dir: &Path) -> Result<()> {
+        if self.log_len <= self.pos.len {
+            return Ok(());
+        }
+        let path = dir.join(STORE_LOG);
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(self.pos.len).and_then(|()| f.sync_data()))
+            .map_err(io(&path))?;
+        self.log_len = self.pos.len;
+        Ok(())
+    }
+
     /// Writes a checkpoint of the fold if the tail it folded is long enough (see
     /// `store_checkpoint::maybe_write`).
     fn checkpoint(&self, home: &Path, name: &str) -> Result<()> {
@@ -409,8 +506,22 @@ impl Read {
 
 /// Reads a store's log under its lock (the caller holds it): from its base if it was
 /// compacted, then from its checkpoint if `trust` and one passes its checks, then every record
-/// after that, each checked.
+/// after that, each checked, up to the length its seal allows; the head reached must be the
+/// one the seal names (`crate::store_seal`).
 fn read(home: &Path, name: &str, trust: bool) -> Result<Read> {
+    read_with(home, name, trust, true)
+}
+
+/// What a reader of store `name` in `dir`, whose log is `len` bytes, may take of it.
+fn expected(dir: &Path, name: &str, key: &SealKey, len: u64) -> Result<Expect> {
+    let seal = sealing::read(dir, name, key)?;
+    let based = dir.join(checkpoint::BASE_FILE).exists();
+    sealing::expect(name, seal.as_ref(), len, based)
+}
+
+/// [`read`]; `sealed: false` reads the whole log without its seal (`oracle memory seal`
+/// adopting a store that has none).
+fn read_with(home: &Path, name: &str, trust: bool, sealed: bool) -> Result<Read> {
     let dir = dir_of(home, name)?;
     let key = checkpoint::key(home, name)?;
     let (start, basis) = match checkpoint::read_base(&dir, name, &key)? {
@@ -428,13 +539,23 @@ fn read(home: &Path, name: &str, trust: bool) -> Result<Read> {
     };
     let path = dir.join(STORE_LOG);
     let mut log = checkpoint::open_log(&path)?;
+    let log_len = log.metadata().map_err(io(&path))?.len();
+    let expect = match sealed {
+        true => Some(expected(&dir, name, &key, log_len)?),
+        false => None,
+    };
+    let limit = expect.as_ref().map_or(log_len, |e| e.limit);
     let found = match trust {
         true => checkpoint::read_checkpoint(&dir, name, &key, basis.records, &mut log)?,
         false => None,
     };
+    let found = found.filter(|(_, at)| at.len <= limit);
     let (mut store, from) = found.unwrap_or((start, LogPos::default()));
-    let text = tail_of(name, &path, &mut log, from)?;
+    let text = tail_of(name, &path, &mut log, from, limit)?;
     let (tail, last) = fold(name, &mut store, &text, basis.records)?;
+    if let Some(e) = &expect {
+        e.check(name, store.head.records, &store.head.hash)?;
+    }
     let pos = LogPos {
         len: from.len + text.len() as u64,
         last_start: last.map_or(from.last_start, |l| from.len + l),
@@ -445,7 +566,19 @@ fn read(home: &Path, name: &str, trust: bool) -> Result<Read> {
         basis,
         tail,
         key,
+        log_len,
     })
+}
+
+/// The bytes of the log `r` read, to its sealed length.
+fn sealed_bytes(home: &Path, name: &str, r: &Read) -> Result<Vec<u8>> {
+    let path = dir_of(home, name)?.join(STORE_LOG);
+    let mut bytes = Vec::new();
+    checkpoint::open_log(&path)?
+        .take(r.pos.len)
+        .read_to_end(&mut bytes)
+        .map_err(io(&path))?;
+    Ok(bytes)
 }
 
 /// Below this many bytes, [`find_record`] reads the log's lines in order instead of halving.
@@ -509,11 +642,15 @@ fn line_at(
         .map(|rec| (line.len() as u64 + 1, rec)))
 }
 
-/// The text of a store's log from `from` on (the records after a checkpoint).
-fn tail_of(name: &str, path: &Path, log: &mut File, from: LogPos) -> Result<String> {
+/// The text of a store's log from `from` on (the records after a checkpoint), up to byte
+/// `limit` (its sealed length).
+fn tail_of(name: &str, path: &Path, log: &mut File, from: LogPos, limit: u64) -> Result<String> {
     let mut bytes = Vec::new();
     log.seek(SeekFrom::Start(from.len))
-        .and_then(|_| log.read_to_end(&mut bytes))
+        .and_then(|_| {
+            log.take(limit.saturating_sub(from.len))
+                .read_to_end(&mut bytes)
+        })
         .map_err(io(path))?;
     text_of(name, bytes)
 }
@@ -527,12 +664,17 @@ fn read_line(home: &Path, name: &str, line: (&str, &str)) -> Result<Option<Store
     let key = checkpoint::key(home, name)?;
     let path = dir.join(STORE_LOG);
     let mut log = checkpoint::open_log(&path)?;
+    let expect = expected(&dir, name, &key, log.metadata().map_err(io(&path))?.len())?;
     let Some((mut store, from, basis)) = checkpoint::read_line(&dir, name, &key, &mut log, line)?
     else {
         return Ok(None);
     };
-    let text = tail_of(name, &path, &mut log, from)?;
+    if from.len > expect.limit {
+        return Ok(None);
+    }
+    let text = tail_of(name, &path, &mut log, from, expect.limit)?;
     let (tail, _) = fold(name, &mut store, &text, basis.records)?;
+    expect.check(name, store.head.records, &store.head.hash)?;
     match checkpoint::worth_writing(store.head.records, tail) {
         true => Ok(None),
         false => Ok(Some(store)),
@@ -598,10 +740,8 @@ pub fn load(stores: &dyn StoreBackend, name: &str) -> Result<Store> {
     stores.load(name)
 }
 
-/// Appends `records` whole or not at all: written at once and synced; on failure the log is
-/// truncated back to its length before and synced. Where the log stands after them.
-fn append(home: &Path, name: &str, records: &[StoreRecord], pos: LogPos) -> Result<LogPos> {
-    let path = dir_of(home, name)?.join(STORE_LOG);
+/// The lines of `records` appended to a log standing at `pos`, and where the last one starts.
+fn encode(records: &[StoreRecord], pos: LogPos) -> (Vec<u8>, u64) {
     let mut bytes = Vec::new();
     let mut last = pos.last_start;
     for r in records {
@@ -609,12 +749,20 @@ fn append(home: &Path, name: &str, records: &[StoreRecord], pos: LogPos) -> Resu
         bytes.extend_from_slice(line_of(r).as_bytes());
         bytes.push(b'\n');
     }
+    (bytes, last)
+}
+
+/// Appends `bytes` (whole record lines) to the log of the store in `dir` whole or not at all:
+/// written at once and synced; on failure the log is truncated back to its length before and
+/// synced.
+fn append(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(STORE_LOG);
     let mut file = OpenOptions::new()
         .append(true)
         .open(&path)
         .map_err(io(&path))?;
     let before = file.metadata().map_err(io(&path))?.len();
-    let written = file.write_all(&bytes).and_then(|()| file.sync_data());
+    let written = file.write_all(bytes).and_then(|()| file.sync_data());
     if let Err(source) = written {
         let undo = file.set_len(before).and_then(|()| file.sync_data());
         return match undo {
@@ -625,10 +773,7 @@ fn append(home: &Path, name: &str, records: &[StoreRecord], pos: LogPos) -> Resu
             Err(e) => Err(io(&path)(e)),
         };
     }
-    Ok(LogPos {
-        len: pos.len + bytes.len() as u64,
-        last_start: last,
-    })
+    Ok(())
 }
 
 /// Runs `decide` on the store under its writer lock, appends the records it returns, and
@@ -1045,8 +1190,10 @@ fn forget(home: &Path, name: &str, note: &str) -> Result<pure::LedgerRecord> {
         let _ = file.set_len(before).and_then(|()| file.sync_data());
         return Err(io(&path)(e));
     }
-    // The log first: from here `list` and `exists` no longer see the store.
+    // The seal, then the log: from here `list` and `exists` no longer see the store, and a
+    // store made again under its name finds no seal of the old one.
     let dir = dir_of(home, name)?;
+    sealing::remove(&dir)?;
     fs::remove_file(dir.join(STORE_LOG)).map_err(io(&dir))?;
     drop(store_lock);
     fs::remove_dir_all(&dir).map_err(io(&dir))?;
@@ -1074,12 +1221,15 @@ pub fn ledger_line(rec: &pure::LedgerRecord) -> Result<String> {
 /// Compacts store `name` of `home` (the caller holds its writer lock): every record but the
 /// newest `keep` is folded into its base (see [`cut`]), and the log is rewritten to the kept
 /// records. Every record is checked first, from the old base, never from a checkpoint.
-/// Crash-safe in this order: the new base is synced and renamed in, the checkpoint removed,
-/// then the log replaced; a reader between the two finds records the base already folds and
-/// skips them.
+/// Crash-safe in this order: the shorter log is sealed as in flight, the new base is synced
+/// and renamed in, the checkpoint removed, the log replaced, then its seal settled; a reader
+/// between the two finds records the base already folds and skips them.
 fn compact(home: &Path, name: &str, keep: u64) -> Result<Compacted> {
     let dir = dir_of(home, name)?;
-    let key = checkpoint::key(home, name)?;
+    // The seal is checked (and a cut append's tail dropped) before anything is folded.
+    let mut r = read(home, name, false)?;
+    r.drop_cut_tail(&dir)?;
+    let key = r.key;
     let (start, segments) = match checkpoint::read_base(&dir, name, &key)? {
         Some(b) => (b.store, b.segments),
         None => (Store::new(), Vec::new()),
@@ -1088,9 +1238,18 @@ fn compact(home: &Path, name: &str, keep: u64) -> Result<Compacted> {
     let text = text_of(name, fs::read(&path).map_err(io(&path))?)?;
     let c = cut(name, start, segments, &text, keep)?;
     if let Some((state, segments, kept)) = c.base {
+        // The same head over a shorter log, sealed as in flight first: a crash before the log
+        // is replaced leaves the old log, which `at` names.
+        let at = r.mark();
+        let next = Mark {
+            bytes: kept.len() as u64,
+            ..at
+        };
+        sealing::write(&dir, name, &key, at, Some(next))?;
         checkpoint::write_base(&dir, name, &key, state, segments)?;
         checkpoint::drop_checkpoint(&dir)?;
         checkpoint::replace(&path, kept.as_bytes(), true)?;
+        sealing::write(&dir, name, &key, next, None)?;
     }
     Ok(c.compacted)
 }

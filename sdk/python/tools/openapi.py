@@ -135,12 +135,13 @@ schemas: dict[str, Any] = {
         {
             "entry": INT,
             "prev": HASH,
-            "decision": {"enum": ["approved", "rejected", "policy"]},
+            "decision": {"enum": ["approved", "rejected", "policy", "checked"]},
             "proposal": HASH,
             "base": HASH,
             "plan_hash": HASH,
             "report": HASH,
             "require_approval": BOOL,
+            "approvers": {"type": "array", "items": STR},
             "reason": STR,
             "by": STR,
             "public_key": STR,
@@ -982,8 +983,10 @@ paths: dict[str, Any] = {
         "post": {
             "operationId": "approveProposal",
             "summary": "Appends an approval signed away from the server (`oracle evolve "
-            "approve ID --key K --report F --out FILE`) once its hashes name this proposal and "
-            "a report kept here and its signature verifies; the key never reaches the server.",
+            "approve ID --key K --report F --out FILE`) once its hashes name this proposal, its "
+            "signature verifies, its key is one the home's policy names (403 `not_an_approver`) "
+            "and its report one a check here recorded (422 `report_not_recorded`); the key never "
+            "reaches the server.",
             "parameters": [PROPOSAL],
             "requestBody": body(ref("SignedApproval")),
             "responses": {
