@@ -297,7 +297,9 @@ pub struct ResumeArgs {
     /// Go on under a new plan (an upgrade in flight): the new plan first re-derives every
     /// recorded event, and on the first difference the upgrade is refused (exit 4, naming the
     /// event, step and field; nothing written); otherwise `plan_upgraded` is recorded and the
-    /// run continues under it.
+    /// run continues under it. A resume that would be refused anyway (a run waiting on a
+    /// question given no answer: exit 2, `needs_answer`; a wrong step or a bad answer) is
+    /// refused first and records no upgrade: exit 2 always means nothing was written.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
     /// Who upgrades the plan, recorded in `plan_upgraded` (default: the `USER` environment
