@@ -911,6 +911,12 @@ pub(crate) fn print_session(
                     "next     oracle adjudications {id}, then oracle adjudicate {id} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand --resume",
                     id = s.id
                 )?;
+            } else if reason.starts_with(oracle_runtime::engine::SLEEP_WAIT_PREFIX) {
+                // A sleep is woken, never answered (`--step` is refused, `timer_wait`).
+                outln!(
+                    "next     oracle resume {} --wake once it is due (--wake --force wakes it now)",
+                    s.id
+                )?;
             } else {
                 outln!("next     oracle resume {} --step {step} --value JSON", s.id)?;
             }

@@ -45,6 +45,9 @@ use crate::writer::LogWriter;
 pub const CALLS_MAX_DEFAULT: u64 = 10_000_000;
 /// Most tools executing at once.
 pub const JOBS_MAX: u32 = 256;
+/// How the `suspended` reason of a `sleep` step begins (`waits until <due>`): what tells a
+/// front end the run is woken (`oracle resume --wake`), never answered.
+pub const SLEEP_WAIT_PREFIX: &str = "waits until ";
 /// Largest tool input (canonical bytes, 8 MiB). An input is built from earlier outputs, so it
 /// can grow past what one event may hold; over this bound the call fails, recorded, instead of
 /// the log refusing the event.
@@ -1201,7 +1204,9 @@ impl<'r, A: Agent> Engine<'r, A> {
                         None => None,
                     };
                     let reason = match &timer {
-                        Some((TimerKind::Sleep, set, _)) => format!("waits until {}", set.due),
+                        Some((TimerKind::Sleep, set, _)) => {
+                            format!("{SLEEP_WAIT_PREFIX}{}", set.due)
+                        }
                         Some((TimerKind::Deadline, set, _)) => {
                             format!("{reason} (deadline {})", set.due)
                         }
