@@ -368,10 +368,21 @@ fn request_json(m: &oracle_memory::Memory, r: &RequestState) -> Value {
         "challenger": {"claim": r.request.challenger, "value": value(r.request.challenger)},
         "reason": r.request.reason,
         "expires_at": r.request.expires_at,
+        "expires_ms": r.request.expires_ms,
         "seq": r.origin.seq,
         "step": r.origin.step,
         "outcome": r.status,
     })
+}
+
+/// When a request expires, as `oracle adjudications` shows it: the tick of a logical expiry,
+/// the RFC 3339 instant of a real-time one (`--adjudication-expiry 48h`), else `never`.
+fn expires_text(r: &oracle_memory::Request) -> String {
+    match (r.expires_at, r.expires_ms) {
+        (Some(tick), _) => tick.to_string(),
+        (None, Some(ms)) => oracle_runtime::wall::rfc3339(ms),
+        (None, None) => "never".to_owned(),
+    }
 }
 
 pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> {
@@ -460,9 +471,7 @@ pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> 
             r.request.handle,
             r.request.criticality.as_str(),
             format!("{}/{}", r.request.subject, r.request.predicate),
-            r.request
-                .expires_at
-                .map_or("never".to_owned(), |t| t.to_string()),
+            expires_text(&r.request),
         )?;
     }
     if let Some(n) = notified {

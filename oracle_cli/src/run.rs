@@ -297,7 +297,9 @@ pub struct ResumeArgs {
     /// Go on under a new plan (an upgrade in flight): the new plan first re-derives every
     /// recorded event, and on the first difference the upgrade is refused (exit 4, naming the
     /// event, step and field; nothing written); otherwise `plan_upgraded` is recorded and the
-    /// run continues under it.
+    /// run continues under it. A resume that would be refused anyway (a run waiting on a
+    /// question given no answer: exit 2, `needs_answer`; a wrong step or a bad answer) is
+    /// refused first and records no upgrade: exit 2 always means nothing was written.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
     /// Who upgrades the plan, recorded in `plan_upgraded` (default: the `USER` environment
@@ -958,6 +960,12 @@ pub(crate) fn print_session(
                 outln!(
                     "next     oracle adjudications {id}, then oracle adjudicate {id} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand --resume",
                     id = s.id
+                )?;
+            } else if reason.starts_with(oracle_runtime::engine::SLEEP_WAIT_PREFIX) {
+                // A sleep is woken, never answered (`--step` is refused, `timer_wait`).
+                outln!(
+                    "next     oracle resume {} --wake once it is due (--wake --force wakes it now)",
+                    s.id
                 )?;
             } else {
                 outln!("next     oracle resume {} --step {step} --value JSON", s.id)?;

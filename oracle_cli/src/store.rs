@@ -378,12 +378,31 @@ fn signal_of(command: &Command) -> Result<(Signal, bool), CliError> {
 }
 
 /// `oracle resume|adjudicate|claim|sweep|reinstate|cancel ... --store URL`: the command is checked
-/// here and queued as a typed signal (`oracle_host::signal`) in one transaction; the worker
+/// here (an answer as the server checks one, refused before anything is queued) and queued as a typed signal (`oracle_host::signal`) in one transaction; the worker
 /// that next holds the run carries it out, exactly as the command would have in a file home,
 /// and appends its events in order, once.
 fn send(url: &str, command: Command) -> Result<u8, CliError> {
     let (signal, json_out) = signal_of(&command)?;
     let store = connect(url)?;
+    if let Signal::Resume {
+        run,
+        answer: Some(a),
+        ..
+    } = &signal
+    {
+        // Refused here, with the API's code, rather than queued for a worker that would
+        // refuse it in its own log while this command said it was sent.
+        let tmp = tempfile::tempdir()
+            .map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
+        oracle_host::store_front::check_answer(
+            &store,
+            tmp.path(),
+            run,
+            (a.step.clone(), a.value.clone()),
+            a.by.clone(),
+        )
+        .map_err(|e| crate::run::host_error(e, json_out))?;
+    }
     let (run, kind) = (signal.run().to_owned(), signal.kind());
     let id = store.send(&run, kind, &signal.to_row()).map_err(pg)?;
     if json_out {

@@ -78,6 +78,19 @@ fn a_real_time_expiry_is_recorded_in_the_request_and_the_settings() {
     assert!(r["expires_at"].is_null(), "{r}");
     let due = r["expires_ms"].as_u64().expect("a due instant in unix ms");
     assert_eq!(index(&h), vec![format!("{due:020}+{RUN}")]);
+    // `oracle adjudications` shows the instant it expires (RFC 3339), not `never`; `--json`
+    // gives it in unix ms beside the tick.
+    let (code, out, err) = h.oracle(&["adjudications", RUN]);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(HANDLE))
+        .unwrap_or_else(|| panic!("{out}"));
+    let instant = oracle_runtime::wall::rfc3339(due);
+    assert!(row.contains(&instant), "{row}");
+    assert!(!row.contains("never"), "{row}");
+    let listed = h.adjudications(RUN, &[]);
+    assert_eq!(listed[0]["expires_ms"], due, "{listed:?}");
     // A bad duration is refused before anything starts.
     let (code, _, err) = h.oracle(&[
         "run",

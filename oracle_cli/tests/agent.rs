@@ -477,4 +477,80 @@ fn a_model_run_given_by_path_is_read_and_replayed_from_anywhere_and_nothing_is_c
     }
     assert_eq!(files_under(elsewhere.path()), Vec::<String>::new());
     assert_eq!(files_under(&sb.path().join(".oracle")), home_before);
+
+/// A plan whose last (and only) step is an agent step: one turn lists the folder, the next
+/// answers.
+const AGENT_LAST: &str = r#"plan agent_last version 1
+
+grant llm:chat:fast
+grant fs:list:fixtures/docs
+
+research = agent {
+  model: "fast",
+  instructions: "Reply with JSON only.",
+  task: "What is in fixtures/docs?",
+  tools: ["fs.list"],
+  max_turns: 3,
+  output: { type: "object", required: ["answer"] },
+}
+"#;
+
+/// Issue 53: a run that ends on an agent step names the step's last turn among the parents of
+/// its `run_finished` (as the last outcome of any other final step is), and a log recorded
+/// before that (its `run_finished` with no parents) still verifies and replays.
+#[test]
+fn a_run_ending_on_an_agent_step_links_its_end_to_the_last_turn() {
+    let sb = Sandbox::new();
+    sb.write("plans/agent-last.plan", AGENT_LAST);
+    let stub = Stub::start(vec![
+        call("c1", "fs.list", json!({"path": "fixtures/docs"})),
+        json!({"json": {"answer": "a memo and a menu"}}),
+    ])
+    .unwrap();
+    let model = format!("fast={}", stub.url());
+    let (code, v) = sb.json(&["run", "plans/agent-last.plan", "--model", &model, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    let events = sb.events(".oracle", &id);
+    let last_turn = events
+        .iter()
+        .rposition(|e| e.kind == EventKind::ToolReturned && e.payload["step"] == "research")
+        .expect("the answering turn returned") as u64;
+    let end = events.last().unwrap();
+    assert_eq!(end.kind, EventKind::RunFinished);
+    assert_eq!(end.parents, vec![last_turn], "{:?}", end.parents);
+    let (code, _, err) = sb.oracle(&["verify", &id]);
+    assert_eq!(code, 0, "{err}");
+    let (code, r) = sb.json(&["replay", &id, "--json"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["result"], "reproduced", "{r}");
+
+    // The same run as oracle recorded it before: `run_finished` without parents, the chain
+    // linked over it. It verifies and replays as it did.
+    let log = sb.log(".oracle", &id);
+    let text = fs::read_to_string(&log).unwrap();
+    let mut old: Vec<oracle_core::Event> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    old.last_mut().unwrap().parents.clear();
+    oracle_core::event::relink(&mut old).unwrap();
+    let bytes: Vec<u8> = old.iter().flat_map(oracle_core::record::encode).collect();
+    fs::write(&log, bytes).unwrap();
+    let (code, _, err) = sb.oracle(&["verify", &id]);
+    assert_eq!(code, 0, "{err}");
+    let (code, r) = sb.json(&["replay", &id, "--json"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["result"], "reproduced", "{r}");
+    // Any other parents are still a divergence.
+    let mut forged = old.clone();
+    forged.last_mut().unwrap().parents = vec![1];
+    oracle_core::event::relink(&mut forged).unwrap();
+    let bytes: Vec<u8> = forged
+        .iter()
+        .flat_map(oracle_core::record::encode)
+        .collect();
+    fs::write(&log, bytes).unwrap();
+    let (code, r) = sb.json(&["replay", &id, "--json"]);
+    assert_eq!(code, 4, "{r}");
 }

@@ -297,6 +297,35 @@ fn an_upgrade_is_accepted_when_it_rederives_the_record_and_refused_with_nothing_
         "plans/later.plan",
         &source.replace("Approve payment?", "Approve this payment?"),
     );
+    // ...but not with the resume refused: the run waits on `total`, and without an answer
+    // (or with one for another step) it is refused (exit 2) before the upgrade is recorded.
+    for answer in [
+        &[][..],
+        &["--step", "confirm", "--value", r#""approved""#][..],
+    ] {
+        let mut args = vec!["resume", "escalation-1"];
+        args.extend(answer);
+        args.extend(["--plan", later.to_str().unwrap(), "--json"]);
+        let (code, v) = sb.json(&args);
+        assert_eq!(code, 2, "{v}");
+        let want = if answer.is_empty() {
+            "needs_answer"
+        } else {
+            "wrong_step"
+        };
+        assert_eq!(v["error"]["code"], want, "{v}");
+        assert_eq!(std::fs::read(&log).unwrap(), before, "nothing written");
+        let dir_now: Vec<_> = std::fs::read_dir(log.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(dir_before, dir_now, "no plan version kept");
+        let kept = std::fs::read_to_string(log.parent().unwrap().join("plan.plan")).unwrap();
+        assert!(
+            !kept.contains("Approve this payment?"),
+            "the plan is unchanged"
+        );
+    }
     let (code, v) = sb.json(&[
         "resume",
         "escalation-1",

@@ -214,6 +214,18 @@ fn a_run_started_through_a_server_over_a_store_is_answered_in_the_browser_and_ma
             "{sv}\n{fv}"
         );
         assert!(sc >= 400 && sv["error"]["code"].is_string(), "{sv}");
+        // The command line over the store refuses it with the same code, queueing nothing
+        // (issue 53: it used to queue it and say "sent").
+        let value = bad["value"].to_string();
+        let step = bad["step"].as_str().unwrap();
+        let (cc, cv) = json_in(
+            &st,
+            &[
+                "resume", &id, "--step", step, "--value", &value, "--store", &url, "--json",
+            ],
+        );
+        assert_eq!(cc, 2, "{cv}");
+        assert_eq!(cv["error"]["code"], sv["error"]["code"], "{cv}\n{sv}");
     }
     let (code, out, err) = oracle_in(&st, &["runs", "--store", &url, "--json"]);
     assert_eq!(code, 0, "{err}");

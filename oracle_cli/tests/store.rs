@@ -159,36 +159,40 @@ fn a_run_in_the_store_has_the_head_of_the_same_run_in_a_file_home() {
         "a suspended run holds no worker"
     );
 
-    // A signal for the wrong step is settled as refused, with the reason; nothing recorded.
+    // An answer for the wrong step is refused before it is queued (as the API refuses it,
+    // issue 53): exit 2, nothing queued, nothing recorded.
     let events = r[id]["events"].as_i64().unwrap();
-    ok(
+    let (code, v) = json_in(
         &st,
         &[
-            "resume", id, "--step", "nope", "--value", "true", "--store", &url,
+            "resume", id, "--step", "nope", "--value", "true", "--store", &url, "--json",
         ],
     );
-    assert_eq!(runs(&st, &url)[id]["signals_pending"], 1);
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "wrong_step", "{v}");
+    let r = runs(&st, &url);
+    assert_eq!(r[id]["signals_pending"], 0);
+    assert_eq!(r[id]["events"].as_i64().unwrap(), events);
+
+    // The right answer, sent twice before a worker holds the run: each was right when sent;
+    // the first is carried out once and the run completes, the second is settled as refused
+    // with the reason (the run finished meanwhile) and records nothing.
+    for _ in 0..2 {
+        ok(
+            &st,
+            &[
+                "resume", id, "--step", "ok", "--value", "\"yes\"", "--store", &url,
+            ],
+        );
+    }
+    assert_eq!(runs(&st, &url)[id]["signals_pending"], 2);
     let mut w = worker(&st, &url, &["--until-idle"]);
     assert!(w.wait().unwrap().success());
     let r = runs(&st, &url);
-    assert_eq!(r[id]["events"].as_i64().unwrap(), events);
-    assert_eq!(r[id]["state"], "suspended");
+    assert_eq!(r[id]["state"], "completed");
+    assert_eq!(r[id]["signals_pending"], 0);
     let detail = r[id]["detail"].as_str().unwrap();
-    assert!(
-        detail.contains("refused") && detail.contains("nope"),
-        "{detail}"
-    );
-
-    // The right answer: carried out once, the run completes.
-    ok(
-        &st,
-        &[
-            "resume", id, "--step", "ok", "--value", "\"yes\"", "--store", &url,
-        ],
-    );
-    let mut w = worker(&st, &url, &["--until-idle"]);
-    assert!(w.wait().unwrap().success());
-    assert_eq!(runs(&st, &url)[id]["state"], "completed");
+    assert!(detail.contains("signal 2 refused (finished"), "{detail}");
 
     // The same in a file home: the same head, the same bytes.
     let (code, out, err) = oracle_in(&fh, &["run", "ask.plan", "--input", "n=3"]);
@@ -322,6 +326,47 @@ fn a_cancel_sent_to_a_suspended_store_run_is_recorded_by_a_worker_as_in_a_file_h
     let detail = r[id]["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("finished"), "{detail}");
     assert_eq!(exported_head(&st, &url, id).1, home_log);
+}
+
+#[test]
+fn an_answer_the_api_would_refuse_is_refused_before_anything_is_queued() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("store");
+    plans_dir(&st);
+    let id = ok(&st, &["submit", "ask.plan", "--store", &url]);
+    let id = id.trim();
+    let mut w = worker(&st, &url, &["--until-idle"]);
+    assert!(w.wait().unwrap().success());
+    assert_eq!(runs(&st, &url)[id]["state"], "suspended");
+
+    // The run waits on `ok`: an answer for `a` is refused here with the API's code (the
+    // server's `POST /runs/{id}/answer` makes the same check, `StoreFront::answer`), exit 2,
+    // and no signal is queued.
+    let (code, v) = json_in(
+        &st,
+        &[
+            "resume", id, "--step", "a", "--value", "true", "--store", &url, "--json",
+        ],
+    );
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "wrong_step", "{v}");
+    assert_eq!(v["error"]["waiting"], "ok", "{v}");
+    let r = runs(&st, &url);
+    assert_eq!(r[id]["signals_pending"], 0, "{}", r[id]);
+
+    // The right answer is still sent, and a worker applies it.
+    let out = ok(
+        &st,
+        &[
+            "resume", id, "--step", "ok", "--value", "true", "--store", &url,
+        ],
+    );
+    assert!(out.contains("sent to run"), "{out}");
+    assert_eq!(runs(&st, &url)[id]["signals_pending"], 1);
+    let mut w = worker(&st, &url, &["--until-idle"]);
+    assert!(w.wait().unwrap().success());
+    assert_eq!(runs(&st, &url)[id]["state"], "completed");
 }
 
 #[test]

@@ -621,6 +621,30 @@ fn the_limits_table_names_tests_that_exist() {
     );
 }
 
+/// docs/SECURITY.md tells the truth about `run.json` (issue 53, item 10): its bindings are
+/// sealed with the home's key (`oracle_runtime::bindings`), and a background resume takes its
+/// directory only when the seal holds, so no paragraph of it may call the file unhashed, and the
+/// background resumes' paragraph names the seal.
+#[test]
+fn security_md_says_run_json_is_sealed() {
+    let doc = std::fs::read_to_string(root().join("docs/SECURITY.md")).unwrap();
+    let paragraphs: Vec<&str> = doc.split("\n\n").collect();
+    let unhashed: Vec<&&str> = paragraphs
+        .iter()
+        .filter(|p| p.contains("`run.json` is unhashed") || p.contains("`run.json` is not hashed"))
+        .collect();
+    assert!(unhashed.is_empty(), "{unhashed:?}");
+    let background = doc
+        .split("- **Background resumes**")
+        .nth(1)
+        .and_then(|rest| rest.split("\n- **").next())
+        .expect("docs/SECURITY.md has the background resumes paragraph");
+    assert!(
+        background.contains("seal") && background.contains("binding_unsealed"),
+        "{background}"
+    );
+}
+
 /// Front ends reach stored runs through the host (`oracle_host`): the server neither resumes or
 /// answers a run through the runtime's session functions itself nor starts a program to do it,
 /// and the command line resumes only through the host.

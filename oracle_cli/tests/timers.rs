@@ -60,8 +60,12 @@ fn a_past_timer_is_woken_by_hand_and_replays_without_sleeping() {
         "nap.plan",
         "plan nap version 1\n\nnap = sleep { until: \"2020-01-01T00:00:00Z\" }\ndone = text.count { text: nap.due }\n",
     );
-    let (code, _, err) = sb.oracle(&["run", "nap.plan"]);
+    let (code, out, err) = sb.oracle(&["run", "nap.plan"]);
     assert_eq!(code, 3, "{err}");
+    // The hint names the command that works (`--wake`), never `--step/--value`, which is
+    // refused below (`timer_wait`).
+    assert!(out.contains("next     oracle resume nap-1 --wake"), "{out}");
+    assert!(!out.contains("--step"), "{out}");
     let p = payloads(&sb, "nap-1");
     let set = p
         .iter()

@@ -6,6 +6,7 @@
 mod common;
 
 use std::fs;
+use std::path::Path;
 
 use common::{Sandbox, copy_dir, root};
 use oracle_core::EventKind;
@@ -200,16 +201,29 @@ env = { PATH = "/usr/bin:/bin" }
         .unwrap()
         .clone();
     let files = pin["files"].as_array().unwrap();
-    assert_eq!(files.len(), 1, "only the argument naming a file: {pin}");
-    assert_eq!(files[0]["path"], "script.sh");
+    let paths: Vec<&str> = files.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    // The argument naming a file first, then every other file of its directory an interpreter
+    // may load (sorted; its own manifest is pinned whole already).
+    assert_eq!(
+        paths,
+        [
+            "script.sh",
+            "adler32.toml",
+            "adler32.wat",
+            "demo.plan",
+            "fingerprint.sh",
+            "fingerprint.toml"
+        ],
+        "{pin}"
+    );
     let script = fs::read(sb.path().join("tools/script.sh")).unwrap();
     assert_eq!(
         files[0]["hash"],
         oracle_runtime::declared::file_hash(&script).to_hex()
     );
-    // The tools without such arguments pin as before: no `files`.
+    // A wasm tool pins as before: no `files`.
     for other in events[0].payload["tools"].as_array().unwrap() {
-        if other["name"] != "text.script" {
+        if other["kind"] == "wasm" {
             assert!(other.get("files").is_none(), "{other}");
         }
     }
@@ -219,16 +233,27 @@ env = { PATH = "/usr/bin:/bin" }
         String::from_utf8(script).unwrap() + "# edited\n",
     )
     .unwrap();
+    // Both tools of the directory pin `script.sh`: `text.script` names it in its args, and
+    // `text.fingerprint`, a `#!` script, may load it from beside itself. The first changed tool
+    // by name is named.
     let (code, _, err) = sb.oracle(&["replay", &run]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("declared tool `text.script` changed"), "{err}");
     assert!(
-        err.contains("`script.sh`, a file its args name, differs"),
+        err.contains("declared tool `text.fingerprint` changed"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "`script.sh`, a file of the tool (named in its args, or beside its script), differs"
+        ),
         "{err}"
     );
     let (code, _, err) = sb.oracle(&["resume", &run, "--step", "q", "--value", "\"yes\""]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("declared tool `text.script` changed"), "{err}");
+    assert!(
+        err.contains("declared tool `text.fingerprint` changed"),
+        "{err}"
+    );
     assert!(err.contains("`script.sh`"), "{err}");
     assert_eq!(sb.events(".oracle", &run).len(), before, "nothing appended");
     let (code, v) = sb.json(&["replay", &run, "--allow-tool-change", "--json"]);
@@ -245,6 +270,143 @@ env = { PATH = "/usr/bin:/bin" }
     ]);
     assert_eq!(code, 0, "{v}");
     verify_ok(&sb, &run);
+}
+
+/// An interpreted tool in a directory of its own (`tools/NAME/`): its manifest, its script
+/// `entry` run by `program`, and the module `module` the script loads from beside it.
+fn interpreted_tool(
+    sb: &Sandbox,
+    name: &str,
+    program: &str,
+    entry: (&str, &str),
+    module: (&str, &str),
+) {
+    sb.write(&format!("tools/{name}/{}", entry.0), entry.1);
+    sb.write(&format!("tools/{name}/{}", module.0), module.1);
+    sb.write(
+        &format!("tools/{name}/{name}.toml"),
+        &format!(
+            r#"name = "lib.{name}"
+version = "1.0.0"
+description = "a script that loads a module beside it"
+effect = "pure"
+input_schema = {{ type = "object" }}
+output_schema = {{ type = "object", properties = {{ v = {{ type = "integer" }} }}, required = ["v"] }}
+
+[exec]
+program = "{program}"
+args = ["{}"]
+env = {{ PATH = "/usr/bin:/bin" }}
+"#,
+            entry.0
+        ),
+    );
+}
+
+/// Issue 53: an interpreted tool pins every file it may load from its script's directory, the
+/// modules it imports included: an edited module refuses `replay` and `resume`, naming it, as
+/// an edited script does. Python's bytecode cache, written beside the module by the first run,
+/// is not pinned (the run replays with it there).
+#[test]
+fn a_changed_module_beside_an_interpreted_script_is_refused_by_name() {
+    let sb = sandbox();
+    interpreted_tool(
+        &sb,
+        "shlib",
+        "/bin/sh",
+        (
+            "main.sh",
+            ". \"$(dirname \"$0\")/lib.sh\"\ncat > /dev/null\nprintf '{\"v\":%s}' \"$V\"\n",
+        ),
+        ("lib.sh", "V=1\n"),
+    );
+    let python = Path::new("/usr/bin/python3").exists();
+    if python {
+        interpreted_tool(
+            &sb,
+            "pylib",
+            "/usr/bin/python3",
+            (
+                "main.py",
+                "import json, sys\nimport helper\nsys.stdin.read()\nprint(json.dumps({\"v\": helper.V}))\n",
+            ),
+            ("helper.py", "V = 1\n"),
+        );
+    }
+    let mut grants = vec!["tool:exec:lib.shlib"];
+    let mut steps = String::from("s = lib.shlib {}\n");
+    if python {
+        grants.push("tool:exec:lib.pylib");
+        steps.push_str("p = lib.pylib {}\n");
+    }
+    steps.push_str("q = human.ask { question: \"go on?\" }\n  after s\n");
+    let mut text = String::from("plan modules version 1\n");
+    for g in &grants {
+        text.push_str(&format!("grant {g}\n"));
+    }
+    text.push_str("tools \"../tools/shlib\"\n");
+    if python {
+        text.push_str("tools \"../tools/pylib\"\n");
+    }
+    text.push_str(&steps);
+    let p = sb.write("plans/modules.plan", &text);
+    let p = p.to_str().unwrap().to_owned();
+    let (code, v) = sb.json(&["run", &p, "--json"]);
+    assert_eq!(code, 3, "suspended: {v}");
+    let run = v["run"].as_str().unwrap().to_owned();
+    let events = sb.events(".oracle", &run);
+    let pins = events[0].payload["tools"].as_array().unwrap().clone();
+    let files_of = |name: &str| -> Vec<String> {
+        let pin = pins.iter().find(|p| p["name"] == name).unwrap();
+        pin["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(files_of("lib.shlib"), ["main.sh", "lib.sh"]);
+    let mut edits = vec![("lib.shlib", "tools/shlib/lib.sh", "V=2\n", "lib.sh")];
+    if python {
+        assert_eq!(files_of("lib.pylib"), ["main.py", "helper.py"]);
+        assert!(
+            sb.path().join("tools/pylib/__pycache__").is_dir(),
+            "python cached the module"
+        );
+        edits.push(("lib.pylib", "tools/pylib/helper.py", "V = 2\n", "helper.py"));
+    }
+    // Unchanged (the cache there too): the run replays.
+    let (code, v) = sb.json(&["replay", &run, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let before = fs::read(sb.log(".oracle", &run)).unwrap();
+    for (tool, path, edited, named) in edits {
+        let kept = fs::read(sb.path().join(path)).unwrap();
+        fs::write(sb.path().join(path), edited).unwrap();
+        let (code, _, err) = sb.oracle(&["replay", &run]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("declared tool `{tool}` changed")),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("`{named}`, a file of the tool")),
+            "{err}"
+        );
+        let (code, _, err) = sb.oracle(&["resume", &run, "--step", "q", "--value", "\"yes\""]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(&format!("`{named}`")), "{err}");
+        assert_eq!(
+            fs::read(sb.log(".oracle", &run)).unwrap(),
+            before,
+            "nothing appended"
+        );
+        fs::write(sb.path().join(path), kept).unwrap();
+    }
+    // A module added beside the script is refused too (it could shadow one).
+    sb.write("tools/shlib/extra.sh", "V=3\n");
+    let (code, _, err) = sb.oracle(&["replay", &run]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`extra.sh`"), "{err}");
 }
 
 #[test]

@@ -174,22 +174,26 @@ pub struct ToolPin {
     pub effect: String,
     /// BLAKE3 over the manifest's bytes and what it names: the module's bytes (wasm), the
     /// program's bytes when it is a file beside the manifest, then the bytes of each file its
-    /// `args` name inside the manifest's directory (exec), the server's reported name, version
-    /// and tool list (mcp). docs/TOOLS.md, "What a run pins".
+    /// `args` name inside the manifest's directory, then (an interpreted tool) of every other
+    /// file beside its script (exec), the server's reported name, version and tool list (mcp).
+    /// docs/TOOLS.md, "What a run pins".
     pub hash: Hash,
     /// The files an exec tool's `args` name inside its manifest's directory, in the order
-    /// written, each with its own hash, so a refusal can name the file that changed (their
-    /// bytes are in `hash` too). Absent when there are none, which keeps the encoding of every
-    /// pin that predates it.
+    /// written, then the other files beside an interpreted tool's script, sorted, each with
+    /// its own hash, so a refusal can name the file that changed (their bytes are in `hash`
+    /// too). Absent when there are none, which keeps the encoding of every pin that predates
+    /// it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<PinnedFile>>,
 }
 
-/// One file a declared tool's manifest names in `args`, as pinned in `run_started`.
+/// One file of a declared tool (named in its `args`, or beside its interpreted script), as
+/// pinned in `run_started`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PinnedFile {
-    /// The argument as the manifest writes it: a path relative to the manifest's directory.
+    /// The argument as the manifest writes it, or a file's path relative to the manifest's
+    /// directory (`/` separated).
     pub path: String,
     /// BLAKE3 (context `oracle v1 tool file`) over the file's bytes.
     pub hash: Hash,

@@ -382,6 +382,9 @@ impl Home {
         let (registry, tool_changed) =
             self.registry(&found, &r.given, true, McpMode::Start, r.tool_change)?;
         if let Some(up) = &r.upgrade {
+            // A resume that would be refused (a run waiting on a question given no answer, a
+            // wrong step) is refused before the upgrade is recorded: nothing is written.
+            session::check_resume(&found, r.answer.as_ref(), r.drive.wake.is_some())?;
             self.upgrade(&found, up, &registry)?;
         }
         let mut drive = Drive {

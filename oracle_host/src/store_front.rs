@@ -511,6 +511,24 @@ impl StoreFront {
     }
 }
 
+/// Checks an answer for a store's run exactly as the server does before queueing one
+/// ([`StoreFront::answer`]: [`Home::answer`] on a copy of the run as the store holds it now,
+/// thrown away), for a front end without a mirror (`oracle resume --store URL RUN --step S
+/// --value V`): a refusal has the server's code and message, and nothing is queued. `scratch`
+/// is an empty directory the caller removes.
+pub fn check_answer(
+    store: &Store,
+    scratch: &Path,
+    run: &str,
+    answer: (String, Value),
+    by: Option<String>,
+) -> Result<(), HostError> {
+    store.hydrate(run, scratch)?;
+    Home::open(scratch)?
+        .answer(run, answer, by, Durability::None)
+        .map(|_| ())
+}
+
 /// A store's run's state in a file home's words (`oracle runs`, the API's `status`): `running`
 /// while it is queued, held or released (not finished, not suspended), `submitted` before a
 /// worker first took it, `broken` for a run no worker will drive again.

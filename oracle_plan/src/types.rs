@@ -9,7 +9,8 @@
 //! run time whatever the values.
 //!
 //! Each step's output gets a type: its tools' output schemas (every tier), with `parsed`
-//! typed by a literal `schema` of `llm.chat` or `output` of `agent`; a loop's list of its
+//! typed by a literal `schema` of `llm.chat` or `output` of `agent`, and `answer` by a
+//! `human.ask`'s `schema` (without an `on_timeout`); a loop's list of its
 //! body's outputs; a sub-plan's map of its steps' outputs. Inputs have their declared types.
 //! Then every reference's path and every arithmetic, concatenation and ordering operand is
 //! checked: E0218 for the first field of a step's output, E0223 for any other field or index
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::agent::{AGENT_TOOL, CHAT_TOOL};
+use crate::agent::{AGENT_TOOL, ASK_TOOL, CHAT_TOOL};
 use crate::ast::{BinaryOp, Expr, ExprKind, InputType, LoopKind, Path, Segment, UnaryOp};
 use crate::catalogue::Catalogue;
 use crate::compile::{CompiledBody, CompiledCall, CompiledPlan, CompiledStep};
@@ -30,6 +31,10 @@ use crate::eval;
 /// from tool manifests and run inputs, so their depth is not the plan's, and the conversion
 /// recurses: 64 levels is deeper than any output a plan reads field by field.
 pub const SCHEMA_DEPTH_MAX: u32 = 64;
+
+/// The argument of a `human.ask` whose value is its answer when its deadline passes first (the
+/// parser's `on timeout VALUE`; the runtime's `tools::time::ON_TIMEOUT_ARG`).
+const ON_TIMEOUT_ARG: &str = "on_timeout";
 
 /// What is known about a value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -341,14 +346,18 @@ fn step_ty(s: &CompiledStep, catalogue: &Catalogue, inputs: Option<&Map<String, 
 }
 
 /// The output type of one call: its tool's output schema, with `parsed` typed by the schema
-/// the call gives `llm.chat` or `agent` when it is known.
+/// the call gives `llm.chat` or `agent`, and a `human.ask`'s `answer` by its `schema` (which
+/// every answer is checked against before it is recorded), when it is known.
 fn call_ty(c: &CompiledCall, catalogue: &Catalogue, inputs: Option<&Map<String, Value>>) -> Ty {
     let base = catalogue
         .output_schema(&c.tool)
         .map_or(Ty::Any, |s| Ty::from_schema(s, Closed::Explicitly));
-    let arg = match c.tool.as_str() {
-        CHAT_TOOL => "schema",
-        AGENT_TOOL => "output",
+    let (arg, field) = match c.tool.as_str() {
+        CHAT_TOOL => ("schema", "parsed"),
+        AGENT_TOOL => ("output", "parsed"),
+        // An `on_timeout` value becomes the answer unchecked when the deadline passes first, so
+        // only an ask without one has an answer its schema describes.
+        ASK_TOOL if !c.args.contains_key(ON_TIMEOUT_ARG) => ("schema", "answer"),
         _ => return base,
     };
     let Some(e) = c.args.get(arg) else {
@@ -361,8 +370,8 @@ fn call_ty(c: &CompiledCall, catalogue: &Catalogue, inputs: Option<&Map<String, 
     };
     match (base, schema) {
         (Ty::Map(mut f), Some(schema)) => {
-            let parsed = Ty::from_schema(&schema, Closed::Unless);
-            f.known.insert("parsed".to_owned(), parsed);
+            let typed = Ty::from_schema(&schema, Closed::Unless);
+            f.known.insert(field.to_owned(), typed);
             Ty::Map(f)
         }
         (base, _) => base,

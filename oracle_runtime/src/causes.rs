@@ -20,6 +20,13 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use smallvec::SmallVec;
 
+/// How an agent step's tool calls are named after it: `s@TURN.K` (`oracle_plan::agent`).
+const AGENT_CALL_SEPARATOR: char = '@';
+/// A resume point's `read` of a step some other step's call read.
+const READ: u8 = 1;
+/// A resume point's `read` of a step only its own agent loop's calls read.
+const OWN_READ: u8 = 2;
+
 /// What the engine knows of one step.
 #[derive(Clone, Debug, Default)]
 struct Step {
@@ -29,8 +36,11 @@ struct Step {
     /// a step suspends when the agent gave up on all of them, whether they failed or returned
     /// an output it rejected (`expect`). Usually one, kept inline (no allocation a step).
     attempts: SmallVec<[u64; 1]>,
-    /// Whether some call read or waited for it (the others end branches).
+    /// Whether some call of another step read or waited for it (the others end branches).
     read: bool,
+    /// Whether only calls of its own agent loop read it (an agent step's tool calls,
+    /// `s@TURN.K`, read the turn that asked for them): its last turn still ends a branch.
+    own_read: bool,
     /// The tool of its latest call, as an index into [`Causes::tools`].
     tool: Option<u32>,
 }
@@ -148,7 +158,16 @@ impl Causes {
             .filter_map(|s| self.steps.get(s.as_str()).and_then(|s| s.last))
             .collect();
         for r in &call.reads {
-            self.step(r).read = true;
+            let own = call
+                .step
+                .strip_prefix(r.as_str())
+                .is_some_and(|rest| rest.starts_with(AGENT_CALL_SEPARATOR));
+            let step = self.step(r);
+            if own {
+                step.own_read = true;
+            } else {
+                step.read = true;
+            }
         }
         if seqs.is_empty() {
             seqs.push(0);
@@ -163,19 +182,33 @@ impl Causes {
     }
 
     /// The run's end depends on the last event of each branch: the latest outcome of every
-    /// step no call read.
+    /// step no call of another step read (an agent step's last turn included, which only its
+    /// own tool calls read).
     pub fn finished(&self) -> Vec<u64> {
+        self.ends(|s| !s.read)
+    }
+
+    /// [`Causes::finished`] as oracle gave it before an agent step's last turn was linked to
+    /// the run's end (issue 53): a run that ended on an agent step recorded `run_finished`
+    /// without it (with no parents, when that step was the run's only branch). Only what a
+    /// record of then is compared with.
+    pub fn finished_before_agent_links(&self) -> Vec<u64> {
+        self.ends(|s| !s.read && !s.own_read)
+    }
+
+    fn ends(&self, ends_branch: impl Fn(&Step) -> bool) -> Vec<u64> {
         let ends = self
             .steps
             .values()
-            .filter(|s| !s.read)
+            .filter(|s| ends_branch(s))
             .filter_map(|s| s.last)
             .collect();
         self.parents(ends)
     }
 }
 
-/// A step as a resume point holds it: `[name, last, tool, read]` (`read` 0 or 1; a million-event
+/// A step as a resume point holds it: `[name, last, tool, read]` (`read` 0, 1, or 2 for a step
+/// only its own agent loop's calls read, [`Step::own_read`]; a million-event
 /// run's 333k steps take about 7 MB, where the four maps of format 1 took three times that and
 /// several times as long to read). Its attempts are `[last]` (or none without a `last`) unless
 /// the point's `attempts` list names it: a step called once and returned, the usual case, takes
@@ -205,7 +238,12 @@ impl Serialize for Causes {
             fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
                 s.collect_seq(self.0.iter().map(|(name, st)| {
                     let tool = st.tool.and_then(|t| self.1.get(t as usize).copied());
-                    (name, st.last, tool, u8::from(st.read))
+                    let read = match (st.read, st.own_read) {
+                        (true, _) => READ,
+                        (false, true) => OWN_READ,
+                        (false, false) => 0,
+                    };
+                    (name, st.last, tool, read)
                 }))
             }
         }
@@ -268,7 +306,8 @@ impl TryFrom<Saved> for Causes {
             let step = Step {
                 last,
                 attempts: Step::usual_attempts(last),
-                read: read != 0,
+                read: read == READ,
+                own_read: read == OWN_READ,
                 tool,
             };
             steps.push((name, step));
@@ -330,7 +369,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const STEPS: [&str; 4] = ["a", "b", "c", "d"];
+    /// `a@1.1` is a tool call of agent step `a`'s first turn, reading `a` ([`Step::own_read`]).
+    const STEPS: [&str; 4] = ["a", "b", "c", "a@1.1"];
     const TOOLS: [&str; 3] = ["json.get", "human.ask", "sleep"];
 
     /// Applies `(op, step, other, seq)` steps of bookkeeping, as a drive would.
@@ -367,7 +407,10 @@ mod tests {
 
     /// What the engine reads of the bookkeeping, step by step.
     fn reads(c: &Causes) -> Vec<String> {
-        let mut out = vec![format!("{:?}", c.finished())];
+        let mut out = vec![
+            format!("{:?}", c.finished()),
+            format!("{:?}", c.finished_before_agent_links()),
+        ];
         for s in STEPS {
             out.push(format!("{s} {:?} {:?}", c.suspended(s), c.last_call(s)));
         }

@@ -45,6 +45,9 @@ use crate::writer::LogWriter;
 pub const CALLS_MAX_DEFAULT: u64 = 10_000_000;
 /// Most tools executing at once.
 pub const JOBS_MAX: u32 = 256;
+/// How the `suspended` reason of a `sleep` step begins (`waits until <due>`): what tells a
+/// front end the run is woken (`oracle resume --wake`), never answered.
+pub const SLEEP_WAIT_PREFIX: &str = "waits until ";
 /// Largest tool input (canonical bytes, 8 MiB). An input is built from earlier outputs, so it
 /// can grow past what one event may hold; over this bound the call fails, recorded, instead of
 /// the log refusing the event.
@@ -856,6 +859,26 @@ impl<'r, A: Agent> Engine<'r, A> {
         })
     }
 
+    /// The parents of the run's `run_finished` ([`Causes::finished`]). While catching up with a
+    /// record made before an agent step's last turn was linked to the run's end (issue 53),
+    /// whose `run_finished` holds the parents that rule gave, those: such a run still replays
+    /// and resumes to its own bytes. Anything else is compared as always.
+    fn finished_parents(&self) -> Vec<u64> {
+        let parents = self.causes.finished();
+        let seq = self.next_seq();
+        if !self.is_recorded(seq) {
+            return parents;
+        }
+        let before = self.causes.finished_before_agent_links();
+        let recorded_before = self
+            .recorded_at(seq)
+            .is_some_and(|e| e.kind == EventKind::RunFinished && e.parents == before);
+        if before != parents && recorded_before {
+            return before;
+        }
+        parents
+    }
+
     /// Records one event: compared with the record while there is one, appended after.
     fn emit(&mut self, parents: Vec<u64>, payload: Payload) -> Result<u64> {
         let seq = self.next_seq();
@@ -927,7 +950,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             return Ok(None);
         };
         self.emit(
-            self.causes.finished(),
+            self.finished_parents(),
             Payload::RunFinished(payload::RunFinished {
                 status: RunStatus::Cancelled,
                 reason: cancel.reason.clone(),
@@ -1170,7 +1193,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                         });
                     }
                     self.emit(
-                        self.causes.finished(),
+                        self.finished_parents(),
                         Payload::RunFinished(payload::RunFinished {
                             status,
                             reason: reason.clone(),
@@ -1201,7 +1224,9 @@ impl<'r, A: Agent> Engine<'r, A> {
                         None => None,
                     };
                     let reason = match &timer {
-                        Some((TimerKind::Sleep, set, _)) => format!("waits until {}", set.due),
+                        Some((TimerKind::Sleep, set, _)) => {
+                            format!("{SLEEP_WAIT_PREFIX}{}", set.due)
+                        }
                         Some((TimerKind::Deadline, set, _)) => {
                             format!("{reason} (deadline {})", set.due)
                         }
@@ -1386,7 +1411,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                             self.config.calls_max
                         );
                         self.emit(
-                            self.causes.finished(),
+                            self.finished_parents(),
                             Payload::RunFinished(payload::RunFinished {
                                 status: RunStatus::Failed,
                                 reason: reason.clone(),

@@ -3,7 +3,7 @@
 //! ```text
 //! <home>/runs/<run-id>/events.jsonl        the log (canonical JSONL, append-only)
 //! <home>/runs/<run-id>/events.jsonl.lock   the single-writer advisory lock
-//! <home>/runs/<run-id>/run.json            run metadata (not hashed)
+//! <home>/runs/<run-id>/run.json            run bindings (outside the hash chain; sealed with the home's key)
 //! <home>/runs/<run-id>/checkpoints.jsonl   signed checkpoints (beside the chain, not in it)
 //! <home>/runs/<run-id>/snapshots/<seq>.json
 //! <home>/runs/<run-id>/torn/               torn tails moved aside by `oracle repair`

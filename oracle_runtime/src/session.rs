@@ -1887,6 +1887,19 @@ fn deadline_fired(events: &Recorded, step: &str) -> Option<oracle_core::payload:
     })?
 }
 
+/// Whether `found` can be resumed now with `answer` (or woken, `wake`), from what its log
+/// says: the check every resume makes before it writes, made alone, so a caller that would
+/// write something first (an upgrade's `plan_upgraded`) refuses before writing anything.
+pub fn check_resume(found: &RunDir, answer: Option<&(String, Value)>, wake: bool) -> Result<()> {
+    let events = Recorded::read(&found.paths.log)?;
+    let intent = if wake {
+        Intent::Wake
+    } else {
+        Intent::Go(answer)
+    };
+    check_resumable(found, intent, &events, None)
+}
+
 /// Whether the run can be resumed with `answer`, from what its log says.
 fn check_resumable(
     found: &RunDir,

@@ -18,6 +18,7 @@ use crate::secrets::Secrets;
 use crate::tool::{Effect, Registry, RegistryError, Tool, ToolDecl};
 
 pub mod exec;
+pub mod loaded;
 pub mod manifest;
 pub mod mcp;
 pub mod wasm;
@@ -164,6 +165,14 @@ pub enum LoadError {
     /// `written`: the path as the manifest's arguments write it.
     #[error("`{written}` (named in args): {source}")]
     NamedFile { written: String, source: ReadError },
+    /// An interpreted tool's directory that cannot be pinned whole ([`loaded`]).
+    #[error(
+        "the directory of its script ({dir}) {source}: every file an interpreter may load from it is pinned, so keep the tool in a directory of its own"
+    )]
+    Loaded {
+        dir: String,
+        source: loaded::LoadedError,
+    },
     #[error("module: {0}")]
     Module(ReadError),
     #[error("module `{file}`: {source}")]
@@ -204,6 +213,42 @@ pub enum LoadError {
         tool: String,
         name: String,
     },
+}
+
+/// The files beside an interpreted exec tool's script ([`loaded`]): under the directory of each
+/// file its `args` name, and of its program when that is its own file starting with `#!`; none
+/// for a tool that is neither (a binary beside its manifest, a program on `PATH` alone).
+fn interpreted_files(
+    m: &Manifest,
+    e: &manifest::Exec,
+    program: Option<&[u8]>,
+) -> Result<Vec<loaded::LoadedFile>, LoadError> {
+    let script = e.pinned_program && program.is_some_and(|b| b.starts_with(b"#!"));
+    let entries = e
+        .files
+        .iter()
+        .map(|f| f.path.as_path())
+        .chain(script.then_some(e.program.as_path()));
+    let dirs: std::collections::BTreeSet<PathBuf> = entries
+        .filter_map(|p| p.parent().map(Path::to_path_buf))
+        .collect();
+    if dirs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let manifest_dir = m.path.parent().map(canonical).unwrap_or_default();
+    let mut skip: std::collections::BTreeSet<PathBuf> =
+        e.files.iter().map(|f| f.path.clone()).collect();
+    skip.insert(canonical(&e.program));
+    skip.insert(canonical(&m.path));
+    loaded::files_under(&dirs, &manifest_dir, &skip).map_err(|source| LoadError::Loaded {
+        dir: dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        source,
+    })
 }
 
 /// The bytes of `path`, refusing a file over `max` bytes.
@@ -369,6 +414,14 @@ fn load_one(
                     hash: file_hash(&bytes),
                 });
                 named.push(bytes);
+            }
+            // Then every other file an interpreter may load from the script's directory.
+            for f in interpreted_files(m, e, named.first().map(Vec::as_slice))? {
+                files.push(PinnedFile {
+                    path: f.path,
+                    hash: file_hash(&f.bytes),
+                });
+                named.push(f.bytes);
             }
             let named: Vec<&[u8]> = named.iter().map(Vec::as_slice).collect();
             out.pins
@@ -607,7 +660,7 @@ fn file_changed(was: &ToolPin, now: &ToolPin) -> String {
             Some(c) if c.hash == f.hash => {}
             Some(c) => {
                 return format!(
-                    "changed since the run started: `{}`, a file its args name, differs (file {} then, {} now; pin {} then, {} now)",
+                    "changed since the run started: `{}`, a file of the tool (named in its args, or beside its script), differs (file {} then, {} now; pin {} then, {} now)",
                     f.path,
                     f.hash.short(),
                     c.hash.short(),
@@ -617,7 +670,7 @@ fn file_changed(was: &ToolPin, now: &ToolPin) -> String {
             }
             None => {
                 return format!(
-                    "changed since the run started: its args no longer name `{}`, a file they named then (pin {} then, {} now)",
+                    "changed since the run started: `{}`, a file of the tool then (named in its args, or beside its script), is not one now (pin {} then, {} now)",
                     f.path,
                     was.hash.short(),
                     now.hash.short()
@@ -631,18 +684,18 @@ fn file_changed(was: &ToolPin, now: &ToolPin) -> String {
         .map(|c| c.path.as_str())
     else {
         return format!(
-            "changed since the run started: its args name the same files in another order (pin {} then, {} now)",
+            "changed since the run started: the same files of the tool in another order (pin {} then, {} now)",
             was.hash.short(),
             now.hash.short()
         );
     };
     let why = if was.files.is_none() {
-        " (or the run predates the pinning of files named in args)"
+        " (or the run predates the pinning of a tool's files)"
     } else {
         ""
     };
     format!(
-        "changed since the run started: its args now name `{added}`, a file the run's pin did not cover{why} (pin {} then, {} now)",
+        "changed since the run started: `{added}` is now a file of the tool (named in its args, or beside its script), which the run's pin did not cover{why} (pin {} then, {} now)",
         was.hash.short(),
         now.hash.short()
     )
