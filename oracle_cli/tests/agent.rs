@@ -477,6 +477,7 @@ fn a_model_run_given_by_path_is_read_and_replayed_from_anywhere_and_nothing_is_c
     }
     assert_eq!(files_under(elsewhere.path()), Vec::<String>::new());
     assert_eq!(files_under(&sb.path().join(".oracle")), home_before);
+}
 
 /// A plan whose last (and only) step is an agent step: one turn lists the folder, the next
 /// answers.
