@@ -667,7 +667,6 @@ impl Report<'_> {
                 "b": self.parents[1].iter().map(event_json).collect::<Vec<_>>(),
             },
             "context": self.context.iter().map(event_json).collect::<Vec<_>>(),
-            "fork": self.fork.as_ref().map(ForkNote::json),
             "state": self.states.as_ref().map(|[sa, sb]| json!({
                 "keys": state_diff(&sa.state, &sb.state)
                     .into_iter()
@@ -679,6 +678,10 @@ impl Report<'_> {
         });
         if let (Value::Object(m), Value::Object(f)) = (&mut v, more) {
             m.extend(f);
+        }
+        // Only where one side forked the other right there: other reports keep their shape.
+        if let (Value::Object(m), Some(f)) = (&mut v, &self.fork) {
+            m.insert("fork".into(), f.json());
         }
         v
     }

@@ -277,7 +277,9 @@ fn a_run_is_forked_from_its_page_and_its_family_is_shown() {
     let (code, out, err) = sb.oracle(&["serve", "token", "add", "alice"]);
     assert_eq!(code, 0, "{err}");
     let secret = out.lines().next().unwrap().trim().to_owned();
-    let mut serve = sb.command(&["serve", "--listen", "127.0.0.1:0"]);
+    // Forks that bring a plan are admitted like a new run: the server starts runs in its root.
+    let root = sb.path().to_str().unwrap().to_owned();
+    let mut serve = sb.command(&["serve", "--listen", "127.0.0.1:0", "--root", &root]);
     serve.stderr(Stdio::null());
     let (_server, base) = web::listening(serve);
     let (_driver, webdriver) = web::start_driver(&driver);

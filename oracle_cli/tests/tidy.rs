@@ -522,7 +522,8 @@ fn tables_with_tests(doc: &str) -> Vec<(String, Vec<String>)> {
     rows
 }
 
-/// Every `fn` name defined in the workspace's sources and tests (and the fuzz crate's).
+/// Every `fn` name defined in the workspace's sources and tests (and the fuzz crate's), and
+/// every top-level `def` of the Python SDK's tests.
 fn defined_fns() -> BTreeSet<String> {
     let mut files = Vec::new();
     for k in CRATES.iter().chain(&["fuzz"]) {
@@ -545,6 +546,20 @@ fn defined_fns() -> BTreeSet<String> {
                     names.insert(name);
                 }
                 rest = after;
+            }
+        }
+    }
+    // The Python SDK's tests (pytest, run by .ci/run) are tests the docs may name too.
+    let py = root().join("sdk/python/tests");
+    for entry in std::fs::read_dir(&py).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("def ") {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                names.insert(name);
             }
         }
     }
@@ -949,6 +964,11 @@ fn the_files_table_lists_every_file_oracle_writes() {
     ok(&["checkpoint", "quickstart-1", "--key", "k"], 0);
     ok(&["serve", "token", "add", "alice"], 0);
     ok(&["replay", "escalation-1", "--from-snapshot"], 0);
+    // A damaged run recovered: the damaged log's copy.
+    let log = sb.log(".oracle", "quickstart-1");
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, text.replacen("\"seq\":6,", "\"seq\":7,", 1)).unwrap();
+    ok(&["recover", "quickstart-1"], 0);
     let home = sb.path().join(".oracle");
     let mut files = Vec::new();
     list_files(&home, &home, &mut files);

@@ -864,13 +864,18 @@ impl Payload {
                 }
             ),
             Payload::Forked(p) => format!(
-                "forked from {} at event {} (head {}){}{}",
+                "forked from {} at event {} (head {}){}{}{}",
                 p.parent,
                 p.seq,
                 p.head.short(),
                 p.by.as_ref().map_or(String::new(), |b| format!(" by {b}")),
                 match (&p.step, &p.value) {
                     (Some(s), Some(v)) => format!(", step {s} given {}", c(&v.to_string(), 40)),
+                    _ => String::new(),
+                },
+                match (&p.reason, &p.damaged) {
+                    (Some(r), Some(d)) => format!(", {r} from damaged log {}", d.short()),
+                    (Some(r), None) => format!(", {r}"),
                     _ => String::new(),
                 }
             ),

@@ -204,11 +204,11 @@ impl TrustList {
         )
         .map_err(|e| list_error(e.reason.to_string()))?;
         let text = String::from_utf8(bytes).map_err(|_| list_error("not UTF-8".into()))?;
-        TrustList::parse(&text).map_err(list_error)
+        TrustList::parse(&text, &path)
     }
 
-    /// The list's text, as [`TrustList::write`] makes it.
-    fn parse(text: &str) -> Result<TrustList, String> {
+    /// The list's text, as [`TrustList::write`] makes it, read from `path`.
+    fn parse(text: &str, path: &Path) -> Result<TrustList, TrustError> {
         let mut entries = BTreeMap::new();
         for (i, line) in text.lines().enumerate() {
             if line.is_empty() || line.starts_with('#') {
@@ -220,10 +220,13 @@ impl TrustList {
                     && Path::new(p).is_absolute()
             });
             let Some((hash, path)) = entry else {
-                return Err(format!(
-                    "line {}: expected `BLAKE3-HEX  /ABSOLUTE/PATH` (remove the line, or the file, and trust again)",
-                    i + 1
-                ));
+                return Err(TrustError::List {
+                    path: path.to_path_buf(),
+                    why: format!(
+                        "line {}: expected `BLAKE3-HEX  /ABSOLUTE/PATH` (remove the line, or the file, and trust again)",
+                        i + 1
+                    ),
+                });
             };
             entries.insert(PathBuf::from(path), hash.to_owned());
         }
