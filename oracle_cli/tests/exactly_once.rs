@@ -5,9 +5,9 @@
 //! which start wins, never how many runs there are.
 
 mod common;
+mod web;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -123,29 +123,14 @@ const TICKS: usize = 60;
 /// for servers starting on a loaded machine.
 const TICKS_WAIT: Duration = Duration::from_secs(150);
 
-fn serve(home: &Home) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_oracle"))
+/// `oracle serve` on `home`, killed with the test (web.rs's one way of starting a server).
+fn serve(home: &Home) -> web::Killed {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_oracle"));
+    command
         .arg("--home")
         .arg(home.path())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("listening "), "{line}");
-    child
-}
-
-fn stop(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+        .args(["serve", "--listen", "127.0.0.1:0"]);
+    web::listening(command).0
 }
 
 /// The runs of `home` by the key of their submission (every run a tick started has one,
@@ -188,12 +173,14 @@ fn three_servers_firing_one_schedule_start_each_tick_once() {
         "allow",
     ]);
     assert_eq!(code, 0, "{err}");
-    let servers: Vec<Child> = (0..SERVERS).map(|_| serve(&home)).collect();
+    let mut servers: Vec<web::Killed> = (0..SERVERS).map(|_| serve(&home)).collect();
     let waited = std::time::Instant::now();
     while runs_by_submitted_key(&home).len() < TICKS && waited.elapsed() < TICKS_WAIT {
         std::thread::sleep(Duration::from_millis(250));
     }
-    servers.into_iter().for_each(stop);
+    for s in &mut servers {
+        s.stop();
+    }
     let submitted = runs_by_submitted_key(&home);
     assert!(
         submitted.len() >= TICKS,

@@ -1,5 +1,5 @@
 //! Helpers of the tests that drive `oracle serve` from outside (`browser.rs`, `serve.rs`,
-//! `serve_store.rs`, `observe.rs`, `evolve_api.rs`): child processes killed with the test, the
+//! `serve_store.rs`, `observe.rs`, `evolve_api.rs`, `exactly_once.rs`): child processes killed with the test, the
 //! server started and its `listening` line read, one API request with a token, and Chromium
 //! over WebDriver (fantoccini and the distribution's `chromedriver`), on 127.0.0.1 only.
 #![allow(dead_code)]
