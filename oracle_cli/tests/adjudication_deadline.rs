@@ -137,6 +137,10 @@ fn the_server_expires_a_due_request_once_with_nobody_sweeping() {
     assert_eq!(std::fs::read(h.log(RUN)).unwrap(), before);
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_verdict_before_the_due_instant_wins_and_the_later_expiry_writes_nothing() {
     let h = Home::new();
@@ -194,6 +198,10 @@ fn store_events(h: &Home, url: &str, kind: &str) -> Option<Vec<Value>> {
     })
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn two_workers_expire_a_store_runs_due_request_exactly_once() {
     let Some(url) = store_url() else {

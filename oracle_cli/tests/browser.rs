@@ -59,6 +59,10 @@ async fn assert_fits(c: &fantoccini::Client, what: &str) {
     assert_eq!(v[2], json!([]), "{what}: tables that scroll sideways");
 }
 
+#[cfg_attr(
+    not(oracle_browser),
+    ignore = "needs chromium and chromedriver; .ci/run installs them"
+)]
 #[test]
 fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_replay() {
     let Some((chromium, driver)) = browser("SKIPPED: the browser tests need them") else {
@@ -258,6 +262,10 @@ fn a_person_answers_and_adjudicates_in_the_browser_and_the_runs_resume_and_repla
 /// the answer given (the fork completes) and again with a new plan's text uploaded (the fork
 /// asks the new question); the pages name each fork's parent and each parent's forks, and the
 /// divergence of two plan versions is aligned by content.
+#[cfg_attr(
+    not(oracle_browser),
+    ignore = "needs chromium and chromedriver; .ci/run installs them"
+)]
 #[test]
 fn a_run_is_forked_from_its_page_and_its_family_is_shown() {
     let Some((chromium, driver)) = browser("SKIPPED: the browser tests need them") else {

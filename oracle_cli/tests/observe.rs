@@ -662,6 +662,10 @@ fn a_timer_the_server_wakes_shows_its_lag_in_metrics_and_its_spans_reach_the_col
 /// `oracle worker --otlp URL` over a PostgreSQL store: the run it claims and drives sends its
 /// spans, root span included, in one trace named by the run (skipped without PostgreSQL,
 /// unless `ORACLE_REQUIRE_POSTGRES` is set).
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_store_run_a_worker_drives_sends_its_spans_to_the_collector() {
     let Some(cluster) = oracle_pg::cluster::shared() else {

@@ -355,6 +355,10 @@ fn after_downtime_catch_up_last_fires_the_latest_missed_tick_once() {
     assert!((ticks.len() as u64) < DOWNTIME_S / 2, "{ticks:?}");
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn after_downtime_catch_up_none_drops_the_missed_ticks() {
     let (ticks, since) = after_downtime("none", DOWNTIME_S);
@@ -424,6 +428,10 @@ fn store_ticks_started_once(url: &str, name: &str) -> Vec<i64> {
 /// How long the firers of the store test run: ten ticks of a schedule firing every second.
 const STORE_SERVE_MS: u64 = 10_000;
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn two_workers_and_a_server_on_one_store_start_one_run_per_tick() {
     let sb = Sandbox::new();
@@ -469,6 +477,10 @@ fn two_workers_and_a_server_on_one_store_start_one_run_per_tick() {
     assert!(out.contains("completed"), "{out}");
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_store_firer_restarted_after_downtime_applies_the_catch_up_policy() {
     let sb = Sandbox::new();
@@ -756,6 +768,10 @@ fn resume_wake_over_a_store_is_carried_out_by_a_worker() {
 
 /// `oracle schedule trigger NAME --store URL` submits one run now under a trigger key (the
 /// schedule's plan and inputs), which a worker drives to completion.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn schedule_trigger_over_a_store_submits_a_run_a_worker_completes() {
     let sb = Sandbox::new();

@@ -150,6 +150,10 @@ fn start_body(key: &str) -> Value {
     json!({"plan": ASK, "inputs": {}, "key": key})
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_run_started_through_a_server_over_a_store_is_answered_in_the_browser_and_matches_a_file_home()
 {
@@ -339,6 +343,10 @@ fn a_run_started_through_a_server_over_a_store_is_answered_in_the_browser_and_ma
     );
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn two_servers_over_one_store_announce_each_suspension_once() {
     let Some(url) = store_url() else { return };
@@ -391,6 +399,10 @@ fn two_servers_over_one_store_announce_each_suspension_once() {
     assert_eq!(server_a.stop(), Some(0));
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_server_over_a_store_goes_on_after_its_connections_are_cut() {
     let Some(url) = store_url() else { return };
@@ -438,6 +450,10 @@ q = human.ask { question: \"Ship the release?\", schema: { type: \"string\" } }
 /// the run's bindings. The check now takes the run's bindings from the store as a worker does,
 /// so the answer is checked, queued and recorded, and the run completes; a bad answer is still
 /// refused before anything is queued.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_model_calling_run_over_a_store_is_answered_through_the_api() {
     let Some(url) = store_url() else { return };

@@ -235,6 +235,10 @@ fn scenario_in_file_home(dir: &Path) -> Vec<u8> {
     export(dir, &[])
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn the_allergy_scenario_on_the_store_with_two_workers_gives_the_file_homes_store_bytes() {
     let Some(url) = store_url() else { return };
@@ -252,6 +256,10 @@ fn the_allergy_scenario_on_the_store_with_two_workers_gives_the_file_homes_store
     );
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn two_store_runs_publishing_conflicting_claims_through_two_workers_never_both_commit() {
     let Some(url) = store_url() else { return };
@@ -286,6 +294,10 @@ fn two_store_runs_publishing_conflicting_claims_through_two_workers_never_both_c
     assert_eq!(v["lines"][0]["belief"]["status"], "contested");
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_verdict_over_the_store_sends_the_runs_waiting_on_its_line_a_resume_their_worker_carries_out() {
     let Some(url) = store_url() else { return };
@@ -345,6 +357,10 @@ fn sql(url: &str, statement: &str) {
     c.batch_execute(statement).unwrap();
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_forgotten_store_leaves_its_rows_for_a_ledger_record_and_its_readers_still_replay() {
     let Some(url) = store_url() else { return };
@@ -404,6 +420,10 @@ fn a_forgotten_store_leaves_its_rows_for_a_ledger_record_and_its_readers_still_r
     assert_eq!(code, 4, "{err}");
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_compacted_store_recalls_from_its_base_verifies_exports_with_it_and_refuses_a_damaged_one() {
     let Some(url) = store_url() else { return };
@@ -478,6 +498,10 @@ fn a_compacted_store_recalls_from_its_base_verifies_exports_with_it_and_refuses_
     assert_eq!(code, 4);
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn the_same_history_compacted_on_the_store_and_in_a_file_home_exports_the_same_bytes() {
     let Some(url) = store_url() else { return };

@@ -134,6 +134,10 @@ fn exported_head(dir: &Path, url: &str, run: &str) -> (String, Vec<u8>) {
     )
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_run_in_the_store_has_the_head_of_the_same_run_in_a_file_home() {
     let Some(url) = store_url() else { return };
@@ -285,6 +289,10 @@ fn a_run_in_the_store_has_the_head_of_the_same_run_in_a_file_home() {
     assert_eq!(runs(&st, &url).len(), 2);
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_cancel_sent_to_a_suspended_store_run_is_recorded_by_a_worker_as_in_a_file_home() {
     let Some(url) = store_url() else { return };
@@ -328,6 +336,10 @@ fn a_cancel_sent_to_a_suspended_store_run_is_recorded_by_a_worker_as_in_a_file_h
     assert_eq!(exported_head(&st, &url, id).1, home_log);
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn an_answer_the_api_would_refuse_is_refused_before_anything_is_queued() {
     let Some(url) = store_url() else { return };
@@ -369,6 +381,10 @@ fn an_answer_the_api_would_refuse_is_refused_before_anything_is_queued() {
     assert_eq!(runs(&st, &url)[id]["state"], "completed");
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_store_with_a_newer_schema_is_refused() {
     let Some(url) = store_url() else { return };
@@ -440,6 +456,10 @@ impl Kind {
 /// impure effect happened (at least once) with its record present.
 ///
 /// Reproduce a failure with ORACLE_CHAOS_SEED=<the seed printed>.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn chaos_workers_killed_while_driving_200_runs() {
     let Some(url) = store_url() else { return };
@@ -654,6 +674,10 @@ fn chaos_workers_killed_while_driving_200_runs() {
 
 /// The README's walkthrough: two workers, runs submitted, one worker SIGKILLed while it holds a
 /// run, which the other finishes once the lease expires; a signal queued for a suspended run.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn the_readme_walkthrough_two_workers_and_one_killed() {
     let Some(url) = store_url() else { return };
@@ -843,6 +867,10 @@ fn the_readme_walkthrough_two_workers_and_one_killed() {
 
 /// A plan with declared tools (an exec program, a WebAssembly module, an MCP server) runs in a
 /// worker given `--tools`, with the head it has in a file home.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_worker_drives_declared_tools() {
     let Some(url) = store_url() else { return };
@@ -893,6 +921,10 @@ fn a_worker_drives_declared_tools() {
 
 /// A worker whose connections are cut (a database restart, a network blip) reconnects and goes
 /// on claiming; it is not a crash of the worker.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_worker_reconnects_after_its_connections_are_cut() {
     let Some(url) = store_url() else { return };
@@ -973,6 +1005,10 @@ fn without_wall(table: &str) -> String {
         .collect()
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn runs_shows_a_suspended_store_run_as_a_file_home_does() {
     let Some(url) = store_url() else { return };
@@ -1055,6 +1091,10 @@ fn runs_shows_a_suspended_store_run_as_a_file_home_does() {
     assert_eq!(store["reason"], "cancelled by ops: stop");
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn programs_given_to_submit_reach_the_worker_and_never_the_log() {
     let Some(url) = store_url() else { return };
@@ -1211,6 +1251,10 @@ fn waiting_plan(dir: &Path) -> String {
     plan
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_worker_taking_a_run_over_starts_from_the_resume_point_the_store_kept() {
     let Some(url) = store_url() else { return };
@@ -1284,6 +1328,10 @@ fn a_worker_taking_a_run_over_starts_from_the_resume_point_the_store_kept() {
 /// submission of the same plan, inputs and seed under it stores nothing and names the first
 /// run, one that differs is refused with the file home's code, and submissions racing on one
 /// key store one run. The worker records the key in `run_started`, as `oracle run --key` does.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_key_submits_a_run_once_to_a_store_and_refuses_a_submission_that_differs() {
     let Some(url) = store_url() else { return };
@@ -1383,6 +1431,10 @@ fn scrape(addr: &str) -> (String, String) {
     )
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_workers_metrics_show_the_stores_runs_its_claims_and_signal_latency() {
     let Some(url) = store_url() else { return };
@@ -1459,6 +1511,10 @@ fn a_workers_metrics_show_the_stores_runs_its_claims_and_signal_latency() {
 /// A store run asleep on a timer: the worker's wheel wakes it when due, the claiming worker
 /// fires the timer once, and its `/metrics` counts that timer's lag (`oracle_timer_lag_seconds`,
 /// read from what the drive appended).
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_workers_metrics_count_the_lag_of_the_timers_it_fired() {
     let Some(url) = store_url() else { return };
@@ -1493,6 +1549,10 @@ fn a_workers_metrics_count_the_lag_of_the_timers_it_fired() {
 /// A cancel sent while a worker drives the run: the worker's renewer finds it and asks the
 /// drive, which records it at its next decision boundary (not when the run next suspends or
 /// finishes), and the signal is settled as applied.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_cancel_sent_to_a_running_store_run_stops_it_at_its_next_decision_boundary() {
     let Some(url) = store_url() else { return };

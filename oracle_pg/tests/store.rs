@@ -47,6 +47,10 @@ fn submit(store: &Store, root: &Path) -> String {
         .unwrap()
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn init_is_idempotent_and_a_newer_schema_is_refused() {
     let Some(s) = store() else { return };
@@ -71,6 +75,10 @@ fn init_is_idempotent_and_a_newer_schema_is_refused() {
     assert!(err.to_string().contains("oracle store init"));
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_writer_whose_lease_was_taken_over_cannot_extend_the_run() {
     let Some(s) = store() else { return };
@@ -146,6 +154,10 @@ fn a_writer_whose_lease_was_taken_over_cannot_extend_the_run() {
     assert_eq!(row.events, 3);
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn an_append_that_does_not_continue_the_log_is_refused_whole() {
     let Some(s) = store() else { return };
@@ -191,6 +203,10 @@ fn an_append_that_does_not_continue_the_log_is_refused_whole() {
     assert_eq!(std::fs::read(dir.join("events.jsonl")).unwrap(), records[0]);
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn concurrent_claims_take_different_runs() {
     let Some(s) = store() else { return };
@@ -220,6 +236,10 @@ fn concurrent_claims_take_different_runs() {
     assert_eq!(all, expected, "every run claimed exactly once");
 }
 
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
 #[test]
 fn a_signal_is_consumed_in_the_transaction_of_its_event() {
     let Some(s) = store() else { return };
