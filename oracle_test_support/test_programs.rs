@@ -1,4 +1,5 @@
-//! Which outside programs the tests of this package can use, decided once at build time, so a
+//! The build script of `oracle_cli` and `oracle_pg` (each names this file as `build`): which
+//! outside programs their tests can use, decided once at build time, so a
 //! test that needs one is compiled as ignored where it is missing and the test runner's summary
 //! counts it as skipped (never as passed; issue 58). `ORACLE_REQUIRE_BROWSER` and
 //! `ORACLE_REQUIRE_POSTGRES` (set by .ci/run) turn a test on whatever is found, so a missing
