@@ -449,19 +449,20 @@ q = human.ask { question: \"Ship the release?\", schema: { type: \"string\" } }
 /// `binding_unsealed`: the server checked it in a scratch home whose fresh key sealed none of
 /// the run's bindings. The check now takes the run's bindings from the store as a worker does,
 /// so the answer is checked, queued and recorded, and the run completes; a bad answer is still
-/// refused before anything is queued.
+/// refused before anything is queued. A second such run is answered by a person in the inbox's
+/// form, in a real browser (through the API where none is installed).
 #[cfg_attr(
     not(oracle_postgres),
     ignore = "needs PostgreSQL (initdb); .ci/run installs it"
 )]
 #[test]
-fn a_model_calling_run_over_a_store_is_answered_through_the_api() {
+fn a_model_calling_run_over_a_store_is_answered_through_the_api_and_the_inbox() {
     let Some(url) = store_url() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let st = tmp.path().join("store");
     let token = side(&st);
-    let stub =
-        oracle_llm_stub::Stub::start(vec![json!({"model": "fast", "content": "notes"})]).unwrap();
+    let reply = json!({"model": "fast", "content": "notes"});
+    let stub = oracle_llm_stub::Stub::start(vec![reply.clone(), reply]).unwrap();
     let model = format!("fast={}", stub.url());
     // The model is the server's binding, stored with the submission; the worker adopts it.
     let _worker = worker(&st, &url);
@@ -492,4 +493,20 @@ fn a_model_calling_run_over_a_store_is_answered_through_the_api() {
     assert_eq!(code, 202, "{v}");
     s.wait_status(&id, &token, "completed");
     assert_eq!(stub.requests().len(), 1, "the model was asked once");
+
+    let (code, v) = s.call("POST", "/api/v1/runs", &token, Some(&body));
+    assert_eq!(code, 201, "{v}");
+    let second = v["run"].as_str().unwrap().to_owned();
+    s.wait_status(&second, &token, "suspended");
+    match answer_in_browser(&s.base, &token, &second, "ship") {
+        Some(message) => assert!(message.contains("checked and queued"), "{message}"),
+        None => {
+            let path = format!("/api/v1/runs/{second}/answer");
+            let answer = json!({"step": "q", "value": "ship"});
+            let (code, v) = s.call("POST", &path, &token, Some(&answer));
+            assert_eq!(code, 202, "{v}");
+        }
+    }
+    s.wait_status(&second, &token, "completed");
+    assert_eq!(stub.requests().len(), 2, "each run asked the model once");
 }
