@@ -6,8 +6,8 @@
 //! orders. Replay reads the recorded instants and never the clock: the log stays byte for byte
 //! what it was. No test asserts timing: each polls with a generous bound.
 
-mod common;
-mod web;
+use crate::common;
+use crate::web;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! loop that runs out of turns yields to a person; a kill mid-loop resumes to the same bytes;
 //! replay needs no model.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

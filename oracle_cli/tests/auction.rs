@@ -6,7 +6,7 @@
 //! `UPDATE_GOLDEN=1 cargo test -p oracle_cli --test auction` rewrites the golden reports in
 //! fixtures/economy/ after a deliberate change.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

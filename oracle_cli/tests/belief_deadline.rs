@@ -7,8 +7,8 @@
 //! `oracle plan check` accepts the field and refuses a literal deadline that does not parse
 //! (E0225). No test asserts timing: the server test polls with a generous bound.
 
-mod common;
-mod web;
+use crate::common;
+use crate::web;
 
 use std::time::{Duration, Instant};
 

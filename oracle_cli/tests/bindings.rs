@@ -4,7 +4,7 @@
 //! so an edit by someone who can write the run directory but holds no key is refused, naming
 //! what changed, and nothing reaches the address or directory the edit named.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -3,8 +3,8 @@
 //! exit 2, nothing written), hostile plans end in a diagnostic rather than exhausted memory, and
 //! reading junk, huge or adversarial logs stays under 100 MB resident.
 
-mod child;
-mod common;
+use crate::child;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

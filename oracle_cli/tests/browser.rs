@@ -8,8 +8,8 @@
 //! Where Chromium or its driver is not installed the test says so loudly and passes, unless
 //! `ORACLE_REQUIRE_BROWSER` is set, as `.ci/run` sets it (and installs both).
 
-mod common;
-mod web;
+use crate::common;
+use crate::web;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

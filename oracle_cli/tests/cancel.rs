@@ -2,7 +2,7 @@
 //! running one at its next decision boundary, and either verifies, replays and is listed by
 //! `runs --status cancelled`; a finished run is refused with nothing written.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

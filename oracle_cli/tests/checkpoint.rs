@@ -5,7 +5,7 @@
 //! the witness beside the key, or a witness given), another run's checkpoints, torn checkpoint
 //! files (`oracle repair`), old format-1 files and FIFOs given as key files.
 
-mod common;
+use crate::common;
 
 use common::{Sandbox, forge};
 

@@ -2,7 +2,7 @@
 //! stdout and stderr, and what commands that write (repair, snapshot, synth) leave on disk.
 //! Every test works on copies in a temporary directory, never on `fixtures/` itself.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

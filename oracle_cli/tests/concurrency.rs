@@ -12,7 +12,7 @@
 //! in it); and every reader exits 0 having read a prefix of the final log, never a half-written
 //! record.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

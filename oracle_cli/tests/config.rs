@@ -5,7 +5,7 @@
 //! `ORACLE_CONFIG_DIR`, so the machine's own settings never leak in. (Trusting a project's file:
 //! tests/config_trust.rs.)
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::process::Command;

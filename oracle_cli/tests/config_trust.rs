@@ -5,7 +5,7 @@
 //! directory, `XDG_CONFIG_HOME` and `HOME` all inside the sandbox, so nothing of the machine's
 //! own settings (or trust list) leaks in or is written.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Read;

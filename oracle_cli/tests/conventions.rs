@@ -2,7 +2,7 @@
 //! the parser's own definitions, help wrapped to the terminal, and the small promises of
 //! `verify --head` and `log --tail`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -12,7 +12,7 @@
 //! full version (default: 6 iterations); it prints where the kills landed. `ORACLE_CRASH_SEED`
 //! changes the fixed seed the kill moments are drawn from.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

@@ -6,7 +6,7 @@
 //! `UPDATE_GOLDEN=1 cargo test -p oracle_cli --test demand` rewrites the fixture logs and the
 //! golden reports (then re-check the hand-checked dependencies in oracle_demand/tests/demand.rs).
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! human and JSON reports pinned as golden files. `UPDATE_EXPECT=1` regenerates both the pairs
 //! and the reports.
 
-mod common;
+use crate::common;
 
 use common::{oracle, root};
 

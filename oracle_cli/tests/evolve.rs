@@ -5,7 +5,7 @@
 //! verify` passes, and tampering with the ledger is found at the exact entry
 //! (docs/EVOLUTION.md).
 
-mod common;
+use crate::common;
 
 use std::fs;
 

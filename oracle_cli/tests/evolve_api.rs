@@ -4,8 +4,8 @@
 //! approve --out` (the key stays with the approver); a tampered approval is refused and
 //! nothing is appended.
 
-mod common;
-mod web;
+use crate::common;
+use crate::web;
 
 use std::path::Path;
 

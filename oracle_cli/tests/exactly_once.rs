@@ -4,8 +4,8 @@
 //! key is claimed before anything is created (`oracle_runtime::keys`), so timing decides only
 //! which start wins, never how many runs there are.
 
-mod common;
-mod web;
+use crate::common;
+use crate::web;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 //! (a refusal writes nothing), `diff` of two plan versions names the first content divergence,
 //! and forked and upgraded runs replay offline.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use oracle_core::Payload;

@@ -2,7 +2,7 @@
 //! bit-identically, and resume: what a resume appends keeps the run's format, so the whole log
 //! replays.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

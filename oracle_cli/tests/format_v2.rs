@@ -3,7 +3,7 @@
 //! produces their first event again with the memory's settings under `memory`, so what it
 //! appends keeps the run's format and the whole log replays.
 
-mod common;
+use crate::common;
 
 use common::{Sandbox, copy_dir, root};
 use oracle_core::Payload;

@@ -5,7 +5,7 @@
 //! no recorded byte changed. (Paths climbing out of a grant through `..`, absolute paths and
 //! symlinks are in `run.rs`: `reads_outside_the_grant_are_denied_before_anything_is_read`.)
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Write;

@@ -3,7 +3,7 @@
 //! and again at the moment a tool touches the path), run.json is never an authority, and a link
 //! made earlier in the same round cannot lead a file tool outside its grant.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::symlink;

@@ -3,7 +3,7 @@
 //! with one error shape: `{"ok": false, "error": {"code", "exit", "message", ...}}`, where
 //! `exit` is the process's exit code. Usage errors included.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 

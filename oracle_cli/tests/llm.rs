@@ -3,7 +3,7 @@
 //! replay with the server gone, keys kept out of the run directory, and every HTTP failure mode
 //! as a clear recorded failure.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! exit 2 and nothing written; exactly at it is accepted, and the run still resumes, replays
 //! and verifies (its next rounds are past `TIME_MAX`, with 2^64 - 2^53 ticks to spare).
 
-mod common;
+use crate::common;
 
 use common::Home;
 use oracle_core::event::TIME_MAX;

@@ -2,7 +2,7 @@
 //! log bytes for any `--jobs`, replay, iterations named `step[i]`, and the bounds and
 //! diagnostics that keep every loop finite.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -4,7 +4,7 @@
 //! a clear recorded failure or refusal. The server is the repository's `oracle-mcp-example`
 //! (rmcp), built beside `oracle` by `cargo test --workspace`.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! here survives the process that wrote it. Each test uses its own temporary home; commands run
 //! from the workspace root, so `fixtures/plans/adjudication.plan` is the shipped fixture.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

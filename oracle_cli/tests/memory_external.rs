@@ -6,7 +6,7 @@
 //! id, directory or log path). Commands run from the workspace root, so
 //! `fixtures/plans/adjudication.plan` is the shipped fixture.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::process::{Command, Stdio};

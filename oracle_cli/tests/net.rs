@@ -2,7 +2,7 @@
 //! (the scripted stub). Grants by origin, redirects checked again, secrets put into headers and
 //! `proc.exec` environments but never into the run directory, and replay without a server.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! parsed with a Prometheus text parser, its counters compared with what `oracle log --json`
 //! shows of the same run, rejected replies' tokens included.
 
-mod common;
-mod web;
+use crate::common;
+use crate::web;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,8 +1,8 @@
 //! A closed stdout (`oracle runs | head -1`): every command exits 0 and says nothing, and a
 //! streaming command stops reading as soon as its reader is gone. Real binary, real pipes.
 
-mod child;
-mod common;
+use crate::child;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

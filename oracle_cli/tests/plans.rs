@@ -2,7 +2,7 @@
 //! the diagnostics recorded beside it (`NAME.expected`, refreshed with `UPDATE_EXPECT=1`), every
 //! working plan compiles, and every example in `docs/PLAN.md` behaves as the document says.
 
-mod common;
+use crate::common;
 
 use common::{Sandbox, oracle, root};
 

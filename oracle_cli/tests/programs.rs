@@ -3,7 +3,7 @@
 //! program that exits is not waited for past its exit, and a `--scorer-cmd` program printing past
 //! its 64 KiB cap is a recorded scoring failure.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 

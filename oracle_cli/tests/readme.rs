@@ -7,7 +7,7 @@
 //! they build) and the reference block, whose placeholders the README explains. The docs'
 //! shell blocks are held to the same rule.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

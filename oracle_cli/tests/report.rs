@@ -2,7 +2,7 @@
 //! with a memory conflict, a run whose values are hostile markup), and the inbox built by
 //! `oracle_html` from the same home, whose forms' answers `oracle resume` takes.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

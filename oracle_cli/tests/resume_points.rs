@@ -3,7 +3,7 @@
 //! fall back to the first event with the same bytes, and `replay --from-snapshot` checks only
 //! the tail while plain `replay` checks everything.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! works in a temporary directory holding a copy of `fixtures/`, which is the working directory
 //! of every command, so plans' relative paths (and the files they write) stay inside it.
 
-mod common;
+use crate::common;
 
 use common::{Sandbox, forge};
 

@@ -4,7 +4,7 @@
 //! applied after downtime. No test asserts timing: servers run for a while, then the runs are
 //! counted per key.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -6,8 +6,8 @@
 //! Every request loop here is bounded in count and time, and every server is stopped with
 //! SIGTERM when its test ends.
 
-mod common;
-mod web;
+use crate::common;
+use crate::web;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

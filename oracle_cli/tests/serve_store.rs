@@ -8,8 +8,8 @@
 //! Skips loudly where PostgreSQL is not installed (CI sets ORACLE_REQUIRE_POSTGRES); answers
 //! through the API instead of a browser where Chromium is not (CI sets ORACLE_REQUIRE_BROWSER).
 
-mod common;
-mod web;
+use crate::common;
+use crate::web;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

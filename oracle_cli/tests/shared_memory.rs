@@ -4,7 +4,7 @@
 //! adjudicators, a reader that replays byte for byte (without the store) after the store moved
 //! on, and two runs publishing conflicting claims at once of which exactly one commits.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::process::{Child, Stdio};

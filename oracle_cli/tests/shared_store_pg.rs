@@ -6,7 +6,7 @@
 //! both commit. Skips loudly where PostgreSQL is not installed; CI sets
 //! ORACLE_REQUIRE_POSTGRES.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! commands on a store's run, and the chaos test (workers SIGKILLed while they drive 200 runs).
 //! Skips loudly where PostgreSQL is not installed; CI sets ORACLE_REQUIRE_POSTGRES.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

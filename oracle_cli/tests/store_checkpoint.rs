@@ -5,7 +5,7 @@
 //! what it took out, after which the store reads, verifies and takes claims as before, and a run
 //! that read compacted records still replays offline.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

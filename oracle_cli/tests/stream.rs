@@ -3,7 +3,7 @@
 //! the reply came whole or in pieces; a stream cut short fails its attempt like any cut
 //! reply; `--follow` prints the pieces as they come.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -2,7 +2,7 @@
 //! named under the step, the run's own copy of the sub-plan for resume and replay, and the
 //! checks that keep a sub-plan within its caller (grants, inputs, paths, depth).
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use oracle_core::EventKind;

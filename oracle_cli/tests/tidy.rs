@@ -8,7 +8,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-mod common;
+use crate::common;
 
 const CRATES: [&str; 15] = [
     "oracle_core",
@@ -1139,4 +1139,28 @@ fn the_architecture_code_map_names_files_that_exist() {
         missing.is_empty(),
         "docs/ARCHITECTURE.md names paths that do not exist: {missing:?}"
     );
+}
+
+/// The command line's end-to-end tests are one binary (`tests/main.rs`, with cargo's discovery
+/// of a binary per file turned off): a file that `main.rs` does not name would never be built
+/// or run, silently. Every `tests/*.rs` is named, and every name is a file.
+#[test]
+fn every_test_file_is_a_module_of_the_one_test_binary() {
+    let dir = root().join("oracle_cli/tests");
+    let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
+    let named: BTreeSet<String> = main
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .map(str::to_owned)
+        .collect();
+    let mut files = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let path = entry.path();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let module = path.join("mod.rs").is_file() || path.extension().is_some_and(|e| e == "rs");
+        if module && stem != "main" {
+            files.insert(stem);
+        }
+    }
+    assert_eq!(named, files, "tests/main.rs must name every test file");
 }

@@ -4,7 +4,7 @@
 //! (`timer_fired`), and its replay is offline and never sleeps. No test asserts timing: the
 //! server test polls for completion with a generous deadline.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

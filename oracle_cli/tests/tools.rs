@@ -3,7 +3,7 @@
 //! a tool declared pure that is not found by replay and `oracle tools audit`; and hostile
 //! modules and programs, each a clear recorded failure or refusal, never a hang or a panic.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! `verify`, `log` and `diff` read; a damaged, foreign or hostile file is refused and leaves
 //! nothing behind.
 
-mod common;
+use crate::common;
 
 use std::fs;
 
