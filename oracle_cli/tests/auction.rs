@@ -3,7 +3,7 @@
 //! scorer's answers are recorded and never asked again on replay; a failing scorer refunds the
 //! winner; a forged outcome is refused; refusals are recorded as failed calls.
 //!
-//! `UPDATE_GOLDEN=1 cargo test -p oracle_cli --test auction` rewrites the golden reports in
+//! `UPDATE_GOLDEN=1 cargo test -p oracle_cli --test cli auction::` rewrites the golden reports in
 //! fixtures/economy/ after a deliberate change.
 
 use crate::common;

@@ -8,7 +8,7 @@
 //! At-least-once: a step in flight at a kill (its call recorded, its outcome not) runs again on
 //! resume, so `effects.txt` may hold one duplicate line per kill, of that step, never more.
 //!
-//! `ORACLE_CRASH_ITERATIONS=200 cargo test -p oracle_cli --test crash -- --nocapture` is the
+//! `ORACLE_CRASH_ITERATIONS=200 cargo test -p oracle_cli --test cli crash:: -- --nocapture` is the
 //! full version (default: 6 iterations); it prints where the kills landed. `ORACLE_CRASH_SEED`
 //! changes the fixed seed the kill moments are drawn from.
 

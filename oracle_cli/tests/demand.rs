@@ -3,7 +3,7 @@
 //! files byte for byte, the table and the SVG chart are what a person expects, and bad input
 //! and damaged logs get their exit codes.
 //!
-//! `UPDATE_GOLDEN=1 cargo test -p oracle_cli --test demand` rewrites the fixture logs and the
+//! `UPDATE_GOLDEN=1 cargo test -p oracle_cli --test cli demand::` rewrites the fixture logs and the
 //! golden reports (then re-check the hand-checked dependencies in oracle_demand/tests/demand.rs).
 
 use crate::common;

@@ -1141,26 +1141,38 @@ fn the_architecture_code_map_names_files_that_exist() {
     );
 }
 
-/// The command line's end-to-end tests are one binary (`tests/main.rs`, with cargo's discovery
-/// of a binary per file turned off): a file that `main.rs` does not name would never be built
-/// or run, silently. Every `tests/*.rs` is named, and every name is a file.
+/// Each crate's integration tests with a `tests/main.rs` are one binary (cargo's discovery of a
+/// binary per file turned off in its Cargo.toml): a file that `main.rs` does not name would
+/// never be built or run, silently. Every `tests/*.rs` is named, and every name is a file.
 #[test]
 fn every_test_file_is_a_module_of_the_one_test_binary() {
-    let dir = root().join("oracle_cli/tests");
-    let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
-    let named: BTreeSet<String> = main
-        .lines()
-        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
-        .map(str::to_owned)
-        .collect();
-    let mut files = BTreeSet::new();
-    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-        let path = entry.path();
-        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let module = path.join("mod.rs").is_file() || path.extension().is_some_and(|e| e == "rs");
-        if module && stem != "main" {
-            files.insert(stem);
+    for krate in CRATES {
+        let dir = root().join(krate).join("tests");
+        let Ok(main) = std::fs::read_to_string(dir.join("main.rs")) else {
+            continue;
+        };
+        let named: BTreeSet<String> = main
+            .lines()
+            .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+            .map(str::to_owned)
+            .collect();
+        let mut files = BTreeSet::new();
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let rs = path.extension().is_some_and(|e| e == "rs");
+            if (rs || path.join("mod.rs").is_file()) && stem != "main" {
+                files.insert(stem);
+            }
         }
+        assert_eq!(
+            named, files,
+            "{krate}/tests/main.rs must name every test file"
+        );
+        let manifest = std::fs::read_to_string(root().join(krate).join("Cargo.toml")).unwrap();
+        assert!(
+            manifest.contains("autotests = false"),
+            "{krate}: one binary per file again beside tests/main.rs"
+        );
     }
-    assert_eq!(named, files, "tests/main.rs must name every test file");
 }

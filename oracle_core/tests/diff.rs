@@ -2,7 +2,7 @@
 //! O(log n) events: a random valid log changed at a random seq k (and made self-consistent again
 //! so that `verify` passes on it) is reported at k with the right class.
 
-mod common;
+use crate::common;
 
 use common::*;
 use oracle_core::diff::{Class, Outcome, Reader, Side, Slice, first_divergence};

@@ -1,7 +1,7 @@
 //! The byte-level fast path of record verification agrees with the serde reference: it accepts
 //! every record the writer produces, and it never accepts a record the reference rejects.
 
-mod common;
+use crate::common;
 
 use common::*;
 use oracle_core::fast::{FastScratch, check_line_fast};

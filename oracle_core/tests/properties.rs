@@ -2,7 +2,7 @@
 //! the incremental state hash equals the from-scratch hash, snapshots replay like genesis, and
 //! every lane expansion of LtHash gives the bytes of BLAKE3's XOF.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

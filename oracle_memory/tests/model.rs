@@ -5,7 +5,7 @@
 //! outcome, the belief of every line (now, as of earlier ticks, at other valid times), and the
 //! disposition of every claim.
 
-mod common;
+use crate::common;
 
 use std::cmp::Reverse;
 

@@ -2,7 +2,7 @@
 //! applied in, and `Memory::merge` is a commutative, associative, idempotent union whose beliefs
 //! equal those of the union of the records, never silently picking a winner.
 
-mod common;
+use crate::common;
 
 use common::*;
 use oracle_core::rng::SplitMix64;

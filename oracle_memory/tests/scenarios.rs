@@ -3,7 +3,7 @@
 //! the runtime does, and every test checks what a user of the memory sees (beliefs, support,
 //! dispositions, requests, refusals).
 
-mod common;
+use crate::common;
 
 use common::*;
 use oracle_core::Payload;

@@ -1,7 +1,7 @@
 //! The plan agent's decisions, driven by hand: retries, fallback, failure policies, skips,
 //! answers, and input binding. No runtime: outcomes are made up by the test.
 
-mod common;
+use crate::common;
 
 use oracle_core::State;
 use oracle_core::agent::{Action, Agent, Call, Decision, Observation, Outcome};

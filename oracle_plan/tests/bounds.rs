@@ -3,7 +3,7 @@
 //! builds more, instead of building every copy first; a call's arguments share one budget; a
 //! constant too large to ever build is a compile error (E0222). Sizes are counted, never timed.
 
-mod common;
+use crate::common;
 
 use common::tool;
 use oracle_core::State;

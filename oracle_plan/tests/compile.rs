@@ -2,7 +2,7 @@
 //! correct levels; cycles are reported as real paths; the plan hash ignores formatting and
 //! argument order but not meaning; expressions evaluate as documented.
 
-mod common;
+use crate::common;
 
 use common::tool;
 use oracle_plan::catalogue::{ArgType, Catalogue};

@@ -3,7 +3,7 @@
 //! value it could not have saved is refused without changing it. No runtime: outcomes are
 //! made up by the test from a list of choices.
 
-mod common;
+use crate::common;
 
 use common::tool;
 use oracle_core::State;

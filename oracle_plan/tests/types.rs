@@ -2,7 +2,7 @@
 //! (`oracle_plan::bindings`): the typo and the wrong type are caught with their line, column and
 //! suggestion, and nothing a run could evaluate is refused (the property tests).
 
-mod common;
+use crate::common;
 
 use common::tool;
 use oracle_plan::bindings::referenced;

@@ -251,7 +251,7 @@ fn a_whole_append_past_the_file_size_limit_is_refused_before_a_byte_is_written()
         .args([
             "--ignored",
             "--exact",
-            "writer_child_under_a_file_size_limit",
+            "durability::writer_child_under_a_file_size_limit",
             "--nocapture",
         ])
         .env(FSIZE_CHILD_ENV, dir.path())

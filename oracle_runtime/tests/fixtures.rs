@@ -1,7 +1,7 @@
 //! Fixture logs: builds realistic runs (and deliberately broken copies) deterministically and
 //! checks them byte for byte against `fixtures/logs/`, so the files other tests, the README and
 //! users rely on can never drift from what the recorder writes. Regenerate deliberately with
-//! `UPDATE_EXPECT=1 cargo test -p oracle_runtime --test fixtures`.
+//! `UPDATE_EXPECT=1 cargo test -p oracle_runtime --test runtime fixtures::`.
 
 use std::path::PathBuf;
 

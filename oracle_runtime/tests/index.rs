@@ -712,7 +712,7 @@ fn an_index_refused_by_the_file_size_limit_is_kept_in_memory_and_leaves_no_temp_
         .args([
             "--ignored",
             "--exact",
-            "index_child_under_a_file_size_limit",
+            "index::index_child_under_a_file_size_limit",
             "--nocapture",
         ])
         .env(FSIZE_CHILD_ENV, &log)

@@ -15,7 +15,7 @@ use oracle_runtime::mcp::{
 use serde_json::json;
 
 /// `target/debug/oracle-mcp-example`, beside this test's own directory
-/// (`target/debug/deps/mcp-HASH`).
+/// (`target/debug/deps/runtime-HASH`).
 fn example_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let dir = exe
@@ -29,7 +29,7 @@ fn example_bin() -> PathBuf {
     assert!(
         bin.is_file(),
         "the example MCP server is not built (looked for {}): run `cargo test --workspace`, \
-         or `cargo build -p oracle_mcp_example` before `cargo test -p oracle_runtime --test mcp` \
+         or `cargo build -p oracle_mcp_example` before `cargo test -p oracle_runtime --test runtime mcp::` \
          (cargo does not build another package's binaries for this package's tests)",
         bin.display()
     );
