@@ -2,17 +2,23 @@
 //! through its mirror ([`StoreFront`]). A front end holds one [`Backend`] and calls it; which
 //! kind it is is decided here, once per call, so no handler branches on it.
 //!
-//! Schedules so far (list, add, pause or resume, remove, trigger); the other writes of a server
-//! over a store still go through [`Backend::front`] (issue 54, item 4).
+//! So far: schedules (list, add, pause or resume, remove, trigger), cancel, and what only a file
+//! home does ([`FileHomeOnly`]); the other writes of a server over a store (answer, verdict,
+//! claim, resume, start) still go through [`Backend::front`] (issue 54, item 4).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use oracle_runtime::engine::Cancel;
+use oracle_runtime::session::Cancelled;
+use oracle_runtime::writer::Durability;
+
 use crate::error::HostError;
 use crate::home::Home;
+use crate::runid::ValidRun;
 use crate::schedule::{Cursor, NewSchedule, Schedule};
 use crate::schedule_store as stored;
-use crate::store_front::StoreFront;
+use crate::store_front::{Queued, StoreFront};
 
 /// Where a scratch home for a store's schedule triggers is made, under the front's scratch
 /// root (a trigger is checked as a file home's run is, then queued).
@@ -34,7 +40,66 @@ pub struct Triggered {
     pub status: &'static str,
 }
 
+/// What a cancel did: recorded now or requested of the process that holds the run (a file
+/// home), or queued for the store's workers.
+#[derive(Clone, Debug)]
+pub enum CancelOutcome {
+    Now(Cancelled),
+    Queued(Queued),
+}
+
+/// What only a file home does; over a store each is refused as `not_allowed`, saying why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileHomeOnly {
+    /// Checking, approving and rejecting proposals: a store has no evolution ledger yet.
+    Evolve,
+    /// A fork would be written into the mirror, which only the store's rows write.
+    Fork,
+    /// Named belief stores live under `<home>/memory`.
+    NamedStores,
+}
+
+impl FileHomeOnly {
+    /// Why a store refuses it (the `message` of the `not_allowed` error).
+    fn refusal(self) -> &'static str {
+        match self {
+            FileHomeOnly::Evolve => {
+                "a store (`oracle serve --store`) has no evolution ledger yet: check, approve and reject on a file home"
+            }
+            FileHomeOnly::Fork => {
+                "forking a run of a store (`oracle serve --store`) is not supported yet (`oracle fork` forks a file home's runs)"
+            }
+            FileHomeOnly::NamedStores => {
+                "named belief stores live on a file home (`oracle serve` without --store)"
+            }
+        }
+    }
+}
+
 impl Backend {
+    /// Whether `what` is done here: `Ok` on a file home, `not_allowed` over a store.
+    pub fn file_home_only(&self, what: FileHomeOnly) -> Result<(), HostError> {
+        match self {
+            Backend::Home(_) => Ok(()),
+            Backend::Store(_) => Err(HostError::NotAllowed {
+                what: what.refusal().into(),
+            }),
+        }
+    }
+
+    /// Cancels `run`: recorded (or requested of its holder) in a file home, queued for a
+    /// store's workers after the mirror says it can be.
+    pub fn cancel(&self, run: &ValidRun, cancel: Cancel) -> Result<CancelOutcome, HostError> {
+        match self {
+            Backend::Store(front) => Ok(CancelOutcome::Queued(front.cancel(&run.id, cancel)?)),
+            Backend::Home(dir) => {
+                let home = Home::open(dir)?.in_recorded_roots();
+                let done = home.cancel(&run.arg(), cancel, Durability::DEFAULT)?;
+                Ok(CancelOutcome::Now(done))
+            }
+        }
+    }
+
     /// The store's front, when this serves a store (for what has no neutral call yet).
     pub fn front(&self) -> Option<&Arc<StoreFront>> {
         match self {

@@ -137,13 +137,9 @@ pub fn fork(
     by: &str,
     body: ForkBody,
 ) -> Result<(StatusCode, Value), ApiError> {
-    if state.front().is_some() {
-        // A fork would be written into the mirror, which only the store's rows write.
-        return Err(oracle_host::HostError::NotAllowed {
-            what: "forking a run of a store (`oracle serve --store`) is not supported yet (`oracle fork` forks a file home's runs)".into(),
-        }
-        .into());
-    }
+    state
+        .backend
+        .file_home_only(oracle_host::backend::FileHomeOnly::Fork)?;
     let at = match (body.at, body.step) {
         (Some(seq), None) => oracle_host::ForkAt::Seq(seq),
         (None, Some(step)) => oracle_host::ForkAt::Step(step),
@@ -375,24 +371,20 @@ pub fn cancel(
         by: Some(by.to_owned()),
         reason: reason.clone(),
     };
-    if let Some(front) = state.front() {
-        let q = front.cancel(&run.id, cancel)?;
-        return Ok(json!({
+    use oracle_host::backend::CancelOutcome;
+    Ok(match state.backend.cancel(run, cancel)? {
+        CancelOutcome::Queued(q) => json!({
             "ok": true, "run": q.run, "status": "cancel_queued", "by": by, "reason": reason,
             "queued": queued(&q),
-        }));
-    }
-    Ok(
-        match host(state)?.cancel(&run.arg(), cancel, Durability::DEFAULT)? {
-            oracle_host::Cancelled::Recorded { id, seq, head, .. } => json!({
-                "ok": true, "run": id, "status": "cancelled", "seq": seq, "head": head,
-                "by": by, "reason": reason,
-            }),
-            oracle_host::Cancelled::Requested { id, .. } => json!({
-                "ok": true, "run": id, "status": "cancel_requested", "by": by, "reason": reason,
-            }),
-        },
-    )
+        }),
+        CancelOutcome::Now(oracle_host::Cancelled::Recorded { id, seq, head, .. }) => json!({
+            "ok": true, "run": id, "status": "cancelled", "seq": seq, "head": head,
+            "by": by, "reason": reason,
+        }),
+        CancelOutcome::Now(oracle_host::Cancelled::Requested { id, .. }) => json!({
+            "ok": true, "run": id, "status": "cancel_requested", "by": by, "reason": reason,
+        }),
+    })
 }
 
 /// Gives a verdict on adjudication `handle` of `run`, by `by`.
@@ -437,13 +429,9 @@ pub fn adjudicate(
 
 /// A named store is a file home's (`<home>/memory`): over a database store it is refused.
 fn file_home_only(state: &AppState) -> Result<(), ApiError> {
-    match state.front() {
-        Some(_) => Err(oracle_host::HostError::NotAllowed {
-            what: "named belief stores live on a file home (`oracle serve` without --store)".into(),
-        }
-        .into()),
-        None => Ok(()),
-    }
+    Ok(state
+        .backend
+        .file_home_only(oracle_host::backend::FileHomeOnly::NamedStores)?)
 }
 
 /// `GET /api/v1/memory/{name}/adjudications`: `{"store": {name, records, head},
