@@ -289,3 +289,30 @@ pub fn store_json(
             .collect::<Vec<_>>(),
     })
 }
+
+/// The named stores of `home` (sorted), each with its log's size in bytes: what the server's
+/// inbox polls for change. A home whose stores cannot be listed has none.
+pub fn store_sizes(home: &std::path::Path) -> Vec<(String, u64)> {
+    files::list(home)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|name| {
+            let log = files::stores_dir(home).join(&name).join(files::STORE_LOG);
+            let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+            (name, len)
+        })
+        .collect()
+}
+
+/// The pending requests of store `name` ([`requests_json`]), each naming the store.
+pub fn pending_requests(home: &std::path::Path, name: &str) -> Result<Vec<Value>, HostError> {
+    let store = files::load(&files::FileStores::new(home), name)?;
+    Ok(requests_json(&store)
+        .into_iter()
+        .filter(|r| r["status"] == "pending")
+        .map(|mut r| {
+            r["store"] = json!(name);
+            r
+        })
+        .collect())
+}

@@ -83,15 +83,8 @@ pub fn url_part(s: &str) -> String {
     out
 }
 
-/// `s` cut to at most `max` characters, with `…` and how many were left out when cut.
-pub fn shorten(s: &str, max: usize) -> String {
-    let total = s.chars().count();
-    if total <= max {
-        return s.to_owned();
-    }
-    let kept: String = s.chars().take(max).collect();
-    format!("{kept}… ({} more characters)", total - max)
-}
+// The host's view shortens event summaries the same way, so the one definition lives there.
+pub use oracle_host::view::shorten;
 
 /// A JSON value as text: compact when short, else pretty-printed, then [`shorten`]ed to
 /// `max` characters. Not escaped: pass the result through [`escape`].

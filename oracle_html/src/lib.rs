@@ -1,5 +1,5 @@
-//! HTML pages of oracle runs, in two layers: [`view`] loads plain view structs from a home
-//! directory through the runtime's own functions, and [`page`] renders them as complete HTML
+//! HTML pages of oracle runs, in two layers: [`view`] (the host's `oracle_host::view`) loads plain
+//! view structs from a home directory, and [`page`] renders them as complete HTML
 //! documents with pure functions. `oracle report RUN --html FILE` writes [`page::report_page`];
 //! a server mounts the other pages, giving them its URL prefix ([`page::Links`]) and, for the
 //! inbox, where its forms post and a CSRF token ([`page::Forms`]). [`form`] decodes what the
@@ -58,7 +58,9 @@
 pub mod escape;
 pub mod form;
 pub mod page;
-pub mod view;
+// The views are loaded by the host (the one door to a run's files); the pages render them, and
+// `oracle_html::view::RunView` keeps naming what a page takes.
+pub use oracle_host::view;
 
 pub use page::{Forms, Links, inbox_page, report_page, run_page, runs_page};
 pub use view::{Inbox, Page, RunRow, RunView, ViewError};

@@ -369,9 +369,11 @@ async fn runs(
     Q(q): Q<data::RunsQuery>,
 ) -> Result<Response, ApiError> {
     let home = state.home.clone();
-    blocking(&state, false, move || data::runs(&home, &q))
-        .await
-        .map(ok)
+    blocking(&state, false, move || {
+        data::runs(&home, &q).map_err(ApiError::from)
+    })
+    .await
+    .map(ok)
 }
 
 /// Prometheus metrics of the home's runs (docs/OBSERVABILITY.md): a read like any other, so
@@ -398,9 +400,11 @@ async fn run_summary(
     P(id): P<String>,
 ) -> Result<Response, ApiError> {
     let run = crate::runid::validate_submitted(&state.home, &id)?;
-    blocking(&state, false, move || data::run_summary(&run))
-        .await
-        .map(ok)
+    blocking(&state, false, move || {
+        data::run_summary(&run).map_err(ApiError::from)
+    })
+    .await
+    .map(ok)
 }
 
 #[derive(serde::Deserialize)]
@@ -418,7 +422,7 @@ async fn events(
 ) -> Result<Response, ApiError> {
     let run = state.run(&id)?;
     blocking(&state, false, move || {
-        data::events_page(&run, q.from.unwrap_or(0), q.limit)
+        data::events_page(&run, q.from.unwrap_or(0), q.limit).map_err(ApiError::from)
     })
     .await
     .map(ok)
@@ -430,9 +434,11 @@ async fn event(
     P((id, seq)): P<(String, u64)>,
 ) -> Result<Response, ApiError> {
     let run = state.run(&id)?;
-    blocking(&state, false, move || data::event(&run, seq))
-        .await
-        .map(ok)
+    blocking(&state, false, move || {
+        data::event(&run, seq).map_err(ApiError::from)
+    })
+    .await
+    .map(ok)
 }
 
 #[derive(serde::Deserialize)]
@@ -450,7 +456,7 @@ async fn state_at(
 ) -> Result<Response, ApiError> {
     let run = state.run(&id)?;
     blocking(&state, true, move || {
-        data::state_at(&run, q.seq, q.prefix.as_deref())
+        data::state_at(&run, q.seq, q.prefix.as_deref()).map_err(ApiError::from)
     })
     .await
     .map(ok)
@@ -462,9 +468,11 @@ async fn verify(
     P(id): P<String>,
 ) -> Result<Response, ApiError> {
     let run = state.run(&id)?;
-    blocking(&state, true, move || data::verify(&run))
-        .await
-        .map(ok)
+    blocking(&state, true, move || {
+        data::verify(&run).map_err(ApiError::from)
+    })
+    .await
+    .map(ok)
 }
 
 async fn beliefs(
@@ -474,9 +482,11 @@ async fn beliefs(
     Q(q): Q<data::BeliefsQuery>,
 ) -> Result<Response, ApiError> {
     let run = state.run(&id)?;
-    blocking(&state, true, move || data::beliefs(&run, &q))
-        .await
-        .map(ok)
+    blocking(&state, true, move || {
+        data::beliefs(&run, &q).map_err(ApiError::from)
+    })
+    .await
+    .map(ok)
 }
 
 #[derive(serde::Deserialize)]
@@ -493,7 +503,7 @@ async fn adjudications(
 ) -> Result<Response, ApiError> {
     let run = state.run(&id)?;
     blocking(&state, true, move || {
-        data::adjudications(&run, q.status.as_deref())
+        data::adjudications(&run, q.status.as_deref()).map_err(ApiError::from)
     })
     .await
     .map(ok)
@@ -514,9 +524,11 @@ async fn diff(
 ) -> Result<Response, ApiError> {
     let (a, b) = (state.run(&q.a)?, state.run(&q.b)?);
     let verify = q.verify.unwrap_or(true);
-    blocking(&state, true, move || data::diff(&a, &b, verify))
-        .await
-        .map(ok)
+    blocking(&state, true, move || {
+        data::diff(&a, &b, verify).map_err(ApiError::from)
+    })
+    .await
+    .map(ok)
 }
 
 async fn timeline(
@@ -845,8 +857,8 @@ pub(crate) struct Tail {
     interval: Duration,
     ended: bool,
     /// The pieces of a streamed model reply of this run, when this process drives it
-    /// (`oracle_runtime::live`); `None` past the hub's watcher bound.
-    deltas: Option<oracle_runtime::live::Subscription>,
+    /// (`oracle_host::data::deltas`); `None` past the hub's watcher bound.
+    deltas: Option<oracle_host::Subscription>,
 }
 
 impl Tail {
@@ -866,7 +878,7 @@ impl Tail {
             shutdown,
             interval,
             ended: false,
-            deltas: oracle_runtime::live::subscribe(Some(&run.id)),
+            deltas: oracle_host::data::deltas(&run.id),
             run,
         }
     }
@@ -909,7 +921,7 @@ impl Tail {
                         return Some(
                             SseEvent::default()
                                 .event("error")
-                                .data(e.body().to_string()),
+                                .data(ApiError::from(e).body().to_string()),
                         );
                     }
                     Err(_) => return None,
@@ -940,7 +952,7 @@ fn record_event(e: &Event) -> SseEvent {
 
 /// A piece of a streamed model reply (`event: delta`, no `id`: it is not a record and cannot
 /// be resumed from); `dropped` counts the pieces this stream lost so far to a full queue.
-fn delta_event(d: &oracle_runtime::live::Delta, dropped: u64) -> SseEvent {
+fn delta_event(d: &oracle_host::Delta, dropped: u64) -> SseEvent {
     let mut v = d.to_json();
     v["dropped"] = json!(dropped);
     SseEvent::default().event("delta").data(v.to_string())

@@ -34,25 +34,18 @@ pub const TIMER_WAKERS_MAX: usize = 4;
 pub const BODY_BYTES_MAX: usize = 16 << 20;
 /// How often the runs' log sizes are polled for new events (writers are other processes).
 pub const POLL_INTERVAL_MS: u64 = 200;
-/// Events in one page of `/events` (and read per poll by one SSE stream).
-pub const EVENTS_PAGE_LIMIT_MAX: u64 = 1000;
-pub const EVENTS_PAGE_LIMIT_DEFAULT: u64 = 100;
-/// Bytes of records in one page of `/events`: a page ends early, before the event that would
-/// take it past this, and its `next` says where to go on (a page always holds at least one
-/// event, so one record of up to `record_bytes_max` can still make a page alone). A page's
-/// memory follows its bytes, not its count: four pages of 1000 events of about 440 KB each
-/// held the server at 5.2 GB before this limit.
-pub const EVENTS_PAGE_BYTES_MAX: u64 = 4 << 20;
+// The read limits (pages of `/events` and `/runs`, `/state` entries, the scan for a waiting
+// step's question) are kept by the host's reads, which the API answers with; named here too so
+// every limit of the server has one list.
+pub use oracle_host::data::{
+    EVENTS_PAGE_BYTES_MAX, EVENTS_PAGE_LIMIT_DEFAULT, EVENTS_PAGE_LIMIT_MAX,
+    RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX, STATE_ENTRIES_MAX, WAIT_SCAN_EVENTS_MAX,
+};
 /// Bytes of records an SSE stream reads ahead of its client: the next batch is read from the
 /// log only when the client has taken the last (at least one event per batch). A client that
 /// never reads holds this much, plus what hyper and the kernel buffer for its connection
 /// ([`CONNECTION_BUFFER_BYTES_MAX`]), never the log.
 pub const STREAM_BUFFER_BYTES_MAX: u64 = 1 << 20;
-/// Runs in one page of `/runs`.
-pub const RUNS_PAGE_LIMIT_MAX: u64 = 1000;
-pub const RUNS_PAGE_LIMIT_DEFAULT: u64 = 100;
-/// State entries in one answer of `/state` (the rest are counted, not sent).
-pub const STATE_ENTRIES_MAX: u64 = 10_000;
 /// Server-Sent Event streams open at once (each polls a log) unless `--streams-max` says:
 /// past it, 503.
 pub const STREAMS_MAX: usize = 64;
@@ -104,9 +97,6 @@ pub const NOTIFY_BACKOFF_MS_MIN: u64 = 250;
 pub const NOTIFY_BACKOFF_MS_MAX: u64 = 30_000;
 /// New events read one by one per run and poll before the watcher reads the log whole.
 pub const WATCH_READS_MAX: u64 = 10_000;
-/// Events a waiting step's question is looked for before its suspension (format 1 logs,
-/// which record no causal parents).
-pub const WAIT_SCAN_EVENTS_MAX: u64 = 1024;
 
 /// How `oracle serve` was asked to run.
 #[derive(Clone, Debug)]

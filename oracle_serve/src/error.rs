@@ -1,13 +1,11 @@
 //! Every way a request fails, and how it is answered: an HTTP status and the command line's one
 //! error object (`{"ok": false, "error": {"code", "exit", "message", ...}}`, built by
-//! `oracle_runtime::exit::error_json`, so the API and `oracle ... --json` name a failure alike).
+//! `oracle_host::error_json`, so the API and `oracle ... --json` name a failure alike).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use oracle_host::{SessionError, StoreError};
 use oracle_memory::AdjudicateError;
-use oracle_runtime::StoreError;
-use oracle_runtime::exit;
-use oracle_runtime::session::SessionError;
 use serde_json::{Value, json};
 
 /// Why a request was refused or failed. Nothing is written to any log on any of these.
@@ -66,34 +64,48 @@ impl ApiError {
         let simple =
             |status: StatusCode, exit: u8, code: &str| (status, exit, code.to_owned(), json!({}));
         match self {
-            ApiError::NoToken => simple(S::UNAUTHORIZED, exit::INPUT, "unauthorized"),
-            ApiError::BadToken => simple(S::UNAUTHORIZED, exit::INPUT, "bad_token"),
-            ApiError::Csrf | ApiError::SigninCsrf => simple(S::FORBIDDEN, exit::INPUT, "csrf"),
-            ApiError::ForeignHost { .. } => simple(S::FORBIDDEN, exit::INPUT, "host"),
-            ApiError::BadRequest(_) => simple(S::BAD_REQUEST, exit::INPUT, "usage"),
-            ApiError::MediaType { .. } => {
-                simple(S::UNSUPPORTED_MEDIA_TYPE, exit::INPUT, "media_type")
+            ApiError::NoToken => simple(S::UNAUTHORIZED, oracle_host::EXIT_INPUT, "unauthorized"),
+            ApiError::BadToken => simple(S::UNAUTHORIZED, oracle_host::EXIT_INPUT, "bad_token"),
+            ApiError::Csrf | ApiError::SigninCsrf => {
+                simple(S::FORBIDDEN, oracle_host::EXIT_INPUT, "csrf")
             }
+            ApiError::ForeignHost { .. } => simple(S::FORBIDDEN, oracle_host::EXIT_INPUT, "host"),
+            ApiError::BadRequest(_) => simple(S::BAD_REQUEST, oracle_host::EXIT_INPUT, "usage"),
+            ApiError::MediaType { .. } => simple(
+                S::UNSUPPORTED_MEDIA_TYPE,
+                oracle_host::EXIT_INPUT,
+                "media_type",
+            ),
             ApiError::TooLarge { limit } => (
                 S::PAYLOAD_TOO_LARGE,
-                exit::INPUT,
+                oracle_host::EXIT_INPUT,
                 "too_large".into(),
                 json!({"limit": limit}),
             ),
-            ApiError::NotFound { .. } => simple(S::NOT_FOUND, exit::INPUT, "not_found"),
-            ApiError::NoRoute { .. } => simple(S::NOT_FOUND, exit::INPUT, "no_route"),
-            ApiError::Method { .. } => simple(S::METHOD_NOT_ALLOWED, exit::INPUT, "method"),
+            ApiError::NotFound { .. } => simple(S::NOT_FOUND, oracle_host::EXIT_INPUT, "not_found"),
+            ApiError::NoRoute { .. } => simple(S::NOT_FOUND, oracle_host::EXIT_INPUT, "no_route"),
+            ApiError::Method { .. } => {
+                simple(S::METHOD_NOT_ALLOWED, oracle_host::EXIT_INPUT, "method")
+            }
             ApiError::Busy { limit, .. } => (
                 S::SERVICE_UNAVAILABLE,
-                exit::INPUT,
+                oracle_host::EXIT_INPUT,
                 "busy".into(),
                 json!({"limit": limit}),
             ),
-            ApiError::Unavailable(_) => simple(S::SERVICE_UNAVAILABLE, exit::INPUT, "unavailable"),
+            ApiError::Unavailable(_) => simple(
+                S::SERVICE_UNAVAILABLE,
+                oracle_host::EXIT_INPUT,
+                "unavailable",
+            ),
             ApiError::Store(e) => class_parts(oracle_host::error::store_class(e)),
             ApiError::Session(e) => class_parts(oracle_host::error::session_class(e)),
             ApiError::Host(e) => class_parts(e.class()),
-            ApiError::Internal(_) => simple(S::INTERNAL_SERVER_ERROR, exit::INPUT, "internal"),
+            ApiError::Internal(_) => simple(
+                S::INTERNAL_SERVER_ERROR,
+                oracle_host::EXIT_INPUT,
+                "internal",
+            ),
         }
     }
 
@@ -110,7 +122,7 @@ impl ApiError {
             _ => serde_json::Map::new(),
         };
         details.insert("kind".into(), Value::from(code));
-        let mut v = exit::error_json(Some(Value::Object(details)), exit, &self.to_string());
+        let mut v = oracle_host::error_json(Some(Value::Object(details)), exit, &self.to_string());
         // `kind` only named the code for error_json.
         if let Value::Object(m) = &mut v {
             m.remove("kind");
@@ -140,6 +152,20 @@ impl From<oracle_host::HostError> for ApiError {
             oracle_host::HostError::Session(s) => ApiError::Session(s),
             oracle_host::HostError::Store(s) => ApiError::Store(s),
             e => ApiError::Host(e),
+        }
+    }
+}
+
+impl From<oracle_host::data::DataError> for ApiError {
+    fn from(e: oracle_host::data::DataError) -> ApiError {
+        use oracle_host::data::DataError as D;
+        // Each read failure is answered as the API's error of the same name.
+        match e {
+            D::BadRequest(m) => ApiError::BadRequest(m),
+            D::NotFound { what } => ApiError::NotFound { what },
+            D::Session(s) => ApiError::Session(s),
+            D::Store(s) => ApiError::Store(s),
+            D::Host(h) => ApiError::from(h),
         }
     }
 }

@@ -32,11 +32,10 @@ pub struct RejectBody {
 /// The host's handle on this server's home; evolution writes need a file home (a store has no
 /// ledger yet).
 fn host(state: &AppState, writes: bool) -> Result<oracle_host::Home, ApiError> {
-    if writes && state.front.is_some() {
-        return Err(oracle_host::HostError::NotAllowed {
-            what: "a store (`oracle serve --store`) has no evolution ledger yet: check, approve and reject on a file home".into(),
-        }
-        .into());
+    if writes {
+        state
+            .backend
+            .file_home_only(oracle_host::backend::FileHomeOnly::Evolve)?;
     }
     Ok(oracle_host::Home::open(&state.home)?)
 }

@@ -7,8 +7,8 @@
 //! and failed run to an SSE stream and to the beacon program (`--notify-cmd`).
 //!
 //! Only this crate (and the MCP example) uses tokio and axum; the engine stays synchronous.
-//! Every handler runs the blocking functions of [`data`] and [`signals`], which call the same
-//! runtime functions as the command line.
+//! Every handler runs the blocking functions of [`data`] (the host's reads) and [`signals`],
+//! which drive runs through `oracle_host` as the command line does.
 //!
 //! # The seam for HTML pages
 //!
@@ -31,7 +31,7 @@
 //!   form route checks it with [`auth::check_form_csrf`] before calling a signal. Errors
 //!   ([`ApiError`]) carry their HTTP status ([`ApiError::status`]) and message.
 
-// Errors carry the runtime's store and session errors whole (seq, offset, both hashes), which
+// Errors carry the host's store and session errors whole (seq, offset, both hashes), which
 // are large on purpose (see oracle_runtime/src/lib.rs).
 #![allow(clippy::result_large_err)]
 
@@ -39,10 +39,8 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod conn;
-pub mod data;
 pub mod error;
 pub mod evolve;
-pub mod runid;
 pub mod schedules;
 pub mod serve;
 pub mod signals;
@@ -50,6 +48,11 @@ pub mod state;
 pub mod tokens;
 pub mod ui;
 pub mod watch;
+
+// What the API reads from a run, and how a request's run id is checked, are the host's (the
+// one door to a home's runs); named here as before so handlers and pages say `data::runs`.
+pub use oracle_host::data;
+pub use oracle_host::runid;
 
 pub use api::router;
 pub use config::Config;

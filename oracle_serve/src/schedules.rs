@@ -1,12 +1,11 @@
 //! `/api/v1/schedules`: list, add, pause, resume, trigger and delete schedules, through the
-//! host (`oracle_host::schedule` on a file home, `oracle_host::schedule_store` over a store).
+//! host's one [`oracle_host::Backend`] (a file home's schedules, or a store's).
 //! A schedule added through the API keeps its plan's text and works in the server's `--root`,
 //! with the rules of a run started through the API (`oracle_host::admit`).
 
 use std::collections::BTreeMap;
 
 use oracle_host::schedule::{CatchUp, Cursor, NewSchedule, Overlap, Schedule};
-use oracle_host::schedule_store as stored;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -39,12 +38,8 @@ fn none() -> CatchUp {
     CatchUp::None
 }
 
-fn home(state: &AppState) -> Result<oracle_host::Home, ApiError> {
-    Ok(oracle_host::Home::open(&state.home)?)
-}
-
 fn now() -> u64 {
-    oracle_runtime::wall::now_ms()
+    oracle_host::now_ms()
 }
 
 fn view(s: &Schedule, cursor: &Cursor) -> Result<Value, ApiError> {
@@ -53,19 +48,7 @@ fn view(s: &Schedule, cursor: &Cursor) -> Result<Value, ApiError> {
 
 /// Every schedule with its next fire time: `{"schedules": [...]}`.
 pub fn list(state: &AppState) -> Result<Value, ApiError> {
-    let all: Vec<(Schedule, Cursor)> = match &state.front {
-        Some(front) => front.with_store(stored::list)?,
-        None => {
-            let h = home(state)?;
-            h.schedules()?
-                .into_iter()
-                .map(|s| {
-                    let c = h.schedule_cursor(&s.name);
-                    (s, c)
-                })
-                .collect()
-        }
-    };
+    let all: Vec<(Schedule, Cursor)> = state.backend.schedules()?;
     let views: Result<Vec<Value>, ApiError> = all.iter().map(|(s, c)| view(s, c)).collect();
     Ok(json!({"schedules": views?}))
 }
@@ -94,46 +77,25 @@ pub fn add(state: &AppState, body: AddBody) -> Result<Value, ApiError> {
         root: root.clone(),
         plan_text: Some(body.plan),
     };
-    let s = match &state.front {
-        Some(front) => front.with_store(|st| stored::add(st, new, now()))?,
-        None => home(state)?.schedule_add(new, now())?,
-    };
+    let s = state.backend.schedule_add(new, now())?;
     view(&s, &Cursor::default())
 }
 
 /// Pauses (`true`) or resumes schedule `name`.
 pub fn pause(state: &AppState, name: &str, paused: bool) -> Result<Value, ApiError> {
-    let s = match &state.front {
-        Some(front) => front.with_store(|st| stored::pause(st, name, paused, now()))?,
-        None => home(state)?.schedule_pause(name, paused, now())?,
-    };
+    let s = state.backend.schedule_pause(name, paused, now())?;
     view(&s, &Cursor::default())
 }
 
 /// Removes schedule `name` (its runs stay).
 pub fn remove(state: &AppState, name: &str) -> Result<Value, ApiError> {
-    let s = match &state.front {
-        Some(front) => front.with_store(|st| stored::remove(st, name))?,
-        None => home(state)?.schedule_remove(name)?,
-    };
+    let s = state.backend.schedule_remove(name)?;
     Ok(json!({"ok": true, "removed": s.name}))
 }
 
 /// Starts a run of `name` now, outside its ticks: in the background on a file home, queued for
 /// the workers over a store.
 pub fn trigger(state: &AppState, name: &str) -> Result<Value, ApiError> {
-    let (run, existing, status) = match &state.front {
-        Some(front) => {
-            let scratch = front.scratch_root().join("schedules");
-            let _ = std::fs::create_dir_all(&scratch);
-            let (run, existing) =
-                front.with_store(|st| stored::trigger(st, &scratch, name, now()))?;
-            (run, existing, "submitted")
-        }
-        None => {
-            let (run, existing) = home(state)?.schedule_launch(name, now())?;
-            (run, existing, "running")
-        }
-    };
-    Ok(json!({"ok": true, "run": run, "status": status, "existing": existing}))
+    let t = state.backend.schedule_trigger(name, now())?;
+    Ok(json!({"ok": true, "run": t.run, "status": t.status, "existing": t.existing}))
 }

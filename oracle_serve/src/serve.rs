@@ -93,14 +93,14 @@ pub async fn serve_on(
         let delivered = crate::watch::read_delivered(&delivered_path);
         let (tx, rx) = std::sync::mpsc::channel();
         state.watch.attach_beacon(tx, delivered);
-        let (stop, front) = (stop.clone(), state.front.clone());
+        let (stop, front) = (stop.clone(), state.front().cloned());
         threads.push(std::thread::spawn(move || {
             crate::watch::beacon(program, delivered_path, rx, stop, front)
         }));
     }
     // Over a store, the mirror holds every run before the inbox is read, and is kept up to
     // date by a thread woken by the store's notifications.
-    if let Some(front) = state.front.clone() {
+    if let Some(front) = state.front().cloned() {
         let first = front.clone();
         tokio::task::spawn_blocking(move || first.sync())
             .await
@@ -124,7 +124,7 @@ pub async fn serve_on(
 
     // Over a store, the server fires the store's schedules as every worker does (each tick's
     // idempotency key makes it start one run however many fire).
-    if let Some(front) = state.front.clone() {
+    if let Some(front) = state.front().cloned() {
         let stop = stop.clone();
         let log_path = state.home.join(crate::config::RESUME_LOG_FILE);
         threads.push(std::thread::spawn(move || {
@@ -136,7 +136,7 @@ pub async fn serve_on(
         }));
     }
     // Over a store the workers drive runs (and the mirror is never written): no wheel here.
-    if state.front.is_none() {
+    if state.front().is_none() {
         let st = state.clone();
         let stop = stop.clone();
         threads.push(std::thread::spawn(move || {

@@ -24,10 +24,8 @@
 use std::path::Path;
 
 use axum::http::StatusCode;
+use oracle_host::{Durability, OutsideClaim, Submission};
 use oracle_memory::{Cardinality, Claim, Criticality, Provenance, ValidTime, Verdict};
-use oracle_runtime::adjudication::{OutsideClaim, Submission};
-use oracle_runtime::session;
-use oracle_runtime::writer::Durability;
 use serde_json::{Value, json};
 
 use oracle_host::store_front::{self, StoreStart};
@@ -139,16 +137,12 @@ pub fn fork(
     by: &str,
     body: ForkBody,
 ) -> Result<(StatusCode, Value), ApiError> {
-    if state.front.is_some() {
-        // A fork would be written into the mirror, which only the store's rows write.
-        return Err(oracle_host::HostError::NotAllowed {
-            what: "forking a run of a store (`oracle serve --store`) is not supported yet (`oracle fork` forks a file home's runs)".into(),
-        }
-        .into());
-    }
+    state
+        .backend
+        .file_home_only(oracle_host::backend::FileHomeOnly::Fork)?;
     let at = match (body.at, body.step) {
-        (Some(seq), None) => oracle_runtime::fork::ForkAt::Seq(seq),
-        (None, Some(step)) => oracle_runtime::fork::ForkAt::Step(step),
+        (Some(seq), None) => oracle_host::ForkAt::Seq(seq),
+        (None, Some(step)) => oracle_host::ForkAt::Step(step),
         _ => {
             return Err(ApiError::BadRequest(
                 "give one of `at` (a seq) or `step` (a step name)".into(),
@@ -167,7 +161,7 @@ pub fn fork(
                 root: state.config.root.as_deref(),
             },
             given: oracle_host::Given::default(),
-            drive: session::Drive::default(),
+            drive: oracle_host::Drive::default(),
             progress: None,
         },
     )?;
@@ -185,7 +179,7 @@ pub fn fork(
     };
     let (status, events, head) = match &forked.session {
         Some(s) => (
-            session::ending_word(&s.report.ending),
+            oracle_host::ending_word(&s.report.ending),
             Some(s.report.events),
             Some(s.report.head),
         ),
@@ -275,7 +269,7 @@ pub fn answer(
     by: &str,
     body: AnswerBody,
 ) -> Result<Value, ApiError> {
-    if let Some(front) = &state.front {
+    if let Some(front) = state.front() {
         let step = body.step.clone();
         let q = front.answer(&run.id, (body.step, body.value), Some(by.to_owned()))?;
         return Ok(json!({
@@ -315,7 +309,7 @@ pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode,
         key: body.key,
         seed: body.seed,
     };
-    if let Some(front) = &state.front {
+    if let Some(front) = state.front() {
         let key = request.key.clone();
         return Ok(match front.submit(request, root, &state.config.given)? {
             StoreStart::New { id, warnings } => (
@@ -340,7 +334,7 @@ pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode,
     let who = by.to_owned();
     // Taken before anything is created; a key that finds its run gives it back at once.
     let drive = Drive::take(state)?;
-    let ended = move |id: &str, outcome: Result<session::Session, oracle_host::HostError>| {
+    let ended = move |id: &str, outcome: Result<oracle_host::Session, oracle_host::HostError>| {
         log_outcome(&log_path, &format!("start {id} (asked by {who})"), outcome);
         drop(drive);
     };
@@ -373,28 +367,24 @@ pub fn cancel(
     body: CancelBody,
 ) -> Result<Value, ApiError> {
     let reason = body.reason.unwrap_or_else(|| "no reason given".into());
-    let cancel = oracle_runtime::engine::Cancel {
+    let cancel = oracle_host::Cancel {
         by: Some(by.to_owned()),
         reason: reason.clone(),
     };
-    if let Some(front) = &state.front {
-        let q = front.cancel(&run.id, cancel)?;
-        return Ok(json!({
+    use oracle_host::backend::CancelOutcome;
+    Ok(match state.backend.cancel(run, cancel)? {
+        CancelOutcome::Queued(q) => json!({
             "ok": true, "run": q.run, "status": "cancel_queued", "by": by, "reason": reason,
             "queued": queued(&q),
-        }));
-    }
-    Ok(
-        match host(state)?.cancel(&run.arg(), cancel, Durability::DEFAULT)? {
-            session::Cancelled::Recorded { id, seq, head, .. } => json!({
-                "ok": true, "run": id, "status": "cancelled", "seq": seq, "head": head,
-                "by": by, "reason": reason,
-            }),
-            session::Cancelled::Requested { id, .. } => json!({
-                "ok": true, "run": id, "status": "cancel_requested", "by": by, "reason": reason,
-            }),
-        },
-    )
+        }),
+        CancelOutcome::Now(oracle_host::Cancelled::Recorded { id, seq, head, .. }) => json!({
+            "ok": true, "run": id, "status": "cancelled", "seq": seq, "head": head,
+            "by": by, "reason": reason,
+        }),
+        CancelOutcome::Now(oracle_host::Cancelled::Requested { id, .. }) => json!({
+            "ok": true, "run": id, "status": "cancel_requested", "by": by, "reason": reason,
+        }),
+    })
 }
 
 /// Gives a verdict on adjudication `handle` of `run`, by `by`.
@@ -428,7 +418,7 @@ pub fn adjudicate(
         now: body.now,
         by: Some(by.to_owned()),
     };
-    if let Some(front) = &state.front {
+    if let Some(front) = state.front() {
         let (q, checked) = front.adjudicate(&run.id, &sub)?;
         return Ok(checked_and_queued(checked, by, &q));
     }
@@ -439,13 +429,9 @@ pub fn adjudicate(
 
 /// A named store is a file home's (`<home>/memory`): over a database store it is refused.
 fn file_home_only(state: &AppState) -> Result<(), ApiError> {
-    match state.front {
-        Some(_) => Err(oracle_host::HostError::NotAllowed {
-            what: "named belief stores live on a file home (`oracle serve` without --store)".into(),
-        }
-        .into()),
-        None => Ok(()),
-    }
+    Ok(state
+        .backend
+        .file_home_only(oracle_host::backend::FileHomeOnly::NamedStores)?)
 }
 
 /// `GET /api/v1/memory/{name}/adjudications`: `{"store": {name, records, head},
@@ -577,7 +563,7 @@ pub fn claim(
     // A float (or another value with no canonical encoding) is named as such first.
     oracle_core::canon::check(&body.value)
         .map_err(|e| ApiError::BadRequest(format!("value: {e}")))?;
-    session::check_outside_value(&body.value, "value")
+    oracle_host::check_outside_value(&body.value, "value")
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let valid = match body.valid {
         None => None,
@@ -609,7 +595,7 @@ pub fn claim(
         now: body.now,
         by: Some(by.to_owned()),
     };
-    if let Some(front) = &state.front {
+    if let Some(front) = state.front() {
         let (q, checked) = front.claim(&run.id, &outside)?;
         return Ok(checked_and_queued(checked, by, &q));
     }
@@ -623,7 +609,7 @@ pub fn claim(
 /// anything runs). The drive's outcome is in the run's log; one line per resume, with who asked
 /// and how it ended, is appended to `<home>/serve-resume.log`.
 pub fn resume_in_background(state: &AppState, run: &ValidRun, by: &str) -> Result<Value, ApiError> {
-    if let Some(front) = &state.front {
+    if let Some(front) = state.front() {
         let q = front.resume(&run.id)?;
         return Ok(json!({"started": false, "queued": queued(&q)}));
     }
@@ -651,7 +637,7 @@ fn resume_with(
             let outcome = match host.resume(&arg, oracle_host::Resume::default()) {
                 Ok(r) => format!(
                     "{} ({} events, {} appended)",
-                    session::ending_word(&r.session.report.ending),
+                    oracle_host::ending_word(&r.session.report.ending),
                     r.session.report.events,
                     r.session.report.appended
                 ),
@@ -702,7 +688,7 @@ pub fn timer_wheel(state: &AppState, stop: &std::sync::atomic::AtomicBool) {
     };
     let log_path = state.home.join(RESUME_LOG_FILE);
     while !stop.load(Ordering::Relaxed) {
-        let due = host.due_timers(oracle_runtime::wall::now_ms());
+        let due = host.due_timers(oracle_host::now_ms());
         wake_due(&host, &due, &log_path, stop);
         if !stop.load(Ordering::Relaxed) {
             fire_schedules(&host, &log_path);
@@ -743,7 +729,7 @@ fn wake_due(
 /// expiry expires the run's due requests (then resumes it if it waits on a belief). One line
 /// per outcome goes to the resume log.
 fn fire_one(host: &oracle_host::Home, timer: &oracle_host::timers::Timer, log_path: &Path) {
-    let due = oracle_runtime::wall::rfc3339(timer.due_ms);
+    let due = oracle_host::rfc3339(timer.due_ms);
     match timer.what {
         oracle_host::timers::Due::Wake => {
             let what = format!("wake {} (timer due {due})", timer.run);
@@ -774,10 +760,7 @@ fn fire_one(host: &oracle_host::Home, timer: &oracle_host::timers::Timer, log_pa
 /// starts in the background under the tick's idempotency key, so another server sweeping the
 /// same home starts nothing twice. One line per tick goes to `<home>/serve-resume.log`.
 fn fire_schedules(host: &oracle_host::Home, log_path: &Path) {
-    let ticks = host.fire_schedules(
-        oracle_runtime::wall::now_ms(),
-        &oracle_host::schedule::Background,
-    );
+    let ticks = host.fire_schedules(oracle_host::now_ms(), &oracle_host::schedule::Background);
     for t in ticks {
         append_log(log_path, &oracle_host::schedule_store::tick_line(&t));
     }
@@ -795,11 +778,15 @@ pub fn append_log(path: &Path, line: &str) {
 
 /// Appends `WHAT: ENDING (N events)` (or `WHAT: refused: WHY (CODE)`) to the resume log: how
 /// a drive this server started in the background ended.
-fn log_outcome(path: &Path, what: &str, outcome: Result<session::Session, oracle_host::HostError>) {
+fn log_outcome(
+    path: &Path,
+    what: &str,
+    outcome: Result<oracle_host::Session, oracle_host::HostError>,
+) {
     let outcome = match outcome {
         Ok(s) => format!(
             "{} ({} events)",
-            session::ending_word(&s.report.ending),
+            oracle_host::ending_word(&s.report.ending),
             s.report.events
         ),
         Err(e) => format!("refused: {} ({})", e, e.code()),

@@ -28,9 +28,10 @@ pub struct AppState {
     pub(crate) streams: Arc<AtomicUsize>,
     /// Background drives running now (`crate::signals::Drive`).
     pub(crate) drives: Arc<AtomicUsize>,
-    /// The store this server serves (`--store`): its runs are mirrored into `home`, and writes
-    /// are checked there and queued for its workers.
-    pub front: Option<Arc<oracle_host::store_front::StoreFront>>,
+    /// What this server serves, called without asking which: the file home, or the store
+    /// (`--store`) whose runs are mirrored into `home`, writes checked there and queued for its
+    /// workers.
+    pub backend: oracle_host::Backend,
     /// The runs' metrics, each run's kept until its log grows (`GET /metrics`).
     pub(crate) metrics: Arc<oracle_host::metrics::Metrics>,
     /// Becomes `true` when the server shuts down (SSE streams end on it).
@@ -78,8 +79,12 @@ impl AppState {
             }
             None => None,
         };
+        let backend = match front {
+            Some(front) => oracle_host::Backend::Store(front),
+            None => oracle_host::Backend::Home(home.clone()),
+        };
         Ok(AppState {
-            front,
+            backend,
             watch: Arc::new(Watch::new(&home)),
             home: Arc::new(home),
             tokens: Arc::new(tokens),
@@ -93,8 +98,14 @@ impl AppState {
         })
     }
 
+    /// The store's front when this server serves a store (`--store`), for the writes the
+    /// [`oracle_host::Backend`] has no neutral call for yet.
+    pub fn front(&self) -> Option<&Arc<oracle_host::store_front::StoreFront>> {
+        self.backend.front()
+    }
+
     /// The run a request names, checked ([`runid::validate`]).
     pub fn run(&self, id: &str) -> Result<ValidRun, ApiError> {
-        runid::validate(&self.home, id)
+        Ok(runid::validate(&self.home, id)?)
     }
 }

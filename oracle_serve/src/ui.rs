@@ -193,7 +193,12 @@ async fn run(
     // The fork form for a signed-in user, on a file home (a store's runs are forked by
     // `oracle fork` against the store's own home, never written into the mirror).
     let forms = session
-        .filter(|_| state.front.is_none())
+        .filter(|_| {
+            state
+                .backend
+                .file_home_only(oracle_host::backend::FileHomeOnly::Fork)
+                .is_ok()
+        })
         .map(|s| Forms::under("", &auth::csrf_token(&s)));
     // The other run is validated like any run id from a URL: a name under `<home>/runs`,
     // never a path.
@@ -212,10 +217,7 @@ async fn run(
     let prices = state.config.prices.clone();
     let load = move || {
         let mut v = view::run(&home, &id, q.at, page_of)?;
-        let log = home
-            .join("runs")
-            .join(&id)
-            .join(oracle_runtime::paths::LOG_FILE);
+        let log = home.join("runs").join(&id).join(oracle_host::LOG_FILE);
         v.latency = crate::data::latency_view(&log, q.at, &prices);
         if let Some(o) = &other {
             v.divergence = Some(view::divergence(&home, &id, o)?);

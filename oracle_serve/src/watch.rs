@@ -26,15 +26,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use oracle_core::payload::{Payload, RunStatus};
-use oracle_core::{Event, EventKind};
-use oracle_runtime::index::IndexedLog;
-use oracle_runtime::oracle::{CommandPort, NOTIFY_TIMEOUT_MS, OraclePort};
-use oracle_runtime::paths::LOG_FILE;
+use oracle_host::data::Seen;
+use oracle_host::runid::ValidRun;
 use serde_json::{Value, json};
 
 use crate::config::{NOTIFY_BACKOFF_MS_MAX, NOTIFY_BACKOFF_MS_MIN, WATCH_READS_MAX};
-use crate::runid::ValidRun;
 
 /// Announcements kept for SSE clients that fall behind (older ones are skipped for them).
 pub const ANNOUNCE_BUFFER_MAX: usize = 1024;
@@ -44,14 +40,9 @@ pub const ANNOUNCE_BUFFER_MAX: usize = 1024;
 struct RunWatch {
     /// Log bytes when last read.
     len: u64,
-    /// Events read so far.
-    next_seq: u64,
-    /// The suspended step, as [`crate::data::waiting`] describes it.
-    waiting: Option<Value>,
-    /// Pending adjudications ([`crate::data::request_json`]).
-    pending: Vec<Value>,
-    /// `{"seq", "reason"}` of a failed run.
-    failed: Option<Value>,
+    /// What its log said when last read (events read, waiting step, pending adjudications, a
+    /// failure), read by the host.
+    seen: Seen,
     /// The last error reading the run (said once on stderr).
     error: Option<String>,
 }
@@ -127,16 +118,16 @@ impl Watch {
         let mut suspended = Vec::new();
         let mut adjudications = Vec::new();
         let mut ids: Vec<&String> = st.runs.keys().collect();
-        ids.sort_by(|a, b| oracle_runtime::session::natural_order(a, b));
+        ids.sort_by(|a, b| oracle_host::natural_order(a, b));
         for id in ids {
             let w = &st.runs[id];
-            if let Some(item) = &w.waiting {
+            if let Some(item) = &w.seen.waiting {
                 let mut item = item.clone();
                 item["run"] = json!(id);
                 item["link"] = json!(self.link(id));
                 suspended.push(item);
             }
-            for p in &w.pending {
+            for p in &w.seen.pending {
                 let mut p = p.clone();
                 p["link"] = json!(self.link(id));
                 adjudications.push(p);
@@ -152,8 +143,7 @@ impl Watch {
     /// Re-reads the named stores whose log changed size: their pending requests, each naming
     /// both runs. A store that cannot be read is said once on stderr and shows nothing.
     fn refresh_stores(&self) {
-        use oracle_runtime::shared as files;
-        let names = files::list(&self.home).unwrap_or_default();
+        let sizes = oracle_host::shared::store_sizes(&self.home);
         let known: BTreeMap<String, u64> = {
             let st = self.lock();
             st.stores
@@ -162,34 +152,24 @@ impl Watch {
                 .collect()
         };
         let mut fresh = BTreeMap::new();
-        for name in names {
-            let log = files::stores_dir(&self.home)
-                .join(&name)
-                .join(files::STORE_LOG);
-            let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-            if known.get(&name) == Some(&len) {
+        for (name, len) in &sizes {
+            if known.get(name) == Some(len) {
                 continue;
             }
-            let pending = match files::load(&files::FileStores::new(&self.home), &name) {
-                Ok(store) => oracle_host::shared::requests_json(&store)
-                    .into_iter()
-                    .filter(|r| r["status"] == "pending")
-                    .map(|mut r| {
-                        r["store"] = json!(name);
-                        r
-                    })
-                    .collect(),
+            let pending = match oracle_host::shared::pending_requests(&self.home, name) {
+                Ok(p) => p,
                 Err(e) => {
                     eprintln!("warning: oracle serve: store {name}: {e}");
                     Vec::new()
                 }
             };
-            fresh.insert(name, (len, pending));
+            fresh.insert(name.clone(), (*len, pending));
         }
         let mut st = self.lock();
-        let listed: BTreeSet<String> = files::list(&self.home)
-            .unwrap_or_default()
+        // Listed again after the reads, as before: a store removed meanwhile is dropped.
+        let listed: BTreeSet<String> = oracle_host::shared::store_sizes(&self.home)
             .into_iter()
+            .map(|(n, _)| n)
             .collect();
         st.stores.retain(|n, _| listed.contains(n));
         st.stores.extend(fresh);
@@ -222,23 +202,7 @@ impl Watch {
     pub fn refresh(&self) {
         self.refresh_stores();
         let runs_dir = self.home.join("runs");
-        let mut seen = BTreeMap::new();
-        if let Ok(entries) = std::fs::read_dir(&runs_dir) {
-            for entry in entries.flatten() {
-                let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
-                    continue;
-                };
-                if crate::runid::malformed(&id).is_some() {
-                    continue;
-                }
-                let Ok(meta) = std::fs::symlink_metadata(entry.path().join(LOG_FILE)) else {
-                    continue;
-                };
-                if meta.is_file() && entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    seen.insert(id, meta.len());
-                }
-            }
-        }
+        let seen = oracle_host::data::log_sizes(&self.home);
         // The runs that changed, read without holding the lock (the inbox stays readable
         // meanwhile); only this thread writes the runs' entries.
         let changed: Vec<(String, u64, RunWatch)> = {
@@ -246,7 +210,7 @@ impl Watch {
             seen.iter()
                 .filter_map(|(id, len)| {
                     let w = st.runs.get(id).cloned().unwrap_or_default();
-                    (w.len != *len || w.next_seq == 0).then(|| (id.clone(), *len, w))
+                    (w.len != *len || w.seen.next_seq == 0).then(|| (id.clone(), *len, w))
                 })
                 .collect()
         };
@@ -257,7 +221,7 @@ impl Watch {
                 dir: runs_dir.join(&id),
                 home: self.home.clone(),
             };
-            match read_run(&run, &mut w) {
+            match oracle_host::data::read_seen(&run, &mut w.seen, WATCH_READS_MAX) {
                 Ok(()) => {
                     w.len = len;
                     w.error = None;
@@ -281,11 +245,11 @@ impl Watch {
             }
             // New items, in run order.
             let mut ids: Vec<String> = st.runs.keys().cloned().collect();
-            ids.sort_by(|a, b| oracle_runtime::session::natural_order(a, b));
+            ids.sort_by(|a, b| oracle_host::natural_order(a, b));
             for id in ids {
                 let w = &st.runs[&id];
                 let mut items = Vec::new();
-                if let Some(wait) = &w.waiting {
+                if let Some(wait) = &w.seen.waiting {
                     items.push(json!({
                         "id": format!("{id}/suspended/{}", wait["seq"]),
                         "run": id,
@@ -297,7 +261,7 @@ impl Watch {
                         "question": wait.get("question").cloned().unwrap_or(Value::Null),
                     }));
                 }
-                for p in &w.pending {
+                for p in &w.seen.pending {
                     items.push(json!({
                         "id": format!("{id}/{}", p["handle"].as_str().unwrap_or("?")),
                         "run": id,
@@ -309,7 +273,7 @@ impl Watch {
                         "question": null,
                     }));
                 }
-                if let Some(f) = &w.failed {
+                if let Some(f) = &w.seen.failed {
                     items.push(json!({
                         "id": format!("{id}/failed/{}", f["seq"]),
                         "run": id,
@@ -339,66 +303,6 @@ impl Watch {
             }
         }
     }
-}
-
-/// Whether a new event can change a run's pending adjudications.
-fn touches_memory(e: &Event) -> bool {
-    if e.kind.is_external() {
-        return true;
-    }
-    e.kind == EventKind::ToolReturned
-        && matches!(e.typed(), Ok(Payload::ToolReturned(r)) if r.tool.starts_with("memory."))
-}
-
-/// Why a watched run could not be read this time (the watch reports it and tries again).
-#[derive(Debug, thiserror::Error)]
-enum WatchError {
-    #[error(transparent)]
-    Log(#[from] oracle_runtime::error::StoreError),
-    #[error(transparent)]
-    Api(#[from] crate::error::ApiError),
-    #[error(transparent)]
-    Host(#[from] oracle_host::HostError),
-}
-
-/// Reads what changed in `run` since `w` was last brought up to date.
-fn read_run(run: &ValidRun, w: &mut RunWatch) -> Result<(), WatchError> {
-    let mut ix = IndexedLog::open(&run.log())?;
-    let n = ix.len();
-    // The memory is projected again only when a new event may have changed it (and on the
-    // first look, and when too many events are new to read one by one).
-    let mut memory = w.next_seq == 0 || n < w.next_seq || n - w.next_seq > WATCH_READS_MAX;
-    if !memory {
-        for seq in w.next_seq..n {
-            let e = ix.read(seq)?;
-            if touches_memory(&e) {
-                memory = true;
-                break;
-            }
-        }
-    }
-    w.next_seq = n;
-    w.waiting = crate::data::waiting(run)?;
-    w.failed = None;
-    let mut seq = n;
-    while let Some(s) = seq.checked_sub(1) {
-        let e = ix.read(s)?;
-        if e.kind.is_external() {
-            seq = s;
-            continue;
-        }
-        if let Ok(Payload::RunFinished(f)) = e.typed()
-            && f.status == RunStatus::Failed
-        {
-            w.failed = Some(json!({"seq": e.seq, "reason": f.reason}));
-        }
-        break;
-    }
-    if memory {
-        let rm = oracle_host::Home::open(&run.home).and_then(|h| h.memory(&run.arg()))?;
-        w.pending = crate::data::pending_adjudications(&rm);
-    }
-    Ok(())
 }
 
 /// The ids the beacon delivered before, one per line (a torn last line is ignored).
@@ -448,10 +352,7 @@ pub fn beacon(
     stop: Arc<AtomicBool>,
     front: Option<Arc<oracle_host::store_front::StoreFront>>,
 ) {
-    let mut port = CommandPort {
-        program,
-        timeout_ms: NOTIFY_TIMEOUT_MS,
-    };
+    let mut port = oracle_host::Notifier::new(program);
     // (announcement, failed attempts, when it is due)
     let mut queue: Vec<(Value, u32, Instant)> = Vec::new();
     loop {

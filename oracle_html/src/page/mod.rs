@@ -425,7 +425,7 @@ fn latency_html(l: &LatencyView) -> String {
 
 /// The partial reply of the model call streaming now (reload for more; the log records it
 /// whole once the call ends).
-fn streaming_html(p: &oracle_runtime::live::Partial) -> String {
+fn streaming_html(p: &oracle_host::Partial) -> String {
     format!(
         "<section id=\"streaming\" aria-labelledby=\"streaming-h\">\n<h2 id=\"streaming-h\">Streaming now</h2>\n<p>Step <code>{}</code>, attempt {}: the model's reply so far{}. Not recorded: the log has the reply whole once the call ends.</p>\n<pre id=\"streaming-text\">{}</pre>\n</section>\n",
         escape(&p.step),
@@ -1328,7 +1328,7 @@ fn verdict_html(r: &RequestView, links: &Links, forms: &Forms) -> String {
         m,
         "<div class=\"row\"><label for=\"{base}-note\">Note (optional, recorded with the verdict)</label><textarea id=\"{base}-note\" name=\"{}\" rows=\"3\" maxlength=\"{}\"></textarea></div>",
         form::NOTE_FIELD,
-        oracle_runtime::adjudication::NOTE_BYTES_MAX
+        oracle_host::NOTE_BYTES_MAX
     );
     let _ = writeln!(
         m,
@@ -1406,7 +1406,7 @@ fn store_verdict_html(r: &StoreRequest, links: &Links, forms: &Forms) -> String 
         m,
         "</select></div>\n<div class=\"row\"><label for=\"{base}-note\">Note (optional, recorded with the verdict)</label><textarea id=\"{base}-note\" name=\"{}\" rows=\"3\" maxlength=\"{}\"></textarea></div>",
         form::NOTE_FIELD,
-        oracle_runtime::adjudication::NOTE_BYTES_MAX
+        oracle_host::NOTE_BYTES_MAX
     );
     m.push_str("<fieldset class=\"verdicts\"><legend>Verdict</legend>");
     for v in Verdict::ALL {

@@ -135,7 +135,7 @@ fn hostile_view() -> RunView {
                 fields_omitted: 0,
             },
         }),
-        family: oracle_runtime::family::Family {
+        family: oracle_host::Family {
             parent: Some((HOSTILE.into(), 3)),
             forks: vec![(HOSTILE.into(), 4)],
             truncated: true,
@@ -173,7 +173,7 @@ fn hostile_view() -> RunView {
                 },
             ],
         }),
-        streaming: Some(oracle_runtime::live::Partial {
+        streaming: Some(oracle_host::Partial {
             step: HOSTILE.into(),
             attempt: 1,
             text: HOSTILE.into(),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use oracle_runtime::paths::{LOG_FILE, LogPaths};
 use oracle_runtime::session::RunDir;
 
-use crate::error::ApiError;
+use crate::data::DataError;
 
 /// Longest run id, in bytes (a file name's limit on common file systems).
 pub const RUN_ID_BYTES_MAX: usize = 255;
@@ -69,26 +69,26 @@ pub fn malformed(id: &str) -> Option<&'static str> {
 }
 
 /// Checks `id` and finds its run under `<home>/runs` (`home` absolute).
-pub fn validate(home: &Path, id: &str) -> Result<ValidRun, ApiError> {
+pub fn validate(home: &Path, id: &str) -> Result<ValidRun, DataError> {
     validate_as(home, id, false)
 }
 
 /// [`validate`], also accepting a run prepared and not yet begun (its directory holds the
 /// submission and no log: a background start, a store's run no worker took yet), for the
 /// reads that describe a run without reading its log (`GET /runs/{id}`).
-pub fn validate_submitted(home: &Path, id: &str) -> Result<ValidRun, ApiError> {
+pub fn validate_submitted(home: &Path, id: &str) -> Result<ValidRun, DataError> {
     validate_as(home, id, true)
 }
 
-fn validate_as(home: &Path, id: &str, submitted: bool) -> Result<ValidRun, ApiError> {
+fn validate_as(home: &Path, id: &str, submitted: bool) -> Result<ValidRun, DataError> {
     if let Some(why) = malformed(id) {
-        return Err(ApiError::BadRequest(format!(
+        return Err(DataError::BadRequest(format!(
             "{:?} is not a run id: {why} (a run id is one name under <home>/runs, as `oracle runs` lists)",
             id.chars().take(80).collect::<String>()
         )));
     }
     let dir = home.join("runs").join(id);
-    let not_found = || ApiError::NotFound {
+    let not_found = || DataError::NotFound {
         what: format!("{id}: no such run (see GET /api/v1/runs)"),
     };
     let meta = std::fs::symlink_metadata(&dir).map_err(|_| not_found())?;

@@ -1,6 +1,6 @@
-//! What the API (and the HTML pages mounted beside it) read: runs, events, state, beliefs,
-//! adjudications, the inbox, verification and diffs, each as one JSON value whose shape
-//! docs/API.md defines.
+//! What `oracle serve`'s API (and the HTML pages mounted beside it) read: runs, events, state,
+//! beliefs, adjudications, the inbox, verification and diffs, each as one JSON value whose
+//! shape docs/API.md defines. The host's, so the server reads a run through the host alone.
 //!
 //! These are plain blocking functions over the home, so a page renders exactly what the API
 //! returns. Events are read through the run's index (`IndexedLog`): a page of events, one event,
@@ -16,19 +16,50 @@ use oracle_core::payload::{Payload, ToolCalled};
 use oracle_core::{Event, EventKind};
 use oracle_memory::memory::RequestState;
 use oracle_memory::{Query, RequestStatus};
+use oracle_runtime::StoreError;
 use oracle_runtime::adjudication::RunMemory;
 use oracle_runtime::index::IndexedLog;
+use oracle_runtime::live::Subscription;
 use oracle_runtime::paths::LOG_FILE;
-use oracle_runtime::session::{self, RunInfo};
+use oracle_runtime::session::{self, RunInfo, SessionError};
 use oracle_runtime::tool::Registry;
 use serde_json::{Value, json};
 
-use crate::config::{
-    EVENTS_PAGE_BYTES_MAX, EVENTS_PAGE_LIMIT_DEFAULT, EVENTS_PAGE_LIMIT_MAX,
-    RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX, STATE_ENTRIES_MAX, WAIT_SCAN_EVENTS_MAX,
-};
-use crate::error::ApiError;
 use crate::runid::ValidRun;
+
+/// Events in one page of `/events` (and read per poll by one SSE stream).
+pub const EVENTS_PAGE_LIMIT_MAX: u64 = 1000;
+pub const EVENTS_PAGE_LIMIT_DEFAULT: u64 = 100;
+/// Bytes of records in one page of `/events`: a page ends early, before the event that would
+/// take it past this, and its `next` says where to go on (a page always holds at least one
+/// event, so one record of up to `record_bytes_max` can still make a page alone). A page's
+/// memory follows its bytes, not its count: four pages of 1000 events of about 440 KB each
+/// held the server at 5.2 GB before this limit.
+pub const EVENTS_PAGE_BYTES_MAX: u64 = 4 << 20;
+/// Runs in one page of `/runs`.
+pub const RUNS_PAGE_LIMIT_MAX: u64 = 1000;
+pub const RUNS_PAGE_LIMIT_DEFAULT: u64 = 100;
+/// State entries in one answer of `/state` (the rest are counted, not sent).
+pub const STATE_ENTRIES_MAX: u64 = 10_000;
+/// Events a waiting step's question is looked for before its suspension (format 1 logs,
+/// which record no causal parents).
+pub const WAIT_SCAN_EVENTS_MAX: u64 = 1024;
+
+/// Why a read was refused or failed; `oracle serve` answers each as its `DataError` of the same
+/// name (`usage`, `not_found`, or the host's class of the session's or store's failure).
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{what}")]
+    NotFound { what: String },
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Host(#[from] crate::HostError),
+}
 
 /// The tool of a question to a person (`oracle_plan::agent::ASK_TOOL`).
 const ASK_TOOL: &str = "human.ask";
@@ -111,11 +142,11 @@ pub fn is_listed(home: &Path, id: &str) -> bool {
 }
 
 /// `GET /api/v1/runs`: `{"runs": [run], "next": id | null}`.
-pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, ApiError> {
+pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, DataError> {
     if let Some(s) = &q.status
         && !STATUSES.contains(&s.as_str())
     {
-        return Err(ApiError::BadRequest(format!(
+        return Err(DataError::BadRequest(format!(
             "status `{s}`: one of {}",
             STATUSES.join(", ")
         )));
@@ -142,11 +173,11 @@ pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, ApiError> {
     Ok(json!({"runs": out, "next": next}))
 }
 
-fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, ApiError> {
+fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, DataError> {
     match given {
         None => Ok(default),
         Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(n) => Err(ApiError::BadRequest(format!(
+        Some(n) => Err(DataError::BadRequest(format!(
             "limit {n}: from 1 to {max} (the page limit)"
         ))),
     }
@@ -156,7 +187,7 @@ fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, ApiErro
 /// ([`waiting`]), when an answer was recorded but the run has not gone on yet, `answered`, and
 /// its family (`forked_from`, `forks`: the runs it shares a prefix with through a `forked`),
 /// and `wall_ms`, its wall time when the times file says.
-pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
+pub fn run_summary(run: &ValidRun) -> Result<Value, DataError> {
     let info = session::run_info(&run.dir);
     let mut v = run_json(&info);
     if info.status == "submitted" {
@@ -206,19 +237,19 @@ pub fn run_summary(run: &ValidRun) -> Result<Value, ApiError> {
 pub fn latency_view(
     log: &std::path::Path,
     at: Option<u64>,
-    prices: &oracle_host::metrics::Prices,
-) -> Option<oracle_html::view::LatencyView> {
-    use oracle_host::timeline::{Timeline, priced, tokens};
+    prices: &crate::metrics::Prices,
+) -> Option<crate::view::LatencyView> {
+    use crate::timeline::{Timeline, priced, tokens};
     let t = Timeline::of_log(log, at).ok()?;
-    let cost = |tally: &oracle_host::metrics::Tally| priced(tally, prices);
-    Some(oracle_html::view::LatencyView {
+    let cost = |tally: &crate::metrics::Tally| priced(tally, prices);
+    Some(crate::view::LatencyView {
         wall_ms: t.wall_ms,
         tokens: t.tokens(),
         cost: cost(&t.tally),
         steps: t
             .steps
             .iter()
-            .map(|s| oracle_html::view::LatencyRow {
+            .map(|s| crate::view::LatencyRow {
                 step: s.step.clone(),
                 attempts: s.attempts,
                 offset_ms: s.offset_ms,
@@ -231,7 +262,7 @@ pub fn latency_view(
 }
 
 /// The last event the program produced (external events after it skipped).
-fn last_program_event(ix: &mut IndexedLog) -> Result<Option<Event>, ApiError> {
+fn last_program_event(ix: &mut IndexedLog) -> Result<Option<Event>, DataError> {
     let mut seq = match ix.len().checked_sub(1) {
         Some(s) => s,
         None => return Ok(None),
@@ -254,11 +285,11 @@ fn last_program_event(ix: &mut IndexedLog) -> Result<Option<Event>, ApiError> {
 /// `yield` (a step that gave up and asks a person for its output: `tool`, `schema`, the
 /// output schema an answer must meet), and `timer` (`{"due_ms", "due"}`) when the step waits
 /// on a timer (a `sleep`, a `human.ask` deadline). `null` when the run is not suspended.
-pub fn waiting(run: &ValidRun) -> Result<Option<Value>, ApiError> {
+pub fn waiting(run: &ValidRun) -> Result<Option<Value>, DataError> {
     waiting_in(&mut IndexedLog::open(&run.log())?)
 }
 
-fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, ApiError> {
+fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, DataError> {
     let Some(ev) = last_program_event(ix)? else {
         return Ok(None);
     };
@@ -354,7 +385,7 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, ApiError> {
 /// "total"}`, at most `limit` events from seq `from`, read through the index, and at most
 /// `events_page_bytes_max` bytes of records (at least one event): `next` is the first event
 /// not sent.
-pub fn events_page(run: &ValidRun, from: u64, limit: Option<u64>) -> Result<Value, ApiError> {
+pub fn events_page(run: &ValidRun, from: u64, limit: Option<u64>) -> Result<Value, DataError> {
     events_page_within(run, from, limit, EVENTS_PAGE_BYTES_MAX)
 }
 
@@ -364,7 +395,7 @@ pub fn events_page_within(
     from: u64,
     limit: Option<u64>,
     bytes_max: u64,
-) -> Result<Value, ApiError> {
+) -> Result<Value, DataError> {
     let limit = page_limit(limit, EVENTS_PAGE_LIMIT_DEFAULT, EVENTS_PAGE_LIMIT_MAX)?;
     let mut ix = IndexedLog::open(&run.log())?;
     let total = ix.len();
@@ -410,7 +441,7 @@ pub fn read_batch(
     from: u64,
     limit: u64,
     bytes_max: u64,
-) -> Result<Batch, ApiError> {
+) -> Result<Batch, DataError> {
     let end = from.saturating_add(limit).min(ix.len());
     let mut batch = Batch::default();
     for seq in from..end {
@@ -438,7 +469,7 @@ pub fn read_batch(
 
 /// Events `from..` of a log as they are now, at most `limit` and at most `bytes_max` bytes of
 /// records (at least one): what an SSE tail reads ahead of its client.
-pub fn events_from(log: &Path, from: u64, limit: u64, bytes_max: u64) -> Result<Batch, ApiError> {
+pub fn events_from(log: &Path, from: u64, limit: u64, bytes_max: u64) -> Result<Batch, DataError> {
     read_batch(&mut IndexedLog::open(log)?, from, limit, bytes_max)
 }
 
@@ -448,7 +479,7 @@ pub fn event_json(e: &Event) -> Value {
 }
 
 /// `GET /api/v1/runs/{id}/events/{seq}`: the record.
-pub fn event(run: &ValidRun, seq: u64) -> Result<Value, ApiError> {
+pub fn event(run: &ValidRun, seq: u64) -> Result<Value, DataError> {
     Ok(event_json(&IndexedLog::open(&run.log())?.read(seq)?))
 }
 
@@ -456,7 +487,11 @@ pub fn event(run: &ValidRun, seq: u64) -> Result<Value, ApiError> {
 /// from the newest snapshot that matches the log: `{"run", "seq", "time", "state", "keys",
 /// "entries": {key: value}, "omitted", "from_snapshot"}`; entries whose key starts with
 /// `prefix`, at most `state_entries_max`, the rest counted in `omitted`.
-pub fn state_at(run: &ValidRun, seq: Option<u64>, prefix: Option<&str>) -> Result<Value, ApiError> {
+pub fn state_at(
+    run: &ValidRun,
+    seq: Option<u64>,
+    prefix: Option<&str>,
+) -> Result<Value, DataError> {
     let rebuilt = oracle_runtime::snapshots::state_at(&run.paths(), seq, true)?;
     let mut entries = serde_json::Map::new();
     let mut omitted = 0u64;
@@ -485,7 +520,7 @@ pub fn state_at(run: &ValidRun, seq: Option<u64>, prefix: Option<&str>) -> Resul
 /// `GET /api/v1/runs/{id}/verify`: the whole chain checked, as `oracle verify --json` does:
 /// `{"run", "valid": true, "events", "bytes", "head", "state", "last_time"}`, or
 /// `{"run", "valid": false, "error": {...}}` for a damaged log (a finding, not a failed request).
-pub fn verify(run: &ValidRun) -> Result<Value, ApiError> {
+pub fn verify(run: &ValidRun) -> Result<Value, DataError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let opts = oracle_runtime::VerifyOptions {
         threads,
@@ -504,7 +539,7 @@ pub fn verify(run: &ValidRun) -> Result<Value, ApiError> {
         Err(e @ oracle_runtime::StoreError::Log { .. }) => Ok(json!({
             "run": run.id,
             "valid": false,
-            "error": ApiError::from(e).error_value(),
+            "error": crate::HostError::Store(e).error_value(),
         })),
         Err(e) => Err(e.into()),
     }
@@ -515,12 +550,12 @@ pub fn verify(run: &ValidRun) -> Result<Value, ApiError> {
 /// aligned by content, with `plans_differ` naming the two programs. With `verify` both logs are verified
 /// first (an invalid log is an error, never a difference); without, only the O(log n) events
 /// the search needs are read.
-pub fn diff(a: &ValidRun, b: &ValidRun, verify_first: bool) -> Result<Value, ApiError> {
+pub fn diff(a: &ValidRun, b: &ValidRun, verify_first: bool) -> Result<Value, DataError> {
     if verify_first {
         for r in [a, b] {
             let v = verify(r)?;
             if v["valid"] == json!(false) {
-                return Err(ApiError::BadRequest(format!(
+                return Err(DataError::BadRequest(format!(
                     "cannot compare: {} does not verify: {}",
                     r.id, v["error"]["message"]
                 )));
@@ -531,7 +566,7 @@ pub fn diff(a: &ValidRun, b: &ValidRun, verify_first: bool) -> Result<Value, Api
     let (na, nb) = (la.len(), lb.len());
     let mut reader = Reader::new(&mut la, &mut lb);
     let (outcome, plans) =
-        first_divergence_across_plans(&mut reader).map_err(|e| ApiError::from(e.error))?;
+        first_divergence_across_plans(&mut reader).map_err(|e| DataError::from(e.error))?;
     let reads = reader.reads();
     let mut v = json!({
         "a": {"run": a.id, "events": na},
@@ -561,8 +596,8 @@ pub struct BeliefsQuery {
 
 /// `GET /api/v1/runs/{id}/beliefs`: `{"run", "time", "lines": [{"subject", "predicate",
 /// "belief", "claims"}]}`, as `oracle memory --json` prints each line.
-pub fn beliefs(run: &ValidRun, q: &BeliefsQuery) -> Result<Value, ApiError> {
-    let rm = oracle_host::Home::open(&run.home)?.memory(&run.arg())?;
+pub fn beliefs(run: &ValidRun, q: &BeliefsQuery) -> Result<Value, DataError> {
+    let rm = crate::Home::open(&run.home)?.memory(&run.arg())?;
     let m = &rm.memory;
     let as_of = q.as_of.unwrap_or(u64::MAX);
     let mut lines = Vec::new();
@@ -620,15 +655,15 @@ pub fn request_json(rm: &RunMemory, r: &RequestState) -> Value {
 /// `GET /api/v1/runs/{id}/adjudications`: `{"run", "adjudications": [request]}` in the order
 /// they were opened; `status` keeps `pending`, `resolved` or `expired` (with
 /// `expired_not_swept`) only.
-pub fn adjudications(run: &ValidRun, status: Option<&str>) -> Result<Value, ApiError> {
+pub fn adjudications(run: &ValidRun, status: Option<&str>) -> Result<Value, DataError> {
     if let Some(s) = status
         && !["pending", "resolved", "expired"].contains(&s)
     {
-        return Err(ApiError::BadRequest(format!(
+        return Err(DataError::BadRequest(format!(
             "status `{s}`: one of pending, resolved, expired"
         )));
     }
-    let rm = oracle_host::Home::open(&run.home)?.memory(&run.arg())?;
+    let rm = crate::Home::open(&run.home)?.memory(&run.arg())?;
     let mut all: Vec<&RequestState> = rm.memory.requests().collect();
     all.sort_by_key(|r| r.origin.seq);
     let list: Vec<Value> = all
@@ -654,9 +689,103 @@ pub fn pending_adjudications(rm: &RunMemory) -> Vec<Value> {
     all.into_iter().map(|r| request_json(rm, r)).collect()
 }
 
-/// Runs for the tests of this crate: a log whose events carry large payloads.
-#[cfg(test)]
-pub(crate) mod testing {
+/// What the server's watcher knows of one run's log, brought up to date by [`read_seen`].
+#[derive(Clone, Debug, Default)]
+pub struct Seen {
+    /// Events read so far.
+    pub next_seq: u64,
+    /// The suspended step, as [`waiting`] describes it.
+    pub waiting: Option<Value>,
+    /// Pending adjudications ([`request_json`]).
+    pub pending: Vec<Value>,
+    /// `{"seq", "reason"}` of a failed run.
+    pub failed: Option<Value>,
+}
+
+/// Whether a new event can change a run's pending adjudications.
+fn touches_memory(e: &Event) -> bool {
+    if e.kind.is_external() {
+        return true;
+    }
+    e.kind == EventKind::ToolReturned
+        && matches!(e.typed(), Ok(Payload::ToolReturned(r)) if r.tool.starts_with("memory."))
+}
+
+/// Reads what changed in `run` since `w` was last brought up to date; past `reads_max` new
+/// events the memory is projected again rather than read event by event.
+pub fn read_seen(run: &ValidRun, w: &mut Seen, reads_max: u64) -> Result<(), DataError> {
+    let mut ix = IndexedLog::open(&run.log())?;
+    let n = ix.len();
+    // The memory is projected again only when a new event may have changed it (and on the
+    // first look, and when too many events are new to read one by one).
+    let mut memory = w.next_seq == 0 || n < w.next_seq || n - w.next_seq > reads_max;
+    if !memory {
+        for seq in w.next_seq..n {
+            let e = ix.read(seq)?;
+            if touches_memory(&e) {
+                memory = true;
+                break;
+            }
+        }
+    }
+    w.next_seq = n;
+    w.waiting = waiting(run)?;
+    w.failed = None;
+    let mut seq = n;
+    while let Some(s) = seq.checked_sub(1) {
+        let e = ix.read(s)?;
+        if e.kind.is_external() {
+            seq = s;
+            continue;
+        }
+        if let Ok(Payload::RunFinished(f)) = e.typed()
+            && f.status == oracle_core::payload::RunStatus::Failed
+        {
+            w.failed = Some(json!({"seq": e.seq, "reason": f.reason}));
+        }
+        break;
+    }
+    if memory {
+        let rm = crate::Home::open(&run.home).and_then(|h| h.memory(&run.arg()))?;
+        w.pending = pending_adjudications(&rm);
+    }
+    Ok(())
+}
+
+/// The runs under `<home>/runs` a request could name (as [`run_infos`] lists them), each with
+/// its log's size in bytes: what the watcher polls for change.
+pub fn log_sizes(home: &Path) -> std::collections::BTreeMap<String, u64> {
+    let mut seen = std::collections::BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(home.join("runs")) else {
+        return seen;
+    };
+    for entry in entries.flatten() {
+        let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if crate::runid::malformed(&id).is_some() {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(entry.path().join(LOG_FILE)) else {
+            continue;
+        };
+        if meta.is_file() && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            seen.insert(id, meta.len());
+        }
+    }
+    seen
+}
+
+/// The live model-call deltas of run `id`, as they stream (`oracle_runtime::live`); `None`
+/// past the hub's watcher bound.
+pub fn deltas(id: &str) -> Option<Subscription> {
+    oracle_runtime::live::subscribe(Some(id))
+}
+
+/// Runs for the tests of this crate, and of the server's (feature `testing`): a log whose
+/// events carry large payloads.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use std::path::Path;
 
     use oracle_core::payload::{Payload, StateChanged};
@@ -669,7 +798,7 @@ pub(crate) mod testing {
 
     /// `<home>/runs/big`: `run_started`, then `events - 1` state writes of a string of
     /// `bytes_each` bytes each (so each record is a little larger than that).
-    pub(crate) fn big_run(home: &Path, events: u64, bytes_each: usize) -> ValidRun {
+    pub fn big_run(home: &Path, events: u64, bytes_each: usize) -> ValidRun {
         let dir = home.join("runs").join("big");
         std::fs::create_dir_all(&dir).unwrap();
         let mut w = LogWriter::create(&LogPaths::of_run(&dir), Durability::None).unwrap();

@@ -25,6 +25,17 @@ pub const PAGE_LIMIT_DEFAULT: u64 = 100;
 /// Most events on one timeline page.
 pub const PAGE_LIMIT_MAX: u64 = 1000;
 
+/// `s` cut to at most `max` characters, with `…` and how many were left out when cut (the
+/// event summaries here, and the pages' long values, shortened alike).
+pub fn shorten(s: &str, max: usize) -> String {
+    let total = s.chars().count();
+    if total <= max {
+        return s.to_owned();
+    }
+    let kept: String = s.chars().take(max).collect();
+    format!("{kept}… ({} more characters)", total - max)
+}
+
 /// Why a view could not be built. Recorded data is never changed by trying.
 #[derive(Debug, thiserror::Error)]
 pub enum ViewError {
@@ -632,7 +643,7 @@ fn event_row(e: &Event, agents: &std::collections::BTreeSet<String>) -> EventRow
             .get("step")
             .and_then(Value::as_str)
             .map(str::to_owned),
-        summary: crate::escape::shorten(&summary, SUMMARY_CHARS_MAX),
+        summary: shorten(&summary, SUMMARY_CHARS_MAX),
         parents: e.parents.clone(),
         hash: e.hash.to_hex(),
     }
