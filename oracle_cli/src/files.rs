@@ -37,7 +37,7 @@ pub fn check_plan(path: &Path, json_out: bool) -> Result<(), CliError> {
 }
 
 /// [`check_plan`] for the copy of the plan a run keeps (read again by `resume` and `replay`), when
-/// `run` names one. An unknown run is left for the runtime to report.
+/// `run` names one. An unknown run is left for the host to report.
 pub fn check_stored_plan(home: &Path, run: &str, json_out: bool) -> Result<(), CliError> {
     match oracle_host::plans::stored(home, run) {
         Some(plan) => check_plan(&plan, json_out),

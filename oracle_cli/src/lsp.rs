@@ -1,7 +1,8 @@
 //! `oracle lsp`: the language server for plans (`oracle_lsp`) on stdin and stdout. This side
-//! gives it what only the runtime knows: the built-in tools with their schemas, the tools a
-//! plan's `tools "DIR"` lines declare, and the sub-plans it uses, read from disk as `oracle plan
-//! check` reads them, so the server reports exactly what `plan check` would.
+//! gives it what only the host knows (`oracle_host::tools`, `oracle_host::plans`): the built-in
+//! tools with their schemas, the tools a plan's `tools "DIR"` lines declare, and the sub-plans
+//! it uses, read from disk as `oracle plan check` reads them, so the server reports exactly
+//! what `plan check` would.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
