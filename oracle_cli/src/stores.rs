@@ -19,11 +19,7 @@ fn host(
     database: Option<&oracle_host::Database>,
     json: bool,
 ) -> Result<oracle_host::Home, CliError> {
-    let h = crate::run::host(home, json)?;
-    Ok(match database {
-        Some(db) => h.with_stores(Some(db.stores())),
-        None => h,
-    })
+    Ok(crate::run::host(home, json)?.with_database(database))
 }
 
 /// Whether `command` is about named stores rather than a run (`--memory NAME`, or `oracle

@@ -82,7 +82,7 @@ impl Database {
     }
 
     /// The store's named belief stores, for a [`Home`] whose shared stores are this database's
-    /// ([`Home::with_stores`]).
+    /// ([`Home::with_database`]).
     pub fn stores(&self) -> Arc<dyn StoreBackend> {
         Arc::new(self.store.clone())
     }
@@ -238,6 +238,17 @@ impl Database {
         now_ms: u64,
     ) -> Result<(String, bool), HostError> {
         schedule_store::trigger(&self.store, scratch, name, now_ms)
+    }
+}
+
+impl Home {
+    /// This home with the named belief stores of `database` (`--store URL`) in place of its
+    /// own files, when one is given.
+    pub fn with_database(self, database: Option<&Database>) -> Home {
+        match database {
+            Some(db) => self.with_stores(Some(db.stores())),
+            None => self,
+        }
     }
 }
 
