@@ -1,9 +1,13 @@
 //! The one API every front end drives stored runs through (the command line, `oracle serve`, a
 //! store's worker): find a run, bind what it needs (models, secrets, declared tools, working
 //! directory) from what the home's key vouches for and what the caller gives again, resume it,
-//! record an answer, and name every failure one way ([`HostError`]).
+//! record an answer, and name every failure one way ([`HostError`]). Reading a run goes through
+//! it too: [`inspect`] (logs, states, verification), [`keys`] (signed checkpoints),
+//! [`maintain`] (repair, snapshots), [`tools`] (catalogues, calls, replay), [`plans`], and a
+//! store's connection, [`Database`].
 //!
-//! What is absent, by design: no process-wide state (every call takes a [`Home`]); no binding
+//! What is absent, by design: no process-wide state (every call takes a [`Home`], or a
+//! [`Database`] for a store); no binding
 //! taken from a file beside the log unless the home's key sealed it (`oracle_runtime::bindings`);
 //! no second way to resume a run (the CLI, the server and the worker all call [`Home::resume`]).
 
