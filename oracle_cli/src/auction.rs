@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use oracle_auction::tools::project;
 use oracle_auction::{Economy, Pricing, Scoring, TieBreak, WinnerRecord};
-use oracle_runtime::reader;
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
@@ -23,7 +22,7 @@ pub struct AuctionArgs {
 
 pub fn run(home: &Path, a: AuctionArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.run)?;
-    let events = reader::read_all(&paths.log)?;
+    let events = oracle_host::inspect::events(&paths.log)?;
     let economy = project(&events).map_err(|e| CliError {
         code: exit::INTEGRITY,
         message: format!("{}: {e}", paths.log.display()),

@@ -1,12 +1,13 @@
 //! `oracle keygen` and `oracle checkpoint`: Ed25519 key pairs, and signed checkpoints of a
 //! log's head kept beside it as a chain, copied to a witness file (by default the run's in
 //! the key's witness directory; `oracle verify --pubkey` checks both). The formats are in docs/FORMAT.md; the work is done by
-//! `oracle_runtime::checkpoint`.
+//! `oracle_host::keys`.
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use oracle_runtime::checkpoint::{self, CheckpointError, SecretKey, Witness};
+use oracle_host::CheckpointError;
+use oracle_host::keys::{self, WitnessAt};
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -161,11 +162,8 @@ fn fail(json: bool, path: &Path, err: CliError) -> CliError {
 }
 
 pub fn keygen(a: KeygenArgs) -> Result<u8, CliError> {
-    let written = SecretKey::generate().and_then(|key| {
-        let public = checkpoint::write_key_pair(&a.out, &key)?;
-        Ok((key.public_key(), public))
-    });
-    let (public_key, public) = written.map_err(|e| fail(a.json, &a.out, cli_error(e)))?;
+    let (public_key, public) =
+        keys::generate(&a.out).map_err(|e| fail(a.json, &a.out, cli_error(e)))?;
     if a.json {
         crate::out::json(&json!({
             "ok": true,
@@ -186,15 +184,12 @@ pub fn keygen(a: KeygenArgs) -> Result<u8, CliError> {
 
 pub fn checkpoint(home: &Path, a: CheckpointArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target).map_err(|e| fail(a.json, &a.target, e))?;
-    let key =
-        checkpoint::read_secret_key(&a.key).map_err(|e| fail(a.json, &paths.log, cli_error(e)))?;
-    let dir = checkpoint::witness_dir(&a.key);
     let witness = match (&a.witness, a.no_witness) {
-        (Some(w), _) => Witness::File(w),
-        (None, true) => Witness::None,
-        (None, false) => Witness::Beside(&dir),
+        (Some(w), _) => WitnessAt::File(w),
+        (None, true) => WitnessAt::None,
+        (None, false) => WitnessAt::BesideKey,
     };
-    let created = checkpoint::create(&paths, &key, witness, a.threads)
+    let created = keys::sign(&paths, &a.key, witness, a.threads)
         .map_err(|e| fail(a.json, &paths.log, cli_error(e)))?;
     let c = created.checkpoint;
     let chained = c.chained;

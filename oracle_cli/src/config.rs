@@ -415,7 +415,7 @@ fn parse(path: &Path, text: &str) -> Result<Layer, CliError> {
                 "`store`: a password in the store URL is refused in a config file (it is never kept in one): set the whole URL in ORACLE_STORE instead, or connect in a way that needs none (a local socket, ?host=/DIR)",
             ));
         }
-        if !oracle_pg::is_store_url(url) {
+        if !oracle_host::database::is_store_url(url) {
             return Err(error(
                 path,
                 Some(at(s.span())),
@@ -644,12 +644,9 @@ fn read(path: &Path) -> Result<Option<String>, CliError> {
     {
         return Ok(None);
     }
-    let bytes = oracle_runtime::fsread::read_regular_file(
-        path,
-        CONFIG_FILE_BYTES_MAX,
-        "config_file_bytes_max",
-    )
-    .map_err(|e| error(path, None, &e.reason.to_string()))?;
+    let bytes =
+        oracle_host::plans::read_regular(path, CONFIG_FILE_BYTES_MAX, "config_file_bytes_max")
+            .map_err(|e| error(path, None, &e.reason.to_string()))?;
     String::from_utf8(bytes).map(Some).map_err(|e| {
         error(
             path,
@@ -690,7 +687,7 @@ fn load(flag_home: Option<&Path>, flag_store: Option<&str>) -> Result<Settings, 
         }
     }
     files_seen.reverse();
-    let home_env = oracle_runtime::paths::HOME_ENV;
+    let home_env = oracle_host::HOME_ENV;
     let home = match (flag_home, env(home_env)) {
         (Some(h), _) => Item {
             value: h.to_path_buf(),
@@ -701,18 +698,18 @@ fn load(flag_home: Option<&Path>, flag_store: Option<&str>) -> Result<Settings, 
             source: Source::Env(home_env),
         },
         (None, None) => merged.home.unwrap_or(Item {
-            value: PathBuf::from(oracle_runtime::paths::HOME_DEFAULT),
+            value: PathBuf::from(oracle_host::HOME_DEFAULT),
             source: Source::Default,
         }),
     };
-    let store = match (flag_store, env(oracle_pg::STORE_ENV)) {
+    let store = match (flag_store, env(oracle_host::STORE_ENV)) {
         (Some(s), _) => Some(Item {
             value: s.to_owned(),
             source: Source::Flag("--store"),
         }),
         (None, Some(e)) => Some(Item {
             value: e,
-            source: Source::Env(oracle_pg::STORE_ENV),
+            source: Source::Env(oracle_host::STORE_ENV),
         }),
         (None, None) => merged.store,
     };
@@ -937,7 +934,7 @@ impl Settings {
             match &self.store {
                 Some(s) => (
                     "store".to_owned(),
-                    json!(oracle_pg::redact(&s.value)),
+                    json!(oracle_host::database::redact(&s.value)),
                     s.source.clone(),
                 ),
                 None => ("store".to_owned(), Value::Null, Source::Default),

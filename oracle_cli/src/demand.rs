@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use oracle_core::{Event, EventKind};
 use oracle_demand::{Config, DemandTrace, Dependencies, Policy, Report, Sources};
-use oracle_runtime::reader;
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
@@ -74,7 +73,7 @@ pub fn run(home: &Path, a: DemandArgs) -> Result<u8, CliError> {
         return Err(CliError::input("--horizon must be at least 1"));
     }
     let paths = crate::resolve(home, &a.target)?;
-    let events = reader::read_all(&paths.log)?;
+    let events = oracle_host::inspect::events(&paths.log)?;
     let n = events.len() as u64;
     let budgets = match (a.budget, a.budgets.is_empty()) {
         (Some(b), _) => vec![b],

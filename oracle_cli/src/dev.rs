@@ -3,7 +3,7 @@
 //! scripted model server (`oracle_llm_stub::program`), `mcp-example` the example MCP server
 //! (`oracle_mcp_example`), which a tools manifest starts as `program = "oracle"`,
 //! `args = ["dev", "mcp-example"]` (docs/TOOLS.md). Neither is a real model or a real tool.
-//! `machine` prints the line benchmarks start with (`oracle_runtime::machine`).
+//! `machine` prints the line benchmarks start with (`oracle_host::machine_line`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,16 +81,13 @@ fn run(a: DevArgs) -> Result<ExitCode, CliError> {
         DevCommand::Machine => {
             use std::io::Write as _;
             // Not `println!`: a closed stdout is an error to report, not a panic.
-            writeln!(
-                std::io::stdout().lock(),
-                "{}",
-                oracle_runtime::machine::line()
-            )
-            .map_err(|e| CliError {
-                code: exit::FAILED,
-                message: format!("cannot write the machine line: {e}"),
-                json: None,
-                quiet: false,
+            writeln!(std::io::stdout().lock(), "{}", oracle_host::machine_line()).map_err(|e| {
+                CliError {
+                    code: exit::FAILED,
+                    message: format!("cannot write the machine line: {e}"),
+                    json: None,
+                    quiet: false,
+                }
             })?;
             Ok(ExitCode::SUCCESS)
         }

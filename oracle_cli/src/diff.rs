@@ -11,8 +11,8 @@ use oracle_core::diff::{
     Class, DiffError, Divergence, Outcome, Reader, Side, first_divergence_across_plans,
 };
 use oracle_core::payload::Payload;
-use oracle_runtime::StoreError;
-use oracle_runtime::index::IndexedLog;
+use oracle_host::StoreError;
+use oracle_host::inspect::{self, Indexed};
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
@@ -58,12 +58,13 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
         // An invalid log must be reported as such, never as a difference (or as identical).
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         for p in [&pa.log, &pb.log] {
-            oracle_runtime::verify_file(
+            inspect::verify(
                 p,
-                oracle_runtime::VerifyOptions {
+                oracle_host::VerifyOptions {
                     threads,
                     expected_head: None,
                 },
+                None,
             )
             .map_err(invalid)?;
         }
@@ -78,7 +79,7 @@ pub fn run(home: &Path, a: DiffArgs) -> Result<u8, CliError> {
                 .zip(home_abs.as_ref())
                 .is_some_and(|(p, h)| p.starts_with(h))
     };
-    let open = |p: &Path| IndexedLog::open_with(p, persist(p)).map_err(invalid);
+    let open = |p: &Path| Indexed::open_keeping(p, persist(p)).map_err(invalid);
     let (mut la, mut lb) = (open(&pa.log)?, open(&pb.log)?);
     let (na, nb) = (la.len(), lb.len());
     let mut r = Reader::new(&mut la, &mut lb);
@@ -161,10 +162,7 @@ fn plan_text_diff(
     json_out: bool,
 ) -> Result<Option<String>, CliError> {
     let text = |run: &Path| {
-        let found = oracle_runtime::session::find(home, &run.to_string_lossy())
-            .map_err(|e| crate::run::session_error(e, json_out, None))?;
-        oracle_runtime::session::recorded_plan_source(&found)
-            .map(|(plan, source)| (found.id, plan.hash, source))
+        inspect::recorded_plan(home, &run.to_string_lossy())
             .map_err(|e| crate::run::session_error(e, json_out, None))
     };
     let ((ida, ha, ta), (idb, hb, tb)) = (text(a)?, text(b)?);
@@ -358,7 +356,7 @@ fn replay_through(path: &Path, seq: u64) -> Result<Replayed, StoreError> {
     let mut state = oracle_core::State::new();
     let mut recorded_matches = false;
     let mut failure = None;
-    oracle_runtime::reader::scan(path, true, |e| {
+    inspect::scan(path, true, |e| {
         if let Err(err) = oracle_core::reduce::apply_in_place(&mut state, &e) {
             failure = Some(format!("event {}: {err}", e.seq));
             return Ok(false);

@@ -182,8 +182,8 @@ pub fn run(home: &Path, a: EvolveArgs) -> Result<u8, CliError> {
             out,
             json,
         } => {
-            let key = oracle_runtime::checkpoint::read_secret_key(&key)
-                .map_err(crate::checkpoint::cli_error)?;
+            let key =
+                oracle_host::keys::read_secret_key(&key).map_err(crate::checkpoint::cli_error)?;
             let by = by.or_else(os_user);
             if let Some(out) = out {
                 let signed = h.evolve_sign(&id, &key, &report, by).map_err(fail)?;
@@ -447,20 +447,16 @@ fn verify(h: &oracle_host::Home, json_out: bool) -> Result<u8, CliError> {
 /// What `oracle evolve policy` was asked to change (`None`: kept).
 struct PolicySet {
     require: Option<bool>,
-    approvers: Option<Vec<oracle_runtime::checkpoint::PublicKey>>,
+    approvers: Option<Vec<oracle_host::PublicKey>>,
     reason: Option<String>,
     by: Option<String>,
 }
 
 /// The public keys of `--approver` files.
-fn read_approvers(
-    files: &[PathBuf],
-) -> Result<Vec<oracle_runtime::checkpoint::PublicKey>, CliError> {
+fn read_approvers(files: &[PathBuf]) -> Result<Vec<oracle_host::PublicKey>, CliError> {
     files
         .iter()
-        .map(|f| {
-            oracle_runtime::checkpoint::read_public_key(f).map_err(crate::checkpoint::cli_error)
-        })
+        .map(|f| oracle_host::keys::read_public_key(f).map_err(crate::checkpoint::cli_error))
         .collect()
 }
 
@@ -504,9 +500,7 @@ fn plan_hash_of(plan: &str) -> Result<Hash, CliError> {
     }
     let text = std::fs::read_to_string(plan)
         .map_err(|e| CliError::input(format!("{plan}: not a plan hash, and not readable: {e}")))?;
-    oracle_runtime::tools::evolve::compile(&text)
-        .map(|c| c.hash)
-        .map_err(|e| CliError::input(format!("{plan}: {e}")))
+    oracle_host::evolve::plan_hash(&text).map_err(|e| CliError::input(format!("{plan}: {e}")))
 }
 
 fn print_lineage(entries: &[Entry]) -> Result<(), CliError> {

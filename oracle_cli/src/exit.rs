@@ -1,11 +1,11 @@
 //! Exit codes shared by every command (documented in README.md), and the error type that
 //! carries one.
 
-use oracle_runtime::StoreError;
+use oracle_host::StoreError;
 
 // The codes and the error shape are shared with `oracle serve`'s API (oracle_serve), which
-// answers with the same error objects: one definition, in the runtime.
-pub use oracle_runtime::exit::{
+// answers with the same error objects: one definition, reached through the host.
+pub use oracle_host::{
     ALREADY_RESOLVED, EXPIRED, FAILED, INPUT, INTEGRITY, OK, SUSPENDED, UNKNOWN_HANDLE, error_json,
 };
 

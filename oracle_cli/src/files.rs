@@ -1,11 +1,10 @@
-//! Files the CLI reads whole (plans, `--value-file`): through `oracle_runtime::fsread`, so a
+//! Files the CLI reads whole (plans, `--value-file`): through `oracle_host::plans`, so a
 //! FIFO, a device or a directory is refused at once and a file's size is checked against its
 //! named limit before it is read. Exit 2, nothing started or written.
 
 use std::path::Path;
 
-use oracle_runtime::fsread;
-use oracle_runtime::session::{self, PLAN_BYTES_MAX};
+use oracle_host::ReadFileError;
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -18,7 +17,7 @@ pub const VALUE_FILE_BYTES_MAX: u64 = 8 << 20;
 /// hand; anything larger is not one.
 pub const CONFIG_FILE_BYTES_MAX: u64 = 1 << 20;
 
-fn refused(e: fsread::ReadFileError, json_out: bool) -> CliError {
+fn refused(e: ReadFileError, json_out: bool) -> CliError {
     let err = CliError::input(e.to_string());
     if json_out
         && let Err(closed) = crate::out::json(
@@ -30,26 +29,24 @@ fn refused(e: fsread::ReadFileError, json_out: bool) -> CliError {
     err
 }
 
-/// Checks that the plan at `path` is a regular file within [`PLAN_BYTES_MAX`], before the
-/// runtime reads and parses it: a FIFO would otherwise hang the command and `/dev/zero` be read
-/// up to the limit.
+/// Checks that the plan at `path` is a regular file within its limit, before the host reads
+/// and parses it: a FIFO would otherwise hang the command and `/dev/zero` be read up to the
+/// limit.
 pub fn check_plan(path: &Path, json_out: bool) -> Result<(), CliError> {
-    fsread::open_regular(path, PLAN_BYTES_MAX, "plan_bytes_max")
-        .map(drop)
-        .map_err(|e| refused(e, json_out))
+    oracle_host::plans::check(path).map_err(|e| refused(e, json_out))
 }
 
 /// [`check_plan`] for the copy of the plan a run keeps (read again by `resume` and `replay`), when
-/// `run` names one. An unknown run is left for the runtime to report.
+/// `run` names one. An unknown run is left for the host to report.
 pub fn check_stored_plan(home: &Path, run: &str, json_out: bool) -> Result<(), CliError> {
-    match session::find(home, run) {
-        Ok(found) => check_plan(&found.dir.join(session::PLAN_FILE), json_out),
-        Err(_) => Ok(()),
+    match oracle_host::plans::stored(home, run) {
+        Some(plan) => check_plan(&plan, json_out),
+        None => Ok(()),
     }
 }
 
 /// Reads the `--value-file` at `path`: a regular file of at most [`VALUE_FILE_BYTES_MAX`].
 pub fn read_value_file(path: &Path) -> Result<Vec<u8>, CliError> {
-    fsread::read_regular_file(path, VALUE_FILE_BYTES_MAX, "value_file_bytes_max")
+    oracle_host::plans::read_regular(path, VALUE_FILE_BYTES_MAX, "value_file_bytes_max")
         .map_err(|e| refused(e, false))
 }

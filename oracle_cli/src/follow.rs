@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use oracle_runtime::live::{self, Delta, Subscription};
+use oracle_host::{Delta, Subscription};
 
 /// How often the printing thread looks for its stop flag while no delta comes.
 const POLL: Duration = Duration::from_millis(50);
@@ -26,7 +26,7 @@ impl Follow {
         if !asked {
             return None;
         }
-        let Some(sub) = live::subscribe(None) else {
+        let Some(sub) = oracle_host::inspect::follow() else {
             eprintln!("warning: --follow: too many watchers in this process; not following");
             return None;
         };

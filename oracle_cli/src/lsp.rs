@@ -1,14 +1,14 @@
 //! `oracle lsp`: the language server for plans (`oracle_lsp`) on stdin and stdout. This side
-//! gives it what only the runtime knows: the built-in tools with their schemas, the tools a
-//! plan's `tools "DIR"` lines declare, and the sub-plans it uses, read from disk as `oracle plan
-//! check` reads them, so the server reports exactly what `plan check` would.
+//! gives it what only the host knows (`oracle_host::tools`, `oracle_host::plans`): the built-in
+//! tools with their schemas, the tools a plan's `tools "DIR"` lines declare, and the sub-plans
+//! it uses, read from disk as `oracle plan check` reads them, so the server reports exactly
+//! what `plan check` would.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use oracle_plan::{Catalogue, Sources, ToolSchemas};
-use oracle_runtime::tool::Registry;
+use oracle_plan::{Catalogue, Sources};
 
 use crate::exit::{self, CliError};
 
@@ -24,24 +24,12 @@ struct CliContext {
     declared: RefCell<BTreeMap<Vec<PathBuf>, Catalogue>>,
 }
 
-/// The registry's catalogue, with every tool's schemas for hover.
-fn catalogue_of(registry: &Registry) -> Catalogue {
-    let schemas = registry.iter().map(|r| {
-        let s = ToolSchemas {
-            input: r.decl.input_schema.clone(),
-            output: r.decl.output_schema.clone(),
-        };
-        (r.decl.name.clone(), s)
-    });
-    registry.catalogue().with_schemas(schemas)
-}
-
 impl oracle_lsp::Context for CliContext {
     fn catalogue(&self, path: Option<&Path>, src: &str) -> (Catalogue, Sources) {
         let Some(dir) = path.map(|p| p.parent().unwrap_or(Path::new("."))) else {
             return (self.builtin.clone(), Sources::new());
         };
-        let sources = oracle_runtime::session::plan_sources(dir, src);
+        let sources = oracle_host::plans::sources(dir, src);
         let dirs: Vec<PathBuf> = oracle_plan::tools_of(src)
             .into_iter()
             .map(|d| dir.join(d))
@@ -53,15 +41,10 @@ impl oracle_lsp::Context for CliContext {
         if let Some(c) = cache.get(&dirs) {
             return (c.clone(), sources);
         }
-        let mut registry = oracle_runtime::tools::builtin();
-        let mode = oracle_runtime::declared::McpMode::Start;
         // A directory that does not load leaves the built-in tools: `plan check` names the
         // problem, and the unknown tools show as E0205 here.
-        let catalogue = match crate::tools::declare(&mut registry, &dirs, &Default::default(), mode)
-        {
-            Ok(_) => catalogue_of(&registry),
-            Err(_) => self.builtin.clone(),
-        };
+        let catalogue =
+            oracle_host::tools::catalogue(&dirs, true).unwrap_or_else(|_| self.builtin.clone());
         if cache.len() >= TOOL_DIR_SETS_CACHED_MAX {
             cache.clear();
         }
@@ -72,7 +55,7 @@ impl oracle_lsp::Context for CliContext {
 
 pub fn run() -> Result<u8, CliError> {
     let context = CliContext {
-        builtin: catalogue_of(&oracle_runtime::tools::builtin()),
+        builtin: oracle_host::tools::catalogue(&[], true).unwrap_or_default(),
         declared: RefCell::new(BTreeMap::new()),
     };
     match oracle_lsp::run_stdio(&context) {

@@ -330,10 +330,7 @@ fn main() -> ExitCode {
     // The config files go under the flags here; a file that cannot be used is the error.
     let configured = config::apply(&mut cli);
     let command = cli.command;
-    let home = oracle_runtime::paths::resolve_home(
-        cli.home.as_deref(),
-        std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),
-    );
+    let home = oracle_host::home_dir(cli.home.as_deref());
     let result = match configured.and_then(|()| store::url(cli.store)) {
         Err(e) => Err(e),
         Ok(Some(url)) => match store::dispatch(&url, command) {
@@ -376,6 +373,16 @@ fn main() -> ExitCode {
 
 /// Runs one command against the file home `home`.
 pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8, CliError> {
+    run_command_in(home, None, command)
+}
+
+/// Runs one command against the file home `home`, with the named belief stores the
+/// database's when one is given (`--store URL`).
+pub(crate) fn run_command_in(
+    home: &std::path::Path,
+    database: Option<&oracle_host::Database>,
+    command: Command,
+) -> Result<u8, CliError> {
     let home = home.to_path_buf();
     match command {
         Command::Run(a) => run::run(&home, a),
@@ -388,7 +395,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         Command::Cancel(a) => run::cancel(&home, a),
         Command::Replay(a) => run::replay(&home, a),
         Command::Runs(a) => run::runs(&home, a),
-        Command::Verify(a) => verify::run(&home, a),
+        Command::Verify(a) => verify::run(&home, database, a),
         Command::Keygen(a) => checkpoint::keygen(a),
         Command::Checkpoint(a) => checkpoint::checkpoint(&home, a),
         Command::Log(a) => show::log(&home, a),
@@ -404,11 +411,11 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
         Command::Tools(a) => tools::run(&home, a),
         Command::Export(a) => transfer::export(&home, a),
         Command::Import(a) => transfer::import(&home, a),
-        Command::Memory(a) => memory::memory(&home, a),
-        Command::Adjudications(a) => memory::adjudications(&home, a),
-        Command::Adjudicate(a) => memory::adjudicate(&home, a),
-        Command::Sweep(a) => memory::sweep(&home, a),
-        Command::Claim(a) => memory::claim(&home, a),
+        Command::Memory(a) => memory::memory(&home, database, a),
+        Command::Adjudications(a) => memory::adjudications(&home, database, a),
+        Command::Adjudicate(a) => memory::adjudicate(&home, database, a),
+        Command::Sweep(a) => memory::sweep(&home, database, a),
+        Command::Claim(a) => memory::claim(&home, database, a),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut buf = Vec::new();
@@ -422,7 +429,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
                 .map_err(|e| exit::CliError::input(format!("man page: {e}")))
                 .and_then(|()| out::write_bytes(&buf).map(|()| exit::OK))
         }
-        Command::Reinstate(a) => memory::reinstate(&home, a),
+        Command::Reinstate(a) => memory::reinstate(&home, database, a),
         Command::Diff(a) => diff::run(&home, a),
         Command::Demand(a) => demand::run(&home, a),
         Command::Auction(a) => auction::run(&home, a),
@@ -436,13 +443,7 @@ pub(crate) fn run_command(home: &std::path::Path, command: Command) -> Result<u8
 pub(crate) fn resolve(
     home: &std::path::Path,
     target: &std::path::Path,
-) -> Result<oracle_runtime::LogPaths, CliError> {
+) -> Result<oracle_host::LogPaths, CliError> {
     // One wording (and "did you mean") for a run that cannot be found, whatever the command.
-    oracle_runtime::LogPaths::resolve(target, home)
-        .map(oracle_runtime::session::as_run)
-        .ok_or_else(|| {
-            CliError::input(
-                oracle_runtime::session::not_found(home, &target.to_string_lossy()).to_string(),
-            )
-        })
+    oracle_host::inspect::resolve(home, target).map_err(|e| CliError::input(e.to_string()))
 }

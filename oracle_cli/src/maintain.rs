@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use oracle_core::synth::{Shape, Synth, SynthConfig};
-use oracle_runtime::repair::{CheckpointsRepair, Repair};
-use oracle_runtime::{Durability, LogPaths, LogWriter, snapshots};
+use oracle_core::synth::{Shape, SynthConfig};
+use oracle_host::maintain::{self, SynthError};
+use oracle_host::{CheckpointsRepair, Durability, LogPaths, Repair};
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
@@ -20,11 +20,10 @@ pub struct RepairArgs {
 
 pub fn repair(home: &Path, a: RepairArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target)?;
-    let log = oracle_runtime::repair::repair(&paths)?;
+    let log = maintain::repair_log(&paths)?;
     // Then the checkpoint file beside the log: its torn last line, if any. A damaged line
     // before it is an integrity error (exit 4) and the file is left as it is.
-    let checkpoints =
-        oracle_runtime::repair::repair_checkpoints(&paths).map_err(crate::checkpoint::cli_error)?;
+    let checkpoints = maintain::repair_checkpoints(&paths).map_err(crate::checkpoint::cli_error)?;
     if a.json {
         let mut v = match &log {
             Repair::Clean { head } => {
@@ -108,7 +107,7 @@ pub struct SnapshotArgs {
 
 pub fn snapshot(home: &Path, a: SnapshotArgs) -> Result<u8, CliError> {
     let paths = crate::resolve(home, &a.target)?;
-    let (snap, path) = snapshots::take(&paths, a.at)?;
+    let (snap, path) = maintain::snapshot(&paths, a.at)?;
     if a.json {
         crate::out::json(
             &json!({"seq": snap.seq, "state_hash": snap.state_hash, "keys": snap.entries.len(), "path": path}),
@@ -211,25 +210,24 @@ pub fn synth(home: &Path, a: SynthArgs) -> Result<u8, CliError> {
         ShapeArg::Steps => Shape::Steps,
         ShapeArg::Writes => Shape::Writes,
     };
-    let mut w = LogWriter::create(&paths, a.durability.into())?;
     let meter =
         crate::progress::Meter::bar("writing", a.events, crate::progress::Unit::Events, a.json);
-    for (n, event) in Synth::new(SynthConfig {
+    let config = SynthConfig {
         events: a.events,
         seed: a.seed,
         keys: a.keys,
         shape,
-    })
-    .enumerate()
-    {
-        let event = event.map_err(|e| CliError::input(format!("synthetic log: {e}")))?;
-        w.append_sealed(&event)?;
+    };
+    let head = maintain::synth(&paths, config, a.durability.into(), |n, _| {
         // Every 4096 events: the bar is redrawn at most a few times a second anyway.
         if n.is_multiple_of(4096) {
-            meter.set_position(n as u64);
+            meter.set_position(n);
         }
-    }
-    let head = w.close()?;
+    })
+    .map_err(|e| match e {
+        SynthError::Event(_) => CliError::input(e.to_string()),
+        SynthError::Store(e) => CliError::from(e),
+    })?;
     drop(meter);
     if a.json {
         crate::out::json(&json!({"path": paths.log, "events": head.next_seq, "head": head.hash}))?;

@@ -6,14 +6,13 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use oracle_host::HostError;
 use oracle_host::signal::Signal;
+use oracle_host::{OutsideClaim, Reinstate, RunMemory, SessionError, Submission};
 use oracle_memory::claim::UnknownProvenance;
 use oracle_memory::memory::RequestState;
 use oracle_memory::{
     AdjudicateError, Belief, Cardinality, Claim, Criticality, Provenance, Query, RequestStatus,
     ValidTime, Verdict,
 };
-use oracle_runtime::adjudication::{OutsideClaim, Reinstate, RunMemory, Submission};
-use oracle_runtime::session::SessionError;
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
@@ -288,8 +287,12 @@ fn belief_line(b: &Belief) -> String {
     }
 }
 
-pub fn memory(home: &Path, a: MemoryArgs) -> Result<u8, CliError> {
-    if let Some(code) = crate::stores::memory(home, &a)? {
+pub fn memory(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    a: MemoryArgs,
+) -> Result<u8, CliError> {
+    if let Some(code) = crate::stores::memory(home, database, &a)? {
         return Ok(code);
     }
     let run = a.run.clone().unwrap_or_default();
@@ -380,15 +383,19 @@ fn request_json(m: &oracle_memory::Memory, r: &RequestState) -> Value {
 fn expires_text(r: &oracle_memory::Request) -> String {
     match (r.expires_at, r.expires_ms) {
         (Some(tick), _) => tick.to_string(),
-        (None, Some(ms)) => oracle_runtime::wall::rfc3339(ms),
+        (None, Some(ms)) => oracle_host::rfc3339(ms),
         (None, None) => "never".to_owned(),
     }
 }
 
-pub fn adjudications(home: &Path, a: AdjudicationsArgs) -> Result<u8, CliError> {
+pub fn adjudications(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    a: AdjudicationsArgs,
+) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     if let Some(name) = &a.memory {
-        return crate::stores::requests(home, name, a.json);
+        return crate::stores::requests(home, database, name, a.json);
     }
     let run = a.run.clone().unwrap_or_default();
     let rm = load(home, &run, a.json)?;
@@ -562,11 +569,15 @@ fn refusal(run: &str, e: &AdjudicateError) -> (u8, Value) {
 }
 
 /// `oracle reinstate`: a verdict that names a superseded claim and makes it live again.
-pub(crate) fn reinstate(home: &Path, a: ReinstateArgs) -> Result<u8, CliError> {
+pub(crate) fn reinstate(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    a: ReinstateArgs,
+) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let r = a.reinstatement()?;
     if let Some(name) = &a.memory {
-        return crate::stores::reinstate(home, name, &r, a.json);
+        return crate::stores::reinstate(home, database, name, &r, a.json);
     }
     let applied = crate::run::host(home, a.json)?
         .reinstate(&a.run, &r, a.durability.into())
@@ -634,12 +645,22 @@ fn check_now(now: Option<u64>, json: bool) -> Result<(), CliError> {
         })
 }
 
-pub(crate) fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError> {
+pub(crate) fn adjudicate(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    a: AdjudicateArgs,
+) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let sub = a.submission()?;
     if let Some(name) = &a.memory {
         let handle = a.handle.clone().unwrap_or_else(|| a.run.clone());
-        return crate::stores::adjudicate(home, name, Submission { handle, ..sub }, a.json);
+        return crate::stores::adjudicate(
+            home,
+            database,
+            name,
+            Submission { handle, ..sub },
+            a.json,
+        );
     }
     let applied = crate::run::host(home, a.json)?
         .adjudicate(&a.run, &sub, a.durability.into())
@@ -676,10 +697,14 @@ pub(crate) fn adjudicate(home: &Path, a: AdjudicateArgs) -> Result<u8, CliError>
     Ok(exit::OK)
 }
 
-pub(crate) fn sweep(home: &Path, a: SweepArgs) -> Result<u8, CliError> {
+pub(crate) fn sweep(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    a: SweepArgs,
+) -> Result<u8, CliError> {
     check_now(a.now, a.json)?;
     if let Some(name) = &a.memory {
-        return crate::stores::sweep(home, name, a.json);
+        return crate::stores::sweep(home, database, name, a.json);
     }
     let run = a.run.clone().unwrap_or_default();
     let swept = crate::run::host(home, a.json)?
@@ -742,11 +767,15 @@ fn parse_valid(text: &str) -> Result<ValidTime, CliError> {
     })
 }
 
-pub(crate) fn claim(home: &Path, a: ClaimArgs) -> Result<u8, CliError> {
+pub(crate) fn claim(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    a: ClaimArgs,
+) -> Result<u8, CliError> {
     crate::run::check_program("--oracle-cmd", a.oracle_cmd.as_deref())?;
     let outside = a.outside_claim()?;
     if let Some(name) = &a.memory {
-        return crate::stores::claim(home, name, outside, a.json);
+        return crate::stores::claim(home, database, name, outside, a.json);
     }
     let run = a.run.clone().unwrap_or_default();
     let applied = match crate::run::host(home, a.json)?.claim(&run, &outside, a.durability.into()) {
@@ -892,7 +921,7 @@ impl ClaimArgs {
             .map_err(|e| CliError::input(format!("--value is not JSON: {e}")))?;
         // A float (or another value with no canonical encoding) is named as such first.
         oracle_core::canon::check(&value).map_err(|e| CliError::input(format!("--value: {e}")))?;
-        oracle_runtime::session::check_outside_value(&value, "--value")
+        oracle_host::admit::check_outside_value(&value, "--value")
             .map_err(|e| CliError::input(e.to_string()))?;
         let valid = self.valid.as_deref().map(parse_valid).transpose()?;
         let claim = Claim {

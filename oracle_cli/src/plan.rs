@@ -165,7 +165,7 @@ pub fn run(a: PlanArgs) -> Result<u8, CliError> {
             crate::plan_fmt::run(&plans, mode, json)
         }
         PlanCommand::Tools { json } => {
-            let catalogue = oracle_runtime::catalogue::builtin();
+            let catalogue = oracle_host::tools::builtin_catalogue();
             if json {
                 crate::out::json(
                     &serde_json::to_value(catalogue.tools().collect::<Vec<_>>())
@@ -198,19 +198,13 @@ pub(crate) fn load(
     path: &Path,
 ) -> Result<(String, Option<CompiledPlan>, Vec<Diagnostic>), CliError> {
     crate::files::check_plan(path, false)?;
-    let src =
-        oracle_runtime::session::read_text(path).map_err(|e| CliError::input(e.to_string()))?;
+    let src = oracle_host::plans::read(path).map_err(|e| CliError::input(e.to_string()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let sources = oracle_runtime::session::plan_sources(dir, &src);
+    let sources = oracle_host::plans::sources(dir, &src);
     // The plan's own `tools "DIR"` lines declare tools it may call.
-    let mut registry = oracle_runtime::tools::builtin();
-    crate::tools::declare(
-        &mut registry,
-        &crate::tools::plan_dirs(path, &[]),
-        &Default::default(),
-        oracle_runtime::declared::McpMode::Start,
-    )?;
-    let (compiled, diags) = oracle_plan::check_with(&src, &registry.catalogue(), &sources);
+    let catalogue = oracle_host::tools::catalogue(&crate::tools::plan_dirs(path, &[]), false)
+        .map_err(|p| crate::tools::problems_error(&p))?;
+    let (compiled, diags) = oracle_plan::check_with(&src, &catalogue, &sources);
     Ok((src, compiled, diags))
 }
 

@@ -83,7 +83,7 @@ pub fn run(plans: &[PathBuf], mode: Mode, json_out: bool) -> Result<u8, CliError
 
 fn read(path: &Path) -> Result<String, CliError> {
     crate::files::check_plan(path, false)?;
-    oracle_runtime::session::read_text(path).map_err(|e| CliError::input(e.to_string()))
+    oracle_host::plans::read(path).map_err(|e| CliError::input(e.to_string()))
 }
 
 /// Formats one plan; on a syntax error, reports what `plan check` reports for it.

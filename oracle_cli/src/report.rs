@@ -68,7 +68,7 @@ pub fn run(home: &Path, a: ReportArgs) -> Result<u8, CliError> {
     };
     let mut v = view::run(home, &a.run, a.at, page).map_err(|e| view_error(e, a.json))?;
     // The latency view, as the server's run page has it (unpriced: a report names no prices).
-    if let Ok(found) = oracle_runtime::session::find(home, &a.run) {
+    if let Ok(found) = oracle_host::inspect::find(home, &a.run) {
         let prices = oracle_host::metrics::Prices::new();
         v.latency = oracle_serve::data::latency_view(&found.paths.log, a.at, &prices);
     }

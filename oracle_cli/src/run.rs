@@ -6,14 +6,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use oracle_core::diff::Divergence;
+use oracle_host::inspect;
 use oracle_host::signal::{Answer, DriveSettings, Signal};
+use oracle_host::tools::Replaying;
+use oracle_host::{Ending, EngineError, Progress, Report, Session, SessionError, StartOptions};
 use oracle_host::{Given, Home, HostError, Resume, Start, ToolChange};
-use oracle_runtime::engine::{Ending, EngineError, Progress, Report};
-use oracle_runtime::index::IndexedLog;
-use oracle_runtime::session::{self, Session, SessionError, StartOptions};
-use oracle_runtime::tool::Registry;
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 use crate::diff::class_text;
 use crate::exit::{self, CliError};
@@ -36,7 +34,7 @@ pub struct DriveArgs {
     /// Write a resume point (the engine's state, beside the log in `snapshots/`) after every
     /// EVENTS appended events, or as many as the state has keys if more: `resume` then
     /// re-derives only the events after the newest one. 0: none. Never changes the log.
-    #[arg(long, value_name = "EVENTS", default_value_t = oracle_runtime::resume_point::EVERY_EVENTS_DEFAULT)]
+    #[arg(long, value_name = "EVENTS", default_value_t = oracle_host::EVERY_EVENTS_DEFAULT)]
     snapshot_every: u64,
     /// Print the result as one JSON object.
     #[arg(long)]
@@ -197,21 +195,11 @@ impl DriveArgs {
         check_program("--scorer-cmd", self.scorer_cmd.as_deref())
     }
 
-    fn points(&self) -> oracle_runtime::resume_point::Policy {
-        oracle_runtime::resume_point::Policy {
+    fn points(&self) -> oracle_host::Policy {
+        oracle_host::Policy {
             every_events: self.snapshot_every,
             ..Default::default()
         }
-    }
-
-    fn scorer(&self) -> Option<std::sync::Arc<dyn oracle_runtime::scorer::Scorer>> {
-        use oracle_runtime::scorer::{CommandScorer, SCORER_TIMEOUT_MS_DEFAULT};
-        self.scorer_cmd.as_ref().map(|program| {
-            std::sync::Arc::new(CommandScorer {
-                program: program.clone(),
-                timeout_ms: SCORER_TIMEOUT_MS_DEFAULT,
-            }) as std::sync::Arc<dyn oracle_runtime::scorer::Scorer>
-        })
     }
 }
 
@@ -383,8 +371,8 @@ pub(crate) fn fork(home: &Path, a: ForkArgs) -> Result<u8, CliError> {
         crate::files::check_plan(p, a.drive.json)?;
     }
     let at = match (&a.at, &a.step) {
-        (Some(seq), _) => oracle_runtime::fork::ForkAt::Seq(*seq),
-        (None, Some(step)) => oracle_runtime::fork::ForkAt::Step(step.clone()),
+        (Some(seq), _) => oracle_host::ForkAt::Seq(*seq),
+        (None, Some(step)) => oracle_host::ForkAt::Step(step.clone()),
         (None, None) => return Err(CliError::input("give --at SEQ or --step STEP")),
     };
     drive_fork(home, host, a, at)
@@ -418,7 +406,7 @@ pub(crate) fn recover(home: &Path, a: RecoverArgs) -> Result<u8, CliError> {
         key: None,
         drive: a.drive,
     };
-    drive_fork(home, host, args, oracle_runtime::fork::ForkAt::LastValid)
+    drive_fork(home, host, args, oracle_host::ForkAt::LastValid)
 }
 
 /// Makes the fork `a` asks for at `at` through the host and prints its first drive.
@@ -426,7 +414,7 @@ fn drive_fork(
     home: &Path,
     host: oracle_host::Home,
     a: ForkArgs,
-    at: oracle_runtime::fork::ForkAt,
+    at: oracle_host::ForkAt,
 ) -> Result<u8, CliError> {
     let value = given_value(a.value.as_deref(), a.value_file.as_deref())?;
     let mut display = Display::new("forking", a.drive.json);
@@ -458,7 +446,7 @@ fn drive_fork(
     drop(follow);
     crate::spans::finish(spans);
     display.finish();
-    let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
+    let log = inspect::find(home, &a.run).ok().map(|r| r.paths.log);
     let forked = match forked.map_err(|e| host_error_in(e, a.drive.json, log.as_deref()))? {
         Start::New(f) => f,
         Start::Existing(e) => return print_existing(&e, a.drive.json, "forked this run already"),
@@ -511,7 +499,7 @@ fn print_forked(s: &Session, f: &oracle_host::Forked, json_out: bool) -> Result<
     }
     let r = &s.report;
     let mut v = json!({
-        "ok": true, "run": s.id, "dir": s.dir, "status": session::ending_word(&r.ending),
+        "ok": true, "run": s.id, "dir": s.dir, "status": oracle_host::ending_word(&r.ending),
         "events": r.events, "appended": r.appended, "head": r.head,
         "state": r.state.hash(), "executed": r.executed, "reused": r.reused,
         "rederived": r.matched, "from_snapshot": r.from_point, "warnings": s.warnings,
@@ -656,11 +644,6 @@ impl Display {
     }
 }
 
-/// The built-in tools with no model bound (replay never calls a model).
-fn registry() -> Registry {
-    oracle_runtime::tools::builtin()
-}
-
 /// An `--adjudication-expiry`: logical ticks (a whole number, as before durations existed)
 /// or a wall-clock duration.
 #[derive(Clone, Copy, Debug)]
@@ -673,14 +656,14 @@ enum Expiry {
 #[derive(Debug, thiserror::Error)]
 #[error("{source}; or give a whole number of logical ticks")]
 struct BadExpiry {
-    source: oracle_runtime::wall::WallError,
+    source: oracle_host::WallError,
 }
 
 fn parse_expiry(text: &str) -> Result<Expiry, BadExpiry> {
     if let Ok(ticks) = text.parse::<u64>() {
         return Ok(Expiry::Ticks(ticks));
     }
-    oracle_runtime::wall::duration_ms(text)
+    oracle_host::duration_ms(text)
         .map(Expiry::Ms)
         .map_err(|source| BadExpiry { source })
 }
@@ -850,7 +833,7 @@ pub(crate) fn print_notified(n: &Value) -> Result<(), CliError> {
         eprintln!(
             "warning: {} request(s) could not be delivered after {} attempts; they stay pending (oracle adjudications)",
             exhausted.len(),
-            oracle_runtime::oracle::NOTIFY_ATTEMPTS_MAX
+            oracle_host::NOTIFY_ATTEMPTS_MAX
         );
     }
     Ok(())
@@ -863,7 +846,7 @@ pub(crate) fn print_session(
     notified: Option<Value>,
 ) -> Result<(), CliError> {
     let r = &s.report;
-    let status = session::ending_word(&r.ending);
+    let status = oracle_host::ending_word(&r.ending);
     if json_out {
         let mut v = json!({
             "ok": true,
@@ -888,7 +871,7 @@ pub(crate) fn print_session(
         }
         return crate::out::json(&v);
     }
-    if let Some(oracle_runtime::repair::Repair::MovedTornTail { len, saved_to, .. }) = &s.repaired {
+    if let Some(oracle_host::Repair::MovedTornTail { len, saved_to, .. }) = &s.repaired {
         eprintln!(
             "note: a torn final record ({len} bytes, from the crash) was moved to {}",
             saved_to.display()
@@ -961,7 +944,7 @@ pub(crate) fn print_session(
                     "next     oracle adjudications {id}, then oracle adjudicate {id} HANDLE --verdict affirm|deny|unknown --evidence external_first_hand --resume",
                     id = s.id
                 )?;
-            } else if reason.starts_with(oracle_runtime::engine::SLEEP_WAIT_PREFIX) {
+            } else if reason.starts_with(oracle_host::SLEEP_WAIT_PREFIX) {
                 // A sleep is woken, never answered (`--step` is refused, `timer_wait`).
                 outln!(
                     "next     oracle resume {} --wake once it is due (--wake --force wakes it now)",
@@ -1020,7 +1003,7 @@ fn start_options(home: &Path, a: &RunArgs) -> Result<(StartOptions, Vec<PathBuf>
         durability: a.drive.durability.into(),
         resume_points: a.drive.points(),
         domains,
-        scorer: a.drive.scorer(),
+        scorer: oracle_host::command_scorer(a.drive.scorer_cmd.as_deref()),
         budget: (a.max_model_calls.is_some() || a.max_tokens_total.is_some()).then_some(
             oracle_core::payload::Budget {
                 model_calls_max: a.max_model_calls,
@@ -1156,8 +1139,8 @@ fn print_existing(e: &oracle_host::Existing, json_out: bool, did: &str) -> Resul
 pub(crate) fn submit(
     scratch: &Path,
     a: &RunArgs,
-    store: &oracle_pg::Store,
-) -> Result<oracle_pg::Submitted, CliError> {
+    store: &oracle_host::Database,
+) -> Result<oracle_host::Submitted, CliError> {
     let (opts, tool_dirs) = start_options(scratch, a)?;
     let host = host(scratch, a.drive.json)?;
     let prepared = match host
@@ -1176,19 +1159,16 @@ pub(crate) fn submit(
     for w in &prepared.warnings {
         eprintln!("warning: {w}");
     }
-    let programs = oracle_pg::Programs {
-        oracle_cmd: kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
-        scorer_cmd: kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
-    };
-    let key = a.key.as_deref().map(|k| {
-        let s = &prepared.submission;
-        oracle_runtime::keys::KeyClaim::new(k, "", prepared.plan.hash, &s.inputs, s.seed)
-    });
     let submitted = store
-        .submit_keyed(&prepared.plan.name, &prepared.dir, &programs, key.as_ref())
+        .submit(
+            &prepared,
+            kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
+            kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
+            a.key.as_deref(),
+        )
         .map_err(|e| CliError::input(e.to_string()))?;
     match submitted {
-        oracle_pg::Submitted::Existing { run, differs, .. } if !differs.is_empty() => {
+        oracle_host::Submitted::Existing { run, differs, .. } if !differs.is_empty() => {
             let e = SessionError::KeyUsed {
                 key: a.key.clone().unwrap_or_default(),
                 run,
@@ -1274,7 +1254,7 @@ pub(crate) fn resume_after_verdict(
     crate::files::check_stored_plan(home, run, json_out)?;
     let host = host(home, json_out)?;
     let s = host.resume(run, Resume::default()).map(|r| r.session);
-    let log = session::find(home, run).ok().map(|r| r.paths.log);
+    let log = inspect::find(home, run).ok().map(|r| r.paths.log);
     let s = match s {
         // The outside event was applied; a finished run has nothing to go on with, which is
         // not an error of this command.
@@ -1314,7 +1294,7 @@ pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
         Resume {
             answer,
             given: a.drive.given(),
-            drive: oracle_runtime::session::Drive {
+            drive: oracle_host::Drive {
                 wake: a.wake.then_some(a.force),
                 ..a.drive_settings().drive()
             },
@@ -1333,7 +1313,7 @@ pub(crate) fn resume(home: &Path, a: ResumeArgs) -> Result<u8, CliError> {
     drop(follow);
     crate::spans::finish(spans);
     display.finish();
-    let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
+    let log = inspect::find(home, &a.run).ok().map(|r| r.paths.log);
     let resumed = resumed.map_err(|e| host_error_in(e, a.drive.json, log.as_deref()))?;
     if let Some(changed) = &resumed.tool_changed {
         eprintln!(
@@ -1376,16 +1356,16 @@ impl CancelArgs {
 /// `oracle cancel`: ends a run that has not finished with a recorded `cancelled` outcome.
 pub(crate) fn cancel(home: &Path, a: CancelArgs) -> Result<u8, CliError> {
     let host = host(home, a.json)?;
-    let cancel = oracle_runtime::engine::Cancel {
+    let cancel = oracle_host::Cancel {
         by: a.by(),
         reason: a.reason.clone(),
     };
-    let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
+    let log = inspect::find(home, &a.run).ok().map(|r| r.paths.log);
     let done = host
         .cancel(&a.run, cancel.clone(), a.durability.into())
         .map_err(|e| host_error_in(e, a.json, log.as_deref()))?;
     match done {
-        session::Cancelled::Recorded {
+        oracle_host::Cancelled::Recorded {
             id,
             seq,
             head,
@@ -1399,9 +1379,7 @@ pub(crate) fn cancel(home: &Path, a: CancelArgs) -> Result<u8, CliError> {
                 }))?;
                 return Ok(exit::OK);
             }
-            if let Some(oracle_runtime::repair::Repair::MovedTornTail { len, saved_to, .. }) =
-                &repaired
-            {
+            if let Some(oracle_host::Repair::MovedTornTail { len, saved_to, .. }) = &repaired {
                 eprintln!(
                     "note: a torn final record ({len} bytes, from the crash) was moved to {}",
                     saved_to.display()
@@ -1416,7 +1394,7 @@ pub(crate) fn cancel(home: &Path, a: CancelArgs) -> Result<u8, CliError> {
             outln!("reason   {}", cancel.reason)?;
             outln!("head     {head}")?;
         }
-        session::Cancelled::Requested { id, .. } => {
+        oracle_host::Cancelled::Requested { id, .. } => {
             if a.json {
                 crate::out::json(&json!({
                     "ok": true, "run": id, "status": "cancel_requested",
@@ -1450,36 +1428,27 @@ pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
     }
     crate::files::check_stored_plan(home, &a.run, a.json)?;
     // Replay starts no MCP server and runs no impure program: their outputs are recorded.
-    let mut registry = registry();
-    crate::tools::for_run(
-        home,
-        &a.run,
-        &a.tools.dirs,
-        &mut registry,
-        &Arc::default(),
-        false,
-        a.allow_tool_change,
-    )?;
+    let tools = crate::tools::for_run(home, &a.run, &a.tools.dirs, false, a.allow_tool_change)?;
     let mut display = Display::new("replaying", a.json);
-    let r = session::replay_observed(
+    let r = oracle_host::tools::replay(
         home,
         &a.run,
         a.plan.as_deref(),
         a.jobs,
         a.from_snapshot,
-        &registry,
+        &tools,
         &mut |p| display.update(p),
     );
     display.finish();
-    let log = session::find(home, &a.run).ok().map(|r| r.paths.log);
+    let log = inspect::find(home, &a.run).ok().map(|r| r.paths.log);
     let r = r.map_err(|e| match e {
         SessionError::Engine(EngineError::Diverged(d)) => {
-            divergence_error_in(&d, a.json, log.as_deref(), Some(&registry))
+            divergence_error_in(&d, a.json, log.as_deref(), Some(&tools))
         }
         e => session_error(e, a.json, log.as_deref()),
     })?;
     let rep: &Report = &r.report;
-    let ending = session::ending_word(&rep.ending);
+    let ending = oracle_host::ending_word(&rep.ending);
     if a.json {
         let mut v = json!({
             "ok": true,
@@ -1536,18 +1505,14 @@ fn divergence_error(d: &Divergence, json_out: bool, log: Option<&Path>) -> CliEr
 
 /// The tool a divergence shows returning other output although its manifest declares it pure
 /// (a declared tool only: the built-ins are tested to be pure).
-fn impure_pure_tool(d: &Divergence, registry: &Registry) -> Option<String> {
+fn impure_pure_tool(d: &Divergence, tools: &Replaying) -> Option<String> {
     use oracle_core::diff::Class;
     match &d.class {
         Class::Payload {
             kind: oracle_core::EventKind::ToolReturned | oracle_core::EventKind::ToolFailed,
             tool: Some(tool),
             ..
-        } => {
-            let pinned = registry.pins().unwrap_or_default();
-            let declared_pure = pinned.iter().any(|p| &p.name == tool && p.effect == "pure");
-            declared_pure.then(|| tool.clone())
-        }
+        } => tools.declared_pure(tool).then(|| tool.clone()),
         _ => None,
     }
 }
@@ -1557,9 +1522,9 @@ fn divergence_error_in(
     d: &Divergence,
     json_out: bool,
     log: Option<&Path>,
-    registry: Option<&Registry>,
+    tools: Option<&Replaying>,
 ) -> CliError {
-    let pure = registry.and_then(|r| impure_pure_tool(d, r));
+    let pure = tools.and_then(|r| impure_pure_tool(d, r));
     let step =
         d.a.payload
             .get("step")
@@ -1582,7 +1547,7 @@ fn divergence_error_in(
     // from the log. A log that cannot be read again only costs the parents in the report.
     let mut recorded = d.seq + 1;
     let mut parents = Vec::new();
-    if let Some(mut indexed) = log.and_then(|l| IndexedLog::open(l).ok()) {
+    if let Some(mut indexed) = log.and_then(|l| inspect::Indexed::open(l).ok()) {
         recorded = indexed.len();
         parents =
             d.a.parents
@@ -1616,14 +1581,12 @@ fn divergence_error_in(
 
 /// The log of run `id` in the file home `home`.
 fn run_log(home: &Path, id: &str) -> PathBuf {
-    home.join("runs")
-        .join(id)
-        .join(oracle_runtime::paths::LOG_FILE)
+    inspect::run_log(home, id)
 }
 
 pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
     let prices = crate::show::price_table(&a.model_price)?;
-    let all = session::list(home).map_err(|e| session_error(e, a.json, None))?;
+    let all = inspect::runs(home).map_err(|e| session_error(e, a.json, None))?;
     let shown: Vec<_> = all
         .into_iter()
         // `running` takes in a run prepared for a background start that has not begun
@@ -1634,15 +1597,10 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
             })
         })
         .collect();
-    let lineage: std::collections::BTreeMap<String, oracle_runtime::fork::Lineage> = if a.tree {
+    let lineage: std::collections::BTreeMap<String, oracle_host::Lineage> = if a.tree {
         shown
             .iter()
-            .map(|r| {
-                (
-                    r.id.clone(),
-                    oracle_runtime::fork::lineage(&run_log(home, &r.id)),
-                )
-            })
+            .map(|r| (r.id.clone(), inspect::lineage(&run_log(home, &r.id))))
             .collect()
     } else {
         Default::default()
@@ -1659,7 +1617,7 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why, "attempts": r.attempts})),
                 "reason": r.reason,
                 "models": r.models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
-                "wall_ms": oracle_runtime::times::span(&run_log(home, &r.id)),
+                "wall_ms": inspect::wall_span(&run_log(home, &r.id)),
             });
             if !prices.is_empty()
                 && let Value::Object(m) = &mut v
@@ -1710,7 +1668,7 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 status: status.to_owned(),
                 events: r.events,
                 tick: r.last_time,
-                wall: oracle_runtime::times::span(&run_log(home, &r.id)),
+                wall: inspect::wall_span(&run_log(home, &r.id)),
                 note: with_cost(
                     runs_note(
                         r.waiting.as_ref(),
@@ -1755,7 +1713,7 @@ fn with_cost(note: String, log: &Path, prices: &oracle_host::metrics::Prices) ->
 /// indented one level per generation, its note saying where it left its parent.
 fn as_tree(
     lines: Vec<RunLine>,
-    lineage: &std::collections::BTreeMap<String, oracle_runtime::fork::Lineage>,
+    lineage: &std::collections::BTreeMap<String, oracle_host::Lineage>,
 ) -> Vec<RunLine> {
     let parent_of = |id: &str| {
         lineage

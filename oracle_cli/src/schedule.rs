@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
 use oracle_host::schedule::{CatchUp, NewSchedule, Overlap, Schedule};
-use oracle_host::schedule_store as stored;
 use oracle_host::{Home, Start};
 use serde_json::{Value, json};
 
@@ -98,21 +97,21 @@ struct NameArgs {
 /// Where the schedules are: a file home's directory or a store's table.
 enum Kept<'a> {
     Home(Home),
-    Store(&'a oracle_pg::Store),
+    Store(&'a oracle_host::Database),
 }
 
 impl Kept<'_> {
     fn add(&self, new: NewSchedule, now: u64) -> Result<Schedule, oracle_host::HostError> {
         match self {
             Kept::Home(h) => h.schedule_add(new, now),
-            Kept::Store(s) => stored::add(s, new, now),
+            Kept::Store(s) => s.schedule_add(new, now),
         }
     }
 
     fn all(&self) -> Result<Vec<Schedule>, oracle_host::HostError> {
         match self {
             Kept::Home(h) => h.schedules(),
-            Kept::Store(s) => Ok(stored::list(s)?.into_iter().map(|(s, _)| s).collect()),
+            Kept::Store(s) => s.schedules(),
         }
     }
 
@@ -124,21 +123,21 @@ impl Kept<'_> {
     ) -> Result<Schedule, oracle_host::HostError> {
         match self {
             Kept::Home(h) => h.schedule_pause(name, paused, now),
-            Kept::Store(s) => stored::pause(s, name, paused, now),
+            Kept::Store(s) => s.schedule_pause(name, paused, now),
         }
     }
 
     fn remove(&self, name: &str) -> Result<Schedule, oracle_host::HostError> {
         match self {
             Kept::Home(h) => h.schedule_remove(name),
-            Kept::Store(s) => stored::remove(s, name),
+            Kept::Store(s) => s.schedule_remove(name),
         }
     }
 }
 
 pub fn run(home: &Path, a: ScheduleArgs) -> Result<u8, CliError> {
     let host = Home::open(home).map_err(|e| host_error(e, false))?;
-    let now = oracle_runtime::wall::now_ms();
+    let now = oracle_host::schedule::now_ms();
     match a.command {
         ScheduleCommand::Trigger(a) => trigger(&host, a, now),
         command => common(&Kept::Home(host), command, now),
@@ -147,13 +146,14 @@ pub fn run(home: &Path, a: ScheduleArgs) -> Result<u8, CliError> {
 
 /// `oracle schedule ... --store URL`: the store's schedules, fired by its workers and servers.
 pub fn run_store(url: &str, a: ScheduleArgs) -> Result<u8, CliError> {
-    let store = oracle_pg::Store::connect(url).map_err(|e| host_error(e.into(), false))?;
-    let now = oracle_runtime::wall::now_ms();
+    let store = oracle_host::Database::connect(url).map_err(|e| host_error(e.into(), false))?;
+    let now = oracle_host::schedule::now_ms();
     match a.command {
         ScheduleCommand::Trigger(a) => {
             let scratch = tempfile::tempdir()
                 .map_err(|e| CliError::input(format!("a scratch directory: {e}")))?;
-            let (run, existing) = stored::trigger(&store, scratch.path(), &a.name, now)
+            let (run, existing) = store
+                .schedule_trigger(scratch.path(), &a.name, now)
                 .map_err(|e| host_error(e, a.json))?;
             if a.json {
                 crate::out::json(
@@ -238,14 +238,14 @@ pub fn schedule_json(s: &Schedule, next: Option<u64>) -> Value {
         "overlap": s.overlap,
         "catch_up": s.catch_up,
         "paused": s.paused,
-        "next": next.map(oracle_runtime::wall::rfc3339),
+        "next": next.map(oracle_host::rfc3339),
     })
 }
 
 fn next_text(next: Option<u64>, paused: bool) -> String {
     match (next, paused) {
         (_, true) => "paused".to_owned(),
-        (Some(t), false) => oracle_runtime::wall::rfc3339(t),
+        (Some(t), false) => oracle_host::rfc3339(t),
         (None, false) => "never".to_owned(),
     }
 }
@@ -272,9 +272,7 @@ fn print_one(s: &Schedule, next: Option<u64>, json_out: bool, verb: &str) -> Res
 
 fn list(kept: &Kept<'_>, a: ListArgs, now: u64) -> Result<u8, CliError> {
     let at = match &a.at {
-        Some(t) => {
-            oracle_runtime::wall::instant_ms(t).map_err(|e| CliError::input(format!("--at {e}")))?
-        }
+        Some(t) => oracle_host::instant_ms(t).map_err(|e| CliError::input(format!("--at {e}")))?,
         None => now,
     };
     let all = kept.all().map_err(|e| host_error(e, a.json))?;
@@ -290,9 +288,7 @@ fn list(kept: &Kept<'_>, a: ListArgs, now: u64) -> Result<u8, CliError> {
     }
     if a.json {
         let list: Vec<Value> = rows.iter().map(|(s, n)| schedule_json(s, *n)).collect();
-        crate::out::json(
-            &json!({"ok": true, "at": oracle_runtime::wall::rfc3339(at), "schedules": list}),
-        )?;
+        crate::out::json(&json!({"ok": true, "at": oracle_host::rfc3339(at), "schedules": list}))?;
         return Ok(exit::OK);
     }
     if rows.is_empty() {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use oracle_core::EventKind;
-use oracle_runtime::{reader, snapshots};
+use oracle_host::inspect;
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -93,7 +93,7 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
             && (kinds.is_empty() || kinds.contains(&e.kind))
             && step.is_none_or(|s| e.payload.get("step").and_then(|v| v.as_str()) == Some(s))
     };
-    let agents = agent_steps(&paths.log);
+    let agents = inspect::agent_steps(&paths.log);
     let show = Show {
         json: a.json,
         full: a.full,
@@ -111,7 +111,7 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
             std::collections::VecDeque::new();
         // Nothing is printed until the whole log has been read: say how far it is.
         let meter = crate::progress::Meter::spinner("reading", a.json);
-        reader::scan(&paths.log, false, |e| {
+        inspect::scan(&paths.log, false, |e| {
             if e.seq > to {
                 return Ok(false);
             }
@@ -132,7 +132,7 @@ pub fn log(home: &Path, a: LogArgs) -> Result<u8, CliError> {
         }
         return Ok(exit::OK);
     }
-    reader::scan(&paths.log, false, |e| {
+    inspect::scan(&paths.log, false, |e| {
         if e.seq > to {
             return Ok(false);
         }
@@ -159,13 +159,13 @@ const SCAN_SHOWN_EVERY: u64 = 4096;
 
 /// `log -n N` with no filter: the last N events (up to `--to`, from `--from`) read through the
 /// index from the end, so a long log is not read whole. Each record is checked on its own
-/// (`IndexedLog::read`), and each is checked to link to the one before it (the event before
+/// (`inspect::Indexed::read`), and each is checked to link to the one before it (the event before
 /// the first shown included); the events before that are not verified here: `oracle verify`
 /// does that.
 fn tail_through_index(log: &Path, n: u64, from: u64, to: u64, show: Show) -> Result<u8, CliError> {
     // Not written back: a command that only reads a log leaves no file beside it (a run's
     // writer keeps its index in step anyway).
-    let mut indexed = oracle_runtime::index::IndexedLog::open_with(log, false)?;
+    let mut indexed = inspect::Indexed::open(log)?;
     let Some(last) = indexed.len().checked_sub(1).map(|l| l.min(to)) else {
         return Ok(exit::OK);
     };
@@ -212,27 +212,11 @@ struct Show<'a> {
     agents: &'a BTreeSet<String>,
 }
 
-/// The agent steps of the plan kept beside `log` (a run's), if any, with those of its loop
-/// bodies and of the sub-plans the run kept (`uses/`): a bare log file has no plan, and its
-/// agent turns keep the recorded field's name, `attempt`.
-fn agent_steps(log: &Path) -> BTreeSet<String> {
-    let Some(dir) = log.parent() else {
-        return BTreeSet::new();
-    };
-    std::fs::read_to_string(dir.join(oracle_runtime::session::PLAN_FILE))
-        .map(|src| {
-            let uses = dir.join(oracle_runtime::session::USES_DIR);
-            let sources = oracle_runtime::session::plan_sources(&uses, &src);
-            oracle_plan::agent_steps_with(&src, &sources)
-        })
-        .unwrap_or_default()
-}
-
 /// `oracle log --seq N`: one event, every field (or its exact record, `--json`).
-fn one_event(paths: &oracle_runtime::LogPaths, seq: u64, json: bool) -> Result<u8, CliError> {
+fn one_event(paths: &oracle_host::LogPaths, seq: u64, json: bool) -> Result<u8, CliError> {
     let mut found = None;
     let meter = crate::progress::Meter::spinner("reading", json);
-    reader::scan(&paths.log, false, |e| {
+    inspect::scan(&paths.log, false, |e| {
         if e.seq == seq {
             found = Some(e);
             return Ok(false);
@@ -371,11 +355,11 @@ fn message_line(m: &serde_json::Value) -> String {
 }
 
 fn conversation(
-    paths: &oracle_runtime::LogPaths,
+    paths: &oracle_host::LogPaths,
     a: &InspectArgs,
     step: &str,
 ) -> Result<u8, CliError> {
-    let c = oracle_runtime::session::conversation(&paths.log, step, a.at)?;
+    let c = inspect::conversation(&paths.log, step, a.at)?;
     let upto =
         a.at.map_or("the end of the log".to_owned(), |s| format!("event {s}"));
     let Some(c) = c else {
@@ -514,11 +498,11 @@ pub fn inspect(home: &Path, a: InspectArgs) -> Result<u8, CliError> {
     if a.steps {
         return steps(&paths.log, &a);
     }
-    let r = snapshots::state_at(&paths, a.at, !a.no_snapshots)?;
+    let r = inspect::state_at(&paths, a.at, !a.no_snapshots)?;
     for (seq, why) in &r.rejected {
         eprintln!("warning: snapshot at seq {seq} not used: {why}");
     }
-    let models = oracle_runtime::session::model_usage(&paths.log, Some(r.seq));
+    let models = inspect::model_usage(&paths.log, Some(r.seq));
     let cost = run_cost(&paths.log, r.seq, &a.model_price)?;
     // A run suspended at this event: the step and why (`waits until ...` for a timer).
     let waits = match r.event.typed() {

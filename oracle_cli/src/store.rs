@@ -3,20 +3,19 @@
 //! read-only command on a store's run.
 //!
 //! The worker itself is `oracle_host::worker`: it drives a run in a scratch file home whose
-//! writer commits every commit point's records to the store (oracle_runtime::replica,
-//! oracle_pg): the engine, the reducers and the record bytes are the file home's own, so a run
+//! writer commits every commit point's records to the store (`oracle_host::Database` is the
+//! one connection a command holds): the engine, the reducers and the record bytes are the file home's own, so a run
 //! in the store has the same head as the same run in a file home. Read-only commands work the same way: the runs they name are written
 //! into a temporary home (what `oracle export` would write) and the command runs there.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Subcommand};
+use oracle_host::Database;
 use oracle_host::signal::Signal;
 use oracle_host::worker::{self, CONCURRENCY_MAX, LEASE_MS_DEFAULT, POLL_MS_DEFAULT};
-use oracle_pg::Store;
 use serde_json::json;
 
 use crate::Command;
@@ -97,25 +96,25 @@ pub struct WorkerArgs {
 /// The store named by `--store` or `$ORACLE_STORE`.
 pub fn url(flag: Option<String>) -> Result<Option<String>, CliError> {
     let url = flag.or_else(|| {
-        std::env::var(oracle_pg::STORE_ENV)
+        std::env::var(oracle_host::STORE_ENV)
             .ok()
             .filter(|v| !v.is_empty())
     });
     match url {
-        Some(u) if !oracle_pg::is_store_url(&u) => Err(CliError::input(format!(
+        Some(u) if !oracle_host::database::is_store_url(&u) => Err(CliError::input(format!(
             "--store {}: expected a PostgreSQL URL, postgres://USER@HOST:PORT/DB (a socket directory as ?host=/DIR)",
-            oracle_pg::redact(&u)
+            oracle_host::database::redact(&u)
         ))),
         other => Ok(other),
     }
 }
 
-fn pg(e: oracle_pg::PgError) -> CliError {
+fn pg(e: oracle_host::PgError) -> CliError {
     CliError::input(e.to_string())
 }
 
-fn connect(url: &str) -> Result<Store, CliError> {
-    Store::connect(url).map_err(pg)
+fn connect(url: &str) -> Result<Database, CliError> {
+    Database::connect(url).map_err(pg)
 }
 
 /// Runs `command` against the store at `url`, or hands it back when it has nothing to do with
@@ -172,8 +171,7 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
 fn store_command(url: &str, a: StoreArgs) -> Result<u8, CliError> {
     match a.command {
         StoreCommand::Init { json } => {
-            let store = Store::connect_unchecked(url).map_err(pg)?;
-            let (before, after) = store.init().map_err(pg)?;
+            let (before, after) = Database::init(url).map_err(pg)?;
             if json {
                 crate::out::json(&json!({"ok": true, "schema_before": before, "schema": after}))?;
             } else if before == after {
@@ -184,26 +182,21 @@ fn store_command(url: &str, a: StoreArgs) -> Result<u8, CliError> {
             Ok(exit::OK)
         }
         StoreCommand::Status { json } => {
-            let store = connect(url)?;
-            let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
-            let rows = store.runs().map_err(pg)?;
-            for r in &rows {
-                *by_state.entry(r.state.clone()).or_default() += 1;
-            }
+            let status = connect(url)?.status().map_err(pg)?;
             if json {
                 crate::out::json(&json!({
                     "ok": true,
-                    "schema": oracle_pg::schema::VERSION,
-                    "runs": rows.len(),
-                    "states": by_state,
+                    "schema": status.schema,
+                    "runs": status.runs,
+                    "states": status.states,
                 }))?;
             } else {
                 outln!(
                     "store    schema version {}, {} runs",
-                    oracle_pg::schema::VERSION,
-                    rows.len()
+                    status.schema,
+                    status.runs
                 )?;
-                for (state, n) in &by_state {
+                for (state, n) in &status.states {
                     outln!("         {n:>6} {state}")?;
                 }
             }
@@ -218,7 +211,7 @@ fn submit(url: &str, a: crate::run::RunArgs) -> Result<u8, CliError> {
         tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
     let json_out = a.json();
     match crate::run::submit(scratch.path(), &a, &store)? {
-        oracle_pg::Submitted::New(id) => {
+        oracle_host::Submitted::New(id) => {
             if json_out {
                 crate::out::json(&json!({"ok": true, "run": id, "state": "submitted"}))?;
             } else {
@@ -226,7 +219,7 @@ fn submit(url: &str, a: crate::run::RunArgs) -> Result<u8, CliError> {
             }
         }
         // The key's run, the same plan, inputs and seed: nothing was stored.
-        oracle_pg::Submitted::Existing { run, state, .. } => {
+        oracle_host::Submitted::Existing { run, state, .. } => {
             if json_out {
                 crate::out::json(&json!({
                     "ok": true, "run": run, "state": state, "existing": true, "key": a.key(),
@@ -266,7 +259,7 @@ fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError>
         rows.retain(|r| status_of(&r.state) == want);
     }
     // A worker holds it now under a lease that has not expired: a file home's `live`.
-    let live = |r: &oracle_pg::RunRow| {
+    let live = |r: &oracle_host::RunRow| {
         (status_of(&r.state) == "running")
             .then(|| r.state == "running" && r.lease_ms.is_some_and(|ms| ms >= 0))
     };
@@ -384,27 +377,15 @@ fn signal_of(command: &Command) -> Result<(Signal, bool), CliError> {
 fn send(url: &str, command: Command) -> Result<u8, CliError> {
     let (signal, json_out) = signal_of(&command)?;
     let store = connect(url)?;
-    if let Signal::Resume {
-        run,
-        answer: Some(a),
-        ..
-    } = &signal
-    {
-        // Refused here, with the API's code, rather than queued for a worker that would
-        // refuse it in its own log while this command said it was sent.
-        let tmp = tempfile::tempdir()
-            .map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
-        oracle_host::store_front::check_answer(
-            &store,
-            tmp.path(),
-            run,
-            (a.step.clone(), a.value.clone()),
-            a.by.clone(),
-        )
-        .map_err(|e| crate::run::host_error(e, json_out))?;
-    }
+    // An answer is refused here, with the API's code, rather than queued for a worker that
+    // would refuse it in its own log while this command said it was sent.
+    let tmp =
+        tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
     let (run, kind) = (signal.run().to_owned(), signal.kind());
-    let id = store.send(&run, kind, &signal.to_row()).map_err(pg)?;
+    store
+        .check(tmp.path(), &signal)
+        .map_err(|e| crate::run::host_error(e, json_out))?;
+    let id = store.send(&signal).map_err(pg)?;
     if json_out {
         crate::out::json(&json!({"ok": true, "run": run, "signal": id, "state": "sent"}))?;
     } else {
@@ -420,10 +401,10 @@ fn send(url: &str, command: Command) -> Result<u8, CliError> {
 /// a file home, with the stores the database's rows (schema version 8) and a temporary home
 /// for the rest.
 fn shared_stores(url: &str, command: Command) -> Result<u8, CliError> {
-    crate::stores::in_database(connect(url)?);
+    let database = connect(url)?;
     let tmp =
         tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
-    crate::run_command(tmp.path(), command)
+    crate::run_command_in(tmp.path(), Some(&database), command)
 }
 
 /// Read-only commands: every store run named among the arguments is written into a temporary
@@ -436,15 +417,10 @@ fn read_only(url: &str, command: Command) -> Result<u8, CliError> {
     // The store's rows are the authority on a run's bindings (its declared tools, for a
     // replay): this temporary home vouches for them as they are, as a worker's does.
     let host = crate::run::host(tmp.path(), false)?;
-    for name in store.existing(&named).map_err(pg)? {
-        let dir = store.hydrate(&name, tmp.path()).map_err(pg)?;
-        host.adopt_bindings(&oracle_runtime::session::RunDir {
-            id: name.clone(),
-            paths: oracle_runtime::LogPaths::of_run(&dir),
-            dir,
-        })
-        .map_err(|e| crate::run::host_error(e, false))?;
-    }
+    store.read_into(&named, &host).map_err(|e| match e {
+        oracle_host::HostError::Pg(e) => pg(e),
+        e => crate::run::host_error(e, false),
+    })?;
     match command {
         // Names the run, not the temporary file it was written to.
         Command::Verify(a) => crate::verify::run_in_store(tmp.path(), a),
@@ -464,13 +440,9 @@ fn checkpoint(url: &str, command: Command) -> Result<u8, CliError> {
     };
     let run = a.run_name();
     let dir = store.hydrate(&run, tmp.path()).map_err(pg)?;
-    let before = store.checkpoints(&run).map_err(pg)?.len();
+    let before = store.checkpoint_count(&run).map_err(pg)?;
     let code = crate::run_command(tmp.path(), command)?;
-    let path = dir.join(oracle_runtime::paths::CHECKPOINTS_FILE);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
-    let new: Vec<String> = text.lines().skip(before).map(str::to_owned).collect();
-    store.add_checkpoints(&run, &new).map_err(pg)?;
+    store.add_checkpoints(&run, &dir, before).map_err(pg)?;
     Ok(code)
 }
 
@@ -486,22 +458,11 @@ fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
         .import(a.log_path())
         .map_err(|e| crate::run::host_error_in(e, a.json_flag(), Some(a.log_path())))?;
     let dir = t.path.parent().unwrap_or(tmp.path()).to_path_buf();
-    let records = std::fs::read(&t.path)
-        .map_err(|e| CliError::input(format!("{}: {e}", t.path.display())))?;
-    let summary = worker::summary_of(&dir).unwrap_or_default();
-    let (state, detail) = match worker::state_of(&dir).as_deref() {
-        Some(s @ ("completed" | "failed" | "cancelled")) => (s.to_owned(), None),
-        _ => (
-            "broken".to_owned(),
-            Some("imported before it finished, without its plan: nothing can drive it on"),
-        ),
-    };
     // The id's prefix is the local one's (`<program>-N`): a log is outside data, and its
     // program name was already reduced to a plain name there.
     let prefix = t.run.rsplit_once('-').map_or(t.run.as_str(), |(p, _)| p);
-    let id = store
-        .import(prefix, &dir, &records, &state, detail, &summary)
-        .map_err(pg)?;
+    let oracle_host::database::Imported { run: id, state } =
+        store.import(prefix, &dir, &t.path).map_err(pg)?;
     if a.json_flag() {
         crate::out::json(&json!({
             "ok": true,

@@ -5,29 +5,21 @@ use std::io::Read;
 use std::path::Path;
 
 use oracle_host::shared::{StoreVerdict, requests_json, store_json};
+use oracle_host::{OutsideClaim, Reinstate, Submission};
 use oracle_memory::shared::Store;
-use oracle_runtime::adjudication::{OutsideClaim, Reinstate, Submission};
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
 use crate::memory::MemoryArgs;
 
-/// The database that keeps the stores of this command (`--store URL`), when it is one: set
-/// once by `crate::store::dispatch` before the command runs, so the store commands below keep
-/// one signature whichever backend they reach.
-static DATABASE: std::sync::OnceLock<oracle_pg::Store> = std::sync::OnceLock::new();
-
-/// The stores of this command are the database's (`--store URL`), not the home's files.
-pub fn in_database(store: oracle_pg::Store) {
-    let _ = DATABASE.set(store);
-}
-
-fn host(home: &Path, json: bool) -> Result<oracle_host::Home, CliError> {
-    let h = crate::run::host(home, json)?;
-    Ok(match DATABASE.get() {
-        Some(db) => h.with_stores(Some(std::sync::Arc::new(db.clone()))),
-        None => h,
-    })
+/// A home's shared stores, or the database's (`--store URL`) when it is given: the store
+/// commands below keep one signature whichever backend they reach.
+fn host(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    json: bool,
+) -> Result<oracle_host::Home, CliError> {
+    Ok(crate::run::host(home, json)?.with_database(database))
 }
 
 /// Whether `command` is about named stores rather than a run (`--memory NAME`, or `oracle
@@ -58,8 +50,12 @@ fn err(json: bool) -> impl Fn(oracle_host::HostError) -> CliError {
 
 /// `oracle memory` when it is about stores: `list`, `export NAME`, `import NAME`, or
 /// `--memory NAME`. `None`: it is about a run.
-pub fn memory(home: &Path, a: &MemoryArgs) -> Result<Option<u8>, CliError> {
-    let h = host(home, a.json)?;
+pub fn memory(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    a: &MemoryArgs,
+) -> Result<Option<u8>, CliError> {
+    let h = host(home, database, a.json)?;
     if let Some(name) = &a.memory {
         // One line named: only its part of the store is read.
         let store = match (&a.subject, &a.predicate) {
@@ -256,8 +252,13 @@ fn print_request(r: &Value) -> Result<(), CliError> {
 }
 
 /// `oracle adjudications --memory NAME`.
-pub fn requests(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
-    let store = host(home, json)?.store(name).map_err(err(json))?;
+pub fn requests(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    name: &str,
+    json: bool,
+) -> Result<u8, CliError> {
+    let store = host(home, database, json)?.store(name).map_err(err(json))?;
     let all = requests_json(&store);
     if !json && all.is_empty() {
         outln!("no adjudications in store {name}")?;
@@ -275,7 +276,13 @@ pub fn requests(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
 /// given twice (two adjudicators at once) applies once, the other exits 6. Then every run
 /// waiting on a line of the store is woken: resumed here in a file home, sent a resume signal
 /// over `--store URL` (its worker resumes it).
-pub fn adjudicate(home: &Path, name: &str, sub: Submission, json: bool) -> Result<u8, CliError> {
+pub fn adjudicate(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    name: &str,
+    sub: Submission,
+    json: bool,
+) -> Result<u8, CliError> {
     let v = StoreVerdict {
         handle: sub.handle,
         verdict: sub.verdict,
@@ -283,9 +290,9 @@ pub fn adjudicate(home: &Path, name: &str, sub: Submission, json: bool) -> Resul
         note: sub.note,
         by: sub.by,
     };
-    let h = host(home, json)?;
+    let h = host(home, database, json)?;
     let (store, effects) = h.store_adjudicate(name, &v).map_err(err(json))?;
-    let woken = wake(&h, home, name).map_err(err(json))?;
+    let woken = wake(&h, database, home, name).map_err(err(json))?;
     if json {
         crate::out::json(&json!({
             "ok": true, "outcome": "applied", "store": store.head.to_value(name),
@@ -316,12 +323,13 @@ pub fn adjudicate(home: &Path, name: &str, sub: Submission, json: bool) -> Resul
 /// status after the resume, why it could not be resumed now, or the signal sent).
 fn wake(
     h: &oracle_host::Home,
+    database: Option<&oracle_host::Database>,
     home: &Path,
     name: &str,
 ) -> Result<Vec<Value>, oracle_host::HostError> {
     let line = |w: &oracle_host::shared::StoreWaiter, outcome: String| json!({"run": w.run, "subject": w.subject, "predicate": w.predicate, "outcome": outcome});
-    if let Some(db) = DATABASE.get() {
-        let sent = oracle_host::shared::signal_store_waiters(db, home, name)?;
+    if let Some(db) = database {
+        let sent = db.signal_store_waiters(home, name)?;
         return Ok(sent
             .iter()
             .map(|(w, id)| line(w, format!("resume signal {id} sent")))
@@ -337,8 +345,14 @@ fn wake(
 }
 
 /// `oracle claim --memory NAME`: a claim from outside any run through the store's gate.
-pub fn claim(home: &Path, name: &str, c: OutsideClaim, json: bool) -> Result<u8, CliError> {
-    let (store, assertion) = host(home, json)?
+pub fn claim(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    name: &str,
+    c: OutsideClaim,
+    json: bool,
+) -> Result<u8, CliError> {
+    let (store, assertion) = host(home, database, json)?
         .store_claim(name, c.claim, &c.note)
         .map_err(err(json))?;
     if json {
@@ -361,8 +375,15 @@ pub fn claim(home: &Path, name: &str, c: OutsideClaim, json: bool) -> Result<u8,
 }
 
 /// `oracle sweep --memory NAME`: the store's expired requests become contested.
-pub fn sweep(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
-    let (store, n) = host(home, json)?.store_sweep(name).map_err(err(json))?;
+pub fn sweep(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    name: &str,
+    json: bool,
+) -> Result<u8, CliError> {
+    let (store, n) = host(home, database, json)?
+        .store_sweep(name)
+        .map_err(err(json))?;
     if json {
         crate::out::json(&json!({"ok": true, "store": store.head.to_value(name), "expired": n}))?;
     } else {
@@ -372,8 +393,14 @@ pub fn sweep(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
 }
 
 /// `oracle reinstate --memory NAME CLAIM`: a store's superseded claim made live again.
-pub fn reinstate(home: &Path, name: &str, r: &Reinstate, json: bool) -> Result<u8, CliError> {
-    let (store, done) = host(home, json)?
+pub fn reinstate(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    name: &str,
+    r: &Reinstate,
+    json: bool,
+) -> Result<u8, CliError> {
+    let (store, done) = host(home, database, json)?
         .store_reinstate(name, &r.claim, r.evidence, &r.note)
         .map_err(err(json))?;
     if json {
@@ -393,8 +420,15 @@ pub fn reinstate(home: &Path, name: &str, r: &Reinstate, json: bool) -> Result<u
 
 /// `oracle verify --memory NAME`: every record of the store checked (links, hashes, and the
 /// gate's decisions re-read).
-pub fn verify(home: &Path, name: &str, json: bool) -> Result<u8, CliError> {
-    let (store, segments) = host(home, json)?.store_verify(name).map_err(err(json))?;
+pub fn verify(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    name: &str,
+    json: bool,
+) -> Result<u8, CliError> {
+    let (store, segments) = host(home, database, json)?
+        .store_verify(name)
+        .map_err(err(json))?;
     if json {
         let compacted: Vec<Value> = segments.iter().map(|s| s.to_value()).collect();
         let v = json!({"ok": true, "store": store.head.to_value(name), "compacted": compacted});

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use oracle_runtime::transfer::Transferred;
+use oracle_host::Transferred;
 use serde_json::json;
 
 use crate::exit::{self, CliError};

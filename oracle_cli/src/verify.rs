@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use clap::Args;
 use oracle_core::Hash;
-use oracle_runtime::VerifyOptions;
-use oracle_runtime::checkpoint;
+use oracle_host::keys::{self, WitnessAt};
+use oracle_host::{CheckpointError, StoreError, VerifyOptions};
 use serde_json::json;
 
 use crate::exit::{self, CliError};
@@ -117,15 +117,8 @@ fn head_of(log: &Path, text: &str) -> Result<Hash, CliError> {
             "--head `{text}`: a head hash is 64 hex characters, or a prefix of at least {HASH_PREFIX_HEX_MIN}"
         )));
     }
-    let mut found: Vec<Hash> = Vec::new();
-    oracle_runtime::reader::scan(log, false, |e| {
-        if e.hash.to_hex().starts_with(&text) {
-            found.push(e.hash);
-        }
-        // Two are enough to call it ambiguous.
-        Ok(found.len() < 2)
-    })
-    .map_err(CliError::from)?;
+    // Two are enough to call it ambiguous.
+    let found = oracle_host::inspect::hashes_starting(log, &text, 2).map_err(CliError::from)?;
     match found.as_slice() {
         [h] => Ok(*h),
         [] => Err(CliError {
@@ -143,9 +136,13 @@ fn head_of(log: &Path, text: &str) -> Result<Hash, CliError> {
     }
 }
 
-pub fn run(home: &Path, a: VerifyArgs) -> Result<u8, CliError> {
+pub fn run(
+    home: &Path,
+    database: Option<&oracle_host::Database>,
+    a: VerifyArgs,
+) -> Result<u8, CliError> {
     if let Some(name) = &a.memory {
-        return crate::stores::verify(home, name, a.json);
+        return crate::stores::verify(home, database, name, a.json);
     }
     verify(home, a, false)
 }
@@ -206,7 +203,7 @@ fn verify(home: &Path, a: VerifyArgs, by_name: bool) -> Result<u8, CliError> {
 }
 
 /// `--parent`: the fork at `fork_log` is a fork of the run `parent` names and shares its
-/// prefix (`oracle_runtime::fork::prove_prefix`), or exit 4 saying why not (code
+/// prefix (`oracle_host::inspect::prove_prefix`), or exit 4 saying why not (code
 /// `not_the_parent` for another run than the one the fork names, `fork_prefix` otherwise).
 /// Returns the `forked` event and whether the run's id was compared (a bare log has none).
 fn prove_parent(
@@ -223,7 +220,7 @@ fn prove_parent(
         .as_deref()
         .and_then(Path::file_name)
         .map(|n| n.to_string_lossy().into_owned());
-    let proved = oracle_runtime::fork::prove_prefix(fork_log, &parent.log, id.as_deref());
+    let proved = oracle_host::inspect::prove_prefix(fork_log, &parent.log, id.as_deref());
     proved.map(|f| (f, id.is_some())).map_err(|why| {
         let kind = why.code();
         let why = why.to_string();
@@ -249,7 +246,7 @@ fn prove_parent(
 
 fn verify_resolved(
     a: &VerifyArgs,
-    paths: &oracle_runtime::LogPaths,
+    paths: &oracle_host::LogPaths,
     shown: &Path,
 ) -> Result<u8, CliError> {
     let threads = if a.threads == 0 {
@@ -258,8 +255,8 @@ fn verify_resolved(
         a.threads
     };
     let pubkey = match &a.pubkey {
-        Some(file) => match checkpoint::read_public_key(file) {
-            Ok(key) => Some(key),
+        Some(file) => match keys::read_public_key(file) {
+            Ok(key) => Some((key, file.as_path())),
             Err(e) => {
                 let err = crate::checkpoint::cli_error(e);
                 if a.json {
@@ -303,11 +300,10 @@ fn verify_resolved(
     };
     // Wall-clock time is only printed, never recorded or hashed.
     let started = Instant::now();
-    let dir = a.pubkey.as_deref().map(checkpoint::witness_dir_of_public);
-    let witness = match (&a.witness, a.no_witness, &dir) {
-        (Some(w), _, _) => checkpoint::Witness::File(w),
-        (None, false, Some(dir)) => checkpoint::Witness::Beside(dir),
-        (None, _, _) => checkpoint::Witness::None,
+    let witness = match (&a.witness, a.no_witness) {
+        (Some(w), _) => WitnessAt::File(w),
+        (None, false) => WitnessAt::BesideKey,
+        (None, true) => WitnessAt::None,
     };
     // A bar of the bytes checked on a terminal (a big log takes seconds); with --pubkey the
     // checkpoints' own pass has no counter, so a spinner.
@@ -324,15 +320,13 @@ fn verify_resolved(
         Some(_) => crate::progress::Meter::spinner("verifying", a.json),
     };
     let result = match &pubkey {
-        None => oracle_runtime::reader::verify_file_counted(&paths.log, opts, &[], Some(&checked))
-            .map(|(s, _)| (s, None))
+        None => oracle_host::inspect::verify(&paths.log, opts, Some(&checked))
+            .map(|s| (s, None))
             .map_err(CliError::from),
-        Some(key) => checkpoint::verify(paths, key, witness, opts)
+        Some((key, file)) => keys::verify(paths, key, file, witness, opts)
             .map(|v| (v.summary, Some(v)))
             .map_err(|e| match e {
-                checkpoint::CheckpointError::Store(oracle_runtime::StoreError::Empty { path }) => {
-                    no_events(&path)
-                }
+                CheckpointError::Store(StoreError::Empty { path }) => no_events(&path),
                 other => crate::checkpoint::cli_error(other),
             }),
     };
@@ -404,7 +398,7 @@ fn verify_resolved(
                         },
                         _ => v.file.display().to_string(),
                     };
-                    // Non-empty: `checkpoint::verify` fails when the key signed none.
+                    // Non-empty: `keys::verify` fails when the key signed none.
                     let last = v.proven.iter().map(|p| p.seq).max().unwrap_or_default();
                     outln!(
                         "  signed   {} checkpoint(s) hold, latest at seq {last} ({file})",

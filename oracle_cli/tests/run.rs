@@ -672,3 +672,52 @@ fn a_key_starts_a_run_once_and_refuses_a_start_that_differs() {
         (3, &"escalation-3".into(), &true.into())
     );
 }
+
+/// Every file under `dir`, as paths relative to it, sorted.
+fn tree(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 54, item 3: the read-only commands on a run of another home, named by its directory,
+/// work from any directory and create no file anywhere: no home in the working directory, and
+/// nothing in the run's home.
+#[test]
+fn read_only_commands_on_a_run_of_another_home_create_nothing() {
+    let sb = Sandbox::new();
+    let plan = "fixtures/plans/quickstart.plan";
+    let (code, v) = sb.json(&["--home", "h1", "run", plan, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let run = sb.path().join("h1/runs").join(v["run"].as_str().unwrap());
+    let run = run.to_str().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let listing = || (tree(sb.path()), tree(elsewhere.path()));
+    let before = listing();
+    for args in [
+        &["replay", run][..],
+        &["replay", run, "--from-snapshot"],
+        &["log", run],
+        &["log", run, "-n", "2"],
+        &["inspect", run],
+        &["verify", run],
+    ] {
+        let out = common::command_in(elsewhere.path(), args)
+            .env_remove("ORACLE_HOME")
+            .env_remove("ORACLE_STORE")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert_eq!(listing(), before, "{args:?} created files");
+    }
+}

@@ -177,8 +177,8 @@ fn crate_edges_follow_the_architecture() {
         "the check above reads dependency names as Cargo.toml spells them"
     );
     // PostgreSQL is one backend of the store, in its own crate: the runtime knows only the
-    // replica seam; the host (whose worker drives a store's runs) and the CLI (which offers
-    // `--store`) use the backend.
+    // replica seam; the host (whose worker drives a store's runs, and whose `Database` is the
+    // connection a `--store` command holds) uses the backend.
     for k in CRATES {
         let deps = normal_deps(k);
         if k != "oracle_pg" {
@@ -187,13 +187,20 @@ fn crate_edges_follow_the_architecture() {
                 "only oracle_pg talks to PostgreSQL; {k} does too"
             );
         }
-        if k != "oracle_cli" && k != "oracle_host" {
+        if k != "oracle_host" {
             assert!(
                 !deps.contains("oracle_pg"),
-                "only oracle_host and oracle_cli use the PostgreSQL store; {k} does too"
+                "only oracle_host uses the PostgreSQL store; {k} does too"
             );
         }
     }
+    // The command line drives and reads runs through oracle_host alone (issue 54): the
+    // runtime is reached only through it (the tests may build fixtures with it).
+    let cli = normal_deps("oracle_cli");
+    assert!(
+        !cli.contains("oracle_runtime") && !cli.contains("oracle_pg"),
+        "oracle_cli reaches the runtime and the store through oracle_host only: {cli:?}"
+    );
     assert_eq!(
         internal("oracle_pg"),
         ["oracle_core", "oracle_runtime"]
@@ -735,7 +742,7 @@ fn front_ends_drive_runs_through_the_host() {
 #[test]
 fn front_ends_depend_on_the_host_alone() {
     // `oracle_cli` joins this list (one more name) once its own move to the host lands.
-    const FRONT_ENDS: &[&str] = &["oracle_serve", "oracle_html"];
+    const FRONT_ENDS: &[&str] = &["oracle_cli", "oracle_serve", "oracle_html"];
     let mut found = Vec::new();
     for k in FRONT_ENDS {
         let path = root().join(k).join("Cargo.toml");
@@ -810,6 +817,83 @@ fn no_static_holds_run_state() {
                 );
             }
         }
+    }
+}
+
+/// The command line's statics are output and signal state only, never a store or a run: the
+/// store a command reaches is an explicit `oracle_host::Database` (issue 54).
+#[test]
+fn the_cli_keeps_no_store_in_a_static() {
+    for (path, text) in sources("oracle_cli") {
+        for (n, line) in code_lines(&text) {
+            let t = line.trim_start();
+            let t = t
+                .strip_prefix("pub(crate) ")
+                .or(t.strip_prefix("pub "))
+                .unwrap_or(t);
+            if t.starts_with("static ") {
+                assert!(
+                    [
+                        "static WORKER",
+                        "static COLOR",
+                        "static PRINTED_JSON",
+                        "static STDOUT"
+                    ]
+                    .iter()
+                    .any(|s| t.starts_with(s)),
+                    "{}:{n}: a new static in oracle_cli: {t}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// What oracle_host re-exports from the runtime or the store is one item per `pub use` line,
+/// under the heading comment of lib.rs, with a comment saying why: never a module (that would
+/// be a second door to the runtime beside the host).
+#[test]
+fn the_host_reexports_items_never_modules() {
+    const HEADING: &str =
+        "// Format types the front ends print, re-exported so they depend on the host alone.";
+    let lib = std::fs::read_to_string(root().join("oracle_host/src/lib.rs")).unwrap();
+    let lines: Vec<&str> = lib.lines().collect();
+    let heading = lines.iter().position(|l| *l == HEADING);
+    for (i, line) in lines.iter().enumerate() {
+        let Some(path) = ["oracle_runtime", "oracle_pg"]
+            .iter()
+            .find_map(|k| line.strip_prefix("pub use ").filter(|p| p.starts_with(k)))
+        else {
+            continue;
+        };
+        assert!(
+            heading.is_some_and(|h| h < i),
+            "oracle_host/src/lib.rs:{}: a re-export above the heading `{HEADING}`",
+            i + 1
+        );
+        assert!(
+            !path.contains('{') && !path.contains('*'),
+            "oracle_host/src/lib.rs:{}: one item per line: {line}",
+            i + 1
+        );
+        assert!(
+            i > 0 && lines[i - 1].trim_start().starts_with("//"),
+            "oracle_host/src/lib.rs:{}: say why it is re-exported: {line}",
+            i + 1
+        );
+        let item = path.trim_end_matches(';');
+        let item = item.split(" as ").next().unwrap_or(item);
+        let mut segments: Vec<&str> = item.split("::").collect();
+        let krate = segments.remove(0);
+        let file = segments.join("/");
+        let dir = root().join(krate).join("src");
+        assert!(
+            !segments.is_empty()
+                && !dir.join(format!("{file}.rs")).exists()
+                && !dir.join(&file).join("mod.rs").exists(),
+            "oracle_host/src/lib.rs:{}: `{item}` is a module; re-export the items a front end needs",
+            i + 1
+        );
     }
 }
 

@@ -58,6 +58,15 @@ pub struct Admitted {
     pub tool_dirs: Vec<PathBuf>,
 }
 
+/// Checks a value given from outside any run (`oracle claim --value`): within the limits of a
+/// recorded value, as a run's own outside answers are.
+pub fn check_outside_value(
+    value: &serde_json::Value,
+    what: &str,
+) -> Result<(), oracle_runtime::session::OutsideValue> {
+    oracle_runtime::session::check_outside_value(value, what)
+}
+
 /// Decides whether `plan` may run for whoever stands at `door` (module docs, rules 1 to 5).
 /// Nothing is created either way.
 pub fn admit(door: Door<'_>, plan: Plan<'_>) -> Result<Admitted, HostError> {

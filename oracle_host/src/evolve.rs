@@ -20,6 +20,12 @@ use crate::error::HostError;
 use crate::home::Home;
 use crate::ledger::{self, Decision, Draft, Entry, LedgerError};
 
+/// The program hash of a proposed plan's text, compiled as a proposal is (against the
+/// built-in tools; `oracle evolve ... --plan FILE`), or why it does not compile.
+pub fn plan_hash(text: &str) -> Result<Hash, oracle_runtime::tools::evolve::ProposalError> {
+    oracle_runtime::tools::evolve::compile(text).map(|c| c.hash)
+}
+
 /// Hex characters of a proposal's hash that name it (`oracle evolve show 3f2a9c01d4e5`): 48
 /// bits, so two proposals of one home share an id only by a one-in-2^48 chance; a shorter
 /// prefix is accepted when it names one proposal.

@@ -195,6 +195,28 @@ pub struct Resumed {
     pub tool_changed: Option<String>,
 }
 
+/// The home directory a front end works in: `flag` (`--home DIR`) when given, else
+/// `$ORACLE_HOME` when set and not empty, else `.oracle` in the current directory. Only named
+/// here: nothing is created until a command writes.
+pub fn home_dir(flag: Option<&Path>) -> PathBuf {
+    oracle_runtime::paths::resolve_home(
+        flag,
+        std::env::var_os(oracle_runtime::paths::HOME_ENV).as_deref(),
+    )
+}
+
+/// The scorer of a new run's auctions that runs `program` (`oracle run --scorer-cmd`), with
+/// the default timeout; `None` without one.
+pub fn command_scorer(program: Option<&Path>) -> Option<Arc<dyn oracle_runtime::scorer::Scorer>> {
+    use oracle_runtime::scorer::{CommandScorer, SCORER_TIMEOUT_MS_DEFAULT};
+    program.map(|program| {
+        Arc::new(CommandScorer {
+            program: program.to_path_buf(),
+            timeout_ms: SCORER_TIMEOUT_MS_DEFAULT,
+        }) as Arc<dyn oracle_runtime::scorer::Scorer>
+    })
+}
+
 impl Home {
     /// The home at `dir`. Nothing is read or created until a call needs it: the home and its
     /// sealing key are made by the first call that writes a run (a refused plan leaves no

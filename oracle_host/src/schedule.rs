@@ -28,6 +28,12 @@ use crate::home::{Home, Start};
 /// The schedules' directory in a home.
 pub const SCHEDULES_DIR: &str = "schedules";
 
+/// The wall-clock time now, in milliseconds since the Unix epoch: when a schedule is added,
+/// paused or due. Never recorded in a log.
+pub fn now_ms() -> u64 {
+    oracle_runtime::wall::now_ms()
+}
+
 /// The longest schedule name: it is a file name and part of every run key it makes.
 pub const NAME_BYTES_MAX: usize = 64;
 

@@ -2360,10 +2360,18 @@ pub fn replay_observed(
     let found = find(home, run)?;
     let mut refused = Vec::new();
     if from_point && plan_override.is_none() {
-        // Only a point this home sealed is trusted to stand for the events before it.
-        let key = crate::seal::SealKey::open_or_create(home)?;
+        // Only a point this home sealed is trusted to stand for the events before it. A
+        // replay only reads: a home with no key yet trusts none, and none is created.
+        let key = crate::seal::SealKey::open(home)?;
         for seq in resume_point::list(&found.paths)?.into_iter().rev() {
-            let tail = resume_point::load(&found.paths, seq, &key).and_then(|point| {
+            let Some(key) = &key else {
+                refused.push((
+                    seq,
+                    "this home has no seal key, so it sealed no point".into(),
+                ));
+                continue;
+            };
+            let tail = resume_point::load(&found.paths, seq, key).and_then(|point| {
                 Recorded::read_tail(&found.paths.log, &point.anchor()).map(|t| (point, t))
             });
             let (point, tail) = match tail {

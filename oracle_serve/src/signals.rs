@@ -563,7 +563,7 @@ pub fn claim(
     // A float (or another value with no canonical encoding) is named as such first.
     oracle_core::canon::check(&body.value)
         .map_err(|e| ApiError::BadRequest(format!("value: {e}")))?;
-    oracle_host::check_outside_value(&body.value, "value")
+    oracle_host::admit::check_outside_value(&body.value, "value")
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let valid = match body.valid {
         None => None,
