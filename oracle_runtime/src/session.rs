@@ -208,6 +208,17 @@ pub enum SessionError {
     },
     #[error("{0}; nothing was started")]
     BadInputs(String),
+    /// A code agent could not be started (docs/AGENTS.md, "Failures"): nothing was recorded.
+    #[error(transparent)]
+    CodeAgent(#[from] crate::process_agent::StartError),
+    /// A code agent's decision differs from the log; `site` is the agent's source line that
+    /// made it (`file:line`, as it reported).
+    #[error("{source} (the agent's decision at {site})")]
+    CodeDiverged {
+        site: String,
+        #[source]
+        source: EngineError,
+    },
     #[error("--note is longer than {limit} bytes")]
     BadNote { limit: u64 },
     #[error(
@@ -264,6 +275,7 @@ impl SessionError {
             SessionError::Engine(EngineError::Answer(_)) => false,
             SessionError::Engine(_) => true,
             SessionError::PlanChanged { .. }
+            | SessionError::CodeDiverged { .. }
             | SessionError::NoStart { .. }
             | SessionError::Projection { .. } => true,
             _ => false,
@@ -639,7 +651,7 @@ pub struct Submission {
 }
 
 impl Submission {
-    fn config(
+    pub(crate) fn config(
         &self,
         home: &Path,
         dir: &Path,
@@ -1545,6 +1557,8 @@ pub struct Drive {
     /// Fire the timer the run waits on: `Some(false)` if it is due, `Some(true)` in any case
     /// (`oracle resume --wake [--force]`).
     pub wake: Option<bool>,
+    /// How long a code agent may take (a code run's resume; docs/AGENTS.md).
+    pub agent_limits: crate::code_run::Limits,
 }
 
 impl Default for Drive {
@@ -1559,17 +1573,52 @@ impl Default for Drive {
             stores: None,
             answered_by: None,
             wake: None,
+            agent_limits: crate::code_run::Limits::default(),
         }
     }
 }
 
+/// What a code run's resume starts from ([`prepare_resume`] without resume points: a code
+/// agent cannot save itself, so its runs are always re-derived from the start).
+pub(crate) fn prepare_code_resume(
+    found: &RunDir,
+    answer: Option<&(String, Value)>,
+    drive: &Drive,
+) -> Result<ResumeStart> {
+    let intent = match drive.wake {
+        Some(_) => Intent::Wake,
+        None => Intent::Go(answer),
+    };
+    prepare_resume(found, intent, drive.durability, false, None)
+}
+
+/// The settings of a code run's resume, as a plan run's resume has them.
+pub(crate) fn code_config(
+    home: &Path,
+    found: &RunDir,
+    started: &RunStarted,
+    root: PathBuf,
+    drive: &Drive,
+) -> Result<RunConfig> {
+    let shared = attach(home, &found.id, drive.stores.as_ref());
+    let mut config = config_of(
+        started,
+        root,
+        store_of(home, &found.dir),
+        drive.jobs,
+        shared,
+    )?;
+    config.scorer = drive.scorer.clone();
+    Ok(config)
+}
+
 /// What a resume starts from: the writer at the log's end, the record to catch up with (the
 /// whole log, or its tail after `point`), the first event, and what was refused or repaired.
-struct ResumeStart {
-    writer: LogWriter,
-    events: Recorded,
-    started: RunStarted,
-    repaired: Option<Repair>,
+pub(crate) struct ResumeStart {
+    pub(crate) writer: LogWriter,
+    pub(crate) events: Recorded,
+    pub(crate) started: RunStarted,
+    pub(crate) repaired: Option<Repair>,
     /// The point, and the state after its event (checked).
     point: Option<(ResumePoint, oracle_core::State)>,
     /// Resume points refused, newest first, with why.
@@ -2038,6 +2087,10 @@ pub fn resume_observed(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     let found = find(home, run)?;
+    if crate::code_run::is_code_run(&found.dir) {
+        let limits = drive.agent_limits.clone();
+        return crate::code_run::resume(home, found, answer, drive, &limits, registry, progress);
+    }
     // Resume points are read and written under the home's key: a point it did not seal is
     // never used (`crate::seal`).
     let key = crate::seal::SealKey::open_or_create(home)?;
@@ -2130,7 +2183,7 @@ pub fn resume_observed(
 
 /// After a live drive: a finished run asks nothing more of a cancel request (one that came
 /// after its last boundary was never seen, and is dropped with it).
-fn finished_drive(dir: &Path, report: &Report) {
+pub(crate) fn finished_drive(dir: &Path, report: &Report) {
     if matches!(report.ending, Ending::Finished { .. }) {
         crate::cancel::clear(dir);
     }
@@ -2358,6 +2411,10 @@ pub fn replay_observed(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Replayed> {
     let found = find(home, run)?;
+    if crate::code_run::is_code_run(&found.dir) && plan_override.is_none() {
+        let limits = crate::code_run::Limits::default();
+        return crate::code_run::replay(home, found, jobs, &limits, registry, progress);
+    }
     let mut refused = Vec::new();
     if from_point && plan_override.is_none() {
         // Only a point this home sealed is trusted to stand for the events before it.
