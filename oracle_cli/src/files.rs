@@ -43,6 +43,8 @@ pub fn check_plan(path: &Path, json_out: bool) -> Result<(), CliError> {
 /// `run` names one. An unknown run is left for the runtime to report.
 pub fn check_stored_plan(home: &Path, run: &str, json_out: bool) -> Result<(), CliError> {
     match session::find(home, run) {
+        // A code run keeps its command, not a plan (docs/AGENTS.md).
+        Ok(found) if oracle_host::code::is_code_run(&found.dir) => Ok(()),
         Ok(found) => check_plan(&found.dir.join(session::PLAN_FILE), json_out),
         Err(_) => Ok(()),
     }

@@ -13,6 +13,7 @@
 
 pub mod admit;
 pub mod bind;
+pub mod code;
 pub mod error;
 pub mod evolve;
 mod fork;

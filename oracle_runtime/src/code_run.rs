@@ -233,8 +233,10 @@ pub fn start(
 pub fn record_of(run: &RunDir) -> Result<AgentRecord> {
     let path = run.dir.join(AGENT_FILE);
     let text = std::fs::read_to_string(&path).map_err(SessionError::io(&path))?;
-    serde_json::from_str(&text)
-        .map_err(|e| SessionError::BadInputs(format!("{}: {e}", path.display())))
+    serde_json::from_str(&text).map_err(|e| SessionError::AgentRecord {
+        path,
+        reason: e.to_string(),
+    })
 }
 
 /// A fresh process of the run's program, in `root`, for a drive that re-derives the run.
@@ -314,12 +316,7 @@ pub fn replay(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Replayed> {
     let events = Recorded::read(&found.paths.log)?;
-    let started = session::first_event(&found.paths.log)?.ok_or_else(|| {
-        SessionError::BadInputs(format!(
-            "{}: the log has no first event",
-            found.paths.log.display()
-        ))
-    })?;
+    let started = session::run_started(&found.paths.log, &events)?;
     let root = std::env::current_dir()
         .and_then(|d| d.canonicalize())
         .map_err(SessionError::io("."))?;

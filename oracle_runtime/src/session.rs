@@ -186,6 +186,9 @@ pub enum SessionError {
     },
     #[error("{path}: the run's first event is not `run_started`")]
     NoStart { path: PathBuf },
+    /// A code run's `agent.json` cannot be read (docs/AGENTS.md).
+    #[error("{path}: the code run's agent record cannot be read: {reason}")]
+    AgentRecord { path: PathBuf, reason: String },
     #[error(
         "{run}: the run recorded nothing before it stopped (it was interrupted while starting, before any effect could happen), so there is nothing to resume; start it again with `oracle run`"
     )]
@@ -1136,7 +1139,7 @@ fn edits(a: &str, b: &str) -> u64 {
     row[b.len()]
 }
 
-fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
+pub(crate) fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
     match events.event(0).as_ref().map(Event::typed) {
         Some(Ok(Payload::RunStarted(p))) => Ok(p),
         _ => Err(SessionError::NoStart {
