@@ -51,6 +51,10 @@ pub const FILE_BYTES_MAX: u64 = 16 << 20;
 /// Longest step name an agent may give a call (it is in every event of the call).
 pub const STEP_BYTES_MAX: usize = 128;
 
+/// Longest program name: it names the run's directory (`NAME-N`), so it is also held to
+/// letters, digits, `_`, `.` and `-`, starting with a letter or digit.
+pub const NAME_BYTES_MAX: usize = 64;
+
 /// The state key a `done` reply's output is recorded under.
 pub const OUTPUT_KEY: &str = "output";
 
@@ -376,6 +380,12 @@ impl ProcessAgent {
         }
         let hello: Hello = serde_json::from_value(value)
             .map_err(|e| StartError::Hello(format!("the hello is malformed: {e}")))?;
+        if !plain_name(&hello.program.name) {
+            return Err(StartError::Hello(format!(
+                "program name `{}` is not 1 to {NAME_BYTES_MAX} letters, digits, `_`, `.` or `-` starting with a letter or digit",
+                hello.program.name
+            )));
+        }
         if hello.protocol != PROTOCOL {
             return Err(StartError::Protocol {
                 found: hello.protocol,
@@ -432,11 +442,11 @@ impl ProcessAgent {
             .map_err(|e| malformed(format!("a reply cannot be recorded: {e}")))?;
         let reply: Reply = serde_json::from_value(value)
             .map_err(|e| malformed(format!("a reply is malformed: {e}")))?;
-        self.decision_of(reply).map_err(malformed)
+        self.decision_of(reply)
     }
 
     /// The engine's decision for a well-formed reply, or why it is malformed.
-    fn decision_of(&mut self, reply: Reply) -> Result<Decision, String> {
+    fn decision_of(&mut self, reply: Reply) -> Result<Decision, Failure> {
         let (changes, action, at) = match reply {
             Reply::Calls { calls, set, at } => {
                 let calls = self.calls_of(calls)?;
@@ -478,20 +488,22 @@ impl ProcessAgent {
     }
 
     /// The engine's calls for a `calls` reply: each step named once in the whole run.
-    fn calls_of(&mut self, calls: Vec<CallMsg>) -> Result<Vec<Call>, String> {
+    fn calls_of(&mut self, calls: Vec<CallMsg>) -> Result<Vec<Call>, Failure> {
+        let round = self.round;
+        let malformed = |reason: String| Failure::Malformed { round, reason };
         if calls.is_empty() {
-            return Err("a `calls` reply names no call".into());
+            return Err(malformed("a `calls` reply names no call".into()));
         }
         let mut out = Vec::with_capacity(calls.len());
         for c in calls {
             if c.step.is_empty() || c.step.len() > STEP_BYTES_MAX {
-                return Err(format!(
+                return Err(malformed(format!(
                     "step name `{}` is empty or longer than {STEP_BYTES_MAX} bytes",
                     c.step
-                ));
+                )));
             }
             if !self.steps.insert(c.step.clone()) {
-                return Err(format!("step `{}` is named twice", c.step));
+                return Err(malformed(format!("step `{}` is named twice", c.step)));
             }
             out.push(Call {
                 step: c.step,
@@ -572,6 +584,14 @@ impl Agent for ProcessAgent {
         }
         Ok(decision)
     }
+}
+
+/// Whether `name` may name a run's directory: never a path, never hidden.
+fn plain_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= NAME_BYTES_MAX
+        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
 /// A hello to hold until the real one is read.

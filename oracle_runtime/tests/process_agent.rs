@@ -220,6 +220,9 @@ fn a_bad_start_is_refused_with_its_code() {
     assert_eq!(outside.code(), "agent_file", "{outside}");
     let missing = start_error(&s, json!({"files": ["gone.py"]}));
     assert_eq!(missing.code(), "agent_file", "{missing}");
+    let name = json!({"program": {"name": "../escape", "version": 1}});
+    let name = start_error(&s, name);
+    assert_eq!(name.code(), "agent_hello", "{name}");
     let hello = start_error(&s, json!({"type": "hi"}));
     assert_eq!(hello.code(), "agent_hello", "{hello}");
     let cmd = Command::new(s.root.join("no-such-program"), vec![], &s.root);
