@@ -160,6 +160,9 @@ fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, 
         .root
         .canonicalize()
         .map_err(SessionError::io(&opts.root))?;
+    // A missing entry file is named as such, not as an agent that never said hello.
+    let entry = root.join(&opts.entry);
+    std::fs::metadata(&entry).map_err(SessionError::io(&entry))?;
     let command = command_of(&opts.entry);
     let mut agent =
         ProcessAgent::start(&process_command(&command, &root, &opts.limits)?, Map::new())?;

@@ -225,6 +225,12 @@ fn a_bad_start_is_refused_with_its_code() {
     assert_eq!(name.code(), "agent_hello", "{name}");
     let hello = start_error(&s, json!({"type": "hi"}));
     assert_eq!(hello.code(), "agent_hello", "{hello}");
+    // Silent past the hello limit: refused, and the process is ended.
+    let args = vec!["-c".into(), "import time; time.sleep(30)".into()];
+    let mut slow = Command::new("python3", args, &s.root);
+    slow.hello_ms = 300;
+    let slow = ProcessAgent::start(&slow, Map::new()).unwrap_err();
+    assert_eq!(slow.code(), "agent_hello", "{slow}");
     let cmd = Command::new(s.root.join("no-such-program"), vec![], &s.root);
     let spawn = ProcessAgent::start(&cmd, Map::new()).unwrap_err();
     assert_eq!(spawn.code(), "agent_spawn", "{spawn}");
