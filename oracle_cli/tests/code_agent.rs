@@ -130,6 +130,7 @@ fn a_python_agent_suspends_is_answered_completes_verifies_and_replays() {
         err.contains("triage.py:"),
         "the source line is named: {err}"
     );
+    assert!(err.contains("step `read"), "the step is named: {err}");
 }
 
 #[test]

@@ -253,10 +253,21 @@ fn fresh_agent(run: &RunDir, root: &Path, limits: &Limits) -> Result<(ProcessAge
 /// A divergence, with the agent's source line that made the differing decision.
 fn with_site(e: crate::engine::EngineError, sites: &Sites) -> SessionError {
     match (&e, sites.last()) {
-        (crate::engine::EngineError::Diverged(_), Some(site)) => SessionError::CodeDiverged {
-            site: site.to_string(),
-            source: e,
-        },
+        (crate::engine::EngineError::Diverged(d), Some(site)) => {
+            // The step of either side's event: a call's or a suspension's (never a hash).
+            let step_of = |ev: &oracle_core::Event| {
+                ev.payload
+                    .get("step")
+                    .and_then(|s| s.as_str())
+                    .map(str::to_owned)
+            };
+            let step = step_of(&d.a).or_else(|| step_of(&d.b)).unwrap_or_default();
+            SessionError::CodeDiverged {
+                step,
+                site: site.to_string(),
+                source: e,
+            }
+        }
         _ => e.into(),
     }
 }

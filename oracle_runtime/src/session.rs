@@ -214,10 +214,12 @@ pub enum SessionError {
     /// A code agent could not be started (docs/AGENTS.md, "Failures"): nothing was recorded.
     #[error(transparent)]
     CodeAgent(#[from] crate::process_agent::StartError),
-    /// A code agent's decision differs from the log; `site` is the agent's source line that
-    /// made it (`file:line`, as it reported).
-    #[error("{source} (the agent's decision at {site})")]
+    /// A code agent's decision differs from the log; `step` is the step of the recorded event
+    /// it differs from, `site` the agent's source line that made it (`file:line`, as it
+    /// reported).
+    #[error("{source} (step `{step}`: the agent's decision at {site})")]
     CodeDiverged {
+        step: String,
         site: String,
         #[source]
         source: EngineError,
