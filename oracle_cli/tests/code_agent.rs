@@ -183,3 +183,26 @@ fn a_crash_a_hang_and_a_malformed_line_are_named_failures() {
         assert_eq!(code, 0, "{out}{err}");
     }
 }
+
+#[test]
+fn a_suspended_code_run_is_cancelled_and_still_verifies_and_replays() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    let id = run_id(&out, &err);
+    let (code, out, err) = run(&sb, &["cancel", &id, "--reason", "not needed"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (status, reason) = finished(&sb, &id);
+    assert_eq!(
+        (status, reason.as_str()),
+        (RunStatus::Cancelled, "not needed")
+    );
+    let (code, out, err) = run(&sb, &["verify", &id], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run(&sb, &["replay", &id], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -360,3 +360,87 @@ pub fn replay(
         warnings: Vec::new(),
     })
 }
+
+/// The program of a stored run of either kind, for the drives that record one outside event
+/// and stop (an answer recorded alone, a cancel): the plan, or a fresh process of the code
+/// agent, which re-derives the run up to that event like any drive.
+pub(crate) enum RunAgent {
+    Plan(Box<oracle_plan::agent::PlanAgent>),
+    Code(Box<ProcessAgent>),
+}
+
+impl Agent for RunAgent {
+    fn program(&self) -> &str {
+        match self {
+            RunAgent::Plan(a) => a.program(),
+            RunAgent::Code(a) => a.program(),
+        }
+    }
+
+    fn program_hash(&self) -> oracle_core::Hash {
+        match self {
+            RunAgent::Plan(a) => a.program_hash(),
+            RunAgent::Code(a) => a.program_hash(),
+        }
+    }
+
+    fn decide(
+        &mut self,
+        state: &oracle_core::State,
+        seen: &[oracle_core::agent::Observation],
+    ) -> std::result::Result<oracle_core::agent::Decision, oracle_core::agent::AgentError> {
+        match self {
+            RunAgent::Plan(a) => a.decide(state, seen),
+            RunAgent::Code(a) => a.decide(state, seen),
+        }
+    }
+
+    fn check_answer(
+        &self,
+        step: &str,
+        value: &Value,
+    ) -> std::result::Result<Vec<String>, oracle_core::agent::AnswerRefused> {
+        match self {
+            RunAgent::Plan(a) => a.check_answer(step, value),
+            RunAgent::Code(a) => a.check_answer(step, value),
+        }
+    }
+
+    fn save(&self) -> Option<Value> {
+        match self {
+            RunAgent::Plan(a) => a.save(),
+            RunAgent::Code(a) => a.save(),
+        }
+    }
+
+    fn save_text(&self) -> Option<Box<serde_json::value::RawValue>> {
+        match self {
+            RunAgent::Plan(a) => a.save_text(),
+            RunAgent::Code(a) => a.save_text(),
+        }
+    }
+
+    fn restore(
+        &mut self,
+        saved: &Value,
+    ) -> std::result::Result<(), oracle_core::agent::AgentError> {
+        match self {
+            RunAgent::Plan(a) => a.restore(saved),
+            RunAgent::Code(a) => a.restore(saved),
+        }
+    }
+}
+
+/// A fresh code agent of `run` in `root` with the run's inputs, and whether its program hash
+/// differs from the recorded one (its files changed: the drive re-derives, and refuses a
+/// changed decision).
+pub(crate) fn stored_code_agent(
+    run: &RunDir,
+    root: &Path,
+    started: &oracle_core::payload::RunStarted,
+) -> Result<(RunAgent, bool)> {
+    let (mut agent, _) = fresh_agent(run, root, &Limits::default())?;
+    agent.set_inputs(started.inputs.clone());
+    let changed = agent.program_hash() != started.program_hash;
+    Ok((RunAgent::Code(Box::new(agent)), changed))
+}

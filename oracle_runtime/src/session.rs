@@ -1290,6 +1290,23 @@ fn stored_plan_source(
     Ok((plan, source))
 }
 
+/// The program a drive of `run` re-derives it with, of either kind, and whether it differs
+/// from the one the run started with (an upgraded plan; a code agent's changed files).
+fn stored_agent(
+    run: &RunDir,
+    started: &RunStarted,
+    registry: &Registry,
+    config: &RunConfig,
+) -> Result<(crate::code_run::RunAgent, bool)> {
+    if crate::code_run::is_code_run(&run.dir) {
+        return crate::code_run::stored_code_agent(run, &config.root, started);
+    }
+    let plan = stored_plan(run, started, registry)?;
+    let upgraded = plan.hash != started.program_hash;
+    let agent = PlanAgent::new(plan, config.inputs.clone());
+    Ok((crate::code_run::RunAgent::Plan(Box::new(agent)), upgraded))
+}
+
 /// A drive's settings for re-deriving a recorded run (no writer): `config_of` as a replay has
 /// it.
 pub(crate) fn replay_config(
@@ -2241,7 +2258,6 @@ pub fn answer(
         repaired,
         ..
     } = prepare_resume(&found, Intent::Go(Some(&answer)), durability, true, None)?;
-    let plan = stored_plan(&found, &started, registry)?;
     let config = config_of(
         &started,
         quiet_root(home, &found)?,
@@ -2249,8 +2265,7 @@ pub fn answer(
         1,
         attach(home, &found.id, None),
     )?;
-    let upgraded = plan.hash != started.program_hash;
-    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let (agent, upgraded) = stored_agent(&found, &started, registry, &config)?;
     let (step, value) = answer;
     let mut engine = Engine::new(agent, registry, config, events, Some(writer))
         .allow_program_change_if(upgraded)
@@ -2336,7 +2351,6 @@ pub fn cancel(
         }
         other => other?,
     };
-    let plan = stored_plan(&found, &start.started, registry)?;
     let config = config_of(
         &start.started,
         quiet_root(home, &found)?,
@@ -2344,8 +2358,7 @@ pub fn cancel(
         1,
         attach(home, &found.id, writing.stores.as_ref()),
     )?;
-    let upgraded = plan.hash != start.started.program_hash;
-    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let (agent, upgraded) = stored_agent(&found, &start.started, registry, &config)?;
     let mut always = || Some(cancel.clone());
     let writer = start.writer.with_replica(writing.replica);
     let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
