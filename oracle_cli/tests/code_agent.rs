@@ -2,7 +2,9 @@
 //! with `oracle_agent` (found through `PYTHONPATH`, no install), which suspends on `ctx.ask`, is
 //! answered with `oracle resume`, completes, verifies and replays to the same bytes; an
 //! ungranted call is a recorded refusal; a crash, a hang past `ORACLE_AGENT_DECIDE_MS` and a
-//! malformed line each end the run with their named failure.
+//! malformed line each end the run with their named failure; `oracle cancel` ends a suspended
+//! one; `ctx.chat` calls the model bound with `--model` (the in-repository stub), and a replay
+//! needs no model.
 
 mod common;
 
@@ -205,4 +207,42 @@ fn a_suspended_code_run_is_cancelled_and_still_verifies_and_replays() {
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = run(&sb, &["replay", &id], &[]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// The issue's example: a file read, a model's reply and a person's approval.
+const CHAT: &str = r#"
+from oracle_agent import agent
+
+@agent(name="triage", version=1, grants=["fs:read:fixtures/data/**", "llm:chat:fast"])
+def triage(ctx, path: str = "fixtures/data/notes.txt"):
+    text = ctx.call("fs.read", path=path, step="read")["text"]
+    reply = ctx.chat("fast", [{"role": "user", "content": text}], step="classify")
+    ok = ctx.ask("send this reply?", schema={"type": "string"}, step="approve")
+    return {"reply": reply, "approved": ok}
+
+if __name__ == "__main__":
+    triage.main()
+"#;
+
+#[test]
+fn ctx_chat_calls_the_bound_model_once_and_a_replay_needs_no_model() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", CHAT);
+    let reply = serde_json::json!({"content": "a refund, politely"});
+    let stub = oracle_llm_stub::Stub::start(vec![reply]).unwrap();
+    let model = format!("fast={}", stub.url());
+    let (code, out, err) = run(&sb, &["run", "triage.py", "--model", &model, "--json"], &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    let id = run_id(&out, &err);
+    let answer = ["resume", &id, "--step", "approve", "--value", "\"yes\""];
+    let (code, out, err) = run(&sb, &answer, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let log = std::fs::read_to_string(sb.log(".oracle", &id)).unwrap();
+    assert!(log.contains(r#""reply":"a refund, politely""#), "{log}");
+    drop(stub);
+    let (code, out, err) = run(&sb, &["replay", &id], &[]);
+    assert_eq!(code, 0, "no model is needed: {out}{err}");
 }
