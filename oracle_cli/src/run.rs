@@ -1080,6 +1080,9 @@ fn new_run_given(a: &RunArgs) -> Given {
 }
 
 pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    if oracle_host::code::is_code_entry(&a.plan) {
+        return run_code(home, a);
+    }
     let (opts, tool_dirs) = start_options(home, &a)?;
     let host = host(home, a.drive.json)?.with_require_approval(a.drive.require_approval);
     crate::interrupt::on_ctrl_c(None);
@@ -1106,6 +1109,45 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     }
     let notified = notify(&s.dir, home, a.drive.oracle_cmd.as_deref());
     print_session(&s, a.drive.json, "recorded", notified)?;
+    Ok(status_code(&s.report.ending))
+}
+
+/// `oracle run triage.py`: a code agent (docs/AGENTS.md), started through the host. Its
+/// decision time limit is `ORACLE_AGENT_DECIDE_MS` when set.
+fn run_code(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    use oracle_host::code;
+    let decide_ms = match std::env::var(code::DECIDE_MS_VAR) {
+        Ok(v) => v.parse::<u64>().map_err(|_| {
+            CliError::input(format!(
+                "{}={v}: not a number of milliseconds",
+                code::DECIDE_MS_VAR
+            ))
+        })?,
+        Err(_) => code::DECIDE_MS_DEFAULT,
+    };
+    let opts = code::CodeStart {
+        home: home.to_path_buf(),
+        entry: a.plan.clone(),
+        root: PathBuf::from("."),
+        inputs: parse_inputs(&a.inputs)?,
+        grants: a.grants.clone(),
+        seed: a.seed,
+        jobs: a.drive.jobs,
+        durability: a.drive.durability.into(),
+        limits: code::Limits {
+            hello_ms: code::HELLO_MS_DEFAULT,
+            decide_ms,
+        },
+        bindings: Default::default(),
+    };
+    let host = host(home, a.drive.json)?;
+    crate::interrupt::on_ctrl_c(None);
+    let mut display = Display::new("running", a.drive.json);
+    let mut progress = |p: &Progress| display.update(p);
+    let s = host.start_code(opts, &new_run_given(&a), Some(&mut progress));
+    display.finish();
+    let s = s.map_err(|e| host_error(e, a.drive.json))?;
+    print_session(&s, a.drive.json, "recorded", None)?;
     Ok(status_code(&s.report.ending))
 }
 

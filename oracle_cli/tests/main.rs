@@ -18,6 +18,7 @@ mod browser;
 mod cancel;
 mod checkpoint;
 mod cli;
+mod code_agent;
 mod concurrency;
 mod config;
 mod config_trust;

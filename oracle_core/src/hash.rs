@@ -40,9 +40,15 @@ pub mod domain {
     /// One file an exec tool's `args` name inside its manifest's directory, for the per-file
     /// hash beside its pin (`ToolPin::files`): the file's bytes.
     pub const TOOL_FILE: &str = "oracle v1 tool file";
+    /// One file a code agent's program is made of (docs/AGENTS.md, "The program hash"): the
+    /// file's bytes.
+    pub const AGENT_FILE: &str = "oracle v1 agent file";
+    /// A code agent's program hash: the canonical JSON of its protocol, SDK, name, version and
+    /// file hashes (docs/AGENTS.md).
+    pub const AGENT_PROGRAM: &str = "oracle v1 agent program";
 
     /// Every context above, once.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 15] = [
         PAYLOAD,
         EVENT_BODY,
         CHAIN,
@@ -56,6 +62,8 @@ pub mod domain {
         AUCTION_TIE,
         TOOL_PIN,
         TOOL_FILE,
+        AGENT_FILE,
+        AGENT_PROGRAM,
     ];
 }
 

@@ -346,6 +346,7 @@ pub fn session_class(e: &SessionError) -> Class {
         }
         SessionError::Tools { .. } => Class::of("tools", exit::INPUT, http::UNAVAILABLE),
         SessionError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
+        SessionError::CodeAgent(e) => Class::of(e.code(), exit::INPUT, http::BAD_REQUEST),
         e if e.is_integrity() => Class::of("integrity", exit::INTEGRITY, http::INTERNAL),
         _ => Class::of("input", exit::INPUT, http::INTERNAL),
     }

@@ -18,6 +18,7 @@
 pub mod admit;
 pub mod backend;
 pub mod bind;
+pub mod code;
 pub mod data;
 pub mod database;
 pub mod error;

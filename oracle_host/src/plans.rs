@@ -16,11 +16,12 @@ pub fn check(path: &Path) -> Result<(), ReadFileError> {
 }
 
 /// The copy of the plan run `run` of `home` keeps (read again by `resume` and `replay`), or
-/// `None` for a run that cannot be found (left for the command to report).
+/// `None` for a run that cannot be found (left for the command to report) or a code run (it
+/// keeps its command, not a plan).
 pub fn stored(home: &Path, run: &str) -> Option<PathBuf> {
-    session::find(home, run)
-        .ok()
-        .map(|found| found.dir.join(session::PLAN_FILE))
+    let found = session::find(home, run).ok()?;
+    // A code run keeps its command, not a plan (docs/AGENTS.md).
+    (!crate::code::is_code_run(&found.dir)).then(|| found.dir.join(session::PLAN_FILE))
 }
 
 /// The text of the plan at `path` (a regular file within [`PLAN_BYTES_MAX`], UTF-8).

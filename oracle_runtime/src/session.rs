@@ -186,6 +186,9 @@ pub enum SessionError {
     },
     #[error("{path}: the run's first event is not `run_started`")]
     NoStart { path: PathBuf },
+    /// A code run's `agent.json` cannot be read (docs/AGENTS.md).
+    #[error("{path}: the code run's agent record cannot be read: {reason}")]
+    AgentRecord { path: PathBuf, reason: String },
     #[error(
         "{run}: the run recorded nothing before it stopped (it was interrupted while starting, before any effect could happen), so there is nothing to resume; start it again with `oracle run`"
     )]
@@ -208,6 +211,19 @@ pub enum SessionError {
     },
     #[error("{0}; nothing was started")]
     BadInputs(String),
+    /// A code agent could not be started (docs/AGENTS.md, "Failures"): nothing was recorded.
+    #[error(transparent)]
+    CodeAgent(#[from] crate::process_agent::StartError),
+    /// A code agent's decision differs from the log; `step` is the step of the recorded event
+    /// it differs from, `site` the agent's source line that made it (`file:line`, as it
+    /// reported).
+    #[error("{source} (step `{step}`: the agent's decision at {site})")]
+    CodeDiverged {
+        step: String,
+        site: String,
+        #[source]
+        source: EngineError,
+    },
     #[error("--note is longer than {limit} bytes")]
     BadNote { limit: u64 },
     #[error(
@@ -264,6 +280,7 @@ impl SessionError {
             SessionError::Engine(EngineError::Answer(_)) => false,
             SessionError::Engine(_) => true,
             SessionError::PlanChanged { .. }
+            | SessionError::CodeDiverged { .. }
             | SessionError::NoStart { .. }
             | SessionError::Projection { .. } => true,
             _ => false,
@@ -639,7 +656,7 @@ pub struct Submission {
 }
 
 impl Submission {
-    fn config(
+    pub(crate) fn config(
         &self,
         home: &Path,
         dir: &Path,
@@ -1124,7 +1141,7 @@ fn edits(a: &str, b: &str) -> u64 {
     row[b.len()]
 }
 
-fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
+pub(crate) fn run_started(path: &Path, events: &Recorded) -> Result<RunStarted> {
     match events.event(0).as_ref().map(Event::typed) {
         Some(Ok(Payload::RunStarted(p))) => Ok(p),
         _ => Err(SessionError::NoStart {
@@ -1271,6 +1288,23 @@ fn stored_plan_source(
         });
     }
     Ok((plan, source))
+}
+
+/// The program a drive of `run` re-derives it with, of either kind, and whether it differs
+/// from the one the run started with (an upgraded plan; a code agent's changed files).
+fn stored_agent(
+    run: &RunDir,
+    started: &RunStarted,
+    registry: &Registry,
+    config: &RunConfig,
+) -> Result<(crate::code_run::RunAgent, bool)> {
+    if crate::code_run::is_code_run(&run.dir) {
+        return crate::code_run::stored_code_agent(run, &config.root, started);
+    }
+    let plan = stored_plan(run, started, registry)?;
+    let upgraded = plan.hash != started.program_hash;
+    let agent = PlanAgent::new(plan, config.inputs.clone());
+    Ok((crate::code_run::RunAgent::Plan(Box::new(agent)), upgraded))
 }
 
 /// A drive's settings for re-deriving a recorded run (no writer): `config_of` as a replay has
@@ -1545,6 +1579,8 @@ pub struct Drive {
     /// Fire the timer the run waits on: `Some(false)` if it is due, `Some(true)` in any case
     /// (`oracle resume --wake [--force]`).
     pub wake: Option<bool>,
+    /// How long a code agent may take (a code run's resume; docs/AGENTS.md).
+    pub agent_limits: crate::code_run::Limits,
 }
 
 impl Default for Drive {
@@ -1559,17 +1595,52 @@ impl Default for Drive {
             stores: None,
             answered_by: None,
             wake: None,
+            agent_limits: crate::code_run::Limits::default(),
         }
     }
 }
 
+/// What a code run's resume starts from ([`prepare_resume`] without resume points: a code
+/// agent cannot save itself, so its runs are always re-derived from the start).
+pub(crate) fn prepare_code_resume(
+    found: &RunDir,
+    answer: Option<&(String, Value)>,
+    drive: &Drive,
+) -> Result<ResumeStart> {
+    let intent = match drive.wake {
+        Some(_) => Intent::Wake,
+        None => Intent::Go(answer),
+    };
+    prepare_resume(found, intent, drive.durability, false, None)
+}
+
+/// The settings of a code run's resume, as a plan run's resume has them.
+pub(crate) fn code_config(
+    home: &Path,
+    found: &RunDir,
+    started: &RunStarted,
+    root: PathBuf,
+    drive: &Drive,
+) -> Result<RunConfig> {
+    let shared = attach(home, &found.id, drive.stores.as_ref());
+    let mut config = config_of(
+        started,
+        root,
+        store_of(home, &found.dir),
+        drive.jobs,
+        shared,
+    )?;
+    config.scorer = drive.scorer.clone();
+    Ok(config)
+}
+
 /// What a resume starts from: the writer at the log's end, the record to catch up with (the
 /// whole log, or its tail after `point`), the first event, and what was refused or repaired.
-struct ResumeStart {
-    writer: LogWriter,
-    events: Recorded,
-    started: RunStarted,
-    repaired: Option<Repair>,
+pub(crate) struct ResumeStart {
+    pub(crate) writer: LogWriter,
+    pub(crate) events: Recorded,
+    pub(crate) started: RunStarted,
+    pub(crate) repaired: Option<Repair>,
     /// The point, and the state after its event (checked).
     point: Option<(ResumePoint, oracle_core::State)>,
     /// Resume points refused, newest first, with why.
@@ -2038,6 +2109,10 @@ pub fn resume_observed(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     let found = find(home, run)?;
+    if crate::code_run::is_code_run(&found.dir) {
+        let limits = drive.agent_limits.clone();
+        return crate::code_run::resume(home, found, answer, drive, &limits, registry, progress);
+    }
     // Resume points are read and written under the home's key: a point it did not seal is
     // never used (`crate::seal`).
     let key = crate::seal::SealKey::open_or_create(home)?;
@@ -2130,7 +2205,7 @@ pub fn resume_observed(
 
 /// After a live drive: a finished run asks nothing more of a cancel request (one that came
 /// after its last boundary was never seen, and is dropped with it).
-fn finished_drive(dir: &Path, report: &Report) {
+pub(crate) fn finished_drive(dir: &Path, report: &Report) {
     if matches!(report.ending, Ending::Finished { .. }) {
         crate::cancel::clear(dir);
     }
@@ -2183,7 +2258,6 @@ pub fn answer(
         repaired,
         ..
     } = prepare_resume(&found, Intent::Go(Some(&answer)), durability, true, None)?;
-    let plan = stored_plan(&found, &started, registry)?;
     let config = config_of(
         &started,
         quiet_root(home, &found)?,
@@ -2191,8 +2265,7 @@ pub fn answer(
         1,
         attach(home, &found.id, None),
     )?;
-    let upgraded = plan.hash != started.program_hash;
-    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let (agent, upgraded) = stored_agent(&found, &started, registry, &config)?;
     let (step, value) = answer;
     let mut engine = Engine::new(agent, registry, config, events, Some(writer))
         .allow_program_change_if(upgraded)
@@ -2278,7 +2351,6 @@ pub fn cancel(
         }
         other => other?,
     };
-    let plan = stored_plan(&found, &start.started, registry)?;
     let config = config_of(
         &start.started,
         quiet_root(home, &found)?,
@@ -2286,8 +2358,7 @@ pub fn cancel(
         1,
         attach(home, &found.id, writing.stores.as_ref()),
     )?;
-    let upgraded = plan.hash != start.started.program_hash;
-    let agent = PlanAgent::new(plan, config.inputs.clone());
+    let (agent, upgraded) = stored_agent(&found, &start.started, registry, &config)?;
     let mut always = || Some(cancel.clone());
     let writer = start.writer.with_replica(writing.replica);
     let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
@@ -2358,6 +2429,10 @@ pub fn replay_observed(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Replayed> {
     let found = find(home, run)?;
+    if crate::code_run::is_code_run(&found.dir) && plan_override.is_none() {
+        let limits = crate::code_run::Limits::default();
+        return crate::code_run::replay(home, found, jobs, &limits, registry, progress);
+    }
     let mut refused = Vec::new();
     if from_point && plan_override.is_none() {
         // Only a point this home sealed is trusted to stand for the events before it. A

@@ -13,6 +13,7 @@ mod mcp;
 mod oracle;
 mod outside_time;
 mod power_loss;
+mod process_agent;
 mod programs;
 mod resume_point;
 mod store;

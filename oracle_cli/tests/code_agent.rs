@@ -1,0 +1,248 @@
+//! Code agents end to end (docs/AGENTS.md): `oracle run triage.py` runs a Python agent written
+//! with `oracle_agent` (found through `PYTHONPATH`, no install), which suspends on `ctx.ask`, is
+//! answered with `oracle resume`, completes, verifies and replays to the same bytes; an
+//! ungranted call is a recorded refusal; a crash, a hang past `ORACLE_AGENT_DECIDE_MS` and a
+//! malformed line each end the run with their named failure; `oracle cancel` ends a suspended
+//! one; `ctx.chat` calls the model bound with `--model` (the in-repository stub), and a replay
+//! needs no model.
+
+use crate::common;
+
+use std::process::Command;
+
+use common::{Sandbox, outcome, root};
+use oracle_core::Payload;
+use oracle_core::payload::RunStatus;
+use serde_json::Value;
+
+const TRIAGE: &str = r#"
+from oracle_agent import agent
+
+@agent(name="triage", version=1, grants=["fs:read:fixtures/data/**"])
+def triage(ctx, path: str = "fixtures/data/notes.txt"):
+    text = ctx.call("fs.read", path=path, step="read")["text"]
+    words = ctx.call("text.count", text=text)["words"]
+    ok = ctx.ask("send this reply?", schema={"type": "string"}, step="approve")
+    return {"words": words, "approved": ok}
+
+if __name__ == "__main__":
+    triage.main()
+"#;
+
+/// An agent that reads its data, then does what `BODY` says (one indented line).
+fn misbehaving(body: &str) -> String {
+    format!(
+        r#"
+import os, sys, time
+from oracle_agent import agent
+
+@agent(name="bad", version=1, grants=["fs:read:fixtures/data/**"])
+def bad(ctx):
+    ctx.call("text.count", text="one two")
+    {body}
+    return "unreachable"
+
+if __name__ == "__main__":
+    bad.main()
+"#
+    )
+}
+
+fn python(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = sb.command(args);
+    cmd.env("PYTHONPATH", root().join("sdk/python/src"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn run(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    outcome(python(sb, args, env).output().unwrap())
+}
+
+fn python_found() -> bool {
+    let found = Command::new("python3").arg("--version").output().is_ok();
+    if !found {
+        eprintln!("skipped: no python3 on PATH");
+    }
+    found
+}
+
+/// The run a `--json` start names.
+fn run_id(out: &str, err: &str) -> String {
+    let line = out.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("{out}{err}"));
+    v["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_owned()
+}
+
+fn finished(sb: &Sandbox, run: &str) -> (RunStatus, String) {
+    let events = sb.events(".oracle", run);
+    match events.last().unwrap().typed().unwrap() {
+        Payload::RunFinished(f) => (f.status, f.reason),
+        other => panic!("last event: {other:?}"),
+    }
+}
+
+#[test]
+fn a_python_agent_suspends_is_answered_completes_verifies_and_replays() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
+    assert_eq!(code, 3, "suspended on the question: {out}{err}");
+    let id = run_id(&out, &err);
+    let answer = ["resume", &id, "--step", "approve", "--value", "\"yes\""];
+    let (code, out, err) = run(&sb, &answer, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (status, _) = finished(&sb, &id);
+    assert_eq!(status, RunStatus::Completed);
+    let log = std::fs::read_to_string(sb.log(".oracle", &id)).unwrap();
+    assert!(log.contains(r#""approved":"yes""#), "{log}");
+
+    let (code, out, err) = run(&sb, &["verify", &id], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, first, err) = run(&sb, &["replay", &id, "--json"], &[]);
+    assert_eq!(code, 0, "{first}{err}");
+    let (code, again, err) = run(&sb, &["replay", &id, "--json"], &[]);
+    assert_eq!(code, 0, "{again}{err}");
+    assert_eq!(first, again, "a replay gives the same bytes");
+    assert_eq!(
+        std::fs::read_to_string(sb.log(".oracle", &id)).unwrap(),
+        log
+    );
+
+    // Changed files re-derive first: a comment changes the program hash, not a decision, so
+    // the replay goes on; a changed step is refused (exit 4) naming the agent's source line.
+    sb.write("triage.py", &format!("# a comment\n{TRIAGE}"));
+    let (code, out, err) = run(&sb, &["replay", &id], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    sb.write(
+        "triage.py",
+        &TRIAGE.replace(r#"step="read""#, r#"step="read-it""#),
+    );
+    let (code, out, err) = run(&sb, &["replay", &id], &[]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(
+        err.contains("triage.py:"),
+        "the source line is named: {err}"
+    );
+    assert!(err.contains("step `read"), "the step is named: {err}");
+}
+
+#[test]
+fn an_ungranted_call_is_a_recorded_refusal() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write(
+        "bad.py",
+        &misbehaving(r#"ctx.call("fs.read", path="secret.txt")"#),
+    );
+    let (code, out, err) = run(&sb, &["run", "bad.py", "--json"], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = run_id(&out, &err);
+    let (status, reason) = finished(&sb, &id);
+    assert_eq!(status, RunStatus::Failed);
+    assert!(reason.starts_with("agent_failed: CallDenied"), "{reason}");
+    let log = std::fs::read_to_string(sb.log(".oracle", &id)).unwrap();
+    assert!(
+        log.contains("fs:read:secret.txt"),
+        "the refusal is recorded: {log}"
+    );
+}
+
+#[test]
+fn a_crash_a_hang_and_a_malformed_line_are_named_failures() {
+    if !python_found() {
+        return;
+    }
+    let cases = [
+        ("os._exit(3)", "agent_crashed"),
+        ("time.sleep(30)", "agent_hung"),
+        (
+            r#"sys.__stdout__.write("junk\n"); sys.__stdout__.flush(); time.sleep(30)"#,
+            "agent_malformed",
+        ),
+    ];
+    for (body, code_word) in cases {
+        let sb = Sandbox::new();
+        sb.write("bad.py", &misbehaving(body));
+        let env = [("ORACLE_AGENT_DECIDE_MS", "1500")];
+        let (code, out, err) = run(&sb, &["run", "bad.py", "--json"], &env);
+        assert_eq!(code, 1, "{body}: {out}{err}");
+        let id = run_id(&out, &err);
+        let (status, reason) = finished(&sb, &id);
+        assert_eq!(status, RunStatus::Failed);
+        assert!(reason.starts_with(code_word), "{body}: {reason}");
+        let (code, out, err) = run(&sb, &["verify", &id], &[]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+}
+
+#[test]
+fn a_suspended_code_run_is_cancelled_and_still_verifies_and_replays() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    let id = run_id(&out, &err);
+    let (code, out, err) = run(&sb, &["cancel", &id, "--reason", "not needed"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (status, reason) = finished(&sb, &id);
+    assert_eq!(
+        (status, reason.as_str()),
+        (RunStatus::Cancelled, "not needed")
+    );
+    let (code, out, err) = run(&sb, &["verify", &id], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run(&sb, &["replay", &id], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// The issue's example: a file read, a model's reply and a person's approval.
+const CHAT: &str = r#"
+from oracle_agent import agent
+
+@agent(name="triage", version=1, grants=["fs:read:fixtures/data/**", "llm:chat:fast"])
+def triage(ctx, path: str = "fixtures/data/notes.txt"):
+    text = ctx.call("fs.read", path=path, step="read")["text"]
+    reply = ctx.chat("fast", [{"role": "user", "content": text}], step="classify")
+    ok = ctx.ask("send this reply?", schema={"type": "string"}, step="approve")
+    return {"reply": reply, "approved": ok}
+
+if __name__ == "__main__":
+    triage.main()
+"#;
+
+#[test]
+fn ctx_chat_calls_the_bound_model_once_and_a_replay_needs_no_model() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", CHAT);
+    let reply = serde_json::json!({"content": "a refund, politely"});
+    let stub = oracle_llm_stub::Stub::start(vec![reply]).unwrap();
+    let model = format!("fast={}", stub.url());
+    let (code, out, err) = run(&sb, &["run", "triage.py", "--model", &model, "--json"], &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    let id = run_id(&out, &err);
+    let answer = ["resume", &id, "--step", "approve", "--value", "\"yes\""];
+    let (code, out, err) = run(&sb, &answer, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let log = std::fs::read_to_string(sb.log(".oracle", &id)).unwrap();
+    assert!(log.contains(r#""reply":"a refund, politely""#), "{log}");
+    drop(stub);
+    let (code, out, err) = run(&sb, &["replay", &id], &[]);
+    assert_eq!(code, 0, "no model is needed: {out}{err}");
+}

@@ -1,0 +1,55 @@
+//! Code agents through the host (docs/AGENTS.md): [`Home::start_code`] starts a run whose
+//! program is a process speaking the agent protocol (`oracle run triage.py`), bound as a plan
+//! run is. Its resume, answer and replay go through the same calls as a plan run's
+//! ([`Home::resume`]): the runtime tells the kinds apart by the run's directory.
+
+use std::path::Path;
+
+use oracle_runtime::declared::McpMode;
+use oracle_runtime::engine::Progress;
+use oracle_runtime::session::Session;
+
+pub use oracle_runtime::code_run::{AGENT_FILE, CodeStart, Limits, is_code_run};
+pub use oracle_runtime::process_agent::{DECIDE_MS_DEFAULT, HELLO_MS_DEFAULT};
+
+use crate::bind::Given;
+use crate::error::HostError;
+use crate::home::Home;
+
+/// The environment variable that sets a code agent's decision time limit in milliseconds for
+/// `oracle` (docs/AGENTS.md, "Time limits"): read by the front end, never by the runtime.
+pub const DECIDE_MS_VAR: &str = "ORACLE_AGENT_DECIDE_MS";
+
+/// Whether `entry` names a code agent rather than a plan: a `.py` file.
+pub fn is_code_entry(entry: &Path) -> bool {
+    entry.extension().is_some_and(|e| e == "py")
+}
+
+impl Home {
+    /// Starts a code agent's run (`oracle run triage.py`): binds its models, secrets and tool
+    /// directories as `given` says (sealed into its `run.json`), starts the program, and drives
+    /// the run until it finishes or suspends. A program that cannot start, or bad inputs or
+    /// grants, create nothing.
+    pub fn start_code(
+        &self,
+        mut opts: CodeStart,
+        given: &Given,
+        progress: Option<&mut dyn FnMut(&Progress)>,
+    ) -> Result<Session, HostError> {
+        let bound = given.for_new_run(Vec::new())?;
+        let (registry, _) = bound.registry(McpMode::Start)?;
+        opts.home = self.dir().to_path_buf();
+        opts.bindings = oracle_runtime::bindings::Bindings {
+            root: None,
+            models: bound.models.models.clone(),
+            secrets: bound.secret_vars.clone(),
+            tools: bound.tools.clone(),
+        };
+        let mut nothing = |_: &Progress| {};
+        let progress = match progress {
+            Some(p) => p,
+            None => &mut nothing,
+        };
+        Ok(oracle_runtime::code_run::start(&opts, &registry, progress)?)
+    }
+}

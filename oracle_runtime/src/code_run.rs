@@ -1,0 +1,446 @@
+//! Runs whose program is a code agent (docs/AGENTS.md): started from its entry file
+//! (`oracle run triage.py`), resumed and replayed by starting a fresh process of the command
+//! the run directory keeps in [`AGENT_FILE`] and re-deriving the run from its first event.
+//!
+//! A code run's directory holds `agent.json` where a plan run's holds `plan.plan`: the command,
+//! the entry file and the hash of every file the program said it is made of. Nothing there is
+//! trusted: the program hash recorded in `run_started` is what the drive is checked against.
+
+use std::path::{Path, PathBuf};
+
+use oracle_core::agent::Agent;
+use oracle_core::capability::Capability;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::engine::{Engine, Progress};
+use crate::paths::LogPaths;
+use crate::process_agent::{self, Command, ProcessAgent, Sites};
+use crate::recorded::Recorded;
+use crate::session::{self, Drive, Replayed, Result, RunDir, Session, SessionError};
+use crate::tool::Registry;
+use crate::writer::{Durability, LogWriter};
+
+/// The file in a code run's directory naming its command (where a plan run keeps its plan).
+pub const AGENT_FILE: &str = "agent.json";
+
+/// What a code run keeps to be resumed and replayed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// The program and its arguments, run in the run's working directory.
+    pub command: Vec<String>,
+    /// `name@version`, as recorded in `run_started`.
+    pub program: String,
+    pub program_hash: String,
+    /// Every file the program said it is made of, with its hash, sorted by path.
+    pub files: Vec<(String, String)>,
+}
+
+/// How long a code agent may take, and where its stderr goes.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub hello_ms: u64,
+    pub decide_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            hello_ms: process_agent::HELLO_MS_DEFAULT,
+            decide_ms: process_agent::DECIDE_MS_DEFAULT,
+        }
+    }
+}
+
+/// `oracle run ENTRY` for a code agent: what a plan run's `StartOptions` are for a plan.
+#[derive(Clone, Debug)]
+pub struct CodeStart {
+    pub home: PathBuf,
+    /// The entry file, relative to `root` or absolute inside it.
+    pub entry: PathBuf,
+    /// The working directory (canonicalised): the program's files are read against it.
+    pub root: PathBuf,
+    /// `--input NAME=VALUE`: a string for a parameter typed `string`, JSON otherwise.
+    pub inputs: Vec<(String, String)>,
+    /// Grants beyond the ones the program declares.
+    pub grants: Vec<String>,
+    pub seed: u64,
+    pub jobs: u32,
+    pub durability: Durability,
+    pub limits: Limits,
+    /// The models, secrets and tool directories bound, sealed into `run.json` as a plan
+    /// run's are.
+    pub bindings: crate::bindings::Bindings,
+}
+
+/// Whether the run in `dir` is a code run.
+pub fn is_code_run(dir: &Path) -> bool {
+    dir.join(AGENT_FILE).is_file()
+}
+
+/// The command that runs `entry`: `python3 ENTRY` for a `.py` file (the `python3` on PATH),
+/// the file itself otherwise.
+pub fn command_of(entry: &Path) -> Vec<String> {
+    let entry = entry.to_string_lossy().into_owned();
+    if entry.ends_with(".py") {
+        vec!["python3".to_owned(), entry]
+    } else {
+        vec![entry]
+    }
+}
+
+fn process_command(command: &[String], root: &Path, limits: &Limits) -> Result<Command> {
+    let Some((program, args)) = command.split_first() else {
+        return Err(SessionError::BadInputs(
+            "the agent's command is empty".into(),
+        ));
+    };
+    let mut cmd = Command::new(program, args.iter().map(Into::into).collect(), root);
+    cmd.hello_ms = limits.hello_ms;
+    cmd.decide_ms = limits.decide_ms;
+    Ok(cmd)
+}
+
+/// The inputs given as text, bound by the program's inputs schema: a string for a parameter
+/// typed `string`, JSON otherwise; each name must be a parameter, and the whole must meet the
+/// schema.
+fn bind_inputs(schema: &Value, given: &[(String, String)]) -> Result<Map<String, Value>> {
+    let props = schema.get("properties").and_then(Value::as_object);
+    let mut inputs = Map::new();
+    for (name, text) in given {
+        let Some(prop) = props.and_then(|p| p.get(name)) else {
+            return Err(SessionError::BadInputs(format!(
+                "the program has no input `{name}`"
+            )));
+        };
+        let value = if prop.get("type").and_then(Value::as_str) == Some("string") {
+            Value::String(text.clone())
+        } else {
+            serde_json::from_str(text)
+                .map_err(|e| SessionError::BadInputs(format!("input `{name}`: not JSON: {e}")))?
+        };
+        inputs.insert(name.clone(), value);
+    }
+    let inputs_value = Value::Object(inputs);
+    if schema.is_object() {
+        let compiled = crate::schema::Schema::compile(schema)
+            .map_err(|e| SessionError::BadInputs(format!("the program's inputs schema: {e}")))?;
+        compiled
+            .check(&inputs_value)
+            .map_err(|e| SessionError::BadInputs(format!("the inputs: {e}")))?;
+    }
+    session::check_outside_value(&inputs_value, "the run's inputs")
+        .map_err(|e| SessionError::BadInputs(e.to_string()))?;
+    match inputs_value {
+        Value::Object(m) => Ok(m),
+        _ => Ok(Map::new()),
+    }
+}
+
+/// The declared grants and `extra`, parsed, sorted and without duplicates.
+fn grants_of(declared: &[String], extra: &[String]) -> Result<Vec<Capability>> {
+    let mut all = Vec::new();
+    for g in declared.iter().chain(extra) {
+        all.push(g.parse::<Capability>().map_err(SessionError::Grant)?);
+    }
+    all.sort_by_key(|c| c.to_string());
+    all.dedup();
+    Ok(all)
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    std::fs::write(path, format!("{text}\n")).map_err(SessionError::io(path))
+}
+
+/// Starts the agent, binds its inputs and grants and creates the run's directory with its
+/// [`AGENT_FILE`] and `run.json`: everything before the first event.
+fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, RunDir)> {
+    let root = opts
+        .root
+        .canonicalize()
+        .map_err(SessionError::io(&opts.root))?;
+    // A missing entry file is named as such, not as an agent that never said hello.
+    let entry = root.join(&opts.entry);
+    std::fs::metadata(&entry).map_err(SessionError::io(&entry))?;
+    let command = command_of(&opts.entry);
+    let mut agent =
+        ProcessAgent::start(&process_command(&command, &root, &opts.limits)?, Map::new())?;
+    let inputs = bind_inputs(&agent.hello().inputs, &opts.inputs)?;
+    agent.set_inputs(inputs.clone());
+    let grants = grants_of(&agent.hello().grants, &opts.grants)?;
+    let (id, dir) = session::new_run_dir(&opts.home, &agent.hello().program.name)?;
+    let record = AgentRecord {
+        command,
+        program: agent.program().to_owned(),
+        program_hash: agent.program_hash().to_hex(),
+        files: agent
+            .files()
+            .iter()
+            .map(|(p, h)| (p.clone(), h.to_hex()))
+            .collect(),
+    };
+    write_json(&dir.join(AGENT_FILE), &record)?;
+    let bindings = crate::bindings::Bindings {
+        root: Some(root.clone()),
+        ..opts.bindings.clone()
+    };
+    let key = crate::seal::SealKey::open_or_create(&opts.home)?;
+    let meta = bindings.to_json(&id, &key);
+    write_json(&dir.join(crate::bindings::META_FILE), &meta)?;
+    let submission = session::Submission {
+        seed: opts.seed,
+        grants: grants.iter().map(ToString::to_string).collect(),
+        inputs,
+        root,
+        jobs: opts.jobs,
+        domains: Default::default(),
+        memory: None,
+        budget: None,
+        key: None,
+    };
+    let config = submission.config(&opts.home, &dir, None, None)?;
+    let paths = LogPaths::of_run(&dir);
+    Ok((agent, config, RunDir { id, paths, dir }))
+}
+
+/// `oracle run ENTRY`: starts the code agent and drives the run until it finishes or
+/// suspends. A program that cannot start, or bad inputs or grants, create nothing.
+pub fn start(
+    opts: &CodeStart,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Session> {
+    let (agent, config, run) = prepare(opts)?;
+    let writer = LogWriter::create(&run.paths, opts.durability)?;
+    let mut watch = crate::cancel::Watch::new(&run.dir);
+    let mut probe = || watch.probe();
+    let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer))
+        .with_progress(progress)
+        .with_cancel(&mut probe);
+    let report = engine.drive()?;
+    if let Some(w) = engine.into_writer() {
+        w.close()?;
+    }
+    session::finished_drive(&run.dir, &report);
+    Ok(Session {
+        id: run.id,
+        dir: run.dir,
+        report,
+        repaired: None,
+        warnings: Vec::new(),
+    })
+}
+
+/// The command a code run keeps.
+pub fn record_of(run: &RunDir) -> Result<AgentRecord> {
+    let path = run.dir.join(AGENT_FILE);
+    let text = std::fs::read_to_string(&path).map_err(SessionError::io(&path))?;
+    serde_json::from_str(&text).map_err(|e| SessionError::AgentRecord {
+        path,
+        reason: e.to_string(),
+    })
+}
+
+/// A fresh process of the run's program, in `root`, for a drive that re-derives the run.
+fn fresh_agent(run: &RunDir, root: &Path, limits: &Limits) -> Result<(ProcessAgent, Sites)> {
+    let record = record_of(run)?;
+    let agent = ProcessAgent::start(&process_command(&record.command, root, limits)?, Map::new())?;
+    let sites = agent.sites();
+    Ok((agent, sites))
+}
+
+/// A divergence, with the agent's source line that made the differing decision.
+fn with_site(e: crate::engine::EngineError, sites: &Sites) -> SessionError {
+    match (&e, sites.last()) {
+        (crate::engine::EngineError::Diverged(d), Some(site)) => {
+            // The step of either side's event: a call's or a suspension's (never a hash).
+            let step_of = |ev: &oracle_core::Event| {
+                ev.payload
+                    .get("step")
+                    .and_then(|s| s.as_str())
+                    .map(str::to_owned)
+            };
+            let step = step_of(&d.a).or_else(|| step_of(&d.b)).unwrap_or_default();
+            SessionError::CodeDiverged {
+                step,
+                site: site.to_string(),
+                source: e,
+            }
+        }
+        _ => e.into(),
+    }
+}
+
+/// `oracle resume` of a code run: a fresh process re-derives the run from its first event
+/// (the engine checks every decision against the log), then goes on.
+pub fn resume(
+    home: &Path,
+    found: RunDir,
+    answer: Option<(String, Value)>,
+    drive: &Drive,
+    limits: &Limits,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Session> {
+    let key = crate::seal::SealKey::open_or_create(home)?;
+    let start = session::prepare_code_resume(&found, answer.as_ref(), drive)?;
+    let root = session::resume_root(&found, drive.workdir, Some(&key))?;
+    let config = session::code_config(home, &found, &start.started, root.clone(), drive)?;
+    let (mut agent, sites) = fresh_agent(&found, &root, limits)?;
+    agent.set_inputs(config.inputs.clone());
+    let changed = agent.program_hash() != start.started.program_hash;
+    let mut watch = crate::cancel::Watch::new(&found.dir);
+    let mut probe = || watch.probe();
+    let writer = start.writer.with_replica(drive.replica.clone());
+    let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
+        .allow_program_change_if(changed)
+        .with_progress(progress)
+        .with_cancel(&mut probe);
+    if let Some((step, value)) = answer {
+        engine = engine
+            .with_answer(step, value)
+            .answered_by(drive.answered_by.clone());
+    }
+    if let Some(force) = drive.wake {
+        engine = engine.with_wake(force);
+    }
+    let report = engine.drive().map_err(|e| with_site(e, &sites))?;
+    if let Some(w) = engine.into_writer() {
+        w.close()?;
+    }
+    session::finished_drive(&found.dir, &report);
+    Ok(Session {
+        id: found.id,
+        dir: found.dir,
+        report,
+        repaired: start.repaired,
+        warnings: Vec::new(),
+    })
+}
+
+/// `oracle replay` of a code run: a fresh process in this directory, fed the recorded
+/// outcomes; nothing impure runs and nothing is written.
+pub fn replay(
+    home: &Path,
+    found: RunDir,
+    jobs: u32,
+    limits: &Limits,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Replayed> {
+    let events = Recorded::read(&found.paths.log)?;
+    let started = session::run_started(&found.paths.log, &events)?;
+    let root = std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .map_err(SessionError::io("."))?;
+    let mut config = session::replay_config(&started, root.clone(), home, &found.dir)?;
+    config.jobs = jobs;
+    let (mut agent, sites) = fresh_agent(&found, &root, limits)?;
+    agent.set_inputs(config.inputs.clone());
+    let changed = agent.program_hash() != started.program_hash;
+    let recorded_events = events.len();
+    let mut engine = Engine::new(agent, registry, config, events, None)
+        .allow_program_change_if(changed)
+        .with_progress(progress);
+    let report = engine.drive().map_err(|e| with_site(e, &sites))?;
+    let program_changes = if changed {
+        vec![format!(
+            "program hash {} changed; its decisions reproduced",
+            started.program_hash.short()
+        )]
+    } else {
+        Vec::new()
+    };
+    Ok(Replayed {
+        id: found.id,
+        report,
+        program_changes,
+        recorded_events,
+        warnings: Vec::new(),
+    })
+}
+
+/// The program of a stored run of either kind, for the drives that record one outside event
+/// and stop (an answer recorded alone, a cancel): the plan, or a fresh process of the code
+/// agent, which re-derives the run up to that event like any drive.
+pub(crate) enum RunAgent {
+    Plan(Box<oracle_plan::agent::PlanAgent>),
+    Code(Box<ProcessAgent>),
+}
+
+impl Agent for RunAgent {
+    fn program(&self) -> &str {
+        match self {
+            RunAgent::Plan(a) => a.program(),
+            RunAgent::Code(a) => a.program(),
+        }
+    }
+
+    fn program_hash(&self) -> oracle_core::Hash {
+        match self {
+            RunAgent::Plan(a) => a.program_hash(),
+            RunAgent::Code(a) => a.program_hash(),
+        }
+    }
+
+    fn decide(
+        &mut self,
+        state: &oracle_core::State,
+        seen: &[oracle_core::agent::Observation],
+    ) -> std::result::Result<oracle_core::agent::Decision, oracle_core::agent::AgentError> {
+        match self {
+            RunAgent::Plan(a) => a.decide(state, seen),
+            RunAgent::Code(a) => a.decide(state, seen),
+        }
+    }
+
+    fn check_answer(
+        &self,
+        step: &str,
+        value: &Value,
+    ) -> std::result::Result<Vec<String>, oracle_core::agent::AnswerRefused> {
+        match self {
+            RunAgent::Plan(a) => a.check_answer(step, value),
+            RunAgent::Code(a) => a.check_answer(step, value),
+        }
+    }
+
+    fn save(&self) -> Option<Value> {
+        match self {
+            RunAgent::Plan(a) => a.save(),
+            RunAgent::Code(a) => a.save(),
+        }
+    }
+
+    fn save_text(&self) -> Option<Box<serde_json::value::RawValue>> {
+        match self {
+            RunAgent::Plan(a) => a.save_text(),
+            RunAgent::Code(a) => a.save_text(),
+        }
+    }
+
+    fn restore(
+        &mut self,
+        saved: &Value,
+    ) -> std::result::Result<(), oracle_core::agent::AgentError> {
+        match self {
+            RunAgent::Plan(a) => a.restore(saved),
+            RunAgent::Code(a) => a.restore(saved),
+        }
+    }
+}
+
+/// A fresh code agent of `run` in `root` with the run's inputs, and whether its program hash
+/// differs from the recorded one (its files changed: the drive re-derives, and refuses a
+/// changed decision).
+pub(crate) fn stored_code_agent(
+    run: &RunDir,
+    root: &Path,
+    started: &oracle_core::payload::RunStarted,
+) -> Result<(RunAgent, bool)> {
+    let (mut agent, _) = fresh_agent(run, root, &Limits::default())?;
+    agent.set_inputs(started.inputs.clone());
+    let changed = agent.program_hash() != started.program_hash;
+    Ok((RunAgent::Code(Box::new(agent)), changed))
+}

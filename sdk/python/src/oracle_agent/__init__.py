@@ -1,0 +1,48 @@
+"""oracle_agent: write an oracle agent as ordinary synchronous Python.
+
+The runtime starts the program's process and speaks the agent protocol (docs/AGENTS.md) over
+its stdin and stdout; this package speaks the other side. Every effect is a call the runtime
+gates, executes and records; the program only decides::
+
+    from oracle_agent import agent
+
+    @agent(name="triage", version=1, grants=["fs:read:data/**"])
+    def triage(ctx, path: str = "data/ticket.txt"):
+        text = ctx.call("fs.read", path=path, step="read")["text"]
+        ok = ctx.ask("send this reply?", schema={"type": "string"}, step="approve")
+        return {"text": text, "approved": ok}
+
+    if __name__ == "__main__":
+        triage.main()
+
+A resume or replay runs the program again from the start in a fresh process, given the
+recorded outcomes in order: it must make the same calls, so it may read nothing but its
+inputs and what its calls return (``ctx.now()`` and ``ctx.random()`` instead of a clock or
+``random``).
+"""
+
+from ._agent import (
+    PROTOCOL,
+    SDK_NAME,
+    SDK_VERSION,
+    AgentError,
+    CallDenied,
+    CallFailed,
+    Context,
+    Pending,
+    Program,
+    agent,
+)
+
+__all__ = [
+    "PROTOCOL",
+    "SDK_NAME",
+    "SDK_VERSION",
+    "AgentError",
+    "CallDenied",
+    "CallFailed",
+    "Context",
+    "Pending",
+    "Program",
+    "agent",
+]

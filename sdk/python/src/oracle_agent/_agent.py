@@ -1,0 +1,332 @@
+"""The agent protocol's program side (docs/AGENTS.md, version 1): the decorator, the context
+a program calls, and the loop that answers the runtime."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+PROTOCOL = 1
+SDK_NAME = "oracle_agent"
+SDK_VERSION = "0.1.0"
+
+#: ``random.int``'s range for ``ctx.random()``: 53 bits, every one exactly a float's mantissa.
+_RANDOM_BITS = 53
+
+#: Python types of a program's parameters, as JSON Schema types in its ``hello``.
+_SCHEMA_TYPES: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    bool: "boolean",
+    dict: "object",
+    list: "array",
+    "str": "string",
+    "int": "integer",
+    "bool": "boolean",
+    "dict": "object",
+    "list": "array",
+}
+
+_HERE = Path(__file__).resolve().parent
+
+
+class AgentError(Exception):
+    """The runtime said something this SDK cannot follow (a protocol error)."""
+
+
+class CallFailed(Exception):
+    """A call's tool failed (``failed`` outcome): ``step`` and the tool's ``error``."""
+
+    def __init__(self, step: str, error: str) -> None:
+        super().__init__(f"step `{step}` failed: {error}")
+        self.step = step
+        self.error = error
+
+
+class CallDenied(Exception):
+    """No grant covers a call (``denied`` outcome): the tool was not run."""
+
+    def __init__(self, step: str, capability: str, reason: str) -> None:
+        super().__init__(f"step `{step}` was denied `{capability}`: {reason}")
+        self.step = step
+        self.capability = capability
+        self.reason = reason
+
+
+class _Closed(BaseException):
+    """The runtime closed stdin (a suspended run, or a replay that has read enough): exit
+    quietly. A ``BaseException`` so a program's ``except Exception`` does not swallow it."""
+
+
+@dataclass
+class Pending:
+    """A call not yet made, for :meth:`Context.gather`."""
+
+    tool: str
+    args: dict[str, Any]
+    step: str | None = None
+
+
+@dataclass
+class _Channel:
+    """The protocol's two streams."""
+
+    inp: IO[str]
+    out: IO[str]
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.out.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def receive(self, kind: str) -> dict[str, Any]:
+        line = self.inp.readline()
+        if not line:
+            raise _Closed()
+        message = json.loads(line)
+        if not isinstance(message, dict) or message.get("type") != kind:
+            raise AgentError(f"expected a `{kind}` message, got {line.strip()[:200]}")
+        return message
+
+
+def _site(files: Sequence[str]) -> dict[str, Any] | None:
+    """The innermost frame of the program's own files: the line that made a reply."""
+    root = Path.cwd()
+    for frame in reversed(traceback.extract_stack()):
+        path = Path(frame.filename).resolve()
+        if path.parent == _HERE:
+            continue
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            continue
+        if not files or rel in files:
+            return {"file": rel, "line": frame.lineno or 0}
+    return None
+
+
+def _raised_at(e: BaseException, files: Sequence[str]) -> dict[str, Any] | None:
+    """The innermost line of the program's own files that an exception passed through."""
+    root = Path.cwd()
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        try:
+            rel = Path(frame.filename).resolve().relative_to(root).as_posix()
+        except ValueError:
+            continue
+        if not files or rel in files:
+            return {"file": rel, "line": frame.lineno or 0}
+    return None
+
+
+@dataclass
+class Context:
+    """What a program calls: each method is one or more tool calls the runtime records."""
+
+    _channel: _Channel
+    _files: list[str]
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    def _step(self, tool: str, step: str | None) -> str:
+        n = self._counts.get(tool, 0) + 1
+        self._counts[tool] = n
+        return step if step is not None else f"{tool}#{n}"
+
+    def _round(self, reply: dict[str, Any]) -> list[dict[str, Any]]:
+        site = _site(self._files)
+        if site is not None:
+            reply["at"] = site
+        self._channel.send(reply)
+        observations = self._channel.receive("decide").get("observations")
+        if not isinstance(observations, list):
+            raise AgentError("a `decide` without `observations`")
+        return observations
+
+    def _outcome(self, seen: dict[str, Any]) -> Any:
+        step = str(seen.get("step"))
+        outcome = seen.get("outcome")
+        if outcome == "returned":
+            return seen.get("output")
+        if outcome == "answered":
+            return seen.get("value")
+        if outcome == "failed":
+            raise CallFailed(step, str(seen.get("error")))
+        if outcome == "denied":
+            raise CallDenied(step, str(seen.get("capability")), str(seen.get("reason")))
+        if outcome == "ask":
+            # A person must answer: the run suspends; a resume shows the answer.
+            again = self._round({"type": "suspend", "step": step, "reason": seen.get("question")})
+            if len(again) != 1:
+                raise AgentError(f"step `{step}`: expected its answer after suspending")
+            return self._outcome(again[0])
+        raise AgentError(f"step `{step}`: unknown outcome {outcome!r}")
+
+    def gather(self, *calls: Pending) -> list[Any]:
+        """Makes ``calls`` in one decision (the runtime may run them in parallel) and gives
+        their outputs in order; the first that failed or was denied raises."""
+        wire = []
+        for c in calls:
+            step = self._step(c.tool, c.step)
+            wire.append({"step": step, "tool": c.tool, "input": c.args})
+        seen = self._round({"type": "calls", "calls": wire})
+        if len(seen) != len(wire):
+            raise AgentError(f"{len(wire)} calls made, {len(seen)} outcomes shown")
+        return [self._outcome(s) for s in seen]
+
+    def call(self, tool: str, *, step: str | None = None, **args: Any) -> Any:
+        """Calls ``tool`` (built in or declared) with ``args``: its output."""
+        return self.gather(Pending(tool, args, step))[0]
+
+    def chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        step: str | None = None,
+        **args: Any,
+    ) -> Any:
+        """One ``llm.chat`` of the model bound to ``model``: its text (its parsed JSON when
+        ``schema=`` is given)."""
+        out = self.call("llm.chat", step=step, model=model, messages=messages, **args)
+        return out.get("parsed", out.get("content")) if "schema" in args else out.get("content")
+
+    def ask(
+        self, question: str, *, schema: dict[str, Any] | None = None, step: str | None = None
+    ) -> Any:
+        """Asks a person (``human.ask``): the run suspends until ``oracle resume RUN --step
+        STEP --value V`` answers, then this returns V."""
+        args: dict[str, Any] = {"question": question}
+        if schema is not None:
+            args["schema"] = schema
+        return self.call("human.ask", step=step, **args)
+
+    def now(self, *, step: str | None = None) -> datetime:
+        """The wall clock, read once by the runtime and recorded (``clock.wall``)."""
+        out = self.call("clock.wall", step=step)
+        return datetime.fromtimestamp(int(out["unix_ms"]) / 1000, tz=timezone.utc)
+
+    def random(self, *, step: str | None = None) -> float:
+        """A number in [0, 1) drawn from the run's recorded seed (``random.int``)."""
+        out = self.call("random.int", step=step, min=0, max=(1 << _RANDOM_BITS) - 1)
+        return int(out["value"]) / float(1 << _RANDOM_BITS)
+
+
+def _project_files(entry: str | None) -> list[str]:
+    """The files the program is made of: its entry file and every module loaded from under
+    the working directory (not this SDK, not an environment's installed packages)."""
+    root = Path.cwd().resolve()
+    skip = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix}}
+    found: set[str] = set()
+    candidates = [entry] + [getattr(m, "__file__", None) for m in list(sys.modules.values())]
+    for name in candidates:
+        if not name:
+            continue
+        path = Path(name).resolve()
+        if path.parent == _HERE or any(s in path.parents for s in skip):
+            continue
+        if "site-packages" in path.parts or not path.is_file():
+            continue
+        try:
+            found.add(path.relative_to(root).as_posix())
+        except ValueError:
+            continue
+    return sorted(found)
+
+
+class Program:
+    """A function made an agent by :func:`agent`: ``main()`` serves the protocol."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str,
+        version: int,
+        grants: Sequence[str],
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.version = version
+        self.grants = list(grants)
+
+    def __call__(self, ctx: Context, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(ctx, *args, **kwargs)
+
+    def inputs_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the function's parameters after ``ctx``."""
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        params = list(inspect.signature(self.fn).parameters.values())[1:]
+        for p in params:
+            ty = _SCHEMA_TYPES.get(p.annotation)
+            properties[p.name] = {"type": ty} if ty else {}
+            if p.default is inspect.Parameter.empty:
+                required.append(p.name)
+        return {"type": "object", "properties": properties, "required": required}
+
+    def hello(self, files: list[str]) -> dict[str, Any]:
+        return {
+            "type": "hello",
+            "protocol": PROTOCOL,
+            "sdk": {"name": SDK_NAME, "version": SDK_VERSION},
+            "program": {"name": self.name, "version": self.version},
+            "grants": self.grants,
+            "inputs": self.inputs_schema(),
+            "files": files,
+        }
+
+    def serve(self, channel: _Channel, files: list[str]) -> None:
+        """Speaks the protocol over ``channel`` until the program returns or raises."""
+        channel.send(self.hello(files))
+        inputs = channel.receive("start").get("inputs") or {}
+        channel.receive("decide")
+        known = list(inspect.signature(self.fn).parameters)[1:]
+        kwargs = {k: v for k, v in inputs.items() if k in known}
+        ctx = Context(channel, files)
+        try:
+            output = self.fn(ctx, **kwargs)
+        except _Closed:
+            return
+        except Exception as e:
+            reply: dict[str, Any] = {"type": "fail", "reason": f"{type(e).__name__}: {e}"}
+            site = _raised_at(e, files)
+            if site is not None:
+                reply["at"] = site
+            channel.send(reply)
+            return
+        reply = {"type": "done", "output": output}
+        site = _site(files)
+        if site is not None:
+            reply["at"] = site
+        channel.send(reply)
+
+    def main(self) -> None:
+        """Serves the protocol on stdin and stdout; the program's prints go to stderr."""
+        out = sys.stdout
+        sys.stdout = sys.stderr
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        files = _project_files(main_file)
+        if os.environ.get("ORACLE_AGENT_PROTOCOL") is None:
+            sys.stderr.write(
+                f"{self.name}: an oracle agent; run it with `oracle run {main_file or ''}`\n"
+            )
+        with contextlib.suppress(_Closed):
+            self.serve(_Channel(sys.stdin, out), files)
+
+
+def agent(
+    *, name: str, version: int = 1, grants: Sequence[str] = ()
+) -> Callable[[Callable[..., Any]], Program]:
+    """Makes a function ``fn(ctx, **inputs)`` an agent named ``name`` at ``version``, which
+    declares ``grants`` (capabilities, as a plan's ``grants``)."""
+
+    def wrap(fn: Callable[..., Any]) -> Program:
+        return Program(fn, name, version, grants)
+
+    return wrap
