@@ -1,4 +1,4 @@
-//! The build script of `oracle_cli` and `oracle_pg` (each names this file as `build`): which
+//! The build script of `oracle_cli`, `oracle_pg` and `oracle_host` (each names it as `build`): which
 //! outside programs their tests can use, decided once at build time, so a
 //! test that needs one is compiled as ignored where it is missing and the test runner's summary
 //! counts it as skipped (never as passed; issue 58). `ORACLE_REQUIRE_BROWSER` and
