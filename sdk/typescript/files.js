@@ -8,11 +8,11 @@ import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 /** Most files followed from one entry: a bound on a scan of a hostile or odd tree. */
 const FILES_MAX = 256;
 
-/** Static `import`/`export ... from` and `import "x"` specifiers, and dynamic `import("x")`
- * with a literal: the forms a module graph is written in. */
+/** Static `import`/`export ... from` and `import "x"` specifiers, and dynamic `import("x")` or
+ * CommonJS `require("x")` with a literal: the forms a module graph is written in. */
 const SPECIFIERS = [
   /(?:^|[^\w$.])(?:import|export)\s*(?:[\w$*{}\s,]*?\s*from\s*)?["']([^"'\n]+)["']/g,
-  /(?:^|[^\w$.])import\s*\(\s*["']([^"'\n]+)["']\s*\)/g,
+  /(?:^|[^\w$.])(?:import|require)\s*\(\s*["']([^"'\n]+)["']\s*\)/g,
 ];
 
 /** The relative specifiers `source` imports. */

@@ -229,13 +229,15 @@ test("programFiles follows relative imports, not packages or files outside the r
   );
   writeFileSync(join(root, "lib/a.mjs"), 'export * from "./b.js";\nexport const a = 1;\n');
   writeFileSync(join(root, "lib/b.js"), 'import "../../outside.mjs";\nexport const b = 2;\n');
-  writeFileSync(join(root, "lib/c.mjs"), "export const c = 3;\n");
+  writeFileSync(join(root, "lib/c.mjs"), 'const d = require("./d.cjs");\nexport const c = 3;\n');
+  writeFileSync(join(root, "lib/d.cjs"), "module.exports = 5;\n");
   writeFileSync(join(root, "lib/unused.mjs"), "export const u = 4;\n");
   assert.deepEqual(programFiles("agent.mjs", root), [
     "agent.mjs",
     "lib/a.mjs",
     "lib/b.js",
     "lib/c.mjs",
+    "lib/d.cjs",
   ]);
 });
 
