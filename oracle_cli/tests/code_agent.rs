@@ -6,7 +6,7 @@
 //! one; `ctx.chat` calls the model bound with `--model` (the in-repository stub), and a replay
 //! needs no model. `oracle run agent.mjs` runs a TypeScript SDK agent (`sdk/typescript`, found
 //! through a `node_modules` link, no install) through the same life; a Python run suspended on a
-//! question is answered through `oracle serve`'s API and completes.
+//! question, and a TypeScript one, are answered through `oracle serve`'s API and complete.
 
 use crate::common;
 use crate::web;
@@ -349,42 +349,61 @@ fn api(base: &str, method: &str, path: &str, token: &str, body: Option<&Value>) 
     web::call(base, method, path, token, body)
 }
 
-#[test]
-fn a_python_code_run_is_answered_through_the_api_and_completes() {
-    if !python_found() {
-        return;
-    }
-    let sb = Sandbox::new();
-    sb.write("triage.py", TRIAGE);
-    let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
-    assert_eq!(code, 3, "{out}{err}");
-    let id = run_id(&out, &err);
-    let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
-    assert_eq!(code, 0, "{err}");
-    let token = token.trim();
-    // The server re-derives the run in its own process: it needs the SDK on its PYTHONPATH.
-    let mut serve = common::command_in(sb.path(), &["serve", "--listen", "127.0.0.1:0"]);
-    serve.env("PYTHONPATH", root().join("sdk/python/src"));
-    let (_server, base) = web::listening(serve);
+/// Answers run `id`'s `approve` through the API with `"resume": true` and waits for it to
+/// complete; then it verifies and replays.
+fn answer_through_the_api(sb: &Sandbox, base: &str, token: &str, id: &str) {
     let path = format!("/api/v1/runs/{id}");
-    let (status, v) = api(&base, "GET", &path, token, None);
+    let (status, v) = api(base, "GET", &path, token, None);
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["waiting_on"]["step"], "approve", "{v}");
     let body = serde_json::json!({"step": "approve", "value": "yes", "resume": true});
-    let (status, v) = api(&base, "POST", &format!("{path}/answer"), token, Some(&body));
+    let (status, v) = api(base, "POST", &format!("{path}/answer"), token, Some(&body));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["resume"]["started"], true, "{v}");
-    web::wait_until("the code run to complete", || {
-        api(&base, "GET", &path, token, None).1["status"] == "completed"
+    web::wait_until(&format!("{id} to complete"), || {
+        api(base, "GET", &path, token, None).1["status"] == "completed"
     });
-    let log = std::fs::read_to_string(sb.log(".oracle", &id)).unwrap();
+    let log = std::fs::read_to_string(sb.log(".oracle", id)).unwrap();
     assert!(log.contains(r#""approved":"yes""#), "{log}");
     assert!(
         log.contains(r#""by":"alice""#),
         "the answer names its token: {log}"
     );
-    let (code, out, err) = sb.oracle(&["verify", &id]);
+    let (code, out, err) = sb.oracle(&["verify", id]);
     assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = run(&sb, &["replay", &id], &[]);
+    let (code, out, err) = run(sb, &["replay", id], &[]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+#[test]
+fn python_and_typescript_code_runs_are_answered_through_the_api_and_complete() {
+    if !python_found() {
+        return;
+    }
+    let with_node = node_found();
+    let sb = node_sandbox();
+    sb.write("triage.py", TRIAGE);
+    sb.write("agent.mjs", TRIAGE_MJS);
+    sb.write("lib/words.mjs", WORDS_MJS);
+    let mut ids = Vec::new();
+    let entries: &[&str] = if with_node {
+        &["triage.py", "agent.mjs"]
+    } else {
+        &["triage.py"]
+    };
+    for entry in entries {
+        let (code, out, err) = run(&sb, &["run", entry, "--json"], &[]);
+        assert_eq!(code, 3, "{entry}: {out}{err}");
+        ids.push(run_id(&out, &err));
+    }
+    let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    // The server re-derives a run in its own process: it needs the Python SDK on its
+    // PYTHONPATH (node finds the TypeScript one in the sandbox's node_modules).
+    let mut serve = common::command_in(sb.path(), &["serve", "--listen", "127.0.0.1:0"]);
+    serve.env("PYTHONPATH", root().join("sdk/python/src"));
+    let (_server, base) = web::listening(serve);
+    for id in &ids {
+        answer_through_the_api(&sb, &base, token.trim(), id);
+    }
 }
