@@ -12,12 +12,14 @@ export declare class AgentError extends Error {}
 
 /** A call's tool failed (`failed` outcome). */
 export declare class CallFailed extends Error {
+  constructor(step: string, error: string);
   readonly step: string;
   readonly error: string;
 }
 
 /** No grant covers a call (`denied` outcome): the tool was not run. */
 export declare class CallDenied extends Error {
+  constructor(step: string, capability: string, reason: string);
   readonly step: string;
   readonly capability: string;
   readonly reason: string;
