@@ -1,7 +1,7 @@
 //! Code agents through the host (docs/AGENTS.md): [`Home::start_code`] starts a run whose
-//! program is a process speaking the agent protocol (`oracle run triage.py`, `agent.mjs`), bound as a plan
-//! run is. Its resume, answer and replay go through the same calls as a plan run's
-//! ([`Home::resume`]): the runtime tells the kinds apart by the run's directory.
+//! program is a process speaking the agent protocol (`oracle run triage.py`, `agent.mjs`),
+//! bound as a plan run is. Its resume, answer and replay go through the same calls as a plan
+//! run's ([`Home::resume`]): the runtime tells the kinds apart by the run's directory.
 
 use std::path::Path;
 
