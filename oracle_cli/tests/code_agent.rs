@@ -4,9 +4,12 @@
 //! ungranted call is a recorded refusal; a crash, a hang past `ORACLE_AGENT_DECIDE_MS` and a
 //! malformed line each end the run with their named failure; `oracle cancel` ends a suspended
 //! one; `ctx.chat` calls the model bound with `--model` (the in-repository stub), and a replay
-//! needs no model.
+//! needs no model. `oracle run agent.mjs` runs a TypeScript SDK agent (`sdk/typescript`, found
+//! through a `node_modules` link, no install) through the same life; a Python run suspended on a
+//! question, and a TypeScript one, are answered through `oracle serve`'s API and complete.
 
 use crate::common;
+use crate::web;
 
 use std::process::Command;
 
@@ -245,4 +248,162 @@ fn ctx_chat_calls_the_bound_model_once_and_a_replay_needs_no_model() {
     drop(stub);
     let (code, out, err) = run(&sb, &["replay", &id], &[]);
     assert_eq!(code, 0, "no model is needed: {out}{err}");
+}
+
+/// The TypeScript SDK's shape of [`TRIAGE`], with a project module of its own: the program's
+/// files are the entry and `lib/words.mjs`.
+const TRIAGE_MJS: &str = r#"
+import { agent } from "oracle-agent";
+import { firstWord } from "./lib/words.mjs";
+
+const triage = agent(
+  { name: "triage", version: 1, grants: ["fs:read:fixtures/data/**"], inputs: { path: "string" } },
+  async (ctx, { path = "fixtures/data/notes.txt" }) => {
+    const { text } = await ctx.call("fs.read", { path }, { step: "read" });
+    const { words } = await ctx.call("text.count", { text });
+    const ok = await ctx.ask("send this reply?", { schema: { type: "string" }, step: "approve" });
+    return { words, approved: ok, first: firstWord(text) };
+  },
+);
+triage.main();
+"#;
+
+const WORDS_MJS: &str = "export const firstWord = (t) => t.split(/\\s+/).find((w) => w) ?? null;\n";
+
+fn node_found() -> bool {
+    let found = Command::new("node").arg("--version").output().is_ok();
+    if !found {
+        eprintln!("skipped: no node on PATH");
+    }
+    found
+}
+
+/// A sandbox whose `node_modules/oracle-agent` is this repository's `sdk/typescript`, as an
+/// `npm install` of it would leave.
+fn node_sandbox() -> Sandbox {
+    let sb = Sandbox::new();
+    let link = sb.path().join("node_modules/oracle-agent");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(root().join("sdk/typescript"), &link).unwrap();
+    sb
+}
+
+#[test]
+fn a_typescript_agent_suspends_is_answered_completes_verifies_and_replays() {
+    if !node_found() {
+        return;
+    }
+    let sb = node_sandbox();
+    sb.write("agent.mjs", TRIAGE_MJS);
+    sb.write("lib/words.mjs", WORDS_MJS);
+    let (code, out, err) = sb.oracle(&["run", "agent.mjs", "--json"]);
+    assert_eq!(code, 3, "suspended on the question: {out}{err}");
+    let id = run_id(&out, &err);
+    assert!(id.starts_with("triage-"), "{id}");
+    let dir = sb.log(".oracle", &id).parent().unwrap().to_path_buf();
+    let agent_json = std::fs::read_to_string(dir.join("agent.json")).unwrap();
+    assert!(agent_json.contains("\"node\""), "{agent_json}");
+    assert!(
+        agent_json.contains("lib/words.mjs"),
+        "the imported module is one of the program's files: {agent_json}"
+    );
+    let answer = ["resume", &id, "--step", "approve", "--value", "\"yes\""];
+    let (code, out, err) = sb.oracle(&answer);
+    assert_eq!(code, 0, "{out}{err}");
+    let (status, _) = finished(&sb, &id);
+    assert_eq!(status, RunStatus::Completed);
+    let log = std::fs::read_to_string(sb.log(".oracle", &id)).unwrap();
+    assert!(log.contains(r#""approved":"yes""#), "{log}");
+    assert!(
+        log.contains(r#""text.count#1""#),
+        "the default step name: {log}"
+    );
+
+    let (code, out, err) = sb.oracle(&["verify", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, first, err) = sb.oracle(&["replay", &id, "--json"]);
+    assert_eq!(code, 0, "{first}{err}");
+    let (code, again, err) = sb.oracle(&["replay", &id, "--json"]);
+    assert_eq!(code, 0, "{again}{err}");
+    assert_eq!(first, again, "a replay gives the same bytes");
+    assert_eq!(
+        std::fs::read_to_string(sb.log(".oracle", &id)).unwrap(),
+        log
+    );
+
+    // A changed step in the imported module's caller is refused, naming the agent's line.
+    sb.write(
+        "agent.mjs",
+        &TRIAGE_MJS.replace(r#"step: "read""#, r#"step: "read-it""#),
+    );
+    let (code, out, err) = sb.oracle(&["replay", &id]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(
+        err.contains("agent.mjs:"),
+        "the source line is named: {err}"
+    );
+}
+
+/// One API request with `token`: status and body.
+fn api(base: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+    web::call(base, method, path, token, body)
+}
+
+/// Answers run `id`'s `approve` through the API with `"resume": true` and waits for it to
+/// complete; then it verifies and replays.
+fn answer_through_the_api(sb: &Sandbox, base: &str, token: &str, id: &str) {
+    let path = format!("/api/v1/runs/{id}");
+    let (status, v) = api(base, "GET", &path, token, None);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["waiting_on"]["step"], "approve", "{v}");
+    let body = serde_json::json!({"step": "approve", "value": "yes", "resume": true});
+    let (status, v) = api(base, "POST", &format!("{path}/answer"), token, Some(&body));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["resume"]["started"], true, "{v}");
+    web::wait_until(&format!("{id} to complete"), || {
+        api(base, "GET", &path, token, None).1["status"] == "completed"
+    });
+    let log = std::fs::read_to_string(sb.log(".oracle", id)).unwrap();
+    assert!(log.contains(r#""approved":"yes""#), "{log}");
+    assert!(
+        log.contains(r#""by":"alice""#),
+        "the answer names its token: {log}"
+    );
+    let (code, out, err) = sb.oracle(&["verify", id]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run(sb, &["replay", id], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+#[test]
+fn python_and_typescript_code_runs_are_answered_through_the_api_and_complete() {
+    if !python_found() {
+        return;
+    }
+    let with_node = node_found();
+    let sb = node_sandbox();
+    sb.write("triage.py", TRIAGE);
+    sb.write("agent.mjs", TRIAGE_MJS);
+    sb.write("lib/words.mjs", WORDS_MJS);
+    let mut ids = Vec::new();
+    let entries: &[&str] = if with_node {
+        &["triage.py", "agent.mjs"]
+    } else {
+        &["triage.py"]
+    };
+    for entry in entries {
+        let (code, out, err) = run(&sb, &["run", entry, "--json"], &[]);
+        assert_eq!(code, 3, "{entry}: {out}{err}");
+        ids.push(run_id(&out, &err));
+    }
+    let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    // The server re-derives a run in its own process: it needs the Python SDK on its
+    // PYTHONPATH (node finds the TypeScript one in the sandbox's node_modules).
+    let mut serve = common::command_in(sb.path(), &["serve", "--listen", "127.0.0.1:0"]);
+    serve.env("PYTHONPATH", root().join("sdk/python/src"));
+    let (_server, base) = web::listening(serve);
+    for id in &ids {
+        answer_through_the_api(&sb, &base, token.trim(), id);
+    }
 }

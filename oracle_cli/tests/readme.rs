@@ -234,7 +234,15 @@ fn runs_as_written(doc: &str) -> usize {
 
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("oracle");
-    for sub in ["fixtures", "examples", "docs"] {
+    // The SDKs' sources too: the README's code agents import them (no install, no caches).
+    let subs = [
+        "fixtures",
+        "examples",
+        "docs",
+        "sdk/python/src",
+        "sdk/typescript",
+    ];
+    for sub in subs {
         common::copy_dir(&root.join(sub), &dir.join(sub));
     }
     std::fs::copy(root.join(".gitignore"), dir.join(".gitignore")).unwrap();

@@ -1,7 +1,7 @@
 //! Code agents through the host (docs/AGENTS.md): [`Home::start_code`] starts a run whose
-//! program is a process speaking the agent protocol (`oracle run triage.py`), bound as a plan
-//! run is. Its resume, answer and replay go through the same calls as a plan run's
-//! ([`Home::resume`]): the runtime tells the kinds apart by the run's directory.
+//! program is a process speaking the agent protocol (`oracle run triage.py`, `agent.mjs`),
+//! bound as a plan run is. Its resume, answer and replay go through the same calls as a plan
+//! run's ([`Home::resume`]): the runtime tells the kinds apart by the run's directory.
 
 use std::path::Path;
 
@@ -20,9 +20,15 @@ use crate::home::Home;
 /// `oracle` (docs/AGENTS.md, "Time limits"): read by the front end, never by the runtime.
 pub const DECIDE_MS_VAR: &str = "ORACLE_AGENT_DECIDE_MS";
 
-/// Whether `entry` names a code agent rather than a plan: a `.py` file.
+/// The file extensions that name a code agent rather than a plan (docs/AGENTS.md): Python
+/// (`python3`) and JavaScript modules (`node`; the TypeScript SDK is plain ES modules).
+pub const CODE_EXTENSIONS: [&str; 3] = ["py", "mjs", "js"];
+
+/// Whether `entry` names a code agent rather than a plan: a `.py`, `.mjs` or `.js` file.
 pub fn is_code_entry(entry: &Path) -> bool {
-    entry.extension().is_some_and(|e| e == "py")
+    entry
+        .extension()
+        .is_some_and(|e| CODE_EXTENSIONS.iter().any(|c| e == *c))
 }
 
 impl Home {
@@ -51,5 +57,20 @@ impl Home {
             None => &mut nothing,
         };
         Ok(oracle_runtime::code_run::start(&opts, &registry, progress)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_and_javascript_files_are_code_entries_and_plans_are_not() {
+        for code in ["triage.py", "agent.mjs", "dir/agent.js"] {
+            assert!(is_code_entry(Path::new(code)), "{code}");
+        }
+        for plan in ["triage.plan", "agent.ts", "py", "mjs"] {
+            assert!(!is_code_entry(Path::new(plan)), "{plan}");
+        }
     }
 }

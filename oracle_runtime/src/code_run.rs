@@ -79,13 +79,19 @@ pub fn is_code_run(dir: &Path) -> bool {
 }
 
 /// The command that runs `entry`: `python3 ENTRY` for a `.py` file (the `python3` on PATH),
-/// the file itself otherwise.
+/// `node ENTRY` for a `.mjs` or `.js` module (the `node` on PATH), the file itself otherwise.
 pub fn command_of(entry: &Path) -> Vec<String> {
     let entry = entry.to_string_lossy().into_owned();
-    if entry.ends_with(".py") {
-        vec!["python3".to_owned(), entry]
+    let interpreter = if entry.ends_with(".py") {
+        Some("python3")
+    } else if entry.ends_with(".mjs") || entry.ends_with(".js") {
+        Some("node")
     } else {
-        vec![entry]
+        None
+    };
+    match interpreter {
+        Some(i) => vec![i.to_owned(), entry],
+        None => vec![entry],
     }
 }
 

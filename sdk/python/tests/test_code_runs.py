@@ -1,0 +1,78 @@
+"""Code runs through the real binary, checked by this package's verifier: a Python agent
+(oracle_agent) and a TypeScript one (sdk/typescript, run with ``node``) each suspend on a
+question, are answered with ``oracle resume``, complete, and their logs verify here (state
+recomputed too) with the same verdict as ``oracle verify``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from _compare import binary_verdict, python_verdict
+from conftest import REPO
+from oracle_client import verify
+
+PYTHON_AGENT = """
+from oracle_agent import agent
+
+@agent(name="triage", version=1, grants=["fs:read:data/**"])
+def triage(ctx, path: str = "data/ticket.txt"):
+    text = ctx.call("fs.read", path=path, step="read")["text"]
+    words = ctx.call("text.count", text=text)["words"]
+    ok = ctx.ask("send this reply?", schema={"type": "string"}, step="approve")
+    return {"words": words, "approved": ok}
+
+if __name__ == "__main__":
+    triage.main()
+"""
+
+TS_AGENT = """
+import { agent } from "oracle-agent";
+
+const triage = agent(
+  { name: "triage", grants: ["fs:read:data/**"], inputs: { path: "string" } },
+  async (ctx, { path = "data/ticket.txt" }) => {
+    const { text } = await ctx.call("fs.read", { path }, { step: "read" });
+    const { words } = await ctx.call("text.count", { text });
+    const ok = await ctx.ask("send this reply?", { schema: { type: "string" }, step: "approve" });
+    return { words, approved: ok };
+  },
+);
+triage.main();
+"""
+
+
+def oracle(bin: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "sdk" / "python" / "src"))
+    return subprocess.run(
+        [str(bin), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("entry", ["triage.py", "agent.mjs"])
+def test_a_code_run_answered_and_completed_verifies_here(
+    oracle_bin: Path, tmp_path: Path, entry: str
+) -> None:
+    if entry.endswith(".mjs"):
+        if shutil.which("node") is None:
+            pytest.skip("no node on PATH")
+        (tmp_path / "node_modules").mkdir()
+        (tmp_path / "node_modules" / "oracle-agent").symlink_to(REPO / "sdk" / "typescript")
+    (tmp_path / entry).write_text(PYTHON_AGENT if entry.endswith(".py") else TS_AGENT)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "ticket.txt").write_text("the printer is on fire\n")
+    started = oracle(oracle_bin, tmp_path, "run", entry, "--json")
+    assert started.returncode == 3, started.stdout + started.stderr
+    run = json.loads(started.stdout.strip().splitlines()[-1])["run"]
+    answered = oracle(oracle_bin, tmp_path, "resume", run, "--step", "approve", "--value", '"yes"')
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    log = tmp_path / ".oracle" / "runs" / run / "events.jsonl"
+    report = verify(log, check_state=True)
+    assert report.ok, report.message
+    assert python_verdict(log) == binary_verdict(oracle_bin, log)
+    assert '"approved":"yes"' in log.read_text()
