@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use oracle_runtime::engine::Cancel;
 use oracle_runtime::session::Cancelled;
@@ -33,6 +34,15 @@ use crate::store_front::{StoreFront, StoreStart, status_of};
 /// Where a scratch home for a store's schedule triggers is made, under the front's scratch
 /// root (a trigger is checked as a file home's run is, then queued).
 const SCHEDULE_SCRATCH_DIR: &str = "schedules";
+
+/// How long a store's mirror waits for the store to say something changed before it looks
+/// anyway.
+pub const MIRROR_POLL_MS: u64 = 1_000;
+/// The wait after a failed look at the store before the mirror tries it again.
+const MIRROR_RETRY_MS: u64 = 1_000;
+
+/// A loop a server runs on a thread of its own for its life (until its stop flag is set).
+pub type Loop = Box<dyn FnOnce() + Send + 'static>;
 
 /// The runs a server serves: a file home (absolute), or a store's front.
 #[derive(Clone)]
@@ -92,6 +102,31 @@ pub struct Started {
     pub warnings: Vec<String>,
 }
 
+/// Where a server's announcements are taken before delivery and marked delivered after: on a
+/// file home nowhere (this server delivers each); over a store in the store, so however many
+/// servers serve one store, each item is delivered by one of them.
+#[derive(Clone)]
+pub struct Announcements(Option<Arc<StoreFront>>);
+
+impl Announcements {
+    /// Whether this server delivers announcement `id` (of `run`): `false` when another server
+    /// delivered it or holds it.
+    pub fn take(&self, id: &str, run: &str) -> Result<bool, HostError> {
+        match &self.0 {
+            Some(front) => front.take_announcement(id, run),
+            None => Ok(true),
+        }
+    }
+
+    /// Records that `id` was delivered, for every server.
+    pub fn delivered(&self, id: &str) -> Result<(), HostError> {
+        match &self.0 {
+            Some(front) => front.announcement_delivered(id),
+            None => Ok(()),
+        }
+    }
+}
+
 /// What only a file home does; over a store each is refused as `not_allowed`, saying why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileHomeOnly {
@@ -141,14 +176,6 @@ impl Backend {
                 let done = home.cancel(&run.arg(), cancel, Durability::DEFAULT)?;
                 Ok(CancelOutcome::Now(done))
             }
-        }
-    }
-
-    /// The store's front, when this serves a store (for what has no neutral call yet).
-    pub fn front(&self) -> Option<&Arc<StoreFront>> {
-        match self {
-            Backend::Store(front) => Some(front),
-            Backend::Home(_) => None,
         }
     }
 
@@ -390,5 +417,81 @@ impl Backend {
                 Start::Existing(e) => started(e.id, &e.status, true, Some(e.key), Vec::new()),
             },
         )
+    }
+
+    /// Brings a store's mirror up to date before the server first reads it (a file home has
+    /// nothing to catch up).
+    pub fn catch_up(&self) -> Result<(), HostError> {
+        match self {
+            Backend::Store(front) => front.sync().map(|_| ()),
+            Backend::Home(_) => Ok(()),
+        }
+    }
+
+    /// Where this server's announcements are taken and marked delivered.
+    pub fn announcements(&self) -> Announcements {
+        match self {
+            Backend::Store(front) => Announcements(Some(front.clone())),
+            Backend::Home(_) => Announcements(None),
+        }
+    }
+
+    /// The loops a server runs beside its requests until `stop`, each for a thread of its own:
+    /// over a store, one keeping the mirror up to date (calling `changed` when it copied
+    /// something) and one firing the store's schedules as every worker does (each tick a line
+    /// in `log`); on a file home, the server's own `wheel` (its timers and schedule ticks). Over
+    /// a store the workers drive runs, and the mirror is never written: no wheel there.
+    pub fn background_loops(
+        &self,
+        stop: &Arc<AtomicBool>,
+        log: &Path,
+        changed: impl Fn() + Send + 'static,
+        wheel: impl FnOnce() + Send + 'static,
+    ) -> Vec<Loop> {
+        let front = match self {
+            Backend::Home(_) => return vec![Box::new(wheel) as Loop],
+            Backend::Store(front) => front,
+        };
+        let (mirror, mirror_stop) = (front.clone(), stop.clone());
+        let (fire, fire_stop, log) = (front.clone(), stop.clone(), log.to_owned());
+        vec![
+            Box::new(move || keep_mirrored(&mirror, &mirror_stop, &changed)) as Loop,
+            Box::new(move || {
+                let scratch = fire.scratch_root().join(SCHEDULE_SCRATCH_DIR);
+                // A scratch root that cannot be made fails each tick's check, with its path.
+                let _ = std::fs::create_dir_all(&scratch);
+                let stopped = || fire_stop.load(Ordering::Relaxed);
+                let log = |line: &str| crate::background::append_log(&log, line);
+                stored::fire_loop(fire.url(), &scratch, false, &stopped, &log);
+            }),
+        ]
+    }
+}
+
+/// Keeps the mirror of a store up to date until `stop`: waits for the store to say something
+/// changed (or [`MIRROR_POLL_MS`] passes), copies what did, and calls `changed`. A store that
+/// cannot be reached is said once per outage on stderr and tried again; the mirror serves what
+/// it holds meanwhile.
+fn keep_mirrored(front: &StoreFront, stop: &AtomicBool, changed: &dyn Fn()) {
+    let mut failing = false;
+    while !stop.load(Ordering::Relaxed) {
+        match front.wait(MIRROR_POLL_MS).and_then(|()| front.sync()) {
+            Ok(copied) => {
+                if failing {
+                    eprintln!("oracle serve: the store answers again");
+                }
+                failing = false;
+                if copied > 0 {
+                    changed();
+                }
+            }
+            Err(e) => {
+                if !failing {
+                    eprintln!("warning: oracle serve: mirroring the store: {e} (trying again)");
+                }
+                failing = true;
+                std::thread::sleep(std::time::Duration::from_millis(MIRROR_RETRY_MS));
+            }
+        }
     }
 }

@@ -102,12 +102,6 @@ impl AppState {
         })
     }
 
-    /// The store's front when this server serves a store (`--store`), for the writes the
-    /// [`oracle_host::Backend`] has no neutral call for yet.
-    pub fn front(&self) -> Option<&Arc<oracle_host::store_front::StoreFront>> {
-        self.backend.front()
-    }
-
     /// The run a request names, checked ([`runid::validate`]).
     pub fn run(&self, id: &str) -> Result<ValidRun, ApiError> {
         Ok(runid::validate(&self.home, id)?)
