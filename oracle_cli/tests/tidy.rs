@@ -1287,3 +1287,43 @@ fn every_test_file_is_a_module_of_the_one_test_binary() {
         );
     }
 }
+
+/// The one file of oracle_serve that builds its `oracle_host::Backend` (a file home, or a
+/// store's front): the only one that may name the store's front or the backend's variants.
+const SERVE_BUILDS_THE_BACKEND: &str = "oracle_serve/src/state.rs";
+
+/// oracle_serve's handlers and startup call the `oracle_host::Backend` without asking which
+/// kind it is (issue 54, item 4): outside the file that builds it, nothing names the store's
+/// front (`StoreFront`, `store_front::`), reaches for it (`.front()`) or matches on the
+/// backend's variants.
+#[test]
+fn serve_handlers_never_branch_on_the_backend() {
+    let banned = [
+        "StoreFront",
+        "store_front::",
+        ".front()",
+        "Backend::Home",
+        "Backend::Store",
+    ];
+    let mut found = Vec::new();
+    for (path, text) in sources("oracle_serve") {
+        if relative(&path) == SERVE_BUILDS_THE_BACKEND {
+            continue;
+        }
+        for (n, line) in code_lines(&text) {
+            for b in banned.iter().filter(|b| line.contains(*b)) {
+                found.push(format!("{}:{n}: {b}", relative(&path)));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "oracle_serve branches on its backend outside {SERVE_BUILDS_THE_BACKEND}: add a \
+         neutral call to oracle_host::Backend instead:\n{}",
+        found.join("\n")
+    );
+    assert!(
+        root().join(SERVE_BUILDS_THE_BACKEND).is_file(),
+        "{SERVE_BUILDS_THE_BACKEND} moved: name the file that builds the Backend"
+    );
+}

@@ -2,27 +2,47 @@
 //! through its mirror ([`StoreFront`]). A front end holds one [`Backend`] and calls it; which
 //! kind it is is decided here, once per call, so no handler branches on it.
 //!
-//! So far: schedules (list, add, pause or resume, remove, trigger), cancel, and what only a file
-//! home does ([`FileHomeOnly`]); the other writes of a server over a store (answer, verdict,
-//! claim, resume, start) still go through [`Backend::front`] (issue 54, item 4).
+//! Schedules (list, add, pause or resume, remove, trigger), cancel, what only a file home does
+//! ([`FileHomeOnly`]), and the signals: answer, verdict, claim, resume and start. On a file
+//! home a signal that asks for a resume reserves its place among the server's background
+//! drives ([`Background`]) before it is recorded; over a store it is checked and queued for the
+//! workers, who drive the run on.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use oracle_runtime::engine::Cancel;
 use oracle_runtime::session::Cancelled;
 use oracle_runtime::writer::Durability;
 
+use oracle_runtime::adjudication::{OutsideClaim, Submission};
+use oracle_runtime::session::Answered;
+use serde_json::Value;
+
+use crate::background::{Background, log_outcome};
+use crate::bind::Given;
 use crate::error::HostError;
-use crate::home::Home;
+use crate::home::{Home, Start};
+use crate::request::RunRequest;
 use crate::runid::ValidRun;
 use crate::schedule::{Cursor, NewSchedule, Schedule};
 use crate::schedule_store as stored;
-use crate::store_front::{Queued, StoreFront};
+pub use crate::store_front::Queued;
+use crate::store_front::{StoreFront, StoreStart, status_of};
 
 /// Where a scratch home for a store's schedule triggers is made, under the front's scratch
 /// root (a trigger is checked as a file home's run is, then queued).
 const SCHEDULE_SCRATCH_DIR: &str = "schedules";
+
+/// How long a store's mirror waits for the store to say something changed before it looks
+/// anyway.
+pub const MIRROR_POLL_MS: u64 = 1_000;
+/// The wait after a failed look at the store before the mirror tries it again.
+const MIRROR_RETRY_MS: u64 = 1_000;
+
+/// A loop a server runs on a thread of its own for its life (until its stop flag is set).
+pub type Loop = Box<dyn FnOnce() + Send + 'static>;
 
 /// The runs a server serves: a file home (absolute), or a store's front.
 #[derive(Clone)]
@@ -46,6 +66,65 @@ pub struct Triggered {
 pub enum CancelOutcome {
     Now(Cancelled),
     Queued(Queued),
+}
+
+/// What a signal into a run did: recorded now (then, when asked, a resume started in the
+/// background), or checked in a copy of the run and queued for a store's workers (`checked`:
+/// what the check made of it, what the worker records unless the run moved on meanwhile).
+#[derive(Clone, Debug)]
+pub enum Signalled<T> {
+    Recorded {
+        done: T,
+        resumed: bool,
+    },
+    Queued {
+        queued: Queued,
+        checked: Option<Value>,
+    },
+}
+
+/// What a resume asked for did: started in the background here, or queued for the workers.
+#[derive(Clone, Debug)]
+pub enum ResumeOutcome {
+    Started,
+    Queued(Queued),
+}
+
+/// A run started through a server: new (`status` `running` on a file home, `submitted` to a
+/// store, with its plan's warnings), or the run its idempotency key started already (`existing`,
+/// its status now).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    pub run: String,
+    pub status: String,
+    pub existing: bool,
+    pub key: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Where a server's announcements are taken before delivery and marked delivered after: on a
+/// file home nowhere (this server delivers each); over a store in the store, so however many
+/// servers serve one store, each item is delivered by one of them.
+#[derive(Clone)]
+pub struct Announcements(Option<Arc<StoreFront>>);
+
+impl Announcements {
+    /// Whether this server delivers announcement `id` (of `run`): `false` when another server
+    /// delivered it or holds it.
+    pub fn take(&self, id: &str, run: &str) -> Result<bool, HostError> {
+        match &self.0 {
+            Some(front) => front.take_announcement(id, run),
+            None => Ok(true),
+        }
+    }
+
+    /// Records that `id` was delivered, for every server.
+    pub fn delivered(&self, id: &str) -> Result<(), HostError> {
+        match &self.0 {
+            Some(front) => front.announcement_delivered(id),
+            None => Ok(()),
+        }
+    }
 }
 
 /// What only a file home does; over a store each is refused as `not_allowed`, saying why.
@@ -97,14 +176,6 @@ impl Backend {
                 let done = home.cancel(&run.arg(), cancel, Durability::DEFAULT)?;
                 Ok(CancelOutcome::Now(done))
             }
-        }
-    }
-
-    /// The store's front, when this serves a store (for what has no neutral call yet).
-    pub fn front(&self) -> Option<&Arc<StoreFront>> {
-        match self {
-            Backend::Store(front) => Some(front),
-            Backend::Home(_) => None,
         }
     }
 
@@ -179,5 +250,248 @@ impl Backend {
             existing,
             status,
         })
+    }
+
+    /// The file home's host handle: resumed runs work in the directory each one recorded
+    /// (sealed in its run.json), as a server drives runs started elsewhere.
+    fn recorded(dir: &Path) -> Result<Home, HostError> {
+        Ok(Home::open(dir)?.in_recorded_roots())
+    }
+
+    /// Records `answer` for the step `run` waits on, by `by`; on a file home, then resumes it in
+    /// `bg` when `resume` asks (over a store the workers drive it on anyway).
+    pub fn answer(
+        &self,
+        bg: &Background,
+        run: &ValidRun,
+        answer: (String, Value),
+        by: &str,
+        resume: bool,
+    ) -> Result<Signalled<Answered>, HostError> {
+        match self {
+            Backend::Store(front) => Ok(Signalled::Queued {
+                queued: front.answer(&run.id, answer, Some(by.to_owned()))?,
+                checked: None,
+            }),
+            Backend::Home(dir) => {
+                let home = Backend::recorded(dir)?;
+                let place = bg.reserve(&home, run, resume)?;
+                let done =
+                    home.answer(&run.arg(), answer, Some(by.to_owned()), Durability::DEFAULT)?;
+                let resumed = place.map(|p| bg.resume(&home, run, by, p)).transpose()?;
+                Ok(Signalled::Recorded {
+                    done,
+                    resumed: resumed.is_some(),
+                })
+            }
+        }
+    }
+
+    /// Gives verdict `sub` on one of `run`'s pending adjudications (`by` is `sub.by`'s name),
+    /// then, on a file home, resumes it when asked. Recorded: the applied verdict's JSON.
+    pub fn adjudicate(
+        &self,
+        bg: &Background,
+        run: &ValidRun,
+        sub: &Submission,
+        by: &str,
+        resume: bool,
+    ) -> Result<Signalled<Value>, HostError> {
+        match self {
+            Backend::Store(front) => {
+                let (queued, checked) = front.adjudicate(&run.id, sub)?;
+                Ok(Signalled::Queued {
+                    queued,
+                    checked: Some(checked),
+                })
+            }
+            Backend::Home(dir) => {
+                let home = Backend::recorded(dir)?;
+                let place = bg.reserve(&home, run, resume)?;
+                let done = home
+                    .adjudicate(&run.arg(), sub, Durability::DEFAULT)?
+                    .to_json();
+                let resumed = place.map(|p| bg.resume(&home, run, by, p)).transpose()?;
+                Ok(Signalled::Recorded {
+                    done,
+                    resumed: resumed.is_some(),
+                })
+            }
+        }
+    }
+
+    /// Records `claim` from outside the plan in `run`, then, on a file home, resumes it when
+    /// asked. Recorded: the recorded claim's JSON.
+    pub fn claim(
+        &self,
+        bg: &Background,
+        run: &ValidRun,
+        claim: &OutsideClaim,
+        by: &str,
+        resume: bool,
+    ) -> Result<Signalled<Value>, HostError> {
+        match self {
+            Backend::Store(front) => {
+                let (queued, checked) = front.claim(&run.id, claim)?;
+                Ok(Signalled::Queued {
+                    queued,
+                    checked: Some(checked),
+                })
+            }
+            Backend::Home(dir) => {
+                let home = Backend::recorded(dir)?;
+                let place = bg.reserve(&home, run, resume)?;
+                let done = home
+                    .claim(&run.arg(), claim, Durability::DEFAULT)?
+                    .to_json();
+                let resumed = place.map(|p| bg.resume(&home, run, by, p)).transpose()?;
+                Ok(Signalled::Recorded {
+                    done,
+                    resumed: resumed.is_some(),
+                })
+            }
+        }
+    }
+
+    /// Resumes `run`, asked by `by`: in `bg` on a file home, queued for a store's workers.
+    pub fn resume(
+        &self,
+        bg: &Background,
+        run: &ValidRun,
+        by: &str,
+    ) -> Result<ResumeOutcome, HostError> {
+        match self {
+            Backend::Store(front) => Ok(ResumeOutcome::Queued(front.resume(&run.id)?)),
+            Backend::Home(dir) => {
+                bg.resume(&Backend::recorded(dir)?, run, by, bg.take()?)?;
+                Ok(ResumeOutcome::Started)
+            }
+        }
+    }
+
+    /// Starts the run `request` asks for, asked by `by`, on a server whose `--root` is `root`:
+    /// in `bg` on a file home (one line goes to its log when the drive ends), submitted for a
+    /// store's workers.
+    pub fn start(
+        &self,
+        bg: &Background,
+        request: RunRequest,
+        (root, given): (Option<&Path>, &Given),
+        by: &str,
+    ) -> Result<Started, HostError> {
+        let key = request.key.clone();
+        let started =
+            |run: String, status: &str, existing: bool, key: Option<String>, warnings| Started {
+                run,
+                status: status.to_owned(),
+                existing,
+                key,
+                warnings,
+            };
+        let dir = match self {
+            Backend::Store(front) => {
+                return Ok(match front.submit(request, root, given)? {
+                    StoreStart::New { id, warnings } => {
+                        started(id, "submitted", false, key, warnings)
+                    }
+                    StoreStart::Existing { id, state } => {
+                        started(id, status_of(&state), true, key, Vec::new())
+                    }
+                });
+            }
+            Backend::Home(dir) => dir,
+        };
+        // Admitted before a place among the drives is taken (the launch admits it again,
+        // cheaply); the place is taken before anything is created, and a key that finds its
+        // run gives it back at once.
+        request.admit(root)?;
+        let place = bg.take()?;
+        let (log, who) = (bg.log().to_owned(), by.to_owned());
+        let ended = move |id: &str, outcome: Result<crate::Session, HostError>| {
+            log_outcome(&log, &format!("start {id} (asked by {who})"), outcome);
+            drop(place);
+        };
+        Ok(
+            match Backend::recorded(dir)?.launch_request(request, root, given, ended)? {
+                Start::New(p) => started(p.id, "running", false, p.submission.key, p.warnings),
+                Start::Existing(e) => started(e.id, &e.status, true, Some(e.key), Vec::new()),
+            },
+        )
+    }
+
+    /// Brings a store's mirror up to date before the server first reads it (a file home has
+    /// nothing to catch up).
+    pub fn catch_up(&self) -> Result<(), HostError> {
+        match self {
+            Backend::Store(front) => front.sync().map(|_| ()),
+            Backend::Home(_) => Ok(()),
+        }
+    }
+
+    /// Where this server's announcements are taken and marked delivered.
+    pub fn announcements(&self) -> Announcements {
+        match self {
+            Backend::Store(front) => Announcements(Some(front.clone())),
+            Backend::Home(_) => Announcements(None),
+        }
+    }
+
+    /// The loops a server runs beside its requests until `stop`, each for a thread of its own:
+    /// over a store, one keeping the mirror up to date (calling `changed` when it copied
+    /// something) and one firing the store's schedules as every worker does (each tick a line
+    /// in `log`); on a file home, the server's own `wheel` (its timers and schedule ticks). Over
+    /// a store the workers drive runs, and the mirror is never written: no wheel there.
+    pub fn background_loops(
+        &self,
+        stop: &Arc<AtomicBool>,
+        log: &Path,
+        changed: impl Fn() + Send + 'static,
+        wheel: impl FnOnce() + Send + 'static,
+    ) -> Vec<Loop> {
+        let front = match self {
+            Backend::Home(_) => return vec![Box::new(wheel) as Loop],
+            Backend::Store(front) => front,
+        };
+        let (mirror, mirror_stop) = (front.clone(), stop.clone());
+        let (fire, fire_stop, log) = (front.clone(), stop.clone(), log.to_owned());
+        vec![
+            Box::new(move || keep_mirrored(&mirror, &mirror_stop, &changed)) as Loop,
+            Box::new(move || {
+                let scratch = fire.scratch_root().join(SCHEDULE_SCRATCH_DIR);
+                // A scratch root that cannot be made fails each tick's check, with its path.
+                let _ = std::fs::create_dir_all(&scratch);
+                let stopped = || fire_stop.load(Ordering::Relaxed);
+                let log = |line: &str| crate::background::append_log(&log, line);
+                stored::fire_loop(fire.url(), &scratch, false, &stopped, &log);
+            }),
+        ]
+    }
+}
+
+/// Keeps the mirror of a store up to date until `stop`: waits for the store to say something
+/// changed (or [`MIRROR_POLL_MS`] passes), copies what did, and calls `changed`. A store that
+/// cannot be reached is said once per outage on stderr and tried again; the mirror serves what
+/// it holds meanwhile.
+fn keep_mirrored(front: &StoreFront, stop: &AtomicBool, changed: &dyn Fn()) {
+    let mut failing = false;
+    while !stop.load(Ordering::Relaxed) {
+        match front.wait(MIRROR_POLL_MS).and_then(|()| front.sync()) {
+            Ok(copied) => {
+                if failing {
+                    eprintln!("oracle serve: the store answers again");
+                }
+                failing = false;
+                if copied > 0 {
+                    changed();
+                }
+            }
+            Err(e) => {
+                if !failing {
+                    eprintln!("warning: oracle serve: mirroring the store: {e} (trying again)");
+                }
+                failing = true;
+                std::thread::sleep(std::time::Duration::from_millis(MIRROR_RETRY_MS));
+            }
+        }
     }
 }

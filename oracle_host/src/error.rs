@@ -59,6 +59,13 @@ pub enum HostError {
     /// A run asked for over the network names what such a run may not (`crate::request`).
     #[error("{what}; nothing was created")]
     NotAllowed { what: String },
+    /// Every place among a server's background drives is taken (`crate::background`).
+    #[error("{what}: at most {limit} at once; try again later")]
+    Busy { what: &'static str, limit: u64 },
+    /// A thread to drive a run in the background could not be started: a fault of this
+    /// machine.
+    #[error("{0}")]
+    Thread(String),
     /// A plan came over the network to a server started without `--root` (`crate::admit`,
     /// rule 1).
     #[error(
@@ -170,6 +177,10 @@ impl HostError {
                 Class::of("internal", exit::INPUT, http::INTERNAL)
             }
             HostError::NotAllowed { .. } => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
+            HostError::Busy { limit, .. } => {
+                Class::of("busy", exit::INPUT, http::UNAVAILABLE).with(json!({"limit": limit}))
+            }
+            HostError::Thread(_) => Class::of("internal", exit::INPUT, http::INTERNAL),
             HostError::StartsOff => Class::of("starts_off", exit::INPUT, http::FORBIDDEN),
             HostError::Shared(e) => shared_class(e),
             HostError::Evolve(e) => evolve_class(e),

@@ -17,6 +17,7 @@
 
 pub mod admit;
 pub mod backend;
+pub mod background;
 pub mod bind;
 pub mod code;
 pub mod data;
@@ -53,6 +54,7 @@ pub mod worker;
 
 pub use admit::{Admitted, Door, admit};
 pub use backend::Backend;
+pub use background::Background;
 pub use bind::ToolChange;
 pub use bind::{Bound, Given};
 pub use database::Database;

@@ -312,7 +312,7 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
     let s = &shared.settings;
     while !shared.stop.load(Ordering::SeqCst) {
         shared.busy.fetch_add(1, Ordering::SeqCst);
-        let claim = store.claim(&s.name, s.lease_ms as i64).inspect_err(|_| {
+        let claim = Claimed::next(store, s).inspect_err(|_| {
             shared.busy.fetch_sub(1, Ordering::SeqCst);
         })?;
         let Some(claim) = claim else {
@@ -326,7 +326,7 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
         (shared.log)(&claim_line(&claim));
         shared.metrics.claimed(&claim.from);
         lock(&shared.held).insert(claim.id.clone(), claim.fence);
-        let outcome = drive_claim(shared, store, &claim, scratch);
+        let outcome = drive_claim(shared, &claim, scratch);
         lock(&shared.held).remove(&claim.id);
         shared.busy.fetch_sub(1, Ordering::SeqCst);
         match outcome {
@@ -338,6 +338,83 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
         }
     }
     Ok(())
+}
+
+/// A run this worker holds, with the connection it was claimed on: every store call the claim
+/// makes until its release (its rows into a scratch home, its resume points, its signals, the
+/// files kept beside its log, the release) goes through here, under the claim's fence. The
+/// lease is renewed apart, by the renewer's own connection ([`spawn_renewer`]).
+struct Claimed<'s> {
+    store: &'s Store,
+    claim: Claim,
+}
+
+impl std::ops::Deref for Claimed<'_> {
+    type Target = Claim;
+    fn deref(&self) -> &Claim {
+        &self.claim
+    }
+}
+
+impl<'s> Claimed<'s> {
+    /// The next run for this worker to drive, claimed under a new fence, if any is waiting.
+    fn next(store: &'s Store, s: &Settings) -> Result<Option<Claimed<'s>>, PgError> {
+        let lease_ms = i64::try_from(s.lease_ms).unwrap_or(i64::MAX);
+        Ok(store
+            .claim(&s.name, lease_ms)?
+            .map(|claim| Claimed { store, claim }))
+    }
+
+    /// The run written into `home` from the store's rows; its directory.
+    fn hydrate(&self, home: &Path) -> Result<PathBuf, PgError> {
+        self.store.hydrate(&self.id, home)
+    }
+
+    /// A replica committing the run's events to the store under the claim's fence.
+    fn replica(&self) -> PgReplica {
+        self.store.replica(&self.id, self.fence, None)
+    }
+
+    /// The store itself, for the named belief stores a run reads and publishes to.
+    fn stores(&self) -> Arc<Store> {
+        Arc::new(self.store.clone())
+    }
+
+    /// The resume points the store kept at earlier commits.
+    fn points(&self) -> Result<Vec<(u64, Vec<u8>)>, PgError> {
+        self.store.points(&self.id)
+    }
+
+    /// The run's pending signals, in order.
+    fn pending(&self) -> Result<Vec<oracle_pg::Signal>, PgError> {
+        self.store.pending(&self.id)
+    }
+
+    /// Marks `signal` done with `outcome`.
+    fn settle(&self, signal: i64, outcome: &str) -> Result<bool, PgError> {
+        self.store.settle(&self.id, self.fence, signal, outcome)
+    }
+
+    /// Keeps the files beside the run's log in `dir` in the store.
+    fn upload_files(&self, dir: &Path) -> Result<(), PgError> {
+        self.store.upload_files(&self.id, self.fence, dir)
+    }
+
+    /// Keeps one file beside the run's log (`path`, relative to its directory) in the store.
+    fn put_file(&self, path: &str, bytes: &[u8]) -> Result<(), PgError> {
+        self.store.put_file(&self.id, self.fence, path, bytes)
+    }
+
+    /// Releases the run in `state`; `false` when the lease was lost first.
+    fn release(
+        &self,
+        state: &str,
+        detail: Option<&str>,
+        summary: Option<&oracle_pg::Summary>,
+    ) -> Result<bool, PgError> {
+        self.store
+            .release(&self.id, self.fence, state, detail, summary)
+    }
 }
 
 /// The log line of a claim: a run claimed from `running` had a holder whose lease expired (a
@@ -386,15 +463,10 @@ enum NotReleased {
 
 /// Drives one claimed run in a scratch home of its own, then releases it in the state its
 /// log ends in. Returns that state.
-fn drive_claim(
-    shared: &Shared,
-    store: &Store,
-    claim: &Claim,
-    scratch: &Path,
-) -> Result<String, NotReleased> {
+fn drive_claim(shared: &Shared, claim: &Claimed, scratch: &Path) -> Result<String, NotReleased> {
     let home = scratch.join(format!("{}-{}", claim.id, claim.fence));
     let _ = std::fs::remove_dir_all(&home);
-    let result = drive_in(shared, store, claim, &home);
+    let result = drive_in(shared, claim, &home);
     let summary = summary_of(&home.join("runs").join(&claim.id));
     let _ = std::fs::remove_dir_all(&home);
     let (state, detail) = match result {
@@ -403,13 +475,7 @@ fn drive_claim(
         Err(Stop::Fenced(reason)) => return Err(NotReleased::Fenced { reason }),
         Err(Stop::Broken(e)) => ("broken".to_owned(), Some(e)),
     };
-    match store.release(
-        &claim.id,
-        claim.fence,
-        &state,
-        detail.as_deref(),
-        summary.as_ref(),
-    ) {
+    match claim.release(&state, detail.as_deref(), summary.as_ref()) {
         Ok(true) => Ok(detail.map_or(state.clone(), |d| format!("{state}: {d}"))),
         Ok(false) => Err(NotReleased::Taken),
         Err(e) => Err(e.into()),
@@ -420,13 +486,12 @@ fn drive_claim(
 /// commits to the store under the claim's fence.
 fn hydrate(
     shared: &Shared,
-    store: &Store,
-    claim: &Claim,
+    claim: &Claimed,
     home: &Path,
 ) -> Result<(Home, RunDir, Arc<Mutex<PgReplica>>), Stop> {
     let broken = |e: &dyn std::fmt::Display| Stop::Broken(e.to_string());
-    let dir = store.hydrate(&claim.id, home).map_err(|e| broken(&e))?;
-    let replica = Arc::new(Mutex::new(store.replica(&claim.id, claim.fence, None)));
+    let dir = claim.hydrate(home).map_err(|e| broken(&e))?;
+    let replica = Arc::new(Mutex::new(claim.replica()));
     let shared_replica: oracle_runtime::replica::Shared = replica.clone();
     // A worker drives runs submitted from other directories (and machines): each works in
     // the directory it recorded, with this worker's tools when given, and scores with this
@@ -442,7 +507,7 @@ fn hydrate(
         .with_replica(Some(shared_replica))
         // A run attached to a named store reads and publishes to the store's rows, which every
         // worker shares, never to this scratch home's files.
-        .with_stores(Some(Arc::new(store.clone())))
+        .with_stores(Some(claim.stores()))
         .with_scorer(scorer)
         .with_points_every(shared.settings.snapshot_every)
         .in_recorded_roots();
@@ -459,7 +524,7 @@ fn hydrate(
     // be written costs time, never data: the resume starts further back.
     let mut restored = Vec::new();
     let key = host.key().map_err(|e| broken(&e))?;
-    for (seq, body) in store.points(&claim.id).map_err(|e| broken(&e))? {
+    for (seq, body) in claim.points().map_err(|e| broken(&e))? {
         if oracle_runtime::resume_point::adopt(&found.paths, seq, &body, &key).is_ok() {
             restored.push(seq);
         }
@@ -470,16 +535,15 @@ fn hydrate(
 
 fn drive_in(
     shared: &Shared,
-    store: &Store,
-    claim: &Claim,
+    claim: &Claimed,
     home: &Path,
 ) -> Result<(String, Option<String>), Stop> {
-    let (host, found, replica) = hydrate(shared, store, claim, home)?;
+    let (host, found, replica) = hydrate(shared, claim, home)?;
     // What the store held: what this claim appends comes after it (timers fired, for metrics).
     let held = oracle_runtime::index::IndexedLog::open_with(&found.paths.log, false)
         .map_or(0, |l| l.len());
     let fenced = || lock(&replica).fenced().map(ToString::to_string);
-    let notes = apply_signals(shared, store, claim, &host, &replica)?;
+    let notes = apply_signals(shared, claim, &host, &replica)?;
     lock(&shared.driving).insert(
         claim.id.clone(),
         Driving {
@@ -504,15 +568,15 @@ fn drive_in(
         Ok(None) => {}
     }
     shared.metrics.timers_fired_since(&found.paths.log, held);
-    let _ = store.upload_files(&claim.id, claim.fence, &found.dir);
-    notify(shared, store, claim, &host, &found.dir);
+    let _ = claim.upload_files(&found.dir);
+    notify(shared, claim, &host, &found.dir);
     let state = state_of(&found.dir).unwrap_or_else(|| "runnable".to_owned());
     // The cancel the drive was asked for is recorded: its signal is done. (A run that
     // finished otherwise first keeps it pending; the next holder refuses it, `finished`.)
     if let (Some(signal), "cancelled") = (asked, state.as_str()) {
         let outcome = "applied: recorded by the drive in hand at its next decision boundary";
-        store
-            .settle(&claim.id, claim.fence, signal, outcome)
+        claim
+            .settle(signal, outcome)
             .map_err(|e| Stop::Fenced(e.to_string()))?;
     }
     Ok((state, (!notes.is_empty()).then(|| notes.join("; "))))
@@ -544,14 +608,11 @@ fn drive_on(host: &Home, found: &RunDir, claim: &Claim) -> Result<Option<u64>, H
 /// or nothing to do) is settled here with its outcome. Returns the refusals, for the release.
 fn apply_signals(
     shared: &Shared,
-    store: &Store,
-    claim: &Claim,
+    claim: &Claimed,
     host: &Home,
     replica: &Mutex<PgReplica>,
 ) -> Result<Vec<String>, Stop> {
-    let pending = store
-        .pending(&claim.id)
-        .map_err(|e| Stop::Broken(e.to_string()))?;
+    let pending = claim.pending().map_err(|e| Stop::Broken(e.to_string()))?;
     let mut notes = Vec::new();
     for signal in pending {
         shared.metrics.signal_waited(signal.waited_ms);
@@ -579,8 +640,8 @@ fn apply_signals(
         if result.is_err() {
             notes.push(format!("signal {} {outcome}", signal.id));
         }
-        store
-            .settle(&claim.id, claim.fence, signal.id, &outcome)
+        claim
+            .settle(signal.id, &outcome)
             .map_err(|e| Stop::Fenced(e.to_string()))?;
     }
     Ok(notes)
@@ -626,7 +687,7 @@ fn told_from_point(shared: &Shared, claim: &Claim, seq: u64) {
 /// fails the drive: a request is in the log whether or not it was delivered, and one not
 /// delivered is tried again after the run's next drive (a worker that dies between a delivery
 /// and keeping the outbox delivers it again: at least once).
-fn notify(shared: &Shared, store: &Store, claim: &Claim, host: &Home, dir: &Path) {
+fn notify(shared: &Shared, claim: &Claimed, host: &Home, dir: &Path) {
     let program = shared
         .settings
         .oracle_cmd
@@ -649,12 +710,7 @@ fn notify(shared: &Shared, store: &Store, claim: &Claim, host: &Home, dir: &Path
     (shared.log)(&format!("worker   {}: {line}", claim.id));
     let outbox = dir.join(oracle_runtime::oracle::OUTBOX_FILE);
     if let Ok(bytes) = std::fs::read(&outbox)
-        && let Err(e) = store.put_file(
-            &claim.id,
-            claim.fence,
-            oracle_runtime::oracle::OUTBOX_FILE,
-            &bytes,
-        )
+        && let Err(e) = claim.put_file(oracle_runtime::oracle::OUTBOX_FILE, &bytes)
     {
         (shared.log)(&format!(
             "worker   {}: the outbox was not kept: {e}",

@@ -143,8 +143,6 @@ pub struct Config {
 
 /// The server's mirror of a store's runs, under the home (`--store`).
 pub const STORE_MIRROR_DIR: &str = "store-mirror";
-/// How long the mirror waits for the store to say something changed before it looks anyway.
-pub const STORE_POLL_MS: u64 = 1_000;
 
 /// Why a configuration is refused before anything listens.
 #[derive(Debug, thiserror::Error)]

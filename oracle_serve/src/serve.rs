@@ -93,22 +93,18 @@ pub async fn serve_on(
         let delivered = crate::watch::read_delivered(&delivered_path);
         let (tx, rx) = std::sync::mpsc::channel();
         state.watch.attach_beacon(tx, delivered);
-        let (stop, front) = (stop.clone(), state.front().cloned());
+        let (stop, announcements) = (stop.clone(), state.backend.announcements());
         threads.push(std::thread::spawn(move || {
-            crate::watch::beacon(program, delivered_path, rx, stop, front)
+            crate::watch::beacon(program, delivered_path, rx, stop, announcements)
         }));
     }
-    // Over a store, the mirror holds every run before the inbox is read, and is kept up to
-    // date by a thread woken by the store's notifications.
-    if let Some(front) = state.front().cloned() {
-        let first = front.clone();
-        tokio::task::spawn_blocking(move || first.sync())
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?
-            .map_err(|e| std::io::Error::other(format!("--store: {e}")))?;
-        let (front, watch, stop) = (front.clone(), state.watch.clone(), stop.clone());
-        threads.push(std::thread::spawn(move || mirror(&front, &watch, &stop)));
-    }
+    // Over a store, the mirror holds every run before the inbox is read (then a loop below
+    // keeps it up to date).
+    let backend = state.backend.clone();
+    tokio::task::spawn_blocking(move || backend.catch_up())
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .map_err(|e| std::io::Error::other(format!("--store: {e}")))?;
     // The inbox is complete before the address is announced: a client that reads it next
     // sees every pending item.
     let watch = state.watch.clone();
@@ -122,26 +118,19 @@ pub async fn serve_on(
         threads.push(std::thread::spawn(move || watch.poll(interval, &stop)));
     }
 
-    // Over a store, the server fires the store's schedules as every worker does (each tick's
-    // idempotency key makes it start one run however many fire).
-    if let Some(front) = state.front().cloned() {
-        let stop = stop.clone();
-        let log_path = state.home.join(crate::config::RESUME_LOG_FILE);
-        threads.push(std::thread::spawn(move || {
-            let scratch = front.scratch_root().join("schedules");
-            let _ = std::fs::create_dir_all(&scratch);
-            let stopped = || stop.load(Ordering::Relaxed);
-            let log = |line: &str| crate::signals::append_log(&log_path, line);
-            oracle_host::schedule_store::fire_loop(front.url(), &scratch, false, &stopped, &log);
-        }));
-    }
-    // Over a store the workers drive runs (and the mirror is never written): no wheel here.
-    if state.front().is_none() {
-        let st = state.clone();
-        let stop = stop.clone();
-        threads.push(std::thread::spawn(move || {
-            crate::signals::timer_wheel(&st, &stop)
-        }));
+    // The backend's loops: over a store, the mirror (which has the watcher look at once when
+    // it changed) and the store's schedules; on a file home, the timer wheel.
+    let changed = {
+        let watch = state.watch.clone();
+        move || watch.refresh_soon()
+    };
+    let wheel = {
+        let (st, stop) = (state.clone(), stop.clone());
+        move || crate::signals::timer_wheel(&st, &stop)
+    };
+    let log = state.home.join(crate::config::RESUME_LOG_FILE);
+    for each in state.backend.background_loops(&stop, &log, changed, wheel) {
+        threads.push(std::thread::spawn(each));
     }
     if state.config.recover {
         let st = state.clone();
@@ -172,43 +161,6 @@ pub async fn serve_on(
         let _ = t.join();
     }
     Ok(())
-}
-
-/// Keeps the mirror of a store up to date until `stop`: waits for the store to say something
-/// changed (or [`STORE_POLL_MS`](crate::config::STORE_POLL_MS) passes), copies what did, and
-/// has the watcher look at once. A store that cannot be reached is said once per outage on
-/// stderr and tried again; the mirror serves what it holds meanwhile.
-fn mirror(
-    front: &oracle_host::store_front::StoreFront,
-    watch: &crate::watch::Watch,
-    stop: &AtomicBool,
-) {
-    /// The wait after a failure before trying the store again.
-    const RETRY_MS: u64 = 1_000;
-    let mut failing = false;
-    while !stop.load(Ordering::Relaxed) {
-        let outcome = front
-            .wait(crate::config::STORE_POLL_MS)
-            .and_then(|()| front.sync());
-        match outcome {
-            Ok(changed) => {
-                if failing {
-                    eprintln!("oracle serve: the store answers again");
-                }
-                failing = false;
-                if changed > 0 {
-                    watch.refresh_soon();
-                }
-            }
-            Err(e) => {
-                if !failing {
-                    eprintln!("warning: oracle serve: mirroring the store: {e} (trying again)");
-                }
-                failing = true;
-                std::thread::sleep(std::time::Duration::from_millis(RETRY_MS));
-            }
-        }
-    }
 }
 
 /// SIGTERM or SIGINT (Ctrl-C).

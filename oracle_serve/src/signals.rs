@@ -24,11 +24,11 @@
 use std::path::Path;
 
 use axum::http::StatusCode;
-use oracle_host::{Durability, OutsideClaim, Submission};
+use oracle_host::{OutsideClaim, Submission};
 use oracle_memory::{Cardinality, Claim, Criticality, Provenance, ValidTime, Verdict};
 use serde_json::{Value, json};
 
-use oracle_host::store_front::{self, StoreStart};
+use oracle_host::backend::{ResumeOutcome, Signalled};
 
 use crate::config::RESUME_LOG_FILE;
 use crate::error::ApiError;
@@ -46,39 +46,6 @@ pub struct AnswerBody {
     /// Then resume the run in the background.
     #[serde(default)]
     pub resume: bool,
-}
-
-/// One of the `BACKGROUND_DRIVES_MAX` places of a run this server drives in the background,
-/// taken before anything is created and given back when the drive ends (its thread drops it).
-pub(crate) struct Drive(std::sync::Arc<std::sync::atomic::AtomicUsize>);
-
-impl Drive {
-    fn take(state: &AppState) -> Result<Drive, ApiError> {
-        Drive::take_from(&state.drives, crate::config::BACKGROUND_DRIVES_MAX)
-    }
-
-    /// A place among at most `max` counted by `count`, or 503 `busy` naming the limit.
-    fn take_from(
-        count: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
-        max: usize,
-    ) -> Result<Drive, ApiError> {
-        use std::sync::atomic::Ordering;
-        count
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map_err(|_| ApiError::Busy {
-                what: "runs driven in the background",
-                limit: max as u64,
-            })?;
-        Ok(Drive(count.clone()))
-    }
-}
-
-impl Drop for Drive {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
 }
 
 /// `POST /api/v1/runs`.
@@ -245,22 +212,6 @@ fn host(state: &AppState) -> Result<oracle_host::Home, ApiError> {
     Ok(oracle_host::Home::open(&state.home)?.in_recorded_roots())
 }
 
-/// When a signal asks for a resume after it, the resume's checks (bindings, working
-/// directory) are made, and its place among the background drives taken, before the signal is
-/// recorded: a refusal then leaves nothing half done.
-fn resumable_first(
-    state: &AppState,
-    run: &ValidRun,
-    resume: bool,
-) -> Result<Option<Drive>, ApiError> {
-    if !resume {
-        return Ok(None);
-    }
-    let host = host(state)?;
-    host.check_resumable(&host.find(&run.arg())?)?;
-    Drive::take(state).map(Some)
-}
-
 /// Records the answer for the step `run` waits on, by `by`; then, if asked, resumes the run in
 /// the background. `{"ok": true, "run", "step", "seq", "events", "head", "by", "resume"}`.
 pub fn answer(
@@ -269,31 +220,26 @@ pub fn answer(
     by: &str,
     body: AnswerBody,
 ) -> Result<Value, ApiError> {
-    if let Some(front) = state.front() {
-        let step = body.step.clone();
-        let q = front.answer(&run.id, (body.step, body.value), Some(by.to_owned()))?;
-        return Ok(json!({
+    let step = body.step.clone();
+    let done =
+        state
+            .backend
+            .answer(&state.drives, run, (body.step, body.value), by, body.resume)?;
+    Ok(match done {
+        Signalled::Queued { queued: q, .. } => json!({
             "ok": true, "run": q.run, "step": step, "by": by, "queued": queued(&q),
-        }));
-    }
-    let drive = resumable_first(state, run, body.resume)?;
-    let answered = host(state)?.answer(
-        &run.arg(),
-        (body.step, body.value),
-        Some(by.to_owned()),
-        Durability::DEFAULT,
-    )?;
-    let resume = drive.map(|d| resume_with(state, run, by, d)).transpose()?;
-    Ok(json!({
-        "ok": true,
-        "run": answered.id,
-        "step": answered.step,
-        "seq": answered.seq,
-        "events": answered.events,
-        "head": answered.head,
-        "by": by,
-        "resume": resume,
-    }))
+        }),
+        Signalled::Recorded { done, resumed } => json!({
+            "ok": true,
+            "run": done.id,
+            "step": done.step,
+            "seq": done.seq,
+            "events": done.events,
+            "head": done.head,
+            "by": by,
+            "resume": started(resumed),
+        }),
+    })
 }
 
 /// Starts the run `body` asks for in the background, in the server's `--root`, asked by `by`.
@@ -309,51 +255,26 @@ pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode,
         key: body.key,
         seed: body.seed,
     };
-    if let Some(front) = state.front() {
-        let key = request.key.clone();
-        return Ok(match front.submit(request, root, &state.config.given)? {
-            StoreStart::New { id, warnings } => (
-                StatusCode::CREATED,
-                json!({
-                    "ok": true, "run": id, "status": "submitted", "existing": false,
-                    "key": key, "by": by, "warnings": warnings,
-                }),
-            ),
-            StoreStart::Existing { id, state } => (
-                StatusCode::OK,
-                json!({
-                    "ok": true, "run": id, "status": store_front::status_of(&state),
-                    "existing": true, "key": key, "by": by,
-                }),
-            ),
-        });
-    }
-    // Admitted before a place among the drives is taken (the launch admits it again, cheaply).
-    request.admit(root)?;
-    let log_path = state.home.join(RESUME_LOG_FILE);
-    let who = by.to_owned();
-    // Taken before anything is created; a key that finds its run gives it back at once.
-    let drive = Drive::take(state)?;
-    let ended = move |id: &str, outcome: Result<oracle_host::Session, oracle_host::HostError>| {
-        log_outcome(&log_path, &format!("start {id} (asked by {who})"), outcome);
-        drop(drive);
-    };
-    let started = host(state)?.launch_request(request, root, &state.config.given, ended)?;
-    Ok(match started {
-        oracle_host::Start::New(p) => (
-            StatusCode::CREATED,
-            json!({
-                "ok": true, "run": p.id, "status": "running", "existing": false,
-                "key": p.submission.key, "by": by, "warnings": p.warnings,
-            }),
-        ),
-        oracle_host::Start::Existing(e) => (
+    let given = &state.config.given;
+    let s = state
+        .backend
+        .start(&state.drives, request, (root, given), by)?;
+    Ok(if s.existing {
+        (
             StatusCode::OK,
             json!({
-                "ok": true, "run": e.id, "status": e.status, "existing": true,
-                "key": e.key, "by": by,
+                "ok": true, "run": s.run, "status": s.status, "existing": true,
+                "key": s.key, "by": by,
             }),
-        ),
+        )
+    } else {
+        (
+            StatusCode::CREATED,
+            json!({
+                "ok": true, "run": s.run, "status": s.status, "existing": false,
+                "key": s.key, "by": by, "warnings": s.warnings,
+            }),
+        )
     })
 }
 
@@ -418,13 +339,10 @@ pub fn adjudicate(
         now: body.now,
         by: Some(by.to_owned()),
     };
-    if let Some(front) = state.front() {
-        let (q, checked) = front.adjudicate(&run.id, &sub)?;
-        return Ok(checked_and_queued(checked, by, &q));
-    }
-    let drive = resumable_first(state, run, body.resume)?;
-    let applied = host(state)?.adjudicate(&run.arg(), &sub, Durability::DEFAULT)?;
-    signed(state, run, by, drive, applied.to_json())
+    let done = state
+        .backend
+        .adjudicate(&state.drives, run, &sub, by, body.resume)?;
+    Ok(signed(done, by))
 }
 
 /// A named store is a file home's (`<home>/memory`): over a database store it is refused.
@@ -497,7 +415,10 @@ fn wake_store_waiters(state: &AppState, name: &str, by: &str) -> Vec<String> {
             continue;
         };
         let Ok(run) = state.run(id) else { continue };
-        let resumed = Drive::take(state).and_then(|d| resume_with(state, &run, by, d));
+        let resumed = host(state).and_then(|h| {
+            let place = state.drives.take()?;
+            Ok(state.drives.resume(&h, &run, by, place)?)
+        });
         if resumed.is_ok() {
             started.push(id.to_owned());
         }
@@ -505,33 +426,40 @@ fn wake_store_waiters(state: &AppState, name: &str, by: &str) -> Vec<String> {
     started
 }
 
-/// A signal's answer: `v` with who sent it (`by`) and, when asked, the background resume
-/// started after it.
-fn signed(
-    state: &AppState,
-    run: &ValidRun,
-    by: &str,
-    drive: Option<Drive>,
-    mut v: Value,
-) -> Result<Value, ApiError> {
-    let resume = drive.map(|d| resume_with(state, run, by, d)).transpose()?;
-    v["by"] = json!(by);
-    v["resume"] = json!(resume);
-    Ok(v)
+/// A verdict's or claim's answer: recorded, the applied JSON with who sent it (`by`) and,
+/// when asked, the background resume started after it; queued for a store's workers, what the
+/// check made of it in a copy of the run (what the worker records, unless the run moved on
+/// meanwhile), who sent it, and the signal.
+fn signed(done: Signalled<Value>, by: &str) -> Value {
+    match done {
+        Signalled::Recorded {
+            done: mut v,
+            resumed,
+        } => {
+            v["by"] = json!(by);
+            v["resume"] = started(resumed);
+            v
+        }
+        Signalled::Queued { queued: q, checked } => json!({
+            "ok": true, "run": q.run, "by": by, "outcome": "queued", "checked": checked,
+            "queued": queued(&q),
+        }),
+    }
+}
+
+/// The `resume` member of a signal's answer: `{"started": true}` when a resume was started
+/// after it, else `null`.
+fn started(resumed: bool) -> Value {
+    if resumed {
+        json!({"started": true})
+    } else {
+        Value::Null
+    }
 }
 
 /// The `queued` member of a write queued for a store's workers.
-fn queued(q: &store_front::Queued) -> Value {
+fn queued(q: &oracle_host::backend::Queued) -> Value {
     json!({"signal": q.signal, "kind": q.kind})
-}
-
-/// A verdict's or claim's answer over a store: what the check made of it in a copy of the run
-/// (what the worker records, unless the run moved on meanwhile), who sent it, and the signal.
-fn checked_and_queued(checked: Value, by: &str, q: &store_front::Queued) -> Value {
-    json!({
-        "ok": true, "run": q.run, "by": by, "outcome": "queued", "checked": checked,
-        "queued": queued(q),
-    })
 }
 
 fn check_now(now: Option<u64>) -> Result<(), ApiError> {
@@ -595,13 +523,10 @@ pub fn claim(
         now: body.now,
         by: Some(by.to_owned()),
     };
-    if let Some(front) = state.front() {
-        let (q, checked) = front.claim(&run.id, &outside)?;
-        return Ok(checked_and_queued(checked, by, &q));
-    }
-    let drive = resumable_first(state, run, body.resume)?;
-    let applied = host(state)?.claim(&run.arg(), &outside, Durability::DEFAULT)?;
-    signed(state, run, by, drive, applied.to_json())
+    let done = state
+        .backend
+        .claim(&state.drives, run, &outside, by, body.resume)?;
+    Ok(signed(done, by))
 }
 
 /// Resumes `run` in the background, in this process, and returns `{"started": true}` once its
@@ -609,50 +534,10 @@ pub fn claim(
 /// anything runs). The drive's outcome is in the run's log; one line per resume, with who asked
 /// and how it ended, is appended to `<home>/serve-resume.log`.
 pub fn resume_in_background(state: &AppState, run: &ValidRun, by: &str) -> Result<Value, ApiError> {
-    if let Some(front) = state.front() {
-        let q = front.resume(&run.id)?;
-        return Ok(json!({"started": false, "queued": queued(&q)}));
-    }
-    resume_with(state, run, by, Drive::take(state)?)
-}
-
-/// [`resume_in_background`] in the place `drive` holds among the background drives.
-fn resume_with(
-    state: &AppState,
-    run: &ValidRun,
-    by: &str,
-    drive: Drive,
-) -> Result<Value, ApiError> {
-    let host = host(state)?;
-    let found = host.find(&run.arg())?;
-    // Checked now, so the caller hears of a refused binding or directory; the drive checks
-    // again.
-    host.check_resumable(&found)?;
-    let log_path = state.home.join(RESUME_LOG_FILE);
-    let (id, arg, by) = (run.id.clone(), run.arg(), by.to_owned());
-    std::thread::Builder::new()
-        .name(format!("resume {id}"))
-        .spawn(move || {
-            let _drive = drive;
-            let outcome = match host.resume(&arg, oracle_host::Resume::default()) {
-                Ok(r) => format!(
-                    "{} ({} events, {} appended)",
-                    oracle_host::ending_word(&r.session.report.ending),
-                    r.session.report.events,
-                    r.session.report.appended
-                ),
-                Err(e) => format!("refused: {} ({})", e, e.code()),
-            };
-            if let Ok(log) = open_log(&log_path) {
-                use std::io::Write as _;
-                let mut l = &log;
-                let _ = writeln!(l, "resume {id} (asked by {by}): {outcome}");
-            }
-        })
-        .map_err(|e| {
-            ApiError::Internal(format!("cannot start a thread to resume {}: {e}", run.id))
-        })?;
-    Ok(json!({"started": true}))
+    Ok(match state.backend.resume(&state.drives, run, by)? {
+        ResumeOutcome::Started => json!({"started": true}),
+        ResumeOutcome::Queued(q) => json!({"started": false, "queued": queued(&q)}),
+    })
 }
 
 /// Drives on, one at a time on a thread of its own, every run a dead process left behind
@@ -766,62 +651,5 @@ fn fire_schedules(host: &oracle_host::Home, log_path: &Path) {
     }
 }
 
-/// Appends one line to the resume log (best effort: a log that cannot be written loses it).
-/// The line goes in one `write` to a file opened for appending, so lines from the timer
-/// wheel's several wakers never interleave.
-pub fn append_log(path: &Path, line: &str) {
-    if let Ok(mut log) = open_log(path) {
-        use std::io::Write as _;
-        let _ = log.write_all(format!("{line}\n").as_bytes());
-    }
-}
-
-/// Appends `WHAT: ENDING (N events)` (or `WHAT: refused: WHY (CODE)`) to the resume log: how
-/// a drive this server started in the background ended.
-fn log_outcome(
-    path: &Path,
-    what: &str,
-    outcome: Result<oracle_host::Session, oracle_host::HostError>,
-) {
-    let outcome = match outcome {
-        Ok(s) => format!(
-            "{} ({} events)",
-            oracle_host::ending_word(&s.report.ending),
-            s.report.events
-        ),
-        Err(e) => format!("refused: {} ({})", e, e.code()),
-    };
-    append_log(path, &format!("{what}: {outcome}"));
-}
-
-fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn background_drives_are_bounded_and_given_back() {
-        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let max = crate::config::BACKGROUND_DRIVES_MAX;
-        let held: Vec<Drive> = (0..max)
-            .map(|_| Drive::take_from(&count, max).expect("a place below the limit"))
-            .collect();
-        let refused = Drive::take_from(&count, max)
-            .err()
-            .expect("none past the limit");
-        assert_eq!(
-            refused.status(),
-            axum::http::StatusCode::SERVICE_UNAVAILABLE
-        );
-        assert_eq!(refused.error_value()["code"], "busy");
-        drop(held);
-        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
-        assert!(Drive::take_from(&count, max).is_ok());
-    }
-}
+pub use oracle_host::background::append_log;
+use oracle_host::background::log_outcome;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use crate::auth::Sessions;
-use crate::config::{Config, HEAVY_JOBS_MAX};
+use crate::config::{BACKGROUND_DRIVES_MAX, Config, HEAVY_JOBS_MAX, RESUME_LOG_FILE};
 use crate::error::ApiError;
 use crate::runid::{self, ValidRun};
 use crate::tokens::{TokenError, TokenStore};
@@ -26,8 +26,9 @@ pub struct AppState {
     pub(crate) heavy: Arc<tokio::sync::Semaphore>,
     /// SSE streams open now.
     pub(crate) streams: Arc<AtomicUsize>,
-    /// Background drives running now (`crate::signals::Drive`).
-    pub(crate) drives: Arc<AtomicUsize>,
+    /// The runs this server drives in the background on a file home (runs started with
+    /// `POST /runs`, resumes after a signal), at most `BACKGROUND_DRIVES_MAX` at once.
+    pub(crate) drives: Arc<oracle_host::Background>,
     /// What this server serves, called without asking which: the file home, or the store
     /// (`--store`) whose runs are mirrored into `home`, writes checked there and queued for its
     /// workers.
@@ -86,22 +87,19 @@ impl AppState {
         Ok(AppState {
             backend,
             watch: Arc::new(Watch::new(&home)),
+            drives: Arc::new(oracle_host::Background::new(
+                home.join(RESUME_LOG_FILE),
+                BACKGROUND_DRIVES_MAX,
+            )),
             home: Arc::new(home),
             tokens: Arc::new(tokens),
             sessions: Arc::new(Sessions::new()?),
             config: Arc::new(config),
             heavy: Arc::new(tokio::sync::Semaphore::new(HEAVY_JOBS_MAX)),
             streams: Arc::new(AtomicUsize::new(0)),
-            drives: Arc::new(AtomicUsize::new(0)),
             metrics: Arc::new(oracle_host::metrics::Metrics::new()),
             shutdown,
         })
-    }
-
-    /// The store's front when this server serves a store (`--store`), for the writes the
-    /// [`oracle_host::Backend`] has no neutral call for yet.
-    pub fn front(&self) -> Option<&Arc<oracle_host::store_front::StoreFront>> {
-        self.backend.front()
     }
 
     /// The run a request names, checked ([`runid::validate`]).

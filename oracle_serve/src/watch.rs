@@ -342,15 +342,15 @@ pub fn backoff_ms(attempt: u32) -> u64 {
 /// The beacon: delivers each announcement `rx` gives to `program`, in order, trying failed
 /// ones again with a bounded backoff until they are delivered or `stop` is set.
 ///
-/// Over a store (`front`), an announcement is first taken in the store for this server: one
-/// another server delivered or holds is dropped here, so however many servers serve one store,
-/// each item is delivered by one of them.
+/// Each announcement is first taken (`announcements`): over a store, one another server
+/// delivered or holds is dropped here, so however many servers serve one store, each item is
+/// delivered by one of them.
 pub fn beacon(
     program: PathBuf,
     delivered: PathBuf,
     rx: mpsc::Receiver<Value>,
     stop: Arc<AtomicBool>,
-    front: Option<Arc<oracle_host::store_front::StoreFront>>,
+    announcements: oracle_host::backend::Announcements,
 ) {
     let mut port = oracle_host::Notifier::new(program);
     // (announcement, failed attempts, when it is due)
@@ -382,10 +382,7 @@ pub fn beacon(
                 continue;
             }
             let id = queue[i].0["id"].as_str().unwrap_or_default().to_owned();
-            let taken = match &front {
-                None => Ok(true),
-                Some(f) => f.take_announcement(&id, queue[i].0["run"].as_str().unwrap_or("")),
-            };
+            let taken = announcements.take(&id, queue[i].0["run"].as_str().unwrap_or(""));
             let outcome = match taken {
                 Ok(false) => {
                     // Another server delivers it.
@@ -397,7 +394,7 @@ pub fn beacon(
             };
             match outcome {
                 Ok(()) => {
-                    if let Some(Err(e)) = front.as_ref().map(|f| f.announcement_delivered(&id)) {
+                    if let Err(e) = announcements.delivered(&id) {
                         eprintln!(
                             "warning: oracle serve: {id} was delivered but the store could not record it ({e}); another server may announce it again"
                         );
