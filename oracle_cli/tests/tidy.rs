@@ -1327,3 +1327,58 @@ fn serve_handlers_never_branch_on_the_backend() {
         "{SERVE_BUILDS_THE_BACKEND} moved: name the file that builds the Backend"
     );
 }
+
+/// docs/ARCHITECTURE.md's layer picture is what the manifests say: every internal dependency
+/// of a crate in the picture is a crate of a layer below it (or, for the host's store, the
+/// layer named beside it), and every crate of the workspace's layers is in the picture once.
+#[test]
+fn the_layer_picture_is_what_the_manifests_say() {
+    let doc = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let start = doc
+        .find("The layers, each depending only on layers below it:")
+        .expect("docs/ARCHITECTURE.md has the layer picture");
+    let block = &doc[start..];
+    let block = &block[block.find("```text").unwrap() + 7..];
+    let block = &block[..block.find("```").unwrap()];
+    // Top layer first; a crate's layer is the index of its line.
+    let mut layer_of = std::collections::BTreeMap::new();
+    for (i, line) in block.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        for word in line.split_whitespace() {
+            if CRATES.contains(&word) {
+                assert!(
+                    layer_of.insert(word.to_owned(), i).is_none(),
+                    "{word} is in the layer picture twice"
+                );
+            }
+        }
+    }
+    for k in CRATES {
+        let Some(&layer) = layer_of.get(k) else {
+            continue;
+        };
+        for dep in normal_deps(k)
+            .into_iter()
+            .filter(|d| d.starts_with("oracle_"))
+        {
+            let Some(&below) = layer_of.get(&dep) else {
+                panic!("{k} depends on {dep}, which the layer picture does not show");
+            };
+            assert!(
+                below > layer,
+                "{k} depends on {dep}, but the layer picture does not put {dep} below {k}"
+            );
+        }
+    }
+    for k in [
+        "oracle_cli",
+        "oracle_host",
+        "oracle_pg",
+        "oracle_runtime",
+        "oracle_core",
+    ] {
+        assert!(
+            layer_of.contains_key(k),
+            "{k} is missing from the layer picture"
+        );
+    }
+}
