@@ -1,7 +1,7 @@
 //! Tidy: keeps the architecture rules of DEVELOPERS.md and docs/ARCHITECTURE.md true as code
 //! changes. Crate edges, purity of the pure crates, determinism hazards, module docs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -1381,4 +1381,98 @@ fn the_layer_picture_is_what_the_manifests_say() {
             "{k} is missing from the layer picture"
         );
     }
+}
+
+/// The longest a function may be before it must be split by what it decides (TIGER_STYLE).
+const FUNCTION_LINES_MAX: usize = 70;
+
+/// Each function of the crates' `src/` longer than [`FUNCTION_LINES_MAX`], as
+/// `("PATH NAME", lines)`, the longest of a name in a file. A function runs from its `fn` line to
+/// the first line that is its indentation and `}`; declarations without a body are skipped.
+fn long_functions() -> BTreeMap<String, usize> {
+    let mut found = BTreeMap::new();
+    for krate in CRATES {
+        for (path, text) in sources(krate) {
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let trimmed = line.trim_start();
+                let indent = &line[..line.len() - trimmed.len()];
+                let Some(name) = fn_name(trimmed) else {
+                    continue;
+                };
+                // A one-line function (`fn f() -> u8 { 1 }`) is short.
+                if line.trim_end().ends_with('}') {
+                    continue;
+                }
+                let close = format!("{indent}}}");
+                let end = lines[i..].iter().position(|l| *l == close);
+                if let Some(end) = end {
+                    let n = end + 1;
+                    if n > FUNCTION_LINES_MAX {
+                        let key = format!("{} {name}", relative(&path));
+                        let longest = found.entry(key).or_insert(0);
+                        *longest = (*longest).max(n);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The name of the function a line declares (`fn`, after any `pub`, `const`, `async`, ...).
+fn fn_name(trimmed: &str) -> Option<&str> {
+    let mut rest = trimmed;
+    for prefix in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    // A signature with no body on this or a later line (a trait's declaration) ends in `;`.
+    (!trimmed.trim_end().ends_with(';')).then_some(&rest[..end])
+}
+
+/// TIGER_STYLE's short functions, as a ratchet: `long_functions.txt` lists the functions over
+/// 70 lines there are; none may be added, none may grow, and one that shrank to 70 or fewer
+/// leaves the list.
+#[test]
+fn functions_over_70_lines_may_only_shrink() {
+    let listed_text =
+        std::fs::read_to_string(root().join("oracle_cli/tests/long_functions.txt")).unwrap();
+    let mut listed = BTreeMap::new();
+    for line in listed_text.lines().filter(|l| !l.starts_with('#')) {
+        let (n, key) = line.split_once(' ').expect("LINES PATH NAME");
+        listed.insert(
+            key.to_owned(),
+            n.parse::<usize>().expect("LINES is a number"),
+        );
+    }
+    let found = long_functions();
+    let mut wrong = Vec::new();
+    for (key, &n) in &found {
+        match listed.get(key) {
+            None => wrong.push(format!(
+                "{key}: {n} lines, over {FUNCTION_LINES_MAX}: split it"
+            )),
+            Some(&max) if n > max => wrong.push(format!("{key}: grew from {max} to {n} lines")),
+            Some(_) => {}
+        }
+    }
+    for key in listed.keys().filter(|k| !found.contains_key(*k)) {
+        wrong.push(format!(
+            "{key}: 70 lines or fewer now (or gone): remove it from the list"
+        ));
+    }
+    assert!(
+        wrong.is_empty(),
+        "oracle_cli/tests/long_functions.txt:\n{}",
+        wrong.join("\n")
+    );
 }
