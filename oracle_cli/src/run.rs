@@ -1649,18 +1649,12 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
     };
     if a.json {
         for r in &shown {
-            let mut v = json!({
-                "run": r.id,
-                "plan": r.program,
-                "status": r.status,
-                "events": r.events,
-                "last_time": r.last_time,
-                "live": r.live,
-                "waiting": r.waiting.as_ref().map(|(s, why)| json!({"step": s, "reason": why, "attempts": r.attempts})),
-                "reason": r.reason,
-                "models": r.models.as_ref().map(|u| json!({"calls": u.calls, "tokens": u.tokens})),
-                "wall_ms": inspect::wall_span(&run_log(home, &r.id)),
-            });
+            // The API's row (`GET /api/v1/runs`), built once by the host, plus the run's wall span.
+            let mut v = oracle_host::data::run_json(r);
+            if let Value::Object(m) = &mut v {
+                let wall = inspect::wall_span(&run_log(home, &r.id));
+                m.insert("wall_ms".into(), json!(wall));
+            }
             if !prices.is_empty()
                 && let Value::Object(m) = &mut v
             {
