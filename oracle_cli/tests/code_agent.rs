@@ -138,6 +138,53 @@ fn a_python_agent_suspends_is_answered_completes_verifies_and_replays() {
     assert!(err.contains("step `read"), "the step is named: {err}");
 }
 
+/// `agent.json` names the command every resume, answer, cancel and replay starts, and the log
+/// does not hash it: an edited command is refused before anything is started (409
+/// `binding_unsealed`, exit 2), and the log is untouched. Before the seal, the edited command
+/// ran, and only then did the program-hash check refuse the run.
+#[test]
+fn an_edited_agent_command_is_refused_before_anything_starts() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
+    assert_eq!(code, 3, "suspended on the question: {out}{err}");
+    let id = run_id(&out, &err);
+    let log_path = sb.log(".oracle", &id);
+    let record_path = log_path.parent().unwrap().join("agent.json");
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
+    record["command"] = serde_json::json!(["sh", "-c", "touch pwned"]);
+    std::fs::write(&record_path, record.to_string()).unwrap();
+    let log = std::fs::read(&log_path).unwrap();
+    let answer = [
+        "resume", &id, "--step", "approve", "--value", "\"yes\"", "--json",
+    ];
+    for args in [
+        &answer[..],
+        &["replay", &id, "--json"],
+        &["cancel", &id, "--json"],
+    ] {
+        let (code, out, err) = run(&sb, args, &[]);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            format!("{out}{err}").contains("binding_unsealed"),
+            "{args:?}: {out}{err}"
+        );
+        assert!(
+            !sb.path().join("pwned").exists(),
+            "{args:?} ran the edited command"
+        );
+        assert_eq!(
+            std::fs::read(&log_path).unwrap(),
+            log,
+            "{args:?} wrote to the log"
+        );
+    }
+}
+
 #[test]
 fn an_ungranted_call_is_a_recorded_refusal() {
     if !python_found() {

@@ -349,9 +349,9 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::Unbound { models, secrets } => {
             refused("unbound").with(json!({"models": models, "secrets": secrets}))
         }
-        SessionError::Unsealed { unsealed, .. } => {
-            conflict("binding_unsealed").with(json!({"binding": unsealed.binding}))
-        }
+        SessionError::Unsealed { unsealed, .. } => unsealed_class(&unsealed.binding),
+        // A code run's command is a binding too: it chooses the program a resume starts.
+        SessionError::AgentUnsealed { .. } => unsealed_class("command"),
         SessionError::WorkdirMismatch { recorded, here, .. } => {
             conflict("workdir_mismatch").with(json!({"recorded": recorded, "here": here}))
         }
@@ -361,6 +361,11 @@ pub fn session_class(e: &SessionError) -> Class {
         e if e.is_integrity() => Class::of("integrity", exit::INTEGRITY, http::INTERNAL),
         _ => Class::of("input", exit::INPUT, http::INTERNAL),
     }
+}
+
+/// A binding that the home's key does not vouch for (`run.json`'s, or a code run's command).
+fn unsealed_class(binding: impl serde::Serialize) -> Class {
+    Class::of("binding_unsealed", exit::INPUT, http::CONFLICT).with(json!({"binding": binding}))
 }
 
 /// The class of a named store's failure.

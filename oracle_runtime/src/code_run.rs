@@ -24,6 +24,22 @@ use crate::writer::{Durability, LogWriter};
 /// The file in a code run's directory naming its command (where a plan run keeps its plan).
 pub const AGENT_FILE: &str = "agent.json";
 
+/// The MAC purpose of a code run's command (`SealKey::mac`). The log does not hash the command,
+/// and every resume, answer, cancel and replay starts it: unsealed, whoever can edit the file
+/// beside the log would choose the program this runs, before any hash check could refuse it.
+const COMMAND_SEAL: &str = "oracle v1 code run command";
+
+/// The MAC of run `run`'s command under the home's key (over `[run id, command]`, so a record
+/// copied from another run or another home does not verify).
+fn command_mac(key: &crate::seal::SealKey, run: &str, command: &[String]) -> oracle_core::Hash {
+    key.mac(COMMAND_SEAL, &command_bytes(run, command))
+}
+
+/// What [`command_mac`] covers: the canonical JSON of `[run id, command]`.
+fn command_bytes(run: &str, command: &[String]) -> Vec<u8> {
+    serde_json::to_vec(&(run, command)).unwrap_or_default()
+}
+
 /// What a code run keeps to be resumed and replayed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentRecord {
@@ -34,6 +50,9 @@ pub struct AgentRecord {
     pub program_hash: String,
     /// Every file the program said it is made of, with its hash, sorted by path.
     pub files: Vec<(String, String)>,
+    /// The MAC of `command` under the home's key ([`COMMAND_SEAL`]); empty: none, never started.
+    #[serde(default)]
+    pub seal: String,
 }
 
 /// How long a code agent may take, and where its stderr goes.
@@ -176,6 +195,8 @@ fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, 
     agent.set_inputs(inputs.clone());
     let grants = grants_of(&agent.hello().grants, &opts.grants)?;
     let (id, dir) = session::new_run_dir(&opts.home, &agent.hello().program.name)?;
+    let key = crate::seal::SealKey::open_or_create(&opts.home)?;
+    let seal = command_mac(&key, &id, &command).to_hex();
     let record = AgentRecord {
         command,
         program: agent.program().to_owned(),
@@ -185,13 +206,13 @@ fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, 
             .iter()
             .map(|(p, h)| (p.clone(), h.to_hex()))
             .collect(),
+        seal,
     };
     write_json(&dir.join(AGENT_FILE), &record)?;
     let bindings = crate::bindings::Bindings {
         root: Some(root.clone()),
         ..opts.bindings.clone()
     };
-    let key = crate::seal::SealKey::open_or_create(&opts.home)?;
     let meta = bindings.to_json(&id, &key);
     write_json(&dir.join(crate::bindings::META_FILE), &meta)?;
     let submission = session::Submission {
@@ -238,14 +259,33 @@ pub fn start(
     })
 }
 
-/// The command a code run keeps.
+/// The command a code run keeps, refused unless the key of the run's own home
+/// (`<home>/runs/<run>`) sealed it: nothing is started from a record the home does not vouch
+/// for. The key is only opened, never created (a replay creates nothing).
 pub fn record_of(run: &RunDir) -> Result<AgentRecord> {
     let path = run.dir.join(AGENT_FILE);
     let text = std::fs::read_to_string(&path).map_err(SessionError::io(&path))?;
-    serde_json::from_str(&text).map_err(|e| SessionError::AgentRecord {
-        path,
-        reason: e.to_string(),
-    })
+    let record: AgentRecord =
+        serde_json::from_str(&text).map_err(|e| SessionError::AgentRecord {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+    let home = run.dir.parent().and_then(Path::parent);
+    let key = match home {
+        Some(home) => crate::seal::SealKey::open(home)?,
+        None => None,
+    };
+    let mac = oracle_core::Hash::from_hex(&record.seal).ok();
+    let sealed = match (key, mac) {
+        (Some(key), Some(mac)) => {
+            key.verify(COMMAND_SEAL, &command_bytes(&run.id, &record.command), &mac)
+        }
+        _ => false,
+    };
+    if !sealed {
+        return Err(SessionError::AgentUnsealed { path });
+    }
+    Ok(record)
 }
 
 /// A fresh process of the run's program, in `root`, for a drive that re-derives the run.

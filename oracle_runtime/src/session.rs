@@ -189,6 +189,12 @@ pub enum SessionError {
     /// A code run's `agent.json` cannot be read (docs/AGENTS.md).
     #[error("{path}: the code run's agent record cannot be read: {reason}")]
     AgentRecord { path: PathBuf, reason: String },
+    /// A code run's `agent.json` whose command the home's key did not seal (edited, or from
+    /// another run or home): nothing is started from it.
+    #[error(
+        "{path}: the code run's command is not sealed by its home's key (edited, or copied from another run or home); nothing was started"
+    )]
+    AgentUnsealed { path: PathBuf },
     #[error(
         "{run}: the run recorded nothing before it stopped (it was interrupted while starting, before any effect could happen), so there is nothing to resume; start it again with `oracle run`"
     )]
