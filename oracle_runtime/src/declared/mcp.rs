@@ -241,34 +241,91 @@ impl Tool for McpTool {
 
     fn call(&self, input: &Value, cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let result = self.server.call(&self.remote, input, cx.timeout_ms)?;
-        let content = result.get("content").cloned().unwrap_or(json!([]));
-        if result.get("isError") == Some(&Value::Bool(true)) {
-            let text: Vec<&str> = content
-                .as_array()
-                .map(|items| {
-                    items
-                        .iter()
-                        .filter_map(|i| i.get("text").and_then(Value::as_str))
-                        .collect()
-                })
-                .unwrap_or_default();
-            return Err(ToolError::Failed(format!(
-                "MCP tool `{}` reported an error: {}",
-                self.remote,
-                text.join(" ")
-            )));
-        }
-        // With an output schema the structured result is the output; otherwise the content.
-        let output = if self.structured {
-            result.get("structuredContent").cloned().ok_or_else(|| {
-                ToolError::Failed(format!(
-                    "MCP tool `{}` lists an output schema but returned no `structuredContent`",
-                    self.remote
-                ))
-            })?
-        } else {
-            json!({"content": content})
-        };
-        Ok(ToolOutput::of(output))
+        output_of(&self.remote, self.structured, &result).map(ToolOutput::of)
+    }
+}
+
+/// The recorded output of a `tools/call` result (docs/TOOLS.md): with an output schema, the
+/// result's `structuredContent`; otherwise `{"content": [...]}`, plus the `structuredContent`
+/// when the server sent one anyway (an object), so a tool returning JSON is recorded as JSON a
+/// plan or an agent reads, not only as text to parse. A result with `isError: true` fails.
+fn output_of(remote: &str, structured: bool, result: &Value) -> Result<Value, ToolError> {
+    let content = result.get("content").cloned().unwrap_or(json!([]));
+    if result.get("isError") == Some(&Value::Bool(true)) {
+        let text: Vec<&str> = content
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|i| i.get("text").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default();
+        return Err(ToolError::Failed(format!(
+            "MCP tool `{remote}` reported an error: {}",
+            text.join(" ")
+        )));
+    }
+    let sent = result.get("structuredContent").filter(|v| v.is_object());
+    if structured {
+        return sent.cloned().ok_or_else(|| {
+            ToolError::Failed(format!(
+                "MCP tool `{remote}` lists an output schema but returned no `structuredContent` object"
+            ))
+        });
+    }
+    let mut output = json!({"content": content});
+    if let Some(sent) = sent {
+        output["structuredContent"] = sent.clone();
+    }
+    Ok(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> Value {
+        json!([{"type": "text", "text": t}])
+    }
+
+    #[test]
+    fn structured_content_a_server_sends_without_an_output_schema_is_recorded_beside_the_text() {
+        let sent =
+            json!({"content": text("{\n \"vowels\": 7\n}"), "structuredContent": {"vowels": 7}});
+        let out = output_of("count", false, &sent).unwrap();
+        assert_eq!(out["structuredContent"], json!({"vowels": 7}));
+        assert_eq!(out["content"], text("{\n \"vowels\": 7\n}"));
+    }
+
+    #[test]
+    fn a_result_with_text_only_is_recorded_as_its_content() {
+        let out = output_of("count", false, &json!({"content": text("seven")})).unwrap();
+        assert_eq!(out, json!({"content": text("seven")}));
+        // A structuredContent that is not an object is not JSON a plan can read by field.
+        let odd = json!({"content": text("7"), "structuredContent": 7});
+        assert_eq!(
+            output_of("count", false, &odd).unwrap(),
+            json!({"content": text("7")})
+        );
+    }
+
+    #[test]
+    fn with_an_output_schema_the_structured_content_is_the_output_and_must_be_sent() {
+        let sent = json!({"content": text("x"), "structuredContent": {"vowels": 7}});
+        assert_eq!(
+            output_of("count", true, &sent).unwrap(),
+            json!({"vowels": 7})
+        );
+        let missing = output_of("count", true, &json!({"content": text("x")}));
+        assert!(matches!(missing, Err(ToolError::Failed(m)) if m.contains("structuredContent")));
+    }
+
+    #[test]
+    fn an_error_result_fails_with_its_text() {
+        let sent =
+            json!({"content": text("no such city"), "isError": true, "structuredContent": {}});
+        let err = output_of("weather", false, &sent);
+        assert!(matches!(err, Err(ToolError::Failed(m)) if m.contains("no such city")));
     }
 }
