@@ -72,6 +72,33 @@ export declare class Context {
   now(options?: StepOptions): Promise<Date>;
   /** A number in [0, 1) drawn from the run's recorded seed (`random.int`). */
   random(options?: StepOptions): Promise<number>;
+  /** Waits on a durable timer (`sleep`): a duration ("10m") or `{ until }`, exactly one. */
+  sleep(duration?: string, options?: SleepOptions): Promise<Slept>;
+  /** The run's belief memory (docs/MEMORY.md). */
+  readonly memory: Memory;
+}
+
+export interface SleepOptions extends StepOptions {
+  /** An RFC 3339 instant to wait until, instead of a duration. */
+  until?: string;
+}
+
+/** What a woken timer gives. */
+export interface Slept {
+  due: string;
+  due_ms: number;
+  fired: string;
+  fired_ms: number;
+}
+
+/** The belief memory's tools; each argument object is the tool's input (docs/MEMORY.md). */
+export interface Memory {
+  /** Records a claim (`memory.assert`): subject, predicate, value, provenance, ... */
+  claim<T = any>(claim: { [key: string]: Json }, options?: StepOptions): Promise<T>;
+  /** What the memory believes about a line (`memory.query`): subject, predicate, ... */
+  query<T = any>(line: { [key: string]: Json }, options?: StepOptions): Promise<T>;
+  /** The claims about a subject (`memory.history`): subject, predicate?, as_of? */
+  history<T = any>(about: { [key: string]: Json }, options?: StepOptions): Promise<T>;
 }
 
 /** An input's JSON Schema type, for the `inputs` shorthand. */

@@ -257,6 +257,28 @@ export class Context {
     const out = await this.call("random.int", args, { step: options.step });
     return Number(out.value) / RANDOM_SPAN;
   }
+
+  /** Waits on a durable timer (the `sleep` tool): `duration` as a plan's `for` ("10m"), or
+   * `{ until }` an RFC 3339 instant in the options, exactly one. The run suspends; when the
+   * timer is woken this gives `{due, due_ms, fired, fired_ms}`, recorded. */
+  async sleep(duration, options = {}) {
+    const { step, until } = options;
+    if ((duration === undefined) === (until === undefined)) {
+      throw new TypeError("sleep takes a duration or { until }, exactly one");
+    }
+    const args = duration !== undefined ? { for: duration } : { until };
+    return this.call("sleep", args, { step });
+  }
+
+  /** The run's belief memory (docs/MEMORY.md): `claim`, `query`, `history`. */
+  get memory() {
+    const call = (tool, args, options = {}) => this.call(tool, args, { step: options.step });
+    return {
+      claim: (claim, options) => call("memory.assert", claim, options),
+      query: (line, options) => call("memory.query", line, options),
+      history: (about, options) => call("memory.history", about, options),
+    };
+  }
 }
 
 /** The `inputs` option as a JSON Schema: a schema as given, or the shorthand `{name: TYPE}` or

@@ -76,3 +76,62 @@ def test_a_code_run_answered_and_completed_verifies_here(
     assert report.ok, report.message
     assert python_verdict(log) == binary_verdict(oracle_bin, log)
     assert '"approved":"yes"' in log.read_text()
+
+
+PYTHON_NAP = """
+from oracle_agent import agent
+
+@agent(name="nap", version=1)
+def nap(ctx):
+    ctx.memory.claim("ticket:1", "status", "open", "external_first_hand", step="remember")
+    slept = ctx.sleep("1h", step="nap")
+    belief = ctx.memory.query("ticket:1", "status", step="recall")
+    return {"woke": slept["fired_ms"] >= slept["due_ms"] - 3600000, "belief": belief}
+
+if __name__ == "__main__":
+    nap.main()
+"""
+
+TS_NAP = """
+import { agent } from "oracle-agent";
+
+const nap = agent({ name: "nap" }, async (ctx) => {
+  await ctx.memory.claim(
+    { subject: "ticket:1", predicate: "status", value: "open", provenance: "external_first_hand" },
+    { step: "remember" },
+  );
+  const slept = await ctx.sleep("1h", { step: "nap" });
+  const line = { subject: "ticket:1", predicate: "status" };
+  const belief = await ctx.memory.query(line, { step: "recall" });
+  return { woke: slept.fired_ms >= slept.due_ms - 3600000, belief };
+});
+nap.main();
+"""
+
+
+@pytest.mark.parametrize("entry", ["nap.py", "nap.mjs"])
+def test_a_code_run_sleeps_on_a_durable_timer_and_keeps_a_belief(
+    oracle_bin: Path, tmp_path: Path, entry: str
+) -> None:
+    """``ctx.sleep`` suspends the run on a recorded timer that ``oracle resume --wake`` fires;
+    ``ctx.memory`` claims and queries the run's belief memory; the run replays."""
+    if entry.endswith(".mjs"):
+        if shutil.which("node") is None:
+            pytest.skip("no node on PATH")
+        (tmp_path / "node_modules").mkdir()
+        (tmp_path / "node_modules" / "oracle-agent").symlink_to(REPO / "sdk" / "typescript")
+    (tmp_path / entry).write_text(PYTHON_NAP if entry.endswith(".py") else TS_NAP)
+    started = oracle(oracle_bin, tmp_path, "run", entry, "--json")
+    assert started.returncode == 3, started.stdout + started.stderr
+    run = json.loads(started.stdout.strip().splitlines()[-1])["run"]
+    early = oracle(oracle_bin, tmp_path, "resume", run, "--wake")
+    assert early.returncode == 3, early.stdout + early.stderr  # not due: nothing recorded
+    woken = oracle(oracle_bin, tmp_path, "resume", run, "--wake", "--force")
+    assert woken.returncode == 0, woken.stdout + woken.stderr
+    log = tmp_path / ".oracle" / "runs" / run / "events.jsonl"
+    text = log.read_text()
+    assert '"timer_set"' in text and '"timer_fired"' in text
+    assert '"woke":true' in text and '"open"' in text
+    assert verify(log, check_state=True).ok
+    replayed = oracle(oracle_bin, tmp_path, "replay", run)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr

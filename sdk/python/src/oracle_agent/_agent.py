@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 PROTOCOL = 1
@@ -97,19 +98,31 @@ class _Channel:
         return message
 
 
+#: A frame's file name as a path relative to the working directory (``None``: outside it, or
+#: this SDK), resolved once per file: :func:`_site` runs on every call a program makes.
+_RELATIVE: dict[str, str | None] = {}
+
+
+def _relative(filename: str) -> str | None:
+    if filename not in _RELATIVE:
+        path = Path(filename).resolve()
+        rel: str | None = None
+        if path.parent != _HERE:
+            with contextlib.suppress(ValueError):
+                rel = path.relative_to(Path.cwd()).as_posix()
+        _RELATIVE[filename] = rel
+    return _RELATIVE[filename]
+
+
 def _site(files: Sequence[str]) -> dict[str, Any] | None:
-    """The innermost frame of the program's own files: the line that made a reply."""
-    root = Path.cwd()
-    for frame in reversed(traceback.extract_stack()):
-        path = Path(frame.filename).resolve()
-        if path.parent == _HERE:
-            continue
-        try:
-            rel = path.relative_to(root).as_posix()
-        except ValueError:
-            continue
-        if not files or rel in files:
-            return {"file": rel, "line": frame.lineno or 0}
+    """The innermost frame of the program's own files: the line that made a reply. Walks the
+    live frames (no source lines read, unlike ``traceback.extract_stack``)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        rel = _relative(frame.f_code.co_filename)
+        if rel is not None and (not files or rel in files):
+            return {"file": rel, "line": frame.f_lineno or 0}
+        frame = frame.f_back
     return None
 
 
@@ -216,6 +229,58 @@ class Context:
         """A number in [0, 1) drawn from the run's recorded seed (``random.int``)."""
         out = self.call("random.int", step=step, min=0, max=(1 << _RANDOM_BITS) - 1)
         return int(out["value"]) / float(1 << _RANDOM_BITS)
+
+    def sleep(
+        self, duration: str | None = None, *, until: str | None = None, step: str | None = None
+    ) -> dict[str, Any]:
+        """Waits on a durable timer (the ``sleep`` tool): ``duration`` as a plan's ``for``
+        (``"10m"``) or ``until`` an RFC 3339 instant, exactly one. The run suspends; it goes on
+        when the timer is woken (``oracle resume RUN --wake``, serve's wheel, a worker) and this
+        returns ``{due, due_ms, fired, fired_ms}``, recorded."""
+        if (duration is None) == (until is None):
+            raise ValueError("sleep takes a duration or until=, exactly one")
+        args = {"for": duration} if duration is not None else {"until": until}
+        out: dict[str, Any] = self.call("sleep", step=step, **args)
+        return out
+
+    @property
+    def memory(self) -> Memory:
+        """The run's belief memory (docs/MEMORY.md): ``claim``, ``query``, ``history``."""
+        return Memory(self)
+
+
+@dataclass
+class Memory:
+    """The belief memory's tools, called through the context that made it."""
+
+    _ctx: Context
+
+    def claim(
+        self,
+        subject: str,
+        predicate: str,
+        value: Any,
+        provenance: str,
+        *,
+        step: str | None = None,
+        **more: Any,
+    ) -> Any:
+        """Records a claim (``memory.assert``); the gate decides its disposition. ``more``:
+        ``cardinality``, ``criticality``, ``derived_from``, ``valid``."""
+        args = {"subject": subject, "predicate": predicate, "value": value}
+        return self._ctx.call("memory.assert", step=step, provenance=provenance, **args, **more)
+
+    def query(self, subject: str, predicate: str, *, step: str | None = None, **more: Any) -> Any:
+        """What the memory believes about a line (``memory.query``). ``more``: ``as_of``,
+        ``valid_at``, ``require``, ``deadline``, ``on_timeout``."""
+        return self._ctx.call(
+            "memory.query", step=step, subject=subject, predicate=predicate, **more
+        )
+
+    def history(self, subject: str, *, step: str | None = None, **more: Any) -> Any:
+        """The claims about ``subject`` (``memory.history``). ``more``: ``predicate``,
+        ``as_of``."""
+        return self._ctx.call("memory.history", step=step, subject=subject, **more)
 
 
 def _project_files(entry: str | None) -> list[str]:
