@@ -166,16 +166,52 @@ pub struct Hello {
     pub files: Vec<String>,
 }
 
-/// The source line that made a reply, as the agent reports it (never recorded).
+/// The source line that made a reply, as the agent reports it (never recorded), with the
+/// unrecorded calls the program made directly since its previous reply.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct Site {
     pub file: String,
     pub line: u64,
+    /// Clock or randomness read directly (`time.time()`), not through a recorded call: a
+    /// decision that diverges after one is most likely its doing, so the refusal says which
+    /// call to use instead (docs/AGENTS.md, "Resume and replay"). At most
+    /// [`UNRECORDED_SHOWN_MAX`] are kept.
+    #[serde(default, deserialize_with = "first_unrecorded")]
+    pub unrecorded: Vec<Unrecorded>,
+}
+
+/// The most direct calls a refusal names: the first few say what went wrong; a loop reading
+/// the clock a million times must not make the message a megabyte.
+pub const UNRECORDED_SHOWN_MAX: usize = 3;
+
+/// One direct call of the clock or of randomness, as the SDK saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Unrecorded {
+    /// What was called, e.g. `time.time`.
+    pub call: String,
+    pub file: String,
+    pub line: u64,
+    /// The recorded call to use instead, e.g. `ctx.now()`.
+    pub instead: String,
+}
+
+fn first_unrecorded<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Unrecorded>, D::Error> {
+    let mut all = Vec::<Unrecorded>::deserialize(d)?;
+    all.truncate(UNRECORDED_SHOWN_MAX);
+    Ok(all)
 }
 
 impl std::fmt::Display for Site {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.file, self.line)
+        write!(f, "{}:{}", self.file, self.line)?;
+        for u in &self.unrecorded {
+            write!(
+                f,
+                "; before it, {}:{} called {}() directly, which is not recorded: use {} instead",
+                u.file, u.line, u.call, u.instead
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -135,3 +135,34 @@ def test_a_code_run_sleeps_on_a_durable_timer_and_keeps_a_belief(
     assert verify(log, check_state=True).ok
     replayed = oracle(oracle_bin, tmp_path, "replay", run)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+CLOCK_AGENT = """
+import time
+from oracle_agent import agent
+
+@agent(name="stamp", version=1)
+def stamp(ctx):
+    now = time.time_ns()
+    return ctx.call("text.count", text=f"stamped at {now}", step="stamp")
+
+if __name__ == "__main__":
+    stamp.main()
+"""
+
+
+def test_a_direct_clock_read_is_named_with_its_line_when_the_replay_diverges(
+    oracle_bin: Path, tmp_path: Path
+) -> None:
+    """``time.time_ns()`` called directly is not recorded: the replay reads another instant,
+    the decision made from it differs, and the refusal names the line that read the clock
+    and the recorded call to use instead."""
+    (tmp_path / "stamp.py").write_text(CLOCK_AGENT)
+    done = oracle(oracle_bin, tmp_path, "run", "stamp.py", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = json.loads(done.stdout.strip().splitlines()[-1])["run"]
+    replayed = oracle(oracle_bin, tmp_path, "replay", run)
+    said = replayed.stdout + replayed.stderr
+    assert replayed.returncode == 4, said
+    assert "stamp.py:7 called time.time_ns() directly" in said, said
+    assert "use ctx.now() instead" in said, said

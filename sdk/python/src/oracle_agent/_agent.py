@@ -4,11 +4,15 @@ a program calls, and the loop that answers the runtime."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import os
+import random
 import sys
+import time
 import traceback
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -116,14 +120,74 @@ def _relative(filename: str) -> str | None:
 
 def _site(files: Sequence[str]) -> dict[str, Any] | None:
     """The innermost frame of the program's own files: the line that made a reply. Walks the
-    live frames (no source lines read, unlike ``traceback.extract_stack``)."""
+    live frames (no source lines read, unlike ``traceback.extract_stack``). Carries, and
+    forgets, the direct clock and randomness reads seen since the previous reply."""
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         rel = _relative(frame.f_code.co_filename)
         if rel is not None and (not files or rel in files):
-            return {"file": rel, "line": frame.f_lineno or 0}
+            return _with_unrecorded({"file": rel, "line": frame.f_lineno or 0})
         frame = frame.f_back
     return None
+
+
+#: What a program should call instead of reading the clock or randomness directly: such a
+#: read is not recorded, so a replay reads another value, and a decision made from it differs
+#: (docs/AGENTS.md, "Resume and replay"). ``datetime.now`` is a method of a C type and cannot
+#: be watched; it is listed in the docs.
+_INSTEAD: dict[tuple[str, str], str] = {
+    ("time", "time"): "ctx.now()",
+    ("time", "time_ns"): "ctx.now()",
+    ("random", "random"): "ctx.random()",
+    ("random", "randint"): "ctx.random()",
+    ("random", "randrange"): "ctx.random()",
+    ("random", "uniform"): "ctx.random()",
+    ("random", "choice"): "ctx.random()",
+    ("random", "shuffle"): "ctx.random()",
+    ("random", "sample"): "ctx.random()",
+    ("os", "urandom"): "ctx.random()",
+    ("uuid", "uuid4"): "ctx.random()",
+}
+
+#: The most direct reads a reply carries (the runtime shows three): a loop reading the clock
+#: a million times must not grow a reply.
+_UNRECORDED_MAX = 3
+
+#: Direct reads by the program's own files since the previous reply.
+_unrecorded: list[dict[str, Any]] = []
+
+
+def _with_unrecorded(site: dict[str, Any]) -> dict[str, Any]:
+    if _unrecorded:
+        site["unrecorded"] = list(_unrecorded)
+        _unrecorded.clear()
+    return site
+
+
+def _watch(module: Any, name: str, instead: str) -> None:
+    """Replaces ``module.name`` with a function that notes a call from the program's own
+    files (a library reading the clock is not the program deciding on it), then calls it."""
+    original = getattr(module, name)
+
+    @functools.wraps(original)
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        if len(_unrecorded) < _UNRECORDED_MAX:
+            caller = sys._getframe(1)
+            rel = _relative(caller.f_code.co_filename)
+            if rel is not None:
+                call = f"{module.__name__}.{name}"
+                line = caller.f_lineno or 0
+                _unrecorded.append({"call": call, "file": rel, "line": line, "instead": instead})
+        return original(*args, **kwargs)
+
+    setattr(module, name, watched)
+
+
+def _watch_all() -> None:
+    """Watches every function of :data:`_INSTEAD`, once, in a process the runtime started."""
+    modules = {"time": time, "random": random, "os": os, "uuid": uuid}
+    for (module, name), instead in _INSTEAD.items():
+        _watch(modules[module], name, instead)
 
 
 def _raised_at(e: BaseException, files: Sequence[str]) -> dict[str, Any] | None:
@@ -135,7 +199,7 @@ def _raised_at(e: BaseException, files: Sequence[str]) -> dict[str, Any] | None:
         except ValueError:
             continue
         if not files or rel in files:
-            return {"file": rel, "line": frame.lineno or 0}
+            return _with_unrecorded({"file": rel, "line": frame.lineno or 0})
     return None
 
 
@@ -395,3 +459,8 @@ def agent(
         return Program(fn, name, version, grants)
 
     return wrap
+
+
+if os.environ.get("ORACLE_AGENT_PROTOCOL") is not None:
+    # Only in a process the runtime started: a program imported by its own tests is left alone.
+    _watch_all()
