@@ -1,5 +1,5 @@
 """Code runs through the real binary, checked by this package's verifier: a Python agent
-(oracle_agent) and a TypeScript one (sdk/typescript, run with ``node``) each suspend on a
+(oracle_agent, synchronous and ``async``) and a TypeScript one (sdk/typescript, run with ``node``) each suspend on a
 question, are answered with ``oracle resume``, complete, and their logs verify here (state
 recomputed too) with the same verdict as ``oracle verify``."""
 
@@ -31,6 +31,20 @@ if __name__ == "__main__":
     triage.main()
 """
 
+ASYNC_AGENT = """
+from oracle_agent import agent
+
+@agent(name="triage", version=1, grants=["fs:read:data/**"])
+async def triage(ctx, path: str = "data/ticket.txt"):
+    text = (await ctx.call("fs.read", path=path, step="read"))["text"]
+    words = (await ctx.call("text.count", text=text))["words"]
+    ok = await ctx.ask("send this reply?", schema={"type": "string"}, step="approve")
+    return {"words": words, "approved": ok}
+
+if __name__ == "__main__":
+    triage.main()
+"""
+
 TS_AGENT = """
 import { agent } from "oracle-agent";
 
@@ -54,7 +68,7 @@ def oracle(bin: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-@pytest.mark.parametrize("entry", ["triage.py", "agent.mjs"])
+@pytest.mark.parametrize("entry", ["triage.py", "triage_async.py", "agent.mjs"])
 def test_a_code_run_answered_and_completed_verifies_here(
     oracle_bin: Path, tmp_path: Path, entry: str
 ) -> None:
@@ -63,7 +77,8 @@ def test_a_code_run_answered_and_completed_verifies_here(
             pytest.skip("no node on PATH")
         (tmp_path / "node_modules").mkdir()
         (tmp_path / "node_modules" / "oracle-agent").symlink_to(REPO / "sdk" / "typescript")
-    (tmp_path / entry).write_text(PYTHON_AGENT if entry.endswith(".py") else TS_AGENT)
+    program = {"triage.py": PYTHON_AGENT, "triage_async.py": ASYNC_AGENT}.get(entry, TS_AGENT)
+    (tmp_path / entry).write_text(program)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "ticket.txt").write_text("the printer is on fire\n")
     started = oracle(oracle_bin, tmp_path, "run", entry, "--json")

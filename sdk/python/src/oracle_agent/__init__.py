@@ -1,4 +1,4 @@
-"""oracle_agent: write an oracle agent as ordinary synchronous Python.
+"""oracle_agent: write an oracle agent as ordinary Python, synchronous or ``async``.
 
 The runtime starts the program's process and speaks the agent protocol (docs/AGENTS.md) over
 its stdin and stdout; this package speaks the other side. Every effect is a call the runtime
@@ -18,7 +18,8 @@ gates, executes and records; the program only decides::
 A resume or replay runs the program again from the start in a fresh process, given the
 recorded outcomes in order: it must make the same calls, so it may read nothing but its
 inputs and what its calls return (``ctx.now()`` and ``ctx.random()`` instead of a clock or
-``random``).
+``random``). An ``async def`` program is given an :class:`AsyncContext`, whose methods are the
+same, awaited.
 """
 
 from ._agent import (
@@ -26,6 +27,7 @@ from ._agent import (
     SDK_NAME,
     SDK_VERSION,
     AgentError,
+    AsyncContext,
     CallDenied,
     CallFailed,
     Context,
@@ -39,6 +41,7 @@ __all__ = [
     "SDK_NAME",
     "SDK_VERSION",
     "AgentError",
+    "AsyncContext",
     "CallDenied",
     "CallFailed",
     "Context",

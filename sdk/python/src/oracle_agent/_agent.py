@@ -3,6 +3,7 @@ a program calls, and the loop that answers the runtime."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import inspect
@@ -347,6 +348,73 @@ class Memory:
         return self._ctx.call("memory.history", step=step, subject=subject, **more)
 
 
+class AsyncContext:
+    """What an ``async def`` program calls: :class:`Context`'s methods, awaitable. The protocol
+    is one decision at a time, so each call is made and answered before the next starts: for
+    calls in one round use ``await ctx.gather(...)``, not ``asyncio.gather``."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    async def call(self, tool: str, *, step: str | None = None, **args: Any) -> Any:
+        """:meth:`Context.call`."""
+        return self._ctx.call(tool, step=step, **args)
+
+    async def gather(self, *calls: Pending) -> list[Any]:
+        """:meth:`Context.gather`: the calls in one decision."""
+        return self._ctx.gather(*calls)
+
+    async def chat(
+        self, model: str, messages: list[dict[str, Any]], *, step: str | None = None, **args: Any
+    ) -> Any:
+        """:meth:`Context.chat`."""
+        return self._ctx.chat(model, messages, step=step, **args)
+
+    async def ask(
+        self, question: str, *, schema: dict[str, Any] | None = None, step: str | None = None
+    ) -> Any:
+        """:meth:`Context.ask`."""
+        return self._ctx.ask(question, schema=schema, step=step)
+
+    async def now(self, *, step: str | None = None) -> datetime:
+        """:meth:`Context.now`."""
+        return self._ctx.now(step=step)
+
+    async def random(self, *, step: str | None = None) -> float:
+        """:meth:`Context.random`."""
+        return self._ctx.random(step=step)
+
+    async def sleep(
+        self, duration: str | None = None, *, until: str | None = None, step: str | None = None
+    ) -> dict[str, Any]:
+        """:meth:`Context.sleep`."""
+        return self._ctx.sleep(duration, until=until, step=step)
+
+    @property
+    def memory(self) -> AsyncMemory:
+        """:attr:`Context.memory`, awaitable."""
+        return AsyncMemory(self._ctx.memory)
+
+
+@dataclass
+class AsyncMemory:
+    """:class:`Memory`'s tools, awaitable."""
+
+    _memory: Memory
+
+    async def claim(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`Memory.claim`."""
+        return self._memory.claim(*args, **kwargs)
+
+    async def query(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`Memory.query`."""
+        return self._memory.query(*args, **kwargs)
+
+    async def history(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`Memory.history`."""
+        return self._memory.history(*args, **kwargs)
+
+
 def _project_files(entry: str | None) -> list[str]:
     """The files the program is made of: its entry file and every module loaded from under
     the working directory (not this SDK, not an environment's installed packages)."""
@@ -419,7 +487,10 @@ class Program:
         kwargs = {k: v for k, v in inputs.items() if k in known}
         ctx = Context(channel, files)
         try:
-            output = self.fn(ctx, **kwargs)
+            if inspect.iscoroutinefunction(self.fn):
+                output = asyncio.run(self.fn(AsyncContext(ctx), **kwargs))
+            else:
+                output = self.fn(ctx, **kwargs)
         except _Closed:
             return
         except Exception as e:
