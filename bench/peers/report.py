@@ -8,6 +8,8 @@ rows = [r for r in rows if r["framework"] != "disk_probe"]
 
 
 def name(r):
+    if r["framework"] == "oracle-python-agent":
+        return "oracle, Python code agent (default durability)"
     if r["framework"] == "oracle":
         return f"oracle `--durability {r['durability']}`"
     if r["framework"] == "langgraph":
@@ -16,6 +18,9 @@ def name(r):
 
 
 def history(r):
+    if r["framework"] == "oracle-python-agent":
+        return (f"replay {r['replay_s']:.2f} s; verify {r['verify_s']:.2f} s ({r['events']} events); "
+                f"round trip median {r['round_trip_median_us']} µs, p99 {r['round_trip_p99_us']} µs")
     if r["framework"] == "oracle":
         return (f"replay {r['replay_s']:.2f} s; verify {r['verify_s']:.2f} s; "
                 f"log --json {r['log_s']:.2f} s ({r['events']} events)")

@@ -53,6 +53,9 @@ for n in $SIZES; do
     "$py" "$here/oracle_chain.py" "$n" "$WORK" "$d" "$ORACLE_BIN" | tee -a "$OUT"
     rm -rf "$WORK/oracle-$d-$n"
   done
+  echo "# oracle, a Python code agent (oracle_agent), $n steps" >&2
+  "$py" "$here/python_agent_chain.py" "$n" "$WORK" "$ORACLE_BIN" | tee -a "$OUT"
+  rm -rf "$WORK/oracle-agent-$n"
   if [[ " $PEERS " == *" langgraph "* ]]; then
     echo "# langgraph loop, $n steps" >&2
     "$py" "$here/langgraph_chain.py" "$n" "$WORK" loop | tee -a "$OUT"
