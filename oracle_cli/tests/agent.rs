@@ -555,3 +555,72 @@ fn a_run_ending_on_an_agent_step_links_its_end_to_the_last_turn() {
     let (code, r) = sb.json(&["replay", &id, "--json"]);
     assert_eq!(code, 4, "{r}");
 }
+
+/// A plan whose agent step may ask a person (`human.ask` among its tools).
+const ASKING: &str = r#"plan asking version 1
+
+grant llm:chat:fast
+
+pick = agent {
+  model: "fast",
+  instructions: "Pick a city for the offsite. Ask a person if you must.",
+  task: "Where should the offsite be?",
+  tools: ["human.ask"],
+  output: {
+    type: "object",
+    properties: { city: { type: "string" } },
+    required: ["city"],
+  },
+}
+"#;
+
+#[test]
+fn an_agents_model_asks_a_person_inside_its_loop_and_the_answer_is_the_tools_result() {
+    let sb = Sandbox::new();
+    sb.write("plans/asking.plan", ASKING);
+    let ask = call(
+        "q1",
+        "human.ask",
+        json!({"question": "Which city?", "schema": {"type": "string"}}),
+    );
+    let done = json!({"json": {"city": "Oslo"}});
+    let stub = Stub::start(vec![ask, done]).unwrap();
+    let model = format!("fast={}", stub.url());
+    let (code, v) = sb.json(&["run", "plans/asking.plan", "--model", &model, "--json"]);
+    assert_eq!(code, 3, "{v}");
+    // The run waits on the model's call, with the model's question; the inbox lists it so.
+    assert_eq!(v["waiting"]["step"], "pick@1.1", "{v}");
+    assert_eq!(v["waiting"]["reason"], "Which city?", "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    let (code, runs) = sb.json(&["runs", "--json"]);
+    assert_eq!(code, 0, "{runs}");
+    assert!(runs.to_string().contains("Which city?"), "{runs}");
+    // A value the question's schema refuses is refused, and nothing is recorded.
+    let before = fs::read(sb.log(".oracle", &id)).unwrap();
+    let (code, _) = sb.json(&[
+        "resume", &id, "--step", "pick@1.1", "--value", "7", "--json",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(fs::read(sb.log(".oracle", &id)).unwrap(), before);
+    let (code, v) = sb.json(&[
+        "resume",
+        &id,
+        "--step",
+        "pick@1.1",
+        "--value",
+        r#""Oslo""#,
+        "--model",
+        &model,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    // The answer went back to the model as the tool's result, `{answer}`.
+    assert_eq!(tool_messages(&stub, 1), [r#"{"answer":"Oslo"}"#]);
+    let events = sb.events(".oracle", &id);
+    assert!(events.iter().any(|e| e.kind == EventKind::Resumed));
+    drop(stub);
+    let (code, r) = sb.json(&["replay", &id, "--json"]);
+    assert_eq!(code, 0, "{r}");
+    let (code, out, err) = sb.oracle(&["verify", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -510,3 +510,64 @@ fn a_model_calling_run_over_a_store_is_answered_through_the_api_and_the_inbox() 
     s.wait_status(&second, &token, "completed");
     assert_eq!(stub.requests().len(), 2, "each run asked the model once");
 }
+
+const LOOP_ASK: &str = r#"plan loopask version 1
+
+grant llm:chat:fast
+
+pick = agent {
+  model: "fast",
+  instructions: "Pick a city. Ask a person if you must.",
+  task: "Where should the offsite be?",
+  tools: ["human.ask"],
+}
+"#;
+
+/// Issue 56, item 4, over a store: an agent step's model asks a person; the run suspends on
+/// the model's call (`pick@1.1`) with its question, the API's answer is checked against the
+/// schema the model gave, and the worker feeds the value back to the model as the tool's
+/// result.
+#[test]
+fn over_a_store_an_agents_model_asks_a_person_and_gets_the_answer() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("store");
+    let token = side(&st);
+    let ask = json!({"tool_calls": [{"id": "q1", "type": "function", "function": {
+        "name": "human__ask",
+        "arguments": json!({"question": "Which city?", "schema": {"type": "string"}}).to_string(),
+    }}]});
+    let stub = oracle_llm_stub::Stub::start(vec![ask, json!({"content": "Oslo it is"})]).unwrap();
+    let model = format!("fast={}", stub.url());
+    let _worker = worker(&st, &url);
+    let s = Server::start(&st, &["--store", &url, "--root", "root", "--model", &model]);
+    let body = json!({"plan": LOOP_ASK, "inputs": {}});
+    let (code, v) = s.call("POST", "/api/v1/runs", &token, Some(&body));
+    assert_eq!(code, 201, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    s.wait_status(&id, &token, "suspended");
+    let (code, v) = s.call("GET", &format!("/api/v1/runs/{id}"), &token, None);
+    assert_eq!(code, 200, "{v}");
+    assert!(v.to_string().contains("Which city?"), "{v}");
+    let path = format!("/api/v1/runs/{id}/answer");
+    let bad = json!({"step": "pick@1.1", "value": 7});
+    let (code, v) = s.call("POST", &path, &token, Some(&bad));
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (422, Some("bad_answer")),
+        "{v}"
+    );
+    let good = json!({"step": "pick@1.1", "value": "Oslo"});
+    let (code, v) = s.call("POST", &path, &token, Some(&good));
+    assert_eq!(code, 202, "{v}");
+    s.wait_status(&id, &token, "completed");
+    let requests = stub.requests();
+    assert_eq!(requests.len(), 2, "one turn before the question, one after");
+    let told: Vec<&Value> = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(told[0]["content"], r#"{"answer":"Oslo"}"#, "{told:?}");
+}

@@ -74,6 +74,9 @@ pub(crate) struct Loop {
     pub(crate) previous: usize,
     /// 1 for the step's own agent, 2 for its `fallback agent { ... }`.
     pub(crate) tier: u64,
+    /// This turn's `human.ask` calls waiting for a person: the index of each in `results`, and
+    /// its question, in the order they asked. The run suspends on the first.
+    pub(crate) asks: Vec<(usize, String)>,
 }
 
 /// An agent's inputs: a map shared by every iteration of a loop (a run's own inputs for the
@@ -879,9 +882,9 @@ impl Agent for PlanAgent {
                 status: RunStatus::Failed,
                 reason: reason.clone(),
             }
-        } else if let Some((idx, attempts, reason)) = self.first_waiting() {
+        } else if let Some((step, attempts, reason)) = self.first_waiting() {
             Action::Suspend {
-                step: self.plan.steps[idx].name.clone(),
+                step,
                 reason,
                 attempts,
             }
@@ -921,10 +924,8 @@ fn agent_loop(input: &Map<String, Value>) -> Result<Loop, LoopSettingsError> {
             .collect::<Result<_, _>>()?,
         _ => return Err(LoopSettingsError::Tools),
     };
-    if let Some(t) = tools
-        .iter()
-        .find(|t| *t == ASK_TOOL || *t == AGENT_TOOL || *t == CHAT_TOOL)
-    {
+    // `human.ask` may be offered: the run suspends inside the loop (`observe_tool_call`).
+    if let Some(t) = tools.iter().find(|t| *t == AGENT_TOOL || *t == CHAT_TOOL) {
         return Err(LoopSettingsError::ReservedTool { tool: t.clone() });
     }
     let max_turns = match input.get("max_turns") {
@@ -958,6 +959,7 @@ fn agent_loop(input: &Map<String, Value>) -> Result<Loop, LoopSettingsError> {
         results: Vec::new(),
         previous: 0,
         tier: 1,
+        asks: Vec::new(),
     })
 }
 
@@ -969,10 +971,12 @@ fn tool_result(outcome: &Outcome) -> String {
         Outcome::Denied { capability, reason } => {
             format!("error: capability `{capability}` denied: {reason}")
         }
+        // Only a declared tool reaches here with `Ask` (a `human.ask` waits instead).
         Outcome::Ask(q) => {
             format!("error: the tool asked a person ({q}), which an agent's tools may not")
         }
-        Outcome::Answered(v) => v.to_string(),
+        // A person's answer to the model's `human.ask`: the tool's output, `{answer}`.
+        Outcome::Answered(v) => json!({ "answer": v }).to_string(),
     }
 }
 
@@ -1526,16 +1530,59 @@ impl PlanAgent {
             k.parse().map_err(|_| unknown())?,
         );
         let l = self.loops.get_mut(&idx).ok_or_else(unknown)?;
-        let slot = k.checked_sub(1).and_then(|k| l.results.get_mut(k));
-        match slot {
-            Some((_, result @ None)) if turn == l.turn => {
+        let k = k.checked_sub(1).ok_or_else(unknown)?;
+        let asked = l.asks.iter().position(|(slot, _)| *slot == k);
+        match (l.results.get_mut(k), &obs.outcome) {
+            (Some((_, None)), Outcome::Ask(question)) if turn == l.turn && asked.is_none() => {
+                // The model asked a person: the call waits, and the run suspends on it.
+                l.asks.push((k, question.clone()));
+                self.in_flight = self.in_flight.saturating_sub(1);
+                self.loop_waits(idx, out);
+                return Ok(());
+            }
+            (Some((_, result @ None)), _) if turn == l.turn && asked.is_some() => {
+                // Its answer, or its deadline's failure: no longer in flight since it asked.
+                if !matches!(obs.outcome, Outcome::Answered(_) | Outcome::Failed(_)) {
+                    return Err(unknown());
+                }
                 *result = Some(tool_result(&obs.outcome));
+                l.asks.retain(|(slot, _)| *slot != k);
+                self.loop_waits(idx, out);
+            }
+            (Some((_, result @ None)), _) if turn == l.turn => {
+                *result = Some(tool_result(&obs.outcome));
+                self.in_flight = self.in_flight.saturating_sub(1);
             }
             _ => return Err(unknown()),
         }
-        self.in_flight = self.in_flight.saturating_sub(1);
         self.turn_done(idx, out);
         Ok(())
+    }
+
+    /// Agent step `idx` waits for a person while its model's `human.ask` calls do: the step's
+    /// status says so (the inbox shows the first question), and goes back to running, its
+    /// waiting entry removed, once every one is answered.
+    fn loop_waits(&mut self, idx: u32, out: &mut Vec<StateChanged>) {
+        let Some(l) = self.loops.get(&idx) else {
+            return;
+        };
+        let name = self.plan.steps[idx as usize].name.clone();
+        match l.asks.first() {
+            Some((_, question)) => {
+                let (attempts, reason) = (l.chats, question.clone());
+                let entry = json!({"status": "waiting", "attempts": attempts, "reason": reason});
+                self.status[idx as usize] = Status::Waiting { attempts, reason };
+                out.push(change(&name, entry));
+            }
+            None if self.status[idx as usize] != Status::Running => {
+                self.status[idx as usize] = Status::Running;
+                out.push(StateChanged {
+                    set: Map::new(),
+                    delete: vec![step_key(&name)],
+                });
+            }
+            None => {}
+        }
     }
 
     /// Agent step `idx`'s loop ended without an answer: its `fallback agent { ... }` starts
@@ -1609,16 +1656,26 @@ impl PlanAgent {
         self.queued.push_back(Queued::from(call));
     }
 
-    fn first_waiting(&self) -> Option<(usize, u64, String)> {
-        self.plan
-            .order
-            .iter()
-            .find_map(|&idx| match &self.status[idx as usize] {
-                Status::Waiting { attempts, reason } => {
-                    Some((idx as usize, *attempts, reason.clone()))
+    /// The step the run suspends on: the first waiting step in plan order, as
+    /// `(name, attempts, reason)`. An agent step waits on its model's first `human.ask` call,
+    /// `step@TURN.K`, made once (attempt 1): what `oracle resume --step` answers.
+    fn first_waiting(&self) -> Option<(String, u64, String)> {
+        self.plan.order.iter().find_map(|&idx| {
+            let Status::Waiting { attempts, reason } = &self.status[idx as usize] else {
+                return None;
+            };
+            let name = &self.plan.steps[idx as usize].name;
+            match self
+                .loops
+                .get(&idx)
+                .and_then(|l| Some((l.turn, l.asks.first()?)))
+            {
+                Some((turn, (k, question))) => {
+                    Some((format!("{name}@{turn}.{}", k + 1), 1, question.clone()))
                 }
-                _ => None,
-            })
+                None => Some((name.clone(), *attempts, reason.clone())),
+            }
+        })
     }
 }
 

@@ -119,6 +119,10 @@ struct SavedLoop {
     failures: u64,
     results: Vec<SavedResult>,
     previous: u64,
+    /// The turn's `human.ask` calls waiting for a person: `[index in results, question]`.
+    /// Absent when none waits, so a conversation saved before it existed reads the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    asks: Vec<(u64, String)>,
 }
 
 /// One tool call of the turn in progress: its id, and what it came to once known.
@@ -330,6 +334,7 @@ fn save_loop(step: u32, l: &Loop) -> SavedLoop {
             .collect(),
         // A count of tool calls held in memory fits in a u64.
         previous: l.previous as u64,
+        asks: l.asks.iter().map(|(k, q)| (*k as u64, q.clone())).collect(),
     }
 }
 
@@ -388,6 +393,10 @@ enum RestoreError {
     },
     #[error("{in_flight} calls in flight, more than any run holds ({IN_FLIGHT_MAX})")]
     InFlight { in_flight: u64 },
+    #[error(
+        "step `{step}`'s conversation waits on tool call {index}, which is not one of its turn's calls without a result"
+    )]
+    Ask { step: String, index: u64 },
     #[error("`loops` holds a conversation for step `{step}`, which is not an agent step")]
     NotAgentStep { step: String },
     #[error("`iterations` holds iterations for step `{step}`, which is not a loop step")]
@@ -468,6 +477,8 @@ enum RestoreError {
         what: &'static str,
         key: u32,
     },
+    #[error("step `{step}`'s conversation waits on a person, and the step is not waiting")]
+    AsksNotWaiting { step: String },
     #[error("step `{step}` has {what} in progress, and is not running")]
     NotRunning { step: String, what: &'static str },
 }
@@ -544,7 +555,14 @@ fn restore_agent(mut agent: PlanAgent, saved: SavedAgent) -> Result<PlanAgent, R
                 step: step.name.clone(),
             });
         }
-        running(&status, l.step, step, "a conversation")?;
+        // A conversation exists while its step runs, or waits on its model's questions.
+        if l.asks.is_empty() {
+            running(&status, l.step, step, "a conversation")?;
+        } else if !matches!(status.get(l.step as usize), Some(Status::Waiting { .. })) {
+            return Err(RestoreError::AsksNotWaiting {
+                step: step.name.clone(),
+            });
+        }
         loops.insert(l.step, restore_loop(step, l)?);
     }
 
@@ -746,6 +764,21 @@ fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, RestoreError>
             });
         }
     };
+    // Each waiting question names a call of this turn that has no result yet, once.
+    let mut asks = Vec::with_capacity(l.asks.len());
+    for (k, question) in l.asks {
+        let slot = usize::try_from(k).ok().filter(|&k| {
+            l.results.get(k).is_some_and(|r| r.result.is_none())
+                && !asks.iter().any(|(seen, _)| *seen == k)
+        });
+        let Some(k) = slot else {
+            return Err(RestoreError::Ask {
+                step: name.clone(),
+                index: k,
+            });
+        };
+        asks.push((k, question));
+    }
     Ok(Loop {
         model: l.model,
         tools: l.tools,
@@ -758,6 +791,7 @@ fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, RestoreError>
         results: l.results.into_iter().map(|r| (r.id, r.result)).collect(),
         previous,
         tier: l.tier,
+        asks,
     })
 }
 

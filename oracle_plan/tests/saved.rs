@@ -85,6 +85,14 @@ next = t.b { x: research.content }
 side = t.a { x: 1 }
 ";
 
+/// An agent step whose model may ask a person (`human.ask` among its tools): the run suspends
+/// inside the loop, on the model's call, and the answer goes back as the call's result.
+const ASKING: &str = "plan asking version 1
+pick = agent { model: \"m\", instructions: \"go\", task: \"find\", tools: [\"t.a\", \"human.ask\"], max_turns: 3 }
+  on failure continue
+next = t.b { x: pick.content }
+";
+
 /// Agent steps inside the iterations of a `for`, and one beside it: conversations saved both
 /// in the run's agent and in its children.
 const NESTED: &str = "plan nested version 1
@@ -210,14 +218,15 @@ impl Feed<'_> {
                     "tool_calls": [],
                 })),
                 k => {
-                    // 1 to 4 tool calls, of `t.a`, `t.b` and `t.c` in turn (`t.c` is no
-                    // agent's tool: the call is refused, and the model told so).
-                    let names = ["t.a", "t.b", "t.c"];
+                    // 1 to 4 tool calls, of `t.a`, `t.b`, `t.c` and `human.ask` in turn (`t.c`
+                    // is no agent's tool, nor `human.ask` unless it is offered: the call is
+                    // refused, and the model told so).
+                    let names = ["t.a", "t.b", "t.c", ASK_TOOL];
                     let calls: Vec<Value> = (0..usize::from(k - 3))
                         .map(|j| {
                             json!({
                                 "id": format!("call{j}"),
-                                "name": names[(usize::from(c) + j) % 3],
+                                "name": names[(usize::from(c) + j) % names.len()],
                                 "arguments": {"x": j},
                             })
                         })
@@ -432,6 +441,14 @@ proptest! {
         cut in any::<usize>(),
     ) {
         differential(&compile(AGENT), &choices, cut)?;
+    }
+
+    #[test]
+    fn a_restored_agent_decides_as_the_saved_one_asking(
+        choices in prop::collection::vec(any::<u8>(), 0..48),
+        cut in any::<usize>(),
+    ) {
+        differential(&compile(ASKING), &choices, cut)?;
     }
 
     #[test]
