@@ -30,7 +30,7 @@ use crate::agent::{
     TURNS_MAX,
 };
 use crate::ast::LoopKind;
-use crate::compile::CompiledStep;
+use crate::compile::{CompiledPlan, CompiledStep};
 
 /// Version of the saved shape. Any change to the shape or to what a field means takes a new
 /// number: a value of another format is refused, and the run is derived again from its start.
@@ -544,27 +544,7 @@ fn restore_agent(mut agent: PlanAgent, saved: SavedAgent) -> Result<PlanAgent, R
         });
     }
 
-    let keys: Vec<u32> = saved.loops.iter().map(|l| l.step).collect();
-    ascending("loops", "step", &keys, n)?;
-    let mut loops = BTreeMap::new();
-    for l in saved.loops {
-        let step = &plan.steps[l.step as usize];
-        let tools = [Some(&step.call), step.fallback.as_ref()];
-        if step.body.is_some() || !tools.iter().flatten().any(|c| c.tool == AGENT_TOOL) {
-            return Err(RestoreError::NotAgentStep {
-                step: step.name.clone(),
-            });
-        }
-        // A conversation exists while its step runs, or waits on its model's questions.
-        if l.asks.is_empty() {
-            running(&status, l.step, step, "a conversation")?;
-        } else if !matches!(status.get(l.step as usize), Some(Status::Waiting { .. })) {
-            return Err(RestoreError::AsksNotWaiting {
-                step: step.name.clone(),
-            });
-        }
-        loops.insert(l.step, restore_loop(step, l)?);
-    }
+    let loops = restore_loops(plan, &status, saved.loops)?;
 
     let keys: Vec<u32> = saved.iterations.iter().map(|it| it.step).collect();
     ascending("iterations", "step", &keys, n)?;
@@ -715,6 +695,38 @@ fn restore_status(
 /// step's own agent or its fallback, a turn past `max_turns`, more model calls or failed turns
 /// than the step's attempts allow, or a previous turn with more tool calls than the
 /// conversation holds. Within these bounds no later count can overflow.
+/// The agent steps' conversations in progress, each for an agent step that runs, or that
+/// waits on its model's questions.
+fn restore_loops(
+    plan: &CompiledPlan,
+    status: &[Status],
+    saved: Vec<SavedLoop>,
+) -> Result<BTreeMap<u32, Loop>, RestoreError> {
+    let n = plan.steps.len();
+    let keys: Vec<u32> = saved.iter().map(|l| l.step).collect();
+    ascending("loops", "step", &keys, n)?;
+    let mut loops = BTreeMap::new();
+    for l in saved {
+        let step = &plan.steps[l.step as usize];
+        let tools = [Some(&step.call), step.fallback.as_ref()];
+        if step.body.is_some() || !tools.iter().flatten().any(|c| c.tool == AGENT_TOOL) {
+            return Err(RestoreError::NotAgentStep {
+                step: step.name.clone(),
+            });
+        }
+        // A conversation exists while its step runs, or waits on its model's questions.
+        if l.asks.is_empty() {
+            running(status, l.step, step, "a conversation")?;
+        } else if !matches!(status.get(l.step as usize), Some(Status::Waiting { .. })) {
+            return Err(RestoreError::AsksNotWaiting {
+                step: step.name.clone(),
+            });
+        }
+        loops.insert(l.step, restore_loop(step, l)?);
+    }
+    Ok(loops)
+}
+
 fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, RestoreError> {
     let name = &step.name;
     if !(1..=2).contains(&l.tier) {
@@ -764,21 +776,7 @@ fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, RestoreError>
             });
         }
     };
-    // Each waiting question names a call of this turn that has no result yet, once.
-    let mut asks = Vec::with_capacity(l.asks.len());
-    for (k, question) in l.asks {
-        let slot = usize::try_from(k).ok().filter(|&k| {
-            l.results.get(k).is_some_and(|r| r.result.is_none())
-                && !asks.iter().any(|(seen, _)| *seen == k)
-        });
-        let Some(k) = slot else {
-            return Err(RestoreError::Ask {
-                step: name.clone(),
-                index: k,
-            });
-        };
-        asks.push((k, question));
-    }
+    let asks = restore_asks(name, &l.asks, &l.results)?;
     Ok(Loop {
         model: l.model,
         tools: l.tools,
@@ -793,6 +791,30 @@ fn restore_loop(step: &CompiledStep, l: SavedLoop) -> Result<Loop, RestoreError>
         tier: l.tier,
         asks,
     })
+}
+
+/// A conversation's waiting questions: each names a call of its turn that has no result yet,
+/// once.
+fn restore_asks(
+    name: &str,
+    saved: &[(u64, String)],
+    results: &[SavedResult],
+) -> Result<Vec<(usize, String)>, RestoreError> {
+    let mut asks: Vec<(usize, String)> = Vec::with_capacity(saved.len());
+    for (k, question) in saved {
+        let slot = usize::try_from(*k).ok().filter(|&k| {
+            results.get(k).is_some_and(|r| r.result.is_none())
+                && !asks.iter().any(|(seen, _)| *seen == k)
+        });
+        let Some(k) = slot else {
+            return Err(RestoreError::Ask {
+                step: name.to_owned(),
+                index: *k,
+            });
+        };
+        asks.push((k, question.clone()));
+    }
+    Ok(asks)
 }
 
 /// Refuses `keys` unless each is below `n` and they strictly ascend (as a map's or set's keys
