@@ -454,3 +454,47 @@ fn python_and_typescript_code_runs_are_answered_through_the_api_and_complete() {
         answer_through_the_api(&sb, &base, token.trim(), id);
     }
 }
+
+const NAP: &str = r#"
+from oracle_agent import agent
+
+@agent(name="nap", version=1)
+def nap(ctx):
+    slept = ctx.sleep("1s", step="nap")
+    return {"late_ms": slept["fired_ms"] - slept["due_ms"] >= 0}
+
+if __name__ == "__main__":
+    nap.main()
+"#;
+
+/// A code run that sleeps is on `oracle serve`'s timer wheel like a plan run that does: the
+/// start writes its timer entry, and the server wakes it when due, with no one resuming it.
+#[test]
+fn a_sleeping_code_run_is_woken_by_the_servers_timer_wheel() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("nap.py", NAP);
+    let (code, out, err) = run(&sb, &["run", "nap.py", "--json"], &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    let id = run_id(&out, &err);
+    let timers = std::fs::read_dir(sb.path().join(".oracle/timers"))
+        .unwrap()
+        .count();
+    assert_eq!(timers, 1, "the start wrote the run's timer entry");
+    let mut serve = common::command_in(sb.path(), &["serve", "--listen", "127.0.0.1:0"]);
+    serve.env("PYTHONPATH", root().join("sdk/python/src"));
+    let (_server, _base) = web::listening(serve);
+    let log = sb.log(".oracle", &id);
+    web::wait_until(&format!("{id} to be woken"), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("run_finished"))
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("timer_fired") && text.contains(r#""late_ms":true"#),
+        "{text}"
+    );
+    let (code, out, err) = sb.oracle(&["verify", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+}

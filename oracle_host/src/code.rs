@@ -56,7 +56,10 @@ impl Home {
             Some(p) => p,
             None => &mut nothing,
         };
-        Ok(oracle_runtime::code_run::start(&opts, &registry, progress)?)
+        let session = oracle_runtime::code_run::start(&opts, &registry, progress)?;
+        // A run that sleeps goes on the timer wheel as a plan run does (`Home::start`).
+        self.note_timer(&session);
+        Ok(session)
     }
 }
 
