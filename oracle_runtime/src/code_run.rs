@@ -288,6 +288,33 @@ pub fn record_of(run: &RunDir) -> Result<AgentRecord> {
     Ok(record)
 }
 
+/// Writes `run`'s [`AGENT_FILE`] into `dir`, the directory of run `id` of the same home (a
+/// fork), sealed under `key` for `id`: only a record the home sealed for `run` is copied
+/// ([`record_of`]; `binding_unsealed` otherwise).
+pub fn reseal(run: &RunDir, id: &str, dir: &Path, key: &crate::seal::SealKey) -> Result<()> {
+    let record = record_of(run)?;
+    let seal = command_mac(key, id, &record.command).to_hex();
+    write_json(&dir.join(AGENT_FILE), &AgentRecord { seal, ..record })
+}
+
+/// Seals `dir`'s [`AGENT_FILE`] for run `id` under `key`, whatever sealed it before (an
+/// imported run whose commands the person trusts, `oracle import --trust-commands`). A
+/// directory without one is left as it is.
+pub fn trust(dir: &Path, id: &str, key: &crate::seal::SealKey) -> Result<()> {
+    let path = dir.join(AGENT_FILE);
+    if !path.is_file() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(&path).map_err(SessionError::io(&path))?;
+    let record: AgentRecord =
+        serde_json::from_str(&text).map_err(|e| SessionError::AgentRecord {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+    let seal = command_mac(key, id, &record.command).to_hex();
+    write_json(&path, &AgentRecord { seal, ..record })
+}
+
 /// A fresh process of the run's program, in `root`, for a drive that re-derives the run.
 fn fresh_agent(run: &RunDir, root: &Path, limits: &Limits) -> Result<(ProcessAgent, Sites)> {
     let record = record_of(run)?;

@@ -208,8 +208,14 @@ pub fn create(
     let made = (|| {
         let paths = LogPaths::of_run(&dir);
         copy_prefix(&parent.paths.log, &paths.log, end)?;
-        fs::copy(parent.dir.join(PLAN_FILE), dir.join(PLAN_FILE))
-            .map_err(SessionError::io(dir.join(PLAN_FILE)))?;
+        if crate::code_run::is_code_run(&parent.dir) {
+            // A code run's command, checked under the parent's seal and sealed again for the
+            // fork's id (the MAC covers the run id): an edited one is refused as a resume is.
+            crate::code_run::reseal(parent, &id, &dir, key)?;
+        } else {
+            fs::copy(parent.dir.join(PLAN_FILE), dir.join(PLAN_FILE))
+                .map_err(SessionError::io(dir.join(PLAN_FILE)))?;
+        }
         copy_tree(&parent.dir.join(USES_DIR), &dir.join(USES_DIR))?;
         copy_tree(&parent.dir.join(PLANS_DIR), &dir.join(PLANS_DIR))?;
         let (sealed, _) = crate::bindings::Bindings::read(&parent.dir).sealed(Some(key));

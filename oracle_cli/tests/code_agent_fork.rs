@@ -1,0 +1,158 @@
+//! Code runs beyond one life (issue 55): `oracle fork` of a Python and a TypeScript agent's run
+//! at its question with another answer (the fork's `agent.json` sealed for the fork's own id),
+//! `oracle diff` naming where parent and fork part, a fork of an edited `agent.json` refused,
+//! `oracle serve --agent NAME=FILE` starting a code run by name, and `oracle export`/`import`
+//! of a code run, whose command the importing home runs only when told to trust it.
+
+use crate::code_agent::{
+    TRIAGE, TRIAGE_MJS, WORDS_MJS, finished, node_found, node_sandbox, python_found, run, run_id,
+};
+use crate::common::Sandbox;
+
+use std::collections::BTreeMap;
+
+use oracle_core::payload::RunStatus;
+use serde_json::Value;
+
+/// Every file under `dir` with its bytes, by relative path.
+fn snapshot(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().display().to_string();
+                files.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// Runs `entry` to its question, answers `"yes"`, and returns the completed run's id.
+fn answered_yes(sb: &Sandbox, entry: &str) -> String {
+    let (code, out, err) = run(sb, &["run", entry, "--json"], &[]);
+    assert_eq!(code, 3, "suspended on the question: {out}{err}");
+    let id = run_id(&out, &err);
+    let answer = ["resume", &id, "--step", "approve", "--value", "\"yes\""];
+    let (code, out, err) = run(sb, &answer, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    id
+}
+
+/// Forks completed run `parent` at `approve` with `"no"`: the fork completes with approved
+/// `"no"`, both verify, the fork replays to the same bytes twice, the parent's files are
+/// unchanged, and `diff` names the step where they part.
+fn forked_with_no(sb: &Sandbox, parent: &str) {
+    let parent_dir = sb.log(".oracle", parent).parent().unwrap().to_path_buf();
+    let before = snapshot(&parent_dir);
+    let fork = [
+        "fork", parent, "--step", "approve", "--value", "\"no\"", "--json",
+    ];
+    let (code, out, err) = run(sb, &fork, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let child = run_id(&out, &err);
+    assert_ne!(child, parent);
+    let (status, _) = finished(sb, &child);
+    assert_eq!(status, RunStatus::Completed);
+    let log = std::fs::read_to_string(sb.log(".oracle", &child)).unwrap();
+    assert!(log.contains(r#""approved":"no""#), "{log}");
+    let child_dir = sb.log(".oracle", &child).parent().unwrap().to_path_buf();
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(child_dir.join("agent.json")).unwrap())
+            .unwrap();
+    let parent_record: Value =
+        serde_json::from_str(&std::fs::read_to_string(parent_dir.join("agent.json")).unwrap())
+            .unwrap();
+    assert_eq!(record["command"], parent_record["command"]);
+    assert_ne!(
+        record["seal"], parent_record["seal"],
+        "sealed for the fork's id"
+    );
+    for id in [parent, child.as_str()] {
+        let (code, out, err) = run(sb, &["verify", id], &[]);
+        assert_eq!(code, 0, "{id}: {out}{err}");
+    }
+    let (code, out, err) = run(sb, &["verify", &child, "--parent", parent], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, first, err) = run(sb, &["replay", &child, "--json"], &[]);
+    assert_eq!(code, 0, "{first}{err}");
+    let (code, again, err) = run(sb, &["replay", &child, "--json"], &[]);
+    assert_eq!((code, &again), (0, &first), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(sb.log(".oracle", &child)).unwrap(),
+        log
+    );
+    assert_eq!(snapshot(&parent_dir), before, "the parent is unchanged");
+
+    let (code, d) = sb.json(&["diff", parent, &child, "--json"]);
+    assert_eq!(code, 1, "{d}");
+    assert_eq!(d["fork"]["step"], "approve", "{d}");
+    assert_eq!(d["fork"]["given"], "no", "{d}");
+    let (_, text, err) = sb.oracle(&["diff", parent, &child]);
+    assert!(text.contains("step `approve` was given"), "{text}{err}");
+}
+
+#[test]
+fn a_python_code_run_forked_at_its_question_with_another_answer_completes_and_replays() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let parent = answered_yes(&sb, "triage.py");
+    forked_with_no(&sb, &parent);
+}
+
+#[test]
+fn a_typescript_code_run_forked_at_its_question_with_another_answer_completes_and_replays() {
+    if !node_found() {
+        return;
+    }
+    let sb = node_sandbox();
+    sb.write("agent.mjs", TRIAGE_MJS);
+    sb.write("lib/words.mjs", WORDS_MJS);
+    let parent = answered_yes(&sb, "agent.mjs");
+    forked_with_no(&sb, &parent);
+}
+
+/// A fork starts the parent's command: one whose `agent.json` was edited is refused with
+/// resume's code (`binding_unsealed`, exit 2), nothing started and no fork left behind.
+#[test]
+fn forking_a_code_run_whose_agent_json_was_edited_is_refused() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let parent = answered_yes(&sb, "triage.py");
+    let record_path = sb
+        .log(".oracle", &parent)
+        .parent()
+        .unwrap()
+        .join("agent.json");
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
+    record["command"] = serde_json::json!(["sh", "-c", "touch pwned"]);
+    std::fs::write(&record_path, record.to_string()).unwrap();
+    let runs = std::fs::read_dir(sb.path().join(".oracle/runs"))
+        .unwrap()
+        .count();
+    let fork = [
+        "fork", &parent, "--step", "approve", "--value", "\"no\"", "--json",
+    ];
+    let (code, out, err) = run(&sb, &fork, &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("binding_unsealed"),
+        "{out}{err}"
+    );
+    assert!(!sb.path().join("pwned").exists(), "the edited command ran");
+    let after = std::fs::read_dir(sb.path().join(".oracle/runs"))
+        .unwrap()
+        .count();
+    assert_eq!(after, runs, "no fork is left behind");
+}
