@@ -393,13 +393,19 @@ fn a_typescript_agent_suspends_is_answered_completes_verifies_and_replays() {
 }
 
 /// One API request with `token`: status and body.
-fn api(base: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+pub(crate) fn api(
+    base: &str,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
     web::call(base, method, path, token, body)
 }
 
 /// Answers run `id`'s `approve` through the API with `"resume": true` and waits for it to
 /// complete; then it verifies and replays.
-fn answer_through_the_api(sb: &Sandbox, base: &str, token: &str, id: &str) {
+pub(crate) fn answer_through_the_api(sb: &Sandbox, base: &str, token: &str, id: &str) {
     let path = format!("/api/v1/runs/{id}");
     let (status, v) = api(base, "GET", &path, token, None);
     assert_eq!(status, 200, "{v}");

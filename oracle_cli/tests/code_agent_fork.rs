@@ -5,9 +5,11 @@
 //! of a code run, whose command the importing home runs only when told to trust it.
 
 use crate::code_agent::{
-    TRIAGE, TRIAGE_MJS, WORDS_MJS, finished, node_found, node_sandbox, python_found, run, run_id,
+    TRIAGE, TRIAGE_MJS, WORDS_MJS, answer_through_the_api, api, finished, node_found, node_sandbox,
+    python_found, run, run_id,
 };
-use crate::common::Sandbox;
+use crate::common::{self, Sandbox, root};
+use crate::web;
 
 use std::collections::BTreeMap;
 
@@ -155,4 +157,74 @@ fn forking_a_code_run_whose_agent_json_was_edited_is_refused() {
         .unwrap()
         .count();
     assert_eq!(after, runs, "no fork is left behind");
+}
+
+/// The runs under the sandbox's home.
+fn runs(sb: &Sandbox) -> usize {
+    std::fs::read_dir(sb.path().join(".oracle/runs")).map_or(0, |d| d.count())
+}
+
+/// `oracle serve --agent triage=triage.py` starts the agent a request names (`POST
+/// /api/v1/runs` with `"agent"`): it suspends on its question, is answered through the API,
+/// completes, verifies and replays. A name the server was not told about is 404
+/// `unknown_agent`, and a body with both a plan and an agent 400 `usage`, nothing created.
+#[test]
+fn serve_starts_a_code_agent_it_was_told_about_by_name_and_refuses_any_other() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    let token = token.trim();
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--root",
+        ".",
+        "--agent",
+        "triage=triage.py",
+    ];
+    let mut serve = common::command_in(sb.path(), &args);
+    serve.env("PYTHONPATH", root().join("sdk/python/src"));
+    let (_server, base) = web::listening(serve);
+
+    let before = runs(&sb);
+    for (body, status, code) in [
+        (serde_json::json!({"agent": "rm"}), 404, "unknown_agent"),
+        (
+            serde_json::json!({"agent": "triage", "plan": "x"}),
+            400,
+            "usage",
+        ),
+    ] {
+        let (got, v) = api(&base, "POST", "/api/v1/runs", token, Some(&body));
+        assert_eq!(got, status, "{v}");
+        assert_eq!(v["error"]["code"], code, "{v}");
+        assert_eq!(runs(&sb), before, "nothing created: {v}");
+    }
+    let (_, v) = api(
+        &base,
+        "POST",
+        "/api/v1/runs",
+        token,
+        Some(&serde_json::json!({"agent": "rm"})),
+    );
+    assert_eq!(v["error"]["known"], serde_json::json!(["triage"]), "{v}");
+
+    let body =
+        serde_json::json!({"agent": "triage", "inputs": {"path": "fixtures/data/notes.txt"}});
+    let (status, v) = api(&base, "POST", "/api/v1/runs", token, Some(&body));
+    assert_eq!(status, 201, "{v}");
+    let id = v["run"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("triage-"), "{v}");
+    let path = format!("/api/v1/runs/{id}");
+    web::wait_until(&format!("{id} to suspend"), || {
+        api(&base, "GET", &path, token, None).1["status"] == "suspended"
+    });
+    answer_through_the_api(&sb, &base, token, &id);
+    let (status, _) = finished(&sb, &id);
+    assert_eq!(status, RunStatus::Completed);
 }

@@ -231,15 +231,47 @@ fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, 
     Ok((agent, config, RunDir { id, paths, dir }))
 }
 
-/// `oracle run ENTRY`: starts the code agent and drives the run until it finishes or
-/// suspends. A program that cannot start, or bad inputs or grants, create nothing.
-pub fn start(
-    opts: &CodeStart,
+/// A code run made and its program started, not yet driven ([`prepare_start`]): everything
+/// that can refuse a start has been checked.
+pub struct CodeReady {
+    agent: ProcessAgent,
+    config: crate::engine::RunConfig,
+    run: RunDir,
+    durability: Durability,
+}
+
+impl CodeReady {
+    /// The new run's id.
+    pub fn id(&self) -> &str {
+        &self.run.id
+    }
+}
+
+/// Starts the code agent of `opts` and makes its run, ready to be driven ([`drive`]). A
+/// program that cannot start, or bad inputs or grants, create nothing.
+pub fn prepare_start(opts: &CodeStart) -> Result<CodeReady> {
+    let (agent, config, run) = prepare(opts)?;
+    Ok(CodeReady {
+        agent,
+        config,
+        run,
+        durability: opts.durability,
+    })
+}
+
+/// Drives a run made by [`prepare_start`] until it finishes or suspends.
+pub fn drive(
+    ready: CodeReady,
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
-    let (agent, config, run) = prepare(opts)?;
-    let writer = LogWriter::create(&run.paths, opts.durability)?;
+    let CodeReady {
+        agent,
+        config,
+        run,
+        durability,
+    } = ready;
+    let writer = LogWriter::create(&run.paths, durability)?;
     let mut watch = crate::cancel::Watch::new(&run.dir);
     let mut probe = || watch.probe();
     let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer))
@@ -257,6 +289,16 @@ pub fn start(
         repaired: None,
         warnings: Vec::new(),
     })
+}
+
+/// `oracle run ENTRY`: starts the code agent and drives the run until it finishes or
+/// suspends. A program that cannot start, or bad inputs or grants, create nothing.
+pub fn start(
+    opts: &CodeStart,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Session> {
+    drive(prepare_start(opts)?, registry, progress)
 }
 
 /// The command a code run keeps, refused unless the key of the run's own home
