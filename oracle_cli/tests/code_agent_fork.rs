@@ -228,3 +228,92 @@ fn serve_starts_a_code_agent_it_was_told_about_by_name_and_refuses_any_other() {
     let (status, _) = finished(&sb, &id);
     assert_eq!(status, RunStatus::Completed);
 }
+
+/// `oracle export` of a code run writes its record beside the log (`FILE.agent.json`, without
+/// the home's seal); `oracle import` keeps it unsealed, so another home starts nothing from a
+/// command whoever wrote the file chose (`binding_unsealed`, naming `--trust-commands`), until
+/// `oracle import --trust-commands` seals it: then the run replays there. A record of another
+/// program is refused, nothing created.
+#[test]
+fn an_imported_code_run_runs_its_command_only_when_told_to_trust_it() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let id = answered_yes(&sb, "triage.py");
+    let out = sb.path().join("bundle.jsonl");
+    let out_text = out.display().to_string();
+    let (code, v) = sb.json(&["export", &id, "--out", &out_text, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let record_path = sb.path().join("bundle.jsonl.agent.json");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
+    assert_eq!(
+        record["command"],
+        serde_json::json!(["python3", "triage.py"])
+    );
+    assert_eq!(
+        record["seal"], "",
+        "a seal is worth nothing outside its home"
+    );
+
+    let other = Sandbox::new();
+    other.write("triage.py", TRIAGE);
+    let mut hostile = record.clone();
+    hostile["command"] = serde_json::json!(["sh", "-c", "touch pwned"]);
+    std::fs::write(&record_path, hostile.to_string()).unwrap();
+    let (code, v) = other.json(&["import", &out_text, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["trusted"], false, "{v}");
+    let imported = v["run"].as_str().unwrap().to_owned();
+    let (code, out, err) = run(&other, &["verify", &imported], &[]);
+    assert_eq!(code, 0, "an imported run is read as any: {out}{err}");
+    for args in [
+        &["replay", imported.as_str(), "--json"][..],
+        &[
+            "fork",
+            imported.as_str(),
+            "--step",
+            "approve",
+            "--value",
+            "\"no\"",
+            "--json",
+        ],
+    ] {
+        let (code, out, err) = run(&other, args, &[]);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            format!("{out}{err}").contains("binding_unsealed"),
+            "{out}{err}"
+        );
+        let said = format!("{out}{err}");
+        assert!(said.contains("--trust-commands"), "how to trust it: {said}");
+        assert!(
+            !other.path().join("pwned").exists(),
+            "{args:?} ran the command"
+        );
+    }
+
+    std::fs::write(&record_path, record.to_string()).unwrap();
+    let (code, v) = other.json(&["import", &out_text, "--trust-commands", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["trusted"], true, "{v}");
+    let trusted = v["run"].as_str().unwrap().to_owned();
+    let (code, out, err) = run(&other, &["replay", &trusted], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let mut stranger = record.clone();
+    stranger["program_hash"] = serde_json::json!("00".repeat(32));
+    std::fs::write(&record_path, stranger.to_string()).unwrap();
+    let runs = std::fs::read_dir(other.path().join(".oracle/runs"))
+        .unwrap()
+        .count();
+    let (code, out, err) = other.oracle(&["import", &out_text, "--trust-commands"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("program hash"), "{err}");
+    let after = std::fs::read_dir(other.path().join(".oracle/runs"))
+        .unwrap()
+        .count();
+    assert_eq!(after, runs, "nothing created");
+}

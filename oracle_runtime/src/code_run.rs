@@ -339,22 +339,61 @@ pub fn reseal(run: &RunDir, id: &str, dir: &Path, key: &crate::seal::SealKey) ->
     write_json(&dir.join(AGENT_FILE), &AgentRecord { seal, ..record })
 }
 
-/// Seals `dir`'s [`AGENT_FILE`] for run `id` under `key`, whatever sealed it before (an
-/// imported run whose commands the person trusts, `oracle import --trust-commands`). A
-/// directory without one is left as it is.
-pub fn trust(dir: &Path, id: &str, key: &crate::seal::SealKey) -> Result<()> {
-    let path = dir.join(AGENT_FILE);
-    if !path.is_file() {
-        return Ok(());
+/// The file beside an exported log (`oracle export RUN --out FILE`) that carries a code run's
+/// record: `FILE.agent.json`, unsealed (a seal is worth nothing outside its home).
+pub fn exported_record_path(log: &Path) -> PathBuf {
+    let mut name = log.file_name().unwrap_or_default().to_os_string();
+    name.push(".agent.json");
+    log.with_file_name(name)
+}
+
+/// Writes `run`'s record, unsealed, to `out` (the export of a code run): only a record its
+/// home sealed is exported.
+pub fn export_record(run: &RunDir, out: &Path) -> Result<()> {
+    let record = record_of(run)?;
+    write_json(
+        out,
+        &AgentRecord {
+            seal: String::new(),
+            ..record
+        },
+    )
+}
+
+/// Makes `file` (an exported record) the [`AGENT_FILE`] of the imported run `run`: checked to
+/// be a record of the log's program (`program_hash`), then sealed under `key` for the run only
+/// when `trust` (`oracle import --trust-commands`: the person vouches for the command, which
+/// whoever wrote the file chose), otherwise left unsealed, so every resume, answer, cancel,
+/// fork and replay refuses it (`binding_unsealed`) and nothing is started.
+pub fn import_record(
+    file: &Path,
+    run: &RunDir,
+    program_hash: &oracle_core::Hash,
+    trust: Option<&crate::seal::SealKey>,
+) -> Result<Vec<String>> {
+    let bad = |reason: String| SessionError::AgentRecord {
+        path: file.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read_to_string(file).map_err(SessionError::io(file))?;
+    let record: AgentRecord = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    if record.program_hash != program_hash.to_hex() {
+        return Err(bad(format!(
+            "its program hash {} is not the log's {}",
+            record.program_hash,
+            program_hash.to_hex()
+        )));
     }
-    let text = std::fs::read_to_string(&path).map_err(SessionError::io(&path))?;
-    let record: AgentRecord =
-        serde_json::from_str(&text).map_err(|e| SessionError::AgentRecord {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-    let seal = command_mac(key, id, &record.command).to_hex();
-    write_json(&path, &AgentRecord { seal, ..record })
+    if record.command.is_empty() {
+        return Err(bad("its command is empty".into()));
+    }
+    let seal = match trust {
+        Some(key) => command_mac(key, &run.id, &record.command).to_hex(),
+        None => String::new(),
+    };
+    let command = record.command.clone();
+    write_json(&run.dir.join(AGENT_FILE), &AgentRecord { seal, ..record })?;
+    Ok(command)
 }
 
 /// A fresh process of the run's program, in `root`, for a drive that re-derives the run.
