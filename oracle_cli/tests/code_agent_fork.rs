@@ -58,6 +58,10 @@ fn forked_with_no(sb: &Sandbox, parent: &str) {
     assert_eq!(code, 0, "{out}{err}");
     let child = run_id(&out, &err);
     assert_ne!(child, parent);
+    assert!(
+        child.starts_with("triage-"),
+        "named as `oracle run` names it: {child}"
+    );
     let (status, _) = finished(sb, &child);
     assert_eq!(status, RunStatus::Completed);
     let log = std::fs::read_to_string(sb.log(".oracle", &child)).unwrap();
