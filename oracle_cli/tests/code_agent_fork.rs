@@ -170,7 +170,8 @@ fn runs(sb: &Sandbox) -> usize {
 
 /// `oracle serve --agent triage=triage.py` starts the agent a request names (`POST
 /// /api/v1/runs` with `"agent"`): it suspends on its question, is answered through the API,
-/// completes, verifies and replays. A name the server was not told about is 404
+/// completes, verifies and replays, and is forked through the API with another answer. A name
+/// the server was not told about is 404
 /// `unknown_agent`, and a body with both a plan and an agent 400 `usage`, nothing created.
 #[test]
 fn serve_starts_a_code_agent_it_was_told_about_by_name_and_refuses_any_other() {
@@ -231,6 +232,17 @@ fn serve_starts_a_code_agent_it_was_told_about_by_name_and_refuses_any_other() {
     answer_through_the_api(&sb, &base, token, &id);
     let (status, _) = finished(&sb, &id);
     assert_eq!(status, RunStatus::Completed);
+
+    // The API's fork of the code run goes through the same host call as `oracle fork`.
+    let body = serde_json::json!({"step": "approve", "value": "no"});
+    let (status, v) = api(&base, "POST", &format!("{path}/fork"), token, Some(&body));
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    let child = v["run"].as_str().unwrap().to_owned();
+    let log = std::fs::read_to_string(sb.log(".oracle", &child)).unwrap();
+    assert!(log.contains(r#""approved":"no""#), "{log}");
+    let (code, out, err) = sb.oracle(&["verify", &child, "--parent", &id]);
+    assert_eq!(code, 0, "{out}{err}");
 }
 
 /// `oracle export` of a code run writes its record beside the log (`FILE.agent.json`, without
