@@ -126,7 +126,8 @@ fn a_typescript_code_run_forked_at_its_question_with_another_answer_completes_an
 }
 
 /// A fork starts the parent's command: one whose `agent.json` was edited is refused with
-/// resume's code (`binding_unsealed`, exit 2), nothing started and no fork left behind.
+/// resume's code (`binding_unsealed`, exit 2), nothing started and no fork left behind; one
+/// given a plan instead is refused (`upgrade_refused`, exit 4).
 #[test]
 fn forking_a_code_run_whose_agent_json_was_edited_is_refused() {
     if !python_found() {
@@ -135,6 +136,15 @@ fn forking_a_code_run_whose_agent_json_was_edited_is_refused() {
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let parent = answered_yes(&sb, "triage.py");
+    // A plan in place of the program is refused as any plan that does not re-derive the run.
+    let plan = root().join("fixtures/plans/escalation.plan");
+    let plan = plan.display().to_string();
+    let with_plan = [
+        "fork", &parent, "--step", "approve", "--plan", &plan, "--json",
+    ];
+    let (code, out, err) = run(&sb, &with_plan, &[]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(out.contains("upgrade_refused"), "{out}{err}");
     let record_path = sb
         .log(".oracle", &parent)
         .parent()
