@@ -45,6 +45,11 @@ pub struct ServeArgs {
     /// grant may run programs (docs/API.md). Without it the server starts no runs.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// A code agent `POST /api/v1/runs` may start by name, `NAME=FILE` (repeatable): FILE is a
+    /// `.py`, `.mjs` or `.js` program relative to --root. A request names an agent, never a
+    /// command (docs/AGENTS.md).
+    #[arg(long = "agent", value_name = "NAME=FILE")]
+    agents: Vec<String>,
     /// Bind a model name for runs started through the API, `NAME=URL` (repeatable; the config
     /// file's `[models]` and `[secrets]` are used too, as for `oracle run`).
     #[arg(long = "model", value_name = "NAME=URL")]
@@ -196,6 +201,12 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
                 ),
                 None => None,
             };
+            for spec in &a.agents {
+                config
+                    .agents
+                    .add(spec)
+                    .map_err(|e| crate::run::host_error(e, false))?;
+            }
             // `configure` moved the flags' models into `file_bindings`; any left are kept.
             config.given = a.file_bindings;
             config.given.models.extend(a.models);

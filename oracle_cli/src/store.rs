@@ -451,11 +451,16 @@ fn checkpoint(url: &str, command: Command) -> Result<u8, CliError> {
 /// plan copy: read-only commands read it; a run that had not finished is `broken` (nothing
 /// could drive it on).
 fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
+    if a.trust_commands() {
+        return Err(CliError::input(
+            "--trust-commands with --store: a store's workers do not drive code runs",
+        ));
+    }
     let store = connect(url)?;
     let tmp =
         tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
     let t = crate::run::host(tmp.path(), a.json_flag())?
-        .import(a.log_path())
+        .import(a.log_path(), false)
         .map_err(|e| crate::run::host_error_in(e, a.json_flag(), Some(a.log_path())))?;
     let dir = t.path.parent().unwrap_or(tmp.path()).to_path_buf();
     // The id's prefix is the local one's (`<program>-N`): a log is outside data, and its

@@ -36,6 +36,12 @@ pub struct ImportArgs {
     /// run `<program>-N`, verified, and only then made a run; a log that does not verify is
     /// refused (exit 4) and nothing is created.
     log: PathBuf,
+    /// A code run's record exported beside the log (`LOG.agent.json`) names the command every
+    /// resume, answer, fork and replay starts, chosen by whoever wrote the file: seal it with
+    /// this home's key so the run can be driven (without it, the command is kept unsealed and
+    /// nothing is ever started from it: `binding_unsealed`).
+    #[arg(long)]
+    trust_commands: bool,
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
@@ -50,6 +56,8 @@ fn print(t: &Transferred, verb: &str, json_out: bool) -> Result<(), CliError> {
             "events": t.events,
             "head": t.head,
             "bytes": t.bytes,
+            "command": t.command.as_ref().map(|(c, _)| c),
+            "trusted": t.command.as_ref().map(|(_, t)| t),
         }))
     } else {
         outln!(
@@ -59,6 +67,16 @@ fn print(t: &Transferred, verb: &str, json_out: bool) -> Result<(), CliError> {
             t.bytes
         )?;
         outln!("file     {}", t.path.display())?;
+        if let Some((command, trusted)) = &t.command {
+            let how = match (verb, trusted) {
+                ("import", true) => " (sealed by this home: --trust-commands)",
+                ("import", false) => {
+                    " (not trusted: nothing is started from it; import again with --trust-commands to run it)"
+                }
+                _ => " (beside the log, as FILE.agent.json)",
+            };
+            outln!("command  {}{how}", command.join(" "))?;
+        }
         outln!("head     {}", t.head)
     }
 }
@@ -105,7 +123,7 @@ fn print_trace(t: &oracle_host::otlp::Exported, json_out: bool) -> Result<(), Cl
 
 pub fn import(home: &Path, a: ImportArgs) -> Result<u8, CliError> {
     let t = crate::run::host(home, a.json)?
-        .import(&a.log)
+        .import(&a.log, a.trust_commands)
         .map_err(|e| crate::run::host_error_in(e, a.json, Some(&a.log)))?;
     print(&t, "import", a.json)?;
     Ok(exit::OK)
@@ -114,6 +132,10 @@ pub fn import(home: &Path, a: ImportArgs) -> Result<u8, CliError> {
 impl ImportArgs {
     pub(crate) fn log_path(&self) -> &std::path::Path {
         &self.log
+    }
+
+    pub(crate) fn trust_commands(&self) -> bool {
+        self.trust_commands
     }
 
     pub(crate) fn json_flag(&self) -> bool {

@@ -18,7 +18,7 @@ use oracle_core::Payload;
 use oracle_core::payload::RunStatus;
 use serde_json::Value;
 
-const TRIAGE: &str = r#"
+pub(crate) const TRIAGE: &str = r#"
 from oracle_agent import agent
 
 @agent(name="triage", version=1, grants=["fs:read:fixtures/data/**"])
@@ -51,7 +51,7 @@ if __name__ == "__main__":
     )
 }
 
-fn python(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Command {
+pub(crate) fn python(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = sb.command(args);
     cmd.env("PYTHONPATH", root().join("sdk/python/src"));
     for (k, v) in env {
@@ -60,11 +60,11 @@ fn python(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Command {
     cmd
 }
 
-fn run(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) fn run(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     outcome(python(sb, args, env).output().unwrap())
 }
 
-fn python_found() -> bool {
+pub(crate) fn python_found() -> bool {
     let found = Command::new("python3").arg("--version").output().is_ok();
     if !found {
         eprintln!("skipped: no python3 on PATH");
@@ -73,7 +73,7 @@ fn python_found() -> bool {
 }
 
 /// The run a `--json` start names.
-fn run_id(out: &str, err: &str) -> String {
+pub(crate) fn run_id(out: &str, err: &str) -> String {
     let line = out.lines().last().unwrap_or_default();
     let v: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("{out}{err}"));
     v["run"]
@@ -82,7 +82,7 @@ fn run_id(out: &str, err: &str) -> String {
         .to_owned()
 }
 
-fn finished(sb: &Sandbox, run: &str) -> (RunStatus, String) {
+pub(crate) fn finished(sb: &Sandbox, run: &str) -> (RunStatus, String) {
     let events = sb.events(".oracle", run);
     match events.last().unwrap().typed().unwrap() {
         Payload::RunFinished(f) => (f.status, f.reason),
@@ -299,7 +299,7 @@ fn ctx_chat_calls_the_bound_model_once_and_a_replay_needs_no_model() {
 
 /// The TypeScript SDK's shape of [`TRIAGE`], with a project module of its own: the program's
 /// files are the entry and `lib/words.mjs`.
-const TRIAGE_MJS: &str = r#"
+pub(crate) const TRIAGE_MJS: &str = r#"
 import { agent } from "oracle-agent";
 import { firstWord } from "./lib/words.mjs";
 
@@ -315,9 +315,10 @@ const triage = agent(
 triage.main();
 "#;
 
-const WORDS_MJS: &str = "export const firstWord = (t) => t.split(/\\s+/).find((w) => w) ?? null;\n";
+pub(crate) const WORDS_MJS: &str =
+    "export const firstWord = (t) => t.split(/\\s+/).find((w) => w) ?? null;\n";
 
-fn node_found() -> bool {
+pub(crate) fn node_found() -> bool {
     let found = Command::new("node").arg("--version").output().is_ok();
     if !found {
         eprintln!("skipped: no node on PATH");
@@ -327,7 +328,7 @@ fn node_found() -> bool {
 
 /// A sandbox whose `node_modules/oracle-agent` is this repository's `sdk/typescript`, as an
 /// `npm install` of it would leave.
-fn node_sandbox() -> Sandbox {
+pub(crate) fn node_sandbox() -> Sandbox {
     let sb = Sandbox::new();
     let link = sb.path().join("node_modules/oracle-agent");
     std::fs::create_dir_all(link.parent().unwrap()).unwrap();
@@ -392,13 +393,19 @@ fn a_typescript_agent_suspends_is_answered_completes_verifies_and_replays() {
 }
 
 /// One API request with `token`: status and body.
-fn api(base: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+pub(crate) fn api(
+    base: &str,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
     web::call(base, method, path, token, body)
 }
 
 /// Answers run `id`'s `approve` through the API with `"resume": true` and waits for it to
 /// complete; then it verifies and replays.
-fn answer_through_the_api(sb: &Sandbox, base: &str, token: &str, id: &str) {
+pub(crate) fn answer_through_the_api(sb: &Sandbox, base: &str, token: &str, id: &str) {
     let path = format!("/api/v1/runs/{id}");
     let (status, v) = api(base, "GET", &path, token, None);
     assert_eq!(status, 200, "{v}");

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::background::{Background, log_outcome};
 use crate::bind::Given;
+use crate::code::{AgentRequest, Agents};
 use crate::error::HostError;
 use crate::home::{Home, Start};
 use crate::request::RunRequest;
@@ -417,6 +418,39 @@ impl Backend {
                 Start::Existing(e) => started(e.id, &e.status, true, Some(e.key), Vec::new()),
             },
         )
+    }
+
+    /// Starts the code agent `request` names among the server's `agents`, asked by `by`, on a
+    /// server whose `--root` is `root`: on a file home in `bg` ([`Home::launch_agent`]); over a
+    /// store refused (`agents_on_store`), nothing created.
+    pub fn start_agent(
+        &self,
+        bg: &Background,
+        request: &AgentRequest,
+        agents: &Agents,
+        (root, given): (Option<&Path>, &Given),
+        by: &str,
+    ) -> Result<Started, HostError> {
+        let dir = match self {
+            Backend::Store(_) => return Err(HostError::AgentsOnStore),
+            Backend::Home(dir) => dir,
+        };
+        // An unknown name takes no place among the drives.
+        agents.entry(&request.agent)?;
+        let place = bg.take()?;
+        let (log, who) = (bg.log().to_owned(), by.to_owned());
+        let ended = move |id: &str, outcome: Result<crate::Session, HostError>| {
+            log_outcome(&log, &format!("start {id} (asked by {who})"), outcome);
+            drop(place);
+        };
+        let run = Backend::recorded(dir)?.launch_agent(request, agents, (root, given), ended)?;
+        Ok(Started {
+            run,
+            status: "running".to_owned(),
+            existing: false,
+            key: None,
+            warnings: Vec::new(),
+        })
     }
 
     /// Brings a store's mirror up to date before the server first reads it (a file home has

@@ -72,6 +72,19 @@ pub enum HostError {
         "this server starts no runs: start it with --root DIR, the directory runs started through the API work in (docs/API.md, \"POST /runs\")"
     )]
     StartsOff,
+    /// A code agent asked for by name that the server was not told about (`oracle serve
+    /// --agent NAME=FILE`; `crate::code::Agents`).
+    #[error(
+        "no agent `{name}` on this server (it starts {}); the operator names agents with `oracle serve --agent NAME=FILE`; nothing was created",
+        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+    )]
+    UnknownAgent { name: String, known: Vec<String> },
+    /// A code agent asked for on a server over a PostgreSQL store, whose workers do not run code
+    /// agents yet.
+    #[error(
+        "a server over a store does not start code agents yet (its workers drive plans only); nothing was created"
+    )]
+    AgentsOnStore,
     /// A named belief store refused or could not be read (`crate::shared`).
     #[error(transparent)]
     Shared(#[from] SharedError),
@@ -151,6 +164,7 @@ mod http {
     pub const CONFLICT: u16 = 409;
     pub const UNPROCESSABLE: u16 = 422;
     pub const INTERNAL: u16 = 500;
+    pub const NOT_IMPLEMENTED: u16 = 501;
     pub const UNAVAILABLE: u16 = 503;
 }
 
@@ -182,6 +196,13 @@ impl HostError {
             }
             HostError::Thread(_) => Class::of("internal", exit::INPUT, http::INTERNAL),
             HostError::StartsOff => Class::of("starts_off", exit::INPUT, http::FORBIDDEN),
+            HostError::UnknownAgent { name, known } => {
+                Class::of("unknown_agent", exit::INPUT, http::NOT_FOUND)
+                    .with(json!({"agent": name, "known": known}))
+            }
+            HostError::AgentsOnStore => {
+                Class::of("agents_on_store", exit::INPUT, http::NOT_IMPLEMENTED)
+            }
             HostError::Shared(e) => shared_class(e),
             HostError::Evolve(e) => evolve_class(e),
             HostError::Schedule { code, .. } => {

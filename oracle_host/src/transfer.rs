@@ -14,8 +14,10 @@ impl Home {
         Ok(transfer::export(self.dir(), run, out, force)?)
     }
 
-    /// Makes the log at `log` a run of this home, once it verifies.
-    pub fn import(&self, log: &Path) -> Result<Transferred, HostError> {
-        Ok(transfer::import(self.dir(), log)?)
+    /// Makes the log at `log` a run of this home, once it verifies; a code run's record beside
+    /// it (`LOG.agent.json`) is kept, its command sealed by this home only when
+    /// `trust_commands` (otherwise nothing is ever started from it: `binding_unsealed`).
+    pub fn import(&self, log: &Path, trust_commands: bool) -> Result<Transferred, HostError> {
+        Ok(transfer::import(self.dir(), log, trust_commands)?)
     }
 }

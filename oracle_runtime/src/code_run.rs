@@ -231,15 +231,47 @@ fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, 
     Ok((agent, config, RunDir { id, paths, dir }))
 }
 
-/// `oracle run ENTRY`: starts the code agent and drives the run until it finishes or
-/// suspends. A program that cannot start, or bad inputs or grants, create nothing.
-pub fn start(
-    opts: &CodeStart,
+/// A code run made and its program started, not yet driven ([`prepare_start`]): everything
+/// that can refuse a start has been checked.
+pub struct CodeReady {
+    agent: ProcessAgent,
+    config: crate::engine::RunConfig,
+    run: RunDir,
+    durability: Durability,
+}
+
+impl CodeReady {
+    /// The new run's id.
+    pub fn id(&self) -> &str {
+        &self.run.id
+    }
+}
+
+/// Starts the code agent of `opts` and makes its run, ready to be driven ([`drive`]). A
+/// program that cannot start, or bad inputs or grants, create nothing.
+pub fn prepare_start(opts: &CodeStart) -> Result<CodeReady> {
+    let (agent, config, run) = prepare(opts)?;
+    Ok(CodeReady {
+        agent,
+        config,
+        run,
+        durability: opts.durability,
+    })
+}
+
+/// Drives a run made by [`prepare_start`] until it finishes or suspends.
+pub fn drive(
+    ready: CodeReady,
     registry: &Registry,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
-    let (agent, config, run) = prepare(opts)?;
-    let writer = LogWriter::create(&run.paths, opts.durability)?;
+    let CodeReady {
+        agent,
+        config,
+        run,
+        durability,
+    } = ready;
+    let writer = LogWriter::create(&run.paths, durability)?;
     let mut watch = crate::cancel::Watch::new(&run.dir);
     let mut probe = || watch.probe();
     let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer))
@@ -257,6 +289,16 @@ pub fn start(
         repaired: None,
         warnings: Vec::new(),
     })
+}
+
+/// `oracle run ENTRY`: starts the code agent and drives the run until it finishes or
+/// suspends. A program that cannot start, or bad inputs or grants, create nothing.
+pub fn start(
+    opts: &CodeStart,
+    registry: &Registry,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Session> {
+    drive(prepare_start(opts)?, registry, progress)
 }
 
 /// The command a code run keeps, refused unless the key of the run's own home
@@ -286,6 +328,72 @@ pub fn record_of(run: &RunDir) -> Result<AgentRecord> {
         return Err(SessionError::AgentUnsealed { path });
     }
     Ok(record)
+}
+
+/// Writes `run`'s [`AGENT_FILE`] into `dir`, the directory of run `id` of the same home (a
+/// fork), sealed under `key` for `id`: only a record the home sealed for `run` is copied
+/// ([`record_of`]; `binding_unsealed` otherwise).
+pub fn reseal(run: &RunDir, id: &str, dir: &Path, key: &crate::seal::SealKey) -> Result<()> {
+    let record = record_of(run)?;
+    let seal = command_mac(key, id, &record.command).to_hex();
+    write_json(&dir.join(AGENT_FILE), &AgentRecord { seal, ..record })
+}
+
+/// The file beside an exported log (`oracle export RUN --out FILE`) that carries a code run's
+/// record: `FILE.agent.json`, unsealed (a seal is worth nothing outside its home).
+pub fn exported_record_path(log: &Path) -> PathBuf {
+    let mut name = log.file_name().unwrap_or_default().to_os_string();
+    name.push(".agent.json");
+    log.with_file_name(name)
+}
+
+/// Writes `run`'s record, unsealed, to `out` (the export of a code run): only a record its
+/// home sealed is exported.
+pub fn export_record(run: &RunDir, out: &Path) -> Result<()> {
+    let record = record_of(run)?;
+    write_json(
+        out,
+        &AgentRecord {
+            seal: String::new(),
+            ..record
+        },
+    )
+}
+
+/// Makes `file` (an exported record) the [`AGENT_FILE`] of the imported run `run`: checked to
+/// be a record of the log's program (`program_hash`), then sealed under `key` for the run only
+/// when `trust` (`oracle import --trust-commands`: the person vouches for the command, which
+/// whoever wrote the file chose), otherwise left unsealed, so every resume, answer, cancel,
+/// fork and replay refuses it (`binding_unsealed`) and nothing is started.
+pub fn import_record(
+    file: &Path,
+    run: &RunDir,
+    program_hash: &oracle_core::Hash,
+    trust: Option<&crate::seal::SealKey>,
+) -> Result<Vec<String>> {
+    let bad = |reason: String| SessionError::AgentRecord {
+        path: file.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read_to_string(file).map_err(SessionError::io(file))?;
+    let record: AgentRecord = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    if record.program_hash != program_hash.to_hex() {
+        return Err(bad(format!(
+            "its program hash {} is not the log's {}",
+            record.program_hash,
+            program_hash.to_hex()
+        )));
+    }
+    if record.command.is_empty() {
+        return Err(bad("its command is empty".into()));
+    }
+    let seal = match trust {
+        Some(key) => command_mac(key, &run.id, &record.command).to_hex(),
+        None => String::new(),
+    };
+    let command = record.command.clone();
+    write_json(&run.dir.join(AGENT_FILE), &AgentRecord { seal, ..record })?;
+    Ok(command)
 }
 
 /// A fresh process of the run's program, in `root`, for a drive that re-derives the run.

@@ -178,6 +178,27 @@ fn copy_points(parent: &LogPaths, fork: &LogPaths, shared: u64) {
     }
 }
 
+/// The prefix of a fork's id: the parent's program, which for a code run is `name@version`
+/// (its runs are named `name-N`, as `oracle run` names them).
+fn id_prefix(parent: &RunDir, program: &str) -> String {
+    match program.split_once('@') {
+        Some((name, _)) if crate::code_run::is_code_run(&parent.dir) => name.to_owned(),
+        _ => program.to_owned(),
+    }
+}
+
+/// Gives the fork `dir` (run `id`) its parent's program: a plan run's plan, or a code run's
+/// command, checked under the parent's seal and sealed again for the fork's id (the MAC covers
+/// the run id): an edited one is refused as a resume refuses it.
+fn copy_program(parent: &RunDir, id: &str, dir: &Path, key: &crate::seal::SealKey) -> Result<()> {
+    if crate::code_run::is_code_run(&parent.dir) {
+        return crate::code_run::reseal(parent, id, dir, key);
+    }
+    fs::copy(parent.dir.join(PLAN_FILE), dir.join(PLAN_FILE))
+        .map(|_| ())
+        .map_err(SessionError::io(dir.join(PLAN_FILE)))
+}
+
 /// Creates the fork of `parent` sharing its events `0..shared`: a new run directory holding
 /// those records byte for byte, the parent's plan versions and bindings (sealed again for the
 /// fork's id), then one `forked` event. Returns the fork, ready to be resumed.
@@ -204,12 +225,11 @@ pub fn create(
             });
         }
     };
-    let (id, dir) = session::new_run_dir(home, &program)?;
+    let (id, dir) = session::new_run_dir(home, &id_prefix(parent, &program))?;
     let made = (|| {
         let paths = LogPaths::of_run(&dir);
         copy_prefix(&parent.paths.log, &paths.log, end)?;
-        fs::copy(parent.dir.join(PLAN_FILE), dir.join(PLAN_FILE))
-            .map_err(SessionError::io(dir.join(PLAN_FILE)))?;
+        copy_program(parent, &id, &dir, key)?;
         copy_tree(&parent.dir.join(USES_DIR), &dir.join(USES_DIR))?;
         copy_tree(&parent.dir.join(PLANS_DIR), &dir.join(PLANS_DIR))?;
         let (sealed, _) = crate::bindings::Bindings::read(&parent.dir).sealed(Some(key));

@@ -192,7 +192,7 @@ pub enum SessionError {
     /// A code run's `agent.json` whose command the home's key did not seal (edited, or from
     /// another run or home): nothing is started from it.
     #[error(
-        "{path}: the code run's command is not sealed by its home's key (edited, or copied from another run or home); nothing was started"
+        "{path}: the code run's command is not sealed by its home's key (edited, or copied from another run or home); nothing was started (an imported run's command is sealed only by `oracle import --trust-commands`, docs/AGENTS.md)"
     )]
     AgentUnsealed { path: PathBuf },
     #[error(

@@ -25,6 +25,9 @@ pub struct Transferred {
     pub events: u64,
     pub head: Hash,
     pub bytes: u64,
+    /// A code run's command: exported beside the log (`FILE.agent.json`), or imported from
+    /// there; with whether the import sealed it (`--trust-commands`).
+    pub command: Option<(Vec<String>, bool)>,
 }
 
 /// Why an export or import did nothing.
@@ -88,7 +91,26 @@ pub fn export(home: &Path, run: &str, out: &Path, force: bool) -> Result<Transfe
         .file_name()
         .map_or_else(|| "export".into(), |n| n.to_string_lossy().into_owned());
     let tmp = out.with_file_name(format!(".{name}.tmp"));
+    let record = crate::code_run::exported_record_path(out);
+    let code = crate::code_run::is_code_run(&found.dir);
+    if code && record.exists() && !force {
+        return Err(SessionError::Transfer(TransferError::Exists(record)));
+    }
     let summary = copy_verified(&found.paths.log, &tmp)?;
+    let command = if code {
+        // Only a command the home sealed leaves it, and without the seal.
+        let exported = crate::code_run::export_record(&found, &record)
+            .and_then(|()| crate::code_run::record_of(&found));
+        match exported {
+            Ok(r) => Some((r.command, false)),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
     fs::rename(&tmp, out).map_err(|e| SessionError::Io {
         path: out.to_path_buf(),
         source: e,
@@ -99,6 +121,7 @@ pub fn export(home: &Path, run: &str, out: &Path, force: bool) -> Result<Transfe
         events: summary.events,
         head: summary.head.hash,
         bytes: summary.bytes,
+        command,
     })
 }
 
@@ -120,20 +143,22 @@ fn id_prefix(program: &str) -> String {
 
 /// `oracle import LOG`: a new run (`<program>-N` under `<home>/runs`) whose log is `log`,
 /// verified. The run has no plan copy: `verify`, `log`, `inspect`, `diff`, `memory` and the
-/// pages read it; `replay` and `resume` need the plan it ran and say so.
-pub fn import(home: &Path, log: &Path) -> Result<Transferred> {
+/// pages read it; `replay` and `resume` need the plan it ran and say so. A code run's record
+/// exported beside the log (`LOG.agent.json`) becomes its `agent.json`, sealed under the home's
+/// key only when `trust_commands` ([`crate::code_run::import_record`]).
+pub fn import(home: &Path, log: &Path, trust_commands: bool) -> Result<Transferred> {
     let runs = home.join("runs");
     fs::create_dir_all(&runs).map_err(SessionError::io(&runs))?;
     let tmp = runs.join(format!(".import-{}.tmp", std::process::id()));
     let summary = copy_verified(log, &tmp)?;
-    let program = IndexedLog::open_with(&tmp, false)
+    let started = IndexedLog::open_with(&tmp, false)
         .and_then(|mut l| l.read(0))
         .ok()
         .and_then(|e| match e.typed() {
-            Ok(Payload::RunStarted(r)) => Some(r.program),
+            Ok(Payload::RunStarted(r)) => Some((r.program, r.program_hash)),
             _ => None,
-        })
-        .unwrap_or_default();
+        });
+    let program = started.as_ref().map(|(p, _)| p.clone()).unwrap_or_default();
     let (id, dir) = match crate::session::new_run_dir(home, &id_prefix(&program)) {
         Ok(x) => x,
         Err(e) => {
@@ -143,17 +168,58 @@ pub fn import(home: &Path, log: &Path) -> Result<Transferred> {
     };
     let dest = LogPaths::of_run(&dir).log;
     debug_assert_eq!(dest.file_name().and_then(|n| n.to_str()), Some(LOG_FILE));
-    fs::rename(&tmp, &dest).map_err(|e| SessionError::Io {
-        path: dest.clone(),
-        source: e,
-    })?;
+    let made = fs::rename(&tmp, &dest)
+        .map_err(|e| SessionError::Io {
+            path: dest.clone(),
+            source: e,
+        })
+        .and_then(|()| {
+            let run = crate::session::RunDir {
+                id: id.clone(),
+                paths: LogPaths::of_run(&dir),
+                dir: dir.clone(),
+            };
+            let hash = started.map_or(Hash::ZERO, |(_, h)| h);
+            import_command(home, log, &run, &hash, trust_commands)
+        });
+    let command = match made {
+        Ok(c) => c,
+        Err(e) => {
+            // An import refused leaves nothing behind.
+            let _ = fs::remove_dir_all(&dir);
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
     Ok(Transferred {
         run: id,
         path: dest,
         events: summary.events,
         head: summary.head.hash,
         bytes: summary.bytes,
+        command,
     })
+}
+
+/// The command of the code run `log` was exported from, if its record lies beside it, made
+/// `run`'s (sealed when `trust`).
+fn import_command(
+    home: &Path,
+    log: &Path,
+    run: &crate::session::RunDir,
+    program_hash: &Hash,
+    trust: bool,
+) -> Result<Option<(Vec<String>, bool)>> {
+    let file = crate::code_run::exported_record_path(log);
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let key = match trust {
+        true => Some(crate::seal::SealKey::open_or_create(home)?),
+        false => None,
+    };
+    let command = crate::code_run::import_record(&file, run, program_hash, key.as_ref())?;
+    Ok(Some((command, trust)))
 }
 
 #[cfg(test)]

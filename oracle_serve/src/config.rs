@@ -126,6 +126,9 @@ pub struct Config {
     /// Where runs started through the API (`POST /api/v1/runs`) work and resolve their plan's
     /// files (`--root DIR`); `None`: the server starts no runs (403 `starts_off`).
     pub root: Option<PathBuf>,
+    /// The code agents `POST /api/v1/runs` may start by name (`--agent NAME=FILE`): the
+    /// operator's choice, never a request's.
+    pub agents: oracle_host::code::Agents,
     /// The models and secrets runs started through the API are bound to (the server's
     /// `--model` flags and the config file's `[models]` and `[secrets]`).
     pub given: oracle_host::Given,
@@ -183,6 +186,7 @@ impl Config {
             keep_alive_idle_ms: KEEP_ALIVE_IDLE_MS,
             body_read_timeout_ms: BODY_READ_TIMEOUT_MS,
             root: None,
+            agents: oracle_host::code::Agents::default(),
             given: oracle_host::Given::default(),
             recover: false,
             store: None,

@@ -48,12 +48,17 @@ pub struct AnswerBody {
     pub resume: bool,
 }
 
-/// `POST /api/v1/runs`.
+/// `POST /api/v1/runs`: a plan's text, or the name of a code agent the server was started
+/// with (`--agent NAME=FILE`), one of them.
 #[derive(Clone, Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StartBody {
     /// The plan's text.
-    pub plan: String,
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// The name of a code agent among the server's `--agent` flags.
+    #[serde(default)]
+    pub agent: Option<String>,
     /// Its inputs, as JSON values of the types the plan declares.
     #[serde(default)]
     pub inputs: serde_json::Map<String, Value>,
@@ -249,13 +254,45 @@ pub fn answer(
 /// `<home>/serve-resume.log` when the drive ends.
 pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode, Value), ApiError> {
     let root = state.config.root.as_deref();
+    let given = &state.config.given;
+    let plan = match (body.plan, body.agent) {
+        (Some(plan), None) => plan,
+        (None, Some(agent)) if body.key.is_none() => {
+            let request = oracle_host::code::AgentRequest {
+                agent,
+                inputs: body.inputs,
+                seed: body.seed,
+            };
+            let agents = &state.config.agents;
+            let s =
+                state
+                    .backend
+                    .start_agent(&state.drives, &request, agents, (root, given), by)?;
+            return Ok((
+                StatusCode::CREATED,
+                json!({
+                    "ok": true, "run": s.run, "status": s.status, "existing": false,
+                    "key": s.key, "by": by, "warnings": s.warnings,
+                }),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "`key` with `agent`: a code agent's start takes no idempotency key yet".into(),
+            ));
+        }
+        _ => {
+            return Err(ApiError::BadRequest(
+                "give one of `plan` (a plan's text) and `agent` (an agent's name)".into(),
+            ));
+        }
+    };
     let request = oracle_host::request::RunRequest {
-        plan: body.plan,
+        plan,
         inputs: body.inputs,
         key: body.key,
         seed: body.seed,
     };
-    let given = &state.config.given;
     let s = state
         .backend
         .start(&state.drives, request, (root, given), by)?;
