@@ -19,6 +19,7 @@ mod cancel;
 mod checkpoint;
 mod cli;
 mod code_agent;
+mod code_agent_store;
 mod concurrency;
 mod config;
 mod config_trust;

@@ -352,6 +352,16 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::Unsealed { unsealed, .. } => unsealed_class(&unsealed.binding),
         // A code run's command is a binding too: it chooses the program a resume starts.
         SessionError::AgentUnsealed { .. } => unsealed_class("command"),
+        SessionError::AgentUnknown { agent, .. } => {
+            conflict("agent_unknown").with(json!({"agent": agent}))
+        }
+        SessionError::AgentChanged {
+            agent,
+            submitted,
+            now,
+            ..
+        } => conflict("agent_changed")
+            .with(json!({"agent": agent, "submitted": submitted, "now": now})),
         SessionError::WorkdirMismatch { recorded, here, .. } => {
             conflict("workdir_mismatch").with(json!({"recorded": recorded, "here": here}))
         }
