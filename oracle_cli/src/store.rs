@@ -535,14 +535,16 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
 fn agents_of(given: &[String]) -> Result<BTreeMap<String, PathBuf>, CliError> {
     let mut agents = BTreeMap::new();
     for g in given {
-        let Some((name, path)) = g.split_once('=').filter(|(n, p)| !n.is_empty() && !p.is_empty())
+        let Some((name, path)) = g
+            .split_once('=')
+            .filter(|(n, p)| !n.is_empty() && !p.is_empty())
         else {
             return Err(CliError::input(format!(
                 "--agent {g}: expected NAME=PATH (the agent's program name and its entry file)"
             )));
         };
-        let file = std::path::absolute(path)
-            .map_err(|e| CliError::input(format!("--agent {g}: {e}")))?;
+        let file =
+            std::path::absolute(path).map_err(|e| CliError::input(format!("--agent {g}: {e}")))?;
         if !file.is_file() {
             return Err(CliError::input(format!(
                 "--agent {g}: {} is not a file",

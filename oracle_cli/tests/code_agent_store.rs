@@ -2,7 +2,7 @@
 //! real binary against a throwaway cluster: `oracle submit triage.py --store` queues a Python
 //! agent under its name and program hash; a worker told about it (`--agent triage=triage.py`)
 //! starts it, it suspends on `ctx.ask`, is answered with `oracle resume --store` and completes,
-//! and the store's run and its export verify. A worker not told about the agent, and one whose
+//! and the store's run and its export verify, byte for byte the same run's log in a file home. A worker not told about the agent, and one whose
 //! program is not the one submitted, leave the run for one that is. A worker SIGKILLed (with
 //! its agent's process) mid-run is taken over by another, which finishes the run from its last
 //! commit with no event lost or duplicated. Skips loudly where PostgreSQL or python3 is absent.
@@ -126,7 +126,10 @@ fn row(dir: &Path, url: &str, run: &str) -> Value {
 fn exported(dir: &Path, url: &str, run: &str) -> Vec<oracle_core::Event> {
     let out = dir.join(format!("{run}.jsonl"));
     let file = out.to_str().unwrap();
-    ok(dir, &["export", run, "--out", file, "--force", "--store", url]);
+    ok(
+        dir,
+        &["export", run, "--out", file, "--force", "--store", url],
+    );
     ok(dir, &["verify", file]);
     common::parse_events(&fs::read(out).unwrap())
 }
@@ -170,7 +173,9 @@ fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
     // An answer for another step is refused before anything is queued, as for a plan run.
     let (code, out, err) = oracle(
         dir,
-        &["resume", id, "--step", "nope", "--value", "\"x\"", "--store", &url, "--json"],
+        &[
+            "resume", id, "--step", "nope", "--value", "\"x\"", "--store", &url, "--json",
+        ],
     );
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("wrong_step"), "{out}{err}");
@@ -178,7 +183,9 @@ fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
 
     ok(
         dir,
-        &["resume", id, "--step", "approve", "--value", "\"yes\"", "--store", &url],
+        &[
+            "resume", id, "--step", "approve", "--value", "\"yes\"", "--store", &url,
+        ],
     );
     let log = worker_until_idle(dir, &url, &["--agent", "triage=triage.py"]);
     let r = row(dir, &url, id);
@@ -194,6 +201,20 @@ fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
         .collect();
     assert!(all.contains(r#""approved":"yes""#), "{all}");
     assert_eq!(calls_of(&events, "read"), 1);
+
+    // The same agent, inputs and answer in a file home: the same bytes.
+    let home = tmp.path().join("home");
+    project(&home);
+    let (code, out, err) = oracle(&home, &["run", "triage.py"]);
+    assert_eq!(code, 3, "{out}{err}");
+    ok(
+        &home,
+        &[
+            "resume", "triage-1", "--step", "approve", "--value", "\"yes\"",
+        ],
+    );
+    let home_log = fs::read(home.join(".oracle/runs/triage-1/events.jsonl")).unwrap();
+    assert_eq!(fs::read(dir.join(format!("{id}.jsonl"))).unwrap(), home_log);
 }
 
 #[cfg_attr(

@@ -189,7 +189,12 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 fn prepare(
     opts: &CodeStart,
     submit: bool,
-) -> Result<(ProcessAgent, crate::engine::RunConfig, RunDir, session::Submission)> {
+) -> Result<(
+    ProcessAgent,
+    crate::engine::RunConfig,
+    RunDir,
+    session::Submission,
+)> {
     let root = opts
         .root
         .canonicalize()

@@ -1077,7 +1077,14 @@ pub fn start_prepared(
 /// (that worker's drive makes the program's own checks). Nothing is written.
 pub fn check_answer_alone(home: &Path, run: &str, answer: &(String, Value)) -> Result<()> {
     let found = find(home, run)?;
-    prepare_resume(&found, Intent::Go(Some(answer)), Durability::None, true, None).map(|_| ())
+    prepare_resume(
+        &found,
+        Intent::Go(Some(answer)),
+        Durability::None,
+        true,
+        None,
+    )
+    .map(|_| ())
 }
 
 /// The [`Submission`] a submitted run's directory `dir` keeps ([`SUBMISSION_FILE`]).
