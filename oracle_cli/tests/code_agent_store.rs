@@ -5,7 +5,8 @@
 //! and the store's run and its export verify, byte for byte the same run's log in a file home. A worker not told about the agent, and one whose
 //! program is not the one submitted, leave the run for one that is. A worker SIGKILLed (with
 //! its agent's process) mid-run is taken over by another, which finishes the run from its last
-//! commit with no event lost or duplicated. Skips loudly where PostgreSQL or python3 is absent.
+//! commit with no event lost or duplicated. A cancel waits for a worker told about the agent.
+//! Skips loudly where PostgreSQL or python3 is absent.
 
 use crate::common;
 
@@ -338,4 +339,35 @@ fn a_worker_killed_mid_run_is_taken_over_and_the_code_run_completes_once() {
         fs::read_to_string(dir.join("out/second.txt")).unwrap(),
         "second"
     );
+}
+
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn a_suspended_store_code_run_is_cancelled_by_a_worker_told_about_its_agent() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    project(dir);
+    let id = ok(dir, &["submit", "triage.py", "--store", &url]);
+    let id = id.trim();
+    worker_until_idle(dir, &url, &["--agent", "triage=triage.py"]);
+    assert_eq!(row(dir, &url, id)["state"], "suspended");
+    let cancel = [
+        "cancel", id, "--reason", "stop", "--by", "ops", "--store", &url,
+    ];
+    ok(dir, &cancel);
+    // Its signal waits for a worker that knows the agent: one without `--agent` leaves it.
+    worker_until_idle(dir, &url, &[]);
+    assert_eq!(row(dir, &url, id)["signals_pending"], 1);
+    let log = worker_until_idle(dir, &url, &["--agent", "triage=triage.py"]);
+    let r = row(dir, &url, id);
+    assert_eq!(r["state"], "cancelled", "{r}\n{log}");
+    assert_eq!(r["signals_pending"], 0, "{r}");
+    ok(dir, &["verify", id, "--store", &url]);
+    let events = exported(dir, &url, id);
+    let last = serde_json::to_string(&events.last().unwrap().payload).unwrap();
+    assert!(last.contains("cancelled"), "{last}");
 }
