@@ -2,11 +2,12 @@
 //! real binary against a throwaway cluster: `oracle submit triage.py --store` queues a Python
 //! agent under its name and program hash; a worker told about it (`--agent triage=triage.py`)
 //! starts it, it suspends on `ctx.ask`, is answered with `oracle resume --store` and completes,
-//! and the store's run and its export verify, byte for byte the same run's log in a file home. A worker not told about the agent, and one whose
-//! program is not the one submitted, leave the run for one that is. A worker SIGKILLed (with
-//! its agent's process) mid-run is taken over by another, which finishes the run from its last
-//! commit with no event lost or duplicated. A cancel waits for a worker told about the agent.
-//! Skips loudly where PostgreSQL or python3 is absent.
+//! and the store's run and its export verify, byte for byte the same run's log in a file home.
+//! A worker not told about the agent, and one whose program is not the one submitted, leave
+//! the run for one that is. A worker SIGKILLed (with its agent's process) mid-run is taken
+//! over by another, which finishes the run from its last commit with no event lost or
+//! duplicated. A cancel waits for a worker told about the agent. Skips loudly where
+//! PostgreSQL or python3 is absent.
 
 use crate::common;
 
