@@ -6,8 +6,9 @@
 //! A worker not told about the agent, and one whose program is not the one submitted, leave
 //! the run for one that is. A worker SIGKILLed (with its agent's process) mid-run is taken
 //! over by another, which finishes the run from its last commit with no event lost or
-//! duplicated. A cancel waits for a worker told about the agent. Skips loudly where
-//! PostgreSQL or python3 is absent.
+//! duplicated. A cancel waits for a worker told about the agent; an answer through `oracle
+//! serve --store` is checked without the program. Skips loudly where PostgreSQL or python3 is
+//! absent.
 
 use crate::common;
 
@@ -371,4 +372,71 @@ fn a_suspended_store_code_run_is_cancelled_by_a_worker_told_about_its_agent() {
     let events = exported(dir, &url, id);
     let last = serde_json::to_string(&events.last().unwrap().payload).unwrap();
     assert!(last.contains("cancelled"), "{last}");
+}
+
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn a_store_code_run_is_answered_through_a_servers_api_and_a_worker_completes_it() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    project(dir);
+    let (code, out, err) = oracle(dir, &["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let token = out.lines().next().unwrap().trim().to_owned();
+    let id = ok(dir, &["submit", "triage.py", "--store", &url]);
+    let id = id.trim();
+    let _worker = crate::web::Killed(
+        worker(dir, &url, &["--agent", "triage=triage.py"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The server starts no program: it checks the answer against the log alone.
+    let (_server, base) = crate::web::serve(dir, &["--store", &url, "--root", "."]);
+    let status = || {
+        let (code, v) = crate::web::call(&base, "GET", &format!("/api/v1/runs/{id}"), &token, None);
+        if code == 200 {
+            v["status"].as_str().unwrap_or_default().to_owned()
+        } else {
+            String::new()
+        }
+    };
+    crate::web::wait_until("the run to suspend", || status() == "suspended");
+    let path = format!("/api/v1/runs/{id}/answer");
+    let (code, v) = crate::web::call(
+        &base,
+        "POST",
+        &path,
+        &token,
+        Some(&serde_json::json!({"step": "approve", "value": 42})),
+    );
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (422, Some("bad_answer")),
+        "{v}"
+    );
+    let (code, v) = crate::web::call(
+        &base,
+        "POST",
+        &path,
+        &token,
+        Some(&serde_json::json!({"step": "approve", "value": "yes"})),
+    );
+    assert_eq!(code, 202, "{v}");
+    crate::web::wait_until("the run to complete", || status() == "completed");
+    ok(dir, &["verify", id, "--store", &url]);
+    let events = exported(dir, &url, id);
+    let all: String = events
+        .iter()
+        .map(|e| serde_json::to_string(&e.payload).unwrap())
+        .collect();
+    assert!(all.contains(r#""approved":"yes""#), "{all}");
+    assert!(
+        all.contains(r#""by":"alice""#),
+        "the answer's sender is recorded: {all}"
+    );
 }
