@@ -204,6 +204,13 @@ fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
         .collect();
     assert!(all.contains(r#""approved":"yes""#), "{all}");
     assert_eq!(calls_of(&events, "read"), 1);
+    // A replay would start the program, and the rows hold no command: refused.
+    let (code, out, err) = oracle(dir, &["replay", id, "--store", &url, "--json"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("binding_unsealed"),
+        "{out}{err}"
+    );
 
     // The same agent, inputs and answer in a file home: the same bytes.
     let home = tmp.path().join("home");
