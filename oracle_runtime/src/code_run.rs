@@ -631,3 +631,59 @@ pub(crate) fn stored_code_agent(
     let changed = agent.program_hash() != started.program_hash;
     Ok((RunAgent::Code(Box::new(agent)), changed))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store's run written into a worker's home: its record names agent `triage`.
+    fn stored_run(home: &Path) -> RunDir {
+        let dir = home.join("runs").join("triage-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let record = AgentRecord {
+            command: Vec::new(),
+            program: "triage@1".into(),
+            program_hash: "00".into(),
+            files: Vec::new(),
+            seal: String::new(),
+            agent: Some("triage".into()),
+        };
+        write_json(&dir.join(AGENT_FILE), &record).unwrap();
+        RunDir {
+            id: "triage-1".into(),
+            paths: LogPaths::of_run(&dir),
+            dir,
+        }
+    }
+
+    #[test]
+    fn a_worker_seals_the_command_of_its_own_agent_and_refuses_an_agent_it_was_not_told_about() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = stored_run(tmp.path());
+        // As stored, the record starts nothing.
+        assert!(matches!(
+            record_of(&run),
+            Err(SessionError::AgentUnsealed { .. })
+        ));
+        let none = std::collections::BTreeMap::new();
+        match adopt_for_worker(tmp.path(), &run, &none) {
+            Err(SessionError::AgentUnknown { run, agent }) => {
+                assert_eq!((run.as_str(), agent.as_str()), ("triage-1", "triage"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let program = tmp.path().join("agents/triage.py");
+        let agents = [("triage".to_owned(), program.clone())]
+            .into_iter()
+            .collect();
+        let stored = adopt_for_worker(tmp.path(), &run, &agents).unwrap();
+        assert!(
+            String::from_utf8(stored)
+                .unwrap()
+                .contains(r#""agent": "triage""#)
+        );
+        let record = record_of(&run).unwrap();
+        assert_eq!(record.command, command_of(&program));
+        assert_eq!(record.command[0], "python3");
+    }
+}
