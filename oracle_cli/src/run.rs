@@ -1115,6 +1115,20 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
 /// `oracle run triage.py`: a code agent (docs/AGENTS.md), started through the host. Its
 /// decision time limit is `ORACLE_AGENT_DECIDE_MS` when set.
 fn run_code(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    let opts = code_options(home, &a)?;
+    let host = host(home, a.drive.json)?;
+    crate::interrupt::on_ctrl_c(None);
+    let mut display = Display::new("running", a.drive.json);
+    let mut progress = |p: &Progress| display.update(p);
+    let s = host.start_code(opts, &new_run_given(&a), Some(&mut progress));
+    display.finish();
+    let s = s.map_err(|e| host_error(e, a.drive.json))?;
+    print_session(&s, a.drive.json, "recorded", None)?;
+    Ok(status_code(&s.report.ending))
+}
+
+/// A code agent's start options from `oracle run FILE.py`'s (or `submit`'s) arguments.
+fn code_options(home: &Path, a: &RunArgs) -> Result<oracle_host::code::CodeStart, CliError> {
     use oracle_host::code;
     let decide_ms = match std::env::var(code::DECIDE_MS_VAR) {
         Ok(v) => v.parse::<u64>().map_err(|_| {
@@ -1125,7 +1139,7 @@ fn run_code(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         })?,
         Err(_) => code::DECIDE_MS_DEFAULT,
     };
-    let opts = code::CodeStart {
+    Ok(code::CodeStart {
         home: home.to_path_buf(),
         entry: a.plan.clone(),
         root: PathBuf::from("."),
@@ -1139,16 +1153,7 @@ fn run_code(home: &Path, a: RunArgs) -> Result<u8, CliError> {
             decide_ms,
         },
         bindings: Default::default(),
-    };
-    let host = host(home, a.drive.json)?;
-    crate::interrupt::on_ctrl_c(None);
-    let mut display = Display::new("running", a.drive.json);
-    let mut progress = |p: &Progress| display.update(p);
-    let s = host.start_code(opts, &new_run_given(&a), Some(&mut progress));
-    display.finish();
-    let s = s.map_err(|e| host_error(e, a.drive.json))?;
-    print_session(&s, a.drive.json, "recorded", None)?;
-    Ok(status_code(&s.report.ending))
+    })
 }
 
 /// A start (or fork) whose idempotency key made a run already: that run, and nothing run. The
@@ -1183,6 +1188,9 @@ pub(crate) fn submit(
     a: &RunArgs,
     store: &oracle_host::Database,
 ) -> Result<oracle_host::Submitted, CliError> {
+    if oracle_host::code::is_code_entry(&a.plan) {
+        return submit_code(scratch, a, store);
+    }
     let (opts, tool_dirs) = start_options(scratch, a)?;
     let host = host(scratch, a.drive.json)?;
     let prepared = match host
@@ -1203,6 +1211,39 @@ pub(crate) fn submit(
     }
     let submitted = store
         .submit(
+            &prepared,
+            kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
+            kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
+            a.key.as_deref(),
+        )
+        .map_err(|e| CliError::input(e.to_string()))?;
+    match submitted {
+        oracle_host::Submitted::Existing { run, differs, .. } if !differs.is_empty() => {
+            let e = SessionError::KeyUsed {
+                key: a.key.clone().unwrap_or_default(),
+                run,
+                differs,
+            };
+            Err(host_error(HostError::Session(e), a.drive.json))
+        }
+        s => Ok(s),
+    }
+}
+
+/// `oracle submit triage.py --store URL`: the code agent is started once here to bind its
+/// inputs and grants, and the run is stored under the agent's name and program hash, for a
+/// worker told about that agent (`oracle worker --agent NAME=PATH`) to start.
+fn submit_code(
+    scratch: &Path,
+    a: &RunArgs,
+    store: &oracle_host::Database,
+) -> Result<oracle_host::Submitted, CliError> {
+    let opts = code_options(scratch, a)?;
+    let prepared = host(scratch, a.drive.json)?
+        .prepare_code_submission(opts, &new_run_given(a))
+        .map_err(|e| host_error(e, a.drive.json))?;
+    let submitted = store
+        .submit_code(
             &prepared,
             kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
             kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,

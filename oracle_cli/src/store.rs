@@ -8,6 +8,7 @@
 //! in the store has the same head as the same run in a file home. Read-only commands work the same way: the runs they name are written
 //! into a temporary home (what `oracle export` would write) and the command runs there.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +62,11 @@ pub struct WorkerArgs {
     /// Name recorded as the holder of the runs this worker drives (default: host-pid).
     #[arg(long)]
     name: Option<String>,
+    /// A code agent this worker may start, NAME=PATH (repeatable): the store's code runs
+    /// naming agent NAME are driven with the program at PATH (resolved here), which must have
+    /// the program hash each was submitted with. Code runs of other agents are left alone.
+    #[arg(long = "agent", value_name = "NAME=PATH")]
+    agents: Vec<String>,
     /// A directory of tool manifests (docs/TOOLS.md) for the runs this worker drives,
     /// replacing the directories each run recorded (repeatable), as `oracle resume --tools`.
     #[arg(long = "tools", value_name = "DIR")]
@@ -516,6 +522,7 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
         scorer_cmd: a.scorer_cmd.as_deref().map(crate::run::absolute_program),
         snapshot_every: a.snapshot_every,
         metrics: a.metrics,
+        agents: agents_of(&a.agents)?,
     };
     let spans = crate::spans::start(a.otlp.as_deref())?;
     let ran = worker::run(
@@ -526,6 +533,34 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
     crate::spans::finish(spans);
     ran.map_err(|e| CliError::input(format!("worker {name}: {e}")))?;
     Ok(exit::OK)
+}
+
+/// `--agent NAME=PATH`, each path resolved in this directory and made absolute: the programs
+/// this worker starts for the code runs naming those agents. A name given twice is refused.
+fn agents_of(given: &[String]) -> Result<BTreeMap<String, PathBuf>, CliError> {
+    let mut agents = BTreeMap::new();
+    for g in given {
+        let Some((name, path)) = g
+            .split_once('=')
+            .filter(|(n, p)| !n.is_empty() && !p.is_empty())
+        else {
+            return Err(CliError::input(format!(
+                "--agent {g}: expected NAME=PATH (the agent's program name and its entry file)"
+            )));
+        };
+        let file =
+            std::path::absolute(path).map_err(|e| CliError::input(format!("--agent {g}: {e}")))?;
+        if !file.is_file() {
+            return Err(CliError::input(format!(
+                "--agent {g}: {} is not a file",
+                file.display()
+            )));
+        }
+        if agents.insert(name.to_owned(), file).is_some() {
+            return Err(CliError::input(format!("--agent {name}: given twice")));
+        }
+    }
+    Ok(agents)
 }
 
 /// The first SIGTERM or SIGINT sets `stop` (no new claims; the runs in hand are finished);

@@ -20,6 +20,7 @@ mod checkpoint;
 mod cli;
 mod code_agent;
 mod code_agent_fork;
+mod code_agent_store;
 mod concurrency;
 mod config;
 mod config_trust;

@@ -15,7 +15,7 @@ use oracle_runtime::session::Session;
 use oracle_runtime::tool::Registry;
 use serde_json::{Map, Value};
 
-pub use oracle_runtime::code_run::{AGENT_FILE, CodeStart, Limits, is_code_run};
+pub use oracle_runtime::code_run::{AGENT_FILE, CodeStart, CodeSubmission, Limits, is_code_run};
 pub use oracle_runtime::process_agent::{DECIDE_MS_DEFAULT, HELLO_MS_DEFAULT};
 
 use crate::bind::Given;
@@ -214,6 +214,26 @@ impl Home {
         // A run that sleeps goes on the timer wheel as a plan run does (`Home::start`).
         self.note_timer(&session);
         Ok(session)
+    }
+
+    /// Everything [`Home::start_code`] does before the first event, for a run a store's worker
+    /// will start (`oracle submit triage.py --store URL`): the program is started once here, in
+    /// `opts.root`, to bind its inputs and grants; the run's `agent.json` keeps the agent's
+    /// name and program hash, never a command (docs/STORE.md, "Code agents").
+    pub fn prepare_code_submission(
+        &self,
+        mut opts: CodeStart,
+        given: &Given,
+    ) -> Result<CodeSubmission, HostError> {
+        let bound = given.for_new_run(Vec::new())?;
+        opts.home = self.dir().to_path_buf();
+        opts.bindings = oracle_runtime::bindings::Bindings {
+            root: None,
+            models: bound.models.models.clone(),
+            secrets: bound.secret_vars.clone(),
+            tools: bound.tools.clone(),
+        };
+        Ok(oracle_runtime::code_run::prepare_submission(&opts)?)
     }
 }
 

@@ -106,6 +106,27 @@ impl Database {
             .submit_keyed(&prepared.plan.name, &prepared.dir, &programs, key.as_ref())
     }
 
+    /// `oracle submit triage.py`: hands a code run [`Home::prepare_code_submission`] made to the
+    /// store under its agent's name (what a worker's `--agent` list is looked up by), under
+    /// `key` when one was given (the program hash, inputs and seed are what a key's run must
+    /// match).
+    pub fn submit_code(
+        &self,
+        prepared: &crate::code::CodeSubmission,
+        oracle_cmd: Option<String>,
+        scorer_cmd: Option<String>,
+        key: Option<&str>,
+    ) -> Result<Submitted, PgError> {
+        let programs = Programs {
+            oracle_cmd,
+            scorer_cmd,
+        };
+        let s = &prepared.submission;
+        let key = key.map(|k| KeyClaim::new(k, "", prepared.program_hash, &s.inputs, s.seed));
+        self.store
+            .submit_keyed(&prepared.agent, &prepared.dir, &programs, key.as_ref())
+    }
+
     /// Checks an answer `signal` carries on a throwaway copy of its run in `scratch` (an empty
     /// directory the caller removes), so a refused answer is refused before it is queued, with
     /// the API's code. Any other signal passes.

@@ -380,6 +380,25 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
         SessionError::CodeAgent(e) => Class::of(e.code(), exit::INPUT, http::BAD_REQUEST),
         e if e.is_integrity() => Class::of("integrity", exit::INTEGRITY, http::INTERNAL),
+        other => agent_class(other),
+    }
+}
+
+/// A store's code run a worker cannot start as submitted (docs/STORE.md, "Code agents"); any
+/// other session error is `input`.
+fn agent_class(e: &SessionError) -> Class {
+    let conflict = |code| Class::of(code, exit::INPUT, http::CONFLICT);
+    match e {
+        SessionError::AgentChanged {
+            agent,
+            submitted,
+            now,
+            ..
+        } => conflict("agent_changed")
+            .with(json!({"agent": agent, "submitted": submitted, "now": now})),
+        SessionError::AgentUnknown { agent, .. } => {
+            conflict("agent_unknown").with(json!({"agent": agent}))
+        }
         _ => Class::of("input", exit::INPUT, http::INTERNAL),
     }
 }

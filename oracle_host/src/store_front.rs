@@ -356,14 +356,11 @@ impl StoreFront {
         by: Option<String>,
     ) -> Result<Queued, HostError> {
         let scratch = self.scratch(run)?;
-        let answered = scratch.home.answer(
-            run,
-            (step.clone(), value.clone()),
-            by.clone(),
-            Durability::None,
-        )?;
+        scratch
+            .home
+            .check_store_answer(run, (step.clone(), value.clone()), by.clone())?;
         self.queue(Signal::Resume {
-            run: answered.id,
+            run: run.to_owned(),
             answer: Some(Answer { step, value, by }),
             given: Given::default(),
             drive: DriveSettings::default(),
@@ -524,9 +521,30 @@ pub fn check_answer(
     by: Option<String>,
 ) -> Result<(), HostError> {
     store.hydrate(run, scratch)?;
-    Home::open(scratch)?
-        .answer(run, answer, by, Durability::None)
-        .map(|_| ())
+    Home::open(scratch)?.check_store_answer(run, answer, by)
+}
+
+impl Home {
+    /// Checks an answer for a copy of a store's run in this (throwaway) home: as [`Home::answer`]
+    /// records it, or, for a code run, whose program only a worker told about its agent starts,
+    /// as far as the log can say without the program (the step, the question's schema, the
+    /// limits: `session::check_answer_alone`); the worker's drive makes the program's checks.
+    pub fn check_store_answer(
+        &self,
+        run: &str,
+        answer: (String, Value),
+        by: Option<String>,
+    ) -> Result<(), HostError> {
+        let found = self.find(run)?;
+        if crate::code::is_code_run(&found.dir) {
+            return Ok(oracle_runtime::session::check_answer_alone(
+                self.dir(),
+                run,
+                &answer,
+            )?);
+        }
+        self.answer(run, answer, by, Durability::None).map(|_| ())
+    }
 }
 
 /// A store's run's state in a file home's words (`oracle runs`, the API's `status`): `running`

@@ -67,6 +67,10 @@ pub struct Settings {
     pub snapshot_every: Option<u64>,
     /// Where to serve `GET /metrics` (`--metrics`, loopback only); `None`: nowhere.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The code agents this worker may start (`--agent NAME=PATH`): each name to its program,
+    /// an absolute path on this machine. A store's code run names its agent; a worker claims
+    /// only the code runs whose agent is here (docs/STORE.md, "Code agents").
+    pub agents: BTreeMap<String, PathBuf>,
 }
 
 /// What every thread of a worker shares.
@@ -83,6 +87,9 @@ struct Shared {
     busy: AtomicU32,
     /// Claims, takeovers and signal waits, for `--metrics`.
     metrics: Arc<WorkerMetrics>,
+    /// Runs this worker found it cannot drive (its program for their agent is not the one they
+    /// were submitted with): left for another worker, never claimed again by this one.
+    refused: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// Claims and drives runs until `stop` is set (the runs in hand are finished or suspended,
@@ -121,6 +128,7 @@ pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), Ho
         driving: Mutex::default(),
         busy: AtomicU32::new(0),
         metrics,
+        refused: Mutex::default(),
     });
     spawn_renewer(shared.clone());
     let schedules = spawn_schedules(shared.clone());
@@ -312,7 +320,8 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
     let s = &shared.settings;
     while !shared.stop.load(Ordering::SeqCst) {
         shared.busy.fetch_add(1, Ordering::SeqCst);
-        let claim = Claimed::next(store, s).inspect_err(|_| {
+        let skip: Vec<String> = lock(&shared.refused).iter().cloned().collect();
+        let claim = Claimed::next(store, s, &skip).inspect_err(|_| {
             shared.busy.fetch_sub(1, Ordering::SeqCst);
         })?;
         let Some(claim) = claim else {
@@ -358,10 +367,16 @@ impl std::ops::Deref for Claimed<'_> {
 
 impl<'s> Claimed<'s> {
     /// The next run for this worker to drive, claimed under a new fence, if any is waiting.
-    fn next(store: &'s Store, s: &Settings) -> Result<Option<Claimed<'s>>, PgError> {
+    /// Code runs whose agent this worker was not told about, and runs in `skip`, are left.
+    fn next(
+        store: &'s Store,
+        s: &Settings,
+        skip: &[String],
+    ) -> Result<Option<Claimed<'s>>, PgError> {
         let lease_ms = i64::try_from(s.lease_ms).unwrap_or(i64::MAX);
+        let agents: Vec<String> = s.agents.keys().cloned().collect();
         Ok(store
-            .claim(&s.name, lease_ms)?
+            .claim_for(&s.name, lease_ms, &agents, skip)?
             .map(|claim| Claimed { store, claim }))
     }
 
@@ -446,6 +461,9 @@ enum Stop {
     Fenced(String),
     /// The run cannot be driven here (a plan that no longer compiles, a damaged log).
     Broken(String),
+    /// This worker cannot drive the run, another may (a code agent it was not told about, or
+    /// whose program here is not the one submitted): left as it was claimed, untouched.
+    Refused(String),
 }
 
 /// Why a claimed run was not released in the state its drive ended in; the worker's log line
@@ -474,11 +492,36 @@ fn drive_claim(shared: &Shared, claim: &Claimed, scratch: &Path) -> Result<Strin
         // The store refused a commit: the run is another worker's now. Leave it alone.
         Err(Stop::Fenced(reason)) => return Err(NotReleased::Fenced { reason }),
         Err(Stop::Broken(e)) => ("broken".to_owned(), Some(e)),
+        Err(Stop::Refused(e)) => {
+            lock(&shared.refused).insert(claim.id.clone());
+            (left_as(&claim.from).to_owned(), Some(e))
+        }
     };
     match claim.release(&state, detail.as_deref(), summary.as_ref()) {
         Ok(true) => Ok(detail.map_or(state.clone(), |d| format!("{state}: {d}"))),
         Ok(false) => Err(NotReleased::Taken),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The state a run this worker refuses is released in: the one it was claimed from, a run
+/// whose worker died being `runnable` again.
+fn left_as(from: &str) -> &str {
+    match from {
+        "running" => "runnable",
+        other => other,
+    }
+}
+
+/// A drive's error as the worker takes it: a code agent this worker cannot start as submitted
+/// leaves the run to another worker; any other error of the run's own breaks it.
+fn stop_of(e: &HostError) -> Stop {
+    use session::SessionError as E;
+    match e {
+        HostError::Session(E::AgentUnknown { .. } | E::AgentChanged { .. }) => {
+            Stop::Refused(format!("{}: {e}", e.code()))
+        }
+        e => Stop::Broken(e.to_string()),
     }
 }
 
@@ -519,6 +562,12 @@ fn hydrate(
     // The run's bindings come from the store's rows, written by an operator of the store
     // (`oracle submit`): this scratch home vouches for them as they are (docs/SECURITY.md).
     host.adopt_bindings(&found).map_err(|e| broken(&e))?;
+    // Not its program: a code run's rows name an agent, and this worker starts the program
+    // its own `--agent` list names, its command sealed with this home's key.
+    if crate::code::is_code_run(&found.dir) {
+        oracle_runtime::code_run::adopt_for_worker(home, &found, &shared.settings.agents)
+            .map_err(|e| stop_of(&HostError::Session(e)))?;
+    }
     // So do its resume points, which the store kept at a worker's commits: sealed with this
     // home's key, then checked against the log by the resume as any point is. One that cannot
     // be written costs time, never data: the resume starts further back.
@@ -562,7 +611,7 @@ fn drive_in(
             }
             // A run that stops with an error of its own (a step failing is not one) is left
             // for a person: its log is what the store holds.
-            return Err(Stop::Broken(e.to_string()));
+            return Err(stop_of(&e));
         }
         Ok(Some(seq)) => told_from_point(shared, claim, seq),
         Ok(None) => {}
@@ -875,6 +924,18 @@ impl Home {
         };
         let bound = self.bindings(&found, &Given::default(), true)?;
         let (registry, _) = bound.registry(McpMode::Start)?;
+        if crate::code::is_code_run(&found.dir) {
+            let session = oracle_runtime::code_run::start_submitted(
+                self.dir(),
+                run,
+                self.writing(oracle_runtime::Durability::DEFAULT),
+                &registry,
+                self.default_scorer(),
+                progress,
+            )?;
+            self.note_timer(&session);
+            return Ok(session);
+        }
         let session = session::start_prepared(
             self.dir(),
             run,

@@ -236,6 +236,7 @@ fn drain(url: &str, scratch: &Path) {
         scorer_cmd: None,
         snapshot_every: None,
         metrics: None,
+        agents: Default::default(),
     };
     worker::run(
         settings,

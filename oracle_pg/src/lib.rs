@@ -24,6 +24,9 @@ use std::sync::{Arc, Mutex};
 use oracle_core::record;
 use postgres::{Client, NoTls};
 
+/// The file naming a code run's agent (docs/AGENTS.md): in the store it holds the agent's
+/// name, never a command; a worker starts the program it was told that name stands for.
+pub const CODE_AGENT_FILE: &str = oracle_runtime::code_run::AGENT_FILE;
 /// Longest run-directory file the store keeps (a plan, its settings, a kept tool file).
 pub const RUN_FILE_BYTES_MAX: u64 = 32 << 20;
 /// Most files one run directory may hold in the store.
@@ -470,15 +473,32 @@ impl Store {
     /// pending, or running under an expired lease (its worker died). `FOR UPDATE SKIP LOCKED`:
     /// workers claiming at once take different runs, and none waits on another.
     pub fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<Claim>> {
+        self.claim_for(worker, lease_ms, &[], &[])
+    }
+
+    /// [`Store::claim`] for a worker told about the code agents named `agents`: a code run
+    /// (one whose files hold [`CODE_AGENT_FILE`]) is claimed only when its program's name is
+    /// one of them, so a worker never claims a run whose program it cannot start; and never one
+    /// of `skip` (runs this worker already found it cannot drive, docs/STORE.md "Code agents").
+    pub fn claim_for(
+        &self,
+        worker: &str,
+        lease_ms: i64,
+        agents: &[String],
+        skip: &[String],
+    ) -> Result<Option<Claim>> {
         let mut c = self.client();
         let row = c
             .query_opt(
                 "WITH next AS (
                    SELECT id, state FROM runs
-                   WHERE state IN ('submitted', 'runnable')
+                   WHERE (state IN ('submitted', 'runnable')
                       OR (state = 'running' AND lease_until < now())
                       OR (state IN ('suspended', 'completed', 'failed', 'cancelled') AND EXISTS
-                           (SELECT 1 FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL))
+                           (SELECT 1 FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL)))
+                     AND (program = ANY($4) OR NOT EXISTS
+                           (SELECT 1 FROM run_files f WHERE f.run = runs.id AND f.path = $3))
+                     AND NOT (id = ANY($5))
                    ORDER BY number
                    FOR UPDATE SKIP LOCKED
                    LIMIT 1)
@@ -487,7 +507,13 @@ impl Store {
                    updated_at = now()
                  FROM next WHERE r.id = next.id
                  RETURNING r.id, r.fence, r.events, next.state, r.oracle_cmd, r.scorer_cmd",
-                &[&worker, &(lease_ms as f64)],
+                &[
+                    &worker,
+                    &(lease_ms as f64),
+                    &CODE_AGENT_FILE,
+                    &agents,
+                    &skip,
+                ],
             )
             .map_err(db("claiming a run"))?;
         Ok(row.map(|r| Claim {
@@ -558,7 +584,7 @@ impl Store {
         {
             set_summary(&mut tx, run, summary)?;
         }
-        if n == 1 && state == "runnable" {
+        if n == 1 && matches!(state, "runnable" | "submitted") {
             tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
                 .map_err(db("waking workers"))?;
         }

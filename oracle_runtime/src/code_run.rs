@@ -53,6 +53,10 @@ pub struct AgentRecord {
     /// The MAC of `command` under the home's key ([`COMMAND_SEAL`]); empty: none, never started.
     #[serde(default)]
     pub seal: String,
+    /// A store's run: the agent's name, which each worker maps to a program of its own
+    /// (`oracle worker --agent NAME=PATH`); the store keeps no command ([`adopt_for_worker`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// How long a code agent may take, and where its stderr goes.
@@ -179,8 +183,18 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 }
 
 /// Starts the agent, binds its inputs and grants and creates the run's directory with its
-/// [`AGENT_FILE`] and `run.json`: everything before the first event.
-fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, RunDir)> {
+/// [`AGENT_FILE`] and `run.json`: everything before the first event. With `submit` (a store's
+/// run, started by a worker), the agent file names the agent instead of a command, and the
+/// submission is written beside it ([`session::SUBMISSION_FILE`]).
+fn prepare(
+    opts: &CodeStart,
+    submit: bool,
+) -> Result<(
+    ProcessAgent,
+    crate::engine::RunConfig,
+    RunDir,
+    session::Submission,
+)> {
     let root = opts
         .root
         .canonicalize()
@@ -196,17 +210,14 @@ fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, 
     let grants = grants_of(&agent.hello().grants, &opts.grants)?;
     let (id, dir) = session::new_run_dir(&opts.home, &agent.hello().program.name)?;
     let key = crate::seal::SealKey::open_or_create(&opts.home)?;
-    let seal = command_mac(&key, &id, &command).to_hex();
-    let record = AgentRecord {
-        command,
-        program: agent.program().to_owned(),
-        program_hash: agent.program_hash().to_hex(),
-        files: agent
-            .files()
-            .iter()
-            .map(|(p, h)| (p.clone(), h.to_hex()))
-            .collect(),
-        seal,
+    let record = if submit {
+        AgentRecord {
+            agent: Some(agent.hello().program.name.clone()),
+            ..record_of_agent(&agent, Vec::new(), String::new())
+        }
+    } else {
+        let seal = command_mac(&key, &id, &command).to_hex();
+        record_of_agent(&agent, command, seal)
     };
     write_json(&dir.join(AGENT_FILE), &record)?;
     let bindings = crate::bindings::Bindings {
@@ -226,9 +237,53 @@ fn prepare(opts: &CodeStart) -> Result<(ProcessAgent, crate::engine::RunConfig, 
         budget: None,
         key: None,
     };
+    if submit {
+        write_json(&dir.join(session::SUBMISSION_FILE), &submission)?;
+    }
     let config = submission.config(&opts.home, &dir, None, None)?;
     let paths = LogPaths::of_run(&dir);
-    Ok((agent, config, RunDir { id, paths, dir }))
+    Ok((agent, config, RunDir { id, paths, dir }, submission))
+}
+
+/// What a code run keeps of `agent`, started as `command` (sealed by `seal`).
+fn record_of_agent(agent: &ProcessAgent, command: Vec<String>, seal: String) -> AgentRecord {
+    AgentRecord {
+        command,
+        program: agent.program().to_owned(),
+        program_hash: agent.program_hash().to_hex(),
+        files: agent
+            .files()
+            .iter()
+            .map(|(p, h)| (p.clone(), h.to_hex()))
+            .collect(),
+        seal,
+        agent: None,
+    }
+}
+
+/// A code run made ready for a store's worker to start (`oracle submit triage.py --store`).
+pub struct CodeSubmission {
+    pub id: String,
+    pub dir: PathBuf,
+    /// The agent's name (its program's name): what a worker looks up in its `--agent` list.
+    pub agent: String,
+    /// The program's hash when submitted: the program a worker starts must have it.
+    pub program_hash: oracle_core::Hash,
+    pub submission: session::Submission,
+}
+
+/// Everything [`start`] does before the first event, for a run a store's worker will start
+/// ([`start_submitted`]): the program is started once here to learn its name, hash, grants and
+/// inputs schema; the run's [`AGENT_FILE`] names the agent and its hash, never a command.
+pub fn prepare_submission(opts: &CodeStart) -> Result<CodeSubmission> {
+    let (agent, _, run, submission) = prepare(opts, true)?;
+    Ok(CodeSubmission {
+        id: run.id,
+        dir: run.dir,
+        agent: agent.hello().program.name.clone(),
+        program_hash: agent.program_hash(),
+        submission,
+    })
 }
 
 /// A code run made and its program started, not yet driven ([`prepare_start`]): everything
@@ -250,7 +305,7 @@ impl CodeReady {
 /// Starts the code agent of `opts` and makes its run, ready to be driven ([`drive`]). A
 /// program that cannot start, or bad inputs or grants, create nothing.
 pub fn prepare_start(opts: &CodeStart) -> Result<CodeReady> {
-    let (agent, config, run) = prepare(opts)?;
+    let (agent, config, run, _) = prepare(opts, false)?;
     Ok(CodeReady {
         agent,
         config,
@@ -299,6 +354,92 @@ pub fn start(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     drive(prepare_start(opts)?, registry, progress)
+}
+
+/// A store's code run written into a worker's scratch home `home`: its [`AGENT_FILE`] names
+/// an agent, and the worker's own `agents` (name to program path) say which program that is.
+/// The file is written again with that program's command, sealed with `home`'s key, so every
+/// drive of the run in this home starts it; the store's rows never choose a command. Returns
+/// the bytes the store held, which the worker leaves there as they were. An agent not in
+/// `agents` is refused, `agent_unknown`, before anything starts.
+pub fn adopt_for_worker(
+    home: &Path,
+    run: &RunDir,
+    agents: &std::collections::BTreeMap<String, PathBuf>,
+) -> Result<Vec<u8>> {
+    let path = run.dir.join(AGENT_FILE);
+    let bytes = std::fs::read(&path).map_err(SessionError::io(&path))?;
+    let mut record: AgentRecord =
+        serde_json::from_slice(&bytes).map_err(|e| SessionError::AgentRecord {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+    let name = record.agent.clone().unwrap_or_default();
+    let Some(program) = agents.get(&name) else {
+        return Err(SessionError::AgentUnknown {
+            run: run.id.clone(),
+            agent: name,
+        });
+    };
+    record.command = command_of(program);
+    let key = crate::seal::SealKey::open_or_create(home)?;
+    record.seal = command_mac(&key, &run.id, &record.command).to_hex();
+    write_json(&path, &record)?;
+    Ok(bytes)
+}
+
+/// A worker's first drive of a store's code run ([`prepare_submission`] made its directory
+/// elsewhere; [`adopt_for_worker`] sealed its command in `home`): the program is started in
+/// the submitted working directory and must have the program hash it was submitted with
+/// (`agent_changed` otherwise, nothing recorded); then the run is driven from its first event.
+pub fn start_submitted(
+    home: &Path,
+    run: &str,
+    writing: impl Into<crate::writer::Writing>,
+    registry: &Registry,
+    scorer: Option<std::sync::Arc<dyn crate::scorer::Scorer>>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Session> {
+    let dir = home.join("runs").join(run);
+    let found = RunDir {
+        id: run.to_owned(),
+        paths: LogPaths::of_run(&dir),
+        dir,
+    };
+    let submission = session::read_submission(&found.dir)?;
+    let record = record_of(&found)?;
+    let writing = writing.into();
+    let config = submission.config(home, &found.dir, scorer, writing.stores.as_ref())?;
+    let (mut agent, sites) = fresh_agent(&found, &submission.root, &Limits::default())?;
+    let now = agent.program_hash().to_hex();
+    if now != record.program_hash {
+        return Err(SessionError::AgentChanged {
+            run: found.id,
+            agent: record.agent.unwrap_or(record.program),
+            submitted: record.program_hash,
+            now,
+        });
+    }
+    agent.set_inputs(config.inputs.clone());
+    let writer =
+        LogWriter::create(&found.paths, writing.durability)?.with_replica(writing.replica.clone());
+    let mut watch = crate::cancel::Watch::new(&found.dir);
+    let mut probe = || watch.probe();
+    let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer))
+        .with_progress(progress)
+        .with_cancel(&mut probe);
+    let report = engine.drive().map_err(|e| with_site(e, &sites))?;
+    if let Some(w) = engine.into_writer() {
+        w.close()?;
+    }
+    session::finished_drive(&found.dir, &report);
+    Ok(Session {
+        id: found.id,
+        dir: found.dir,
+        report,
+        repaired: None,
+        warnings: Vec::new(),
+    })
 }
 
 /// The command a code run keeps, refused unless the key of the run's own home
@@ -597,4 +738,60 @@ pub(crate) fn stored_code_agent(
     agent.set_inputs(started.inputs.clone());
     let changed = agent.program_hash() != started.program_hash;
     Ok((RunAgent::Code(Box::new(agent)), changed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store's run written into a worker's home: its record names agent `triage`.
+    fn stored_run(home: &Path) -> RunDir {
+        let dir = home.join("runs").join("triage-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let record = AgentRecord {
+            command: Vec::new(),
+            program: "triage@1".into(),
+            program_hash: "00".into(),
+            files: Vec::new(),
+            seal: String::new(),
+            agent: Some("triage".into()),
+        };
+        write_json(&dir.join(AGENT_FILE), &record).unwrap();
+        RunDir {
+            id: "triage-1".into(),
+            paths: LogPaths::of_run(&dir),
+            dir,
+        }
+    }
+
+    #[test]
+    fn a_worker_seals_the_command_of_its_own_agent_and_refuses_an_agent_it_was_not_told_about() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = stored_run(tmp.path());
+        // As stored, the record starts nothing.
+        assert!(matches!(
+            record_of(&run),
+            Err(SessionError::AgentUnsealed { .. })
+        ));
+        let none = std::collections::BTreeMap::new();
+        match adopt_for_worker(tmp.path(), &run, &none) {
+            Err(SessionError::AgentUnknown { run, agent }) => {
+                assert_eq!((run.as_str(), agent.as_str()), ("triage-1", "triage"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let program = tmp.path().join("agents/triage.py");
+        let agents = [("triage".to_owned(), program.clone())]
+            .into_iter()
+            .collect();
+        let stored = adopt_for_worker(tmp.path(), &run, &agents).unwrap();
+        assert!(
+            String::from_utf8(stored)
+                .unwrap()
+                .contains(r#""agent": "triage""#)
+        );
+        let record = record_of(&run).unwrap();
+        assert_eq!(record.command, command_of(&program));
+        assert_eq!(record.command[0], "python3");
+    }
 }

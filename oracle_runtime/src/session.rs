@@ -195,6 +195,23 @@ pub enum SessionError {
         "{path}: the code run's command is not sealed by its home's key (edited, or copied from another run or home); nothing was started (an imported run's command is sealed only by `oracle import --trust-commands`, docs/AGENTS.md)"
     )]
     AgentUnsealed { path: PathBuf },
+    /// A store's code run whose agent this worker was not told about (`oracle worker --agent
+    /// NAME=PATH`): nothing is started; the run is left for a worker that was.
+    #[error(
+        "{run}: its code agent `{agent}` is not one this worker was told about (`oracle worker --agent {agent}=PATH`); nothing was started, the run is left for a worker that was"
+    )]
+    AgentUnknown { run: String, agent: String },
+    /// A store's code run whose program, as this worker starts it, is not the program it was
+    /// submitted with (its program hash differs): nothing is recorded.
+    #[error(
+        "{run}: the program this worker starts for code agent `{agent}` has hash {now}, not {submitted}, the hash it was submitted with; nothing was recorded, the run is left for a worker with that program"
+    )]
+    AgentChanged {
+        run: String,
+        agent: String,
+        submitted: String,
+        now: String,
+    },
     #[error(
         "{run}: the run recorded nothing before it stopped (it was interrupted while starting, before any effect could happen), so there is nothing to resume; start it again with `oracle run`"
     )]
@@ -1020,12 +1037,7 @@ pub fn start_prepared(
         paths: LogPaths::of_run(&dir),
         dir,
     };
-    let path = found.dir.join(SUBMISSION_FILE);
-    let text = read_text(&path)?;
-    let submission: Submission = serde_json::from_str(&text).map_err(|e| SessionError::Io {
-        path: path.clone(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-    })?;
+    let submission = read_submission(&found.dir)?;
     let plan_path = found.dir.join(PLAN_FILE);
     let source = read_text(&plan_path)?;
     let sources = plan_sources(&found.dir.join(USES_DIR), &source);
@@ -1056,6 +1068,32 @@ pub fn start_prepared(
         report,
         repaired: None,
         warnings: Vec::new(),
+    })
+}
+
+/// The checks an answer for `run` gets before anything is recorded, made without its program:
+/// the run must be suspended on that step, the value within the question's schema and the
+/// limits. For a store's code run, whose program only a worker told about its agent starts
+/// (that worker's drive makes the program's own checks). Nothing is written.
+pub fn check_answer_alone(home: &Path, run: &str, answer: &(String, Value)) -> Result<()> {
+    let found = find(home, run)?;
+    prepare_resume(
+        &found,
+        Intent::Go(Some(answer)),
+        Durability::None,
+        true,
+        None,
+    )
+    .map(|_| ())
+}
+
+/// The [`Submission`] a submitted run's directory `dir` keeps ([`SUBMISSION_FILE`]).
+pub(crate) fn read_submission(dir: &Path) -> Result<Submission> {
+    let path = dir.join(SUBMISSION_FILE);
+    let text = read_text(&path)?;
+    serde_json::from_str(&text).map_err(|e| SessionError::Io {
+        path: path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
     })
 }
 
