@@ -447,12 +447,7 @@ pub fn start_submitted(
 /// for. The key is only opened, never created (a replay creates nothing).
 pub fn record_of(run: &RunDir) -> Result<AgentRecord> {
     let path = run.dir.join(AGENT_FILE);
-    let text = std::fs::read_to_string(&path).map_err(SessionError::io(&path))?;
-    let record: AgentRecord =
-        serde_json::from_str(&text).map_err(|e| SessionError::AgentRecord {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+    let record = stored_record(run)?;
     let home = run.dir.parent().and_then(Path::parent);
     let key = match home {
         Some(home) => crate::seal::SealKey::open(home)?,
@@ -489,16 +484,30 @@ pub fn exported_record_path(log: &Path) -> PathBuf {
 }
 
 /// Writes `run`'s record, unsealed, to `out` (the export of a code run): only a record its
-/// home sealed is exported.
-pub fn export_record(run: &RunDir, out: &Path) -> Result<()> {
-    let record = record_of(run)?;
-    write_json(
-        out,
-        &AgentRecord {
-            seal: String::new(),
-            ..record
-        },
-    )
+/// home sealed is exported, or a store's copy, which holds no command.
+pub fn export_record(run: &RunDir, out: &Path) -> Result<AgentRecord> {
+    let record = match stored_record(run)? {
+        // A store's copy names its agent and holds no command: nothing to vouch for.
+        r if r.agent.is_some() && r.command.is_empty() => r,
+        _ => record_of(run)?,
+    };
+    let record = AgentRecord {
+        seal: String::new(),
+        ..record
+    };
+    write_json(out, &record)?;
+    Ok(record)
+}
+
+/// The record of `run` as written, unchecked: read only to tell a store's copy (which names
+/// an agent and holds no command) from a home's.
+fn stored_record(run: &RunDir) -> Result<AgentRecord> {
+    let path = run.dir.join(AGENT_FILE);
+    let text = std::fs::read_to_string(&path).map_err(SessionError::io(&path))?;
+    serde_json::from_str(&text).map_err(|e| SessionError::AgentRecord {
+        path,
+        reason: e.to_string(),
+    })
 }
 
 /// Makes `file` (an exported record) the [`AGENT_FILE`] of the imported run `run`: checked to

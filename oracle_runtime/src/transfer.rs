@@ -99,8 +99,7 @@ pub fn export(home: &Path, run: &str, out: &Path, force: bool) -> Result<Transfe
     let summary = copy_verified(&found.paths.log, &tmp)?;
     let command = if code {
         // Only a command the home sealed leaves it, and without the seal.
-        let exported = crate::code_run::export_record(&found, &record)
-            .and_then(|()| crate::code_run::record_of(&found));
+        let exported = crate::code_run::export_record(&found, &record);
         match exported {
             Ok(r) => Some((r.command, false)),
             Err(e) => {
