@@ -57,6 +57,23 @@ if __name__ == "__main__":
     slow.main()
 "#;
 
+/// [`SLOW`] in TypeScript (the `oracle-agent` package, through a `node_modules` link).
+const SLOW_MJS: &str = r#"
+import { agent } from "oracle-agent";
+
+const think = () => new Promise((done) => setTimeout(done, 2000));
+
+const slow = agent({ name: "slow", grants: ["fs:write:out/**"] }, async (ctx) => {
+  await ctx.call("fs.write", { path: "out/first.txt", content: "first" }, { step: "first" });
+  await think();
+  await ctx.call("fs.write", { path: "out/second.txt", content: "second" }, { step: "second" });
+  await think();
+  const { words } = await ctx.call("text.count", { text: "one two three" }, { step: "count" });
+  return { words };
+});
+slow.main();
+"#;
+
 fn python_found() -> bool {
     let found = Command::new("python3").arg("--version").output().is_ok();
     if !found {
@@ -143,6 +160,10 @@ fn project(dir: &Path) {
     fs::write(dir.join("data/notes.txt"), "one two three four\n").unwrap();
     fs::write(dir.join("triage.py"), TRIAGE).unwrap();
     fs::write(dir.join("slow.py"), SLOW).unwrap();
+    fs::write(dir.join("slow.mjs"), SLOW_MJS).unwrap();
+    let link = dir.join("node_modules/oracle-agent");
+    fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(root().join("sdk/typescript"), &link).unwrap();
 }
 
 /// How many `tool_called` events of `step` the log holds.
@@ -298,13 +319,32 @@ fn kill_with_children(worker: &mut Child) {
 )]
 #[test]
 fn a_worker_killed_mid_run_is_taken_over_and_the_code_run_completes_once() {
+    taken_over_after_a_kill("slow.py");
+}
+
+/// The same for the TypeScript SDK's agent: the worker's `node` process is killed with it.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn a_worker_killed_mid_run_of_a_typescript_agent_is_taken_over_and_it_completes_once() {
+    if crate::code_agent::node_found() {
+        taken_over_after_a_kill("slow.mjs");
+    }
+}
+
+/// Submits `entry` (the `slow` agent), kills worker A and its agent's process in the middle
+/// of the run, and checks that worker B finishes it from the store's log, each call once.
+fn taken_over_after_a_kill(entry: &str) {
     let Some(url) = store_url() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     project(dir);
-    let id = ok(dir, &["submit", "slow.py", "--store", &url]);
+    let id = ok(dir, &["submit", entry, "--store", &url]);
     let id = id.trim();
-    let mut a = worker(dir, &url, &["--agent", "slow=slow.py", "--name", "A"])
+    let agent = format!("slow={entry}");
+    let mut a = worker(dir, &url, &["--agent", &agent, "--name", "A"])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -324,7 +364,7 @@ fn a_worker_killed_mid_run_is_taken_over_and_the_code_run_completes_once() {
 
     // Worker B claims it once A's 1 s lease has expired and finishes it from the store's log.
     std::thread::sleep(Duration::from_millis(1_500));
-    let log = worker_until_idle(dir, &url, &["--agent", "slow=slow.py", "--name", "B"]);
+    let log = worker_until_idle(dir, &url, &["--agent", &agent, "--name", "B"]);
     assert!(log.contains("taken over"), "{log}");
     let r = row(dir, &url, id);
     assert_eq!(r["state"], "completed", "{r}\n{log}");
