@@ -298,6 +298,7 @@ pub fn session_class(e: &SessionError) -> Class {
         }
         SessionError::NotSuspended { .. } => conflict("not_suspended"),
         SessionError::ForkPoint { .. } => refused("fork_point"),
+        SessionError::NothingToRecover { .. } => conflict("nothing_to_recover"),
         SessionError::InsideRound { .. } => conflict("inside_round"),
         SessionError::UpgradeRefused { divergence, .. } => {
             Class::of("upgrade_refused", exit::INTEGRITY, http::CONFLICT).with(json!({
