@@ -205,6 +205,13 @@ fn a_damaged_run_forks_before_its_damage_and_is_refused_past_it() {
         (Some("integrity"), Some(6)),
         "{v}"
     );
+    // So is a step the valid prefix never calls (it may have been called in the damage).
+    let (code, v) = sb.json(&["fork", "approve-1", "--step", "nope", "--json"]);
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (4, Some("integrity")),
+        "{v}"
+    );
     assert_eq!(tree(&sb.path().join(".oracle/runs")), runs);
     assert_eq!(std::fs::read(sb.log(".oracle", "approve-1")).unwrap(), bad);
 }
