@@ -148,8 +148,13 @@ fn recovers(how: Damage) {
     let run = check_recovered(&sb, &v, &bad);
     let (code, _, err) = sb.oracle(&["resume", &run, "--step", "confirm", "--value", "true"]);
     assert_eq!(code, 0, "{how:?}: {err}");
-    for args in [["verify", run.as_str()], ["replay", run.as_str()]] {
-        let (code, out, err) = sb.oracle(&args);
+    let proof = ["verify", run.as_str(), "--parent", "approve-1"];
+    for args in [
+        &["verify", run.as_str()][..],
+        &["replay", run.as_str()],
+        &proof,
+    ] {
+        let (code, out, err) = sb.oracle(args);
         assert_eq!(code, 0, "{how:?} {args:?}: {out}{err}");
     }
     // After its `forked`, the recovered run recorded what the undamaged run did.
@@ -194,8 +199,19 @@ fn a_damaged_run_forks_before_its_damage_and_is_refused_past_it() {
     let fork = v["run"].as_str().unwrap().to_owned();
     let (code, _, err) = sb.oracle(&["resume", &fork, "--step", "confirm", "--value", "true"]);
     assert_eq!(code, 0, "{err}");
-    let (code, out, err) = sb.oracle(&["verify", &fork]);
+    // Its prefix is proved against the parent's valid prefix; damage inside it fails the proof.
+    let (code, out, err) = sb.oracle(&["verify", &fork, "--parent", "approve-1"]);
     assert_eq!(code, 0, "{out}{err}");
+    let mut inside = bad.clone();
+    inside[line_start(&bad, 2) + 20] ^= 0x01;
+    std::fs::write(sb.log(".oracle", "approve-1"), &inside).unwrap();
+    let (code, v) = sb.json(&["verify", &fork, "--parent", "approve-1", "--json"]);
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (4, Some("fork_prefix")),
+        "{v}"
+    );
+    std::fs::write(sb.log(".oracle", "approve-1"), &bad).unwrap();
     // At 7, past the damage: refused with the damage, as `verify` reports it; nothing made.
     let runs = tree(&sb.path().join(".oracle/runs"));
     let (code, v) = sb.json(&["fork", "approve-1", "--at", "7", "--json"]);
