@@ -89,14 +89,19 @@ pub(crate) enum Command {
     /// byte, then a recorded `forked` event (parent, its head there, who), then goes on: with
     /// `--value` the step's output is that value, without it the step runs again, with `--plan`
     /// under a new plan that must re-derive the shared events first. `oracle verify FORK
-    /// --parent PARENT` proves the shared prefix. Same exit codes as `run`; 4 when `--plan`
-    /// does not re-derive the prefix (nothing created).
+    /// --parent PARENT` proves the shared prefix. A damaged log forks at any point before its
+    /// first damaged event (only that prefix is read). Same exit codes as `run`; 4 when `--plan`
+    /// does not re-derive the prefix, or the point is at or past a damaged log's damage
+    /// (`integrity`; nothing created).
     Fork(run::ForkArgs),
     /// Recover a damaged run: a new run from the valid prefix of its log, forked at the last
     /// decision boundary before the first damaged event and recorded as `forked` with reason
     /// `recovered` and the BLAKE3 hash of the damaged log; then driven on like any fork. The
-    /// damaged log is never changed or deleted (a copy is kept under `<home>/damaged/`). Exit as
-    /// the new run's status; 2 when the log verifies whole (nothing to recover).
+    /// damaged log is never changed or deleted (a copy is kept under `<home>/damaged/`). Prints
+    /// the new run, the parent's last valid event and where the copy is (`--json`: `recovered`).
+    /// Exit as the new run's status (0 completed, 1 failed, 3 suspended); 2 when the log
+    /// verifies whole (`nothing_to_recover`, nothing written) or no decision boundary precedes
+    /// the damage (`fork_point`, nothing created).
     Recover(run::RecoverArgs),
     /// End a run that has not finished with a recorded `cancelled` outcome (who and why), as
     /// its last event: a suspended or interrupted run at once; a run another process drives

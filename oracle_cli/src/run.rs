@@ -452,20 +452,7 @@ fn drive_fork(
         Start::Existing(e) => return print_existing(&e, a.drive.json, "forked this run already"),
     };
     if !a.drive.json {
-        outln!(
-            "forked   {} from {} at event {}",
-            forked.fork.id,
-            forked.parent,
-            forked.shared
-        )?;
-        if let Some(r) = &forked.recovered {
-            outln!(
-                "recovered {} is damaged from event {}; its log is left as it is, and a copy kept at {}",
-                forked.parent,
-                r.damaged_at,
-                r.kept.display()
-            )?;
-        }
+        print_fork_head(&forked)?;
     }
     match &forked.session {
         Some(s) => {
@@ -477,10 +464,12 @@ fn drive_fork(
         }
         None => {
             if a.drive.json {
-                crate::out::json(&json!({
+                let mut v = json!({
                     "ok": true, "run": forked.fork.id, "dir": forked.fork.dir,
                     "parent": forked.parent, "shared": forked.shared, "status": "suspended",
-                }))?;
+                });
+                add_recovered(&mut v, &forked);
+                crate::out::json(&v)?;
             } else {
                 outln!(
                     "status   suspended (it waits on the question it forked at: resume it with --step and --value)"
@@ -488,6 +477,38 @@ fn drive_fork(
             }
             Ok(exit::SUSPENDED)
         }
+    }
+}
+
+/// The lines a fork prints before its first drive: where it left its parent, and for a
+/// recovery the parent's last valid event and where the copy of its damaged log is kept.
+fn print_fork_head(f: &oracle_host::Forked) -> Result<(), CliError> {
+    outln!(
+        "forked   {} from {} at event {}",
+        f.fork.id,
+        f.parent,
+        f.shared
+    )?;
+    if let Some(r) = &f.recovered {
+        outln!(
+            "recovered {} is valid to event {} and damaged from event {}; its log is left as it is, and a copy kept at {}",
+            f.parent,
+            r.damaged_at.saturating_sub(1),
+            r.damaged_at,
+            r.kept.display()
+        )?;
+    }
+    Ok(())
+}
+
+/// A recovery's facts in a fork's JSON object (`recovered`): the parent's last valid event,
+/// its first damaged one, the damaged log's BLAKE3 hash and where its copy is kept.
+fn add_recovered(v: &mut Value, f: &oracle_host::Forked) {
+    if let Some(r) = &f.recovered {
+        v["recovered"] = json!({
+            "last_valid": r.damaged_at.saturating_sub(1), "damaged_at": r.damaged_at,
+            "hash": r.hash, "kept": r.kept,
+        });
     }
 }
 
@@ -505,9 +526,7 @@ fn print_forked(s: &Session, f: &oracle_host::Forked, json_out: bool) -> Result<
         "rederived": r.matched, "from_snapshot": r.from_point, "warnings": s.warnings,
         "parent": f.parent, "shared": f.shared,
     });
-    if let Some(r) = &f.recovered {
-        v["recovered"] = json!({"damaged_at": r.damaged_at, "hash": r.hash, "kept": r.kept});
-    }
+    add_recovered(&mut v, f);
     if let (Value::Object(m), Value::Object(e)) = (&mut v, ending_json(&r.ending)) {
         m.extend(e);
     }

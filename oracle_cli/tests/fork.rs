@@ -605,7 +605,7 @@ fn a_run_damaged_at_event_6_is_recovered_and_completes_with_the_damaged_log_kept
     // Nothing to recover in a log that verifies.
     let (code, v) = sb.json(&["recover", "quickstart-1", "--json"]);
     assert_eq!(code, 2, "{v}");
-    assert_eq!(v["error"]["code"], "fork_point", "{v}");
+    assert_eq!(v["error"]["code"], "nothing_to_recover", "{v}");
     // One byte of event 6's payload changed: the log no longer verifies from there.
     let mut damaged = clean.clone();
     let line6 = prefix(&clean, 6).len();
@@ -614,13 +614,13 @@ fn a_run_damaged_at_event_6_is_recovered_and_completes_with_the_damaged_log_kept
     std::fs::write(&log, &damaged).unwrap();
     let (code, _, _) = sb.oracle(&["verify", "quickstart-1"]);
     assert_eq!(code, 4);
-    // A fork before the damage works; at or past it, refused, nothing made.
+    // A fork before the damage works; past it, refused with the damage, nothing made.
     let (code, v) = sb.json(&["fork", "quickstart-1", "--at", "1", "--json"]);
     assert_eq!(code, 0, "{v}");
     let (code, v) = sb.json(&["fork", "quickstart-1", "--at", "9", "--json"]);
     assert_eq!(
         (code, v["error"]["code"].as_str()),
-        (2, Some("fork_point")),
+        (4, Some("integrity")),
         "{v}"
     );
     // Recovered: a fork at the last boundary before event 6, driven to the end.

@@ -51,6 +51,7 @@ mod pipes;
 mod plans;
 mod programs;
 mod readme;
+mod recover;
 mod report;
 mod resume_points;
 mod run;

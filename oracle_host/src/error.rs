@@ -319,15 +319,9 @@ pub fn session_class(e: &SessionError) -> Class {
         }
         SessionError::NotSuspended { .. } => conflict("not_suspended"),
         SessionError::ForkPoint { .. } => refused("fork_point"),
+        SessionError::NothingToRecover { .. } => conflict("nothing_to_recover"),
         SessionError::InsideRound { .. } => conflict("inside_round"),
-        SessionError::UpgradeRefused { divergence, .. } => {
-            Class::of("upgrade_refused", exit::INTEGRITY, http::CONFLICT).with(json!({
-                "seq": divergence.seq,
-                "kind": divergence.a.kind,
-                "step": divergence.a.payload.get("step"),
-                "fields": divergence.fields.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
-            }))
-        }
+        SessionError::UpgradeRefused { divergence, .. } => upgrade_refused_class(divergence),
         SessionError::TimerWait { step, .. }
         | SessionError::Engine(EngineError::TimerAnswered { step, .. }) => {
             conflict("timer_wait").with(json!({"step": step}))
@@ -401,6 +395,16 @@ fn agent_class(e: &SessionError) -> Class {
         }
         _ => Class::of("input", exit::INPUT, http::INTERNAL),
     }
+}
+
+/// A new plan that does not re-derive the recorded run: where the first event differs.
+fn upgrade_refused_class(divergence: &oracle_core::diff::Divergence) -> Class {
+    Class::of("upgrade_refused", exit::INTEGRITY, http::CONFLICT).with(json!({
+        "seq": divergence.seq,
+        "kind": divergence.a.kind,
+        "step": divergence.a.payload.get("step"),
+        "fields": divergence.fields.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
+    }))
 }
 
 /// A binding that the home's key does not vouch for (`run.json`'s, or a code run's command).

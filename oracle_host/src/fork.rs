@@ -107,6 +107,25 @@ fn value_step(
     }
 }
 
+/// Whether a fork at `at` asks for more than a valid prefix of `len` events holds: a seq past
+/// it, or a step (which [`fork::fork_point`] refuses only when the prefix never calls it).
+fn past_prefix(at: &ForkAt, len: u64) -> bool {
+    match at {
+        ForkAt::Seq(seq) => *seq > len,
+        ForkAt::Step(_) => true,
+        ForkAt::LastValid => false,
+    }
+}
+
+/// The integrity error of the damaged log at `log`, as a whole read finds it; `otherwise` when
+/// the log reads whole now (changed since it was read).
+fn damage_error(log: &std::path::Path, otherwise: SessionError) -> HostError {
+    match Recorded::read(log) {
+        Err(e) => SessionError::from(e).into(),
+        Ok(_) => otherwise.into(),
+    }
+}
+
 impl Home {
     /// Forks `run` (`oracle fork`, `POST /api/v1/runs/ID/fork`): a new run sharing the
     /// parent's events up to the fork point byte for byte, then `forked`, then (with a plan)
@@ -125,12 +144,7 @@ impl Home {
             McpMode::Recorded(&parent.dir),
             ToolChange::Refuse,
         )?;
-        // A damaged log is forked from its valid prefix only: a point at or after the damage
-        // is past the prefix's end and refused as any point past a log's end is.
-        let (events, damage) =
-            Recorded::read_valid(&parent.paths.log).map_err(SessionError::from)?;
-        let shared = fork::fork_point(&parent.id, &events, &f.at)?;
-        let recovered = self.recovery(&parent, damage, &f.at)?;
+        let (events, shared, recovered) = self.fork_prefix(&parent, &f.at)?;
         let mut answer = None;
         let mut given = ForkGiven {
             by: f.by.clone(),
@@ -238,6 +252,27 @@ impl Home {
         }))
     }
 
+    /// The valid prefix of `parent`'s log, the number of its events a fork at `at` shares, and
+    /// for a recovery its facts ([`Home::recovery`]). A damaged log is forked from its valid
+    /// prefix only: a point the prefix does not reach (a seq past it, a step it never calls) is
+    /// refused with the damage itself, as `oracle verify` reports it (exit 4).
+    fn fork_prefix(
+        &self,
+        parent: &RunDir,
+        at: &ForkAt,
+    ) -> Result<(Recorded, u64, Option<Recovered>), HostError> {
+        let (events, damage) =
+            Recorded::read_valid(&parent.paths.log).map_err(SessionError::from)?;
+        let shared = match fork::fork_point(&parent.id, &events, at) {
+            Err(e) if damage.is_some() && past_prefix(at, events.len()) => {
+                return Err(damage_error(&parent.paths.log, e));
+            }
+            found => found?,
+        };
+        let recovered = self.recovery(parent, damage, at)?;
+        Ok((events, shared, recovered))
+    }
+
     /// Admits the plan a fork of `parent` is given at `door` ([`admit::admit`]): the fork keeps
     /// the parent's recorded grants and works where the parent did, so both are part of what is
     /// admitted.
@@ -280,9 +315,8 @@ impl Home {
             return Ok(None);
         };
         let Some((damaged_at, _)) = damage else {
-            return Err(SessionError::ForkPoint {
+            return Err(SessionError::NothingToRecover {
                 run: parent.id.clone(),
-                why: "its log verifies whole: there is nothing to recover (`oracle fork --at SEQ` forks it)".into(),
             }
             .into());
         };

@@ -469,9 +469,10 @@ impl PrefixError {
 /// prefix it names, names `parent_id` as its parent (when the parent is a run, which has an
 /// id; a bare log file has none), and both logs hold its `head` as the hash of the prefix's
 /// last event. A chain hash commits to every event up to it, so equal hashes there are equal
-/// prefixes. The parent's log is verified whole (its hashes are only worth comparing if they
-/// hold); the fork's is the caller's to verify. Returns the `forked` event, or why the proof
-/// fails.
+/// prefixes. The parent's log is verified up to the end of the prefix (its hashes are only
+/// worth comparing if they hold), as a fork reads it: damage after the prefix (the parent of an
+/// `oracle recover`) does not matter, damage inside it fails the proof. The fork's log is the
+/// caller's to verify. Returns the `forked` event, or why the proof fails.
 pub fn prove_prefix(
     fork_log: &Path,
     parent_log: &Path,
@@ -499,8 +500,12 @@ pub fn prove_prefix(
     if hash_at(fork_log, f.seq - 1)? != f.head {
         return Err(PrefixError::ForkHead { seq: f.seq - 1 });
     }
-    crate::reader::verify_file(parent_log, crate::VerifyOptions::default())
-        .map_err(PrefixError::ParentDamaged)?;
+    let (_, damage) = Recorded::read_valid(parent_log).map_err(PrefixError::ParentDamaged)?;
+    if damage.is_some_and(|(seq, _)| seq < f.seq) {
+        // Reported as `oracle verify` reports it.
+        crate::reader::verify_file(parent_log, crate::VerifyOptions::default())
+            .map_err(PrefixError::ParentDamaged)?;
+    }
     let parent = hash_at(parent_log, f.seq - 1)?;
     if parent != f.head {
         return Err(PrefixError::Differ {

@@ -112,6 +112,11 @@ pub enum SessionError {
     /// Where a fork was asked to start is not a place a run can go on from.
     #[error("{run}: cannot fork here: {why}; nothing was created")]
     ForkPoint { run: String, why: String },
+    /// `oracle recover` of a run whose log verifies whole: nothing is damaged, nothing written.
+    #[error(
+        "{run}: its log verifies whole: there is nothing to recover (`oracle fork --at SEQ` forks it); nothing was written"
+    )]
+    NothingToRecover { run: String },
     /// A plan upgrade asked of a run that stopped inside a round (a crash).
     #[error(
         "{run}: a plan is upgraded between rounds (suspended, answered, or after an outside event such as `forked`); this run stopped inside one: resume it without --plan first; nothing was written"
