@@ -51,6 +51,7 @@ mod programs;
 mod readme;
 mod report;
 mod resume_points;
+mod retry_policy;
 mod run;
 mod schedules;
 mod serve;

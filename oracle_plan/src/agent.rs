@@ -33,6 +33,8 @@ use crate::compile::{CompiledCall, CompiledPlan};
 use crate::eval::{self, Env};
 use crate::print::print_expr;
 
+mod saga;
+
 /// Most calls the plan agent starts in one decision. Bounds the work between two commits and
 /// the size of one round of events; steps beyond it start in the next decision. Part of the
 /// agent's behaviour: changing it changes the logs of wide plans.
@@ -161,11 +163,21 @@ pub fn step_key(name: &str) -> String {
 pub(crate) enum Status {
     Pending,
     Running,
-    Retrying { attempts: u64 },
+    Retrying {
+        attempts: u64,
+    },
     Completed,
     Skipped,
     Failed,
-    Waiting { attempts: u64, reason: String },
+    Waiting {
+        attempts: u64,
+        reason: String,
+    },
+    /// Attempt `attempts` failed under a retry policy: the step waits on its backoff timer
+    /// (a [`crate::policy::BACKOFF_TOOL`] call) before the next attempt.
+    Backoff {
+        attempts: u64,
+    },
 }
 
 /// A loop step in progress: one child agent per iteration (a `for` starts them all; a
@@ -396,7 +408,8 @@ impl PlanAgent {
             let d = self.dependents[idx as usize][i];
             let left = &mut self.unsettled[d as usize];
             *left = left.saturating_sub(1);
-            if *left == 0 {
+            // A compensation (`undo STEP`) never runs in order: only when the run fails.
+            if *left == 0 && self.plan.steps[d as usize].undo.is_none() {
                 self.ready.insert(self.position[d as usize]);
             }
         }
@@ -466,7 +479,16 @@ impl PlanAgent {
     ) {
         let step = &self.plan.steps[idx as usize];
         let tiers = if step.fallback.is_some() { 2 } else { 1 };
-        if attempts < step.retry.saturating_mul(tiers) {
+        let stop = step
+            .policy
+            .as_ref()
+            .and_then(|p| p.non_retryable_in(&error));
+        if let Some(code) = stop {
+            let e = format!("{error} (non-retryable: {code})");
+            self.give_up(idx, attempts, e, out);
+        } else if attempts < step.retry.saturating_mul(tiers) && step.policy.is_some() {
+            self.back_off(idx, attempts, error, out);
+        } else if attempts < step.retry.saturating_mul(tiers) {
             self.status[idx as usize] = Status::Retrying { attempts };
             out.push(change(
                 &step.name,
@@ -511,6 +533,9 @@ impl PlanAgent {
             self.in_flight = self.in_flight.saturating_sub(1);
             self.observe_turn(idx, obs, out);
             return Ok(());
+        }
+        if let Status::Backoff { attempts } = self.status[idx as usize] {
+            return self.backoff_observed(idx, attempts, &obs.outcome, out);
         }
         let step = &self.plan.steps[idx as usize];
         match &obs.outcome {
@@ -577,19 +602,22 @@ impl PlanAgent {
                 let e = format!("capability `{capability}` denied: {reason}");
                 self.give_up(idx, obs.attempt, e, out)
             }
-            Outcome::Ask(question) => {
-                self.status[idx as usize] = Status::Waiting {
-                    attempts: obs.attempt,
-                    reason: question.clone(),
-                };
-                out.push(change(
-                    &step.name,
-                    json!({"status": "waiting", "attempts": obs.attempt, "reason": question}),
-                ));
-            }
+            Outcome::Ask(question) => self.wait(idx, obs.attempt, question, out),
             Outcome::Answered(_) => {} // handled above
         }
         Ok(())
+    }
+
+    /// Step `idx` waits for an answer after attempt `attempts` asked `question`.
+    fn wait(&mut self, idx: u32, attempts: u64, question: &str, out: &mut Vec<StateChanged>) {
+        self.status[idx as usize] = Status::Waiting {
+            attempts,
+            reason: question.to_owned(),
+        };
+        out.push(change(
+            &self.plan.steps[idx as usize].name,
+            json!({"status": "waiting", "attempts": attempts, "reason": question}),
+        ));
     }
 
     /// The tool attempt `attempt` of step `idx` calls.
@@ -868,29 +896,11 @@ impl Agent for PlanAgent {
                 calls.extend(self.queued.drain(..take).map(Queued::into_call));
             }
         }
-        let action = if !calls.is_empty() {
-            Action::Call(calls)
-        } else if self.in_flight > 0 {
-            return Err(AgentError(
-                "calls are still running but no outcomes were given".into(),
-            ));
-        } else if let Some(reason) = &self.stopping {
-            Action::Finish {
-                status: RunStatus::Failed,
-                reason: reason.clone(),
-            }
-        } else if let Some((idx, attempts, reason)) = self.first_waiting() {
-            Action::Suspend {
-                step: self.plan.steps[idx].name.clone(),
-                reason,
-                attempts,
-            }
-        } else {
-            Action::Finish {
-                status: RunStatus::Completed,
-                reason: String::new(),
-            }
-        };
+        // A failed run undoes what it did (`undo STEP`), one compensation at a time.
+        if self.stopping.is_some() && calls.is_empty() && self.in_flight == 0 {
+            calls.extend(self.next_compensation(&mut changes));
+        }
+        let action = self.action(calls)?;
         let decision = Decision { changes, action };
         Ok(decision)
     }
@@ -1610,15 +1620,29 @@ impl PlanAgent {
     }
 
     fn first_waiting(&self) -> Option<(usize, u64, String)> {
-        self.plan
-            .order
-            .iter()
-            .find_map(|&idx| match &self.status[idx as usize] {
+        self.waiting_among(|_| true)
+    }
+
+    /// The first step in the plan's order that `among` picks and that waits: for a person, or
+    /// on its backoff timer.
+    fn waiting_among(
+        &self,
+        among: impl Fn(&crate::compile::CompiledStep) -> bool,
+    ) -> Option<(usize, u64, String)> {
+        self.plan.order.iter().find_map(|&idx| {
+            if !among(&self.plan.steps[idx as usize]) {
+                return None;
+            }
+            match &self.status[idx as usize] {
                 Status::Waiting { attempts, reason } => {
                     Some((idx as usize, *attempts, reason.clone()))
                 }
+                Status::Backoff { attempts } => {
+                    Some((idx as usize, *attempts, saga::backoff_reason(*attempts)))
+                }
                 _ => None,
-            })
+            }
+        })
     }
 }
 
