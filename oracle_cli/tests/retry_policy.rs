@@ -271,3 +271,117 @@ fn a_failed_saga_undoes_the_completed_steps_in_reverse_and_fails_with_the_origin
     let calls = std::fs::read_to_string(sb.path().join("calls.log")).unwrap();
     assert_eq!(calls, "reserve 1\n");
 }
+
+#[test]
+fn a_run_killed_during_its_in_process_wait_leaves_a_timer_a_wake_fires() {
+    let sb = Sandbox::new();
+    flaky_tool(&sb);
+    let p = plan(
+        &sb,
+        "killed",
+        "pay = demo.flaky { key: \"pay\", fails: 1, code: \"busy\" }\n  retry { attempts: 2, backoff: \"fixed\", initial: \"50s\" }\n",
+    );
+    let mut child = sb
+        .command(&["run", &p])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = sb.log(".oracle", "killed-1");
+    let start = std::time::Instant::now();
+    // The timer and the suspension are durable before the drive waits.
+    while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("\"suspended\"")) {
+        assert!(start.elapsed().as_secs() < 30, "never suspended");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let p = payloads(&sb, "killed-1");
+    assert_eq!(timers(&p), (timers(&p).0, 0));
+    assert!(
+        matches!(p.last(), Some(Payload::Suspended(_))),
+        "{:?}",
+        p.last()
+    );
+    let (code, out, err) = sb.oracle(&["resume", "killed-1", "--wake", "--force"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let p = payloads(&sb, "killed-1");
+    assert_eq!(timers(&p).1, 1);
+    match p.last() {
+        Some(Payload::RunFinished(f)) => assert_eq!(f.status.as_str(), "completed"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A fresh database of the shared throwaway cluster with the schema, or `None` (skip) without
+/// PostgreSQL (`ORACLE_REQUIRE_POSTGRES=1` makes that a failure).
+fn store_url() -> Option<String> {
+    let cluster = oracle_pg::cluster::shared()?;
+    let url = cluster
+        .database(&format!("retry_{}", std::process::id()))
+        .unwrap();
+    let (code, out, err) = common::oracle_in(
+        std::path::Path::new("."),
+        &["store", "init", "--store", &url],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    Some(url)
+}
+
+/// Over a store, a worker drives a step that fails twice and waits its short backoffs in
+/// process, recording both timers, to completion; the exported log verifies and its timers
+/// are the file home's.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn a_worker_completes_a_retry_with_a_short_backoff() {
+    let Some(url) = store_url() else { return };
+    let sb = Sandbox::new();
+    flaky_tool(&sb);
+    let p = plan(
+        &sb,
+        "flaky",
+        "pay = demo.flaky { key: \"pay\", fails: 2, code: \"busy\" }\n  retry { attempts: 3, backoff: \"exponential\", initial: \"50ms\", jitter: true }\n",
+    );
+    let (code, out, err) = sb.oracle(&["submit", &p, "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    let id = out.trim().to_owned();
+    common::worker_until_idle(sb.path(), &url, &["--tools", "tools"]);
+    let export = sb.path().join("exported.jsonl");
+    let (code, v) = sb.json(&[
+        "export",
+        &id,
+        "--out",
+        export.to_str().unwrap(),
+        "--store",
+        &url,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let (code, out, err) = sb.oracle(&["verify", export.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let p: Vec<Payload> = common::parse_events(&std::fs::read(&export).unwrap())
+        .iter()
+        .map(|e| e.typed().unwrap())
+        .collect();
+    assert_eq!(failures(&p, "pay"), 2);
+    let (set, fired) = timers(&p);
+    assert_eq!((set.len(), fired), (2, 2));
+    // Jitter: within [wait / 2, wait] of 50 ms, then 100 ms.
+    assert!(
+        (25..=50).contains(&(set[0].due_ms - set[0].set_ms)),
+        "{set:?}"
+    );
+    assert!(
+        (50..=100).contains(&(set[1].due_ms - set[1].set_ms)),
+        "{set:?}"
+    );
+    match p.last() {
+        Some(Payload::RunFinished(f)) => assert_eq!(f.status.as_str(), "completed"),
+        other => panic!("{other:?}"),
+    }
+    let (code, out, err) = sb.oracle(&["replay", &id, "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+}

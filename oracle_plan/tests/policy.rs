@@ -116,6 +116,13 @@ fn a_policy_that_cannot_be_is_e0227_and_misplaced_clauses_have_their_codes() {
     assert_eq!(codes(&plan(looped)), ["E0220"]);
     let looped = "l = for x in [1] max 1 {\n  a = t.a {}\n  b = t.b {}\n    undo a\n}\n";
     assert_eq!(codes(&plan(looped)), ["E0220"]);
+    // Nor in a sub-plan: its steps may not suspend the run either.
+    let sub = plan("a = t.a {}\n  retry { attempts: 2 }\n");
+    let sources = [("sub.plan".to_owned(), sub)].into();
+    let top = "plan top version 1\n\nuse \"sub.plan\" as sub\n\ns = sub {}\n";
+    let (compiled, diags) = oracle_plan::compile::check_with(top, &catalogue(), &sources);
+    assert!(compiled.is_none());
+    assert_eq!(diags.iter().map(|d| d.code).collect::<Vec<_>>(), ["E0221"]);
 }
 
 #[test]
