@@ -219,7 +219,8 @@ fn a_failed_saga_undoes_the_completed_steps_in_reverse_and_fails_with_the_origin
         step("book_hotel", 0) + "  after book_flight\n",
         step("book_car", 9) + "  after book_hotel\n  attempts 1\n",
         step("cancel_car", 0) + "  undo book_car\n",
-        step("cancel_hotel", 0) + "  undo book_hotel\n",
+        // A compensation may retry, waiting on its own timer while the run fails.
+        step("cancel_hotel", 1) + "  retry { attempts: 2, initial: \"50ms\" }\n  undo book_hotel\n",
         step("cancel_flight", 0) + "  undo book_flight\n",
     ]
     .concat();
@@ -229,7 +230,7 @@ fn a_failed_saga_undoes_the_completed_steps_in_reverse_and_fails_with_the_origin
     let calls = std::fs::read_to_string(sb.path().join("calls.log")).unwrap();
     assert_eq!(
         calls,
-        "book_flight 1\nbook_hotel 1\nbook_car 1\ncancel_hotel 1\ncancel_flight 1\n"
+        "book_flight 1\nbook_hotel 1\nbook_car 1\ncancel_hotel 1\ncancel_hotel 2\ncancel_flight 1\n"
     );
     let p = payloads(&sb, "trip-1");
     let called: Vec<&str> = p
@@ -246,9 +247,12 @@ fn a_failed_saga_undoes_the_completed_steps_in_reverse_and_fails_with_the_origin
             "book_hotel",
             "book_car",
             "cancel_hotel",
+            "cancel_hotel",
+            "cancel_hotel",
             "cancel_flight"
         ]
     );
+    assert_eq!(timers(&p).1, 1, "the compensation's wait");
     match p.last() {
         Some(Payload::RunFinished(f)) => {
             assert_eq!(f.status.as_str(), "failed");

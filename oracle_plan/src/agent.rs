@@ -486,7 +486,11 @@ impl PlanAgent {
         if let Some(code) = stop {
             let e = format!("{error} (non-retryable: {code})");
             self.give_up(idx, attempts, e, out);
-        } else if attempts < step.retry.saturating_mul(tiers) && step.policy.is_some() {
+        } else if attempts < step.retry.saturating_mul(tiers)
+            && step.policy.is_some()
+            // A failing run waits only for its compensations.
+            && (self.stopping.is_none() || step.undo.is_some())
+        {
             self.back_off(idx, attempts, error, out);
         } else if attempts < step.retry.saturating_mul(tiers) {
             self.status[idx as usize] = Status::Retrying { attempts };
