@@ -54,6 +54,7 @@ mod readme;
 mod recover;
 mod report;
 mod resume_points;
+mod retry_policy;
 mod run;
 mod schedules;
 mod serve;

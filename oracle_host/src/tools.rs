@@ -123,6 +123,8 @@ impl Toolbox {
     pub fn rows(&self) -> Vec<Value> {
         self.registry
             .iter()
+            // The plan agent's own wait between attempts is no tool a plan may call.
+            .filter(|t| t.decl.name != oracle_plan::policy::BACKOFF_TOOL)
             .map(|t| {
                 json!({
                     "name": t.decl.name,

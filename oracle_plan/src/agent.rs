@@ -33,6 +33,8 @@ use crate::compile::{CompiledCall, CompiledPlan};
 use crate::eval::{self, Env};
 use crate::print::print_expr;
 
+mod saga;
+
 /// Most calls the plan agent starts in one decision. Bounds the work between two commits and
 /// the size of one round of events; steps beyond it start in the next decision. Part of the
 /// agent's behaviour: changing it changes the logs of wide plans.
@@ -164,11 +166,21 @@ pub fn step_key(name: &str) -> String {
 pub(crate) enum Status {
     Pending,
     Running,
-    Retrying { attempts: u64 },
+    Retrying {
+        attempts: u64,
+    },
     Completed,
     Skipped,
     Failed,
-    Waiting { attempts: u64, reason: String },
+    Waiting {
+        attempts: u64,
+        reason: String,
+    },
+    /// Attempt `attempts` failed under a retry policy: the step waits on its backoff timer
+    /// (a [`crate::policy::BACKOFF_TOOL`] call) before the next attempt.
+    Backoff {
+        attempts: u64,
+    },
 }
 
 /// A loop step in progress: one child agent per iteration (a `for` starts them all; a
@@ -399,7 +411,8 @@ impl PlanAgent {
             let d = self.dependents[idx as usize][i];
             let left = &mut self.unsettled[d as usize];
             *left = left.saturating_sub(1);
-            if *left == 0 {
+            // A compensation (`undo STEP`) never runs in order: only when the run fails.
+            if *left == 0 && self.plan.steps[d as usize].undo.is_none() {
                 self.ready.insert(self.position[d as usize]);
             }
         }
@@ -469,7 +482,20 @@ impl PlanAgent {
     ) {
         let step = &self.plan.steps[idx as usize];
         let tiers = if step.fallback.is_some() { 2 } else { 1 };
-        if attempts < step.retry.saturating_mul(tiers) {
+        let stop = step
+            .policy
+            .as_ref()
+            .and_then(|p| p.non_retryable_in(&error));
+        if let Some(code) = stop {
+            let e = format!("{error} (non-retryable: {code})");
+            self.give_up(idx, attempts, e, out);
+        } else if attempts < step.retry.saturating_mul(tiers)
+            && step.policy.is_some()
+            // A failing run waits only for its compensations.
+            && (self.stopping.is_none() || step.undo.is_some())
+        {
+            self.back_off(idx, attempts, error, out);
+        } else if attempts < step.retry.saturating_mul(tiers) {
             self.status[idx as usize] = Status::Retrying { attempts };
             out.push(change(
                 &step.name,
@@ -514,6 +540,9 @@ impl PlanAgent {
             self.in_flight = self.in_flight.saturating_sub(1);
             self.observe_turn(idx, obs, out);
             return Ok(());
+        }
+        if let Status::Backoff { attempts } = self.status[idx as usize] {
+            return self.backoff_observed(idx, attempts, &obs.outcome, out);
         }
         let step = &self.plan.steps[idx as usize];
         match &obs.outcome {
@@ -580,19 +609,22 @@ impl PlanAgent {
                 let e = format!("capability `{capability}` denied: {reason}");
                 self.give_up(idx, obs.attempt, e, out)
             }
-            Outcome::Ask(question) => {
-                self.status[idx as usize] = Status::Waiting {
-                    attempts: obs.attempt,
-                    reason: question.clone(),
-                };
-                out.push(change(
-                    &step.name,
-                    json!({"status": "waiting", "attempts": obs.attempt, "reason": question}),
-                ));
-            }
+            Outcome::Ask(question) => self.wait(idx, obs.attempt, question, out),
             Outcome::Answered(_) => {} // handled above
         }
         Ok(())
+    }
+
+    /// Step `idx` waits for an answer after attempt `attempts` asked `question`.
+    fn wait(&mut self, idx: u32, attempts: u64, question: &str, out: &mut Vec<StateChanged>) {
+        self.status[idx as usize] = Status::Waiting {
+            attempts,
+            reason: question.to_owned(),
+        };
+        out.push(change(
+            &self.plan.steps[idx as usize].name,
+            json!({"status": "waiting", "attempts": attempts, "reason": question}),
+        ));
     }
 
     /// The tool attempt `attempt` of step `idx` calls.
@@ -871,29 +903,11 @@ impl Agent for PlanAgent {
                 calls.extend(self.queued.drain(..take).map(Queued::into_call));
             }
         }
-        let action = if !calls.is_empty() {
-            Action::Call(calls)
-        } else if self.in_flight > 0 {
-            return Err(AgentError(
-                "calls are still running but no outcomes were given".into(),
-            ));
-        } else if let Some(reason) = &self.stopping {
-            Action::Finish {
-                status: RunStatus::Failed,
-                reason: reason.clone(),
-            }
-        } else if let Some((step, attempts, reason)) = self.first_waiting() {
-            Action::Suspend {
-                step,
-                reason,
-                attempts,
-            }
-        } else {
-            Action::Finish {
-                status: RunStatus::Completed,
-                reason: String::new(),
-            }
-        };
+        // A failed run undoes what it did (`undo STEP`), one compensation at a time.
+        if self.stopping.is_some() && calls.is_empty() && self.in_flight == 0 {
+            calls.extend(self.next_compensation(&mut changes));
+        }
+        let action = self.action(calls)?;
         let decision = Decision { changes, action };
         Ok(decision)
     }
@@ -1656,26 +1670,44 @@ impl PlanAgent {
         self.queued.push_back(Queued::from(call));
     }
 
-    /// The step the run suspends on: the first waiting step in plan order, as
-    /// `(name, attempts, reason)`. An agent step waits on its model's first `human.ask` call,
-    /// `step@TURN.K`, made once (attempt 1): what `oracle resume --step` answers.
     fn first_waiting(&self) -> Option<(String, u64, String)> {
+        self.waiting_among(|_| true)
+    }
+
+    /// The first step in the plan's order that `among` picks and that waits (for a person, or
+    /// on its backoff timer), as the run suspends on it: `(name, attempts, reason)`. An agent
+    /// step waits on its model's first `human.ask` call, `step@TURN.K`, made once (attempt
+    /// 1): what `oracle resume --step` answers.
+    fn waiting_among(
+        &self,
+        among: impl Fn(&crate::compile::CompiledStep) -> bool,
+    ) -> Option<(String, u64, String)> {
         self.plan.order.iter().find_map(|&idx| {
-            let Status::Waiting { attempts, reason } = &self.status[idx as usize] else {
+            let step = &self.plan.steps[idx as usize];
+            if !among(step) {
                 return None;
-            };
-            let name = &self.plan.steps[idx as usize].name;
-            match self
-                .loops
-                .get(&idx)
-                .and_then(|l| Some((l.turn, l.asks.first()?)))
-            {
-                Some((turn, (k, question))) => {
-                    Some((format!("{name}@{turn}.{}", k + 1), 1, question.clone()))
-                }
-                None => Some((name.clone(), *attempts, reason.clone())),
+            }
+            match &self.status[idx as usize] {
+                Status::Waiting { attempts, reason } => Some(
+                    self.asked_in_loop(idx)
+                        .unwrap_or_else(|| (step.name.clone(), *attempts, reason.clone())),
+                ),
+                Status::Backoff { attempts } => Some((
+                    step.name.clone(),
+                    *attempts,
+                    saga::backoff_reason(*attempts),
+                )),
+                _ => None,
             }
         })
+    }
+
+    /// The call agent step `idx` waits on when its model asked a person, with the question.
+    fn asked_in_loop(&self, idx: u32) -> Option<(String, u64, String)> {
+        let l = self.loops.get(&idx)?;
+        let (k, question) = l.asks.first()?;
+        let name = &self.plan.steps[idx as usize].name;
+        Some((format!("{name}@{}.{}", l.turn, k + 1), 1, question.clone()))
     }
 }
 

@@ -142,6 +142,12 @@ pub struct Step {
     pub expect: Option<Expr>,
     /// `retry N`: attempts of the first tier (and of the fallback).
     pub retry: Option<Spanned<u64>>,
+    /// `retry { attempts: 5, backoff: "exponential", initial: "1s", ... }`: a retry policy,
+    /// a map literal the compiler reads (the same clause as `retry N`, so not both).
+    pub retry_policy: Option<Expr>,
+    /// `undo STEP`: this step is the compensation of `STEP`, run only when the run fails
+    /// after `STEP` completed.
+    pub undo: Option<Ident>,
     /// `fallback TOOL { ARGS }`: the second tier, tried when the first is exhausted.
     pub fallback: Option<Call>,
     /// `on failure stop|continue|yield`

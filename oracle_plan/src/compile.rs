@@ -16,7 +16,8 @@
 //! than the caller, inputs that do not fit) · E0222 a constant too large to build
 //! (`eval::BUILD_BYTES_MAX`) · E0223 a field or index a value's type does not have · E0224
 //! operands an operator cannot combine (E0223 and E0224 come from `crate::types`) · E0225 a
-//! literal deadline that is not a duration or an RFC 3339 instant (`crate::time`).
+//! literal deadline that is not a duration or an RFC 3339 instant (`crate::time`) · E0227 a
+//! retry policy that cannot be · E0228 an `undo` that cannot be (`crate::policy`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -136,6 +137,11 @@ pub struct CompiledStep {
     pub expect: Option<Expr>,
     /// Attempts per tier.
     pub retry: u64,
+    /// `retry { ... }`: waits between attempts and codes that end them (`None`: `retry N`,
+    /// or nothing, retried at once).
+    pub policy: Option<crate::policy::RetryPolicy>,
+    /// `undo STEP`: the index of the step this one compensates.
+    pub undo: Option<u32>,
     pub fallback: Option<CompiledCall>,
     pub on_failure: FailurePolicy,
     pub timeout_ms: Option<u64>,
@@ -668,19 +674,9 @@ pub fn compile_in(
         after.sort();
         after.dedup();
         deps.extend(loop_deps);
-        let retry = match &s.retry {
-            Some(r) if r.node == 0 || r.node > RETRY_MAX => {
-                d.push(Diagnostic::error(
-                    "E0214",
-                    r.span,
-                    format!("retry must be between 1 and {RETRY_MAX}, found {}", r.node),
-                    "out of range",
-                ));
-                RETRY_DEFAULT
-            }
-            Some(r) => r.node,
-            None => RETRY_DEFAULT,
-        };
+        let (retry, policy) = step_retry(s, &mut d);
+        let undo = crate::policy::undo_target(&plan.steps, me, &index, &mut d);
+        deps.extend(undo);
         let timeout_ms = match &s.timeout_ms {
             Some(t) if t.node == 0 || t.node > TIMEOUT_MS_MAX => {
                 d.push(Diagnostic::error(
@@ -733,6 +729,8 @@ pub fn compile_in(
             when: s.when.clone(),
             expect: s.expect.clone(),
             retry,
+            policy,
+            undo,
             fallback,
             on_failure: s
                 .on_failure
@@ -743,6 +741,7 @@ pub fn compile_in(
         });
     }
 
+    crate::policy::check_sagas(plan, &steps, &mut d);
     // Order.
     let (order, levels) = match topo(&steps) {
         Ok(x) => x,
@@ -820,6 +819,40 @@ fn cycle_diagnostic(plan: &ast::Plan, steps: &[CompiledStep], cycle: &[u32]) -> 
     diag
 }
 
+/// A step's attempts per tier and retry policy (`attempts N`, `retry N` or `retry { ... }`;
+/// E0214 for a count out of range).
+fn step_retry(s: &ast::Step, d: &mut Vec<Diagnostic>) -> (u64, Option<crate::policy::RetryPolicy>) {
+    if let Some(e) = &s.retry_policy {
+        if s.call.tool.node == crate::agent::AGENT_TOOL {
+            d.push(Diagnostic::error(
+                "E0227",
+                e.span,
+                "an agent step takes `attempts N` per turn, not a retry policy",
+                "not on an agent step",
+            ));
+            return (RETRY_DEFAULT, None);
+        }
+        return match crate::policy::compile(e, d) {
+            Some((attempts, policy)) => (attempts, Some(policy)),
+            None => (RETRY_DEFAULT, None),
+        };
+    }
+    let retry = match &s.retry {
+        Some(r) if r.node == 0 || r.node > RETRY_MAX => {
+            d.push(Diagnostic::error(
+                "E0214",
+                r.span,
+                format!("retry must be between 1 and {RETRY_MAX}, found {}", r.node),
+                "out of range",
+            ));
+            RETRY_DEFAULT
+        }
+        Some(r) => r.node,
+        None => RETRY_DEFAULT,
+    };
+    (retry, None)
+}
+
 /// `attempts`, `fallback` and `timeout` on a step that runs other steps (a loop, a sub-plan):
 /// refused with `code`, pointing at where they belong.
 fn clauses_not_taken(
@@ -831,6 +864,7 @@ fn clauses_not_taken(
 ) {
     let not_taken = [
         s.retry.as_ref().map(|r| (r.span, "attempts")),
+        s.retry_policy.as_ref().map(|r| (r.span, "retry")),
         s.fallback.as_ref().map(|f| (f.span, "fallback")),
         s.timeout_ms.as_ref().map(|t| (t.span, "timeout")),
     ];
@@ -940,19 +974,14 @@ fn compile_use(
     }
     for i in compiled.inputs.iter().filter(|i| i.default.is_none()) {
         if !s.call.args.iter().any(|a| a.name.node == i.name) {
-            d.push(err(
-                s.call.span,
-                format!(
-                    "the sub-plan `{path}` needs input `{}` ({})",
-                    i.name,
-                    i.ty.as_str()
-                ),
-                "missing input",
-            ));
+            let (name, ty) = (&i.name, i.ty.as_str());
+            let message = format!("the sub-plan `{path}` needs input `{name}` ({ty})");
+            d.push(err(s.call.span, message, "missing input"));
         }
     }
     let _ = plan;
     clauses_not_taken(s, "E0221", "a sub-plan step", "the sub-plan's steps", d);
+    crate::policy::refuse_in_child(s, &compiled.steps, "E0221", "a sub-plan", d);
     Some(CompiledBody {
         kind: ast::LoopKind::Use,
         var: None,
@@ -1009,16 +1038,12 @@ fn compile_body(
     let loop_error =
         |span: Span, message: String, label: &str| Diagnostic::error("E0220", span, message, label);
     if b.max.node == 0 || b.max.node > ITERATIONS_MAX {
-        d.push(loop_error(
-            b.max.span,
-            format!(
-                "a loop's `max` must be between 1 and {ITERATIONS_MAX}, found {}",
-                b.max.node
-            ),
-            "out of range",
-        ));
+        let m = b.max.node;
+        let message = format!("a loop's `max` must be between 1 and {ITERATIONS_MAX}, found {m}");
+        d.push(loop_error(b.max.span, message, "out of range"));
     }
     clauses_not_taken(s, "E0220", "a loop step", "the steps inside the loop", d);
+    crate::policy::refuse_in_body(&b.steps, d);
     if let Some(items) = &b.items
         && eval::is_constant(items)
         && let Ok(v) = eval::eval(items, &Map::new())
@@ -1611,22 +1636,8 @@ pub fn canonical_form(p: &CompiledPlan) -> Value {
                 ("on_failure", Value::from(s.on_failure.as_str())),
                 ("timeout_ms", opt(s.timeout_ms.map(Value::from))),
             ]);
-            if let (Some(b), Value::Object(m)) = (&s.body, &mut v) {
-                m.insert(
-                    "loop".to_owned(),
-                    obj([
-                        ("kind", Value::from(b.kind.as_str())),
-                        ("var", opt(b.var.as_deref().map(Value::from))),
-                        ("items", opt(b.items.as_ref().map(expr_form))),
-                        ("until", opt(b.until.as_ref().map(expr_form))),
-                        ("max", Value::from(b.max)),
-                        (
-                            "outer",
-                            Value::Array(b.outer.iter().map(|o| Value::from(o.as_str())).collect()),
-                        ),
-                        ("plan", canonical_form(&b.plan)),
-                    ]),
-                );
+            if let Value::Object(m) = &mut v {
+                optional_forms(p, s, m);
             }
             v
         })
@@ -1705,12 +1716,44 @@ pub fn expr_form(e: &Expr) -> Value {
 pub fn plan_hash(p: &CompiledPlan) -> Hash {
     // The streaming encoder knows loop-free plans; a plan with a loop takes the reference path
     // (same bytes by definition).
-    if p.steps.iter().any(|s| s.body.is_some()) {
+    if p.steps
+        .iter()
+        .any(|s| s.body.is_some() || s.policy.is_some() || s.undo.is_some())
+    {
         return plan_hash_via_value(p);
     }
     let mut out = Vec::with_capacity(256 + 256 * p.steps.len());
     encode_plan(p, &mut out);
     oracle_core::hash::hash_in(oracle_core::hash::domain::PLAN, &out)
+}
+
+/// The entries of a step's canonical form present only where given (a loop, a retry policy,
+/// an `undo`), so the hashes of plans without them do not change.
+fn optional_forms(p: &CompiledPlan, s: &CompiledStep, m: &mut Map<String, Value>) {
+    let opt = |v: Option<Value>| v.unwrap_or(Value::Null);
+    if let Some(policy) = &s.policy {
+        m.insert("retry_policy".to_owned(), policy.form(s.retry));
+    }
+    if let Some(u) = s.undo {
+        let target = p.steps[u as usize].name.as_str();
+        m.insert("undo".to_owned(), Value::from(target));
+    }
+    if let Some(b) = &s.body {
+        let outer = b.outer.iter().map(|o| Value::from(o.as_str())).collect();
+        let form: Map<String, Value> = [
+            ("kind", Value::from(b.kind.as_str())),
+            ("var", opt(b.var.as_deref().map(Value::from))),
+            ("items", opt(b.items.as_ref().map(expr_form))),
+            ("until", opt(b.until.as_ref().map(expr_form))),
+            ("max", Value::from(b.max)),
+            ("outer", Value::Array(outer)),
+            ("plan", canonical_form(&b.plan)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        m.insert("loop".to_owned(), Value::Object(form));
+    }
 }
 
 /// The hash of [`canonical_form`] computed through a JSON value: the reference for

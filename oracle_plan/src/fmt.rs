@@ -413,6 +413,10 @@ impl Layout<'_> {
                 self.push(indent, text, (e.span.start, e.span.end), never);
             }
         }
+        if let Some(e) = &s.retry_policy {
+            let text = format!("retry {}", print_expr(e));
+            self.push(indent, text, (e.span.start, e.span.end), never);
+        }
         if let Some(n) = &s.retry {
             let text = format!("attempts {}", n.node);
             self.push(indent, text, (n.span.start, n.span.end), never);
@@ -426,6 +430,10 @@ impl Layout<'_> {
         }
         if let Some(t) = &s.timeout_ms {
             self.push(indent, timeout(t.node), (t.span.start, t.span.end), never);
+        }
+        if let Some(u) = &s.undo {
+            let text = format!("undo {}", u.node);
+            self.push(indent, text, (u.span.start, u.span.end), never);
         }
     }
 }

@@ -43,6 +43,7 @@ pub mod lexer;
 mod overlap;
 mod parsed;
 pub mod parser;
+pub mod policy;
 pub mod print;
 mod saved;
 pub mod time;

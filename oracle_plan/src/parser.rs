@@ -121,6 +121,8 @@ const CLAUSES: [&str; 8] = [
 
 /// The clause word for the per-tier attempt count (`retry` is accepted as the same clause).
 const ATTEMPTS: &str = "attempts";
+/// The clause word declaring a step the compensation of another (`undo STEP`).
+const UNDO: &str = "undo";
 const POLICIES: [&str; 3] = ["stop", "continue", "yield"];
 
 struct Header {
@@ -741,6 +743,8 @@ impl<'s> Parser<'s> {
             when: None,
             expect: None,
             retry: None,
+            retry_policy: None,
+            undo: None,
             fallback: None,
             on_failure: None,
             timeout_ms: None,
@@ -748,6 +752,7 @@ impl<'s> Parser<'s> {
             span: t.span,
         };
         let mut seen: BTreeMap<Keyword, Span> = BTreeMap::new();
+        let mut undo_seen: Option<Span> = None;
         // The step ends at the first token that cannot start a clause.
         loop {
             let kw = match self.kind() {
@@ -760,39 +765,23 @@ impl<'s> Parser<'s> {
                 {
                     Keyword::Retry
                 }
+                // `undo STEP`: contextual too (a step may still be named `undo`).
+                TokenKind::Ident(w)
+                    if w == UNDO
+                        && matches!(self.kind_at(1), TokenKind::Ident(_))
+                        && *self.kind_at(2) != TokenKind::Assign =>
+                {
+                    let kw_tok = self.bump();
+                    self.undo_clause(&mut step, kw_tok.span, &mut undo_seen)?;
+                    continue;
+                }
                 _ => break,
             };
             let kw_tok = self.bump();
             // `on timeout` is a clause of its own beside `on failure`: kept apart under the
             // word `failure`, which starts no clause.
             let on_timeout = kw == Keyword::On && self.at_kw(Keyword::Timeout);
-            let key = if on_timeout { Keyword::Failure } else { kw };
-            let first = seen.get(&key).copied();
-            if let Some(first) = first {
-                let word = if kw == Keyword::Retry {
-                    "attempts"
-                } else if on_timeout {
-                    "on timeout"
-                } else {
-                    kw.as_str()
-                };
-                self.report(
-                    Diagnostic::error(
-                        "E0114",
-                        kw_tok.span,
-                        format!("duplicate `{word}` clause"),
-                        "given again here",
-                    )
-                    .with_related(first, format!("first `{word}` here"))
-                    .with_hint(format!(
-                        "a step has at most one `{word}` clause: remove one"
-                    )),
-                );
-            } else {
-                seen.insert(key, kw_tok.span);
-            }
-            // With a duplicate, the first clause wins; the second is still read for errors.
-            let dup = first.is_some();
+            let dup = self.clause_seen(&mut seen, kw, on_timeout, kw_tok.span);
             match kw {
                 Keyword::After => {
                     let names = self.after_list()?;
@@ -810,6 +799,13 @@ impl<'s> Parser<'s> {
                     let e = self.expr()?.e;
                     if !dup {
                         step.expect = Some(e);
+                    }
+                }
+                Keyword::Retry if self.at(&TokenKind::LBrace) => {
+                    // `retry { ... }`: a policy, read as a map literal the compiler checks.
+                    let e = self.expr()?.e;
+                    if !dup {
+                        step.retry_policy = Some(e);
                     }
                 }
                 Keyword::Retry => {
@@ -858,6 +854,59 @@ impl<'s> Parser<'s> {
         }
         step.span = t.span.to(Span::new(self.prev_end, self.prev_end));
         Ok(step)
+    }
+
+    /// Whether clause `kw` (`on timeout` when `on_timeout`) was given before on this step
+    /// (E0114: with a duplicate, the first clause wins; the second is still read for errors).
+    fn clause_seen(
+        &mut self,
+        seen: &mut BTreeMap<Keyword, Span>,
+        kw: Keyword,
+        on_timeout: bool,
+        at: Span,
+    ) -> bool {
+        let key = if on_timeout { Keyword::Failure } else { kw };
+        let Some(first) = seen.get(&key).copied() else {
+            seen.insert(key, at);
+            return false;
+        };
+        let word = if kw == Keyword::Retry {
+            "attempts"
+        } else if on_timeout {
+            "on timeout"
+        } else {
+            kw.as_str()
+        };
+        self.report(
+            Diagnostic::error(
+                "E0114",
+                at,
+                format!("duplicate `{word}` clause"),
+                "given again here",
+            )
+            .with_related(first, format!("first `{word}` here"))
+            .with_hint(format!(
+                "a step has at most one `{word}` clause: remove one"
+            )),
+        );
+        true
+    }
+
+    /// `STEP` after `undo` (the caller took the word): the step this one compensates.
+    fn undo_clause(&mut self, step: &mut Step, at: Span, seen: &mut Option<Span>) -> PResult<()> {
+        let target = self.name("a step", "a step name", "after `undo`", |_| true)?;
+        match *seen {
+            Some(first) => self.report(
+                Diagnostic::error("E0114", at, "duplicate `undo` clause", "given again here")
+                    .with_related(first, "first `undo` here")
+                    .with_hint("a step undoes at most one step: remove one"),
+            ),
+            None => {
+                *seen = Some(at);
+                step.undo = Some(target);
+            }
+        }
+        Ok(())
     }
 
     /// The names after `after`, comma separated.

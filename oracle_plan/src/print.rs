@@ -117,6 +117,11 @@ fn step(out: &mut String, s: &Step) {
         expr(out, e, 0);
         out.push('\n');
     }
+    if let Some(e) = &s.retry_policy {
+        out.push_str("  retry ");
+        expr(out, e, 0);
+        out.push('\n');
+    }
     if let Some(n) = &s.retry {
         out.push_str(&format!("  retry {}\n", n.node));
     }
@@ -138,6 +143,9 @@ fn step(out: &mut String, s: &Step) {
         } else {
             out.push_str(&format!("  timeout {ms}ms\n"));
         }
+    }
+    if let Some(u) = &s.undo {
+        out.push_str(&format!("  undo {}\n", u.node));
     }
 }
 
@@ -419,6 +427,8 @@ fn strip_step(s: &Step) -> Step {
         when: s.when.as_ref().map(strip_expr),
         expect: s.expect.as_ref().map(strip_expr),
         retry: s.retry.as_ref().map(|r| bare(r.node)),
+        retry_policy: s.retry_policy.as_ref().map(strip_expr),
+        undo: s.undo.as_ref().map(ident),
         fallback: s.fallback.as_ref().map(strip_call),
         on_failure: s.on_failure.as_ref().map(|p| bare(p.node)),
         timeout_ms: s.timeout_ms.as_ref().map(|t| bare(t.node)),

@@ -94,6 +94,7 @@ enum SavedStatus {
     Skipped,
     Failed,
     Waiting { attempts: u64, reason: String },
+    Backoff { attempts: u64 },
 }
 
 /// An agent step's conversation in progress (see `Loop` in `agent.rs`).
@@ -308,6 +309,9 @@ fn save_status(s: &Status, output: &Option<Packed>) -> SavedStatus {
         Status::Waiting { attempts, reason } => SavedStatus::Waiting {
             attempts: *attempts,
             reason: reason.clone(),
+        },
+        Status::Backoff { attempts } => SavedStatus::Backoff {
+            attempts: *attempts,
         },
     }
 }
@@ -673,22 +677,39 @@ fn restore_status(
         SavedStatus::Pending => (Status::Pending, None),
         SavedStatus::Running => (Status::Running, None),
         SavedStatus::Retrying { attempts } => {
-            let tiers = if step.fallback.is_some() { 2 } else { 1 };
-            let most = step.retry.saturating_mul(tiers);
-            if attempts >= most {
-                return Err(RestoreError::Retry {
-                    step: step.name.clone(),
-                    attempts,
-                    most,
-                });
-            }
+            retry_left(step, attempts)?;
             (Status::Retrying { attempts }, None)
+        }
+        SavedStatus::Backoff { attempts } if step.policy.is_some() => {
+            retry_left(step, attempts)?;
+            (Status::Backoff { attempts }, None)
+        }
+        SavedStatus::Backoff { attempts } => {
+            return Err(RestoreError::Retry {
+                step: step.name.clone(),
+                attempts,
+                most: 0,
+            });
         }
         SavedStatus::Completed { output } => (Status::Completed, Some(output)),
         SavedStatus::Skipped => (Status::Skipped, None),
         SavedStatus::Failed => (Status::Failed, None),
         SavedStatus::Waiting { attempts, reason } => (Status::Waiting { attempts, reason }, None),
     })
+}
+
+/// Refuses a retry after `attempts` when the step has no attempts left.
+fn retry_left(step: &CompiledStep, attempts: u64) -> Result<(), RestoreError> {
+    let tiers = if step.fallback.is_some() { 2 } else { 1 };
+    let most = step.retry.saturating_mul(tiers);
+    if attempts >= most {
+        return Err(RestoreError::Retry {
+            step: step.name.clone(),
+            attempts,
+            most,
+        });
+    }
+    Ok(())
 }
 
 /// An agent step's conversation, refusing counts its settings rule out: a tier other than the

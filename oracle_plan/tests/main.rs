@@ -10,5 +10,6 @@ mod bounds;
 mod compile;
 mod fmt;
 mod parse;
+mod policy;
 mod saved;
 mod types;

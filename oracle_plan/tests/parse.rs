@@ -872,6 +872,8 @@ fn step_strategy() -> impl Strategy<Value = Step> {
                 when,
                 expect,
                 retry: retry.map(sp),
+                retry_policy: None,
+                undo: None,
                 fallback,
                 on_failure: policy.map(sp),
                 timeout_ms: timeout.map(sp),

@@ -1223,15 +1223,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                         },
                         None => None,
                     };
-                    let reason = match &timer {
-                        Some((TimerKind::Sleep, set, _)) => {
-                            format!("{SLEEP_WAIT_PREFIX}{}", set.due)
-                        }
-                        Some((TimerKind::Deadline, set, _)) => {
-                            format!("{reason} (deadline {})", set.due)
-                        }
-                        None => reason,
-                    };
+                    let reason = timer_reason(reason, timer.as_ref().map(|(k, s, _)| (*k, s)));
                     let suspended = self.emit(
                         self.causes.suspended(&step),
                         Payload::Suspended(payload::Suspended {
@@ -1255,7 +1247,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                                 }];
                                 continue;
                             }
-                            None if kind == TimerKind::Sleep => {
+                            None if kind != TimerKind::Deadline => {
                                 self.timer = Some(set);
                                 return Ok(Ending::Suspended {
                                     step,
@@ -1472,12 +1464,14 @@ impl<'r, A: Agent> Engine<'r, A> {
             }
         } else if self.writer.is_some() {
             let now = crate::wall::now_ms();
-            let due_ms = crate::tools::time::timer_due_ms(kind, input, now).map_err(|e| {
-                EngineError::Unexpected {
-                    seq: next,
-                    message: e.to_string(),
-                }
-            })?;
+            let seeded = (self.config.seed, step);
+            let due_ms =
+                crate::tools::time::timer_due_ms(kind, input, now, seeded).map_err(|e| {
+                    EngineError::Unexpected {
+                        seq: next,
+                        message: e.to_string(),
+                    }
+                })?;
             payload::TimerSet {
                 step: step.to_owned(),
                 due_ms,
@@ -1520,6 +1514,8 @@ impl<'r, A: Agent> Engine<'r, A> {
             }
         } else if answered && kind == TimerKind::Deadline {
             return Ok(None);
+        } else if let Some(fired) = self.backoff_waited(step, kind, set)? {
+            fired
         } else if answered {
             return Err(EngineError::TimerAnswered {
                 step: step.to_owned(),
@@ -1560,6 +1556,36 @@ impl<'r, A: Agent> Engine<'r, A> {
         self.failures.remove(step);
         self.waits.remove(step);
         Ok(Some(fired))
+    }
+
+    /// A backoff timer due within [`crate::wall::BACKOFF_IN_PROCESS_MS_MAX`], waited out in
+    /// this process past the record (unless a wake forces it now): its `timer_set` and
+    /// `suspended` are made durable first, so a process killed while waiting leaves a timer a
+    /// wake fires. `None`: not such a wait.
+    fn backoff_waited(
+        &mut self,
+        step: &str,
+        kind: TimerKind,
+        set: &payload::TimerSet,
+    ) -> Result<Option<payload::TimerFired>> {
+        let now = crate::wall::now_ms();
+        let short = set.due_ms.saturating_sub(now) <= crate::wall::BACKOFF_IN_PROCESS_MS_MAX;
+        if kind != TimerKind::Backoff || !short || self.wake == Some(true) || self.answer.is_some()
+        {
+            return Ok(None);
+        }
+        let Some(w) = self.writer.as_mut() else {
+            return Ok(None);
+        };
+        w.commit()?;
+        let fired_ms = crate::wall::wait_until(set.due_ms);
+        self.wake = None;
+        Ok(Some(payload::TimerFired {
+            step: step.to_owned(),
+            due_ms: set.due_ms,
+            fired_ms,
+            fired: crate::wall::rfc3339(fired_ms),
+        }))
     }
 
     /// Whether `step` waits on a domain (a belief) that would answer it now: a verdict (or a
@@ -2192,6 +2218,17 @@ impl<'r, A: Agent> Engine<'r, A> {
 /// exactly as the run did; a change that fits is never split, so every log written before
 /// splitting existed replays unchanged. (One key's value is bounded by the tool and input
 /// limits, far below a record.)
+/// The reason a run suspended on a timer gives: when a `sleep` or a retry's backoff is due
+/// (`waits until <due>`, the backoff's reason after it), or a deadline after the question.
+fn timer_reason(reason: String, timer: Option<(TimerKind, &payload::TimerSet)>) -> String {
+    match timer {
+        Some((TimerKind::Sleep, set)) => format!("{SLEEP_WAIT_PREFIX}{}", set.due),
+        Some((TimerKind::Backoff, set)) => format!("{SLEEP_WAIT_PREFIX}{} ({reason})", set.due),
+        Some((TimerKind::Deadline, set)) => format!("{reason} (deadline {})", set.due),
+        None => reason,
+    }
+}
+
 /// What a fired timer tells the program: a `sleep` step's output `{due, due_ms, fired,
 /// fired_ms}`; for a `human.ask` past its deadline, its `on_timeout` value as the answer, or
 /// (none given) the step's failure, which its `on failure` policy then decides.
@@ -2202,7 +2239,7 @@ fn timer_outcome(
     input: &Value,
 ) -> Outcome {
     match (kind, input.get(crate::tools::time::ON_TIMEOUT_ARG)) {
-        (TimerKind::Sleep, _) => Outcome::Answered(serde_json::json!({
+        (TimerKind::Sleep | TimerKind::Backoff, _) => Outcome::Answered(serde_json::json!({
             "due": set.due,
             "due_ms": set.due_ms,
             "fired": fired.fired,

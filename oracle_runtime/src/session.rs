@@ -1978,12 +1978,14 @@ fn check_timer(
         (true, None, _) => Err(SessionError::NoTimer {
             run: found.id.clone(),
         }),
-        (false, Some(TimerKind::Sleep), Some(s)) => Err(SessionError::TimerWait {
-            run: found.id.clone(),
-            step: s.step.clone(),
-            reason: s.reason.clone(),
-        }),
-        (false, Some(TimerKind::Sleep), None) => Ok(false),
+        (false, Some(TimerKind::Sleep | TimerKind::Backoff), Some(s)) => {
+            Err(SessionError::TimerWait {
+                run: found.id.clone(),
+                step: s.step.clone(),
+                reason: s.reason.clone(),
+            })
+        }
+        (false, Some(TimerKind::Sleep | TimerKind::Backoff), None) => Ok(false),
     }
 }
 

@@ -436,11 +436,14 @@ impl Registry {
 
     /// What the plan compiler checks plans against.
     pub fn catalogue(&self) -> Catalogue {
-        let schemas = self
-            .tools
-            .values()
-            .map(|r| (r.decl.name.clone(), r.decl.output_schema.clone()));
-        Catalogue::new(self.tools.values().map(|r| r.decl.spec()))
+        // The plan agent's own backoff call is no tool a plan may name.
+        let named = || {
+            self.tools
+                .values()
+                .filter(|r| r.decl.name != crate::tools::time::BACKOFF_TOOL)
+        };
+        let schemas = named().map(|r| (r.decl.name.clone(), r.decl.output_schema.clone()));
+        Catalogue::new(named().map(|r| r.decl.spec()))
             .with_output_schemas(schemas)
             .with_unavailable(self.unavailable.clone())
     }

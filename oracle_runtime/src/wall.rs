@@ -10,6 +10,24 @@ pub use oracle_plan::time::{
     INSTANT_MS_MAX, SLEEP_FOR_MS_MAX, TimeError as WallError, duration_ms, instant_ms,
 };
 
+/// The longest backoff wait (a retry policy's, between two attempts) a drive waits out in its
+/// own process, recording the timer's `timer_fired` itself: 60 s. Why: `oracle run` of a plan
+/// whose step retries after a second should complete in one command, while a longer wait
+/// holds no process (or a worker's thread) and suspends the run on its timer like a `sleep`,
+/// for the wakers. A process killed mid-wait leaves the recorded timer for a wake.
+pub const BACKOFF_IN_PROCESS_MS_MAX: u64 = 60_000;
+
+/// Blocks until the wall clock reaches `due_ms` (at once if it has), then returns the clock.
+pub fn wait_until(due_ms: u64) -> u64 {
+    loop {
+        let now = now_ms();
+        if now >= due_ms {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(due_ms - now));
+    }
+}
+
 /// The wall clock now, in unix milliseconds (0 for a clock set before 1970).
 pub fn now_ms() -> u64 {
     u64::try_from(Timestamp::now().as_millisecond()).unwrap_or(0)

@@ -40,7 +40,7 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `llm.chat` calling the models bound in `models`, and
 /// `http.request` and `proc.exec` given the run's `secrets`.
 pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry {
-    let tools: [Arc<dyn Tool>; 20] = [
+    let tools: [Arc<dyn Tool>; 21] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
@@ -59,6 +59,7 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
         Arc::new(clock::RandomInt),
         Arc::new(time::Wall),
         Arc::new(time::Sleep),
+        Arc::new(time::Backoff),
         Arc::new(human::Ask),
         Arc::new(agent::Agent),
         Arc::new(net::Request {
@@ -218,7 +219,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 30, "{names:?}");
+        assert_eq!(names.len(), 31, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());

@@ -11,6 +11,8 @@ use crate::wall;
 /// The tool name of a `sleep` step: the engine recognises a timer by it.
 pub const SLEEP_TOOL: &str = "sleep";
 
+pub use oracle_plan::policy::BACKOFF_TOOL;
+
 /// The argument naming a wait's deadline (`human.ask`, `memory.query` with `require:
 /// "resolved"`): a duration from when it is asked, or an instant.
 pub const DEADLINE_ARG: &str = "deadline";
@@ -28,6 +30,10 @@ pub enum TimerKind {
     /// "resolved", deadline}`): an answer (a verdict) or the deadline, whichever is recorded
     /// first.
     Deadline,
+    /// A wait between two attempts of a step with a retry policy
+    /// ([`oracle_plan::policy::BACKOFF_TOOL`]): woken like a `sleep`, or fired by the drive
+    /// itself when due within [`crate::wall::BACKOFF_IN_PROCESS_MS_MAX`].
+    Backoff,
 }
 
 /// Whether a call of `tool` can set a timer: its input decides whether and when (so whoever
@@ -35,7 +41,7 @@ pub enum TimerKind {
 pub fn may_set_timer(tool: &str) -> bool {
     matches!(
         tool,
-        SLEEP_TOOL | oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
+        SLEEP_TOOL | BACKOFF_TOOL | oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
     )
 }
 
@@ -43,6 +49,7 @@ pub fn may_set_timer(tool: &str) -> bool {
 pub fn timer_kind(tool: &str, input: &Value) -> Option<TimerKind> {
     match tool {
         SLEEP_TOOL => Some(TimerKind::Sleep),
+        BACKOFF_TOOL => Some(TimerKind::Backoff),
         oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
             if input.get(DEADLINE_ARG).is_some() =>
         {
@@ -64,16 +71,42 @@ pub enum TimerArgError {
     Until,
     #[error("give exactly one of `for` (a duration) and `until` (an instant)")]
     OneOf,
+    #[error("argument `wait_ms` must be a whole number of milliseconds")]
+    Backoff,
     #[error(transparent)]
     Wall(#[from] wall::WallError),
 }
 
-/// When a timer of `kind` set at `now_ms` by a call with `input` is due.
-pub fn timer_due_ms(kind: TimerKind, input: &Value, now_ms: u64) -> Result<u64, TimerArgError> {
+/// When a timer of `kind` set at `now_ms` by a call of `step` with `input` is due, in a run
+/// seeded `seed` (a backoff's jitter is drawn from it).
+pub fn timer_due_ms(
+    kind: TimerKind,
+    input: &Value,
+    now_ms: u64,
+    (seed, step): (u64, &str),
+) -> Result<u64, TimerArgError> {
     match kind {
         TimerKind::Sleep => due_ms(input, now_ms),
         TimerKind::Deadline => deadline_ms(input, now_ms),
+        TimerKind::Backoff => Ok(now_ms.saturating_add(backoff_ms(input, seed, step)?)),
     }
+}
+
+/// A backoff call's wait: its `wait_ms`, or with `jitter` a wait drawn in `[wait_ms / 2,
+/// wait_ms]` by [`oracle_core::rng::for_call`] of the run's seed, the step and the attempt
+/// that failed (so the same run waits alike anywhere; the due instant is recorded anyway).
+pub fn backoff_ms(input: &Value, seed: u64, step: &str) -> Result<u64, TimerArgError> {
+    let wait = input
+        .get("wait_ms")
+        .and_then(Value::as_u64)
+        .ok_or(TimerArgError::Backoff)?;
+    if input.get("jitter").and_then(Value::as_bool) != Some(true) {
+        return Ok(wait);
+    }
+    let attempt = input.get("attempt").and_then(Value::as_u64).unwrap_or(0);
+    let half = wait / 2;
+    let drawn = oracle_core::rng::for_call(seed, step, attempt).below(half.saturating_add(1));
+    Ok(wait - half + drawn)
 }
 
 /// A deadline (`human.ask`'s, a belief wait's): a duration after `now_ms` (`2d`), or an RFC
@@ -167,5 +200,45 @@ impl Tool for Sleep {
             None => format!("until {}", arg_str(input, "until")?),
         };
         Err(ToolError::Ask(format!("sleep {what}")))
+    }
+}
+
+/// `retry.backoff {wait_ms, jitter, attempt}` → `{due, due_ms, fired, fired_ms}` once woken:
+/// the plan agent's call between two attempts of a step with a retry policy (never a plan's:
+/// it is left out of the catalogue). Like `sleep`, the call only asks; the engine records the
+/// timer.
+pub struct Backoff;
+
+impl Tool for Backoff {
+    fn decl(&self) -> ToolDecl {
+        let flag = || serde_json::json!({"type": "boolean"});
+        decl(
+            BACKOFF_TOOL,
+            "Wait between two attempts of a step with a retry policy: {due, due_ms, fired, fired_ms}.",
+            Effect::Ask,
+            object(
+                &[
+                    ("wait_ms", count()),
+                    ("jitter", flag()),
+                    ("attempt", count()),
+                ],
+                &["wait_ms"],
+            ),
+            object(
+                &[
+                    ("due", string()),
+                    ("due_ms", count()),
+                    ("fired", string()),
+                    ("fired_ms", count()),
+                ],
+                &["due", "due_ms", "fired", "fired_ms"],
+            ),
+            None,
+        )
+    }
+
+    fn call(&self, input: &Value, _cx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let ms = backoff_ms(input, 0, "").map_err(ToolError::failed)?;
+        Err(ToolError::Ask(format!("retry backoff {ms} ms")))
     }
 }
