@@ -1236,6 +1236,15 @@ pub(crate) fn submit(
             a.key.as_deref(),
         )
         .map_err(|e| CliError::input(e.to_string()))?;
+    key_used_elsewhere(submitted, a)
+}
+
+/// A submission whose idempotency key started a run with another program, inputs or seed is
+/// refused (`key_conflict`), as a file home's start refuses it.
+fn key_used_elsewhere(
+    submitted: oracle_host::Submitted,
+    a: &RunArgs,
+) -> Result<oracle_host::Submitted, CliError> {
     match submitted {
         oracle_host::Submitted::Existing { run, differs, .. } if !differs.is_empty() => {
             let e = SessionError::KeyUsed {
@@ -1269,17 +1278,7 @@ fn submit_code(
             a.key.as_deref(),
         )
         .map_err(|e| CliError::input(e.to_string()))?;
-    match submitted {
-        oracle_host::Submitted::Existing { run, differs, .. } if !differs.is_empty() => {
-            let e = SessionError::KeyUsed {
-                key: a.key.clone().unwrap_or_default(),
-                run,
-                differs,
-            };
-            Err(host_error(HostError::Session(e), a.drive.json))
-        }
-        s => Ok(s),
-    }
+    key_used_elsewhere(submitted, a)
 }
 
 /// A program given to `submit` as the store keeps it for the workers that drive the run: a
