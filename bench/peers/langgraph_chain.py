@@ -1,6 +1,6 @@
 """A chain of N trivial nodes in LangGraph, one durable SQLite checkpoint per step.
 
-Usage: python langgraph_chain.py N WORKDIR [chain|loop] [--no-history]
+Usage: python langgraph_chain.py N WORKDIR [chain|loop] [--no-history] [--durability=sync|async]
 
 chain: N distinct nodes s0 -> s1 -> ... (a checkpoint holds a version per channel, so it grows
        with the number of nodes already run); loop: one node and a conditional edge back to
@@ -61,6 +61,11 @@ def main() -> None:
     workdir = sys.argv[2]
     shape = sys.argv[3] if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else "chain"
     read_history = "--no-history" not in sys.argv
+    # "sync" by default here (each checkpoint committed before the next step); LangGraph's own
+    # default is "async" (written while the next step runs).
+    durability = next(
+        (a.split("=", 1)[1] for a in sys.argv if a.startswith("--durability=")), "sync"
+    )
     os.makedirs(workdir, exist_ok=True)
     path = os.path.join(workdir, f"langgraph-{shape}-{n}.sqlite")
     for suffix in ("", "-wal", "-shm"):
@@ -78,8 +83,7 @@ def main() -> None:
 
     config = {"configurable": {"thread_id": "bench"}, "recursion_limit": n + 10}
     t1 = time.perf_counter()
-    # durability="sync": each step's checkpoint is committed before the next step starts.
-    out = graph.invoke({"words": 0, "i": 0}, config, durability="sync")
+    out = graph.invoke({"words": 0, "i": 0}, config, durability=durability)
     t_run = time.perf_counter() - t1
     assert out["words"] == 2 and out["i"] == n, out
 
@@ -96,6 +100,7 @@ def main() -> None:
     print(json.dumps({
         "framework": "langgraph",
         "shape": shape,
+        "durability": durability,
         "steps": n,
         "build_s": t_build,
         "run_s": t_run,

@@ -13,7 +13,7 @@ def name(r):
     if r["framework"] == "oracle":
         return f"oracle `--durability {r['durability']}`"
     if r["framework"] == "langgraph":
-        return f"LangGraph, {r['shape']} (SqliteSaver, `durability=\"sync\"`)"
+        return f"LangGraph, {r['shape']} (SqliteSaver, `durability=\"{r.get('durability', 'sync')}\"`)"
     return "DBOS (PostgreSQL)"
 
 
