@@ -122,6 +122,9 @@ impl Database {
                 (a.step.clone(), a.value.clone()),
                 a.by.clone(),
             ),
+            Signal::Event { run, name, value } => {
+                crate::store_front::check_event(&self.store, scratch, run, name, value)
+            }
             _ => Ok(()),
         }
     }

@@ -297,6 +297,12 @@ pub fn session_class(e: &SessionError) -> Class {
             conflict("needs_answer").with(json!({"step": step}))
         }
         SessionError::NotSuspended { .. } => conflict("not_suspended"),
+        SessionError::EventUnknown { name, .. } => {
+            refused("event_unknown").with(json!({"event": name}))
+        }
+        SessionError::EventRefused { name, .. } => {
+            refused("bad_event").with(json!({"event": name}))
+        }
         SessionError::ForkPoint { .. } => refused("fork_point"),
         SessionError::InsideRound { .. } => conflict("inside_round"),
         SessionError::UpgradeRefused { divergence, .. } => {

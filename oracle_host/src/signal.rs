@@ -74,6 +74,13 @@ pub enum Signal {
         now: Option<u64>,
         durability: Durability,
     },
+    /// [`Home::send_event`]: outside event `name` with `value` is kept for the run, and
+    /// delivered at once when the run waits on it.
+    Event {
+        run: String,
+        name: String,
+        value: Value,
+    },
     /// [`Home::cancel`]: the run ends `cancelled`, by `by`, for `reason`.
     Cancel {
         run: String,
@@ -161,6 +168,7 @@ impl Signal {
             | Signal::Claim { run, .. }
             | Signal::Reinstate { run, .. }
             | Signal::Sweep { run, .. }
+            | Signal::Event { run, .. }
             | Signal::Cancel { run, .. } => run,
         }
     }
@@ -173,6 +181,7 @@ impl Signal {
             Signal::Claim { .. } => "claim",
             Signal::Reinstate { .. } => "reinstate",
             Signal::Sweep { .. } => "sweep",
+            Signal::Event { .. } => "event",
             Signal::Cancel { .. } => "cancel",
         }
     }
@@ -221,6 +230,7 @@ pub enum Applied {
     Reinstated(ReinstatementApplied, AfterOutside),
     Swept(Swept),
     Cancelled(session::Cancelled),
+    Event(crate::home::EventSent),
 }
 
 impl Applied {
@@ -231,6 +241,7 @@ impl Applied {
             Applied::Verdict(_, a) | Applied::Claim(_, a) | Applied::Reinstated(_, a) => {
                 a.from_point()
             }
+            Applied::Event(e) => e.resumed.as_ref().and_then(|s| s.report.from_point),
             Applied::Swept(_) | Applied::Cancelled(_) => None,
         }
     }
@@ -317,6 +328,9 @@ impl Home {
                 now,
                 durability,
             } => Applied::Swept(self.sweep(&run, now, durability)?),
+            Signal::Event { run, name, value } => {
+                Applied::Event(self.send_event(&run, &name, &value)?)
+            }
             Signal::Cancel {
                 run,
                 by,

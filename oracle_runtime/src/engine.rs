@@ -331,6 +331,9 @@ pub struct Engine<'r, A: Agent> {
     answer_by: Option<String>,
     /// Stop right after the answer is recorded ([`Ending::Answered`]).
     stop_after_answer: bool,
+    /// Outside events kept for the run, delivered where a `wait.event` step waits past the
+    /// end of the record ([`Engine::with_events`]).
+    events: Option<crate::events::Inbox>,
     /// `replay --plan`: the first event may differ in its program fields.
     program_may_differ: bool,
     /// Model replies (`llm.chat`'s `tool_returned`) produced by this drive past its record: a
@@ -542,6 +545,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             answer: None,
             answer_by: None,
             stop_after_answer: false,
+            events: None,
             program_may_differ: false,
             model_replies: std::collections::BTreeSet::new(),
             tick: 0,
@@ -771,6 +775,26 @@ impl<'r, A: Agent> Engine<'r, A> {
     pub fn with_answer(mut self, step: String, value: Value) -> Self {
         self.answer = Some((step, value));
         self
+    }
+
+    /// Delivers the events of `inbox` (kept beside the run, not yet consumed) where a
+    /// `wait.event` step waits on one of their names, each recorded as the step's answer
+    /// (`resumed`, `by` naming the event) the moment the run gets there. Only past the end of
+    /// the record: while catching up, consumed events come from the record.
+    pub fn with_events(mut self, inbox: crate::events::Inbox) -> Self {
+        self.events = Some(inbox);
+        self
+    }
+
+    /// The kept event for `step`, if it waits on one (a live drive only).
+    fn kept_event(&mut self, step: &str) -> Option<(String, Value)> {
+        self.writer.as_ref()?;
+        let name = crate::events::waiting_name(
+            self.causes
+                .last_call(step)
+                .map(|(t, i)| (t.to_owned(), i.clone())),
+        )?;
+        self.events.as_mut()?.take(&name)
     }
 
     /// Fires the timer the suspended run waits on (`oracle resume --wake`): recorded as a
@@ -1356,6 +1380,9 @@ impl<'r, A: Agent> Engine<'r, A> {
                         let value = self.checked_answer(&step, value)?;
                         by = self.answer_by.take();
                         fresh = true;
+                        value
+                    } else if let Some((event, value)) = self.kept_event(&step) {
+                        by = Some(event);
                         value
                     } else if self.given.as_ref().is_some_and(|(s, _)| *s == step)
                         && self.writer.is_some()

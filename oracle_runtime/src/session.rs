@@ -109,6 +109,18 @@ pub enum SessionError {
     },
     #[error("{run}: the run has finished ({status}); there is nothing to resume")]
     Finished { run: String, status: String },
+    /// An event no `wait.event` step of the run's plan waits on: nothing was kept.
+    #[error(
+        "{run}: no `wait.event` step of the run's plan waits on event `{name}`; nothing was kept"
+    )]
+    EventUnknown { run: String, name: String },
+    /// An event whose name or value the run could not take: nothing was kept.
+    #[error("{run}: event `{name}` is refused: {reason}; nothing was kept")]
+    EventRefused {
+        run: String,
+        name: String,
+        reason: String,
+    },
     /// Where a fork was asked to start is not a place a run can go on from.
     #[error("{run}: cannot fork here: {why}; nothing was created")]
     ForkPoint { run: String, why: String },
@@ -1871,6 +1883,11 @@ fn tail_knows_enough(events: &Recorded) -> bool {
 }
 
 /// The latest recorded call of `step`: its tool and input.
+/// The tool and input of `step`'s latest call in the record, if any.
+pub fn latest_call_of(events: &Recorded, step: &str) -> Option<(String, Value)> {
+    latest_call(events, step)
+}
+
 fn latest_call(events: &Recorded, step: &str) -> Option<(String, Value)> {
     (events.base()..events.len()).rev().find_map(|seq| {
         if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
@@ -2009,7 +2026,9 @@ fn check_resumable(
         |step: &str| call_of(step).and_then(|(tool, _)| crate::domain::wait_of(&tool));
     let answer_schema = |step: &str| {
         call_of(step)
-            .filter(|(tool, _)| tool == oracle_plan::agent::ASK_TOOL)
+            .filter(|(tool, _)| {
+                tool == oracle_plan::agent::ASK_TOOL || tool == crate::tools::event::WAIT_EVENT_TOOL
+            })
             .and_then(|(_, input)| input.get("schema").cloned())
     };
     match last_program_event(events).as_ref().map(Event::typed) {
@@ -2031,6 +2050,11 @@ fn check_resumable(
             ));
         }
         Some(Ok(Payload::Suspended(s))) if domain_wait(&s.step).is_some() => {}
+        // A `wait.event` step with a kept event for it: the drive delivers the event.
+        Some(Ok(Payload::Suspended(s)))
+            if answer.is_none()
+                && crate::events::waiting_name(call_of(&s.step))
+                    .is_some_and(|name| crate::events::has_pending(&found.dir, events, &name)) => {}
         Some(Ok(Payload::Suspended(s))) => match answer {
             None => {
                 return Err(SessionError::NeedsAnswer {
@@ -2156,11 +2180,18 @@ pub fn resume_observed(
         let upgraded = plan.hash != start.started.program_hash;
         let agent = PlanAgent::new(plan, config.inputs.clone());
         let recorded = start.events.len();
+        let inbox = crate::events::Inbox::load(
+            &found.dir,
+            Some(&key),
+            &start.events,
+            drive.answered_by.as_deref(),
+        );
         let writer = start.writer.with_replica(drive.replica.clone());
         let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
             .allow_program_change_if(upgraded)
             .with_progress(progress)
-            .with_cancel(&mut probe);
+            .with_cancel(&mut probe)
+            .with_events(inbox);
         if let Some((point, state)) = &start.point {
             engine = match engine.from_point_at(point, state.clone()) {
                 Ok(e) => e,

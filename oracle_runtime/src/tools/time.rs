@@ -35,7 +35,10 @@ pub enum TimerKind {
 pub fn may_set_timer(tool: &str) -> bool {
     matches!(
         tool,
-        SLEEP_TOOL | oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
+        SLEEP_TOOL
+            | oracle_plan::agent::ASK_TOOL
+            | oracle_memory::tools::QUERY
+            | super::event::WAIT_EVENT_TOOL
     )
 }
 
@@ -43,7 +46,9 @@ pub fn may_set_timer(tool: &str) -> bool {
 pub fn timer_kind(tool: &str, input: &Value) -> Option<TimerKind> {
     match tool {
         SLEEP_TOOL => Some(TimerKind::Sleep),
-        oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
+        oracle_plan::agent::ASK_TOOL
+        | oracle_memory::tools::QUERY
+        | super::event::WAIT_EVENT_TOOL
             if input.get(DEADLINE_ARG).is_some() =>
         {
             Some(TimerKind::Deadline)
