@@ -280,7 +280,8 @@ fn last_program_event(ix: &mut IndexedLog) -> Result<Option<Event>, DataError> {
 }
 
 /// What a suspended run waits on: `{"step", "reason", "attempts", "seq", "kind", ...}` where
-/// `kind` is `question` (a `human.ask`: `question`, `schema`), `belief` (a `memory.query` that
+/// `kind` is `question` (a `human.ask`: `question`, `schema`), `event` (a `wait.event`: `event`,
+/// its name, and `schema`), `belief` (a `memory.query` that
 /// needs a resolved belief: `subject`, `predicate`; it takes a verdict, not an answer) or
 /// `yield` (a step that gave up and asks a person for its output: `tool`, `schema`, the
 /// output schema an answer must meet), and `timer` (`{"due_ms", "due"}`) when the step waits
@@ -346,6 +347,11 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, DataError> {
         Some(c) if c.tool == ASK_TOOL => {
             v["kind"] = json!("question");
             v["question"] = c.input.get("question").cloned().unwrap_or(Value::Null);
+            v["schema"] = c.input.get("schema").cloned().unwrap_or(Value::Null);
+        }
+        Some(c) if c.tool == oracle_runtime::tools::event::WAIT_EVENT_TOOL => {
+            v["kind"] = json!("event");
+            v["event"] = c.input.get("name").cloned().unwrap_or(Value::Null);
             v["schema"] = c.input.get("schema").cloned().unwrap_or(Value::Null);
         }
         Some(c) if c.tool == oracle_memory::tools::QUERY => {

@@ -223,6 +223,17 @@ mod tests {
                 None,
             ),
             tool(
+                "wait.event",
+                "Suspend the run until an outside event of this name is sent to it: {value}.",
+                vec![
+                    arg("name", String, true),
+                    arg("deadline", Time, false),
+                    arg("on_timeout", Any, false),
+                    arg("schema", Map, false),
+                ],
+                None,
+            ),
+            tool(
                 "memory.assert",
                 "Record a claim in the run's belief memory; the gate decides its disposition (committed, inferred, corroborating, quarantined, contested or queued for adjudication).",
                 vec![

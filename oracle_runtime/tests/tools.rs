@@ -133,7 +133,7 @@ fn caps(list: &[&str]) -> Vec<Capability> {
 // The registry and the catalogue
 
 #[test]
-fn registry_holds_all_thirty_tools_with_compiled_schemas() {
+fn registry_holds_all_thirty_one_tools_with_compiled_schemas() {
     let r = tools::builtin();
     let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
     assert_eq!(
@@ -169,6 +169,7 @@ fn registry_holds_all_thirty_tools_with_compiled_schemas() {
             "text.count",
             "text.lines",
             "text.split",
+            "wait.event",
         ]
     );
     for t in r.iter() {
@@ -178,7 +179,7 @@ fn registry_holds_all_thirty_tools_with_compiled_schemas() {
         let expected = match t.decl.name.as_str() {
             "fs.read" | "fs.write" | "fs.list" | "proc.exec" | "llm.chat" | "http.request"
             | "clock.wall" => Effect::Impure,
-            "human.ask" | "sleep" => Effect::Ask,
+            "human.ask" | "sleep" | "wait.event" => Effect::Ask,
             "memory.assert" | "memory.query" | "memory.history" => Effect::Domain("memory"),
             name if name.starts_with("auction.") => Effect::Domain("economy"),
             _ => Effect::Pure,
@@ -390,6 +391,16 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
         (
             "text.split",
             vec![("text", "string", true), ("separator", "string", true)],
+            None,
+        ),
+        (
+            "wait.event",
+            vec![
+                ("name", "string", true),
+                ("deadline", "time", false),
+                ("on_timeout", "any", false),
+                ("schema", "map", false),
+            ],
             None,
         ),
     ];

@@ -16,8 +16,8 @@ pub fn wait_reason(name: &str) -> String {
     format!("waits on event `{name}`")
 }
 
-/// `wait.event {name, schema?, deadline?, on_timeout?}` → the event's value, once one is
-/// sent. `schema`, when given, is the JSON Schema a sent value must meet (checked when it is
+/// `wait.event {name, schema?, deadline?, on_timeout?}` → `{value}`, the event's value, once
+/// one is sent. `schema`, when given, is the JSON Schema a sent value must meet (checked when it is
 /// sent, before it is kept); `deadline` races the event as a `human.ask`'s deadline races its
 /// answer, and `on_timeout` is the output when the deadline wins.
 pub struct WaitEvent;
@@ -26,7 +26,7 @@ impl Tool for WaitEvent {
     fn decl(&self) -> ToolDecl {
         decl(
             WAIT_EVENT_TOOL,
-            "Suspend the run until an outside event of this name is sent to it: the event's value.",
+            "Suspend the run until an outside event of this name is sent to it: {value}.",
             Effect::Ask,
             object(
                 &[
@@ -37,7 +37,7 @@ impl Tool for WaitEvent {
                 ],
                 &["name"],
             ),
-            any(),
+            object(&[("value", any())], &["value"]),
             None,
         )
     }

@@ -245,7 +245,7 @@ schemas: dict[str, Any] = {
                                 "reason": STR,
                                 "attempts": INT,
                                 "seq": INT,
-                                "kind": {"enum": ["question", "belief", "yield"]},
+                                "kind": {"enum": ["question", "event", "belief", "yield"]},
                                 "question": ANY,
                                 "schema": ANY,
                                 "timer": obj({"due_ms": INT, "due": STR}, ["due_ms", "due"]),
