@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use clap::Args;
-use oracle_host::signal::Signal;
+use oracle_host::signal::{EventSignal, Signal};
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
@@ -36,11 +36,11 @@ impl SignalArgs {
 
     /// The store's signal for it.
     pub(crate) fn signal(&self) -> Result<Signal, CliError> {
-        Ok(Signal::Event {
+        Ok(Signal::Event(EventSignal {
             run: self.run.clone(),
             name: self.name.clone(),
             value: self.value()?,
-        })
+        }))
     }
 }
 

@@ -63,6 +63,7 @@ pub enum DataError {
 
 /// The tool of a question to a person (`oracle_plan::agent::ASK_TOOL`).
 const ASK_TOOL: &str = "human.ask";
+use oracle_runtime::tools::event::WAIT_EVENT_TOOL;
 
 /// The built-in tools' declarations (output schemas of yielded steps), built once.
 fn builtin() -> &'static Registry {
@@ -290,6 +291,18 @@ pub fn waiting(run: &ValidRun) -> Result<Option<Value>, DataError> {
     waiting_in(&mut IndexedLog::open(&run.log())?)
 }
 
+/// What a question (`kind` `question`: its `question`) or an event wait (`kind` `event`: the
+/// name it waits on, `event`) adds to `waiting_on`, with the `schema` it gave.
+fn asked(v: &mut Value, c: &ToolCalled) {
+    let (kind, arg) = match c.tool.as_str() {
+        ASK_TOOL => ("question", "question"),
+        _ => ("event", "name"),
+    };
+    v["kind"] = json!(kind);
+    v[kind] = c.input.get(arg).cloned().unwrap_or(Value::Null);
+    v["schema"] = c.input.get("schema").cloned().unwrap_or(Value::Null);
+}
+
 fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, DataError> {
     let Some(ev) = last_program_event(ix)? else {
         return Ok(None);
@@ -344,16 +357,7 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, DataError> {
         v["timer"] = t;
     }
     match call {
-        Some(c) if c.tool == ASK_TOOL => {
-            v["kind"] = json!("question");
-            v["question"] = c.input.get("question").cloned().unwrap_or(Value::Null);
-            v["schema"] = c.input.get("schema").cloned().unwrap_or(Value::Null);
-        }
-        Some(c) if c.tool == oracle_runtime::tools::event::WAIT_EVENT_TOOL => {
-            v["kind"] = json!("event");
-            v["event"] = c.input.get("name").cloned().unwrap_or(Value::Null);
-            v["schema"] = c.input.get("schema").cloned().unwrap_or(Value::Null);
-        }
+        Some(c) if c.tool == ASK_TOOL || c.tool == WAIT_EVENT_TOOL => asked(&mut v, &c),
         Some(c) if c.tool == oracle_memory::tools::QUERY => {
             v["kind"] = json!("belief");
             v["subject"] = c.input.get("subject").cloned().unwrap_or(Value::Null);

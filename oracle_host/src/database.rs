@@ -122,8 +122,8 @@ impl Database {
                 (a.step.clone(), a.value.clone()),
                 a.by.clone(),
             ),
-            Signal::Event { run, name, value } => {
-                crate::store_front::check_event(&self.store, scratch, run, name, value)
+            Signal::Event(e) => {
+                crate::store_front::check_event(&self.store, scratch, &e.run, &e.name, &e.value)
             }
             _ => Ok(()),
         }

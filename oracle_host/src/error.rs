@@ -297,12 +297,6 @@ pub fn session_class(e: &SessionError) -> Class {
             conflict("needs_answer").with(json!({"step": step}))
         }
         SessionError::NotSuspended { .. } => conflict("not_suspended"),
-        SessionError::EventUnknown { name, .. } => {
-            refused("event_unknown").with(json!({"event": name}))
-        }
-        SessionError::EventRefused { name, .. } => {
-            refused("bad_event").with(json!({"event": name}))
-        }
         SessionError::ForkPoint { .. } => refused("fork_point"),
         SessionError::InsideRound { .. } => conflict("inside_round"),
         SessionError::UpgradeRefused { divergence, .. } => {
@@ -365,6 +359,18 @@ pub fn session_class(e: &SessionError) -> Class {
         SessionError::Seal(_) => Class::of("seal_key", exit::INPUT, http::INTERNAL),
         SessionError::CodeAgent(e) => Class::of(e.code(), exit::INPUT, http::BAD_REQUEST),
         e if e.is_integrity() => Class::of("integrity", exit::INTEGRITY, http::INTERNAL),
+        e => other_session_class(e),
+    }
+}
+
+/// The class of a session error [`session_class`] does not name: a refused outside event
+/// (`event_unknown`, `bad_event`: nothing was kept), else `input`.
+fn other_session_class(e: &SessionError) -> Class {
+    let refused =
+        |code, name| Class::of(code, exit::INPUT, http::UNPROCESSABLE).with(json!({"event": name}));
+    match e {
+        SessionError::EventUnknown { name, .. } => refused("event_unknown", name),
+        SessionError::EventRefused { name, .. } => refused("bad_event", name),
         _ => Class::of("input", exit::INPUT, http::INTERNAL),
     }
 }

@@ -76,11 +76,7 @@ pub enum Signal {
     },
     /// [`Home::send_event`]: outside event `name` with `value` is kept for the run, and
     /// delivered at once when the run waits on it.
-    Event {
-        run: String,
-        name: String,
-        value: Value,
-    },
+    Event(EventSignal),
     /// [`Home::cancel`]: the run ends `cancelled`, by `by`, for `reason`.
     Cancel {
         run: String,
@@ -88,6 +84,15 @@ pub enum Signal {
         reason: String,
         durability: Durability,
     },
+}
+
+/// Outside event `name` with `value` for `run`'s `wait.event` steps ([`Signal::Event`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSignal {
+    pub run: String,
+    pub name: String,
+    pub value: Value,
 }
 
 /// The output of the step a suspended run waits on.
@@ -168,7 +173,7 @@ impl Signal {
             | Signal::Claim { run, .. }
             | Signal::Reinstate { run, .. }
             | Signal::Sweep { run, .. }
-            | Signal::Event { run, .. }
+            | Signal::Event(EventSignal { run, .. })
             | Signal::Cancel { run, .. } => run,
         }
     }
@@ -181,7 +186,7 @@ impl Signal {
             Signal::Claim { .. } => "claim",
             Signal::Reinstate { .. } => "reinstate",
             Signal::Sweep { .. } => "sweep",
-            Signal::Event { .. } => "event",
+            Signal::Event(_) => "event",
             Signal::Cancel { .. } => "cancel",
         }
     }
@@ -287,11 +292,7 @@ impl Home {
                     },
                     answer: answer.map(|a| (a.step, a.value)),
                     given,
-                    tool_change: if allow_tool_change {
-                        ToolChange::Allow
-                    } else {
-                        ToolChange::Refuse
-                    },
+                    tool_change: ToolChange::allowed(allow_tool_change),
                     upgrade: None,
                     progress: None,
                 },
@@ -328,9 +329,7 @@ impl Home {
                 now,
                 durability,
             } => Applied::Swept(self.sweep(&run, now, durability)?),
-            Signal::Event { run, name, value } => {
-                Applied::Event(self.send_event(&run, &name, &value)?)
-            }
+            Signal::Event(e) => Applied::Event(self.send_event(&e.run, &e.name, &e.value)?),
             Signal::Cancel {
                 run,
                 by,

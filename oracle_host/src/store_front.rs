@@ -377,11 +377,11 @@ impl StoreFront {
     pub fn send_event(&self, run: &str, name: &str, value: &Value) -> Result<Queued, HostError> {
         let scratch = self.scratch(run)?;
         let sent = scratch.home.keep_event(run, name, value)?;
-        self.queue(Signal::Event {
+        self.queue(Signal::Event(crate::signal::EventSignal {
             run: sent.id,
             name: name.to_owned(),
             value: value.clone(),
-        })
+        }))
     }
 
     /// Checks a verdict as [`Home::adjudicate`] does, then queues it (with a resume after it).

@@ -511,16 +511,7 @@ impl<'r, A: Agent> Engine<'r, A> {
         recorded: impl Into<Recorded>,
         writer: Option<LogWriter>,
     ) -> Engine<'r, A> {
-        let jobs = config.jobs.clamp(1, JOBS_MAX);
-        // A pool that cannot be built (no threads available) only costs concurrency.
-        let pool = (jobs > 1)
-            .then(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(jobs as usize)
-                    .build()
-                    .ok()
-            })
-            .flatten();
+        let pool = pool_of(config.jobs.clamp(1, JOBS_MAX));
         let (domains, refused_settings) = match domain::for_run(&config) {
             Ok(d) => (d, None),
             Err(why) => (Vec::new(), Some(why.to_string())),
@@ -781,8 +772,10 @@ impl<'r, A: Agent> Engine<'r, A> {
     /// `wait.event` step waits on one of their names, each recorded as the step's answer
     /// (`resumed`, `by` naming the event) the moment the run gets there. Only past the end of
     /// the record: while catching up, consumed events come from the record.
-    pub fn with_events(mut self, inbox: crate::events::Inbox) -> Self {
-        self.events = Some(inbox);
+    /// The events are those kept beside the run in `dir`, sealed with `key`, that its log
+    /// does not hold as consumed.
+    pub fn with_events(mut self, dir: &Path, key: &crate::seal::SealKey) -> Self {
+        self.events = Some(crate::events::Inbox::load(dir, Some(key)));
         self
     }
 
@@ -1247,15 +1240,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                         },
                         None => None,
                     };
-                    let reason = match &timer {
-                        Some((TimerKind::Sleep, set, _)) => {
-                            format!("{SLEEP_WAIT_PREFIX}{}", set.due)
-                        }
-                        Some((TimerKind::Deadline, set, _)) => {
-                            format!("{reason} (deadline {})", set.due)
-                        }
-                        None => reason,
-                    };
+                    let reason = suspended_reason(reason, timer.as_ref());
                     let suspended = self.emit(
                         self.causes.suspended(&step),
                         Payload::Suspended(payload::Suspended {
@@ -2219,6 +2204,32 @@ impl<'r, A: Agent> Engine<'r, A> {
 /// exactly as the run did; a change that fits is never split, so every log written before
 /// splitting existed replays unchanged. (One key's value is bounded by the tool and input
 /// limits, far below a record.)
+/// The thread pool of a drive with `jobs` jobs: none for one. A pool that cannot be built (no
+/// threads available) only costs concurrency.
+fn pool_of(jobs: u32) -> Option<rayon::ThreadPool> {
+    (jobs > 1)
+        .then(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(jobs as usize)
+                .build()
+                .ok()
+        })
+        .flatten()
+}
+
+/// Why a suspended step waits, as recorded: a `sleep` names when its timer is due, a wait with
+/// a deadline names the deadline after the step's own reason.
+fn suspended_reason(
+    reason: String,
+    timer: Option<&(TimerKind, payload::TimerSet, Value)>,
+) -> String {
+    match timer {
+        Some((TimerKind::Sleep, set, _)) => format!("{SLEEP_WAIT_PREFIX}{}", set.due),
+        Some((TimerKind::Deadline, set, _)) => format!("{reason} (deadline {})", set.due),
+        None => reason,
+    }
+}
+
 /// What a fired timer tells the program: a `sleep` step's output `{due, due_ms, fired,
 /// fired_ms}`; for a `human.ask` past its deadline, its `on_timeout` value as the answer, or
 /// (none given) the step's failure, which its `on failure` policy then decides.

@@ -34,8 +34,13 @@ const BY_PREFIX: &str = "event ";
 /// a run's directory hold.
 pub const KEPT_EVENTS_MAX: usize = 1_000;
 
-/// Why an event name is refused: names are path segments and log text.
-pub fn check_name(name: &str) -> Result<(), String> {
+/// An event name that is not one: names are path segments and log text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("event name `{0}`: 1 to {EVENT_NAME_BYTES_MAX} of a-z, 0-9, `_`, `-`, `.`")]
+pub struct BadName(pub String);
+
+/// Whether `name` can name an event.
+pub fn check_name(name: &str) -> Result<(), BadName> {
     let ok = !name.is_empty()
         && name.len() <= EVENT_NAME_BYTES_MAX
         && name
@@ -44,9 +49,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "event name `{name}`: 1 to {EVENT_NAME_BYTES_MAX} of a-z, 0-9, `_`, `-`, `.`"
-        ))
+        Err(BadName(name.to_owned()))
     }
 }
 
@@ -90,7 +93,7 @@ pub enum Refusal {
 /// on the name, and the value must meet every such step's `schema` and the limits of any value
 /// given from outside.
 pub fn check(plan: &CompiledPlan, name: &str, value: &Value) -> Result<(), Refusal> {
-    check_name(name).map_err(Refusal::Bad)?;
+    check_name(name).map_err(|e| Refusal::Bad(e.to_string()))?;
     let waits = waits_on(plan, name);
     if waits.is_empty() {
         return Err(Refusal::Unknown);
@@ -230,6 +233,16 @@ fn number_of(by: &str) -> Option<u64> {
         .ok()
 }
 
+/// The kept events the log of the run in `dir` records as consumed, read whole; `None` when
+/// it cannot be read. Not read at all when no event is kept (`held` is empty).
+fn consumed_in(dir: &Path, held: &[u64]) -> Option<BTreeSet<u64>> {
+    if held.is_empty() {
+        return Some(BTreeSet::new());
+    }
+    let log = crate::paths::LogPaths::of_run(dir).log;
+    Recorded::read(&log).ok().map(|events| consumed(&events))
+}
+
 /// The kept events the log records as consumed.
 pub fn consumed(events: &Recorded) -> BTreeSet<u64> {
     (events.base()..events.len())
@@ -249,21 +262,15 @@ pub struct Inbox {
 }
 
 impl Inbox {
-    /// The events of the run in `dir` not consumed in `events` (nor by `answered_by`, the
-    /// answer a drive is given, when that is a kept event). Empty without a key.
-    pub fn load(
-        dir: &Path,
-        key: Option<&SealKey>,
-        events: &Recorded,
-        answered_by: Option<&str>,
-    ) -> Inbox {
-        let Some(key) = key else {
+    /// The events of the run in `dir` its log does not record as consumed (the whole log is
+    /// read, only when some event is kept: a drive may hold only its tail). Empty without a
+    /// key, or when the log cannot be read.
+    pub fn load(dir: &Path, key: Option<&SealKey>) -> Inbox {
+        let held = numbers(dir).unwrap_or_default();
+        let (Some(key), Some(done)) = (key, consumed_in(dir, &held)) else {
             return Inbox::default();
         };
-        let mut done = consumed(events);
-        done.extend(answered_by.and_then(number_of));
-        let pending = numbers(dir)
-            .unwrap_or_default()
+        let pending = held
             .into_iter()
             .filter(|n| !done.contains(n))
             .filter_map(|n| read_kept(dir, key, n))
@@ -278,6 +285,11 @@ impl Inbox {
         let (n, name, value) = self.pending.remove(i);
         Some((by_of(&name, n), value))
     }
+}
+
+/// Whether the step whose latest call is `call` waits on an event the run in `dir` keeps.
+pub fn kept_for(dir: &Path, call: Option<(String, Value)>) -> bool {
+    waiting_name(call).is_some_and(|name| has_pending(dir, &name))
 }
 
 /// The event name the step a run suspended on waits for, when its last call is a
@@ -350,12 +362,14 @@ pub fn send(home: &Path, run: &str, name: &str, value: &Value) -> crate::session
     })
 }
 
-/// Whether the run in `dir` keeps an event named `name` its log (`events`) does not record as
-/// consumed: by file name and content only (the drive checks each one's seal before it
-/// delivers it).
-pub fn has_pending(dir: &Path, events: &Recorded, name: &str) -> bool {
-    let done = consumed(events);
-    numbers(dir).unwrap_or_default().into_iter().any(|n| {
+/// Whether the run in `dir` keeps an event named `name` its log does not record as consumed:
+/// by file name and content only (the drive checks each one's seal before it delivers it).
+pub fn has_pending(dir: &Path, name: &str) -> bool {
+    let held = numbers(dir).unwrap_or_default();
+    let Some(done) = consumed_in(dir, &held) else {
+        return false;
+    };
+    held.into_iter().any(|n| {
         !done.contains(&n)
             && std::fs::read(file_of(dir, n))
                 .ok()

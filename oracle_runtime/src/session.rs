@@ -1981,6 +1981,18 @@ fn deadline_fired(events: &Recorded, step: &str) -> Option<oracle_core::payload:
     })?
 }
 
+/// The schema a value given for a call of `tool` with `input` must meet, when the call names
+/// one (a `human.ask`'s, a `wait.event`'s `schema`).
+fn asked_schema(tool: &str, input: &Value) -> Option<Value> {
+    [
+        oracle_plan::agent::ASK_TOOL,
+        crate::tools::event::WAIT_EVENT_TOOL,
+    ]
+    .contains(&tool)
+    .then(|| input.get("schema").cloned())
+    .flatten()
+}
+
 /// Whether `found` can be resumed now with `answer` (or woken, `wake`), from what its log
 /// says: the check every resume makes before it writes, made alone, so a caller that would
 /// write something first (an upgrade's `plan_upgraded`) refuses before writing anything.
@@ -2024,13 +2036,7 @@ fn check_resumable(
     }
     let domain_wait =
         |step: &str| call_of(step).and_then(|(tool, _)| crate::domain::wait_of(&tool));
-    let answer_schema = |step: &str| {
-        call_of(step)
-            .filter(|(tool, _)| {
-                tool == oracle_plan::agent::ASK_TOOL || tool == crate::tools::event::WAIT_EVENT_TOOL
-            })
-            .and_then(|(_, input)| input.get("schema").cloned())
-    };
+    let answer_schema = |step: &str| call_of(step).and_then(|(t, i)| asked_schema(&t, &i));
     match last_program_event(events).as_ref().map(Event::typed) {
         Some(Ok(Payload::RunFinished(f))) => {
             return Err(SessionError::Finished {
@@ -2052,9 +2058,7 @@ fn check_resumable(
         Some(Ok(Payload::Suspended(s))) if domain_wait(&s.step).is_some() => {}
         // A `wait.event` step with a kept event for it: the drive delivers the event.
         Some(Ok(Payload::Suspended(s)))
-            if answer.is_none()
-                && crate::events::waiting_name(call_of(&s.step))
-                    .is_some_and(|name| crate::events::has_pending(&found.dir, events, &name)) => {}
+            if answer.is_none() && crate::events::kept_for(&found.dir, call_of(&s.step)) => {}
         Some(Ok(Payload::Suspended(s))) => match answer {
             None => {
                 return Err(SessionError::NeedsAnswer {
@@ -2146,8 +2150,7 @@ pub fn resume_observed(
     // Resume points are read and written under the home's key: a point it did not seal is
     // never used (`crate::seal`).
     let key = crate::seal::SealKey::open_or_create(home)?;
-    let points = drive.points;
-    let (jobs, durability) = (drive.jobs, drive.durability);
+    let (jobs, durability, points) = (drive.jobs, drive.durability, drive.points);
     let mut start_from = points.start_from;
     let mut refused = Vec::new();
     let mut watch = crate::cancel::Watch::new(&found.dir);
@@ -2180,18 +2183,12 @@ pub fn resume_observed(
         let upgraded = plan.hash != start.started.program_hash;
         let agent = PlanAgent::new(plan, config.inputs.clone());
         let recorded = start.events.len();
-        let inbox = crate::events::Inbox::load(
-            &found.dir,
-            Some(&key),
-            &start.events,
-            drive.answered_by.as_deref(),
-        );
         let writer = start.writer.with_replica(drive.replica.clone());
         let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
             .allow_program_change_if(upgraded)
             .with_progress(progress)
             .with_cancel(&mut probe)
-            .with_events(inbox);
+            .with_events(&found.dir, &key);
         if let Some((point, state)) = &start.point {
             engine = match engine.from_point_at(point, state.clone()) {
                 Ok(e) => e,
