@@ -451,3 +451,65 @@ fn over_a_store_events_are_refused_kept_and_delivered_as_in_a_file_home() {
     let (code, out, err) = oracle_in(st, &["replay", &id, "--store", &url]);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn over_a_store_a_deadline_that_passes_first_gives_the_wait_its_on_timeout_value() {
+    let Some(url) = store_url() else { return };
+    let sb = Sandbox::new();
+    let st = sb.path();
+    let plan = late_plan(&sb);
+    let (code, out, err) = oracle_in(st, &["submit", plan, "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    let id = out.trim().to_owned();
+    common::worker_until_idle(st, &url, &[]);
+    let (code, out, err) = oracle_in(st, &["resume", &id, "--wake", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    common::worker_until_idle(st, &url, &[]);
+    let row = state(st, &url, &id);
+    assert_eq!(row["state"], "suspended", "{row}");
+    assert_eq!(row["waiting"]["step"], "shipped", "{row}");
+    let (code, v) = signal(
+        st,
+        &[&id, "shipped", "--value", r#""dhl""#, "--store", &url],
+    );
+    assert_eq!(code, 0, "{v}");
+    common::worker_until_idle(st, &url, &[]);
+    assert_eq!(state(st, &url, &id)["state"], "completed");
+    let out = sb.path().join("late.jsonl");
+    let (code, v) = json_in(
+        st,
+        &[
+            "export",
+            &id,
+            "--out",
+            out.to_str().unwrap(),
+            "--store",
+            &url,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        done_input(&out),
+        json!({"paid": {"amount": 0}, "shipped": "dhl"})
+    );
+}
+
+#[test]
+fn a_literal_schema_types_the_events_value() {
+    let sb = Sandbox::new();
+    sb.write(
+        "typo.plan",
+        "plan typo version 1\n\np = wait.event { name: \"p\", schema: { type: \"object\", properties: { amount: { type: \"integer\" } } } }\nd = text.count { text: \"x\" + p.value.amout }\n",
+    );
+    let (code, _, err) = sb.oracle(&["plan", "check", "typo.plan"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("E0223") && err.contains("did you mean `p.value.amount`"),
+        "{err}"
+    );
+}
