@@ -492,10 +492,15 @@ impl Home {
     /// records it as the step's answer and drives the run on (to its next wait, or its end).
     pub fn send_event(&self, run: &str, name: &str, value: &Value) -> Result<EventSent, HostError> {
         let sent = self.keep_event(run, name, value)?;
-        let resumed = if sent.waiting {
-            Some(self.resume(&sent.id, Resume::default())?.session)
-        } else {
-            None
+        // A drive that took the run's writer lock since the event was kept delivers it: this
+        // resume is refused (`locked`), and the event is kept all the same.
+        let resumed = match sent
+            .waiting
+            .then(|| self.resume(&sent.id, Resume::default()))
+        {
+            Some(Ok(r)) => Some(r.session),
+            Some(Err(e)) if e.code() != "locked" => return Err(e),
+            _ => None,
         };
         Ok(EventSent {
             run: sent.id,
