@@ -768,12 +768,11 @@ impl<'r, A: Agent> Engine<'r, A> {
         self
     }
 
-    /// Delivers the events of `inbox` (kept beside the run, not yet consumed) where a
-    /// `wait.event` step waits on one of their names, each recorded as the step's answer
-    /// (`resumed`, `by` naming the event) the moment the run gets there. Only past the end of
-    /// the record: while catching up, consumed events come from the record.
-    /// The events are those kept beside the run in `dir`, sealed with `key`, that its log
-    /// does not hold as consumed.
+    /// Delivers the outside events kept beside the run in `dir`, sealed with `key`, that its
+    /// log does not hold as consumed (`crate::events`) where a `wait.event` step waits on one
+    /// of their names: each is recorded as the step's answer (`resumed`, `by` naming the
+    /// event) the moment the run gets there. Only past the end of the record: while catching
+    /// up, consumed events come from the record.
     pub fn with_events(mut self, dir: &Path, key: &crate::seal::SealKey) -> Self {
         self.events = Some(crate::events::Inbox::load(dir, Some(key)));
         self
