@@ -14,6 +14,7 @@ mod config;
 mod demand;
 mod dev;
 mod diff;
+mod event;
 mod evolve;
 mod exit;
 mod files;
@@ -108,6 +109,11 @@ pub(crate) enum Command {
     /// at its next decision boundary (never inside a round). A cancelled run verifies and
     /// replays like any other. Exit 0 cancelled or requested, 2 finished already or unknown.
     Cancel(run::CancelArgs),
+    /// Send an outside event to a run: kept beside it (checked first against the `schema` of
+    /// every `wait.event` step of its plan with that name; refused, nothing kept, when none
+    /// waits on it or the value does not fit) until the run waits on it, then recorded as that
+    /// step's answer. A run waiting on it now is resumed. Exit 0 kept, 2 refused.
+    Signal(event::SignalArgs),
     /// Re-execute a run against its log: pure tools run again and must give the recorded
     /// output; impure outputs and human answers come from the log; every event and state hash
     /// must match. Exit 0 reproduced, 4 with a report of the first divergence.
@@ -398,6 +404,7 @@ pub(crate) fn run_command_in(
         Command::Fork(a) => run::fork(&home, a),
         Command::Recover(a) => run::recover(&home, a),
         Command::Cancel(a) => run::cancel(&home, a),
+        Command::Signal(a) => event::run(&home, a),
         Command::Replay(a) => run::replay(&home, a),
         Command::Runs(a) => run::runs(&home, a),
         Command::Verify(a) => verify::run(&home, database, a),

@@ -139,6 +139,7 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         | Command::Claim(_)
         | Command::Sweep(_)
         | Command::Reinstate(_)
+        | Command::Signal(_)
         | Command::Cancel(_) => send(url, command),
         Command::Log(_)
         | Command::Inspect(_)
@@ -368,6 +369,7 @@ fn signal_of(command: &Command) -> Result<(Signal, bool), CliError> {
         Command::Sweep(a) => (a.signal()?, a.json_flag()),
         Command::Reinstate(a) => (a.signal()?, a.json_flag()),
         Command::Cancel(a) => (a.signal(), a.json_flag()),
+        Command::Signal(a) => (a.signal()?, a.json_flag()),
         _ => {
             return Err(CliError::input(
                 "this command cannot be sent to a store's run",

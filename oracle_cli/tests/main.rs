@@ -28,6 +28,7 @@ mod conventions;
 mod crash;
 mod demand;
 mod diff;
+mod events;
 mod evolve;
 mod evolve_api;
 mod exactly_once;

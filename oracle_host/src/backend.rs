@@ -288,6 +288,37 @@ impl Backend {
         }
     }
 
+    /// Sends outside event `name` with `value` to `run` (`by` asked for it): on a file home
+    /// kept beside the run ([`Home::keep_event`]) and, when the run waits on it, delivered by
+    /// a resume in `bg`; over a store checked and queued for the workers, who do the same.
+    pub fn send_event(
+        &self,
+        bg: &Background,
+        run: &ValidRun,
+        (name, value): (&str, &Value),
+        by: &str,
+    ) -> Result<Signalled<u64>, HostError> {
+        match self {
+            Backend::Store(front) => Ok(Signalled::Queued {
+                queued: front.send_event(&run.id, name, value)?,
+                checked: None,
+            }),
+            Backend::Home(dir) => {
+                let home = Backend::recorded(dir)?;
+                let place = bg.reserve(&home, run, true)?;
+                let sent = home.keep_event(&run.arg(), name, value)?;
+                let resumed = match place {
+                    Some(p) if sent.waiting => Some(bg.resume(&home, run, by, p)?),
+                    _ => None,
+                };
+                Ok(Signalled::Recorded {
+                    done: sent.n,
+                    resumed: resumed.is_some(),
+                })
+            }
+        }
+    }
+
     /// Gives verdict `sub` on one of `run`'s pending adjudications (`by` is `sub.by`'s name),
     /// then, on a file home, resumes it when asked. Recorded: the applied verdict's JSON.
     pub fn adjudicate(

@@ -272,6 +272,18 @@ pub enum ToolChange {
     Allow,
 }
 
+impl ToolChange {
+    /// `Allow` when `allow` (`--allow-tool-change`, a signal's `allow_tool_change`), else
+    /// `Refuse`.
+    pub fn allowed(allow: bool) -> ToolChange {
+        if allow {
+            ToolChange::Allow
+        } else {
+            ToolChange::Refuse
+        }
+    }
+}
+
 /// Files a new run keeps under `tools/` (what each MCP server listed), by file name.
 pub type KeptFiles = Vec<(String, Vec<u8>)>;
 

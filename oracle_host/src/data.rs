@@ -63,6 +63,7 @@ pub enum DataError {
 
 /// The tool of a question to a person (`oracle_plan::agent::ASK_TOOL`).
 const ASK_TOOL: &str = "human.ask";
+use oracle_runtime::tools::event::WAIT_EVENT_TOOL;
 
 /// The built-in tools' declarations (output schemas of yielded steps), built once.
 fn builtin() -> &'static Registry {
@@ -280,13 +281,26 @@ fn last_program_event(ix: &mut IndexedLog) -> Result<Option<Event>, DataError> {
 }
 
 /// What a suspended run waits on: `{"step", "reason", "attempts", "seq", "kind", ...}` where
-/// `kind` is `question` (a `human.ask`: `question`, `schema`), `belief` (a `memory.query` that
+/// `kind` is `question` (a `human.ask`: `question`, `schema`), `event` (a `wait.event`: `event`,
+/// its name, and `schema`), `belief` (a `memory.query` that
 /// needs a resolved belief: `subject`, `predicate`; it takes a verdict, not an answer) or
 /// `yield` (a step that gave up and asks a person for its output: `tool`, `schema`, the
 /// output schema an answer must meet), and `timer` (`{"due_ms", "due"}`) when the step waits
 /// on a timer (a `sleep`, a `human.ask` deadline). `null` when the run is not suspended.
 pub fn waiting(run: &ValidRun) -> Result<Option<Value>, DataError> {
     waiting_in(&mut IndexedLog::open(&run.log())?)
+}
+
+/// What a question (`kind` `question`: its `question`) or an event wait (`kind` `event`: the
+/// name it waits on, `event`) adds to `waiting_on`, with the `schema` it gave.
+fn asked(v: &mut Value, c: &ToolCalled) {
+    let (kind, arg) = match c.tool.as_str() {
+        ASK_TOOL => ("question", "question"),
+        _ => ("event", "name"),
+    };
+    v["kind"] = json!(kind);
+    v[kind] = c.input.get(arg).cloned().unwrap_or(Value::Null);
+    v["schema"] = c.input.get("schema").cloned().unwrap_or(Value::Null);
 }
 
 fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, DataError> {
@@ -343,11 +357,7 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, DataError> {
         v["timer"] = t;
     }
     match call {
-        Some(c) if c.tool == ASK_TOOL => {
-            v["kind"] = json!("question");
-            v["question"] = c.input.get("question").cloned().unwrap_or(Value::Null);
-            v["schema"] = c.input.get("schema").cloned().unwrap_or(Value::Null);
-        }
+        Some(c) if c.tool == ASK_TOOL || c.tool == WAIT_EVENT_TOOL => asked(&mut v, &c),
         Some(c) if c.tool == oracle_memory::tools::QUERY => {
             v["kind"] = json!("belief");
             v["subject"] = c.input.get("subject").cloned().unwrap_or(Value::Null);

@@ -143,6 +143,9 @@ impl Database {
                 (a.step.clone(), a.value.clone()),
                 a.by.clone(),
             ),
+            Signal::Event(e) => {
+                crate::store_front::check_event(&self.store, scratch, &e.run, &e.name, &e.value)
+            }
             _ => Ok(()),
         }
     }

@@ -379,7 +379,7 @@ pub fn session_class(e: &SessionError) -> Class {
 }
 
 /// A store's code run a worker cannot start as submitted (docs/STORE.md, "Code agents"); any
-/// other session error is `input`.
+/// other session error is classed by [`other_session_class`].
 fn agent_class(e: &SessionError) -> Class {
     let conflict = |code| Class::of(code, exit::INPUT, http::CONFLICT);
     match e {
@@ -393,6 +393,18 @@ fn agent_class(e: &SessionError) -> Class {
         SessionError::AgentUnknown { agent, .. } => {
             conflict("agent_unknown").with(json!({"agent": agent}))
         }
+        other => other_session_class(other),
+    }
+}
+
+/// The class of a session error neither names: a refused outside event (`event_unknown`,
+/// `bad_event`: nothing was kept), else `input`.
+fn other_session_class(e: &SessionError) -> Class {
+    let refused =
+        |code, name| Class::of(code, exit::INPUT, http::UNPROCESSABLE).with(json!({"event": name}));
+    match e {
+        SessionError::EventUnknown { name, .. } => refused("event_unknown", name),
+        SessionError::EventRefused { name, .. } => refused("bad_event", name),
         _ => Class::of("input", exit::INPUT, http::INTERNAL),
     }
 }

@@ -188,6 +188,14 @@ impl Default for Resume<'_> {
     }
 }
 
+/// What [`Home::send_event`] did: kept the event as number `n` of `run`, and, when the run
+/// waited on it, the resume that delivered it.
+pub struct EventSent {
+    pub run: String,
+    pub n: u64,
+    pub resumed: Option<Session>,
+}
+
 /// A resume's outcome, and what the caller should be told.
 pub struct Resumed {
     pub session: Session,
@@ -463,6 +471,42 @@ impl Home {
         Ok(session::answer(
             &self.dir, run, answer, by, durability, &registry,
         )?)
+    }
+
+    /// Keeps outside event `name` with `value` for `run` (`oracle signal`, `POST
+    /// /api/v1/runs/ID/events/NAME`, a store's `event` signal): checked against every
+    /// `wait.event` step of the run's plan that waits on the name, refused with nothing kept
+    /// when none does (`event_unknown`) or the value does not fit (`bad_event`), else kept
+    /// beside the run under its writer lock (`oracle_runtime::events`). Nothing is driven:
+    /// when `waiting` says the run waits on the name now, a resume delivers it.
+    pub fn keep_event(
+        &self,
+        run: &str,
+        name: &str,
+        value: &Value,
+    ) -> Result<oracle_runtime::events::Sent, HostError> {
+        Ok(oracle_runtime::events::send(&self.dir, run, name, value)?)
+    }
+
+    /// [`Home::keep_event`], then, when the run waits on the event's name, a resume that
+    /// records it as the step's answer and drives the run on (to its next wait, or its end).
+    pub fn send_event(&self, run: &str, name: &str, value: &Value) -> Result<EventSent, HostError> {
+        let sent = self.keep_event(run, name, value)?;
+        // A drive that took the run's writer lock since the event was kept delivers it: this
+        // resume is refused (`locked`), and the event is kept all the same.
+        let resumed = match sent
+            .waiting
+            .then(|| self.resume(&sent.id, Resume::default()))
+        {
+            Some(Ok(r)) => Some(r.session),
+            Some(Err(e)) if e.code() != "locked" => return Err(e),
+            _ => None,
+        };
+        Ok(EventSent {
+            run: sent.id,
+            n: sent.n,
+            resumed,
+        })
     }
 
     /// Cancels `run` (`oracle cancel`, `POST /api/v1/runs/ID/cancel`): recorded at once when

@@ -60,7 +60,9 @@ pub use bind::{Bound, Given};
 pub use database::Database;
 pub use error::{Class, HostError};
 pub use fork::{DAMAGED_DIR, Fork, Forked, NewPlan, RECOVERED, Recovered};
-pub use home::{CANCEL_WAIT_MS, Existing, Home, Note, Notes, Resume, Resumed, Start, Upgrade};
+pub use home::{
+    CANCEL_WAIT_MS, EventSent, Existing, Home, Note, Notes, Resume, Resumed, Start, Upgrade,
+};
 pub use home::{command_scorer, home_dir};
 pub use notify::Notifier;
 

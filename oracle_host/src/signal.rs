@@ -74,6 +74,9 @@ pub enum Signal {
         now: Option<u64>,
         durability: Durability,
     },
+    /// [`Home::send_event`]: outside event `name` with `value` is kept for the run, and
+    /// delivered at once when the run waits on it.
+    Event(EventSignal),
     /// [`Home::cancel`]: the run ends `cancelled`, by `by`, for `reason`.
     Cancel {
         run: String,
@@ -81,6 +84,15 @@ pub enum Signal {
         reason: String,
         durability: Durability,
     },
+}
+
+/// Outside event `name` with `value` for `run`'s `wait.event` steps ([`Signal::Event`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSignal {
+    pub run: String,
+    pub name: String,
+    pub value: Value,
 }
 
 /// The output of the step a suspended run waits on.
@@ -161,6 +173,7 @@ impl Signal {
             | Signal::Claim { run, .. }
             | Signal::Reinstate { run, .. }
             | Signal::Sweep { run, .. }
+            | Signal::Event(EventSignal { run, .. })
             | Signal::Cancel { run, .. } => run,
         }
     }
@@ -173,6 +186,7 @@ impl Signal {
             Signal::Claim { .. } => "claim",
             Signal::Reinstate { .. } => "reinstate",
             Signal::Sweep { .. } => "sweep",
+            Signal::Event(_) => "event",
             Signal::Cancel { .. } => "cancel",
         }
     }
@@ -221,6 +235,7 @@ pub enum Applied {
     Reinstated(ReinstatementApplied, AfterOutside),
     Swept(Swept),
     Cancelled(session::Cancelled),
+    Event(crate::home::EventSent),
 }
 
 impl Applied {
@@ -231,6 +246,7 @@ impl Applied {
             Applied::Verdict(_, a) | Applied::Claim(_, a) | Applied::Reinstated(_, a) => {
                 a.from_point()
             }
+            Applied::Event(e) => e.resumed.as_ref().and_then(|s| s.report.from_point),
             Applied::Swept(_) | Applied::Cancelled(_) => None,
         }
     }
@@ -276,11 +292,7 @@ impl Home {
                     },
                     answer: answer.map(|a| (a.step, a.value)),
                     given,
-                    tool_change: if allow_tool_change {
-                        ToolChange::Allow
-                    } else {
-                        ToolChange::Refuse
-                    },
+                    tool_change: ToolChange::allowed(allow_tool_change),
                     upgrade: None,
                     progress: None,
                 },
@@ -317,6 +329,7 @@ impl Home {
                 now,
                 durability,
             } => Applied::Swept(self.sweep(&run, now, durability)?),
+            Signal::Event(e) => Applied::Event(self.send_event(&e.run, &e.name, &e.value)?),
             Signal::Cancel {
                 run,
                 by,

@@ -368,6 +368,19 @@ impl StoreFront {
         })
     }
 
+    /// Checks outside event `name` with `value` as [`Home::keep_event`] does (in a scratch
+    /// copy of the run), then queues it for the workers, who keep it and deliver it when the
+    /// run waits on it.
+    pub fn send_event(&self, run: &str, name: &str, value: &Value) -> Result<Queued, HostError> {
+        let scratch = self.scratch(run)?;
+        let sent = scratch.home.keep_event(run, name, value)?;
+        self.queue(Signal::Event(crate::signal::EventSignal {
+            run: sent.id,
+            name: name.to_owned(),
+            value: value.clone(),
+        }))
+    }
+
     /// Checks a verdict as [`Home::adjudicate`] does, then queues it (with a resume after it).
     /// Returns what the check recorded in the scratch copy (what the worker will record) too.
     pub fn adjudicate(&self, run: &str, sub: &Submission) -> Result<(Queued, Value), HostError> {
@@ -545,6 +558,22 @@ impl Home {
         }
         self.answer(run, answer, by, Durability::None).map(|_| ())
     }
+}
+
+/// Checks outside event `name` with `value` for `run` as [`Home::keep_event`] does, in a copy
+/// of the run as the store holds it now (thrown away), for a front end without a mirror
+/// (`oracle signal --store URL`): a refusal has the server's code, and nothing is queued.
+pub fn check_event(
+    store: &Store,
+    scratch: &Path,
+    run: &str,
+    name: &str,
+    value: &Value,
+) -> Result<(), HostError> {
+    store.hydrate(run, scratch)?;
+    Home::open(scratch)?
+        .keep_event(run, name, value)
+        .map(|_| ())
 }
 
 /// A store's run's state in a file home's words (`oracle runs`, the API's `status`): `running`

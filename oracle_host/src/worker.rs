@@ -578,6 +578,9 @@ fn hydrate(
             restored.push(seq);
         }
     }
+    // And its kept outside events (`oracle_runtime::events`), which a worker keeps in the
+    // store's rows: sealed with this home's key as they are.
+    oracle_runtime::events::adopt(&found.dir, &key).map_err(|e| broken(&e))?;
     lock(&replica).keep_points(found.paths.clone(), &restored);
     Ok((host, found, replica))
 }

@@ -42,6 +42,19 @@ pub const CALLS_PER_DECISION_MAX: usize = 64;
 
 /// Tool whose answer comes from a person: its output is `{answer}` around the injected value.
 pub const ASK_TOOL: &str = "human.ask";
+/// The tool that waits for a named outside event: its value is the step's output `{value}`,
+/// as a question's answer is `{answer}`.
+pub const EVENT_TOOL: &str = "wait.event";
+
+/// A step's output from the value given for it from outside: a question's answer is
+/// `{"answer": value}`, an event's `{"value": value}`; any other tool's output is the value.
+fn answered_output(tool: &str, value: &Value) -> Value {
+    match tool {
+        ASK_TOOL => json!({ "answer": value }),
+        EVENT_TOOL => json!({ "value": value }),
+        _ => value.clone(),
+    }
+}
 
 /// The tool name of an agent step (`s = agent { model, instructions, task, tools, ... }`): the
 /// plan agent runs it as a loop of [`CHAT_TOOL`] turns and the tool calls the model asks for,
@@ -553,11 +566,7 @@ impl PlanAgent {
                         obs.step
                     )));
                 }
-                let output = if self.tool_of(idx, obs.attempt) == ASK_TOOL {
-                    json!({ "answer": value })
-                } else {
-                    value.clone()
-                };
+                let output = answered_output(self.tool_of(idx, obs.attempt), value);
                 self.complete(idx, obs.attempt, output, out);
                 return Ok(());
             }
@@ -799,7 +808,8 @@ impl Agent for PlanAgent {
             Status::Retrying { attempts } => attempts.saturating_add(1),
             _ => return Ok(Vec::new()),
         };
-        let asked = self.tool_of(idx, attempts.max(1)) == ASK_TOOL;
+        let tool = self.tool_of(idx, attempts.max(1));
+        let asked = tool == ASK_TOOL || tool == EVENT_TOOL;
         let def = &self.plan.steps[idx as usize];
         // Any tier's output will do: the answer replaces whichever tier would have succeeded.
         // A question's answer is checked against the question's schema (by the caller).
@@ -811,11 +821,7 @@ impl Agent for PlanAgent {
                 .map(|c| c.tool.clone())
                 .collect()
         };
-        let output = if asked {
-            json!({ "answer": value })
-        } else {
-            value.clone()
-        };
+        let output = answered_output(tool, value);
         if let Some(expect) = &def.expect {
             let env = self.env(idx, Some((&def.name, &output)));
             match condition(expect, &env) {

@@ -9,9 +9,9 @@
 //! run time whatever the values.
 //!
 //! Each step's output gets a type: its tools' output schemas (every tier), with `parsed`
-//! typed by a literal `schema` of `llm.chat` or `output` of `agent`, and `answer` by a
-//! `human.ask`'s `schema` (without an `on_timeout`); a loop's list of its
-//! body's outputs; a sub-plan's map of its steps' outputs. Inputs have their declared types.
+//! typed by a literal `schema` of `llm.chat` or `output` of `agent`, `answer` by a
+//! `human.ask`'s `schema` and `value` by a `wait.event`'s (each without an `on_timeout`); a
+//! loop's list of its body's outputs; a sub-plan's map of its steps' outputs. Inputs have their declared types.
 //! Then every reference's path and every arithmetic, concatenation and ordering operand is
 //! checked: E0218 for the first field of a step's output, E0223 for any other field or index
 //! a value cannot have, E0224 for operands an operator cannot combine.
@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::agent::{AGENT_TOOL, ASK_TOOL, CHAT_TOOL};
+use crate::agent::{AGENT_TOOL, ASK_TOOL, CHAT_TOOL, EVENT_TOOL};
 use crate::ast::{BinaryOp, Expr, ExprKind, InputType, LoopKind, Path, Segment, UnaryOp};
 use crate::catalogue::Catalogue;
 use crate::compile::{CompiledBody, CompiledCall, CompiledPlan, CompiledStep};
@@ -358,6 +358,7 @@ fn call_ty(c: &CompiledCall, catalogue: &Catalogue, inputs: Option<&Map<String, 
         // An `on_timeout` value becomes the answer unchecked when the deadline passes first, so
         // only an ask without one has an answer its schema describes.
         ASK_TOOL if !c.args.contains_key(ON_TIMEOUT_ARG) => ("schema", "answer"),
+        EVENT_TOOL if !c.args.contains_key(ON_TIMEOUT_ARG) => ("schema", "value"),
         _ => return base,
     };
     let Some(e) = c.args.get(arg) else {

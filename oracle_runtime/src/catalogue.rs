@@ -223,6 +223,17 @@ mod tests {
                 None,
             ),
             tool(
+                "wait.event",
+                "Suspend the run until an outside event of this name is sent to it: {value}.",
+                vec![
+                    arg("name", String, true),
+                    arg("deadline", Time, false),
+                    arg("on_timeout", Any, false),
+                    arg("schema", Map, false),
+                ],
+                None,
+            ),
+            tool(
                 "memory.assert",
                 "Record a claim in the run's belief memory; the gate decides its disposition (committed, inferred, corroborating, quarantined, contested or queued for adjudication).",
                 vec![
@@ -261,6 +272,15 @@ mod tests {
                 ],
                 None,
             ),
+        ]
+        .into_iter()
+        .chain(auction_tools()))
+    }
+
+    /// The economy's tools, as written by hand beside the others.
+    fn auction_tools() -> [ToolSpec; 6] {
+        use ArgType::*;
+        [
             tool(
                 "auction.open",
                 "Open the run's auction economy: accounts with their starting credits, and the auction rules (period, bidding_window, first_auction_tick, slots_per_auction, minimum_bid, mint_ratio, refund_on_scoring_failure, pricing, tie_break).",
@@ -316,6 +336,6 @@ mod tests {
                 vec![arg("artifact", String, true)],
                 None,
             ),
-        ])
+        ]
     }
 }

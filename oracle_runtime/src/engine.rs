@@ -331,6 +331,9 @@ pub struct Engine<'r, A: Agent> {
     answer_by: Option<String>,
     /// Stop right after the answer is recorded ([`Ending::Answered`]).
     stop_after_answer: bool,
+    /// Outside events kept for the run, delivered where a `wait.event` step waits past the
+    /// end of the record ([`Engine::with_events`]).
+    events: Option<crate::events::Inbox>,
     /// `replay --plan`: the first event may differ in its program fields.
     program_may_differ: bool,
     /// Model replies (`llm.chat`'s `tool_returned`) produced by this drive past its record: a
@@ -508,16 +511,7 @@ impl<'r, A: Agent> Engine<'r, A> {
         recorded: impl Into<Recorded>,
         writer: Option<LogWriter>,
     ) -> Engine<'r, A> {
-        let jobs = config.jobs.clamp(1, JOBS_MAX);
-        // A pool that cannot be built (no threads available) only costs concurrency.
-        let pool = (jobs > 1)
-            .then(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(jobs as usize)
-                    .build()
-                    .ok()
-            })
-            .flatten();
+        let pool = pool_of(config.jobs.clamp(1, JOBS_MAX));
         let (domains, refused_settings) = match domain::for_run(&config) {
             Ok(d) => (d, None),
             Err(why) => (Vec::new(), Some(why.to_string())),
@@ -542,6 +536,7 @@ impl<'r, A: Agent> Engine<'r, A> {
             answer: None,
             answer_by: None,
             stop_after_answer: false,
+            events: None,
             program_may_differ: false,
             model_replies: std::collections::BTreeSet::new(),
             tick: 0,
@@ -771,6 +766,27 @@ impl<'r, A: Agent> Engine<'r, A> {
     pub fn with_answer(mut self, step: String, value: Value) -> Self {
         self.answer = Some((step, value));
         self
+    }
+
+    /// Delivers the outside events kept beside the run in `dir`, sealed with `key`, that its
+    /// log does not hold as consumed (`crate::events`) where a `wait.event` step waits on one
+    /// of their names: each is recorded as the step's answer (`resumed`, `by` naming the
+    /// event) the moment the run gets there. Only past the end of the record: while catching
+    /// up, consumed events come from the record.
+    pub fn with_events(mut self, dir: &Path, key: &crate::seal::SealKey) -> Self {
+        self.events = Some(crate::events::Inbox::load(dir, Some(key)));
+        self
+    }
+
+    /// The kept event for `step`, if it waits on one (a live drive only).
+    fn kept_event(&mut self, step: &str) -> Option<(String, Value)> {
+        self.writer.as_ref()?;
+        let name = crate::events::waiting_name(
+            self.causes
+                .last_call(step)
+                .map(|(t, i)| (t.to_owned(), i.clone())),
+        )?;
+        self.events.as_mut()?.take(&name)
     }
 
     /// Fires the timer the suspended run waits on (`oracle resume --wake`): recorded as a
@@ -1348,6 +1364,9 @@ impl<'r, A: Agent> Engine<'r, A> {
                         let value = self.checked_answer(&step, value)?;
                         by = self.answer_by.take();
                         fresh = true;
+                        value
+                    } else if let Some((event, value)) = self.kept_event(&step) {
+                        by = Some(event);
                         value
                     } else if self.given.as_ref().is_some_and(|(s, _)| *s == step)
                         && self.writer.is_some()
@@ -2212,12 +2231,19 @@ impl<'r, A: Agent> Engine<'r, A> {
     }
 }
 
-/// A state change as the events that record it: one, unless its JSON would not fit in one
-/// record ([`limits::PAYLOAD_JSON_BYTES_MAX`]); then the keys are packed in key order into as
-/// few parts as fit, deletions in the last. A pure function of the change, so a replay splits
-/// exactly as the run did; a change that fits is never split, so every log written before
-/// splitting existed replays unchanged. (One key's value is bounded by the tool and input
-/// limits, far below a record.)
+/// The thread pool of a drive with `jobs` jobs: none for one. A pool that cannot be built (no
+/// threads available) only costs concurrency.
+fn pool_of(jobs: u32) -> Option<rayon::ThreadPool> {
+    (jobs > 1)
+        .then(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(jobs as usize)
+                .build()
+                .ok()
+        })
+        .flatten()
+}
+
 /// The reason a run suspended on a timer gives: when a `sleep` or a retry's backoff is due
 /// (`waits until <due>`, the backoff's reason after it), or a deadline after the question.
 fn timer_reason(reason: String, timer: Option<(TimerKind, &payload::TimerSet)>) -> String {

@@ -76,6 +76,7 @@ pub mod declared;
 pub mod domain;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod exit;
 pub mod family;
 pub mod fork;

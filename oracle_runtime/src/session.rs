@@ -109,6 +109,18 @@ pub enum SessionError {
     },
     #[error("{run}: the run has finished ({status}); there is nothing to resume")]
     Finished { run: String, status: String },
+    /// An event no `wait.event` step of the run's plan waits on: nothing was kept.
+    #[error(
+        "{run}: no `wait.event` step of the run's plan waits on event `{name}`; nothing was kept"
+    )]
+    EventUnknown { run: String, name: String },
+    /// An event whose name or value the run could not take: nothing was kept.
+    #[error("{run}: event `{name}` is refused: {reason}; nothing was kept")]
+    EventRefused {
+        run: String,
+        name: String,
+        reason: String,
+    },
     /// Where a fork was asked to start is not a place a run can go on from.
     #[error("{run}: cannot fork here: {why}; nothing was created")]
     ForkPoint { run: String, why: String },
@@ -1914,6 +1926,11 @@ fn tail_knows_enough(events: &Recorded) -> bool {
 }
 
 /// The latest recorded call of `step`: its tool and input.
+/// The tool and input of `step`'s latest call in the record, if any.
+pub fn latest_call_of(events: &Recorded, step: &str) -> Option<(String, Value)> {
+    latest_call(events, step)
+}
+
 fn latest_call(events: &Recorded, step: &str) -> Option<(String, Value)> {
     (events.base()..events.len()).rev().find_map(|seq| {
         if events.kind(seq) != Some(oracle_core::EventKind::ToolCalled) {
@@ -2009,6 +2026,18 @@ fn deadline_fired(events: &Recorded, step: &str) -> Option<oracle_core::payload:
     })?
 }
 
+/// The schema a value given for a call of `tool` with `input` must meet, when the call names
+/// one (a `human.ask`'s, a `wait.event`'s `schema`).
+fn asked_schema(tool: &str, input: &Value) -> Option<Value> {
+    [
+        oracle_plan::agent::ASK_TOOL,
+        crate::tools::event::WAIT_EVENT_TOOL,
+    ]
+    .contains(&tool)
+    .then(|| input.get("schema").cloned())
+    .flatten()
+}
+
 /// Whether `found` can be resumed now with `answer` (or woken, `wake`), from what its log
 /// says: the check every resume makes before it writes, made alone, so a caller that would
 /// write something first (an upgrade's `plan_upgraded`) refuses before writing anything.
@@ -2052,11 +2081,7 @@ fn check_resumable(
     }
     let domain_wait =
         |step: &str| call_of(step).and_then(|(tool, _)| crate::domain::wait_of(&tool));
-    let answer_schema = |step: &str| {
-        call_of(step)
-            .filter(|(tool, _)| tool == oracle_plan::agent::ASK_TOOL)
-            .and_then(|(_, input)| input.get("schema").cloned())
-    };
+    let answer_schema = |step: &str| call_of(step).and_then(|(t, i)| asked_schema(&t, &i));
     match last_program_event(events).as_ref().map(Event::typed) {
         Some(Ok(Payload::RunFinished(f))) => {
             return Err(SessionError::Finished {
@@ -2076,6 +2101,9 @@ fn check_resumable(
             ));
         }
         Some(Ok(Payload::Suspended(s))) if domain_wait(&s.step).is_some() => {}
+        // A `wait.event` step with a kept event for it: the drive delivers the event.
+        Some(Ok(Payload::Suspended(s)))
+            if answer.is_none() && crate::events::kept_for(&found.dir, call_of(&s.step)) => {}
         Some(Ok(Payload::Suspended(s))) => match answer {
             None => {
                 return Err(SessionError::NeedsAnswer {
@@ -2167,8 +2195,7 @@ pub fn resume_observed(
     // Resume points are read and written under the home's key: a point it did not seal is
     // never used (`crate::seal`).
     let key = crate::seal::SealKey::open_or_create(home)?;
-    let points = drive.points;
-    let (jobs, durability) = (drive.jobs, drive.durability);
+    let (jobs, durability, points) = (drive.jobs, drive.durability, drive.points);
     let mut start_from = points.start_from;
     let mut refused = Vec::new();
     let mut watch = crate::cancel::Watch::new(&found.dir);
@@ -2205,7 +2232,8 @@ pub fn resume_observed(
         let mut engine = Engine::new(agent, registry, config, start.events, Some(writer))
             .allow_program_change_if(upgraded)
             .with_progress(progress)
-            .with_cancel(&mut probe);
+            .with_cancel(&mut probe)
+            .with_events(&found.dir, &key);
         if let Some((point, state)) = &start.point {
             engine = match engine.from_point_at(point, state.clone()) {
                 Ok(e) => e,

@@ -170,6 +170,7 @@ fn registry_holds_every_builtin_tool_with_compiled_schemas() {
             "text.count",
             "text.lines",
             "text.split",
+            "wait.event",
         ]
     );
     for t in r.iter() {
@@ -179,7 +180,7 @@ fn registry_holds_every_builtin_tool_with_compiled_schemas() {
         let expected = match t.decl.name.as_str() {
             "fs.read" | "fs.write" | "fs.list" | "proc.exec" | "llm.chat" | "http.request"
             | "clock.wall" => Effect::Impure,
-            "human.ask" | "sleep" | "retry.backoff" => Effect::Ask,
+            "human.ask" | "sleep" | "retry.backoff" | "wait.event" => Effect::Ask,
             "memory.assert" | "memory.query" | "memory.history" => Effect::Domain("memory"),
             name if name.starts_with("auction.") => Effect::Domain("economy"),
             _ => Effect::Pure,
@@ -391,6 +392,16 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
         (
             "text.split",
             vec![("text", "string", true), ("separator", "string", true)],
+            None,
+        ),
+        (
+            "wait.event",
+            vec![
+                ("name", "string", true),
+                ("deadline", "time", false),
+                ("on_timeout", "any", false),
+                ("schema", "map", false),
+            ],
             None,
         ),
     ];

@@ -229,6 +229,8 @@ pub fn api_routes() -> Routes {
         .get("/api/v1/runs/{id}/events", events)
         .get("/api/v1/runs/{id}/events/stream", events_stream)
         .get("/api/v1/runs/{id}/events/{seq}", event)
+        // The segment is the event's name here (one parameter name per position of a path).
+        .post("/api/v1/runs/{id}/events/{seq}", send_event)
         .get("/api/v1/runs/{id}/state", state_at)
         .get("/api/v1/runs/{id}/verify", verify)
         .get("/api/v1/runs/{id}/timeline", timeline)
@@ -559,6 +561,22 @@ async fn answer(
     let st = state.clone();
     let v = blocking(&state, true, move || {
         signals::answer(&st, &run, &who.name, body)
+    })
+    .await?;
+    state.watch.refresh_soon();
+    Ok(written(v))
+}
+
+async fn send_event(
+    State(state): State<AppState>,
+    Writer(who): Writer,
+    P((id, name)): P<(String, String)>,
+    JsonBody(body): JsonBody<signals::EventBody>,
+) -> Result<Response, ApiError> {
+    let run = state.run(&id)?;
+    let st = state.clone();
+    let v = blocking(&state, true, move || {
+        signals::send_event(&st, &run, &name, &who.name, body)
     })
     .await?;
     state.watch.refresh_soon();

@@ -247,6 +247,38 @@ pub fn answer(
     })
 }
 
+/// `POST /api/v1/runs/{id}/events/{name}`: the event's value.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventBody {
+    pub value: Value,
+}
+
+/// Sends outside event `name` with `body.value` to `run`, asked by `by`
+/// ([`oracle_host::Backend::send_event`]): kept beside the run and, when the run waits on it,
+/// delivered by a resume in the background. `{"ok": true, "run", "event", "n", "by",
+/// "resume"}`, or over a store `{"ok": true, "run", "event", "by", "queued"}`.
+pub fn send_event(
+    state: &AppState,
+    run: &ValidRun,
+    name: &str,
+    by: &str,
+    body: EventBody,
+) -> Result<Value, ApiError> {
+    let done = state
+        .backend
+        .send_event(&state.drives, run, (name, &body.value), by)?;
+    Ok(match done {
+        Signalled::Queued { queued: q, .. } => json!({
+            "ok": true, "run": q.run, "event": name, "by": by, "queued": queued(&q),
+        }),
+        Signalled::Recorded { done, resumed } => json!({
+            "ok": true, "run": run.id, "event": name, "n": done, "by": by,
+            "resume": started(resumed),
+        }),
+    })
+}
+
 /// Starts the run `body` asks for in the background, in the server's `--root`, asked by `by`.
 /// `201 {"ok": true, "run", "status": "running", "existing": false, "key", "by", "warnings"}`;
 /// for a key that started a run already with the same plan, inputs and seed, `200` with that

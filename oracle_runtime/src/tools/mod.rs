@@ -19,6 +19,7 @@ use crate::tool::{
 pub mod agent;
 pub mod auction;
 pub mod clock;
+pub mod event;
 pub mod evolve;
 pub mod fs;
 pub mod human;
@@ -40,7 +41,7 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `llm.chat` calling the models bound in `models`, and
 /// `http.request` and `proc.exec` given the run's `secrets`.
 pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry {
-    let tools: [Arc<dyn Tool>; 21] = [
+    let tools: [Arc<dyn Tool>; 22] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
@@ -61,6 +62,7 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
         Arc::new(time::Sleep),
         Arc::new(time::Backoff),
         Arc::new(human::Ask),
+        Arc::new(event::WaitEvent),
         Arc::new(agent::Agent),
         Arc::new(net::Request {
             secrets: secrets.clone(),

@@ -41,7 +41,11 @@ pub enum TimerKind {
 pub fn may_set_timer(tool: &str) -> bool {
     matches!(
         tool,
-        SLEEP_TOOL | BACKOFF_TOOL | oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
+        SLEEP_TOOL
+            | BACKOFF_TOOL
+            | oracle_plan::agent::ASK_TOOL
+            | oracle_memory::tools::QUERY
+            | super::event::WAIT_EVENT_TOOL
     )
 }
 
@@ -50,7 +54,9 @@ pub fn timer_kind(tool: &str, input: &Value) -> Option<TimerKind> {
     match tool {
         SLEEP_TOOL => Some(TimerKind::Sleep),
         BACKOFF_TOOL => Some(TimerKind::Backoff),
-        oracle_plan::agent::ASK_TOOL | oracle_memory::tools::QUERY
+        oracle_plan::agent::ASK_TOOL
+        | oracle_memory::tools::QUERY
+        | super::event::WAIT_EVENT_TOOL
             if input.get(DEADLINE_ARG).is_some() =>
         {
             Some(TimerKind::Deadline)

@@ -60,6 +60,14 @@ PROPOSAL = {
     "description": "A proposal's id: a unique prefix (4 to 64 hex characters) of its hash.",
 }
 SEQ = {"name": "seq", "in": "path", "required": True, "schema": INT}
+EVENT_NAME = {
+    "name": "seq",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[a-z0-9._-]{1,64}$"},
+    "description": "An event's name (the path's segment after `events/`, named `seq` by the "
+    "GET of the same path).",
+}
 STORE = {
     "name": "name",
     "in": "path",
@@ -237,7 +245,7 @@ schemas: dict[str, Any] = {
                                 "reason": STR,
                                 "attempts": INT,
                                 "seq": INT,
-                                "kind": {"enum": ["question", "belief", "yield"]},
+                                "kind": {"enum": ["question", "event", "belief", "yield"]},
                                 "question": ANY,
                                 "schema": ANY,
                                 "timer": obj({"due_ms": INT, "due": STR}, ["due_ms", "due"]),
@@ -499,6 +507,23 @@ schemas: dict[str, Any] = {
         },
         ["ok", "run", "step", "seq"],
     ),
+    "EventRequest": {
+        "type": "object",
+        "properties": {"value": ANY},
+        "required": ["value"],
+        "additionalProperties": False,
+    },
+    "EventResponse": obj(
+        {
+            "ok": {"const": True},
+            "run": ref("RunId"),
+            "event": STR,
+            "n": INT,
+            "by": nullable(STR),
+            "resume": ANY,
+        },
+        ["ok", "run", "event", "n"],
+    ),
     "VerdictRequest": {
         "type": "object",
         "properties": {
@@ -716,7 +741,17 @@ paths: dict[str, Any] = {
             "summary": "One event (404 `seq_out_of_range` past the end).",
             "parameters": [ID, SEQ],
             "responses": {"200": json_ok(ref("Event")), **READ_ERRORS},
-        }
+        },
+        "post": {
+            "operationId": "sendEvent",
+            "summary": "An outside event for the run's `wait.event` steps (the segment is the "
+            "event's name): checked against the plan (422 `event_unknown`, `bad_event`; "
+            "nothing kept), kept until the run waits on it, and a run waiting on it now "
+            "resumed in the background.",
+            "parameters": [ID, EVENT_NAME],
+            "requestBody": body(ref("EventRequest")),
+            "responses": {"200": json_ok(ref("EventResponse")), "202": QUEUED, **WRITE_ERRORS},
+        },
     },
     "/runs/{id}/state": {
         "get": {

@@ -447,6 +447,16 @@ class Client:
         result: dict[str, Any] = self._request("POST", f"/runs/{run}/cancel", body=body)
         return result
 
+    def send_event(self, run: str, name: str, value: Any = None) -> dict[str, Any]:
+        """Sends outside event ``name`` with ``value`` to the run, for its ``wait.event``
+        steps: refused (``event_unknown``, ``bad_event``; nothing kept) when no step of the
+        run's plan waits on the name or the value does not meet their ``schema``; else kept
+        until the run waits on it, and a run waiting on it now is resumed in the background."""
+        result: dict[str, Any] = self._request(
+            "POST", f"/runs/{run}/events/{name}", body={"value": value}
+        )
+        return result
+
     def resume(self, run: str) -> dict[str, Any]:
         """Resumes the run in the server's background (after an answer without ``resume``)."""
         result: dict[str, Any] = self._request("POST", f"/runs/{run}/resume", body={})
@@ -666,6 +676,13 @@ class AsyncClient:
         """``POST /runs`` itself."""
         body = _Api.start_body(_plan_text(plan), inputs, key, seed)
         return StartedRun.of(await self._request("POST", "/runs", body=body))
+
+    async def send_event(self, run: str, name: str, value: Any = None) -> dict[str, Any]:
+        """Sends outside event ``name`` to the run; see :meth:`Client.send_event`."""
+        result: dict[str, Any] = await self._request(
+            "POST", f"/runs/{run}/events/{name}", body={"value": value}
+        )
+        return result
 
     async def answer(self, run: str, step: str, value: Any, resume: bool = True) -> dict[str, Any]:
         """Records the output of the step the run waits on; see :meth:`Client.answer`."""
