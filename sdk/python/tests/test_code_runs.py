@@ -1,7 +1,7 @@
 """Code runs through the real binary, checked by this package's verifier: a Python agent
-(oracle_agent, synchronous and ``async``) and a TypeScript one (sdk/typescript, run with ``node``) each suspend on a
-question, are answered with ``oracle resume``, complete, and their logs verify here (state
-recomputed too) with the same verdict as ``oracle verify``."""
+(oracle_agent, synchronous and ``async``) and a TypeScript one (sdk/typescript, run with
+``node``) each suspend on a question, are answered with ``oracle resume``, complete, and their
+logs verify here (state recomputed too) with the same verdict as ``oracle verify``."""
 
 from __future__ import annotations
 
