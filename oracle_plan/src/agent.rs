@@ -945,7 +945,10 @@ fn agent_loop(input: &Map<String, Value>) -> Result<Loop, LoopSettingsError> {
         _ => return Err(LoopSettingsError::Tools),
     };
     // `human.ask` may be offered: the run suspends inside the loop (`observe_tool_call`).
-    if let Some(t) = tools.iter().find(|t| *t == AGENT_TOOL || *t == CHAT_TOOL) {
+    if let Some(t) = tools
+        .iter()
+        .find(|t| [AGENT_TOOL, CHAT_TOOL, EVENT_TOOL].contains(&t.as_str()))
+    {
         return Err(LoopSettingsError::ReservedTool { tool: t.clone() });
     }
     let max_turns = match input.get("max_turns") {

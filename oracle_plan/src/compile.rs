@@ -1381,7 +1381,7 @@ fn static_capability(
 /// a tool that does not exist or cannot be an agent's, and a `fallback`, which agent steps do
 /// not use.
 fn agent_step(s: &ast::Step, catalogue: &Catalogue, d: &mut Vec<Diagnostic>) {
-    use crate::agent::{AGENT_TOOL, CHAT_TOOL};
+    use crate::agent::{AGENT_TOOL, CHAT_TOOL, EVENT_TOOL};
     if let Some(f) = s.fallback.as_ref().filter(|f| f.tool.node != AGENT_TOOL) {
         d.push(
             Diagnostic::error(
@@ -1404,7 +1404,8 @@ fn agent_step(s: &ast::Step, catalogue: &Catalogue, d: &mut Vec<Diagnostic>) {
             continue;
         };
         // `human.ask` may be offered: the model asks a person and the run suspends in the loop.
-        if [AGENT_TOOL, CHAT_TOOL].contains(&name.as_str()) {
+        // Not `wait.event`: an event is sent to a wait the plan declares, never to a model's.
+        if [AGENT_TOOL, CHAT_TOOL, EVENT_TOOL].contains(&name.as_str()) {
             d.push(Diagnostic::error(
                 "E0219",
                 item.span,

@@ -221,7 +221,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 31, "{names:?}");
+        assert_eq!(names.len(), 32, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());
