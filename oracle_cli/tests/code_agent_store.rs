@@ -246,6 +246,25 @@ fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
     );
     let home_log = fs::read(home.join(".oracle/runs/triage-1/events.jsonl")).unwrap();
     assert_eq!(fs::read(dir.join(format!("{id}.jsonl"))).unwrap(), home_log);
+
+    // The export imports into a file home as a run to read: its record names the store's
+    // agent and holds no command, so there is nothing to trust and nothing is ever started.
+    let file = dir.join(format!("{id}.jsonl"));
+    let file = file.to_str().unwrap();
+    let reader = tmp.path().join("reader");
+    fs::create_dir_all(&reader).unwrap();
+    let (code, out, err) = oracle(&reader, &["import", file, "--trust-commands"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("holds no command to trust"), "{err}");
+    let (code, out, err) = oracle(&reader, &["import", file, "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let imported = common::last_json(&["import"], &out, &err)["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ok(&reader, &["verify", &imported]);
+    let (code, out, err) = oracle(&reader, &["replay", &imported]);
+    assert_eq!(code, 2, "nothing is started from it: {out}{err}");
 }
 
 #[cfg_attr(

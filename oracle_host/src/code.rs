@@ -174,6 +174,7 @@ impl Home {
         let id = ready.id().to_owned();
         let (started, first_event) = std::sync::mpsc::sync_channel::<()>(1);
         let run = id.clone();
+        let home = self.clone();
         std::thread::Builder::new()
             .name(format!("start {id}"))
             .spawn(move || {
@@ -185,6 +186,10 @@ impl Home {
                 };
                 let outcome = oracle_runtime::code_run::drive(ready, &registry, &mut progress)
                     .map_err(HostError::from);
+                // A run that sleeps goes on the timer wheel, as one `oracle run` starts does.
+                if let Ok(session) = &outcome {
+                    home.note_timer(session);
+                }
                 drop(progress);
                 ended(&run, outcome);
             })

@@ -535,7 +535,18 @@ pub fn import_record(
         )));
     }
     if record.command.is_empty() {
-        return Err(bad("its command is empty".into()));
+        // A store's record names its agent instead: the run is read (verify, log, diff), and
+        // nothing can be started from it, trusted or not.
+        return match (&record.agent, trust) {
+            (Some(_), None) => {
+                write_json(&run.dir.join(AGENT_FILE), &record)?;
+                Ok(Vec::new())
+            }
+            (Some(agent), Some(_)) => Err(bad(format!(
+                "it names the store's agent `{agent}` and holds no command to trust; import it without --trust-commands"
+            ))),
+            (None, _) => Err(bad("its command is empty".into())),
+        };
     }
     let seal = match trust {
         Some(key) => command_mac(key, &run.id, &record.command).to_hex(),
