@@ -307,13 +307,16 @@ impl Backend {
                 let home = Backend::recorded(dir)?;
                 let place = bg.reserve(&home, run, true)?;
                 let sent = home.keep_event(&run.arg(), name, value)?;
-                let resumed = match place {
-                    Some(p) if sent.waiting => Some(bg.resume(&home, run, by, p)?),
-                    _ => None,
-                };
+                // A resume follows every kept event, not only one the run waits on now: a drive
+                // running while the event was kept may end waiting on it. The resume waits for
+                // any such drive to let go, then delivers what is kept for the step the run
+                // waits on, or is refused (`needs_answer`) and changes nothing.
+                if let Some(p) = place {
+                    bg.resume(&home, run, by, p)?;
+                }
                 Ok(Signalled::Recorded {
                     done: sent.n,
-                    resumed: resumed.is_some(),
+                    resumed: sent.waiting,
                 })
             }
         }

@@ -10,10 +10,9 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -272,7 +271,7 @@ enum Reply {
     },
 }
 
-/// What the reader thread saw on the agent's stdout.
+/// What the agent's stdout gave.
 enum Line {
     Text(Vec<u8>),
     TooLong,
@@ -280,26 +279,93 @@ enum Line {
     End,
 }
 
-/// Reads the agent's stdout a line at a time into `lines`, so a reply can be waited for with
-/// a time limit. Stops at the end of the stream or the first line over [`LINE_BYTES_MAX`].
-fn read_lines(out: impl Read, lines: std::sync::mpsc::Sender<Line>) {
-    let mut reader = BufReader::new(out);
-    loop {
-        let mut buf = Vec::new();
-        let got = (&mut reader)
-            .take(LINE_BYTES_MAX)
-            .read_until(b'\n', &mut buf);
-        let line = match got {
-            Ok(_) if buf.last() == Some(&b'\n') => {
-                buf.pop();
-                Line::Text(buf)
+/// The most bytes one read of the agent's stdout takes: a reply is usually far smaller, and a
+/// longer one takes several reads.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// The agent's stdout, read a line at a time with a time limit on the engine's own thread:
+/// `poll(2)` waits for bytes, so no reader thread hands each reply over (one wake-up fewer per
+/// decision; BENCHMARKS.md, "Code agents over the protocol").
+struct Lines {
+    out: std::process::ChildStdout,
+    /// Bytes read and not yet given as a line.
+    buf: Vec<u8>,
+    /// How much of `buf` is known to hold no newline.
+    scanned: usize,
+    /// The stream ended: what `buf` holds is all there is.
+    ended: bool,
+}
+
+impl Lines {
+    fn new(out: std::process::ChildStdout) -> Lines {
+        Lines {
+            out,
+            buf: Vec::new(),
+            scanned: 0,
+            ended: false,
+        }
+    }
+
+    /// The next line within `ms` (`None`: none came in time). A line is at most
+    /// [`LINE_BYTES_MAX`] bytes with its newline; past that it is [`Line::TooLong`].
+    fn next(&mut self, ms: u64) -> Option<Line> {
+        let deadline = Instant::now() + Duration::from_millis(ms);
+        loop {
+            if let Some(i) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
+                let end = self.scanned + i;
+                if end as u64 >= LINE_BYTES_MAX {
+                    return Some(Line::TooLong);
+                }
+                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
+                line.pop();
+                self.scanned = 0;
+                return Some(Line::Text(line));
             }
-            Ok(n) if n as u64 == LINE_BYTES_MAX => Line::TooLong,
-            _ => Line::End,
+            self.scanned = self.buf.len();
+            if self.buf.len() as u64 >= LINE_BYTES_MAX {
+                return Some(Line::TooLong);
+            }
+            if self.ended {
+                return Some(Line::End);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            if self.readable(left) {
+                self.read_some();
+            }
+        }
+    }
+
+    /// Whether bytes (or the end of the stream) can be read within `left`; an error of `poll`
+    /// other than an interruption ends the stream.
+    fn readable(&mut self, left: Duration) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let timeout = Timespec {
+            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(left.subsec_nanos()),
         };
-        let last = !matches!(line, Line::Text(_));
-        if lines.send(line).is_err() || last {
-            return;
+        let mut fds = [PollFd::new(&self.out, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(n) => n > 0,
+            Err(rustix::io::Errno::INTR) => false,
+            Err(_) => {
+                self.ended = true;
+                false
+            }
+        }
+    }
+
+    /// One read of what is there (`poll` said something is): at the end of the stream, or on
+    /// an error, the stream has ended.
+    fn read_some(&mut self) {
+        let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+        match self.out.read(&mut chunk) {
+            Ok(0) => self.ended = true,
+            Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => self.ended = true,
         }
     }
 }
@@ -308,7 +374,7 @@ fn read_lines(out: impl Read, lines: std::sync::mpsc::Sender<Line>) {
 pub struct ProcessAgent {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<Line>,
+    lines: Lines,
     hello: Hello,
     program: String,
     hash: Hash,
@@ -345,12 +411,10 @@ impl ProcessAgent {
                 "the agent's pipes were not opened".into(),
             ));
         };
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || read_lines(stdout, tx));
         let mut agent = ProcessAgent {
             child,
             stdin: Some(stdin),
-            lines,
+            lines: Lines::new(stdout),
             hello: placeholder_hello(),
             program: String::new(),
             hash: Hash::ZERO,
@@ -433,14 +497,14 @@ impl ProcessAgent {
     /// The next line within `ms`, or why there is none.
     fn next_line(&mut self, ms: u64) -> Result<Vec<u8>, Failure> {
         let round = self.round;
-        match self.lines.recv_timeout(Duration::from_millis(ms)) {
-            Ok(Line::Text(line)) => Ok(line),
-            Ok(Line::TooLong) => Err(Failure::Malformed {
+        match self.lines.next(ms) {
+            Some(Line::Text(line)) => Ok(line),
+            Some(Line::TooLong) => Err(Failure::Malformed {
                 round,
                 reason: format!("a line is longer than {LINE_BYTES_MAX} bytes"),
             }),
-            Ok(Line::End) | Err(RecvTimeoutError::Disconnected) => Err(Failure::Crashed { round }),
-            Err(RecvTimeoutError::Timeout) => Err(Failure::Hung { round }),
+            Some(Line::End) => Err(Failure::Crashed { round }),
+            None => Err(Failure::Hung { round }),
         }
     }
 

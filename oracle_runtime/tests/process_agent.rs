@@ -13,7 +13,8 @@ use serde_json::{Map, Value, json};
 
 /// A protocol-speaking agent: says hello, then answers each `decide` with the next reply of
 /// the script given as JSON in argv[1]; a reply `"crash"` exits, `"hang"` sleeps, `"junk"`
-/// writes a line that is not JSON. Each observation it is shown is echoed to stderr.
+/// writes a line that is not JSON, `"long"` one of 17 MiB, and a reply with `"split": true` is
+/// written in two pieces 200 ms apart. Each observation it is shown is echoed to stderr.
 const AGENT: &str = r#"
 import json, sys, time
 script = json.loads(sys.argv[1])
@@ -35,6 +36,18 @@ for reply in script:
         time.sleep(30)
     if reply == "junk":
         print("this is not json", flush=True)
+        continue
+    if reply == "long":
+        sys.stdout.write("x" * (17 << 20) + "\n")
+        sys.stdout.flush()
+        continue
+    if isinstance(reply, dict) and reply.get("split"):
+        del reply["split"]
+        text = json.dumps(reply)
+        sys.stdout.write(text[:7])
+        sys.stdout.flush()
+        time.sleep(0.2)
+        print(text[7:], flush=True)
         continue
     print(json.dumps(reply), flush=True)
 sys.stdin.readline()
@@ -201,6 +214,26 @@ fn a_crash_a_hang_and_a_malformed_line_are_named_failures() {
     failed_with(&twice, "agent_malformed: round 1: step `a` is named twice");
     let (float, _) = s.run(json!([{"type": "done", "output": 1.5}]), &[], 10_000);
     failed_with(&float, "agent_malformed");
+    // A line past LINE_BYTES_MAX (16 MiB) is malformed, however it arrives.
+    let (long, _) = s.run(json!(["long"]), &[], 10_000);
+    failed_with(&long, "agent_malformed: round 0: a line is longer than");
+    // A reply that arrives in two pieces is one line, read whole.
+    let (split, output) = s.run(
+        json!([{"type": "done", "output": {"ok": true}, "split": true}]),
+        &[],
+        10_000,
+    );
+    assert!(
+        matches!(
+            split,
+            Ending::Finished {
+                status: RunStatus::Completed,
+                ..
+            }
+        ),
+        "{split:?}"
+    );
+    assert_eq!(output, Some(json!({"ok": true})));
 }
 
 fn start_error(s: &Scratch, hello: Value) -> StartError {
