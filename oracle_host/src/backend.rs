@@ -332,27 +332,15 @@ impl Backend {
         by: &str,
         resume: bool,
     ) -> Result<Signalled<Value>, HostError> {
-        match self {
-            Backend::Store(front) => {
-                let (queued, checked) = front.adjudicate(&run.id, sub)?;
-                Ok(Signalled::Queued {
-                    queued,
-                    checked: Some(checked),
-                })
-            }
-            Backend::Home(dir) => {
-                let home = Backend::recorded(dir)?;
-                let place = bg.reserve(&home, run, resume)?;
-                let done = home
+        self.outside_signal(
+            (bg, run, by, resume),
+            |front| front.adjudicate(&run.id, sub),
+            |home| {
+                Ok(home
                     .adjudicate(&run.arg(), sub, Durability::DEFAULT)?
-                    .to_json();
-                let resumed = place.map(|p| bg.resume(&home, run, by, p)).transpose()?;
-                Ok(Signalled::Recorded {
-                    done,
-                    resumed: resumed.is_some(),
-                })
-            }
-        }
+                    .to_json())
+            },
+        )
     }
 
     /// Records `claim` from outside the plan in `run`, then, on a file home, resumes it when
@@ -365,9 +353,29 @@ impl Backend {
         by: &str,
         resume: bool,
     ) -> Result<Signalled<Value>, HostError> {
+        self.outside_signal(
+            (bg, run, by, resume),
+            |front| front.claim(&run.id, claim),
+            |home| {
+                Ok(home
+                    .claim(&run.arg(), claim, Durability::DEFAULT)?
+                    .to_json())
+            },
+        )
+    }
+
+    /// The shape verdicts and claims share: over a store, checked and queued (`queue`); on a
+    /// file home, recorded at once (`record`, its result's JSON) with a resume after it when
+    /// asked, whose place is taken (and its checks made) before anything is recorded.
+    fn outside_signal(
+        &self,
+        (bg, run, by, resume): (&Background, &ValidRun, &str, bool),
+        queue: impl FnOnce(&StoreFront) -> Result<(Queued, Value), HostError>,
+        record: impl FnOnce(&Home) -> Result<Value, HostError>,
+    ) -> Result<Signalled<Value>, HostError> {
         match self {
             Backend::Store(front) => {
-                let (queued, checked) = front.claim(&run.id, claim)?;
+                let (queued, checked) = queue(front)?;
                 Ok(Signalled::Queued {
                     queued,
                     checked: Some(checked),
@@ -376,9 +384,7 @@ impl Backend {
             Backend::Home(dir) => {
                 let home = Backend::recorded(dir)?;
                 let place = bg.reserve(&home, run, resume)?;
-                let done = home
-                    .claim(&run.arg(), claim, Durability::DEFAULT)?
-                    .to_json();
+                let done = record(&home)?;
                 let resumed = place.map(|p| bg.resume(&home, run, by, p)).transpose()?;
                 Ok(Signalled::Recorded {
                     done,
