@@ -109,6 +109,7 @@ pub mod times;
 pub mod tool;
 pub mod tools;
 pub mod transfer;
+pub mod turns;
 pub mod wall;
 pub mod writer;
 

@@ -375,6 +375,8 @@ pub struct ProcessAgent {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Lines,
+    /// Holds the engine and the agent on one CPU for each exchange.
+    turns: crate::turns::Turns,
     hello: Hello,
     program: String,
     hash: Hash,
@@ -411,10 +413,12 @@ impl ProcessAgent {
                 "the agent's pipes were not opened".into(),
             ));
         };
+        let turns = crate::turns::Turns::new(child.id());
         let mut agent = ProcessAgent {
             child,
             stdin: Some(stdin),
             lines: Lines::new(stdout),
+            turns,
             hello: placeholder_hello(),
             program: String::new(),
             hash: Hash::ZERO,
@@ -530,8 +534,12 @@ impl ProcessAgent {
         }
         let seen: Vec<Value> = observations.iter().map(observation_json).collect();
         let decide = json!({"type": "decide", "round": self.round, "observations": seen});
-        self.send(&decide)?;
-        let line = self.next_line(self.decide_ms)?;
+        self.turns.begin();
+        let line = self
+            .send(&decide)
+            .and_then(|()| self.next_line(self.decide_ms));
+        self.turns.end();
+        let line = line?;
         let round = self.round;
         let malformed = |reason: String| Failure::Malformed { round, reason };
         let text =
