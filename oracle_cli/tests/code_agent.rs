@@ -138,6 +138,55 @@ fn a_python_agent_suspends_is_answered_completes_verifies_and_replays() {
     assert!(err.contains("step `read"), "the step is named: {err}");
 }
 
+/// A resume with the agent's files changed re-derives first: a changed decision is refused at
+/// its event with the agent's source line (exit 4) and the log is untouched; the same
+/// decisions from changed files are recorded as `plan_upgraded` (from the hash the run started
+/// with to the new one) before the run goes on, and the upgraded run verifies and replays.
+#[test]
+fn a_resume_with_changed_files_records_the_upgrade_or_refuses_the_changed_decision() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    let id = run_id(&out, &err);
+    let log = sb.log(".oracle", &id);
+    let before = std::fs::read_to_string(&log).unwrap();
+    let answer = ["resume", &id, "--step", "approve", "--value", "\"yes\""];
+
+    sb.write("triage.py", &TRIAGE.replace(r#"step="read""#, r#"step="read-it""#));
+    let (code, out, err) = run(&sb, &answer, &[]);
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(err.contains("triage.py:"), "the source line is named: {err}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), before);
+
+    sb.write("triage.py", &format!("# a comment\n{TRIAGE}"));
+    let (code, out, err) = run(&sb, &answer, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(finished(&sb, &id).0, RunStatus::Completed);
+    let events = sb.events(".oracle", &id);
+    let Payload::RunStarted(started) = events[0].typed().unwrap() else {
+        panic!("the first event starts the run")
+    };
+    let upgrades: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e.typed() {
+            Ok(Payload::PlanUpgraded(u)) => Some(u),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(upgrades.len(), 1, "one upgrade recorded");
+    assert_eq!(upgrades[0].from, started.program_hash);
+    assert_ne!(upgrades[0].to, started.program_hash);
+    assert_eq!(upgrades[0].program, started.program);
+    for args in [["verify", id.as_str()], ["replay", id.as_str()]] {
+        let (code, out, err) = run(&sb, &args, &[]);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+    }
+}
+
 /// `agent.json` names the command every resume, answer, cancel and replay starts, and the log
 /// does not hash it: an edited command is refused before anything is started (409
 /// `binding_unsealed`, exit 2), and the log is untouched. Before the seal, the edited command

@@ -587,6 +587,72 @@ fn with_site(e: crate::engine::EngineError, sites: &Sites) -> SessionError {
     }
 }
 
+/// The program hash `events` were last recorded as made by: the last `plan_upgraded`'s `to`,
+/// or the first event's.
+fn recorded_program(events: &Recorded, started: oracle_core::Hash) -> oracle_core::Hash {
+    (0..events.len())
+        .rev()
+        .filter(|&seq| events.kind(seq) == Some(oracle_core::EventKind::PlanUpgraded))
+        .find_map(|seq| match events.event(seq).map(|e| e.typed()) {
+            Some(Ok(oracle_core::payload::Payload::PlanUpgraded(u))) => Some(u.to),
+            _ => None,
+        })
+        .unwrap_or(started)
+}
+
+/// Before a resume: when the agent's files changed since the log last recorded its program,
+/// the new program must re-derive every recorded event (a fresh process, nothing written;
+/// refused at the first that differs, exit 4, with its source line), and then `plan_upgraded`
+/// records the change, so the log says which program made what follows, as `oracle resume
+/// --plan` does for a plan. A finished run is left to the resume to refuse; a run stopped
+/// inside a round is refused (`inside_round`): restore the files it ran with to resume it.
+fn upgrade_if_changed(
+    home: &Path,
+    found: &RunDir,
+    root: &Path,
+    limits: &Limits,
+    registry: &Registry,
+    by: Option<String>,
+) -> Result<()> {
+    let events = Recorded::read(&found.paths.log)?;
+    let started = session::run_started(&found.paths.log, &events)?;
+    let from = recorded_program(&events, started.program_hash);
+    let (mut agent, sites) = fresh_agent(found, root, limits)?;
+    let to = agent.program_hash();
+    let finished =
+        session::last_program_kind(&events) == Some(oracle_core::EventKind::RunFinished);
+    if to == from || finished {
+        return Ok(());
+    }
+    if !crate::fork::at_boundary(&events, events.len()) {
+        return Err(SessionError::InsideRound {
+            run: found.id.clone(),
+        });
+    }
+    let config = session::replay_config(&started, root.to_path_buf(), home, &found.dir)?;
+    agent.set_inputs(config.inputs.clone());
+    let program = agent.program().to_owned();
+    let mut engine = Engine::new(agent, registry, config, events, None).allow_program_change();
+    engine.drive().map_err(|e| with_site(e, &sites))?;
+    drop(engine);
+    let mut writer = LogWriter::open(&found.paths, Durability::DEFAULT)?;
+    // The time of the event before it: the rounds that follow keep their ticks.
+    let time = writer.head().time;
+    let upgraded = oracle_core::payload::PlanUpgraded {
+        from,
+        to,
+        program,
+        by,
+    };
+    writer.append(
+        time,
+        vec![],
+        oracle_core::payload::Payload::PlanUpgraded(upgraded),
+    )?;
+    writer.close()?;
+    Ok(())
+}
+
 /// `oracle resume` of a code run: a fresh process re-derives the run from its first event
 /// (the engine checks every decision against the log), then goes on.
 pub fn resume(
@@ -599,8 +665,9 @@ pub fn resume(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Session> {
     let key = crate::seal::SealKey::open_or_create(home)?;
-    let start = session::prepare_code_resume(&found, answer.as_ref(), drive)?;
     let root = session::resume_root(&found, drive.workdir, Some(&key))?;
+    upgrade_if_changed(home, &found, &root, limits, registry, drive.answered_by.clone())?;
+    let start = session::prepare_code_resume(&found, answer.as_ref(), drive)?;
     let config = session::code_config(home, &found, &start.started, root.clone(), drive)?;
     let (mut agent, sites) = fresh_agent(&found, &root, limits)?;
     agent.set_inputs(config.inputs.clone());
