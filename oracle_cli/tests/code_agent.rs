@@ -156,10 +156,16 @@ fn a_resume_with_changed_files_records_the_upgrade_or_refuses_the_changed_decisi
     let before = std::fs::read_to_string(&log).unwrap();
     let answer = ["resume", &id, "--step", "approve", "--value", "\"yes\""];
 
-    sb.write("triage.py", &TRIAGE.replace(r#"step="read""#, r#"step="read-it""#));
+    sb.write(
+        "triage.py",
+        &TRIAGE.replace(r#"step="read""#, r#"step="read-it""#),
+    );
     let (code, out, err) = run(&sb, &answer, &[]);
     assert_eq!(code, 4, "{out}{err}");
-    assert!(err.contains("triage.py:"), "the source line is named: {err}");
+    assert!(
+        err.contains("triage.py:"),
+        "the source line is named: {err}"
+    );
     assert_eq!(std::fs::read_to_string(&log).unwrap(), before);
 
     sb.write("triage.py", &format!("# a comment\n{TRIAGE}"));

@@ -7,8 +7,8 @@
 //! the run for one that is. A worker SIGKILLed (with its agent's process) mid-run is taken
 //! over by another, which finishes the run from its last commit with no event lost or
 //! duplicated. A cancel waits for a worker told about the agent; an answer through `oracle
-//! serve --store` is checked without the program. Skips loudly where PostgreSQL or python3 is
-//! absent.
+//! serve --store` is checked without the program, and `oracle serve --store --agent` submits a
+//! named agent's run for such a worker. Skips loudly where PostgreSQL or python3 is absent.
 
 use crate::common;
 
@@ -505,4 +505,85 @@ fn a_store_code_run_is_answered_through_a_servers_api_and_a_worker_completes_it(
         all.contains(r#""by":"alice""#),
         "the answer's sender is recorded: {all}"
     );
+}
+
+/// `oracle serve --store URL --agent triage=triage.py`: `POST /runs {"agent": "triage"}`
+/// starts the program once in a scratch home to bind its inputs and submits the run (202-style
+/// `submitted`, the store keeping no command); an unknown name is 404 `unknown_agent`, nothing
+/// stored; a worker told about the agent drives the run to its question, the API's answer
+/// completes it, and the store's run verifies.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn serve_over_a_store_submits_a_named_code_agent_for_a_worker_told_about_it() {
+    let Some(url) = store_url() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    project(dir);
+    let (code, out, err) = oracle(dir, &["serve", "token", "add", "alice"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let token = out.lines().next().unwrap().trim().to_owned();
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        &url,
+        "--root",
+        ".",
+        "--agent",
+        "ticket=triage.py",
+    ];
+    let mut serve = common::command_in(dir, &args);
+    serve.env("PYTHONPATH", root().join("sdk/python/src"));
+    let (_server, base) = crate::web::listening(serve);
+    let start = |name: &str| {
+        let body = serde_json::json!({"agent": name});
+        crate::web::call(&base, "POST", "/api/v1/runs", &token, Some(&body))
+    };
+    let (code, v) = start("nobody");
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (404, Some("unknown_agent")),
+        "{v}"
+    );
+    let (code, v) = start("ticket");
+    assert_eq!(
+        (code, v["status"].as_str()),
+        (201, Some("submitted")),
+        "{v}"
+    );
+    let id = v["run"].as_str().unwrap().to_owned();
+    let rows = ok(dir, &["runs", "--store", &url, "--json"]);
+    assert_eq!(
+        rows.lines().count(),
+        1,
+        "the unknown name stored nothing: {rows}"
+    );
+    assert_eq!(row(dir, &url, &id)["plan"], "triage", "{rows}");
+
+    // Stored under the program's own name (`triage`), which the worker is told about.
+    let _worker = crate::web::Killed(
+        worker(dir, &url, &["--agent", "triage=triage.py"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let status = || {
+        let (code, v) = crate::web::call(&base, "GET", &format!("/api/v1/runs/{id}"), &token, None);
+        if code == 200 {
+            v["status"].as_str().unwrap_or_default().to_owned()
+        } else {
+            String::new()
+        }
+    };
+    crate::web::wait_until("the run to suspend", || status() == "suspended");
+    let body = serde_json::json!({"step": "approve", "value": "yes"});
+    let path = format!("/api/v1/runs/{id}/answer");
+    let (code, v) = crate::web::call(&base, "POST", &path, &token, Some(&body));
+    assert_eq!(code, 202, "{v}");
+    crate::web::wait_until("the run to complete", || status() == "completed");
+    ok(dir, &["verify", &id, "--store", &url]);
 }

@@ -462,7 +462,7 @@ impl Backend {
 
     /// Starts the code agent `request` names among the server's `agents`, asked by `by`, on a
     /// server whose `--root` is `root`: on a file home in `bg` ([`Home::launch_agent`]); over a
-    /// store refused (`agents_on_store`), nothing created.
+    /// store submitted for the workers told about the agent (`StoreFront::submit_agent`).
     pub fn start_agent(
         &self,
         bg: &Background,
@@ -472,7 +472,16 @@ impl Backend {
         by: &str,
     ) -> Result<Started, HostError> {
         let dir = match self {
-            Backend::Store(_) => return Err(HostError::AgentsOnStore),
+            Backend::Store(front) => {
+                let root = root.ok_or(HostError::StartsOff)?;
+                return Ok(Started {
+                    run: front.submit_agent(request, agents, root, given)?,
+                    status: "submitted".to_owned(),
+                    existing: false,
+                    key: None,
+                    warnings: Vec::new(),
+                });
+            }
             Backend::Home(dir) => dir,
         };
         // An unknown name takes no place among the drives.

@@ -106,7 +106,7 @@ impl AgentRequest {
     /// The options of the run this request asks for, working in `root`: an input given as a
     /// JSON string is passed as its text, any other as its JSON (bound by the program's inputs
     /// schema as `--input` is).
-    fn options(&self, agents: &Agents, root: &Path) -> Result<CodeStart, HostError> {
+    pub(crate) fn options(&self, agents: &Agents, root: &Path) -> Result<CodeStart, HostError> {
         let entry = agents.entry(&self.agent)?;
         let inputs = self
             .inputs

@@ -79,12 +79,6 @@ pub enum HostError {
         if known.is_empty() { "none".to_owned() } else { known.join(", ") }
     )]
     UnknownAgent { name: String, known: Vec<String> },
-    /// A code agent asked for on a server over a PostgreSQL store, whose workers do not run code
-    /// agents yet.
-    #[error(
-        "a server over a store does not start code agents yet (its workers drive plans only); nothing was created"
-    )]
-    AgentsOnStore,
     /// A named belief store refused or could not be read (`crate::shared`).
     #[error(transparent)]
     Shared(#[from] SharedError),
@@ -164,7 +158,6 @@ mod http {
     pub const CONFLICT: u16 = 409;
     pub const UNPROCESSABLE: u16 = 422;
     pub const INTERNAL: u16 = 500;
-    pub const NOT_IMPLEMENTED: u16 = 501;
     pub const UNAVAILABLE: u16 = 503;
 }
 
@@ -199,9 +192,6 @@ impl HostError {
             HostError::UnknownAgent { name, known } => {
                 Class::of("unknown_agent", exit::INPUT, http::NOT_FOUND)
                     .with(json!({"agent": name, "known": known}))
-            }
-            HostError::AgentsOnStore => {
-                Class::of("agents_on_store", exit::INPUT, http::NOT_IMPLEMENTED)
             }
             HostError::Shared(e) => shared_class(e),
             HostError::Evolve(e) => evolve_class(e),

@@ -508,6 +508,34 @@ impl StoreFront {
         }
     }
 
+    /// `POST /api/v1/runs` naming one of the server's code `agents` over a store: the program
+    /// is started once in a scratch home, in `root`, to bind its inputs and grants (as `oracle
+    /// submit triage.py` does), and the run is stored under the program's own name and hash for
+    /// a worker told about that agent (`oracle worker --agent NAME=PATH`). The store keeps no
+    /// command. An unknown name is `unknown_agent`, nothing created.
+    pub fn submit_agent(
+        &self,
+        request: &crate::code::AgentRequest,
+        agents: &crate::code::Agents,
+        root: &Path,
+        given: &Given,
+    ) -> Result<String, HostError> {
+        let opts = request.options(agents, root)?;
+        let scratch = self.new_scratch()?;
+        let prepared = scratch.home.prepare_code_submission(opts, given)?;
+        let programs = oracle_pg::Programs::default();
+        let submitted = self
+            .store
+            .call(|s| s.submit_keyed(&prepared.agent, &prepared.dir, &programs, None))?;
+        let id = match submitted {
+            Submitted::New(id) => id,
+            // No key was given, so no run was found by one.
+            Submitted::Existing { run, .. } => run,
+        };
+        self.sync_one(&id)?;
+        Ok(id)
+    }
+
     /// Takes announcement `id` of `run` for this server's beacon (see
     /// [`Store::take_announcement`]): `false` when another server delivers it.
     pub fn take_announcement(&self, id: &str, run: &str) -> Result<bool, HostError> {

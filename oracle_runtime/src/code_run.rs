@@ -619,8 +619,7 @@ fn upgrade_if_changed(
     let from = recorded_program(&events, started.program_hash);
     let (mut agent, sites) = fresh_agent(found, root, limits)?;
     let to = agent.program_hash();
-    let finished =
-        session::last_program_kind(&events) == Some(oracle_core::EventKind::RunFinished);
+    let finished = session::last_program_kind(&events) == Some(oracle_core::EventKind::RunFinished);
     if to == from || finished {
         return Ok(());
     }
@@ -666,7 +665,14 @@ pub fn resume(
 ) -> Result<Session> {
     let key = crate::seal::SealKey::open_or_create(home)?;
     let root = session::resume_root(&found, drive.workdir, Some(&key))?;
-    upgrade_if_changed(home, &found, &root, limits, registry, drive.answered_by.clone())?;
+    upgrade_if_changed(
+        home,
+        &found,
+        &root,
+        limits,
+        registry,
+        drive.answered_by.clone(),
+    )?;
     let start = session::prepare_code_resume(&found, answer.as_ref(), drive)?;
     let config = session::code_config(home, &found, &start.started, root.clone(), drive)?;
     let (mut agent, sites) = fresh_agent(&found, &root, limits)?;
