@@ -576,8 +576,25 @@ pub struct ReplayArgs {
     /// which never uses resume points.
     #[arg(long, conflicts_with = "plan")]
     from_snapshot: bool,
+    /// With --store, for a code run: the program of the agent NAME the run was stored under,
+    /// NAME=PATH (repeatable), as `oracle worker --agent` (a store keeps no command). The
+    /// program's files must be the ones the run recorded, or the replay says where it differs.
+    #[arg(long = "agent", value_name = "NAME=PATH")]
+    agents: Vec<String>,
     #[command(flatten)]
     tools: crate::tools::ToolDirs,
+}
+
+impl ReplayArgs {
+    /// The run this replay names.
+    pub(crate) fn run(&self) -> &str {
+        &self.run
+    }
+
+    /// The `--agent NAME=PATH` given.
+    pub(crate) fn agents(&self) -> &[String] {
+        &self.agents
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -1523,6 +1540,17 @@ fn parse_value(text: &str, what: &str) -> Result<Value, CliError> {
 }
 
 pub fn replay(home: &Path, a: ReplayArgs) -> Result<u8, CliError> {
+    replay_in(home, a, false)
+}
+
+/// [`replay`] in `home`; `from_store`: a home a read-only store command wrote, where `--agent`
+/// names the program of a store's code run.
+pub(crate) fn replay_in(home: &Path, a: ReplayArgs, from_store: bool) -> Result<u8, CliError> {
+    if !a.agents.is_empty() && !from_store {
+        return Err(CliError::input(
+            "--agent is for a replay with --store: a file home's code run names its own program",
+        ));
+    }
     // The stored copy is read even with --plan (for the grants it had).
     if let Some(plan) = &a.plan {
         crate::files::check_plan(plan, a.json)?;

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Subcommand};
-use oracle_host::Database;
 use oracle_host::signal::Signal;
 use oracle_host::worker::{self, CONCURRENCY_MAX, LEASE_MS_DEFAULT, POLL_MS_DEFAULT};
+use oracle_host::{Database, SessionError};
 use serde_json::json;
 
 use crate::Command;
@@ -432,6 +432,18 @@ fn read_only(url: &str, command: Command) -> Result<u8, CliError> {
     match command {
         // Names the run, not the temporary file it was written to.
         Command::Verify(a) => crate::verify::run_in_store(tmp.path(), a),
+        Command::Replay(a) => {
+            let agents = agents_of(a.agents())?;
+            host.adopt_agent(a.run(), &agents).map_err(|e| match e {
+                oracle_host::HostError::Session(SessionError::AgentUnknown { run, agent }) => {
+                    CliError::input(format!(
+                        "{run} is a code run of agent `{agent}`, and a store keeps no command: name its program with --agent {agent}=PATH"
+                    ))
+                }
+                e => crate::run::host_error(e, false),
+            })?;
+            crate::run::replay_in(tmp.path(), a, true)
+        }
         other => crate::run_command(tmp.path(), other),
     }
 }

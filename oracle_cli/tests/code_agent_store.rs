@@ -225,13 +225,14 @@ fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
         .collect();
     assert!(all.contains(r#""approved":"yes""#), "{all}");
     assert_eq!(calls_of(&events, "read"), 1);
-    // A replay would start the program, and the rows hold no command: refused.
+    // A replay starts the program, and the rows hold no command: it must be named.
     let (code, out, err) = oracle(dir, &["replay", id, "--store", &url, "--json"]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
-        format!("{out}{err}").contains("binding_unsealed"),
+        format!("{out}{err}").contains("--agent triage=PATH"),
         "{out}{err}"
     );
+    ok(dir, &["replay", id, "--store", &url, "--agent", "triage=triage.py"]);
 
     // The same agent, inputs and answer in a file home: the same bytes.
     let home = tmp.path().join("home");
@@ -586,4 +587,22 @@ fn serve_over_a_store_submits_a_named_code_agent_for_a_worker_told_about_it() {
     assert_eq!(code, 202, "{v}");
     crate::web::wait_until("the run to complete", || status() == "completed");
     ok(dir, &["verify", &id, "--store", &url]);
+
+    // A replay from the store is told the program, as a worker is; without it, it says so.
+    let replay = ["replay", &id, "--store", &url, "--json"];
+    let (code, out, err) = oracle(dir, &replay);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("--agent triage=PATH"), "{out}{err}");
+    let out = ok(
+        dir,
+        &[&replay[..], &["--agent", "triage=triage.py"]].concat(),
+    );
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["result"].as_str(), v["ending"].as_str()),
+        (Some("reproduced"), Some("completed")),
+        "{v}"
+    );
+    let (code, out, err) = oracle(dir, &["replay", &id, "--agent", "triage=triage.py"]);
+    assert_eq!(code, 2, "--agent without --store is refused: {out}{err}");
 }

@@ -221,6 +221,24 @@ impl Home {
         Ok(session)
     }
 
+    /// A store's code run written into this (temporary) home by a read-only command: its
+    /// `agent.json` names an agent, and `agents` (name to program path, given by the person on
+    /// the command line, as a worker's `--agent`) say which program that is, sealed with this
+    /// home's key so `oracle replay` here can start it. A plan run, or one of an agent not in
+    /// `agents`, is left as it is; the replay then says what is missing.
+    pub fn adopt_agent(
+        &self,
+        run: &str,
+        agents: &std::collections::BTreeMap<String, PathBuf>,
+    ) -> Result<(), HostError> {
+        let found = self.find(run)?;
+        if !oracle_runtime::code_run::is_code_run(&found.dir) {
+            return Ok(());
+        }
+        oracle_runtime::code_run::adopt_for_worker(self.dir(), &found, agents)?;
+        Ok(())
+    }
+
     /// Everything [`Home::start_code`] does before the first event, for a run a store's worker
     /// will start (`oracle submit triage.py --store URL`): the program is started once here, in
     /// `opts.root`, to bind its inputs and grants; the run's `agent.json` keeps the agent's
