@@ -232,7 +232,10 @@ fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
         format!("{out}{err}").contains("--agent triage=PATH"),
         "{out}{err}"
     );
-    ok(dir, &["replay", id, "--store", &url, "--agent", "triage=triage.py"]);
+    ok(
+        dir,
+        &["replay", id, "--store", &url, "--agent", "triage=triage.py"],
+    );
 
     // The same agent, inputs and answer in a file home: the same bytes.
     let home = tmp.path().join("home");
