@@ -926,7 +926,8 @@ impl Home {
             dir,
         };
         let bound = self.bindings(&found, &Given::default(), true)?;
-        let (registry, _) = bound.registry(McpMode::Start)?;
+        let (mut registry, _) = bound.registry(McpMode::Start)?;
+        self.pace(&bound, &mut registry);
         if crate::code::is_code_run(&found.dir) {
             let session = oracle_runtime::code_run::start_submitted(
                 self.dir(),
