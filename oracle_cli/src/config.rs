@@ -373,6 +373,7 @@ fn rate_item(
         let mut refused = error(path, Some(at(v.span())), &format!("`{key}`: {e}"));
         if let Some(j) = refused.json.as_mut() {
             j["code"] = json!(e.code());
+            j["kind"] = json!(e.code());
         }
         return Err(refused);
     }

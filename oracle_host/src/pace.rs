@@ -133,6 +133,48 @@ impl Windows for HomeWindows {
     }
 }
 
+/// A store's windows: a row of `rate_windows` each, changed in one transaction with the
+/// database's clock (`oracle_pg::Store::change_rate_window`). One connection, made when first
+/// needed and made again after a failure, shared by every drive of a worker.
+pub struct StoreWindows {
+    url: String,
+    store: std::sync::Mutex<Option<oracle_pg::Store>>,
+}
+
+impl StoreWindows {
+    pub fn new(url: &str) -> StoreWindows {
+        StoreWindows {
+            url: url.to_owned(),
+            store: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl Windows for StoreWindows {
+    fn change(
+        &self,
+        key: &str,
+        change: &mut dyn FnMut(&mut Window, u64) -> Option<u64>,
+    ) -> Result<Option<u64>, String> {
+        let mut held = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        if held.is_none() {
+            *held = Some(oracle_pg::Store::connect(&self.url).map_err(|e| e.to_string())?);
+        }
+        let store = held.as_ref().ok_or("no connection")?;
+        let mut on_row = |body: &str, now: u64| {
+            // A row never written (or not one) starts empty, as a home's file does.
+            let mut window: Window = serde_json::from_str(body).unwrap_or_default();
+            let out = change(&mut window, now);
+            (serde_json::to_string(&window).unwrap_or_default(), out)
+        };
+        let changed = store.change_rate_window(key, &mut on_row);
+        if changed.is_err() {
+            *held = None;
+        }
+        changed.map_err(|e| e.to_string())
+    }
+}
+
 /// The pacer of a drive for `rates` over `windows` (a store's), else the home's at `home`;
 /// `None` when there are no rates.
 pub fn pacer(
