@@ -351,6 +351,39 @@ fn error(path: &Path, at: Option<(usize, usize)>, message: &str) -> CliError {
     }
 }
 
+/// The file's `[prices]` and `[tool_rates]`, each checked as its flag is.
+fn priced_and_paced(
+    path: &Path,
+    at: &dyn Fn(std::ops::Range<usize>) -> (usize, usize),
+    prices: BTreeMap<String, Spanned<String>>,
+    tool_rates: BTreeMap<String, Spanned<String>>,
+    layer: &mut Layer,
+) -> Result<(), CliError> {
+    for (name, v) in prices {
+        let given = format!("{name}={}", v.get_ref());
+        if let Err(e) = oracle_host::metrics::parse_price(&given) {
+            return Err(error(
+                path,
+                Some(at(v.span())),
+                &format!("`prices.{}`: {e}", name.escape_debug()),
+            ));
+        }
+        let (line, _) = at(v.span());
+        let source = Source::File {
+            path: path.to_path_buf(),
+            line,
+        };
+        let value = v.into_inner();
+        layer.prices.insert(name, Item { source, value });
+    }
+    for (name, v) in tool_rates {
+        if let Some(i) = rate_item(path, at, "tool_rates", &name, Some(v))? {
+            layer.tool_rates.insert(name, i);
+        }
+    }
+    Ok(())
+}
+
 /// A rate of the file (`models.NAME.rate`, `models.NAME.tokens`, `tool_rates.NAME`), admitted
 /// by the host's one function (`oracle_host::rate::admit`): one that is not a rate is refused
 /// with its place and the code every door gives, `rate_invalid`.
@@ -549,28 +582,7 @@ fn parse(path: &Path, text: &str) -> Result<Layer, CliError> {
             },
         );
     }
-    for (name, v) in raw.tool_rates {
-        if let Some(i) = rate_item(path, &at, "tool_rates", &name, Some(v))? {
-            layer.tool_rates.insert(name, i);
-        }
-    }
-    for (name, v) in raw.prices {
-        let given = format!("{name}={}", v.get_ref());
-        if let Err(e) = oracle_host::metrics::parse_price(&given) {
-            return Err(error(
-                path,
-                Some(at(v.span())),
-                &format!("`prices.{}`: {e}", name.escape_debug()),
-            ));
-        }
-        layer.prices.insert(
-            name,
-            Item {
-                source: item(v.span()),
-                value: v.into_inner(),
-            },
-        );
-    }
+    priced_and_paced(path, &at, raw.prices, raw.tool_rates, &mut layer)?;
     for (name, v) in raw.secrets {
         let place = Some(at(v.span()));
         if !is_binding_name(&name) {
@@ -1006,6 +1018,28 @@ impl Settings {
     }
 
     /// Every setting, in a fixed order: key, value (null when unset) and source.
+    /// The rows of the settings given as text by name: prices and rates.
+    fn table_rows(&self) -> Vec<(String, Value, Source)> {
+        let text = |key: String, i: &Item<String>| (key, json!(i.value), i.source.clone());
+        let mut rows = Vec::new();
+        for (name, m) in &self.models {
+            for (key, field) in [("rate", &m.rate), ("tokens", &m.tokens)] {
+                rows.extend(
+                    field
+                        .as_ref()
+                        .map(|i| text(format!("models.{name}.{key}"), i)),
+                );
+            }
+        }
+        for (name, r) in &self.tool_rates {
+            rows.push(text(format!("tool_rates.{name}"), r));
+        }
+        for (name, price) in &self.prices {
+            rows.push(text(format!("prices.{name}"), price));
+        }
+        rows
+    }
+
     fn rows(&self) -> Vec<(String, Value, Source)> {
         fn row<T: serde::Serialize>(
             key: &str,
@@ -1049,30 +1083,8 @@ impl Settings {
                 m.key_env.as_ref(),
                 Value::Null,
             ));
-            for (key, field) in [("rate", &m.rate), ("tokens", &m.tokens)] {
-                if field.is_some() {
-                    rows.push(row(
-                        &format!("models.{name}.{key}"),
-                        field.as_ref(),
-                        Value::Null,
-                    ));
-                }
-            }
         }
-        for (name, r) in &self.tool_rates {
-            rows.push((
-                format!("tool_rates.{name}"),
-                json!(r.value),
-                r.source.clone(),
-            ));
-        }
-        for (name, price) in &self.prices {
-            rows.push((
-                format!("prices.{name}"),
-                json!(price.value),
-                price.source.clone(),
-            ));
-        }
+        rows.extend(self.table_rows());
         for (name, var) in &self.secrets {
             rows.push((
                 format!("secrets.{name}.env"),

@@ -301,3 +301,38 @@ fn every_door_refuses_a_rate_that_is_not_one_with_one_code() {
     );
     assert_eq!(fs::read(sb.log(".oracle", run)).unwrap(), before);
 }
+
+#[test]
+fn tokens_are_charged_after_each_call_and_the_next_waits_for_the_debt() {
+    let sb = Sandbox::new();
+    // Each reply reports 100 tokens: with 100 a second, each call waits a second after the
+    // one before it ended. (Calls made at once are not held back by tokens none has reported
+    // yet: a calls rate bounds those.)
+    let usage = json!({"prompt_tokens": 60, "completion_tokens": 40});
+    let stub = Stub::start(vec![
+        json!({"content": "ok", "usage": usage, "forever": true}),
+    ])
+    .unwrap();
+    sb.write("paced.plan", &paced_plan(4));
+    let model = format!("fast={}", stub.url());
+    let began = Instant::now();
+    let args = [
+        "run",
+        "paced.plan",
+        "--model",
+        &model,
+        "--model-tokens",
+        "fast=100/s",
+        "--json",
+    ];
+    let (code, v) = json(&sb, &args);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!(
+        began.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        began.elapsed()
+    );
+    let at = never_more_than(&stub, 1, 1_000);
+    assert_eq!(at.len(), 4);
+}

@@ -22,6 +22,28 @@ use crate::rate::{Limits, Rates, SLEEP_MS_MAX, Window};
 /// The directory of a home's windows.
 pub const RATES_DIR: &str = "rates";
 
+/// Why a window could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum WindowError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the window cannot be written: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Store(#[from] oracle_pg::PgError),
+}
+
+/// `source` at `path`.
+fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> WindowError + '_ {
+    move |source| WindowError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Where windows are kept, each changed whole under that place's lock with that place's clock.
 pub trait Windows: Send + Sync {
     /// Runs `change` on `key`'s window at the place's time now (milliseconds), keeping what it
@@ -30,7 +52,7 @@ pub trait Windows: Send + Sync {
         &self,
         key: &str,
         change: &mut dyn FnMut(&mut Window, u64) -> Option<u64>,
-    ) -> Result<Option<u64>, String>;
+    ) -> Result<Option<u64>, WindowError>;
 }
 
 /// A pacer over `windows` for `rates`.
@@ -60,13 +82,10 @@ impl Pacer for Paced {
                     None
                 }
             };
-            let taken = self
-                .windows
-                .change(&key, &mut ask)
-                .map_err(|why| PaceError {
-                    key: key.clone(),
-                    why,
-                })?;
+            let taken = self.windows.change(&key, &mut ask).map_err(|e| PaceError {
+                key: key.clone(),
+                why: e.to_string(),
+            })?;
             if let Some(at_ms) = taken {
                 return Ok(Some(Turn { key, at_ms }));
             }
@@ -93,18 +112,17 @@ pub struct HomeWindows {
 }
 
 impl HomeWindows {
-    fn lock(&self, name: &str) -> Result<File, String> {
-        fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+    fn lock(&self, name: &str) -> Result<File, WindowError> {
+        fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
         let path = self.dir.join(format!("{name}.lock"));
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(io(&path))?;
         // Held for a read and a write of a small file: waiting for it blocks, never spins.
-        file.lock()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        file.lock().map_err(io(&path))?;
         Ok(file)
     }
 }
@@ -114,7 +132,7 @@ impl Windows for HomeWindows {
         &self,
         key: &str,
         change: &mut dyn FnMut(&mut Window, u64) -> Option<u64>,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, WindowError> {
         let name = key.replace(' ', ".");
         let _lock = self.lock(&name)?;
         let path = self.dir.join(format!("{name}.json"));
@@ -125,10 +143,10 @@ impl Windows for HomeWindows {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
         let out = change(&mut window, crate::now_ms());
-        let bytes = serde_json::to_vec(&window).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(&window)?;
         let tmp = self.dir.join(format!("{name}.json.tmp"));
-        fs::write(&tmp, bytes).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+        fs::write(&tmp, bytes).map_err(io(&tmp))?;
+        fs::rename(&tmp, &path).map_err(io(&path))?;
         Ok(out)
     }
 }
@@ -155,23 +173,22 @@ impl Windows for StoreWindows {
         &self,
         key: &str,
         change: &mut dyn FnMut(&mut Window, u64) -> Option<u64>,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, WindowError> {
         let mut held = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        if held.is_none() {
-            *held = Some(oracle_pg::Store::connect(&self.url).map_err(|e| e.to_string())?);
-        }
-        let store = held.as_ref().ok_or("no connection")?;
+        let store = match held.take() {
+            Some(store) => store,
+            None => oracle_pg::Store::connect(&self.url)?,
+        };
         let mut on_row = |body: &str, now: u64| {
             // A row never written (or not one) starts empty, as a home's file does.
             let mut window: Window = serde_json::from_str(body).unwrap_or_default();
             let out = change(&mut window, now);
             (serde_json::to_string(&window).unwrap_or_default(), out)
         };
-        let changed = store.change_rate_window(key, &mut on_row);
-        if changed.is_err() {
-            *held = None;
-        }
-        changed.map_err(|e| e.to_string())
+        // A connection that failed is dropped: the next change connects again.
+        let changed = store.change_rate_window(key, &mut on_row)?;
+        *held = Some(store);
+        Ok(changed)
     }
 }
 

@@ -376,6 +376,27 @@ mod tests {
         assert_eq!(w.ask(limits, 60_010), Ok(()));
     }
 
+    #[test]
+    fn a_window_past_its_entries_merges_its_oldest_and_never_lets_more_through() {
+        let limits = Limits {
+            calls: None,
+            tokens: Some(Rate {
+                count: TOKENS_MAX,
+                period_ms: 60_000,
+            }),
+        };
+        let mut w = Window::default();
+        let n = ENTRIES_MAX as u64 + 5;
+        for t in 0..n {
+            w.done(limits, t, t, 2);
+        }
+        assert_eq!(w.tokens.len(), ENTRIES_MAX);
+        let total: u64 = w.tokens.iter().map(|e| e.count).sum();
+        assert_eq!(total, 2 * n);
+        // The merged entry keeps the later time: it ages out no sooner.
+        assert_eq!(w.tokens[0].at_ms, 5);
+    }
+
     proptest::proptest! {
         /// The window never lets more than N through in any window of P, against a reference
         /// that keeps every grant: random asks (some ending later), each going at its first
