@@ -7,6 +7,10 @@
 
 use crate::{Result, Store, db};
 
+/// What a change makes of a window's text at the database's time (ms): the text to keep, and
+/// what to return beside it.
+pub type WindowChange<'a> = dyn FnMut(&str, u64) -> (String, Option<u64>) + 'a;
+
 impl Store {
     /// Runs `change` on `key`'s window (`""` for a new row) at the database's time now in
     /// milliseconds, and keeps the text it returns, all in one transaction; returns what
@@ -14,7 +18,7 @@ impl Store {
     pub fn change_rate_window(
         &self,
         key: &str,
-        change: &mut dyn FnMut(&str, u64) -> (String, Option<u64>),
+        change: &mut WindowChange<'_>,
     ) -> Result<Option<u64>> {
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("changing a rate window"))?;
