@@ -121,6 +121,10 @@ pub struct Model {
     pub url: Option<Item<String>>,
     pub id: Option<Item<String>>,
     pub key_env: Option<Item<String>>,
+    /// `rate = "60/m"`: `--model-rate NAME=60/m`.
+    pub rate: Option<Item<String>>,
+    /// `tokens = "100000/m"`: `--model-tokens NAME=100000/m`.
+    pub tokens: Option<Item<String>>,
 }
 
 /// `[serve]`: the settings of `oracle serve` a file may hold.
@@ -145,6 +149,8 @@ struct Layer {
     require_approval: Option<Item<bool>>,
     /// `[prices]`: a model binding's `IN/OUT` micro-units per 1M tokens.
     prices: BTreeMap<String, Item<String>>,
+    /// `[tool_rates]`: a declared tool's `N/P` (`--tool-rate TOOL=N/P`).
+    tool_rates: BTreeMap<String, Item<String>>,
 }
 
 impl Layer {
@@ -208,15 +214,20 @@ impl Layer {
                     // file names has its URL there): the lower file never picks the variable
                     // sent to the upper file's endpoint.
                     key_env: m.key_env,
+                    rate: m.rate.or(low.rate),
+                    tokens: m.tokens.or(low.tokens),
                 },
             );
         }
+        let mut tool_rates = lower.tool_rates;
+        tool_rates.extend(self.tool_rates);
         let mut secrets = lower.secrets;
         secrets.extend(self.secrets);
         let mut prices = lower.prices;
         prices.extend(self.prices);
         Layer {
             prices,
+            tool_rates,
             home: self.home.or(lower.home),
             store: self.store.or(lower.store),
             tools: self.tools.or(lower.tools),
@@ -264,6 +275,8 @@ pub struct Settings {
     pub require_approval_item: Option<Item<bool>>,
     /// `[prices]`: model prices for the cost views (`runs`, `inspect`, `serve`).
     pub prices: BTreeMap<String, Item<String>>,
+    /// `[tool_rates]`: declared tools' rates (`--tool-rate`).
+    pub tool_rates: BTreeMap<String, Item<String>>,
 }
 
 // The file as written. Every leaf is `Spanned`, so `config show` can name its line.
@@ -282,6 +295,8 @@ struct Raw {
     evolution: Option<RawEvolution>,
     #[serde(default)]
     prices: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    tool_rates: BTreeMap<String, Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -296,6 +311,8 @@ struct RawModel {
     url: Spanned<String>,
     id: Option<Spanned<String>>,
     key_env: Option<Spanned<String>>,
+    rate: Option<Spanned<String>>,
+    tokens: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -332,6 +349,75 @@ fn error(path: &Path, at: Option<(usize, usize)>, message: &str) -> CliError {
         message: text,
         quiet: false,
     }
+}
+
+/// The file's `[prices]` and `[tool_rates]`, each checked as its flag is.
+fn priced_and_paced(
+    path: &Path,
+    at: &dyn Fn(std::ops::Range<usize>) -> (usize, usize),
+    prices: BTreeMap<String, Spanned<String>>,
+    tool_rates: BTreeMap<String, Spanned<String>>,
+    layer: &mut Layer,
+) -> Result<(), CliError> {
+    for (name, v) in prices {
+        let given = format!("{name}={}", v.get_ref());
+        if let Err(e) = oracle_host::metrics::parse_price(&given) {
+            return Err(error(
+                path,
+                Some(at(v.span())),
+                &format!("`prices.{}`: {e}", name.escape_debug()),
+            ));
+        }
+        let (line, _) = at(v.span());
+        let source = Source::File {
+            path: path.to_path_buf(),
+            line,
+        };
+        let value = v.into_inner();
+        layer.prices.insert(name, Item { source, value });
+    }
+    for (name, v) in tool_rates {
+        if let Some(i) = rate_item(path, at, "tool_rates", &name, Some(v))? {
+            layer.tool_rates.insert(name, i);
+        }
+    }
+    Ok(())
+}
+
+/// A rate of the file (`models.NAME.rate`, `models.NAME.tokens`, `tool_rates.NAME`), admitted
+/// by the host's one function (`oracle_host::rate::admit`): one that is not a rate is refused
+/// with its place and the code every door gives, `rate_invalid`.
+fn rate_item(
+    path: &Path,
+    at: &dyn Fn(std::ops::Range<usize>) -> (usize, usize),
+    setting: &str,
+    name: &str,
+    value: Option<Spanned<String>>,
+) -> Result<Option<Item<String>>, CliError> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    let key = match setting.split_once('.') {
+        Some((table, field)) => format!("{table}.{name}.{field}"),
+        None => format!("{setting}.{name}"),
+    };
+    let given = format!("{name}={}", v.get_ref());
+    if let Err(e) = oracle_host::rate::admit(&key, &given) {
+        let mut refused = error(path, Some(at(v.span())), &format!("`{key}`: {e}"));
+        if let Some(j) = refused.json.as_mut() {
+            j["code"] = json!(e.code());
+            j["kind"] = json!(e.code());
+        }
+        return Err(refused);
+    }
+    let (line, _) = at(v.span());
+    Ok(Some(Item {
+        source: Source::File {
+            path: path.to_path_buf(),
+            line,
+        },
+        value: v.into_inner(),
+    }))
 }
 
 /// A serde message made safe and helpful: a string value it quotes is cut out (it may be a
@@ -474,6 +560,8 @@ fn parse(path: &Path, text: &str) -> Result<Layer, CliError> {
                 ),
             ));
         }
+        let rate = rate_item(path, &at, "models.rate", &name, m.rate)?;
+        let tokens = rate_item(path, &at, "models.tokens", &name, m.tokens)?;
         layer.models.insert(
             name,
             Model {
@@ -489,26 +577,12 @@ fn parse(path: &Path, text: &str) -> Result<Layer, CliError> {
                     source: item(k.span()),
                     value: k.into_inner(),
                 }),
+                rate,
+                tokens,
             },
         );
     }
-    for (name, v) in raw.prices {
-        let given = format!("{name}={}", v.get_ref());
-        if let Err(e) = oracle_host::metrics::parse_price(&given) {
-            return Err(error(
-                path,
-                Some(at(v.span())),
-                &format!("`prices.{}`: {e}", name.escape_debug()),
-            ));
-        }
-        layer.prices.insert(
-            name,
-            Item {
-                source: item(v.span()),
-                value: v.into_inner(),
-            },
-        );
-    }
+    priced_and_paced(path, &at, raw.prices, raw.tool_rates, &mut layer)?;
     for (name, v) in raw.secrets {
         let place = Some(at(v.span()));
         if !is_binding_name(&name) {
@@ -725,6 +799,7 @@ fn load(flag_home: Option<&Path>, flag_store: Option<&str>) -> Result<Settings, 
         serve: merged.serve,
         require_approval_item: merged.require_approval,
         prices: merged.prices,
+        tool_rates: merged.tool_rates,
     })
 }
 
@@ -770,8 +845,8 @@ pub fn apply(cli: &mut Cli) -> Result<(), CliError> {
     }
     match &mut cli.command {
         Command::Run(a) | Command::Submit(a) => a.configure(&settings),
-        Command::Resume(a) => a.set_require_approval(settings.require_approval()),
-        Command::Fork(a) => a.set_require_approval(settings.require_approval()),
+        Command::Resume(a) => a.configure(&settings),
+        Command::Fork(a) => a.configure(&settings),
         Command::Evolve(a) => a.require_approval = settings.require_approval(),
         Command::Serve(a) => {
             a.configure(&settings);
@@ -877,6 +952,35 @@ impl Settings {
         }
     }
 
+    /// Adds the file's rates to a drive's `--model-rate`, `--model-tokens` and `--tool-rate`
+    /// flags, each a flag does not give (the host admits them all alike).
+    pub fn fill_rates(
+        &self,
+        model_rates: &mut Vec<String>,
+        model_tokens: &mut Vec<String>,
+        tool_rates: &mut Vec<String>,
+    ) {
+        for (name, m) in &self.models {
+            for (field, key, list) in [
+                (&m.rate, "rate", &mut *model_rates),
+                (&m.tokens, "tokens", &mut *model_tokens),
+            ] {
+                if let Some(f) = field
+                    && !names(list, name)
+                {
+                    self.take(&format!("models.{name}.{key}"), &f.source);
+                    list.push(format!("{name}={}", f.value));
+                }
+            }
+        }
+        for (name, r) in &self.tool_rates {
+            if !names(tool_rates, name) {
+                self.take(&format!("tool_rates.{name}"), &r.source);
+                tool_rates.push(format!("{name}={}", r.value));
+            }
+        }
+    }
+
     /// Adds the file's bindings to a new run's flags, each where no flag gives it: a model's
     /// URL, id and key one by one, secrets by name; `--tools` replaces the file's list. A
     /// project's `key_env` goes only with the project's URL: under a `--model NAME=URL` flag it
@@ -914,6 +1018,28 @@ impl Settings {
     }
 
     /// Every setting, in a fixed order: key, value (null when unset) and source.
+    /// The rows of the settings given as text by name: prices and rates.
+    fn table_rows(&self) -> Vec<(String, Value, Source)> {
+        let text = |key: String, i: &Item<String>| (key, json!(i.value), i.source.clone());
+        let mut rows = Vec::new();
+        for (name, m) in &self.models {
+            for (key, field) in [("rate", &m.rate), ("tokens", &m.tokens)] {
+                rows.extend(
+                    field
+                        .as_ref()
+                        .map(|i| text(format!("models.{name}.{key}"), i)),
+                );
+            }
+        }
+        for (name, r) in &self.tool_rates {
+            rows.push(text(format!("tool_rates.{name}"), r));
+        }
+        for (name, price) in &self.prices {
+            rows.push(text(format!("prices.{name}"), price));
+        }
+        rows
+    }
+
     fn rows(&self) -> Vec<(String, Value, Source)> {
         fn row<T: serde::Serialize>(
             key: &str,
@@ -958,13 +1084,7 @@ impl Settings {
                 Value::Null,
             ));
         }
-        for (name, price) in &self.prices {
-            rows.push((
-                format!("prices.{name}"),
-                json!(price.value),
-                price.source.clone(),
-            ));
-        }
+        rows.extend(self.table_rows());
         for (name, var) in &self.secrets {
             rows.push((
                 format!("secrets.{name}.env"),

@@ -68,6 +68,21 @@ pub struct DriveArgs {
     /// bytes as without (repeatable). Kept in run.json with the binding.
     #[arg(long = "model-stream", value_name = "NAME")]
     model_streams: Vec<String>,
+    /// At most N calls of model NAME in any second, minute or hour, `NAME=N/s|m|h` (e.g.
+    /// `fast=60/m`; repeatable): a call waits for its turn, across every run of the home,
+    /// instead of meeting the provider's 429. Never recorded (docs/CONFIG.md, "Rate limits").
+    #[arg(long = "model-rate", value_name = "NAME=N/P")]
+    #[serde(default)]
+    model_rates: Vec<String>,
+    /// At most N tokens of model NAME per period, `NAME=N/s|m|h` (e.g. `fast=100000/m`),
+    /// charged after each call with what its reply reported (repeatable).
+    #[arg(long = "model-tokens", value_name = "NAME=N/P")]
+    #[serde(default)]
+    model_tokens: Vec<String>,
+    /// At most N calls of declared tool TOOL per period, `TOOL=N/s|m|h` (repeatable).
+    #[arg(long = "tool-rate", value_name = "TOOL=N/P")]
+    #[serde(default)]
+    tool_rates: Vec<String>,
     /// Print each piece of a streamed model reply on stderr as it arrives (`--model-stream`);
     /// never recorded.
     #[arg(long)]
@@ -96,16 +111,18 @@ pub struct DriveArgs {
 }
 
 impl ResumeArgs {
-    /// `[evolution] require_approval` of the config file (`crate::config`).
-    pub(crate) fn set_require_approval(&mut self, require: bool) {
-        self.drive.require_approval = require;
+    /// `[evolution] require_approval` and the rates of the config file (`crate::config`).
+    pub(crate) fn configure(&mut self, settings: &crate::config::Settings) {
+        self.drive.require_approval = settings.require_approval();
+        self.drive.fill_rates(settings);
     }
 }
 
 impl ForkArgs {
-    /// `[evolution] require_approval` of the config file (`crate::config`).
-    pub(crate) fn set_require_approval(&mut self, require: bool) {
-        self.drive.require_approval = require;
+    /// `[evolution] require_approval` and the rates of the config file (`crate::config`).
+    pub(crate) fn configure(&mut self, settings: &crate::config::Settings) {
+        self.drive.require_approval = settings.require_approval();
+        self.drive.fill_rates(settings);
     }
 }
 
@@ -131,6 +148,7 @@ impl RunArgs {
             &mut d.tools.dirs,
         );
         d.require_approval = settings.require_approval();
+        d.fill_rates(settings);
     }
 }
 
@@ -186,7 +204,19 @@ impl DriveArgs {
             model_streams: self.model_streams.clone(),
             secrets: self.secrets.clone(),
             tools: self.tools.dirs.clone(),
+            model_rates: self.model_rates.clone(),
+            model_tokens: self.model_tokens.clone(),
+            tool_rates: self.tool_rates.clone(),
         }
+    }
+
+    /// Puts the config file's rates under this drive's flags (`crate::config`).
+    fn fill_rates(&mut self, settings: &crate::config::Settings) {
+        settings.fill_rates(
+            &mut self.model_rates,
+            &mut self.model_tokens,
+            &mut self.tool_rates,
+        );
     }
 
     /// Checks the programs this drive would call (see [`check_program`]).

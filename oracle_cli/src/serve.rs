@@ -59,6 +59,16 @@ pub struct ServeArgs {
     /// records the whole reply.
     #[arg(long = "model-stream", value_name = "NAME")]
     model_streams: Vec<String>,
+    /// At most N calls of model NAME per period in every run the server drives,
+    /// `NAME=N/s|m|h` (repeatable; or `rate` in the config file's `[models.NAME]`).
+    #[arg(long = "model-rate", value_name = "NAME=N/P")]
+    model_rates: Vec<String>,
+    /// At most N tokens of model NAME per period, `NAME=N/s|m|h` (repeatable).
+    #[arg(long = "model-tokens", value_name = "NAME=N/P")]
+    model_tokens: Vec<String>,
+    /// At most N calls of declared tool TOOL per period, `TOOL=N/s|m|h` (repeatable).
+    #[arg(long = "tool-rate", value_name = "TOOL=N/P")]
+    tool_rates: Vec<String>,
     /// Send the spans of the runs this server drives (started, resumed, woken through it) to
     /// an OpenTelemetry collector as they go (as `oracle run --otlp [URL]`).
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
@@ -148,6 +158,14 @@ impl ServeArgs {
             &mut given.secrets,
             &mut Vec::new(),
         );
+        given.model_rates = std::mem::take(&mut self.model_rates);
+        given.model_tokens = std::mem::take(&mut self.model_tokens);
+        given.tool_rates = std::mem::take(&mut self.tool_rates);
+        settings.fill_rates(
+            &mut given.model_rates,
+            &mut given.model_tokens,
+            &mut given.tool_rates,
+        );
         self.file_bindings = given;
         self.listen = self.listen.or(file.listen.as_ref().map(|i| i.value));
         if self.notify_cmd.is_none()
@@ -211,6 +229,14 @@ pub fn run(home: &Path, a: ServeArgs) -> Result<u8, CliError> {
             config.given = a.file_bindings;
             config.given.models.extend(a.models);
             config.given.model_streams.extend(a.model_streams);
+            config.given.model_rates.extend(a.model_rates);
+            config.given.model_tokens.extend(a.model_tokens);
+            config.given.tool_rates.extend(a.tool_rates);
+            // The server's rates are admitted before it listens: a bad one is refused at once.
+            config
+                .given
+                .rates()
+                .map_err(|e| crate::run::host_error(e, false))?;
             config.streams_max = match a.streams_max {
                 Some(n) => usize::try_from(n).unwrap_or(1),
                 None => oracle_serve::config::STREAMS_MAX,

@@ -71,6 +71,16 @@ pub struct WorkerArgs {
     /// replacing the directories each run recorded (repeatable), as `oracle resume --tools`.
     #[arg(long = "tools", value_name = "DIR")]
     tools: Vec<PathBuf>,
+    /// At most N calls of model NAME per period across every worker of the store,
+    /// `NAME=N/s|m|h` (repeatable): a call waits for its turn (docs/STORE.md, "Rate limits").
+    #[arg(long = "model-rate", value_name = "NAME=N/P")]
+    model_rates: Vec<String>,
+    /// At most N tokens of model NAME per period, `NAME=N/s|m|h` (repeatable).
+    #[arg(long = "model-tokens", value_name = "NAME=N/P")]
+    model_tokens: Vec<String>,
+    /// At most N calls of declared tool TOOL per period, `TOOL=N/s|m|h` (repeatable).
+    #[arg(long = "tool-rate", value_name = "TOOL=N/P")]
+    tool_rates: Vec<String>,
     /// Where runs are driven (a scratch home per run, removed after each drive). Default: the
     /// system's temporary directory.
     #[arg(long, value_name = "DIR")]
@@ -537,6 +547,8 @@ fn worker(url: &str, a: WorkerArgs) -> Result<u8, CliError> {
         snapshot_every: a.snapshot_every,
         metrics: a.metrics,
         agents: agents_of(&a.agents)?,
+        rates: oracle_host::rate::Rates::admit(&a.model_rates, &a.model_tokens, &a.tool_rates)
+            .map_err(|e| crate::run::host_error(e, false))?,
     };
     let spans = crate::spans::start(a.otlp.as_deref())?;
     let ran = worker::run(

@@ -51,6 +51,7 @@ mod observe;
 mod pipes;
 mod plans;
 mod programs;
+mod rates;
 mod readme;
 mod recover;
 mod report;

@@ -1609,3 +1609,57 @@ fn a_cancel_sent_to_a_running_store_run_stops_it_at_its_next_decision_boundary()
         .status();
     let _ = w.wait();
 }
+
+/// Rate limits over a store (issue 56, item 2): two workers drive fifty model calls each
+/// through a `10/s` binding at once; the store's `rate_windows` row is their one window, so the
+/// model never sees more than ten requests in any second and the hundred take at least 9 s.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn a_hundred_calls_through_a_ten_per_second_binding_on_two_workers_never_exceed_it() {
+    let Some(url) = store_url() else { return };
+    let sb = common::Sandbox::new();
+    let dir = sb.path();
+    let stub = oracle_llm_stub::Stub::start(crate::rates::always()).unwrap();
+    sb.write("paced.plan", &crate::rates::paced_plan(50));
+    let model = format!("fast={}", stub.url());
+    let ids: Vec<String> = (0..2)
+        .map(|_| {
+            let out = ok(
+                dir,
+                &["submit", "paced.plan", "--model", &model, "--store", &url],
+            );
+            out.trim().to_owned()
+        })
+        .collect();
+    let began = Instant::now();
+    let rate = ["--until-idle", "--model-rate", "fast=10/s"];
+    let workers: Vec<Child> = (0..2).map(|_| worker(dir, &url, &rate)).collect();
+    for mut w in workers {
+        assert!(w.wait().unwrap().success());
+    }
+    let r = runs(dir, &url);
+    for id in &ids {
+        assert_eq!(r[id]["state"], "completed", "{}", r[id]);
+    }
+    assert!(
+        began.elapsed() >= Duration::from_secs(9),
+        "{:?}",
+        began.elapsed()
+    );
+    let at = crate::rates::never_more_than(&stub, 10, 1_000);
+    assert_eq!(at.len(), 100);
+    assert!(at[99] - at[0] >= 9_000, "{} ms", at[99] - at[0]);
+    // The window is the store's row.
+    let store = oracle_pg::Store::connect(&url).unwrap();
+    let mut seen = String::new();
+    store
+        .change_rate_window("model fast", &mut |body: &str, _| {
+            seen = body.to_owned();
+            (body.to_owned(), None)
+        })
+        .unwrap();
+    assert!(seen.contains("\"calls\""), "{seen}");
+}

@@ -1074,6 +1074,21 @@ fn the_files_table_lists_every_file_oracle_writes() {
     ok(&["keygen", "--out", "k"], 0);
     ok(&["checkpoint", "quickstart-1", "--key", "k"], 0);
     ok(&["serve", "token", "add", "alice"], 0);
+    // A paced model call: the binding's rate window.
+    let stub = oracle_llm_stub::Stub::start(vec![serde_json::json!({"content": "ok"})]).unwrap();
+    sb.write("one.plan", &crate::rates::paced_plan(1));
+    let model = format!("fast={}", stub.url());
+    ok(
+        &[
+            "run",
+            "one.plan",
+            "--model",
+            &model,
+            "--model-rate",
+            "fast=5/s",
+        ],
+        0,
+    );
     ok(&["replay", "escalation-1", "--from-snapshot"], 0);
     // A damaged run recovered: the damaged log's copy.
     let log = sb.log(".oracle", "quickstart-1");

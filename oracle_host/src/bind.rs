@@ -18,6 +18,7 @@ use oracle_runtime::tool::Registry;
 use oracle_runtime::tools::llm::{ModelBinding, Models};
 
 use crate::error::HostError;
+use crate::rate::Rates;
 
 /// Bindings given for this drive (`--model`, `--model-id`, `--model-key`, `--secret`,
 /// `--tools`, or a worker's settings), as written: `NAME=VALUE` pairs and directories. They
@@ -37,6 +38,16 @@ pub struct Given {
     pub secrets: Vec<String>,
     /// Declared tool directories; when given, they replace the run's.
     pub tools: Vec<PathBuf>,
+    /// `NAME=N/P`: at most N calls of model NAME per second, minute or hour, across every run
+    /// of the home or store (`crate::rate`). Never kept with the run: each drive's own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub model_rates: Vec<String>,
+    /// `NAME=N/P`: at most N tokens of model NAME per period, charged after each call.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub model_tokens: Vec<String>,
+    /// `TOOL=N/P`: at most N calls of declared tool TOOL per period.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_rates: Vec<String>,
 }
 
 /// What a drive is bound to.
@@ -49,6 +60,8 @@ pub struct Bound {
     pub secret_vars: BTreeMap<String, String>,
     /// Declared tool directories, absolute.
     pub tools: Vec<PathBuf>,
+    /// The rates this drive was given (the home's or worker's go under them).
+    pub rates: Rates,
 }
 
 /// `NAME=VALUE` of a repeatable flag.
@@ -196,6 +209,11 @@ impl Given {
         Ok((Arc::new(secrets), vars))
     }
 
+    /// The rates given, admitted ([`crate::rate::admit`]).
+    pub fn rates(&self) -> Result<Rates, HostError> {
+        Rates::admit(&self.model_rates, &self.model_tokens, &self.tool_rates)
+    }
+
     /// What a new run is bound to: these bindings alone, every secret's variable set.
     pub fn for_new_run(&self, tool_dirs: Vec<PathBuf>) -> Result<Bound, HostError> {
         let mut models = self.models(BTreeMap::new())?;
@@ -205,6 +223,7 @@ impl Given {
             secrets,
             secret_vars,
             tools: tool_dirs,
+            rates: self.rates()?,
         })
     }
 
@@ -244,6 +263,7 @@ impl Given {
             secrets,
             secret_vars,
             tools,
+            rates: self.rates()?,
         })
     }
 }

@@ -139,7 +139,8 @@ impl Home {
         given: &Given,
     ) -> Result<(CodeStart, Registry), HostError> {
         let bound = given.for_new_run(Vec::new())?;
-        let (registry, _) = bound.registry(McpMode::Start)?;
+        let (mut registry, _) = bound.registry(McpMode::Start)?;
+        self.pace(&bound, &mut registry);
         opts.home = self.dir().to_path_buf();
         opts.bindings = oracle_runtime::bindings::Bindings {
             root: None,

@@ -28,6 +28,14 @@ pub enum HostError {
         given: String,
         why: String,
     },
+    /// A rate limit that is not one (`--model-rate`, `--model-tokens`, `--tool-rate`, the config
+    /// file's, a server's or worker's): `crate::rate::admit`.
+    #[error("{flag} `{given}`: {why}; nothing was run")]
+    Rate {
+        flag: String,
+        given: String,
+        why: String,
+    },
     /// A secret's environment variable is not set where the run is driven.
     #[error("--secret {name}={var}: environment variable {var} is not set; nothing was run")]
     SecretUnset { name: String, var: String },
@@ -168,6 +176,10 @@ impl HostError {
             HostError::Session(e) => session_class(e),
             HostError::Store(e) => store_class(e),
             HostError::Given { .. } => Class::of("usage", exit::INPUT, http::BAD_REQUEST),
+            HostError::Rate { flag, given, .. } => {
+                Class::of("rate_invalid", exit::INPUT, http::BAD_REQUEST)
+                    .with(json!({"flag": flag, "given": given}))
+            }
             HostError::SecretUnset { name, var } => {
                 Class::of("secret_unset", exit::INPUT, http::UNAVAILABLE)
                     .with(json!({"secret": name, "var": var}))

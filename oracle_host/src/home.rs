@@ -49,6 +49,11 @@ pub struct Home {
     /// Runs of a proposed plan need its approval in the ledger (`[evolution]
     /// require_approval`; the ledger's policy entries can also require it).
     pub(crate) require_approval: bool,
+    /// Rates every drive through this home keeps, under those a drive is given (a server's
+    /// or worker's `--model-rate`, `--model-tokens`, `--tool-rate`).
+    rates: crate::rate::Rates,
+    /// Where the windows of those rates are kept when not under the home (a store's rows).
+    rate_windows: Option<Arc<dyn crate::pace::Windows>>,
 }
 
 /// Something a host call did on its own, for its caller to pass on to whoever drives it.
@@ -241,6 +246,8 @@ impl Home {
             scorer_cmd: None,
             points_every: None,
             require_approval: false,
+            rates: crate::rate::Rates::default(),
+            rate_windows: None,
         })
     }
 
@@ -335,6 +342,26 @@ impl Home {
         self
     }
 
+    /// Every drive through this home keeps `rates` (under those it is given), their windows
+    /// kept by `windows` (a store's), else under the home.
+    pub fn with_rates(
+        mut self,
+        rates: crate::rate::Rates,
+        windows: Option<Arc<dyn crate::pace::Windows>>,
+    ) -> Home {
+        self.rates = rates;
+        self.rate_windows = windows;
+        self
+    }
+
+    /// Paces `registry`'s calls by the rates `bound` was given over this home's.
+    pub(crate) fn pace(&self, bound: &Bound, registry: &mut Registry) {
+        let rates = bound.rates.over(&self.rates);
+        if let Some(p) = crate::pace::pacer(&self.dir, self.rate_windows.as_ref(), &rates) {
+            registry.set_pacer(p);
+        }
+    }
+
     /// Every run's declared tools come from `dirs` instead of the directories it keeps (a
     /// worker's `--tools`).
     pub fn with_tools(mut self, dirs: Vec<PathBuf>) -> Home {
@@ -385,6 +412,7 @@ impl Home {
     ) -> Result<(Registry, Option<String>), HostError> {
         let bound = self.bindings(run, given, strict)?;
         let (mut registry, _) = bound.registry(mcp)?;
+        self.pace(&bound, &mut registry);
         let changed = check_pins(run, &mut registry, change)?;
         Ok((registry, changed))
     }
@@ -536,7 +564,8 @@ impl Home {
         tool_dirs: Vec<PathBuf>,
     ) -> Result<Registry, HostError> {
         let bound = given.for_new_run(tool_dirs)?;
-        let (registry, kept) = bound.registry(McpMode::Start)?;
+        let (mut registry, kept) = bound.registry(McpMode::Start)?;
+        self.pace(&bound, &mut registry);
         opts.home = self.dir.clone();
         opts.models = bound.models;
         opts.secret_vars = bound.secret_vars;

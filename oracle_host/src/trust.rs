@@ -59,7 +59,10 @@ pub fn needs_trust(key: &str) -> bool {
         "evolution.require_approval",
     ];
     let model_id = key.starts_with("models.") && key.ends_with(".id");
-    !(HARMLESS.contains(&key) || key.starts_with("prices.") || model_id)
+    // A rate chooses when a call goes, never where or with what (`crate::rate`).
+    let rate = key.starts_with("models.") && (key.ends_with(".rate") || key.ends_with(".tokens"));
+    let tool_rate = key.starts_with("tool_rates.");
+    !(HARMLESS.contains(&key) || key.starts_with("prices.") || model_id || rate || tool_rate)
 }
 
 /// The hash trust is given to: BLAKE3 of the file's exact bytes, in hex.

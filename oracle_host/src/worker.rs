@@ -71,6 +71,10 @@ pub struct Settings {
     /// an absolute path on this machine. A store's code run names its agent; a worker claims
     /// only the code runs whose agent is here (docs/STORE.md, "Code agents").
     pub agents: BTreeMap<String, PathBuf>,
+    /// The rates every drive of this worker keeps (`--model-rate`, `--model-tokens`,
+    /// `--tool-rate`, admitted by `crate::rate::admit`), counted in the store's
+    /// `rate_windows` with every other worker's.
+    pub rates: crate::rate::Rates,
 }
 
 /// What every thread of a worker shares.
@@ -90,6 +94,8 @@ struct Shared {
     /// Runs this worker found it cannot drive (its program for their agent is not the one they
     /// were submitted with): left for another worker, never claimed again by this one.
     refused: Mutex<std::collections::BTreeSet<String>>,
+    /// Where the rates' windows are kept: the store's rows, one connection for every drive.
+    windows: Arc<dyn crate::pace::Windows>,
 }
 
 /// Claims and drives runs until `stop` is set (the runs in hand are finished or suspended,
@@ -120,6 +126,7 @@ pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), Ho
         let bound = serve_metrics(addr, &settings.url, metrics.clone())?;
         log(&format!("worker   metrics on http://{bound}/metrics"));
     }
+    let windows = Arc::new(crate::pace::StoreWindows::new(&settings.url));
     let shared = Arc::new(Shared {
         settings,
         stop,
@@ -127,6 +134,7 @@ pub fn run(settings: Settings, stop: Arc<AtomicBool>, log: Log) -> Result<(), Ho
         held: Mutex::default(),
         driving: Mutex::default(),
         busy: AtomicU32::new(0),
+        windows,
         metrics,
         refused: Mutex::default(),
     });
@@ -553,6 +561,7 @@ fn hydrate(
         .with_stores(Some(claim.stores()))
         .with_scorer(scorer)
         .with_points_every(shared.settings.snapshot_every)
+        .with_rates(shared.settings.rates.clone(), Some(shared.windows.clone()))
         .in_recorded_roots();
     let found = RunDir {
         id: claim.id.clone(),
@@ -926,7 +935,8 @@ impl Home {
             dir,
         };
         let bound = self.bindings(&found, &Given::default(), true)?;
-        let (registry, _) = bound.registry(McpMode::Start)?;
+        let (mut registry, _) = bound.registry(McpMode::Start)?;
+        self.pace(&bound, &mut registry);
         if crate::code::is_code_run(&found.dir) {
             let session = oracle_runtime::code_run::start_submitted(
                 self.dir(),

@@ -237,6 +237,7 @@ fn drain(url: &str, scratch: &Path) {
         snapshot_every: None,
         metrics: None,
         agents: Default::default(),
+        rates: Default::default(),
     };
     worker::run(
         settings,

@@ -27,7 +27,7 @@
 //! defaults, `forever: true` keeps a reply in the script after it is played (a server that
 //! always answers the same, for benchmarks), and `headers` (an object) adds response headers to a `status` or `raw` reply (a
 //! redirect's `Location`, say). When the script is used up every request gets 500 "script exhausted". Every
-//! request is kept (method, path, headers, body) for the test to inspect, and is also served
+//! request is kept (method, path, headers, body, the time it arrived) for the test to inspect, and is also served
 //! at `GET /requests`.
 //!
 //! Deliberately absent: TLS, keep-alive (every reply says `Connection: close`), chunked
@@ -61,6 +61,9 @@ pub struct Request {
     /// Header names in lower case, in the order received.
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// When its request line arrived, in wall-clock milliseconds since the Unix epoch: what a
+    /// provider counts a rate limit by (tests check a binding's rate against it).
+    pub received_ms: u64,
 }
 
 impl Request {
@@ -77,7 +80,7 @@ impl Request {
             .iter()
             .map(|(n, v)| (n.clone(), Value::String(v.clone())))
             .collect();
-        json!({"method": self.method, "path": self.path, "headers": headers, "body": self.body})
+        json!({"method": self.method, "path": self.path, "headers": headers, "body": self.body, "received_ms": self.received_ms})
     }
 }
 
@@ -531,6 +534,9 @@ fn read_request(conn: &TcpStream) -> io::Result<Option<Request>> {
     let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
         return Ok(None);
     };
+    let received_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let (method, path) = (method.to_owned(), path.to_owned());
     let mut headers = Vec::new();
     let mut length = 0u64;
@@ -562,5 +568,6 @@ fn read_request(conn: &TcpStream) -> io::Result<Option<Request>> {
         path,
         headers,
         body,
+        received_ms,
     }))
 }

@@ -12,6 +12,7 @@
 
 pub mod cluster;
 mod memory_stores;
+mod rates;
 mod schedules;
 pub mod schema;
 

@@ -206,6 +206,15 @@ CREATE TABLE memory_ledger (
     record bytea NOT NULL
 );
 "#,
+    // Rate limits on model bindings and declared tools (issue 56, item 2): one row per
+    // rate-limited model or tool, its window as the host writes it (JSON text), changed under
+    // `FOR UPDATE` with the database's clock (`Store::change_rate_window`).
+    r#"
+CREATE TABLE rate_windows (
+    key  text PRIMARY KEY,
+    body text NOT NULL
+);
+"#,
 ];
 
 /// The schema version this binary writes and reads.

@@ -35,7 +35,7 @@ use crate::recorded::Recorded;
 use crate::resume_point::{self, ResumePoint};
 use crate::scorer::Scorer;
 use crate::tool::{
-    Access, Effect, Registered, Registry, ToolContext, ToolError, needed_capability,
+    Access, Effect, Registered, Registry, ToolContext, ToolError, ToolOutput, needed_capability,
 };
 use crate::tools::evolve::PROPOSE;
 use crate::tools::time::TimerKind;
@@ -2363,6 +2363,46 @@ fn context<'a>(
     }
 }
 
+/// Calls `reg`'s tool, catching a panic. A rate-limited call waits for its turn first,
+/// outside its time limit, and the wait is never recorded ([`crate::pace`]): only impure calls
+/// are paced, as only they reach the world, and none runs on replay. A turn that cannot be had
+/// fails the call.
+fn paced_call(
+    registry: &Registry,
+    reg: &Registered,
+    call: &Call,
+    cx: &ToolContext<'_>,
+) -> std::thread::Result<std::result::Result<ToolOutput, ToolError>> {
+    let pacer = registry
+        .pacer()
+        .filter(|_| reg.decl.effect == Effect::Impure);
+    let turn = match pacer.map(|p| p.turn(&call.tool, &call.input)) {
+        Some(Err(e)) => return Ok(Err(ToolError::Failed(e.to_string()))),
+        Some(Ok(turn)) => turn,
+        None => None,
+    };
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| reg.tool.call(&call.input, cx)));
+    if let (Some(p), Some(turn)) = (pacer, &turn) {
+        p.done(turn, tokens_used(&result));
+    }
+    result
+}
+
+/// The tokens a call's reply reported (its output's `usage`, or a refused reply's), for the
+/// pacer's token rates; 0 when it reported none.
+fn tokens_used(result: &std::thread::Result<std::result::Result<ToolOutput, ToolError>>) -> u64 {
+    let count = |u: &Value, k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    match result {
+        Ok(Ok(out)) => out.output.get("usage").map_or(0, |u| {
+            count(u, "prompt_tokens").saturating_add(count(u, "completion_tokens"))
+        }),
+        Ok(Err(ToolError::Rejected { usage, .. })) => {
+            usage.prompt_tokens.saturating_add(usage.completion_tokens)
+        }
+        _ => 0,
+    }
+}
+
 /// Executes one call and checks what it returned. Never panics: a panicking tool fails its
 /// call.
 fn execute(
@@ -2402,7 +2442,7 @@ fn execute(
         access,
         &p.earlier,
     );
-    let result = std::panic::catch_unwind(AssertUnwindSafe(|| reg.tool.call(&call.input, &cx)));
+    let result = paced_call(registry, reg, call, &cx);
     let secrets = registry.secrets();
     let out = match result {
         Ok(Ok(out)) => out,

@@ -88,6 +88,7 @@ pub mod live;
 pub mod machine;
 pub mod mcp;
 pub mod oracle;
+pub mod pace;
 pub mod paths;
 pub mod process_agent;
 pub mod reader;

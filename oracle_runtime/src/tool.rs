@@ -324,6 +324,9 @@ pub struct Registry {
     /// name ending in `.` covers every tool under it: an MCP server's), with why: the plan
     /// compiler refuses a plan that uses one, and no other ([`crate::declared::Broken`]).
     unavailable: BTreeMap<String, String>,
+    /// What paces the impure calls of a drive by the host's rates ([`crate::pace`]); `None`:
+    /// every call goes at once.
+    pacer: Option<Arc<dyn crate::pace::Pacer>>,
 }
 
 impl Registry {
@@ -393,6 +396,16 @@ impl Registry {
 
     pub fn secrets(&self) -> &crate::secrets::Secrets {
         &self.secrets
+    }
+
+    /// Paces this registry's impure calls with `pacer` (a host's rates, [`crate::pace`]).
+    pub fn set_pacer(&mut self, pacer: Arc<dyn crate::pace::Pacer>) {
+        self.pacer = Some(pacer);
+    }
+
+    /// What paces this registry's impure calls, if anything does.
+    pub fn pacer(&self) -> Option<&dyn crate::pace::Pacer> {
+        self.pacer.as_deref()
     }
 
     /// Records what a declared tool is, for `run_started` (replaces a pin of the same name).

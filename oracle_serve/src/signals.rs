@@ -212,9 +212,14 @@ pub struct ClaimBody {
 }
 
 /// The host's handle on this server's home: resumed runs work in the directory each one
-/// recorded (sealed in its run.json), as the server drives runs started elsewhere.
+/// recorded (sealed in its run.json), as the server drives runs started elsewhere, at the
+/// server's rates.
 fn host(state: &AppState) -> Result<oracle_host::Home, ApiError> {
-    Ok(oracle_host::Home::open(&state.home)?.in_recorded_roots())
+    // Every drive of the server keeps its rates (`--model-rate`, admitted when it started).
+    let rates = state.config.given.rates()?;
+    Ok(oracle_host::Home::open(&state.home)?
+        .in_recorded_roots()
+        .with_rates(rates, None))
 }
 
 /// Records the answer for the step `run` waits on, by `by`; then, if asked, resumes the run in
