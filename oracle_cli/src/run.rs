@@ -1606,9 +1606,14 @@ pub(crate) fn replay_in(home: &Path, a: ReplayArgs, from_store: bool) -> Result<
         }
         e => session_error(e, a.json, log.as_deref()),
     })?;
+    print_replayed(&r, a.json)
+}
+
+/// What a replay reproduced, for a person or as one JSON object.
+fn print_replayed(r: &oracle_host::Replayed, json_out: bool) -> Result<u8, CliError> {
     let rep: &Report = &r.report;
     let ending = oracle_host::ending_word(&rep.ending);
-    if a.json {
+    if json_out {
         let mut v = json!({
             "ok": true,
             "run": r.id,

@@ -99,6 +99,8 @@ pub use oracle_runtime::paths::LOG_FILE;
 pub use oracle_runtime::session::Cancelled;
 /// How a drive may go on (its defaults are what a front end passes).
 pub use oracle_runtime::session::Drive;
+/// What a replay reproduced, printed by the front ends.
+pub use oracle_runtime::session::Replayed;
 /// A run as the run lists show it.
 pub use oracle_runtime::session::RunInfo;
 /// What a drive ended as, printed by the front ends.
