@@ -1188,7 +1188,16 @@ fn run_code(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     let mut progress = |p: &Progress| display.update(p);
     let s = host.start_code(opts, &new_run_given(&a), Some(&mut progress));
     display.finish();
-    let s = s.map_err(|e| host_error(e, a.drive.json))?;
+    let s = match s.map_err(|e| host_error(e, a.drive.json))? {
+        Start::New(s) => s,
+        Start::Existing(e) => {
+            return print_existing(
+                &e,
+                a.drive.json,
+                "started this run already, with the same program, inputs and seed",
+            );
+        }
+    };
     print_session(&s, a.drive.json, "recorded", None)?;
     Ok(status_code(&s.report.ending))
 }
@@ -1219,6 +1228,7 @@ fn code_options(home: &Path, a: &RunArgs) -> Result<oracle_host::code::CodeStart
             decide_ms,
         },
         bindings: Default::default(),
+        key: a.key.clone(),
     })
 }
 

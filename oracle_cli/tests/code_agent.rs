@@ -193,6 +193,38 @@ fn a_resume_with_changed_files_records_the_upgrade_or_refuses_the_changed_decisi
     }
 }
 
+/// `oracle run triage.py --key K`: a second start under the key with the same program, inputs
+/// and seed starts nothing and names the first run (its exit status that run's); another input
+/// under the key is `key_conflict`, exit 2; only one run exists.
+#[test]
+fn a_code_run_started_twice_under_one_key_is_one_run() {
+    if !python_found() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write("triage.py", TRIAGE);
+    let start = ["run", "triage.py", "--key", "ticket-7", "--json"];
+    let (code, out, err) = run(&sb, &start, &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    let id = run_id(&out, &err);
+    let (code, out, err) = run(&sb, &start, &[]);
+    assert_eq!(code, 3, "the first run's status: {out}{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["run"].as_str(), v["existing"].as_bool()),
+        (Some(id.as_str()), Some(true)),
+        "{v}"
+    );
+    let other = [&start[..], &["--input", "path=fixtures/data/other.txt"]].concat();
+    let (code, out, err) = run(&sb, &other, &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(format!("{out}{err}").contains("key_conflict"), "{out}{err}");
+    let runs = std::fs::read_dir(sb.path().join(".oracle/runs"))
+        .unwrap()
+        .count();
+    assert_eq!(runs, 1, "one run under the key");
+}
+
 /// `agent.json` names the command every resume, answer, cancel and replay starts, and the log
 /// does not hash it: an edited command is refused before anything is started (409
 /// `binding_unsealed`, exit 2), and the log is untouched. Before the seal, the edited command

@@ -20,7 +20,7 @@ pub use oracle_runtime::process_agent::{DECIDE_MS_DEFAULT, HELLO_MS_DEFAULT};
 
 use crate::bind::Given;
 use crate::error::HostError;
-use crate::home::Home;
+use crate::home::{Home, Start};
 
 /// The environment variable that sets a code agent's decision time limit in milliseconds for
 /// `oracle` (docs/AGENTS.md, "Time limits"): read by the front end, never by the runtime.
@@ -127,6 +127,7 @@ impl AgentRequest {
             durability: Default::default(),
             limits: Limits::default(),
             bindings: Default::default(),
+            key: None,
         })
     }
 }
@@ -209,17 +210,19 @@ impl Home {
         opts: CodeStart,
         given: &Given,
         progress: Option<&mut dyn FnMut(&Progress)>,
-    ) -> Result<Session, HostError> {
+    ) -> Result<Start<Session>, HostError> {
         let (opts, registry) = self.code_options(opts, given)?;
         let mut nothing = |_: &Progress| {};
         let progress = match progress {
             Some(p) => p,
             None => &mut nothing,
         };
-        let session = oracle_runtime::code_run::start(&opts, &registry, progress)?;
+        let started = self.keyed(oracle_runtime::code_run::start(&opts, &registry, progress))?;
         // A run that sleeps goes on the timer wheel as a plan run does (`Home::start`).
-        self.note_timer(&session);
-        Ok(session)
+        if let Start::New(session) = &started {
+            self.note_timer(session);
+        }
+        Ok(started)
     }
 
     /// A store's code run written into this (temporary) home by a read-only command: its

@@ -656,7 +656,7 @@ impl Home {
     }
 
     /// A start's outcome, with a key its run holds already turned into [`Start::Existing`].
-    fn keyed<T>(&self, started: session::Result<T>) -> Result<Start<T>, HostError> {
+    pub(crate) fn keyed<T>(&self, started: session::Result<T>) -> Result<Start<T>, HostError> {
         match started {
             Ok(t) => Ok(Start::New(t)),
             Err(SessionError::KeyUsed { key, run, differs }) if differs.is_empty() => {

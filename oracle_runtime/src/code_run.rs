@@ -94,6 +94,10 @@ pub struct CodeStart {
     /// The models, secrets and tool directories bound, sealed into `run.json` as a plan
     /// run's are.
     pub bindings: crate::bindings::Bindings,
+    /// An idempotency key: a start under a key that started a run already with the same
+    /// program hash, inputs and seed starts nothing (`SessionError::KeyUsed` with nothing
+    /// differing names that run), as a plan run's `--key`.
+    pub key: Option<String>,
 }
 
 /// Whether the run in `dir` is a code run.
@@ -186,15 +190,18 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 /// [`AGENT_FILE`] and `run.json`: everything before the first event. With `submit` (a store's
 /// run, started by a worker), the agent file names the agent instead of a command, and the
 /// submission is written beside it ([`session::SUBMISSION_FILE`]).
-fn prepare(
-    opts: &CodeStart,
-    submit: bool,
-) -> Result<(
+/// What [`prepare`] made: the started program, its settings, the run, its submission, and the
+/// key this start holds (until the run is live: its writer lock taken, or its submission
+/// written).
+type Prepared = (
     ProcessAgent,
     crate::engine::RunConfig,
     RunDir,
     session::Submission,
-)> {
+    Option<crate::keys::KeyGuard>,
+);
+
+fn prepare(opts: &CodeStart, submit: bool) -> Result<Prepared> {
     let root = opts
         .root
         .canonicalize()
@@ -208,7 +215,19 @@ fn prepare(
     let inputs = bind_inputs(&agent.hello().inputs, &opts.inputs)?;
     agent.set_inputs(inputs.clone());
     let grants = grants_of(&agent.hello().grants, &opts.grants)?;
+    let claim = |run: &str| {
+        let hash = agent.program_hash();
+        let key = opts.key.as_deref();
+        key.map(|k| crate::keys::KeyClaim::new(k, run, hash, &inputs, opts.seed))
+    };
+    // The key is claimed before anything is created: a start that loses finds the winner's run.
+    let key_guard = claim("")
+        .map(|want| session::take_key(&opts.home, &want))
+        .transpose()?;
     let (id, dir) = session::new_run_dir(&opts.home, &agent.hello().program.name)?;
+    if let (Some(guard), Some(claim)) = (&key_guard, claim(&id)) {
+        guard.record(&claim)?;
+    }
     let key = crate::seal::SealKey::open_or_create(&opts.home)?;
     let record = if submit {
         AgentRecord {
@@ -235,14 +254,22 @@ fn prepare(
         domains: Default::default(),
         memory: None,
         budget: None,
-        key: None,
+        key: opts.key.clone(),
     };
     if submit {
         write_json(&dir.join(session::SUBMISSION_FILE), &submission)?;
     }
     let config = submission.config(&opts.home, &dir, None, None)?;
     let paths = LogPaths::of_run(&dir);
-    Ok((agent, config, RunDir { id, paths, dir }, submission))
+    // A submission is live once written: the key is let go here.
+    let key_guard = if submit { None } else { key_guard };
+    Ok((
+        agent,
+        config,
+        RunDir { id, paths, dir },
+        submission,
+        key_guard,
+    ))
 }
 
 /// What a code run keeps of `agent`, started as `command` (sealed by `seal`).
@@ -276,7 +303,7 @@ pub struct CodeSubmission {
 /// ([`start_submitted`]): the program is started once here to learn its name, hash, grants and
 /// inputs schema; the run's [`AGENT_FILE`] names the agent and its hash, never a command.
 pub fn prepare_submission(opts: &CodeStart) -> Result<CodeSubmission> {
-    let (agent, _, run, submission) = prepare(opts, true)?;
+    let (agent, _, run, submission, _) = prepare(opts, true)?;
     Ok(CodeSubmission {
         id: run.id,
         dir: run.dir,
@@ -293,6 +320,7 @@ pub struct CodeReady {
     config: crate::engine::RunConfig,
     run: RunDir,
     durability: Durability,
+    key_guard: Option<crate::keys::KeyGuard>,
 }
 
 impl CodeReady {
@@ -305,12 +333,13 @@ impl CodeReady {
 /// Starts the code agent of `opts` and makes its run, ready to be driven ([`drive`]). A
 /// program that cannot start, or bad inputs or grants, create nothing.
 pub fn prepare_start(opts: &CodeStart) -> Result<CodeReady> {
-    let (agent, config, run, _) = prepare(opts, false)?;
+    let (agent, config, run, _, key_guard) = prepare(opts, false)?;
     Ok(CodeReady {
         agent,
         config,
         run,
         durability: opts.durability,
+        key_guard,
     })
 }
 
@@ -325,8 +354,11 @@ pub fn drive(
         config,
         run,
         durability,
+        key_guard,
     } = ready;
     let writer = LogWriter::create(&run.paths, durability)?;
+    // Its writer lock held, the run is live for every other start with its key.
+    drop(key_guard);
     let mut watch = crate::cancel::Watch::new(&run.dir);
     let mut probe = || watch.probe();
     let mut engine = Engine::new(agent, registry, config, Vec::new(), Some(writer))

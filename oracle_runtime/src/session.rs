@@ -883,7 +883,7 @@ fn plan_text_checked(path: &Path, text: &str) -> Result<String> {
 /// Claims a start's key ([`crate::keys::take`]): the guard that holds it, or
 /// [`SessionError::KeyUsed`] naming the run it started, with what differs (nothing: the start
 /// is that run's).
-fn take_key(home: &Path, want: &crate::keys::KeyClaim) -> Result<crate::keys::KeyGuard> {
+pub(crate) fn take_key(home: &Path, want: &crate::keys::KeyClaim) -> Result<crate::keys::KeyGuard> {
     crate::keys::check_key(&want.key).map_err(|why| SessionError::BadKey { why })?;
     match crate::keys::take(home, want)? {
         crate::keys::Taken::Free(guard) => Ok(guard),
