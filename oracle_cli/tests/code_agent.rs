@@ -64,14 +64,6 @@ pub(crate) fn run(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (i32, St
     outcome(python(sb, args, env).output().unwrap())
 }
 
-pub(crate) fn python_found() -> bool {
-    let found = Command::new("python3").arg("--version").output().is_ok();
-    if !found {
-        eprintln!("skipped: no python3 on PATH");
-    }
-    found
-}
-
 /// The run a `--json` start names.
 pub(crate) fn run_id(out: &str, err: &str) -> String {
     let line = out.lines().last().unwrap_or_default();
@@ -90,11 +82,12 @@ pub(crate) fn finished(sb: &Sandbox, run: &str) -> (RunStatus, String) {
     }
 }
 
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn a_python_agent_suspends_is_answered_completes_verifies_and_replays() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
@@ -142,11 +135,12 @@ fn a_python_agent_suspends_is_answered_completes_verifies_and_replays() {
 /// its event with the agent's source line (exit 4) and the log is untouched; the same
 /// decisions from changed files are recorded as `plan_upgraded` (from the hash the run started
 /// with to the new one) before the run goes on, and the upgraded run verifies and replays.
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn a_resume_with_changed_files_records_the_upgrade_or_refuses_the_changed_decision() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
@@ -196,11 +190,12 @@ fn a_resume_with_changed_files_records_the_upgrade_or_refuses_the_changed_decisi
 /// `oracle run triage.py --key K`: a second start under the key with the same program, inputs
 /// and seed starts nothing and names the first run (its exit status that run's); another input
 /// under the key is `key_conflict`, exit 2; only one run exists.
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn a_code_run_started_twice_under_one_key_is_one_run() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let start = ["run", "triage.py", "--key", "ticket-7", "--json"];
@@ -229,11 +224,12 @@ fn a_code_run_started_twice_under_one_key_is_one_run() {
 /// does not hash it: an edited command is refused before anything is started (409
 /// `binding_unsealed`, exit 2), and the log is untouched. Before the seal, the edited command
 /// ran, and only then did the program-hash check refuse the run.
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn an_edited_agent_command_is_refused_before_anything_starts() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
@@ -272,11 +268,12 @@ fn an_edited_agent_command_is_refused_before_anything_starts() {
     }
 }
 
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn an_ungranted_call_is_a_recorded_refusal() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write(
         "bad.py",
@@ -295,11 +292,12 @@ fn an_ungranted_call_is_a_recorded_refusal() {
     );
 }
 
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn a_crash_a_hang_and_a_malformed_line_are_named_failures() {
-    if !python_found() {
-        return;
-    }
     let cases = [
         ("os._exit(3)", "agent_crashed"),
         ("time.sleep(30)", "agent_hung"),
@@ -323,11 +321,12 @@ fn a_crash_a_hang_and_a_malformed_line_are_named_failures() {
     }
 }
 
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn a_suspended_code_run_is_cancelled_and_still_verifies_and_replays() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let (code, out, err) = run(&sb, &["run", "triage.py", "--json"], &[]);
@@ -361,11 +360,12 @@ if __name__ == "__main__":
     triage.main()
 "#;
 
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn ctx_chat_calls_the_bound_model_once_and_a_replay_needs_no_model() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", CHAT);
     let reply = serde_json::json!({"content": "a refund, politely"});
@@ -405,14 +405,6 @@ triage.main();
 pub(crate) const WORDS_MJS: &str =
     "export const firstWord = (t) => t.split(/\\s+/).find((w) => w) ?? null;\n";
 
-pub(crate) fn node_found() -> bool {
-    let found = Command::new("node").arg("--version").output().is_ok();
-    if !found {
-        eprintln!("skipped: no node on PATH");
-    }
-    found
-}
-
 /// A sandbox whose `node_modules/oracle-agent` is this repository's `sdk/typescript`, as an
 /// `npm install` of it would leave.
 pub(crate) fn node_sandbox() -> Sandbox {
@@ -423,11 +415,9 @@ pub(crate) fn node_sandbox() -> Sandbox {
     sb
 }
 
+#[cfg_attr(not(oracle_node), ignore = "needs node on PATH; .ci/run installs it")]
 #[test]
 fn a_typescript_agent_suspends_is_answered_completes_verifies_and_replays() {
-    if !node_found() {
-        return;
-    }
     let sb = node_sandbox();
     sb.write("agent.mjs", TRIAGE_MJS);
     sb.write("lib/words.mjs", WORDS_MJS);
@@ -516,23 +506,18 @@ pub(crate) fn answer_through_the_api(sb: &Sandbox, base: &str, token: &str, id: 
     assert_eq!(code, 0, "{out}{err}");
 }
 
+#[cfg_attr(
+    not(all(oracle_python, oracle_node)),
+    ignore = "needs python3 and node on PATH; .ci/run installs them"
+)]
 #[test]
 fn python_and_typescript_code_runs_are_answered_through_the_api_and_complete() {
-    if !python_found() {
-        return;
-    }
-    let with_node = node_found();
     let sb = node_sandbox();
     sb.write("triage.py", TRIAGE);
     sb.write("agent.mjs", TRIAGE_MJS);
     sb.write("lib/words.mjs", WORDS_MJS);
     let mut ids = Vec::new();
-    let entries: &[&str] = if with_node {
-        &["triage.py", "agent.mjs"]
-    } else {
-        &["triage.py"]
-    };
-    for entry in entries {
+    for entry in ["triage.py", "agent.mjs"] {
         let (code, out, err) = run(&sb, &["run", entry, "--json"], &[]);
         assert_eq!(code, 3, "{entry}: {out}{err}");
         ids.push(run_id(&out, &err));
@@ -563,11 +548,12 @@ if __name__ == "__main__":
 
 /// A code run that sleeps is on `oracle serve`'s timer wheel like a plan run that does: the
 /// start writes its timer entry, and the server wakes it when due, with no one resuming it.
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn a_sleeping_code_run_is_woken_by_the_servers_timer_wheel() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("nap.py", NAP);
     let (code, out, err) = run(&sb, &["run", "nap.py", "--json"], &[]);

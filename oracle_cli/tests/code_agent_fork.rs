@@ -5,8 +5,7 @@
 //! of a code run, whose command the importing home runs only when told to trust it.
 
 use crate::code_agent::{
-    TRIAGE, TRIAGE_MJS, WORDS_MJS, answer_through_the_api, api, finished, node_found, node_sandbox,
-    python_found, run, run_id,
+    TRIAGE, TRIAGE_MJS, WORDS_MJS, answer_through_the_api, api, finished, node_sandbox, run, run_id,
 };
 use crate::common::{self, Sandbox, root};
 use crate::web;
@@ -102,22 +101,21 @@ fn forked_with_no(sb: &Sandbox, parent: &str) {
     assert!(text.contains("step `approve` was given"), "{text}{err}");
 }
 
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn a_python_code_run_forked_at_its_question_with_another_answer_completes_and_replays() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let parent = answered_yes(&sb, "triage.py");
     forked_with_no(&sb, &parent);
 }
 
+#[cfg_attr(not(oracle_node), ignore = "needs node on PATH; .ci/run installs it")]
 #[test]
 fn a_typescript_code_run_forked_at_its_question_with_another_answer_completes_and_replays() {
-    if !node_found() {
-        return;
-    }
     let sb = node_sandbox();
     sb.write("agent.mjs", TRIAGE_MJS);
     sb.write("lib/words.mjs", WORDS_MJS);
@@ -128,11 +126,12 @@ fn a_typescript_code_run_forked_at_its_question_with_another_answer_completes_an
 /// A fork starts the parent's command: one whose `agent.json` was edited is refused with
 /// resume's code (`binding_unsealed`, exit 2), nothing started and no fork left behind; one
 /// given a plan instead is refused (`upgrade_refused`, exit 4).
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn forking_a_code_run_whose_agent_json_was_edited_is_refused() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let parent = answered_yes(&sb, "triage.py");
@@ -183,11 +182,12 @@ fn runs(sb: &Sandbox) -> usize {
 /// completes, verifies and replays, and is forked through the API with another answer. A name
 /// the server was not told about is 404
 /// `unknown_agent`, and a body with both a plan and an agent 400 `usage`, nothing created.
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn serve_starts_a_code_agent_it_was_told_about_by_name_and_refuses_any_other() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let (code, token, err) = sb.oracle(&["serve", "token", "add", "alice"]);
@@ -260,11 +260,12 @@ fn serve_starts_a_code_agent_it_was_told_about_by_name_and_refuses_any_other() {
 /// command whoever wrote the file chose (`binding_unsealed`, naming `--trust-commands`), until
 /// `oracle import --trust-commands` seals it: then the run replays there. A record of another
 /// program is refused, nothing created.
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
 #[test]
 fn an_imported_code_run_runs_its_command_only_when_told_to_trust_it() {
-    if !python_found() {
-        return;
-    }
     let sb = Sandbox::new();
     sb.write("triage.py", TRIAGE);
     let id = answered_yes(&sb, "triage.py");

@@ -74,19 +74,8 @@ const slow = agent({ name: "slow", grants: ["fs:write:out/**"] }, async (ctx) =>
 slow.main();
 "#;
 
-fn python_found() -> bool {
-    let found = Command::new("python3").arg("--version").output().is_ok();
-    if !found {
-        eprintln!("skipped: no python3 on PATH");
-    }
-    found
-}
-
-/// A fresh database with the schema, or `None` (skip) without PostgreSQL or python3.
+/// A fresh database with the schema, or `None` (skip) without PostgreSQL.
 fn store_url() -> Option<String> {
-    if !python_found() {
-        return None;
-    }
     let cluster = oracle_pg::cluster::shared()?;
     let n = DB.fetch_add(1, Ordering::Relaxed);
     let url = cluster
@@ -175,8 +164,8 @@ fn calls_of(events: &[oracle_core::Event], step: &str) -> usize {
 }
 
 #[cfg_attr(
-    not(oracle_postgres),
-    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+    not(all(oracle_postgres, oracle_python)),
+    ignore = "needs PostgreSQL (initdb) and python3; .ci/run installs them"
 )]
 #[test]
 fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
@@ -272,8 +261,8 @@ fn a_python_agent_submitted_to_the_store_suspends_is_answered_and_completes() {
 }
 
 #[cfg_attr(
-    not(oracle_postgres),
-    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+    not(all(oracle_postgres, oracle_python)),
+    ignore = "needs PostgreSQL (initdb) and python3; .ci/run installs them"
 )]
 #[test]
 fn a_worker_not_told_about_the_agent_leaves_the_run_for_one_that_is() {
@@ -337,8 +326,8 @@ fn kill_with_children(worker: &mut Child) {
 }
 
 #[cfg_attr(
-    not(oracle_postgres),
-    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+    not(all(oracle_postgres, oracle_python)),
+    ignore = "needs PostgreSQL (initdb) and python3; .ci/run installs them"
 )]
 #[test]
 fn a_worker_killed_mid_run_is_taken_over_and_the_code_run_completes_once() {
@@ -347,14 +336,12 @@ fn a_worker_killed_mid_run_is_taken_over_and_the_code_run_completes_once() {
 
 /// The same for the TypeScript SDK's agent: the worker's `node` process is killed with it.
 #[cfg_attr(
-    not(oracle_postgres),
-    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+    not(all(oracle_postgres, oracle_node)),
+    ignore = "needs PostgreSQL (initdb) and node; .ci/run installs them"
 )]
 #[test]
 fn a_worker_killed_mid_run_of_a_typescript_agent_is_taken_over_and_it_completes_once() {
-    if crate::code_agent::node_found() {
-        taken_over_after_a_kill("slow.mjs");
-    }
+    taken_over_after_a_kill("slow.mjs");
 }
 
 /// Submits `entry` (the `slow` agent), kills worker A and its agent's process in the middle
@@ -414,8 +401,8 @@ fn taken_over_after_a_kill(entry: &str) {
 }
 
 #[cfg_attr(
-    not(oracle_postgres),
-    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+    not(all(oracle_postgres, oracle_python)),
+    ignore = "needs PostgreSQL (initdb) and python3; .ci/run installs them"
 )]
 #[test]
 fn a_suspended_store_code_run_is_cancelled_by_a_worker_told_about_its_agent() {
@@ -445,8 +432,8 @@ fn a_suspended_store_code_run_is_cancelled_by_a_worker_told_about_its_agent() {
 }
 
 #[cfg_attr(
-    not(oracle_postgres),
-    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+    not(all(oracle_postgres, oracle_python)),
+    ignore = "needs PostgreSQL (initdb) and python3; .ci/run installs them"
 )]
 #[test]
 fn a_store_code_run_is_answered_through_a_servers_api_and_a_worker_completes_it() {
@@ -517,8 +504,8 @@ fn a_store_code_run_is_answered_through_a_servers_api_and_a_worker_completes_it(
 /// stored; a worker told about the agent drives the run to its question, the API's answer
 /// completes it, and the store's run verifies.
 #[cfg_attr(
-    not(oracle_postgres),
-    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+    not(all(oracle_postgres, oracle_python)),
+    ignore = "needs PostgreSQL (initdb) and python3; .ci/run installs them"
 )]
 #[test]
 fn serve_over_a_store_submits_a_named_code_agent_for_a_worker_told_about_it() {
