@@ -18,7 +18,7 @@
 //!   which [`catalogue`] derives the plan compiler's catalogue; a domain's tools are
 //!   declarations only, [`tool::Registry::declare`]), [`tools`] (the built-ins, one module per
 //!   family; [`tools::builtin_with`] binds `llm.chat`'s model names for a run, [`tools::builtin`]
-//!   none), [`declared`] (tools from manifests: exec, wasm, MCP), [`mcp`], [`http`], [`live`] (a streamed reply's deltas, never recorded), [`secrets`],
+//!   none), [`declared`] (tools from manifests: exec, wasm, MCP), [`sandbox`] (their wasm and exec runners for a JSON function outside a run: a demand policy), [`mcp`], [`http`], [`live`] (a streamed reply's deltas, never recorded), [`secrets`],
 //!   [`schema`], [`access`] and [`confine`] (a call's capability checked on the real path, then
 //!   exactly that path opened), [`fsread`].
 //! - Answers from outside: [`adjudication`] (verdicts and sweeps on a stored run), [`oracle`]
@@ -92,6 +92,7 @@ pub mod paths;
 pub mod process_agent;
 pub mod reader;
 pub mod recorded;
+pub mod sandbox;
 pub mod repair;
 pub mod replica;
 pub mod resume_point;
