@@ -70,7 +70,10 @@ pub struct DemandArgs {
 /// `PARETO_BUDGETS` up to the first at least `events` (at least one budget).
 fn pareto_budgets(events: u64) -> Vec<u64> {
     let all = oracle_demand::limits::PARETO_BUDGETS;
-    let end = all.iter().position(|&b| b >= events).map_or(all.len(), |i| i + 1);
+    let end = all
+        .iter()
+        .position(|&b| b >= events)
+        .map_or(all.len(), |i| i + 1);
     all[..end].to_vec()
 }
 
@@ -232,7 +235,12 @@ fn write_table(out: &mut String, shown: &str, r: &Report) {
     );
     out.push('\n');
     // As wide as the longest name: a plugged policy is named by its file or program.
-    let w = r.policies.iter().map(|p| r.name(*p).len()).max().unwrap_or(0);
+    let w = r
+        .policies
+        .iter()
+        .map(|p| r.name(*p).len())
+        .max()
+        .unwrap_or(0);
     let w = w.max(8);
     let _ = writeln!(
         out,

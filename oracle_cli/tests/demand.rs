@@ -172,7 +172,10 @@ fn table_lists_every_policy_and_budget_with_gaps() {
     );
     let header = out.lines().find(|l| l.starts_with("policy")).unwrap();
     let cols: Vec<&str> = header.split_whitespace().collect();
-    assert_eq!(cols, ["policy", "budget", "faults", "rate", "tokens", "gap"]);
+    assert_eq!(
+        cols,
+        ["policy", "budget", "faults", "rate", "tokens", "gap"]
+    );
     let rows: Vec<Vec<&str>> = out
         .lines()
         .skip_while(|l| !l.starts_with("policy"))
@@ -440,7 +443,15 @@ fn a_wasm_policy_and_a_program_are_graded_beside_the_built_ins() {
         .collect();
     assert_eq!(
         names,
-        ["recent", "lru", "causal", PIN_WASM, PIN_EXEC, CAUSAL_EXEC, "oracle"]
+        [
+            "recent",
+            "lru",
+            "causal",
+            PIN_WASM,
+            PIN_EXEC,
+            CAUSAL_EXEC,
+            "oracle"
+        ]
     );
     let r = results(&v);
     assert_eq!(r.len(), budgets.len() * names.len());
@@ -477,7 +488,13 @@ fn a_wasm_policy_and_a_program_are_graded_beside_the_built_ins() {
     let (faults, tokens, gap) = r[&(PIN_WASM.to_owned(), 4)];
     assert_eq!(
         cols[1..],
-        ["4", &faults.to_string(), cols[3], &tokens.to_string(), &gap.to_string()]
+        [
+            "4",
+            &faults.to_string(),
+            cols[3],
+            &tokens.to_string(),
+            &gap.to_string()
+        ]
     );
 }
 
@@ -511,16 +528,34 @@ fn a_plugged_policy_that_breaks_the_abi_is_refused_with_its_own_code() {
     .unwrap();
     let d = dir.path();
     let cases = [
-        (answering(d, "future.py", r#"{"keep": [[], [5]]}"#), "policy_unknown_id"),
-        (answering(d, "self.py", r#"{"keep": [[], [1]]}"#), "policy_unknown_id"),
-        (answering(d, "over.py", r#"{"keep": [[], [0], [0, 1, 0]]}"#), "policy_over_budget"),
+        (
+            answering(d, "future.py", r#"{"keep": [[], [5]]}"#),
+            "policy_unknown_id",
+        ),
+        (
+            answering(d, "self.py", r#"{"keep": [[], [1]]}"#),
+            "policy_unknown_id",
+        ),
+        (
+            answering(d, "over.py", r#"{"keep": [[], [0], [0, 1, 0]]}"#),
+            "policy_over_budget",
+        ),
         (answering(d, "shape.py", r#"{"kept": []}"#), "policy_output"),
-        (answering(d, "ids.py", r#"{"keep": [["0"]]}"#), "policy_output"),
+        (
+            answering(d, "ids.py", r#"{"keep": [["0"]]}"#),
+            "policy_output",
+        ),
         (answering(d, "text.py", "not json"), "policy_failed"),
-        ("exec:python3 -c 'import sys; sys.exit(3)'".to_owned(), "policy_failed"),
+        (
+            "exec:python3 -c 'import sys; sys.exit(3)'".to_owned(),
+            "policy_failed",
+        ),
         (format!("wasm:{}", trap.display()), "policy_failed"),
         (format!("wasm:{}", imports.display()), "policy_load"),
-        ("wasm:fixtures/demand/policies/missing.wat".to_owned(), "policy_load"),
+        (
+            "wasm:fixtures/demand/policies/missing.wat".to_owned(),
+            "policy_load",
+        ),
         ("exec:".to_owned(), "usage"),
         ("fifo".to_owned(), "usage"),
     ];
@@ -553,6 +588,93 @@ fn a_plugged_policy_that_breaks_the_abi_is_refused_with_its_own_code() {
             &policy,
         ]);
         assert_eq!(code, 2, "{policy}");
-        assert!(err.contains("policy") || err.contains("--policy"), "{policy}: {err}");
+        assert!(
+            err.contains("policy") || err.contains("--policy"),
+            "{policy}: {err}"
+        );
     }
+}
+
+#[test]
+fn pareto_sweeps_the_named_budgets_and_draws_faults_and_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pareto.svg");
+    let policies = format!("recent,lru,causal,{PIN_WASM}");
+    let args = |json: bool| {
+        let mut a = vec![
+            "demand",
+            "fixtures/demand/tools.jsonl",
+            "--horizon",
+            "4",
+            "--policy",
+            &policies,
+            "--pareto",
+            file.to_str().unwrap(),
+        ];
+        if json {
+            a.push("--json");
+        }
+        a.into_iter().map(str::to_owned).collect::<Vec<String>>()
+    };
+    let args_json = args(true);
+    let (code, out, err) = oracle(&args_json.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // The named sweep (oracle_demand::limits::PARETO_BUDGETS), up to the first budget at least
+    // the 56 events.
+    assert_eq!(
+        v["budgets"],
+        serde_json::json!([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64])
+    );
+    let r = results(&v);
+    assert_eq!(r.len(), 12 * 5);
+    // The oracle's faults and tokens never grow with the budget.
+    let oracle_rows: Vec<(u64, u64, i64)> = r
+        .iter()
+        .filter(|((p, _), _)| p == "oracle")
+        .map(|(_, x)| *x)
+        .collect();
+    assert!(
+        oracle_rows
+            .windows(2)
+            .all(|w| w[1].0 <= w[0].0 && w[1].1 <= w[0].1)
+    );
+    // The chart: both panels, every policy in each legend; the same bytes every time.
+    let svg = fs::read_to_string(&file).unwrap();
+    balanced(&svg).unwrap();
+    let texts: Vec<&str> = svg
+        .split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split_once("</text>")))
+        .map(|(t, _)| t.trim())
+        .collect();
+    for label in ["recent", "lru", "causal", PIN_WASM, "oracle"] {
+        let n = texts.iter().filter(|t| **t == label).count();
+        assert_eq!(n, 2, "{label}: one legend entry per panel");
+    }
+    assert!(
+        texts.contains(&"faults") && texts.contains(&"tokens read"),
+        "{texts:?}"
+    );
+    golden(&root().join("docs/demand-pareto.svg"), svg.as_bytes());
+    // The table prints faults and tokens for every budget of the sweep.
+    let args_text = args(false);
+    let (code, out, err) = oracle(&args_text.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("tokens"), "{out}");
+    let rows = out.lines().filter(|l| l.starts_with("oracle ")).count();
+    assert_eq!(rows, 12, "{out}");
+    assert_eq!(fs::read_to_string(&file).unwrap(), svg);
+    // A sweep is its own set of budgets.
+    let (code, _, err) = oracle(&[
+        "demand",
+        "fixtures/demand/tools.jsonl",
+        "--horizon",
+        "4",
+        "--budget",
+        "2",
+        "--pareto",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
 }

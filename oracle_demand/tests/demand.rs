@@ -980,13 +980,43 @@ fn a_plugged_answer_outside_the_abi_is_refused() {
     let ok = keep_lists("p", &json!({"keep": [[], [0, 0], [1, 0]]}), 3, 2).unwrap();
     assert_eq!(ok, [vec![], vec![0], vec![0, 1]]);
     // Lists missing at the end are empty.
-    assert_eq!(keep_lists("p", &json!({"keep": []}), 3, 1).unwrap().len(), 0);
+    assert_eq!(
+        keep_lists("p", &json!({"keep": []}), 3, 1).unwrap().len(),
+        0
+    );
     let code = |answer: Value, budget| keep_lists("p", &answer, 3, budget).unwrap_err();
-    assert!(matches!(code(json!({"keep": [[0]]}), 1), P::UnknownId { event: 0, id: 0, .. }));
-    assert!(matches!(code(json!({"keep": [[], [7]]}), 1), P::UnknownId { event: 1, id: 7, .. }));
-    assert!(matches!(code(json!({"keep": [[], [], [0, 1]]}), 1), P::OverBudget { event: 2, kept: 2, .. }));
-    assert!(matches!(code(json!({"keep": [[], [-1]]}), 1), P::Output { .. }));
-    assert!(matches!(code(json!({"keep": [[], [], [], []]}), 1), P::Output { .. }));
+    assert!(matches!(
+        code(json!({"keep": [[0]]}), 1),
+        P::UnknownId {
+            event: 0,
+            id: 0,
+            ..
+        }
+    ));
+    assert!(matches!(
+        code(json!({"keep": [[], [7]]}), 1),
+        P::UnknownId {
+            event: 1,
+            id: 7,
+            ..
+        }
+    ));
+    assert!(matches!(
+        code(json!({"keep": [[], [], [0, 1]]}), 1),
+        P::OverBudget {
+            event: 2,
+            kept: 2,
+            ..
+        }
+    ));
+    assert!(matches!(
+        code(json!({"keep": [[], [-1]]}), 1),
+        P::Output { .. }
+    ));
+    assert!(matches!(
+        code(json!({"keep": [[], [], [], []]}), 1),
+        P::Output { .. }
+    ));
     assert!(matches!(code(json!([[]]), 1), P::Output { .. }));
     assert!(matches!(code(json!({"keep": [7]}), 1), P::Output { .. }));
     assert_eq!(code(json!({"keep": [[0]]}), 1).code(), "policy_unknown_id");
