@@ -40,6 +40,7 @@
 //! sees only h events ahead is not optimal and so not a lower bound, while the demand trace
 //! already limits what is requested to what the next h events need.
 
+pub mod conversation;
 mod deps;
 pub mod limits;
 pub mod plugged;

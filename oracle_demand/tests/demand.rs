@@ -1033,3 +1033,61 @@ fn tokens_are_compact_json_bytes_over_four_rounded_up() {
     assert_eq!(d.tokens(0), oracle_demand::tokens(&events[0]));
     assert_eq!(d.kind(0), "run_started");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Conversations (`oracle import --messages`)
+
+/// A message of a generated conversation: role index, content, tool calls made or answered.
+fn message() -> impl Strategy<Value = (u8, String, u8)> {
+    (0u8..6, "[a-z ]{0,12}", 0u8..3)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any JSON is an error or a log, never a panic; a conversation's log replays to the
+    /// recorded state of every event, and its tool answers depend on their calls.
+    #[test]
+    fn conversations_become_logs_that_verify(
+        messages in prop::collection::vec(message(), 1..30),
+        junk in oracle_test_support::small_json(),
+    ) {
+        let _ = oracle_demand::conversation::events(junk.to_string().as_bytes());
+        let mut list = Vec::new();
+        let mut open: Vec<String> = Vec::new();
+        for (i, (role, text, calls)) in messages.iter().enumerate() {
+            let m = match role {
+                0 => json!({"role": "system", "content": text}),
+                1 | 2 => json!({"role": "user", "content": text}),
+                3 => {
+                    let ids: Vec<String> = (0..*calls).map(|c| format!("c{i}-{c}")).collect();
+                    open.extend(ids.iter().cloned());
+                    let tc: Vec<Value> = ids
+                        .iter()
+                        .map(|id| json!({"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}))
+                        .collect();
+                    json!({"role": "assistant", "content": text, "tool_calls": tc})
+                }
+                _ => match open.pop() {
+                    Some(id) => json!({"role": "tool", "tool_call_id": id, "content": text}),
+                    None => json!({"role": "assistant", "content": text}),
+                },
+            };
+            list.push(m);
+        }
+        let bytes = serde_json::to_vec(&list).unwrap();
+        let events = oracle_demand::conversation::events(&bytes).unwrap();
+        let mut check = Recorder::new();
+        for e in &events {
+            prop_assert!(check.accept(e).is_ok(), "event {}", e.seq);
+        }
+        prop_assert_eq!(events[0].kind, EventKind::RunStarted);
+        prop_assert_eq!(events.last().unwrap().kind, EventKind::RunFinished);
+        let d = Dependencies::extract(&events, Sources::ALL).unwrap();
+        for e in events.iter().filter(|e| e.kind == EventKind::ToolReturned) {
+            prop_assert!(!d.of(e.seq).is_empty());
+        }
+        // The same bytes, the same log.
+        prop_assert_eq!(oracle_demand::conversation::events(&bytes).unwrap(), events);
+    }
+}

@@ -107,6 +107,10 @@ pub enum HostError {
     /// command (`crate::demand`).
     #[error("--policy {policy}: {why}")]
     PolicyLoad { policy: String, why: String },
+    /// A file given as a conversation is not one (`crate::transfer`, `oracle import
+    /// --messages`); nothing was created.
+    #[error("the conversation is refused: {0}; nothing was created")]
+    Conversation(#[from] oracle_demand::conversation::ConversationError),
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -229,6 +233,10 @@ impl HostError {
             HostError::PolicyLoad { policy, .. } => {
                 Class::of("policy_load", exit::INPUT, http::UNPROCESSABLE)
                     .with(json!({"policy": policy}))
+            }
+            HostError::Conversation(e) => {
+                Class::of("conversation_invalid", exit::INPUT, http::UNPROCESSABLE)
+                    .with(json!({"message": e.index()}))
             }
         }
     }
