@@ -269,8 +269,9 @@ impl Builder {
     }
 }
 
-/// The events of the run a conversation file (`bytes`, JSON) becomes.
-pub fn events(bytes: &[u8]) -> Result<Vec<Event>, ConversationError> {
+/// The messages of a conversation file: a JSON list, or an object's `messages` list, of at most
+/// [`MESSAGES_MAX`] and at least one.
+fn messages(bytes: &[u8]) -> Result<Vec<Value>, ConversationError> {
     let size = bytes.len() as u64;
     if size > MESSAGES_FILE_BYTES_MAX {
         return Err(ConversationError::TooLarge {
@@ -282,12 +283,12 @@ pub fn events(bytes: &[u8]) -> Result<Vec<Event>, ConversationError> {
         line: e.line() as u64,
         column: e.column() as u64,
     })?;
-    let list = match &doc {
+    let list = match doc {
         Value::Array(list) => list,
-        Value::Object(o) => o
-            .get("messages")
-            .and_then(Value::as_array)
-            .ok_or(ConversationError::NotAList)?,
+        Value::Object(mut o) => match o.remove("messages") {
+            Some(Value::Array(list)) => list,
+            _ => return Err(ConversationError::NotAList),
+        },
         _ => return Err(ConversationError::NotAList),
     };
     let count = list.len() as u64;
@@ -300,6 +301,13 @@ pub fn events(bytes: &[u8]) -> Result<Vec<Event>, ConversationError> {
             limit: MESSAGES_MAX,
         });
     }
+    Ok(list)
+}
+
+/// The events of the run a conversation file (`bytes`, JSON) becomes.
+pub fn events(bytes: &[u8]) -> Result<Vec<Event>, ConversationError> {
+    let list = messages(bytes)?;
+    let count = list.len() as u64;
     let mut b = Builder {
         recorder: Recorder::new(),
         events: Vec::with_capacity(list.len() * 2 + 2),
