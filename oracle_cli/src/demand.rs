@@ -155,8 +155,12 @@ fn grade(
     named: &Named,
     json_out: bool,
 ) -> Result<Report, CliError> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| CliError::input(format!("the working directory: {e}")))?;
+    // Plugged policies' relative paths are the working directory's.
+    let cwd = match named.plugged.is_empty() {
+        true => PathBuf::from("."),
+        false => std::env::current_dir()
+            .map_err(|e| CliError::input(format!("the working directory: {e}")))?,
+    };
     oracle_host::demand::grade(deps, trace, config, named, &cwd)
         .map_err(|e| crate::run::host_error(e, json_out))
 }
