@@ -1,7 +1,9 @@
 //! `oracle demand`: the demand trace of a recorded run and the faults of working-set policies
-//! against the oracle, as a table, JSON or an SVG chart (the analysis is `oracle_demand`).
-//! The chart is drawn with `plotters`, SVG backend and line series only: the one place in the
-//! workspace that draws.
+//! against the oracle, as a table, JSON or an SVG chart (the analysis is `oracle_demand`; which
+//! policies a `--policy` list names, and running plugged ones, is the host's:
+//! `oracle_host::demand`). `--pareto` sweeps the budgets of `PARETO_BUDGETS` and draws faults
+//! and tokens against budget. The charts are drawn with `plotters`, SVG backend and line series
+//! only: the one place in the workspace that draws.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -9,6 +11,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use oracle_core::{Event, EventKind};
 use oracle_demand::{Config, DemandTrace, Dependencies, Policy, Report, Sources};
+use oracle_host::demand::Named;
 use serde_json::{Value, json};
 
 use crate::exit::{self, CliError};
@@ -30,15 +33,22 @@ pub struct DemandArgs {
     /// the number of events (at most 65536).
     #[arg(long, value_name = "B,B,...", value_delimiter = ',')]
     budgets: Vec<u64>,
-    /// Policies to evaluate: recent, lru, causal, oracle. The oracle is evaluated in any case:
-    /// every gap is measured against it.
+    /// Policies to evaluate: recent, lru, causal, oracle, and plugged ones: `wasm:FILE` (a
+    /// WebAssembly module, `.wat` text or binary) or `exec:PROGRAM [ARGS]` (a program), graded
+    /// alike (docs/FORMAT.md, "Pluggable policies"). The oracle is evaluated in any case: every
+    /// gap is measured against it.
     #[arg(
         long = "policy",
         value_name = "P,P,...",
         value_delimiter = ',',
         default_value = "recent,lru,causal,oracle"
     )]
-    policies: Vec<Policy>,
+    policies: Vec<String>,
+    /// Sweep the budgets 1, 2, 3, 4, 6, 8, 12, ... (up to the first at least the number of
+    /// events), print faults and tokens for every policy, and draw both against budget to
+    /// this SVG file.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["budget", "budgets", "svg"])]
+    pareto: Option<PathBuf>,
     /// Sources of dependencies: parents, tools, state, memory, paths.
     #[arg(
         long,
@@ -57,6 +67,16 @@ pub struct DemandArgs {
     trace: bool,
 }
 
+/// `PARETO_BUDGETS` up to the first at least `events` (at least one budget).
+fn pareto_budgets(events: u64) -> Vec<u64> {
+    let all = oracle_demand::limits::PARETO_BUDGETS;
+    let end = all
+        .iter()
+        .position(|&b| b >= events)
+        .map_or(all.len(), |i| i + 1);
+    all[..end].to_vec()
+}
+
 /// Powers of two from 1 to the first one at least `events`, at most [`DEFAULT_BUDGET_MAX`].
 fn default_budgets(events: u64) -> Vec<u64> {
     let mut out = vec![1];
@@ -72,10 +92,13 @@ pub fn run(home: &Path, a: DemandArgs) -> Result<u8, CliError> {
     if a.horizon == 0 {
         return Err(CliError::input("--horizon must be at least 1"));
     }
+    let host_error = |e| crate::run::host_error(e, a.json);
+    let named = oracle_host::demand::name_policies(&a.policies).map_err(host_error)?;
     let paths = crate::resolve(home, &a.target)?;
     let events = oracle_host::inspect::events(&paths.log)?;
     let n = events.len() as u64;
     let budgets = match (a.budget, a.budgets.is_empty()) {
+        _ if a.pareto.is_some() => pareto_budgets(n),
         (Some(b), _) => vec![b],
         (None, false) => a.budgets.clone(),
         (None, true) => default_budgets(n),
@@ -83,13 +106,13 @@ pub fn run(home: &Path, a: DemandArgs) -> Result<u8, CliError> {
     let config = Config {
         horizon: a.horizon,
         sources: a.sources,
-        policies: a.policies.clone(),
+        policies: named.builtins.clone(),
         budgets,
     };
     let input = |e: oracle_demand::DemandError| CliError::input(e.to_string());
     let deps = Dependencies::extract(&events, config.sources).map_err(input)?;
     let trace = DemandTrace::new(&deps, config.horizon).map_err(input)?;
-    let report = oracle_demand::report(&deps, &trace, &config).map_err(input)?;
+    let report = grade(&deps, &trace, &config, &named, a.json)?;
     let shown = a.target.display().to_string();
     if a.json {
         let mut v = report.to_value();
@@ -108,8 +131,13 @@ pub fn run(home: &Path, a: DemandArgs) -> Result<u8, CliError> {
         write_table(&mut out, &shown, &report);
         out!("{out}")?;
     }
-    if let Some(file) = &a.svg {
-        let svg = svg(&report, &shown).map_err(|e| CliError::input(format!("drawing: {e}")))?;
+    let drawn = match (&a.svg, &a.pareto) {
+        (Some(file), _) => Some((file, svg(&report, &shown))),
+        (None, Some(file)) => Some((file, pareto_svg(&report, &shown))),
+        (None, None) => None,
+    };
+    if let Some((file, svg)) = drawn {
+        let svg = svg.map_err(|e| CliError::input(format!("drawing: {e}")))?;
         std::fs::write(file, svg)
             .map_err(|e| CliError::input(format!("{}: cannot write: {e}", file.display())))?;
         if !a.json {
@@ -117,6 +145,24 @@ pub fn run(home: &Path, a: DemandArgs) -> Result<u8, CliError> {
         }
     }
     Ok(exit::OK)
+}
+
+/// The report, through the host when plugged policies are named (it loads and runs them).
+fn grade(
+    deps: &Dependencies,
+    trace: &DemandTrace,
+    config: &Config,
+    named: &Named,
+    json_out: bool,
+) -> Result<Report, CliError> {
+    // Plugged policies' relative paths are the working directory's.
+    let cwd = match named.plugged.is_empty() {
+        true => PathBuf::from("."),
+        false => std::env::current_dir()
+            .map_err(|e| CliError::input(format!("the working directory: {e}")))?,
+    };
+    oracle_host::demand::grade(deps, trace, config, named, &cwd)
+        .map_err(|e| crate::run::host_error(e, json_out))
 }
 
 fn kind_of(events: &[Event], seq: u64) -> EventKind {
@@ -192,10 +238,18 @@ fn write_table(out: &mut String, shown: &str, r: &Report) {
         r.requests, r.events
     );
     out.push('\n');
+    // As wide as the longest name: a plugged policy is named by its file or program.
+    let w = r
+        .policies
+        .iter()
+        .map(|p| r.name(*p).len())
+        .max()
+        .unwrap_or(0);
+    let w = w.max(8);
     let _ = writeln!(
         out,
-        "{:<8}  {:>8}  {:>10}  {:>8}  {:>10}",
-        "policy", "budget", "faults", "rate", "gap"
+        "{:<w$}  {:>8}  {:>10}  {:>8}  {:>10}  {:>10}",
+        "policy", "budget", "faults", "rate", "tokens", "gap"
     );
     for (i, row) in r.rows.iter().enumerate() {
         let o = &row.outcome;
@@ -205,11 +259,12 @@ fn write_table(out: &mut String, shown: &str, r: &Report) {
         }
         let _ = writeln!(
             out,
-            "{:<8}  {:>8}  {:>10}  {:>8}  {:>10}",
-            o.policy.as_str(),
+            "{:<w$}  {:>8}  {:>10}  {:>8}  {:>10}  {:>10}",
+            r.name(o.policy),
             o.budget,
             o.faults,
             percent(o.fault_rate_bp()),
+            o.tokens,
             row.gap
         );
     }
@@ -223,7 +278,98 @@ fn color(p: Policy) -> plotters::style::RGBColor {
         Policy::Lru => RGBColor(31, 119, 180),
         Policy::Causal => RGBColor(44, 160, 44),
         Policy::Oracle => RGBColor(0, 0, 0),
+        Policy::Plugged(i) => PLUGGED_COLORS[usize::from(i) % PLUGGED_COLORS.len()],
     }
+}
+
+/// Colors of plugged policies, in the order named (then again).
+const PLUGGED_COLORS: [plotters::style::RGBColor; 4] = [
+    plotters::style::RGBColor(148, 103, 189),
+    plotters::style::RGBColor(255, 127, 14),
+    plotters::style::RGBColor(23, 190, 207),
+    plotters::style::RGBColor(140, 86, 75),
+];
+
+/// What a chart draws against budget.
+#[derive(Clone, Copy)]
+enum Metric {
+    Faults,
+    Tokens,
+}
+
+impl Metric {
+    fn of(self, o: &oracle_demand::Outcome) -> u64 {
+        match self {
+            Metric::Faults => o.faults,
+            Metric::Tokens => o.tokens,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Metric::Faults => "faults",
+            Metric::Tokens => "tokens read",
+        }
+    }
+}
+
+type Drawn = Result<(), Box<dyn std::error::Error>>;
+
+/// One chart on `area`: `metric` against budget (log scale), one line per policy, a legend.
+fn chart<DB: plotters::prelude::DrawingBackend>(
+    area: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    r: &Report,
+    caption: String,
+    metric: Metric,
+) -> Drawn
+where
+    DB::ErrorType: 'static,
+{
+    use plotters::prelude::*;
+    let x_min = r.budgets.first().copied().unwrap_or(1);
+    let x_max = r.budgets.last().copied().unwrap_or(1).max(x_min + 1);
+    let y_max = r.rows.iter().map(|row| metric.of(&row.outcome)).max();
+    let y_max = y_max.unwrap_or(0);
+    let y_max = y_max + y_max / 20 + 1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d((x_min..x_max).log_scale(), 0u64..y_max)?;
+    // Log-scale x grids repeat lines; ticks and labels are enough there.
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(BLACK.mix(0.04))
+        .x_desc("budget (events kept, log scale)")
+        .y_desc(metric.name())
+        .draw()?;
+    for &p in &r.policies {
+        let c = color(p);
+        let points: Vec<(u64, u64)> = r
+            .rows
+            .iter()
+            .filter(|row| row.outcome.policy == p)
+            .map(|row| (row.outcome.budget, metric.of(&row.outcome)))
+            .collect();
+        let width = if p == Policy::Oracle { 3 } else { 2 };
+        chart
+            .draw_series(LineSeries::new(points.clone(), c.stroke_width(width)))?
+            .label(r.name(p))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(width))
+            });
+        chart.draw_series(points.iter().map(|&pt| Circle::new(pt, 3, c.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
 }
 
 /// Faults against budget (log scale), one line per policy, with a legend.
@@ -233,59 +379,32 @@ fn svg(r: &Report, shown: &str) -> Result<String, Box<dyn std::error::Error>> {
     {
         let root = SVGBackend::with_string(&mut out, (800, 500)).into_drawing_area();
         root.fill(&WHITE)?;
-        let x_min = r.budgets.first().copied().unwrap_or(1);
-        let x_max = r.budgets.last().copied().unwrap_or(1).max(x_min + 1);
-        let y_max = r
-            .rows
-            .iter()
-            .map(|row| row.outcome.faults)
-            .max()
-            .unwrap_or(0);
-        let y_max = y_max + y_max / 20 + 1;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "faults by working-set budget: {shown}, horizon {}",
-                    r.horizon
-                ),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d((x_min..x_max).log_scale(), 0u64..y_max)?;
-        // Log-scale x grids repeat lines; ticks and labels are enough there.
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.04))
-            .x_desc("budget (events kept, log scale)")
-            .y_desc("faults")
-            .draw()?;
-        for &p in &r.policies {
-            let c = color(p);
-            let points: Vec<(u64, u64)> = r
-                .rows
-                .iter()
-                .filter(|row| row.outcome.policy == p)
-                .map(|row| (row.outcome.budget, row.outcome.faults))
-                .collect();
-            let width = if p == Policy::Oracle { 3 } else { 2 };
-            chart
-                .draw_series(LineSeries::new(points.clone(), c.stroke_width(width)))?
-                .label(p.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(width))
-                });
-            chart.draw_series(points.iter().map(|&pt| Circle::new(pt, 3, c.filled())))?;
+        let caption = format!(
+            "faults by working-set budget: {shown}, horizon {}",
+            r.horizon
+        );
+        chart(&root, r, caption, Metric::Faults)?;
+        root.present()?;
+    }
+    Ok(out)
+}
+
+/// The Pareto view: faults (above) and tokens read (below) against budget, every policy.
+fn pareto_svg(r: &Report, shown: &str) -> Result<String, Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (800, 900)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (top, bottom) = root.split_vertically(450);
+        for (area, metric) in [(&top, Metric::Faults), (&bottom, Metric::Tokens)] {
+            let caption = format!(
+                "{} by working-set budget: {shown}, horizon {}",
+                metric.name(),
+                r.horizon
+            );
+            chart(area, r, caption, metric)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()?;
         root.present()?;
     }
     Ok(out)

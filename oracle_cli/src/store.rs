@@ -489,9 +489,7 @@ fn import(url: &str, a: crate::transfer::ImportArgs) -> Result<u8, CliError> {
     let store = connect(url)?;
     let tmp =
         tempfile::tempdir().map_err(|e| CliError::input(format!("a temporary directory: {e}")))?;
-    let t = crate::run::host(tmp.path(), a.json_flag())?
-        .import(a.log_path(), false)
-        .map_err(|e| crate::run::host_error_in(e, a.json_flag(), Some(a.log_path())))?;
+    let t = a.import_into(&crate::run::host(tmp.path(), a.json_flag())?)?;
     let dir = t.path.parent().unwrap_or(tmp.path()).to_path_buf();
     // The id's prefix is the local one's (`<program>-N`): a log is outside data, and its
     // program name was already reduced to a plain name there.

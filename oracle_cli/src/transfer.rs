@@ -35,7 +35,15 @@ pub struct ImportArgs {
     /// A log file (`oracle export`'s, or any run's `events.jsonl`). It is copied into a new
     /// run `<program>-N`, verified, and only then made a run; a log that does not verify is
     /// refused (exit 4) and nothing is created.
-    log: PathBuf,
+    #[arg(required_unless_present = "messages")]
+    log: Option<PathBuf>,
+    /// Instead of a log, a conversation: an OpenAI-style list of messages
+    /// (`[{"role": ..., "content": ...}, ...]`, or an object with a `messages` list), made a
+    /// completed run `conversation-N` that `oracle demand` reads (docs/FORMAT.md, "A
+    /// conversation as a log"). A file that is not one is refused (`conversation_invalid`,
+    /// exit 2) and nothing is created.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["log", "trust_commands"])]
+    messages: Option<PathBuf>,
     /// A code run's record exported beside the log (`LOG.agent.json`) names the command every
     /// resume, answer, fork and replay starts, chosen by whoever wrote the file: seal it with
     /// this home's key so the run can be driven (without it, the command is kept unsealed and
@@ -122,16 +130,30 @@ fn print_trace(t: &oracle_host::otlp::Exported, json_out: bool) -> Result<(), Cl
 }
 
 pub fn import(home: &Path, a: ImportArgs) -> Result<u8, CliError> {
-    let t = crate::run::host(home, a.json)?
-        .import(&a.log, a.trust_commands)
-        .map_err(|e| crate::run::host_error_in(e, a.json, Some(&a.log)))?;
+    let host = crate::run::host(home, a.json)?;
+    let t = a.import_into(&host)?;
     print(&t, "import", a.json)?;
     Ok(exit::OK)
 }
 
 impl ImportArgs {
+    /// The file given: the log, or the conversation.
     pub(crate) fn log_path(&self) -> &std::path::Path {
-        &self.log
+        match (&self.messages, &self.log) {
+            (Some(m), _) => m,
+            (None, Some(l)) => l,
+            // clap requires one of the two.
+            (None, None) => Path::new(""),
+        }
+    }
+
+    /// Imports the log, or the conversation, into `host`'s home.
+    pub(crate) fn import_into(&self, host: &oracle_host::Home) -> Result<Transferred, CliError> {
+        let made = match &self.messages {
+            Some(m) => host.import_messages(m),
+            None => host.import(self.log_path(), self.trust_commands),
+        };
+        made.map_err(|e| crate::run::host_error_in(e, self.json, Some(self.log_path())))
     }
 
     pub(crate) fn trust_commands(&self) -> bool {

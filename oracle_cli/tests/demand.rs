@@ -172,7 +172,10 @@ fn table_lists_every_policy_and_budget_with_gaps() {
     );
     let header = out.lines().find(|l| l.starts_with("policy")).unwrap();
     let cols: Vec<&str> = header.split_whitespace().collect();
-    assert_eq!(cols, ["policy", "budget", "faults", "rate", "gap"]);
+    assert_eq!(
+        cols,
+        ["policy", "budget", "faults", "rate", "tokens", "gap"]
+    );
     let rows: Vec<Vec<&str>> = out
         .lines()
         .skip_while(|l| !l.starts_with("policy"))
@@ -198,7 +201,7 @@ fn table_lists_every_policy_and_budget_with_gaps() {
     for r in &rows {
         assert!(r[3].ends_with('%'), "{r:?}");
         if r[0] == "oracle" {
-            assert_eq!(r[4], "0");
+            assert_eq!(r[5], "0");
         }
     }
 
@@ -383,4 +386,295 @@ fn bad_input_exits_2_and_a_damaged_log_exits_4() {
     ]);
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("event 7"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plugged policies (docs/FORMAT.md, "Pluggable policies")
+
+const PIN_WASM: &str = "wasm:fixtures/demand/policies/pin_first.wat";
+const PIN_EXEC: &str = "exec:python3 fixtures/demand/policies/pin_first.py";
+const CAUSAL_EXEC: &str = "exec:python3 fixtures/demand/policies/causal.py";
+
+/// The `results` of `oracle demand --json` by (policy, budget): (faults, tokens, gap).
+fn results(v: &serde_json::Value) -> std::collections::BTreeMap<(String, u64), (u64, u64, i64)> {
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                (
+                    r["policy"].as_str().unwrap().to_owned(),
+                    r["budget"].as_u64().unwrap(),
+                ),
+                (
+                    r["faults"].as_u64().unwrap(),
+                    r["tokens"].as_u64().unwrap(),
+                    r["gap"].as_i64().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_wasm_policy_and_a_program_are_graded_beside_the_built_ins() {
+    let policies = format!("recent,lru,causal,{PIN_WASM},{PIN_EXEC},{CAUSAL_EXEC}");
+    let budgets = [1u64, 2, 3, 4, 8, 64];
+    let list: Vec<String> = budgets.iter().map(u64::to_string).collect();
+    let (code, out, err) = oracle(&[
+        "demand",
+        "fixtures/demand/tools.jsonl",
+        "--horizon",
+        "4",
+        "--budgets",
+        &list.join(","),
+        "--policy",
+        &policies,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = v["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "recent",
+            "lru",
+            "causal",
+            PIN_WASM,
+            PIN_EXEC,
+            CAUSAL_EXEC,
+            "oracle"
+        ]
+    );
+    let r = results(&v);
+    assert_eq!(r.len(), budgets.len() * names.len());
+    for b in budgets {
+        let at = |p: &str| r[&(p.to_owned(), b)];
+        // The module and the program make the same choices, so they fault alike.
+        assert_eq!(at(PIN_WASM), at(PIN_EXEC), "budget {b}");
+        // The same oracle bounds every policy, plugged or not.
+        for p in &names {
+            assert!(at(p).2 >= 0, "{p} at {b}: {:?}", at(p));
+            assert_eq!(at(p).2, at(p).0 as i64 - at("oracle").0 as i64);
+        }
+    }
+    // Pinning event 0 is a choice that shows: it differs from plain lru at small budgets, and
+    // with every event kept each policy has only the compulsory faults.
+    assert_ne!(r[&(PIN_WASM.to_owned(), 4)], r[&("lru".to_owned(), 4)]);
+    for p in &names {
+        assert_eq!(r[&(p.to_string(), 64)].0, 56, "{p}");
+    }
+    // The table names each plugged policy as given.
+    let (code, table, err) = oracle(&[
+        "demand",
+        "fixtures/demand/tools.jsonl",
+        "--horizon",
+        "4",
+        "--budget",
+        "4",
+        "--policy",
+        &format!("lru,{PIN_WASM}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let row = table.lines().find(|l| l.starts_with(PIN_WASM)).unwrap();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    let (faults, tokens, gap) = r[&(PIN_WASM.to_owned(), 4)];
+    assert_eq!(
+        cols[1..],
+        [
+            "4",
+            &faults.to_string(),
+            cols[3],
+            &tokens.to_string(),
+            &gap.to_string()
+        ]
+    );
+}
+
+/// Writes a policy program that prints `answer` whatever it is asked.
+fn answering(dir: &Path, name: &str, answer: &str) -> String {
+    let file = dir.join(name);
+    fs::write(
+        &file,
+        format!("import sys\nsys.stdin.read()\nprint({answer:?})\n"),
+    )
+    .unwrap();
+    format!("exec:python3 {}", file.display())
+}
+
+#[test]
+fn a_plugged_policy_that_breaks_the_abi_is_refused_with_its_own_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let trap = dir.path().join("trap.wat");
+    fs::write(
+        &trap,
+        r#"(module (memory (export "memory") 1)
+             (func (export "alloc") (param i32) (result i32) i32.const 1024)
+             (func (export "run") (param i32 i32) (result i64) unreachable))"#,
+    )
+    .unwrap();
+    let imports = dir.path().join("imports.wat");
+    fs::write(
+        &imports,
+        r#"(module (import "env" "clock" (func)) (memory (export "memory") 1))"#,
+    )
+    .unwrap();
+    let d = dir.path();
+    let cases = [
+        (
+            answering(d, "future.py", r#"{"keep": [[], [5]]}"#),
+            "policy_unknown_id",
+        ),
+        (
+            answering(d, "self.py", r#"{"keep": [[], [1]]}"#),
+            "policy_unknown_id",
+        ),
+        (
+            answering(d, "over.py", r#"{"keep": [[], [0], [0, 1, 0]]}"#),
+            "policy_over_budget",
+        ),
+        (answering(d, "shape.py", r#"{"kept": []}"#), "policy_output"),
+        (
+            answering(d, "ids.py", r#"{"keep": [["0"]]}"#),
+            "policy_output",
+        ),
+        (answering(d, "text.py", "not json"), "policy_failed"),
+        (
+            "exec:python3 -c 'import sys; sys.exit(3)'".to_owned(),
+            "policy_failed",
+        ),
+        (format!("wasm:{}", trap.display()), "policy_failed"),
+        (format!("wasm:{}", imports.display()), "policy_load"),
+        (
+            "wasm:fixtures/demand/policies/missing.wat".to_owned(),
+            "policy_load",
+        ),
+        ("exec:".to_owned(), "usage"),
+        ("fifo".to_owned(), "usage"),
+    ];
+    for (policy, expected) in cases {
+        let (code, out, err) = oracle(&[
+            "demand",
+            "fixtures/demand/tools.jsonl",
+            "--horizon",
+            "4",
+            "--budget",
+            "1",
+            "--policy",
+            &policy,
+            "--json",
+        ]);
+        assert_eq!(code, 2, "{policy}: {out} {err}");
+        let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap())
+            .unwrap_or_else(|e| panic!("{policy}: {e}: {out} {err}"));
+        assert_eq!(v["ok"], false, "{policy}");
+        assert_eq!(v["error"]["code"], expected, "{policy}: {v}");
+        // Without --json, the same failure in words.
+        let (code, _, err) = oracle(&[
+            "demand",
+            "fixtures/demand/tools.jsonl",
+            "--horizon",
+            "4",
+            "--budget",
+            "1",
+            "--policy",
+            &policy,
+        ]);
+        assert_eq!(code, 2, "{policy}");
+        assert!(
+            err.contains("policy") || err.contains("--policy"),
+            "{policy}: {err}"
+        );
+    }
+}
+
+#[test]
+fn pareto_sweeps_the_named_budgets_and_draws_faults_and_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pareto.svg");
+    let policies = format!("recent,lru,causal,{PIN_WASM}");
+    let args = |json: bool| {
+        let mut a = vec![
+            "demand",
+            "fixtures/demand/tools.jsonl",
+            "--horizon",
+            "4",
+            "--policy",
+            &policies,
+            "--pareto",
+            file.to_str().unwrap(),
+        ];
+        if json {
+            a.push("--json");
+        }
+        a.into_iter().map(str::to_owned).collect::<Vec<String>>()
+    };
+    let args_json = args(true);
+    let (code, out, err) = oracle(&args_json.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // The named sweep (oracle_demand::limits::PARETO_BUDGETS), up to the first budget at least
+    // the 56 events.
+    assert_eq!(
+        v["budgets"],
+        serde_json::json!([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64])
+    );
+    let r = results(&v);
+    assert_eq!(r.len(), 12 * 5);
+    // The oracle's faults and tokens never grow with the budget.
+    let oracle_rows: Vec<(u64, u64, i64)> = r
+        .iter()
+        .filter(|((p, _), _)| p == "oracle")
+        .map(|(_, x)| *x)
+        .collect();
+    assert!(
+        oracle_rows
+            .windows(2)
+            .all(|w| w[1].0 <= w[0].0 && w[1].1 <= w[0].1)
+    );
+    // The chart: both panels, every policy in each legend; the same bytes every time.
+    let svg = fs::read_to_string(&file).unwrap();
+    balanced(&svg).unwrap();
+    let texts: Vec<&str> = svg
+        .split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>').and_then(|(_, r)| r.split_once("</text>")))
+        .map(|(t, _)| t.trim())
+        .collect();
+    for label in ["recent", "lru", "causal", PIN_WASM, "oracle"] {
+        let n = texts.iter().filter(|t| **t == label).count();
+        assert_eq!(n, 2, "{label}: one legend entry per panel");
+    }
+    assert!(
+        texts.contains(&"faults") && texts.contains(&"tokens read"),
+        "{texts:?}"
+    );
+    golden(&root().join("docs/demand-pareto.svg"), svg.as_bytes());
+    // The table prints faults and tokens for every budget of the sweep.
+    let args_text = args(false);
+    let (code, out, err) = oracle(&args_text.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("tokens"), "{out}");
+    let rows = out.lines().filter(|l| l.starts_with("oracle ")).count();
+    assert_eq!(rows, 12, "{out}");
+    assert_eq!(fs::read_to_string(&file).unwrap(), svg);
+    // A sweep is its own set of budgets.
+    let (code, _, err) = oracle(&[
+        "demand",
+        "fixtures/demand/tools.jsonl",
+        "--horizon",
+        "4",
+        "--budget",
+        "2",
+        "--pareto",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
 }

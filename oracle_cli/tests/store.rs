@@ -1663,3 +1663,63 @@ fn a_hundred_calls_through_a_ten_per_second_binding_on_two_workers_never_exceed_
         .unwrap();
     assert!(seen.contains("\"calls\""), "{seen}");
 }
+
+/// `oracle import --messages FILE --store URL`: the store's door takes and refuses a
+/// conversation as a file home's does (one host call), and `demand` reads the stored run.
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn a_conversation_imports_into_a_store_as_into_a_file_home() {
+    let Some(url) = store_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = common::root().join("fixtures/demand/conversation.json");
+    let file = file.to_str().unwrap();
+    let (code, v) = json_in(
+        d,
+        &["import", "--messages", file, "--store", &url, "--json"],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["events"], 22);
+    let run = v["run"].as_str().unwrap().to_owned();
+    let (code, home) = json_in(d, &["import", "--messages", file, "--json"]);
+    assert_eq!(code, 0, "{home}");
+    assert_eq!(v["head"], home["head"], "the same run as in a file home");
+    let (code, r) = json_in(
+        d,
+        &[
+            "demand",
+            &run,
+            "--horizon",
+            "3",
+            "--budget",
+            "2",
+            "--store",
+            &url,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["events"], 22);
+    fs::write(
+        d.join("bad.json"),
+        r#"[{"role": "narrator", "content": "x"}]"#,
+    )
+    .unwrap();
+    let (code, v) = json_in(
+        d,
+        &[
+            "import",
+            "--messages",
+            "bad.json",
+            "--store",
+            &url,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 2, "{v}");
+    assert_eq!(v["error"]["code"], "conversation_invalid", "{v}");
+    assert_eq!(runs(d, &url).len(), 1, "nothing created");
+}

@@ -41,6 +41,33 @@ pub struct Dependencies {
     sources: Sources,
     /// Pairs given by each source, in [`Source::ALL`] order.
     by_source: [u64; 5],
+    /// Each event's size in tokens ([`tokens`]).
+    tokens: Vec<u64>,
+    /// Each event's kind, as the log names it (`event` for graphs not read from a log).
+    kinds: Vec<&'static str>,
+}
+
+/// Counts the bytes written to it.
+struct Counter(u64);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An event's size in tokens: its payload as compact JSON (keys sorted), one token per
+/// [`crate::limits::TOKEN_BYTES`] bytes, rounded up. A fixed rule rather than a model's
+/// tokenizer, so a count is the same everywhere and never changes with a tokenizer's version.
+pub fn tokens(event: &Event) -> u64 {
+    let mut c = Counter(0);
+    // Writing a `Value` to a counter cannot fail: no IO, and a map's keys are strings.
+    let _ = serde_json::to_writer(&mut c, &event.payload);
+    c.0.div_ceil(crate::limits::TOKEN_BYTES)
 }
 
 /// What the pass remembers about one step.
@@ -279,12 +306,15 @@ impl Dependencies {
             buf.clear();
             index.visit(t, e, sources, &mut buf);
             b.push_row(&mut buf);
+            b.deps.tokens.push(tokens(e));
+            b.deps.kinds.push(e.kind.as_str());
         }
         Ok(b.finish())
     }
 
     /// Dependencies given directly, one list per event (any order, duplicates allowed), all
     /// counted as `parents`: for tests, benchmarks and graphs that do not come from a log.
+    /// Every event is one token of kind `event`.
     pub fn from_lists(lists: &[Vec<u64>]) -> Result<Dependencies, DemandError> {
         let mut b = Builder::new(Sources::only(Source::Parents), lists.len());
         let mut buf = Vec::new();
@@ -301,6 +331,8 @@ impl Dependencies {
                 buf.push((u, Source::Parents.bit()));
             }
             b.push_row(&mut buf);
+            b.deps.tokens.push(1);
+            b.deps.kinds.push("event");
         }
         Ok(b.finish())
     }
@@ -328,6 +360,16 @@ impl Dependencies {
         self.sources
     }
 
+    /// An event's size in tokens ([`tokens`]); 0 past the end.
+    pub fn tokens(&self, seq: u64) -> u64 {
+        self.tokens.get(ix(seq)).copied().unwrap_or(0)
+    }
+
+    /// An event's kind as the log names it; empty past the end.
+    pub fn kind(&self, seq: u64) -> &'static str {
+        self.kinds.get(ix(seq)).copied().unwrap_or("")
+    }
+
     /// Pairs per source switched on (a pair two sources give counts for both).
     pub fn by_source(&self) -> Vec<(Source, u64)> {
         self.sources
@@ -351,6 +393,8 @@ impl Builder {
                 targets: Vec::with_capacity(events * 2),
                 sources,
                 by_source: [0; 5],
+                tokens: Vec::with_capacity(events),
+                kinds: Vec::with_capacity(events),
             },
         }
     }

@@ -15,6 +15,10 @@
 //!    fault. Policies `recent`, `lru`, `causal` and `oracle` (Belady's MIN, optimal for this
 //!    model, so the lower bound). O(m log B) per policy and budget for m requests.
 //!
+//! Besides the built-ins, a policy of the user's own is graded alike through [`Advisor`]
+//! (`plugged`: its ABI and the checks on its answers), and every result counts the tokens read
+//! in ([`tokens`]: an event's payload as compact JSON, 4 bytes a token, rounded up).
+//!
 //! [`analyse`] runs all three and returns a [`Report`] for several policies and budgets. Nothing
 //! here is a float or a `usize` once it leaves the module: counts are u64, fault rates basis
 //! points.
@@ -36,7 +40,10 @@
 //! sees only h events ahead is not optimal and so not a lower bound, while the demand trace
 //! already limits what is requested to what the next h events need.
 
+pub mod conversation;
 mod deps;
+pub mod limits;
+pub mod plugged;
 mod policy;
 mod trace;
 
@@ -47,7 +54,8 @@ use serde_json::{Value, json};
 
 use oracle_core::event::Event;
 
-pub use deps::Dependencies;
+pub use deps::{Dependencies, tokens};
+pub use plugged::{Advisor, CallFailed, PluggedError};
 pub use policy::{Evaluator, Outcome, Policy};
 pub use trace::{DemandTrace, Window};
 
@@ -184,6 +192,8 @@ pub enum DemandError {
     NotEarlier { seq: u64, dependency: u64 },
     #[error("the trace covers {trace} events but the dependencies {deps}")]
     Mismatch { trace: u64, deps: u64 },
+    #[error(transparent)]
+    Plugged(#[from] PluggedError),
 }
 
 /// What to analyse: a horizon, the sources, and the (policy, budget) pairs to evaluate.
@@ -223,12 +233,25 @@ pub struct Report {
     /// Requests per simulation: one arrival per event plus `demand_total`.
     pub requests: u64,
     pub policies: Vec<Policy>,
+    /// The names of the plugged policies, by index ([`Policy::Plugged`]).
+    pub plugged: Vec<String>,
     pub budgets: Vec<u64>,
     /// Budget-major: for each budget ascending, each policy in `policies` order.
     pub rows: Vec<Row>,
 }
 
 impl Report {
+    /// A policy's name: a built-in's, or a plugged one's as given.
+    pub fn name(&self, policy: Policy) -> &str {
+        match policy {
+            Policy::Plugged(i) => self
+                .plugged
+                .get(usize::from(i))
+                .map_or("plugged", String::as_str),
+            p => p.as_str(),
+        }
+    }
+
     /// The report as JSON (the `oracle demand --json` object without `log` and `trace`; see
     /// docs/FORMAT.md).
     pub fn to_value(&self) -> Value {
@@ -242,11 +265,12 @@ impl Report {
             .iter()
             .map(|r| {
                 json!({
-                    "policy": r.outcome.policy.as_str(),
+                    "policy": self.name(r.outcome.policy),
                     "budget": r.outcome.budget,
                     "requests": r.outcome.requests,
                     "faults": r.outcome.faults,
                     "compulsory": r.outcome.compulsory,
+                    "tokens": r.outcome.tokens,
                     "fault_rate_bp": r.outcome.fault_rate_bp(),
                     "gap": r.gap,
                 })
@@ -259,7 +283,7 @@ impl Report {
             "dependencies": deps,
             "demand": {"total": self.demand_total, "max": self.demand_max},
             "requests": self.requests,
-            "policies": self.policies.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+            "policies": self.policies.iter().map(|p| self.name(*p)).collect::<Vec<_>>(),
             "budgets": self.budgets,
             "results": rows,
         })
@@ -287,12 +311,30 @@ pub fn report(
     trace: &DemandTrace,
     config: &Config,
 ) -> Result<Report, DemandError> {
+    report_plugged(deps, trace, config, &mut [])
+}
+
+/// [`report`] with plugged policies too, graded after the built-ins of `config` (before the
+/// oracle when it is not among them), each called once per budget.
+pub fn report_plugged(
+    deps: &Dependencies,
+    trace: &DemandTrace,
+    config: &Config,
+    advisors: &mut [&mut dyn Advisor],
+) -> Result<Report, DemandError> {
+    let limit = limits::PLUGGED_POLICIES_MAX;
+    let count = advisors.len() as u64;
+    if count > limit {
+        return Err(PluggedError::TooMany { count, limit }.into());
+    }
     let mut policies: Vec<Policy> = Vec::new();
     for p in &config.policies {
-        if !policies.contains(p) {
+        if !policies.contains(p) && !matches!(p, Policy::Plugged(_)) {
             policies.push(*p);
         }
     }
+    // At most PLUGGED_POLICIES_MAX (checked above), so an index fits in u16.
+    policies.extend((0..advisors.len()).map(|i| Policy::Plugged(i as u16)));
     if !policies.contains(&Policy::Oracle) {
         policies.push(Policy::Oracle);
     }
@@ -307,10 +349,14 @@ pub fn report(
     for &budget in &budgets {
         let oracle = evaluator.run(Policy::Oracle, budget)?;
         for &policy in &policies {
-            let outcome = if policy == Policy::Oracle {
-                oracle.clone()
-            } else {
-                evaluator.run(policy, budget)?
+            let outcome = match policy {
+                Policy::Oracle => oracle.clone(),
+                Policy::Plugged(i) => {
+                    let advisor = &mut *advisors[usize::from(i)];
+                    let keep = plugged::advise(advisor, deps, budget)?;
+                    evaluator.run_kept(policy, budget, &keep)?
+                }
+                _ => evaluator.run(policy, budget)?,
             };
             let gap = signed(outcome.faults) - signed(oracle.faults);
             rows.push(Row { outcome, gap });
@@ -326,6 +372,7 @@ pub fn report(
         demand_max: trace.max(),
         requests: evaluator.requests(),
         policies,
+        plugged: advisors.iter().map(|a| a.name().to_owned()).collect(),
         budgets,
         rows,
     })

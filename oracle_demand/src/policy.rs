@@ -16,6 +16,11 @@
 //! - `oracle`: Belady's MIN: the event whose next request is furthest in the future, one never
 //!   requested again first, ties (among those) by lowest seq. Optimal for this model, so no
 //!   policy faults less at the same budget, and its faults never grow with the budget.
+//! - a plugged policy (`crate::plugged`): it names, for every event t, the events to keep
+//!   while t's requests are served, K(t) (at most B); the victim is the least recently
+//!   requested event outside K(t), or when every resident event is in K(t), the least recently
+//!   requested of all. So it is `causal` with K(t) in place of A(t), and K(t) = ∅ is `lru`:
+//!   the same fault model as the built-ins, graded against the same oracle.
 //!
 //! Costs for m requests: next requests are precomputed once per trace in O(m + n); each run is
 //! O(m) for `lru`, O(m log B) for `recent` and `oracle`, and for `causal` O(m) plus, per event,
@@ -28,13 +33,16 @@ use std::str::FromStr;
 
 use super::{DemandError, DemandTrace, Dependencies, ix};
 
-/// A named eviction policy.
+/// An eviction policy: a built-in one, or the i-th plugged one of an analysis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Policy {
     Recent,
     Lru,
     Causal,
     Oracle,
+    /// The plugged policy at this index of the analysis' advisors (its name is theirs:
+    /// [`crate::Report::name`]).
+    Plugged(u16),
 }
 
 impl Policy {
@@ -47,6 +55,7 @@ impl Policy {
             Policy::Lru => "lru",
             Policy::Causal => "causal",
             Policy::Oracle => "oracle",
+            Policy::Plugged(_) => "plugged",
         }
     }
 }
@@ -76,6 +85,9 @@ pub struct Outcome {
     pub faults: u64,
     /// Faults on the first request of an event (every event's arrival).
     pub compulsory: u64,
+    /// Tokens read in: the size ([`crate::Dependencies::tokens`]) of every event faulted on,
+    /// summed (each fault brings its event back into the working set).
+    pub tokens: u64,
 }
 
 impl Outcome {
@@ -145,11 +157,13 @@ impl<'a> Evaluator<'a> {
         let n = ix(self.deps.events());
         // A budget of n or more never evicts; capping keeps it a valid in-memory size.
         let cap = ix(budget.min(self.deps.events()));
-        let (faults, compulsory) = match policy {
+        let (faults, compulsory, tokens) = match policy {
             Policy::Recent => self.drive(&mut Recent::new(cap)),
             Policy::Lru => self.drive(&mut Lru::new(cap, n)),
             Policy::Causal => self.drive(&mut Causal::new(cap, n, self.deps)),
             Policy::Oracle => self.drive(&mut Min::new(cap, n, &self.next)),
+            // A plugged policy is driven by its choices: `run_kept`. Without them, none.
+            Policy::Plugged(_) => self.drive(&mut Kept::new(cap, n, &[])),
         };
         Ok(Outcome {
             policy,
@@ -157,17 +171,46 @@ impl<'a> Evaluator<'a> {
             requests: self.requests(),
             faults,
             compulsory,
+            tokens,
         })
     }
 
-    /// Feeds the request sequence to `cache`: (faults, compulsory faults).
-    fn drive<C: Cache>(&self, cache: &mut C) -> (u64, u64) {
+    /// Runs a plugged policy whose choices are `keep`: K(t) for each event t (lists missing at
+    /// the end are empty). Each K(t) must hold only events before t, at most `budget` of them
+    /// (`crate::plugged` checks a policy's answer before it gets here; an event past t is
+    /// ignored).
+    pub fn run_kept(
+        &self,
+        policy: Policy,
+        budget: u64,
+        keep: &[Vec<u64>],
+    ) -> Result<Outcome, DemandError> {
+        if budget == 0 {
+            return Err(DemandError::ZeroBudget);
+        }
+        let n = ix(self.deps.events());
+        let cap = ix(budget.min(self.deps.events()));
+        let (faults, compulsory, tokens) = self.drive(&mut Kept::new(cap, n, keep));
+        Ok(Outcome {
+            policy,
+            budget,
+            requests: self.requests(),
+            faults,
+            compulsory,
+            tokens,
+        })
+    }
+
+    /// Feeds the request sequence to `cache`: (faults, compulsory faults, tokens read in).
+    fn drive<C: Cache>(&self, cache: &mut C) -> (u64, u64, u64) {
         let mut seen = vec![false; ix(self.deps.events())];
-        let (mut faults, mut compulsory) = (0u64, 0u64);
+        let (mut faults, mut compulsory, mut tokens) = (0u64, 0u64, 0u64);
         let mut p = 0usize;
+        let deps = self.deps;
         let mut request = |cache: &mut C, x: u64, p: usize| {
             if cache.request(x, p) {
                 faults += 1;
+                tokens += deps.tokens(x);
                 let s = &mut seen[ix(x)];
                 if !*s {
                     *s = true;
@@ -184,7 +227,7 @@ impl<'a> Evaluator<'a> {
                 p += 1;
             }
         }
-        (faults, compulsory)
+        (faults, compulsory, tokens)
     }
 }
 
@@ -349,14 +392,57 @@ impl Cache for Causal<'_> {
 
     fn request(&mut self, x: u64, _p: usize) -> bool {
         let (mark, epoch) = (&self.mark, self.epoch);
-        self.list.touch(ix(x), self.cap, |l| {
-            // Skips at most |A(t)| events: each skipped one is a distinct marked ancestor.
-            let mut v = l.oldest;
-            while v != NEVER && mark[v] == epoch {
-                v = l.next[v];
+        // Skips at most |A(t)| events: each skipped one is a distinct marked ancestor.
+        self.list
+            .touch(ix(x), self.cap, |l| oldest_unmarked(l, mark, epoch))
+    }
+}
+
+/// The least recently requested event not marked with `epoch`, or when every one is, the least
+/// recently requested of all.
+fn oldest_unmarked(l: &Recency, mark: &[u64], epoch: u64) -> usize {
+    let mut v = l.oldest;
+    while v != NEVER && mark[v] == epoch {
+        v = l.next[v];
+    }
+    if v == NEVER { l.oldest } else { v }
+}
+
+/// A plugged policy's choices: K(t) marked at each event, evicting like `causal`.
+struct Kept<'a> {
+    cap: usize,
+    list: Recency,
+    keep: &'a [Vec<u64>],
+    mark: Vec<u64>,
+    epoch: u64,
+}
+
+impl<'a> Kept<'a> {
+    fn new(cap: usize, n: usize, keep: &'a [Vec<u64>]) -> Kept<'a> {
+        Kept {
+            cap,
+            list: Recency::new(n),
+            keep,
+            mark: vec![0; n],
+            epoch: 0,
+        }
+    }
+}
+
+impl Cache for Kept<'_> {
+    fn begin(&mut self, t: u64) {
+        self.epoch = t + 1;
+        for &v in self.keep.get(ix(t)).map_or(&[][..], Vec::as_slice) {
+            if v < t {
+                self.mark[ix(v)] = self.epoch;
             }
-            if v == NEVER { l.oldest } else { v }
-        })
+        }
+    }
+
+    fn request(&mut self, x: u64, _p: usize) -> bool {
+        let (mark, epoch) = (&self.mark, self.epoch);
+        self.list
+            .touch(ix(x), self.cap, |l| oldest_unmarked(l, mark, epoch))
     }
 }
 

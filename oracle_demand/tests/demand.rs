@@ -856,3 +856,238 @@ proptest! {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Plugged policies
+
+/// A policy in Rust behind the same ABI: K(t) from each event's `deps` in the input.
+struct Scripted {
+    name: &'static str,
+    choose: fn(budget: u64, deps: &[Vec<u64>], t: usize) -> Vec<u64>,
+    calls: u64,
+}
+
+impl oracle_demand::Advisor for Scripted {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn call(&mut self, input: &[u8]) -> Result<Value, oracle_demand::CallFailed> {
+        self.calls += 1;
+        let v: Value = serde_json::from_slice(input).unwrap();
+        assert_eq!(v["abi"], 1);
+        let budget = v["budget"].as_u64().unwrap();
+        let deps: Vec<Vec<u64>> = v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(t, e)| {
+                assert_eq!(e["id"], t as u64);
+                assert!(e["tokens"].as_u64().unwrap() >= 1);
+                serde_json::from_value(e["deps"].clone()).unwrap()
+            })
+            .collect();
+        let keep: Vec<Vec<u64>> = (0..deps.len())
+            .map(|t| (self.choose)(budget, &deps, t))
+            .collect();
+        Ok(json!({ "keep": keep }))
+    }
+}
+
+/// A(t): D(t) and the D of those.
+fn ancestors(deps: &[Vec<u64>], t: usize) -> Vec<u64> {
+    let mut a: BTreeSet<u64> = deps[t].iter().copied().collect();
+    for &v in &deps[t] {
+        a.extend(deps[v as usize].iter().copied());
+    }
+    a.into_iter().collect()
+}
+
+fn graph(lists: &[Vec<u16>]) -> Dependencies {
+    let lists: Vec<Vec<u64>> = lists
+        .iter()
+        .enumerate()
+        .map(|(t, l)| {
+            let t = t as u64;
+            l.iter()
+                .filter(|_| t > 0)
+                .map(|&o| t - 1 - u64::from(o) % t)
+                .collect()
+        })
+        .collect();
+    Dependencies::from_lists(&lists).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Keeping nothing is `lru`; keeping A(t) where it fits is `causal`; every plugged policy
+    /// is bounded by the same oracle, and is called once per budget.
+    #[test]
+    fn plugged_policies_are_graded_as_the_built_ins(
+        lists in prop::collection::vec(prop::collection::vec(0u16..12, 0..4), 1..80),
+        h in 1u64..6,
+        budgets in prop::collection::vec(1u64..40, 1..5),
+    ) {
+        let d = graph(&lists);
+        let trace = DemandTrace::new(&d, h).unwrap();
+        let mut nothing = Scripted { name: "nothing", choose: |_, _, _| vec![], calls: 0 };
+        let mut causal = Scripted {
+            name: "causal",
+            choose: |b, deps, t| {
+                let a = ancestors(deps, t);
+                if a.len() as u64 <= b { a } else { vec![] }
+            },
+            calls: 0,
+        };
+        let config = Config {
+            horizon: h,
+            sources: Sources::ALL,
+            policies: vec![Policy::Lru, Policy::Causal],
+            budgets: budgets.clone(),
+        };
+        let r = oracle_demand::report_plugged(&d, &trace, &config, &mut [&mut nothing, &mut causal])
+            .unwrap();
+        prop_assert_eq!(&r.policies, &[Policy::Lru, Policy::Causal, Policy::Plugged(0),
+            Policy::Plugged(1), Policy::Oracle]);
+        prop_assert_eq!(r.name(Policy::Plugged(1)), "causal");
+        let max_a = (0..d.events() as usize)
+            .map(|t| ancestors(&(0..d.events()).map(|s| d.of(s).to_vec()).collect::<Vec<_>>(), t).len() as u64)
+            .max()
+            .unwrap_or(0);
+        for &b in &r.budgets {
+            let lru = &r.row(Policy::Lru, b).unwrap().outcome;
+            let plain = &r.row(Policy::Plugged(0), b).unwrap().outcome;
+            prop_assert_eq!((lru.faults, lru.tokens), (plain.faults, plain.tokens));
+            if b >= max_a {
+                let c = &r.row(Policy::Causal, b).unwrap().outcome;
+                let p = &r.row(Policy::Plugged(1), b).unwrap().outcome;
+                prop_assert_eq!(c.faults, p.faults, "budget {}", b);
+            }
+            for row in r.rows.iter().filter(|row| row.outcome.budget == b) {
+                prop_assert!(row.gap >= 0);
+            }
+        }
+        prop_assert_eq!(nothing.calls, r.budgets.len() as u64);
+    }
+}
+
+#[test]
+fn a_plugged_answer_outside_the_abi_is_refused() {
+    use oracle_demand::PluggedError as P;
+    use oracle_demand::plugged::keep_lists;
+    let ok = keep_lists("p", &json!({"keep": [[], [0, 0], [1, 0]]}), 3, 2).unwrap();
+    assert_eq!(ok, [vec![], vec![0], vec![0, 1]]);
+    // Lists missing at the end are empty.
+    assert_eq!(
+        keep_lists("p", &json!({"keep": []}), 3, 1).unwrap().len(),
+        0
+    );
+    let code = |answer: Value, budget| keep_lists("p", &answer, 3, budget).unwrap_err();
+    assert!(matches!(
+        code(json!({"keep": [[0]]}), 1),
+        P::UnknownId {
+            event: 0,
+            id: 0,
+            ..
+        }
+    ));
+    assert!(matches!(
+        code(json!({"keep": [[], [7]]}), 1),
+        P::UnknownId {
+            event: 1,
+            id: 7,
+            ..
+        }
+    ));
+    assert!(matches!(
+        code(json!({"keep": [[], [], [0, 1]]}), 1),
+        P::OverBudget {
+            event: 2,
+            kept: 2,
+            ..
+        }
+    ));
+    assert!(matches!(
+        code(json!({"keep": [[], [-1]]}), 1),
+        P::Output { .. }
+    ));
+    assert!(matches!(
+        code(json!({"keep": [[], [], [], []]}), 1),
+        P::Output { .. }
+    ));
+    assert!(matches!(code(json!([[]]), 1), P::Output { .. }));
+    assert!(matches!(code(json!({"keep": [7]}), 1), P::Output { .. }));
+    assert_eq!(code(json!({"keep": [[0]]}), 1).code(), "policy_unknown_id");
+}
+
+#[test]
+fn tokens_are_compact_json_bytes_over_four_rounded_up() {
+    let events = fixture("tools");
+    for e in &events {
+        let bytes = serde_json::to_vec(&e.payload).unwrap().len() as u64;
+        assert_eq!(oracle_demand::tokens(e), bytes.div_ceil(4));
+    }
+    let d = Dependencies::extract(&events, Sources::ALL).unwrap();
+    assert_eq!(d.tokens(0), oracle_demand::tokens(&events[0]));
+    assert_eq!(d.kind(0), "run_started");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversations (`oracle import --messages`)
+
+/// A message of a generated conversation: role index, content, tool calls made or answered.
+fn message() -> impl Strategy<Value = (u8, String, u8)> {
+    (0u8..6, "[a-z ]{0,12}", 0u8..3)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any JSON is an error or a log, never a panic; a conversation's log replays to the
+    /// recorded state of every event, and its tool answers depend on their calls.
+    #[test]
+    fn conversations_become_logs_that_verify(
+        messages in prop::collection::vec(message(), 1..30),
+        junk in oracle_test_support::small_json(),
+    ) {
+        let _ = oracle_demand::conversation::events(junk.to_string().as_bytes());
+        let mut list = Vec::new();
+        let mut open: Vec<String> = Vec::new();
+        for (i, (role, text, calls)) in messages.iter().enumerate() {
+            let m = match role {
+                0 => json!({"role": "system", "content": text}),
+                1 | 2 => json!({"role": "user", "content": text}),
+                3 => {
+                    let ids: Vec<String> = (0..*calls).map(|c| format!("c{i}-{c}")).collect();
+                    open.extend(ids.iter().cloned());
+                    let tc: Vec<Value> = ids
+                        .iter()
+                        .map(|id| json!({"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}))
+                        .collect();
+                    json!({"role": "assistant", "content": text, "tool_calls": tc})
+                }
+                _ => match open.pop() {
+                    Some(id) => json!({"role": "tool", "tool_call_id": id, "content": text}),
+                    None => json!({"role": "assistant", "content": text}),
+                },
+            };
+            list.push(m);
+        }
+        let bytes = serde_json::to_vec(&list).unwrap();
+        let events = oracle_demand::conversation::events(&bytes).unwrap();
+        let mut check = Recorder::new();
+        for e in &events {
+            prop_assert!(check.accept(e).is_ok(), "event {}", e.seq);
+        }
+        prop_assert_eq!(events[0].kind, EventKind::RunStarted);
+        prop_assert_eq!(events.last().unwrap().kind, EventKind::RunFinished);
+        let d = Dependencies::extract(&events, Sources::ALL).unwrap();
+        for e in events.iter().filter(|e| e.kind == EventKind::ToolReturned) {
+            prop_assert!(!d.of(e.seq).is_empty());
+        }
+        // The same bytes, the same log.
+        prop_assert_eq!(oracle_demand::conversation::events(&bytes).unwrap(), events);
+    }
+}

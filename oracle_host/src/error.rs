@@ -101,6 +101,18 @@ pub enum HostError {
     /// trusted as it is (`config_untrusted`), or the trust list cannot be used (`crate::trust`).
     #[error(transparent)]
     Trust(#[from] crate::trust::TrustError),
+    /// A demand analysis refused its configuration, or a plugged policy's answer
+    /// (`crate::demand`).
+    #[error(transparent)]
+    Demand(#[from] oracle_demand::DemandError),
+    /// A plugged demand policy that cannot be loaded: a missing or invalid module, an empty
+    /// command (`crate::demand`).
+    #[error("--policy {policy}: {why}")]
+    PolicyLoad { policy: String, why: String },
+    /// A file given as a conversation is not one (`crate::transfer`, `oracle import
+    /// --messages`); nothing was created.
+    #[error("the conversation is refused: {0}; nothing was created")]
+    Conversation(#[from] oracle_demand::conversation::ConversationError),
 }
 
 fn problems_text(problems: &[Problem]) -> String {
@@ -218,6 +230,15 @@ impl HostError {
             HostError::Trust(e) => {
                 let (code, details) = e.details();
                 Class::of(code, exit::INPUT, http::FORBIDDEN).with(details)
+            }
+            HostError::Demand(e) => demand_class(e),
+            HostError::PolicyLoad { policy, .. } => {
+                Class::of("policy_load", exit::INPUT, http::UNPROCESSABLE)
+                    .with(json!({"policy": policy}))
+            }
+            HostError::Conversation(e) => {
+                Class::of("conversation_invalid", exit::INPUT, http::UNPROCESSABLE)
+                    .with(json!({"message": e.index()}))
             }
         }
     }
@@ -458,6 +479,50 @@ fn shared_class(e: &SharedError) -> Class {
             Class::of("store", exit::INPUT, http::UNAVAILABLE).with(json!({"store": name}))
         }
         SharedError::Unsupported(_) => Class::of("not_allowed", exit::INPUT, http::FORBIDDEN),
+    }
+}
+
+/// The class of a demand analysis' refusal: a plugged policy's answer has its own code
+/// (`policy_failed`, `policy_output`, `policy_unknown_id`, `policy_over_budget`), with the
+/// policy, the budget and the event; a bad configuration is `usage`; a log the analysis cannot
+/// number, `input`.
+fn demand_class(e: &oracle_demand::DemandError) -> Class {
+    use oracle_demand::{DemandError as D, PluggedError as P};
+    match e {
+        D::Plugged(p) => {
+            let details = match p {
+                P::Failed { policy, budget, .. } | P::Output { policy, budget, .. } => {
+                    json!({"policy": policy, "budget": budget})
+                }
+                P::UnknownId {
+                    policy,
+                    budget,
+                    event,
+                    id,
+                } => json!({"policy": policy, "budget": budget, "event": event, "id": id}),
+                P::OverBudget {
+                    policy,
+                    budget,
+                    event,
+                    kept,
+                } => json!({"policy": policy, "budget": budget, "event": event, "kept": kept}),
+                P::TooMany { limit, .. } | P::TooManyEvents { limit, .. } => {
+                    json!({"limit": limit})
+                }
+            };
+            let status = if p.code() == "usage" {
+                http::BAD_REQUEST
+            } else {
+                http::UNPROCESSABLE
+            };
+            Class::of(p.code(), exit::INPUT, status).with(details)
+        }
+        D::UnknownSource(_) | D::UnknownPolicy(_) | D::ZeroHorizon | D::ZeroBudget => {
+            Class::of("usage", exit::INPUT, http::BAD_REQUEST)
+        }
+        D::SeqOutOfOrder { .. } | D::NotEarlier { .. } | D::Mismatch { .. } => {
+            Class::of("input", exit::INPUT, http::UNPROCESSABLE)
+        }
     }
 }
 

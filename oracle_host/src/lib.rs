@@ -22,6 +22,7 @@ pub mod bind;
 pub mod code;
 pub mod data;
 pub mod database;
+pub mod demand;
 pub mod error;
 pub mod evolve;
 mod fork;

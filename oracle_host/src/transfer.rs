@@ -1,5 +1,7 @@
 //! Moving a run between homes: a run's log exported to one file, and a log imported as a run
-//! of this home (verified first; without its plan, so it is read, never driven on).
+//! of this home (verified first; without its plan, so it is read, never driven on). A
+//! conversation (an OpenAI-style message list) is imported as a run too: `oracle_demand`'s
+//! mapping makes its events, the runtime's import makes them a run.
 
 use std::path::Path;
 
@@ -20,4 +22,30 @@ impl Home {
     pub fn import(&self, log: &Path, trust_commands: bool) -> Result<Transferred, HostError> {
         Ok(transfer::import(self.dir(), log, trust_commands)?)
     }
+
+    /// Makes the conversation in `file` (`oracle_demand::conversation`) a completed run of this
+    /// home named `conversation-N`, verified like any import; a file that is not one is
+    /// refused (`conversation_invalid`) and nothing is created.
+    pub fn import_messages(&self, file: &Path) -> Result<Transferred, HostError> {
+        let bytes = read_bounded(file)?;
+        let events = oracle_demand::conversation::events(&bytes)?;
+        Ok(transfer::import_events(self.dir(), &events)?)
+    }
+}
+
+/// `file`'s bytes, refusing one larger than a conversation may be before reading it whole.
+fn read_bounded(file: &Path) -> Result<Vec<u8>, HostError> {
+    use std::io::Read as _;
+    let given = |why: String| HostError::Given {
+        flag: "--messages",
+        given: file.display().to_string(),
+        why,
+    };
+    let limit = oracle_demand::limits::MESSAGES_FILE_BYTES_MAX;
+    let f = std::fs::File::open(file).map_err(|e| given(format!("cannot read: {e}")))?;
+    let mut bytes = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| given(format!("cannot read: {e}")))?;
+    Ok(bytes)
 }

@@ -18,7 +18,7 @@
 //!   which [`catalogue`] derives the plan compiler's catalogue; a domain's tools are
 //!   declarations only, [`tool::Registry::declare`]), [`tools`] (the built-ins, one module per
 //!   family; [`tools::builtin_with`] binds `llm.chat`'s model names for a run, [`tools::builtin`]
-//!   none), [`declared`] (tools from manifests: exec, wasm, MCP), [`mcp`], [`http`], [`live`] (a streamed reply's deltas, never recorded), [`secrets`],
+//!   none), [`declared`] (tools from manifests: exec, wasm, MCP), [`sandbox`] (their wasm and exec runners for a JSON function outside a run: a demand policy), [`mcp`], [`http`], [`live`] (a streamed reply's deltas, never recorded), [`secrets`],
 //!   [`schema`], [`access`] and [`confine`] (a call's capability checked on the real path, then
 //!   exactly that path opened), [`fsread`].
 //! - Answers from outside: [`adjudication`] (verdicts and sweeps on a stored run), [`oracle`]
@@ -96,6 +96,7 @@ pub mod recorded;
 pub mod repair;
 pub mod replica;
 pub mod resume_point;
+pub mod sandbox;
 pub mod schema;
 pub mod scorer;
 pub mod seal;

@@ -200,6 +200,23 @@ pub fn import(home: &Path, log: &Path, trust_commands: bool) -> Result<Transferr
     })
 }
 
+/// `oracle import --messages`: a new run whose log is `events` (sealed already, by a recorder),
+/// written to a file in `<home>/runs` and imported from there as any log is: verified, named
+/// after its program, the file removed whatever the outcome.
+pub fn import_events(home: &Path, events: &[oracle_core::Event]) -> Result<Transferred> {
+    let runs = home.join("runs");
+    fs::create_dir_all(&runs).map_err(SessionError::io(&runs))?;
+    let file = runs.join(format!(".import-events-{}.jsonl", std::process::id()));
+    let mut bytes = Vec::with_capacity(events.len() * 512);
+    for e in events {
+        oracle_core::record::encode_into(e, &mut bytes);
+    }
+    let written = fs::write(&file, &bytes).map_err(SessionError::io(&file));
+    let imported = written.and_then(|()| import(home, &file, false));
+    let _ = fs::remove_file(&file);
+    imported
+}
+
 /// The command of the code run `log` was exported from, if its record lies beside it, made
 /// `run`'s (sealed when `trust`).
 fn import_command(
