@@ -441,6 +441,31 @@ class Client:
         )
         return result
 
+    def store_adjudications(self, store: str) -> dict[str, Any]:
+        """The adjudication requests of the named belief store ``store`` shared by runs
+        (``GET /memory/{store}/adjudications``): ``{"store": {...}, "adjudications": [...]}``,
+        each request naming the runs that published both claims."""
+        result: dict[str, Any] = self._request("GET", f"/memory/{store}/adjudications")
+        return result
+
+    def adjudicate_store(
+        self,
+        store: str,
+        handle: str,
+        verdict: str,
+        evidence: str = "external_first_hand",
+        note: str = "",
+        now: int | None = None,
+    ) -> dict[str, Any]:
+        """Gives a verdict on a named store's request, under the store's lock (of two racing
+        verdicts one applies, the other raises ``already_resolved``); the server resumes the
+        runs it saw waiting on that store (``resumed``)."""
+        body = _Api.adjudicate_body(verdict, evidence, note, False, now)
+        result: dict[str, Any] = self._request(
+            "POST", f"/memory/{store}/adjudications/{handle}", body=body
+        )
+        return result
+
     def cancel(self, run: str, reason: str | None = None) -> dict[str, Any]:
         """Ends a run that has not finished, recorded as ``cancelled`` with this token's name."""
         body: dict[str, Any] = {} if reason is None else {"reason": reason}
@@ -704,6 +729,27 @@ class AsyncClient:
         body = _Api.adjudicate_body(verdict, evidence, note, resume, now)
         result: dict[str, Any] = await self._request(
             "POST", f"/runs/{run}/adjudications/{handle}", body=body
+        )
+        return result
+
+    async def store_adjudications(self, store: str) -> dict[str, Any]:
+        """:meth:`Client.store_adjudications`."""
+        result: dict[str, Any] = await self._request("GET", f"/memory/{store}/adjudications")
+        return result
+
+    async def adjudicate_store(
+        self,
+        store: str,
+        handle: str,
+        verdict: str,
+        evidence: str = "external_first_hand",
+        note: str = "",
+        now: int | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`Client.adjudicate_store`."""
+        body = _Api.adjudicate_body(verdict, evidence, note, False, now)
+        result: dict[str, Any] = await self._request(
+            "POST", f"/memory/{store}/adjudications/{handle}", body=body
         )
         return result
 
