@@ -866,6 +866,7 @@ pub(crate) fn notify(dir: &Path, home: &Path, cmd: Option<&Path>) -> Option<Valu
             "delivered": n.delivered,
             "failed": n.failed.iter().map(|(h, e)| json!({"handle": h, "error": e})).collect::<Vec<_>>(),
             "exhausted": n.exhausted,
+            "decided": n.verdicts.iter().map(|(h, v)| json!({"handle": h, "verdict": v["verdict"]})).collect::<Vec<_>>(),
         }),
         Err(e) => json!({"error": e.to_string()}),
     })
@@ -886,6 +887,13 @@ pub(crate) fn print_notified(n: &Value) -> Result<(), CliError> {
     if !delivered.is_empty() {
         let names: Vec<&str> = delivered.iter().filter_map(Value::as_str).collect();
         outln!("oracle   notified of {}", names.join(", "))?;
+    }
+    for d in list("decided") {
+        outln!(
+            "oracle   {} decided by the oracle program: {} (recorded)",
+            d["handle"].as_str().unwrap_or("?"),
+            d["verdict"].as_str().unwrap_or("?")
+        )?;
     }
     for f in list("failed") {
         eprintln!(

@@ -911,3 +911,69 @@ fn a_note_of_note_bytes_max_is_taken_and_one_byte_more_is_refused() {
         .expect("the verdict is in the log");
     assert_eq!(verdict["payload"]["note"], exact.as_str(), "recorded whole");
 }
+
+/// An adjudicator written in Python (`oracle_agent.adjudicator`) as the `--oracle-cmd`: it is
+/// given the request and affirms the referral; its verdict is recorded once, through the checks
+/// of `oracle adjudicate`, with the program as `by`; the resumed run completes, and a replay
+/// without the program reproduces it. A program whose print is not a verdict is a failed
+/// delivery, named, and the request stays pending for a person.
+#[cfg_attr(
+    not(oracle_python),
+    ignore = "needs python3 on PATH; .ci/run installs it"
+)]
+#[test]
+fn a_python_adjudicator_resolves_the_conflict_and_the_run_replays_offline() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = Home::new();
+    let tools = tempfile::tempdir().unwrap();
+    let src = common::root().join("sdk/python/src");
+    let write = |name: &str, decide: &str| {
+        let program = tools.path().join(name);
+        let text = format!(
+            "#!/usr/bin/env python3\nimport sys\nsys.path.insert(0, {src:?})\nfrom oracle_agent import Verdict, adjudicator\n\n@adjudicator\ndef review(request):\n    {decide}\n\nif __name__ == \"__main__\":\n    review.main()\n",
+            src = src.display().to_string()
+        );
+        fs::write(&program, text).unwrap();
+        fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+        program.to_str().unwrap().to_owned()
+    };
+    let review = write(
+        "review.py",
+        "return Verdict(\"affirm\", note=\"the referral: \" + request[\"challenger\"][\"value\"])",
+    );
+    let out = h.start(&["--oracle-cmd", &review]);
+    assert_eq!(
+        out["notified"]["decided"],
+        serde_json::json!([{"handle": HANDLE, "verdict": "affirm"}]),
+        "{out}"
+    );
+    let events = h.events(RUN);
+    let verdicts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "adjudicated")
+        .collect();
+    assert_eq!(verdicts.len(), 1, "{events:?}");
+    let p = &verdicts[0]["payload"];
+    assert_eq!(
+        (p["verdict"].as_str(), p["by"].as_str()),
+        (Some("affirm"), Some("oracle-cmd review.py")),
+        "{p}"
+    );
+    assert_eq!(p["note"], "the referral: none");
+    let (code, out, err) = h.oracle(&["resume", RUN, "--oracle-cmd", &review, "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(count(&h.kinds(RUN), "adjudicated"), 1, "decided once");
+    h.replays_and_verifies(RUN, "completed");
+
+    // A program that prints what is no verdict: a failed delivery, the request left pending.
+    let chatty = write("chatty.py", "sys.__stdout__.write(\"looks fine\\n\")");
+    let out = h.start(&["--oracle-cmd", &chatty]);
+    let failed = &out["notified"]["failed"][0];
+    assert_eq!(failed["handle"], HANDLE, "{out}");
+    assert!(
+        failed["error"].as_str().unwrap().contains("not JSON"),
+        "{out}"
+    );
+    let pending = h.adjudications("adjudication-2", &["--status", "pending"]);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+}

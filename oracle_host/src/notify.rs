@@ -19,6 +19,7 @@ impl Notifier {
             port: CommandPort {
                 program,
                 timeout_ms: NOTIFY_TIMEOUT_MS,
+                verdicts: false,
             },
         }
     }
@@ -26,6 +27,7 @@ impl Notifier {
     /// Hands `announcement` to the program; an error says why it was not taken (the caller
     /// tries again later).
     pub fn notify(&mut self, announcement: &Value) -> Result<(), NotifyError> {
-        self.port.notify(announcement)
+        // Its stdout is not read: an announcement decides nothing.
+        self.port.notify(announcement).map(|_| ())
     }
 }

@@ -9,10 +9,11 @@ use oracle_runtime::adjudication::{
 };
 use std::path::Path;
 
-use oracle_memory::Cardinality;
+use oracle_memory::{Cardinality, Provenance, Verdict};
 use oracle_runtime::oracle::{CommandPort, NOTIFY_TIMEOUT_MS, Notified};
 use oracle_runtime::repair::{Repair, repair};
 use oracle_runtime::writer::Durability;
+use serde_json::Value;
 
 use crate::error::HostError;
 use crate::home::{Home, Note};
@@ -118,11 +119,38 @@ impl Home {
     /// Sends `run`'s undelivered adjudication requests to `program` (JSON on its stdin; exit 0
     /// delivered). A failed delivery is kept in the run's outbox and tried again later; the
     /// request itself is in the log and never lost. `run` may be a directory outside the home.
+    ///
+    /// A program that prints a verdict (an adjudicator written in code, `oracle_agent`'s
+    /// `adjudicator`) has it recorded here as `oracle adjudicate` records one, through the same
+    /// checks, with `by` naming the program: [`Notified::verdicts`] keeps the ones recorded,
+    /// and one refused (not a verdict, a bad evidence, a resolved handle) is listed in `failed`
+    /// and the request stays pending for a person.
     pub fn notify(&self, run: &str, program: &Path) -> Result<Notified, HostError> {
+        let mut notified = self.deliver(run, program)?;
+        let name = program.file_name().unwrap_or(program.as_os_str());
+        let by = format!("oracle-cmd {}", name.to_string_lossy());
+        for (handle, v) in std::mem::take(&mut notified.verdicts) {
+            let recorded = verdict_of(&handle, &v, &by)
+                .map_err(|e| e.to_string())
+                .and_then(|sub| {
+                    self.adjudicate(run, &sub, Durability::default())
+                        .map_err(|e| e.to_string())
+                });
+            match recorded {
+                Ok(_) => notified.verdicts.push((handle, v)),
+                Err(why) => notified.failed.push((handle, why)),
+            }
+        }
+        Ok(notified)
+    }
+
+    /// [`Home::notify`]'s deliveries, before any verdict is recorded.
+    fn deliver(&self, run: &str, program: &Path) -> Result<Notified, HostError> {
         let rm = self.memory(run)?;
         let mut port = CommandPort {
             program: program.to_path_buf(),
             timeout_ms: NOTIFY_TIMEOUT_MS,
+            verdicts: true,
         };
         let dir = rm.run.dir.clone();
         oracle_runtime::oracle::notify_pending(&dir, &rm.run.id, &rm.memory, &mut port).map_err(
@@ -152,4 +180,43 @@ impl Home {
             self.note(Note::MovedTornTail { len, saved_to });
         }
     }
+}
+
+/// Why an oracle program's printed verdict cannot be recorded.
+#[derive(Debug, thiserror::Error)]
+#[error("the oracle program's verdict: {0}")]
+pub struct BadVerdict(String);
+
+/// The verdict an oracle program printed for `handle` (`{"verdict", "evidence"?, "note"?}`,
+/// nothing else), as `oracle adjudicate` would submit it: the verdict and evidence words are
+/// parsed as the command line's and the API's are; the logical time is the log's next.
+fn verdict_of(handle: &str, v: &Value, by: &str) -> Result<crate::Submission, BadVerdict> {
+    let known = ["verdict", "evidence", "note"];
+    if let Some(k) = v
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !known.contains(&k.as_str())))
+    {
+        return Err(BadVerdict(format!("unknown field `{k}`")));
+    }
+    let text = |k: &str| match v.get(k) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(BadVerdict(format!("`{k}` is not a string"))),
+    };
+    let verdict: Verdict = text("verdict")?
+        .ok_or_else(|| BadVerdict("no `verdict`".into()))?
+        .parse()
+        .map_err(|e: oracle_memory::adjudicate::ReadError| BadVerdict(e.to_string()))?;
+    let evidence: Provenance = text("evidence")?
+        .unwrap_or("external_first_hand")
+        .parse()
+        .map_err(|e: oracle_memory::claim::UnknownProvenance| BadVerdict(e.to_string()))?;
+    Ok(crate::Submission {
+        handle: handle.to_owned(),
+        verdict,
+        evidence,
+        note: text("note")?.unwrap_or_default().to_owned(),
+        now: None,
+        by: Some(by.to_owned()),
+    })
 }

@@ -30,6 +30,12 @@ pub const NOTIFY_ATTEMPTS_MAX: u64 = 5;
 pub const NOTIFY_TIMEOUT_MS: u64 = 10_000;
 /// Most bytes of an oracle program's stderr kept in the outbox.
 pub const NOTIFY_ERROR_BYTES_MAX: u64 = 1024;
+/// How long, after an oracle program ended, its printed verdict is waited for: only a process
+/// it started outside its process group can hold its stdout open past its end.
+pub const PRINTED_WAIT_MS: u64 = 1_000;
+/// Most bytes of a verdict an oracle program may print: its note is at most
+/// `adjudication::NOTE_BYTES_MAX` (4 KiB) and the rest is a few short fields.
+pub const VERDICT_BYTES_MAX: u64 = 16 * 1024;
 
 /// Why a request was not handed over. The text is kept in the outbox (`error`), so the
 /// command port's variants are worded as before; `Port` carries another port's own reason (an
@@ -60,10 +66,13 @@ pub enum NotifyError {
 }
 
 /// Where adjudication requests go. Implement it to route requests to people or systems; the
-/// answer comes back later through `oracle adjudicate` (or [`crate::adjudication::adjudicate`]).
+/// answer comes back later through `oracle adjudicate` (or [`crate::adjudication::adjudicate`]),
+/// or at once: an oracle written in code may decide as it is told.
 pub trait OraclePort {
-    /// Hands one request (the JSON of [`request_json`]) over. Must not wait for the verdict.
-    fn notify(&mut self, request: &Value) -> Result<(), NotifyError>;
+    /// Hands one request (the JSON of [`request_json`]) over. Must not wait for a person.
+    /// `Some(verdict)`: the port decided at once (`{"verdict", "evidence"?, "note"?}`), and the
+    /// caller records it as `oracle adjudicate` would, through the same checks.
+    fn notify(&mut self, request: &Value) -> Result<Option<Value>, NotifyError>;
 }
 
 /// Process groups: every program oracle runs (`proc.exec`, `--oracle-cmd`, `--scorer-cmd`)
@@ -165,20 +174,29 @@ pub(crate) fn wait_or_kill(
 }
 
 /// `--oracle-cmd PROGRAM`: runs the program once per request with the request as JSON on
-/// stdin; exit status 0 means delivered. The program leads its own process group: past
+/// stdin; exit status 0 means delivered. What it prints on stdout, if anything, is its verdict,
+/// one JSON object of at most [`VERDICT_BYTES_MAX`] bytes (an adjudicator written in code,
+/// docs/MEMORY.md); nothing printed leaves the request to a person. The program leads its own process group: past
 /// `timeout_ms` the whole group is killed, and once it exits whatever it left running in the
 /// group is killed too, so a delivery must be done by the time the program exits.
 pub struct CommandPort {
     pub program: PathBuf,
     pub timeout_ms: u64,
+    /// Whether what the program prints is read as its verdict (`--oracle-cmd`); otherwise
+    /// its stdout is discarded (a server's `--notify-cmd`, which announces and decides nothing).
+    pub verdicts: bool,
 }
 
 impl OraclePort for CommandPort {
-    fn notify(&mut self, request: &Value) -> Result<(), NotifyError> {
+    fn notify(&mut self, request: &Value) -> Result<Option<Value>, NotifyError> {
         let shown = self.program.display().to_string();
         let mut child = group::own(&mut Command::new(&self.program))
             .stdin(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(if self.verdicts {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|source| NotifyError::Start {
@@ -194,11 +212,26 @@ impl OraclePort for CommandPort {
                 let _ = stdin.write_all(line.as_bytes());
             })
         });
+        // Read on its own thread too, so a program that prints much is not stalled on a full
+        // pipe; at most one byte past the cap is kept, to tell an over-long verdict.
+        let (printed_tx, printed_rx) = std::sync::mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            thread::spawn(move || {
+                let mut out = Vec::new();
+                let _ = stdout.take(VERDICT_BYTES_MAX + 1).read_to_end(&mut out);
+                let _ = printed_tx.send(out);
+            });
+        }
         let waited = wait_or_kill(&mut child, self.timeout_ms, None);
-        // The program's group is gone, so the pipe is closed and the write has ended.
+        // The program's group is gone, so its stdin's pipe is closed and the write has ended.
         if let Some(feeder) = feeder {
             let _ = feeder.join();
         }
+        // A process the program started outside its group may still hold its stdout open: what
+        // was printed is waited for a bounded time, then given up on (no verdict).
+        let printed = printed_rx
+            .recv_timeout(Duration::from_millis(PRINTED_WAIT_MS))
+            .unwrap_or_default();
         let status = match waited {
             Ok(Ended::Exited(status)) => status,
             Ok(Ended::TimedOut | Ended::Stopped) => {
@@ -215,7 +248,7 @@ impl OraclePort for CommandPort {
             }
         };
         if status.success() {
-            return Ok(());
+            return verdict_printed(&shown, &printed);
         }
         let mut stderr = String::new();
         if let Some(mut e) = child.stderr.take() {
@@ -229,6 +262,28 @@ impl OraclePort for CommandPort {
             status,
             stderr: stderr.trim().to_owned(),
         })
+    }
+}
+
+/// What an oracle program printed: nothing (the request is left to a person) or one JSON
+/// object, its verdict; anything else is a failed delivery, named.
+fn verdict_printed(program: &str, printed: &[u8]) -> Result<Option<Value>, NotifyError> {
+    if printed.len() as u64 > VERDICT_BYTES_MAX {
+        return Err(NotifyError::Port(format!(
+            "{program}: printed more than {VERDICT_BYTES_MAX} bytes, which is no verdict"
+        )));
+    }
+    if printed.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    match serde_json::from_slice::<Value>(printed) {
+        Ok(v @ Value::Object(_)) => Ok(Some(v)),
+        Ok(_) => Err(NotifyError::Port(format!(
+            "{program}: printed JSON that is not an object, which is no verdict"
+        ))),
+        Err(e) => Err(NotifyError::Port(format!(
+            "{program}: printed text that is not JSON ({e}), which is no verdict"
+        ))),
     }
 }
 
@@ -289,6 +344,9 @@ fn read_outbox(path: &Path) -> BTreeMap<String, (u64, bool)> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Notified {
     pub delivered: Vec<String>,
+    /// Handle and verdict, for deliveries the port decided at once (not yet recorded: the
+    /// caller records each through the checks of `oracle adjudicate`).
+    pub verdicts: Vec<(String, Value)>,
     /// Handle and why, for attempts that failed this time.
     pub failed: Vec<(String, String)>,
     /// Handles whose attempts are used up (listed by `oracle adjudications`, never lost).
@@ -345,7 +403,12 @@ pub fn notify_pending(
         f.write_all(format!("{line}\n").as_bytes())?;
         f.sync_data()?;
         match result {
-            Ok(()) => out.delivered.push(handle.clone()),
+            Ok(verdict) => {
+                out.delivered.push(handle.clone());
+                if let Some(v) = verdict {
+                    out.verdicts.push((handle.clone(), v));
+                }
+            }
             Err(e) => out.failed.push((handle.clone(), e.to_string())),
         }
     }

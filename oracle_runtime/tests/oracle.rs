@@ -24,13 +24,13 @@ struct Flaky {
 }
 
 impl OraclePort for Flaky {
-    fn notify(&mut self, request: &Value) -> Result<(), NotifyError> {
+    fn notify(&mut self, request: &Value) -> Result<Option<Value>, NotifyError> {
         self.sent.push(request.clone());
         if self.failures > 0 {
             self.failures -= 1;
             return Err(NotifyError::Port("oracle unreachable".into()));
         }
-        Ok(())
+        Ok(None)
     }
 }
 

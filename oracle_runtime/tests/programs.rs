@@ -179,6 +179,7 @@ fn an_oracle_cmd_past_its_timeout_is_killed_with_its_group() {
     let mut port = CommandPort {
         program: program.clone(),
         timeout_ms: 2_000,
+        verdicts: true,
     };
     // A request larger than a pipe holds, which the program never reads, does not stall the
     // wait for its timeout.
@@ -204,8 +205,9 @@ fn an_oracle_cmd_that_exits_leaves_nothing_behind() {
     let mut port = CommandPort {
         program,
         timeout_ms: 20_000,
+        verdicts: true,
     };
-    assert!(port.notify(&json!({"handle": "h"})).is_ok());
+    assert_eq!(port.notify(&json!({"handle": "h"})).ok(), Some(None));
     let bg = s.pid("bg.pid");
     assert!(gone(bg), "the oracle program's child {bg} outlived it");
 }

@@ -20,8 +20,13 @@ recorded outcomes in order: it must make the same calls, so it may read nothing 
 inputs and what its calls return (``ctx.now()`` and ``ctx.random()`` instead of a clock or
 ``random``). An ``async def`` program is given an :class:`AsyncContext`, whose methods are the
 same, awaited.
+
+An :func:`adjudicator` is the other kind of program: the oracle a run's belief memory asks
+when two claims contradict each other, run as ``--oracle-cmd`` and deciding each request with a
+:class:`Verdict` (or leaving it to a person).
 """
 
+from ._adjudicator import Adjudicator, Verdict, adjudicator
 from ._agent import (
     PROTOCOL,
     SDK_NAME,
@@ -40,6 +45,7 @@ __all__ = [
     "PROTOCOL",
     "SDK_NAME",
     "SDK_VERSION",
+    "Adjudicator",
     "AgentError",
     "AsyncContext",
     "CallDenied",
@@ -47,5 +53,7 @@ __all__ = [
     "Context",
     "Pending",
     "Program",
+    "Verdict",
+    "adjudicator",
     "agent",
 ]
