@@ -406,8 +406,39 @@ impl Home {
     }
 
     /// Resumes `run`: an interrupted one goes on, a suspended one with `r.answer`. The one
-    /// resume path of the command line, the server and the worker.
+    /// resume path of the command line, the server and the worker. A run waiting on its child
+    /// (a `spawn` step) takes no answer from outside: it is resumed without one, and gets the
+    /// child's outcome when the child has ended ([`Home::settle`]).
     pub fn resume(&self, run: &str, r: Resume<'_>) -> Result<Resumed, HostError> {
+        if let Some((step, _)) = &r.answer {
+            self.refuse_child_answer(run, step)?;
+        }
+        let resumed = self.drive_resume(run, r)?;
+        Ok(Resumed {
+            session: self.settle(resumed.session, true)?,
+            tool_changed: resumed.tool_changed,
+        })
+    }
+
+    /// Refuses an answer given from outside to a `spawn` step (only its child's outcome
+    /// answers it), before anything is recorded.
+    fn refuse_child_answer(&self, run: &str, step: &str) -> Result<(), HostError> {
+        let found = self.find(run)?;
+        match crate::children::spawn_wait(&found.id, &found.dir)? {
+            Some(w) if w.step == step => Err(HostError::Session(session::refused_answer(
+                &found.id,
+                oracle_runtime::answer::AnswerError::Refused {
+                    step: step.to_owned(),
+                    reason: "the step waits on its child run, whose outcome alone answers it"
+                        .to_owned(),
+                },
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Home::resume`] without the checks and the settling of child runs around it.
+    pub(crate) fn drive_resume(&self, run: &str, r: Resume<'_>) -> Result<Resumed, HostError> {
         let found = self.find(run)?;
         let (registry, tool_changed) =
             self.registry(&found, &r.given, true, McpMode::Start, r.tool_change)?;
@@ -467,6 +498,7 @@ impl Home {
         by: Option<String>,
         durability: Durability,
     ) -> Result<Answered, HostError> {
+        self.refuse_child_answer(run, &answer.0)?;
         let registry = self.quiet_registry(run)?;
         Ok(session::answer(
             &self.dir, run, answer, by, durability, &registry,
@@ -519,6 +551,23 @@ impl Home {
         cancel: Cancel,
         durability: Durability,
     ) -> Result<Cancelled, HostError> {
+        let cancelled = self.cancel_one(run, cancel, durability)?;
+        // Its children, and theirs: each cancel recorded in the child's own log.
+        self.cancel_children(run, durability, 0)?;
+        // A child cancelled on its own is its parent's step's failure.
+        if let Cancelled::Recorded { dir, .. } = &cancelled {
+            self.deliver_up(dir)?;
+        }
+        Ok(cancelled)
+    }
+
+    /// [`Home::cancel`] of `run` alone.
+    pub(crate) fn cancel_one(
+        &self,
+        run: &str,
+        cancel: Cancel,
+        durability: Durability,
+    ) -> Result<Cancelled, HostError> {
         let registry = self.quiet_registry(run)?;
         match session::cancel(&self.dir, run, cancel, self.writing(durability), &registry)? {
             Cancelled::Requested { id, dir } => wait_cancelled(id, dir),
@@ -553,6 +602,20 @@ impl Home {
     /// same plan, inputs and seed, nothing is started and that run is returned
     /// ([`Start::Existing`]); with anything else different, `key_conflict`.
     pub fn start(
+        &self,
+        opts: StartOptions,
+        given: &Given,
+        tool_dirs: Vec<PathBuf>,
+        progress: Option<&mut dyn FnMut(&Progress)>,
+    ) -> Result<Start<Session>, HostError> {
+        match self.start_unsettled(opts, given, tool_dirs, progress)? {
+            Start::New(session) => Ok(Start::New(self.settle(session, true)?)),
+            existing => Ok(existing),
+        }
+    }
+
+    /// [`Home::start`] without settling the run's children ([`Home::settle`]).
+    pub(crate) fn start_unsettled(
         &self,
         mut opts: StartOptions,
         given: &Given,

@@ -949,7 +949,7 @@ impl Home {
             progress,
         )?;
         self.note_timer(&session);
-        Ok(session)
+        self.settle(session, true)
     }
 }
 

@@ -236,6 +236,7 @@ fn prepare(
         memory: None,
         budget: None,
         key: None,
+        parent: None,
     };
     if submit {
         write_json(&dir.join(session::SUBMISSION_FILE), &submission)?;
