@@ -283,3 +283,148 @@ fn plan_check_refuses_a_spawn_whose_child_plan_cannot_be_used() {
     let (code, _, err) = sb.oracle(&["plan", "fmt", "--check", "p.plan"]);
     assert_eq!(code, 0, "{err}");
 }
+
+static DB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A fresh database with the schema, or `None` (skip) without PostgreSQL.
+fn store_url() -> Option<String> {
+    let cluster = oracle_pg::cluster::shared()?;
+    let n = DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let url = cluster
+        .database(&format!("spawn_{}_{n}", std::process::id()))
+        .unwrap();
+    let (code, out, err) = common::oracle_in(Path::new("."), &["store", "init", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    Some(url)
+}
+
+/// The store's runs (`oracle runs --store URL --json`) by id.
+fn store_runs(dir: &Path, url: &str) -> Vec<Value> {
+    let (code, out, err) = common::oracle_in(dir, &["runs", "--store", url, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A store's run exported to a file: its events.
+fn exported(dir: &Path, url: &str, run: &str) -> Vec<oracle_core::Event> {
+    let out = dir.join(format!("{run}.jsonl"));
+    let (code, v) = common::json_in(
+        dir,
+        &[
+            "export",
+            run,
+            "--out",
+            out.to_str().unwrap(),
+            "--store",
+            url,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{v}");
+    common::parse_events(&fs::read(out).unwrap())
+}
+
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn over_a_store_children_are_runs_of_the_store_and_their_outcomes_reach_the_parent() {
+    let Some(url) = store_url() else { return };
+    let sb = Sandbox::new();
+    let st = sb.path();
+    let (code, out, err) = common::oracle_in(st, &["submit", PARENT, "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    let parent = out.trim().to_owned();
+    // Two workers at once: a child is a run of the store like any other, for whichever
+    // claims it. A worker that finds nothing to claim while the other drives stops; one more
+    // after both picks up what is left.
+    let mut other = common::worker_command(st, &url, &["--until-idle"])
+        .spawn()
+        .unwrap();
+    common::worker_until_idle(st, &url, &[]);
+    assert!(other.wait().unwrap().success());
+    for _ in 0..4 {
+        common::worker_until_idle(st, &url, &[]);
+    }
+    let rows = store_runs(st, &url);
+    let row = |id: &str| rows.iter().find(|r| r["run"] == id).cloned().unwrap();
+    assert_eq!(row(&parent)["state"], "completed", "{rows:?}");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let events = exported(st, &url, &parent);
+    let answers: Vec<(Value, Option<String>)> = events
+        .iter()
+        .filter_map(|e| match e.typed().unwrap() {
+            Payload::Resumed(r) => Some((r.value, r.by)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers.len(), 2);
+    for (value, by) in &answers {
+        let child = value["run"].as_str().unwrap();
+        assert_eq!(by.as_deref(), Some(format!("child {child}").as_str()));
+        assert_eq!(row(child)["state"], "completed");
+        let first = exported(st, &url, child)[0].typed().unwrap();
+        let Payload::RunStarted(s) = first else {
+            panic!("first event");
+        };
+        assert_eq!(s.parent.unwrap().run, parent);
+    }
+    let total = events
+        .iter()
+        .find_map(|e| match e.typed().unwrap() {
+            Payload::ToolReturned(r) if r.step == "total" => Some(r.output),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(total["value"], 42);
+    let (code, out, err) = common::oracle_in(st, &["replay", &parent, "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+#[cfg_attr(
+    not(oracle_postgres),
+    ignore = "needs PostgreSQL (initdb); .ci/run installs it"
+)]
+#[test]
+fn over_a_store_a_parent_cancelled_with_2_running_children_leaves_3_cancelled_runs() {
+    let Some(url) = store_url() else { return };
+    let sb = Sandbox::new();
+    waiting_family(&sb);
+    let st = sb.path();
+    let (code, out, err) = common::oracle_in(st, &["submit", "family.plan", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    let parent = out.trim().to_owned();
+    for _ in 0..3 {
+        common::worker_until_idle(st, &url, &[]);
+    }
+    let states = |url: &str| -> Vec<(String, String)> {
+        store_runs(st, url)
+            .iter()
+            .map(|r| {
+                let (id, state) = (r["run"].as_str(), r["state"].as_str());
+                (id.unwrap().to_owned(), state.unwrap().to_owned())
+            })
+            .collect()
+    };
+    let before = states(&url);
+    assert_eq!(before.len(), 3, "{before:?}");
+    assert!(before.iter().all(|(_, s)| s == "suspended"), "{before:?}");
+    let (code, out, err) = common::oracle_in(st, &["cancel", &parent, "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    for _ in 0..3 {
+        common::worker_until_idle(st, &url, &[]);
+    }
+    let after = states(&url);
+    assert!(after.iter().all(|(_, s)| s == "cancelled"), "{after:?}");
+    assert_eq!(after.len(), 3);
+    for (child, _) in after.iter().filter(|(id, _)| *id != parent) {
+        let events = exported(st, &url, child);
+        let Payload::RunFinished(f) = events.last().unwrap().typed().unwrap() else {
+            panic!("the child's last event");
+        };
+        assert_eq!(f.by, Some(format!("parent {parent}")));
+    }
+}

@@ -13,6 +13,7 @@
 //! ([`Home::cancel_children`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use oracle_core::payload::{ParentRun, Payload};
 use oracle_runtime::engine::Ending;
@@ -23,13 +24,29 @@ use oracle_runtime::session::{self, Session, SessionError, StartOptions};
 use oracle_runtime::tools::spawn::{COMPLETED, DETACHED, SPAWN_TOOL};
 use serde_json::{Map, Value, json};
 
+use oracle_runtime::session::Prepared;
+
 use crate::bind::Given;
 use crate::error::HostError;
 use crate::home::{Home, Resume, Start};
 use crate::limits::{CHILD_DEPTH_MAX, CHILDREN_PER_RUN_MAX, HOME_RUNS_SCANNED_MAX};
+use crate::signal::{ChildEnded, Signal};
 
 /// Who a child's outcome is recorded by in its parent's `resumed` event.
 pub const CHILD_BY_PREFIX: &str = "child ";
+
+/// Where the children of a run go when the home driving it does not start them itself: a
+/// store's worker submits each as a run of the store (any worker may drive it) and sends each
+/// child's outcome to its parent as a signal ([`Signal::Child`]).
+pub trait ChildStore: Send + Sync {
+    /// Submits the child prepared in `prepared` under its key, or finds the run that key
+    /// started: the child's id, and the answer for its parent's step when it has ended.
+    fn submit(&self, prepared: &Prepared) -> Result<(String, Option<Value>), HostError>;
+    /// Queues `signal` for its run.
+    fn send(&self, signal: &Signal) -> Result<(), HostError>;
+    /// The runs `run` spawned, with their states (`completed`, `suspended`, ...), by id.
+    fn children(&self, run: &str) -> Result<Vec<(String, String)>, HostError>;
+}
 
 /// A `spawn` step a run waits on, as its log records the call.
 #[derive(Clone, Debug)]
@@ -97,7 +114,7 @@ fn key_of(dir: &Path) -> Option<String> {
 
 /// The answer a `spawn` step is given for the child in `dir` (id `id`) as it is now: `None`
 /// while the child has not ended.
-fn child_answer(id: &str, dir: &Path) -> Option<Value> {
+pub fn child_answer(id: &str, dir: &Path) -> Option<Value> {
     let info = session::run_info(dir);
     match info.status.as_str() {
         COMPLETED => Some(json!({"run": id, "status": COMPLETED, "outputs": outputs_of(dir)})),
@@ -162,6 +179,36 @@ fn spawns_made(dir: &Path) -> u64 {
         .filter_map(|seq| events.event(seq)?.typed().ok())
         .filter(|p| matches!(p, Payload::ToolCalled(c) if c.tool == SPAWN_TOOL))
         .count() as u64
+}
+
+/// The cancel of a child whose parent `run` was cancelled, recorded in the child's log.
+fn cancel_of_child(run: &str) -> oracle_runtime::engine::Cancel {
+    oracle_runtime::engine::Cancel {
+        by: Some(format!("parent {run}")),
+        reason: format!("its parent run `{run}` was cancelled"),
+    }
+}
+
+/// [`Home::cancel_children`] over a store: a cancel queued for each child that has not ended,
+/// whose worker cancels it (and, so, its own children).
+fn cancel_in_store(
+    store: &dyn ChildStore,
+    run: &str,
+    durability: oracle_runtime::writer::Durability,
+) -> Result<(), HostError> {
+    for (child, state) in store.children(run)? {
+        if matches!(state.as_str(), "completed" | "failed" | "cancelled") {
+            continue;
+        }
+        let c = cancel_of_child(run);
+        store.send(&Signal::Cancel {
+            run: child,
+            by: c.by,
+            reason: c.reason,
+            durability,
+        })?;
+    }
+    Ok(())
 }
 
 impl Home {
@@ -240,6 +287,12 @@ impl Home {
         {
             opts.seed = s.seed;
         }
+        if let Some(store) = self.child_store() {
+            return self.submit_child(store, opts, wait);
+        }
+        if self.replicated() {
+            return Ok(None); // A worker's home with nowhere to submit: the run waits.
+        }
         let (id, dir) = match self.start_unsettled(opts, &Given::default(), Vec::new(), None) {
             Ok(Start::New(child)) => {
                 let child = self.settle(child, false)?;
@@ -254,6 +307,45 @@ impl Home {
         Ok(child_answer(&id, &dir))
     }
 
+    /// [`Home::child_for`] over a store: the child prepared here and submitted to `store`, for
+    /// any worker to drive (this home's copy is removed once submitted).
+    fn submit_child(
+        &self,
+        store: &Arc<dyn ChildStore>,
+        opts: StartOptions,
+        wait: &SpawnWait,
+    ) -> Result<Option<Value>, HostError> {
+        let prepared = match self.prepare_submission(opts, &Given::default(), Vec::new()) {
+            Ok(Start::New(p)) => p,
+            Ok(Start::Existing(e)) => {
+                let _ = std::fs::remove_dir_all(&e.dir);
+                return Ok(Some(refused(&wait.plan, "key_used")));
+            }
+            Err(e) => return Ok(Some(refused(&wait.plan, e.code()))),
+        };
+        let submitted = store.submit(&prepared);
+        let _ = std::fs::remove_dir_all(&prepared.dir);
+        let (id, answer) = submitted?;
+        if wait.detach {
+            return Ok(Some(json!({"run": id, "status": DETACHED})));
+        }
+        Ok(answer)
+    }
+
+    /// A child run ended ([`Signal::Child`], queued by the worker that drove it): when `run`
+    /// still waits on it (on `step`, spawned with `key`), records `value` as the step's answer
+    /// and drives `run` on. `None`: it did not wait on that child, and nothing was recorded.
+    pub fn child_ended(&self, c: ChildEnded) -> Result<Option<Session>, HostError> {
+        let found = self.find(&c.run)?;
+        match spawn_wait(&found.id, &found.dir)? {
+            Some(w) if w.step == c.step && w.key == c.key && !w.detach => {}
+            _ => return Ok(None),
+        }
+        let by = format!("{CHILD_BY_PREFIX}{}", c.child);
+        let session = self.deliver(&c.run, &c.step, c.value, by)?;
+        Ok(Some(self.settle(session, true)?))
+    }
+
     /// The child in `dir` has ended: when its parent still waits on it (on the step that
     /// spawned it, by the key it was started with), records its outcome there and drives the
     /// parent on, settling it in turn.
@@ -261,6 +353,9 @@ impl Home {
         let Some(parent) = parent_of(dir) else {
             return Ok(());
         };
+        if let Some(store) = self.child_store() {
+            return self.signal_parent(store, dir, parent);
+        }
         let Ok(found) = self.find(&parent.run) else {
             return Ok(());
         };
@@ -293,6 +388,30 @@ impl Home {
         Ok(())
     }
 
+    /// [`Home::deliver_up`] over a store: the child's outcome queued for its parent's worker.
+    fn signal_parent(
+        &self,
+        store: &Arc<dyn ChildStore>,
+        dir: &Path,
+        parent: ParentRun,
+    ) -> Result<(), HostError> {
+        let id = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        let (Some(value), Some(key)) = (child_answer(&id, dir), key_of(dir)) else {
+            return Ok(());
+        };
+        store.send(&Signal::Child(ChildEnded {
+            run: parent.run,
+            step: parent.step,
+            key,
+            child: id,
+            value,
+        }))
+    }
+
     /// The runs of this home whose first event names `run` as their parent, by id (at most
     /// [`HOME_RUNS_SCANNED_MAX`] runs looked at).
     pub fn children_of(&self, run: &str) -> Vec<(String, PathBuf)> {
@@ -323,15 +442,14 @@ impl Home {
         if depth > CHILD_DEPTH_MAX {
             return Ok(());
         }
+        if let Some(store) = self.child_store() {
+            return cancel_in_store(store.as_ref(), run, durability);
+        }
         for (id, dir) in self.children_of(run) {
             if session::run_info(&dir).status == "running"
                 || session::run_info(&dir).status == "suspended"
             {
-                let cancel = oracle_runtime::engine::Cancel {
-                    by: Some(format!("parent {run}")),
-                    reason: format!("its parent run `{run}` was cancelled"),
-                };
-                match self.cancel_one(&id, cancel, durability) {
+                match self.cancel_one(&id, cancel_of_child(run), durability) {
                     Ok(_) => {}
                     Err(HostError::Session(SessionError::CannotCancel { .. })) => {}
                     Err(e) => return Err(e),

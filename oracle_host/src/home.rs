@@ -49,6 +49,8 @@ pub struct Home {
     /// Runs of a proposed plan need its approval in the ledger (`[evolution]
     /// require_approval`; the ledger's policy entries can also require it).
     pub(crate) require_approval: bool,
+    /// Where children of runs driven here go when not started here (a store's worker).
+    children: Option<Arc<dyn crate::children::ChildStore>>,
 }
 
 /// Something a host call did on its own, for its caller to pass on to whoever drives it.
@@ -241,7 +243,26 @@ impl Home {
             scorer_cmd: None,
             points_every: None,
             require_approval: false,
+            children: None,
         })
+    }
+
+    /// The children of runs driven through this home are submitted to `children` (a store's
+    /// worker) instead of started here ([`crate::children::ChildStore`]).
+    pub fn with_children(mut self, children: Option<Arc<dyn crate::children::ChildStore>>) -> Home {
+        self.children = children;
+        self
+    }
+
+    /// Where the children of runs driven through this home go, when not started here.
+    pub(crate) fn child_store(&self) -> Option<&Arc<dyn crate::children::ChildStore>> {
+        self.children.as_ref()
+    }
+
+    /// Whether every writer a call through this home opens commits elsewhere too (a store's
+    /// worker): such a home starts no run of its own.
+    pub(crate) fn replicated(&self) -> bool {
+        self.replica.is_some()
     }
 
     /// Runs and upgrades through this home refuse a proposed plan nobody approved, whatever
