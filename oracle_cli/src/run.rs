@@ -971,7 +971,7 @@ pub(crate) fn print_session(
                     s.id
                 )?;
             } else {
-                outln!("next     oracle resume {} --step {step} --value JSON", s.id)?;
+                outln!("next     {}", answer_hint(&s.id, step, reason))?;
             }
         }
         _ => {}
@@ -1777,6 +1777,19 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
         print_runs(&lines)?;
     }
     Ok(exit::OK)
+}
+
+/// How a run suspended at `step` for `reason` goes on: a step waiting on its child run is
+/// answered by the child's outcome alone (an answer from outside is refused), any other by
+/// `--value`.
+fn answer_hint(run: &str, step: &str, reason: &str) -> String {
+    if reason.starts_with(oracle_host::SPAWN_REASON_PREFIX) {
+        format!(
+            "its child run's outcome answers step `{step}` when the child ends (oracle runs --tree)"
+        )
+    } else {
+        format!("oracle resume {run} --step {step} --value JSON")
+    }
 }
 
 /// A run's lineage in its `oracle runs --tree --json` row: the run it was forked from (and the

@@ -183,6 +183,8 @@ pub use oracle_runtime::engine::Progress;
 pub use oracle_runtime::engine::Report;
 // The prefix of a suspension's reason that says it waits on a timer, printed differently.
 pub use oracle_runtime::engine::SLEEP_WAIT_PREFIX;
+// The prefix of a suspension's reason that says it waits on its child run, printed differently.
+pub use oracle_runtime::tools::spawn::SPAWN_REASON_PREFIX;
 // A new run's options, built from flags and passed through.
 pub use oracle_runtime::session::StartOptions;
 // A run's parent and forks, printed by `oracle runs --tree`.
