@@ -145,6 +145,30 @@ fn a_failed_child_fails_the_step_naming_the_child() {
 }
 
 #[test]
+fn a_child_that_cannot_start_fails_the_step_with_why() {
+    let sb = Sandbox::new();
+    sb.write(
+        "kid.plan",
+        "plan kid version 1\n\ninput n: int\n\nx = json.get { value: { n: n }, path: \"n\" }\n",
+    );
+    // `inputs` computed: `plan check` cannot see that `n` is missing; the start refuses it.
+    sb.write(
+        "mom.plan",
+        "plan mom version 1\n\ninput given: map = {}\n\nc = spawn { plan: \"kid.plan\", inputs: given }\n",
+    );
+    let (code, v) = sb.json(&["run", "mom.plan", "--json"]);
+    assert_eq!(code, 1, "{v}");
+    let row = runs(&sb, &[]);
+    assert_eq!(row.len(), 1, "no child was made: {row:?}");
+    let reason = row[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("the child plan `kid.plan` was not started"),
+        "{reason}"
+    );
+    replays(&sb, "mom-1", "failed");
+}
+
+#[test]
 fn a_detached_child_lets_the_parent_go_on_and_a_waiting_child_delivers_later() {
     let sb = Sandbox::new();
     waiting_family(&sb);

@@ -84,7 +84,10 @@ pub fn outcome(value: Value) -> Outcome {
     if status == COMPLETED || status == DETACHED {
         return Outcome::Answered(value);
     }
-    let run = value.get("run").and_then(Value::as_str).unwrap_or("?");
     let reason = value.get("reason").and_then(Value::as_str).unwrap_or("");
-    Outcome::Failed(format!("child run `{run}` {status}: {reason}"))
+    match value.get("run").and_then(Value::as_str) {
+        // No child was started (a bound reached, a plan that would not start): why.
+        Some("") | None => Outcome::Failed(reason.to_owned()),
+        Some(run) => Outcome::Failed(format!("child run `{run}` {status}: {reason}")),
+    }
 }
