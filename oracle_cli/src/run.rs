@@ -660,7 +660,8 @@ pub struct RunsArgs {
     #[arg(long)]
     json: bool,
     /// Show lineage: each fork under the run it was forked from (with the events they share),
-    /// and how many times a run's plan was upgraded. Reads every log.
+    /// each child run under the run whose `spawn` step started it, and how many times a run's
+    /// plan was upgraded. Reads every log.
     #[arg(long)]
     tree: bool,
     /// A model binding's price (micro-units per 1M input and output tokens, e.g.
@@ -1025,7 +1026,7 @@ pub(crate) fn print_session(
                     s.id
                 )?;
             } else {
-                outln!("next     oracle resume {} --step {step} --value JSON", s.id)?;
+                outln!("next     {}", answer_hint(&s.id, step, reason))?;
             }
         }
         _ => {}
@@ -1806,15 +1807,7 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
                 );
             }
             if let (Value::Object(m), Some(l)) = (&mut v, lineage.get(&r.id)) {
-                m.insert(
-                    "parent".into(),
-                    json!(
-                        l.parent
-                            .as_ref()
-                            .map(|(p, seq)| json!({"run": p, "shared": seq}))
-                    ),
-                );
-                m.insert("upgrades".into(), json!(l.upgrades));
+                insert_lineage(m, l);
             }
             crate::out::json(&v)?;
         }
@@ -1867,6 +1860,35 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
+/// How a run suspended at `step` for `reason` goes on: a step waiting on its child run is
+/// answered by the child's outcome alone (an answer from outside is refused), any other by
+/// `--value`.
+fn answer_hint(run: &str, step: &str, reason: &str) -> String {
+    if reason.starts_with(oracle_host::SPAWN_REASON_PREFIX) {
+        format!(
+            "its child run's outcome answers step `{step}` when the child ends (oracle runs --tree)"
+        )
+    } else {
+        format!("oracle resume {run} --step {step} --value JSON")
+    }
+}
+
+/// A run's lineage in its `oracle runs --tree --json` row: the run it was forked from (and the
+/// events they share), its plan upgrades, and the run and step that spawned it.
+fn insert_lineage(m: &mut serde_json::Map<String, Value>, l: &oracle_host::Lineage) {
+    let parent = l
+        .parent
+        .as_ref()
+        .map(|(p, seq)| json!({"run": p, "shared": seq}));
+    m.insert("parent".into(), json!(parent));
+    m.insert("upgrades".into(), json!(l.upgrades));
+    let spawned_by = l
+        .spawned_by
+        .as_ref()
+        .map(|p| json!({"run": p.run, "step": p.step}));
+    m.insert("spawned_by".into(), json!(spawned_by));
+}
+
 /// `note` with the run's cost at `prices` put first (`cost 0.000450; ...`); as it was
 /// without prices. A binding with no price marks the cost `+` (at least this much).
 fn with_cost(note: String, log: &Path, prices: &oracle_host::metrics::Prices) -> String {
@@ -1891,11 +1913,14 @@ fn as_tree(
     lines: Vec<RunLine>,
     lineage: &std::collections::BTreeMap<String, oracle_host::Lineage>,
 ) -> Vec<RunLine> {
+    // A fork's parent, or the run that spawned a child run.
     let parent_of = |id: &str| {
-        lineage
-            .get(id)
-            .and_then(|l| l.parent.as_ref())
-            .map(|(p, _)| p.clone())
+        let l = lineage.get(id)?;
+        match (&l.parent, &l.spawned_by) {
+            (Some((p, _)), _) => Some(p.clone()),
+            (None, Some(s)) => Some(s.run.clone()),
+            (None, None) => None,
+        }
     };
     let known: std::collections::BTreeSet<String> = lines.iter().map(|l| l.id.clone()).collect();
     let mut out = Vec::with_capacity(lines.len());
@@ -1915,6 +1940,9 @@ fn as_tree(
         let mut notes = Vec::new();
         if let Some((p, seq)) = &l.parent {
             notes.push(format!("forked from {p} at event {seq}"));
+        }
+        if let Some(s) = &l.spawned_by {
+            notes.push(format!("child of {} (step {})", s.run, s.step));
         }
         if !l.upgrades.is_empty() {
             notes.push(count(

@@ -63,6 +63,7 @@ mod serve;
 mod serve_store;
 mod shared_memory;
 mod shared_store_pg;
+mod spawn;
 mod store;
 mod store_checkpoint;
 mod stream;

@@ -156,6 +156,19 @@ pub struct RunStarted {
     /// was given (and keeps the encoding of runs that predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// The run and step that spawned this run (a plan's `spawn` step, docs/PLAN.md "Child
+    /// runs"); absent for a run started from outside (and keeps the encoding of runs that
+    /// predate child runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRun>,
+}
+
+/// The run a child run was spawned by, and its step: recorded in the child's first event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParentRun {
+    pub run: String,
+    pub step: String,
 }
 
 /// What a declared tool was when a run started: `replay` and `resume` compare the tools they

@@ -71,19 +71,7 @@ impl Synth {
             let program_hash = hash_in(domain::VALUE, format!("synthetic-{}", c.seed).as_bytes());
             return (
                 vec![],
-                Payload::RunStarted(RunStarted {
-                    format: None,
-                    program: "synthetic".into(),
-                    program_hash,
-                    seed: c.seed,
-                    grants: vec!["fs:read:fixtures/**".into(), "kv:*:*".into()],
-                    inputs,
-                    budget: None,
-                    tools: None,
-                    memory: None,
-                    domains: None,
-                    key: None,
-                }),
+                Payload::RunStarted(synthetic_start(program_hash, c.seed, inputs)),
             );
         }
         if seq + 1 == c.events && c.shape == Shape::Steps {
@@ -168,4 +156,26 @@ pub fn synth_events(config: SynthConfig) -> Result<Vec<Event>, RecordingError> {
 /// The hash of an empty state (handy for tests).
 pub fn empty_state_hash() -> Hash {
     crate::state::State::new().hash()
+}
+
+/// The first event of a synthetic run.
+fn synthetic_start(
+    program_hash: Hash,
+    seed: u64,
+    inputs: Map<String, serde_json::Value>,
+) -> RunStarted {
+    RunStarted {
+        format: None,
+        program: "synthetic".into(),
+        program_hash,
+        seed,
+        grants: vec!["fs:read:fixtures/**".into(), "kv:*:*".into()],
+        inputs,
+        budget: None,
+        tools: None,
+        memory: None,
+        domains: None,
+        key: None,
+        parent: None,
+    }
 }

@@ -50,6 +50,7 @@ fn any_payload() -> impl Strategy<Value = Payload> {
                     memory,
                     domains,
                     key,
+                    parent: None,
                 })
             }),
         (name, name).prop_map(

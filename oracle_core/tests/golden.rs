@@ -43,6 +43,7 @@ fn vectors() -> Value {
                 memory: None,
                 domains: None,
                 key: None,
+                parent: None,
             }),
         )
         .unwrap();

@@ -333,6 +333,7 @@ pub fn events(bytes: &[u8]) -> Result<Vec<Event>, ConversationError> {
             memory: None,
             domains: None,
             key: None,
+            parent: None,
         }),
     )?;
     for (i, m) in list.iter().enumerate() {

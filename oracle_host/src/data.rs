@@ -64,6 +64,7 @@ pub enum DataError {
 /// The tool of a question to a person (`oracle_plan::agent::ASK_TOOL`).
 const ASK_TOOL: &str = "human.ask";
 use oracle_runtime::tools::event::WAIT_EVENT_TOOL;
+use oracle_runtime::tools::spawn::SPAWN_TOOL;
 
 /// The built-in tools' declarations (output schemas of yielded steps), built once.
 fn builtin() -> &'static Registry {
@@ -186,7 +187,8 @@ fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, DataErr
 
 /// `GET /api/v1/runs/{id}`: the run as listed, plus its head hash, what it waits on
 /// ([`waiting`]), when an answer was recorded but the run has not gone on yet, `answered`, and
-/// its family (`forked_from`, `forks`: the runs it shares a prefix with through a `forked`),
+/// its family (`forked_from`, `forks`: the runs it shares a prefix with through a `forked`;
+/// `spawned_by`, `children`: the run whose `spawn` step started it, and the runs its own did),
 /// and `wall_ms`, its wall time when the times file says.
 pub fn run_summary(run: &ValidRun) -> Result<Value, DataError> {
     let info = session::run_info(&run.dir);
@@ -229,6 +231,16 @@ pub fn run_summary(run: &ValidRun) -> Result<Value, DataError> {
         .forks
         .iter()
         .map(|(run, shared)| json!({"run": run, "shared": shared}))
+        .collect();
+    v["spawned_by"] = json!(
+        family
+            .spawned_by
+            .map(|p| json!({"run": p.run, "step": p.step}))
+    );
+    v["children"] = family
+        .children
+        .iter()
+        .map(|(run, step)| json!({"run": run, "step": step}))
         .collect();
     Ok(v)
 }
@@ -291,11 +303,13 @@ pub fn waiting(run: &ValidRun) -> Result<Option<Value>, DataError> {
     waiting_in(&mut IndexedLog::open(&run.log())?)
 }
 
-/// What a question (`kind` `question`: its `question`) or an event wait (`kind` `event`: the
-/// name it waits on, `event`) adds to `waiting_on`, with the `schema` it gave.
+/// What a question (`kind` `question`: its `question`), an event wait (`kind` `event`: the
+/// name it waits on, `event`) or a child run's step (`kind` `child`: its `plan`; only the
+/// child's outcome answers it) adds to `waiting_on`, with the `schema` it gave.
 fn asked(v: &mut Value, c: &ToolCalled) {
     let (kind, arg) = match c.tool.as_str() {
         ASK_TOOL => ("question", "question"),
+        SPAWN_TOOL => ("child", "plan"),
         _ => ("event", "name"),
     };
     v["kind"] = json!(kind);
@@ -357,7 +371,9 @@ fn waiting_in(ix: &mut IndexedLog) -> Result<Option<Value>, DataError> {
         v["timer"] = t;
     }
     match call {
-        Some(c) if c.tool == ASK_TOOL || c.tool == WAIT_EVENT_TOOL => asked(&mut v, &c),
+        Some(c) if [ASK_TOOL, WAIT_EVENT_TOOL, SPAWN_TOOL].contains(&c.tool.as_str()) => {
+            asked(&mut v, &c)
+        }
         Some(c) if c.tool == oracle_memory::tools::QUERY => {
             v["kind"] = json!("belief");
             v["subject"] = c.input.get("subject").cloned().unwrap_or(Value::Null);

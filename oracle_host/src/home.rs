@@ -54,6 +54,8 @@ pub struct Home {
     rates: crate::rate::Rates,
     /// Where the windows of those rates are kept when not under the home (a store's rows).
     rate_windows: Option<Arc<dyn crate::pace::Windows>>,
+    /// Where children of runs driven here go when not started here (a store's worker).
+    children: Option<Arc<dyn crate::children::ChildStore>>,
 }
 
 /// Something a host call did on its own, for its caller to pass on to whoever drives it.
@@ -248,7 +250,26 @@ impl Home {
             require_approval: false,
             rates: crate::rate::Rates::default(),
             rate_windows: None,
+            children: None,
         })
+    }
+
+    /// The children of runs driven through this home are submitted to `children` (a store's
+    /// worker) instead of started here ([`crate::children::ChildStore`]).
+    pub fn with_children(mut self, children: Option<Arc<dyn crate::children::ChildStore>>) -> Home {
+        self.children = children;
+        self
+    }
+
+    /// Where the children of runs driven through this home go, when not started here.
+    pub(crate) fn child_store(&self) -> Option<&Arc<dyn crate::children::ChildStore>> {
+        self.children.as_ref()
+    }
+
+    /// Whether every writer a call through this home opens commits elsewhere too (a store's
+    /// worker): such a home starts no run of its own.
+    pub(crate) fn replicated(&self) -> bool {
+        self.replica.is_some()
     }
 
     /// Runs and upgrades through this home refuse a proposed plan nobody approved, whatever
@@ -434,8 +455,39 @@ impl Home {
     }
 
     /// Resumes `run`: an interrupted one goes on, a suspended one with `r.answer`. The one
-    /// resume path of the command line, the server and the worker.
+    /// resume path of the command line, the server and the worker. A run waiting on its child
+    /// (a `spawn` step) takes no answer from outside: it is resumed without one, and gets the
+    /// child's outcome when the child has ended ([`Home::settle`]).
     pub fn resume(&self, run: &str, r: Resume<'_>) -> Result<Resumed, HostError> {
+        if let Some((step, _)) = &r.answer {
+            self.refuse_child_answer(run, step)?;
+        }
+        let resumed = self.drive_resume(run, r)?;
+        Ok(Resumed {
+            session: self.settle(resumed.session, true)?,
+            tool_changed: resumed.tool_changed,
+        })
+    }
+
+    /// Refuses an answer given from outside to a `spawn` step (only its child's outcome
+    /// answers it), before anything is recorded.
+    fn refuse_child_answer(&self, run: &str, step: &str) -> Result<(), HostError> {
+        let found = self.find(run)?;
+        match crate::children::spawn_wait(&found.id, &found.dir)? {
+            Some(w) if w.step == step => Err(HostError::Session(session::refused_answer(
+                &found.id,
+                oracle_runtime::answer::AnswerError::Refused {
+                    step: step.to_owned(),
+                    reason: "the step waits on its child run, whose outcome alone answers it"
+                        .to_owned(),
+                },
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Home::resume`] without the checks and the settling of child runs around it.
+    pub(crate) fn drive_resume(&self, run: &str, r: Resume<'_>) -> Result<Resumed, HostError> {
         let found = self.find(run)?;
         let (registry, tool_changed) =
             self.registry(&found, &r.given, true, McpMode::Start, r.tool_change)?;
@@ -495,6 +547,7 @@ impl Home {
         by: Option<String>,
         durability: Durability,
     ) -> Result<Answered, HostError> {
+        self.refuse_child_answer(run, &answer.0)?;
         let registry = self.quiet_registry(run)?;
         Ok(session::answer(
             &self.dir, run, answer, by, durability, &registry,
@@ -547,6 +600,23 @@ impl Home {
         cancel: Cancel,
         durability: Durability,
     ) -> Result<Cancelled, HostError> {
+        let cancelled = self.cancel_one(run, cancel, durability)?;
+        // Its children, and theirs: each cancel recorded in the child's own log.
+        self.cancel_children(run, durability, 0)?;
+        // A child cancelled on its own is its parent's step's failure.
+        if let Cancelled::Recorded { dir, .. } = &cancelled {
+            self.deliver_up(dir)?;
+        }
+        Ok(cancelled)
+    }
+
+    /// [`Home::cancel`] of `run` alone.
+    pub(crate) fn cancel_one(
+        &self,
+        run: &str,
+        cancel: Cancel,
+        durability: Durability,
+    ) -> Result<Cancelled, HostError> {
         let registry = self.quiet_registry(run)?;
         match session::cancel(&self.dir, run, cancel, self.writing(durability), &registry)? {
             Cancelled::Requested { id, dir } => wait_cancelled(id, dir),
@@ -582,6 +652,20 @@ impl Home {
     /// same plan, inputs and seed, nothing is started and that run is returned
     /// ([`Start::Existing`]); with anything else different, `key_conflict`.
     pub fn start(
+        &self,
+        opts: StartOptions,
+        given: &Given,
+        tool_dirs: Vec<PathBuf>,
+        progress: Option<&mut dyn FnMut(&Progress)>,
+    ) -> Result<Start<Session>, HostError> {
+        match self.start_unsettled(opts, given, tool_dirs, progress)? {
+            Start::New(session) => Ok(Start::New(self.settle(session, true)?)),
+            existing => Ok(existing),
+        }
+    }
+
+    /// [`Home::start`] without settling the run's children ([`Home::settle`]).
+    pub(crate) fn start_unsettled(
         &self,
         mut opts: StartOptions,
         given: &Given,

@@ -19,6 +19,7 @@ pub mod admit;
 pub mod backend;
 pub mod background;
 pub mod bind;
+pub mod children;
 pub mod code;
 pub mod data;
 pub mod database;
@@ -30,6 +31,7 @@ mod home;
 pub mod inspect;
 pub mod keys;
 pub mod ledger;
+pub mod limits;
 pub mod maintain;
 pub mod metrics;
 mod notify;
@@ -186,6 +188,8 @@ pub use oracle_runtime::engine::Progress;
 pub use oracle_runtime::engine::Report;
 // The prefix of a suspension's reason that says it waits on a timer, printed differently.
 pub use oracle_runtime::engine::SLEEP_WAIT_PREFIX;
+// The prefix of a suspension's reason that says it waits on its child run, printed differently.
+pub use oracle_runtime::tools::spawn::SPAWN_REASON_PREFIX;
 // A new run's options, built from flags and passed through.
 pub use oracle_runtime::session::StartOptions;
 // A run's parent and forks, printed by `oracle runs --tree`.

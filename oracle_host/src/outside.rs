@@ -126,7 +126,7 @@ impl Home {
     /// and one refused (not a verdict, a bad evidence, a resolved handle) is listed in `failed`
     /// and the request stays pending for a person.
     pub fn notify(&self, run: &str, program: &Path) -> Result<Notified, HostError> {
-        let mut notified = self.deliver(run, program)?;
+        let mut notified = self.deliver_requests(run, program)?;
         let name = program.file_name().unwrap_or(program.as_os_str());
         let by = format!("oracle-cmd {}", name.to_string_lossy());
         for (handle, v) in std::mem::take(&mut notified.verdicts) {
@@ -145,7 +145,7 @@ impl Home {
     }
 
     /// [`Home::notify`]'s deliveries, before any verdict is recorded.
-    fn deliver(&self, run: &str, program: &Path) -> Result<Notified, HostError> {
+    fn deliver_requests(&self, run: &str, program: &Path) -> Result<Notified, HostError> {
         let rm = self.memory(run)?;
         let mut port = CommandPort {
             program: program.to_path_buf(),

@@ -84,6 +84,20 @@ pub enum Signal {
         reason: String,
         durability: Durability,
     },
+    /// [`Home::child_ended`]: a child run ended.
+    Child(ChildEnded),
+}
+
+/// Child run `child` (started with `key`) ended; `value` is the answer of `run`'s `spawn` step
+/// `step` that started it ([`Signal::Child`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildEnded {
+    pub run: String,
+    pub step: String,
+    pub key: String,
+    pub child: String,
+    pub value: Value,
 }
 
 /// Outside event `name` with `value` for `run`'s `wait.event` steps ([`Signal::Event`]).
@@ -174,7 +188,8 @@ impl Signal {
             | Signal::Reinstate { run, .. }
             | Signal::Sweep { run, .. }
             | Signal::Event(EventSignal { run, .. })
-            | Signal::Cancel { run, .. } => run,
+            | Signal::Cancel { run, .. }
+            | Signal::Child(ChildEnded { run, .. }) => run,
         }
     }
 
@@ -188,6 +203,7 @@ impl Signal {
             Signal::Sweep { .. } => "sweep",
             Signal::Event(_) => "event",
             Signal::Cancel { .. } => "cancel",
+            Signal::Child(_) => "child",
         }
     }
 
@@ -236,6 +252,9 @@ pub enum Applied {
     Swept(Swept),
     Cancelled(session::Cancelled),
     Event(crate::home::EventSent),
+    /// A child's outcome recorded in its parent, which was driven on; `None`: the parent no
+    /// longer waited on that child, and nothing was recorded.
+    Child(Option<Box<Session>>),
 }
 
 impl Applied {
@@ -248,6 +267,7 @@ impl Applied {
             }
             Applied::Event(e) => e.resumed.as_ref().and_then(|s| s.report.from_point),
             Applied::Swept(_) | Applied::Cancelled(_) => None,
+            Applied::Child(s) => s.as_ref().and_then(|s| s.report.from_point),
         }
     }
 }
@@ -340,6 +360,7 @@ impl Home {
                 oracle_runtime::engine::Cancel { by, reason },
                 durability,
             )?),
+            Signal::Child(c) => Applied::Child(self.child_ended(c)?.map(Box::new)),
         })
     }
 

@@ -562,6 +562,10 @@ fn hydrate(
         .with_scorer(scorer)
         .with_points_every(shared.settings.snapshot_every)
         .with_rates(shared.settings.rates.clone(), Some(shared.windows.clone()))
+        .with_children(Some(Arc::new(StoreChildren {
+            store: claim.stores(),
+            scratch: home.join("children"),
+        })))
         .in_recorded_roots();
     let found = RunDir {
         id: claim.id.clone(),
@@ -592,6 +596,51 @@ fn hydrate(
     oracle_runtime::events::adopt(&found.dir, &key).map_err(|e| broken(&e))?;
     lock(&replica).keep_points(found.paths.clone(), &restored);
     Ok((host, found, replica))
+}
+
+/// A worker's [`ChildStore`]: a run's children are submitted to the store, for any worker to
+/// drive, and each child's outcome goes to its parent as a `child` signal.
+struct StoreChildren {
+    store: Arc<Store>,
+    /// Where a child the key started already is read from the store, to see how it ended.
+    scratch: PathBuf,
+}
+
+impl crate::children::ChildStore for StoreChildren {
+    fn submit(
+        &self,
+        prepared: &session::Prepared,
+    ) -> Result<(String, Option<serde_json::Value>), HostError> {
+        let s = &prepared.submission;
+        let key = s.key.as_deref().map(|k| {
+            oracle_runtime::keys::KeyClaim::new(k, "", prepared.plan.hash, &s.inputs, s.seed)
+        });
+        let programs = oracle_pg::Programs::default();
+        let submitted =
+            self.store
+                .submit_keyed(&prepared.plan.name, &prepared.dir, &programs, key.as_ref())?;
+        let run = match submitted {
+            oracle_pg::Submitted::New(id) => return Ok((id, None)),
+            oracle_pg::Submitted::Existing { run, .. } => run,
+        };
+        let home = self.scratch.join(&run);
+        let _ = std::fs::remove_dir_all(&home);
+        let dir = self.store.hydrate(&run, &home)?;
+        let answer = crate::children::child_answer(&run, &dir);
+        let _ = std::fs::remove_dir_all(&home);
+        Ok((run, answer))
+    }
+
+    fn send(&self, signal: &Signal) -> Result<(), HostError> {
+        self.store
+            .send(signal.run(), signal.kind(), &signal.to_row())?;
+        Ok(())
+    }
+
+    fn children(&self, run: &str) -> Result<Vec<(String, String)>, HostError> {
+        let limit = crate::limits::CHILDREN_PER_RUN_MAX as i64;
+        Ok(self.store.children(run, limit)?)
+    }
 }
 
 fn drive_in(
@@ -959,7 +1008,7 @@ impl Home {
             progress,
         )?;
         self.note_timer(&session);
-        Ok(session)
+        self.settle(session, true)
     }
 }
 

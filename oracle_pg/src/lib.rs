@@ -988,6 +988,22 @@ impl Store {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    /// The runs whose first event names `run` as the run that spawned them (a `spawn` step's
+    /// children, docs/STORE.md "Child runs"), with their states, by id; at most `limit`.
+    pub fn children(&self, run: &str, limit: i64) -> Result<Vec<(String, String)>> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT e.run, r.state FROM events e JOIN runs r ON r.id = e.run
+                 WHERE e.seq = 0
+                   AND convert_from(e.record, 'UTF8')::jsonb #>> '{payload,parent,run}' = $1
+                 ORDER BY e.run LIMIT $2",
+                &[&run, &limit],
+            )
+            .map_err(db("looking up a run's children"))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     /// Every run, in submission order.
     pub fn runs(&self) -> Result<Vec<RunRow>> {
         self.rows("TRUE", &[])

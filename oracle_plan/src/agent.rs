@@ -45,6 +45,9 @@ pub const ASK_TOOL: &str = "human.ask";
 /// The tool that waits for a named outside event: its value is the step's output `{value}`,
 /// as a question's answer is `{answer}`.
 pub const EVENT_TOOL: &str = "wait.event";
+/// The tool of a child run's step (`c = spawn { plan: "refund.plan", ... }`): the host starts
+/// the child and answers the step with its outcome (docs/PLAN.md, "Child runs").
+pub const SPAWN_TOOL: &str = "spawn";
 
 /// A step's output from the value given for it from outside: a question's answer is
 /// `{"answer": value}`, an event's `{"value": value}`; any other tool's output is the value.

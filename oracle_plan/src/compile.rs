@@ -17,7 +17,9 @@
 //! (`eval::BUILD_BYTES_MAX`) · E0223 a field or index a value's type does not have · E0224
 //! operands an operator cannot combine (E0223 and E0224 come from `crate::types`) · E0225 a
 //! literal deadline that is not a duration or an RFC 3339 instant (`crate::time`) · E0227 a
-//! retry policy that cannot be · E0228 an `undo` that cannot be (`crate::policy`).
+//! retry policy that cannot be · E0228 an `undo` that cannot be (`crate::policy`) · E0229 a
+//! `spawn` whose child plan cannot be used (not a literal path, climbing out, unreadable, not
+//! compiling, granting more than the parent, inputs that do not fit).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -199,6 +201,31 @@ pub const USES_DEPTH_MAX: u32 = 4;
 pub fn uses_of(src: &str) -> Vec<String> {
     // Parsed once per text: a start asks this, `tools_of`, `memory_of` and compiles.
     crate::parsed::outline(src).uses
+}
+
+/// The plans a plan's `spawn` steps name with a literal `plan`, as written (relative to the
+/// plan's directory); empty if it does not parse. A start keeps them beside the run as it keeps
+/// sub-plans, so the child a run starts is the plan it was started with.
+pub fn spawns_of(src: &str) -> Vec<String> {
+    crate::parsed::outline(src).spawns
+}
+
+/// The literal `plan` of a top-level `spawn` step.
+pub(crate) fn spawned_plan(s: &ast::Step) -> Option<String> {
+    if s.call.tool.node != crate::agent::SPAWN_TOOL {
+        return None;
+    }
+    match &s
+        .call
+        .args
+        .iter()
+        .find(|a| a.name.node == "plan")?
+        .value
+        .kind
+    {
+        ExprKind::Str(p) => Some(p.clone()),
+        _ => None,
+    }
 }
 
 /// The tools directories a plan's source names (`tools "DIR"`), as written (relative to the
@@ -623,7 +650,12 @@ pub fn compile_in(
                             .collect(),
                     }
                 }
-                None => compile_call(&s.call, catalogue, &grants, &mut d),
+                None => {
+                    if s.call.tool.node == crate::agent::SPAWN_TOOL {
+                        check_spawn(s, &grants, catalogue, (sources, depth), &mut d);
+                    }
+                    compile_call(&s.call, catalogue, &grants, &mut d)
+                }
             },
         };
         for a in &s.call.args {
@@ -991,6 +1023,147 @@ fn compile_use(
         outer: Vec::new(),
         plan: compiled,
     })
+}
+
+/// Checks the child plan a `spawn` step names (E0229): a literal path, relative and below the
+/// plan's directory, to a plan that compiles, grants nothing this plan's grants do not cover,
+/// and takes the literal `inputs` given. A child's own spawns are checked down to
+/// [`USES_DEPTH_MAX`] levels (a plan may spawn itself; the host bounds how deep runs nest).
+fn check_spawn(
+    s: &ast::Step,
+    grants: &BTreeSet<Capability>,
+    catalogue: &Catalogue,
+    (sources, depth): (&Sources, u32),
+    d: &mut Vec<Diagnostic>,
+) {
+    let err =
+        |span: Span, message: String, label: &str| Diagnostic::error("E0229", span, message, label);
+    let Some(arg) = s.call.args.iter().find(|a| a.name.node == "plan") else {
+        return; // E0207 says it is missing.
+    };
+    let ExprKind::Str(path) = &arg.value.kind else {
+        d.push(err(
+            arg.value.span,
+            "a child plan is named by a literal path".to_owned(),
+            "not a literal",
+        ));
+        return;
+    };
+    if path.is_empty() || path.starts_with('/') || path.split('/').any(|c| c == "..") {
+        let message = format!(
+            "`{path}`: a child plan's path is relative and stays below the plan's directory"
+        );
+        d.push(err(arg.value.span, message, "not allowed"));
+        return;
+    }
+    if depth >= USES_DEPTH_MAX {
+        return;
+    }
+    let Some(compiled) = compile_child(path, arg.value.span, catalogue, (sources, depth), d) else {
+        return;
+    };
+    for g in compiled
+        .grants
+        .iter()
+        .filter(|g| !grants.iter().any(|c| c.covers(g)))
+    {
+        d.push(
+            err(
+                arg.value.span,
+                format!("the child plan `{path}` grants `{g}`, which no grant of this plan covers"),
+                "more than the parent may do",
+            )
+            .with_hint("a child may do at most what the plan spawning it may: grant it here too"),
+        );
+    }
+    spawn_inputs_fit(s, path, &compiled, d);
+}
+
+/// The child plan at `path` (named at `span`), compiled from `sources`, or E0229 saying why it
+/// cannot be.
+fn compile_child(
+    path: &str,
+    span: Span,
+    catalogue: &Catalogue,
+    (sources, depth): (&Sources, u32),
+    d: &mut Vec<Diagnostic>,
+) -> Option<CompiledPlan> {
+    let Some(src) = sources.get(path) else {
+        d.push(
+            Diagnostic::error(
+                "E0229",
+                span,
+                format!("the child plan `{path}` could not be read"),
+                "no such plan",
+            )
+            .with_hint("paths are relative to the plan's directory, without `..`"),
+        );
+        return None;
+    };
+    let (sub, parse_diags) = crate::parser::parse(src);
+    let compiled = match sub {
+        Some(sub) if parse_diags.is_empty() => compile_in(&sub, catalogue, sources, depth + 1),
+        _ => Err(parse_diags),
+    };
+    compiled
+        .map_err(|diags| {
+            let first = diags.first().map_or(String::new(), |x| {
+                let (line, col) = crate::diagnostic::line_col(src, x.span.start);
+                format!(": {path}:{line}:{col}: [{}] {}", x.code, x.message)
+            });
+            let message = format!(
+                "the child plan `{path}` has {} error(s){first}",
+                diags.len()
+            );
+            d.push(Diagnostic::error(
+                "E0229",
+                span,
+                message,
+                "does not compile",
+            ));
+        })
+        .ok()
+}
+
+/// The literal `inputs` map of a `spawn` step against the child plan's inputs (E0229): no
+/// unknown name, every input without a default given. An `inputs` that is not a literal map is
+/// checked when the child starts.
+fn spawn_inputs_fit(s: &ast::Step, path: &str, child: &CompiledPlan, d: &mut Vec<Diagnostic>) {
+    let given = s.call.args.iter().find(|a| a.name.node == "inputs");
+    let entries = match given.map(|a| &a.value.kind) {
+        Some(ExprKind::Map(entries)) => entries.as_slice(),
+        Some(_) => return,
+        None => &[],
+    };
+    for (k, _) in entries {
+        if !child.inputs.iter().any(|i| i.name == k.node) {
+            let known: Vec<&str> = child.inputs.iter().map(|i| i.name.as_str()).collect();
+            d.push(
+                Diagnostic::error(
+                    "E0229",
+                    k.span,
+                    format!("the child plan `{path}` has no input `{}`", k.node),
+                    "unknown input",
+                )
+                .with_hint(format!("its inputs: {}", known.join(", "))),
+            );
+        }
+    }
+    for i in child.inputs.iter().filter(|i| i.default.is_none()) {
+        if !entries.iter().any(|(k, _)| k.node == i.name) {
+            let message = format!(
+                "the child plan `{path}` needs input `{}` ({})",
+                i.name,
+                i.ty.as_str()
+            );
+            d.push(Diagnostic::error(
+                "E0229",
+                s.call.span,
+                message,
+                "missing input",
+            ));
+        }
+    }
 }
 
 /// Two loops' bodies may not share a step name: an iteration is recorded as `NAME[i]`, so the

@@ -27,6 +27,8 @@ const KEY_CONTEXT: &str = "oracle v1 plan text parsed";
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Outline {
     pub uses: Vec<String>,
+    /// The plans its `spawn` steps name with a literal `plan` (`crate::compile::spawns_of`).
+    pub spawns: Vec<String>,
     pub tools: Vec<String>,
     pub memory: Option<String>,
 }
@@ -38,6 +40,11 @@ impl Outline {
         };
         Outline {
             uses: p.uses.iter().map(|u| u.path.node.clone()).collect(),
+            spawns: p
+                .steps
+                .iter()
+                .filter_map(crate::compile::spawned_plan)
+                .collect(),
             tools: p.tools.iter().map(|t| t.node.clone()).collect(),
             memory: p.memory.as_ref().map(|m| m.node.to_flag()),
         }

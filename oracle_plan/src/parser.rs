@@ -271,7 +271,12 @@ impl<'s> Parser<'s> {
         match &t.kind {
             TokenKind::Eof => true,
             _ if !t.line_start => false,
-            TokenKind::Keyword(Keyword::Grant | Keyword::Input | Keyword::Plan) => true,
+            TokenKind::Keyword(Keyword::Grant | Keyword::Input) => true,
+            // `plan:` on a line of its own is a `spawn` step's argument, not a header.
+            TokenKind::Keyword(Keyword::Plan) => !matches!(
+                self.toks.get(i + 1).map(|t| &t.kind),
+                Some(TokenKind::Colon)
+            ),
             TokenKind::Ident(w) if w == "memory" => matches!(
                 self.toks.get(i + 1).map(|t| &t.kind),
                 Some(TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input))
@@ -695,16 +700,21 @@ impl<'s> Parser<'s> {
     ) -> PResult<Ident> {
         let placed = !self.is_boundary(self.pos);
         let t = self.tok();
+        // `plan:` names a `spawn` step's child plan: the one keyword an argument may be named,
+        // on a line of its own too (followed by `:`, it cannot start a plan's header).
+        let plan_arg = what == "an argument" && t.kind == TokenKind::Keyword(Keyword::Plan);
         let ok = match t.kind {
             TokenKind::Ident(_) => placed,
-            TokenKind::Keyword(_) => placed && !t.line_start && follows(self.kind_at(1)),
+            TokenKind::Keyword(_) => {
+                placed && (plan_arg || !t.line_start) && follows(self.kind_at(1))
+            }
             _ => false,
         };
         if !ok {
             return Err(self.expected("E0110", expected, context, None));
         }
         let t = self.bump();
-        if matches!(t.kind, TokenKind::Keyword(_)) {
+        if matches!(t.kind, TokenKind::Keyword(_)) && !plan_arg {
             self.keyword_as_name(&t, what);
         }
         Ok(Spanned::new(into_text(t.kind), t.span))

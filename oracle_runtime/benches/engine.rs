@@ -84,6 +84,7 @@ fn config(jobs: u32) -> RunConfig {
         domains: Default::default(),
         budget: None,
         key: None,
+        parent: None,
         shared: None,
         live: None,
         scorer: None,

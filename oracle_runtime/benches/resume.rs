@@ -99,6 +99,7 @@ fn config() -> RunConfig {
         domains: Default::default(),
         budget: None,
         key: None,
+        parent: None,
         shared: None,
         live: None,
         scorer: None,

@@ -128,6 +128,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         scorer: None,
         resume_points: Default::default(),
         key: None,
+        parent: None,
         shared: None,
         live: None,
     };

@@ -255,6 +255,7 @@ fn prepare(opts: &CodeStart, submit: bool) -> Result<Prepared> {
         memory: None,
         budget: None,
         key: opts.key.clone(),
+        parent: None,
     };
     if submit {
         write_json(&dir.join(session::SUBMISSION_FILE), &submission)?;

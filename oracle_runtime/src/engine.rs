@@ -84,6 +84,8 @@ pub struct RunConfig {
     pub resume_points: resume_point::Policy,
     /// The idempotency key the run was started with, recorded in `run_started` (`key`).
     pub key: Option<String>,
+    /// The run and step that spawned this one, recorded in `run_started` (`parent`).
+    pub parent: Option<oracle_core::payload::ParentRun>,
     /// Where the run's shared belief store is (`domains.memory.store`) and the run's id, which
     /// its publications carry. Never recorded: the store's answers are. `None`: the memory
     /// tools of a run attached to a store answer only from the record (a replay).
@@ -1140,6 +1142,7 @@ impl<'r, A: Agent> Engine<'r, A> {
                 memory,
                 domains,
                 key: self.config.key.clone(),
+                parent: self.config.parent.clone(),
             }),
         )?;
         Ok(())
@@ -1408,10 +1411,10 @@ impl<'r, A: Agent> Engine<'r, A> {
                     self.failures.remove(&step);
                     self.waits.remove(&step);
                     observations = vec![Observation {
+                        outcome: self.answered(&step, value),
                         step,
                         tool: String::new(),
                         attempt: attempts,
-                        outcome: Outcome::Answered(value),
                     }];
                 }
                 Action::Call(calls) => {
@@ -1440,6 +1443,17 @@ impl<'r, A: Agent> Engine<'r, A> {
                     observations = self.run_calls(calls, state)?;
                 }
             }
+        }
+    }
+
+    /// What the answer recorded for `step` tells the program: the value, except for a child
+    /// run's outcome (a `spawn` step), where a child that did not complete fails the step.
+    fn answered(&self, step: &str, value: Value) -> Outcome {
+        match self.causes.last_call(step) {
+            Some((tool, _)) if tool == crate::tools::spawn::SPAWN_TOOL => {
+                crate::tools::spawn::outcome(value)
+            }
+            _ => Outcome::Answered(value),
         }
     }
 

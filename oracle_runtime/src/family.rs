@@ -30,6 +30,11 @@ pub struct Family {
     pub forks: Vec<(String, u64)>,
     /// Whether more than [`FAMILY_RUNS_MAX`] runs were there to compare.
     pub truncated: bool,
+    /// The run and step that spawned this run (a child run), as its first event says.
+    pub spawned_by: Option<oracle_core::payload::ParentRun>,
+    /// The runs this run's `spawn` steps started, by id, with the step: each names this run
+    /// in its first event.
+    pub children: Vec<(String, String)>,
 }
 
 /// Which of two logs that share a prefix names the other as its parent, where they part.
@@ -51,6 +56,9 @@ pub fn family(home: &Path, run: &RunDir) -> Family {
     let Ok(first) = ours.read(0) else {
         return out;
     };
+    if let Ok(Payload::RunStarted(s)) = first.typed() {
+        out.spawned_by = s.parent;
+    }
     let Ok(entries) = std::fs::read_dir(home.join("runs")) else {
         return out;
     };
@@ -67,7 +75,15 @@ pub fn family(home: &Path, run: &RunDir) -> Family {
         let Ok(mut theirs) = IndexedLog::open_with(&paths.log, false) else {
             continue;
         };
-        if theirs.read(0).ok().map(|e| e.hash) != Some(first.hash) {
+        let Ok(their_first) = theirs.read(0) else {
+            continue;
+        };
+        if their_first.hash != first.hash {
+            if let Ok(Payload::RunStarted(s)) = their_first.typed()
+                && let Some(p) = s.parent.filter(|p| p.run == run.id)
+            {
+                out.children.push((id, p.step));
+            }
             continue;
         }
         match parted(&mut ours, &mut theirs, &run.id, &id) {

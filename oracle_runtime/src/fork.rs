@@ -517,11 +517,13 @@ pub fn prove_prefix(
     Ok(f)
 }
 
-/// Where a run came from: the run it was forked from (and how many events it shares), and
-/// the plan versions it was upgraded to, in order. Read from its log (`oracle runs --tree`).
+/// Where a run came from: the run it was forked from (and how many events it shares), the run
+/// and step that spawned it (a child run), and the plan versions it was upgraded to, in order.
+/// Read from its log (`oracle runs --tree`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Lineage {
     pub parent: Option<(String, u64)>,
+    pub spawned_by: Option<oracle_core::payload::ParentRun>,
     pub upgrades: Vec<Hash>,
 }
 
@@ -531,6 +533,11 @@ pub fn lineage(log: &Path) -> Lineage {
     let mut l = Lineage::default();
     let _ = crate::reader::scan(log, false, |e| {
         match e.kind {
+            EventKind::RunStarted => {
+                if let Ok(Payload::RunStarted(s)) = e.typed() {
+                    l.spawned_by = s.parent;
+                }
+            }
             EventKind::Forked => {
                 // The last one is this run's own (earlier ones are its ancestors').
                 if let Ok(Payload::Forked(f)) = e.typed() {

@@ -373,6 +373,9 @@ pub struct StartOptions {
     /// The idempotency key (`--key`, the API's `key`): recorded in `run_started`; a second
     /// start with the same key is the first run ([`crate::keys`]).
     pub key: Option<String>,
+    /// The run and step spawning this one (a `spawn` step's child, started by the host):
+    /// recorded in `run_started`.
+    pub parent: Option<oracle_core::payload::ParentRun>,
 }
 
 impl StartOptions {
@@ -400,6 +403,7 @@ impl StartOptions {
             plan_text: None,
             input_values: Map::new(),
             key: None,
+            parent: None,
         }
     }
 }
@@ -476,10 +480,13 @@ pub const USES_FILES_MAX: usize = 64;
 /// reports it by path).
 pub fn plan_sources(dir: &Path, source: &str) -> oracle_plan::Sources {
     let mut sources = oracle_plan::Sources::new();
-    let mut todo: Vec<(String, u32)> = oracle_plan::uses_of(source)
-        .into_iter()
-        .map(|p| (p, 1))
-        .collect();
+    // The plans `spawn` steps name are kept too: the child a run starts is the plan it had.
+    let named = |text: &str| {
+        let mut all = oracle_plan::uses_of(text);
+        all.extend(oracle_plan::spawns_of(text));
+        all
+    };
+    let mut todo: Vec<(String, u32)> = named(source).into_iter().map(|p| (p, 1)).collect();
     while let Some((path, depth)) = todo.pop() {
         if sources.contains_key(&path)
             || sources.len() >= USES_FILES_MAX
@@ -490,11 +497,7 @@ pub fn plan_sources(dir: &Path, source: &str) -> oracle_plan::Sources {
             continue;
         }
         if let Ok(text) = read_text(&dir.join(&path)) {
-            todo.extend(
-                oracle_plan::uses_of(&text)
-                    .into_iter()
-                    .map(|p| (p, depth + 1)),
-            );
+            todo.extend(named(&text).into_iter().map(|p| (p, depth + 1)));
             sources.insert(path, text);
         }
     }
@@ -693,6 +696,9 @@ pub struct Submission {
     /// The idempotency key ([`StartOptions::key`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// The run and step spawning this one ([`StartOptions::parent`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<oracle_core::payload::ParentRun>,
 }
 
 impl Submission {
@@ -719,6 +725,7 @@ impl Submission {
             },
             budget: self.budget.clone(),
             key: self.key.clone(),
+            parent: self.parent.clone(),
             scorer,
             resume_points: resume_point::Policy::default(),
             shared: dir
@@ -820,14 +827,7 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         guard.record(&claim)?;
     }
     write_atomic(&dir.join(PLAN_FILE), source.as_bytes())?;
-    // The sub-plans, kept beside the plan: `resume` and `replay` compile these copies.
-    for (path, text) in sources {
-        let target = dir.join(USES_DIR).join(&path);
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(SessionError::io(parent))?;
-        }
-        write_atomic(&target, text.as_bytes())?;
-    }
+    keep_uses(&dir, sources)?;
     let bindings = crate::bindings::Bindings {
         root: Some(root.clone()),
         models: opts.models.models.clone(),
@@ -851,6 +851,7 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         memory: None,
         budget: opts.budget.clone(),
         key: opts.key.clone(),
+        parent: opts.parent.clone(),
     };
     if submit {
         let text = serde_json::to_string_pretty(&submission).unwrap_or_default();
@@ -865,6 +866,19 @@ pub fn prepare(opts: &StartOptions, registry: &Registry, submit: bool) -> Result
         // A submission is live once written: the key is let go here.
         key_guard: if submit { None } else { key_guard },
     })
+}
+
+/// The sub-plans (and child plans) of a new run, kept beside its plan: `resume` and `replay`
+/// compile these copies, and a `spawn` step starts its child from one.
+fn keep_uses(dir: &Path, sources: oracle_plan::Sources) -> Result<()> {
+    for (path, text) in sources {
+        let target = dir.join(USES_DIR).join(&path);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(SessionError::io(parent))?;
+        }
+        write_atomic(&target, text.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// A plan's text given in a request, held to the limit a plan file is.
@@ -1411,6 +1425,7 @@ fn config_of(
         scorer: None,
         resume_points: resume_point::Policy::default(),
         key: started.key.clone(),
+        parent: started.parent.clone(),
         live: shared.as_ref().map(|a| a.run.clone()),
         shared,
     })
@@ -1943,6 +1958,17 @@ fn latest_call(events: &Recorded, step: &str) -> Option<(String, Value)> {
     })
 }
 
+/// Whether a run waiting on a step whose latest call is `call` is resumed without an answer:
+/// a `wait.event` step with a kept event for it (the drive delivers the event), or a `spawn`
+/// step (the drive goes to its wait and stays there; the host answers it with the child's
+/// outcome).
+fn goes_on_unanswered(dir: &Path, call: Option<(String, Value)>) -> bool {
+    match call {
+        Some((tool, _)) if tool == crate::tools::spawn::SPAWN_TOOL => true,
+        call => crate::events::kept_for(dir, call),
+    }
+}
+
 /// What a drive of a stored run is for: going on (with the answer for the step it waits on,
 /// if it waits) or recording a cancel at its first decision boundary.
 #[derive(Clone, Copy)]
@@ -2101,9 +2127,9 @@ fn check_resumable(
             ));
         }
         Some(Ok(Payload::Suspended(s))) if domain_wait(&s.step).is_some() => {}
-        // A `wait.event` step with a kept event for it: the drive delivers the event.
+        // A `wait.event` step with a kept event for it, or a step waiting on its child run.
         Some(Ok(Payload::Suspended(s)))
-            if answer.is_none() && crate::events::kept_for(&found.dir, call_of(&s.step)) => {}
+            if answer.is_none() && goes_on_unanswered(&found.dir, call_of(&s.step)) => {}
         Some(Ok(Payload::Suspended(s))) => match answer {
             None => {
                 return Err(SessionError::NeedsAnswer {

@@ -218,6 +218,7 @@ fn reaching_the_calls_bound_is_recorded_and_fails_the_run() {
         scorer: None,
         resume_points: Default::default(),
         key: None,
+        parent: None,
         shared: None,
         live: None,
     };
@@ -278,6 +279,7 @@ fn an_answer_to_a_step_waiting_on_a_belief_is_refused_in_the_memory_domains_word
         scorer: None,
         resume_points: Default::default(),
         key: None,
+        parent: None,
         shared: None,
         live: None,
     };

@@ -415,6 +415,7 @@ fn engine_on_sim(
         scorer: None,
         resume_points: Default::default(),
         key: None,
+        parent: None,
         shared: None,
         live: None,
     };

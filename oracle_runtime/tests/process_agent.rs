@@ -103,6 +103,7 @@ impl Scratch {
             scorer: None,
             resume_points: Default::default(),
             key: None,
+            parent: None,
             shared: None,
             live: None,
         }

@@ -98,6 +98,7 @@ fn config(every_events: u64) -> RunConfig {
         domains: Default::default(),
         budget: None,
         key: None,
+        parent: None,
         shared: None,
         live: None,
         scorer: None,

@@ -166,6 +166,7 @@ fn registry_holds_every_builtin_tool_with_compiled_schemas() {
             "random.int",
             "retry.backoff",
             "sleep",
+            "spawn",
             "text.contains",
             "text.count",
             "text.lines",
@@ -180,7 +181,7 @@ fn registry_holds_every_builtin_tool_with_compiled_schemas() {
         let expected = match t.decl.name.as_str() {
             "fs.read" | "fs.write" | "fs.list" | "proc.exec" | "llm.chat" | "http.request"
             | "clock.wall" => Effect::Impure,
-            "human.ask" | "sleep" | "retry.backoff" | "wait.event" => Effect::Ask,
+            "human.ask" | "sleep" | "retry.backoff" | "wait.event" | "spawn" => Effect::Ask,
             "memory.assert" | "memory.query" | "memory.history" => Effect::Domain("memory"),
             name if name.starts_with("auction.") => Effect::Domain("economy"),
             _ => Effect::Pure,
@@ -380,6 +381,16 @@ fn catalogue_lists_the_arguments_plans_were_written_against() {
         (
             "sleep",
             vec![("for", "string", false), ("until", "string", false)],
+            None,
+        ),
+        (
+            "spawn",
+            vec![
+                ("plan", "string", true),
+                ("detach", "bool", false),
+                ("inputs", "map", false),
+                ("key", "string", false),
+            ],
             None,
         ),
         (

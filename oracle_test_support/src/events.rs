@@ -23,6 +23,7 @@ pub fn minimal_run_started(program: &str, seed: u64, grants: &[&str]) -> RunStar
         memory: None,
         domains: None,
         key: None,
+        parent: None,
     }
 }
 

@@ -531,28 +531,7 @@ fn summary_html(view: &RunView, links: Option<&Links>) -> String {
         ),
         None => format!("<code>{}</code>", escape(id)),
     };
-    let f = &view.family;
-    if let Some((parent, shared)) = &f.parent {
-        row(
-            "Forked from",
-            format!("{} (shares its first {shared} events)", run_ref(parent)),
-        );
-    }
-    if !f.forks.is_empty() {
-        let forks: Vec<String> = f
-            .forks
-            .iter()
-            .map(|(id, shared)| {
-                format!("{} (after event {})", run_ref(id), shared.saturating_sub(1))
-            })
-            .collect();
-        let more = if f.truncated {
-            "; only the home's first runs were compared"
-        } else {
-            ""
-        };
-        row("Forks", format!("{}{more}", forks.join(", ")));
-    }
+    family_rows(&view.family, &run_ref, &mut row);
     if s.at_asked {
         row(
             "Shown after",
@@ -1051,6 +1030,49 @@ pub fn inbox_page(inbox: &Inbox, links: &Links, forms: &Forms) -> String {
     }
     m.push_str("</section>\n");
     document("Inbox", Some((links, Current::Inbox)), &m, false)
+}
+
+/// The run's family: the run it was forked from and its forks, the run and step that spawned
+/// it and the runs its `spawn` steps started (docs/PLAN.md, "Child runs"), each linked on the
+/// server.
+fn family_rows(
+    f: &oracle_host::Family,
+    run_ref: &dyn Fn(&str) -> String,
+    row: &mut dyn FnMut(&str, String),
+) {
+    if let Some((parent, shared)) = &f.parent {
+        row(
+            "Forked from",
+            format!("{} (shares its first {shared} events)", run_ref(parent)),
+        );
+    }
+    if !f.forks.is_empty() {
+        let forks: Vec<String> = f
+            .forks
+            .iter()
+            .map(|(id, shared)| {
+                format!("{} (after event {})", run_ref(id), shared.saturating_sub(1))
+            })
+            .collect();
+        let more = if f.truncated {
+            "; only the home's first runs were compared"
+        } else {
+            ""
+        };
+        row("Forks", format!("{}{more}", forks.join(", ")));
+    }
+    if let Some(p) = &f.spawned_by {
+        let step = format!("<code>{}</code>", escape(&p.step));
+        row("Spawned by", format!("{} (step {step})", run_ref(&p.run)));
+    }
+    if !f.children.is_empty() {
+        let children: Vec<String> = f
+            .children
+            .iter()
+            .map(|(id, step)| format!("{} (step <code>{}</code>)", run_ref(id), escape(step)))
+            .collect();
+        row("Children", children.join(", "));
+    }
 }
 
 /// The form that forks the run (`POST` to [`Forms::fork`]): before a step (chosen from the

@@ -44,6 +44,20 @@ fn request(run: &str, status: &str) -> RequestView {
     }
 }
 
+/// A family whose every name is hostile: forked from, forks, spawned by, children.
+fn hostile_family() -> oracle_host::Family {
+    oracle_host::Family {
+        parent: Some((HOSTILE.into(), 3)),
+        forks: vec![(HOSTILE.into(), 4)],
+        truncated: true,
+        spawned_by: Some(oracle_core::payload::ParentRun {
+            run: HOSTILE.into(),
+            step: HOSTILE.into(),
+        }),
+        children: vec![(HOSTILE.into(), HOSTILE.into())],
+    }
+}
+
 fn hostile_view() -> RunView {
     let step = HOSTILE.to_owned();
     let graph = oracle_plan::graph::Graph {
@@ -135,11 +149,7 @@ fn hostile_view() -> RunView {
                 fields_omitted: 0,
             },
         }),
-        family: oracle_host::Family {
-            parent: Some((HOSTILE.into(), 3)),
-            forks: vec![(HOSTILE.into(), 4)],
-            truncated: true,
-        },
+        family: hostile_family(),
         timers: vec![
             TimerRow {
                 step: HOSTILE.into(),
@@ -307,6 +317,10 @@ fn hostile_log_content_renders_inert_on_every_page() {
     // The family: the parent and the forks are named (escaped) and, on the server, linked.
     assert!(pages[0].contains("<dt>Forked from</dt>"), "{}", pages[0]);
     assert!(pages[0].contains("<dt>Forks</dt>"));
+    // So are the run that spawned it and its children.
+    assert!(pages[0].contains("<dt>Spawned by</dt>"), "{}", pages[0]);
+    assert!(pages[0].contains("<dt>Children</dt>"));
+    assert!(pages[1].contains("<dt>Children</dt>"));
     assert!(pages[1].contains("<dt>Forked from</dt>"));
     // A streamed reply in flight is on the server's page (escaped), never in a report.
     assert!(

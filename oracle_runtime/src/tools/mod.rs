@@ -29,6 +29,7 @@ pub mod llm;
 pub mod memory;
 pub mod net;
 pub mod proc;
+pub mod spawn;
 pub mod text;
 pub mod time;
 
@@ -41,7 +42,7 @@ pub fn builtin() -> Registry {
 /// Every built-in tool, with `llm.chat` calling the models bound in `models`, and
 /// `http.request` and `proc.exec` given the run's `secrets`.
 pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry {
-    let tools: [Arc<dyn Tool>; 22] = [
+    let tools: [Arc<dyn Tool>; 23] = [
         Arc::new(fs::Read),
         Arc::new(fs::Write),
         Arc::new(fs::List),
@@ -63,6 +64,7 @@ pub fn builtin_with(models: Arc<llm::Models>, secrets: Arc<Secrets>) -> Registry
         Arc::new(time::Backoff),
         Arc::new(human::Ask),
         Arc::new(event::WaitEvent),
+        Arc::new(spawn::Spawn),
         Arc::new(agent::Agent),
         Arc::new(net::Request {
             secrets: secrets.clone(),
@@ -221,7 +223,7 @@ mod tests {
     fn registers_every_builtin_tool() {
         let r = builtin();
         let names: Vec<&str> = r.iter().map(|t| t.decl.name.as_str()).collect();
-        assert_eq!(names.len(), 32, "{names:?}");
+        assert_eq!(names.len(), 33, "{names:?}");
         for t in r.iter() {
             assert_eq!(t.decl.version, "1.0.0");
             assert!(!t.decl.description.is_empty());
