@@ -247,8 +247,32 @@ pub struct RunArgs {
     /// plan, inputs or seed it is refused (exit 2, `key_conflict`, naming what differs).
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
+    /// Wait for a turn in this queue (`oracle queue set`) before the run starts: while the
+    /// queue is at its limits the run is `queued`, its position printed on stderr and shown
+    /// by `oracle runs`. Nothing of the wait is recorded.
+    #[arg(long, value_name = "NAME")]
+    queue: Option<String>,
+    /// The run's priority in its queue, 0 (the default) to 9: higher goes first.
+    #[arg(long, value_name = "0-9")]
+    priority: Option<u64>,
+    /// The run's partition in its queue: partitions take turns, and the queue's
+    /// `--partition-concurrency` holds for each.
+    #[arg(long, value_name = "KEY")]
+    partition: Option<String>,
     #[command(flatten)]
     drive: DriveArgs,
+}
+
+impl RunArgs {
+    /// The queue the run asks for, checked by the host's one rule.
+    pub(crate) fn queue_ask(&self) -> Result<Option<oracle_host::queue::Ask>, CliError> {
+        oracle_host::queue::ask(
+            self.queue.as_deref(),
+            self.priority,
+            self.partition.as_deref(),
+        )
+        .map_err(|e| host_error(e, self.drive.json))
+    }
 }
 
 #[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
@@ -590,6 +614,8 @@ pub enum StatusArg {
     Failed,
     /// Ended from outside (`oracle cancel`, the API).
     Cancelled,
+    /// Waiting for its turn in a queue (`oracle run --queue`).
+    Queued,
 }
 
 impl StatusArg {
@@ -600,6 +626,7 @@ impl StatusArg {
             StatusArg::Completed => "completed",
             StatusArg::Failed => "failed",
             StatusArg::Cancelled => "cancelled",
+            StatusArg::Queued => "queued",
         }
     }
 }
@@ -1102,6 +1129,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     if oracle_host::code::is_code_entry(&a.plan) {
         return run_code(home, a);
     }
+    let ask = a.queue_ask()?;
     let (opts, tool_dirs) = start_options(home, &a)?;
     let host = host(home, a.drive.json)?.with_require_approval(a.drive.require_approval);
     crate::interrupt::on_ctrl_c(None);
@@ -1109,7 +1137,14 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     let mut progress = |p: &Progress| display.update(p);
     let spans = crate::spans::start(a.drive.otlp.as_deref())?;
     let follow = crate::follow::Follow::start(a.drive.follow);
-    let s = host.start(opts, &new_run_given(&a), tool_dirs, Some(&mut progress));
+    let given = new_run_given(&a);
+    let s = match &ask {
+        Some(ask) => {
+            let mut waiting = |place: u64| eprintln!("queued in {}: position {place}", ask.queue);
+            host.start_queued(opts, &given, tool_dirs, ask, &mut waiting, &mut progress)
+        }
+        None => host.start(opts, &given, tool_dirs, Some(&mut progress)),
+    };
     drop(follow);
     crate::spans::finish(spans);
     display.finish();
@@ -1134,6 +1169,12 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
 /// `oracle run triage.py`: a code agent (docs/AGENTS.md), started through the host. Its
 /// decision time limit is `ORACLE_AGENT_DECIDE_MS` when set.
 fn run_code(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    if a.queue_ask()?.is_some() {
+        return Err(host_error(
+            oracle_host::queue::not_yet("a code agent's run"),
+            a.drive.json,
+        ));
+    }
     let opts = code_options(home, &a)?;
     let host = host(home, a.drive.json)?;
     crate::interrupt::on_ctrl_c(None);
@@ -1207,6 +1248,12 @@ pub(crate) fn submit(
     a: &RunArgs,
     store: &oracle_host::Database,
 ) -> Result<oracle_host::Submitted, CliError> {
+    if a.queue_ask()?.is_some() {
+        return Err(host_error(
+            oracle_host::queue::not_yet("a run submitted to a store"),
+            a.drive.json,
+        ));
+    }
     if oracle_host::code::is_code_entry(&a.plan) {
         return submit_code(scratch, a, store);
     }
@@ -1688,6 +1735,7 @@ fn run_log(home: &Path, id: &str) -> PathBuf {
 pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
     let prices = crate::show::price_table(&a.model_price)?;
     let all = inspect::runs(home).map_err(|e| session_error(e, a.json, None))?;
+    let places = oracle_host::queue::places(home);
     let shown: Vec<_> = all
         .into_iter()
         // `running` takes in a run prepared for a background start that has not begun
@@ -1709,7 +1757,7 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
     if a.json {
         for r in &shown {
             // The API's row (`GET /api/v1/runs`), built once by the host, plus the run's wall span.
-            let mut v = oracle_host::data::run_json(r);
+            let mut v = oracle_host::data::queued_json(r, &places);
             if let Value::Object(m) = &mut v {
                 let wall = inspect::wall_span(&run_log(home, &r.id));
                 m.insert("wall_ms".into(), json!(wall));

@@ -49,6 +49,7 @@ mod memory_external;
 mod net;
 mod observe;
 mod pipes;
+mod queues;
 mod plans;
 mod programs;
 mod readme;

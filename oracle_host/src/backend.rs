@@ -430,6 +430,9 @@ impl Backend {
                 warnings,
             };
         let dir = match self {
+            Backend::Store(_) if request.queue.is_some() => {
+                return Err(crate::queue::not_yet("a run submitted to a store"));
+            }
             Backend::Store(front) => {
                 return Ok(match front.submit(request, root, given)? {
                     StoreStart::New { id, warnings } => {
@@ -446,6 +449,17 @@ impl Backend {
         // cheaply); the place is taken before anything is created, and a key that finds its
         // run gives it back at once.
         request.admit(root)?;
+        if let Some(ask) = request.queue.clone() {
+            let home = Backend::recorded(dir)?;
+            return Ok(match home.enqueue_request(request, root, given, &ask)? {
+                Start::New(p) => {
+                    let now = home.queue_dispatch(bg)?.contains(&p.id);
+                    let status = if now { "running" } else { crate::queue::QUEUED };
+                    started(p.id, status, false, p.submission.key, p.warnings)
+                }
+                Start::Existing(e) => started(e.id, &e.status, true, Some(e.key), Vec::new()),
+            });
+        }
         let place = bg.take()?;
         let (log, who) = (bg.log().to_owned(), by.to_owned());
         let ended = move |id: &str, outcome: Result<crate::Session, HostError>| {

@@ -36,6 +36,7 @@ pub mod otlp;
 pub mod otlp_live;
 mod outside;
 pub mod plans;
+pub mod queue;
 pub mod recover;
 pub mod request;
 pub mod runid;

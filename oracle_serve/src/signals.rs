@@ -67,6 +67,15 @@ pub struct StartBody {
     pub key: Option<String>,
     #[serde(default)]
     pub seed: u64,
+    /// The queue the run waits in for its turn (`oracle queue set`).
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// Its priority in the queue, 0 to 9 (higher first; default 0).
+    #[serde(default)]
+    pub priority: Option<u64>,
+    /// Its partition in the queue.
+    #[serde(default)]
+    pub partition: Option<String>,
 }
 
 /// `POST /api/v1/runs/{id}/cancel`.
@@ -287,6 +296,14 @@ pub fn send_event(
 pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode, Value), ApiError> {
     let root = state.config.root.as_deref();
     let given = &state.config.given;
+    let queue = oracle_host::queue::ask(
+        body.queue.as_deref(),
+        body.priority,
+        body.partition.as_deref(),
+    )?;
+    if queue.is_some() && body.agent.is_some() {
+        return Err(oracle_host::queue::not_yet("a code agent's run").into());
+    }
     let plan = match (body.plan, body.agent) {
         (Some(plan), None) => plan,
         (None, Some(agent)) if body.key.is_none() => {
@@ -324,6 +341,7 @@ pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode,
         inputs: body.inputs,
         key: body.key,
         seed: body.seed,
+        queue,
     };
     let s = state
         .backend
@@ -647,9 +665,23 @@ pub fn timer_wheel(state: &AppState, stop: &std::sync::atomic::AtomicBool) {
         if !stop.load(Ordering::Relaxed) {
             fire_schedules(&host, &log_path);
         }
+        if !stop.load(Ordering::Relaxed) {
+            start_queued(&host, &state.drives, &log_path);
+        }
         std::thread::sleep(std::time::Duration::from_millis(
             crate::config::TIMER_POLL_MS,
         ));
+    }
+}
+
+/// Starts the runs submitted through the API whose turn in their queue has come, each in the
+/// server's pool of background drives; a failure to look is one line of the resume log.
+fn start_queued(host: &oracle_host::Home, drives: &oracle_host::Background, log_path: &Path) {
+    if let Err(e) = host.queue_dispatch(drives) {
+        oracle_host::background::append_log(
+            log_path,
+            &format!("queues: refused: {e} ({})", e.code()),
+        );
     }
 }
 
