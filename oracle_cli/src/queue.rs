@@ -50,16 +50,55 @@ struct ListArgs {
     json: bool,
 }
 
+/// Where the queues are: a file home's directory or a store's table.
+enum Kept {
+    Home(Home),
+    Store(oracle_host::Database),
+}
+
+impl Kept {
+    fn set(&self, q: Queue) -> Result<Queue, oracle_host::HostError> {
+        match self {
+            Kept::Home(h) => h.queue_set(q),
+            Kept::Store(s) => s.queue_set(q),
+        }
+    }
+
+    fn all(&self) -> Result<Vec<QueueView>, oracle_host::HostError> {
+        match self {
+            Kept::Home(h) => h.queues(),
+            Kept::Store(s) => s.queues(),
+        }
+    }
+}
+
+impl QueueArgs {
+    fn json(&self) -> bool {
+        match &self.command {
+            QueueCommand::Set(s) => s.json,
+            QueueCommand::List(l) => l.json,
+        }
+    }
+}
+
 pub fn run(home: &Path, a: QueueArgs) -> Result<u8, CliError> {
-    let json = match &a.command {
-        QueueCommand::Set(s) => s.json,
-        QueueCommand::List(l) => l.json,
-    };
-    let host = Home::open(home).map_err(|e| host_error(e, json))?;
+    let host = Home::open(home).map_err(|e| host_error(e, a.json()))?;
+    common(&Kept::Home(host), a)
+}
+
+/// `oracle queue ... --store URL`: the store's queues, which its workers' claims respect.
+pub fn run_store(url: &str, a: QueueArgs) -> Result<u8, CliError> {
+    let store =
+        oracle_host::Database::connect(url).map_err(|e| host_error(e.into(), a.json()))?;
+    common(&Kept::Store(store), a)
+}
+
+fn common(kept: &Kept, a: QueueArgs) -> Result<u8, CliError> {
+    let json = a.json();
     match a.command {
         QueueCommand::Set(s) => {
-            let q = host
-                .queue_set(Queue {
+            let q = kept
+                .set(Queue {
                     name: s.name,
                     concurrency: s.concurrency,
                     rate: s.rate,
@@ -73,7 +112,7 @@ pub fn run(home: &Path, a: QueueArgs) -> Result<u8, CliError> {
             }
         }
         QueueCommand::List(_) => {
-            let all = host.queues().map_err(|e| host_error(e, json))?;
+            let all = kept.all().map_err(|e| host_error(e, json))?;
             print_list(&all, json)?;
         }
     }

@@ -1248,14 +1248,20 @@ pub(crate) fn submit(
     a: &RunArgs,
     store: &oracle_host::Database,
 ) -> Result<oracle_host::Submitted, CliError> {
-    if a.queue_ask()?.is_some() {
-        return Err(host_error(
-            oracle_host::queue::not_yet("a run submitted to a store"),
-            a.drive.json,
-        ));
-    }
+    let ask = a.queue_ask()?;
     if oracle_host::code::is_code_entry(&a.plan) {
+        if ask.is_some() {
+            return Err(host_error(
+                oracle_host::queue::not_yet("a code agent's run"),
+                a.drive.json,
+            ));
+        }
         return submit_code(scratch, a, store);
+    }
+    if let Some(ask) = &ask {
+        store
+            .queue_check(ask)
+            .map_err(|e| host_error(e, a.drive.json))?;
     }
     let (opts, tool_dirs) = start_options(scratch, a)?;
     let host = host(scratch, a.drive.json)?;
@@ -1275,13 +1281,12 @@ pub(crate) fn submit(
     for w in &prepared.warnings {
         eprintln!("warning: {w}");
     }
+    let programs = (
+        kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
+        kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
+    );
     let submitted = store
-        .submit(
-            &prepared,
-            kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
-            kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
-            a.key.as_deref(),
-        )
+        .submit_queued(&prepared, programs, a.key.as_deref(), ask.as_ref())
         .map_err(|e| CliError::input(e.to_string()))?;
     key_used_elsewhere(submitted, a)
 }

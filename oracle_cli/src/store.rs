@@ -161,6 +161,7 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         Command::Checkpoint(_) => checkpoint(url, command),
         Command::Import(a) => import(url, a),
         Command::Schedule(a) => crate::schedule::run_store(url, a),
+        Command::Queue(a) => crate::queue::run_store(url, a),
         // The server runs with its home as any command does, serving the store's runs.
         Command::Serve(mut a) => {
             a.serve_store(url);
@@ -260,14 +261,22 @@ fn status_of(state: &str) -> &str {
 fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError> {
     let store = connect(url)?;
     let mut rows = store.runs().map_err(pg)?;
-    // `--status running`: not finished and not suspended (queued, held, or released); a broken
+    let places = store.queued().map_err(|e| crate::run::host_error(e, json_out))?;
+    // A run waiting in a queue: `queued`, with its place.
+    let status_of = |r: &oracle_host::RunRow| -> String {
+        match places.get(&r.id) {
+            Some(_) if r.state == "submitted" => oracle_host::queue::QUEUED.to_owned(),
+            _ => status_of(&r.state).to_owned(),
+        }
+    };
+    // `--status running`: not finished and not suspended (held, or released); a broken
     // run matches no status but is listed.
     if let Some(want) = status {
-        rows.retain(|r| status_of(&r.state) == want);
+        rows.retain(|r| status_of(r) == want);
     }
     // A worker holds it now under a lease that has not expired: a file home's `live`.
     let live = |r: &oracle_host::RunRow| {
-        (status_of(&r.state) == "running")
+        (status_of(r) == "running")
             .then(|| r.state == "running" && r.lease_ms.is_some_and(|ms| ms >= 0))
     };
     if json_out {
@@ -276,7 +285,8 @@ fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError>
             crate::out::json(&json!({
                 "run": r.id,
                 "plan": r.program,
-                "status": status_of(&r.state),
+                "status": status_of(r),
+                "queue": places.get(&r.id),
                 "events": r.events,
                 "last_time": s.last_time,
                 "live": live(r),
@@ -310,9 +320,13 @@ fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError>
             let shown = match (r.state.as_str(), live(r)) {
                 ("running", Some(true)) => "live",
                 ("running", _) => "interrupted",
+                (_, _) if status_of(r) == oracle_host::queue::QUEUED => oracle_host::queue::QUEUED,
                 (state, _) => state,
             };
             let mut store_notes = Vec::new();
+            if let Some(p) = places.get(&r.id) {
+                store_notes.push(p.reason());
+            }
             if let Some(w) = &r.worker {
                 let lease = match r.lease_ms {
                     Some(ms) if ms >= 0 => format!("lease {}.{}s", ms / 1000, (ms % 1000) / 100),

@@ -287,3 +287,94 @@ fn queue_api_runs_wait_their_turn_and_start_by_priority() {
     assert_eq!(order, [ids[1].as_str(), ids[2].as_str(), ids[0].as_str()], "{text}");
     assert!(text.matches("completed").count() >= 3, "{text}");
 }
+
+static DB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A fresh store with the schema, or `None` (skip) without PostgreSQL.
+fn store_url() -> Option<String> {
+    let cluster = oracle_pg::cluster::shared()?;
+    let n = DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let url = cluster
+        .database(&format!("queues_{}_{n}", std::process::id()))
+        .unwrap();
+    let (code, out, err) = common::oracle_in(Path::new("."), &["store", "init", "--store", &url]);
+    assert_eq!(code, 0, "{out}{err}");
+    Some(url)
+}
+
+/// `oracle submit PLAN --store URL --queue q --input name=NAME ...` in `dir`; the run's id.
+fn submit(dir: &Path, url: &str, name: &str, extra: &[&str]) -> String {
+    let t = format!("trace={}", dir.join("trace").display());
+    let n = format!("name={name}");
+    let mut args = vec![
+        "submit", "q.plan", "--store", url, "--queue", "q", "--input", &n, "--input", &t,
+        "--input", "cmd=sleep 0.05", "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (code, v) = common::json_in(dir, &args);
+    assert_eq!(code, 0, "{v}");
+    v["run"].as_str().unwrap().to_owned()
+}
+
+/// The starts in `dir`'s trace, each checked to end before the next starts.
+fn starts_one_at_a_time(dir: &Path) -> Vec<String> {
+    let lines = trace(&dir.join("trace"));
+    let mut starts = Vec::new();
+    for pair in lines.chunks(2) {
+        let name = pair[0].strip_prefix("start ").expect("a start").to_owned();
+        assert_eq!(pair.get(1), Some(&format!("end {name}")), "overlap: {lines:?}");
+        starts.push(name);
+    }
+    starts
+}
+
+/// Over a store, with a worker of four threads: runs of a queue of concurrency 1 never
+/// overlap and start by priority, listed `queued` with their places until then.
+#[test]
+fn queue_store_runs_never_overlap_and_go_by_priority() {
+    let Some(url) = store_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("q.plan"), PLAN).unwrap();
+    let (code, _, err) =
+        common::oracle_in(dir.path(), &["queue", "set", "q", "--concurrency", "1", "--store", &url]);
+    assert_eq!(code, 0, "{err}");
+    let (code, v) = common::json_in(
+        dir.path(),
+        &["submit", "q.plan", "--store", &url, "--queue", "nope", "--json"],
+    );
+    assert_eq!((code, v["error"]["code"].as_str()), (2, Some("queue_unknown")), "{v}");
+    let low = submit(dir.path(), &url, "low", &["--priority", "1"]);
+    let high = submit(dir.path(), &url, "high", &["--priority", "9"]);
+    let mid = submit(dir.path(), &url, "mid", &["--priority", "5"]);
+    let (_, out, _) = common::oracle_in(dir.path(), &["runs", "--store", &url, "--json"]);
+    let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let place = |run: &str| {
+        let r = rows.iter().find(|r| r["run"] == run).unwrap();
+        assert_eq!(r["status"], "queued", "{r}");
+        r["queue"]["position"].as_u64().unwrap()
+    };
+    assert_eq!((place(&high), place(&mid), place(&low)), (1, 2, 3));
+    common::worker_until_idle(dir.path(), &url, &["--concurrency", "4"]);
+    assert_eq!(starts_one_at_a_time(dir.path()), ["high", "mid", "low"]);
+    let (_, out, _) = common::oracle_in(dir.path(), &["runs", "--store", &url, "--json"]);
+    assert_eq!(out.matches("\"status\":\"completed\"").count(), 3, "{out}");
+}
+
+/// Over a store, two partitions of ten runs each take turns through a queue of concurrency 1.
+#[test]
+fn queue_store_partitions_take_turns() {
+    let Some(url) = store_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("q.plan"), PLAN).unwrap();
+    let (code, _, err) =
+        common::oracle_in(dir.path(), &["queue", "set", "q", "--concurrency", "1", "--store", &url]);
+    assert_eq!(code, 0, "{err}");
+    for part in ["a", "b"] {
+        for i in 1..=10 {
+            submit(dir.path(), &url, &format!("{part}{i}"), &["--partition", part]);
+        }
+    }
+    common::worker_until_idle(dir.path(), &url, &["--concurrency", "4"]);
+    let want: Vec<String> = (1..=10).flat_map(|i| [format!("a{i}"), format!("b{i}")]).collect();
+    assert_eq!(starts_one_at_a_time(dir.path()), want);
+}

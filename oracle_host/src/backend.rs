@@ -430,14 +430,13 @@ impl Backend {
                 warnings,
             };
         let dir = match self {
-            Backend::Store(_) if request.queue.is_some() => {
-                return Err(crate::queue::not_yet("a run submitted to a store"));
-            }
             Backend::Store(front) => {
+                let status = match request.queue {
+                    Some(_) => crate::queue::QUEUED,
+                    None => "submitted",
+                };
                 return Ok(match front.submit(request, root, given)? {
-                    StoreStart::New { id, warnings } => {
-                        started(id, "submitted", false, key, warnings)
-                    }
+                    StoreStart::New { id, warnings } => started(id, status, false, key, warnings),
                     StoreStart::Existing { id, state } => {
                         started(id, status_of(&state), true, key, Vec::new())
                     }

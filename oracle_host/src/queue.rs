@@ -15,6 +15,7 @@
 //! Wall time (the rate) is read here only.
 
 pub mod order;
+pub mod store;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -276,16 +277,19 @@ struct Locked {
     state: State,
 }
 
+/// The refusal of a queue that does not exist (`queue_unknown`).
+pub fn unknown(name: &str) -> HostError {
+    bad(
+        "queue_unknown",
+        format!("no queue `{name}`: make it with `oracle queue set {name} --concurrency N`"),
+    )
+}
+
 fn read_queue(dir: &Path, name: &str) -> Result<Queue, HostError> {
     let path = dir.join(format!("{name}.json"));
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(bad(
-                "queue_unknown",
-                format!("no queue `{name}`: make it with `oracle queue set {name} --concurrency N`"),
-            ));
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(unknown(name)),
         Err(e) => return Err(io(&path)(e)),
     };
     let queue: Queue = serde_json::from_str(&text)

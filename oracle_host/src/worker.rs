@@ -375,9 +375,15 @@ impl<'s> Claimed<'s> {
     ) -> Result<Option<Claimed<'s>>, PgError> {
         let lease_ms = i64::try_from(s.lease_ms).unwrap_or(i64::MAX);
         let agents: Vec<String> = s.agents.keys().cloned().collect();
-        Ok(store
-            .claim_for(&s.name, lease_ms, &agents, skip)?
-            .map(|claim| Claimed { store, claim }))
+        // A queued run in its turn first (the queue's one rule decides, under its row's
+        // lock), then any other.
+        let queued =
+            store.claim_queued(&s.name, lease_ms, skip, &mut crate::queue::store::decide)?;
+        let claim = match queued {
+            Some(c) => Some(c),
+            None => store.claim_for(&s.name, lease_ms, &agents, skip)?,
+        };
+        Ok(claim.map(|claim| Claimed { store, claim }))
     }
 
     /// The run written into `home` from the store's rows; its directory.

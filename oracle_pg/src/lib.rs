@@ -12,7 +12,9 @@
 
 pub mod cluster;
 mod memory_stores;
+mod queues;
 mod schedules;
+pub use queues::{Pick, QueueAsk, QueueSnapshot};
 pub mod schema;
 
 pub use schedules::ScheduleRow;
@@ -357,6 +359,20 @@ impl Store {
         programs: &Programs,
         key: Option<&oracle_runtime::keys::KeyClaim>,
     ) -> Result<Submitted> {
+        self.submit_queued(program, dir, programs, key, None)
+    }
+
+    /// [`Store::submit_keyed`], the run waiting in `queue` when given: its queue, priority and
+    /// partition are written in the submission's transaction, so no worker claims it but
+    /// through its queue ([`Store::claim_queued`]).
+    pub fn submit_queued(
+        &self,
+        program: &str,
+        dir: &Path,
+        programs: &Programs,
+        key: Option<&oracle_runtime::keys::KeyClaim>,
+        queue: Option<&QueueAsk<'_>>,
+    ) -> Result<Submitted> {
         let files = read_run_files(dir)?;
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("submitting a run"))?;
@@ -423,6 +439,13 @@ impl Store {
             &[&id, &programs.oracle_cmd, &programs.scorer_cmd],
         )
         .map_err(db("submitting a run"))?;
+        if let Some(q) = queue {
+            tx.execute(
+                "UPDATE runs SET queue = $2, priority = $3, partition_key = $4 WHERE id = $1",
+                &[&id, &q.queue, &q.priority, &q.partition],
+            )
+            .map_err(db("submitting a run to its queue"))?;
+        }
         tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
             .map_err(db("waking workers"))?;
         tx.commit().map_err(db("submitting a run"))?;
@@ -492,7 +515,7 @@ impl Store {
             .query_opt(
                 "WITH next AS (
                    SELECT id, state FROM runs
-                   WHERE (state IN ('submitted', 'runnable')
+                   WHERE ((state = 'submitted' AND queue IS NULL) OR state = 'runnable'
                       OR (state = 'running' AND lease_until < now())
                       OR (state IN ('suspended', 'completed', 'failed', 'cancelled') AND EXISTS
                            (SELECT 1 FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL)))
@@ -571,20 +594,24 @@ impl Store {
     ) -> Result<bool> {
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("releasing a run"))?;
-        let n = tx
-            .execute(
+        let released = tx
+            .query_opt(
                 "UPDATE runs SET state = $3, detail = $4, worker = NULL, lease_until = NULL,
                    updated_at = now()
-                 WHERE id = $1 AND fence = $2 AND state = 'running'",
+                 WHERE id = $1 AND fence = $2 AND state = 'running'
+                 RETURNING queue IS NOT NULL",
                 &[&run, &fence, &state, &detail],
             )
             .map_err(db("releasing a run"))?;
+        let n = u64::from(released.is_some());
+        // A queued run's place is free: a worker waiting on its queue may take the next.
+        let queued = released.is_some_and(|r| r.get::<_, bool>(0));
         if n == 1
             && let Some(summary) = summary
         {
             set_summary(&mut tx, run, summary)?;
         }
-        if n == 1 && matches!(state, "runnable" | "submitted") {
+        if n == 1 && (queued || matches!(state, "runnable" | "submitted")) {
             tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
                 .map_err(db("waking workers"))?;
         }

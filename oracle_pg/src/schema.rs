@@ -206,6 +206,24 @@ CREATE TABLE memory_ledger (
     record bytea NOT NULL
 );
 "#,
+    // 11: named queues (issue 56, item 1). `queues`: one row per queue, its definition as the
+    // host writes it (`spec`, JSON: the host owns its meaning) and its changing part (`state`:
+    // recent starts, when each partition was last served), both decided by the host's one
+    // ordering rule in the claim's transaction, under this row's lock (`FOR UPDATE`), so a
+    // queue's limits hold across every worker. A run's `queue`, `priority` and `partition_key`
+    // are set in its submission's transaction; a submitted run with a queue is claimed only
+    // through its queue. Nothing of it reaches an event.
+    r#"
+CREATE TABLE queues (
+    name  text PRIMARY KEY,
+    spec  text NOT NULL,
+    state text NOT NULL DEFAULT '{}'
+);
+ALTER TABLE runs ADD COLUMN queue text REFERENCES queues (name);
+ALTER TABLE runs ADD COLUMN priority smallint NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN partition_key text NOT NULL DEFAULT '';
+CREATE INDEX runs_queued ON runs (queue, number) WHERE queue IS NOT NULL;
+"#,
 ];
 
 /// The schema version this binary writes and reads.
