@@ -264,9 +264,12 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The queue the run asks for, checked by the host's one rule.
+    /// The queue the run asks for (`--queue`, else the plan's `queue` line), checked by the
+    /// host's one rule.
     pub(crate) fn queue_ask(&self) -> Result<Option<oracle_host::queue::Ask>, CliError> {
-        oracle_host::queue::ask(
+        let source = std::fs::read_to_string(&self.plan).unwrap_or_default();
+        oracle_host::queue::ask_for(
+            &source,
             self.queue.as_deref(),
             self.priority,
             self.partition.as_deref(),

@@ -378,3 +378,61 @@ fn queue_store_partitions_take_turns() {
     let want: Vec<String> = (1..=10).flat_map(|i| [format!("a{i}"), format!("b{i}")]).collect();
     assert_eq!(starts_one_at_a_time(dir.path()), want);
 }
+
+/// A plan's `queue "q"` line puts its runs in the queue with no flag: one waits while
+/// another holds the queue's place.
+#[test]
+fn queue_line_of_a_plan_makes_its_runs_wait() {
+    let home = Home::new();
+    let plan = common::plan_file(&home, "q.plan", PLAN);
+    let lined = common::plan_file(&home, "lined.plan", &PLAN.replace("grant proc", "queue \"q\"\ngrant proc"));
+    common::run_ok(&home, &["queue", "set", "q", "--concurrency", "1"]);
+    let (t, go) = (home.path().join("trace"), home.path().join("go"));
+    let mut first = blocker(&home, &plan, &t, &go);
+    until("the first run to start", || trace(&t).len() == 1);
+    let tr = format!("trace={}", t.display());
+    let mut lined_run = home
+        .command(&["run", &lined, "--input", "name=lined", "--input", &tr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    until("the plan's run to wait", || waiting(&home) == 1);
+    std::fs::write(&go, "").unwrap();
+    assert!(first.wait().unwrap().success());
+    assert!(lined_run.wait().unwrap().success());
+    assert_eq!(trace(&t), ["start blocker", "end blocker", "start lined", "end lined"]);
+}
+
+/// A schedule's ticks wait in its queue (`oracle schedule add --queue`): a server starts
+/// each in its turn; an unknown queue or a bad priority is refused at `add`.
+#[test]
+fn queue_of_a_schedule_is_where_its_ticks_wait() {
+    let sb = common::Sandbox::new();
+    let plan = sb.write("pure.plan", PURE).to_string_lossy().into_owned();
+    let refused = |args: &[&str], code: &str| {
+        let (exit, v) = sb.json(args);
+        assert_eq!((exit, v["error"]["code"].as_str()), (2, Some(code)), "{v}");
+    };
+    let every = "* * * * * *";
+    refused(
+        &["schedule", "add", "s", &plan, "--cron", every, "--queue", "q", "--json"],
+        "queue_unknown",
+    );
+    let (code, _, err) = sb.oracle(&["queue", "set", "q", "--concurrency", "1"]);
+    assert_eq!(code, 0, "{err}");
+    refused(
+        &["schedule", "add", "s", &plan, "--cron", every, "--queue", "q", "--priority", "12", "--json"],
+        "queue_invalid",
+    );
+    let (code, _, err) =
+        sb.oracle(&["schedule", "add", "s", &plan, "--cron", every, "--queue", "q", "--priority", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let root = sb.path().to_string_lossy().into_owned();
+    let (mut server, _) = crate::web::serve(sb.path(), &["--root", &root]);
+    let log = sb.path().join(".oracle/serve-resume.log");
+    until("a tick's run to start through its queue", || {
+        std::fs::read_to_string(&log).unwrap_or_default().contains("(queue q): completed")
+    });
+    server.stop();
+}

@@ -251,6 +251,14 @@ impl Database {
 
     /// Adds a schedule to the store (`oracle schedule add --store`).
     pub fn schedule_add(&self, new: NewSchedule, now_ms: u64) -> Result<Schedule, HostError> {
+        let ask = crate::queue::ask(
+            new.queue.as_deref(),
+            new.priority,
+            new.partition.as_deref(),
+        )?;
+        if let Some(ask) = &ask {
+            self.queue_check(ask)?;
+        }
         schedule_store::add(&self.store, new, now_ms)
     }
 

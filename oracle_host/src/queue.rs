@@ -269,6 +269,18 @@ pub fn ask(
     }))
 }
 
+/// [`ask`] for a run of the plan `source`: a queue its start names, else the one its
+/// `queue "NAME"` line names (docs/PLAN.md, "Queues"), else none.
+pub fn ask_for(
+    source: &str,
+    queue: Option<&str>,
+    priority: Option<u64>,
+    partition: Option<&str>,
+) -> Result<Option<Ask>, HostError> {
+    let declared = oracle_plan::queue_of(source);
+    ask(queue.or(declared.as_deref()), priority, partition)
+}
+
 /// A queue's lock held, with what its files say.
 struct Locked {
     _lock: File,
@@ -716,6 +728,19 @@ impl Home {
         self.queue_check(ask)?;
         let (root, tool_dirs) = request.admit(root)?;
         let opts = request.options(self.dir(), &root)?;
+        self.enqueue_options(opts, given, tool_dirs, ask)
+    }
+
+    /// Prepares the run of `opts` (checked as every new run is) and puts it in `ask`'s queue
+    /// for a server to start in its turn (a request, a schedule's tick).
+    pub fn enqueue_options(
+        &self,
+        opts: StartOptions,
+        given: &Given,
+        tool_dirs: Vec<PathBuf>,
+        ask: &Ask,
+    ) -> Result<Start<session::Prepared>, HostError> {
+        self.queue_check(ask)?;
         let prepared = match self.prepare_submission(opts, given, tool_dirs)? {
             Start::New(p) => p,
             existing => return Ok(existing),

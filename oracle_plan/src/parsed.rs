@@ -29,6 +29,7 @@ pub(crate) struct Outline {
     pub uses: Vec<String>,
     pub tools: Vec<String>,
     pub memory: Option<String>,
+    pub queue: Option<String>,
 }
 
 impl Outline {
@@ -40,6 +41,7 @@ impl Outline {
             uses: p.uses.iter().map(|u| u.path.node.clone()).collect(),
             tools: p.tools.iter().map(|t| t.node.clone()).collect(),
             memory: p.memory.as_ref().map(|m| m.node.to_flag()),
+            queue: p.queue.as_ref().map(|q| q.node.clone()),
         }
     }
 }

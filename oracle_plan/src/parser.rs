@@ -276,7 +276,7 @@ impl<'s> Parser<'s> {
                 self.toks.get(i + 1).map(|t| &t.kind),
                 Some(TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input))
             ),
-            TokenKind::Ident(w) if w == "use" || w == "tools" => {
+            TokenKind::Ident(w) if w == "use" || w == "tools" || w == "queue" => {
                 matches!(
                     self.toks.get(i + 1).map(|t| &t.kind),
                     Some(TokenKind::Str(_))
@@ -384,6 +384,7 @@ impl<'s> Parser<'s> {
         let mut uses = Vec::new();
         let mut tools = Vec::new();
         let mut memory = None;
+        let mut queue = None;
         let mut steps = Vec::new();
         let mut after_step = false;
         loop {
@@ -414,6 +415,11 @@ impl<'s> Parser<'s> {
                 {
                     self.memory_line(&mut memory)
                 }
+                TokenKind::Ident(w)
+                    if w == "queue" && !matches!(self.kind_at(1), TokenKind::Assign) =>
+                {
+                    self.queue_line(&mut queue)
+                }
                 TokenKind::Keyword(Keyword::Grant) => self.grant().map(|g| grants.push(g)),
                 TokenKind::Keyword(Keyword::Input) => self.input().map(|i| inputs.push(i)),
                 TokenKind::Keyword(Keyword::Plan) => self.misplaced_header(header.as_ref()),
@@ -436,8 +442,40 @@ impl<'s> Parser<'s> {
             uses,
             tools,
             memory,
+            queue,
             steps,
         })
+    }
+
+    /// `queue "NAME"` (the caller has seen `queue` not followed by `=`): the name must be a
+    /// string (E0125), and a second line is E0124, since a run waits in one queue.
+    fn queue_line(&mut self, slot: &mut Option<Spanned<String>>) -> PResult<()> {
+        let start = self.bump().span; // `queue`
+        if !matches!(self.kind(), TokenKind::Str(_)) {
+            let d = Diagnostic::error(
+                "E0125",
+                Span::new(start.start, self.tok().span.end),
+                "`queue` without a queue's name",
+                "a `queue` line names the queue as a string",
+            )
+            .with_hint("write `queue \"nightly\"`");
+            self.diags.push(d);
+            return Err(Fail);
+        }
+        let t = self.bump();
+        let name = Spanned::new(into_text(t.kind), t.span);
+        if slot.is_some() {
+            let d = Diagnostic::error(
+                "E0124",
+                Span::new(start.start, name.span.end),
+                "a second `queue` line",
+                "a run waits in one queue",
+            );
+            self.diags.push(d);
+            return Err(Fail);
+        }
+        *slot = Some(name);
+        Ok(())
     }
 
     /// `memory "NAME"` or `memory input.NAME` (the caller has seen `memory` and a string or

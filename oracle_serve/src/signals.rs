@@ -296,7 +296,8 @@ pub fn send_event(
 pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode, Value), ApiError> {
     let root = state.config.root.as_deref();
     let given = &state.config.given;
-    let queue = oracle_host::queue::ask(
+    let queue = oracle_host::queue::ask_for(
+        body.plan.as_deref().unwrap_or_default(),
         body.queue.as_deref(),
         body.priority,
         body.partition.as_deref(),
