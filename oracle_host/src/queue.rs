@@ -53,6 +53,10 @@ pub const ENTRIES_MAX: usize = 100_000;
 /// The most queues a home keeps: `oracle queue list` and `oracle runs` read every one.
 pub const QUEUES_MAX: usize = 1_000;
 
+/// The most partitions whose last turn a queue keeps (round robin remembers this many; one
+/// served longer ago than all of them counts as never served, which is where it stood).
+pub const SERVED_MAX: usize = 10_000;
+
 /// How often a run waiting for its turn looks again (and a server, for its queued runs): a
 /// look is one lock and one small read, and a slot freed is taken at most this late.
 pub const POLL_MS: u64 = 50;
@@ -98,6 +102,10 @@ struct Entry {
     partition: String,
     started: bool,
     holder: Holder,
+    /// The ticket lock file its process holds (`NAME.tickets/SLOT.lock`): the lowest no other
+    /// entry names, so a file is reused only once its last entry is gone.
+    #[serde(default)]
+    slot: u32,
 }
 
 /// A queue's changing part, `<home>/queues/NAME.state`.
@@ -287,6 +295,8 @@ struct Locked {
     dir: PathBuf,
     queue: Queue,
     state: State,
+    /// The state file, open for writing in place.
+    file: File,
 }
 
 /// The refusal of a queue that does not exist (`queue_unknown`).
@@ -317,6 +327,20 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), HostError> {
     fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// A queue's state as its file holds it. The file is written in place under the queue's lock
+/// (a rename per change costs a millisecond on this kind of disk, BENCHMARKS.md "Named
+/// queues"), so only a machine's crash mid-write can tear it: it is then read as empty, since
+/// every process that held an entry died with the machine, and runs a server had waiting are
+/// taken up by `oracle serve --recover` as any prepared run.
+fn read_state(file: &mut File) -> State {
+    use std::io::Read;
+    let mut text = String::new();
+    if file.read_to_string(&mut text).is_err() || text.is_empty() {
+        return State::default();
+    }
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
 /// Whether a process holds the lock file at `path` now. A file that cannot be opened was let
 /// go of and removed.
 fn held(path: &Path) -> bool {
@@ -339,53 +363,107 @@ impl Locked {
         let queue = read_queue(&dir, name)?;
         let lock = lock_file(&dir, name)?;
         let path = dir.join(format!("{name}.state"));
-        let state = match fs::read_to_string(&path) {
-            Ok(t) => serde_json::from_str(&t)
-                .map_err(|e| bad("queue_invalid", format!("{}: {e}", path.display())))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
-            Err(e) => return Err(io(&path)(e)),
-        };
-        let mut locked = Locked {
+        let mut file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        let state = read_state(&mut file);
+        Ok(Locked {
             _lock: lock,
             dir,
             queue,
             state,
-        };
-        locked.prune(home);
-        Ok(locked)
+            file,
+        })
     }
 
-    fn ticket_path(&self, ticket: u64) -> PathBuf {
-        ticket_path(&self.dir, &self.queue.name, ticket)
+    fn slot_path(&self, slot: u32) -> PathBuf {
+        slot_path(&self.dir, &self.queue.name, slot)
     }
 
-    /// Drops the entries nobody holds any more: a process's that died (its ticket's lock let
-    /// go), a server's whose run started or went away.
-    fn prune(&mut self, home: &Path) {
-        let dir = self.dir.clone();
-        let name = self.queue.name.clone();
-        self.state.entries.retain(|e| match e.holder {
-            Holder::Process => {
-                let path = ticket_path(&dir, &name, e.ticket);
-                let live = held(&path);
-                if !live {
-                    let _ = fs::remove_file(&path);
-                }
-                live
-            }
+    /// Whether entry `e` is held by anyone: a process's while its ticket's lock is held, a
+    /// server's while its run is prepared and not started.
+    fn alive(&self, home: &Path, e: &Entry) -> bool {
+        match e.holder {
+            Holder::Process => held(&self.slot_path(e.slot)),
             Holder::Server => {
                 let run = home.join("runs").join(&e.run);
                 run.join(session::SUBMISSION_FILE).exists()
                     && !run.join(oracle_runtime::paths::LOG_FILE).exists()
             }
-        });
+        }
     }
 
-    fn save(&self) -> Result<(), HostError> {
+    /// Drops every entry nobody holds any more (the run lists look at every one).
+    fn prune(&mut self, home: &Path) {
+        let dead: Vec<u64> = self
+            .state
+            .entries
+            .iter()
+            .filter(|e| !self.alive(home, e))
+            .map(|e| e.ticket)
+            .collect();
+        self.state.entries.retain(|e| !dead.contains(&e.ticket));
+    }
+
+    /// What may start now, with dead entries dropped where they would matter: among those
+    /// picked (ahead of every other), and among those started when nothing can start. So a
+    /// decision checks a few entries, not every one of a long queue.
+    fn pick_live(&mut self, home: &Path, now_ms: u64) -> order::Pick {
+        loop {
+            let pick = order::pick(&self.queue.limits(), &self.waiting(), &self.load(), now_ms);
+            let suspects: Vec<u64> = if pick.start.is_empty() && pick.retry_at_ms.is_none() {
+                let started = self.state.entries.iter().filter(|e| e.started);
+                started.map(|e| e.ticket).collect()
+            } else {
+                pick.start.clone()
+            };
+            let dead: Vec<u64> = self
+                .state
+                .entries
+                .iter()
+                .filter(|e| suspects.contains(&e.ticket) && !self.alive(home, e))
+                .map(|e| e.ticket)
+                .collect();
+            if dead.is_empty() {
+                return pick;
+            }
+            self.state.entries.retain(|e| !dead.contains(&e.ticket));
+        }
+    }
+
+    /// The lowest ticket file no entry names.
+    fn free_slot(&self) -> u32 {
+        let used: std::collections::BTreeSet<u32> = self
+            .state
+            .entries
+            .iter()
+            .filter(|e| e.holder == Holder::Process)
+            .map(|e| e.slot)
+            .collect();
+        (0..).find(|s| !used.contains(s)).unwrap_or(0)
+    }
+
+    fn save(&mut self) -> Result<(), HostError> {
+        use std::io::{Seek, Write};
         let path = self.dir.join(format!("{}.state", self.queue.name));
+        // Partitions' turns kept at most SERVED_MAX: those served longest ago are dropped
+        // first, which changes no order (never served counts as longest ago, and they were).
+        if self.state.served.len() > SERVED_MAX {
+            let mut rounds: Vec<u64> = self.state.served.values().copied().collect();
+            rounds.sort_unstable();
+            let cut = rounds[rounds.len() - SERVED_MAX];
+            self.state.served.retain(|_, r| *r >= cut);
+        }
         let text = serde_json::to_vec(&self.state)
             .map_err(|e| bad("queue_invalid", format!("{}: {e}", path.display())))?;
-        write_atomic(&path, &text)
+        let len = u64::try_from(text.len()).unwrap_or(u64::MAX);
+        self.file.rewind().map_err(io(&path))?;
+        self.file.write_all(&text).map_err(io(&path))?;
+        self.file.set_len(len).map_err(io(&path))
     }
 
     fn waiting(&self) -> Vec<order::Waiting> {
@@ -415,7 +493,7 @@ impl Locked {
     }
 
     /// Adds `run` as a new waiting entry; its ticket.
-    fn enqueue(&mut self, ask: &Ask, run: &str, holder: Holder) -> Result<u64, HostError> {
+    fn enqueue(&mut self, ask: &Ask, run: &str, holder: Holder) -> Result<(u64, u32), HostError> {
         if self.state.entries.len() >= ENTRIES_MAX {
             return Err(bad(
                 "queue_full",
@@ -427,6 +505,7 @@ impl Locked {
         }
         self.state.next_ticket += 1;
         let ticket = self.state.next_ticket;
+        let slot = self.free_slot();
         self.state.entries.push(Entry {
             ticket,
             run: run.to_owned(),
@@ -434,17 +513,20 @@ impl Locked {
             partition: ask.partition.clone().unwrap_or_default(),
             started: false,
             holder,
+            slot,
         });
-        Ok(ticket)
+        Ok((ticket, slot))
     }
 
-    /// Marks `ticket` started at `now_ms`, held by this process from now on.
-    fn start(&mut self, ticket: u64, now_ms: u64) {
+    /// Marks `ticket` started at `now_ms`, held by this process from now on (through ticket
+    /// file `slot`).
+    fn start(&mut self, ticket: u64, slot: u32, now_ms: u64) {
         let rate = self.queue.limits().rate;
         let mut load = self.load();
         if let Some(e) = self.state.entries.iter_mut().find(|e| e.ticket == ticket) {
             e.started = true;
             e.holder = Holder::Process;
+            e.slot = slot;
             load.started(&e.partition, now_ms, rate);
         }
         self.state.round = load.round;
@@ -461,8 +543,8 @@ impl Locked {
     }
 }
 
-fn ticket_path(dir: &Path, queue: &str, ticket: u64) -> PathBuf {
-    dir.join(format!("{queue}.tickets")).join(format!("{ticket}.lock"))
+fn slot_path(dir: &Path, queue: &str, slot: u32) -> PathBuf {
+    dir.join(format!("{queue}.tickets")).join(format!("{slot}.lock"))
 }
 
 fn lock_file(dir: &Path, name: &str) -> Result<File, HostError> {
@@ -484,22 +566,40 @@ pub struct Ticket {
     home: PathBuf,
     queue: String,
     ticket: u64,
+    slot: u32,
+    /// Started already when it was taken (the queue had room).
+    started: bool,
     _held: File,
 }
 
 impl Ticket {
-    /// Holds ticket `ticket` of `queue` (its lock file made and locked).
-    fn hold(locked: &Locked, home: &Path, ticket: u64) -> Result<Ticket, HostError> {
-        let path = locked.ticket_path(ticket);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io(parent))?;
-        }
-        let f = File::create(&path).map_err(io(&path))?;
+    /// Holds ticket `ticket` of `queue` through ticket file `slot` (made if new, and locked:
+    /// no live entry names it, so the lock is free).
+    fn hold(locked: &Locked, home: &Path, ticket: u64, slot: u32) -> Result<Ticket, HostError> {
+        let path = locked.slot_path(slot);
+        let open = || {
+            fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+        };
+        let f = match open() {
+            Ok(f) => f,
+            Err(_) => {
+                if let Some(parent) = path.parent() {
+                    fs::create_dir_all(parent).map_err(io(parent))?;
+                }
+                open().map_err(io(&path))?
+            }
+        };
         f.lock().map_err(io(&path))?;
         Ok(Ticket {
             home: home.to_path_buf(),
             queue: locked.queue.name.clone(),
             ticket,
+            slot,
+            started: false,
             _held: f,
         })
     }
@@ -507,13 +607,16 @@ impl Ticket {
     /// Waits until the queue lets this ticket start, then marks it started. `waiting` is told
     /// the ticket's place each time it changes (1 is next).
     pub fn wait(&self, waiting: &mut dyn FnMut(u64)) -> Result<(), HostError> {
+        if self.started {
+            return Ok(());
+        }
         let mut told = None;
         loop {
             let mut locked = Locked::take(&self.home, &self.queue)?;
             let now = crate::now_ms();
-            let pick = order::pick(&locked.queue.limits(), &locked.waiting(), &locked.load(), now);
+            let pick = locked.pick_live(&self.home, now);
             if pick.start.contains(&self.ticket) {
-                locked.start(self.ticket, now);
+                locked.start(self.ticket, self.slot, now);
                 return locked.save();
             }
             let place = locked.places().get(&self.ticket).copied().unwrap_or(0);
@@ -537,7 +640,6 @@ impl Drop for Ticket {
         if let Ok(mut locked) = Locked::take(&self.home, &self.queue) {
             locked.state.entries.retain(|e| e.ticket != self.ticket);
             let _ = locked.save();
-            let _ = fs::remove_file(locked.ticket_path(self.ticket));
         }
     }
 }
@@ -591,7 +693,8 @@ impl Home {
     pub fn queues(&self) -> Result<Vec<QueueView>, HostError> {
         let mut out = Vec::new();
         for name in self.queue_names()? {
-            let locked = Locked::take(self.dir(), &name)?;
+            let mut locked = Locked::take(self.dir(), &name)?;
+            locked.prune(self.dir());
             let running = locked.state.entries.iter().filter(|e| e.started).count();
             let waiting = locked.state.entries.len() - running;
             out.push(QueueView {
@@ -612,7 +715,8 @@ impl Home {
     pub fn queued(&self) -> Result<BTreeMap<String, Place>, HostError> {
         let mut out = BTreeMap::new();
         for name in self.queue_names()? {
-            let locked = Locked::take(self.dir(), &name)?;
+            let mut locked = Locked::take(self.dir(), &name)?;
+            locked.prune(self.dir());
             let places = locked.places();
             for e in locked.state.entries.iter().filter(|e| !e.started) {
                 out.insert(
@@ -633,8 +737,14 @@ impl Home {
     /// its turn ([`Ticket::wait`]) and gives its place back when dropped.
     pub fn queue_take(&self, ask: &Ask, run: &str) -> Result<Ticket, HostError> {
         let mut locked = Locked::take(self.dir(), &ask.queue)?;
-        let ticket = locked.enqueue(ask, run, Holder::Process)?;
-        let held = Ticket::hold(&locked, self.dir(), ticket)?;
+        let (ticket, slot) = locked.enqueue(ask, run, Holder::Process)?;
+        let mut held = Ticket::hold(&locked, self.dir(), ticket, slot)?;
+        // Its turn at once when the queue has room: one look fewer.
+        let now = crate::now_ms();
+        if locked.pick_live(self.dir(), now).start.contains(&ticket) {
+            locked.start(ticket, slot, now);
+            held.started = true;
+        }
         locked.save()?;
         Ok(held)
     }
@@ -759,7 +869,7 @@ impl Home {
         for name in self.queue_names()? {
             let mut locked = Locked::take(self.dir(), &name)?;
             let now = crate::now_ms();
-            let pick = order::pick(&locked.queue.limits(), &locked.waiting(), &locked.load(), now);
+            let pick = locked.pick_live(self.dir(), now);
             let mut go = Vec::new();
             for t in pick.start {
                 let Some(e) = locked.state.entries.iter().find(|e| e.ticket == t) else {
@@ -771,8 +881,9 @@ impl Home {
                 }
                 let Ok(place) = bg.take() else { break };
                 let run = e.run.clone();
-                let ticket = Ticket::hold(&locked, self.dir(), t)?;
-                locked.start(t, now);
+                let slot = locked.free_slot();
+                let ticket = Ticket::hold(&locked, self.dir(), t, slot)?;
+                locked.start(t, slot, now);
                 go.push((run, ticket, place));
             }
             if go.is_empty() {

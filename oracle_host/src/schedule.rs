@@ -725,6 +725,9 @@ mod tests {
             since_ms: 0,
             root: PathBuf::from("/"),
             plan_text: None,
+            queue: None,
+            priority: None,
+            partition: None,
         }
     }
 

@@ -326,7 +326,9 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
         })?;
         let Some(claim) = claim else {
             let idle = shared.busy.fetch_sub(1, Ordering::SeqCst) == 1;
-            if s.until_idle && idle {
+            // Runs waiting in a queue (for its rate, or a place another worker holds) are
+            // work left: not idle until they are claimed.
+            if s.until_idle && idle && store.queued_waiting(&skip)? == 0 {
                 return Ok(());
             }
             store.wait(s.poll_ms)?;

@@ -5,7 +5,7 @@
 //! host's ordering rule picks, in one transaction, so the limits hold across every worker.
 //! Wall time is the database's clock (`clock_timestamp()`), and never reaches an event.
 
-use crate::{CHANNEL, Claim, Programs, Result, Store, db};
+use crate::{Claim, Programs, Result, Store, db};
 
 /// A queue's row with its runs now: what the host's ordering rule decides from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,12 +156,17 @@ impl Store {
         Ok(None)
     }
 
-    /// Wakes the workers (a queued run's place freed).
-    pub fn wake(&self) -> Result<()> {
-        self.client()
-            .execute(&format!("NOTIFY {CHANNEL}"), &[])
-            .map_err(db("waking workers"))?;
-        Ok(())
+    /// How many submitted runs wait in a queue (not one of `skip`).
+    pub fn queued_waiting(&self, skip: &[String]) -> Result<i64> {
+        let row = self
+            .client()
+            .query_one(
+                "SELECT count(*) FROM runs WHERE queue IS NOT NULL AND state = 'submitted'
+                   AND NOT (id = ANY($1))",
+                &[&skip],
+            )
+            .map_err(db("counting queued runs"))?;
+        Ok(row.get(0))
     }
 }
 
