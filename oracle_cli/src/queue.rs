@@ -88,8 +88,7 @@ pub fn run(home: &Path, a: QueueArgs) -> Result<u8, CliError> {
 
 /// `oracle queue ... --store URL`: the store's queues, which its workers' claims respect.
 pub fn run_store(url: &str, a: QueueArgs) -> Result<u8, CliError> {
-    let store =
-        oracle_host::Database::connect(url).map_err(|e| host_error(e.into(), a.json()))?;
+    let store = oracle_host::Database::connect(url).map_err(|e| host_error(e.into(), a.json()))?;
     common(&Kept::Store(store), a)
 }
 

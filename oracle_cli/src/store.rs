@@ -17,7 +17,7 @@ use clap::{Args, Subcommand};
 use oracle_host::Database;
 use oracle_host::signal::Signal;
 use oracle_host::worker::{self, CONCURRENCY_MAX, LEASE_MS_DEFAULT, POLL_MS_DEFAULT};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::Command;
 use crate::exit::{self, CliError};
@@ -254,6 +254,39 @@ fn status_of(state: &str) -> &str {
     }
 }
 
+/// One row of `oracle runs --store --json`: a file home's fields (`status` as shown, with the
+/// run's `queue` place), then the store's own.
+fn row_json(
+    r: &oracle_host::RunRow,
+    status: &str,
+    live: Option<bool>,
+    place: Option<&oracle_host::queue::Place>,
+) -> Value {
+    let s = &r.summary;
+    json!({
+        "run": r.id,
+        "plan": r.program,
+        "status": status,
+        "queue": place,
+        "events": r.events,
+        "last_time": s.last_time,
+        "live": live,
+        "waiting": s.waiting.as_ref().map(|(step, why)| json!({"step": step, "reason": why, "attempts": s.attempts})),
+        "reason": s.reason,
+        "models": s.models.map(|(calls, tokens)| json!({"calls": calls, "tokens": tokens})),
+        // A worker's times stay in its scratch directory: the store keeps the log only.
+        "wall_ms": null,
+        "state": r.state,
+        "head": r.head.as_ref().map(|h| hex(h)),
+        "fence": r.fence,
+        "worker": r.worker,
+        "lease_ms": r.lease_ms,
+        "claims": r.claims,
+        "signals_pending": r.pending_signals,
+        "detail": r.detail,
+    })
+}
+
 /// `oracle runs --store`: the columns and JSON fields of a file home's `oracle runs`, with what
 /// only a store has beside them (`state`, `head`, `fence`, `worker`, `lease_ms`, `claims`,
 /// `signals_pending`, `detail`). What a run's log says (what it waits on, why it ended, its
@@ -261,7 +294,9 @@ fn status_of(state: &str) -> &str {
 fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError> {
     let store = connect(url)?;
     let mut rows = store.runs().map_err(pg)?;
-    let places = store.queued().map_err(|e| crate::run::host_error(e, json_out))?;
+    let places = store
+        .queued()
+        .map_err(|e| crate::run::host_error(e, json_out))?;
     // A run waiting in a queue: `queued`, with its place.
     let status_of = |r: &oracle_host::RunRow| -> String {
         match places.get(&r.id) {
@@ -281,29 +316,7 @@ fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError>
     };
     if json_out {
         for r in &rows {
-            let s = &r.summary;
-            crate::out::json(&json!({
-                "run": r.id,
-                "plan": r.program,
-                "status": status_of(r),
-                "queue": places.get(&r.id),
-                "events": r.events,
-                "last_time": s.last_time,
-                "live": live(r),
-                "waiting": s.waiting.as_ref().map(|(step, why)| json!({"step": step, "reason": why, "attempts": s.attempts})),
-                "reason": s.reason,
-                "models": s.models.map(|(calls, tokens)| json!({"calls": calls, "tokens": tokens})),
-                // A worker's times stay in its scratch directory: the store keeps the log only.
-                "wall_ms": null,
-                "state": r.state,
-                "head": r.head.as_ref().map(|h| hex(h)),
-                "fence": r.fence,
-                "worker": r.worker,
-                "lease_ms": r.lease_ms,
-                "claims": r.claims,
-                "signals_pending": r.pending_signals,
-                "detail": r.detail,
-            }))?;
+            crate::out::json(&row_json(r, &status_of(r), live(r), places.get(&r.id)))?;
         }
         return Ok(exit::OK);
     }

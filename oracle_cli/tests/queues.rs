@@ -58,7 +58,9 @@ fn spawn(home: &Home, plan: &str, trace: &Path, name: &str, extra: &[&str]) -> C
 
 fn waiting(home: &Home) -> u64 {
     let (_, rows) = home.json_lines(&["queue", "list", "--json"]);
-    rows.first().and_then(|q| q["waiting"].as_u64()).unwrap_or(0)
+    rows.first()
+        .and_then(|q| q["waiting"].as_u64())
+        .unwrap_or(0)
 }
 
 fn blocker(home: &Home, plan: &str, trace: &Path, go: &Path) -> Child {
@@ -91,9 +93,15 @@ fn queue_of_one_runs_never_overlap_and_go_by_priority() {
         })
         .collect();
     assert_eq!(places.len(), 2, "{rows:?}");
-    assert!(places.contains(&(9, 1)) && places.contains(&(1, 2)), "{rows:?}");
+    assert!(
+        places.contains(&(9, 1)) && places.contains(&(1, 2)),
+        "{rows:?}"
+    );
     let (_, text, _) = home.oracle(&["runs"]);
-    assert!(text.contains("queued") && text.contains("position 1 in queue q"), "{text}");
+    assert!(
+        text.contains("queued") && text.contains("position 1 in queue q"),
+        "{text}"
+    );
     std::fs::write(&go, "").unwrap();
     for c in [&mut first, &mut low, &mut high] {
         assert!(c.wait().unwrap().success());
@@ -148,15 +156,25 @@ fn queue_waiting_changes_no_byte_of_the_run() {
         common::plan_file(h, "q.plan", PLAN);
     }
     common::run_ok(&queued, &["queue", "set", "q", "--concurrency", "2"]);
+    // One trace file for both, outside the repository: the runs' inputs are the same.
+    let scratch = tempfile::tempdir().unwrap();
+    let tr = format!("trace={}", scratch.path().join("trace").display());
     common::run_ok(
         &plain,
-        &["run", &plain.path().join("plans/q.plan").to_string_lossy()],
+        &[
+            "run",
+            &plain.path().join("plans/q.plan").to_string_lossy(),
+            "--input",
+            &tr,
+        ],
     );
     common::run_ok(
         &queued,
         &[
             "run",
             &queued.path().join("plans/q.plan").to_string_lossy(),
+            "--input",
+            &tr,
             "--queue",
             "q",
             "--priority",
@@ -167,8 +185,16 @@ fn queue_waiting_changes_no_byte_of_the_run() {
     let (a, b) = (bytes(&plain), bytes(&queued));
     // The plan's path differs between the homes; nothing else may.
     let (pa, pb) = (
-        plain.path().join("plans/q.plan").to_string_lossy().into_owned(),
-        queued.path().join("plans/q.plan").to_string_lossy().into_owned(),
+        plain
+            .path()
+            .join("plans/q.plan")
+            .to_string_lossy()
+            .into_owned(),
+        queued
+            .path()
+            .join("plans/q.plan")
+            .to_string_lossy()
+            .into_owned(),
     );
     let a = String::from_utf8(a).unwrap();
     let b = String::from_utf8(b).unwrap();
@@ -188,28 +214,44 @@ fn queue_bad_asks_are_refused_with_one_code() {
         assert_eq!(exit, 2, "{args:?}: {v}");
         assert_eq!(v["error"]["code"], code, "{args:?}: {v}");
     };
-    refused(&["queue", "set", "q", "--concurrency", "0"], "queue_invalid");
+    refused(
+        &["queue", "set", "q", "--concurrency", "0"],
+        "queue_invalid",
+    );
     refused(
         &["queue", "set", "q", "--concurrency", "1", "--rate", "5/d"],
         "queue_invalid",
     );
-    refused(&["queue", "set", "../q", "--concurrency", "1"], "queue_invalid");
+    refused(
+        &["queue", "set", "../q", "--concurrency", "1"],
+        "queue_invalid",
+    );
     refused(&["run", &plan, "--queue", "nope"], "queue_unknown");
     common::run_ok(
         &home,
         &["queue", "set", "q", "--concurrency", "1", "--rate", "5/s"],
     );
-    refused(&["run", &plan, "--queue", "q", "--priority", "10"], "queue_invalid");
+    refused(
+        &["run", &plan, "--queue", "q", "--priority", "10"],
+        "queue_invalid",
+    );
     refused(&["run", &plan, "--priority", "1"], "queue_invalid");
     refused(&["run", &plan, "--partition", "a"], "queue_invalid");
-    refused(&["run", &plan, "--queue", "q", "--partition", ""], "queue_invalid");
+    refused(
+        &["run", &plan, "--queue", "q", "--partition", ""],
+        "queue_invalid",
+    );
     // Nothing was created by a refusal.
     assert!(!home.path().join("runs").exists());
     let (code, rows) = home.json_lines(&["queue", "list", "--json"]);
     assert_eq!(code, 0);
     let q: &Value = &rows[0];
     assert_eq!(
-        (q["name"].as_str(), q["concurrency"].as_u64(), q["rate"].as_str()),
+        (
+            q["name"].as_str(),
+            q["concurrency"].as_u64(),
+            q["rate"].as_str()
+        ),
         (Some("q"), Some(1), Some("5/s"))
     );
 }
@@ -240,7 +282,9 @@ fn queue_api_runs_wait_their_turn_and_start_by_priority() {
     let tr = format!("trace={}", t.display());
     let plan = plan.to_string_lossy().into_owned();
     let mut blocker = sb
-        .command(&["run", &plan, "--queue", "q", "--input", &tr, "--input", &cmd])
+        .command(&[
+            "run", &plan, "--queue", "q", "--input", &tr, "--input", &cmd,
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -250,9 +294,17 @@ fn queue_api_runs_wait_their_turn_and_start_by_priority() {
     let (_server, base) = crate::web::serve(sb.path(), &["--root", &root]);
     let post = |body: Value| crate::web::call(&base, "POST", "/api/v1/runs", &token, Some(&body));
     let (status, v) = post(serde_json::json!({"plan": PURE, "queue": "q", "priority": 10}));
-    assert_eq!((status, v["error"]["code"].as_str()), (400, Some("queue_invalid")), "{v}");
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (400, Some("queue_invalid")),
+        "{v}"
+    );
     let (status, v) = post(serde_json::json!({"plan": PURE, "queue": "nope"}));
-    assert_eq!((status, v["error"]["code"].as_str()), (404, Some("queue_unknown")), "{v}");
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (404, Some("queue_unknown")),
+        "{v}"
+    );
     let mut ids = Vec::new();
     for (n, priority) in [(1, 1), (2, 9), (3, 5)] {
         let body = serde_json::json!({
@@ -267,24 +319,51 @@ fn queue_api_runs_wait_their_turn_and_start_by_priority() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["run"].as_str().unwrap().to_owned(), r["queue"]["position"].as_u64().unwrap()))
+        .map(|r| {
+            (
+                r["run"].as_str().unwrap().to_owned(),
+                r["queue"]["position"].as_u64().unwrap(),
+            )
+        })
         .collect();
-    let want = vec![(ids[0].clone(), 3), (ids[1].clone(), 1), (ids[2].clone(), 2)];
+    let want = vec![
+        (ids[0].clone(), 3),
+        (ids[1].clone(), 1),
+        (ids[2].clone(), 2),
+    ];
     assert_eq!(positions, want, "{v}");
-    let (_, one) = crate::web::call(&base, "GET", &format!("/api/v1/runs/{}", ids[1]), &token, None);
-    assert_eq!((one["status"].as_str(), one["queue"]["position"].as_u64()), (Some("queued"), Some(1)), "{one}");
+    let (_, one) = crate::web::call(
+        &base,
+        "GET",
+        &format!("/api/v1/runs/{}", ids[1]),
+        &token,
+        None,
+    );
+    assert_eq!(
+        (one["status"].as_str(), one["queue"]["position"].as_u64()),
+        (Some("queued"), Some(1)),
+        "{one}"
+    );
     std::fs::write(&go, "").unwrap();
     assert!(blocker.wait().unwrap().success());
     let log = sb.path().join(".oracle/serve-resume.log");
     until("the queued runs to end", || {
-        std::fs::read_to_string(&log).unwrap_or_default().matches("(queue q)").count() == 3
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("(queue q)")
+            .count()
+            == 3
     });
     let text = std::fs::read_to_string(&log).unwrap();
     let order: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("start ")?.split(' ').next())
         .collect();
-    assert_eq!(order, [ids[1].as_str(), ids[2].as_str(), ids[0].as_str()], "{text}");
+    assert_eq!(
+        order,
+        [ids[1].as_str(), ids[2].as_str(), ids[0].as_str()],
+        "{text}"
+    );
     assert!(text.matches("completed").count() >= 3, "{text}");
 }
 
@@ -307,8 +386,19 @@ fn submit(dir: &Path, url: &str, name: &str, extra: &[&str]) -> String {
     let t = format!("trace={}", dir.join("trace").display());
     let n = format!("name={name}");
     let mut args = vec![
-        "submit", "q.plan", "--store", url, "--queue", "q", "--input", &n, "--input", &t,
-        "--input", "cmd=sleep 0.05", "--json",
+        "submit",
+        "q.plan",
+        "--store",
+        url,
+        "--queue",
+        "q",
+        "--input",
+        &n,
+        "--input",
+        &t,
+        "--input",
+        "cmd=sleep 0.05",
+        "--json",
     ];
     args.extend_from_slice(extra);
     let (code, v) = common::json_in(dir, &args);
@@ -322,7 +412,11 @@ fn starts_one_at_a_time(dir: &Path) -> Vec<String> {
     let mut starts = Vec::new();
     for pair in lines.chunks(2) {
         let name = pair[0].strip_prefix("start ").expect("a start").to_owned();
-        assert_eq!(pair.get(1), Some(&format!("end {name}")), "overlap: {lines:?}");
+        assert_eq!(
+            pair.get(1),
+            Some(&format!("end {name}")),
+            "overlap: {lines:?}"
+        );
         starts.push(name);
     }
     starts
@@ -335,19 +429,30 @@ fn queue_store_runs_never_overlap_and_go_by_priority() {
     let Some(url) = store_url() else { return };
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("q.plan"), PLAN).unwrap();
-    let (code, _, err) =
-        common::oracle_in(dir.path(), &["queue", "set", "q", "--concurrency", "1", "--store", &url]);
+    let (code, _, err) = common::oracle_in(
+        dir.path(),
+        &["queue", "set", "q", "--concurrency", "1", "--store", &url],
+    );
     assert_eq!(code, 0, "{err}");
     let (code, v) = common::json_in(
         dir.path(),
-        &["submit", "q.plan", "--store", &url, "--queue", "nope", "--json"],
+        &[
+            "submit", "q.plan", "--store", &url, "--queue", "nope", "--json",
+        ],
     );
-    assert_eq!((code, v["error"]["code"].as_str()), (2, Some("queue_unknown")), "{v}");
+    assert_eq!(
+        (code, v["error"]["code"].as_str()),
+        (2, Some("queue_unknown")),
+        "{v}"
+    );
     let low = submit(dir.path(), &url, "low", &["--priority", "1"]);
     let high = submit(dir.path(), &url, "high", &["--priority", "9"]);
     let mid = submit(dir.path(), &url, "mid", &["--priority", "5"]);
     let (_, out, _) = common::oracle_in(dir.path(), &["runs", "--store", &url, "--json"]);
-    let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let place = |run: &str| {
         let r = rows.iter().find(|r| r["run"] == run).unwrap();
         assert_eq!(r["status"], "queued", "{r}");
@@ -366,16 +471,25 @@ fn queue_store_partitions_take_turns() {
     let Some(url) = store_url() else { return };
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("q.plan"), PLAN).unwrap();
-    let (code, _, err) =
-        common::oracle_in(dir.path(), &["queue", "set", "q", "--concurrency", "1", "--store", &url]);
+    let (code, _, err) = common::oracle_in(
+        dir.path(),
+        &["queue", "set", "q", "--concurrency", "1", "--store", &url],
+    );
     assert_eq!(code, 0, "{err}");
     for part in ["a", "b"] {
         for i in 1..=10 {
-            submit(dir.path(), &url, &format!("{part}{i}"), &["--partition", part]);
+            submit(
+                dir.path(),
+                &url,
+                &format!("{part}{i}"),
+                &["--partition", part],
+            );
         }
     }
     common::worker_until_idle(dir.path(), &url, &["--concurrency", "4"]);
-    let want: Vec<String> = (1..=10).flat_map(|i| [format!("a{i}"), format!("b{i}")]).collect();
+    let want: Vec<String> = (1..=10)
+        .flat_map(|i| [format!("a{i}"), format!("b{i}")])
+        .collect();
     assert_eq!(starts_one_at_a_time(dir.path()), want);
 }
 
@@ -385,7 +499,11 @@ fn queue_store_partitions_take_turns() {
 fn queue_line_of_a_plan_makes_its_runs_wait() {
     let home = Home::new();
     let plan = common::plan_file(&home, "q.plan", PLAN);
-    let lined = common::plan_file(&home, "lined.plan", &PLAN.replace("grant proc", "queue \"q\"\ngrant proc"));
+    let lined = common::plan_file(
+        &home,
+        "lined.plan",
+        &PLAN.replace("grant proc", "queue \"q\"\ngrant proc"),
+    );
     common::run_ok(&home, &["queue", "set", "q", "--concurrency", "1"]);
     let (t, go) = (home.path().join("trace"), home.path().join("go"));
     let mut first = blocker(&home, &plan, &t, &go);
@@ -401,7 +519,10 @@ fn queue_line_of_a_plan_makes_its_runs_wait() {
     std::fs::write(&go, "").unwrap();
     assert!(first.wait().unwrap().success());
     assert!(lined_run.wait().unwrap().success());
-    assert_eq!(trace(&t), ["start blocker", "end blocker", "start lined", "end lined"]);
+    assert_eq!(
+        trace(&t),
+        ["start blocker", "end blocker", "start lined", "end lined"]
+    );
 }
 
 /// A schedule's ticks wait in its queue (`oracle schedule add --queue`): a server starts
@@ -416,23 +537,49 @@ fn queue_of_a_schedule_is_where_its_ticks_wait() {
     };
     let every = "* * * * * *";
     refused(
-        &["schedule", "add", "s", &plan, "--cron", every, "--queue", "q", "--json"],
+        &[
+            "schedule", "add", "s", &plan, "--cron", every, "--queue", "q", "--json",
+        ],
         "queue_unknown",
     );
     let (code, _, err) = sb.oracle(&["queue", "set", "q", "--concurrency", "1"]);
     assert_eq!(code, 0, "{err}");
     refused(
-        &["schedule", "add", "s", &plan, "--cron", every, "--queue", "q", "--priority", "12", "--json"],
+        &[
+            "schedule",
+            "add",
+            "s",
+            &plan,
+            "--cron",
+            every,
+            "--queue",
+            "q",
+            "--priority",
+            "12",
+            "--json",
+        ],
         "queue_invalid",
     );
-    let (code, _, err) =
-        sb.oracle(&["schedule", "add", "s", &plan, "--cron", every, "--queue", "q", "--priority", "2"]);
+    let (code, _, err) = sb.oracle(&[
+        "schedule",
+        "add",
+        "s",
+        &plan,
+        "--cron",
+        every,
+        "--queue",
+        "q",
+        "--priority",
+        "2",
+    ]);
     assert_eq!(code, 0, "{err}");
     let root = sb.path().to_string_lossy().into_owned();
     let (mut server, _) = crate::web::serve(sb.path(), &["--root", &root]);
     let log = sb.path().join(".oracle/serve-resume.log");
     until("a tick's run to start through its queue", || {
-        std::fs::read_to_string(&log).unwrap_or_default().contains("(queue q): completed")
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("(queue q): completed")
     });
     server.stop();
 }

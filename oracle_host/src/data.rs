@@ -101,7 +101,10 @@ pub fn run_json(r: &RunInfo) -> Value {
 
 /// [`run_json`], with a queued run's place (`queue`: its queue, position, priority and
 /// partition; `null` for a run in no queue).
-pub fn queued_json(r: &RunInfo, places: &std::collections::BTreeMap<String, crate::queue::Place>) -> Value {
+pub fn queued_json(
+    r: &RunInfo,
+    places: &std::collections::BTreeMap<String, crate::queue::Place>,
+) -> Value {
     let mut v = run_json(r);
     let place = (r.status == crate::queue::QUEUED)
         .then(|| places.get(&r.id))
@@ -221,7 +224,11 @@ fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, DataErr
 /// and `wall_ms`, its wall time when the times file says.
 pub fn run_summary(run: &ValidRun) -> Result<Value, DataError> {
     let mut info = [session::run_info(&run.dir)];
-    let home = run.dir.parent().and_then(Path::parent).unwrap_or(Path::new("."));
+    let home = run
+        .dir
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
     let places = crate::queue::places(home);
     crate::queue::mark(&places, &mut info);
     let [info] = info;

@@ -251,11 +251,7 @@ impl Database {
 
     /// Adds a schedule to the store (`oracle schedule add --store`).
     pub fn schedule_add(&self, new: NewSchedule, now_ms: u64) -> Result<Schedule, HostError> {
-        let ask = crate::queue::ask(
-            new.queue.as_deref(),
-            new.priority,
-            new.partition.as_deref(),
-        )?;
+        let ask = crate::queue::ask(new.queue.as_deref(), new.priority, new.partition.as_deref())?;
         if let Some(ask) = &ask {
             self.queue_check(ask)?;
         }

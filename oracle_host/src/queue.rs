@@ -168,9 +168,7 @@ pub fn check_name(name: &str) -> Result<(), HostError> {
     } else {
         Err(bad(
             "queue_invalid",
-            format!(
-                "queue name `{name}`: use 1 to {NAME_BYTES_MAX} letters, digits, `-` or `_`"
-            ),
+            format!("queue name `{name}`: use 1 to {NAME_BYTES_MAX} letters, digits, `-` or `_`"),
         ))
     }
 }
@@ -260,7 +258,8 @@ pub fn ask(
             )
         })?;
     if let Some(p) = partition {
-        let ok = !p.is_empty() && p.len() <= PARTITION_BYTES_MAX && !p.chars().any(char::is_control);
+        let ok =
+            !p.is_empty() && p.len() <= PARTITION_BYTES_MAX && !p.chars().any(char::is_control);
         if !ok {
             return Err(bad(
                 "queue_invalid",
@@ -544,7 +543,8 @@ impl Locked {
 }
 
 fn slot_path(dir: &Path, queue: &str, slot: u32) -> PathBuf {
-    dir.join(format!("{queue}.tickets")).join(format!("{slot}.lock"))
+    dir.join(format!("{queue}.tickets"))
+        .join(format!("{slot}.lock"))
 }
 
 fn lock_file(dir: &Path, name: &str) -> Result<File, HostError> {
@@ -663,8 +663,8 @@ impl Home {
             ));
         }
         let _lock = lock_file(&dir, &q.name)?;
-        let text = serde_json::to_string_pretty(&q)
-            .map_err(|e| bad("queue_invalid", e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(&q).map_err(|e| bad("queue_invalid", e.to_string()))?;
         write_atomic(&path, format!("{text}\n").as_bytes())?;
         Ok(q)
     }
@@ -763,7 +763,8 @@ impl Home {
         progress: &mut dyn FnMut(&oracle_runtime::engine::Progress),
     ) -> Result<Start<Session>, HostError> {
         self.queue_check(ask)?;
-        let (durability, scorer, points) = (opts.durability, opts.scorer.clone(), opts.resume_points);
+        let (durability, scorer, points) =
+            (opts.durability, opts.scorer.clone(), opts.resume_points);
         let (prepared, registry) = match self.prepare_bound(opts, given, tool_dirs)? {
             (Start::New(p), r) => (p, r),
             (Start::Existing(e), _) => return Ok(Start::Existing(e)),
@@ -915,7 +916,11 @@ impl Home {
             .spawn(move || {
                 let outcome = host.start_submitted(&id);
                 drop(ticket);
-                crate::background::log_outcome(&log, &format!("start {id} (queue {queue})"), outcome);
+                crate::background::log_outcome(
+                    &log,
+                    &format!("start {id} (queue {queue})"),
+                    outcome,
+                );
                 drop(place);
             })
             .map_err(|e| HostError::Thread(format!("cannot start a thread for {run}: {e}")))?;

@@ -638,9 +638,8 @@ impl Home {
         };
         let finished = |run: &str| finished(self, run);
         let ask = s.ask()?;
-        let mut launch = |opts_key: String| {
-            launcher.launch(self, s.options(self.dir(), opts_key), ask.as_ref())
-        };
+        let mut launch =
+            |opts_key: String| launcher.launch(self, s.options(self.dir(), opts_key), ask.as_ref());
         fire_ticks(s, &cursor, now_ms, &finished, &mut launch, &mut step, out)
     }
 }

@@ -376,49 +376,10 @@ impl Store {
         let files = read_run_files(dir)?;
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("submitting a run"))?;
-        if let Some(want) = key {
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                &[&want.key],
-            )
-            .map_err(db("locking an idempotency key"))?;
-            let row = tx
-                .query_opt(
-                    "SELECT k.run, k.plan, k.inputs, k.seed, r.state FROM run_keys k
-                     JOIN runs r ON r.id = k.run WHERE k.key = $1",
-                    &[&want.key],
-                )
-                .map_err(db("reading an idempotency key"))?;
-            if let Some(row) = row {
-                let run: String = row.get(0);
-                let hash = |b: Vec<u8>| <[u8; 32]>::try_from(b.as_slice()).map(oracle_core::Hash);
-                let (plan, inputs) = match (hash(row.get(1)), hash(row.get(2))) {
-                    (Ok(p), Ok(i)) => (p, i),
-                    _ => {
-                        return Err(PgError::BadRecord {
-                            run,
-                            offset: 0,
-                            reason: "an idempotency key's row holds a hash that is not 32 bytes"
-                                .into(),
-                        });
-                    }
-                };
-                let seed: String = row.get(3);
-                let had = oracle_runtime::keys::KeyClaim {
-                    key: want.key.clone(),
-                    run: run.clone(),
-                    plan,
-                    inputs,
-                    seed: seed.parse().unwrap_or(u64::MAX),
-                    // The store's keys start runs; forks are a file home's.
-                    forked_at: None,
-                };
-                return Ok(Submitted::Existing {
-                    differs: had.differs(want),
-                    state: row.get(4),
-                    run,
-                });
-            }
+        if let Some(want) = key
+            && let Some(existing) = key_holder(&mut tx, want)?
+        {
+            return Ok(existing);
         }
         let id = new_run(&mut tx, program, "submitted", &files)?;
         if let Some(k) = key {
@@ -1308,6 +1269,56 @@ fn set_summary(tx: &mut postgres::Transaction<'_>, run: &str, s: &Summary) -> Re
     )
     .map_err(db("recording what a run's log says"))?;
     Ok(())
+}
+
+/// The run idempotency key `want` submitted already, with what differs, taking the key's
+/// advisory lock for the rest of `tx` (so submissions racing on one key store one run).
+fn key_holder(
+    tx: &mut postgres::Transaction<'_>,
+    want: &oracle_runtime::keys::KeyClaim,
+) -> Result<Option<Submitted>> {
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&want.key],
+    )
+    .map_err(db("locking an idempotency key"))?;
+    let row = tx
+        .query_opt(
+            "SELECT k.run, k.plan, k.inputs, k.seed, r.state FROM run_keys k
+                 JOIN runs r ON r.id = k.run WHERE k.key = $1",
+            &[&want.key],
+        )
+        .map_err(db("reading an idempotency key"))?;
+    if let Some(row) = row {
+        let run: String = row.get(0);
+        let hash = |b: Vec<u8>| <[u8; 32]>::try_from(b.as_slice()).map(oracle_core::Hash);
+        let (plan, inputs) = match (hash(row.get(1)), hash(row.get(2))) {
+            (Ok(p), Ok(i)) => (p, i),
+            _ => {
+                return Err(PgError::BadRecord {
+                    run,
+                    offset: 0,
+                    reason: "an idempotency key's row holds a hash that is not 32 bytes".into(),
+                });
+            }
+        };
+        let seed: String = row.get(3);
+        let had = oracle_runtime::keys::KeyClaim {
+            key: want.key.clone(),
+            run: run.clone(),
+            plan,
+            inputs,
+            seed: seed.parse().unwrap_or(u64::MAX),
+            // The store's keys start runs; forks are a file home's.
+            forked_at: None,
+        };
+        return Ok(Some(Submitted::Existing {
+            differs: had.differs(want),
+            state: row.get(4),
+            run,
+        }));
+    }
+    Ok(None)
 }
 
 /// A new run's row, numbered from the store's sequence (`<program>-<n>`), and its files.

@@ -128,8 +128,11 @@ impl Store {
             let Some((run, state)) = decide(&snap) else {
                 continue;
             };
-            tx.execute("UPDATE queues SET state = $2 WHERE name = $1", &[&name, &state])
-                .map_err(db("claiming a queued run"))?;
+            tx.execute(
+                "UPDATE queues SET state = $2 WHERE name = $1",
+                &[&name, &state],
+            )
+            .map_err(db("claiming a queued run"))?;
             let row = tx
                 .query_opt(
                     "UPDATE runs r SET state = 'running', worker = $2, fence = r.fence + 1,

@@ -406,20 +406,10 @@ impl<'s> Parser<'s> {
                     tools.push(Spanned::new(into_text(t.kind), t.span));
                     Ok(())
                 }
-                TokenKind::Ident(w)
-                    if w == "memory"
-                        && matches!(
-                            self.kind_at(1),
-                            TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input)
-                        ) =>
-                {
+                TokenKind::Ident(w) if w == "memory" && self.names_a_store() => {
                     self.memory_line(&mut memory)
                 }
-                TokenKind::Ident(w)
-                    if w == "queue" && !matches!(self.kind_at(1), TokenKind::Assign) =>
-                {
-                    self.queue_line(&mut queue)
-                }
+                TokenKind::Ident(w) if w == "queue" => self.queue_line(&mut queue),
                 TokenKind::Keyword(Keyword::Grant) => self.grant().map(|g| grants.push(g)),
                 TokenKind::Keyword(Keyword::Input) => self.input().map(|i| inputs.push(i)),
                 TokenKind::Keyword(Keyword::Plan) => self.misplaced_header(header.as_ref()),
@@ -447,7 +437,7 @@ impl<'s> Parser<'s> {
         })
     }
 
-    /// `queue "NAME"` (the caller has seen `queue` not followed by `=`): the name must be a
+    /// `queue "NAME"` (the caller has seen `queue`, not a step's name): the name must be a
     /// string (E0125), and a second line is E0124, since a run waits in one queue.
     fn queue_line(&mut self, slot: &mut Option<Spanned<String>>) -> PResult<()> {
         let start = self.bump().span; // `queue`
@@ -476,6 +466,15 @@ impl<'s> Parser<'s> {
         }
         *slot = Some(name);
         Ok(())
+    }
+
+    /// Whether the `memory` here names a store (a string or `input` follows it), and so is a
+    /// `memory` line rather than a misplaced word.
+    fn names_a_store(&self) -> bool {
+        matches!(
+            self.kind_at(1),
+            TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input)
+        )
     }
 
     /// `memory "NAME"` or `memory input.NAME` (the caller has seen `memory` and a string or

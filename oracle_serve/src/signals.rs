@@ -78,6 +78,23 @@ pub struct StartBody {
     pub partition: Option<String>,
 }
 
+impl StartBody {
+    /// The queue the run waits in (its `queue`, else its plan's `queue` line), checked by the
+    /// host's one rule; a code agent's run waits in none yet.
+    fn queue_ask(&self) -> Result<Option<oracle_host::queue::Ask>, ApiError> {
+        let queue = oracle_host::queue::ask_for(
+            self.plan.as_deref().unwrap_or_default(),
+            self.queue.as_deref(),
+            self.priority,
+            self.partition.as_deref(),
+        )?;
+        if queue.is_some() && self.agent.is_some() {
+            return Err(oracle_host::queue::not_yet("a code agent's run").into());
+        }
+        Ok(queue)
+    }
+}
+
 /// `POST /api/v1/runs/{id}/cancel`.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -296,15 +313,7 @@ pub fn send_event(
 pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode, Value), ApiError> {
     let root = state.config.root.as_deref();
     let given = &state.config.given;
-    let queue = oracle_host::queue::ask_for(
-        body.plan.as_deref().unwrap_or_default(),
-        body.queue.as_deref(),
-        body.priority,
-        body.partition.as_deref(),
-    )?;
-    if queue.is_some() && body.agent.is_some() {
-        return Err(oracle_host::queue::not_yet("a code agent's run").into());
-    }
+    let queue = body.queue_ask()?;
     let plan = match (body.plan, body.agent) {
         (Some(plan), None) => plan,
         (None, Some(agent)) if body.key.is_none() => {

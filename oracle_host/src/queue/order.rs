@@ -103,9 +103,8 @@ fn next<'a>(
         .iter()
         .filter(|w| !taken.contains(&w.ticket))
         .filter(|w| {
-            partition_cap.is_none_or(|cap| {
-                load.running.get(&w.partition).copied().unwrap_or(0) < cap
-            })
+            partition_cap
+                .is_none_or(|cap| load.running.get(&w.partition).copied().unwrap_or(0) < cap)
         })
         .min_by_key(|w| {
             (
