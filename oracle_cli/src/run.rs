@@ -264,8 +264,20 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The queue the run's flags ask for, checked by the host's one rule (a code agent's run,
+    /// whose program has no `queue` line).
+    pub(crate) fn queue_flags(&self) -> Result<Option<oracle_host::queue::Ask>, CliError> {
+        oracle_host::queue::ask(
+            self.queue.as_deref(),
+            self.priority,
+            self.partition.as_deref(),
+        )
+        .map_err(|e| host_error(e, self.drive.json))
+    }
+
     /// The queue the run asks for (`--queue`, else the plan's `queue` line), checked by the
-    /// host's one rule.
+    /// host's one rule. Reads the plan: call it once `files::check_plan` accepted the file
+    /// (`start_options` does), never on a FIFO.
     pub(crate) fn queue_ask(&self) -> Result<Option<oracle_host::queue::Ask>, CliError> {
         let source = std::fs::read_to_string(&self.plan).unwrap_or_default();
         oracle_host::queue::ask_for(
@@ -1132,8 +1144,8 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
     if oracle_host::code::is_code_entry(&a.plan) {
         return run_code(home, a);
     }
-    let ask = a.queue_ask()?;
     let (opts, tool_dirs) = start_options(home, &a)?;
+    let ask = a.queue_ask()?;
     let host = host(home, a.drive.json)?.with_require_approval(a.drive.require_approval);
     crate::interrupt::on_ctrl_c(None);
     let mut display = Display::new("running", a.drive.json);
@@ -1172,7 +1184,7 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
 /// `oracle run triage.py`: a code agent (docs/AGENTS.md), started through the host. Its
 /// decision time limit is `ORACLE_AGENT_DECIDE_MS` when set.
 fn run_code(home: &Path, a: RunArgs) -> Result<u8, CliError> {
-    if a.queue_ask()?.is_some() {
+    if a.queue_flags()?.is_some() {
         return Err(host_error(
             oracle_host::queue::not_yet("a code agent's run"),
             a.drive.json,
@@ -1251,9 +1263,8 @@ pub(crate) fn submit(
     a: &RunArgs,
     store: &oracle_host::Database,
 ) -> Result<oracle_host::Submitted, CliError> {
-    let ask = a.queue_ask()?;
     if oracle_host::code::is_code_entry(&a.plan) {
-        if ask.is_some() {
+        if a.queue_flags()?.is_some() {
             return Err(host_error(
                 oracle_host::queue::not_yet("a code agent's run"),
                 a.drive.json,
@@ -1261,12 +1272,13 @@ pub(crate) fn submit(
         }
         return submit_code(scratch, a, store);
     }
+    let (opts, tool_dirs) = start_options(scratch, a)?;
+    let ask = a.queue_ask()?;
     if let Some(ask) = &ask {
         store
             .queue_check(ask)
             .map_err(|e| host_error(e, a.drive.json))?;
     }
-    let (opts, tool_dirs) = start_options(scratch, a)?;
     let host = host(scratch, a.drive.json)?;
     let prepared = match host
         .prepare_submission(opts, &new_run_given(a), tool_dirs)

@@ -560,6 +560,9 @@ fn lock_file(dir: &Path, name: &str) -> Result<File, HostError> {
     Ok(f)
 }
 
+/// A queued run a server starts now: its id, its ticket and its place among the drives.
+type Turn = (String, Ticket, crate::background::Place);
+
 /// A run's place in a queue, held by this process: while it lives the run waits or runs in
 /// the queue; dropped, the place is given back (and if the process dies, its lock is).
 pub struct Ticket {
@@ -745,8 +748,10 @@ impl Home {
             locked.start(ticket, slot, now);
             held.started = true;
         }
-        locked.save()?;
-        Ok(held)
+        let saved = locked.save();
+        // The queue's lock is let go before a ticket can be dropped: dropping one takes it.
+        drop(locked);
+        saved.map(|()| held)
     }
 
     /// Starts a run in a queue (`oracle run --queue`): everything [`Home::start`] checks and
@@ -871,33 +876,50 @@ impl Home {
             let mut locked = Locked::take(self.dir(), &name)?;
             let now = crate::now_ms();
             let pick = locked.pick_live(self.dir(), now);
-            let mut go = Vec::new();
-            for t in pick.start {
-                let Some(e) = locked.state.entries.iter().find(|e| e.ticket == t) else {
-                    continue;
-                };
-                // A process's entry: that process takes its own turn.
-                if e.holder != Holder::Server {
-                    continue;
-                }
-                let Ok(place) = bg.take() else { break };
-                let run = e.run.clone();
-                let slot = locked.free_slot();
-                let ticket = Ticket::hold(&locked, self.dir(), t, slot)?;
-                locked.start(t, slot, now);
-                go.push((run, ticket, place));
-            }
-            if go.is_empty() {
-                continue;
-            }
-            locked.save()?;
+            let (go, held) = self.take_turns(&mut locked, bg, &pick.start, now);
+            let saved = if go.is_empty() { Ok(()) } else { locked.save() };
+            // The queue's lock is let go before a ticket can be dropped: dropping one takes it.
             drop(locked);
+            saved?;
+            held?;
             for (run, ticket, place) in go {
                 self.drive_queued(bg, &run, ticket, place)?;
                 started.push(run);
             }
         }
         Ok(started)
+    }
+
+    /// The runs a server holds among `picked`, each marked started with its ticket and a place
+    /// of `bg` (as many as `bg` has), and whether holding a ticket failed.
+    fn take_turns(
+        &self,
+        locked: &mut Locked,
+        bg: &crate::Background,
+        picked: &[u64],
+        now: u64,
+    ) -> (Vec<Turn>, Result<(), HostError>) {
+        let mut go = Vec::new();
+        for &t in picked {
+            let Some(e) = locked.state.entries.iter().find(|e| e.ticket == t) else {
+                continue;
+            };
+            // A process's entry: that process takes its own turn.
+            if e.holder != Holder::Server {
+                continue;
+            }
+            let Ok(place) = bg.take() else { break };
+            let run = e.run.clone();
+            let slot = locked.free_slot();
+            match Ticket::hold(locked, self.dir(), t, slot) {
+                Ok(ticket) => {
+                    locked.start(t, slot, now);
+                    go.push((run, ticket, place));
+                }
+                Err(e) => return (go, Err(e)),
+            }
+        }
+        (go, Ok(()))
     }
 
     /// Drives queued run `run` on a thread of this process, holding `ticket` and `place` until
