@@ -26,6 +26,7 @@ mod memory;
 mod plan;
 mod plan_fmt;
 mod progress;
+mod queue;
 mod report;
 mod run;
 mod schedule;
@@ -210,6 +211,10 @@ pub(crate) enum Command {
     /// `resume`, `remove`, `trigger`), kept in the home; `oracle serve` fires each tick
     /// exactly once (docs/PLAN.md, "Schedules").
     Schedule(schedule::ScheduleArgs),
+    /// Named queues: `set` makes one or changes its limits (concurrency, rate, partition
+    /// concurrency), `list` shows them; `oracle run --queue NAME` waits its turn in one
+    /// (docs/PLAN.md, "Queues").
+    Queue(queue::QueueArgs),
     /// Create or migrate a PostgreSQL store's schema (`init`), or summarise it (`status`).
     /// Needs --store URL or $ORACLE_STORE.
     Store(store::StoreArgs),
@@ -417,6 +422,7 @@ pub(crate) fn run_command_in(
         Command::Synth(a) => maintain::synth(&home, a),
         Command::Serve(a) => serve::run(&home, a),
         Command::Schedule(a) => schedule::run(&home, a),
+        Command::Queue(a) => queue::run(&home, a),
         Command::Plan(a) => plan::run(a),
         Command::Lsp => lsp::run(),
         Command::Dev(_) => Err(CliError::input("`oracle dev` runs on its own, not here")),

@@ -277,8 +277,47 @@ pub struct RunArgs {
     /// plan, inputs or seed it is refused (exit 2, `key_conflict`, naming what differs).
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
+    /// Wait for a turn in this queue (`oracle queue set`) before the run starts: while the
+    /// queue is at its limits the run is `queued`, its position printed on stderr and shown
+    /// by `oracle runs`. Nothing of the wait is recorded.
+    #[arg(long, value_name = "NAME")]
+    queue: Option<String>,
+    /// The run's priority in its queue, 0 (the default) to 9: higher goes first.
+    #[arg(long, value_name = "0-9")]
+    priority: Option<u64>,
+    /// The run's partition in its queue: partitions take turns, and the queue's
+    /// `--partition-concurrency` holds for each.
+    #[arg(long, value_name = "KEY")]
+    partition: Option<String>,
     #[command(flatten)]
     drive: DriveArgs,
+}
+
+impl RunArgs {
+    /// The queue the run's flags ask for, checked by the host's one rule (a code agent's run,
+    /// whose program has no `queue` line).
+    pub(crate) fn queue_flags(&self) -> Result<Option<oracle_host::queue::Ask>, CliError> {
+        oracle_host::queue::ask(
+            self.queue.as_deref(),
+            self.priority,
+            self.partition.as_deref(),
+        )
+        .map_err(|e| host_error(e, self.drive.json))
+    }
+
+    /// The queue the run asks for (`--queue`, else the plan's `queue` line), checked by the
+    /// host's one rule. Reads the plan: call it once `files::check_plan` accepted the file
+    /// (`start_options` does), never on a FIFO.
+    pub(crate) fn queue_ask(&self) -> Result<Option<oracle_host::queue::Ask>, CliError> {
+        let source = std::fs::read_to_string(&self.plan).unwrap_or_default();
+        oracle_host::queue::ask_for(
+            &source,
+            self.queue.as_deref(),
+            self.priority,
+            self.partition.as_deref(),
+        )
+        .map_err(|e| host_error(e, self.drive.json))
+    }
 }
 
 #[derive(Args, Debug, serde::Serialize, serde::Deserialize)]
@@ -637,6 +676,8 @@ pub enum StatusArg {
     Failed,
     /// Ended from outside (`oracle cancel`, the API).
     Cancelled,
+    /// Waiting for its turn in a queue (`oracle run --queue`).
+    Queued,
 }
 
 impl StatusArg {
@@ -647,6 +688,7 @@ impl StatusArg {
             StatusArg::Completed => "completed",
             StatusArg::Failed => "failed",
             StatusArg::Cancelled => "cancelled",
+            StatusArg::Queued => "queued",
         }
     }
 }
@@ -1159,13 +1201,21 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
         return run_code(home, a);
     }
     let (opts, tool_dirs) = start_options(home, &a)?;
+    let ask = a.queue_ask()?;
     let host = host(home, a.drive.json)?.with_require_approval(a.drive.require_approval);
     crate::interrupt::on_ctrl_c(None);
     let mut display = Display::new("running", a.drive.json);
     let mut progress = |p: &Progress| display.update(p);
     let spans = crate::spans::start(a.drive.otlp.as_deref())?;
     let follow = crate::follow::Follow::start(a.drive.follow);
-    let s = host.start(opts, &new_run_given(&a), tool_dirs, Some(&mut progress));
+    let given = new_run_given(&a);
+    let s = match &ask {
+        Some(ask) => {
+            let mut waiting = |place: u64| eprintln!("queued in {}: position {place}", ask.queue);
+            host.start_queued(opts, &given, tool_dirs, ask, &mut waiting, &mut progress)
+        }
+        None => host.start(opts, &given, tool_dirs, Some(&mut progress)),
+    };
     drop(follow);
     crate::spans::finish(spans);
     display.finish();
@@ -1190,6 +1240,12 @@ pub fn run(home: &Path, a: RunArgs) -> Result<u8, CliError> {
 /// `oracle run triage.py`: a code agent (docs/AGENTS.md), started through the host. Its
 /// decision time limit is `ORACLE_AGENT_DECIDE_MS` when set.
 fn run_code(home: &Path, a: RunArgs) -> Result<u8, CliError> {
+    if a.queue_flags()?.is_some() {
+        return Err(host_error(
+            oracle_host::queue::not_yet("a code agent's run"),
+            a.drive.json,
+        ));
+    }
     let opts = code_options(home, &a)?;
     let host = host(home, a.drive.json)?;
     crate::interrupt::on_ctrl_c(None);
@@ -1274,9 +1330,21 @@ pub(crate) fn submit(
     store: &oracle_host::Database,
 ) -> Result<oracle_host::Submitted, CliError> {
     if oracle_host::code::is_code_entry(&a.plan) {
+        if a.queue_flags()?.is_some() {
+            return Err(host_error(
+                oracle_host::queue::not_yet("a code agent's run"),
+                a.drive.json,
+            ));
+        }
         return submit_code(scratch, a, store);
     }
     let (opts, tool_dirs) = start_options(scratch, a)?;
+    let ask = a.queue_ask()?;
+    if let Some(ask) = &ask {
+        store
+            .queue_check(ask)
+            .map_err(|e| host_error(e, a.drive.json))?;
+    }
     let host = host(scratch, a.drive.json)?;
     let prepared = match host
         .prepare_submission(opts, &new_run_given(a), tool_dirs)
@@ -1294,13 +1362,12 @@ pub(crate) fn submit(
     for w in &prepared.warnings {
         eprintln!("warning: {w}");
     }
+    let programs = (
+        kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
+        kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
+    );
     let submitted = store
-        .submit(
-            &prepared,
-            kept_program("--oracle-cmd", a.drive.oracle_cmd.as_deref())?,
-            kept_program("--scorer-cmd", a.drive.scorer_cmd.as_deref())?,
-            a.key.as_deref(),
-        )
+        .submit_queued(&prepared, programs, a.key.as_deref(), ask.as_ref())
         .map_err(|e| CliError::input(e.to_string()))?;
     key_used_elsewhere(submitted, a)
 }
@@ -1770,6 +1837,7 @@ fn run_log(home: &Path, id: &str) -> PathBuf {
 pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
     let prices = crate::show::price_table(&a.model_price)?;
     let all = inspect::runs(home).map_err(|e| session_error(e, a.json, None))?;
+    let places = oracle_host::queue::places(home);
     let shown: Vec<_> = all
         .into_iter()
         // `running` takes in a run prepared for a background start that has not begun
@@ -1791,7 +1859,7 @@ pub fn runs(home: &Path, a: RunsArgs) -> Result<u8, CliError> {
     if a.json {
         for r in &shown {
             // The API's row (`GET /api/v1/runs`), built once by the host, plus the run's wall span.
-            let mut v = oracle_host::data::run_json(r);
+            let mut v = oracle_host::data::queued_json(r, &places);
             if let Value::Object(m) = &mut v {
                 let wall = inspect::wall_span(&run_log(home, &r.id));
                 m.insert("wall_ms".into(), json!(wall));

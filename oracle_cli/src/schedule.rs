@@ -72,6 +72,16 @@ struct AddArgs {
     /// `all` of them.
     #[arg(long = "catch-up", value_enum, default_value = "none")]
     catch_up: CatchUpArg,
+    /// The queue each tick's run waits its turn in (`oracle queue set`); default: the plan's
+    /// `queue` line, if any.
+    #[arg(long, value_name = "NAME")]
+    queue: Option<String>,
+    /// The runs' priority in the queue, 0 (default) to 9: higher goes first.
+    #[arg(long, value_name = "0-9")]
+    priority: Option<u64>,
+    /// The runs' partition in the queue.
+    #[arg(long, value_name = "KEY")]
+    partition: Option<String>,
     /// Print the schedule as JSON.
     #[arg(long)]
     json: bool,
@@ -213,6 +223,9 @@ fn add(kept: &Kept<'_>, a: AddArgs, now: u64) -> Result<u8, CliError> {
         },
         root: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         plan_text: None,
+        queue: a.queue,
+        priority: a.priority,
+        partition: a.partition,
     };
     let s = kept.add(new, now).map_err(|e| host_error(e, a.json))?;
     let next = s.next_at(now).map_err(|e| host_error(e, a.json))?;

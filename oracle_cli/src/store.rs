@@ -17,7 +17,7 @@ use clap::{Args, Subcommand};
 use oracle_host::signal::Signal;
 use oracle_host::worker::{self, CONCURRENCY_MAX, LEASE_MS_DEFAULT, POLL_MS_DEFAULT};
 use oracle_host::{Database, SessionError};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::Command;
 use crate::exit::{self, CliError};
@@ -171,6 +171,7 @@ pub fn dispatch(url: &str, command: Command) -> Result<Result<u8, CliError>, Com
         Command::Checkpoint(_) => checkpoint(url, command),
         Command::Import(a) => import(url, a),
         Command::Schedule(a) => crate::schedule::run_store(url, a),
+        Command::Queue(a) => crate::queue::run_store(url, a),
         // The server runs with its home as any command does, serving the store's runs.
         Command::Serve(mut a) => {
             a.serve_store(url);
@@ -263,6 +264,39 @@ fn status_of(state: &str) -> &str {
     }
 }
 
+/// One row of `oracle runs --store --json`: a file home's fields (`status` as shown, with the
+/// run's `queue` place), then the store's own.
+fn row_json(
+    r: &oracle_host::RunRow,
+    status: &str,
+    live: Option<bool>,
+    place: Option<&oracle_host::queue::Place>,
+) -> Value {
+    let s = &r.summary;
+    json!({
+        "run": r.id,
+        "plan": r.program,
+        "status": status,
+        "queue": place,
+        "events": r.events,
+        "last_time": s.last_time,
+        "live": live,
+        "waiting": s.waiting.as_ref().map(|(step, why)| json!({"step": step, "reason": why, "attempts": s.attempts})),
+        "reason": s.reason,
+        "models": s.models.map(|(calls, tokens)| json!({"calls": calls, "tokens": tokens})),
+        // A worker's times stay in its scratch directory: the store keeps the log only.
+        "wall_ms": null,
+        "state": r.state,
+        "head": r.head.as_ref().map(|h| hex(h)),
+        "fence": r.fence,
+        "worker": r.worker,
+        "lease_ms": r.lease_ms,
+        "claims": r.claims,
+        "signals_pending": r.pending_signals,
+        "detail": r.detail,
+    })
+}
+
 /// `oracle runs --store`: the columns and JSON fields of a file home's `oracle runs`, with what
 /// only a store has beside them (`state`, `head`, `fence`, `worker`, `lease_ms`, `claims`,
 /// `signals_pending`, `detail`). What a run's log says (what it waits on, why it ended, its
@@ -270,40 +304,29 @@ fn status_of(state: &str) -> &str {
 fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError> {
     let store = connect(url)?;
     let mut rows = store.runs().map_err(pg)?;
-    // `--status running`: not finished and not suspended (queued, held, or released); a broken
+    let places = store
+        .queued()
+        .map_err(|e| crate::run::host_error(e, json_out))?;
+    // A run waiting in a queue: `queued`, with its place.
+    let status_of = |r: &oracle_host::RunRow| -> String {
+        match places.get(&r.id) {
+            Some(_) if r.state == "submitted" => oracle_host::queue::QUEUED.to_owned(),
+            _ => status_of(&r.state).to_owned(),
+        }
+    };
+    // `--status running`: not finished and not suspended (held, or released); a broken
     // run matches no status but is listed.
     if let Some(want) = status {
-        rows.retain(|r| status_of(&r.state) == want);
+        rows.retain(|r| status_of(r) == want);
     }
     // A worker holds it now under a lease that has not expired: a file home's `live`.
     let live = |r: &oracle_host::RunRow| {
-        (status_of(&r.state) == "running")
+        (status_of(r) == "running")
             .then(|| r.state == "running" && r.lease_ms.is_some_and(|ms| ms >= 0))
     };
     if json_out {
         for r in &rows {
-            let s = &r.summary;
-            crate::out::json(&json!({
-                "run": r.id,
-                "plan": r.program,
-                "status": status_of(&r.state),
-                "events": r.events,
-                "last_time": s.last_time,
-                "live": live(r),
-                "waiting": s.waiting.as_ref().map(|(step, why)| json!({"step": step, "reason": why, "attempts": s.attempts})),
-                "reason": s.reason,
-                "models": s.models.map(|(calls, tokens)| json!({"calls": calls, "tokens": tokens})),
-                // A worker's times stay in its scratch directory: the store keeps the log only.
-                "wall_ms": null,
-                "state": r.state,
-                "head": r.head.as_ref().map(|h| hex(h)),
-                "fence": r.fence,
-                "worker": r.worker,
-                "lease_ms": r.lease_ms,
-                "claims": r.claims,
-                "signals_pending": r.pending_signals,
-                "detail": r.detail,
-            }))?;
+            crate::out::json(&row_json(r, &status_of(r), live(r), places.get(&r.id)))?;
         }
         return Ok(exit::OK);
     }
@@ -320,9 +343,13 @@ fn runs(url: &str, json_out: bool, status: Option<&str>) -> Result<u8, CliError>
             let shown = match (r.state.as_str(), live(r)) {
                 ("running", Some(true)) => "live",
                 ("running", _) => "interrupted",
+                (_, _) if status_of(r) == oracle_host::queue::QUEUED => oracle_host::queue::QUEUED,
                 (state, _) => state,
             };
             let mut store_notes = Vec::new();
+            if let Some(p) = places.get(&r.id) {
+                store_notes.push(p.reason());
+            }
             if let Some(w) = &r.worker {
                 let lease = match r.lease_ms {
                     Some(ms) if ms >= 0 => format!("lease {}.{}s", ms / 1000, (ms % 1000) / 100),

@@ -51,6 +51,7 @@ mod observe;
 mod pipes;
 mod plans;
 mod programs;
+mod queues;
 mod rates;
 mod readme;
 mod recover;

@@ -431,10 +431,12 @@ impl Backend {
             };
         let dir = match self {
             Backend::Store(front) => {
+                let status = match request.queue {
+                    Some(_) => crate::queue::QUEUED,
+                    None => "submitted",
+                };
                 return Ok(match front.submit(request, root, given)? {
-                    StoreStart::New { id, warnings } => {
-                        started(id, "submitted", false, key, warnings)
-                    }
+                    StoreStart::New { id, warnings } => started(id, status, false, key, warnings),
                     StoreStart::Existing { id, state } => {
                         started(id, status_of(&state), true, key, Vec::new())
                     }
@@ -446,6 +448,17 @@ impl Backend {
         // cheaply); the place is taken before anything is created, and a key that finds its
         // run gives it back at once.
         request.admit(root)?;
+        if let Some(ask) = request.queue.clone() {
+            let home = Backend::recorded(dir)?;
+            return Ok(match home.enqueue_request(request, root, given, &ask)? {
+                Start::New(p) => {
+                    let now = home.queue_dispatch(bg)?.contains(&p.id);
+                    let status = if now { "running" } else { crate::queue::QUEUED };
+                    started(p.id, status, false, p.submission.key, p.warnings)
+                }
+                Start::Existing(e) => started(e.id, &e.status, true, Some(e.key), Vec::new()),
+            });
+        }
         let place = bg.take()?;
         let (log, who) = (bg.log().to_owned(), by.to_owned());
         let ended = move |id: &str, outcome: Result<crate::Session, HostError>| {

@@ -100,7 +100,29 @@ pub fn run_json(r: &RunInfo) -> Value {
     })
 }
 
-const STATUSES: [&str; 5] = ["running", "suspended", "completed", "failed", "damaged"];
+/// [`run_json`], with a queued run's place (`queue`: its queue, position, priority and
+/// partition; `null` for a run in no queue).
+pub fn queued_json(
+    r: &RunInfo,
+    places: &std::collections::BTreeMap<String, crate::queue::Place>,
+) -> Value {
+    let mut v = run_json(r);
+    let place = (r.status == crate::queue::QUEUED)
+        .then(|| places.get(&r.id))
+        .flatten();
+    v["queue"] = json!(place);
+    v
+}
+
+const STATUSES: [&str; 7] = [
+    "running",
+    "suspended",
+    "completed",
+    "failed",
+    "damaged",
+    "submitted",
+    crate::queue::QUEUED,
+];
 
 /// The runs under `<home>/runs` as `oracle runs` lists them (natural order of ids), but only
 /// those a request could name ([`crate::runid::validate`]): an entry must be a real directory,
@@ -114,6 +136,7 @@ pub fn run_infos(home: &Path) -> Result<Vec<RunInfo>, session::SessionError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => return Err(session::SessionError::Io { path: runs, source }),
     };
+    let queued = crate::queue::places(home);
     let mut ids = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| session::SessionError::Io {
@@ -126,15 +149,24 @@ pub fn run_infos(home: &Path) -> Result<Vec<RunInfo>, session::SessionError> {
         // `DirEntry::file_type` does not follow a symlink: a link to a directory is a link.
         let real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
         let log = std::fs::symlink_metadata(entry.path().join(LOG_FILE));
-        if crate::runid::malformed(&id).is_none() && real_dir && log.is_ok_and(|m| m.is_file()) {
+        // A run waiting in a queue has no log yet: it is listed, `queued`, with its place.
+        let waits = || {
+            queued.contains_key(&id)
+                && std::fs::symlink_metadata(entry.path().join(session::SUBMISSION_FILE))
+                    .is_ok_and(|m| m.is_file())
+        };
+        let listed = log.is_ok_and(|m| m.is_file()) || waits();
+        if crate::runid::malformed(&id).is_none() && real_dir && listed {
             ids.push(id);
         }
     }
     ids.sort_by(|a, b| session::natural_order(a, b));
-    Ok(ids
+    let mut infos: Vec<RunInfo> = ids
         .into_iter()
         .map(|id| session::run_info(&runs.join(id)))
-        .collect())
+        .collect();
+    crate::queue::mark(&queued, &mut infos);
+    Ok(infos)
 }
 
 /// Whether `<home>/runs/ID` is a run [`run_infos`] lists (for pages built from a listing that
@@ -154,7 +186,9 @@ pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, DataError> {
         )));
     }
     let limit = page_limit(q.limit, RUNS_PAGE_LIMIT_DEFAULT, RUNS_PAGE_LIMIT_MAX)?;
-    let all = run_infos(home)?;
+    let mut all = run_infos(home)?;
+    let places = crate::queue::places(home);
+    crate::queue::mark(&places, &mut all);
     let mut out = Vec::new();
     let mut next = None;
     let after = q.after.as_deref();
@@ -170,7 +204,7 @@ pub fn runs(home: &Path, q: &RunsQuery) -> Result<Value, DataError> {
                 .and_then(|v: &Value| v["run"].as_str().map(str::to_owned));
             break;
         }
-        out.push(run_json(r));
+        out.push(queued_json(r, &places));
     }
     Ok(json!({"runs": out, "next": next}))
 }
@@ -191,9 +225,17 @@ fn page_limit(given: Option<u64>, default: u64, max: u64) -> Result<u64, DataErr
 /// `spawned_by`, `children`: the run whose `spawn` step started it, and the runs its own did),
 /// and `wall_ms`, its wall time when the times file says.
 pub fn run_summary(run: &ValidRun) -> Result<Value, DataError> {
-    let info = session::run_info(&run.dir);
-    let mut v = run_json(&info);
-    if info.status == "submitted" {
+    let mut info = [session::run_info(&run.dir)];
+    let home = run
+        .dir
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let places = crate::queue::places(home);
+    crate::queue::mark(&places, &mut info);
+    let [info] = info;
+    let mut v = queued_json(&info, &places);
+    if info.status == "submitted" || info.status == crate::queue::QUEUED {
         // Prepared, no event yet (a background start, or a store's run no worker took yet).
         v["head"] = Value::Null;
         v["waiting_on"] = Value::Null;

@@ -96,14 +96,37 @@ impl Database {
         scorer_cmd: Option<String>,
         key: Option<&str>,
     ) -> Result<Submitted, PgError> {
+        self.submit_queued(prepared, (oracle_cmd, scorer_cmd), key, None)
+    }
+
+    /// [`Database::submit`], the run waiting in `ask`'s queue when given (checked with
+    /// [`Database::queue_check`] first): no worker claims it but in its turn.
+    pub fn submit_queued(
+        &self,
+        prepared: &Prepared,
+        (oracle_cmd, scorer_cmd): (Option<String>, Option<String>),
+        key: Option<&str>,
+        ask: Option<&crate::queue::Ask>,
+    ) -> Result<Submitted, PgError> {
         let programs = Programs {
             oracle_cmd,
             scorer_cmd,
         };
         let s = &prepared.submission;
         let key = key.map(|k| KeyClaim::new(k, "", prepared.plan.hash, &s.inputs, s.seed));
-        self.store
-            .submit_keyed(&prepared.plan.name, &prepared.dir, &programs, key.as_ref())
+        let queue = ask.map(crate::queue::store::as_store);
+        self.store.submit_queued(
+            &prepared.plan.name,
+            &prepared.dir,
+            &programs,
+            key.as_ref(),
+            queue.as_ref(),
+        )
+    }
+
+    /// The store this value connects to, for the host's modules.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
     }
 
     /// `oracle submit triage.py`: hands a code run [`Home::prepare_code_submission`] made to the
@@ -228,6 +251,10 @@ impl Database {
 
     /// Adds a schedule to the store (`oracle schedule add --store`).
     pub fn schedule_add(&self, new: NewSchedule, now_ms: u64) -> Result<Schedule, HostError> {
+        let ask = crate::queue::ask(new.queue.as_deref(), new.priority, new.partition.as_deref())?;
+        if let Some(ask) = &ask {
+            self.queue_check(ask)?;
+        }
         schedule_store::add(&self.store, new, now_ms)
     }
 

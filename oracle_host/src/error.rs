@@ -97,6 +97,10 @@ pub enum HostError {
     /// (`schedule_exists`) or unknown (`not_found`) (`crate::schedule`).
     #[error("{why}")]
     Schedule { code: &'static str, why: String },
+    /// A queue asked for is malformed (`queue_invalid`), unknown (`queue_unknown`) or holds
+    /// its most runs (`queue_full`) (`crate::queue`).
+    #[error("{why}")]
+    Queue { code: &'static str, why: String },
     /// A project's config file would choose a secret, an endpoint or a program and is not
     /// trusted as it is (`config_untrusted`), or the trust list cannot be used (`crate::trust`).
     #[error(transparent)]
@@ -223,6 +227,14 @@ impl HostError {
                 let status = match *code {
                     "not_found" => http::NOT_FOUND,
                     "schedule_exists" => http::CONFLICT,
+                    _ => http::BAD_REQUEST,
+                };
+                Class::of(code, exit::INPUT, status)
+            }
+            HostError::Queue { code, .. } => {
+                let status = match *code {
+                    "queue_unknown" => http::NOT_FOUND,
+                    "queue_full" => http::UNAVAILABLE,
                     _ => http::BAD_REQUEST,
                 };
                 Class::of(code, exit::INPUT, status)

@@ -691,13 +691,25 @@ impl Home {
     /// submission. A key its run holds already is [`Start::Existing`], as for `start`.
     pub fn prepare_submission(
         &self,
-        mut opts: StartOptions,
+        opts: StartOptions,
         given: &Given,
         tool_dirs: Vec<PathBuf>,
     ) -> Result<Start<Prepared>, HostError> {
+        self.prepare_bound(opts, given, tool_dirs).map(|(p, _)| p)
+    }
+
+    /// [`Home::prepare_submission`], with the registry the run was bound to (a queued start
+    /// drives the run with it once its turn comes).
+    pub(crate) fn prepare_bound(
+        &self,
+        mut opts: StartOptions,
+        given: &Given,
+        tool_dirs: Vec<PathBuf>,
+    ) -> Result<(Start<Prepared>, Registry), HostError> {
         let registry = self.bind_new(&mut opts, given, tool_dirs)?;
         self.check_policy_of(&opts.plan, &registry)?;
-        self.keyed(session::prepare(&opts, &registry, true))
+        let prepared = self.keyed(session::prepare(&opts, &registry, true))?;
+        Ok((prepared, registry))
     }
 
     /// Starts a run in the background (`POST /api/v1/runs` on a file home): everything

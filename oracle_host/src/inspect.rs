@@ -180,7 +180,9 @@ pub fn follow() -> Option<oracle_runtime::live::Subscription> {
 
 /// The runs of `home`, in id order, as `oracle runs` lists them.
 pub fn runs(home: &Path) -> Result<Vec<session::RunInfo>, SessionError> {
-    session::list(home)
+    let mut runs = session::list(home)?;
+    crate::queue::mark(&crate::queue::places(home), &mut runs);
+    Ok(runs)
 }
 
 /// The log of run `id` in the file home `home`.

@@ -40,6 +40,7 @@ pub mod otlp_live;
 mod outside;
 pub mod pace;
 pub mod plans;
+pub mod queue;
 pub mod rate;
 pub mod recover;
 pub mod request;

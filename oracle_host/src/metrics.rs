@@ -225,7 +225,7 @@ impl Metrics {
         let mut fresh = BTreeMap::new();
         for info in runs {
             bump(&mut statuses, info.status.clone(), 1);
-            if matches!(info.status.as_str(), "damaged" | "submitted") {
+            if matches!(info.status.as_str(), "damaged" | "submitted" | "queued") {
                 continue;
             }
             let log = home.join("runs").join(&info.id).join(LOG_FILE);

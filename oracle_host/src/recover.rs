@@ -39,8 +39,11 @@ impl Home {
     /// The runs of this home a dead process left behind, in `oracle runs` order.
     pub fn left_behind(&self) -> Result<Vec<(String, LeftBehind)>, HostError> {
         let runs = session::list(self.dir())?;
+        // A run waiting in a queue is not left behind: its turn starts it.
+        let queued = crate::queue::places(self.dir());
         Ok(runs
             .into_iter()
+            .filter(|r| !queued.contains_key(&r.id))
             .filter_map(|r| match (r.status.as_str(), r.live) {
                 ("running", Some(false)) if r.events > 0 => Some((r.id, LeftBehind::Interrupted)),
                 ("submitted", _) => Some((r.id, LeftBehind::Submitted)),

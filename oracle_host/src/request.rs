@@ -30,6 +30,8 @@ pub struct RunRequest {
     pub inputs: Map<String, Value>,
     pub key: Option<String>,
     pub seed: u64,
+    /// The queue it waits in, checked ([`crate::queue::ask`]); `None`: it starts at once.
+    pub queue: Option<crate::queue::Ask>,
 }
 
 impl Home {

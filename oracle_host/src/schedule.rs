@@ -97,6 +97,14 @@ pub struct Schedule {
     /// and read no plan file); `None` in a file home, whose firers read `plan`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_text: Option<String>,
+    /// The queue its runs wait in (`--queue`; else the plan's `queue` line), their priority
+    /// and partition (docs/PLAN.md, "Queues").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
 }
 
 /// Where firing got to, kept in `<home>/schedules/<name>.cursor`.
@@ -277,6 +285,22 @@ impl Schedule {
     }
 
     /// The options of the run keyed `key`, in home `home`.
+    /// The queue its runs wait in: its `--queue`, else its plan's `queue` line (read now),
+    /// with its priority and partition; `None` for none.
+    pub fn ask(&self) -> Result<Option<crate::queue::Ask>, HostError> {
+        let source = match &self.plan_text {
+            Some(t) => t.clone(),
+            None if self.queue.is_some() => String::new(),
+            None => std::fs::read_to_string(&self.plan).unwrap_or_default(),
+        };
+        crate::queue::ask_for(
+            &source,
+            self.queue.as_deref(),
+            self.priority.map(u64::from),
+            self.partition.as_deref(),
+        )
+    }
+
     pub fn options(&self, home: &Path, key: String) -> StartOptions {
         StartOptions {
             plan_text: self.plan_text.clone(),
@@ -306,6 +330,10 @@ pub struct NewSchedule {
     /// The plan's text when it does not come from the file `plan` (a request to the API):
     /// `plan` then only names it, and the text is kept with the schedule.
     pub plan_text: Option<String>,
+    /// `--queue`, `--priority`, `--partition` ([`crate::queue::ask`] checks them).
+    pub queue: Option<String>,
+    pub priority: Option<u64>,
+    pub partition: Option<String>,
 }
 
 /// A name in use.
@@ -344,7 +372,15 @@ impl NewSchedule {
                 plan.display()
             )));
         }
+        let ask = crate::queue::ask(
+            self.queue.as_deref(),
+            self.priority,
+            self.partition.as_deref(),
+        )?;
         Ok(Schedule {
+            queue: ask.as_ref().map(|a| a.queue.clone()),
+            priority: ask.as_ref().map(|a| a.priority).filter(|p| *p > 0),
+            partition: ask.and_then(|a| a.partition),
             name: self.name,
             plan,
             cron: self.cron,
@@ -393,6 +429,9 @@ impl Home {
     /// zone too; ticks from `now_ms` on fire. A name in use is refused.
     pub fn schedule_add(&self, new: NewSchedule, now_ms: u64) -> Result<Schedule, HostError> {
         let s = new.build(now_ms, false)?;
+        if let Some(ask) = s.ask()? {
+            self.queue_check(&ask)?;
+        }
         let dir = self.schedules_dir();
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         if self.schedule_path(&s.name).exists() {
@@ -497,28 +536,48 @@ impl Home {
         now_ms: u64,
     ) -> Result<Start<session::Session>, HostError> {
         let s = self.schedule(name)?;
-        self.start(
-            s.options(self.dir(), s.trigger_key(now_ms)),
-            &Given::default(),
-            Vec::new(),
-            None,
-        )
+        let opts = s.options(self.dir(), s.trigger_key(now_ms));
+        match s.ask()? {
+            Some(ask) => self.start_queued(
+                opts,
+                &Given::default(),
+                Vec::new(),
+                &ask,
+                &mut |_| {},
+                &mut |_| {},
+            ),
+            None => self.start(opts, &Given::default(), Vec::new(), None),
+        }
     }
 }
 
 /// A sweep: how each due tick is started.
 pub trait Launcher {
     /// Starts the run of `opts` in the background (its key claimed before this returns), or
-    /// finds the run its key started.
-    fn launch(&self, home: &Home, opts: StartOptions) -> Result<(String, bool), HostError>;
+    /// finds the run its key started; with `ask`, puts it in its queue for its turn.
+    fn launch(
+        &self,
+        home: &Home,
+        opts: StartOptions,
+        ask: Option<&crate::queue::Ask>,
+    ) -> Result<(String, bool), HostError>;
 }
 
 /// Launches with [`Home::launch`], outcomes dropped (the run's log has them).
 pub struct Background;
 
 impl Launcher for Background {
-    fn launch(&self, home: &Home, opts: StartOptions) -> Result<(String, bool), HostError> {
-        match home.launch(opts, &Given::default(), Vec::new(), |_, _| {})? {
+    fn launch(
+        &self,
+        home: &Home,
+        opts: StartOptions,
+        ask: Option<&crate::queue::Ask>,
+    ) -> Result<(String, bool), HostError> {
+        let started = match ask {
+            Some(ask) => home.enqueue_options(opts, &Given::default(), Vec::new(), ask)?,
+            None => home.launch(opts, &Given::default(), Vec::new(), |_, _| {})?,
+        };
+        match started {
             Start::New(p) => Ok((p.id, false)),
             Start::Existing(e) => Ok((e.id, true)),
         }
@@ -531,7 +590,12 @@ impl Home {
     /// it already.
     pub fn schedule_launch(&self, name: &str, now_ms: u64) -> Result<(String, bool), HostError> {
         let s = self.schedule(name)?;
-        Background.launch(self, s.options(self.dir(), s.trigger_key(now_ms)))
+        let ask = s.ask()?;
+        Background.launch(
+            self,
+            s.options(self.dir(), s.trigger_key(now_ms)),
+            ask.as_ref(),
+        )
     }
 }
 
@@ -573,7 +637,9 @@ impl Home {
             self.cursor_write(&s.name, &c)
         };
         let finished = |run: &str| finished(self, run);
-        let mut launch = |opts_key: String| launcher.launch(self, s.options(self.dir(), opts_key));
+        let ask = s.ask()?;
+        let mut launch =
+            |opts_key: String| launcher.launch(self, s.options(self.dir(), opts_key), ask.as_ref());
         fire_ticks(s, &cursor, now_ms, &finished, &mut launch, &mut step, out)
     }
 }
@@ -658,6 +724,9 @@ mod tests {
             since_ms: 0,
             root: PathBuf::from("/"),
             plan_text: None,
+            queue: None,
+            priority: None,
+            partition: None,
         }
     }
 

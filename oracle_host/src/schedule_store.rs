@@ -134,7 +134,16 @@ fn submit_in(
         oracle_runtime::keys::KeyClaim::new(&key, "", prepared.plan.hash, &sub.inputs, sub.seed)
     };
     let programs = oracle_pg::Programs::default();
-    match store.submit_keyed(&prepared.plan.name, &prepared.dir, &programs, Some(&claim))? {
+    let ask = s.ask()?;
+    let queue = ask.as_ref().map(crate::queue::store::as_store);
+    let submitted = store.submit_queued(
+        &prepared.plan.name,
+        &prepared.dir,
+        &programs,
+        Some(&claim),
+        queue.as_ref(),
+    )?;
+    match submitted {
         Submitted::New(id) => Ok((id, false)),
         Submitted::Existing { run, differs, .. } if differs.is_empty() => Ok((run, true)),
         Submitted::Existing { run, differs, .. } => {

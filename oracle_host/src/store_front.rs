@@ -459,6 +459,12 @@ impl StoreFront {
         given: &Given,
     ) -> Result<StoreStart, HostError> {
         let (root, tool_dirs) = request.admit(root)?;
+        let ask = request.queue.clone();
+        if let Some(ask) = &ask
+            && self.store.call(|s| s.queue_spec(&ask.queue))?.is_none()
+        {
+            return Err(crate::queue::unknown(&ask.queue));
+        }
         let scratch = self.new_scratch()?;
         let key = request.key.clone();
         let opts = request.options(&scratch.dir, &root)?;
@@ -477,12 +483,14 @@ impl StoreFront {
             oracle_runtime::keys::KeyClaim::new(k, "", prepared.plan.hash, &s.inputs, s.seed)
         });
         let programs = oracle_pg::Programs::default();
+        let queue = ask.as_ref().map(crate::queue::store::as_store);
         match self.store.call(|s| {
-            s.submit_keyed(
+            s.submit_queued(
                 &prepared.plan.name,
                 &prepared.dir,
                 &programs,
                 claim.as_ref(),
+                queue.as_ref(),
             )
         })? {
             Submitted::New(id) => {

@@ -334,7 +334,9 @@ fn serve_claims(shared: &Shared, store: &Store, scratch: &Path) -> Result<(), Pg
         })?;
         let Some(claim) = claim else {
             let idle = shared.busy.fetch_sub(1, Ordering::SeqCst) == 1;
-            if s.until_idle && idle {
+            // Runs waiting in a queue (for its rate, or a place another worker holds) are
+            // work left: not idle until they are claimed.
+            if s.until_idle && idle && store.queued_waiting(&skip)? == 0 {
                 return Ok(());
             }
             store.wait(s.poll_ms)?;
@@ -383,9 +385,15 @@ impl<'s> Claimed<'s> {
     ) -> Result<Option<Claimed<'s>>, PgError> {
         let lease_ms = i64::try_from(s.lease_ms).unwrap_or(i64::MAX);
         let agents: Vec<String> = s.agents.keys().cloned().collect();
-        Ok(store
-            .claim_for(&s.name, lease_ms, &agents, skip)?
-            .map(|claim| Claimed { store, claim }))
+        // A queued run in its turn first (the queue's one rule decides, under its row's
+        // lock), then any other.
+        let queued =
+            store.claim_queued(&s.name, lease_ms, skip, &mut crate::queue::store::decide)?;
+        let claim = match queued {
+            Some(c) => Some(c),
+            None => store.claim_for(&s.name, lease_ms, &agents, skip)?,
+        };
+        Ok(claim.map(|claim| Claimed { store, claim }))
     }
 
     /// The run written into `home` from the store's rows; its directory.

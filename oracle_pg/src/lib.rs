@@ -12,8 +12,10 @@
 
 pub mod cluster;
 mod memory_stores;
+mod queues;
 mod rates;
 mod schedules;
+pub use queues::{Pick, QueueAsk, QueueSnapshot};
 pub mod schema;
 
 pub use schedules::ScheduleRow;
@@ -358,52 +360,27 @@ impl Store {
         programs: &Programs,
         key: Option<&oracle_runtime::keys::KeyClaim>,
     ) -> Result<Submitted> {
+        self.submit_queued(program, dir, programs, key, None)
+    }
+
+    /// [`Store::submit_keyed`], the run waiting in `queue` when given: its queue, priority and
+    /// partition are written in the submission's transaction, so no worker claims it but
+    /// through its queue ([`Store::claim_queued`]).
+    pub fn submit_queued(
+        &self,
+        program: &str,
+        dir: &Path,
+        programs: &Programs,
+        key: Option<&oracle_runtime::keys::KeyClaim>,
+        queue: Option<&QueueAsk<'_>>,
+    ) -> Result<Submitted> {
         let files = read_run_files(dir)?;
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("submitting a run"))?;
-        if let Some(want) = key {
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                &[&want.key],
-            )
-            .map_err(db("locking an idempotency key"))?;
-            let row = tx
-                .query_opt(
-                    "SELECT k.run, k.plan, k.inputs, k.seed, r.state FROM run_keys k
-                     JOIN runs r ON r.id = k.run WHERE k.key = $1",
-                    &[&want.key],
-                )
-                .map_err(db("reading an idempotency key"))?;
-            if let Some(row) = row {
-                let run: String = row.get(0);
-                let hash = |b: Vec<u8>| <[u8; 32]>::try_from(b.as_slice()).map(oracle_core::Hash);
-                let (plan, inputs) = match (hash(row.get(1)), hash(row.get(2))) {
-                    (Ok(p), Ok(i)) => (p, i),
-                    _ => {
-                        return Err(PgError::BadRecord {
-                            run,
-                            offset: 0,
-                            reason: "an idempotency key's row holds a hash that is not 32 bytes"
-                                .into(),
-                        });
-                    }
-                };
-                let seed: String = row.get(3);
-                let had = oracle_runtime::keys::KeyClaim {
-                    key: want.key.clone(),
-                    run: run.clone(),
-                    plan,
-                    inputs,
-                    seed: seed.parse().unwrap_or(u64::MAX),
-                    // The store's keys start runs; forks are a file home's.
-                    forked_at: None,
-                };
-                return Ok(Submitted::Existing {
-                    differs: had.differs(want),
-                    state: row.get(4),
-                    run,
-                });
-            }
+        if let Some(want) = key
+            && let Some(existing) = key_holder(&mut tx, want)?
+        {
+            return Ok(existing);
         }
         let id = new_run(&mut tx, program, "submitted", &files)?;
         if let Some(k) = key {
@@ -424,6 +401,13 @@ impl Store {
             &[&id, &programs.oracle_cmd, &programs.scorer_cmd],
         )
         .map_err(db("submitting a run"))?;
+        if let Some(q) = queue {
+            tx.execute(
+                "UPDATE runs SET queue = $2, priority = $3, partition_key = $4 WHERE id = $1",
+                &[&id, &q.queue, &q.priority, &q.partition],
+            )
+            .map_err(db("submitting a run to its queue"))?;
+        }
         tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
             .map_err(db("waking workers"))?;
         tx.commit().map_err(db("submitting a run"))?;
@@ -493,7 +477,7 @@ impl Store {
             .query_opt(
                 "WITH next AS (
                    SELECT id, state FROM runs
-                   WHERE (state IN ('submitted', 'runnable')
+                   WHERE ((state = 'submitted' AND queue IS NULL) OR state = 'runnable'
                       OR (state = 'running' AND lease_until < now())
                       OR (state IN ('suspended', 'completed', 'failed', 'cancelled') AND EXISTS
                            (SELECT 1 FROM signals s WHERE s.run = runs.id AND s.outcome IS NULL)))
@@ -572,20 +556,24 @@ impl Store {
     ) -> Result<bool> {
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db("releasing a run"))?;
-        let n = tx
-            .execute(
+        let released = tx
+            .query_opt(
                 "UPDATE runs SET state = $3, detail = $4, worker = NULL, lease_until = NULL,
                    updated_at = now()
-                 WHERE id = $1 AND fence = $2 AND state = 'running'",
+                 WHERE id = $1 AND fence = $2 AND state = 'running'
+                 RETURNING queue IS NOT NULL",
                 &[&run, &fence, &state, &detail],
             )
             .map_err(db("releasing a run"))?;
+        let n = u64::from(released.is_some());
+        // A queued run's place is free: a worker waiting on its queue may take the next.
+        let queued = released.is_some_and(|r| r.get::<_, bool>(0));
         if n == 1
             && let Some(summary) = summary
         {
             set_summary(&mut tx, run, summary)?;
         }
-        if n == 1 && matches!(state, "runnable" | "submitted") {
+        if n == 1 && (queued || matches!(state, "runnable" | "submitted")) {
             tx.execute(&format!("NOTIFY {CHANNEL}"), &[])
                 .map_err(db("waking workers"))?;
         }
@@ -1298,6 +1286,56 @@ fn set_summary(tx: &mut postgres::Transaction<'_>, run: &str, s: &Summary) -> Re
     )
     .map_err(db("recording what a run's log says"))?;
     Ok(())
+}
+
+/// The run idempotency key `want` submitted already, with what differs, taking the key's
+/// advisory lock for the rest of `tx` (so submissions racing on one key store one run).
+fn key_holder(
+    tx: &mut postgres::Transaction<'_>,
+    want: &oracle_runtime::keys::KeyClaim,
+) -> Result<Option<Submitted>> {
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        &[&want.key],
+    )
+    .map_err(db("locking an idempotency key"))?;
+    let row = tx
+        .query_opt(
+            "SELECT k.run, k.plan, k.inputs, k.seed, r.state FROM run_keys k
+                 JOIN runs r ON r.id = k.run WHERE k.key = $1",
+            &[&want.key],
+        )
+        .map_err(db("reading an idempotency key"))?;
+    if let Some(row) = row {
+        let run: String = row.get(0);
+        let hash = |b: Vec<u8>| <[u8; 32]>::try_from(b.as_slice()).map(oracle_core::Hash);
+        let (plan, inputs) = match (hash(row.get(1)), hash(row.get(2))) {
+            (Ok(p), Ok(i)) => (p, i),
+            _ => {
+                return Err(PgError::BadRecord {
+                    run,
+                    offset: 0,
+                    reason: "an idempotency key's row holds a hash that is not 32 bytes".into(),
+                });
+            }
+        };
+        let seed: String = row.get(3);
+        let had = oracle_runtime::keys::KeyClaim {
+            key: want.key.clone(),
+            run: run.clone(),
+            plan,
+            inputs,
+            seed: seed.parse().unwrap_or(u64::MAX),
+            // The store's keys start runs; forks are a file home's.
+            forked_at: None,
+        };
+        return Ok(Some(Submitted::Existing {
+            differs: had.differs(want),
+            state: row.get(4),
+            run,
+        }));
+    }
+    Ok(None)
 }
 
 /// A new run's row, numbered from the store's sequence (`<program>-<n>`), and its files.

@@ -206,7 +206,7 @@ CREATE TABLE memory_ledger (
     record bytea NOT NULL
 );
 "#,
-    // Rate limits on model bindings and declared tools (issue 56, item 2): one row per
+    // 11: rate limits on model bindings and declared tools (issue 56, item 2): one row per
     // rate-limited model or tool, its window as the host writes it (JSON text), changed under
     // `FOR UPDATE` with the database's clock (`Store::change_rate_window`).
     r#"
@@ -214,6 +214,24 @@ CREATE TABLE rate_windows (
     key  text PRIMARY KEY,
     body text NOT NULL
 );
+"#,
+    // 12: named queues (issue 56, item 1). `queues`: one row per queue, its definition as the
+    // host writes it (`spec`, JSON: the host owns its meaning) and its changing part (`state`:
+    // recent starts, when each partition was last served), both decided by the host's one
+    // ordering rule in the claim's transaction, under this row's lock (`FOR UPDATE`), so a
+    // queue's limits hold across every worker. A run's `queue`, `priority` and `partition_key`
+    // are set in its submission's transaction; a submitted run with a queue is claimed only
+    // through its queue. Nothing of it reaches an event.
+    r#"
+CREATE TABLE queues (
+    name  text PRIMARY KEY,
+    spec  text NOT NULL,
+    state text NOT NULL DEFAULT '{}'
+);
+ALTER TABLE runs ADD COLUMN queue text REFERENCES queues (name);
+ALTER TABLE runs ADD COLUMN priority smallint NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN partition_key text NOT NULL DEFAULT '';
+CREATE INDEX runs_queued ON runs (queue, number) WHERE queue IS NOT NULL;
 "#,
 ];
 

@@ -56,6 +56,10 @@ pub struct Plan {
     /// run's memory attaches to (docs/MEMORY.md "Shared stores"). The runtime reads it before
     /// running (`memory_of`); the compiler only carries it.
     pub memory: Option<Spanned<MemoryStore>>,
+    /// `queue "NAME"`: the named queue a run of the plan waits its turn in (docs/PLAN.md,
+    /// "Queues"), unless its start names another. The host reads it before a start
+    /// (`queue_of`); the compiler only carries it, and nothing of it is recorded.
+    pub queue: Option<Spanned<String>>,
     /// Steps in declaration order (which breaks ties in the topological order).
     pub steps: Vec<Step>,
 }

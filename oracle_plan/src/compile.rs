@@ -240,6 +240,12 @@ pub fn memory_of(src: &str) -> Option<String> {
     crate::parsed::outline(src).memory
 }
 
+/// The queue a plan's `queue "NAME"` line names; `None` without one, or if the source does
+/// not parse.
+pub fn queue_of(src: &str) -> Option<String> {
+    crate::parsed::outline(src).queue
+}
+
 /// The names of a plan's agent steps (`s = agent { ... }`), whose model calls are turns rather
 /// than attempts (what `oracle log` calls them); empty if the source does not parse.
 pub fn agent_steps_of(src: &str) -> std::collections::BTreeSet<String> {
@@ -1298,6 +1304,7 @@ fn compile_body(
         tools: plan.tools.clone(),
         // A loop body runs inside the plan's run, already attached to its store.
         memory: None,
+        queue: None,
         steps: b.steps.clone(),
     };
     match compile_in(&sub, catalogue, sources, depth) {

@@ -120,6 +120,7 @@ enum Item<'a> {
     Use(&'a Use),
     Tools(&'a Spanned<String>),
     Memory(&'a Spanned<MemoryStore>),
+    Queue(&'a Spanned<String>),
     Input(&'a Input),
     Step(&'a Step),
 }
@@ -133,6 +134,7 @@ impl Item<'_> {
             Item::Input(_) => 3,
             Item::Step(_) => 4,
             Item::Memory(_) => 5,
+            Item::Queue(_) => 6,
         }
     }
 
@@ -144,6 +146,7 @@ impl Item<'_> {
             Item::Use(u) => u.path.span.start,
             Item::Tools(t) => t.span.start,
             Item::Memory(m) => m.span.start,
+            Item::Queue(q) => q.span.start,
             Item::Input(i) => i.name.span.start,
             Item::Step(s) => s.span.start,
         }
@@ -202,6 +205,7 @@ impl Layout<'_> {
         items.extend(p.uses.iter().map(Item::Use));
         items.extend(p.tools.iter().map(Item::Tools));
         items.extend(p.memory.iter().map(Item::Memory));
+        items.extend(p.queue.iter().map(Item::Queue));
         items.extend(p.inputs.iter().map(Item::Input));
         items.extend(p.steps.iter().map(Item::Step));
         items.sort_by_key(Item::anchor);
@@ -244,6 +248,11 @@ impl Layout<'_> {
                     MemoryStore::Input(i) => text.push_str(&format!("input.{i}")),
                 }
                 self.push(0, text, (start, m.span.end), blank);
+            }
+            Item::Queue(q) => {
+                let mut text = "queue ".to_owned();
+                print::string(&mut text, &q.node);
+                self.push(0, text, (start, q.span.end), blank);
             }
             Item::Tools(t) => {
                 let mut text = "tools ".to_owned();

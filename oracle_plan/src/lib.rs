@@ -57,7 +57,7 @@ pub use catalogue::{ArgSpec, ArgType, Catalogue, ScopeFrom, ToolSchemas, ToolSpe
 pub const PLAN_BYTES_MAX: u64 = 32 << 20;
 pub use compile::{
     CompiledPlan, CompiledStep, Sources, agent_steps_of, agent_steps_with, check, check_with,
-    compile, is_agent_call, memory_of, spawns_of, tools_of, uses_of,
+    compile, is_agent_call, memory_of, queue_of, spawns_of, tools_of, uses_of,
 };
 pub use diagnostic::{Diagnostic, Severity};
 pub use parser::parse;

@@ -31,6 +31,7 @@ pub(crate) struct Outline {
     pub spawns: Vec<String>,
     pub tools: Vec<String>,
     pub memory: Option<String>,
+    pub queue: Option<String>,
 }
 
 impl Outline {
@@ -47,6 +48,7 @@ impl Outline {
                 .collect(),
             tools: p.tools.iter().map(|t| t.node.clone()).collect(),
             memory: p.memory.as_ref().map(|m| m.node.to_flag()),
+            queue: p.queue.as_ref().map(|q| q.node.clone()),
         }
     }
 }

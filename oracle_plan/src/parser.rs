@@ -281,7 +281,7 @@ impl<'s> Parser<'s> {
                 self.toks.get(i + 1).map(|t| &t.kind),
                 Some(TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input))
             ),
-            TokenKind::Ident(w) if w == "use" || w == "tools" => {
+            TokenKind::Ident(w) if w == "use" || w == "tools" || w == "queue" => {
                 matches!(
                     self.toks.get(i + 1).map(|t| &t.kind),
                     Some(TokenKind::Str(_))
@@ -389,6 +389,7 @@ impl<'s> Parser<'s> {
         let mut uses = Vec::new();
         let mut tools = Vec::new();
         let mut memory = None;
+        let mut queue = None;
         let mut steps = Vec::new();
         let mut after_step = false;
         loop {
@@ -410,15 +411,10 @@ impl<'s> Parser<'s> {
                     tools.push(Spanned::new(into_text(t.kind), t.span));
                     Ok(())
                 }
-                TokenKind::Ident(w)
-                    if w == "memory"
-                        && matches!(
-                            self.kind_at(1),
-                            TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input)
-                        ) =>
-                {
+                TokenKind::Ident(w) if w == "memory" && self.names_a_store() => {
                     self.memory_line(&mut memory)
                 }
+                TokenKind::Ident(w) if w == "queue" => self.queue_line(&mut queue),
                 TokenKind::Keyword(Keyword::Grant) => self.grant().map(|g| grants.push(g)),
                 TokenKind::Keyword(Keyword::Input) => self.input().map(|i| inputs.push(i)),
                 TokenKind::Keyword(Keyword::Plan) => self.misplaced_header(header.as_ref()),
@@ -441,8 +437,49 @@ impl<'s> Parser<'s> {
             uses,
             tools,
             memory,
+            queue,
             steps,
         })
+    }
+
+    /// `queue "NAME"` (the caller has seen `queue`, not a step's name): the name must be a
+    /// string (E0125), and a second line is E0124, since a run waits in one queue.
+    fn queue_line(&mut self, slot: &mut Option<Spanned<String>>) -> PResult<()> {
+        let start = self.bump().span; // `queue`
+        if !matches!(self.kind(), TokenKind::Str(_)) {
+            let d = Diagnostic::error(
+                "E0125",
+                Span::new(start.start, self.tok().span.end),
+                "`queue` without a queue's name",
+                "a `queue` line names the queue as a string",
+            )
+            .with_hint("write `queue \"nightly\"`");
+            self.diags.push(d);
+            return Err(Fail);
+        }
+        let t = self.bump();
+        let name = Spanned::new(into_text(t.kind), t.span);
+        if slot.is_some() {
+            let d = Diagnostic::error(
+                "E0124",
+                Span::new(start.start, name.span.end),
+                "a second `queue` line",
+                "a run waits in one queue",
+            );
+            self.diags.push(d);
+            return Err(Fail);
+        }
+        *slot = Some(name);
+        Ok(())
+    }
+
+    /// Whether the `memory` here names a store (a string or `input` follows it), and so is a
+    /// `memory` line rather than a misplaced word.
+    fn names_a_store(&self) -> bool {
+        matches!(
+            self.kind_at(1),
+            TokenKind::Str(_) | TokenKind::Keyword(Keyword::Input)
+        )
     }
 
     /// `memory "NAME"` or `memory input.NAME` (the caller has seen `memory` and a string or

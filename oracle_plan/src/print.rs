@@ -59,6 +59,11 @@ pub fn print(plan: &Plan) -> String {
         }
         out.push('\n');
     }
+    if let Some(q) = &plan.queue {
+        out.push_str("\nqueue ");
+        string(&mut out, &q.node);
+        out.push('\n');
+    }
     if !plan.inputs.is_empty() {
         out.push('\n');
         for i in &plan.inputs {
@@ -379,6 +384,7 @@ pub fn strip_spans(plan: &Plan) -> Plan {
             .collect(),
         tools: plan.tools.iter().map(|t| bare(t.node.clone())).collect(),
         memory: plan.memory.as_ref().map(|m| bare(m.node.clone())),
+        queue: plan.queue.as_ref().map(|q| bare(q.node.clone())),
         steps: plan.steps.iter().map(strip_step).collect(),
     }
 }

@@ -228,3 +228,34 @@ proptest! {
         check(&chars.into_iter().collect::<String>())?;
     }
 }
+
+/// A plan's `queue "NAME"` line (docs/PLAN.md, "Queues"): formatted in place, printed and
+/// parsed back to the same tree; `queue` with no string, or a second line, is refused with
+/// its own code; a step named `queue` is still a step.
+#[test]
+fn queue_lines_round_trip_and_misplaced_ones_are_named() {
+    let src = "plan p version 1\nqueue   \"nightly\"\ninput n: int = 1\nx = t { a: n }\n";
+    let want = "plan p version 1\n\nqueue \"nightly\"\n\ninput n: int = 1\n\nx = t { a: n }\n";
+    assert_eq!(format(src).unwrap(), want);
+    check(src).unwrap();
+    let (plan, diags) = parse(src);
+    assert!(!has_errors(&diags), "{diags:?}");
+    let plan = plan.unwrap();
+    assert_eq!(
+        plan.queue.as_ref().map(|q| q.node.as_str()),
+        Some("nightly")
+    );
+    let printed = oracle_plan::print::print(&plan);
+    let (again, _) = parse(&printed);
+    assert_eq!(strip_spans(&again.unwrap()), strip_spans(&plan));
+    assert_eq!(oracle_plan::queue_of(src).as_deref(), Some("nightly"));
+    let code = |src: &str| parse(src).1.first().map(|d| d.code);
+    assert_eq!(code("plan p version 1\nqueue nightly\n"), Some("E0125"));
+    assert_eq!(
+        code("plan p version 1\nqueue \"a\"\nqueue \"b\"\n"),
+        Some("E0124")
+    );
+    let (plan, diags) = parse("plan p version 1\nqueue = t { a: 1 }\n");
+    assert!(!has_errors(&diags), "{diags:?}");
+    assert_eq!(plan.unwrap().steps.len(), 1);
+}

@@ -910,6 +910,7 @@ fn plan_strategy() -> impl Strategy<Value = Plan> {
             uses: Vec::new(),
             tools: tools.into_iter().map(sp).collect(),
             memory: None,
+            queue: None,
             name: sp(n),
             version: sp(version),
             grants: grants.into_iter().map(sp).collect(),

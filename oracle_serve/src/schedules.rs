@@ -28,6 +28,13 @@ pub struct AddBody {
     pub overlap: Overlap,
     #[serde(default = "none")]
     pub catch_up: CatchUp,
+    /// The queue each tick's run waits in, its priority and partition (as `POST /runs`).
+    #[serde(default)]
+    pub queue: Option<String>,
+    #[serde(default)]
+    pub priority: Option<u64>,
+    #[serde(default)]
+    pub partition: Option<String>,
 }
 
 fn skip() -> Overlap {
@@ -76,6 +83,9 @@ pub fn add(state: &AppState, body: AddBody) -> Result<Value, ApiError> {
         catch_up: body.catch_up,
         root: root.clone(),
         plan_text: Some(body.plan),
+        queue: body.queue,
+        priority: body.priority,
+        partition: body.partition,
     };
     let s = state.backend.schedule_add(new, now())?;
     view(&s, &Cursor::default())

@@ -67,6 +67,32 @@ pub struct StartBody {
     pub key: Option<String>,
     #[serde(default)]
     pub seed: u64,
+    /// The queue the run waits in for its turn (`oracle queue set`).
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// Its priority in the queue, 0 to 9 (higher first; default 0).
+    #[serde(default)]
+    pub priority: Option<u64>,
+    /// Its partition in the queue.
+    #[serde(default)]
+    pub partition: Option<String>,
+}
+
+impl StartBody {
+    /// The queue the run waits in (its `queue`, else its plan's `queue` line), checked by the
+    /// host's one rule; a code agent's run waits in none yet.
+    fn queue_ask(&self) -> Result<Option<oracle_host::queue::Ask>, ApiError> {
+        let queue = oracle_host::queue::ask_for(
+            self.plan.as_deref().unwrap_or_default(),
+            self.queue.as_deref(),
+            self.priority,
+            self.partition.as_deref(),
+        )?;
+        if queue.is_some() && self.agent.is_some() {
+            return Err(oracle_host::queue::not_yet("a code agent's run").into());
+        }
+        Ok(queue)
+    }
 }
 
 /// `POST /api/v1/runs/{id}/cancel`.
@@ -292,6 +318,7 @@ pub fn send_event(
 pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode, Value), ApiError> {
     let root = state.config.root.as_deref();
     let given = &state.config.given;
+    let queue = body.queue_ask()?;
     let plan = match (body.plan, body.agent) {
         (Some(plan), None) => plan,
         (None, Some(agent)) if body.key.is_none() => {
@@ -329,6 +356,7 @@ pub fn start(state: &AppState, by: &str, body: StartBody) -> Result<(StatusCode,
         inputs: body.inputs,
         key: body.key,
         seed: body.seed,
+        queue,
     };
     let s = state
         .backend
@@ -652,9 +680,23 @@ pub fn timer_wheel(state: &AppState, stop: &std::sync::atomic::AtomicBool) {
         if !stop.load(Ordering::Relaxed) {
             fire_schedules(&host, &log_path);
         }
+        if !stop.load(Ordering::Relaxed) {
+            start_queued(&host, &state.drives, &log_path);
+        }
         std::thread::sleep(std::time::Duration::from_millis(
             crate::config::TIMER_POLL_MS,
         ));
+    }
+}
+
+/// Starts the runs submitted through the API whose turn in their queue has come, each in the
+/// server's pool of background drives; a failure to look is one line of the resume log.
+fn start_queued(host: &oracle_host::Home, drives: &oracle_host::Background, log_path: &Path) {
+    if let Err(e) = host.queue_dispatch(drives) {
+        oracle_host::background::append_log(
+            log_path,
+            &format!("queues: refused: {e} ({})", e.code()),
+        );
     }
 }
 

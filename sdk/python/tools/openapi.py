@@ -472,6 +472,22 @@ schemas: dict[str, Any] = {
                 "it started.",
             },
             "seed": {"type": "integer", "minimum": 0, "maximum": 18446744073709551615},
+            "queue": {
+                "type": "string",
+                "description": "The named queue the run waits its turn in (docs/PLAN.md, "
+                "\"Queues\"); the plan's `queue` line when absent.",
+            },
+            "priority": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 9,
+                "description": "The run's priority in its queue: higher goes first.",
+            },
+            "partition": {
+                "type": "string",
+                "maxLength": 128,
+                "description": "The run's partition in its queue: partitions take turns.",
+            },
         },
         "required": ["plan"],
         "additionalProperties": False,
