@@ -475,7 +475,7 @@ schemas: dict[str, Any] = {
             "queue": {
                 "type": "string",
                 "description": "The named queue the run waits its turn in (docs/PLAN.md, "
-                "\"Queues\"); the plan's `queue` line when absent.",
+                '"Queues"); the plan\'s `queue` line when absent.',
             },
             "priority": {
                 "type": "integer",

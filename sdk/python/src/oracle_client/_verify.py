@@ -472,6 +472,7 @@ _SHAPES: dict[str, _Check] = {
             "tools": _list_of(_PIN),
             "domains": _map,
             "key": _S,
+            "parent": _struct({"run": _S, "step": _S}),
         },
     ),
     "step_scheduled": _struct({"step": _S, "tool": _S, "attempt": _U}),
