@@ -121,6 +121,7 @@ fn store() {
         snapshot_every: None,
         metrics: None,
         agents: Default::default(),
+        rates: Default::default(),
     };
     let t = Instant::now();
     worker::run(

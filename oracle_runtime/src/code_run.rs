@@ -229,15 +229,7 @@ fn prepare(opts: &CodeStart, submit: bool) -> Result<Prepared> {
         guard.record(&claim)?;
     }
     let key = crate::seal::SealKey::open_or_create(&opts.home)?;
-    let record = if submit {
-        AgentRecord {
-            agent: Some(agent.hello().program.name.clone()),
-            ..record_of_agent(&agent, Vec::new(), String::new())
-        }
-    } else {
-        let seal = command_mac(&key, &id, &command).to_hex();
-        record_of_agent(&agent, command, seal)
-    };
+    let record = agent_record(&agent, (&id, command), &key, submit);
     write_json(&dir.join(AGENT_FILE), &record)?;
     let bindings = crate::bindings::Bindings {
         root: Some(root.clone()),
@@ -271,6 +263,26 @@ fn prepare(opts: &CodeStart, submit: bool) -> Result<Prepared> {
         submission,
         key_guard,
     ))
+}
+
+/// The `agent.json` of run `id` of `agent`: a submission's names the agent, never a command
+/// (a worker's own `--agent` list says which program that is); a start's keeps `command`,
+/// sealed with `key`.
+fn agent_record(
+    agent: &ProcessAgent,
+    (id, command): (&str, Vec<String>),
+    key: &crate::seal::SealKey,
+    submit: bool,
+) -> AgentRecord {
+    if submit {
+        AgentRecord {
+            agent: Some(agent.hello().program.name.clone()),
+            ..record_of_agent(agent, Vec::new(), String::new())
+        }
+    } else {
+        let seal = command_mac(key, id, &command).to_hex();
+        record_of_agent(agent, command, seal)
+    }
 }
 
 /// What a code run keeps of `agent`, started as `command` (sealed by `seal`).

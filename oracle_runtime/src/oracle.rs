@@ -212,16 +212,7 @@ impl OraclePort for CommandPort {
                 let _ = stdin.write_all(line.as_bytes());
             })
         });
-        // Read on its own thread too, so a program that prints much is not stalled on a full
-        // pipe; at most one byte past the cap is kept, to tell an over-long verdict.
-        let (printed_tx, printed_rx) = std::sync::mpsc::channel();
-        if let Some(stdout) = child.stdout.take() {
-            thread::spawn(move || {
-                let mut out = Vec::new();
-                let _ = stdout.take(VERDICT_BYTES_MAX + 1).read_to_end(&mut out);
-                let _ = printed_tx.send(out);
-            });
-        }
+        let printed_rx = read_printed(&mut child);
         let waited = wait_or_kill(&mut child, self.timeout_ms, None);
         // The program's group is gone, so its stdin's pipe is closed and the write has ended.
         if let Some(feeder) = feeder {
@@ -263,6 +254,21 @@ impl OraclePort for CommandPort {
             stderr: stderr.trim().to_owned(),
         })
     }
+}
+
+/// What `child` prints, read on a thread of its own so a program that prints much is not
+/// stalled on a full pipe; at most one byte past [`VERDICT_BYTES_MAX`] is kept, to tell an
+/// over-long verdict. Nothing comes when its stdout is not piped.
+fn read_printed(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (printed_tx, printed_rx) = std::sync::mpsc::channel();
+    if let Some(stdout) = child.stdout.take() {
+        thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = stdout.take(VERDICT_BYTES_MAX + 1).read_to_end(&mut out);
+            let _ = printed_tx.send(out);
+        });
+    }
+    printed_rx
 }
 
 /// What an oracle program printed: nothing (the request is left to a person) or one JSON
