@@ -977,3 +977,41 @@ fn a_python_adjudicator_resolves_the_conflict_and_the_run_replays_offline() {
     let pending = h.adjudications("adjudication-2", &["--status", "pending"]);
     assert_eq!(pending.len(), 1, "{pending:?}");
 }
+
+/// The same adjudicator in TypeScript (`oracle-agent`'s `adjudicator`, run by `node`): its
+/// verdict is recorded once with the program as `by`, and the run replays without it.
+#[cfg_attr(not(oracle_node), ignore = "needs node on PATH; .ci/run installs it")]
+#[test]
+fn a_typescript_adjudicator_resolves_the_conflict_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = Home::new();
+    let tools = tempfile::tempdir().unwrap();
+    let index = common::root().join("sdk/typescript/index.js");
+    let program = tools.path().join("review.mjs");
+    let text = format!(
+        "#!/usr/bin/env node\nimport {{ adjudicator, verdict }} from {index:?};\nconst review = adjudicator((request) => verdict(\"deny\", {{ note: \"kept: \" + request.incumbent.value }}));\nawait review.main();\n",
+        index = format!("file://{}", index.display())
+    );
+    fs::write(&program, text).unwrap();
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    let program = program.to_str().unwrap();
+    let out = h.start(&["--oracle-cmd", program]);
+    assert_eq!(
+        out["notified"]["decided"],
+        serde_json::json!([{"handle": HANDLE, "verdict": "deny"}]),
+        "{out}"
+    );
+    let events = h.events(RUN);
+    let p = &events
+        .iter()
+        .find(|e| e["kind"] == "adjudicated")
+        .expect("the verdict is recorded")["payload"];
+    assert_eq!(
+        (p["by"].as_str(), p["note"].as_str()),
+        (Some("oracle-cmd review.mjs"), Some("kept: penicillin")),
+        "{p}"
+    );
+    let (code, out, err) = h.oracle(&["resume", RUN, "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    h.replays_and_verifies(RUN, "completed");
+}

@@ -155,3 +155,32 @@ export declare function siteIn(
   files: string[],
   root?: string,
 ): { file: string; line: number } | null;
+
+/** A decision on an adjudication request (docs/MEMORY.md). */
+export interface Verdict {
+  verdict: "affirm" | "deny" | "unknown";
+  evidence: string;
+  note: string;
+}
+
+/** A verdict: `affirm`, `deny` or `unknown`, with its evidence (default
+ * `external_first_hand`) and a note. */
+export declare function verdict(
+  word: "affirm" | "deny" | "unknown",
+  options?: { evidence?: string; note?: string },
+): Verdict;
+
+/** A function from a request to a verdict (or `null`: a person decides), run as an
+ * `--oracle-cmd` program. */
+export declare class Adjudicator {
+  constructor(fn: (request: { [key: string]: Json }) => Verdict | null | Promise<Verdict | null>);
+  /** Decides `request`. */
+  request(request: { [key: string]: Json }): Promise<Verdict | null>;
+  /** Reads one request from stdin and prints the verdict, if any, on stdout. */
+  main(): Promise<void>;
+}
+
+/** Makes `fn(request)` an adjudicator. */
+export declare function adjudicator(
+  fn: (request: { [key: string]: Json }) => Verdict | null | Promise<Verdict | null>,
+): Adjudicator;

@@ -365,3 +365,56 @@ export class Program {
 export function agent(options, fn) {
   return new Program(options, fn);
 }
+
+/** The verdicts docs/MEMORY.md defines. */
+const VERDICTS = new Set(["affirm", "deny", "unknown"]);
+
+/** A decision on an adjudication request: `affirm` makes the challenger the belief, `deny`
+ * keeps the incumbent, `unknown` leaves both contested; `evidence` is its provenance and
+ * `note` (at most 4 KiB) is recorded with it. */
+export function verdict(word, options = {}) {
+  if (!VERDICTS.has(word)) {
+    throw new TypeError(`verdict ${JSON.stringify(word)}: expected one of affirm, deny, unknown`);
+  }
+  return {
+    verdict: word,
+    evidence: options.evidence ?? "external_first_hand",
+    note: options.note ?? "",
+  };
+}
+
+/** A function from a request to a verdict, run as an `--oracle-cmd` program: the runtime starts
+ * it once per pending request, the request as one JSON line on stdin; what it prints on stdout
+ * is its verdict, recorded as `oracle adjudicate` records one (docs/MEMORY.md, "The adjudication
+ * oracle"). Returning `null` leaves the request to a person. */
+export class Adjudicator {
+  constructor(fn) {
+    this.fn = fn;
+  }
+
+  /** Decides `request` (`run`, `handle`, `subject`, `predicate`, `incumbent`, `challenger`,
+   * ...): a verdict, or `null`. */
+  async request(request) {
+    const decided = await this.fn(request);
+    if (decided !== null && decided !== undefined && !VERDICTS.has(decided?.verdict)) {
+      throw new TypeError("an adjudicator returns verdict(...) or null");
+    }
+    return decided ?? null;
+  }
+
+  /** Reads one request from stdin and prints the verdict, if any, on stdout; the function's
+   * own prints go to stderr. */
+  async main() {
+    const out = process.stdout.write.bind(process.stdout);
+    process.stdout.write = process.stderr.write.bind(process.stderr);
+    let text = "";
+    for await (const chunk of process.stdin) text += chunk;
+    const decided = await this.request(JSON.parse(text.split("\n")[0]));
+    if (decided !== null) out(`${JSON.stringify(decided)}\n`);
+  }
+}
+
+/** Makes `fn(request)` an adjudicator; call `.main()` in the program. */
+export function adjudicator(fn) {
+  return new Adjudicator(fn);
+}
