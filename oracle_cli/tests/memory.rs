@@ -1015,3 +1015,42 @@ fn a_typescript_adjudicator_resolves_the_conflict_too() {
     assert_eq!(code, 0, "{out}{err}");
     h.replays_and_verifies(RUN, "completed");
 }
+
+/// The verdict door refuses what `POST /runs/{id}/adjudications/{handle}` and `oracle
+/// adjudicate` refuse: a word that is no verdict, an evidence that is no provenance, a field
+/// it does not know, a value that is not text. Each is a failed delivery naming why, nothing is
+/// recorded, and the request stays pending.
+#[test]
+fn an_oracle_programs_verdict_is_refused_as_the_api_refuses_it() {
+    let h = Home::new();
+    let tools = tempfile::tempdir().unwrap();
+    let cases = [
+        (r#"{"verdict":"maybe"}"#, "maybe"),
+        (r#"{"verdict":"affirm","evidence":"gossip"}"#, "gossip"),
+        (
+            r#"{"verdict":"affirm","by":"someone else"}"#,
+            "unknown field `by`",
+        ),
+        (r#"{"verdict":"affirm","note":7}"#, "`note` is not a string"),
+    ];
+    for (i, (printed, why)) in cases.iter().enumerate() {
+        let name = format!("bad{i}.sh");
+        let program = script(
+            tools.path(),
+            &name,
+            &format!("cat > /dev/null\necho '{printed}'"),
+        );
+        let out = h.start(&["--oracle-cmd", program.to_str().unwrap()]);
+        let run = out["run"].as_str().unwrap().to_owned();
+        let failed = &out["notified"]["failed"][0];
+        assert_eq!(failed["handle"], HANDLE, "{printed}: {out}");
+        assert!(
+            failed["error"].as_str().unwrap().contains(why),
+            "{printed}: {out}"
+        );
+        assert_eq!(out["notified"]["decided"], serde_json::json!([]), "{out}");
+        assert_eq!(count(&h.kinds(&run), "adjudicated"), 0, "{printed}");
+        let pending = h.adjudications(&run, &["--status", "pending"]);
+        assert_eq!(pending.len(), 1, "{printed}: {pending:?}");
+    }
+}
